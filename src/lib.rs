@@ -1,0 +1,20 @@
+//! # mhc: a runtime for mHC (Manifold-Constrained Hyper-Connections) layers
+//!
+//! Fused GPU stages written by hand in PTX (NVIDIA sm_90a, sm_100a) and GCN assembly (AMD
+//! gfx942), embedded as code objects, loaded by [`mhc_loader`], selected per architecture,
+//! register budget and token count; plus [`reference`], the float64 oracle of every stage
+//! (MATH.md), forward and backward.
+//!
+//! Layers, data flowing one way: `asm/` sources -> `asm/bin` code objects -> `mhc_loader`
+//! (parse, registry, select) -> device (load once, cache handles) -> plan -> one launch per op.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod config;
+pub mod error;
+pub mod reference;
+pub mod runner;
+pub mod tensor;
+
+pub use config::{Config, Dtype, Formulation, Stage, MAX_N};
+pub use error::{Error, Result};
+pub use tensor::{HostData, HostDataMut, HostTensor, HostTensorMut, Layout};

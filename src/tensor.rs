@@ -1,0 +1,256 @@
+//! Tensor layouts and host views. A residual state is `[T, n, C]` and a layer input `[T, C]`;
+//! both are "T rows of `row_len` elements, `row_stride` elements apart" (the stride may exceed
+//! the row, never be shorter). Shape and stride checks live here once: every device and the
+//! reference call [`Layout::check`] before touching memory.
+
+use crate::config::Dtype;
+use crate::error::{Error, Result};
+use half::bf16;
+
+/// T rows of `row_len` elements, `row_stride` elements apart (`row_stride >= row_len`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    pub tokens: usize,
+    pub row_len: usize,
+    pub row_stride: usize,
+}
+
+impl Layout {
+    /// Dense rows: `row_stride == row_len`.
+    pub const fn dense(tokens: usize, row_len: usize) -> Self {
+        Layout { tokens, row_len, row_stride: row_len }
+    }
+    /// A residual state `[T, n, C]`, dense.
+    pub const fn streams(tokens: usize, n: usize, c: usize) -> Self {
+        Layout::dense(tokens, n * c)
+    }
+    /// Same layout with another row stride.
+    pub const fn with_stride(self, row_stride: usize) -> Self {
+        Layout { row_stride, ..self }
+    }
+    /// Elements a buffer must hold: `(T-1)*stride + row_len`, 0 when T = 0.
+    pub fn required_len(&self) -> Option<usize> {
+        if self.tokens == 0 {
+            return Some(0);
+        }
+        (self.tokens - 1).checked_mul(self.row_stride)?.checked_add(self.row_len)
+    }
+    /// Index of element `i` of row `t`.
+    #[inline]
+    pub fn index(&self, t: usize, i: usize) -> usize {
+        t * self.row_stride + i
+    }
+    /// Checks that this layout describes `tokens` rows of `row_len` elements and that a buffer
+    /// of `len` elements holds them. `what` names the tensor in the error.
+    pub fn check(&self, what: &'static str, tokens: usize, row_len: usize, len: usize) -> Result<()> {
+        if self.tokens != tokens || self.row_len != row_len {
+            return Err(Error::shape(
+                what,
+                format!("{tokens} rows of {row_len}"),
+                format!("{} rows of {}", self.tokens, self.row_len),
+            ));
+        }
+        if self.row_stride < self.row_len {
+            return Err(Error::shape(
+                what,
+                format!("row stride >= {}", self.row_len),
+                format!("row stride {}", self.row_stride),
+            ));
+        }
+        match self.required_len() {
+            Some(need) if need <= len => Ok(()),
+            Some(need) => Err(Error::shape(what, format!("buffer of >= {need} elements"), format!("{len} elements"))),
+            None => Err(Error::shape(what, "a layout that fits in memory", "an overflowing stride")),
+        }
+    }
+}
+
+/// Read-only host storage of one of the supported dtypes.
+#[derive(Debug, Clone, Copy)]
+pub enum HostData<'a> {
+    F32(&'a [f32]),
+    Bf16(&'a [bf16]),
+    F64(&'a [f64]),
+}
+
+impl<'a> HostData<'a> {
+    pub fn dtype(&self) -> Dtype {
+        match self {
+            HostData::F32(_) => Dtype::F32,
+            HostData::Bf16(_) => Dtype::Bf16,
+            HostData::F64(_) => Dtype::F64,
+        }
+    }
+    pub fn len(&self) -> usize {
+        match self {
+            HostData::F32(s) => s.len(),
+            HostData::Bf16(s) => s.len(),
+            HostData::F64(s) => s.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Element `i`, widened exactly to f64.
+    #[inline]
+    pub fn get(&self, i: usize) -> f64 {
+        match self {
+            HostData::F32(s) => s[i] as f64,
+            HostData::Bf16(s) => s[i].to_f64(),
+            HostData::F64(s) => s[i],
+        }
+    }
+    /// Index of the first NaN or infinity, if any.
+    pub fn first_non_finite(&self) -> Option<usize> {
+        (0..self.len()).find(|&i| !self.get(i).is_finite())
+    }
+}
+
+impl<'a> From<&'a [f32]> for HostData<'a> {
+    fn from(s: &'a [f32]) -> Self {
+        HostData::F32(s)
+    }
+}
+impl<'a> From<&'a [f64]> for HostData<'a> {
+    fn from(s: &'a [f64]) -> Self {
+        HostData::F64(s)
+    }
+}
+impl<'a> From<&'a [bf16]> for HostData<'a> {
+    fn from(s: &'a [bf16]) -> Self {
+        HostData::Bf16(s)
+    }
+}
+
+/// Writable host storage; [`HostDataMut::set`] rounds once, to nearest even.
+#[derive(Debug)]
+pub enum HostDataMut<'a> {
+    F32(&'a mut [f32]),
+    Bf16(&'a mut [bf16]),
+    F64(&'a mut [f64]),
+}
+
+impl<'a> HostDataMut<'a> {
+    pub fn dtype(&self) -> Dtype {
+        match self {
+            HostDataMut::F32(_) => Dtype::F32,
+            HostDataMut::Bf16(_) => Dtype::Bf16,
+            HostDataMut::F64(_) => Dtype::F64,
+        }
+    }
+    pub fn len(&self) -> usize {
+        match self {
+            HostDataMut::F32(s) => s.len(),
+            HostDataMut::Bf16(s) => s.len(),
+            HostDataMut::F64(s) => s.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Stores `v` rounded once to the storage type.
+    #[inline]
+    pub fn set(&mut self, i: usize, v: f64) {
+        match self {
+            HostDataMut::F32(s) => s[i] = v as f32,
+            HostDataMut::Bf16(s) => s[i] = bf16::from_f64(v),
+            HostDataMut::F64(s) => s[i] = v,
+        }
+    }
+    /// A read-only view of the same storage.
+    pub fn as_data(&self) -> HostData<'_> {
+        match self {
+            HostDataMut::F32(s) => HostData::F32(s),
+            HostDataMut::Bf16(s) => HostData::Bf16(s),
+            HostDataMut::F64(s) => HostData::F64(s),
+        }
+    }
+}
+
+impl<'a> From<&'a mut [f32]> for HostDataMut<'a> {
+    fn from(s: &'a mut [f32]) -> Self {
+        HostDataMut::F32(s)
+    }
+}
+impl<'a> From<&'a mut [f64]> for HostDataMut<'a> {
+    fn from(s: &'a mut [f64]) -> Self {
+        HostDataMut::F64(s)
+    }
+}
+impl<'a> From<&'a mut [bf16]> for HostDataMut<'a> {
+    fn from(s: &'a mut [bf16]) -> Self {
+        HostDataMut::Bf16(s)
+    }
+}
+
+/// A strided host tensor: storage plus layout.
+#[derive(Debug, Clone, Copy)]
+pub struct HostTensor<'a> {
+    pub data: HostData<'a>,
+    pub layout: Layout,
+}
+
+impl<'a> HostTensor<'a> {
+    pub fn new(data: impl Into<HostData<'a>>, layout: Layout) -> Self {
+        HostTensor { data: data.into(), layout }
+    }
+    /// Checks rows, row length and buffer length (see [`Layout::check`]).
+    pub fn check(&self, what: &'static str, tokens: usize, row_len: usize) -> Result<()> {
+        self.layout.check(what, tokens, row_len, self.data.len())
+    }
+    /// Element `i` of row `t`, as f64.
+    #[inline]
+    pub fn at(&self, t: usize, i: usize) -> f64 {
+        self.data.get(self.layout.index(t, i))
+    }
+}
+
+/// A strided writable host tensor.
+#[derive(Debug)]
+pub struct HostTensorMut<'a> {
+    pub data: HostDataMut<'a>,
+    pub layout: Layout,
+}
+
+impl<'a> HostTensorMut<'a> {
+    pub fn new(data: impl Into<HostDataMut<'a>>, layout: Layout) -> Self {
+        HostTensorMut { data: data.into(), layout }
+    }
+    pub fn check(&self, what: &'static str, tokens: usize, row_len: usize) -> Result<()> {
+        self.layout.check(what, tokens, row_len, self.data.len())
+    }
+    #[inline]
+    pub fn set(&mut self, t: usize, i: usize, v: f64) {
+        let idx = self.layout.index(t, i);
+        self.data.set(idx, v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strided_layout_lengths() {
+        let l = Layout::streams(3, 4, 8).with_stride(40);
+        assert_eq!(l.required_len(), Some(2 * 40 + 32));
+        l.check("x", 3, 32, 112).unwrap();
+        assert!(matches!(l.check("x", 3, 32, 111), Err(Error::Shape { what: "x", .. })));
+        assert!(matches!(l.check("x", 4, 32, 1000), Err(Error::Shape { .. })));
+        let short = Layout::dense(2, 32).with_stride(31);
+        assert!(matches!(short.check("x", 2, 32, 1000), Err(Error::Shape { .. })));
+        assert_eq!(Layout::dense(0, 32).required_len(), Some(0));
+        let huge = Layout::dense(usize::MAX / 2, 8).with_stride(usize::MAX / 4);
+        assert!(huge.check("x", usize::MAX / 2, 8, 10).is_err());
+    }
+
+    #[test]
+    fn bf16_store_rounds_once_to_nearest_even() {
+        let mut buf = [bf16::ZERO; 2];
+        let mut d = HostDataMut::from(&mut buf[..]);
+        d.set(0, 1.0 + 1.0 / 256.0); // halfway between 1 and 1+2^-7: ties to even (1.0)
+        d.set(1, 1.0 + 3.0 / 256.0); // halfway between 1+2^-7 and 1+2^-6: ties to 1+2^-6
+        assert_eq!(buf[0].to_f64(), 1.0);
+        assert_eq!(buf[1].to_f64(), 1.0 + 1.0 / 64.0);
+    }
+}

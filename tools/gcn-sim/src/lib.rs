@@ -1,0 +1,1 @@
+//! GCN (gfx942) simulator. Work in progress: see issue 4.

@@ -1,0 +1,36 @@
+//! The `mhc` command: the tool users and scripts drive.
+//!
+//! Each subcommand lives in its own module with its own `Args`; this file only dispatches.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod run;
+
+/// mHC runtime tools: run stages on .npy files, assemble and inspect kernels, benchmark.
+#[derive(Parser)]
+#[command(name = "mhc", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one stage on the .npy files of a folder and write its outputs as .npy files.
+    Run(run::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run::main(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("mhc: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
