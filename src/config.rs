@@ -228,7 +228,10 @@ impl Config {
             }
         }
         if self.eps_norm == 0.0 {
-            return Err(Error::Config { what: "eps_norm", reason: "must be > 0 (an all-zero row would divide by zero)".into() });
+            return Err(Error::Config {
+                what: "eps_norm",
+                reason: "must be > 0 (an all-zero row would divide by zero)".into(),
+            });
         }
         Ok(())
     }
