@@ -1,0 +1,87 @@
+//! The arithmetic the reference is generic over: `f64` (the oracle) and `f32` (to see what single
+//! precision alone costs, independent of any kernel). Storage types are a separate matter
+//! (`HostData`); values are widened exactly to f64 when read and converted to `R` once.
+
+use std::fmt::Debug;
+use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
+
+/// A floating-point arithmetic type: `f32` or `f64`.
+pub trait Real:
+    Copy
+    + Debug
+    + PartialOrd
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+    + Neg<Output = Self>
+    + AddAssign
+    + SubAssign
+    + MulAssign
+    + DivAssign
+    + Send
+    + Sync
+    + 'static
+{
+    const ZERO: Self;
+    const ONE: Self;
+    /// Rounds `v` to this type (exact for f64).
+    fn from_f64(v: f64) -> Self;
+    /// Widens exactly to f64.
+    fn to_f64(self) -> f64;
+    fn exp(self) -> Self;
+    fn sqrt(self) -> Self;
+    fn max(self, other: Self) -> Self;
+    /// `v` as this type (exact for the sizes used here).
+    #[inline]
+    fn from_usize(v: usize) -> Self {
+        Self::from_f64(v as f64)
+    }
+}
+
+macro_rules! impl_real {
+    ($t:ty) => {
+        impl Real for $t {
+            const ZERO: Self = 0.0;
+            const ONE: Self = 1.0;
+            #[inline]
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            #[inline]
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            #[inline]
+            fn exp(self) -> Self {
+                <$t>::exp(self)
+            }
+            #[inline]
+            fn sqrt(self) -> Self {
+                <$t>::sqrt(self)
+            }
+            #[inline]
+            fn max(self, other: Self) -> Self {
+                <$t>::max(self, other)
+            }
+        }
+    };
+}
+impl_real!(f32);
+impl_real!(f64);
+
+/// The logistic sigmoid `1 / (1 + e^-z)`; saturates to 0 or 1 without producing NaN.
+#[inline]
+pub fn sigmoid<R: Real>(z: R) -> R {
+    R::ONE / (R::ONE + (-z).exp())
+}
+
+/// `sum_i a[i] * b[i]`, accumulated left to right (a fixed order: results are reproducible).
+#[inline]
+pub(crate) fn dot<R: Real>(a: &[R], b: &[R]) -> R {
+    let mut s = R::ZERO;
+    for (x, y) in a.iter().zip(b) {
+        s += *x * *y;
+    }
+    s
+}
