@@ -15,3 +15,15 @@ pub mod image;
 
 pub use arch::{AmdFeatures, Arch, FeatureMode, UnsupportedArch, Vendor};
 pub use image::{parse, render, AmdResources, CodeObject, KernelInfo, Param, ParseError};
+pub mod manifest;
+
+/// Lowercase hex SHA-256 of `bytes` (image hashes in the manifest and the tuned tables).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(bytes);
+    let mut s = String::with_capacity(64);
+    for b in digest {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}

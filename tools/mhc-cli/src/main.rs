@@ -5,6 +5,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod asm;
 mod run;
 
 /// mHC runtime tools: run stages on .npy files, assemble and inspect kernels, benchmark.
@@ -19,12 +20,15 @@ struct Cli {
 enum Command {
     /// Run one stage on the .npy files of a folder and write its outputs as .npy files.
     Run(run::Args),
+    /// Assemble asm/ sources into asm/bin with the pinned tools and regenerate the embedded table.
+    Asm(asm::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run::main(args),
+        Command::Asm(args) => asm::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
