@@ -11,6 +11,7 @@
 
 pub mod config;
 pub mod error;
+pub mod npy;
 pub mod reference;
 pub mod runner;
 pub mod tensor;

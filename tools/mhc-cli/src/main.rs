@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod asm;
+mod devices;
 mod run;
 
 /// mHC runtime tools: run stages on .npy files, assemble and inspect kernels, benchmark.
