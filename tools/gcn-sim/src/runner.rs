@@ -1,0 +1,339 @@
+//! [`GcnSimRunner`]: `mhc::runner::StageRunner` on the simulator, so `mhc run <stage> --device
+//! gcn-sim` runs the embedded gfx942 kernels. It validates every input before anything runs,
+//! stores activations as the requested dtype (bf16 rounds once, to nearest even), keeps
+//! parameters and coefficients in f32, poisons every output buffer (NaN) before the launch, and
+//! builds kernargs by name from each kernel's metadata (so a layout mismatch is an error, not a
+//! silent misread). Any hazard the simulator reports is returned as an error.
+
+use crate::exec::{launch, Launch, Memory, Stats};
+use crate::{elf, images, SimError};
+use mhc::config::{Config, Dtype, Formulation, Stage};
+use mhc::error::{Error, Result};
+use mhc::runner::{resolve_config, signature, Array, Named, StageRunner};
+use std::cell::RefCell;
+
+/// Work-items per workgroup of every gfx942 kernel here.
+const BLOCK: u32 = 256;
+
+/// The stage runner for `--device gcn-sim`.
+#[derive(Debug, Default)]
+pub struct GcnSimRunner {
+    /// Statistics of every launch of the last `run` (kernel name, stats), for reports.
+    pub last_stats: RefCell<Vec<(String, Stats)>>,
+}
+
+impl GcnSimRunner {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+fn sim_err(e: SimError) -> Error {
+    Error::BadCodeObject { image: "gfx942 (gcn-sim)".into(), reason: e.to_string() }
+}
+
+fn no_variant(stage: Stage, cfg: &Config, t: usize, reason: String) -> Error {
+    Error::NoVariant {
+        stage: stage.name().into(),
+        arch: "gfx942".into(),
+        shape: format!("T={t} n={} C={}", cfg.n, cfg.c),
+        rejected: vec![reason],
+    }
+}
+
+/// Rounds to bf16 (nearest even) and returns the bits.
+fn bf16_bits(v: f64) -> u16 {
+    half::bf16::from_f32(v as f32).to_bits()
+}
+
+/// Simulated device memory of one stage run.
+struct Dev {
+    mem: Memory,
+    dtype: Dtype,
+}
+
+impl Dev {
+    fn new(dtype: Dtype) -> Self {
+        Dev { mem: Memory::new(), dtype }
+    }
+    /// An activation (x, f, ...) stored as the run's dtype.
+    fn act(&mut self, name: &str, data: &[f64]) -> u64 {
+        let bytes = match self.dtype {
+            Dtype::Bf16 => data.iter().flat_map(|&v| bf16_bits(v).to_le_bytes()).collect(),
+            _ => data.iter().flat_map(|&v| (v as f32).to_le_bytes()).collect(),
+        };
+        self.mem.alloc(name, bytes)
+    }
+    /// A parameter or coefficient: always f32.
+    fn f32(&mut self, name: &str, data: &[f64]) -> u64 {
+        self.mem.alloc(name, data.iter().flat_map(|&v| (v as f32).to_le_bytes()).collect())
+    }
+    /// An output of `len` elements, poisoned with NaN (f32 0x7fc00000 / bf16 0x7fc0) so an
+    /// element the kernel fails to write cannot pass a comparison.
+    fn out(&mut self, name: &str, len: usize, act: bool) -> u64 {
+        let bytes = if act && self.dtype == Dtype::Bf16 {
+            [0xc0u8, 0x7f].repeat(len)
+        } else {
+            [0u8, 0, 0xc0, 0x7f].repeat(len)
+        };
+        self.mem.alloc(name, bytes)
+    }
+    fn read(&self, addr: u64, shape: Vec<usize>, act: bool) -> Array {
+        let b = self.mem.bytes(addr);
+        let data = if act && self.dtype == Dtype::Bf16 {
+            b.chunks(2).map(|c| half::bf16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f64()).collect()
+        } else {
+            b.chunks(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64).collect()
+        };
+        Array::new(shape, data)
+    }
+    fn bf16_flag(&self) -> u32 {
+        (self.dtype == Dtype::Bf16) as u32
+    }
+}
+
+/// Kernel arguments written by name, checked against the metadata's offsets and sizes.
+struct Args<'k> {
+    k: &'k elf::Kernel,
+    bytes: Vec<u8>,
+    set: Vec<bool>,
+}
+
+impl<'k> Args<'k> {
+    fn new(k: &'k elf::Kernel) -> Self {
+        Args { k, bytes: vec![0; k.kernarg_size as usize], set: vec![false; k.args.len()] }
+    }
+    fn put(&mut self, name: &str, v: &[u8]) -> Result<&mut Self> {
+        let idx =
+            self.k.args.iter().position(|a| a.name == name).ok_or_else(|| {
+                sim_err(SimError::BadCodeObject(format!("{}: no kernel argument `{name}`", self.k.name)))
+            })?;
+        let a = &self.k.args[idx];
+        if a.size != v.len() {
+            return Err(sim_err(SimError::BadCodeObject(format!(
+                "{}: argument `{name}` is {} bytes, not {}",
+                self.k.name,
+                a.size,
+                v.len()
+            ))));
+        }
+        self.bytes[a.offset..a.offset + a.size].copy_from_slice(v);
+        self.set[idx] = true;
+        Ok(self)
+    }
+    fn ptr(&mut self, name: &str, addr: u64) -> Result<&mut Self> {
+        self.put(name, &addr.to_le_bytes())
+    }
+    fn u32(&mut self, name: &str, v: usize) -> Result<&mut Self> {
+        let v = u32::try_from(v).map_err(|_| Error::shape("kernel argument", "< 2^32", v))?;
+        self.put(name, &v.to_le_bytes())
+    }
+    fn f32(&mut self, name: &str, v: f64) -> Result<&mut Self> {
+        self.put(name, &(v as f32).to_le_bytes())
+    }
+}
+
+/// Loads kernel `name` of image `stem` and checks its metadata against its descriptor.
+fn kernel(stem: &str, name: &str) -> Result<elf::Kernel> {
+    let image = images::image(stem).ok_or_else(|| Error::BadCodeObject {
+        image: format!("asm/bin/gfx942/{stem}.hsaco"),
+        reason: "not embedded".into(),
+    })?;
+    let k = elf::load_kernel(image, name).map_err(sim_err)?;
+    k.check_metadata()
+        .map_err(|reason| Error::BadCodeObject { image: format!("asm/bin/gfx942/{stem}.hsaco"), reason })?;
+    Ok(k)
+}
+
+impl GcnSimRunner {
+    fn go(&self, dev: &mut Dev, args: &Args, grid: [u32; 3]) -> Result<()> {
+        if let Some(missing) = args.set.iter().position(|s| !s) {
+            return Err(sim_err(SimError::BadCodeObject(format!(
+                "{}: argument `{}` was not set",
+                args.k.name, args.k.args[missing].name
+            ))));
+        }
+        let ka = dev.mem.alloc("kernarg", args.bytes.clone());
+        let stats = launch(args.k, Launch { grid, block: [BLOCK, 1, 1] }, ka, &mut dev.mem).map_err(sim_err)?;
+        self.last_stats.borrow_mut().push((args.k.name.clone(), stats));
+        Ok(())
+    }
+
+    fn post(&self, cfg: &Config, dtype: Dtype, inputs: &Named, t: usize) -> Result<Named> {
+        let (n, c) = (cfg.n, cfg.c);
+        let (x, f) = (&inputs["x"].data, &inputs["f"].data);
+        let (hp, hr) = (&inputs["h_post"].data, &inputs["h_res"].data);
+        let mut out = Named::new();
+        let k = kernel("post", "mhc_post")?;
+        let mut dev = Dev::new(dtype);
+        let (xa, fa, hpa, hra) = (dev.act("x", x), dev.act("f", f), dev.f32("h_post", hp), dev.f32("h_res", hr));
+        let oa = dev.out("out", t * n * c, true);
+        // Coefficient of output stream i, input stream j: V4 uses h_res[j][i], Paper h_res[i][j].
+        let (si, sj) = match cfg.formulation {
+            Formulation::DeepSeekV4 => (1, n),
+            Formulation::Paper => (n, 1),
+        };
+        let mut a = Args::new(&k);
+        a.ptr("x", xa)?.ptr("f", fa)?.ptr("h_post", hpa)?.ptr("h_res", hra)?.ptr("out", oa)?;
+        a.u32("tokens", t)?.u32("streams", n)?.u32("channels", c)?.u32("x_stride", n * c)?.u32("f_stride", c)?;
+        a.u32("res_si", si)?.u32("res_sj", sj)?.u32("flags", dev.bf16_flag() as usize)?;
+        self.go(&mut dev, &a, [c.div_ceil(BLOCK as usize) as u32, t as u32, 1])?;
+        out.insert("out".into(), dev.read(oa, vec![t, n, c], true));
+        Ok(out)
+    }
+}
+
+/// Which optional behaviours the `coeffs` kernel runs (its `flags` kernarg).
+const COEFFS_PAPER: usize = 1;
+const COEFFS_HEAD: usize = 2;
+
+impl GcnSimRunner {
+    /// Projection + sum of squares (`mhc_proj`), then coefficients (`mhc_coeffs`): returns the
+    /// device addresses of (P, inv_rms, h_pre, h_post, h_res).
+    #[allow(clippy::too_many_arguments)]
+    fn logits_and_coeffs(
+        &self,
+        dev: &mut Dev,
+        cfg: &Config,
+        t: usize,
+        xa: u64,
+        phi: &[f64],
+        scale: &[f64],
+        base: &[f64],
+        head: bool,
+    ) -> Result<[u64; 5]> {
+        let (n, c) = (cfg.n, cfg.c);
+        let m = if head { n } else { cfg.m() };
+        let proj = kernel("proj", "mhc_proj")?;
+        let coeffs = kernel("coeffs", "mhc_coeffs")?;
+        let phia = dev.f32("phi", phi);
+        let pa = dev.out("p", t * m, false);
+        let ra = dev.out("inv_rms", t, false);
+        let mut a = Args::new(&proj);
+        a.ptr("x", xa)?.ptr("phi", phia)?.ptr("p", pa)?.ptr("inv_rms", ra)?;
+        a.u32("tokens", t)?.u32("streams", n)?.u32("channels", c)?.u32("x_stride", n * c)?;
+        a.f32("eps_norm", cfg.eps_norm)?.u32("flags", dev.bf16_flag() as usize)?.u32("rows", m)?;
+        self.go(dev, &a, [t as u32, 1, 1])?;
+        let (sa, ba) = (dev.f32("scale", scale), dev.f32("base", base));
+        let hpre = dev.out("h_pre", t * n, false);
+        let (hpost, hres) =
+            if head { (hpre, hpre) } else { (dev.out("h_post", t * n, false), dev.out("h_res", t * n * n, false)) };
+        let mut flags = if head { COEFFS_HEAD } else { 0 };
+        if cfg.formulation == Formulation::Paper {
+            flags |= COEFFS_PAPER;
+        }
+        let mut a = Args::new(&coeffs);
+        a.ptr("p", pa)?.ptr("inv_rms", ra)?.ptr("scale", sa)?.ptr("base", ba)?;
+        a.ptr("h_pre", hpre)?.ptr("h_post", hpost)?.ptr("h_res", hres)?;
+        a.u32("tokens", t)?.u32("streams", n)?.u32("iters", cfg.sinkhorn_iters as usize)?;
+        a.f32("eps_hc", cfg.eps_hc)?.u32("flags", flags)?.u32("p_stride", m)?;
+        self.go(dev, &a, [t.div_ceil(4) as u32, 1, 1])?;
+        Ok([pa, ra, hpre, hpost, hres])
+    }
+
+    /// `a[t] = sum_i h[t][i] x[t][i]` (`mhc_apply`) into a new activation buffer.
+    fn apply(&self, dev: &mut Dev, cfg: &Config, t: usize, xa: u64, ha: u64, name: &str) -> Result<u64> {
+        let (n, c) = (cfg.n, cfg.c);
+        let k = kernel("apply", "mhc_apply")?;
+        let out = dev.out(name, t * c, true);
+        let mut a = Args::new(&k);
+        a.ptr("x", xa)?.ptr("h", ha)?.ptr("a", out)?;
+        a.u32("tokens", t)?.u32("streams", n)?.u32("channels", c)?.u32("x_stride", n * c)?.u32("a_stride", c)?;
+        a.u32("flags", dev.bf16_flag() as usize)?;
+        self.go(dev, &a, [c.div_ceil(BLOCK as usize) as u32, t as u32, 1])?;
+        Ok(out)
+    }
+
+    /// `phi` with the optional pre-norm weight folded in (MATH.md: `(v * gamma_k) . phi^T`
+    /// equals `v . (phi * gamma_k)^T`; the product is rounded once, to f32).
+    fn folded_phi(cfg: &Config, inputs: &Named) -> Vec<f64> {
+        let phi = &inputs["phi"].data;
+        match inputs.get("gamma_k") {
+            Some(g) if cfg.gamma_k => {
+                phi.chunks(cfg.k()).flat_map(|row| row.iter().zip(&g.data).map(|(p, g)| p * g)).collect()
+            }
+            _ => phi.clone(),
+        }
+    }
+
+    fn pre(&self, cfg: &Config, dtype: Dtype, inputs: &Named, t: usize) -> Result<Named> {
+        let (n, c) = (cfg.n, cfg.c);
+        let mut dev = Dev::new(dtype);
+        let xa = dev.act("x", &inputs["x"].data);
+        let phi = Self::folded_phi(cfg, inputs);
+        let [_, ra, hpre, hpost, hres] =
+            self.logits_and_coeffs(&mut dev, cfg, t, xa, &phi, &inputs["scale"].data, &inputs["base"].data, false)?;
+        let aa = self.apply(&mut dev, cfg, t, xa, hpre, "a")?;
+        let mut out = Named::new();
+        out.insert("a".into(), dev.read(aa, vec![t, c], true));
+        out.insert("h_pre".into(), dev.read(hpre, vec![t, n], false));
+        out.insert("h_post".into(), dev.read(hpost, vec![t, n], false));
+        out.insert("h_res".into(), dev.read(hres, vec![t, n, n], false));
+        out.insert("inv_rms".into(), dev.read(ra, vec![t], false));
+        Ok(out)
+    }
+
+    fn head(&self, cfg: &Config, dtype: Dtype, inputs: &Named, t: usize) -> Result<Named> {
+        let c = cfg.c;
+        let mut dev = Dev::new(dtype);
+        let xa = dev.act("x", &inputs["x"].data);
+        let [_, _, h, _, _] = self.logits_and_coeffs(
+            &mut dev,
+            cfg,
+            t,
+            xa,
+            &inputs["phi"].data,
+            &inputs["scale"].data,
+            &inputs["base"].data,
+            true,
+        )?;
+        let oa = self.apply(&mut dev, cfg, t, xa, h, "out")?;
+        let mut out = Named::new();
+        out.insert("out".into(), dev.read(oa, vec![t, c], true));
+        Ok(out)
+    }
+}
+
+impl StageRunner for GcnSimRunner {
+    fn name(&self) -> String {
+        "gcn-sim (gfx942 simulator)".into()
+    }
+
+    fn run(&self, stage: Stage, cfg: &Config, dtype: Dtype, inputs: &Named) -> Result<Named> {
+        let cfg = resolve_config(stage, cfg, |name| inputs.contains_key(name));
+        let cfg = &cfg;
+        cfg.validate()?;
+        self.last_stats.borrow_mut().clear();
+        let sig = signature(stage, cfg);
+        let t = sig.check(inputs)?;
+        for (name, a) in inputs {
+            if let Some(index) = a.data.iter().position(|v| !v.is_finite()) {
+                let what = sig.input(name).map(|p| p.name).unwrap_or("input");
+                return Err(Error::NonFinite { tensor: what, index });
+            }
+        }
+        if dtype == Dtype::F64 {
+            return Err(no_variant(stage, cfg, t, "gfx942 kernels store activations as f32 or bf16, not f64".into()));
+        }
+        if !cfg.n.is_power_of_two() {
+            return Err(no_variant(stage, cfg, t, format!("n = {} is not one of 1, 2, 4, 8, 16, 32", cfg.n)));
+        }
+        // Byte offsets are 32-bit per lane inside one tensor.
+        if t.saturating_mul(cfg.k()).max(cfg.m() * cfg.k()).saturating_mul(4) > u32::MAX as usize {
+            return Err(no_variant(stage, cfg, t, "tensors over 4 GiB are not simulated".into()));
+        }
+        if cfg.gamma_f && matches!(stage, Stage::Pre | Stage::PostPre) {
+            return Err(no_variant(stage, cfg, t, "the F-pre-norm (gamma_f) has no gfx942 kernel yet".into()));
+        }
+        if t == 0 {
+            // Nothing to launch: every output is empty.
+            return Ok(sig.outputs.iter().map(|p| (p.name.to_string(), Array::new(p.shape(0), vec![]))).collect());
+        }
+        match stage {
+            Stage::Post => self.post(cfg, dtype, inputs, t),
+            Stage::Pre => self.pre(cfg, dtype, inputs, t),
+            Stage::Head => self.head(cfg, dtype, inputs, t),
+            _ => Err(no_variant(stage, cfg, t, "no gfx942 kernel for this stage".into())),
+        }
+    }
+}

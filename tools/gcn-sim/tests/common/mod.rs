@@ -1,0 +1,78 @@
+//! Shared helpers of the kernel tests: seeded random inputs per stage signature and the
+//! comparison against the CPU f64 reference (MATH.md tolerances).
+#![allow(dead_code)]
+
+use gcn_sim::runner::GcnSimRunner;
+use mhc::config::{Config, Dtype, Stage};
+use mhc::reference::testing::Rng;
+use mhc::runner::{signature, Array, CpuRunner, Named, StageRunner};
+
+/// Random inputs of `stage` for T tokens, distributed as MATH.md asks for tests.
+pub fn inputs(stage: Stage, cfg: &Config, t: usize, rng: &mut Rng, phi_std: f64) -> Named {
+    let sig = signature(stage, cfg);
+    let mut out = Named::new();
+    for p in sig.inputs.iter().filter(|p| !p.optional) {
+        let shape = p.shape(t);
+        let len: usize = shape.iter().product();
+        let data = match p.name {
+            "phi" => rng.normals(len, phi_std),
+            "scale" => rng.uniforms(len, 0.01, 1.0),
+            "base" => rng.normals(len, 0.1),
+            "h_pre" | "h_post" => rng.uniforms(len, 0.0, 2.0),
+            "h_res" => rng.uniforms(len, 0.0, 1.0),
+            "gamma" | "gamma_k" | "gamma_f" => rng.uniforms(len, 0.5, 1.5),
+            _ => rng.normals(len, 1.0),
+        };
+        out.insert(p.name.to_string(), Array::new(shape, data));
+    }
+    out
+}
+
+/// Is this output a coefficient (compared by max abs) rather than an activation (relative norm)?
+fn is_coefficient(name: &str) -> bool {
+    matches!(name, "h_pre" | "h_post" | "h_res" | "inv_rms")
+}
+
+/// Runs `stage` on the simulator and on the CPU reference (same storage dtype, f64 arithmetic)
+/// and checks every output against MATH.md's tolerances. Returns the simulator's runner for
+/// its statistics.
+pub fn check(stage: Stage, cfg: &Config, dtype: Dtype, t: usize, seed: u64, phi_std: f64) -> GcnSimRunner {
+    let mut rng = Rng::new(seed);
+    let ins = inputs(stage, cfg, t, &mut rng, phi_std);
+    let sim = GcnSimRunner::new();
+    let got = sim
+        .run(stage, cfg, dtype, &ins)
+        .unwrap_or_else(|e| panic!("{stage} T={t} n={} C={} {dtype} {:?}: {e}", cfg.n, cfg.c, cfg.formulation));
+    let want = CpuRunner.run(stage, cfg, dtype, &ins).expect("reference");
+    assert_eq!(got.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>(), "output names");
+    let (act_tol, coef_tol) = match dtype {
+        Dtype::Bf16 => (1e-2, 1e-3),
+        _ => (1e-5, 1e-5),
+    };
+    for (name, w) in &want {
+        let g = &got[name];
+        assert_eq!(g.shape, w.shape, "{name} shape");
+        let ctx = format!("{stage} {name} T={t} n={} C={} {dtype} {:?} seed={seed}", cfg.n, cfg.c, cfg.formulation);
+        if let Some(i) = g.data.iter().position(|v| !v.is_finite()) {
+            panic!("{ctx}: element {i} is {} (unwritten?)", g.data[i]);
+        }
+        if is_coefficient(name) {
+            let err = g.data.iter().zip(&w.data).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+            assert!(err <= coef_tol, "{ctx}: max abs error {err:e} > {coef_tol:e}");
+        } else {
+            let num: f64 = g.data.iter().zip(&w.data).map(|(a, b)| (a - b) * (a - b)).sum();
+            let den: f64 = w.data.iter().map(|b| b * b).sum();
+            let rel = (num / den.max(f64::MIN_POSITIVE)).sqrt();
+            assert!(rel <= act_tol, "{ctx}: relative error {rel:e} > {act_tol:e}");
+        }
+    }
+    sim
+}
+
+/// A seed printed on failure: fixed by MHC_SEED, else fresh per run.
+pub fn seed() -> u64 {
+    match std::env::var("MHC_SEED") {
+        Ok(s) => s.parse().expect("MHC_SEED must be an integer"),
+        Err(_) => Rng::fresh_seed(),
+    }
+}

@@ -1,0 +1,37 @@
+//! `pre` (gfx942 `mhc_proj` + `mhc_coeffs` + `mhc_apply`) on the simulator against the f64
+//! reference.
+
+mod common;
+use mhc::config::{Config, Dtype, Formulation, Stage};
+
+#[test]
+fn pre_matches_reference_all_n_both_formulations_both_dtypes() {
+    let seed = common::seed();
+    for (n, c, t) in [(1, 64, 3), (2, 72, 2), (4, 1280, 2), (4, 64, 17), (8, 64, 2), (16, 40, 1), (32, 16, 1)] {
+        for f in [Formulation::DeepSeekV4, Formulation::Paper] {
+            for dtype in [Dtype::F32, Dtype::Bf16] {
+                let cfg = Config::new(n, c).with_formulation(f);
+                common::check(Stage::Pre, &cfg, dtype, t, seed, 0.02);
+            }
+        }
+    }
+}
+
+#[test]
+fn pre_pushes_the_sinkhorn_with_large_phi() {
+    let seed = common::seed();
+    for f in [Formulation::DeepSeekV4, Formulation::Paper] {
+        let cfg = Config::new(4, 256).with_formulation(f);
+        common::check(Stage::Pre, &cfg, Dtype::F32, 3, seed, 0.5);
+    }
+}
+
+#[test]
+fn head_matches_reference() {
+    let seed = common::seed();
+    for (n, c, t) in [(1, 64, 2), (4, 264, 3), (8, 64, 2), (32, 16, 1)] {
+        for dtype in [Dtype::F32, Dtype::Bf16] {
+            common::check(Stage::Head, &Config::new(n, c), dtype, t, seed, 0.02);
+        }
+    }
+}
