@@ -10,6 +10,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod config;
+pub mod device;
 pub mod error;
 pub mod npy;
 pub mod reference;

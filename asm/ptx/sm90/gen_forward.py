@@ -1,0 +1,861 @@
+#!/usr/bin/env python3
+"""Writes post.ptx, head.ptx, static.ptx and expand.ptx (sm_90a) next to this file.
+
+Why a writer: each kernel is specialised on n (1, 2, 4, 8, 16, 32), the storage dtype and, for
+post, the formulation, so that every per-stream value lives in a named register and every loop
+over streams is unrolled (PTX has no compile-time loops, and a register array indexed at run time
+would go to local memory). The instruction sequence of each kernel is the one written out below,
+block by block; this script only repeats it for the 60 specialisations. The .ptx files are the
+sources `mhc asm` assembles; re-run `python3 asm/ptx/sm90/gen_forward.py` after editing this file.
+"""
+
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NS = [1, 2, 4, 8, 16, 32]
+DTYPES = ["bf16", "f32"]
+ESIZE = {"bf16": 2, "f32": 4}
+THREADS = 256  # head and static: one CTA of 8 warps (reqntid)
+
+PROLOGUE = """.version 8.8
+.target sm_90a
+.address_size 64
+"""
+
+
+def vchan(n):
+    """Channels per thread for per-channel work over all n streams: n*V <= 64 values held."""
+    return min(8, 64 // n)
+
+
+class K:
+    """A kernel body under construction: register declarations are collected as names are used."""
+
+    def __init__(self):
+        self.regs = {}  # name -> type
+        self.lines = []
+
+    def r(self, ty, name):
+        if name in ("tid", "ctaid", "ntid", "nctaid", "laneid", "warpid", "clock", "smid"):
+            name += "_r"  # never shadow a PTX special register
+        self.regs[name] = ty
+        return "%" + name
+
+    def e(self, s):
+        self.lines.append("    " + s)
+
+    def label(self, s):
+        self.lines.append(s + ":")
+
+    def comment(self, s):
+        self.lines.append("    // " + s)
+
+    def body(self):
+        decl = []
+        by_ty = {}
+        for name, ty in self.regs.items():
+            by_ty.setdefault(ty, []).append(name)
+        for ty, names in by_ty.items():
+            for i in range(0, len(names), 8):
+                decl.append("    .reg ." + ty + " " + ", ".join("%" + x for x in names[i : i + 8]) + ";")
+        return "\n".join(decl + self.lines)
+
+
+def load_row(k, dtype, dst_prefix, addr, nvals, off=0, cache="nc"):
+    """Loads nvals consecutive elements at [addr+off] as f32 registers dst_prefix_0..nvals-1.
+    bf16 is loaded packed and widened exactly (bf16 -> f32 is a 16-bit shift)."""
+    ld = "ld.global.nc" if cache == "nc" else "ld.global"
+    vals = [k.r("f32", f"{dst_prefix}_{v}") for v in range(nvals)]
+    if dtype == "f32":
+        i = 0
+        while i < nvals:
+            w = min(4, nvals - i)
+            regs = vals[i : i + w]
+            if w == 1:
+                k.e(f"{ld}.f32 {regs[0]}, [{addr}+{off + 4 * i}];")
+            else:
+                k.e(f"{ld}.v{w}.f32 {{{', '.join(regs)}}}, [{addr}+{off + 4 * i}];")
+            i += w
+    else:
+        if nvals == 1:
+            w = k.r("b32", f"{dst_prefix}_w0")
+            k.e(f"{ld}.u16 {w}, [{addr}+{off}];")
+            k.e(f"shl.b32 {vals[0]}, {w}, 16;")
+            return vals
+        nw = nvals // 2
+        words = [k.r("b32", f"{dst_prefix}_w{i}") for i in range(nw)]
+        if nw == 1:
+            k.e(f"{ld}.b32 {words[0]}, [{addr}+{off}];")
+        else:
+            k.e(f"{ld}.v{nw}.b32 {{{', '.join(words)}}}, [{addr}+{off}];")
+        for i, w in enumerate(words):
+            k.e(f"shl.b32 {vals[2 * i]}, {w}, 16;")
+            k.e(f"and.b32 {vals[2 * i + 1]}, {w}, 0xffff0000;")
+    return vals
+
+
+def store_row(k, dtype, vals, addr, off=0, tag="s"):
+    """Stores f32 registers vals at [addr+off], rounding once to nearest-even for bf16."""
+    if dtype == "f32":
+        i = 0
+        while i < len(vals):
+            w = min(4, len(vals) - i)
+            if w == 1:
+                k.e(f"st.global.f32 [{addr}+{off + 4 * i}], {vals[i]};")
+            else:
+                k.e(f"st.global.v{w}.f32 [{addr}+{off + 4 * i}], {{{', '.join(vals[i:i + w])}}};")
+            i += w
+    else:
+        if len(vals) == 1:
+            h = k.r("b16", f"{tag}_h")
+            k.e(f"cvt.rn.bf16.f32 {h}, {vals[0]};")
+            k.e(f"st.global.b16 [{addr}+{off}], {h};")
+            return
+        words = []
+        for i in range(len(vals) // 2):
+            w = k.r("b32", f"{tag}_p{i}")
+            # cvt.rn.bf16x2.f32 d, a, b puts a in the high half, b in the low half.
+            k.e(f"cvt.rn.bf16x2.f32 {w}, {vals[2 * i + 1]}, {vals[2 * i]};")
+            words.append(w)
+        if len(words) == 1:
+            k.e(f"st.global.b32 [{addr}+{off}], {words[0]};")
+        else:
+            k.e(f"st.global.v{len(words)}.b32 [{addr}+{off}], {{{', '.join(words)}}};")
+
+
+def load_f32_run(k, prefix, addr, count, off=0, space="global.nc"):
+    """count consecutive f32 at [addr+off] (16-byte vectors where the run allows)."""
+    vals = [k.r("f32", f"{prefix}{i}") for i in range(count)]
+    i = 0
+    while i < count:
+        w = 4 if count - i >= 4 else (2 if count - i >= 2 else 1)
+        regs = vals[i : i + w]
+        if w == 1:
+            k.e(f"ld.{space}.f32 {regs[0]}, [{addr}+{off + 4 * i}];")
+        else:
+            k.e(f"ld.{space}.v{w}.f32 {{{', '.join(regs)}}}, [{addr}+{off + 4 * i}];")
+        i += w
+    return vals
+
+
+def sigmoid(k, dst, z, tag):
+    """dst = 1 / (1 + 2^(-z * log2 e)); ex2.approx has ~2 ulp relative error, rcp.rn is exact."""
+    a = k.r("f32", f"{tag}_a")
+    k.e(f"mul.f32 {a}, {z}, 0fBFB8AA3B;")  # -log2(e)
+    k.e(f"ex2.approx.ftz.f32 {a}, {a};")
+    k.e(f"add.f32 {a}, {a}, 0f3F800000;")
+    k.e(f"rcp.rn.f32 {dst}, {a};")
+
+
+# ----------------------------------------------------------------------------------------------
+# post
+
+POST_ARGS = """// struct PostArgs (80 bytes, src/device/cuda/kernels.rs):
+//   +0 x  +8 f  +16 h_post  +24 h_res  +32 out          (u64 device addresses)
+//   +40 x_stride  +48 f_stride  +56 out_stride          (u64, bytes between token rows)
+//   +64 items (T * chunks)  +68 chunks (C / V)  +72 cbytes (C * esize)  +76 pad   (u32)"""
+
+
+def post_kernel(form, dtype, n):
+    V = vchan(n)
+    es = ESIZE[dtype]
+    name = f"mhc_post_{form}_{dtype}_n{n}"
+    k = K()
+    p = lambda s: k.r("b64", s)
+    u = lambda s: k.r("b32", s)
+    px, pf, php, phr, po = p("px"), p("pf"), p("php"), p("phr"), p("po")
+    sx, sf, so = p("sx"), p("sf"), p("so")
+    items, chunks, cbytes = u("items"), u("chunks"), u("cbytes")
+    for reg, off, ty in [(px, 0, "u64"), (pf, 8, "u64"), (php, 16, "u64"), (phr, 24, "u64"), (po, 32, "u64"),
+                         (sx, 40, "u64"), (sf, 48, "u64"), (so, 56, "u64"), (items, 64, "u32"),
+                         (chunks, 68, "u32"), (cbytes, 72, "u32")]:
+        k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    gid, tid, ctaid, ntid, t, ch, tmp = u("gid"), u("tid"), u("ctaid"), u("ntid"), u("t"), u("ch"), u("tmp")
+    pr = k.r("pred", "p")
+    k.comment("one thread = one token t and one chunk of V channels, all n streams")
+    k.e(f"mov.u32 {tid}, %tid.x;")
+    k.e(f"mov.u32 {ctaid}, %ctaid.x;")
+    k.e(f"mov.u32 {ntid}, %ntid.x;")
+    k.e(f"mad.lo.u32 {gid}, {ctaid}, {ntid}, {tid};")
+    k.e(f"setp.ge.u32 {pr}, {gid}, {items};")
+    k.e(f"@{pr} bra DONE;")
+    k.e(f"div.u32 {t}, {gid}, {chunks};")
+    k.e(f"mul.lo.u32 {tmp}, {t}, {chunks};")
+    k.e(f"sub.u32 {ch}, {gid}, {tmp};")
+    t64, cb, cb64 = p("t64"), p("cb"), p("cb64")
+    k.e(f"cvt.u64.u32 {t64}, {t};")
+    k.e(f"mul.wide.u32 {cb}, {ch}, {V * es};")
+    k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
+    ax, af, ao, ahp, ahr = p("ax0"), p("af"), p("ao0"), p("ahp"), p("ahr")
+    k.e(f"mad.lo.u64 {ax}, {t64}, {sx}, {px};")
+    k.e(f"add.u64 {ax}, {ax}, {cb};")
+    k.e(f"mad.lo.u64 {af}, {t64}, {sf}, {pf};")
+    k.e(f"add.u64 {af}, {af}, {cb};")
+    k.e(f"mad.lo.u64 {ao}, {t64}, {so}, {po};")
+    k.e(f"add.u64 {ao}, {ao}, {cb};")
+    k.e(f"mad.lo.u64 {ahp}, {t64}, {n * 4}, {php};")
+    k.e(f"mad.lo.u64 {ahr}, {t64}, {n * n * 4}, {phr};")
+    k.comment(f"issue every load of the chunk first: n={n} x vectors + f ({(n + 1) * V * es} bytes in flight)")
+    axs = [ax]
+    for j in range(1, n):
+        a = p(f"ax{j}")
+        k.e(f"add.u64 {a}, {axs[-1]}, {cb64};")
+        axs.append(a)
+    xs = [load_row(k, dtype, f"x{j}", axs[j], V) for j in range(n)]
+    fv = load_row(k, dtype, "f", af, V)
+    hp = load_f32_run(k, "hp", ahp, n)
+    aos = [ao]
+    for j in range(1, n):
+        a = p(f"ao{j}")
+        k.e(f"add.u64 {a}, {aos[-1]}, {cb64};")
+        aos.append(a)
+    if form == "v4":
+        k.comment("V4: out[k] = h_post[k] f + sum_j h_res[j][k] x[j]; row j of h_res is contiguous,")
+        k.comment("so accumulate all n outputs while walking j (n*V accumulators)")
+        acc = [[k.r("f32", f"acc{kk}_{v}") for v in range(V)] for kk in range(n)]
+        for kk in range(n):
+            for v in range(V):
+                k.e(f"mul.f32 {acc[kk][v]}, {hp[kk]}, {fv[v]};")
+        for j in range(n):
+            rr = load_f32_run(k, f"r{j}_", ahr, n, off=4 * j * n)
+            for kk in range(n):
+                for v in range(V):
+                    k.e(f"fma.rn.f32 {acc[kk][v]}, {rr[kk]}, {xs[j][v]}, {acc[kk][v]};")
+        for kk in range(n):
+            store_row(k, dtype, acc[kk], aos[kk], tag=f"o{kk}")
+    else:
+        k.comment("Paper: out[i] = h_post[i] f + sum_j h_res[i][j] x[j]; row i of h_res is contiguous")
+        for i in range(n):
+            rr = load_f32_run(k, f"r{i}_", ahr, n, off=4 * i * n)
+            acc = [k.r("f32", f"acc{i}_{v}") for v in range(V)]
+            for v in range(V):
+                k.e(f"mul.f32 {acc[v]}, {hp[i]}, {fv[v]};")
+            for j in range(n):
+                for v in range(V):
+                    k.e(f"fma.rn.f32 {acc[v]}, {rr[j]}, {xs[j][v]}, {acc[v]};")
+            store_row(k, dtype, acc, aos[i], tag=f"o{i}")
+    k.label("DONE")
+    k.e("ret;")
+    return name, f""".visible .entry {name}(
+    .param .align 8 .b8 args[80]
+)
+.maxntid 256, 1, 1
+{{
+{k.body()}
+}}
+"""
+
+
+def write_post():
+    out = [PROLOGUE, """
+// ==============================================================================================
+// post (MATH.md stage 4, the residual merge), sm_90a. Written by gen_forward.py (see there why).
+//   V4:    x'[t][k][c] = h_post[t,k] f[t][c] + sum_j h_res[t][j][k] x[t][j][c]
+//   Paper: x'[t][i][c] = h_post[t,i] f[t][c] + sum_j h_res[t][i][j] x[t][j][c]
+// Tile: one thread = one token x one chunk of V channels (V = min(8, 64/n): 8 for n <= 8, 4 at
+//   n = 16, 2 at n = 32) over all n streams; grid = ceil(T * C/V / 128) CTAs of 128 threads.
+//   Consecutive threads take consecutive chunks of one token, so each warp's loads and stores
+//   of a stream row are contiguous (16-byte vectors for bf16 V = 8 and f32 V = 4/8).
+// Register plan: x[j][v] (n*V f32, bf16 widened by a shift), f[v], h_post[n]; V4 keeps n*V
+//   accumulators (h_res row j is contiguous in memory: 16-byte coefficient loads), Paper keeps V
+//   (row i contiguous). Coefficients are warp-uniform loads (L1 broadcast).
+// Bytes: per token (n+1) C esize read + n C esize written + 4(n + n^2) coefficients; the floor
+//   is that over the measured copy bandwidth. All loads of a chunk are issued before the first
+//   FMA: (n+1) x 16 bytes in flight per thread.
+// Measured (H100, notes/cuda-runtime.md): see the notes file for the latest round.
+// No local memory (checked at load by the runtime and by `mhc inspect`).
+""" + POST_ARGS + "\n"]
+    names = []
+    for form in ["v4", "paper"]:
+        for dtype in DTYPES:
+            for n in NS:
+                nm, txt = post_kernel(form, dtype, n)
+                names.append(nm)
+                out.append(txt)
+    open(os.path.join(HERE, "post.ptx"), "w").write("\n".join(out))
+    return names
+
+
+# ----------------------------------------------------------------------------------------------
+# head
+
+HEAD_ARGS = """// struct HeadArgs (88 bytes):
+//   +0 x  +8 phi  +16 scale  +24 base  +32 out       (u64)
+//   +40 x_stride  +48 out_stride                      (u64 bytes)
+//   +56 tokens  +60 cbytes  +64 kchunks (nC/V1)  +68 cchunks (C/V2)   (u32)
+//   +72 eps_norm  +76 eps_hc  +80 inv_k (1/(nC))  +84 pad             (f32)"""
+
+
+def head_tiles(n):
+    v1 = min(8, 32 // n)  # phase 1: phi[i][k..k+V1] for all i held in n*V1 <= 32 registers
+    tt = min(8, 64 // n)  # tokens per CTA: TT*n projection accumulators <= 64 registers
+    return v1, tt, vchan(n)
+
+
+def warp_allreduce(k, v, tag):
+    tmp = k.r("f32", f"{tag}_sh")
+    for off in [16, 8, 4, 2, 1]:
+        k.e(f"shfl.sync.bfly.b32 {tmp}, {v}, {off}, 0x1f, 0xffffffff;")
+        k.e(f"add.f32 {v}, {v}, {tmp};")
+
+
+def head_kernel(dtype, n):
+    V1, TT, V2 = head_tiles(n)
+    es = ESIZE[dtype]
+    RED = TT * (n + 1)
+    name = f"mhc_head_{dtype}_n{n}"
+    k = K()
+    p = lambda s: k.r("b64", s)
+    u = lambda s: k.r("b32", s)
+    px, pphi, psc, pbase, po, sx, so = p("px"), p("pphi"), p("psc"), p("pbase"), p("po"), p("sx"), p("so")
+    tokens, cbytes, kchunks, cchunks = u("tokens"), u("cbytes"), u("kchunks"), u("cchunks")
+    eps_n, eps_hc, inv_k = k.r("f32", "eps_n"), k.r("f32", "eps_hc"), k.r("f32", "inv_k")
+    for reg, off, ty in [(px, 0, "u64"), (pphi, 8, "u64"), (psc, 16, "u64"), (pbase, 24, "u64"), (po, 32, "u64"),
+                         (sx, 40, "u64"), (so, 48, "u64"), (tokens, 56, "u32"), (cbytes, 60, "u32"),
+                         (kchunks, 64, "u32"), (cchunks, 68, "u32"), (eps_n, 72, "f32"), (eps_hc, 76, "f32"),
+                         (inv_k, 80, "f32")]:
+        k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    tid, ctaid, t0, lane, warp, q, tmp = u("tid"), u("ctaid"), u("t0"), u("lane"), u("warp"), u("q"), u("tmp")
+    pr = k.r("pred", "p")
+    k.e(f"mov.u32 {tid}, %tid.x;")
+    k.e(f"mov.u32 {ctaid}, %ctaid.x;")
+    k.e(f"and.b32 {lane}, {tid}, 31;")
+    k.e(f"shr.u32 {warp}, {tid}, 5;")
+    k.e(f"mul.lo.u32 {t0}, {ctaid}, {TT};")
+    last = u("tlast")
+    k.e(f"sub.u32 {last}, {tokens}, 1;")
+    k.comment(f"token rows of the tile; rows past T are clamped to T-1 (computed, never stored)")
+    rows = []
+    for tt in range(TT):
+        tk, t64, a = u(f"tk{tt}"), p(f"tk64_{tt}"), p(f"row{tt}")
+        k.e(f"add.u32 {tk}, {t0}, {tt};")
+        k.e(f"min.u32 {tk}, {tk}, {last};")
+        k.e(f"cvt.u64.u32 {t64}, {tk};")
+        k.e(f"mad.lo.u64 {a}, {t64}, {sx}, {px};")
+        rows.append(a)
+    phis = p("phistride")
+    k.e(f"mul.wide.u32 {phis}, {kchunks}, {V1 * 4};")
+    P = [[k.r("f32", f"P{tt}_{i}") for i in range(n)] for tt in range(TT)]
+    SS = [k.r("f32", f"ss{tt}") for tt in range(TT)]
+    for tt in range(TT):
+        k.e(f"mov.f32 {SS[tt]}, 0f00000000;")
+        for i in range(n):
+            k.e(f"mov.f32 {P[tt][i]}, 0f00000000;")
+    k.comment(f"phase 1: P[t][i] = sum_k x[t][k] phi[i][k], ss[t] = sum_k x^2; thread walks k in chunks")
+    k.comment(f"of V1={V1}; phi[i][chunk] for all i stays in registers and serves all {TT} tokens")
+    k.e(f"mov.u32 {q}, {tid};")
+    k.label("P1_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {q}, {kchunks};")
+    k.e(f"@{pr} bra P1_END;")
+    qo, qx = p("qo"), p("qx")
+    k.e(f"mul.wide.u32 {qo}, {q}, {V1 * 4};")
+    k.e(f"mul.wide.u32 {qx}, {q}, {V1 * es};")
+    aphi = [p(f"aphi{i}") for i in range(n)]
+    k.e(f"add.u64 {aphi[0]}, {pphi}, {qo};")
+    for i in range(1, n):
+        k.e(f"add.u64 {aphi[i]}, {aphi[i - 1]}, {phis};")
+    ph = [load_f32_run(k, f"ph{i}_", aphi[i], V1) for i in range(n)]
+    for tt in range(TT):
+        a = p(f"xa{tt}")
+        k.e(f"add.u64 {a}, {rows[tt]}, {qx};")
+        xv = load_row(k, dtype, f"xv{tt}", a, V1)
+        for v in range(V1):
+            k.e(f"fma.rn.f32 {SS[tt]}, {xv[v]}, {xv[v]}, {SS[tt]};")
+        for i in range(n):
+            for v in range(V1):
+                k.e(f"fma.rn.f32 {P[tt][i]}, {ph[i][v]}, {xv[v]}, {P[tt][i]};")
+    k.e(f"add.u32 {q}, {q}, {THREADS};")
+    k.e("bra.uni P1_LOOP;")
+    k.label("P1_END")
+    k.comment("deterministic CTA reduction: butterfly in each warp, then warps summed in order 0..7")
+    vals = []
+    for tt in range(TT):
+        vals += P[tt] + [SS[tt]]
+    for idx, v in enumerate(vals):
+        warp_allreduce(k, v, f"rd{idx}")
+    pl = k.r("pred", "lane0")
+    k.e(f"setp.eq.u32 {pl}, {lane}, 0;")
+    sbase = p("sbase")
+    k.e(f"mul.wide.u32 {sbase}, {warp}, {RED * 4};")
+    red = p("red")
+    k.e(f"mov.u64 {red}, sred;")
+    k.e(f"add.u64 {sbase}, {sbase}, {red};")
+    for idx, v in enumerate(vals):
+        k.e(f"@{pl} st.shared.f32 [{sbase}+{idx * 4}], {v};")
+    k.e("bar.sync 0;")
+    k.comment(f"threads tt*n+i < TT*n: coefficient h[tt][i] = sigma((P * inv_rms) * scale + base[i]) + eps_hc")
+    k.e(f"setp.ge.u32 {pr}, {tid}, {TT * n};")
+    k.e(f"@{pr} bra COEF_END;")
+    ttr, ir = u("ctt"), u("ci")
+    lg = {1: 0, 2: 1, 4: 2, 8: 3, 16: 4, 32: 5}[n]
+    k.e(f"shr.u32 {ttr}, {tid}, {lg};")
+    k.e(f"and.b32 {ir}, {tid}, {n - 1};")
+    ip, iss = u("ip"), u("iss")
+    k.e(f"mad.lo.u32 {ip}, {ttr}, {n + 1}, {ir};")
+    k.e(f"mad.lo.u32 {iss}, {ttr}, {n + 1}, {n};")
+    sp, sss, pw = k.r("f32", "sump"), k.r("f32", "sums"), k.r("f32", "pw")
+    k.e(f"mov.f32 {sp}, 0f00000000;")
+    k.e(f"mov.f32 {sss}, 0f00000000;")
+    a1, a2 = p("ra1"), p("ra2")
+    k.e(f"mul.wide.u32 {a1}, {ip}, 4;")
+    k.e(f"add.u64 {a1}, {a1}, {red};")
+    k.e(f"mul.wide.u32 {a2}, {iss}, 4;")
+    k.e(f"add.u64 {a2}, {a2}, {red};")
+    for w in range(THREADS // 32):
+        k.e(f"ld.shared.f32 {pw}, [{a1}+{w * RED * 4}];")
+        k.e(f"add.f32 {sp}, {sp}, {pw};")
+        k.e(f"ld.shared.f32 {pw}, [{a2}+{w * RED * 4}];")
+        k.e(f"add.f32 {sss}, {sss}, {pw};")
+    inv, g, z, sc, bs, h = (k.r("f32", s) for s in ["inv", "g", "z", "sc", "bs", "h"])
+    k.comment("inv_rms = 1 / sqrt(ss / K + eps_norm), correctly rounded sqrt and reciprocal")
+    k.e(f"fma.rn.f32 {inv}, {sss}, {inv_k}, {eps_n};")
+    k.e(f"sqrt.rn.f32 {inv}, {inv};")
+    k.e(f"rcp.rn.f32 {inv}, {inv};")
+    k.e(f"mul.f32 {g}, {sp}, {inv};")
+    k.e(f"ld.global.nc.f32 {sc}, [{psc}];")
+    ab = p("ab")
+    k.e(f"mul.wide.u32 {ab}, {ir}, 4;")
+    k.e(f"add.u64 {ab}, {ab}, {pbase};")
+    k.e(f"ld.global.nc.f32 {bs}, [{ab}];")
+    k.e(f"fma.rn.f32 {z}, {g}, {sc}, {bs};")
+    sigmoid(k, h, z, "sg")
+    k.e(f"add.f32 {h}, {h}, {eps_hc};")
+    hsa = p("hsa")
+    k.e(f"mov.u64 {hsa}, shs;")
+    ha = p("ha")
+    k.e(f"mul.wide.u32 {ha}, {tid}, 4;")
+    k.e(f"add.u64 {ha}, {ha}, {hsa};")
+    k.e(f"st.shared.f32 [{ha}], {h};")
+    k.label("COEF_END")
+    k.e("bar.sync 0;")
+    k.comment(f"phase 2: out[t][c] = sum_i h[t][i] x[t][i][c], chunks of V2={V2} channels; the x rows")
+    k.comment("were read in phase 1 a moment ago by this CTA, so these reads hit L2 (or L1)")
+    k.e(f"mov.u64 {hsa}, shs;")
+    cb64 = p("cb64")
+    k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
+    for tt in range(TT):
+        k.e(f"add.u32 {tmp}, {t0}, {tt};")
+        k.e(f"setp.ge.u32 {pr}, {tmp}, {tokens};")
+        k.e(f"@{pr} bra P2_END;")
+        orow = p(f"orow{tt}")
+        t64 = p(f"ot64_{tt}")
+        k.e(f"cvt.u64.u32 {t64}, {tmp};")
+        k.e(f"mad.lo.u64 {orow}, {t64}, {so}, {po};")
+        hv = load_f32_run(k, f"hv{tt}_", hsa, n, off=4 * tt * n, space="shared")
+        k.e(f"mov.u32 {q}, {tid};")
+        k.label(f"P2_LOOP{tt}")
+        k.e(f"setp.ge.u32 {pr}, {q}, {cchunks};")
+        k.e(f"@{pr} bra P2_NEXT{tt};")
+        co = p(f"co{tt}")
+        k.e(f"mul.wide.u32 {co}, {q}, {V2 * es};")
+        xa = [p(f"x2a{tt}_{i}") for i in range(n)]
+        k.e(f"add.u64 {xa[0]}, {rows[tt]}, {co};")
+        for i in range(1, n):
+            k.e(f"add.u64 {xa[i]}, {xa[i - 1]}, {cb64};")
+        xs = [load_row(k, dtype, f"y{i}", xa[i], V2) for i in range(n)]
+        acc = [k.r("f32", f"oacc{v}") for v in range(V2)]
+        for v in range(V2):
+            k.e(f"mul.f32 {acc[v]}, {hv[0]}, {xs[0][v]};")
+        for i in range(1, n):
+            for v in range(V2):
+                k.e(f"fma.rn.f32 {acc[v]}, {hv[i]}, {xs[i][v]}, {acc[v]};")
+        oa = p(f"oa{tt}")
+        k.e(f"add.u64 {oa}, {orow}, {co};")
+        store_row(k, dtype, acc, oa, tag="ho")
+        k.e(f"add.u32 {q}, {q}, {THREADS};")
+        k.e(f"bra.uni P2_LOOP{tt};")
+        k.label(f"P2_NEXT{tt}")
+    k.label("P2_END")
+    k.e("ret;")
+    return name, f""".visible .entry {name}(
+    .param .align 8 .b8 args[88]
+)
+.reqntid {THREADS}, 1, 1
+{{
+    .shared .align 16 .f32 sred[{(THREADS // 32) * RED}];
+    .shared .align 16 .f32 shs[{TT * n}];
+{k.body()}
+}}
+"""
+
+
+def write_head():
+    out = [PROLOGUE, """
+// ==============================================================================================
+// head (MATH.md "Head", DeepSeek-V4 hc_head), sm_90a. Written by gen_forward.py.
+//   inv_rms = 1/sqrt(sum_k v[k]^2 / K + eps_norm);  g_i = (v . phi_i) inv_rms
+//   h_i = sigma(g_i scale + base_i) + eps_hc;       out[c] = sum_i h_i x[i][c]
+// Tile: one CTA of 256 threads = TT tokens (TT = min(8, 64/n)). Phase 1 walks the flattened
+//   row (K = nC) in chunks of V1 = min(8, 32/n) elements per thread: phi[i][chunk] for all n
+//   outputs is loaded once (n*V1 <= 32 registers) and used for the TT tokens, so phi traffic
+//   (L2-resident, n*K*4 bytes) is divided by TT. Partial projections and sums of squares
+//   (TT*(n+1) values) are reduced deterministically: butterfly shuffles in each warp, then the 8
+//   warps in order through shared memory. TT*n threads compute the coefficients (f32, exact
+//   sqrt and reciprocal). Phase 2 re-reads the tile's x rows (L2 hits) in chunks of
+//   V2 = min(8, 64/n) channels and writes out.
+// Register plan: phi n*V1, P TT*n, ss TT, x V1 (phase 1); h n, x n*V2, acc V2 (phase 2).
+// Bytes: HBM floor = T (nC + C) esize; phi and the re-read come from L2.
+// Measured (H100): see notes/cuda-runtime.md.
+""" + HEAD_ARGS + "\n"]
+    for dtype in DTYPES:
+        for n in NS:
+            nm, txt = head_kernel(dtype, n)
+            out.append(txt)
+    open(os.path.join(HERE, "head.ptx"), "w").write("\n".join(out))
+
+
+# ----------------------------------------------------------------------------------------------
+# static
+
+STATIC_ARGS = """// struct StaticArgs (96 bytes):
+//   +0 x  +8 h_pre_logits  +16 h_post_logits  +24 h_res_logits  +32 gamma  +40 out   (u64)
+//   +48 x_stride  +56 out_stride                                                  (u64 bytes)
+//   +64 tokens  +68 cbytes  +72 cchunks (C/V)  +76 iters                            (u32)
+//   +80 eps_hc  +84 eps_f  +88 inv_c (1/C)  +92 pad                                 (f32)
+// dynamic shared memory: C * 4 bytes (a[c] of the current token)"""
+
+
+def static_kernel(dtype, n):
+    V = vchan(n)
+    es = ESIZE[dtype]
+    name = f"mhc_static_{dtype}_n{n}"
+    k = K()
+    p = lambda s: k.r("b64", s)
+    u = lambda s: k.r("b32", s)
+    f = lambda s: k.r("f32", s)
+    px, phpl, phol, phrl, pg, po, sx, so = (p(s) for s in ["px", "phpl", "phol", "phrl", "pg", "po", "sx", "so"])
+    tokens, cbytes, cchunks, iters = u("tokens"), u("cbytes"), u("cchunks"), u("iters")
+    eps_hc, eps_f, inv_c = f("eps_hc"), f("eps_f"), f("inv_c")
+    for reg, off, ty in [(px, 0, "u64"), (phpl, 8, "u64"), (phol, 16, "u64"), (phrl, 24, "u64"), (pg, 32, "u64"),
+                         (po, 40, "u64"), (sx, 48, "u64"), (so, 56, "u64"), (tokens, 64, "u32"), (cbytes, 68, "u32"),
+                         (cchunks, 72, "u32"), (iters, 76, "u32"), (eps_hc, 80, "f32"), (eps_f, 84, "f32"),
+                         (inv_c, 88, "f32")]:
+        k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    tid, lane, warp, q, it, t = u("tid"), u("lane"), u("warp"), u("q"), u("it"), u("t")
+    pr, pw = k.r("pred", "p"), k.r("pred", "pw")
+    k.e(f"mov.u32 {tid}, %tid.x;")
+    k.e(f"and.b32 {lane}, {tid}, 31;")
+    k.e(f"shr.u32 {warp}, {tid}, 5;")
+    sS, sH, sR, sA = p("sS"), p("sH"), p("sR"), p("sA")
+    k.e(f"mov.u64 {sS}, ss_res;")
+    k.e(f"mov.u64 {sH}, ss_h;")
+    k.e(f"mov.u64 {sR}, ss_red;")
+    k.e(f"mov.u64 {sA}, ss_a;")
+    k.comment("prologue (warp 0, lane = row/column): the coefficients every token shares")
+    k.e(f"setp.ge.u32 {pr}, {tid}, {n};")
+    k.e(f"@{pr} bra COEF_WAIT;")
+    la = p("la")
+    k.e(f"mul.wide.u32 {la}, {lane}, 4;")
+    zl, hpre, hpost = f("zl"), f("hpre_c"), f("hpost_c")
+    a = p("lga")
+    k.e(f"add.u64 {a}, {phpl}, {la};")
+    k.e(f"ld.global.nc.f32 {zl}, [{a}];")
+    sigmoid(k, hpre, zl, "s1")
+    k.e(f"add.u64 {a}, {phol}, {la};")
+    k.e(f"ld.global.nc.f32 {zl}, [{a}];")
+    sigmoid(k, hpost, zl, "s2")
+    k.e(f"add.f32 {hpost}, {hpost}, {hpost};")
+    sa = p("sha")
+    k.e(f"add.u64 {sa}, {sH}, {la};")
+    k.e(f"st.shared.f32 [{sa}], {hpre};")
+    k.e(f"st.shared.f32 [{sa}+128], {hpost};")
+    k.comment("Paper start: S[i][j] = exp(Z[i][j] - max_i Z[i][j]); lane j owns column j")
+    zc = [f(f"zc{i}") for i in range(n)]
+    k.e(f"add.u64 {a}, {phrl}, {la};")
+    for i in range(n):
+        k.e(f"ld.global.nc.f32 {zc[i]}, [{a}+{4 * i * n}];")
+    m = f("zmax")
+    k.e(f"mov.f32 {m}, {zc[0]};")
+    for i in range(1, n):
+        k.e(f"max.f32 {m}, {m}, {zc[i]};")
+    ca = p("ca")
+    k.e(f"add.u64 {ca}, {sS}, {la};")
+    for i in range(n):
+        k.e(f"sub.f32 {zc[i]}, {zc[i]}, {m};")
+        k.e(f"mul.f32 {zc[i]}, {zc[i]}, 0f3FB8AA3B;")
+        k.e(f"ex2.approx.ftz.f32 {zc[i]}, {zc[i]};")
+        k.e(f"st.shared.f32 [{ca}+{4 * i * n}], {zc[i]};")
+    k.e(f"bar.warp.sync {hex((1 << n) - 1)};")
+    k.comment("iters x (column step, row step): S /= (sum + eps_hc), as reciprocal-then-multiply")
+    k.e(f"mov.u32 {it}, 0;")
+    k.label("SK_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {it}, {iters};")
+    k.e(f"@{pr} bra SK_END;")
+    col = [f(f"sc{i}") for i in range(n)]
+    s, r = f("sks"), f("skr")
+    for i in range(n):
+        k.e(f"ld.shared.f32 {col[i]}, [{ca}+{4 * i * n}];")
+    k.e(f"mov.f32 {s}, {col[0]};")
+    for i in range(1, n):
+        k.e(f"add.f32 {s}, {s}, {col[i]};")
+    k.e(f"add.f32 {s}, {s}, {eps_hc};")
+    k.e(f"rcp.rn.f32 {r}, {s};")
+    for i in range(n):
+        k.e(f"mul.f32 {col[i]}, {col[i]}, {r};")
+        k.e(f"st.shared.f32 [{ca}+{4 * i * n}], {col[i]};")
+    k.e(f"bar.warp.sync {hex((1 << n) - 1)};")
+    k.comment("row step: lane i owns row i; element j is read at column (j + i) mod n so that the")
+    k.comment("lanes of one load hit distinct banks; the sum still runs j = 0..n-1 in order")
+    rb, jj, ra = p("rowb"), u("jj"), p("ra")
+    k.e(f"mul.wide.u32 {rb}, {lane}, {4 * n};")
+    k.e(f"add.u64 {rb}, {rb}, {sS};")
+    row = [f(f"sr{j}") for j in range(n)]
+    ro = [p(f"rofs{j}") for j in range(n)]
+    for j in range(n):
+        # column index for the j-th access of lane i is (j + i) mod n; element value goes to
+        # row[(j+i) mod n] only conceptually: the sum is order-dependent, so sum in column order
+        # by loading each column's value into its own register through the skewed address.
+        k.e(f"add.u32 {jj}, {lane}, {j};")
+        k.e(f"and.b32 {jj}, {jj}, {n - 1};")
+        k.e(f"mul.wide.u32 {ro[j]}, {jj}, 4;")
+        k.e(f"add.u64 {ro[j]}, {ro[j]}, {rb};")
+        k.e(f"ld.shared.f32 {row[j]}, [{ro[j]}];")
+    # row[j] holds column (j + lane) mod n. Summing row[0..n) sums every column once, in an order
+    # that depends on the lane: deterministic (fixed per row), not the reference's order; the
+    # difference is f32 rounding only.
+    k.e(f"mov.f32 {s}, {row[0]};")
+    for j in range(1, n):
+        k.e(f"add.f32 {s}, {s}, {row[j]};")
+    k.e(f"add.f32 {s}, {s}, {eps_hc};")
+    k.e(f"rcp.rn.f32 {r}, {s};")
+    for j in range(n):
+        k.e(f"mul.f32 {row[j]}, {row[j]}, {r};")
+        k.e(f"st.shared.f32 [{ro[j]}], {row[j]};")
+    k.e(f"bar.warp.sync {hex((1 << n) - 1)};")
+    k.e(f"add.u32 {it}, {it}, 1;")
+    k.e("bra SK_LOOP;")
+    k.label("SK_END")
+    k.label("COEF_WAIT")
+    k.e("bar.sync 0;")
+    k.comment("every thread: h_pre and h_post in registers; h_res rows are read from shared memory")
+    hp = load_f32_run(k, "hpre", sH, n, space="shared")
+    ho = load_f32_run(k, "hpost", sH, n, off=128, space="shared")
+    if n <= 4:
+        R = [load_f32_run(k, f"R{i}_", sS, n, off=4 * i * n, space="shared") for i in range(n)]
+    cb64 = p("cb64")
+    k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
+    k.e(f"mov.u32 {t}, %ctaid.x;")
+    k.label("TOK_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {t}, {tokens};")
+    k.e(f"@{pr} bra TOK_END;")
+    t64, xrow, orow = p("t64"), p("xrow"), p("orow")
+    k.e(f"cvt.u64.u32 {t64}, {t};")
+    k.e(f"mad.lo.u64 {xrow}, {t64}, {sx}, {px};")
+    k.e(f"mad.lo.u64 {orow}, {t64}, {so}, {po};")
+    ss = f("ss")
+    k.e(f"mov.f32 {ss}, 0f00000000;")
+    k.comment(f"phase A: a[c] = sum_j h_pre[j] x[j][c] into shared memory, ss = sum_c a^2")
+    k.e(f"mov.u32 {q}, {tid};")
+    k.label("PA_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {q}, {cchunks};")
+    k.e(f"@{pr} bra PA_END;")
+    co = p("co")
+    k.e(f"mul.wide.u32 {co}, {q}, {V * es};")
+    xa = [p(f"xa{j}") for j in range(n)]
+    k.e(f"add.u64 {xa[0]}, {xrow}, {co};")
+    for j in range(1, n):
+        k.e(f"add.u64 {xa[j]}, {xa[j - 1]}, {cb64};")
+    xs = [load_row(k, dtype, f"x{j}", xa[j], V) for j in range(n)]
+    av = [f(f"a{v}") for v in range(V)]
+    for v in range(V):
+        k.e(f"mul.f32 {av[v]}, {hp[0]}, {xs[0][v]};")
+    for j in range(1, n):
+        for v in range(V):
+            k.e(f"fma.rn.f32 {av[v]}, {hp[j]}, {xs[j][v]}, {av[v]};")
+    for v in range(V):
+        k.e(f"fma.rn.f32 {ss}, {av[v]}, {av[v]}, {ss};")
+    aa = p("aa")
+    k.e(f"mul.wide.u32 {aa}, {q}, {V * 4};")
+    k.e(f"add.u64 {aa}, {aa}, {sA};")
+    i = 0
+    while i < V:
+        w = min(4, V - i)
+        if w == 1:
+            k.e(f"st.shared.f32 [{aa}+{4 * i}], {av[i]};")
+        else:
+            k.e(f"st.shared.v{w}.f32 [{aa}+{4 * i}], {{{', '.join(av[i:i + w])}}};")
+        i += w
+    k.e(f"add.u32 {q}, {q}, {THREADS};")
+    k.e("bra.uni PA_LOOP;")
+    k.label("PA_END")
+    warp_allreduce(k, ss, "ssr")
+    k.e(f"setp.eq.u32 {pw}, {lane}, 0;")
+    wa = p("wa")
+    k.e(f"mul.wide.u32 {wa}, {warp}, 4;")
+    k.e(f"add.u64 {wa}, {wa}, {sR};")
+    k.e(f"@{pw} st.shared.f32 [{wa}], {ss};")
+    k.e("bar.sync 0;")
+    red = load_f32_run(k, "rw", sR, THREADS // 32, space="shared")
+    tot, rr = f("tot"), f("rinv")
+    k.e(f"mov.f32 {tot}, {red[0]};")
+    for w in range(1, THREADS // 32):
+        k.e(f"add.f32 {tot}, {tot}, {red[w]};")
+    k.comment("r = 1 / sqrt(mean(a^2) + eps_f)")
+    k.e(f"fma.rn.f32 {rr}, {tot}, {inv_c}, {eps_f};")
+    k.e(f"sqrt.rn.f32 {rr}, {rr};")
+    k.e(f"rcp.rn.f32 {rr}, {rr};")
+    k.comment("phase B: out[i][c] = sum_j h_res[i][j] x[j][c] + h_post[i] a[c] gamma[c] r; x re-read (L1/L2)")
+    k.e(f"mov.u32 {q}, {tid};")
+    k.label("PB_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {q}, {cchunks};")
+    k.e(f"@{pr} bra PB_END;")
+    k.e(f"mul.wide.u32 {co}, {q}, {V * es};")
+    k.e(f"add.u64 {xa[0]}, {xrow}, {co};")
+    for j in range(1, n):
+        k.e(f"add.u64 {xa[j]}, {xa[j - 1]}, {cb64};")
+    xs = [load_row(k, dtype, f"x{j}", xa[j], V) for j in range(n)]
+    k.e(f"mul.wide.u32 {aa}, {q}, {V * 4};")
+    ga = p("ga")
+    k.e(f"add.u64 {ga}, {aa}, {pg};")
+    k.e(f"add.u64 {aa}, {aa}, {sA};")
+    av = load_f32_run(k, "a", aa, V, space="shared")
+    gv = load_f32_run(k, "gm", ga, V)
+    yv = [f(f"y{v}") for v in range(V)]
+    for v in range(V):
+        k.e(f"mul.f32 {yv[v]}, {av[v]}, {gv[v]};")
+        k.e(f"mul.f32 {yv[v]}, {yv[v]}, {rr};")
+    oa = [p(f"oa{i}") for i in range(n)]
+    k.e(f"add.u64 {oa[0]}, {orow}, {co};")
+    for i in range(1, n):
+        k.e(f"add.u64 {oa[i]}, {oa[i - 1]}, {cb64};")
+    for i in range(n):
+        Ri = R[i] if n <= 4 else load_f32_run(k, f"Rr{i}_", sS, n, off=4 * i * n, space="shared")
+        acc = [f(f"acc{v}") for v in range(V)]
+        for v in range(V):
+            k.e(f"mul.f32 {acc[v]}, {ho[i]}, {yv[v]};")
+        for j in range(n):
+            for v in range(V):
+                k.e(f"fma.rn.f32 {acc[v]}, {Ri[j]}, {xs[j][v]}, {acc[v]};")
+        store_row(k, dtype, acc, oa[i], tag=f"so{i}")
+    k.e(f"add.u32 {q}, {q}, {THREADS};")
+    k.e("bra.uni PB_LOOP;")
+    k.label("PB_END")
+    k.comment("a[] and the warp sums are rewritten by the next token: wait for every reader")
+    k.e("bar.sync 0;")
+    nct = u("nct")
+    k.e(f"mov.u32 {nct}, %nctaid.x;")
+    k.e(f"add.u32 {t}, {t}, {nct};")
+    k.e("bra.uni TOK_LOOP;")
+    k.label("TOK_END")
+    k.e("ret;")
+    return name, f""".visible .entry {name}(
+    .param .align 8 .b8 args[96]
+)
+.reqntid {THREADS}, 1, 1
+{{
+    .shared .align 16 .f32 ss_res[{n * n}];
+    .shared .align 16 .f32 ss_h[64];
+    .shared .align 16 .f32 ss_red[{THREADS // 32}];
+{k.body()}
+}}
+"""
+
+
+def write_static():
+    out = [PROLOGUE, """
+// ==============================================================================================
+// static layer (MATH.md "Static layer", the mHC.cu parity layer), sm_90a. Written by gen_forward.py.
+//   h_pre = sigma(H_pre), h_post = 2 sigma(H_post), h_res = Sinkhorn_paper(H_res), shared by all
+//   tokens and computed on the device from the logits (no host read):
+//   a = sum_i h_pre[i] x[i];  y = a gamma / sqrt(mean(a^2) + eps_f);
+//   out[i] = sum_j h_res[i][j] x[j] + h_post[i] y
+// Tile: persistent CTAs of 256 threads (grid = min(T, resident CTAs)); each CTA computes the
+//   coefficients once in a prologue (warp 0: lane j owns column j for the column steps and row j
+//   for the row steps, with a skewed walk so the row loads are bank-conflict free), then takes
+//   tokens t = ctaid, ctaid + nctaid, ... Per token: phase A computes a[c] for chunks of
+//   V = min(8, 64/n) channels into shared memory (C floats, dynamic) and the sum of squares,
+//   reduced deterministically (butterflies, then warps 0..7 in order); phase B re-reads x (L1/L2)
+//   and writes every stream.
+// Register plan: x n*V, a/y/acc V each, h_pre and h_post n each; h_res in registers for n <= 4,
+//   else read row by row from shared memory (broadcast 16-byte loads).
+// Bytes: HBM floor = 2 T n C esize (x read once, out written once).
+// Measured (H100): see notes/cuda-runtime.md.
+""" + STATIC_ARGS + "\n", ".extern .shared .align 16 .f32 ss_a[];\n"]
+    for dtype in DTYPES:
+        for n in NS:
+            nm, txt = static_kernel(dtype, n)
+            out.append(txt)
+    open(os.path.join(HERE, "static.ptx"), "w").write("\n".join(out))
+
+
+# ----------------------------------------------------------------------------------------------
+# expand
+
+EXPAND_ARGS = """// struct ExpandArgs (48 bytes):
+//   +0 e  +8 out (u64)  +16 e_stride  +24 out_stride (u64 bytes)
+//   +32 items (T * C/8)  +36 chunks (C/8)  +40 cbytes  +44 n   (u32)"""
+
+
+def expand_kernel(dtype):
+    es = ESIZE[dtype]
+    name = f"mhc_expand_{dtype}"
+    k = K()
+    p = lambda s: k.r("b64", s)
+    u = lambda s: k.r("b32", s)
+    pe, po, se, so = p("pe"), p("po"), p("se"), p("so")
+    items, chunks, cbytes, n = u("items"), u("chunks"), u("cbytes"), u("n")
+    for reg, off, ty in [(pe, 0, "u64"), (po, 8, "u64"), (se, 16, "u64"), (so, 24, "u64"), (items, 32, "u32"),
+                         (chunks, 36, "u32"), (cbytes, 40, "u32"), (n, 44, "u32")]:
+        k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    gid, tid, ctaid, ntid, t, ch, tmp, j = (u(s) for s in ["gid", "tid", "ctaid", "ntid", "t", "ch", "tmp", "j"])
+    pr = k.r("pred", "p")
+    k.e(f"mov.u32 {tid}, %tid.x;")
+    k.e(f"mov.u32 {ctaid}, %ctaid.x;")
+    k.e(f"mov.u32 {ntid}, %ntid.x;")
+    k.e(f"mad.lo.u32 {gid}, {ctaid}, {ntid}, {tid};")
+    k.e(f"setp.ge.u32 {pr}, {gid}, {items};")
+    k.e(f"@{pr} bra DONE;")
+    k.e(f"div.u32 {t}, {gid}, {chunks};")
+    k.e(f"mul.lo.u32 {tmp}, {t}, {chunks};")
+    k.e(f"sub.u32 {ch}, {gid}, {tmp};")
+    t64, cb, ae, ao, cb64 = p("t64"), p("cb"), p("ae"), p("ao"), p("cb64")
+    k.e(f"cvt.u64.u32 {t64}, {t};")
+    k.e(f"mul.wide.u32 {cb}, {ch}, {8 * es};")
+    k.e(f"mad.lo.u64 {ae}, {t64}, {se}, {pe};")
+    k.e(f"add.u64 {ae}, {ae}, {cb};")
+    k.e(f"mad.lo.u64 {ao}, {t64}, {so}, {po};")
+    k.e(f"add.u64 {ao}, {ao}, {cb};")
+    k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
+    words = [k.r("b32", f"w{i}") for i in range(2 * es)]
+    k.comment("8 channels = 16 (bf16) or 32 (f32) bytes, copied bit-exactly to each stream")
+    for i in range(0, len(words), 4):
+        k.e(f"ld.global.nc.v4.b32 {{{', '.join(words[i:i + 4])}}}, [{ae}+{4 * i}];")
+    k.e(f"mov.u32 {j}, 0;")
+    k.label("LOOP")
+    for i in range(0, len(words), 4):
+        k.e(f"st.global.v4.b32 [{ao}+{4 * i}], {{{', '.join(words[i:i + 4])}}};")
+    k.e(f"add.u64 {ao}, {ao}, {cb64};")
+    k.e(f"add.u32 {j}, {j}, 1;")
+    k.e(f"setp.lt.u32 {pr}, {j}, {n};")
+    k.e(f"@{pr} bra LOOP;")
+    k.label("DONE")
+    k.e("ret;")
+    return name, f""".visible .entry {name}(
+    .param .align 8 .b8 args[48]
+)
+.maxntid 256, 1, 1
+{{
+{k.body()}
+}}
+"""
+
+
+def write_expand():
+    out = [PROLOGUE, """
+// ==============================================================================================
+// expand (MATH.md "Expand", first layer): x[t][i][c] = e[t][c] for every stream i. sm_90a.
+// Tile: one thread = one token x 8 channels; it loads 16/32 bytes once and stores them n times
+//   (n is a run-time argument: a store loop, nothing to specialise). Grid = ceil(T C/8 / 256).
+// Register plan: 4 (bf16) or 8 (f32) data words, addresses. Bytes: T C esize (1 + n).
+// Measured (H100): see notes/cuda-runtime.md.
+""" + EXPAND_ARGS + "\n"]
+    for dtype in DTYPES:
+        out.append(expand_kernel(dtype)[1])
+    open(os.path.join(HERE, "expand.ptx"), "w").write("\n".join(out))
+
+
+if __name__ == "__main__":
+    write_post()
+    write_head()
+    write_static()
+    write_expand()

@@ -1,0 +1,276 @@
+//! The CUDA device: opens libcuda, retains the primary context, reads the architecture and the
+//! limits, and loads each embedded image once, caching every kernel's function handle in its slot.
+
+use super::ffi;
+use super::kernels::{KernelDesc, IMAGES, KERNELS};
+use crate::error::{Error, Result};
+use cudarc::driver::sys::{CUdevice_attribute as DA, CUfunction_attribute as FA};
+use std::ffi::CString;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+/// The architectures this build has CUDA kernels for. Parsed from the compute capability;
+/// anything else is [`Error::UnsupportedArch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CudaArch {
+    /// Hopper, compute capability 9.0, arch-specific cubins (`sm_90a`).
+    Sm90a,
+}
+
+impl CudaArch {
+    pub fn from_compute_capability(major: i32, minor: i32) -> Result<Self> {
+        match (major, minor) {
+            (9, 0) => Ok(CudaArch::Sm90a),
+            _ => Err(Error::UnsupportedArch(format!(
+                "compute capability {major}.{minor}: this build has CUDA kernels for sm_90a only"
+            ))),
+        }
+    }
+    /// Manifest name (`sm_90a`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            CudaArch::Sm90a => "sm_90a",
+        }
+    }
+}
+
+impl fmt::Display for CudaArch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A resolved kernel: its function handle plus what the driver reports about it. Plain data,
+/// copied into plans; valid while its [`CudaDevice`] lives (plans hold the device).
+#[derive(Debug, Clone, Copy)]
+pub struct Function {
+    pub(crate) raw: ffi::CUfunction,
+    /// Index in [`KERNELS`].
+    pub slot: usize,
+    pub registers: u32,
+    pub local_bytes: u32,
+    pub static_shared_bytes: u32,
+    pub max_threads: u32,
+    pub param_bytes: u32,
+}
+
+// SAFETY: a CUfunction is a driver handle usable from any thread once its context is current;
+// the device that owns it outlives every copy (plans keep the device alive).
+unsafe impl Send for Function {}
+// SAFETY: as above; the handle is never mutated.
+unsafe impl Sync for Function {}
+
+pub(crate) struct Inner {
+    pub(crate) ordinal: i32,
+    pub(crate) ctx: ffi::CUcontext,
+    dev: ffi::CUdevice,
+    pub(crate) name: String,
+    pub(crate) arch: CudaArch,
+    pub(crate) cc: (i32, i32),
+    pub(crate) sm_count: u32,
+    pub(crate) max_shared_per_block_optin: u32,
+    pub(crate) l2_bytes: u32,
+    pub(crate) driver_version: i32,
+    /// One module per image in [`IMAGES`], loaded on first use.
+    modules: Mutex<Vec<Option<ffi::CUmodule>>>,
+    /// One function per kernel in [`KERNELS`], resolved on first use.
+    functions: Mutex<Vec<Option<Function>>>,
+}
+
+// SAFETY: the context handle is shareable across threads (the driver API is thread-safe and
+// every entry point binds the context first); the caches are behind mutexes.
+unsafe impl Send for Inner {}
+// SAFETY: as above.
+unsafe impl Sync for Inner {}
+
+impl Inner {
+    /// Binds this device's context to the calling thread.
+    #[inline]
+    pub(crate) fn bind(&self) -> Result<()> {
+        ffi::bind(self.ctx)
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if self.bind().is_ok() {
+            if let Ok(mods) = self.modules.get_mut() {
+                for m in mods.iter_mut().filter_map(Option::take) {
+                    let _ = ffi::module_unload(m);
+                }
+            }
+        }
+        let _ = ffi::primary_ctx_release(self.dev);
+    }
+}
+
+/// One CUDA GPU. Cheap to clone (shared handle). Buffers, streams and plans keep it alive.
+#[derive(Clone)]
+pub struct CudaDevice {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl fmt::Debug for CudaDevice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cuda:{} ({}, {}, {} SMs)", self.inner.ordinal, self.inner.name, self.inner.arch, self.inner.sm_count)
+    }
+}
+
+impl CudaDevice {
+    /// Opens GPU `ordinal`. A machine without libcuda gives [`Error::LibraryMissing`], one
+    /// without a GPU [`Error::NoDevice`], a GPU of another architecture
+    /// [`Error::UnsupportedArch`]. Never panics.
+    pub fn new(ordinal: usize) -> Result<Self> {
+        ffi::open_library()?;
+        let count = ffi::device_count()?;
+        if count <= 0 {
+            return Err(Error::NoDevice("libcuda reports no CUDA device".into()));
+        }
+        if ordinal >= count as usize {
+            return Err(Error::NoDevice(format!("CUDA device {ordinal} requested, {count} present")));
+        }
+        let ordinal = ordinal as i32;
+        let dev = ffi::device_get(ordinal)?;
+        let major = ffi::device_attribute(dev, DA::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+        let minor = ffi::device_attribute(dev, DA::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+        let arch = CudaArch::from_compute_capability(major, minor)?;
+        let sm_count = ffi::device_attribute(dev, DA::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        let smem = ffi::device_attribute(dev, DA::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
+        let l2 = ffi::device_attribute(dev, DA::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u32;
+        let name = ffi::device_name(dev)?;
+        let driver_version = ffi::driver_version()?;
+        let ctx = ffi::primary_ctx_retain(dev)?;
+        let inner = Inner {
+            ordinal,
+            ctx,
+            dev,
+            name,
+            arch,
+            cc: (major, minor),
+            sm_count,
+            max_shared_per_block_optin: smem,
+            l2_bytes: l2,
+            driver_version,
+            modules: Mutex::new(vec![None; IMAGES.len()]),
+            functions: Mutex::new(vec![None; KERNELS.len()]),
+        };
+        inner.bind()?;
+        Ok(CudaDevice { inner: Arc::new(inner) })
+    }
+
+    /// The first GPU, or the reason there is none (for tests and tools that skip without one).
+    pub fn first() -> Result<Self> {
+        Self::new(0)
+    }
+
+    pub fn ordinal(&self) -> usize {
+        self.inner.ordinal as usize
+    }
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+    pub fn arch(&self) -> CudaArch {
+        self.inner.arch
+    }
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.inner.cc
+    }
+    pub fn sm_count(&self) -> u32 {
+        self.inner.sm_count
+    }
+    /// Largest dynamic shared memory a block may opt into.
+    pub fn max_shared_per_block(&self) -> u32 {
+        self.inner.max_shared_per_block_optin
+    }
+    pub fn l2_bytes(&self) -> u32 {
+        self.inner.l2_bytes
+    }
+    /// Driver version as the driver encodes it (e.g. 13000 for 13.0).
+    pub fn driver_version(&self) -> i32 {
+        self.inner.driver_version
+    }
+
+    /// Resolves kernel `slot` of [`KERNELS`]: loads its image once (cuModuleLoadData), looks the
+    /// entry up once, and checks that the kernel takes exactly one parameter whose size is the
+    /// `#[repr(C)]` argument struct's, and that it uses no local memory. Called when a plan is
+    /// built, never on the launch path.
+    pub(crate) fn function(&self, slot: usize) -> Result<Function> {
+        let desc: &KernelDesc = KERNELS.get(slot).ok_or_else(|| Error::BadCodeObject {
+            image: "kernel table".into(),
+            reason: format!("no kernel slot {slot}"),
+        })?;
+        if let Some(f) = self.inner.functions.lock().map_err(|_| poisoned())?[slot] {
+            return Ok(f);
+        }
+        self.inner.bind()?;
+        let module = {
+            let mut mods = self.inner.modules.lock().map_err(|_| poisoned())?;
+            match mods[desc.image] {
+                Some(m) => m,
+                None => {
+                    let m = ffi::module_load(IMAGES[desc.image].bytes).map_err(|e| match e {
+                        Error::Driver { code, name, .. } => Error::BadCodeObject {
+                            image: IMAGES[desc.image].name.into(),
+                            reason: format!("cuModuleLoadData failed with {code} ({})", name.unwrap_or("?")),
+                        },
+                        other => other,
+                    })?;
+                    mods[desc.image] = Some(m);
+                    m
+                }
+            }
+        };
+        let bad = |reason: String| Error::BadCodeObject { image: IMAGES[desc.image].name.into(), reason };
+        let cname = CString::new(desc.entry).map_err(|_| bad("entry name holds a NUL".into()))?;
+        let raw = ffi::module_function(module, &cname)
+            .map_err(|_| bad(format!("entry {} not found in the image", desc.entry)))?;
+        let first = ffi::function_param(raw, 0)?;
+        let second = ffi::function_param(raw, 1)?;
+        match (first, second) {
+            (Some((0, size)), None) if size == desc.param_bytes => {}
+            _ => {
+                return Err(bad(format!(
+                    "{}: parameters {first:?}/{second:?} do not match the {}-byte argument struct",
+                    desc.entry, desc.param_bytes
+                )))
+            }
+        }
+        let attr = |a| ffi::function_attribute(raw, a).map(|v| v as u32);
+        let f = Function {
+            raw,
+            slot,
+            registers: attr(FA::CU_FUNC_ATTRIBUTE_NUM_REGS)?,
+            local_bytes: attr(FA::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)?,
+            static_shared_bytes: attr(FA::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?,
+            max_threads: attr(FA::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+            param_bytes: desc.param_bytes as u32,
+        };
+        if f.local_bytes != 0 {
+            return Err(bad(format!("{} uses {} bytes of local memory (spills)", desc.entry, f.local_bytes)));
+        }
+        if desc.max_dynamic_shared > 0 {
+            ffi::function_set_attribute(
+                raw,
+                FA::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                desc.max_dynamic_shared.min(self.inner.max_shared_per_block_optin) as i32,
+            )?;
+        }
+        self.inner.functions.lock().map_err(|_| poisoned())?[slot] = Some(f);
+        Ok(f)
+    }
+
+    /// Loads and checks every kernel of this architecture (tests and `mhc inspect` use it).
+    pub fn load_all(&self) -> Result<Vec<Function>> {
+        (0..KERNELS.len()).filter(|&i| KERNELS[i].arch == self.inner.arch).map(|i| self.function(i)).collect()
+    }
+
+    /// Waits for all work on this device.
+    pub fn synchronize(&self) -> Result<()> {
+        self.inner.bind()?;
+        ffi::ctx_synchronize()
+    }
+}
+
+fn poisoned() -> Error {
+    Error::Driver { call: "kernel cache (a thread panicked while loading)", code: -1, name: None }
+}

@@ -1,0 +1,64 @@
+//! `head` (MATH.md "Head"): sigmoid-weighted collapse of the n streams into one row.
+//! Kernel: asm/ptx/sm90/head.ptx.
+
+use super::kernels::{head_v1, HeadArgs};
+use super::memory::{DeviceTensor, DeviceTensorMut};
+use super::plan::Plan;
+use super::stream::Stream;
+use crate::config::Stage;
+use crate::error::Result;
+
+impl Plan {
+    /// Enqueues `out = head(x; phi, scale, base)` on `stream`.
+    ///
+    /// Views: `x` T rows of `n*C`, `out` T rows of `C` (plan dtype, strided rows); `phi`
+    /// `[n, n*C]`, `scale` `[1]`, `base` `[n]` dense f32 (`phi` 16-byte aligned). Uses
+    /// `cfg.eps_norm` and `cfg.eps_hc`. T = 0 enqueues nothing.
+    pub fn head(
+        &self,
+        stream: &Stream,
+        x: &DeviceTensor<'_>,
+        phi: &DeviceTensor<'_>,
+        scale: &DeviceTensor<'_>,
+        base: &DeviceTensor<'_>,
+        out: &mut DeviceTensorMut<'_>,
+    ) -> Result<()> {
+        let (n, c, dt) = (self.cfg.n, self.cfg.c, self.dtype);
+        let k = n * c;
+        let t = x.layout.tokens;
+        let b = self.bucket(Stage::Head, t)?;
+        let v1 = head_v1(n);
+        let align = (b.desc.v.max(v1) * dt.size()).min(16);
+        x.check("x", dt, t, k, align)?;
+        out.check("out", dt, t, c, (b.desc.v * dt.size()).min(16))?;
+        phi.check_dense_f32("phi", n, k)?;
+        scale.check_dense_f32("scale", 1, 1)?;
+        base.check_dense_f32("base", 1, n)?;
+        if phi.ptr % 16 != 0 {
+            return Err(crate::Error::Alignment { tensor: "phi", required: 16 });
+        }
+        if t == 0 {
+            return Ok(());
+        }
+        let tt = b.desc.tokens_per_cta;
+        let args = HeadArgs {
+            x: x.ptr,
+            phi: phi.ptr,
+            scale: scale.ptr,
+            base: base.ptr,
+            out: out.ptr,
+            x_stride: (x.layout.row_stride * dt.size()) as u64,
+            out_stride: (out.layout.row_stride * dt.size()) as u64,
+            tokens: t as u32,
+            cbytes: (c * dt.size()) as u32,
+            kchunks: (k / v1) as u32,
+            cchunks: (c / b.desc.v) as u32,
+            eps_norm: self.cfg.eps_norm as f32,
+            eps_hc: self.cfg.eps_hc as f32,
+            inv_k: (1.0 / k as f64) as f32,
+            pad: 0,
+        };
+        let grid = t.div_ceil(tt) as u32;
+        self.launch(stream, b, grid, b.desc.threads, 0, &args)
+    }
+}

@@ -1,0 +1,255 @@
+//! The CUDA kernels this build embeds: one table row per kernel (its image, entry symbol,
+//! specialisation and tile), and the `#[repr(C)]` argument struct of each family, whose size the
+//! device checks against the kernel's parameter bytes when it loads the kernel.
+//!
+//! A row's index is its cache slot in the device (O(1), no string work after the plan is
+//! built). The sources are `asm/ptx/sm90/*.ptx` (written by `asm/ptx/sm90/gen_forward.py`),
+//! assembled by `mhc asm` into `asm/bin/sm90/*.cubin`.
+
+use super::device::CudaArch;
+use crate::config::{Dtype, Formulation, Stage};
+use std::sync::OnceLock;
+
+/// An embedded code object.
+pub struct Image {
+    /// Path relative to the repository root.
+    pub name: &'static str,
+    pub bytes: &'static [u8],
+}
+
+pub const IMG_POST: usize = 0;
+pub const IMG_HEAD: usize = 1;
+pub const IMG_STATIC: usize = 2;
+pub const IMG_EXPAND: usize = 3;
+
+pub static IMAGES: [Image; 4] = [
+    Image { name: "asm/bin/sm90/post.cubin", bytes: include_bytes!("../../../asm/bin/sm90/post.cubin") },
+    Image { name: "asm/bin/sm90/head.cubin", bytes: include_bytes!("../../../asm/bin/sm90/head.cubin") },
+    Image { name: "asm/bin/sm90/static.cubin", bytes: include_bytes!("../../../asm/bin/sm90/static.cubin") },
+    Image { name: "asm/bin/sm90/expand.cubin", bytes: include_bytes!("../../../asm/bin/sm90/expand.cubin") },
+];
+
+/// One kernel of the table.
+#[derive(Debug, Clone)]
+pub struct KernelDesc {
+    pub arch: CudaArch,
+    pub stage: Stage,
+    pub dtype: Dtype,
+    /// `None`: the kernel computes the same thing for both formulations.
+    pub formulation: Option<Formulation>,
+    /// Streams the kernel is specialised for; 0 = any n (a run-time argument).
+    pub n: usize,
+    pub entry: &'static str,
+    pub image: usize,
+    pub param_bytes: usize,
+    /// Channels per thread of the per-channel loops (the C granule is 8 for every kernel).
+    pub v: usize,
+    /// Tokens per CTA (head).
+    pub tokens_per_cta: usize,
+    /// Threads per CTA the kernel is launched with.
+    pub threads: u32,
+    /// Dynamic shared memory the kernel may ask for (bytes; 0 = none).
+    pub max_dynamic_shared: u32,
+}
+
+pub const NS: [usize; 6] = [1, 2, 4, 8, 16, 32];
+
+/// Channels per thread of post/static/expand and of head's phase 2 (`n*V <= 64` registers).
+pub const fn vchan(n: usize) -> usize {
+    let v = 64 / n;
+    if v > 8 {
+        8
+    } else {
+        v
+    }
+}
+
+/// The table, built once.
+pub fn kernels() -> &'static [KernelDesc] {
+    static TABLE: OnceLock<Vec<KernelDesc>> = OnceLock::new();
+    TABLE.get_or_init(build)
+}
+
+/// Shorthand used by the device: the table as a slice.
+pub struct Kernels;
+pub static KERNELS: Kernels = Kernels;
+impl std::ops::Deref for Kernels {
+    type Target = [KernelDesc];
+    fn deref(&self) -> &[KernelDesc] {
+        kernels()
+    }
+}
+
+fn name(prefix: &str, rest: String) -> &'static str {
+    Box::leak(format!("{prefix}{rest}").into_boxed_str())
+}
+
+fn build() -> Vec<KernelDesc> {
+    let mut t = Vec::new();
+    let arch = CudaArch::Sm90a;
+    for (form, fname) in [(Formulation::DeepSeekV4, "v4"), (Formulation::Paper, "paper")] {
+        for dtype in [Dtype::Bf16, Dtype::F32] {
+            for n in NS {
+                t.push(KernelDesc {
+                    arch,
+                    stage: Stage::Post,
+                    dtype,
+                    formulation: Some(form),
+                    n,
+                    entry: name("mhc_post_", format!("{fname}_{}_n{n}", dtype.name())),
+                    image: IMG_POST,
+                    param_bytes: std::mem::size_of::<PostArgs>(),
+                    v: vchan(n),
+                    tokens_per_cta: 1,
+                    threads: 128,
+                    max_dynamic_shared: 0,
+                });
+            }
+        }
+    }
+    for dtype in [Dtype::Bf16, Dtype::F32] {
+        for n in NS {
+            t.push(KernelDesc {
+                arch,
+                stage: Stage::Head,
+                dtype,
+                formulation: None,
+                n,
+                entry: name("mhc_head_", format!("{}_n{n}", dtype.name())),
+                image: IMG_HEAD,
+                param_bytes: std::mem::size_of::<HeadArgs>(),
+                v: vchan(n),
+                tokens_per_cta: (64 / n).min(8),
+                threads: 256,
+                max_dynamic_shared: 0,
+            });
+        }
+    }
+    for dtype in [Dtype::Bf16, Dtype::F32] {
+        for n in NS {
+            t.push(KernelDesc {
+                arch,
+                stage: Stage::Static,
+                dtype,
+                formulation: None,
+                n,
+                entry: name("mhc_static_", format!("{}_n{n}", dtype.name())),
+                image: IMG_STATIC,
+                param_bytes: std::mem::size_of::<StaticArgs>(),
+                v: vchan(n),
+                tokens_per_cta: 1,
+                threads: 256,
+                max_dynamic_shared: (STATIC_MAX_C * 4) as u32,
+            });
+        }
+    }
+    for dtype in [Dtype::Bf16, Dtype::F32] {
+        t.push(KernelDesc {
+            arch,
+            stage: Stage::Expand,
+            dtype,
+            formulation: None,
+            n: 0,
+            entry: name("mhc_expand_", dtype.name().to_string()),
+            image: IMG_EXPAND,
+            param_bytes: std::mem::size_of::<ExpandArgs>(),
+            v: 8,
+            tokens_per_cta: 1,
+            threads: 256,
+            max_dynamic_shared: 0,
+        });
+    }
+    t
+}
+
+/// Largest C of the static kernel: its `a[C]` row lives in shared memory (64 KiB at 16384).
+pub const STATIC_MAX_C: usize = 32768;
+
+/// `post` arguments (asm/ptx/sm90/post.ptx header).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PostArgs {
+    pub x: u64,
+    pub f: u64,
+    pub h_post: u64,
+    pub h_res: u64,
+    pub out: u64,
+    pub x_stride: u64,
+    pub f_stride: u64,
+    pub out_stride: u64,
+    pub items: u32,
+    pub chunks: u32,
+    pub cbytes: u32,
+    pub pad: u32,
+}
+const _: () = assert!(std::mem::size_of::<PostArgs>() == 80);
+
+/// `head` arguments (asm/ptx/sm90/head.ptx header).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HeadArgs {
+    pub x: u64,
+    pub phi: u64,
+    pub scale: u64,
+    pub base: u64,
+    pub out: u64,
+    pub x_stride: u64,
+    pub out_stride: u64,
+    pub tokens: u32,
+    pub cbytes: u32,
+    pub kchunks: u32,
+    pub cchunks: u32,
+    pub eps_norm: f32,
+    pub eps_hc: f32,
+    pub inv_k: f32,
+    pub pad: u32,
+}
+const _: () = assert!(std::mem::size_of::<HeadArgs>() == 88);
+
+/// `static` arguments (asm/ptx/sm90/static.ptx header).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StaticArgs {
+    pub x: u64,
+    pub h_pre_logits: u64,
+    pub h_post_logits: u64,
+    pub h_res_logits: u64,
+    pub gamma: u64,
+    pub out: u64,
+    pub x_stride: u64,
+    pub out_stride: u64,
+    pub tokens: u32,
+    pub cbytes: u32,
+    pub cchunks: u32,
+    pub iters: u32,
+    pub eps_hc: f32,
+    pub eps_f: f32,
+    pub inv_c: f32,
+    pub pad: u32,
+}
+const _: () = assert!(std::mem::size_of::<StaticArgs>() == 96);
+
+/// `expand` arguments (asm/ptx/sm90/expand.ptx header).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ExpandArgs {
+    pub e: u64,
+    pub out: u64,
+    pub e_stride: u64,
+    pub out_stride: u64,
+    pub items: u32,
+    pub chunks: u32,
+    pub cbytes: u32,
+    pub n: u32,
+}
+const _: () = assert!(std::mem::size_of::<ExpandArgs>() == 48);
+
+/// Phase-1 tile of head: elements of the flattened row per thread (`n * V1 <= 32` phi registers).
+pub const fn head_v1(n: usize) -> usize {
+    let v = 32 / n;
+    if v > 8 {
+        8
+    } else {
+        v
+    }
+}

@@ -1,0 +1,261 @@
+//! Plans: a layer configuration bound to a device, with every stage's kernel selected per token
+//! bucket and resolved up front. Ops (`plan.post(..)`, `plan.head(..)`, ...) are `impl Plan`
+//! blocks in one file per stage; each validates its views in O(1) and launches exactly once.
+
+use super::device::{CudaDevice, Function};
+use super::ffi;
+use super::kernels::{KernelDesc, KERNELS};
+use super::memory::DeviceBuffer;
+use super::stream::Stream;
+use crate::config::{Config, Dtype, Formulation, Stage};
+use crate::error::{Error, Result};
+use std::ffi::c_void;
+
+/// One selected kernel for the token range `..=max_tokens`.
+#[derive(Debug, Clone)]
+pub struct Bucket {
+    /// Largest token count this bucket serves.
+    pub max_tokens: usize,
+    pub desc: &'static KernelDesc,
+    pub func: Function,
+}
+
+/// A configuration on a device: kernels chosen and loaded for every stage the device has for it.
+pub struct Plan {
+    pub(crate) dev: CudaDevice,
+    pub(crate) cfg: Config,
+    pub(crate) dtype: Dtype,
+    pub(crate) max_tokens: usize,
+    /// Per stage (index [`stage_index`]): the buckets in increasing `max_tokens`, or why none.
+    stages: Vec<Result<Vec<Bucket>>>,
+    workspace_bytes: usize,
+}
+
+impl std::fmt::Debug for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plan")
+            .field("device", &self.dev)
+            .field("cfg", &self.cfg)
+            .field("dtype", &self.dtype)
+            .field("max_tokens", &self.max_tokens)
+            .finish()
+    }
+}
+
+/// Position of a stage in [`Stage::ALL`] (the plan's table index).
+pub(crate) const fn stage_index(s: Stage) -> usize {
+    match s {
+        Stage::Pre => 0,
+        Stage::Post => 1,
+        Stage::PostPre => 2,
+        Stage::Head => 3,
+        Stage::Expand => 4,
+        Stage::Static => 5,
+        Stage::Sinkhorn => 6,
+        Stage::PreBackward => 7,
+        Stage::PostBackward => 8,
+        Stage::HeadBackward => 9,
+        Stage::StaticBackward => 10,
+    }
+}
+
+/// Why `desc` cannot run `cfg` in `dtype`, or `None` if it can (the hard constraints).
+fn reject(desc: &KernelDesc, dev: &CudaDevice, cfg: &Config, dtype: Dtype) -> Option<String> {
+    if desc.arch != dev.arch() {
+        return Some(format!("{}: built for {}", desc.entry, desc.arch));
+    }
+    if desc.dtype != dtype {
+        return Some(format!("{}: stores {}", desc.entry, desc.dtype));
+    }
+    if let Some(f) = desc.formulation {
+        if f != cfg.formulation {
+            return Some(format!("{}: formulation {}", desc.entry, f));
+        }
+    }
+    if desc.n != 0 && desc.n != cfg.n {
+        return Some(format!("{}: n = {}", desc.entry, desc.n));
+    }
+    if cfg.c % 8 != 0 {
+        return Some(format!("{}: C = {} is not a multiple of 8", desc.entry, cfg.c));
+    }
+    if cfg.k().saturating_mul(dtype.size()) > u32::MAX as usize / 2 {
+        return Some(format!("{}: n*C*{} bytes exceed 31 bits", desc.entry, dtype.size()));
+    }
+    if desc.stage == Stage::Static && cfg.c > super::kernels::STATIC_MAX_C {
+        return Some(format!("{}: C > {}", desc.entry, super::kernels::STATIC_MAX_C));
+    }
+    if desc.stage == Stage::Static && cfg.c * 4 > dev.max_shared_per_block() as usize {
+        return Some(format!("{}: a[C] does not fit in shared memory", desc.entry));
+    }
+    if (cfg.gamma_k || cfg.gamma_f) && matches!(desc.stage, Stage::Pre | Stage::PostPre) {
+        // Stage-specific options are checked by the stage's own selection (pre.rs).
+    }
+    None
+}
+
+impl Plan {
+    /// Validates `cfg`, selects a kernel for every stage (per token bucket) and loads it. A stage
+    /// without a kernel for this configuration is recorded with its [`Error::NoVariant`], which
+    /// its op returns; `new` itself fails only on a bad configuration or a load failure.
+    pub fn new(dev: &CudaDevice, cfg: Config, dtype: Dtype, max_tokens: usize) -> Result<Self> {
+        cfg.validate()?;
+        if dtype == Dtype::F64 {
+            return Err(Error::Config { what: "dtype", reason: "CUDA kernels store bf16 or f32, not f64".into() });
+        }
+        if max_tokens == 0 || max_tokens > i32::MAX as usize {
+            return Err(Error::Config { what: "max_tokens", reason: format!("must be in 1..2^31, got {max_tokens}") });
+        }
+        let mut stages = Vec::with_capacity(Stage::ALL.len());
+        let mut workspace_bytes = 0usize;
+        for stage in Stage::ALL {
+            let mut rejected = Vec::new();
+            let mut buckets: Vec<Bucket> = Vec::new();
+            for (slot, desc) in KERNELS.iter().enumerate() {
+                if desc.stage != stage {
+                    continue;
+                }
+                if let Some(why) = reject(desc, dev, &cfg, dtype) {
+                    rejected.push(why);
+                    continue;
+                }
+                let func = dev.function(slot)?;
+                buckets.push(Bucket { max_tokens: usize::MAX, desc, func });
+            }
+            let entry = if buckets.is_empty() {
+                if rejected.is_empty() {
+                    rejected.push(format!("no CUDA kernel implements {stage} yet"));
+                }
+                Err(Error::NoVariant {
+                    stage: stage.name().into(),
+                    arch: dev.arch().name().into(),
+                    shape: format!("n={} C={} {} {}", cfg.n, cfg.c, dtype, cfg.formulation),
+                    rejected,
+                })
+            } else {
+                // One kernel per stage and configuration today; when several qualify, the
+                // earlier table row serves all token counts (deterministic).
+                buckets.truncate(1);
+                workspace_bytes = workspace_bytes.max(stage_workspace(stage, &cfg, dtype, max_tokens, dev));
+                Ok(buckets)
+            };
+            stages.push(entry);
+        }
+        Ok(Plan { dev: dev.clone(), cfg, dtype, max_tokens, stages, workspace_bytes })
+    }
+
+    pub fn device(&self) -> &CudaDevice {
+        &self.dev
+    }
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+    pub fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    pub fn max_tokens(&self) -> usize {
+        self.max_tokens
+    }
+    pub fn formulation(&self) -> Formulation {
+        self.cfg.formulation
+    }
+
+    /// Bytes of the caller-provided workspace the plan's ops need (0 if none). Allocate it once
+    /// with [`Plan::new_workspace`] (or hand in a buffer with [`Workspace::from_buffer`]); the
+    /// kernels leave it ready for the next call.
+    pub fn workspace_bytes(&self) -> usize {
+        self.workspace_bytes
+    }
+
+    /// A zeroed workspace of [`Plan::workspace_bytes`].
+    pub fn new_workspace(&self) -> Result<Workspace> {
+        Ok(Workspace { buf: DeviceBuffer::zeroed(&self.dev, self.workspace_bytes.max(256))? })
+    }
+
+    /// Whether `stage` has a kernel in this plan (else the reason).
+    pub fn supports(&self, stage: Stage) -> Result<()> {
+        self.stages[stage_index(stage)].as_ref().map(|_| ()).map_err(Clone::clone)
+    }
+
+    /// The kernel chosen for `stage` at `tokens` tokens (launch path: an index and a short scan).
+    #[inline]
+    pub(crate) fn bucket(&self, stage: Stage, tokens: usize) -> Result<&Bucket> {
+        match &self.stages[stage_index(stage)] {
+            Ok(buckets) => {
+                if tokens > self.max_tokens {
+                    return Err(Error::shape("tokens", format!("<= max_tokens = {}", self.max_tokens), tokens));
+                }
+                buckets.iter().find(|b| tokens <= b.max_tokens).ok_or_else(|| Error::NoVariant {
+                    stage: stage.name().into(),
+                    arch: self.dev.arch().name().into(),
+                    shape: format!("T={tokens}"),
+                    rejected: vec!["no bucket covers this token count".into()],
+                })
+            }
+            Err(e) => Err(e.clone()),
+        }
+    }
+
+    /// The selected kernels of `stage` (for `mhc bench` and `mhc inspect`).
+    pub fn buckets(&self, stage: Stage) -> Result<&[Bucket]> {
+        self.stages[stage_index(stage)].as_deref().map_err(Clone::clone)
+    }
+
+    /// The one launch of an op. `args` is the kernel's `#[repr(C)]` argument struct, whose size
+    /// was checked against the kernel's parameter when it was loaded.
+    #[inline]
+    pub(crate) fn launch<A: Copy>(
+        &self,
+        stream: &Stream,
+        bucket: &Bucket,
+        grid: u32,
+        block: u32,
+        shared_bytes: u32,
+        args: &A,
+    ) -> Result<()> {
+        debug_assert_eq!(std::mem::size_of::<A>(), bucket.func.param_bytes as usize);
+        if !stream.same_device(&self.dev) {
+            return Err(Error::NoDevice("the stream belongs to another device than the plan".into()));
+        }
+        stream.bind()?;
+        let mut params = [args as *const A as *mut c_void];
+        // SAFETY: the kernel takes exactly one parameter of size_of::<A>() bytes (checked at
+        // load); the op validated every device range in `args` (dtype, rows, stride, length,
+        // alignment) against what this grid reads and writes.
+        unsafe {
+            ffi::launch(bucket.func.raw, (grid, 1, 1), (block, 1, 1), shared_bytes, stream.raw(), params.as_mut_ptr())
+        }
+    }
+}
+
+/// Workspace a stage needs; stages that keep no partials across CTAs need none. The `pre`
+/// decode kernel (split-K partials and counters) adds its formula here.
+fn stage_workspace(stage: Stage, _cfg: &Config, _dtype: Dtype, _max_tokens: usize, _dev: &CudaDevice) -> usize {
+    match stage {
+        Stage::Post | Stage::Head | Stage::Static | Stage::Expand => 0,
+        _ => 0,
+    }
+}
+
+/// The scratch memory of a plan's ops, zeroed once at creation; kernels that use it restore
+/// it (counters back to zero) before they finish, so it is reusable without a memset.
+pub struct Workspace {
+    pub(crate) buf: DeviceBuffer,
+}
+
+impl Workspace {
+    /// Takes `buf` as the workspace of `plan` (it must hold `plan.workspace_bytes()`), zeroing it.
+    pub fn from_buffer(plan: &Plan, buf: DeviceBuffer) -> Result<Self> {
+        if buf.bytes() < plan.workspace_bytes() {
+            return Err(Error::shape("workspace", format!(">= {} bytes", plan.workspace_bytes()), buf.bytes()));
+        }
+        let zero = vec![0u8; buf.bytes()];
+        buf.upload(&zero)?;
+        Ok(Workspace { buf })
+    }
+    pub fn device_ptr(&self) -> u64 {
+        self.buf.device_ptr()
+    }
+    pub fn bytes(&self) -> usize {
+        self.buf.bytes()
+    }
+}
