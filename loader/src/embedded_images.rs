@@ -3,4 +3,15 @@
 use crate::embedded::EmbeddedImage;
 
 /// Every file under `asm/bin`, sorted by path.
-pub static IMAGES: &[EmbeddedImage] = &[];
+pub static IMAGES: &[EmbeddedImage] = &[
+    EmbeddedImage { path: "asm/bin/gfx942/apply.hsaco", bytes: include_bytes!("../../asm/bin/gfx942/apply.hsaco") },
+    EmbeddedImage { path: "asm/bin/gfx942/coeffs.hsaco", bytes: include_bytes!("../../asm/bin/gfx942/coeffs.hsaco") },
+    EmbeddedImage { path: "asm/bin/gfx942/post.hsaco", bytes: include_bytes!("../../asm/bin/gfx942/post.hsaco") },
+    EmbeddedImage { path: "asm/bin/gfx942/proj.hsaco", bytes: include_bytes!("../../asm/bin/gfx942/proj.hsaco") },
+    EmbeddedImage { path: "asm/bin/sm100/coeffs.cubin", bytes: include_bytes!("../../asm/bin/sm100/coeffs.cubin") },
+    EmbeddedImage { path: "asm/bin/sm90/coeffs.cubin", bytes: include_bytes!("../../asm/bin/sm90/coeffs.cubin") },
+    EmbeddedImage { path: "asm/bin/sm90/expand.cubin", bytes: include_bytes!("../../asm/bin/sm90/expand.cubin") },
+    EmbeddedImage { path: "asm/bin/sm90/head.cubin", bytes: include_bytes!("../../asm/bin/sm90/head.cubin") },
+    EmbeddedImage { path: "asm/bin/sm90/post.cubin", bytes: include_bytes!("../../asm/bin/sm90/post.cubin") },
+    EmbeddedImage { path: "asm/bin/sm90/static.cubin", bytes: include_bytes!("../../asm/bin/sm90/static.cubin") },
+];
