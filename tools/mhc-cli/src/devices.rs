@@ -9,6 +9,7 @@ pub const KNOWN: [&str; 4] = ["cpu", "cuda", "hip", "gcn-sim"];
 pub fn runner_for(device: &str) -> Result<Box<dyn StageRunner>, String> {
     match device {
         "cpu" => Ok(Box::new(CpuRunner)),
+        "gcn-sim" => Ok(Box::new(gcn_sim::runner::GcnSimRunner::new())),
         d if KNOWN.contains(&d) => Err(format!("device {d:?} is not built into this mhc yet (available: cpu)")),
         other => Err(format!("unknown device {other:?} (known: {})", KNOWN.join(", "))),
     }
