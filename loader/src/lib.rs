@@ -3,7 +3,11 @@
 //!
 //! Data flows one way: `asm/bin/*` images (embedded by [`embedded`], a table `mhc asm`
 //! generates) -> [`parse`] -> [`KernelInfo`] -> the [`registry`] joins them with
-//! `asm/variants.toml` -> [`select`] picks a variant for an (arch, stage, shape, budget).
+//! `asm/variants.toml` ([`manifest`]) -> [`select()`] picks a variant for an
+//! (arch, stage, shape, budget), consulting the [`tuning`] tables.
+//!
+//! Stages are plain strings here (`"pre"`, `"post"`, `"coeffs"`, ...) so that this crate does not
+//! depend on `mhc`; `mhc` maps its `Stage` enum onto them.
 #![forbid(unsafe_code)]
 
 mod amdgpu;
@@ -12,18 +16,44 @@ mod cubin;
 pub mod embedded;
 mod embedded_images;
 pub mod image;
+pub mod manifest;
+pub mod registry;
+pub mod select;
+pub mod tuning;
 
 pub use arch::{AmdFeatures, Arch, FeatureMode, UnsupportedArch, Vendor};
 pub use image::{parse, render, AmdResources, CodeObject, KernelInfo, Param, ParseError};
-pub mod manifest;
+pub use manifest::ManifestError;
+pub use registry::{Registry, Resources, Variant};
+pub use select::{select, Budget, Choice, NoVariant, Reason, Selection, Selector, Shape};
+pub use tuning::TunedTable;
+
+/// Everything the loader can report.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// `asm/variants.toml` is malformed.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// An image is missing, malformed, or disagrees with the manifest.
+    #[error("bad code object {image}: {reason}")]
+    BadCodeObject { image: String, reason: String },
+    /// A tuned table is malformed.
+    #[error("tuned table {table}: {reason}")]
+    Tuning { table: String, reason: String },
+    /// No variant passed the filters.
+    #[error(transparent)]
+    NoVariant(#[from] NoVariant),
+    #[error(transparent)]
+    UnsupportedArch(#[from] UnsupportedArch),
+}
 
 /// Lowercase hex SHA-256 of `bytes` (image hashes in the manifest and the tuned tables).
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(bytes);
+    use std::fmt::Write;
     let mut s = String::with_capacity(64);
-    for b in digest {
-        s.push_str(&format!("{b:02x}"));
+    for b in Sha256::digest(bytes) {
+        let _ = write!(s, "{b:02x}");
     }
     s
 }

@@ -1,0 +1,452 @@
+//! The selector: filter -> score -> tuned override.
+//!
+//! 1. **Filter** (hard constraints, in this order; the first that fails is the reason recorded):
+//!    stage, architecture (the variant's code object must run on the device), formulation,
+//!    dtype, n, C divisibility, C range, token range, register budget (registers per thread
+//!    against `Budget::max_registers_per_thread`), register file (allocated registers x threads
+//!    must fit one SM/CU), shared-memory budget and the architecture's per-block limit.
+//! 2. **Score**: a small cost model, in estimated microseconds (lower is better):
+//!
+//!    ```text
+//!    blocks   = ceil(T / tile.tokens) * tile.split
+//!    resident = blocks one SM/CU holds at once: min(max blocks, threads/unit / threads,
+//!               register file / (allocated registers x threads), shared/unit / shared)
+//!    waves    = ceil(blocks / (units x resident))
+//!    bytes    = T x (x_passes x n x C x dtype size + 2 x M x 4)       M = n^2 + 2n
+//!             + (split > 1 ? ceil(T / tile.tokens) x split x M x 4 x 2 : 0)   (split-K partials)
+//!    active   = min(blocks, units x resident)          blocks in flight
+//!    bw       = DRAM bytes per us x min(1, active / units)   (a few blocks cannot saturate DRAM:
+//!               each SM/CU streams at most its share; this is what split-K buys at small T)
+//!    cost     = WAVE_US x waves + bytes / bw + (split > 1 ? SPLIT_US : 0)
+//!    cost    *= OUTSIDE_PREFERRED when T is outside the variant's prefer_tokens range
+//!    ```
+//!    `units` is the device's SM/CU count when given, else the flagship part's
+//!    ([`Arch::default_compute_units`]). Ties keep manifest order (stable sort).
+//! 3. **Override**: if a tuned table has an entry for (arch, units, stage, dtype, bucket(T), n,
+//!    bucket(C)) whose variant passed the filters, it wins; a tuned variant that was filtered
+//!    out is reported in `warnings`.
+
+use crate::arch::Arch;
+use crate::registry::{Registry, Variant};
+use crate::tuning::{bucket, TunedEntry, TunedTable};
+use crate::Error;
+use std::fmt;
+
+/// Minimum time of one wave of blocks (launch, memory latency), microseconds.
+pub const WAVE_US: f64 = 1.0;
+/// Extra time of a split-K reduction's final pass (the last block sums the partials).
+pub const SPLIT_US: f64 = 1.0;
+/// Cost factor for a variant used outside the token range it is meant for.
+pub const OUTSIDE_PREFERRED: f64 = 1.5;
+
+/// The problem: tokens, streams, hidden size, activation dtype and (optionally) formulation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shape {
+    pub tokens: u64,
+    pub n: u32,
+    pub c: u64,
+    /// `f32` or `bf16`.
+    pub dtype: String,
+    /// `v4` or `paper`; `None` accepts either.
+    pub formulation: Option<String>,
+}
+
+impl Shape {
+    pub fn new(tokens: u64, n: u32, c: u64, dtype: &str) -> Shape {
+        Shape { tokens, n, c, dtype: dtype.to_string(), formulation: None }
+    }
+
+    pub fn with_formulation(mut self, f: &str) -> Shape {
+        self.formulation = Some(f.to_string());
+        self
+    }
+
+    fn dtype_size(&self) -> u64 {
+        if self.dtype == "bf16" {
+            2
+        } else {
+            4
+        }
+    }
+}
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "T={} n={} C={} {}", self.tokens, self.n, self.c, self.dtype)?;
+        if let Some(form) = &self.formulation {
+            write!(f, " {form}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Limits the caller imposes (e.g. to leave room for a co-resident kernel).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Budget {
+    pub max_registers_per_thread: Option<u32>,
+    pub max_shared_bytes: Option<u32>,
+}
+
+/// Why a variant was rejected.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reason {
+    Stage { variant: String },
+    Arch { variant: Arch, device: Arch },
+    Formulation { wanted: String, supported: Vec<String> },
+    Dtype { wanted: String, supported: Vec<String> },
+    N { n: u32, supported: Vec<u32> },
+    CMultiple { c: u64, multiple_of: u64 },
+    CRange { c: u64, min: u64, max: u64 },
+    Tokens { t: u64, min: u64, max: u64 },
+    RegisterBudget { uses: u32, budget: u32 },
+    RegisterFile { registers: u32, threads: u32, file: u32 },
+    SharedBudget { uses: u32, budget: u32 },
+    SharedArch { uses: u32, max: u32 },
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::Stage { variant } => write!(f, "it is a {variant} variant"),
+            Reason::Arch { variant, device } => write!(f, "built for {variant}, which does not run on {device}"),
+            Reason::Formulation { wanted, supported } => {
+                write!(f, "formulation {wanted} not supported (has {})", supported.join(", "))
+            }
+            Reason::Dtype { wanted, supported } => {
+                write!(f, "dtype {wanted} not supported (has {})", supported.join(", "))
+            }
+            Reason::N { n, supported } => write!(f, "n={n} not supported (has {supported:?})"),
+            Reason::CMultiple { c, multiple_of } => write!(f, "C={c} is not a multiple of {multiple_of}"),
+            Reason::CRange { c, min, max } => write!(f, "C={c} outside {min}..={max}"),
+            Reason::Tokens { t, min, max } => write!(f, "T={t} outside its token range {min}..={max}"),
+            Reason::RegisterBudget { uses, budget } => {
+                write!(f, "uses {uses} registers per thread, over the budget of {budget}")
+            }
+            Reason::RegisterFile { registers, threads, file } => write!(
+                f,
+                "{registers} registers x {threads} threads = {} exceed the {file}-register file",
+                registers * threads
+            ),
+            Reason::SharedBudget { uses, budget } => {
+                write!(f, "uses {uses} B of shared memory, over the budget of {budget} B")
+            }
+            Reason::SharedArch { uses, max } => write!(f, "uses {uses} B of shared memory, over the {max} B limit"),
+        }
+    }
+}
+
+/// A rejected variant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejection {
+    pub id: String,
+    pub reason: Reason,
+}
+
+/// An admissible variant with its estimated cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub id: String,
+    pub cost_us: f64,
+    pub waves: u64,
+    pub bytes: u64,
+    pub in_preferred_range: bool,
+}
+
+/// How the winner was chosen.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Choice {
+    /// Lowest modelled cost.
+    CostModel,
+    /// A tuned table's entry (its evidence).
+    Tuned(TunedEntry),
+}
+
+/// No variant passed the filters.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("no variant for stage {stage} on {arch} at {shape}:\n{}", explain_rejections(.rejected, *.other_stages))]
+pub struct NoVariant {
+    pub stage: String,
+    pub arch: String,
+    pub shape: String,
+    pub rejected: Vec<Rejection>,
+    /// Variants of other stages (not listed one by one).
+    pub other_stages: usize,
+}
+
+impl NoVariant {
+    /// One line per rejected variant of this stage.
+    pub fn reasons(&self) -> Vec<String> {
+        self.rejected.iter().map(|r| format!("{}: {}", r.id, r.reason)).collect()
+    }
+}
+
+fn explain_rejections(rejected: &[Rejection], other_stages: usize) -> String {
+    let mut s = String::new();
+    if rejected.is_empty() {
+        s.push_str("  (no variant of this stage exists)\n");
+    }
+    for r in rejected {
+        s.push_str(&format!("  rejected {}: {}\n", r.id, r.reason));
+    }
+    if other_stages > 0 {
+        s.push_str(&format!("  ({other_stages} variants of other stages not considered)\n"));
+    }
+    s
+}
+
+/// The outcome of a selection.
+#[derive(Debug, Clone)]
+pub struct Selection<'r> {
+    pub variant: &'r Variant,
+    pub choice: Choice,
+    pub arch: Arch,
+    pub stage: String,
+    pub shape: Shape,
+    pub budget: Budget,
+    pub units: u32,
+    /// Admissible variants, cheapest first.
+    pub candidates: Vec<Candidate>,
+    /// Rejected variants of this stage, in manifest order.
+    pub rejected: Vec<Rejection>,
+    pub other_stages: usize,
+    /// Tuned entries that were ignored, and why.
+    pub warnings: Vec<String>,
+}
+
+impl Selection<'_> {
+    /// A readable account: the query, the winner and why, every candidate's cost, every
+    /// rejection with its reason, and warnings.
+    pub fn explain(&self) -> String {
+        let mut s = format!("select stage {} on {} ({} units) for {}", self.stage, self.arch, self.units, self.shape);
+        if let Some(r) = self.budget.max_registers_per_thread {
+            s.push_str(&format!(", at most {r} registers/thread"));
+        }
+        if let Some(b) = self.budget.max_shared_bytes {
+            s.push_str(&format!(", at most {b} B shared"));
+        }
+        s.push('\n');
+        let v = self.variant;
+        s.push_str(&format!("chosen: {} ({} in {})\n", v.id(), v.entry.entry, v.entry.file));
+        match &self.choice {
+            Choice::CostModel => s.push_str("  by the cost model (lowest estimated time)\n"),
+            Choice::Tuned(e) => s.push_str(&format!(
+                "  by the tuned table: {:.2} us, {:.0} GB/s, error {:.1e}, {} samples on {} units, {}\n",
+                e.us, e.gbps, e.error, e.samples, e.units, e.date
+            )),
+        }
+        s.push_str(&format!("  why it exists: {}\n", v.entry.why));
+        s.push_str("candidates (estimated cost):\n");
+        for c in &self.candidates {
+            s.push_str(&format!(
+                "  {:<28} {:>9.2} us  waves {:>4}  {:>12} B{}\n",
+                c.id,
+                c.cost_us,
+                c.waves,
+                c.bytes,
+                if c.in_preferred_range { "" } else { "  (T outside its preferred range)" }
+            ));
+        }
+        s.push_str(&explain_rejections(&self.rejected, self.other_stages));
+        for w in &self.warnings {
+            s.push_str(&format!("warning: {w}\n"));
+        }
+        s
+    }
+}
+
+/// A registry plus tuned entries and the device's SM/CU count.
+#[derive(Debug, Clone)]
+pub struct Selector<'r> {
+    registry: &'r Registry,
+    tuned: Vec<TunedEntry>,
+    warnings: Vec<String>,
+    units: Option<u32>,
+}
+
+impl<'r> Selector<'r> {
+    pub fn new(registry: &'r Registry) -> Selector<'r> {
+        Selector { registry, tuned: Vec::new(), warnings: Vec::new(), units: None }
+    }
+
+    /// Adds a tuned table; stale entries are dropped and reported in every selection's warnings.
+    pub fn with_table(mut self, table: &TunedTable) -> Selector<'r> {
+        let (kept, warnings) = table.check(self.registry);
+        self.tuned.extend(kept);
+        self.warnings.extend(warnings);
+        self
+    }
+
+    /// The device's SM/CU count (default: the architecture's flagship part).
+    pub fn with_units(mut self, units: u32) -> Selector<'r> {
+        self.units = Some(units);
+        self
+    }
+
+    /// Warnings from loading the tuned tables.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    pub fn select(&self, arch: Arch, stage: &str, shape: &Shape, budget: &Budget) -> Result<Selection<'r>, NoVariant> {
+        let units = self.units.unwrap_or_else(|| arch.default_compute_units()).max(1);
+        let mut rejected = Vec::new();
+        let mut other_stages = 0;
+        let mut admissible: Vec<(usize, &'r Variant, Candidate)> = Vec::new();
+        for (index, v) in self.registry.variants().iter().enumerate() {
+            if v.entry.stage != stage {
+                other_stages += 1;
+                continue;
+            }
+            match filter(v, arch, shape, budget) {
+                Err(reason) => rejected.push(Rejection { id: v.id().to_string(), reason }),
+                Ok(()) => admissible.push((index, v, score(v, arch, units, shape))),
+            }
+        }
+        // Stable: equal costs keep manifest order.
+        admissible.sort_by(|a, b| a.2.cost_us.total_cmp(&b.2.cost_us).then(a.0.cmp(&b.0)));
+        let Some(&(_, best, _)) = admissible.first() else {
+            return Err(NoVariant {
+                stage: stage.to_string(),
+                arch: arch.to_string(),
+                shape: shape.to_string(),
+                rejected,
+                other_stages,
+            });
+        };
+        let mut warnings = self.warnings.clone();
+        let mut variant = best;
+        let mut choice = Choice::CostModel;
+        let key_matches = |e: &&TunedEntry| {
+            Arch::parse(&e.arch).map(Arch::family) == Ok(arch.family())
+                && e.units == units
+                && e.stage == stage
+                && e.dtype == shape.dtype
+                && e.tokens == bucket(shape.tokens)
+                && e.n == shape.n
+                && e.c == bucket(shape.c)
+        };
+        if let Some(entry) = self.tuned.iter().find(key_matches) {
+            match admissible.iter().find(|(_, v, _)| v.id() == entry.variant) {
+                Some(&(_, v, _)) => {
+                    variant = v;
+                    choice = Choice::Tuned(entry.clone());
+                }
+                None => {
+                    let why = rejected
+                        .iter()
+                        .find(|r| r.id == entry.variant)
+                        .map(|r| r.reason.to_string())
+                        .unwrap_or_else(|| "not a candidate".into());
+                    warnings.push(format!(
+                        "tuned choice {} is not admissible here ({why}); using the cost model",
+                        entry.variant
+                    ));
+                }
+            }
+        }
+        Ok(Selection {
+            variant,
+            choice,
+            arch,
+            stage: stage.to_string(),
+            shape: shape.clone(),
+            budget: *budget,
+            units,
+            candidates: admissible.into_iter().map(|(_, _, c)| c).collect(),
+            rejected,
+            other_stages,
+            warnings,
+        })
+    }
+}
+
+/// The hard constraints, in a fixed order; the first failure is the reason.
+fn filter(v: &Variant, arch: Arch, shape: &Shape, budget: &Budget) -> Result<(), Reason> {
+    let e = &v.entry;
+    if !v.arch.runs_on(arch) {
+        return Err(Reason::Arch { variant: v.arch, device: arch });
+    }
+    if let Some(f) = &shape.formulation {
+        if !e.formulations.contains(f) {
+            return Err(Reason::Formulation { wanted: f.clone(), supported: e.formulations.clone() });
+        }
+    }
+    if !e.dtypes.contains(&shape.dtype) {
+        return Err(Reason::Dtype { wanted: shape.dtype.clone(), supported: e.dtypes.clone() });
+    }
+    if !e.n.contains(&shape.n) {
+        return Err(Reason::N { n: shape.n, supported: e.n.clone() });
+    }
+    if shape.c % e.c.multiple_of != 0 {
+        return Err(Reason::CMultiple { c: shape.c, multiple_of: e.c.multiple_of });
+    }
+    if shape.c < e.c.min || shape.c > e.c.max {
+        return Err(Reason::CRange { c: shape.c, min: e.c.min, max: e.c.max });
+    }
+    if !e.tokens.contains(shape.tokens) {
+        return Err(Reason::Tokens { t: shape.tokens, min: e.tokens.min, max: e.tokens.max });
+    }
+    let r = &v.resources;
+    if let Some(budget) = budget.max_registers_per_thread {
+        if r.registers > budget {
+            return Err(Reason::RegisterBudget { uses: r.registers, budget });
+        }
+    }
+    let threads = e.threads.next_multiple_of(arch.warp_size());
+    let file = arch.register_file_per_unit();
+    if u64::from(r.registers_allocated) * u64::from(threads) > u64::from(file) {
+        return Err(Reason::RegisterFile { registers: r.registers_allocated, threads, file });
+    }
+    if let Some(budget) = budget.max_shared_bytes {
+        if r.shared_bytes > budget {
+            return Err(Reason::SharedBudget { uses: r.shared_bytes, budget });
+        }
+    }
+    if r.shared_bytes > arch.max_shared_per_block() {
+        return Err(Reason::SharedArch { uses: r.shared_bytes, max: arch.max_shared_per_block() });
+    }
+    Ok(())
+}
+
+/// The cost model of the module documentation.
+fn score(v: &Variant, arch: Arch, units: u32, shape: &Shape) -> Candidate {
+    let e = &v.entry;
+    let r = &v.resources;
+    let (t, n, c) = (shape.tokens, u64::from(shape.n), shape.c);
+    let m = n * n + 2 * n;
+    let tiles = t.div_ceil(u64::from(e.tile.tokens));
+    let split = u64::from(e.tile.split);
+    let blocks = tiles * split;
+    let threads = u64::from(e.threads.next_multiple_of(arch.warp_size()));
+    let by_threads = u64::from(arch.max_threads_per_unit()) / threads;
+    let by_regs = u64::from(arch.register_file_per_unit()) / (u64::from(r.registers_allocated.max(1)) * threads);
+    let by_shared = u64::from(arch.shared_per_unit()) / u64::from(r.shared_bytes.max(1));
+    let resident = u64::from(arch.max_blocks_per_unit()).min(by_threads).min(by_regs).min(by_shared).max(1);
+    let waves = blocks.div_ceil(u64::from(units) * resident).max(1);
+    let mut bytes = t * (u64::from(e.x_passes) * n * c * shape.dtype_size() + 2 * m * 4);
+    if split > 1 {
+        bytes += tiles * split * m * 4 * 2;
+    }
+    let active = blocks.min(u64::from(units) * resident);
+    let bandwidth = arch.dram_bytes_per_us() * (active as f64 / f64::from(units)).min(1.0);
+    let mut cost = WAVE_US * waves as f64 + bytes as f64 / bandwidth;
+    if split > 1 {
+        cost += SPLIT_US;
+    }
+    let in_preferred_range = e.prefer_tokens().contains(t);
+    if !in_preferred_range {
+        cost *= OUTSIDE_PREFERRED;
+    }
+    Candidate { id: e.id.clone(), cost_us: cost, waves, bytes, in_preferred_range }
+}
+
+/// Selects from the embedded registry with the embedded tuned tables and the flagship part's
+/// SM/CU count. Warnings about stale tuned entries are in the selection.
+pub fn select(arch: Arch, stage: &str, shape: &Shape, budget: &Budget) -> Result<Selection<'static>, Error> {
+    let registry = Registry::embedded()?;
+    let mut selector = Selector::new(registry);
+    for table in crate::tuning::embedded_tables()? {
+        selector = selector.with_table(&table);
+    }
+    Ok(selector.select(arch, stage, shape, budget)?)
+}
