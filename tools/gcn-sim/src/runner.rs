@@ -159,14 +159,12 @@ impl GcnSimRunner {
         Ok(())
     }
 
-    fn post(&self, cfg: &Config, dtype: Dtype, inputs: &Named, t: usize) -> Result<Named> {
+    /// `mhc_post` on device buffers; returns the address of `out` ([t, n, C], activation).
+    fn post_launch(&self, dev: &mut Dev, cfg: &Config, t: usize, inputs: &Named) -> Result<u64> {
         let (n, c) = (cfg.n, cfg.c);
-        let (x, f) = (&inputs["x"].data, &inputs["f"].data);
-        let (hp, hr) = (&inputs["h_post"].data, &inputs["h_res"].data);
-        let mut out = Named::new();
         let k = kernel("post", "mhc_post")?;
-        let mut dev = Dev::new(dtype);
-        let (xa, fa, hpa, hra) = (dev.act("x", x), dev.act("f", f), dev.f32("h_post", hp), dev.f32("h_res", hr));
+        let (xa, fa) = (dev.act("x", &inputs["x"].data), dev.act("f", &inputs["f"].data));
+        let (hpa, hra) = (dev.f32("h_post", &inputs["h_post"].data), dev.f32("h_res", &inputs["h_res"].data));
         let oa = dev.out("out", t * n * c, true);
         // Coefficient of output stream i, input stream j: V4 uses h_res[j][i], Paper h_res[i][j].
         let (si, sj) = match cfg.formulation {
@@ -177,8 +175,25 @@ impl GcnSimRunner {
         a.ptr("x", xa)?.ptr("f", fa)?.ptr("h_post", hpa)?.ptr("h_res", hra)?.ptr("out", oa)?;
         a.u32("tokens", t)?.u32("streams", n)?.u32("channels", c)?.u32("x_stride", n * c)?.u32("f_stride", c)?;
         a.u32("res_si", si)?.u32("res_sj", sj)?.u32("flags", dev.bf16_flag() as usize)?;
-        self.go(&mut dev, &a, [c.div_ceil(BLOCK as usize) as u32, t as u32, 1])?;
-        out.insert("out".into(), dev.read(oa, vec![t, n, c], true));
+        self.go(dev, &a, [c.div_ceil(BLOCK as usize) as u32, t as u32, 1])?;
+        Ok(oa)
+    }
+
+    fn post(&self, cfg: &Config, dtype: Dtype, inputs: &Named, t: usize) -> Result<Named> {
+        let mut dev = Dev::new(dtype);
+        let oa = self.post_launch(&mut dev, cfg, t, inputs)?;
+        let mut out = Named::new();
+        out.insert("out".into(), dev.read(oa, vec![t, cfg.n, cfg.c], true));
+        Ok(out)
+    }
+
+    /// `post` then `pre` reading `out` as stored (one simulated device memory, four launches:
+    /// post, proj, coeffs, apply).
+    fn post_pre(&self, cfg: &Config, dtype: Dtype, inputs: &Named, t: usize) -> Result<Named> {
+        let mut dev = Dev::new(dtype);
+        let oa = self.post_launch(&mut dev, cfg, t, inputs)?;
+        let mut out = self.pre_on(&mut dev, cfg, t, oa, inputs)?;
+        out.insert("out".into(), dev.read(oa, vec![t, cfg.n, cfg.c], true));
         Ok(out)
     }
 }
@@ -205,7 +220,6 @@ impl GcnSimRunner {
         let (n, c) = (cfg.n, cfg.c);
         let m = if head { n } else { cfg.m() };
         let proj = kernel("proj", "mhc_proj")?;
-        let coeffs = kernel("coeffs", "mhc_coeffs")?;
         let phia = dev.f32("phi", phi);
         let pa = dev.out("p", t * m, false);
         let ra = dev.out("inv_rms", t, false);
@@ -214,21 +228,76 @@ impl GcnSimRunner {
         a.u32("tokens", t)?.u32("streams", n)?.u32("channels", c)?.u32("x_stride", n * c)?;
         a.f32("eps_norm", cfg.eps_norm)?.u32("flags", dev.bf16_flag() as usize)?.u32("rows", m)?;
         self.go(dev, &a, [t as u32, 1, 1])?;
+        let [hpre, hpost, hres] = self.coeffs(dev, cfg.formulation, cfg, t, pa, ra, scale, base, head)?;
+        Ok([pa, ra, hpre, hpost, hres])
+    }
+
+    /// Coefficients from the raw logits `pa` ([t, M]) and `ra` (inv_rms[t]) (`mhc_coeffs`):
+    /// returns the addresses of (h_pre, h_post, h_res); in head mode only h_pre is written.
+    #[allow(clippy::too_many_arguments)]
+    fn coeffs(
+        &self,
+        dev: &mut Dev,
+        formulation: Formulation,
+        cfg: &Config,
+        t: usize,
+        pa: u64,
+        ra: u64,
+        scale: &[f64],
+        base: &[f64],
+        head: bool,
+    ) -> Result<[u64; 3]> {
+        let n = cfg.n;
+        let m = if head { n } else { cfg.m() };
+        let k = kernel("coeffs", "mhc_coeffs")?;
         let (sa, ba) = (dev.f32("scale", scale), dev.f32("base", base));
         let hpre = dev.out("h_pre", t * n, false);
         let (hpost, hres) =
             if head { (hpre, hpre) } else { (dev.out("h_post", t * n, false), dev.out("h_res", t * n * n, false)) };
         let mut flags = if head { COEFFS_HEAD } else { 0 };
-        if cfg.formulation == Formulation::Paper {
+        if formulation == Formulation::Paper {
             flags |= COEFFS_PAPER;
         }
-        let mut a = Args::new(&coeffs);
+        let mut a = Args::new(&k);
         a.ptr("p", pa)?.ptr("inv_rms", ra)?.ptr("scale", sa)?.ptr("base", ba)?;
         a.ptr("h_pre", hpre)?.ptr("h_post", hpost)?.ptr("h_res", hres)?;
         a.u32("tokens", t)?.u32("streams", n)?.u32("iters", cfg.sinkhorn_iters as usize)?;
         a.f32("eps_hc", cfg.eps_hc)?.u32("flags", flags)?.u32("p_stride", m)?;
         self.go(dev, &a, [t.div_ceil(4) as u32, 1, 1])?;
-        Ok([pa, ra, hpre, hpost, hres])
+        Ok([hpre, hpost, hres])
+    }
+
+    /// The static layer: coefficients from the logits once (`mhc_coeffs`, Paper start and order,
+    /// on one "token" whose raw logits are the given ones with inv_rms = 1, scale = 1, base = 0,
+    /// all exact), then `mhc_static` for every token.
+    fn static_layer(&self, cfg: &Config, dtype: Dtype, inputs: &Named, t: usize) -> Result<Named> {
+        let (n, c) = (cfg.n, cfg.c);
+        let mut dev = Dev::new(dtype);
+        let mut logits = inputs["h_pre_logits"].data.clone();
+        logits.extend(&inputs["h_post_logits"].data);
+        logits.extend(&inputs["h_res_logits"].data);
+        let pa = dev.f32("logits", &logits);
+        let ra = dev.f32("one", &[1.0]);
+        let zeros = vec![0.0; cfg.m()];
+        let [hpre, hpost, hres] =
+            self.coeffs(&mut dev, Formulation::Paper, cfg, 1, pa, ra, &[1.0; 3], &zeros, false)?;
+        let k = kernel("static", "mhc_static")?;
+        let xa = dev.act("x", &inputs["x"].data);
+        let ga = dev.f32("gamma", &inputs["gamma"].data);
+        let oa = dev.out("out", t * n * c, true);
+        let mut a = Args::new(&k);
+        a.ptr("x", xa)?
+            .ptr("h_pre", hpre)?
+            .ptr("h_post", hpost)?
+            .ptr("h_res", hres)?
+            .ptr("gamma", ga)?
+            .ptr("out", oa)?;
+        a.u32("tokens", t)?.u32("streams", n)?.u32("channels", c)?.u32("x_stride", n * c)?;
+        a.f32("eps_f", cfg.eps_f)?.u32("flags", dev.bf16_flag() as usize)?;
+        self.go(&mut dev, &a, [t as u32, 1, 1])?;
+        let mut out = Named::new();
+        out.insert("out".into(), dev.read(oa, vec![t, n, c], true));
+        Ok(out)
     }
 
     /// `a[t] = sum_i h[t][i] x[t][i]` (`mhc_apply`) into a new activation buffer.
@@ -257,13 +326,18 @@ impl GcnSimRunner {
     }
 
     fn pre(&self, cfg: &Config, dtype: Dtype, inputs: &Named, t: usize) -> Result<Named> {
-        let (n, c) = (cfg.n, cfg.c);
         let mut dev = Dev::new(dtype);
         let xa = dev.act("x", &inputs["x"].data);
+        self.pre_on(&mut dev, cfg, t, xa, inputs)
+    }
+
+    /// `pre` on the activation at `xa` (proj, coeffs, apply); returns its outputs.
+    fn pre_on(&self, dev: &mut Dev, cfg: &Config, t: usize, xa: u64, inputs: &Named) -> Result<Named> {
+        let (n, c) = (cfg.n, cfg.c);
         let phi = Self::folded_phi(cfg, inputs);
         let [_, ra, hpre, hpost, hres] =
-            self.logits_and_coeffs(&mut dev, cfg, t, xa, &phi, &inputs["scale"].data, &inputs["base"].data, false)?;
-        let aa = self.apply(&mut dev, cfg, t, xa, hpre, "a")?;
+            self.logits_and_coeffs(dev, cfg, t, xa, &phi, &inputs["scale"].data, &inputs["base"].data, false)?;
+        let aa = self.apply(dev, cfg, t, xa, hpre, "a")?;
         let mut out = Named::new();
         out.insert("a".into(), dev.read(aa, vec![t, c], true));
         out.insert("h_pre".into(), dev.read(hpre, vec![t, n], false));
@@ -333,6 +407,8 @@ impl StageRunner for GcnSimRunner {
             Stage::Post => self.post(cfg, dtype, inputs, t),
             Stage::Pre => self.pre(cfg, dtype, inputs, t),
             Stage::Head => self.head(cfg, dtype, inputs, t),
+            Stage::Static => self.static_layer(cfg, dtype, inputs, t),
+            Stage::PostPre => self.post_pre(cfg, dtype, inputs, t),
             _ => Err(no_variant(stage, cfg, t, "no gfx942 kernel for this stage".into())),
         }
     }

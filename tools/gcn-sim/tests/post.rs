@@ -15,3 +15,13 @@ fn post_matches_reference_all_n_both_formulations_both_dtypes() {
         }
     }
 }
+
+#[test]
+fn static_layer_matches_reference() {
+    let seed = common::seed();
+    for (n, c, t) in [(1, 64, 2), (2, 72, 3), (4, 1280, 2), (4, 300, 5), (8, 64, 2), (16, 40, 1), (32, 64, 2)] {
+        for dtype in [Dtype::F32, Dtype::Bf16] {
+            common::check(Stage::Static, &Config::new(n, c), dtype, t, seed, 0.02);
+        }
+    }
+}

@@ -35,3 +35,23 @@ fn head_matches_reference() {
         }
     }
 }
+
+#[test]
+fn post_pre_matches_reference() {
+    let seed = common::seed();
+    for (n, c, t) in [(1, 64, 2), (4, 1280, 2), (4, 72, 17), (8, 64, 2), (32, 16, 1)] {
+        for f in [Formulation::DeepSeekV4, Formulation::Paper] {
+            for dtype in [Dtype::F32, Dtype::Bf16] {
+                common::check(Stage::PostPre, &Config::new(n, c).with_formulation(f), dtype, t, seed, 0.02);
+            }
+        }
+    }
+}
+
+#[test]
+fn pre_with_prenorm_weight_matches_reference() {
+    let seed = common::seed();
+    let mut cfg = Config::new(4, 264);
+    cfg.gamma_k = true;
+    common::check(Stage::Pre, &cfg, Dtype::F32, 3, seed, 0.02);
+}
