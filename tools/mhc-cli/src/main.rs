@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 mod asm;
 mod devices;
+mod inspect;
 mod run;
 
 /// mHC runtime tools: run stages on .npy files, assemble and inspect kernels, benchmark.
@@ -23,6 +24,8 @@ enum Command {
     Run(run::Args),
     /// Assemble asm/ sources into asm/bin with the pinned tools and regenerate the embedded table.
     Asm(asm::Args),
+    /// List every embedded kernel with its resources, or explain a variant selection.
+    Inspect(inspect::Args),
 }
 
 fn main() -> ExitCode {
@@ -30,6 +33,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::main(args),
         Command::Asm(args) => asm::main(args),
+        Command::Inspect(args) => inspect::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
