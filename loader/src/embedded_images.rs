@@ -8,6 +8,7 @@ pub static IMAGES: &[EmbeddedImage] = &[
     EmbeddedImage { path: "asm/bin/gfx942/coeffs.hsaco", bytes: include_bytes!("../../asm/bin/gfx942/coeffs.hsaco") },
     EmbeddedImage { path: "asm/bin/gfx942/post.hsaco", bytes: include_bytes!("../../asm/bin/gfx942/post.hsaco") },
     EmbeddedImage { path: "asm/bin/gfx942/proj.hsaco", bytes: include_bytes!("../../asm/bin/gfx942/proj.hsaco") },
+    EmbeddedImage { path: "asm/bin/gfx942/rmsnorm.hsaco", bytes: include_bytes!("../../asm/bin/gfx942/rmsnorm.hsaco") },
     EmbeddedImage { path: "asm/bin/gfx942/static.hsaco", bytes: include_bytes!("../../asm/bin/gfx942/static.hsaco") },
     EmbeddedImage { path: "asm/bin/sm100/coeffs.cubin", bytes: include_bytes!("../../asm/bin/sm100/coeffs.cubin") },
     EmbeddedImage { path: "asm/bin/sm90/coeffs.cubin", bytes: include_bytes!("../../asm/bin/sm90/coeffs.cubin") },

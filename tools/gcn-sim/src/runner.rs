@@ -300,6 +300,20 @@ impl GcnSimRunner {
         Ok(out)
     }
 
+    /// The F-pre-norm `y = a gamma_f / rms(a)` (`mhc_rmsnorm`) of the stored `a`.
+    fn rmsnorm(&self, dev: &mut Dev, cfg: &Config, t: usize, aa: u64, gamma: &[f64]) -> Result<u64> {
+        let c = cfg.c;
+        let k = kernel("rmsnorm", "mhc_rmsnorm")?;
+        let ga = dev.f32("gamma_f", gamma);
+        let ya = dev.out("y", t * c, true);
+        let mut a = Args::new(&k);
+        a.ptr("a", aa)?.ptr("gamma", ga)?.ptr("out", ya)?;
+        a.u32("tokens", t)?.u32("channels", c)?.u32("a_stride", c)?.u32("y_stride", c)?;
+        a.f32("eps_f", cfg.eps_f)?.u32("flags", dev.bf16_flag() as usize)?;
+        self.go(dev, &a, [t as u32, 1, 1])?;
+        Ok(ya)
+    }
+
     /// `a[t] = sum_i h[t][i] x[t][i]` (`mhc_apply`) into a new activation buffer.
     fn apply(&self, dev: &mut Dev, cfg: &Config, t: usize, xa: u64, ha: u64, name: &str) -> Result<u64> {
         let (n, c) = (cfg.n, cfg.c);
@@ -339,6 +353,10 @@ impl GcnSimRunner {
             self.logits_and_coeffs(dev, cfg, t, xa, &phi, &inputs["scale"].data, &inputs["base"].data, false)?;
         let aa = self.apply(dev, cfg, t, xa, hpre, "a")?;
         let mut out = Named::new();
+        if cfg.gamma_f {
+            let ya = self.rmsnorm(dev, cfg, t, aa, &inputs["gamma_f"].data)?;
+            out.insert("y".into(), dev.read(ya, vec![t, c], true));
+        }
         out.insert("a".into(), dev.read(aa, vec![t, c], true));
         out.insert("h_pre".into(), dev.read(hpre, vec![t, n], false));
         out.insert("h_post".into(), dev.read(hpost, vec![t, n], false));
@@ -395,9 +413,6 @@ impl StageRunner for GcnSimRunner {
         // Byte offsets are 32-bit per lane inside one tensor.
         if t.saturating_mul(cfg.k()).max(cfg.m() * cfg.k()).saturating_mul(4) > u32::MAX as usize {
             return Err(no_variant(stage, cfg, t, "tensors over 4 GiB are not simulated".into()));
-        }
-        if cfg.gamma_f && matches!(stage, Stage::Pre | Stage::PostPre) {
-            return Err(no_variant(stage, cfg, t, "the F-pre-norm (gamma_f) has no gfx942 kernel yet".into()));
         }
         if t == 0 {
             // Nothing to launch: every output is empty.

@@ -49,9 +49,15 @@ fn post_pre_matches_reference() {
 }
 
 #[test]
-fn pre_with_prenorm_weight_matches_reference() {
+fn pre_with_prenorm_weights_matches_reference() {
     let seed = common::seed();
-    let mut cfg = Config::new(4, 264);
-    cfg.gamma_k = true;
-    common::check(Stage::Pre, &cfg, Dtype::F32, 3, seed, 0.02);
+    for dtype in [Dtype::F32, Dtype::Bf16] {
+        let mut cfg = Config::new(4, 264);
+        cfg.gamma_k = true;
+        common::check(Stage::Pre, &cfg, dtype, 3, seed, 0.02);
+        cfg.gamma_f = true;
+        common::check(Stage::Pre, &cfg, dtype, 3, seed, 0.02);
+        cfg.gamma_k = false;
+        common::check(Stage::PostPre, &cfg, dtype, 2, seed, 0.02);
+    }
 }
