@@ -256,3 +256,47 @@ fn static_backward_matches_finite_differences() {
         check_fd(&label, &mut case, StaticCase::field, "gamma", &dg, &loss, TOL);
     }
 }
+
+#[test]
+fn f32_arithmetic_backward_stays_close_to_f64() {
+    let mut rng = rng("f32_arithmetic_backward_stays_close_to_f64");
+    for formulation in [Formulation::DeepSeekV4, Formulation::Paper] {
+        let cfg = Config::new(4, 64).with_formulation(formulation);
+        let (t, n, c, k, m) = (3, 4, 64, cfg.k(), cfg.m());
+        let case = PreCase::random(&mut rng, cfg, t, 0.02);
+        let (da, dhp, dhr) = (rng.normals(t * c, 1.0), rng.normals(t * n, 1.0), rng.normals(t * n * n, 1.0));
+        let run = |f64_math: bool| {
+            let mut dx = vec![POISON; t * k];
+            let (mut dphi, mut dscale, mut dbase) = (vec![POISON; m * k], vec![POISON; 3], vec![POISON; m]);
+            let up = PreUpstream {
+                da: Some(HostTensor::new(&da[..], Layout::dense(t, c))),
+                dy: None,
+                dh_pre: None,
+                dh_post: HostTensor::new(&dhp[..], Layout::dense(t, n)),
+                dh_res: HostTensor::new(&dhr[..], Layout::dense(t, n * n)),
+                dinv_rms: None,
+            };
+            let mut g = PreGrads {
+                dx: HostTensorMut::new(&mut dx[..], Layout::dense(t, k)),
+                dphi: HostDataMut::F64(&mut dphi),
+                dscale: HostDataMut::F64(&mut dscale),
+                dbase: HostDataMut::F64(&mut dbase),
+                dgamma_k: None,
+                dgamma_f: None,
+            };
+            if f64_math {
+                reference::pre_backward::<f64>(&cfg, &case.x(), &case.params(), &up, &mut g).unwrap();
+            } else {
+                reference::pre_backward::<f32>(&cfg, &case.x(), &case.params(), &up, &mut g).unwrap();
+            }
+            [dx, dphi, dscale, dbase]
+        };
+        let (a, b) = (run(true), run(false));
+        for (name, x, y) in
+            [("dx", &a[0], &b[0]), ("dphi", &a[1], &b[1]), ("dscale", &a[2], &b[2]), ("dbase", &a[3], &b[3])]
+        {
+            let e = rel_err(y, x);
+            assert!(e < 1e-4 && e > 0.0, "{formulation:?} {name}: f32 vs f64 {e:e}");
+        }
+    }
+}

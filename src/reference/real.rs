@@ -76,12 +76,26 @@ pub fn sigmoid<R: Real>(z: R) -> R {
     R::ONE / (R::ONE + (-z).exp())
 }
 
-/// `sum_i a[i] * b[i]`, accumulated left to right (a fixed order: results are reproducible).
+/// `sum_i a[i] * b[i]` in a fixed order: four interleaved partial sums (element `i` goes to
+/// sum `i % 4`), combined as `(s0 + s1) + (s2 + s3)`, then the tail in order. Independent
+/// partial sums let the CPU overlap the additions (about 3x faster than one chain); the order
+/// never depends on the machine, so results are reproducible bit for bit.
 #[inline]
 pub(crate) fn dot<R: Real>(a: &[R], b: &[R]) -> R {
-    let mut s = R::ZERO;
-    for (x, y) in a.iter().zip(b) {
-        s += *x * *y;
+    let len = a.len().min(b.len());
+    let (a, b) = (&a[..len], &b[..len]);
+    let mut s = [R::ZERO; 4];
+    let mut ca = a.chunks_exact(4);
+    let mut cb = b.chunks_exact(4);
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        s[0] += x[0] * y[0];
+        s[1] += x[1] * y[1];
+        s[2] += x[2] * y[2];
+        s[3] += x[3] * y[3];
     }
-    s
+    let mut total = (s[0] + s[1]) + (s[2] + s[3]);
+    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
+        total += *x * *y;
+    }
+    total
 }
