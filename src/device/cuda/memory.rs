@@ -118,6 +118,17 @@ impl DeviceBuffer {
         unsafe { ffi::memcpy_dtod_async(self.ptr, src.ptr, bytes, stream.raw()) }
     }
 
+    /// Stream-ordered copy of the first `bytes` bytes of `src` into this buffer at byte `offset`.
+    pub fn copy_from_at(&self, stream: &Stream, offset: usize, src: &DeviceBuffer, bytes: usize) -> Result<()> {
+        if offset.checked_add(bytes).is_none_or(|end| end > self.bytes) || bytes > src.bytes {
+            return Err(Error::shape("copy", format!("a range inside {} bytes", self.bytes), offset + bytes));
+        }
+        self.dev.bind()?;
+        // SAFETY: [offset, offset + bytes) lies inside this allocation and [0, bytes) inside
+        // `src` (checked); both outlive the copy as for `copy_from`.
+        unsafe { ffi::memcpy_dtod_async(self.ptr + offset as u64, src.ptr, bytes, stream.raw()) }
+    }
+
     /// A read-only view of the buffer as `dtype` elements with `layout`.
     pub fn view(&self, dtype: Dtype, layout: Layout) -> DeviceTensor<'_> {
         DeviceTensor { ptr: self.ptr, len: self.bytes / dtype.size(), dtype, layout, _buf: PhantomData }

@@ -66,10 +66,12 @@ pub mod kernels;
 mod memory;
 mod plan;
 mod post;
+pub mod runner;
 mod static_layer;
 mod stream;
 
 pub use device::{CudaArch, CudaDevice, Function};
 pub use memory::{DeviceBuffer, DeviceTensor, DeviceTensorMut};
 pub use plan::{Bucket, Plan, Workspace};
+pub use runner::CudaRunner;
 pub use stream::{Event, Graph, Stream};

@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod asm;
+mod bench;
 mod devices;
 mod inspect;
 mod run;
@@ -26,6 +27,8 @@ enum Command {
     Asm(asm::Args),
     /// List every embedded kernel with its resources, or explain a variant selection.
     Inspect(inspect::Args),
+    /// Time every stage x shape x selected variant on a GPU against the measured copy bandwidth.
+    Bench(bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +37,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::main(args),
         Command::Asm(args) => asm::main(args),
         Command::Inspect(args) => inspect::main(args),
+        Command::Bench(args) => bench::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

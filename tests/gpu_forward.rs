@@ -1,0 +1,407 @@
+//! GPU tests of the CUDA forward stages this crate implements in hand-written sm_90a PTX
+//! (post, head, static, expand) against the f64 reference, on fresh random inputs (seed
+//! printed), outputs poisoned with NaN before every launch. Without a CUDA GPU every test prints
+//! why and passes (CI has none); on the GPU machine run the packed binary (tools/gpu-pack.sh).
+
+use half::bf16;
+use mhc::device::cuda::runner::{download, nan_pattern, upload};
+use mhc::device::cuda::{CudaDevice, CudaRunner, DeviceBuffer, Plan, Stream};
+use mhc::reference::testing::Rng;
+use mhc::runner::{signature, Array, Class, CpuRunner, Named, StageRunner};
+use mhc::{Config, Dtype, Error, Formulation, Layout, Stage};
+
+fn gpu() -> Option<CudaRunner> {
+    match CudaRunner::new(0) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            eprintln!("skipping: no usable CUDA GPU ({e})");
+            None
+        }
+    }
+}
+
+fn seed() -> u64 {
+    let s = std::env::var("MHC_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(Rng::fresh_seed);
+    eprintln!("seed {s} (MHC_SEED={s} replays)");
+    s
+}
+
+/// Rounds activations to what the device stores, so the reference sees the same inputs.
+fn round(dtype: Dtype, v: f64) -> f64 {
+    match dtype {
+        Dtype::Bf16 => bf16::from_f64(v).to_f64(),
+        Dtype::F32 => v as f32 as f64,
+        Dtype::F64 => v,
+    }
+}
+
+/// Random inputs of `stage` as MATH.md asks (x ~ N(0,1), phi ~ phi_std N(0,1), scale ~ U(0.01,
+/// 1), base ~ 0.1 N(0,1); coefficients of post positive; static logits N(0,1), gamma ~ 1+0.1N).
+fn inputs(stage: Stage, cfg: &Config, dtype: Dtype, t: usize, phi_std: f64, rng: &mut Rng) -> Named {
+    let sig = signature(stage, cfg);
+    let mut named = Named::new();
+    for p in &sig.inputs {
+        if p.optional {
+            continue;
+        }
+        let shape = p.shape(t);
+        let len: usize = shape.iter().product();
+        let data: Vec<f64> = match p.name {
+            "phi" => rng.normals(len, phi_std),
+            "scale" => rng.uniforms(len, 0.01, 1.0),
+            "base" => rng.normals(len, 0.1),
+            "h_post" => rng.uniforms(len, 0.05, 2.0),
+            "h_res" => rng.uniforms(len, 0.0, 2.0 / cfg.n as f64),
+            "gamma" => rng.normals(len, 0.1).into_iter().map(|g| 1.0 + g).collect(),
+            _ => rng.normals(len, 1.0),
+        };
+        let data = match p.class {
+            Class::Activation => data.into_iter().map(|v| round(dtype, v)).collect(),
+            Class::Parameter => data.into_iter().map(|v| v as f32 as f64).collect(),
+        };
+        named.insert(p.name.to_string(), Array::new(shape, data));
+    }
+    named
+}
+
+fn rel_l2(got: &[f64], want: &[f64]) -> f64 {
+    let (mut num, mut den) = (0.0, 0.0);
+    for (g, w) in got.iter().zip(want) {
+        num += (g - w) * (g - w);
+        den += w * w;
+    }
+    if den == 0.0 {
+        num.sqrt()
+    } else {
+        (num / den).sqrt()
+    }
+}
+
+fn tol(dtype: Dtype) -> f64 {
+    match dtype {
+        Dtype::F32 => 1e-5,
+        _ => 1e-2,
+    }
+}
+
+/// Runs `stage` on the GPU and on the f64 reference and checks every output.
+fn check_stage(gpu: &CudaRunner, stage: Stage, cfg: &Config, dtype: Dtype, t: usize, phi_std: f64, rng: &mut Rng) {
+    let ins = inputs(stage, cfg, dtype, t, phi_std, rng);
+    let want = CpuRunner.run(stage, cfg, Dtype::F64, &ins).unwrap();
+    let got = gpu
+        .run(stage, cfg, dtype, &ins)
+        .unwrap_or_else(|e| panic!("{stage} n={} C={} T={t} {dtype} {}: {e}", cfg.n, cfg.c, cfg.formulation));
+    for (name, w) in &want {
+        let g = &got[name];
+        assert_eq!(g.shape, w.shape, "{stage} {name} shape");
+        if let Some(i) = g.data.iter().position(|v| !v.is_finite()) {
+            panic!("{stage} {name} n={} C={} T={t} {dtype}: element {i} not written (NaN)", cfg.n, cfg.c);
+        }
+        let err = rel_l2(&g.data, &w.data);
+        assert!(
+            err <= tol(dtype),
+            "{stage} {name} n={} C={} T={t} {dtype} {}: rel L2 error {err:.3e} > {:.0e}",
+            cfg.n,
+            cfg.c,
+            cfg.formulation,
+            tol(dtype)
+        );
+    }
+}
+
+const NS: [usize; 6] = [1, 2, 4, 8, 16, 32];
+
+/// (T, n, C) cases: every n at small sizes, the deployed n = 4 at the MATH.md sizes.
+fn cases() -> Vec<(usize, usize, usize)> {
+    let mut v = Vec::new();
+    for n in NS {
+        v.push((3, n, 64));
+        v.push((17, n, 1280));
+    }
+    for (t, c) in [(1, 4096), (2, 7168), (64, 4096), (1000, 1280), (8192, 4096)] {
+        v.push((t, 4, c));
+    }
+    v.push((64, 8, 7168));
+    v.push((1, 32, 1280));
+    v
+}
+
+#[test]
+fn gpu_post_matches_reference() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng::new(seed());
+    for form in [Formulation::DeepSeekV4, Formulation::Paper] {
+        for dtype in [Dtype::Bf16, Dtype::F32] {
+            for (t, n, c) in cases() {
+                let cfg = Config::new(n, c).with_formulation(form);
+                check_stage(&gpu, Stage::Post, &cfg, dtype, t, 0.02, &mut rng);
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_head_matches_reference() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng::new(seed());
+    for dtype in [Dtype::Bf16, Dtype::F32] {
+        for (t, n, c) in cases() {
+            let cfg = Config::new(n, c);
+            check_stage(&gpu, Stage::Head, &cfg, dtype, t, 0.02, &mut rng);
+        }
+        // Large logits push the sigmoids towards saturation.
+        check_stage(&gpu, Stage::Head, &Config::new(4, 1280), dtype, 17, 0.5, &mut rng);
+    }
+}
+
+#[test]
+fn gpu_static_matches_reference() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng::new(seed());
+    // mHC.cu's published configs (tokens, C, n), then every n at a small size.
+    let mut shapes = vec![
+        (320, 1280, 4),
+        (512, 1920, 4),
+        (1280, 2560, 4),
+        (2560, 1280, 4),
+        (128, 1280, 8),
+        (256, 1280, 8),
+        (32, 1280, 32),
+        (64, 1280, 32),
+        (128, 1280, 32),
+    ];
+    for n in NS {
+        shapes.push((3, 64, n));
+    }
+    shapes.push((1, 16384, 4));
+    for dtype in [Dtype::Bf16, Dtype::F32] {
+        for &(t, c, n) in &shapes {
+            let cfg = Config::new(n, c);
+            check_stage(&gpu, Stage::Static, &cfg, dtype, t, 0.02, &mut rng);
+        }
+    }
+}
+
+#[test]
+fn gpu_expand_matches_reference() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng::new(seed());
+    for dtype in [Dtype::Bf16, Dtype::F32] {
+        for (t, n, c) in cases() {
+            check_stage(&gpu, Stage::Expand, &Config::new(n, c), dtype, t, 0.02, &mut rng);
+        }
+    }
+}
+
+/// Host bf16/f32 bits of a device buffer, for bit-exact comparisons.
+fn bits(buf: &DeviceBuffer) -> Vec<u32> {
+    buf.to_vec::<u32>().unwrap()
+}
+
+struct PostBufs {
+    x: DeviceBuffer,
+    f: DeviceBuffer,
+    hp: DeviceBuffer,
+    hr: DeviceBuffer,
+    out: DeviceBuffer,
+}
+
+fn post_bufs(dev: &CudaDevice, dtype: Dtype, t: usize, n: usize, c: usize, xs: usize, rng: &mut Rng) -> PostBufs {
+    PostBufs {
+        x: upload(dev, dtype, &rng.normals(t * xs, 1.0)).unwrap(),
+        f: upload(dev, dtype, &rng.normals(t * c, 1.0)).unwrap(),
+        hp: upload(dev, Dtype::F32, &rng.uniforms(t * n, 0.05, 2.0)).unwrap(),
+        hr: upload(dev, Dtype::F32, &rng.uniforms(t * n * n, 0.0, 0.5)).unwrap(),
+        out: DeviceBuffer::alloc(dev, t * xs * dtype.size()).unwrap(),
+    }
+}
+
+fn run_post(plan: &Plan, s: &Stream, b: &mut PostBufs, t: usize, xs: usize) -> mhc::Result<()> {
+    let (n, c, dt) = (plan.config().n, plan.config().c, plan.dtype());
+    plan.post(
+        s,
+        &b.x.view(dt, Layout::streams(t, n, c).with_stride(xs)),
+        &b.f.view(dt, Layout::dense(t, c)),
+        &b.hp.view(Dtype::F32, Layout::dense(t, n)),
+        &b.hr.view(Dtype::F32, Layout::dense(t, n * n)),
+        &mut b.out.view_mut(dt, Layout::streams(t, n, c).with_stride(xs)),
+    )
+}
+
+#[test]
+fn gpu_strided_rows_and_padding_untouched() {
+    let Some(gpu) = gpu() else { return };
+    let dev = gpu.device();
+    let mut rng = Rng::new(seed());
+    let s = Stream::new(dev).unwrap();
+    for dtype in [Dtype::Bf16, Dtype::F32] {
+        let (t, n, c) = (5, 4, 1280);
+        let xs = n * c + 24; // padded rows (48 / 96 extra bytes: still 16-byte aligned)
+        let cfg = Config::new(n, c);
+        let plan = Plan::new(dev, cfg, dtype, t).unwrap();
+        let mut b = post_bufs(dev, dtype, t, n, c, xs, &mut rng);
+        b.out.fill_u32(&s, nan_pattern(dtype)).unwrap();
+        run_post(&plan, &s, &mut b, t, xs).unwrap();
+        s.synchronize().unwrap();
+        let x = download(&b.x, dtype, t * xs).unwrap();
+        let f = download(&b.f, dtype, t * c).unwrap();
+        let hp = download(&b.hp, Dtype::F32, t * n).unwrap();
+        let hr = download(&b.hr, Dtype::F32, t * n * n).unwrap();
+        let out = download(&b.out, dtype, t * xs).unwrap();
+        let mut err = (0.0, 0.0);
+        for ti in 0..t {
+            for k in 0..n {
+                for ch in 0..c {
+                    let mut want = hp[ti * n + k] * f[ti * c + ch];
+                    for j in 0..n {
+                        want += hr[ti * n * n + j * n + k] * x[ti * xs + j * c + ch];
+                    }
+                    let got = out[ti * xs + k * c + ch];
+                    err.0 += (got - want) * (got - want);
+                    err.1 += want * want;
+                }
+            }
+            for pad in n * c..xs {
+                assert!(out[ti * xs + pad].is_nan(), "{dtype}: padding element {pad} of row {ti} was written");
+            }
+        }
+        let rel = (err.0 / err.1).sqrt();
+        assert!(rel <= tol(dtype), "{dtype} strided post: rel error {rel:.3e}");
+    }
+}
+
+#[test]
+fn gpu_deterministic_bits() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng::new(seed());
+    for (stage, t, n, c) in [(Stage::Post, 64, 4, 4096), (Stage::Head, 64, 4, 4096), (Stage::Static, 320, 4, 1280)] {
+        for dtype in [Dtype::Bf16, Dtype::F32] {
+            let cfg = Config::new(n, c);
+            let ins = inputs(stage, &cfg, dtype, t, 0.02, &mut rng);
+            let a = gpu.run(stage, &cfg, dtype, &ins).unwrap();
+            let b = gpu.run(stage, &cfg, dtype, &ins).unwrap();
+            for (name, va) in &a {
+                let same = va.data.iter().zip(&b[name].data).all(|(p, q)| p.to_bits() == q.to_bits());
+                assert!(same, "{stage} {dtype}: output {name} differs between two runs");
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_graph_capture_replays_100_calls() {
+    let Some(gpu) = gpu() else { return };
+    let dev = gpu.device();
+    let mut rng = Rng::new(seed());
+    let (t, n, c, dtype) = (4, 4, 4096, Dtype::Bf16);
+    let plan = Plan::new(dev, Config::new(n, c), dtype, t).unwrap();
+    let s = Stream::new(dev).unwrap();
+    let mut b = post_bufs(dev, dtype, t, n, c, n * c, &mut rng);
+    run_post(&plan, &s, &mut b, t, n * c).unwrap();
+    s.synchronize().unwrap();
+    let direct = bits(&b.out);
+    b.out.fill_u32(&s, nan_pattern(dtype)).unwrap();
+    s.synchronize().unwrap();
+    s.begin_capture().unwrap();
+    for _ in 0..100 {
+        run_post(&plan, &s, &mut b, t, n * c).unwrap();
+    }
+    let graph = s.end_capture().unwrap();
+    // Capture records, it does not run: the output still holds the poison.
+    s.synchronize().unwrap();
+    assert!(download(&b.out, dtype, 16).unwrap().iter().all(|v| v.is_nan()), "capture executed the launches");
+    for _ in 0..3 {
+        graph.launch(&s).unwrap();
+    }
+    s.synchronize().unwrap();
+    assert_eq!(bits(&b.out), direct, "graph replay differs from the direct launch");
+}
+
+#[test]
+fn gpu_bad_views_are_rejected_before_launch() {
+    let Some(gpu) = gpu() else { return };
+    let dev = gpu.device();
+    let mut rng = Rng::new(seed());
+    let (t, n, c, dtype) = (3, 4, 64, Dtype::Bf16);
+    let plan = Plan::new(dev, Config::new(n, c), dtype, 8).unwrap();
+    let s = Stream::new(dev).unwrap();
+    let b = post_bufs(dev, dtype, t, n, c, n * c, &mut rng);
+    let mut out = DeviceBuffer::alloc(dev, t * n * c * 2).unwrap();
+    out.fill_u32(&s, nan_pattern(dtype)).unwrap();
+    let x = b.x.view(dtype, Layout::streams(t, n, c));
+    let f = b.f.view(dtype, Layout::dense(t, c));
+    let hp = b.hp.view(Dtype::F32, Layout::dense(t, n));
+    let hr = b.hr.view(Dtype::F32, Layout::dense(t, n * n));
+    let ol = Layout::streams(t, n, c);
+    // Wrong dtype.
+    let xf = b.x.view(Dtype::F32, Layout::streams(t, n, c));
+    assert!(matches!(plan.post(&s, &xf, &f, &hp, &hr, &mut out.view_mut(dtype, ol)), Err(Error::Dtype { .. })));
+    // Stride shorter than a row.
+    let xs = b.x.view(dtype, Layout::streams(t, n, c).with_stride(n * c - 8));
+    assert!(matches!(plan.post(&s, &xs, &f, &hp, &hr, &mut out.view_mut(dtype, ol)), Err(Error::Shape { .. })));
+    // Stride that runs past the buffer.
+    let xl = b.x.view(dtype, Layout::streams(t, n, c).with_stride(n * c + 8));
+    assert!(matches!(plan.post(&s, &xl, &f, &hp, &hr, &mut out.view_mut(dtype, ol)), Err(Error::Shape { .. })));
+    // Misaligned pointer (2 bytes in) and misaligned stride (not a multiple of 16 bytes).
+    // SAFETY: the view is only validated (and rejected) by the op, never dereferenced.
+    let xm = unsafe {
+        mhc::device::DeviceTensor::from_raw(b.x.device_ptr() + 2, t * n * c, dtype, Layout::streams(t, n, c))
+    };
+    assert!(matches!(plan.post(&s, &xm, &f, &hp, &hr, &mut out.view_mut(dtype, ol)), Err(Error::Alignment { .. })));
+    let big = DeviceBuffer::alloc(dev, t * (n * c + 4) * 2).unwrap();
+    let xa = big.view(dtype, Layout::streams(t, n, c).with_stride(n * c + 4));
+    assert!(matches!(plan.post(&s, &xa, &f, &hp, &hr, &mut out.view_mut(dtype, ol)), Err(Error::Alignment { .. })));
+    // Mismatched token counts, and more tokens than the plan was made for.
+    let f2 = b.f.view(dtype, Layout::dense(t - 1, c));
+    assert!(matches!(plan.post(&s, &x, &f2, &hp, &hr, &mut out.view_mut(dtype, ol)), Err(Error::Shape { .. })));
+    let many = DeviceBuffer::alloc(dev, 9 * n * c * 2).unwrap();
+    let x9 = many.view(dtype, Layout::streams(9, n, c));
+    assert!(plan.post(&s, &x9, &f, &hp, &hr, &mut out.view_mut(dtype, ol)).is_err());
+    // A null pointer.
+    // SAFETY: as above, rejected before any use.
+    let x0 = unsafe { mhc::device::DeviceTensor::from_raw(0, t * n * c, dtype, Layout::streams(t, n, c)) };
+    assert!(plan.post(&s, &x0, &f, &hp, &hr, &mut out.view_mut(dtype, ol)).is_err());
+    // Nothing was launched: the output still holds the poison everywhere.
+    s.synchronize().unwrap();
+    assert!(download(&out, dtype, t * n * c).unwrap().iter().all(|v| v.is_nan()));
+    // C not a multiple of 8: every stage says NoVariant, with the reason.
+    let odd = Plan::new(dev, Config::new(4, 100), dtype, 8).unwrap();
+    for stage in [Stage::Post, Stage::Head, Stage::Static, Stage::Expand] {
+        match odd.supports(stage) {
+            Err(Error::NoVariant { rejected, .. }) => {
+                assert!(rejected.iter().any(|r| r.contains("multiple of 8")), "{stage}: {rejected:?}")
+            }
+            other => panic!("{stage} at C=100: expected NoVariant, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn gpu_every_kernel_loads_with_matching_arguments_and_no_local_memory() {
+    let Some(gpu) = gpu() else { return };
+    let funcs = gpu.device().load_all().unwrap();
+    assert!(funcs.len() >= 50, "only {} kernels loaded", funcs.len());
+    for f in &funcs {
+        let desc = &mhc::device::cuda::kernels::kernels()[f.slot];
+        assert_eq!(f.local_bytes, 0, "{} spills", desc.entry);
+        assert!(f.max_threads >= desc.threads, "{}: max threads {}", desc.entry, f.max_threads);
+        eprintln!(
+            "{:<28} regs {:>3} smem {:>5} max_threads {:>4}",
+            desc.entry, f.registers, f.static_shared_bytes, f.max_threads
+        );
+    }
+}
+
+/// On a machine without libcuda (CI) the device is an error, never a panic; with a GPU, an
+/// ordinal past the last device is `NoDevice`.
+#[test]
+fn missing_driver_or_device_is_an_error() {
+    match CudaDevice::new(0) {
+        Ok(dev) => {
+            eprintln!("found {dev:?}");
+            assert!(matches!(CudaDevice::new(4096), Err(Error::NoDevice(_))));
+        }
+        Err(Error::LibraryMissing { .. } | Error::NoDevice(_) | Error::UnsupportedArch(_) | Error::Driver { .. }) => {}
+        Err(other) => panic!("unexpected error kind: {other}"),
+    }
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Builds the GPU test and bench executables and the `mhc` binary (release, x86-64) and packs them
+# into gpu-pack/ (ignored by git) with gpu-pack/run-all.sh, for a machine with a CUDA GPU but no
+# Rust toolchain (DESIGN.md, "Working with a GPU"). There: `bash gpu-pack/run-all.sh OUTDIR`.
+#
+#   tools/gpu-pack.sh            # all tests/gpu_*.rs + mhc
+#   GPU_TESTS="gpu_forward" tools/gpu-pack.sh
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+pack="$root/gpu-pack"
+rm -rf "$pack"
+mkdir -p "$pack"
+tests="${GPU_TESTS:-$(ls tests/gpu_*.rs 2>/dev/null | xargs -n1 basename | sed 's/\.rs$//' | tr '\n' ' ')}"
+args=()
+for t in $tests; do args+=(--test "$t"); done
+if [ ${#args[@]} -gt 0 ]; then
+  cargo test --release -p mhc --no-run "${args[@]}" --message-format=json 2>/dev/null |
+    python3 -c '
+import json, sys, shutil, os
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
+        dst = os.path.join(sys.argv[1], m["target"]["name"])
+        shutil.copy(m["executable"], dst)
+        print("packed", dst)
+' "$pack"
+fi
+cargo build --release -p mhc-cli --bin mhc
+cp "${CARGO_TARGET_DIR:-target}/release/mhc" "$pack/mhc"
+# Debug info is not needed there; strip keeps the carried tree small.
+for f in "$pack"/*; do strip --strip-debug "$f" 2>/dev/null || true; done
+cat > "$pack/run-all.sh" <<'RUN'
+#!/usr/bin/env bash
+# Runs every packed GPU test binary, then `mhc bench`; logs go to $1 (default ./gpu-logs).
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+out="${1:-gpu-logs}"
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv > "$out/gpu.txt" 2>&1 || true
+status=0
+for t in "$here"/gpu_*; do
+  name="$(basename "$t")"
+  "$t" --test-threads=1 --nocapture > "$out/$name.log" 2>&1
+  rc=$?
+  echo "$name rc=$rc: $(grep -E '^test result' "$out/$name.log" | tail -1)"
+  [ $rc -eq 0 ] || { status=1; grep -E 'panicked|FAILED|error' "$out/$name.log" | head -20; }
+done
+if [ "${MHC_SKIP_BENCH:-0}" != 1 ]; then
+  "$here/mhc" bench --device cuda --json "$out/bench.json" --svg "$out/bench.svg" ${MHC_BENCH_ARGS:-} > "$out/bench.txt" 2>&1
+  echo "bench rc=$?"; cat "$out/bench.txt"
+fi
+exit $status
+RUN
+chmod +x "$pack/run-all.sh"
+du -sh "$pack"
