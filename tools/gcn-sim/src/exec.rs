@@ -1118,6 +1118,11 @@ fn exec_global(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), SimError>
         _ => (1, true),
     };
     let bytes = if n == 0 { 2 } else { 4 * n };
+    if inst.op == GAtomicAdd && w.issued[0] > w.retired[0] {
+        // The kernels use atomics to publish results (a counter after partial sums): every
+        // earlier access must have completed (s_waitcnt vmcnt(0)) or the release is broken.
+        return Err(ctx.err(inst, "atomic issued before earlier global accesses were waited for (no release)"));
+    }
     if is_store {
         ctx.stats.vmem_store += 1;
     } else {

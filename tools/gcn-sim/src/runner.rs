@@ -20,11 +20,29 @@ const BLOCK: u32 = 256;
 pub struct GcnSimRunner {
     /// Statistics of every launch of the last `run` (kernel name, stats), for reports.
     pub last_stats: RefCell<Vec<(String, Stats)>>,
+    /// Workgroups per token for `mhc_pre`'s split K reduction; `None` = the plan's choice
+    /// ([`pre_splits`]). Tests force both the single and the split path.
+    pub splits: Option<usize>,
+}
+
+/// Workgroups per token for `mhc_pre`: decode-sized calls (T <= 64) split K = n C into slices
+/// of about 2048 so that T * G workgroups keep the CUs busy; larger T use one per token.
+pub fn pre_splits(t: usize, k: usize) -> usize {
+    if t <= 64 {
+        k.div_ceil(2048).clamp(1, 64)
+    } else {
+        1
+    }
 }
 
 impl GcnSimRunner {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A runner that always splits `pre` over `splits` workgroups per token.
+    pub fn with_splits(splits: usize) -> Self {
+        GcnSimRunner { splits: Some(splits), ..Self::default() }
     }
 }
 
@@ -345,13 +363,39 @@ impl GcnSimRunner {
         self.pre_on(&mut dev, cfg, t, xa, inputs)
     }
 
-    /// `pre` on the activation at `xa` (proj, coeffs, apply); returns its outputs.
+    /// `pre` on the activation at `xa`: one `mhc_pre` launch (split K over G workgroups per
+    /// token, the last one finishing), then `mhc_rmsnorm` when `gamma_f` is set.
     fn pre_on(&self, dev: &mut Dev, cfg: &Config, t: usize, xa: u64, inputs: &Named) -> Result<Named> {
-        let (n, c) = (cfg.n, cfg.c);
+        let (n, c, m) = (cfg.n, cfg.c, cfg.m());
+        let g = self.splits.unwrap_or_else(|| pre_splits(t, cfg.k())).max(1);
+        let k = kernel("pre", "mhc_pre")?;
         let phi = Self::folded_phi(cfg, inputs);
-        let [_, ra, hpre, hpost, hres] =
-            self.logits_and_coeffs(dev, cfg, t, xa, &phi, &inputs["scale"].data, &inputs["base"].data, false)?;
-        let aa = self.apply(dev, cfg, t, xa, hpre, "a")?;
+        let phia = dev.f32("phi", &phi);
+        let (sa, ba) = (dev.f32("scale", &inputs["scale"].data), dev.f32("base", &inputs["base"].data));
+        let hpre = dev.out("h_pre", t * n, false);
+        let hpost = dev.out("h_post", t * n, false);
+        let hres = dev.out("h_res", t * n * n, false);
+        let ra = dev.out("inv_rms", t, false);
+        let aa = dev.out("a", t * c, true);
+        // Scratch: partial logits (poisoned: a partial read before it is written shows up) and
+        // the per-token counters, which start at zero and which the kernel leaves at zero.
+        let work = dev.out("work", t * g * (m + 1), false);
+        let counter = dev.mem.alloc("counter", vec![0; 4 * t]);
+        let mut flags = dev.bf16_flag() as usize;
+        if cfg.formulation == Formulation::Paper {
+            flags |= 2;
+        }
+        let mut a = Args::new(&k);
+        a.ptr("x", xa)?.ptr("phi", phia)?.ptr("scale", sa)?.ptr("base", ba)?;
+        a.ptr("h_pre", hpre)?.ptr("h_post", hpost)?.ptr("h_res", hres)?.ptr("inv_rms", ra)?.ptr("a", aa)?;
+        a.ptr("work", work)?.ptr("counter", counter)?;
+        a.u32("tokens", t)?.u32("streams", n)?.u32("channels", c)?.u32("x_stride", n * c)?.u32("a_stride", c)?;
+        a.u32("splits", g)?.u32("iters", cfg.sinkhorn_iters as usize)?;
+        a.f32("eps_norm", cfg.eps_norm)?.f32("eps_hc", cfg.eps_hc)?.u32("flags", flags)?;
+        self.go(dev, &a, [g as u32, t as u32, 1])?;
+        if dev.mem.bytes(counter).iter().any(|&b| b != 0) {
+            return Err(sim_err(SimError::Launch("mhc_pre left a token counter non-zero".into())));
+        }
         let mut out = Named::new();
         if cfg.gamma_f {
             let ya = self.rmsnorm(dev, cfg, t, aa, &inputs["gamma_f"].data)?;

@@ -82,3 +82,9 @@ fn unsupported_instruction_is_named_with_its_offset() {
     let e = hazard("unsupported_instruction");
     assert!(e.contains("unsupported_instruction: unsupported instruction at +0x0"), "{e}");
 }
+
+#[test]
+fn atomic_before_earlier_stores_complete_is_reported() {
+    let e = hazard("atomic_without_release");
+    assert!(e.contains("no release"), "{e}");
+}

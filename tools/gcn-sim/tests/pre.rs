@@ -2,7 +2,25 @@
 //! reference.
 
 mod common;
+use gcn_sim::runner::GcnSimRunner;
 use mhc::config::{Config, Dtype, Formulation, Stage};
+
+#[test]
+fn pre_split_k_decode_path_and_single_path_agree_with_reference() {
+    let seed = common::seed();
+    // G = 1 (one workgroup per token), G = 3 (uneven slices), G = 7 with K = 512 (empty slices).
+    for (n, c, t, g) in [(4, 1280, 3, 1), (4, 1280, 3, 3), (2, 256, 2, 7), (8, 64, 2, 2), (32, 16, 1, 2)] {
+        for f in [Formulation::DeepSeekV4, Formulation::Paper] {
+            for dtype in [Dtype::F32, Dtype::Bf16] {
+                let cfg = Config::new(n, c).with_formulation(f);
+                let sim = common::check_on(GcnSimRunner::with_splits(g), Stage::Pre, &cfg, dtype, t, seed, 0.02);
+                let launches = sim.last_stats.borrow();
+                assert_eq!(launches.len(), 1, "pre is one launch");
+                assert_eq!(launches[0].1.waves, (4 * g * t) as u64);
+            }
+        }
+    }
+}
 
 #[test]
 fn pre_matches_reference_all_n_both_formulations_both_dtypes() {

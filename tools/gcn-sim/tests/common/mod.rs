@@ -37,9 +37,21 @@ fn is_coefficient(name: &str) -> bool {
 /// and checks every output against MATH.md's tolerances. Returns the simulator's runner for
 /// its statistics.
 pub fn check(stage: Stage, cfg: &Config, dtype: Dtype, t: usize, seed: u64, phi_std: f64) -> GcnSimRunner {
+    check_on(GcnSimRunner::new(), stage, cfg, dtype, t, seed, phi_std)
+}
+
+/// [`check`] on a given simulator runner (e.g. with forced `pre` splits).
+pub fn check_on(
+    sim: GcnSimRunner,
+    stage: Stage,
+    cfg: &Config,
+    dtype: Dtype,
+    t: usize,
+    seed: u64,
+    phi_std: f64,
+) -> GcnSimRunner {
     let mut rng = Rng::new(seed);
     let ins = inputs(stage, cfg, t, &mut rng, phi_std);
-    let sim = GcnSimRunner::new();
     let got = sim
         .run(stage, cfg, dtype, &ins)
         .unwrap_or_else(|e| panic!("{stage} T={t} n={} C={} {dtype} {:?}: {e}", cfg.n, cfg.c, cfg.formulation));

@@ -1,0 +1,675 @@
+// mhc_pre: the whole `pre` stage of MATH.md (stages 1-3) in ONE launch, gfx942 (CDNA3), wave64,
+// with the K = n C reduction split over G workgroups per token (G = 1 for many tokens, G > 1
+// for decode: the last workgroup to finish a token completes it).
+//
+//   P_t = x_t . phi^T, ss_t = |x_t|^2           (workgroup g sums k in [g Kc, (g+1) Kc))
+//   last workgroup of token t (atomic counter): P, ss = fixed-order sums of the G partials
+//   (deterministic), inv_rms, h_pre/h_post (sigmoids), h_res (Sinkhorn, both formulations),
+//   a_t = sum_i h_pre[i] x_t[i]; then it resets the counter to 0 for the next launch.
+//
+// Tile: grid = (G, T), 256 work-items (4 waves) per workgroup.
+//   Phase A (every workgroup): the projection of mhc_proj over this workgroup's k slice: 16 phi
+//     rows at a time, 16 FMA accumulators + the sum of squares per lane, two-level LDS
+//     reduction; partials go to work[t][g][0..M] (+ ss at M), f32.
+//   Phase B: every wave waits for its stores (vmcnt(0)), barrier; work-item 0 releases
+//     (buffer_wbl2), increments counter[t] (global_atomic_add, returns the old value) and
+//     acquires (buffer_inv sc1); the old value goes through LDS to every wave; all but the last
+//     workgroup (old == G - 1) end.
+//   Phase C (last workgroup): sums the G partials of each logit in g order (lane = logit);
+//     wave 0 computes the coefficients exactly as mhc_coeffs (one lane per logit; Sinkhorn with
+//     lane i owning row / column i, S in LDS); then all 256 lanes compute a over C (lane =
+//     channel, runtime loop over the n streams, weight read from LDS by broadcast).
+// LDS: phase A 18496 B (17 x 256 + 17 x 16 partials); phase C reuses it: sums at 0 (<= 4356 B),
+//   S at 8192 (4096 B), h_pre at 12288 (128 B), the counter value at 12416.
+// VGPRs: 41 (phase A as mhc_proj). SGPRs: 98 (s[60:92) phi row bases in phase A).
+// Kernargs (128 B): x, phi, scale, base, h_pre, h_post, h_res, inv_rms, a, work, counter (u64),
+//   tokens, streams, channels, x_stride, a_stride, splits (G), iters, eps_norm (f32),
+//   eps_hc (f32), flags (bit 0 bf16 storage, bit 1 Paper). work: T G (M + 1) f32; counter: T u32,
+//   zero before the first launch (the kernel leaves it zero).
+// Estimated per token: x read once per 16 logits chunk (L2 after the first), phi M K 4 B (L2 hit
+//   across tokens), G (M + 1) 8 B of partials, C (4 or 2) B of a; x read again by the apply
+//   (n C (4 or 2) B, L2 hit). Decode (T <= 64): G = ceil(K / 2048) spreads the 16 K FMAs/logit
+//   over T G workgroups, e.g. 8 x 4 = 32 at n = 4, C = 4096, T = 4.
+
+.set ROWS, 16
+.set LOG2E, 0x3fb8aa3b
+.set NEG_LOG2E, 0xbfb8aa3b
+.set NEG_INF, 0xff800000
+.set L_PSUM, 0
+.set L_S, 8192
+.set L_HPRE, 12288
+.set L_FLAG, 12416
+
+.macro LOAD_X_DYN dst
+  s_cmp_eq_u32 s39, 0
+  s_cbranch_scc1 .Lxf32_\@
+  global_load_ushort \dst, v2, s[54:55]
+  s_waitcnt vmcnt(0)
+  v_lshlrev_b32 \dst, 16, \dst
+  s_branch .Lxdone_\@
+.Lxf32_\@:
+  global_load_dword \dst, v2, s[54:55]
+  s_waitcnt vmcnt(0)
+.Lxdone_\@:
+.endm
+
+.macro LOAD_X dst, voff, sbase, bf
+  .if \bf
+    global_load_ushort \dst, \voff, \sbase
+  .else
+    global_load_dword \dst, \voff, \sbase
+  .endif
+.endm
+
+// Phase A inner loop over this workgroup's k slice for the current chunk of 16 rows.
+.macro KLOOP bf
+  s_mov_b32 s50, s41                     // k0 = k_begin
+  v_add_u32 v1, s41, v0
+  v_lshlrev_b32 v1, 2, v1                // k * 4 (phi byte offset)
+.Lk_\bf:
+  v_lshrrev_b32 v36, 2, v1
+  v_cmp_gt_u32 vcc, s42, v36             // k < k_end
+  s_and_saveexec_b64 s[52:53], vcc
+  s_cbranch_execz .Lk_next_\bf
+  .if \bf
+    v_lshrrev_b32 v37, 1, v1
+  .else
+    v_mov_b32 v37, v1
+  .endif
+  LOAD_X v2, v37, s[44:45], \bf
+  .set q, 0
+  .rept ROWS
+    global_load_dword v[20+q], v1, s[60+2*q:61+2*q]
+    .set q, q+1
+  .endr
+  s_waitcnt vmcnt(0)
+  .if \bf
+    v_lshlrev_b32 v2, 16, v2
+  .endif
+  v_fmac_f32 v19, v2, v2
+  .set q, 0
+  .rept ROWS
+    v_fmac_f32 v[3+q], v[20+q], v2
+    .set q, q+1
+  .endr
+.Lk_next_\bf:
+  s_mov_b64 exec, s[52:53]
+  v_add_u32 v1, 0x400, v1
+  s_addk_i32 s50, 0x100
+  s_cmp_lt_u32 s50, s42
+  s_cbranch_scc1 .Lk_\bf
+.endm
+
+// S[k] /= (sum_k S[k] + eps) along one line per lane (vbase: first element, sstride: bytes).
+.macro NORMALIZE vbase, sstride, tag
+  v_mov_b32 v10, \vbase
+  v_mov_b32 v11, 0
+  s_mov_b32 s50, 0
+.Lsum_\tag:
+  ds_read_b32 v12, v10
+  s_waitcnt lgkmcnt(0)
+  v_add_f32 v11, v11, v12
+  v_add_u32 v10, \sstride, v10
+  s_add_u32 s50, s50, 1
+  s_cmp_lt_u32 s50, s27
+  s_cbranch_scc1 .Lsum_\tag
+  v_add_f32 v11, s34, v11
+  v_rcp_f32 v13, v11
+  v_mov_b32 v10, \vbase
+  s_mov_b32 s50, 0
+.Lscale_\tag:
+  ds_read_b32 v12, v10
+  s_waitcnt lgkmcnt(0)
+  v_mul_f32 v14, v12, v13
+  v_fma_f32 v15, -v11, v14, v12
+  v_fma_f32 v14, v15, v13, v14
+  ds_write_b32 v10, v14
+  v_add_u32 v10, \sstride, v10
+  s_add_u32 s50, s50, 1
+  s_cmp_lt_u32 s50, s27
+  s_cbranch_scc1 .Lscale_\tag
+.endm
+
+.text
+.globl mhc_pre
+.p2align 8
+.type mhc_pre,@function
+mhc_pre:
+  s_load_dwordx16 s[4:19], s[0:1], 0x0   // x, phi, scale, base, h_pre, h_post, h_res, inv_rms
+  s_load_dwordx8 s[20:27], s[0:1], 0x40  // a, work, counter, tokens, streams
+  s_load_dwordx8 s[28:35], s[0:1], 0x60  // C, x_stride, a_stride, G, iters, eps_norm, eps_hc, flags
+  s_waitcnt lgkmcnt(0)
+  s_mul_i32 s36, s27, s28                // K
+  s_mul_i32 s37, s27, s27
+  s_lshl_b32 s47, s27, 1
+  s_add_u32 s37, s37, s47                // M
+  s_and_b32 s39, s35, 1                  // bf16?
+  s_sub_u32 s38, 2, s39                  // log2(bytes per element)
+  s_movk_i32 s43, 0x7fff
+  // k slice per workgroup: Kc = the least multiple of 256 with Kc G >= K.
+  s_movk_i32 s40, 0x100
+.Lkc:
+  s_mul_i32 s48, s40, s31
+  s_cmp_ge_u32 s48, s36
+  s_cbranch_scc1 .Lkc_done
+  s_addk_i32 s40, 0x100
+  s_branch .Lkc
+.Lkc_done:
+  s_mul_i32 s41, s2, s40                 // k_begin
+  s_add_u32 s42, s41, s40
+  s_min_u32 s42, s42, s36                // k_end
+  s_lshl_b32 s47, s36, 2                 // K * 4
+  // &x[t]
+  s_mul_i32 s48, s3, s29
+  s_mul_hi_u32 s49, s3, s29
+  s_lshl_b64 s[48:49], s[48:49], s38
+  s_add_u32 s44, s4, s48
+  s_addc_u32 s45, s5, s49
+  // &work[t][g] = work + ((t G + g)(M + 1)) * 4
+  s_add_u32 s48, s37, 1
+  s_mul_i32 s49, s3, s31
+  s_add_u32 s49, s49, s2
+  s_mul_i32 s49, s49, s48
+  s_lshl_b32 s49, s49, 2
+  s_add_u32 s58, s22, s49
+  s_addc_u32 s59, s23, 0
+  v_lshlrev_b32 v38, 2, v0
+
+  // ================= Phase A: partial projection over the k slice =================
+  s_mov_b32 s46, 0                       // m0
+.Lchunk:
+  s_sub_u32 s48, s37, 1
+  .set q, 0
+  .rept ROWS
+    s_add_u32 s49, s46, q
+    s_min_u32 s49, s49, s48
+    s_mul_i32 s51, s49, s47
+    s_mul_hi_u32 s50, s49, s47
+    s_add_u32 s[60+2*q], s6, s51
+    s_addc_u32 s[61+2*q], s7, s50
+    .set q, q+1
+  .endr
+  .set q, 0
+  .rept ROWS + 1
+    v_mov_b32 v[3+q], 0
+    .set q, q+1
+  .endr
+  s_cmp_eq_u32 s39, 0
+  s_cbranch_scc0 .Lbf16
+  KLOOP 0
+  s_branch .Lreduce
+.Lbf16:
+  KLOOP 1
+.Lreduce:
+  .set q, 0
+  .rept ROWS + 1
+    ds_write_b32 v38, v[3+q] offset:1024*q
+    .set q, q+1
+  .endr
+  s_waitcnt lgkmcnt(0)
+  s_barrier
+  v_lshrrev_b32 v36, 4, v0
+  v_and_b32 v37, 15, v0
+  v_lshlrev_b32 v39, 10, v36
+  v_lshl_add_u32 v39, v37, 6, v39
+  v_mov_b32 v40, 0
+  .set i, 0
+  .rept 16
+    ds_read_b32 v[20+i], v39 offset:4*i
+    .set i, i+1
+  .endr
+  s_waitcnt lgkmcnt(0)
+  .set i, 0
+  .rept 16
+    v_add_f32 v40, v40, v[20+i]
+    .set i, i+1
+  .endr
+  ds_write_b32 v38, v40 offset:17408
+  v_cmp_gt_u32 vcc, 16, v0
+  s_and_saveexec_b64 s[52:53], vcc
+  v_lshlrev_b32 v39, 6, v0
+  v_mov_b32 v40, 0
+  .set i, 0
+  .rept 16
+    ds_read_b32 v[20+i], v39 offset:16384+4*i
+    .set i, i+1
+  .endr
+  s_waitcnt lgkmcnt(0)
+  .set i, 0
+  .rept 16
+    v_add_f32 v40, v40, v[20+i]
+    .set i, i+1
+  .endr
+  ds_write_b32 v38, v40 offset:18432
+  s_mov_b64 exec, s[52:53]
+  s_waitcnt lgkmcnt(0)
+  s_barrier
+  // Work-items 0..16 finish row q = tid and store the partial: logits at m0 + q (< M), the
+  // sum of squares (q = 16) at M, once (first chunk).
+  v_cmp_gt_u32 vcc, 17, v0
+  s_and_saveexec_b64 s[52:53], vcc
+  s_cbranch_execz .Lnext_chunk
+  v_lshlrev_b32 v39, 6, v0
+  v_mov_b32 v40, 0
+  .set i, 0
+  .rept 16
+    ds_read_b32 v[20+i], v39 offset:17408+4*i
+    .set i, i+1
+  .endr
+  s_waitcnt lgkmcnt(0)
+  .set i, 0
+  .rept 16
+    v_add_f32 v40, v40, v[20+i]
+    .set i, i+1
+  .endr
+  v_add_u32 v36, s46, v0
+  v_cmp_gt_u32 vcc, s37, v36
+  s_and_b64 vcc, vcc, exec
+  v_cmp_gt_u32 s[54:55], 16, v0
+  s_and_b64 vcc, vcc, s[54:55]
+  s_mov_b64 s[56:57], exec
+  s_mov_b64 exec, vcc
+  v_lshlrev_b32 v36, 2, v36
+  global_store_dword v36, v40, s[58:59]
+  s_mov_b64 exec, s[56:57]
+  s_cmp_eq_u32 s46, 0
+  s_cbranch_scc0 .Lnext_chunk
+  v_cmp_eq_u32 vcc, 16, v0
+  s_and_b64 exec, exec, vcc
+  s_cbranch_execz .Lnext_chunk
+  s_lshl_b32 s48, s37, 2
+  v_mov_b32 v36, s48
+  global_store_dword v36, v40, s[58:59]
+.Lnext_chunk:
+  s_mov_b64 exec, s[52:53]
+  s_add_u32 s46, s46, ROWS
+  s_cmp_lt_u32 s46, s37
+  s_cbranch_scc1 .Lchunk
+
+  // ================= Phase B: count finished workgroups of token t =================
+  s_waitcnt vmcnt(0)
+  s_barrier
+  v_cmp_eq_u32 vcc, 0, v0
+  s_and_saveexec_b64 s[52:53], vcc
+  s_cbranch_execz .Lcounted
+  buffer_wbl2 sc1
+  s_waitcnt vmcnt(0)
+  s_lshl_b32 s48, s3, 2
+  v_mov_b32 v1, s48
+  v_mov_b32 v2, 1
+  global_atomic_add v3, v1, v2, s[24:25] sc0
+  s_waitcnt vmcnt(0)
+  buffer_inv sc1
+  v_mov_b32 v4, L_FLAG
+  ds_write_b32 v4, v3
+.Lcounted:
+  s_mov_b64 exec, s[52:53]
+  s_waitcnt lgkmcnt(0)
+  s_barrier
+  v_mov_b32 v4, L_FLAG
+  ds_read_b32 v3, v4
+  s_waitcnt lgkmcnt(0)
+  v_readfirstlane_b32 s48, v3
+  s_sub_u32 s49, s31, 1
+  s_cmp_lg_u32 s48, s49
+  s_cbranch_scc1 .Lend                   // not the last workgroup of this token
+
+  // ================= Phase C: the last workgroup finishes token t =================
+  // Sums of the G partials, in g order: lane = logit m (m <= M; m = M is the sum of squares).
+  s_add_u32 s48, s37, 1                  // M + 1
+  s_mul_i32 s49, s3, s31
+  s_mul_i32 s49, s49, s48
+  s_lshl_b32 s49, s49, 2
+  s_add_u32 s58, s22, s49
+  s_addc_u32 s59, s23, 0                 // &work[t][0]
+  s_lshl_b32 s51, s48, 2                 // bytes per partial row
+  v_lshlrev_b32 v1, 2, v0                // m * 4
+  s_mov_b32 s46, 0
+.Lsum_m:
+  v_lshrrev_b32 v2, 2, v1
+  v_cmp_ge_u32 vcc, s37, v2              // m <= M
+  s_and_saveexec_b64 s[52:53], vcc
+  s_cbranch_execz .Lsum_m_next
+  v_mov_b32 v3, 0
+  v_mov_b32 v4, v1
+  s_mov_b32 s50, 0
+.Lsum_g:
+  global_load_dword v5, v4, s[58:59]
+  s_waitcnt vmcnt(0)
+  v_add_f32 v3, v3, v5
+  v_add_u32 v4, s51, v4
+  s_add_u32 s50, s50, 1
+  s_cmp_lt_u32 s50, s31
+  s_cbranch_scc1 .Lsum_g
+  ds_write_b32 v1, v3                    // L_PSUM + 4 m
+.Lsum_m_next:
+  s_mov_b64 exec, s[52:53]
+  v_add_u32 v1, 0x400, v1
+  s_addk_i32 s46, 0x100
+  s_cmp_le_u32 s46, s37
+  s_cbranch_scc1 .Lsum_m
+  s_waitcnt lgkmcnt(0)
+  s_barrier
+  v_lshrrev_b32 v1, 6, v0
+  v_readfirstlane_b32 s48, v1
+  s_cmp_lg_u32 s48, 0
+  s_cbranch_scc1 .Lcoeffs_done           // waves 1..3 wait at the barrier below
+
+  // ---- wave 0: coefficients of token t (as mhc_coeffs).
+  v_and_b32 v1, 63, v0                   // lane
+  s_load_dword s60, s[8:9], 0x0          // scale[0]
+  s_load_dwordx2 s[62:63], s[8:9], 0x4   // scale[1], scale[2]
+  s_lshl_b32 s64, s27, 1                 // 2n
+  s_lshl_b32 s65, s27, 2                 // 4n
+  s_and_b32 s48, s35, 2
+  s_cmp_lg_u32 s48, 0
+  s_cselect_b32 s66, 0, s34              // eps added to h_pre (V4 only)
+  s_mul_i32 s74, s27, s27                // n^2
+  s_mul_i32 s48, s3, s65
+  s_add_u32 s68, s12, s48
+  s_addc_u32 s69, s13, 0                 // &h_pre[t]
+  s_add_u32 s70, s14, s48
+  s_addc_u32 s71, s15, 0                 // &h_post[t]
+  s_mul_i32 s48, s3, s74
+  s_lshl_b32 s48, s48, 2
+  s_add_u32 s72, s16, s48
+  s_addc_u32 s73, s17, 0                 // &h_res[t]
+  // inv_rms = 1 / sqrt(ss / K + eps_norm), ss = L_PSUM[M]
+  s_lshl_b32 s48, s37, 2
+  v_mov_b32 v2, s48
+  ds_read_b32 v3, v2
+  v_cvt_f32_u32 v4, s36
+  v_rcp_f32 v4, v4
+  s_waitcnt lgkmcnt(0)
+  v_mul_f32 v3, v3, v4
+  v_add_f32 v3, s33, v3
+  v_rsq_f32 v3, v3
+  v_readfirstlane_b32 s61, v3            // inv_rms (scale[1] moves to s62..s63 below)
+  s_waitcnt lgkmcnt(0)
+  v_cmp_eq_u32 vcc, 0, v1
+  s_and_saveexec_b64 s[52:53], vcc
+  s_lshl_b32 s48, s3, 2
+  v_mov_b32 v4, s48
+  global_store_dword v4, v3, s[18:19]
+  s_mov_b64 exec, s[52:53]
+  // z for every logit m = lane + 64 r < M
+  v_mov_b32 v2, v1
+  s_mov_b32 s46, 0
+.Lm_loop:
+  v_cmp_gt_u32 vcc, s37, v2
+  s_and_saveexec_b64 s[52:53], vcc
+  s_cbranch_execz .Lm_next
+  v_lshlrev_b32 v3, 2, v2
+  ds_read_b32 v4, v3                     // P[m]
+  global_load_dword v5, v3, s[10:11]     // base[m]
+  v_mov_b32 v6, s63
+  v_mov_b32 v7, s62
+  v_cmp_gt_u32 vcc, s64, v2
+  v_cndmask_b32 v6, v6, v7, vcc
+  v_mov_b32 v7, s60
+  v_cmp_gt_u32 vcc, s27, v2
+  v_cndmask_b32 v6, v6, v7, vcc
+  s_waitcnt vmcnt(0) lgkmcnt(0)
+  v_mul_f32 v4, s61, v4
+  v_fma_f32 v4, v4, v6, v5               // z
+  v_cmp_gt_u32 vcc, s64, v2
+  s_and_saveexec_b64 s[54:55], vcc
+  s_cbranch_execz .Lz_res
+  v_mul_f32 v6, NEG_LOG2E, v4
+  v_exp_f32 v6, v6
+  v_add_f32 v6, 1.0, v6
+  v_rcp_f32 v6, v6
+  v_add_f32 v7, s66, v6                  // h_pre
+  v_add_f32 v8, v6, v6                   // h_post
+  v_cmp_gt_u32 vcc, s27, v2
+  s_and_saveexec_b64 s[56:57], vcc
+  global_store_dword v3, v7, s[68:69]
+  v_add_u32 v9, L_HPRE, v3
+  ds_write_b32 v9, v7
+  s_andn2_b64 exec, s[56:57], vcc
+  v_subrev_u32 v9, s65, v3
+  global_store_dword v9, v8, s[70:71]
+.Lz_res:
+  s_mov_b64 exec, s[54:55]
+  v_cmp_le_u32 vcc, s64, v2
+  s_and_b64 exec, exec, vcc
+  s_cbranch_execz .Lm_next
+  v_subrev_u32 v9, s64, v2
+  v_lshlrev_b32 v9, 2, v9
+  ds_write_b32 v9, v4 offset:L_S
+.Lm_next:
+  s_mov_b64 exec, s[52:53]
+  v_add_u32 v2, 64, v2
+  s_add_u32 s46, s46, 64
+  s_cmp_lt_u32 s46, s37
+  s_cbranch_scc1 .Lm_loop
+  s_waitcnt lgkmcnt(0)
+  // Sinkhorn on lanes < n: v16 row base, v17 column base.
+  v_cmp_gt_u32 vcc, s27, v1
+  s_and_saveexec_b64 s[52:53], vcc
+  v_mul_lo_u32 v16, v1, s65
+  v_add_u32 v16, L_S, v16
+  v_lshlrev_b32 v17, 2, v1
+  v_add_u32 v17, L_S, v17
+  s_and_b32 s48, s35, 2
+  s_cmp_lg_u32 s48, 0
+  s_cbranch_scc1 .Lpaper_start
+  v_mov_b32 v10, v16
+  v_mov_b32 v11, NEG_INF
+  s_mov_b32 s50, 0
+.Lrmax:
+  ds_read_b32 v12, v10
+  s_waitcnt lgkmcnt(0)
+  v_max_f32 v11, v11, v12
+  v_add_u32 v10, 4, v10
+  s_add_u32 s50, s50, 1
+  s_cmp_lt_u32 s50, s27
+  s_cbranch_scc1 .Lrmax
+  v_mov_b32 v10, v16
+  v_mov_b32 v13, 0
+  s_mov_b32 s50, 0
+.Lrexp:
+  ds_read_b32 v12, v10
+  s_waitcnt lgkmcnt(0)
+  v_sub_f32 v12, v12, v11
+  v_mul_f32 v12, LOG2E, v12
+  v_exp_f32 v12, v12
+  v_add_f32 v13, v13, v12
+  ds_write_b32 v10, v12
+  v_add_u32 v10, 4, v10
+  s_add_u32 s50, s50, 1
+  s_cmp_lt_u32 s50, s27
+  s_cbranch_scc1 .Lrexp
+  v_rcp_f32 v14, v13
+  v_mov_b32 v10, v16
+  s_mov_b32 s50, 0
+.Lrnorm:
+  ds_read_b32 v12, v10
+  s_waitcnt lgkmcnt(0)
+  v_mul_f32 v15, v12, v14
+  v_fma_f32 v18, -v13, v15, v12
+  v_fma_f32 v15, v18, v14, v15
+  v_add_f32 v15, s34, v15
+  ds_write_b32 v10, v15
+  v_add_u32 v10, 4, v10
+  s_add_u32 s50, s50, 1
+  s_cmp_lt_u32 s50, s27
+  s_cbranch_scc1 .Lrnorm
+  s_branch .Lsinkhorn
+.Lpaper_start:
+  v_mov_b32 v10, v17
+  v_mov_b32 v11, NEG_INF
+  s_mov_b32 s50, 0
+.Lcmax:
+  ds_read_b32 v12, v10
+  s_waitcnt lgkmcnt(0)
+  v_max_f32 v11, v11, v12
+  v_add_u32 v10, s65, v10
+  s_add_u32 s50, s50, 1
+  s_cmp_lt_u32 s50, s27
+  s_cbranch_scc1 .Lcmax
+  v_mov_b32 v10, v17
+  s_mov_b32 s50, 0
+.Lcexp:
+  ds_read_b32 v12, v10
+  s_waitcnt lgkmcnt(0)
+  v_sub_f32 v12, v12, v11
+  v_mul_f32 v12, LOG2E, v12
+  v_exp_f32 v12, v12
+  ds_write_b32 v10, v12
+  v_add_u32 v10, s65, v10
+  s_add_u32 s50, s50, 1
+  s_cmp_lt_u32 s50, s27
+  s_cbranch_scc1 .Lcexp
+.Lsinkhorn:
+  NORMALIZE v17, s65, c0
+  s_sub_u32 s51, s32, 1
+  s_cmp_eq_u32 s51, 0
+  s_cbranch_scc1 .Llast
+.Liter:
+  NORMALIZE v16, 4, r1
+  NORMALIZE v17, s65, c1
+  s_sub_u32 s51, s51, 1
+  s_cmp_lg_u32 s51, 0
+  s_cbranch_scc1 .Liter
+.Llast:
+  s_and_b32 s48, s35, 2
+  s_cmp_lg_u32 s48, 0
+  s_cbranch_scc0 .Lwrite
+  NORMALIZE v16, 4, r2
+.Lwrite:
+  s_mov_b64 exec, s[52:53]
+  s_waitcnt lgkmcnt(0)
+  v_lshlrev_b32 v2, 2, v1
+  s_mov_b32 s46, 0
+.Lw_loop:
+  v_lshrrev_b32 v3, 2, v2
+  v_cmp_gt_u32 vcc, s74, v3
+  s_and_saveexec_b64 s[52:53], vcc
+  s_cbranch_execz .Lw_next
+  ds_read_b32 v5, v2 offset:L_S
+  s_waitcnt lgkmcnt(0)
+  global_store_dword v2, v5, s[72:73]
+.Lw_next:
+  s_mov_b64 exec, s[52:53]
+  v_add_u32 v2, 0x100, v2
+  s_add_u32 s46, s46, 64
+  s_cmp_lt_u32 s46, s74
+  s_cbranch_scc1 .Lw_loop
+.Lcoeffs_done:
+  s_waitcnt lgkmcnt(0)
+  s_barrier
+
+  // ---- all waves: a_t[c] = sum_i h_pre[i] x_t[i][c] (lane = channel, runtime loop over i).
+  s_mul_i32 s48, s3, s30
+  s_mul_hi_u32 s49, s3, s30
+  s_lshl_b64 s[48:49], s[48:49], s38
+  s_add_u32 s76, s20, s48
+  s_addc_u32 s77, s21, s49               // &a[t]
+  s_lshl_b32 s78, s28, s38               // bytes per stream
+  s_mov_b32 s46, 0
+.La_chunk:
+  v_add_u32 v1, s46, v0
+  v_cmp_gt_u32 vcc, s28, v1
+  s_and_saveexec_b64 s[52:53], vcc
+  s_cbranch_execz .La_next
+  v_lshlrev_b32 v2, s38, v1
+  v_mov_b32 v3, 0                        // acc
+  v_mov_b32 v4, L_HPRE
+  s_mov_b64 s[54:55], s[44:45]
+  s_mov_b32 s50, 0
+.La_stream:
+  ds_read_b32 v6, v4
+  LOAD_X_DYN v5
+  s_waitcnt lgkmcnt(0)
+  v_fmac_f32 v3, v6, v5
+  v_add_u32 v4, 4, v4
+  s_add_u32 s54, s54, s78
+  s_addc_u32 s55, s55, 0
+  s_add_u32 s50, s50, 1
+  s_cmp_lt_u32 s50, s27
+  s_cbranch_scc1 .La_stream
+  s_cmp_eq_u32 s39, 0
+  s_cbranch_scc1 .La_f32
+  v_bfe_u32 v7, v3, 16, 1
+  v_add3_u32 v7, v3, v7, s43
+  v_lshrrev_b32 v7, 16, v7
+  global_store_short v2, v7, s[76:77]
+  s_branch .La_next
+.La_f32:
+  global_store_dword v2, v3, s[76:77]
+.La_next:
+  s_mov_b64 exec, s[52:53]
+  s_addk_i32 s46, 0x100
+  s_cmp_lt_u32 s46, s28
+  s_cbranch_scc1 .La_chunk
+  // Leave the counter at zero for the next launch (stream order makes this safe).
+  v_cmp_eq_u32 vcc, 0, v0
+  s_and_saveexec_b64 s[52:53], vcc
+  s_cbranch_execz .Lend
+  s_lshl_b32 s48, s3, 2
+  v_mov_b32 v1, s48
+  v_mov_b32 v2, 0
+  global_store_dword v1, v2, s[24:25]
+.Lend:
+  s_endpgm
+.Lpre_end:
+.size mhc_pre, .Lpre_end - mhc_pre
+
+.rodata
+.p2align 6
+.amdhsa_kernel mhc_pre
+  .amdhsa_group_segment_fixed_size 18496
+  .amdhsa_private_segment_fixed_size 0
+  .amdhsa_kernarg_size 128
+  .amdhsa_user_sgpr_count 2
+  .amdhsa_user_sgpr_kernarg_segment_ptr 1
+  .amdhsa_system_sgpr_workgroup_id_x 1
+  .amdhsa_system_sgpr_workgroup_id_y 1
+  .amdhsa_system_vgpr_workitem_id 0
+  .amdhsa_next_free_vgpr 41
+  .amdhsa_next_free_sgpr 92
+  .amdhsa_accum_offset 44
+  .amdhsa_float_denorm_mode_32 3
+  .amdhsa_float_denorm_mode_16_64 3
+.end_amdhsa_kernel
+
+.amdgpu_metadata
+---
+amdhsa.version: [ 1, 2 ]
+amdhsa.kernels:
+  - .name: mhc_pre
+    .symbol: mhc_pre.kd
+    .kernarg_segment_size: 128
+    .kernarg_segment_align: 8
+    .group_segment_fixed_size: 18496
+    .private_segment_fixed_size: 0
+    .wavefront_size: 64
+    .sgpr_count: 98
+    .vgpr_count: 41
+    .agpr_count: 0
+    .max_flat_workgroup_size: 256
+    .args:
+      - { .name: x, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global, .actual_access: read_only }
+      - { .name: phi, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global, .actual_access: read_only }
+      - { .name: scale, .offset: 16, .size: 8, .value_kind: global_buffer, .address_space: global, .actual_access: read_only }
+      - { .name: base, .offset: 24, .size: 8, .value_kind: global_buffer, .address_space: global, .actual_access: read_only }
+      - { .name: h_pre, .offset: 32, .size: 8, .value_kind: global_buffer, .address_space: global, .actual_access: write_only }
+      - { .name: h_post, .offset: 40, .size: 8, .value_kind: global_buffer, .address_space: global, .actual_access: write_only }
+      - { .name: h_res, .offset: 48, .size: 8, .value_kind: global_buffer, .address_space: global, .actual_access: write_only }
+      - { .name: inv_rms, .offset: 56, .size: 8, .value_kind: global_buffer, .address_space: global, .actual_access: write_only }
+      - { .name: a, .offset: 64, .size: 8, .value_kind: global_buffer, .address_space: global, .actual_access: write_only }
+      - { .name: work, .offset: 72, .size: 8, .value_kind: global_buffer, .address_space: global }
+      - { .name: counter, .offset: 80, .size: 8, .value_kind: global_buffer, .address_space: global }
+      - { .name: tokens, .offset: 88, .size: 4, .value_kind: by_value }
+      - { .name: streams, .offset: 92, .size: 4, .value_kind: by_value }
+      - { .name: channels, .offset: 96, .size: 4, .value_kind: by_value }
+      - { .name: x_stride, .offset: 100, .size: 4, .value_kind: by_value }
+      - { .name: a_stride, .offset: 104, .size: 4, .value_kind: by_value }
+      - { .name: splits, .offset: 108, .size: 4, .value_kind: by_value }
+      - { .name: iters, .offset: 112, .size: 4, .value_kind: by_value }
+      - { .name: eps_norm, .offset: 116, .size: 4, .value_kind: by_value }
+      - { .name: eps_hc, .offset: 120, .size: 4, .value_kind: by_value }
+      - { .name: flags, .offset: 124, .size: 4, .value_kind: by_value }
+...
+.end_amdgpu_metadata
