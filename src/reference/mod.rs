@@ -16,6 +16,7 @@
 mod check;
 pub mod expand;
 pub mod head;
+mod par;
 pub mod post;
 pub mod pre;
 pub mod real;

@@ -3,6 +3,7 @@
 //! F-pre-norm `y`. Also the per-token machinery `post_pre` and `head` reuse.
 
 use super::check;
+use super::par;
 use super::real::{dot, sigmoid, Real};
 use super::sinkhorn;
 use crate::config::{Config, Dtype, Formulation};
@@ -340,6 +341,40 @@ pub(crate) struct PreAcc<R> {
     pub dgamma_f: Option<Vec<R>>,
 }
 
+impl<R: Real> PreAcc<R> {
+    pub fn zero(&mut self) {
+        for v in [
+            Some(&mut self.dphi),
+            Some(&mut self.dscale),
+            Some(&mut self.dbase),
+            self.dgamma_k.as_mut(),
+            self.dgamma_f.as_mut(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            v.iter_mut().for_each(|e| *e = R::ZERO);
+        }
+    }
+    /// `self += other`, element by element.
+    pub fn add(&mut self, other: &PreAcc<R>) {
+        let pairs = [
+            (Some(&mut self.dphi), Some(&other.dphi)),
+            (Some(&mut self.dscale), Some(&other.dscale)),
+            (Some(&mut self.dbase), Some(&other.dbase)),
+            (self.dgamma_k.as_mut(), other.dgamma_k.as_ref()),
+            (self.dgamma_f.as_mut(), other.dgamma_f.as_ref()),
+        ];
+        for (a, b) in pairs {
+            if let (Some(a), Some(b)) = (a, b) {
+                for (x, y) in a.iter_mut().zip(b) {
+                    *x += *y;
+                }
+            }
+        }
+    }
+}
+
 /// Checks `pre`'s outputs for `t` tokens; `act` is the activation dtype.
 pub(crate) fn check_outputs(cfg: &Config, out: &PreOutputs<'_>, t: usize, act: Dtype) -> Result<()> {
     let (n, c) = (cfg.n, cfg.c);
@@ -384,15 +419,25 @@ pub(crate) fn prepare<R: Real>(
     Ok(model)
 }
 
-/// Runs a validated `pre` over every token.
+/// Runs a validated `pre` over every token (chunks of tokens on all cores; outputs written in
+/// token order on the calling thread).
 pub(crate) fn run<R: Real>(model: &PreModel<R>, x: &HostTensor<'_>, out: &mut PreOutputs<'_>) {
-    let mut v = vec![R::ZERO; model.k()];
-    let mut st = PreState::new(model.n, model.c);
-    for ti in 0..x.layout.tokens {
-        check::read_row(x, ti, &mut v);
-        model.forward(&v, &mut st);
-        write_token(out, ti, &st);
-    }
+    let (n, c) = (model.n, model.c);
+    par::for_chunks(
+        x.layout.tokens,
+        || (vec![R::ZERO; n * c], (0..par::CHUNK).map(|_| PreState::new(n, c)).collect::<Vec<_>>()),
+        |start, end, (v, states)| {
+            for (ti, st) in (start..end).zip(states.iter_mut()) {
+                check::read_row(x, ti, v);
+                model.forward(v, st);
+            }
+        },
+        |start, end, (_, states)| {
+            for (ti, st) in (start..end).zip(states) {
+                write_token(out, ti, st);
+            }
+        },
+    );
 }
 
 /// `pre` (MATH.md stages 1-3) for every token of `x` (T rows of n*C, possibly strided).
@@ -455,44 +500,71 @@ pub fn pre_backward<R: Real>(
         check::param_output("dgamma_f", d, c, &format!("[C={c}]"), pdt)?;
     }
 
-    let mut acc = PreAcc {
+    // Per chunk of tokens (on all cores): the forward again, the backward, dx rows and the
+    // chunk's parameter-gradient sums; then, in chunk order, dx is written and the chunk sums
+    // are added to the totals. The reduction order is fixed by the chunk size alone.
+    let new_acc = || PreAcc {
         dphi: vec![R::ZERO; m * k],
         dscale: vec![R::ZERO; 3],
         dbase: vec![R::ZERO; m],
         dgamma_k: cfg.gamma_k.then(|| vec![R::ZERO; k]),
         dgamma_f: cfg.gamma_f.then(|| vec![R::ZERO; c]),
     };
-    let mut tu = PreTokenUpstream {
-        da: vec![R::ZERO; c],
-        dy: vec![R::ZERO; c],
-        dh_pre: vec![R::ZERO; n],
-        dh_post: vec![R::ZERO; n],
-        dh_res: vec![R::ZERO; n * n],
-        dinv_rms: R::ZERO,
-    };
-    let mut v = vec![R::ZERO; k];
-    let mut dv = vec![R::ZERO; k];
-    let mut st = PreState::new(n, c);
-    for ti in 0..t {
-        check::read_row(x, ti, &mut v);
-        if let Some(d) = &up.da {
-            check::read_row(d, ti, &mut tu.da);
-        }
-        if let Some(d) = &up.dy {
-            check::read_row(d, ti, &mut tu.dy);
-        }
-        if let Some(d) = &up.dh_pre {
-            check::read_row(d, ti, &mut tu.dh_pre);
-        }
-        check::read_row(&up.dh_post, ti, &mut tu.dh_post);
-        check::read_row(&up.dh_res, ti, &mut tu.dh_res);
-        if let Some(d) = &up.dinv_rms {
-            tu.dinv_rms = R::from_f64(d.at(ti, 0));
-        }
-        model.forward(&v, &mut st);
-        model.backward(&v, &st, &tu, &mut acc, &mut dv);
-        check::write_row(&mut grads.dx, ti, &dv);
+    struct Chunk<R> {
+        v: Vec<R>,
+        st: PreState<R>,
+        tu: PreTokenUpstream<R>,
+        acc: PreAcc<R>,
+        dv: Vec<Vec<R>>,
     }
+    let mut total = new_acc();
+    par::for_chunks(
+        t,
+        || Chunk {
+            v: vec![R::ZERO; k],
+            st: PreState::new(n, c),
+            tu: PreTokenUpstream {
+                da: vec![R::ZERO; c],
+                dy: vec![R::ZERO; c],
+                dh_pre: vec![R::ZERO; n],
+                dh_post: vec![R::ZERO; n],
+                dh_res: vec![R::ZERO; n * n],
+                dinv_rms: R::ZERO,
+            },
+            acc: new_acc(),
+            dv: (0..par::CHUNK).map(|_| vec![R::ZERO; k]).collect(),
+        },
+        |start, end, ch| {
+            ch.acc.zero();
+            for (ti, dv) in (start..end).zip(ch.dv.iter_mut()) {
+                let tu = &mut ch.tu;
+                check::read_row(x, ti, &mut ch.v);
+                if let Some(d) = &up.da {
+                    check::read_row(d, ti, &mut tu.da);
+                }
+                if let Some(d) = &up.dy {
+                    check::read_row(d, ti, &mut tu.dy);
+                }
+                if let Some(d) = &up.dh_pre {
+                    check::read_row(d, ti, &mut tu.dh_pre);
+                }
+                check::read_row(&up.dh_post, ti, &mut tu.dh_post);
+                check::read_row(&up.dh_res, ti, &mut tu.dh_res);
+                if let Some(d) = &up.dinv_rms {
+                    tu.dinv_rms = R::from_f64(d.at(ti, 0));
+                }
+                model.forward(&ch.v, &mut ch.st);
+                model.backward(&ch.v, &ch.st, tu, &mut ch.acc, dv);
+            }
+        },
+        |start, end, ch| {
+            for (ti, dv) in (start..end).zip(&ch.dv) {
+                check::write_row(&mut grads.dx, ti, dv);
+            }
+            total.add(&ch.acc);
+        },
+    );
+    let acc = total;
     check::write_all(&mut grads.dphi, &acc.dphi);
     check::write_all(&mut grads.dscale, &acc.dscale);
     check::write_all(&mut grads.dbase, &acc.dbase);
