@@ -8,7 +8,41 @@
 //! stride ([`Layout::check`](crate::Layout::check)), the storage types (see [`param_dtype`]) and
 //! that parameters and coefficients are finite ([`Error::NonFinite`](crate::Error::NonFinite));
 //! so a call that fails leaves its outputs untouched. Token reductions run in token order: the
-//! same inputs give bit-identical outputs.
+//! same inputs give bit-identical outputs (`pre` and `pre_backward` use every core, in fixed
+//! 16-token chunks, so this holds whatever the core count).
+//!
+//! ```
+//! use mhc::reference::{self, PreOutputs, PreParams};
+//! use mhc::{Config, HostData, HostTensor, HostTensorMut, Layout};
+//!
+//! let (t, n, c) = (2, 4, 8);
+//! let cfg = Config::new(n, c); // DeepSeek-V4, 20 Sinkhorn iterations, eps 1e-6
+//! let x: Vec<f32> = (0..t * n * c).map(|i| (i as f32 * 0.37).sin()).collect();
+//! let phi = vec![0.01f32; cfg.m() * cfg.k()];
+//! let (scale, base) = ([0.5f32, 0.5, 0.5], vec![0.0f32; cfg.m()]);
+//! let params = PreParams {
+//!     phi: HostData::F32(&phi),
+//!     scale: HostData::F32(&scale),
+//!     base: HostData::F32(&base),
+//!     gamma_k: None,
+//!     gamma_f: None,
+//! };
+//! let (mut a, mut h_pre, mut h_post) = (vec![0f32; t * c], vec![0f32; t * n], vec![0f32; t * n]);
+//! let (mut h_res, mut inv_rms) = (vec![0f32; t * n * n], vec![0f32; t]);
+//! let mut out = PreOutputs {
+//!     a: HostTensorMut::new(&mut a[..], Layout::dense(t, c)),
+//!     y: None,
+//!     h_pre: HostTensorMut::new(&mut h_pre[..], Layout::dense(t, n)),
+//!     h_post: HostTensorMut::new(&mut h_post[..], Layout::dense(t, n)),
+//!     h_res: HostTensorMut::new(&mut h_res[..], Layout::dense(t, n * n)),
+//!     inv_rms: HostTensorMut::new(&mut inv_rms[..], Layout::dense(t, 1)),
+//! };
+//! // f32 storage, f64 arithmetic.
+//! reference::pre::<f64>(&cfg, &HostTensor::new(&x[..], Layout::streams(t, n, c)), &params, &mut out)?;
+//! let col0: f32 = (0..n).map(|i| h_res[i * n]).sum();
+//! assert!((col0 - 1.0).abs() < 1e-5); // V4 ends on a column normalization
+//! # Ok::<(), mhc::Error>(())
+//! ```
 
 // The formulas index several arrays with the same subscripts, as MATH.md writes them.
 #![allow(clippy::needless_range_loop)]
