@@ -10,18 +10,21 @@ use mhc::{Config, Dtype, Error, Formulation, Stage};
 use std::path::{Path, PathBuf};
 
 const LONG_ABOUT: &str = "\
-Run one stage on the .npy files of a folder and write its outputs as .npy files.
-
 Inputs are read from DIR/<name>.npy (float32 or float64, little-endian, C order). T (tokens), n
-(streams) and C (hidden size) are inferred from x (or e / logits); M = n*n + 2n. The inputs are
-stored in --dtype on the device (bf16 rounds the activations x, f, e and their gradients once;
-parameters and coefficients stay f32, or f64 with --dtype f64), the stage runs, and every output
-is written to OUT/<name>.npy (float64 with --dtype f64, else float32). A missing or misshapen
-input is a one-line error naming the file and the expected shape; then nothing is written.";
+(streams) and C (hidden size) are inferred from x (or e / logits); M = n*n + 2n. The device stores
+the inputs in --dtype: bf16 rounds the activations (x, f, e and their gradients) once; parameters
+and coefficients stay f32, or f64 with --dtype f64. Outputs are stored the same way (activations
+in --dtype, coefficients and parameter gradients in f32/f64), then written to OUT/<name>.npy as
+float64 with --dtype f64, else float32. Every input is checked and every output computed before
+anything is written: a missing or misshapen input is a one-line error naming the file and the
+expected shape, and the exit status is non-zero.
+
+The cpu device is the f64 reference (mhc::reference) on every core (MHC_REFERENCE_THREADS=N limits
+it); its results do not depend on the core count.";
 
 /// Arguments of `mhc run`.
 #[derive(clap::Args)]
-#[command(long_about = LONG_ABOUT, after_long_help = stage_help())]
+#[command(before_long_help = LONG_ABOUT, after_long_help = stage_help())]
 pub struct Args {
     /// The stage to run: pre, post, post_pre, head, expand, static, sinkhorn, pre-backward,
     /// post-backward, head-backward, static-backward.
