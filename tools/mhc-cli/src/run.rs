@@ -24,7 +24,7 @@ it); its results do not depend on the core count.";
 
 /// Arguments of `mhc run`.
 #[derive(clap::Args)]
-#[command(before_long_help = LONG_ABOUT, after_long_help = stage_help())]
+#[command(after_long_help = stage_help())]
 pub struct Args {
     /// The stage to run: pre, post, post_pre, head, expand, static, sinkhorn, pre-backward,
     /// post-backward, head-backward, static-backward.
@@ -64,7 +64,7 @@ pub struct Args {
 /// The long help's list of stages and file names, generated from the signatures themselves.
 fn stage_help() -> String {
     let cfg = Config::new(4, 64);
-    let mut s = String::from("Stages and their files (\"?\": optional; C, n, M as above):\n");
+    let mut s = format!("{LONG_ABOUT}\n\nStages and their files (\"?\": optional; C, n, M as above):\n");
     for stage in Stage::ALL {
         let sig = signature(stage, &cfg);
         let list = |ports: &[mhc::runner::Port]| {
