@@ -297,7 +297,7 @@ mhc_pre:
   s_lshl_b32 s48, s3, 2
   v_mov_b32 v1, s48
   v_mov_b32 v2, 1
-  global_atomic_add v3, v1, v2, s[24:25] sc0
+  global_atomic_add v3, v1, v2, s[24:25] sc0 sc1   // sc0: return the old value; sc1: agent scope
   s_waitcnt vmcnt(0)
   buffer_inv sc1
   v_mov_b32 v4, L_FLAG
