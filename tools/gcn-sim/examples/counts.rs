@@ -30,7 +30,8 @@ fn inputs(stage: Stage, cfg: &Config, t: usize) -> Named {
 
 fn main() {
     let args: Vec<usize> = std::env::args().skip(1).map(|a| a.parse().expect("T n C")).collect();
-    let (t, n, c) = (args.first().copied().unwrap_or(16), args.get(1).copied().unwrap_or(4), args.get(2).copied().unwrap_or(4096));
+    let (t, n, c) =
+        (args.first().copied().unwrap_or(16), args.get(1).copied().unwrap_or(4), args.get(2).copied().unwrap_or(4096));
     let cfg = Config::new(n, c);
     println!("T={t} n={n} C={c} bf16; per token: wave instructions (VALU, SALU, VMEM load/store, LDS, SMEM, branch) and global bytes");
     for stage in [Stage::Pre, Stage::Post, Stage::PostPre, Stage::Head, Stage::Static] {

@@ -10,7 +10,11 @@
 //!   a barrier releases when every live wave has arrived. Waves exchange data only through LDS
 //!   and global memory, so this interleaving is one the hardware may choose; a barrier reached
 //!   with LDS stores not yet waited for (`lgkmcnt`) is a hazard, because on hardware the other
-//!   waves could read LDS before those stores land.
+//!   waves could read LDS before those stores land. Two waves touching the same LDS dword
+//!   between two barrier releases, one of them writing, is reported as an LDS race (the order
+//!   of waves between barriers is not defined on hardware).
+//! - An atomic issued while earlier global accesses of the wave are outstanding is reported:
+//!   the kernels publish partial results with a counter, which needs the release.
 //! - Workgroups run sequentially in dispatch order (x fastest).
 //! - Transcendentals return correctly rounded results (computed in f64, rounded once to f32):
 //!   the ISA documents `v_exp_f32`/`v_log_f32`/`v_rcp_f32`/`v_rsq_f32`/`v_sqrt_f32` as accurate to
@@ -132,10 +136,23 @@ pub struct Launch {
     pub block: [u32; 3],
 }
 
+/// Race bookkeeping of one LDS dword within the current barrier epoch.
+#[derive(Clone, Copy, Default)]
+struct LdsWord {
+    writer: u8,
+    write_epoch: u32,
+    readers: u16,
+    read_epoch: u32,
+}
+
 struct Ctx<'a> {
     k: &'a Kernel,
     mem: &'a mut Memory,
     lds: Vec<u8>,
+    /// Per LDS dword: who last wrote it and who read it, per barrier epoch (race detection).
+    lds_meta: Vec<LdsWord>,
+    /// Barrier generation of the workgroup: waves only synchronise at barrier releases.
+    epoch: u32,
     stats: Stats,
     wg: [u32; 3],
     wave_id: usize,
@@ -189,6 +206,8 @@ pub fn launch(kernel: &Kernel, launch: Launch, kernarg: u64, mem: &mut Memory) -
                     k: kernel,
                     mem,
                     lds: vec![0; kernel.lds_bytes as usize],
+                    lds_meta: vec![LdsWord::default(); kernel.lds_bytes.div_ceil(4) as usize],
+                    epoch: 1,
                     stats: Stats::default(),
                     wg: [x, y, z],
                     wave_id: 0,
@@ -302,6 +321,7 @@ fn run_workgroup(ctx: &mut Ctx, l: Launch, kernarg: u64, packet: u64) -> Result<
             for w in waves.iter_mut() {
                 w.at_barrier = false;
             }
+            ctx.epoch += 1;
         } else if !progressed {
             return Err(SimError::Launch(format!("{}: workgroup deadlocked", k.name)));
         }
@@ -1048,12 +1068,44 @@ fn exec_ds(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), SimError> {
             DsWriteB128 | DsReadB128 => &[(base.wrapping_add(inst.imm as u32), 16)],
             _ => &[(base.wrapping_add(inst.imm as u32), 4)],
         };
+        let is_write = matches!(inst.op, DsWriteB32 | DsWrite2B32 | DsWriteB64 | DsWriteB128);
         for &(addr, len) in accesses {
             if addr as usize + len as usize > lds_len || addr % 4 != 0 {
                 return Err(ctx.err(
                     inst,
                     format!("LDS access of {len} bytes at {addr} (lane {lane}) outside the declared {lds_len} bytes"),
                 ));
+            }
+            // Waves of a workgroup run in no fixed order between barriers: another wave's
+            // access to the same dword in the same epoch is a race (ds_add is atomic: exempt).
+            if inst.op != DsAddU32 {
+                let (me, epoch) = (ctx.wave_id as u8, ctx.epoch);
+                for word in addr / 4..(addr + len) / 4 {
+                    let m = &mut ctx.lds_meta[word as usize];
+                    let raced = if m.write_epoch == epoch && m.writer != me {
+                        Some(format!("wave {} wrote it", m.writer))
+                    } else if is_write && m.read_epoch == epoch && m.readers & !(1u16 << me) != 0 {
+                        Some(format!("wave(s) {:#06b} read it", m.readers & !(1u16 << me)))
+                    } else {
+                        None
+                    };
+                    if let Some(other) = raced {
+                        return Err(ctx.err(
+                            inst,
+                            format!("LDS race at byte {} (lane {lane}): {other} since the last s_barrier", word * 4),
+                        ));
+                    }
+                    if is_write {
+                        m.writer = me;
+                        m.write_epoch = epoch;
+                    } else {
+                        if m.read_epoch != epoch {
+                            m.readers = 0;
+                            m.read_epoch = epoch;
+                        }
+                        m.readers |= 1 << me;
+                    }
+                }
             }
         }
         let rd = |lds: &[u8], addr: u32| {

@@ -6,7 +6,8 @@
 //! [`decode`] turns the machine code into instructions (checked against `llvm-objdump-19`),
 //! [`exec`] runs wave64 workgroups with LDS, barriers, EXEC/VCC masks and scalar branches and
 //! reports hazards (a register used before the `s_waitcnt` that covers its load, LDS or global
-//! accesses out of bounds, unsupported instructions, registers beyond the descriptor's
+//! accesses out of bounds, LDS races between waves, barriers before LDS stores complete,
+//! atomics without release, unsupported instructions, registers beyond the descriptor's
 //! allocation). [`runner`] implements `mhc::runner::StageRunner` on top of it.
 
 pub mod decode;

@@ -88,3 +88,10 @@ fn atomic_before_earlier_stores_complete_is_reported() {
     let e = hazard("atomic_without_release");
     assert!(e.contains("no release"), "{e}");
 }
+
+#[test]
+fn lds_exchange_between_waves_without_a_barrier_is_a_race() {
+    // Wave 0 reads what wave 1 writes (and the reverse) with no s_barrier in between.
+    let e = hazard("lds_race");
+    assert!(e.contains("LDS race"), "{e}");
+}
