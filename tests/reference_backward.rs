@@ -90,9 +90,14 @@ fn pre_case(rng: &mut Rng, cfg: Config, t: usize, phi_std: f64) {
 fn pre_backward_matches_finite_differences() {
     let mut rng = rng("pre_backward_matches_finite_differences");
     for formulation in [Formulation::DeepSeekV4, Formulation::Paper] {
-        for (n, c, t, iters, phi_std) in
-            [(1, 5, 2, 20, 0.5), (2, 3, 3, 20, 0.5), (4, 3, 2, 20, 0.5), (4, 2, 1, 3, 0.02), (8, 2, 1, 7, 0.5)]
-        {
+        for (n, c, t, iters, phi_std) in [
+            (1, 5, 2, 20, 0.5),
+            (2, 3, 3, 20, 0.5),
+            (4, 3, 2, 20, 0.5),
+            (4, 2, 1, 3, 0.02),
+            (8, 2, 1, 7, 0.5),
+            (16, 1, 1, 4, 0.5),
+        ] {
             let cfg = Config { sinkhorn_iters: iters, ..Config::new(n, c).with_formulation(formulation) };
             pre_case(&mut rng, cfg, t, phi_std);
         }
@@ -129,7 +134,16 @@ fn pre_backward_with_prenorms_matches_finite_differences() {
 fn sinkhorn_backward_matches_finite_differences() {
     let mut rng = rng("sinkhorn_backward_matches_finite_differences");
     for formulation in [Formulation::DeepSeekV4, Formulation::Paper] {
-        for (n, iters, eps) in [(1, 4, 1e-6), (2, 20, 1e-6), (4, 20, 1e-6), (8, 20, 1e-6), (4, 1, 0.1), (3, 9, 0.1)] {
+        for (n, iters, eps) in [
+            (1, 4, 1e-6),
+            (2, 20, 1e-6),
+            (4, 20, 1e-6),
+            (8, 20, 1e-6),
+            (16, 20, 1e-6),
+            (32, 6, 1e-6),
+            (4, 1, 0.1),
+            (3, 9, 0.1),
+        ] {
             let label = format!("sinkhorn {formulation:?} n={n} iters={iters} eps={eps}");
             let mut z = rng.normals(n * n, 2.0);
             let dh = rng.normals(n * n, 1.0);
