@@ -155,6 +155,8 @@ fn every_forward_stage_matches_a_literal_transcription_of_math_md() {
             (4, 6, 3, false, 0.02),
             (4, 3, 2, true, 0.5),
             (8, 2, 2, false, 0.5),
+            (16, 3, 2, true, 0.5),
+            (32, 2, 1, false, 0.5),
         ] {
             let label = format!("{formulation:?} n={n} C={c} gammas={gammas}");
             let cfg = Config {
@@ -246,7 +248,7 @@ fn every_forward_stage_matches_a_literal_transcription_of_math_md() {
 #[test]
 fn head_static_expand_and_sinkhorn_match_a_literal_transcription() {
     let mut rng = rng("head_static_expand_and_sinkhorn_match_a_literal_transcription");
-    for (n, c, t) in [(1, 5, 2), (3, 4, 3), (4, 8, 2), (8, 3, 1)] {
+    for (n, c, t) in [(1, 5, 2), (3, 4, 3), (4, 8, 2), (8, 3, 1), (32, 2, 2)] {
         let cfg = Config { eps_hc: 1e-3, eps_norm: 1e-4, eps_f: 1e-5, sinkhorn_iters: 11, ..Config::new(n, c) };
         let k = n * c;
         let x = arr(&[t, n, c], rng.normals(t * k, 1.0));
