@@ -233,4 +233,24 @@ mod tests {
         t.truncate(20);
         assert!(read(&t).is_err());
     }
+
+    #[test]
+    fn mangled_headers_are_errors_not_panics() {
+        let good = write(&Array::new(vec![3, 2], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]), NpyDtype::F64);
+        let mut rng = crate::reference::testing::Rng::new(0x5eed);
+        let alphabet = b"{}()[],:'\" <>fFiTrueals0123456789L\n\x93\xff\xc3";
+        for _ in 0..20_000 {
+            let mut b = good.clone();
+            for _ in 0..1 + rng.next_u64() % 4 {
+                let at = (rng.next_u64() % 80) as usize;
+                b[at] = alphabet[(rng.next_u64() % alphabet.len() as u64) as usize];
+            }
+            if rng.next_u64() % 8 == 0 {
+                b.truncate((rng.next_u64() % b.len() as u64) as usize);
+            }
+            if let Ok((a, _)) = read(&b) {
+                assert_eq!(a.data.len(), a.shape.iter().product::<usize>());
+            }
+        }
+    }
 }
