@@ -1,44 +1,47 @@
-// mhc_pre: the whole `pre` stage of MATH.md (stages 1-3) in ONE launch, gfx942 (CDNA3), wave64,
-// with the K = n C reduction split over G workgroups per token (G = 1 for many tokens, G > 1
-// for decode: the last workgroup to finish a token completes it).
+// mhc_pre: the whole `pre` stage of MATH.md (stages 1-3) in ONE launch, gfx942 (CDNA3), wave64.
+// A workgroup owns a tile of 4 tokens; the K = n C reduction of the tile is split over G
+// workgroups (G = 1 for many tokens; G > 1 for decode), and the last one to finish completes it.
 //
 //   P_t = x_t . phi^T, ss_t = |x_t|^2           (workgroup g sums k in [g Kc, (g+1) Kc))
-//   last workgroup of token t (atomic counter): P, ss = fixed-order sums of the G partials
+//   last workgroup of the tile (atomic counter): P, ss = fixed-order sums of the G partials
 //   (deterministic), inv_rms, h_pre/h_post (sigmoids), h_res (Sinkhorn, both formulations),
 //   a_t = sum_i h_pre[i] x_t[i]; then it resets the counter to 0 for the next launch.
 //
-// Tile: grid = (G, T), 256 work-items (4 waves) per workgroup.
-//   Phase A (every workgroup): the projection of mhc_proj over this workgroup's k slice: 16 phi
-//     rows at a time, 16 FMA accumulators + the sum of squares per lane, two-level LDS
-//     reduction; partials go to work[t][g][0..M] (+ ss at M), f32.
+// Tile: grid = (G, ceil(T / 4)), 256 work-items (4 waves) per workgroup, tokens t0 .. t0 + 3.
+//   Phase A (every workgroup): projection of the tile's k slice, 16 phi rows at a time: each
+//     lane loads 16 phi values and 4 x values per k and does 64 + 4 FMAs (16 logits and the sum
+//     of squares of 4 tokens), so one phi load feeds 4 tokens (phi traffic / 4 against one token
+//     per workgroup); per token a two-level LDS reduction; partials to work[t][g][0..M]
+//     (+ ss at M), f32. Tokens past T read the last token's row; their results are dropped.
 //   Phase B: every wave waits for its stores (vmcnt(0)), barrier; work-item 0 releases
-//     (buffer_wbl2), increments counter[t] (global_atomic_add, returns the old value) and
-//     acquires (buffer_inv sc1); the old value goes through LDS to every wave; all but the last
-//     workgroup (old == G - 1) end.
+//     (buffer_wbl2 sc1), increments counter[tile] (global_atomic_add sc0 sc1: returns the old
+//     value, agent scope) and acquires (buffer_inv sc1); the old value goes through LDS to every
+//     wave; all but the last workgroup (old == G - 1) end.
 //   Phase C (last workgroup): sums the G partials of each logit in g order (lane = logit);
-//     wave 0 computes the coefficients exactly as mhc_coeffs (one lane per logit; Sinkhorn with
-//     lane i owning row / column i, S in LDS); then all 256 lanes compute a over C (lane =
-//     channel, runtime loop over the n streams, weight read from LDS by broadcast).
-// LDS: phase A 18496 B (17 x 256 + 17 x 16 partials); phase C reuses it: sums at 0 (<= 4356 B),
-//   S at 8192 (4096 B), h_pre at 12288 (128 B), the counter value at 12416.
-// VGPRs: 41 (phase A as mhc_proj). SGPRs: 98 (s[60:92) phi row bases in phase A).
+//     wave w computes the coefficients of token t0 + w exactly as mhc_coeffs (one lane per
+//     logit; Sinkhorn with lane i owning row / column i, S in LDS); then all 256 lanes compute
+//     a for each token (lane = channel, runtime loop over the n streams, weights from LDS).
+// LDS: phase A 18496 B (17 x 256 + 17 x 16 partials); phase C: sums at 4608 w (<= 4356 B each),
+//   S at 18432 + 4096 w, h_pre at 34816 + 128 w, the counter value at 35328: 35344 B.
+// VGPRs: v0 tid, v1 k * 4, v2 x offset, v3 temp, v[4:68) accumulators (token tt, row q at
+//   4 + 16 tt + q), v[68:72) sums of squares, v[72:76) x, v[76:92) phi, v92.. work: 100.
+// SGPRs: 102 (s[60:92) phi row bases, s[94:102) x row pointers in phase A).
 // Kernargs (128 B): x, phi, scale, base, h_pre, h_post, h_res, inv_rms, a, work, counter (u64),
 //   tokens, streams, channels, x_stride, a_stride, splits (G), iters, eps_norm (f32),
-//   eps_hc (f32), flags (bit 0 bf16 storage, bit 1 Paper). work: T G (M + 1) f32; counter: T u32,
-//   zero before the first launch (the kernel leaves it zero).
-// Estimated per token: x read once per 16 logits chunk (L2 after the first), phi M K 4 B (L2 hit
-//   across tokens), G (M + 1) 8 B of partials, C (4 or 2) B of a; x read again by the apply
-//   (n C (4 or 2) B, L2 hit). Decode (T <= 64): G = ceil(K / 2048) spreads the 16 K FMAs/logit
-//   over T G workgroups, e.g. 8 x 4 = 32 at n = 4, C = 4096, T = 4.
+//   eps_hc (f32), flags (bit 0 bf16 storage, bit 1 Paper). work: T G (M + 1) f32; counter:
+//   ceil(T / 4) u32, zero before the first launch (the kernel leaves it zero).
+// Per token, measured on the simulator (n = 4, C = 4096, bf16): see asm/gcn/README.md. Phi is
+//   read from L2 once per 4 tokens (M K 4 B / 4 = 0.4 MB at n = 4, C = 4096), x once per 16
+//   logits (L2 after the first), a written once; decode (T <= 64): G = ceil(K / 2048).
 
 .set ROWS, 16
 .set LOG2E, 0x3fb8aa3b
 .set NEG_LOG2E, 0xbfb8aa3b
 .set NEG_INF, 0xff800000
-.set L_PSUM, 0
-.set L_S, 8192
-.set L_HPRE, 12288
-.set L_FLAG, 12416
+.set L_S, 18432
+.set L_HPRE, 34816
+.set L_FLAG, 35328
+.set TILE, 4
 
 .macro LOAD_X_DYN dst
   s_cmp_eq_u32 s39, 0
@@ -61,36 +64,49 @@
   .endif
 .endm
 
-// Phase A inner loop over this workgroup's k slice for the current chunk of 16 rows.
+// Phase A inner loop over this workgroup's k slice for the current chunk of 16 rows and the
+// tile's 4 tokens (x row pointers s[94:102)); bf selects the storage of x.
 .macro KLOOP bf
   s_mov_b32 s50, s41                     // k0 = k_begin
   v_add_u32 v1, s41, v0
   v_lshlrev_b32 v1, 2, v1                // k * 4 (phi byte offset)
 .Lk_\bf:
-  v_lshrrev_b32 v36, 2, v1
-  v_cmp_gt_u32 vcc, s42, v36             // k < k_end
+  v_lshrrev_b32 v93, 2, v1
+  v_cmp_gt_u32 vcc, s42, v93             // k < k_end
   s_and_saveexec_b64 s[52:53], vcc
   s_cbranch_execz .Lk_next_\bf
   .if \bf
-    v_lshrrev_b32 v37, 1, v1
+    v_lshrrev_b32 v2, 1, v1
   .else
-    v_mov_b32 v37, v1
+    v_mov_b32 v2, v1
   .endif
-  LOAD_X v2, v37, s[44:45], \bf
+  .set tt, 0
+  .rept TILE
+    LOAD_X v[72+tt], v2, s[94+2*tt:95+2*tt], \bf
+    .set tt, tt+1
+  .endr
   .set q, 0
   .rept ROWS
-    global_load_dword v[20+q], v1, s[60+2*q:61+2*q]
+    global_load_dword v[76+q], v1, s[60+2*q:61+2*q]
     .set q, q+1
   .endr
   s_waitcnt vmcnt(0)
-  .if \bf
-    v_lshlrev_b32 v2, 16, v2
-  .endif
-  v_fmac_f32 v19, v2, v2
-  .set q, 0
-  .rept ROWS
-    v_fmac_f32 v[3+q], v[20+q], v2
-    .set q, q+1
+  .set tt, 0
+  .rept TILE
+    .if \bf
+      v_lshlrev_b32 v[72+tt], 16, v[72+tt]
+    .endif
+    v_fmac_f32 v[68+tt], v[72+tt], v[72+tt]
+    .set tt, tt+1
+  .endr
+  .set tt, 0
+  .rept TILE
+    .set q, 0
+    .rept ROWS
+      v_fmac_f32 v[4+16*tt+q], v[76+q], v[72+tt]
+      .set q, q+1
+    .endr
+    .set tt, tt+1
   .endr
 .Lk_next_\bf:
   s_mov_b64 exec, s[52:53]
@@ -98,6 +114,104 @@
   s_addk_i32 s50, 0x100
   s_cmp_lt_u32 s50, s42
   s_cbranch_scc1 .Lk_\bf
+.endm
+
+// Reduces token tt's 17 per-lane sums over the workgroup and stores the partials of rows
+// m0 .. m0 + 15 (and ss at M in the first chunk) to work[t0 + tt][g] when t0 + tt < T.
+.macro REDUCE tt
+  .set q, 0
+  .rept ROWS
+    ds_write_b32 v92, v[4+16*\tt+q] offset:1024*q
+    .set q, q+1
+  .endr
+  ds_write_b32 v92, v[68+\tt] offset:16384
+  s_waitcnt lgkmcnt(0)
+  s_barrier
+  v_lshrrev_b32 v93, 4, v0
+  v_and_b32 v94, 15, v0
+  v_lshlrev_b32 v95, 10, v93
+  v_lshl_add_u32 v95, v94, 6, v95       // 1024 q + 64 part
+  v_mov_b32 v96, 0
+  .set i, 0
+  .rept 16
+    ds_read_b32 v[76+i], v95 offset:4*i
+    .set i, i+1
+  .endr
+  s_waitcnt lgkmcnt(0)
+  .set i, 0
+  .rept 16
+    v_add_f32 v96, v96, v[76+i]
+    .set i, i+1
+  .endr
+  ds_write_b32 v92, v96 offset:17408
+  v_cmp_gt_u32 vcc, 16, v0
+  s_and_saveexec_b64 s[52:53], vcc
+  v_lshlrev_b32 v95, 6, v0
+  v_mov_b32 v96, 0
+  .set i, 0
+  .rept 16
+    ds_read_b32 v[76+i], v95 offset:16384+4*i
+    .set i, i+1
+  .endr
+  s_waitcnt lgkmcnt(0)
+  .set i, 0
+  .rept 16
+    v_add_f32 v96, v96, v[76+i]
+    .set i, i+1
+  .endr
+  ds_write_b32 v92, v96 offset:18432
+  s_mov_b64 exec, s[52:53]
+  s_waitcnt lgkmcnt(0)
+  s_barrier
+  // work-items 0..16 finish row q = tid; token t0 + tt must exist.
+  s_add_u32 s48, s92, \tt
+  s_cmp_lt_u32 s48, s26
+  s_cbranch_scc0 .Lred_done_\@
+  v_cmp_gt_u32 vcc, 17, v0
+  s_and_saveexec_b64 s[52:53], vcc
+  s_cbranch_execz .Lred_exit_\@
+  v_lshlrev_b32 v95, 6, v0
+  v_mov_b32 v96, 0
+  .set i, 0
+  .rept 16
+    ds_read_b32 v[76+i], v95 offset:17408+4*i
+    .set i, i+1
+  .endr
+  s_waitcnt lgkmcnt(0)
+  .set i, 0
+  .rept 16
+    v_add_f32 v96, v96, v[76+i]
+    .set i, i+1
+  .endr
+  // &work[t][g] = work + ((t G + g)(M + 1)) 4
+  s_mul_i32 s49, s48, s31
+  s_add_u32 s49, s49, s2
+  s_add_u32 s51, s37, 1
+  s_mul_i32 s49, s49, s51
+  s_lshl_b32 s49, s49, 2
+  s_add_u32 s58, s22, s49
+  s_addc_u32 s59, s23, 0
+  v_add_u32 v93, s46, v0
+  v_cmp_gt_u32 vcc, s37, v93
+  s_and_b64 vcc, vcc, exec
+  v_cmp_gt_u32 s[54:55], 16, v0
+  s_and_b64 vcc, vcc, s[54:55]
+  s_mov_b64 s[56:57], exec
+  s_mov_b64 exec, vcc
+  v_lshlrev_b32 v93, 2, v93
+  global_store_dword v93, v96, s[58:59]
+  s_mov_b64 exec, s[56:57]
+  s_cmp_eq_u32 s46, 0
+  s_cbranch_scc0 .Lred_exit_\@
+  v_cmp_eq_u32 vcc, 16, v0
+  s_and_b64 exec, exec, vcc
+  s_cbranch_execz .Lred_exit_\@
+  s_lshl_b32 s48, s37, 2
+  v_mov_b32 v93, s48
+  global_store_dword v93, v96, s[58:59]
+.Lred_exit_\@:
+  s_mov_b64 exec, s[52:53]
+.Lred_done_\@:
 .endm
 
 // S[k] /= (sum_k S[k] + eps) along one line per lane (vbase: first element, sstride: bytes).
@@ -146,6 +260,9 @@ mhc_pre:
   s_and_b32 s39, s35, 1                  // bf16?
   s_sub_u32 s38, 2, s39                  // log2(bytes per element)
   s_movk_i32 s43, 0x7fff
+  s_lshl_b32 s92, s3, 2                  // t0 = 4 tile
+  s_sub_u32 s93, s26, s92
+  s_min_u32 s93, s93, TILE               // tokens of this tile
   // k slice per workgroup: Kc = the least multiple of 256 with Kc G >= K.
   s_movk_i32 s40, 0x100
 .Lkc:
@@ -159,21 +276,20 @@ mhc_pre:
   s_add_u32 s42, s41, s40
   s_min_u32 s42, s42, s36                // k_end
   s_lshl_b32 s47, s36, 2                 // K * 4
-  // &x[t]
-  s_mul_i32 s48, s3, s29
-  s_mul_hi_u32 s49, s3, s29
-  s_lshl_b64 s[48:49], s[48:49], s38
-  s_add_u32 s44, s4, s48
-  s_addc_u32 s45, s5, s49
-  // &work[t][g] = work + ((t G + g)(M + 1)) * 4
-  s_add_u32 s48, s37, 1
-  s_mul_i32 s49, s3, s31
-  s_add_u32 s49, s49, s2
-  s_mul_i32 s49, s49, s48
-  s_lshl_b32 s49, s49, 2
-  s_add_u32 s58, s22, s49
-  s_addc_u32 s59, s23, 0
-  v_lshlrev_b32 v38, 2, v0
+  // x row pointers of the tile's tokens (past T: the last token, results dropped).
+  s_sub_u32 s50, s26, 1
+  .set tt, 0
+  .rept TILE
+    s_add_u32 s48, s92, tt
+    s_min_u32 s48, s48, s50
+    s_mul_hi_u32 s49, s48, s29
+    s_mul_i32 s48, s48, s29
+    s_lshl_b64 s[48:49], s[48:49], s38
+    s_add_u32 s[94+2*tt], s4, s48
+    s_addc_u32 s[95+2*tt], s5, s49
+    .set tt, tt+1
+  .endr
+  v_lshlrev_b32 v92, 2, v0
 
   // ================= Phase A: partial projection over the k slice =================
   s_mov_b32 s46, 0                       // m0
@@ -190,8 +306,8 @@ mhc_pre:
     .set q, q+1
   .endr
   .set q, 0
-  .rept ROWS + 1
-    v_mov_b32 v[3+q], 0
+  .rept 68
+    v_mov_b32 v[4+q], 0
     .set q, q+1
   .endr
   s_cmp_eq_u32 s39, 0
@@ -201,92 +317,15 @@ mhc_pre:
 .Lbf16:
   KLOOP 1
 .Lreduce:
-  .set q, 0
-  .rept ROWS + 1
-    ds_write_b32 v38, v[3+q] offset:1024*q
-    .set q, q+1
-  .endr
-  s_waitcnt lgkmcnt(0)
-  s_barrier
-  v_lshrrev_b32 v36, 4, v0
-  v_and_b32 v37, 15, v0
-  v_lshlrev_b32 v39, 10, v36
-  v_lshl_add_u32 v39, v37, 6, v39
-  v_mov_b32 v40, 0
-  .set i, 0
-  .rept 16
-    ds_read_b32 v[20+i], v39 offset:4*i
-    .set i, i+1
-  .endr
-  s_waitcnt lgkmcnt(0)
-  .set i, 0
-  .rept 16
-    v_add_f32 v40, v40, v[20+i]
-    .set i, i+1
-  .endr
-  ds_write_b32 v38, v40 offset:17408
-  v_cmp_gt_u32 vcc, 16, v0
-  s_and_saveexec_b64 s[52:53], vcc
-  v_lshlrev_b32 v39, 6, v0
-  v_mov_b32 v40, 0
-  .set i, 0
-  .rept 16
-    ds_read_b32 v[20+i], v39 offset:16384+4*i
-    .set i, i+1
-  .endr
-  s_waitcnt lgkmcnt(0)
-  .set i, 0
-  .rept 16
-    v_add_f32 v40, v40, v[20+i]
-    .set i, i+1
-  .endr
-  ds_write_b32 v38, v40 offset:18432
-  s_mov_b64 exec, s[52:53]
-  s_waitcnt lgkmcnt(0)
-  s_barrier
-  // Work-items 0..16 finish row q = tid and store the partial: logits at m0 + q (< M), the
-  // sum of squares (q = 16) at M, once (first chunk).
-  v_cmp_gt_u32 vcc, 17, v0
-  s_and_saveexec_b64 s[52:53], vcc
-  s_cbranch_execz .Lnext_chunk
-  v_lshlrev_b32 v39, 6, v0
-  v_mov_b32 v40, 0
-  .set i, 0
-  .rept 16
-    ds_read_b32 v[20+i], v39 offset:17408+4*i
-    .set i, i+1
-  .endr
-  s_waitcnt lgkmcnt(0)
-  .set i, 0
-  .rept 16
-    v_add_f32 v40, v40, v[20+i]
-    .set i, i+1
-  .endr
-  v_add_u32 v36, s46, v0
-  v_cmp_gt_u32 vcc, s37, v36
-  s_and_b64 vcc, vcc, exec
-  v_cmp_gt_u32 s[54:55], 16, v0
-  s_and_b64 vcc, vcc, s[54:55]
-  s_mov_b64 s[56:57], exec
-  s_mov_b64 exec, vcc
-  v_lshlrev_b32 v36, 2, v36
-  global_store_dword v36, v40, s[58:59]
-  s_mov_b64 exec, s[56:57]
-  s_cmp_eq_u32 s46, 0
-  s_cbranch_scc0 .Lnext_chunk
-  v_cmp_eq_u32 vcc, 16, v0
-  s_and_b64 exec, exec, vcc
-  s_cbranch_execz .Lnext_chunk
-  s_lshl_b32 s48, s37, 2
-  v_mov_b32 v36, s48
-  global_store_dword v36, v40, s[58:59]
-.Lnext_chunk:
-  s_mov_b64 exec, s[52:53]
+  REDUCE 0
+  REDUCE 1
+  REDUCE 2
+  REDUCE 3
   s_add_u32 s46, s46, ROWS
   s_cmp_lt_u32 s46, s37
   s_cbranch_scc1 .Lchunk
 
-  // ================= Phase B: count finished workgroups of token t =================
+  // ================= Phase B: count finished workgroups of this tile =================
   s_waitcnt vmcnt(0)
   s_barrier
   v_cmp_eq_u32 vcc, 0, v0
@@ -312,17 +351,22 @@ mhc_pre:
   v_readfirstlane_b32 s48, v3
   s_sub_u32 s49, s31, 1
   s_cmp_lg_u32 s48, s49
-  s_cbranch_scc1 .Lend                   // not the last workgroup of this token
+  s_cbranch_scc1 .Lend                   // not the last workgroup of this tile
 
-  // ================= Phase C: the last workgroup finishes token t =================
-  // Sums of the G partials, in g order: lane = logit m (m <= M; m = M is the sum of squares).
+  // ================= Phase C: the last workgroup finishes the tile =================
+  // Sums of the G partials, in g order: lane = logit m (m <= M; m = M is the sum of squares);
+  // token tt's sums at LDS 4608 tt.
   s_add_u32 s48, s37, 1                  // M + 1
-  s_mul_i32 s49, s3, s31
+  s_lshl_b32 s51, s48, 2                 // bytes per partial row
+  s_mov_b32 s84, 0                       // tt
+.Lsum_t:
+  s_add_u32 s49, s92, s84
+  s_mul_i32 s49, s49, s31
   s_mul_i32 s49, s49, s48
   s_lshl_b32 s49, s49, 2
   s_add_u32 s58, s22, s49
   s_addc_u32 s59, s23, 0                 // &work[t][0]
-  s_lshl_b32 s51, s48, 2                 // bytes per partial row
+  s_mul_i32 s85, s84, 4608               // LDS base of token tt's sums
   v_lshlrev_b32 v1, 2, v0                // m * 4
   s_mov_b32 s46, 0
 .Lsum_m:
@@ -341,21 +385,32 @@ mhc_pre:
   s_add_u32 s50, s50, 1
   s_cmp_lt_u32 s50, s31
   s_cbranch_scc1 .Lsum_g
-  ds_write_b32 v1, v3                    // L_PSUM + 4 m
+  v_add_u32 v5, s85, v1
+  ds_write_b32 v5, v3
 .Lsum_m_next:
   s_mov_b64 exec, s[52:53]
   v_add_u32 v1, 0x400, v1
   s_addk_i32 s46, 0x100
   s_cmp_le_u32 s46, s37
   s_cbranch_scc1 .Lsum_m
+  s_add_u32 s84, s84, 1
+  s_cmp_lt_u32 s84, s93
+  s_cbranch_scc1 .Lsum_t
   s_waitcnt lgkmcnt(0)
   s_barrier
+  s_mov_b32 s83, s3                      // keep the tile index (counter reset)
   v_lshrrev_b32 v1, 6, v0
-  v_readfirstlane_b32 s48, v1
-  s_cmp_lg_u32 s48, 0
-  s_cbranch_scc1 .Lcoeffs_done           // waves 1..3 wait at the barrier below
-
-  // ---- wave 0: coefficients of token t (as mhc_coeffs).
+  v_readfirstlane_b32 s48, v1            // wave w
+  s_cmp_ge_u32 s48, s93
+  s_cbranch_scc1 .Lcoeffs_done           // no token for this wave
+  s_add_u32 s3, s92, s48                 // t = t0 + w
+  s_mul_i32 s80, s48, 4608
+  s_lshl_b32 s81, s48, 12
+  s_add_u32 s81, s81, L_S
+  s_lshl_b32 s82, s48, 7
+  s_add_u32 s82, s82, L_HPRE
+  // ---- wave w: coefficients of token t0 + w (as mhc_coeffs); LDS bases s80 (sums), s81 (S),
+  // s82 (h_pre) of this token.
   v_and_b32 v1, 63, v0                   // lane
   s_load_dword s60, s[8:9], 0x0          // scale[0]
   s_load_dwordx2 s[62:63], s[8:9], 0x4   // scale[1], scale[2]
@@ -376,6 +431,7 @@ mhc_pre:
   s_addc_u32 s73, s17, 0                 // &h_res[t]
   // inv_rms = 1 / sqrt(ss / K + eps_norm), ss = L_PSUM[M]
   s_lshl_b32 s48, s37, 2
+  s_add_u32 s48, s48, s80
   v_mov_b32 v2, s48
   ds_read_b32 v3, v2
   v_cvt_f32_u32 v4, s36
@@ -400,7 +456,8 @@ mhc_pre:
   s_and_saveexec_b64 s[52:53], vcc
   s_cbranch_execz .Lm_next
   v_lshlrev_b32 v3, 2, v2
-  ds_read_b32 v4, v3                     // P[m]
+  v_add_u32 v4, s80, v3
+  ds_read_b32 v4, v4                     // P[m]
   global_load_dword v5, v3, s[10:11]     // base[m]
   v_mov_b32 v6, s63
   v_mov_b32 v7, s62
@@ -424,7 +481,7 @@ mhc_pre:
   v_cmp_gt_u32 vcc, s27, v2
   s_and_saveexec_b64 s[56:57], vcc
   global_store_dword v3, v7, s[68:69]
-  v_add_u32 v9, L_HPRE, v3
+  v_add_u32 v9, s82, v3
   ds_write_b32 v9, v7
   s_andn2_b64 exec, s[56:57], vcc
   v_subrev_u32 v9, s65, v3
@@ -435,8 +492,8 @@ mhc_pre:
   s_and_b64 exec, exec, vcc
   s_cbranch_execz .Lm_next
   v_subrev_u32 v9, s64, v2
-  v_lshlrev_b32 v9, 2, v9
-  ds_write_b32 v9, v4 offset:L_S
+  v_lshl_add_u32 v9, v9, 2, s81
+  ds_write_b32 v9, v4
 .Lm_next:
   s_mov_b64 exec, s[52:53]
   v_add_u32 v2, 64, v2
@@ -448,9 +505,8 @@ mhc_pre:
   v_cmp_gt_u32 vcc, s27, v1
   s_and_saveexec_b64 s[52:53], vcc
   v_mul_lo_u32 v16, v1, s65
-  v_add_u32 v16, L_S, v16
-  v_lshlrev_b32 v17, 2, v1
-  v_add_u32 v17, L_S, v17
+  v_add_u32 v16, s81, v16
+  v_lshl_add_u32 v17, v1, 2, s81
   s_and_b32 s48, s35, 2
   s_cmp_lg_u32 s48, 0
   s_cbranch_scc1 .Lpaper_start
@@ -547,7 +603,8 @@ mhc_pre:
   v_cmp_gt_u32 vcc, s74, v3
   s_and_saveexec_b64 s[52:53], vcc
   s_cbranch_execz .Lw_next
-  ds_read_b32 v5, v2 offset:L_S
+  v_add_u32 v6, s81, v2
+  ds_read_b32 v5, v6
   s_waitcnt lgkmcnt(0)
   global_store_dword v2, v5, s[72:73]
 .Lw_next:
@@ -560,13 +617,24 @@ mhc_pre:
   s_waitcnt lgkmcnt(0)
   s_barrier
 
-  // ---- all waves: a_t[c] = sum_i h_pre[i] x_t[i][c] (lane = channel, runtime loop over i).
+  // ---- all waves: a_t[c] = sum_i h_pre[i] x_t[i][c] for the tile's tokens (lane = channel,
+  // runtime loop over i, weight read from LDS by broadcast).
+  s_lshl_b32 s78, s28, s38               // bytes per stream
+  s_mov_b32 s84, 0                       // tt
+.La_token:
+  s_add_u32 s3, s92, s84                 // t
   s_mul_i32 s48, s3, s30
   s_mul_hi_u32 s49, s3, s30
   s_lshl_b64 s[48:49], s[48:49], s38
   s_add_u32 s76, s20, s48
   s_addc_u32 s77, s21, s49               // &a[t]
-  s_lshl_b32 s78, s28, s38               // bytes per stream
+  s_mul_i32 s48, s3, s29
+  s_mul_hi_u32 s49, s3, s29
+  s_lshl_b64 s[48:49], s[48:49], s38
+  s_add_u32 s44, s4, s48
+  s_addc_u32 s45, s5, s49                // &x[t]
+  s_lshl_b32 s85, s84, 7
+  s_add_u32 s85, s85, L_HPRE             // LDS h_pre of token tt
   s_mov_b32 s46, 0
 .La_chunk:
   v_add_u32 v1, s46, v0
@@ -575,7 +643,7 @@ mhc_pre:
   s_cbranch_execz .La_next
   v_lshlrev_b32 v2, s38, v1
   v_mov_b32 v3, 0                        // acc
-  v_mov_b32 v4, L_HPRE
+  v_mov_b32 v4, s85
   s_mov_b64 s[54:55], s[44:45]
   s_mov_b32 s50, 0
 .La_stream:
@@ -603,11 +671,14 @@ mhc_pre:
   s_addk_i32 s46, 0x100
   s_cmp_lt_u32 s46, s28
   s_cbranch_scc1 .La_chunk
+  s_add_u32 s84, s84, 1
+  s_cmp_lt_u32 s84, s93
+  s_cbranch_scc1 .La_token
   // Leave the counter at zero for the next launch (stream order makes this safe).
   v_cmp_eq_u32 vcc, 0, v0
   s_and_saveexec_b64 s[52:53], vcc
   s_cbranch_execz .Lend
-  s_lshl_b32 s48, s3, 2
+  s_lshl_b32 s48, s83, 2
   v_mov_b32 v1, s48
   v_mov_b32 v2, 0
   global_store_dword v1, v2, s[24:25]
@@ -619,7 +690,7 @@ mhc_pre:
 .rodata
 .p2align 6
 .amdhsa_kernel mhc_pre
-  .amdhsa_group_segment_fixed_size 18496
+  .amdhsa_group_segment_fixed_size 35344
   .amdhsa_private_segment_fixed_size 0
   .amdhsa_kernarg_size 128
   .amdhsa_user_sgpr_count 2
@@ -627,9 +698,9 @@ mhc_pre:
   .amdhsa_system_sgpr_workgroup_id_x 1
   .amdhsa_system_sgpr_workgroup_id_y 1
   .amdhsa_system_vgpr_workitem_id 0
-  .amdhsa_next_free_vgpr 41
-  .amdhsa_next_free_sgpr 92
-  .amdhsa_accum_offset 44
+  .amdhsa_next_free_vgpr 100
+  .amdhsa_next_free_sgpr 102
+  .amdhsa_accum_offset 100
   .amdhsa_float_denorm_mode_32 3
   .amdhsa_float_denorm_mode_16_64 3
 .end_amdhsa_kernel
@@ -642,11 +713,11 @@ amdhsa.kernels:
     .symbol: mhc_pre.kd
     .kernarg_segment_size: 128
     .kernarg_segment_align: 8
-    .group_segment_fixed_size: 18496
+    .group_segment_fixed_size: 35344
     .private_segment_fixed_size: 0
     .wavefront_size: 64
-    .sgpr_count: 98
-    .vgpr_count: 41
+    .sgpr_count: 108
+    .vgpr_count: 100
     .agpr_count: 0
     .max_flat_workgroup_size: 256
     .args:

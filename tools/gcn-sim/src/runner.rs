@@ -216,6 +216,9 @@ impl GcnSimRunner {
     }
 }
 
+/// Tokens per workgroup of `mhc_pre` (one phi load feeds this many tokens).
+const PRE_TILE: usize = 4;
+
 /// Which optional behaviours the `coeffs` kernel runs (its `flags` kernarg).
 const COEFFS_PAPER: usize = 1;
 const COEFFS_HEAD: usize = 2;
@@ -380,7 +383,8 @@ impl GcnSimRunner {
         // Scratch: partial logits (poisoned: a partial read before it is written shows up) and
         // the per-token counters, which start at zero and which the kernel leaves at zero.
         let work = dev.out("work", t * g * (m + 1), false);
-        let counter = dev.mem.alloc("counter", vec![0; 4 * t]);
+        let tiles = t.div_ceil(PRE_TILE);
+        let counter = dev.mem.alloc("counter", vec![0; 4 * tiles]);
         let mut flags = dev.bf16_flag() as usize;
         if cfg.formulation == Formulation::Paper {
             flags |= 2;
@@ -392,7 +396,7 @@ impl GcnSimRunner {
         a.u32("tokens", t)?.u32("streams", n)?.u32("channels", c)?.u32("x_stride", n * c)?.u32("a_stride", c)?;
         a.u32("splits", g)?.u32("iters", cfg.sinkhorn_iters as usize)?;
         a.f32("eps_norm", cfg.eps_norm)?.f32("eps_hc", cfg.eps_hc)?.u32("flags", flags)?;
-        self.go(dev, &a, [g as u32, t as u32, 1])?;
+        self.go(dev, &a, [g as u32, tiles as u32, 1])?;
         if dev.mem.bytes(counter).iter().any(|&b| b != 0) {
             return Err(sim_err(SimError::Launch("mhc_pre left a token counter non-zero".into())));
         }

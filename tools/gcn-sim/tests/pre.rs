@@ -9,14 +9,15 @@ use mhc::config::{Config, Dtype, Formulation, Stage};
 fn pre_split_k_decode_path_and_single_path_agree_with_reference() {
     let seed = common::seed();
     // G = 1 (one workgroup per token), G = 3 (uneven slices), G = 7 with K = 512 (empty slices).
-    for (n, c, t, g) in [(4, 1280, 3, 1), (4, 1280, 3, 3), (2, 256, 2, 7), (8, 64, 2, 2), (32, 16, 1, 2)] {
+    // T = 3, 6, 9: partial last tiles of 4 tokens.
+    for (n, c, t, g) in [(4, 1280, 3, 1), (4, 1280, 6, 3), (2, 256, 9, 7), (8, 64, 2, 2), (32, 16, 5, 2)] {
         for f in [Formulation::DeepSeekV4, Formulation::Paper] {
             for dtype in [Dtype::F32, Dtype::Bf16] {
                 let cfg = Config::new(n, c).with_formulation(f);
                 let sim = common::check_on(GcnSimRunner::with_splits(g), Stage::Pre, &cfg, dtype, t, seed, 0.02);
                 let launches = sim.last_stats.borrow();
                 assert_eq!(launches.len(), 1, "pre is one launch");
-                assert_eq!(launches[0].1.waves, (4 * g * t) as u64);
+                assert_eq!(launches[0].1.waves, (4 * g * t.div_ceil(4)) as u64);
             }
         }
     }
