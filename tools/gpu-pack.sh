@@ -49,6 +49,14 @@ for t in "$here"/gpu_*; do
   echo "$name rc=$rc: $(grep -E '^test result' "$out/$name.log" | tail -1)"
   [ $rc -eq 0 ] || { status=1; grep -E 'panicked|FAILED|error' "$out/$name.log" | head -20; }
 done
+if [ "${MHC_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  for tool in memcheck racecheck; do
+    for t in "$here"/gpu_*; do
+      MHC_GPU_SMALL=1 compute-sanitizer --tool $tool --error-exitcode 99 "$t" --test-threads=1 > "$out/sanitizer-$tool-$(basename "$t").log" 2>&1
+      echo "compute-sanitizer $tool $(basename "$t") rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool-$(basename "$t").log" | tail -1)"
+    done
+  done
+fi
 if [ "${MHC_SKIP_BENCH:-0}" != 1 ]; then
   "$here/mhc" bench --device cuda --json "$out/bench.json" --svg "$out/bench.svg" ${MHC_BENCH_ARGS:-} > "$out/bench.txt" 2>&1
   echo "bench rc=$?"; cat "$out/bench.txt"

@@ -4,11 +4,9 @@ use crate::embedded::EmbeddedImage;
 
 /// Every file under `asm/bin`, sorted by path.
 pub static IMAGES: &[EmbeddedImage] = &[
-    EmbeddedImage { path: "asm/bin/gfx942/apply.hsaco", bytes: include_bytes!("../../asm/bin/gfx942/apply.hsaco") },
     EmbeddedImage { path: "asm/bin/gfx942/coeffs.hsaco", bytes: include_bytes!("../../asm/bin/gfx942/coeffs.hsaco") },
     EmbeddedImage { path: "asm/bin/gfx942/post.hsaco", bytes: include_bytes!("../../asm/bin/gfx942/post.hsaco") },
     EmbeddedImage { path: "asm/bin/gfx942/pre.hsaco", bytes: include_bytes!("../../asm/bin/gfx942/pre.hsaco") },
-    EmbeddedImage { path: "asm/bin/gfx942/proj.hsaco", bytes: include_bytes!("../../asm/bin/gfx942/proj.hsaco") },
     EmbeddedImage { path: "asm/bin/gfx942/rmsnorm.hsaco", bytes: include_bytes!("../../asm/bin/gfx942/rmsnorm.hsaco") },
     EmbeddedImage { path: "asm/bin/gfx942/static.hsaco", bytes: include_bytes!("../../asm/bin/gfx942/static.hsaco") },
     EmbeddedImage { path: "asm/bin/sm100/coeffs.cubin", bytes: include_bytes!("../../asm/bin/sm100/coeffs.cubin") },

@@ -1,4 +1,5 @@
-// mhc_pre: the whole `pre` stage of MATH.md (stages 1-3) in ONE launch, gfx942 (CDNA3), wave64.
+// mhc_pre: the whole `pre` stage of MATH.md (stages 1-3) in ONE launch, gfx942 (CDNA3), wave64;
+// also `head` (flags bit 2: the same projection with M = n, sigmoid weights, the collapse).
 // A workgroup owns a tile of 4 tokens; the K = n C reduction of the tile is split over G
 // workgroups (G = 1 for many tokens; G > 1 for decode), and the last one to finish completes it.
 //
@@ -28,7 +29,8 @@
 // SGPRs: 102 (s[60:92) phi row bases, s[94:102) x row pointers in phase A).
 // Kernargs (128 B): x, phi, scale, base, h_pre, h_post, h_res, inv_rms, a, work, counter (u64),
 //   tokens, streams, channels, x_stride, a_stride, splits (G), iters, eps_norm (f32),
-//   eps_hc (f32), flags (bit 0 bf16 storage, bit 1 Paper). work: T G (M + 1) f32; counter:
+//   eps_hc (f32), flags (bit 0 bf16 storage, bit 1 Paper, bit 2 head: M = n logits, h = sigma + eps
+//   into h_pre, no Sinkhorn, a = the head's output). work: T G (M + 1) f32; counter:
 //   ceil(T / 4) u32, zero before the first launch (the kernel leaves it zero).
 // Per token, measured on the simulator (n = 4, C = 4096, bf16): see asm/gcn/README.md. Phi is
 //   read from L2 once per 4 tokens (M K 4 B / 4 = 0.4 MB at n = 4, C = 4096), x once per 16
@@ -257,6 +259,8 @@ mhc_pre:
   s_mul_i32 s37, s27, s27
   s_lshl_b32 s47, s27, 1
   s_add_u32 s37, s37, s47                // M
+  s_and_b32 s48, s35, 4
+  s_cselect_b32 s37, s27, s37            // head (flags bit 2): M = n
   s_and_b32 s39, s35, 1                  // bf16?
   s_sub_u32 s38, 2, s39                  // log2(bytes per element)
   s_movk_i32 s43, 0x7fff
@@ -413,12 +417,17 @@ mhc_pre:
   // s82 (h_pre) of this token.
   v_and_b32 v1, 63, v0                   // lane
   s_load_dword s60, s[8:9], 0x0          // scale[0]
+  s_and_b32 s48, s35, 4
+  s_cbranch_scc1 .Lhead_scale            // head: scale has one element
   s_load_dwordx2 s[62:63], s[8:9], 0x4   // scale[1], scale[2]
+.Lhead_scale:
   s_lshl_b32 s64, s27, 1                 // 2n
   s_lshl_b32 s65, s27, 2                 // 4n
   s_and_b32 s48, s35, 2
   s_cmp_lg_u32 s48, 0
   s_cselect_b32 s66, 0, s34              // eps added to h_pre (V4 only)
+  s_and_b32 s48, s35, 4
+  s_cselect_b32 s66, s34, s66            // head: + eps_hc as well
   s_mul_i32 s74, s27, s27                // n^2
   s_mul_i32 s48, s3, s65
   s_add_u32 s68, s12, s48
@@ -501,6 +510,8 @@ mhc_pre:
   s_cmp_lt_u32 s46, s37
   s_cbranch_scc1 .Lm_loop
   s_waitcnt lgkmcnt(0)
+  s_and_b32 s48, s35, 4
+  s_cbranch_scc1 .Lcoeffs_done           // head: no h_post, no Sinkhorn
   // Sinkhorn on lanes < n: v16 row base, v17 column base.
   v_cmp_gt_u32 vcc, s27, v1
   s_and_saveexec_b64 s[52:53], vcc

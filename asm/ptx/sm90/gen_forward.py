@@ -138,6 +138,23 @@ def load_f32_run(k, prefix, addr, count, off=0, space="global.nc"):
     return vals
 
 
+def tree_sum(k, dst, vals, tag):
+    """dst = sum of vals by pairwise levels (log2 depth; a fixed order, so deterministic)."""
+    level = list(vals)
+    depth = 0
+    while len(level) > 1:
+        nxt = []
+        for i in range(0, len(level) - 1, 2):
+            r = k.r("f32", f"{tag}{depth}_{i // 2}")
+            k.e(f"add.f32 {r}, {level[i]}, {level[i + 1]};")
+            nxt.append(r)
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+        depth += 1
+    k.e(f"mov.f32 {dst}, {level[0]};")
+
+
 def sigmoid(k, dst, z, tag):
     """dst = 1 / (1 + 2^(-z * log2 e)); ex2.approx has ~2 ulp relative error, rcp.rn is exact."""
     a = k.r("f32", f"{tag}_a")
@@ -156,10 +173,10 @@ POST_ARGS = """// struct PostArgs (80 bytes, src/device/cuda/kernels.rs):
 //   +64 items (T * chunks)  +68 chunks (C / V)  +72 cbytes (C * esize)  +76 pad   (u32)"""
 
 
-def post_kernel(form, dtype, n):
-    V = vchan(n)
+def post_kernel(form, dtype, n, V=None):
+    name = f"mhc_post_{form}_{dtype}_n{n}" + (f"_v{V}" if V else "")
+    V = V or vchan(n)
     es = ESIZE[dtype]
-    name = f"mhc_post_{form}_{dtype}_n{n}"
     k = K()
     p = lambda s: k.r("b64", s)
     u = lambda s: k.r("b32", s)
@@ -270,6 +287,19 @@ def write_post():
         for dtype in DTYPES:
             for n in NS:
                 nm, txt = post_kernel(form, dtype, n)
+                names.append(nm)
+                out.append(txt)
+    out.append("""
+// ----------------------------------------------------------------------------------------------
+// Decode variants (T <= 16, n <= 4): the same code with V = 2 channels per thread, i.e. 4x the
+// threads of the V = 8 kernels for bf16, so that a handful of tokens still spreads over every SM
+// (T = 16, C = 4096: 256 CTAs instead of 64) and each SM has fewer bytes queued behind one DRAM
+// round trip. Selected by the plan for T <= 16.
+""")
+    for form in ["v4", "paper"]:
+        for dtype in DTYPES:
+            for n in [1, 2, 4]:
+                nm, txt = post_kernel(form, dtype, n, V=2)
                 names.append(nm)
                 out.append(txt)
     open(os.path.join(HERE, "post.ptx"), "w").write("\n".join(out))
@@ -428,43 +458,65 @@ def head_kernel(dtype, n):
     k.e(f"st.shared.f32 [{ha}], {h};")
     k.label("COEF_END")
     k.e("bar.sync 0;")
-    k.comment(f"phase 2: out[t][c] = sum_i h[t][i] x[t][i][c], chunks of V2={V2} channels; the x rows")
-    k.comment("were read in phase 1 a moment ago by this CTA, so these reads hit L2 (or L1)")
+    U = max(1, min(4, 128 // (n * V2)))
+    k.comment(f"phase 2: out[t][c] = sum_i h[t][i] x[t][i][c]. Items (tt, chunk of V2={V2} channels) of the")
+    k.comment(f"whole tile are flattened and taken {U} at a time per thread, all loads of the {U} items issued")
+    k.comment("before any FMA: the x rows were read in phase 1 moments ago, so these are L2/L1 hits whose")
+    k.comment("latency the unrolling hides. Item tokens past T are clamped for the loads and not stored.")
     k.e(f"mov.u64 {hsa}, shs;")
     cb64 = p("cb64")
     k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
-    for tt in range(TT):
-        k.e(f"add.u32 {tmp}, {t0}, {tt};")
-        k.e(f"setp.ge.u32 {pr}, {tmp}, {tokens};")
-        k.e(f"@{pr} bra P2_END;")
-        orow = p(f"orow{tt}")
-        t64 = p(f"ot64_{tt}")
-        k.e(f"cvt.u64.u32 {t64}, {tmp};")
-        k.e(f"mad.lo.u64 {orow}, {t64}, {so}, {po};")
-        hv = load_f32_run(k, f"hv{tt}_", hsa, n, off=4 * tt * n, space="shared")
-        k.e(f"mov.u32 {q}, {tid};")
-        k.label(f"P2_LOOP{tt}")
-        k.e(f"setp.ge.u32 {pr}, {q}, {cchunks};")
-        k.e(f"@{pr} bra P2_NEXT{tt};")
-        co = p(f"co{tt}")
-        k.e(f"mul.wide.u32 {co}, {q}, {V2 * es};")
-        xa = [p(f"x2a{tt}_{i}") for i in range(n)]
-        k.e(f"add.u64 {xa[0]}, {rows[tt]}, {co};")
+    items2 = u("items2")
+    k.e(f"mul.lo.u32 {items2}, {cchunks}, {TT};")
+    k.e(f"mov.u32 {q}, {tid};")
+    k.label("P2_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {q}, {items2};")
+    k.e(f"@{pr} bra P2_END;")
+    valid, xs_u, hv_u, orow_u = [], [], [], []
+    for uu in range(U):
+        it, ttu, chu, tok = u(f"it{uu}"), u(f"ttu{uu}"), u(f"chu{uu}"), u(f"tok{uu}")
+        pv = k.r("pred", f"pv{uu}")
+        k.e(f"add.u32 {it}, {q}, {uu * THREADS};")
+        k.e(f"setp.lt.u32 {pv}, {it}, {items2};")
+        k.e(f"div.u32 {ttu}, {it}, {cchunks};")
+        k.e(f"mul.lo.u32 {tmp}, {ttu}, {cchunks};")
+        k.e(f"sub.u32 {chu}, {it}, {tmp};")
+        k.e(f"min.u32 {ttu}, {ttu}, {TT - 1};")
+        k.e(f"add.u32 {tok}, {t0}, {ttu};")
+        pt = k.r("pred", f"pt{uu}")
+        k.e(f"setp.lt.u32 {pt}, {tok}, {tokens};")
+        k.e(f"and.pred {pv}, {pv}, {pt};")
+        k.e(f"min.u32 {tok}, {tok}, {last};")
+        t64, xr, orr, co = p(f"t64_{uu}"), p(f"xr{uu}"), p(f"or{uu}"), p(f"co{uu}")
+        k.e(f"cvt.u64.u32 {t64}, {tok};")
+        k.e(f"mul.wide.u32 {co}, {chu}, {V2 * es};")
+        k.e(f"mad.lo.u64 {xr}, {t64}, {sx}, {px};")
+        k.e(f"add.u64 {xr}, {xr}, {co};")
+        k.e(f"mad.lo.u64 {orr}, {t64}, {so}, {po};")
+        k.e(f"add.u64 {orr}, {orr}, {co};")
+        ha = p(f"hta{uu}")
+        k.e(f"mul.wide.u32 {ha}, {ttu}, {4 * n};")
+        k.e(f"add.u64 {ha}, {ha}, {hsa};")
+        hv_u.append(load_f32_run(k, f"hv{uu}_", ha, n, space="shared"))
+        xa = [p(f"x2a{uu}_{i}") for i in range(n)]
+        k.e(f"mov.u64 {xa[0]}, {xr};")
         for i in range(1, n):
             k.e(f"add.u64 {xa[i]}, {xa[i - 1]}, {cb64};")
-        xs = [load_row(k, dtype, f"y{i}", xa[i], V2) for i in range(n)]
-        acc = [k.r("f32", f"oacc{v}") for v in range(V2)]
+        xs_u.append([load_row(k, dtype, f"y{uu}_{i}", xa[i], V2) for i in range(n)])
+        valid.append(pv)
+        orow_u.append(orr)
+    for uu in range(U):
+        acc = [k.r("f32", f"oacc{uu}_{v}") for v in range(V2)]
         for v in range(V2):
-            k.e(f"mul.f32 {acc[v]}, {hv[0]}, {xs[0][v]};")
+            k.e(f"mul.f32 {acc[v]}, {hv_u[uu][0]}, {xs_u[uu][0][v]};")
         for i in range(1, n):
             for v in range(V2):
-                k.e(f"fma.rn.f32 {acc[v]}, {hv[i]}, {xs[i][v]}, {acc[v]};")
-        oa = p(f"oa{tt}")
-        k.e(f"add.u64 {oa}, {orow}, {co};")
-        store_row(k, dtype, acc, oa, tag="ho")
-        k.e(f"add.u32 {q}, {q}, {THREADS};")
-        k.e(f"bra.uni P2_LOOP{tt};")
-        k.label(f"P2_NEXT{tt}")
+                k.e(f"fma.rn.f32 {acc[v]}, {hv_u[uu][i]}, {xs_u[uu][i][v]}, {acc[v]};")
+        k.e(f"@!{valid[uu]} bra P2_SKIP{uu};")
+        store_row(k, dtype, acc, orow_u[uu], tag=f"ho{uu}")
+        k.label(f"P2_SKIP{uu}")
+    k.e(f"add.u32 {q}, {q}, {U * THREADS};")
+    k.e("bra.uni P2_LOOP;")
     k.label("P2_END")
     k.e("ret;")
     return name, f""".visible .entry {name}(
@@ -541,23 +593,25 @@ def static_kernel(dtype, n):
     k.e(f"mov.u64 {sH}, ss_h;")
     k.e(f"mov.u64 {sR}, ss_red;")
     k.e(f"mov.u64 {sA}, ss_a;")
-    k.comment("prologue (warp 0, lane = row/column): the coefficients every token shares")
+    k.comment("every thread: h_pre[j] = sigma(H_pre[j]) in registers (phase A needs nothing else, so it")
+    k.comment("starts while warp 0 runs the Sinkhorn; the first reduction barrier publishes h_res, h_post)")
+    hp = [f(f"hpre{j}") for j in range(n)]
+    hl = load_f32_run(k, "hlg", phpl, n)
+    for j in range(n):
+        sigmoid(k, hp[j], hl[j], f"hs{j}")
+    k.comment("prologue (warp 0, lane = row/column): h_post and h_res, shared by every token")
     k.e(f"setp.ge.u32 {pr}, {tid}, {n};")
     k.e(f"@{pr} bra COEF_WAIT;")
     la = p("la")
     k.e(f"mul.wide.u32 {la}, {lane}, 4;")
-    zl, hpre, hpost = f("zl"), f("hpre_c"), f("hpost_c")
+    zl, hpost = f("zl"), f("hpost_c")
     a = p("lga")
-    k.e(f"add.u64 {a}, {phpl}, {la};")
-    k.e(f"ld.global.nc.f32 {zl}, [{a}];")
-    sigmoid(k, hpre, zl, "s1")
     k.e(f"add.u64 {a}, {phol}, {la};")
     k.e(f"ld.global.nc.f32 {zl}, [{a}];")
     sigmoid(k, hpost, zl, "s2")
     k.e(f"add.f32 {hpost}, {hpost}, {hpost};")
     sa = p("sha")
     k.e(f"add.u64 {sa}, {sH}, {la};")
-    k.e(f"st.shared.f32 [{sa}], {hpre};")
     k.e(f"st.shared.f32 [{sa}+128], {hpost};")
     k.comment("Paper start: S[i][j] = exp(Z[i][j] - max_i Z[i][j]); lane j owns column j")
     zc = [f(f"zc{i}") for i in range(n)]
@@ -585,9 +639,7 @@ def static_kernel(dtype, n):
     s, r = f("sks"), f("skr")
     for i in range(n):
         k.e(f"ld.shared.f32 {col[i]}, [{ca}+{4 * i * n}];")
-    k.e(f"mov.f32 {s}, {col[0]};")
-    for i in range(1, n):
-        k.e(f"add.f32 {s}, {s}, {col[i]};")
+    tree_sum(k, s, col, "ct")
     k.e(f"add.f32 {s}, {s}, {eps_hc};")
     k.e(f"rcp.rn.f32 {r}, {s};")
     for i in range(n):
@@ -613,9 +665,7 @@ def static_kernel(dtype, n):
     # row[j] holds column (j + lane) mod n. Summing row[0..n) sums every column once, in an order
     # that depends on the lane: deterministic (fixed per row), not the reference's order; the
     # difference is f32 rounding only.
-    k.e(f"mov.f32 {s}, {row[0]};")
-    for j in range(1, n):
-        k.e(f"add.f32 {s}, {s}, {row[j]};")
+    tree_sum(k, s, row, "rt")
     k.e(f"add.f32 {s}, {s}, {eps_hc};")
     k.e(f"rcp.rn.f32 {r}, {s};")
     for j in range(n):
@@ -626,12 +676,6 @@ def static_kernel(dtype, n):
     k.e("bra SK_LOOP;")
     k.label("SK_END")
     k.label("COEF_WAIT")
-    k.e("bar.sync 0;")
-    k.comment("every thread: h_pre and h_post in registers; h_res rows are read from shared memory")
-    hp = load_f32_run(k, "hpre", sH, n, space="shared")
-    ho = load_f32_run(k, "hpost", sH, n, off=128, space="shared")
-    if n <= 4:
-        R = [load_f32_run(k, f"R{i}_", sS, n, off=4 * i * n, space="shared") for i in range(n)]
     cb64 = p("cb64")
     k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
     k.e(f"mov.u32 {t}, %ctaid.x;")
@@ -694,6 +738,10 @@ def static_kernel(dtype, n):
     k.e(f"fma.rn.f32 {rr}, {tot}, {inv_c}, {eps_f};")
     k.e(f"sqrt.rn.f32 {rr}, {rr};")
     k.e(f"rcp.rn.f32 {rr}, {rr};")
+    k.comment("past the barrier: warp 0's h_post and h_res are visible (broadcast loads)")
+    ho = load_f32_run(k, "hpost", sH, n, off=128, space="shared")
+    if n <= 4:
+        R = [load_f32_run(k, f"R{i}_", sS, n, off=4 * i * n, space="shared") for i in range(n)]
     k.comment("phase B: out[i][c] = sum_j h_res[i][j] x[j][c] + h_post[i] a[c] gamma[c] r; x re-read (L1/L2)")
     k.e(f"mov.u32 {q}, {tid};")
     k.label("PB_LOOP")

@@ -224,16 +224,20 @@ impl CudaDevice {
         let cname = CString::new(desc.entry).map_err(|_| bad("entry name holds a NUL".into()))?;
         let raw = ffi::module_function(module, &cname)
             .map_err(|_| bad(format!("entry {} not found in the image", desc.entry)))?;
+        // The argument struct must be the kernel's only parameter: the code object's parameter
+        // bytes (mhc-loader, EIATTR_CBANK_PARAM_SIZE) and the driver's view of parameter 0 must
+        // both equal its size.
+        let info = mhc_loader::parse(IMAGES[desc.image].bytes)
+            .map_err(|e| bad(format!("mhc-loader cannot read the image: {e}")))?
+            .kernel(desc.entry)
+            .cloned()
+            .ok_or_else(|| bad(format!("entry {} not in the image's kernel list", desc.entry)))?;
         let first = ffi::function_param(raw, 0)?;
-        let second = ffi::function_param(raw, 1)?;
-        match (first, second) {
-            (Some((0, size)), None) if size == desc.param_bytes => {}
-            _ => {
-                return Err(bad(format!(
-                    "{}: parameters {first:?}/{second:?} do not match the {}-byte argument struct",
-                    desc.entry, desc.param_bytes
-                )))
-            }
+        if info.kernarg_bytes as usize != desc.param_bytes || first != Some((0, desc.param_bytes)) {
+            return Err(bad(format!(
+                "{}: parameter bytes {} (code object) / {first:?} (driver) do not match the {}-byte argument struct",
+                desc.entry, info.kernarg_bytes, desc.param_bytes
+            )));
         }
         let attr = |a| ffi::function_attribute(raw, a).map(|v| v as u32);
         let f = Function {

@@ -218,7 +218,9 @@ pub fn function_set_attribute(f: CUfunction, attr: sys::CUfunction_attribute, va
     check("cuFuncSetAttribute", unsafe { sys::cuFuncSetAttribute(f, attr, value) })
 }
 
-/// `(offset, size)` of parameter `index`, or `None` past the last parameter.
+/// `(offset, size)` of parameter `index`, or `None` past the last parameter (only ask for
+/// parameters the code object says exist: past the end the driver reports an API error,
+/// which compute-sanitizer lists).
 pub fn function_param(f: CUfunction, index: usize) -> Result<Option<(usize, usize)>> {
     let (mut off, mut size) = (0usize, 0usize);
     // SAFETY: `f` is a function of a loaded module; out-parameters valid.

@@ -50,6 +50,9 @@ pub struct KernelDesc {
     pub threads: u32,
     /// Dynamic shared memory the kernel may ask for (bytes; 0 = none).
     pub max_dynamic_shared: u32,
+    /// Largest token count this variant is selected for (`usize::MAX`: all). A plan keeps one
+    /// bucket per distinct value, smallest first, so a decode variant precedes the general one.
+    pub max_tokens: usize,
 }
 
 pub const NS: [usize; 6] = [1, 2, 4, 8, 16, 32];
@@ -103,6 +106,29 @@ fn build() -> Vec<KernelDesc> {
                     tokens_per_cta: 1,
                     threads: 128,
                     max_dynamic_shared: 0,
+                    max_tokens: usize::MAX,
+                });
+            }
+        }
+    }
+    // Decode variants of post (V = 2: 4x the threads for a few tokens), n <= 4, T <= 16.
+    for (form, fname) in [(Formulation::DeepSeekV4, "v4"), (Formulation::Paper, "paper")] {
+        for dtype in [Dtype::Bf16, Dtype::F32] {
+            for n in [1, 2, 4] {
+                t.push(KernelDesc {
+                    arch,
+                    stage: Stage::Post,
+                    dtype,
+                    formulation: Some(form),
+                    n,
+                    entry: name("mhc_post_", format!("{fname}_{}_n{n}_v2", dtype.name())),
+                    image: IMG_POST,
+                    param_bytes: std::mem::size_of::<PostArgs>(),
+                    v: 2,
+                    tokens_per_cta: 1,
+                    threads: 128,
+                    max_dynamic_shared: 0,
+                    max_tokens: 16,
                 });
             }
         }
@@ -122,6 +148,7 @@ fn build() -> Vec<KernelDesc> {
                 tokens_per_cta: (64 / n).min(8),
                 threads: 256,
                 max_dynamic_shared: 0,
+                max_tokens: usize::MAX,
             });
         }
     }
@@ -140,6 +167,7 @@ fn build() -> Vec<KernelDesc> {
                 tokens_per_cta: 1,
                 threads: 256,
                 max_dynamic_shared: (STATIC_MAX_C * 4) as u32,
+                max_tokens: usize::MAX,
             });
         }
     }
@@ -157,6 +185,7 @@ fn build() -> Vec<KernelDesc> {
             tokens_per_cta: 1,
             threads: 256,
             max_dynamic_shared: 0,
+            max_tokens: usize::MAX,
         });
     }
     t

@@ -118,8 +118,12 @@ impl Plan {
                     rejected.push(why);
                     continue;
                 }
+                if buckets.iter().any(|b| b.max_tokens == desc.max_tokens) {
+                    // An earlier table row already serves this token range (ties: table order).
+                    continue;
+                }
                 let func = dev.function(slot)?;
-                buckets.push(Bucket { max_tokens: usize::MAX, desc, func });
+                buckets.push(Bucket { max_tokens: desc.max_tokens, desc, func });
             }
             let entry = if buckets.is_empty() {
                 if rejected.is_empty() {
@@ -132,9 +136,11 @@ impl Plan {
                     rejected,
                 })
             } else {
-                // One kernel per stage and configuration today; when several qualify, the
-                // earlier table row serves all token counts (deterministic).
-                buckets.truncate(1);
+                // Smallest range first; the last bucket must cover every token count.
+                buckets.sort_by_key(|b| b.max_tokens);
+                if buckets.last().is_some_and(|b| b.max_tokens != usize::MAX) {
+                    rejected.push(format!("no {stage} variant covers more than {} tokens", buckets.last().map_or(0, |b| b.max_tokens)));
+                }
                 workspace_bytes = workspace_bytes.max(stage_workspace(stage, &cfg, dtype, max_tokens, dev));
                 Ok(buckets)
             };

@@ -224,35 +224,6 @@ const COEFFS_PAPER: usize = 1;
 const COEFFS_HEAD: usize = 2;
 
 impl GcnSimRunner {
-    /// Projection + sum of squares (`mhc_proj`), then coefficients (`mhc_coeffs`): returns the
-    /// device addresses of (P, inv_rms, h_pre, h_post, h_res).
-    #[allow(clippy::too_many_arguments)]
-    fn logits_and_coeffs(
-        &self,
-        dev: &mut Dev,
-        cfg: &Config,
-        t: usize,
-        xa: u64,
-        phi: &[f64],
-        scale: &[f64],
-        base: &[f64],
-        head: bool,
-    ) -> Result<[u64; 5]> {
-        let (n, c) = (cfg.n, cfg.c);
-        let m = if head { n } else { cfg.m() };
-        let proj = kernel("proj", "mhc_proj")?;
-        let phia = dev.f32("phi", phi);
-        let pa = dev.out("p", t * m, false);
-        let ra = dev.out("inv_rms", t, false);
-        let mut a = Args::new(&proj);
-        a.ptr("x", xa)?.ptr("phi", phia)?.ptr("p", pa)?.ptr("inv_rms", ra)?;
-        a.u32("tokens", t)?.u32("streams", n)?.u32("channels", c)?.u32("x_stride", n * c)?;
-        a.f32("eps_norm", cfg.eps_norm)?.u32("flags", dev.bf16_flag() as usize)?.u32("rows", m)?;
-        self.go(dev, &a, [t as u32, 1, 1])?;
-        let [hpre, hpost, hres] = self.coeffs(dev, cfg.formulation, cfg, t, pa, ra, scale, base, head)?;
-        Ok([pa, ra, hpre, hpost, hres])
-    }
-
     /// Coefficients from the raw logits `pa` ([t, M]) and `ra` (inv_rms[t]) (`mhc_coeffs`):
     /// returns the addresses of (h_pre, h_post, h_res); in head mode only h_pre is written.
     #[allow(clippy::too_many_arguments)]
@@ -335,19 +306,6 @@ impl GcnSimRunner {
         Ok(ya)
     }
 
-    /// `a[t] = sum_i h[t][i] x[t][i]` (`mhc_apply`) into a new activation buffer.
-    fn apply(&self, dev: &mut Dev, cfg: &Config, t: usize, xa: u64, ha: u64, name: &str) -> Result<u64> {
-        let (n, c) = (cfg.n, cfg.c);
-        let k = kernel("apply", "mhc_apply")?;
-        let out = dev.out(name, t * c, true);
-        let mut a = Args::new(&k);
-        a.ptr("x", xa)?.ptr("h", ha)?.ptr("a", out)?;
-        a.u32("tokens", t)?.u32("streams", n)?.u32("channels", c)?.u32("x_stride", n * c)?.u32("a_stride", c)?;
-        a.u32("flags", dev.bf16_flag() as usize)?;
-        self.go(dev, &a, [c.div_ceil(BLOCK as usize) as u32, t as u32, 1])?;
-        Ok(out)
-    }
-
     /// `phi` with the optional pre-norm weight folded in (MATH.md: `(v * gamma_k) . phi^T`
     /// equals `v . (phi * gamma_k)^T`; the product is rounded once, to f32).
     fn folded_phi(cfg: &Config, inputs: &Named) -> Vec<f64> {
@@ -366,28 +324,43 @@ impl GcnSimRunner {
         self.pre_on(&mut dev, cfg, t, xa, inputs)
     }
 
-    /// `pre` on the activation at `xa`: one `mhc_pre` launch (split K over G workgroups per
-    /// token, the last one finishing), then `mhc_rmsnorm` when `gamma_f` is set.
-    fn pre_on(&self, dev: &mut Dev, cfg: &Config, t: usize, xa: u64, inputs: &Named) -> Result<Named> {
-        let (n, c, m) = (cfg.n, cfg.c, cfg.m());
+    /// One `mhc_pre` launch on the activation at `xa` (split K over G workgroups per 4-token
+    /// tile, the last one finishing). `head` selects its head mode (M = n, sigmoid weights into
+    /// `h_pre`, no Sinkhorn, `a` = the collapse). Returns (h_pre, h_post, h_res, inv_rms, a).
+    #[allow(clippy::too_many_arguments)]
+    fn pre_launch(
+        &self,
+        dev: &mut Dev,
+        cfg: &Config,
+        t: usize,
+        xa: u64,
+        phi: &[f64],
+        scale: &[f64],
+        base: &[f64],
+        head: bool,
+    ) -> Result<[u64; 5]> {
+        let (n, c) = (cfg.n, cfg.c);
+        let m = if head { n } else { cfg.m() };
         let g = self.splits.unwrap_or_else(|| pre_splits(t, cfg.k())).max(1);
         let k = kernel("pre", "mhc_pre")?;
-        let phi = Self::folded_phi(cfg, inputs);
-        let phia = dev.f32("phi", &phi);
-        let (sa, ba) = (dev.f32("scale", &inputs["scale"].data), dev.f32("base", &inputs["base"].data));
+        let phia = dev.f32("phi", phi);
+        let (sa, ba) = (dev.f32("scale", scale), dev.f32("base", base));
         let hpre = dev.out("h_pre", t * n, false);
-        let hpost = dev.out("h_post", t * n, false);
-        let hres = dev.out("h_res", t * n * n, false);
+        let (hpost, hres) =
+            if head { (hpre, hpre) } else { (dev.out("h_post", t * n, false), dev.out("h_res", t * n * n, false)) };
         let ra = dev.out("inv_rms", t, false);
         let aa = dev.out("a", t * c, true);
         // Scratch: partial logits (poisoned: a partial read before it is written shows up) and
-        // the per-token counters, which start at zero and which the kernel leaves at zero.
+        // the per-tile counters, which start at zero and which the kernel leaves at zero.
         let work = dev.out("work", t * g * (m + 1), false);
         let tiles = t.div_ceil(PRE_TILE);
         let counter = dev.mem.alloc("counter", vec![0; 4 * tiles]);
         let mut flags = dev.bf16_flag() as usize;
         if cfg.formulation == Formulation::Paper {
             flags |= 2;
+        }
+        if head {
+            flags |= 4;
         }
         let mut a = Args::new(&k);
         a.ptr("x", xa)?.ptr("phi", phia)?.ptr("scale", sa)?.ptr("base", ba)?;
@@ -398,8 +371,17 @@ impl GcnSimRunner {
         a.f32("eps_norm", cfg.eps_norm)?.f32("eps_hc", cfg.eps_hc)?.u32("flags", flags)?;
         self.go(dev, &a, [g as u32, tiles as u32, 1])?;
         if dev.mem.bytes(counter).iter().any(|&b| b != 0) {
-            return Err(sim_err(SimError::Launch("mhc_pre left a token counter non-zero".into())));
+            return Err(sim_err(SimError::Launch("mhc_pre left a tile counter non-zero".into())));
         }
+        Ok([hpre, hpost, hres, ra, aa])
+    }
+
+    /// `pre` on the activation at `xa` (`mhc_pre`, then `mhc_rmsnorm` with gamma_f).
+    fn pre_on(&self, dev: &mut Dev, cfg: &Config, t: usize, xa: u64, inputs: &Named) -> Result<Named> {
+        let (n, c) = (cfg.n, cfg.c);
+        let phi = Self::folded_phi(cfg, inputs);
+        let [hpre, hpost, hres, ra, aa] =
+            self.pre_launch(dev, cfg, t, xa, &phi, &inputs["scale"].data, &inputs["base"].data, false)?;
         let mut out = Named::new();
         if cfg.gamma_f {
             let ya = self.rmsnorm(dev, cfg, t, aa, &inputs["gamma_f"].data)?;
@@ -413,23 +395,14 @@ impl GcnSimRunner {
         Ok(out)
     }
 
+    /// `head`: one `mhc_pre` launch in head mode.
     fn head(&self, cfg: &Config, dtype: Dtype, inputs: &Named, t: usize) -> Result<Named> {
-        let c = cfg.c;
         let mut dev = Dev::new(dtype);
         let xa = dev.act("x", &inputs["x"].data);
-        let [_, _, h, _, _] = self.logits_and_coeffs(
-            &mut dev,
-            cfg,
-            t,
-            xa,
-            &inputs["phi"].data,
-            &inputs["scale"].data,
-            &inputs["base"].data,
-            true,
-        )?;
-        let oa = self.apply(&mut dev, cfg, t, xa, h, "out")?;
+        let (phi, scale, base) = (&inputs["phi"].data, &inputs["scale"].data, &inputs["base"].data);
+        let [.., oa] = self.pre_launch(&mut dev, cfg, t, xa, phi, scale, base, true)?;
         let mut out = Named::new();
-        out.insert("out".into(), dev.read(oa, vec![t, c], true));
+        out.insert("out".into(), dev.read(oa, vec![t, cfg.c], true));
         Ok(out)
     }
 }

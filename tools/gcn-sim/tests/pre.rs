@@ -51,6 +51,7 @@ fn head_matches_reference() {
     for (n, c, t) in [(1, 64, 2), (4, 264, 3), (8, 64, 2), (32, 16, 1)] {
         for dtype in [Dtype::F32, Dtype::Bf16] {
             common::check(Stage::Head, &Config::new(n, c), dtype, t, seed, 0.02);
+            common::check_on(GcnSimRunner::with_splits(3), Stage::Head, &Config::new(n, c), dtype, t, seed, 0.02);
         }
     }
 }

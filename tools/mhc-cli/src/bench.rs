@@ -258,7 +258,7 @@ fn bench_case(
 ) -> mhc::Result<Row> {
     let plan = Plan::new(dev, cfg, dtype, t)?;
     plan.supports(stage)?;
-    let variant = plan.buckets(stage)?[0].desc.entry.to_string();
+    let variant = plan.buckets(stage)?.iter().find(|b| t <= b.max_tokens).map_or("?", |b| b.desc.entry).to_string();
     let (n, c, es) = (cfg.n, cfg.c, dtype.size());
     let k = n * c;
     // Tensors of the stage: (bytes, is_output). Order fixed per stage (see `call`).
