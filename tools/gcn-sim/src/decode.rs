@@ -197,8 +197,10 @@ pub struct Inst {
     pub abs: u8,
     pub clamp: bool,
     pub omod: u8,
-    /// GLOBAL: glc (atomic returns the old value).
+    /// GLOBAL: glc / sc0 (an atomic returns the old value).
     pub glc: bool,
+    /// Cache policy bits as printed: bit 0 sc0, bit 1 sc1, bit 2 nt (GLOBAL, MUBUF).
+    pub cpol: u8,
 }
 
 /// A decode failure: the byte offset and the raw first dword.
@@ -248,6 +250,7 @@ pub fn decode_one(code: &[u8], offset: usize) -> Result<Inst, DecodeError> {
         clamp: false,
         omod: 0,
         glc: false,
+        cpol: 0,
     };
     let find = |enc: Enc, code: u16, w: u32| -> Result<Op, DecodeError> {
         lookup(enc, code).ok_or_else(|| err(w, format!("{enc:?} opcode 0x{code:x} is not in the supported subset")))
@@ -418,6 +421,7 @@ pub fn decode_one(code: &[u8], offset: usize) -> Result<Inst, DecodeError> {
             inst.op = find(Enc::Global, ((w0 >> 18) & 0x7f) as u16, w0)?;
             inst.imm = ((w0 & 0x1fff) << 19) as i32 >> 19;
             inst.glc = w0 & (1 << 16) != 0;
+            inst.cpol = (inst.glc as u8) | (((w0 >> 25) & 1) as u8) << 1 | (((w0 >> 17) & 1) as u8) << 2;
             // src0 = address VGPR, src1 = data VGPR, src2 = SADDR (0x7f = off).
             inst.src = [256 + (w1 & 0xff) as u16, 256 + ((w1 >> 8) & 0xff) as u16, ((w1 >> 16) & 0x7f) as u16];
             inst.dst = 256 + ((w1 >> 24) & 0xff) as u16;
@@ -427,6 +431,7 @@ pub fn decode_one(code: &[u8], offset: usize) -> Result<Inst, DecodeError> {
             inst.enc = Enc::Mubuf;
             inst.len = 8;
             inst.op = find(Enc::Mubuf, ((w0 >> 18) & 0x7f) as u16, w0)?;
+            inst.cpol = (((w0 >> 14) & 1) as u8) | (((w0 >> 15) & 1) as u8) << 1 | (((w0 >> 17) & 1) as u8) << 2;
         }
         _ => return Err(err(w0, format!("encoding 0b{:06b} is not in the supported subset", w0 >> 26))),
     }
@@ -453,6 +458,203 @@ pub fn full_mnemonic(inst: &Inst) -> String {
             format!("{base}{}", if inst.vop3 { "_e64" } else { "_e32" })
         }
         _ => base.to_string(),
+    }
+}
+
+/// A scalar-side operand (9-bit source code below 256, or a 7-bit SGPR field) as LLVM prints it.
+fn scalar_operand(code: u16, literal: u32) -> String {
+    match code {
+        0..=101 => format!("s{code}"),
+        102 => "flat_scratch_lo".into(),
+        103 => "flat_scratch_hi".into(),
+        106 => "vcc_lo".into(),
+        107 => "vcc_hi".into(),
+        124 => "m0".into(),
+        126 => "exec_lo".into(),
+        127 => "exec_hi".into(),
+        128..=192 => format!("{}", code - 128),
+        193..=208 => format!("-{}", code - 192),
+        240 => "0.5".into(),
+        241 => "-0.5".into(),
+        242 => "1.0".into(),
+        243 => "-1.0".into(),
+        244 => "2.0".into(),
+        245 => "-2.0".into(),
+        246 => "4.0".into(),
+        247 => "-4.0".into(),
+        248 => "0.15915494".into(),
+        251 => "vccz".into(),
+        252 => "execz".into(),
+        253 => "scc".into(),
+        255 => format!("0x{literal:x}"),
+        256..=511 => format!("v{}", code - 256),
+        _ => format!("?{code}"),
+    }
+}
+
+/// A register range of `n` registers starting at operand `code` (`s[a:b]`, `v[a:b]`, `vcc`, `exec`).
+fn range(code: u16, n: u16, literal: u32) -> String {
+    match (code, n) {
+        (_, 1) => scalar_operand(code, literal),
+        (106, 2) => "vcc".into(),
+        (126, 2) => "exec".into(),
+        (0..=101, _) => format!("s[{}:{}]", code, code + n - 1),
+        (256..=511, _) => format!("v[{}:{}]", code - 256, code - 256 + n - 1),
+        _ => scalar_operand(code, literal),
+    }
+}
+
+/// The instruction in LLVM's assembly syntax, as `llvm-objdump-19 -d --mcpu=gfx942` prints it
+/// (for the supported subset): used to check the decoder operand by operand.
+pub fn disassemble(inst: &Inst) -> String {
+    use Op::*;
+    let mn = full_mnemonic(inst);
+    let lit = inst.literal;
+    let op = |i: usize| scalar_operand(inst.src[i], lit);
+    let wide_s = matches!(
+        inst.op,
+        SMovB64 | SAndB64 | SOrB64 | SXorB64 | SAndn2B64 | SCselectB64 | SAndSaveexecB64 | SLshlB64 | SLshrB64
+    );
+    let operands: Vec<String> = match inst.enc {
+        Enc::Sop2 => {
+            let w = if wide_s { 2 } else { 1 };
+            let w1 = if matches!(inst.op, SLshlB64 | SLshrB64) { 1 } else { w };
+            vec![range(inst.dst, w, lit), range(inst.src[0], w, lit), range(inst.src[1], w1, lit)]
+        }
+        Enc::Sop1 => {
+            let (wd, ws) = match inst.op {
+                SBcnt1I32B64 => (1, 2),
+                _ if wide_s => (2, 2),
+                _ => (1, 1),
+            };
+            vec![range(inst.dst, wd, lit), range(inst.src[0], ws, lit)]
+        }
+        Enc::Sopc => vec![op(0), op(1)],
+        Enc::Sopk => vec![range(inst.dst, 1, lit), format!("0x{:x}", inst.imm as u16)],
+        Enc::Sopp => match inst.op {
+            SEndpgm | SBarrier => vec![],
+            SWaitcnt => {
+                let imm = inst.imm as u32 & 0xffff;
+                let (vm, exp, lgkm) = ((imm & 0xf) | ((imm >> 14) & 3) << 4, (imm >> 4) & 7, (imm >> 8) & 0xf);
+                let mut parts = Vec::new();
+                if vm != 63 {
+                    parts.push(format!("vmcnt({vm})"));
+                }
+                if exp != 7 {
+                    parts.push(format!("expcnt({exp})"));
+                }
+                if lgkm != 15 {
+                    parts.push(format!("lgkmcnt({lgkm})"));
+                }
+                vec![parts.join(" ")]
+            }
+            _ => vec![format!("{}", inst.imm as u16)],
+        },
+        Enc::Smem => {
+            let n = match inst.op {
+                SLoadDword => 1,
+                SLoadDwordx2 => 2,
+                SLoadDwordx4 => 4,
+                SLoadDwordx8 => 8,
+                _ => 16,
+            };
+            let off = if inst.soffset_reg { format!("s{}", inst.imm) } else { format!("0x{:x}", inst.imm) };
+            vec![range(inst.dst, n, lit), range(inst.src[0], 2, lit), off]
+        }
+        Enc::Vop1 | Enc::Vop2 | Enc::Vopc | Enc::Vop3 | Enc::Vop3p => {
+            let f = |i: usize| {
+                let mut t = op(i);
+                if inst.abs >> i & 1 != 0 {
+                    t = format!("|{t}|");
+                }
+                if inst.neg >> i & 1 != 0 {
+                    t = format!("-{t}");
+                }
+                t
+            };
+            let vd = range(inst.dst, if inst.op == VLshlrevB64 { 2 } else { 1 }, lit);
+            match inst.op {
+                VReadfirstlaneB32 => vec![range(inst.dst, 1, lit), f(0)],
+                _ if inst.enc == Enc::Vopc => vec![range(inst.sdst, 2, lit), f(0), f(1)],
+                VAddCoU32 => vec![vd, range(inst.sdst, 2, lit), f(0), f(1)],
+                VAddcCoU32 => vec![vd, range(inst.sdst, 2, lit), f(0), f(1), range(inst.src[2], 2, lit)],
+                VCndmaskB32 => vec![vd, f(0), f(1), range(inst.src[2], 2, lit)],
+                VLshlrevB64 => vec![vd, f(0), range(inst.src[1], 2, lit)],
+                VMovB32 | VCvtF32I32 | VCvtF32U32 | VCvtU32F32 | VExpF32 | VLogF32 | VRcpF32 | VRsqF32 | VSqrtF32 => {
+                    vec![vd, f(0)]
+                }
+                VFmaF32 | VMadU32U24 | VBfeU32 | VMax3F32 | VLshlAddU32 | VAddLshlU32 | VAdd3U32 => {
+                    vec![vd, f(0), f(1), f(2)]
+                }
+                _ => vec![vd, f(0), f(1)],
+            }
+        }
+        Enc::Ds => {
+            let (a, d0, d1, dst) = (inst.src[0], inst.src[1], inst.src[2], inst.dst);
+            let mut v = match inst.op {
+                DsWriteB32 | DsAddU32 => vec![range(a, 1, lit), range(d0, 1, lit)],
+                DsWriteB64 => vec![range(a, 1, lit), range(d0, 2, lit)],
+                DsWriteB128 => vec![range(a, 1, lit), range(d0, 4, lit)],
+                DsWrite2B32 => vec![range(a, 1, lit), range(d0, 1, lit), range(d1, 1, lit)],
+                DsReadB32 => vec![range(dst, 1, lit), range(a, 1, lit)],
+                DsReadB64 | DsRead2B32 => vec![range(dst, 2, lit), range(a, 1, lit)],
+                _ => vec![range(dst, 4, lit), range(a, 1, lit)],
+            };
+            let last = v.pop().unwrap_or_default();
+            let suffix = match inst.op {
+                DsWrite2B32 | DsRead2B32 => format!(" offset0:{} offset1:{}", inst.imm & 0xff, inst.imm >> 8),
+                _ if inst.imm != 0 => format!(" offset:{}", inst.imm),
+                _ => String::new(),
+            };
+            v.push(format!("{last}{suffix}"));
+            v
+        }
+        Enc::Global => {
+            let n = match inst.op {
+                GLoadDwordx2 | GStoreDwordx2 => 2,
+                GLoadDwordx4 | GStoreDwordx4 => 4,
+                _ => 1,
+            };
+            let saddr = inst.src[2];
+            let addr = range(inst.src[0], if saddr == 0x7f { 2 } else { 1 }, lit);
+            let base = if saddr == 0x7f { "off".to_string() } else { range(saddr, 2, lit) };
+            let mut v = match inst.op {
+                GStoreShort | GStoreDword | GStoreDwordx2 | GStoreDwordx4 => {
+                    vec![addr, range(inst.src[1], n, lit), base]
+                }
+                GAtomicAdd if inst.glc => vec![range(inst.dst, 1, lit), addr, range(inst.src[1], 1, lit), base],
+                GAtomicAdd => vec![addr, range(inst.src[1], 1, lit), base],
+                _ => vec![range(inst.dst, n, lit), addr, base],
+            };
+            let mut last = v.pop().unwrap_or_default();
+            if inst.imm != 0 {
+                last = format!("{last} offset:{}", inst.imm);
+            }
+            for (bit, name) in [(0, "sc0"), (1, "sc1"), (2, "nt")] {
+                if inst.cpol >> bit & 1 != 0 {
+                    last = format!("{last} {name}");
+                }
+            }
+            v.push(last);
+            v
+        }
+        Enc::Mubuf => {
+            let names: Vec<&str> = [(0, "sc0"), (1, "sc1"), (2, "nt")]
+                .iter()
+                .filter(|(b, _)| inst.cpol >> b & 1 != 0)
+                .map(|(_, n)| *n)
+                .collect();
+            if names.is_empty() {
+                vec![]
+            } else {
+                vec![names.join(" ")]
+            }
+        }
+    };
+    if operands.is_empty() {
+        mn
+    } else {
+        format!("{mn} {}", operands.join(", "))
     }
 }
 
