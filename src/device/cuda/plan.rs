@@ -235,9 +235,10 @@ impl Plan {
 
 /// Workspace a stage needs; stages that keep no partials across CTAs need none. The `pre`
 /// decode kernel (split-K partials and counters) adds its formula here.
-fn stage_workspace(stage: Stage, _cfg: &Config, _dtype: Dtype, _max_tokens: usize, _dev: &CudaDevice) -> usize {
+fn stage_workspace(stage: Stage, cfg: &Config, _dtype: Dtype, max_tokens: usize, _dev: &CudaDevice) -> usize {
     match stage {
         Stage::Post | Stage::Head | Stage::Static | Stage::Expand => 0,
+        Stage::Pre | Stage::PostPre => super::pre::workspace_bytes(cfg, max_tokens),
         _ => 0,
     }
 }

@@ -133,6 +133,10 @@ impl StageRunner for CudaRunner {
             ins.get(name).ok_or_else(|| Error::shape("inputs", format!("an input named {name}"), "missing"))
         };
         let s = &self.stream;
+        if matches!(stage, Stage::Pre | Stage::PostPre) {
+            let views = outs.iter_mut().map(|(p, d)| (p.name, d.buf.view_mut(d.dtype, d.layout))).collect();
+            super::pre::run_stage(&plan, s, stage, &|name| ins.get(name).map(view), views)?;
+        }
         {
             let out0 = &mut outs[0].1;
             let mut o = out0.buf.view_mut(out0.dtype, out0.layout);

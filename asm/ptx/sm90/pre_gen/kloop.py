@@ -1,0 +1,185 @@
+# The software-pipelined K loop of the pre (non-post) path: the loads of step j+1 (x rows, phi
+# rows, gamma_k) are issued into the other register set before the mma work of step j.
+ACC = [f"%acc{i}" for i in range(32)]
+
+def addr(esz):
+    # j-space position %jn -> %ii (stream), %cc (channel), %p_k, %koff (bytes, x), %kof4 (bytes, f32)
+    return f"""    shr.u32 %blk, %jn, 5;
+    div.u32 %cbk, %blk, %n;
+    mul.lo.u32 %r1, %cbk, %n;
+    sub.u32 %ii, %blk, %r1;
+    shl.b32 %cc, %cbk, 5;
+    add.u32 %cc, %cc, %q8;
+    setp.lt.u32 %p_k, %cc, %C;
+    mad.lo.u32 %kk, %ii, %C, %cc;
+    mul.wide.u32 %koff, %kk, {esz};
+    mul.wide.u32 %kof4, %kk, 4;"""
+
+def load_set(bf, S):
+    L = []
+    e = L.append
+    if bf:
+        for i in range(16):
+            e(f"    mov.b32 %xa{S}{i}, 0;")
+        for s in range(4):
+            e(f"    and.pred %p1, %pr{s}, %p_k;")
+            if s >= 2:
+                e("    and.pred %p1, %p1, %p_mt1;")
+            e(f"    add.u64 %rd2, %xrow{s}, %koff;")
+            e(f"    @%p1 ld.global.nc.v4.b32 {{%xa{S}{4*s}, %xa{S}{4*s+1}, %xa{S}{4*s+2}, %xa{S}{4*s+3}}}, [%rd2];")
+        for j in range(8):
+            e(f"    mov.f32 %gk{S}{j}, 0f3F800000;")
+        e("    and.pred %p2, %p_gk, %p_k;")
+        e("    add.u64 %rd4, %gk, %kof4;")
+        e(f"    @%p2 ld.global.nc.v4.f32 {{%gk{S}0, %gk{S}1, %gk{S}2, %gk{S}3}}, [%rd4];")
+        e(f"    @%p2 ld.global.nc.v4.f32 {{%gk{S}4, %gk{S}5, %gk{S}6, %gk{S}7}}, [%rd4+16];")
+        for nt in range(4):
+            for j in range(8):
+                e(f"    mov.f32 %pf{S}{8*nt+j}, 0f00000000;")
+            e(f"    and.pred %p3, %pmv{nt}, %p_k;")
+            e(f"    add.u64 %rd5, %prow{nt}, %kof4;")
+            b = 8*nt
+            e(f"    @%p3 ld.global.nc.v4.f32 {{%pf{S}{b}, %pf{S}{b+1}, %pf{S}{b+2}, %pf{S}{b+3}}}, [%rd5];")
+            e(f"    @%p3 ld.global.nc.v4.f32 {{%pf{S}{b+4}, %pf{S}{b+5}, %pf{S}{b+6}, %pf{S}{b+7}}}, [%rd5+16];")
+    else:
+        for i in range(32):
+            e(f"    mov.f32 %xr{S}{i}, 0f00000000;")
+        for s in range(4):
+            e(f"    and.pred %p1, %pr{s}, %p_k;")
+            if s >= 2:
+                e("    and.pred %p1, %p1, %p_mt1;")
+            e(f"    add.u64 %rd2, %xrow{s}, %koff;")
+            e(f"    @%p1 ld.global.nc.v4.f32 {{%xr{S}{8*s}, %xr{S}{8*s+1}, %xr{S}{8*s+2}, %xr{S}{8*s+3}}}, [%rd2];")
+            e(f"    @%p1 ld.global.nc.v4.f32 {{%xr{S}{8*s+4}, %xr{S}{8*s+5}, %xr{S}{8*s+6}, %xr{S}{8*s+7}}}, [%rd2+16];")
+        # phi / gamma_k addresses of this step are kept for the compute half
+        e(f"    mov.pred %pk{S}, %p_k;")
+        e(f"    mov.u64 %kf{S}, %kof4;")
+    return "\n".join(L)
+
+def compute_set(bf, S, lbl):
+    L = []
+    e = L.append
+    e(f"    @!%p_mg0 bra SSX_{lbl};")
+    for s in range(4):
+        if bf:
+            for j in range(4):
+                e(f"    shl.b32 %r10, %xa{S}{4*s+j}, 16;")
+                e(f"    and.b32 %r11, %xa{S}{4*s+j}, 0xffff0000;")
+                e(f"    fma.rn.f32 %ss{s}, %r10, %r10, %ss{s};")
+                e(f"    fma.rn.f32 %ss{s}, %r11, %r11, %ss{s};")
+        else:
+            for j in range(8):
+                e(f"    fma.rn.f32 %ss{s}, %xr{S}{8*s+j}, %xr{S}{8*s+j}, %ss{s};")
+    e(f"SSX_{lbl}:")
+    if bf:
+        for nt in range(4):
+            for j in range(8):
+                e(f"    mul.f32 %pf{S}{8*nt+j}, %pf{S}{8*nt+j}, %gk{S}{j};")
+            for u in range(4):
+                b = 4*nt + u
+                e(f"    cvt.rn.bf16x2.f32 %bh{b}, %pf{S}{8*nt+2*u+1}, %pf{S}{8*nt+2*u};")
+                e(f"    shl.b32 %r12, %bh{b}, 16;")
+                e(f"    and.b32 %r13, %bh{b}, 0xffff0000;")
+                e(f"    sub.f32 %f0, %pf{S}{8*nt+2*u}, %r12;")
+                e(f"    sub.f32 %f1, %pf{S}{8*nt+2*u+1}, %r13;")
+                e(f"    cvt.rn.bf16x2.f32 %bl{b}, %f1, %f0;")
+        for mt in range(2):
+            if mt == 1:
+                e(f"    @!%p_mt1 bra MMX_{lbl};")
+            for nt in range(4):
+                c = [ACC[mt*16 + nt*4 + j] for j in range(4)]
+                cs = "{" + ", ".join(c) + "}"
+                s0, s1 = 2*mt, 2*mt+1
+                A1 = f"{{%xa{S}{4*s0}, %xa{S}{4*s1}, %xa{S}{4*s0+1}, %xa{S}{4*s1+1}}}"
+                A2 = f"{{%xa{S}{4*s0+2}, %xa{S}{4*s1+2}, %xa{S}{4*s0+3}, %xa{S}{4*s1+3}}}"
+                for A, pair in ((A1, (0, 1)), (A2, (2, 3))):
+                    for B in ('bh', 'bl'):
+                        Bs = f"{{%{B}{4*nt+pair[0]}, %{B}{4*nt+pair[1]}}}"
+                        e(f"    mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {cs}, {A}, {Bs}, {cs};")
+        e(f"MMX_{lbl}:")
+    else:
+        # gamma_k of the step; phi per half (16 registers live, not 32: the f32 path is at the
+        # 255-register cap)
+        e(f"    and.pred %p2, %p_gk, %pk{S};")
+        e(f"    add.u64 %rd4, %gk, %kf{S};")
+        for j in range(8):
+            e(f"    mov.f32 %gkv{j}, 0f3F800000;")
+        e("    @%p2 ld.global.nc.v4.f32 {%gkv0, %gkv1, %gkv2, %gkv3}, [%rd4];")
+        e("    @%p2 ld.global.nc.v4.f32 {%gkv4, %gkv5, %gkv6, %gkv7}, [%rd4+16];")
+        for h in range(2):
+            for s in range(4):
+                for j in range(4):
+                    e(f"    cvt.rna.tf32.f32 %xh{4*s+j}, %xr{S}{8*s+4*h+j};")
+                    e(f"    sub.f32 %xl{4*s+j}, %xr{S}{8*s+4*h+j}, %xh{4*s+j};")
+            for nt in range(4):
+                for j in range(4):
+                    e(f"    mov.f32 %pf{4*nt+j}, 0f00000000;")
+                e(f"    and.pred %p3, %pmv{nt}, %pk{S};")
+                e(f"    add.u64 %rd5, %prow{nt}, %kf{S};")
+                e(f"    @%p3 ld.global.nc.v4.f32 {{%pf{4*nt}, %pf{4*nt+1}, %pf{4*nt+2}, %pf{4*nt+3}}}, [%rd5+{16*h}];")
+            for nt in range(4):
+                for j in range(4):
+                    e(f"    mul.f32 %f0, %pf{4*nt+j}, %gkv{4*h+j};")
+                    e(f"    cvt.rna.tf32.f32 %ph{4*nt+j}, %f0;")
+                    e(f"    sub.f32 %pl{4*nt+j}, %f0, %ph{4*nt+j};")
+            for mt in range(2):
+                if mt == 1:
+                    e(f"    @!%p_mt1 bra MMX_{lbl}_{h};")
+                for nt in range(4):
+                    c = [ACC[mt*16 + nt*4 + j] for j in range(4)]
+                    cs = "{" + ", ".join(c) + "}"
+                    s0, s1 = 2*mt, 2*mt+1
+                    for u in range(2):
+                        Ah = f"{{%xh{4*s0+2*u}, %xh{4*s1+2*u}, %xh{4*s0+2*u+1}, %xh{4*s1+2*u+1}}}"
+                        Al = f"{{%xl{4*s0+2*u}, %xl{4*s1+2*u}, %xl{4*s0+2*u+1}, %xl{4*s1+2*u+1}}}"
+                        Bh = f"{{%ph{4*nt+2*u}, %ph{4*nt+2*u+1}}}"
+                        Bl = f"{{%pl{4*nt+2*u}, %pl{4*nt+2*u+1}}}"
+                        for A, B in ((Ah, Bh), (Ah, Bl), (Al, Bh)):
+                            e(f"    mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {cs}, {A}, {B}, {cs};")
+            e(f"MMX_{lbl}_{h}:")
+    return "\n".join(L)
+
+def pipelined(bf):
+    esz = 2 if bf else 4
+    L = []
+    e = L.append
+    e("""KA_START:                               // pre: software-pipelined K loop (two register sets)
+    shl.b32 %r1, %warp, 5;
+    add.u32 %jb, %jbeg, %r1;
+    setp.ge.u32 %p0, %jb, %jend;
+    @%p0 bra K_DONE;
+    mov.u32 %jn, %jb;""")
+    e(addr(esz))
+    e(load_set(bf, 'A'))
+    e("KA_LOOP:")
+    e("""    add.u32 %jn, %jb, 256;
+    setp.lt.u32 %p_nx, %jn, %jend;
+    @!%p_nx bra KA_NOB;""")
+    e(addr(esz))
+    e(load_set(bf, 'B'))
+    e("KA_NOB:")
+    e(compute_set(bf, 'A', 'A'))
+    e("""    @!%p_nx bra K_DONE;
+    mov.u32 %jb, %jn;
+    add.u32 %jn, %jb, 256;
+    setp.lt.u32 %p_nx, %jn, %jend;
+    @!%p_nx bra KA_NOA;""")
+    e(addr(esz))
+    e(load_set(bf, 'A'))
+    e("KA_NOA:")
+    e(compute_set(bf, 'B', 'B'))
+    e("""    @!%p_nx bra K_DONE;
+    mov.u32 %jb, %jn;
+    bra KA_LOOP;""")
+    return "\n".join(L)
+
+def regs(bf):
+    if bf:
+        return """    .reg .b32 %xaA<16>, %xaB<16>;
+    .reg .f32 %pfA<32>, %pfB<32>, %gkA<8>, %gkB<8>;
+    .reg .pred %p_nx;
+    .reg .b32 %jn;"""
+    return """    .reg .f32 %xrA<32>, %xrB<32>;
+    .reg .pred %p_nx, %pkA, %pkB;
+    .reg .b64 %kfA, %kfB;
+    .reg .b32 %jn;"""

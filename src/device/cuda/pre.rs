@@ -1,0 +1,476 @@
+//! `pre` (MATH.md stages 1-3): mixing logits with the row RMS, coefficients, Sinkhorn, pre-mix
+//! and the optional F-pre-norm, in ONE launch. Kernel family: asm/ptx/sm90/pre.ptx (entries
+//! `mhc_pre_sm90_bf16`, `mhc_pre_sm90_f32`), shared with `post_pre` (post_pre.rs), which only
+//! sets the `post` flag.
+//!
+//! Two launch shapes of the same kernel, chosen here per call from T:
+//! - **decode** (T <= [`DECODE_MAX_TOKENS`]): the `n*C` reduction is split over `splits` CTAs
+//!   per 32-token tile so many SMs pull `phi` and `x`; each CTA writes its partial sums to the
+//!   workspace; the last CTA to arrive (atomic counter) sums the partials in split order
+//!   (deterministic), computes the coefficients and releases them; the CTAs then claim tokens
+//!   for the pre-mix. The last CTA to leave resets the counters, so the workspace is reusable.
+//! - **prefill** (larger T): one CTA per 32-token tile over the whole reduction (tensor cores:
+//!   bf16 `mma.sync` with `phi` split in bf16 hi + lo for bf16 storage, 3xTF32 for f32 storage).
+
+use super::memory::{DeviceTensor, DeviceTensorMut};
+use super::plan::{Plan, Workspace};
+use super::stream::Stream;
+use crate::config::{Config, Dtype, Formulation, Stage};
+use crate::error::{Error, Result};
+
+/// Arguments of `mhc_pre_sm90_*` (one `.param .align 8 .b8 p_args[232]`; offsets in the header
+/// of asm/ptx/sm90/pre.ptx). Unused pointers are 0 and never dereferenced.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PreArgs {
+    pub x: u64,
+    pub f: u64,
+    pub h_post_in: u64,
+    pub h_res_in: u64,
+    pub x_out: u64,
+    pub phi: u64,
+    pub scale: u64,
+    pub base: u64,
+    pub gamma_k: u64,
+    pub gamma_f: u64,
+    pub a: u64,
+    pub y: u64,
+    pub h_pre: u64,
+    pub h_post: u64,
+    pub h_res: u64,
+    pub inv_rms: u64,
+    pub ws_p: u64,
+    pub ws_ss: u64,
+    pub ws_part: u64,
+    pub ws_cnt: u64,
+    pub tokens: u32,
+    pub n: u32,
+    pub c: u32,
+    pub k: u32,
+    pub m: u32,
+    /// Row stride of the logit buffers: M rounded up to 32 (one logit group = 4 mma n-tiles).
+    pub ldp: u32,
+    /// Row strides in elements.
+    pub x_stride: u32,
+    pub f_stride: u32,
+    pub xo_stride: u32,
+    pub a_stride: u32,
+    pub y_stride: u32,
+    /// Length of one CTA's slice of the reduction (j-space elements, a multiple of 256).
+    pub kslice: u32,
+    /// CTAs per 32-token tile (1 = prefill shape).
+    pub splits: u32,
+    pub iters: u32,
+    /// 1 = Paper formulation, 2 = gamma_k, 4 = gamma_f, 8 = post (post_pre).
+    pub flags: u32,
+    pub eps_norm: f32,
+    pub eps_hc: f32,
+    pub eps_f: f32,
+}
+const _: () = assert!(std::mem::size_of::<PreArgs>() == 232);
+
+pub(crate) const FLAG_PAPER: u32 = 1;
+pub(crate) const FLAG_GAMMA_K: u32 = 2;
+pub(crate) const FLAG_GAMMA_F: u32 = 4;
+pub(crate) const FLAG_POST: u32 = 8;
+
+/// Tokens per CTA tile (two 16-row mma tiles).
+pub const TILE_TOKENS: usize = 32;
+/// Largest T served by the split (decode) shape.
+pub const DECODE_MAX_TOKENS: usize = 64;
+/// Most CTAs one tile's reduction is split over.
+pub const SPLIT_MAX: usize = 128;
+/// The split is sized so the last CTA sums at most this many bytes of partials (it reads them
+/// alone; more would cost more than the extra parallelism gains).
+const PARTIAL_BYTES_TARGET: usize = 64 * 1024;
+/// j-space elements one CTA step covers (8 warps x 32).
+const CTA_STEP: usize = 256;
+
+/// Logit row stride: M rounded up to a multiple of 32.
+pub(crate) fn ldp(cfg: &Config) -> usize {
+    cfg.m().div_ceil(32) * 32
+}
+
+/// Length of the j-space (channel blocks of 32, each for every stream).
+fn jlen(cfg: &Config) -> usize {
+    cfg.n * cfg.c.div_ceil(32) * 32
+}
+
+/// The most CTAs a tile's reduction may be split over for this configuration (the heuristic's
+/// value at one token; the workspace holds this many partial blocks per tile).
+fn split_cap(cfg: &Config) -> usize {
+    let blocks = jlen(cfg).div_ceil(CTA_STEP);
+    (PARTIAL_BYTES_TARGET / (ldp(cfg) * 4)).clamp(1, SPLIT_MAX).min(blocks)
+}
+
+/// `(splits, kslice)` for `t` tokens; `split_target` overrides the heuristic (benchmarks),
+/// clamped to [`split_cap`].
+pub(crate) fn launch_shape(cfg: &Config, t: usize, split_target: Option<usize>) -> (usize, usize) {
+    let blocks = jlen(cfg).div_ceil(CTA_STEP);
+    if t > DECODE_MAX_TOKENS || blocks < 2 {
+        return (1, blocks * CTA_STEP);
+    }
+    let rows = t.min(TILE_TOKENS);
+    let by_bytes = PARTIAL_BYTES_TARGET / (rows * ldp(cfg) * 4);
+    let target = split_target.unwrap_or(by_bytes).clamp(1, split_cap(cfg));
+    let steps = blocks.div_ceil(target);
+    let splits = blocks.div_ceil(steps);
+    (splits, steps * CTA_STEP)
+}
+
+/// Byte offsets of the workspace regions of `pre` / `post_pre`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WsLayout {
+    pub cnt: usize,
+    pub part: usize,
+    pub p: usize,
+    pub ss: usize,
+    pub total: usize,
+}
+
+fn round256(b: usize) -> usize {
+    b.div_ceil(256) * 256
+}
+
+pub(crate) fn ws_layout(cfg: &Config, max_tokens: usize) -> WsLayout {
+    let ldp = ldp(cfg);
+    let tiles = DECODE_MAX_TOKENS / TILE_TOKENS;
+    let part_bytes = tiles * split_cap(cfg) * (32 * ldp + 32) * 4;
+    let cnt = 0;
+    let part = 256;
+    let p = part + round256(part_bytes);
+    let ss = p + round256(max_tokens * ldp * 4);
+    let total = ss + round256(max_tokens * 4);
+    WsLayout { cnt, part, p, ss, total }
+}
+
+/// Workspace bytes of `pre` and `post_pre` (plan.rs sizes the plan's workspace with it).
+pub(crate) fn workspace_bytes(cfg: &Config, max_tokens: usize) -> usize {
+    ws_layout(cfg, max_tokens).total
+}
+
+/// The parameters of `pre` on the device: `phi [M, n*C]`, `scale [3]`, `base [M]`, and
+/// `gamma_k [n*C]` / `gamma_f [C]` exactly when the configuration asks for them; all dense f32.
+#[derive(Debug, Clone, Copy)]
+pub struct PreParamViews<'a> {
+    pub phi: DeviceTensor<'a>,
+    pub scale: DeviceTensor<'a>,
+    pub base: DeviceTensor<'a>,
+    pub gamma_k: Option<DeviceTensor<'a>>,
+    pub gamma_f: Option<DeviceTensor<'a>>,
+}
+
+/// Where `pre` writes: `a` (and `y` iff `cfg.gamma_f`) T rows of C in the plan's dtype
+/// (strided rows, 16-byte aligned); `h_pre`, `h_post` `[T, n]`, `h_res` `[T, n, n]`,
+/// `inv_rms` `[T, 1]` dense f32.
+#[derive(Debug)]
+pub struct PreOutViews<'a> {
+    pub a: DeviceTensorMut<'a>,
+    pub y: Option<DeviceTensorMut<'a>>,
+    pub h_pre: DeviceTensorMut<'a>,
+    pub h_post: DeviceTensorMut<'a>,
+    pub h_res: DeviceTensorMut<'a>,
+    pub inv_rms: DeviceTensorMut<'a>,
+}
+
+/// What `post_pre` adds to `pre`'s inputs: layer l's sublayer output and coefficients.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PostIn {
+    pub f: u64,
+    pub f_stride: usize,
+    pub h_post: u64,
+    pub h_res: u64,
+    pub x_out: u64,
+    pub xo_stride: usize,
+}
+
+fn align16(what: &'static str, ptr: u64) -> Result<()> {
+    if ptr % 16 != 0 {
+        return Err(Error::Alignment { tensor: what, required: 16 });
+    }
+    Ok(())
+}
+
+/// The kernel's element indices are 32-bit: every activation row must start below 2^32 elements.
+pub(crate) fn fits_u32(what: &'static str, t: usize, stride: usize, row_len: usize) -> Result<()> {
+    let last = t.saturating_sub(1).checked_mul(stride).and_then(|v| v.checked_add(row_len));
+    match last {
+        Some(v) if v <= u32::MAX as usize && stride <= u32::MAX as usize => Ok(()),
+        _ => Err(Error::shape(what, "fewer than 2^32 elements from the first row", "a larger tensor")),
+    }
+}
+
+impl Plan {
+    /// Enqueues `pre` (MATH.md stages 1-3) on `stream`: one launch.
+    ///
+    /// `x` is T rows of `n*C` (`[T, n, C]`, strided rows) in the plan's dtype; rows and the base
+    /// must be 16-byte aligned. `ws` is this plan's workspace ([`Plan::new_workspace`]); calls
+    /// that share a workspace must be ordered on one stream. Everything is checked before the
+    /// launch; on error nothing is enqueued. T = 0 enqueues nothing.
+    pub fn pre(
+        &self,
+        stream: &Stream,
+        ws: &Workspace,
+        x: &DeviceTensor<'_>,
+        params: &PreParamViews<'_>,
+        out: &mut PreOutViews<'_>,
+    ) -> Result<()> {
+        self.pre_launch(stream, ws, x, params, out, None, None)
+    }
+
+    /// [`Plan::pre`] with the split count of the decode shape forced (benchmarks and tests of
+    /// the split machinery; `Some(1)` forces the prefill shape).
+    #[doc(hidden)]
+    pub fn pre_with_split(
+        &self,
+        stream: &Stream,
+        ws: &Workspace,
+        x: &DeviceTensor<'_>,
+        params: &PreParamViews<'_>,
+        out: &mut PreOutViews<'_>,
+        split_target: usize,
+    ) -> Result<()> {
+        self.pre_launch(stream, ws, x, params, out, None, Some(split_target))
+    }
+
+    /// The one launcher of `pre` and `post_pre` (`post` = Some).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn pre_launch(
+        &self,
+        stream: &Stream,
+        ws: &Workspace,
+        x: &DeviceTensor<'_>,
+        params: &PreParamViews<'_>,
+        out: &mut PreOutViews<'_>,
+        post: Option<PostIn>,
+        split_target: Option<usize>,
+    ) -> Result<()> {
+        let cfg = &self.cfg;
+        let (n, c, k, m, dt) = (cfg.n, cfg.c, cfg.k(), cfg.m(), self.dtype);
+        let t = x.layout.tokens;
+        let stage = if post.is_some() { Stage::PostPre } else { Stage::Pre };
+        let b = self.bucket(stage, t)?;
+        x.check("x", dt, t, k, 16)?;
+        fits_u32("x", t, x.layout.row_stride, k)?;
+        params.phi.check_dense_f32("phi", m, k)?;
+        params.scale.check_dense_f32("scale", 1, 3)?;
+        params.base.check_dense_f32("base", 1, m)?;
+        align16("phi", params.phi.ptr)?;
+        let mut flags = 0;
+        if cfg.formulation == Formulation::Paper {
+            flags |= FLAG_PAPER;
+        }
+        let gamma_k = match (cfg.gamma_k, &params.gamma_k) {
+            (true, Some(g)) => {
+                g.check_dense_f32("gamma_k", 1, k)?;
+                align16("gamma_k", g.ptr)?;
+                flags |= FLAG_GAMMA_K;
+                g.ptr
+            }
+            (false, None) => 0,
+            (want, _) => return Err(presence("gamma_k", want)),
+        };
+        let gamma_f = match (cfg.gamma_f, &params.gamma_f) {
+            (true, Some(g)) => {
+                g.check_dense_f32("gamma_f", 1, c)?;
+                align16("gamma_f", g.ptr)?;
+                flags |= FLAG_GAMMA_F;
+                g.ptr
+            }
+            (false, None) => 0,
+            (want, _) => return Err(presence("gamma_f", want)),
+        };
+        out.a.check("a", dt, t, c, 16)?;
+        fits_u32("a", t, out.a.layout.row_stride, c)?;
+        let (y, y_stride) = match (cfg.gamma_f, &out.y) {
+            (true, Some(y)) => {
+                y.check("y", dt, t, c, 16)?;
+                fits_u32("y", t, y.layout.row_stride, c)?;
+                (y.ptr, y.layout.row_stride)
+            }
+            (false, None) => (0, 0),
+            (want, _) => return Err(presence("y", want)),
+        };
+        out.h_pre.check_dense_f32("h_pre", t, n)?;
+        out.h_post.check_dense_f32("h_post", t, n)?;
+        out.h_res.check_dense_f32("h_res", t, n * n)?;
+        out.inv_rms.check_dense_f32("inv_rms", t, 1)?;
+        let lay = ws_layout(cfg, self.max_tokens);
+        if ws.bytes() < lay.total {
+            return Err(Error::shape("workspace", format!(">= {} bytes", lay.total), ws.bytes()));
+        }
+        if t == 0 {
+            return Ok(());
+        }
+        let post = post.unwrap_or(PostIn { f: 0, f_stride: 0, h_post: 0, h_res: 0, x_out: 0, xo_stride: 0 });
+        if post.x_out != 0 {
+            flags |= FLAG_POST;
+        }
+        let (splits, kslice) = launch_shape(cfg, t, split_target);
+        let tiles = t.div_ceil(TILE_TOKENS);
+        let grid = tiles
+            .checked_mul(splits)
+            .filter(|&g| g <= i32::MAX as usize)
+            .ok_or_else(|| Error::shape("x", "fewer than 2^31 CTAs", t))?;
+        let wsp = ws.device_ptr();
+        let args = PreArgs {
+            x: x.ptr,
+            f: post.f,
+            h_post_in: post.h_post,
+            h_res_in: post.h_res,
+            x_out: post.x_out,
+            phi: params.phi.ptr,
+            scale: params.scale.ptr,
+            base: params.base.ptr,
+            gamma_k,
+            gamma_f,
+            a: out.a.ptr,
+            y,
+            h_pre: out.h_pre.ptr,
+            h_post: out.h_post.ptr,
+            h_res: out.h_res.ptr,
+            inv_rms: out.inv_rms.ptr,
+            ws_p: wsp + lay.p as u64,
+            ws_ss: wsp + lay.ss as u64,
+            ws_part: wsp + lay.part as u64,
+            ws_cnt: wsp + lay.cnt as u64,
+            tokens: t as u32,
+            n: n as u32,
+            c: c as u32,
+            k: k as u32,
+            m: m as u32,
+            ldp: ldp(cfg) as u32,
+            x_stride: x.layout.row_stride as u32,
+            f_stride: post.f_stride as u32,
+            xo_stride: post.xo_stride as u32,
+            a_stride: out.a.layout.row_stride as u32,
+            y_stride: y_stride as u32,
+            kslice: kslice as u32,
+            splits: splits as u32,
+            iters: cfg.sinkhorn_iters,
+            flags,
+            eps_norm: cfg.eps_norm as f32,
+            eps_hc: cfg.eps_hc as f32,
+            eps_f: cfg.eps_f as f32,
+        };
+        self.launch(stream, b, grid as u32, b.desc.threads, 0, &args)
+    }
+}
+
+fn presence(what: &'static str, wanted: bool) -> Error {
+    if wanted {
+        Error::shape(what, "present (the configuration asks for it)", "absent")
+    } else {
+        Error::shape(what, "absent (the configuration does not ask for it)", "present")
+    }
+}
+
+/// Dtypes the family is assembled for.
+pub(crate) const DTYPES: [(Dtype, &str); 2] = [(Dtype::Bf16, "mhc_pre_sm90_bf16"), (Dtype::F32, "mhc_pre_sm90_f32")];
+
+/// The `pre` / `post_pre` launch of [`super::CudaRunner`]: inputs by name (`get`), outputs as
+/// (name, view) in signature order; allocates a workspace for the call (not the hot path).
+pub(crate) fn run_stage<'a>(
+    plan: &Plan,
+    stream: &Stream,
+    stage: Stage,
+    get: &dyn Fn(&str) -> Option<DeviceTensor<'a>>,
+    outs: Vec<(&'static str, DeviceTensorMut<'_>)>,
+) -> Result<()> {
+    let need =
+        |name: &str| get(name).ok_or_else(|| Error::shape("inputs", format!("an input named {name}"), "missing"));
+    let params = PreParamViews {
+        phi: need("phi")?,
+        scale: need("scale")?,
+        base: need("base")?,
+        gamma_k: get("gamma_k"),
+        gamma_f: get("gamma_f"),
+    };
+    let mut by_name: std::collections::BTreeMap<&str, DeviceTensorMut<'_>> = outs.into_iter().collect();
+    let mut take =
+        |name: &str| by_name.remove(name).ok_or_else(|| Error::shape("outputs", name.to_string(), "missing"));
+    let x_out = if stage == Stage::PostPre { Some(take("out")?) } else { None };
+    let mut out = PreOutViews {
+        a: take("a")?,
+        y: by_name_take_opt(&mut take, plan.cfg.gamma_f, "y")?,
+        h_pre: take("h_pre")?,
+        h_post: take("h_post")?,
+        h_res: take("h_res")?,
+        inv_rms: take("inv_rms")?,
+    };
+    let ws = plan.new_workspace()?;
+    let x = need("x")?;
+    match x_out {
+        Some(mut xo) => {
+            let post = super::post_pre::PostInViews { f: need("f")?, h_post: need("h_post")?, h_res: need("h_res")? };
+            plan.post_pre(stream, &ws, &x, &post, &mut xo, &params, &mut out)?;
+        }
+        None => plan.pre(stream, &ws, &x, &params, &mut out)?,
+    }
+    // The workspace is freed on drop: wait for the launch first.
+    stream.synchronize()
+}
+
+fn by_name_take_opt<'v>(
+    take: &mut dyn FnMut(&str) -> Result<DeviceTensorMut<'v>>,
+    wanted: bool,
+    name: &str,
+) -> Result<Option<DeviceTensorMut<'v>>> {
+    if wanted {
+        take(name).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+impl Plan {
+    /// The logit rows `P[t][0..ldp]` and `ss[t]` the last `pre` / `post_pre` left in `ws` for
+    /// tokens `0..t` (debugging and tests of the projection; synchronous).
+    #[doc(hidden)]
+    pub fn debug_logits(&self, ws: &Workspace, t: usize) -> Result<(Vec<f32>, Vec<f32>)> {
+        let lay = ws_layout(&self.cfg, self.max_tokens);
+        let all: Vec<f32> = ws.buf.to_vec()?;
+        let l = ldp(&self.cfg);
+        Ok((all[lay.p / 4..lay.p / 4 + t * l].to_vec(), all[lay.ss / 4..lay.ss / 4 + t].to_vec()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_split_covers_the_reduction_once() {
+        for (n, c) in [(4, 4096), (4, 7168), (1, 64), (2, 1280), (8, 1280), (32, 1280), (4, 72), (16, 16384)] {
+            let cfg = Config::new(n, c);
+            let j = jlen(&cfg);
+            for t in [1, 2, 3, 16, 17, 33, 64, 65, 1000] {
+                let (splits, kslice) = launch_shape(&cfg, t, None);
+                assert!((1..=SPLIT_MAX).contains(&splits));
+                assert_eq!(kslice % CTA_STEP, 0);
+                // every j-space element is in exactly one CTA's slice, none is empty
+                assert!(splits * kslice >= j, "n={n} c={c} t={t}");
+                assert!((splits - 1) * kslice < j, "n={n} c={c} t={t}: an empty split");
+                if t > DECODE_MAX_TOKENS {
+                    assert_eq!(splits, 1);
+                }
+                let lay = ws_layout(&cfg, 8192);
+                let tiles = t.div_ceil(TILE_TOKENS);
+                if splits > 1 {
+                    assert!(lay.part + tiles * splits * (32 * ldp(&cfg) + 32) * 4 <= lay.p);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn args_layout_matches_the_ptx_offsets() {
+        // pre.ptx loads 20 pointers at 0..160, 15 u32 at 160..220, 3 f32 at 220..232.
+        let a = PreArgs::default();
+        let base = &a as *const PreArgs as usize;
+        assert_eq!(&a.ws_cnt as *const u64 as usize - base, 152);
+        assert_eq!(&a.tokens as *const u32 as usize - base, 160);
+        assert_eq!(&a.flags as *const u32 as usize - base, 216);
+        assert_eq!(&a.eps_f as *const f32 as usize - base, 228);
+    }
+}

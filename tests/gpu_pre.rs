@@ -1,0 +1,753 @@
+//! GPU tests of `pre` and `post_pre` (asm/ptx/sm90/pre.ptx) against the f64 reference: fresh
+//! random inputs every run (seed printed, `MHC_TEST_SEED` replays), activations rounded to the
+//! storage dtype before the reference sees them, every output poisoned with NaN before each
+//! launch; both formulations, both dtypes, n in {1..32}, the decode (split) and prefill shapes,
+//! strided rows, gamma_k / gamma_f, determinism, CUDA-graph capture of 100 calls, and inputs the
+//! op must refuse before launching. Without a CUDA GPU every test prints why and passes.
+//!
+//! `bench_pre` (ignored by default; `--ignored`) times the shapes of notes/cuda-pre.md.
+
+mod common;
+
+use common::{PostCase, PreCase, PreOut};
+use half::bf16;
+use mhc::device::cuda::runner::{download, nan_pattern, upload};
+use mhc::device::cuda::{
+    CudaDevice, DeviceBuffer, Event, Plan, PostInViews, PreOutViews, PreParamViews, Stream, Workspace,
+};
+use mhc::reference::{self, PostInputs};
+use mhc::{Config, Dtype, Error, Formulation, HostTensor, HostTensorMut, Layout};
+
+fn gpu() -> Option<CudaDevice> {
+    match CudaDevice::new(0) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            eprintln!("skipping: no usable CUDA GPU ({e})");
+            None
+        }
+    }
+}
+
+fn round(dtype: Dtype, v: f64) -> f64 {
+    match dtype {
+        Dtype::Bf16 => bf16::from_f64(v).to_f64(),
+        Dtype::F32 => v as f32 as f64,
+        Dtype::F64 => v,
+    }
+}
+
+fn f32s(v: &[f64]) -> Vec<f64> {
+    v.iter().map(|&x| x as f32 as f64).collect()
+}
+
+/// The case with activations in `dtype` and parameters in f32, as the device stores them.
+fn stored(mut case: PreCase, dtype: Dtype) -> PreCase {
+    case.x = case.x.iter().map(|&v| round(dtype, v)).collect();
+    case.phi = f32s(&case.phi);
+    case.scale = f32s(&case.scale);
+    case.base = f32s(&case.base);
+    case.gamma_k = case.gamma_k.as_deref().map(f32s);
+    case.gamma_f = case.gamma_f.as_deref().map(f32s);
+    case
+}
+
+/// Device copies of a case's inputs; `x` rows `x_stride` elements apart (>= n*C).
+struct DevIn {
+    x: DeviceBuffer,
+    x_layout: Layout,
+    phi: DeviceBuffer,
+    scale: DeviceBuffer,
+    base: DeviceBuffer,
+    gamma_k: Option<DeviceBuffer>,
+    gamma_f: Option<DeviceBuffer>,
+}
+
+fn strided(data: &[f64], t: usize, row: usize, stride: usize, fill: f64) -> Vec<f64> {
+    let mut v = vec![fill; if t == 0 { 0 } else { (t - 1) * stride + row }];
+    for r in 0..t {
+        v[r * stride..r * stride + row].copy_from_slice(&data[r * row..(r + 1) * row]);
+    }
+    v
+}
+
+fn dev_in(dev: &CudaDevice, case: &PreCase, dtype: Dtype, x_stride: usize) -> DevIn {
+    let (t, k) = (case.t, case.cfg.k());
+    // Padding between rows holds huge values: reading it would show in the results.
+    let xs = strided(&case.x, t, k, x_stride, 1e30);
+    DevIn {
+        x: upload(dev, dtype, &xs).unwrap(),
+        x_layout: Layout::dense(t, k).with_stride(x_stride),
+        phi: upload(dev, Dtype::F32, &case.phi).unwrap(),
+        scale: upload(dev, Dtype::F32, &case.scale).unwrap(),
+        base: upload(dev, Dtype::F32, &case.base).unwrap(),
+        gamma_k: case.gamma_k.as_ref().map(|g| upload(dev, Dtype::F32, g).unwrap()),
+        gamma_f: case.gamma_f.as_ref().map(|g| upload(dev, Dtype::F32, g).unwrap()),
+    }
+}
+
+impl DevIn {
+    fn params(&self, cfg: &Config) -> PreParamViews<'_> {
+        let (k, m, c) = (cfg.k(), cfg.m(), cfg.c);
+        PreParamViews {
+            phi: self.phi.view(Dtype::F32, Layout::dense(m, k)),
+            scale: self.scale.view(Dtype::F32, Layout::dense(1, 3)),
+            base: self.base.view(Dtype::F32, Layout::dense(1, m)),
+            gamma_k: self.gamma_k.as_ref().map(|g| g.view(Dtype::F32, Layout::dense(1, k))),
+            gamma_f: self.gamma_f.as_ref().map(|g| g.view(Dtype::F32, Layout::dense(1, c))),
+        }
+    }
+}
+
+/// Output buffers; `a`/`y` rows `a_stride` apart.
+struct DevOut {
+    a: DeviceBuffer,
+    y: Option<DeviceBuffer>,
+    h_pre: DeviceBuffer,
+    h_post: DeviceBuffer,
+    h_res: DeviceBuffer,
+    inv: DeviceBuffer,
+    a_stride: usize,
+}
+
+fn alloc_out(dev: &CudaDevice, cfg: &Config, dtype: Dtype, t: usize, a_stride: usize) -> DevOut {
+    let (n, c) = (cfg.n, cfg.c);
+    let rows = |len: usize| DeviceBuffer::alloc(dev, (len.max(1) * dtype.size()).div_ceil(4) * 4).unwrap();
+    let f = |len: usize| DeviceBuffer::alloc(dev, len.max(1) * 4).unwrap();
+    let alen = if t == 0 { 0 } else { (t - 1) * a_stride + c };
+    DevOut {
+        a: rows(alen),
+        y: cfg.gamma_f.then(|| rows(alen)),
+        h_pre: f(t * n),
+        h_post: f(t * n),
+        h_res: f(t * n * n),
+        inv: f(t),
+        a_stride,
+    }
+}
+
+impl DevOut {
+    fn poison(&self, s: &Stream, dtype: Dtype) {
+        self.a.fill_u32(s, nan_pattern(dtype)).unwrap();
+        if let Some(y) = &self.y {
+            y.fill_u32(s, nan_pattern(dtype)).unwrap();
+        }
+        for b in [&self.h_pre, &self.h_post, &self.h_res, &self.inv] {
+            b.fill_u32(s, nan_pattern(Dtype::F32)).unwrap();
+        }
+    }
+    fn views(&mut self, cfg: &Config, dtype: Dtype, t: usize) -> PreOutViews<'_> {
+        let (n, c) = (cfg.n, cfg.c);
+        let al = Layout::dense(t, c).with_stride(self.a_stride);
+        PreOutViews {
+            a: self.a.view_mut(dtype, al),
+            y: self.y.as_mut().map(|y| y.view_mut(dtype, al)),
+            h_pre: self.h_pre.view_mut(Dtype::F32, Layout::dense(t, n)),
+            h_post: self.h_post.view_mut(Dtype::F32, Layout::dense(t, n)),
+            h_res: self.h_res.view_mut(Dtype::F32, Layout::dense(t, n * n)),
+            inv_rms: self.inv.view_mut(Dtype::F32, Layout::dense(t, 1)),
+        }
+    }
+    /// Outputs as dense f64 (a / y rows unstrided).
+    fn read(&self, cfg: &Config, dtype: Dtype, t: usize) -> PreOut {
+        let (n, c) = (cfg.n, cfg.c);
+        let alen = if t == 0 { 0 } else { (t - 1) * self.a_stride + c };
+        let unstride = |v: Vec<f64>| -> Vec<f64> {
+            (0..t).flat_map(|r| v[r * self.a_stride..r * self.a_stride + c].to_vec()).collect()
+        };
+        PreOut {
+            a: unstride(download(&self.a, dtype, alen).unwrap()),
+            y: self.y.as_ref().map(|y| unstride(download(y, dtype, alen).unwrap())).unwrap_or_default(),
+            h_pre: download(&self.h_pre, Dtype::F32, t * n).unwrap(),
+            h_post: download(&self.h_post, Dtype::F32, t * n).unwrap(),
+            h_res: download(&self.h_res, Dtype::F32, t * n * n).unwrap(),
+            inv_rms: download(&self.inv, Dtype::F32, t).unwrap(),
+        }
+    }
+    /// Raw bits of every output (determinism).
+    fn bits(&self) -> Vec<Vec<u8>> {
+        let mut v = vec![self.a.to_vec::<u8>().unwrap()];
+        if let Some(y) = &self.y {
+            v.push(y.to_vec::<u8>().unwrap());
+        }
+        for b in [&self.h_pre, &self.h_post, &self.h_res, &self.inv] {
+            v.push(b.to_vec::<u8>().unwrap());
+        }
+        v
+    }
+}
+
+fn rel_l2(got: &[f64], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len());
+    let (mut num, mut den) = (0.0, 0.0);
+    for (g, w) in got.iter().zip(want) {
+        num += (g - w) * (g - w);
+        den += w * w;
+    }
+    if den == 0.0 {
+        num.sqrt()
+    } else {
+        (num / den).sqrt()
+    }
+}
+
+fn max_abs_diff(got: &[f64], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len());
+    got.iter().zip(want).fold(0.0f64, |m, (g, w)| if (g - w).is_nan() { f64::INFINITY } else { m.max((g - w).abs()) })
+}
+
+/// MATH.md tolerances: activations rel L2, coefficients max abs. Every output is measured
+/// before failing, and the failure shows all of them with the first values.
+fn compare(label: &str, dtype: Dtype, got: &PreOut, want: &PreOut) {
+    let (act_tol, coef_tol) = if dtype == Dtype::F32 { (1e-5, 1e-5) } else { (1e-2, 1e-3) };
+    let outs = [
+        ("a", &got.a, &want.a, act_tol, true),
+        ("y", &got.y, &want.y, act_tol, true),
+        ("h_pre", &got.h_pre, &want.h_pre, coef_tol, false),
+        ("h_post", &got.h_post, &want.h_post, coef_tol, false),
+        ("h_res", &got.h_res, &want.h_res, coef_tol, false),
+        ("inv_rms", &got.inv_rms, &want.inv_rms, coef_tol, false),
+    ];
+    let mut bad = Vec::new();
+    let mut report = String::new();
+    for (name, g, w, tol, rel) in outs {
+        let e = if let Some(i) = g.iter().position(|v| !v.is_finite()) {
+            report += &format!("\n  {name}[{i}] not written (NaN)");
+            f64::INFINITY
+        } else if rel {
+            rel_l2(g, w)
+        } else {
+            max_abs_diff(g, w)
+        };
+        let head = |v: &[f64]| v.iter().take(4).map(|x| format!("{x:.6}")).collect::<Vec<_>>().join(", ");
+        report += &format!("\n  {name}: err {e:.3e} (tol {tol:.0e}) got [{}] want [{}]", head(g), head(w));
+        if e > tol {
+            bad.push(name);
+        }
+    }
+    assert!(bad.is_empty(), "{label}: {bad:?} out of tolerance{report}");
+}
+
+struct Shape {
+    n: usize,
+    c: usize,
+    t: usize,
+    form: Formulation,
+    dtype: Dtype,
+    phi_std: f64,
+    gamma_k: bool,
+    gamma_f: bool,
+    x_pad: usize,
+    split: Option<usize>,
+}
+
+impl Shape {
+    fn new(n: usize, c: usize, t: usize, form: Formulation, dtype: Dtype) -> Self {
+        Shape { n, c, t, form, dtype, phi_std: 0.02, gamma_k: false, gamma_f: false, x_pad: 0, split: None }
+    }
+    fn cfg(&self) -> Config {
+        Config {
+            gamma_k: self.gamma_k,
+            gamma_f: self.gamma_f,
+            ..Config::new(self.n, self.c).with_formulation(self.form)
+        }
+    }
+    fn label(&self) -> String {
+        format!(
+            "n={} C={} T={} {} {} phi~{} gk={} gf={} pad={} split={:?}",
+            self.n,
+            self.c,
+            self.t,
+            self.dtype,
+            self.form,
+            self.phi_std,
+            self.gamma_k,
+            self.gamma_f,
+            self.x_pad,
+            self.split
+        )
+    }
+}
+
+/// Runs `pre` for one shape on fresh inputs and checks it against the reference.
+fn check_pre(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testing::Rng, sh: &Shape) {
+    let cfg = sh.cfg();
+    let t = sh.t;
+    let case = stored(PreCase::random(rng, cfg, t, sh.phi_std), sh.dtype);
+    let want = case.forward();
+    let plan = Plan::new(dev, cfg, sh.dtype, t.max(1)).unwrap();
+    let ws = plan.new_workspace().unwrap();
+    let din = dev_in(dev, &case, sh.dtype, cfg.k() + sh.x_pad);
+    let mut out = alloc_out(dev, &cfg, sh.dtype, t, cfg.c + sh.x_pad);
+    out.poison(stream, sh.dtype);
+    let x = din.x.view(sh.dtype, din.x_layout);
+    let params = din.params(&cfg);
+    {
+        let mut views = out.views(&cfg, sh.dtype, t);
+        match sh.split {
+            None => plan.pre(stream, &ws, &x, &params, &mut views),
+            Some(s) => plan.pre_with_split(stream, &ws, &x, &params, &mut views, s),
+        }
+        .unwrap_or_else(|e| panic!("{}: {e}", sh.label()));
+    }
+    stream.synchronize().unwrap_or_else(|e| panic!("{}: {e}", sh.label()));
+    let got = out.read(&cfg, sh.dtype, t);
+    compare(&sh.label(), sh.dtype, &got, &want);
+    eprintln!("ok  pre {}", sh.label());
+}
+
+const NS: [usize; 6] = [1, 2, 4, 8, 16, 32];
+const FORMS: [Formulation; 2] = [Formulation::DeepSeekV4, Formulation::Paper];
+const DTYPES: [Dtype; 2] = [Dtype::Bf16, Dtype::F32];
+
+#[test]
+fn pre_every_n_both_formulations_both_dtypes() {
+    let Some(dev) = gpu() else { return };
+    let stream = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("pre_every_n");
+    for dtype in DTYPES {
+        for form in FORMS {
+            for n in NS {
+                for (t, c) in [(1, 64), (3, 64), (17, 1280), (64, 64), (1000, 64)] {
+                    check_pre(&dev, &stream, &mut rng, &Shape::new(n, c, t, form, dtype));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn pre_n4_math_sizes() {
+    let Some(dev) = gpu() else { return };
+    let stream = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("pre_n4_math_sizes");
+    for dtype in DTYPES {
+        for form in FORMS {
+            for t in [1, 2, 3, 17, 64, 1000] {
+                for c in [1280, 4096, 7168] {
+                    check_pre(&dev, &stream, &mut rng, &Shape::new(4, c, t, form, dtype));
+                }
+            }
+            check_pre(&dev, &stream, &mut rng, &Shape { phi_std: 0.5, ..Shape::new(4, 4096, 17, form, dtype) });
+            check_pre(&dev, &stream, &mut rng, &Shape { phi_std: 0.5, ..Shape::new(4, 4096, 1000, form, dtype) });
+            check_pre(&dev, &stream, &mut rng, &Shape { phi_std: 0.5, ..Shape::new(8, 1280, 64, form, dtype) });
+        }
+        check_pre(&dev, &stream, &mut rng, &Shape::new(4, 4096, 8192, Formulation::DeepSeekV4, dtype));
+    }
+}
+
+#[test]
+fn pre_options_strides_and_forced_splits() {
+    let Some(dev) = gpu() else { return };
+    let stream = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("pre_options");
+    for dtype in DTYPES {
+        for form in FORMS {
+            for (gk, gf) in [(true, false), (false, true), (true, true)] {
+                for (n, c, t) in [(4, 4096, 3), (4, 1280, 200), (8, 1280, 17), (2, 72, 33)] {
+                    let sh = Shape { gamma_k: gk, gamma_f: gf, ..Shape::new(n, c, t, form, dtype) };
+                    check_pre(&dev, &stream, &mut rng, &sh);
+                }
+            }
+            // Strided rows (x and a), C not a multiple of 32, odd token counts.
+            for (n, c, t) in [(4, 72, 5), (4, 1288, 40), (16, 136, 65)] {
+                check_pre(&dev, &stream, &mut rng, &Shape { x_pad: 24, ..Shape::new(n, c, t, form, dtype) });
+            }
+            // The split machinery at every split count class, and the prefill shape at decode T.
+            for split in [1, 2, 3, 7, 32, 128] {
+                check_pre(
+                    &dev,
+                    &stream,
+                    &mut rng,
+                    &Shape { split: Some(split), ..Shape::new(4, 4096, 16, form, dtype) },
+                );
+                check_pre(
+                    &dev,
+                    &stream,
+                    &mut rng,
+                    &Shape { split: Some(split), ..Shape::new(4, 7168, 64, form, dtype) },
+                );
+            }
+        }
+    }
+}
+
+/// `post_pre` for one shape against `reference::post_pre` with `x'` stored in `dtype` (the
+/// reference then runs `pre` on the stored `x'`, as the kernel does).
+fn check_post_pre(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testing::Rng, sh: &Shape) {
+    let cfg = sh.cfg();
+    let (t, n, c, k) = (sh.t, cfg.n, cfg.c, cfg.k());
+    let dtype = sh.dtype;
+    let mut post = PostCase::random(rng, cfg, t);
+    post.x = post.x.iter().map(|&v| round(dtype, v)).collect();
+    post.f = post.f.iter().map(|&v| round(dtype, v)).collect();
+    post.h_post = f32s(&post.h_post);
+    post.h_res = f32s(&post.h_res);
+    let pre = stored(PreCase::random(rng, cfg, t, sh.phi_std), dtype);
+    // Reference: post in f64, x' rounded to the storage dtype (what the kernel stores and
+    // feeds to its pre half), then pre on it.
+    let mut want_xo = vec![f64::NAN; t * k];
+    {
+        let inputs = PostInputs {
+            x: HostTensor::new(&post.x[..], Layout::dense(t, k)),
+            f: HostTensor::new(&post.f[..], Layout::dense(t, c)),
+            h_post: HostTensor::new(&post.h_post[..], Layout::dense(t, n)),
+            h_res: HostTensor::new(&post.h_res[..], Layout::dense(t, n * n)),
+        };
+        let mut xo = HostTensorMut::new(&mut want_xo[..], Layout::dense(t, k));
+        reference::post::<f64>(&cfg, &inputs, &mut xo).unwrap();
+    }
+    let want_xo: Vec<f64> = want_xo.iter().map(|&v| round(dtype, v)).collect();
+    let want = PreCase { x: want_xo.clone(), ..pre.clone() }.forward();
+    let plan = Plan::new(dev, cfg, dtype, t.max(1)).unwrap();
+    let ws = plan.new_workspace().unwrap();
+    let din = dev_in(dev, &PreCase { x: post.x.clone(), ..pre.clone() }, dtype, k + sh.x_pad);
+    let f = upload(dev, dtype, &post.f).unwrap();
+    let hp = upload(dev, Dtype::F32, &post.h_post).unwrap();
+    let hr = upload(dev, Dtype::F32, &post.h_res).unwrap();
+    let mut xo = DeviceBuffer::alloc(dev, (t * k).max(1) * dtype.size() + 16).unwrap();
+    xo.fill_u32(stream, nan_pattern(dtype)).unwrap();
+    let mut out = alloc_out(dev, &cfg, dtype, t, c + sh.x_pad);
+    out.poison(stream, dtype);
+    let x = din.x.view(dtype, din.x_layout);
+    let params = din.params(&cfg);
+    let pin = PostInViews {
+        f: f.view(dtype, Layout::dense(t, c)),
+        h_post: hp.view(Dtype::F32, Layout::dense(t, n)),
+        h_res: hr.view(Dtype::F32, Layout::dense(t, n * n)),
+    };
+    {
+        let mut xov = xo.view_mut(dtype, Layout::dense(t, k));
+        let mut views = out.views(&cfg, dtype, t);
+        match sh.split {
+            None => plan.post_pre(stream, &ws, &x, &pin, &mut xov, &params, &mut views),
+            Some(s) => plan.post_pre_with_split(stream, &ws, &x, &pin, &mut xov, &params, &mut views, s),
+        }
+        .unwrap_or_else(|e| panic!("post_pre {}: {e}", sh.label()));
+    }
+    stream.synchronize().unwrap();
+    let got_xo = download(&xo, dtype, t * k).unwrap();
+    if let Some(i) = got_xo.iter().position(|v| !v.is_finite()) {
+        panic!("post_pre {}: x'[{i}] not written", sh.label());
+    }
+    let e = rel_l2(&got_xo, &want_xo);
+    let tol = if dtype == Dtype::F32 { 1e-5 } else { 1e-2 };
+    assert!(e <= tol, "post_pre {}: x' rel L2 {e:.3e}", sh.label());
+    compare(&format!("post_pre {}", sh.label()), dtype, &out.read(&cfg, dtype, t), &want);
+    eprintln!("ok  post_pre {}", sh.label());
+}
+
+#[test]
+fn post_pre_matches_reference() {
+    let Some(dev) = gpu() else { return };
+    let stream = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("post_pre");
+    for dtype in DTYPES {
+        for form in FORMS {
+            for n in NS {
+                for (t, c) in [(1, 64), (17, 1280), (64, 64), (100, 64)] {
+                    check_post_pre(&dev, &stream, &mut rng, &Shape::new(n, c, t, form, dtype));
+                }
+            }
+            for t in [1, 3, 16, 64, 1000] {
+                check_post_pre(&dev, &stream, &mut rng, &Shape::new(4, 4096, t, form, dtype));
+            }
+            check_post_pre(&dev, &stream, &mut rng, &Shape { phi_std: 0.5, ..Shape::new(4, 7168, 17, form, dtype) });
+            let opts = Shape { gamma_k: true, gamma_f: true, x_pad: 8, ..Shape::new(4, 1280, 40, form, dtype) };
+            check_post_pre(&dev, &stream, &mut rng, &opts);
+            check_post_pre(&dev, &stream, &mut rng, &Shape { split: Some(5), ..Shape::new(4, 4096, 33, form, dtype) });
+        }
+        check_post_pre(&dev, &stream, &mut rng, &Shape::new(4, 4096, 8192, Formulation::DeepSeekV4, dtype));
+    }
+}
+
+/// A ready-to-launch `pre` for timing, determinism and graph tests.
+struct Ready {
+    cfg: Config,
+    dtype: Dtype,
+    t: usize,
+    plan: Plan,
+    ws: Workspace,
+    ins: Vec<DevIn>,
+    out: DevOut,
+}
+
+fn ready(
+    dev: &CudaDevice,
+    rng: &mut reference::testing::Rng,
+    cfg: Config,
+    dtype: Dtype,
+    t: usize,
+    sets: usize,
+) -> Ready {
+    let plan = Plan::new(dev, cfg, dtype, t).unwrap();
+    let ws = plan.new_workspace().unwrap();
+    let ins =
+        (0..sets).map(|_| dev_in(dev, &stored(PreCase::random(rng, cfg, t, 0.02), dtype), dtype, cfg.k())).collect();
+    let out = alloc_out(dev, &cfg, dtype, t, cfg.c);
+    Ready { cfg, dtype, t, plan, ws, ins, out }
+}
+
+impl Ready {
+    fn launch(&mut self, s: &Stream, set: usize, split: Option<usize>) -> mhc::Result<()> {
+        let din = &self.ins[set % self.ins.len()];
+        let x = din.x.view(self.dtype, din.x_layout);
+        let params = din.params(&self.cfg);
+        let mut views = self.out.views(&self.cfg, self.dtype, self.t);
+        match split {
+            None => self.plan.pre(s, &self.ws, &x, &params, &mut views),
+            Some(sp) => self.plan.pre_with_split(s, &self.ws, &x, &params, &mut views, sp),
+        }
+    }
+}
+
+#[test]
+fn pre_is_deterministic_and_graph_capturable() {
+    let Some(dev) = gpu() else { return };
+    let s = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("pre_determinism");
+    for dtype in DTYPES {
+        for (n, c, t) in [(4, 4096, 16), (4, 7168, 3), (4, 4096, 1000), (8, 1280, 64)] {
+            let cfg = Config::new(n, c);
+            let mut r = ready(&dev, &mut rng, cfg, dtype, t, 1);
+            r.out.poison(&s, dtype);
+            r.launch(&s, 0, None).unwrap();
+            s.synchronize().unwrap();
+            let first = r.out.bits();
+            for rep in 0..5 {
+                r.out.poison(&s, dtype);
+                r.launch(&s, 0, None).unwrap();
+                s.synchronize().unwrap();
+                assert!(r.out.bits() == first, "n={n} C={c} T={t} {dtype}: run {rep} differs in bits");
+            }
+            // 100 calls captured in one graph, replayed twice: same bits as the direct call
+            // (the split counters are reset by each call, or the next would go wrong).
+            r.out.poison(&s, dtype);
+            s.begin_capture().unwrap();
+            for _ in 0..100 {
+                r.launch(&s, 0, None).unwrap();
+            }
+            let g = s.end_capture().unwrap();
+            g.launch(&s).unwrap();
+            g.launch(&s).unwrap();
+            s.synchronize().unwrap();
+            assert!(r.out.bits() == first, "n={n} C={c} T={t} {dtype}: graph replay differs in bits");
+            eprintln!("ok  determinism + graph n={n} C={c} T={t} {dtype}");
+        }
+    }
+}
+
+#[test]
+fn pre_refuses_bad_inputs_before_launch() {
+    let Some(dev) = gpu() else { return };
+    let s = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("pre_refuses");
+    let cfg = Config::new(4, 1280);
+    let dtype = Dtype::Bf16;
+    let mut r = ready(&dev, &mut rng, cfg, dtype, 8, 1);
+    let din = &r.ins[0];
+    let params = din.params(&cfg);
+    let k = cfg.k();
+    // x row stride not 16-byte aligned
+    let bad_x = din.x.view(dtype, Layout::dense(7, k).with_stride(k + 1));
+    let mut out7 = alloc_out(&dev, &cfg, dtype, 7, cfg.c);
+    let e = r.plan.pre(&s, &r.ws, &bad_x, &params, &mut out7.views(&cfg, dtype, 7));
+    assert!(matches!(e, Err(Error::Alignment { .. })), "{e:?}");
+    // wrong dtype of x
+    let f32x = din.x.view(Dtype::F32, Layout::dense(2, k));
+    let mut out2 = alloc_out(&dev, &cfg, dtype, 2, cfg.c);
+    let e = r.plan.pre(&s, &r.ws, &f32x, &params, &mut out2.views(&cfg, dtype, 2));
+    assert!(matches!(e, Err(Error::Dtype { .. })), "{e:?}");
+    // gamma_k given but not configured
+    let g = upload(&dev, Dtype::F32, &vec![1.0; k]).unwrap();
+    let p2 = PreParamViews { gamma_k: Some(g.view(Dtype::F32, Layout::dense(1, k))), ..params };
+    let x = din.x.view(dtype, din.x_layout);
+    let e = r.plan.pre(&s, &r.ws, &x, &p2, &mut r.out.views(&cfg, dtype, 8));
+    assert!(matches!(e, Err(Error::Shape { what: "gamma_k", .. })), "{e:?}");
+    // phi of the wrong shape
+    let p3 = PreParamViews { phi: din.phi.view(Dtype::F32, Layout::dense(cfg.m() - 1, k)), ..params };
+    let e = r.plan.pre(&s, &r.ws, &x, &p3, &mut r.out.views(&cfg, dtype, 8));
+    assert!(matches!(e, Err(Error::Shape { what: "phi", .. })), "{e:?}");
+    // a workspace of another (smaller) plan
+    let small = Plan::new(&dev, Config::new(1, 64), dtype, 1).unwrap();
+    let ws_small = small.new_workspace().unwrap();
+    let e = r.plan.pre(&s, &ws_small, &x, &params, &mut r.out.views(&cfg, dtype, 8));
+    assert!(matches!(e, Err(Error::Shape { what: "workspace", .. })), "{e:?}");
+    // more tokens than the plan
+    let mut out9 = alloc_out(&dev, &cfg, dtype, 9, cfg.c);
+    let x9 = DeviceBuffer::alloc(&dev, 9 * k * 2).unwrap();
+    let e = r.plan.pre(&s, &r.ws, &x9.view(dtype, Layout::dense(9, k)), &params, &mut out9.views(&cfg, dtype, 9));
+    assert!(matches!(e, Err(Error::Shape { what: "tokens", .. })), "{e:?}");
+    // outputs untouched by the refused calls: the poisoned buffer still reads NaN
+    r.out.poison(&s, dtype);
+    s.synchronize().unwrap();
+    let _ = r.plan.pre(&s, &r.ws, &x, &p3, &mut r.out.views(&cfg, dtype, 8));
+    s.synchronize().unwrap();
+    assert!(r.out.read(&cfg, dtype, 8).h_pre.iter().all(|v| v.is_nan()));
+    // and a good call still works after the refusals
+    r.launch(&s, 0, None).unwrap();
+    s.synchronize().unwrap();
+    assert!(r.out.read(&cfg, dtype, 8).h_pre.iter().all(|v| v.is_finite()));
+}
+
+/// Median of `reps` timings (microseconds per call) of `calls` back-to-back launches.
+fn time_calls(
+    dev: &CudaDevice,
+    s: &Stream,
+    reps: usize,
+    calls: usize,
+    mut f: impl FnMut(usize) -> mhc::Result<()>,
+) -> f64 {
+    let (e0, e1) = (Event::new(dev).unwrap(), Event::new(dev).unwrap());
+    let mut v = Vec::new();
+    let mut i = 0;
+    for _ in 0..reps {
+        e0.record(s).unwrap();
+        for _ in 0..calls {
+            f(i).unwrap();
+            i += 1;
+        }
+        e1.record(s).unwrap();
+        e1.synchronize().unwrap();
+        v.push(e1.elapsed_ms_since(&e0).unwrap() as f64 * 1000.0 / calls as f64);
+    }
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+#[test]
+#[ignore]
+fn bench_pre() {
+    let Some(dev) = gpu() else { return };
+    let s = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("bench_pre");
+    // Copy bandwidth, measured here: 2 x 512 MiB device-to-device.
+    let bytes = 512 << 20;
+    let (src, dst) = (DeviceBuffer::alloc(&dev, bytes).unwrap(), DeviceBuffer::alloc(&dev, bytes).unwrap());
+    let copy_us = time_calls(&dev, &s, 11, 5, |_| dst.copy_from(&s, &src, bytes));
+    let copy_bw = 2.0 * bytes as f64 / (copy_us * 1e-6);
+    println!("device {} | D2D copy {:.0} GB/s", dev.name(), copy_bw / 1e9);
+    println!("| stage | dtype | T | n | C | split | us (stream) | us (graph) | GB/s | % copy | floor us |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for (dtype, n, c, t, split) in [
+        (Dtype::Bf16, 4, 4096, 1, None),
+        (Dtype::Bf16, 4, 4096, 4, None),
+        (Dtype::Bf16, 4, 4096, 16, None),
+        (Dtype::Bf16, 4, 7168, 1, None),
+        (Dtype::Bf16, 4, 7168, 16, None),
+        (Dtype::Bf16, 4, 4096, 16, Some(8)),
+        (Dtype::Bf16, 4, 4096, 16, Some(16)),
+        (Dtype::Bf16, 4, 4096, 16, Some(64)),
+        (Dtype::Bf16, 4, 7168, 16, Some(16)),
+        (Dtype::Bf16, 4, 7168, 16, Some(112)),
+        (Dtype::Bf16, 4, 4096, 64, None),
+        (Dtype::Bf16, 4, 4096, 256, None),
+        (Dtype::Bf16, 4, 4096, 1024, None),
+        (Dtype::Bf16, 4, 4096, 4096, None),
+        (Dtype::Bf16, 4, 4096, 8192, None),
+        (Dtype::Bf16, 4, 7168, 8192, None),
+        (Dtype::F32, 4, 4096, 16, None),
+        (Dtype::F32, 4, 4096, 8192, None),
+        (Dtype::Bf16, 8, 1280, 8192, None),
+        (Dtype::Bf16, 32, 1280, 1024, None),
+    ] {
+        let cfg = Config::new(n, c);
+        let k = cfg.k();
+        // Rotate input sets so x (and phi) exceed the 50 MB L2 between reuses.
+        let per_set = t * k * dtype.size() + cfg.m() * k * 4;
+        let sets = (120_000_000 / per_set).clamp(1, 16);
+        let mut r = ready(&dev, &mut rng, cfg, dtype, t, sets);
+        let reps = if t >= 4096 { 7 } else { 21 };
+        let calls = if t >= 4096 { 5 } else { 50 };
+        for i in 0..3 {
+            r.launch(&s, i, split).unwrap();
+        }
+        let us = time_calls(&dev, &s, reps, calls, |i| r.launch(&s, i, split));
+        // Graph of `sets` calls (each its own inputs), replayed.
+        s.begin_capture().unwrap();
+        for i in 0..sets.max(10) {
+            r.launch(&s, i, split).unwrap();
+        }
+        let g = s.end_capture().unwrap();
+        let ncalls = sets.max(10);
+        let gus = time_calls(&dev, &s, reps, 1, |_| g.launch(&s)) / ncalls as f64;
+        let moved = (t * k + t * c) * dtype.size() + cfg.m() * k * 4;
+        let floor = moved as f64 / copy_bw * 1e6;
+        let gbs = moved as f64 / (us * 1e-6) / 1e9;
+        println!(
+            "| pre | {dtype} | {t} | {n} | {c} | {} | {us:.2} | {gus:.2} | {gbs:.0} | {:.0}% | {floor:.2} |",
+            split.map(|v| v.to_string()).unwrap_or("auto".into()),
+            100.0 * gbs * 1e9 / copy_bw
+        );
+    }
+}
+
+/// Prints the projection the kernel left in the workspace next to the f64 one (P = x . phi^T,
+/// ss = |x|^2) for small shapes, tile and split. Diagnostic: fails only on a gross mismatch.
+#[test]
+fn pre_logits_match_the_projection() {
+    let Some(dev) = gpu() else { return };
+    let s = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("pre_logits");
+    for dtype in DTYPES {
+        for (n, c, t, split) in [(1, 64, 1, None), (4, 64, 3, None), (4, 1280, 2, None), (4, 1280, 2, Some(1))] {
+            let cfg = Config::new(n, c);
+            let (k, m) = (cfg.k(), cfg.m());
+            let mut r = ready(&dev, &mut rng, cfg, dtype, t, 1);
+            r.launch(&s, 0, split).unwrap();
+            s.synchronize().unwrap();
+            let (p, ss) = r.plan.debug_logits(&r.ws, t).unwrap();
+            let x = download(&r.ins[0].x, dtype, t * k).unwrap();
+            let phi = download(&r.ins[0].phi, Dtype::F32, m * k).unwrap();
+            let ldp = p.len() / t;
+            let mut worst = 0.0f64;
+            for tt in 0..t {
+                let want_ss: f64 = x[tt * k..(tt + 1) * k].iter().map(|v| v * v).sum();
+                let mut line =
+                    format!("n={n} C={c} T={t} {dtype} split={split:?} t={tt}: ss {} vs {want_ss:.4}", ss[tt]);
+                for mm in 0..m {
+                    let want: f64 = (0..k).map(|kk| x[tt * k + kk] * phi[mm * k + kk]).sum();
+                    let got = p[tt * ldp + mm] as f64;
+                    worst = worst.max((got - want).abs());
+                    if mm < 6 {
+                        line += &format!(" | P{mm} {got:.5} vs {want:.5}");
+                    }
+                }
+                eprintln!("{line}");
+            }
+            assert!(worst < 1e-2, "P differs by {worst}");
+        }
+    }
+}
+
+/// Small launches of every path (tile, split, post_pre, options), for compute-sanitizer.
+#[test]
+fn sanitizer_smoke() {
+    let Some(dev) = gpu() else { return };
+    let stream = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("sanitizer_smoke");
+    for dtype in DTYPES {
+        for (n, c, t) in [(4, 1280, 5), (4, 1280, 40), (8, 136, 20)] {
+            let sh =
+                Shape { gamma_k: true, gamma_f: true, x_pad: 8, ..Shape::new(n, c, t, Formulation::DeepSeekV4, dtype) };
+            let cfg = sh.cfg();
+            let case = stored(PreCase::random(&mut rng, cfg, t, 0.02), dtype);
+            let plan = Plan::new(&dev, cfg, dtype, t).unwrap();
+            let ws = plan.new_workspace().unwrap();
+            let din = dev_in(&dev, &case, dtype, cfg.k() + 8);
+            let mut out = alloc_out(&dev, &cfg, dtype, t, c + 8);
+            let x = din.x.view(dtype, din.x_layout);
+            plan.pre(&stream, &ws, &x, &din.params(&cfg), &mut out.views(&cfg, dtype, t)).unwrap();
+            stream.synchronize().unwrap();
+        }
+        for t in [5, 40] {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                check_post_pre(&dev, &stream, &mut rng, &Shape::new(4, 1280, t, Formulation::Paper, dtype))
+            }));
+            if r.is_err() {
+                eprintln!(
+                    "sanitizer_smoke: post_pre T={t} {dtype} mismatched (reported by post_pre_matches_reference)"
+                );
+            }
+        }
+    }
+}
