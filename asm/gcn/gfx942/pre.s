@@ -1,5 +1,7 @@
 // mhc_pre: the whole `pre` stage of MATH.md (stages 1-3) in ONE launch, gfx942 (CDNA3), wave64;
-// also `head` (flags bit 2: the same projection with M = n, sigmoid weights, the collapse).
+// also `head` (flags bit 2: the same projection with M = n, sigmoid weights, the collapse) and
+// `post_pre` (flags bit 3: a post prologue writes x' = post(x, f, h_post, h_res) for the
+// workgroup's k slice, and everything below runs on x', read back from the slice just written).
 // A workgroup owns a tile of 4 tokens; the K = n C reduction of the tile is split over G
 // workgroups (G = 1 for many tokens; G > 1 for decode), and the last one to finish completes it.
 //
@@ -9,6 +11,10 @@
 //   a_t = sum_i h_pre[i] x_t[i]; then it resets the counter to 0 for the next launch.
 //
 // Tile: grid = (G, ceil(T / 4)), 256 work-items (4 waves) per workgroup, tokens t0 .. t0 + 3.
+//   Post prologue (post_pre only): coefficient rows of the tile's tokens to LDS; for each
+//     token and stream i, the channels of stream i inside the k slice (lane = channel):
+//     x'[i][c] = h_post[i] f[c] + sum_j H(i, j) x[j][c] (V4 / Paper by the strides res_si,
+//     res_sj as in mhc_post), stored to `out`; vmcnt(0), barrier, then x := out.
 //   Phase A (every workgroup): projection of the tile's k slice, 16 phi rows at a time: each
 //     lane loads 16 phi values and 4 x values per k and does 64 + 4 FMAs (16 logits and the sum
 //     of squares of 4 tokens), so one phi load feeds 4 tokens (phi traffic / 4 against one token
@@ -27,11 +33,13 @@
 // VGPRs: v0 tid, v1 k * 4, v2 x offset, v3 temp, v[4:68) accumulators (token tt, row q at
 //   4 + 16 tt + q), v[68:72) sums of squares, v[72:76) x, v[76:92) phi, v92.. work: 100.
 // SGPRs: 102 (s[60:92) phi row bases, s[94:102) x row pointers in phase A).
-// Kernargs (128 B): x, phi, scale, base, h_pre, h_post, h_res, inv_rms, a, work, counter (u64),
+// Kernargs (176 B): x, phi, scale, base, h_pre, h_post, h_res, inv_rms, a, work, counter (u64),
 //   tokens, streams, channels, x_stride, a_stride, splits (G), iters, eps_norm (f32),
 //   eps_hc (f32), flags (bit 0 bf16 storage, bit 1 Paper, bit 2 head: M = n logits, h = sigma + eps
-//   into h_pre, no Sinkhorn, a = the head's output). work: T G (M + 1) f32; counter:
-//   ceil(T / 4) u32, zero before the first launch (the kernel leaves it zero).
+//   into h_pre, no Sinkhorn, a = the head's output; bit 3 post prologue), then for post_pre only
+//   f, post_h_post, post_h_res, out (u64), f_stride, res_si, res_sj (u32). work: T G (M + 1)
+//   f32; counter: ceil(T / 4) u32, zero before the first launch (the kernel leaves it zero).
+//   x_stride is shared by x and out.
 // Per token, measured on the simulator (n = 4, C = 4096, bf16): see asm/gcn/README.md. Phi is
 //   read from L2 once per 4 tokens (M K 4 B / 4 = 0.4 MB at n = 4, C = 4096), x once per 16
 //   logits (L2 after the first), a written once; decode (T <= 64): G = ceil(K / 2048).
@@ -280,6 +288,161 @@ mhc_pre:
   s_add_u32 s42, s41, s40
   s_min_u32 s42, s42, s36                // k_end
   s_lshl_b32 s47, s36, 2                 // K * 4
+  // ================= Post prologue (post_pre, flags bit 3) =================
+  // x' = post(x, f, h_post, h_res) for this workgroup's k slice of the tile's tokens, written to
+  // `out`; the rest of the kernel then runs on x' (x := out), reading back only its own slice
+  // (phase A) or, in the last workgroup, the whole rows after the counter's acquire (phase C).
+  s_and_b32 s48, s35, 8
+  s_cbranch_scc0 .Lpost_done
+  s_load_dwordx8 s[60:67], s[0:1], 0x80  // f, h_post, h_res, out
+  s_load_dwordx4 s[68:71], s[0:1], 0xa0  // f_stride, res_si, res_sj, (pad)
+  s_waitcnt lgkmcnt(0)
+  // Coefficients of token tt at LDS 4224 tt: row i of the mixing (H(i, j) at 4 (i n + j)) and
+  // h_post[i] at 4096 + 4 i.
+  s_mul_i32 s72, s27, s27                // n^2
+  s_ff1_i32_b32 s73, s27                 // log2 n
+  s_sub_u32 s74, s27, 1
+  s_mov_b32 s84, 0                       // tt
+.Lps_token:
+  s_add_u32 s48, s92, s84
+  s_mul_i32 s49, s48, s72
+  s_lshl_b32 s49, s49, 2
+  s_add_u32 s76, s64, s49
+  s_addc_u32 s77, s65, 0                 // &h_res[t]
+  s_lshl_b32 s49, s48, 2
+  s_mul_i32 s49, s49, s27
+  s_add_u32 s78, s62, s49
+  s_addc_u32 s79, s63, 0                 // &h_post[t]
+  s_mul_i32 s85, s84, 4224               // LDS base of token tt
+  v_mov_b32 v1, v0                       // e
+  s_mov_b32 s50, 0
+.Lps_stage:
+  v_cmp_gt_u32 vcc, s72, v1
+  s_and_saveexec_b64 s[52:53], vcc
+  s_cbranch_execz .Lps_stage_next
+  v_lshrrev_b32 v2, s73, v1              // i
+  v_and_b32 v3, s74, v1                  // j
+  v_mul_lo_u32 v2, v2, s69
+  v_mul_lo_u32 v3, v3, s70
+  v_add_lshl_u32 v2, v2, v3, 2
+  global_load_dword v4, v2, s[76:77]
+  v_lshl_add_u32 v5, v1, 2, s85
+  s_waitcnt vmcnt(0)
+  ds_write_b32 v5, v4
+.Lps_stage_next:
+  s_mov_b64 exec, s[52:53]
+  v_add_u32 v1, 0x100, v1
+  s_addk_i32 s50, 0x100
+  s_cmp_lt_u32 s50, s72
+  s_cbranch_scc1 .Lps_stage
+  v_cmp_gt_u32 vcc, s27, v0
+  s_and_saveexec_b64 s[52:53], vcc
+  s_cbranch_execz .Lps_staged
+  v_lshlrev_b32 v1, 2, v0
+  global_load_dword v4, v1, s[78:79]
+  v_add_u32 v5, s85, v1
+  s_waitcnt vmcnt(0)
+  ds_write_b32 v5, v4 offset:4096
+.Lps_staged:
+  s_mov_b64 exec, s[52:53]
+  s_add_u32 s84, s84, 1
+  s_cmp_lt_u32 s84, s93
+  s_cbranch_scc1 .Lps_token
+  s_waitcnt lgkmcnt(0)
+  s_barrier
+  s_lshl_b32 s80, s28, s38               // bytes per stream (C elements)
+  s_mov_b32 s84, 0                       // tt
+.Lpt_token:
+  s_add_u32 s48, s92, s84                // t
+  s_mul_i32 s50, s48, s29
+  s_mul_hi_u32 s51, s48, s29
+  s_lshl_b64 s[50:51], s[50:51], s38
+  s_add_u32 s76, s4, s50
+  s_addc_u32 s77, s5, s51                // &x[t]
+  s_add_u32 s78, s66, s50
+  s_addc_u32 s79, s67, s51               // &out[t]
+  s_mul_i32 s50, s48, s68
+  s_mul_hi_u32 s51, s48, s68
+  s_lshl_b64 s[50:51], s[50:51], s38
+  s_add_u32 s86, s60, s50
+  s_addc_u32 s87, s61, s51               // &f[t]
+  s_mul_i32 s85, s84, 4224               // LDS base of token tt
+  s_mov_b32 s88, 0                       // i
+  s_mov_b32 s89, 0                       // i C (first k of stream i)
+.Lpt_stream:
+  s_cmp_ge_u32 s89, s42                  // stream starts past the slice: done with this token
+  s_cbranch_scc1 .Lpt_token_next
+  s_sub_u32 s90, s41, s89                // c_lo = max(k_begin - i C, 0)
+  s_cmp_lt_u32 s41, s89
+  s_cselect_b32 s90, 0, s90
+  s_sub_u32 s91, s42, s89                // c_hi = min(k_end - i C, C)
+  s_min_u32 s91, s91, s28
+  s_cmp_ge_u32 s90, s91
+  s_cbranch_scc1 .Lpt_stream_next
+  s_mov_b32 s94, s90                     // c0
+.Lpt_chunk:
+  v_add_u32 v1, s94, v0                  // c
+  v_cmp_gt_u32 vcc, s91, v1
+  s_and_saveexec_b64 s[52:53], vcc
+  s_cbranch_execz .Lpt_chunk_next
+  v_lshlrev_b32 v2, s38, v1              // byte offset of c
+  s_lshl_b32 s48, s88, 2
+  s_add_u32 s48, s48, s85
+  v_mov_b32 v6, s48
+  ds_read_b32 v3, v6 offset:4096         // h_post[i]
+  s_mov_b64 s[54:55], s[86:87]
+  LOAD_X_DYN v4                          // f[t][c]
+  s_waitcnt lgkmcnt(0)
+  v_mul_f32 v3, v3, v4                   // h_post[i] f
+  s_mul_i32 s48, s88, s27
+  s_lshl_b32 s48, s48, 2
+  s_add_u32 s48, s48, s85
+  v_mov_b32 v6, s48                      // LDS address of H(i, 0)
+  s_mov_b64 s[54:55], s[76:77]
+  s_mov_b32 s50, 0                       // j
+.Lpt_j:
+  ds_read_b32 v5, v6
+  LOAD_X_DYN v4                          // x[t][j][c]
+  s_waitcnt lgkmcnt(0)
+  v_fmac_f32 v3, v5, v4                  // + H(i, j) x[j]
+  v_add_u32 v6, 4, v6
+  s_add_u32 s54, s54, s80
+  s_addc_u32 s55, s55, 0
+  s_add_u32 s50, s50, 1
+  s_cmp_lt_u32 s50, s27
+  s_cbranch_scc1 .Lpt_j
+  s_mul_i32 s48, s88, s80                // out[t][i][c]
+  s_add_u32 s54, s78, s48
+  s_addc_u32 s55, s79, 0
+  s_cmp_eq_u32 s39, 0
+  s_cbranch_scc1 .Lpt_f32
+  v_bfe_u32 v7, v3, 16, 1
+  v_add3_u32 v7, v3, v7, s43
+  v_lshrrev_b32 v7, 16, v7
+  global_store_short v2, v7, s[54:55]
+  s_branch .Lpt_chunk_next
+.Lpt_f32:
+  global_store_dword v2, v3, s[54:55]
+.Lpt_chunk_next:
+  s_mov_b64 exec, s[52:53]
+  s_addk_i32 s94, 0x100
+  s_cmp_lt_u32 s94, s91
+  s_cbranch_scc1 .Lpt_chunk
+.Lpt_stream_next:
+  s_add_u32 s88, s88, 1
+  s_add_u32 s89, s89, s28
+  s_cmp_lt_u32 s88, s27
+  s_cbranch_scc1 .Lpt_stream
+.Lpt_token_next:
+  s_add_u32 s84, s84, 1
+  s_cmp_lt_u32 s84, s93
+  s_cbranch_scc1 .Lpt_token
+  // x' is complete for this slice: every wave waits for its stores, then x := out.
+  s_waitcnt vmcnt(0)
+  s_barrier
+  buffer_inv sc0                         // no stale L1 lines of out for the read-back
+  s_mov_b64 s[4:5], s[66:67]
+.Lpost_done:
   // x row pointers of the tile's tokens (past T: the last token, results dropped).
   s_sub_u32 s50, s26, 1
   .set tt, 0
@@ -703,7 +866,7 @@ mhc_pre:
 .amdhsa_kernel mhc_pre
   .amdhsa_group_segment_fixed_size 35344
   .amdhsa_private_segment_fixed_size 0
-  .amdhsa_kernarg_size 128
+  .amdhsa_kernarg_size 176
   .amdhsa_user_sgpr_count 2
   .amdhsa_user_sgpr_kernarg_segment_ptr 1
   .amdhsa_system_sgpr_workgroup_id_x 1
@@ -722,7 +885,7 @@ amdhsa.version: [ 1, 2 ]
 amdhsa.kernels:
   - .name: mhc_pre
     .symbol: mhc_pre.kd
-    .kernarg_segment_size: 128
+    .kernarg_segment_size: 176
     .kernarg_segment_align: 8
     .group_segment_fixed_size: 35344
     .private_segment_fixed_size: 0
@@ -753,5 +916,12 @@ amdhsa.kernels:
       - { .name: eps_norm, .offset: 116, .size: 4, .value_kind: by_value }
       - { .name: eps_hc, .offset: 120, .size: 4, .value_kind: by_value }
       - { .name: flags, .offset: 124, .size: 4, .value_kind: by_value }
+      - { .name: f, .offset: 128, .size: 8, .value_kind: global_buffer, .address_space: global, .actual_access: read_only }
+      - { .name: post_h_post, .offset: 136, .size: 8, .value_kind: global_buffer, .address_space: global, .actual_access: read_only }
+      - { .name: post_h_res, .offset: 144, .size: 8, .value_kind: global_buffer, .address_space: global, .actual_access: read_only }
+      - { .name: out, .offset: 152, .size: 8, .value_kind: global_buffer, .address_space: global, .actual_access: write_only }
+      - { .name: f_stride, .offset: 160, .size: 4, .value_kind: by_value }
+      - { .name: res_si, .offset: 164, .size: 4, .value_kind: by_value }
+      - { .name: res_sj, .offset: 168, .size: 4, .value_kind: by_value }
 ...
 .end_amdgpu_metadata

@@ -184,11 +184,7 @@ impl GcnSimRunner {
         let (xa, fa) = (dev.act("x", &inputs["x"].data), dev.act("f", &inputs["f"].data));
         let (hpa, hra) = (dev.f32("h_post", &inputs["h_post"].data), dev.f32("h_res", &inputs["h_res"].data));
         let oa = dev.out("out", t * n * c, true);
-        // Coefficient of output stream i, input stream j: V4 uses h_res[j][i], Paper h_res[i][j].
-        let (si, sj) = match cfg.formulation {
-            Formulation::DeepSeekV4 => (1, n),
-            Formulation::Paper => (n, 1),
-        };
+        let (si, sj) = res_strides(cfg);
         let mut a = Args::new(&k);
         a.ptr("x", xa)?.ptr("f", fa)?.ptr("h_post", hpa)?.ptr("h_res", hra)?.ptr("out", oa)?;
         a.u32("tokens", t)?.u32("streams", n)?.u32("channels", c)?.u32("x_stride", n * c)?.u32("f_stride", c)?;
@@ -205,15 +201,46 @@ impl GcnSimRunner {
         Ok(out)
     }
 
-    /// `post` then `pre` reading `out` as stored (one simulated device memory, four launches:
-    /// post, proj, coeffs, apply).
+    /// `post` then `pre` reading `out` as stored, in ONE launch: `mhc_pre`'s post prologue
+    /// writes x' for its slice and the projection reads it back (see pre.s).
     fn post_pre(&self, cfg: &Config, dtype: Dtype, inputs: &Named, t: usize) -> Result<Named> {
+        let (n, c) = (cfg.n, cfg.c);
         let mut dev = Dev::new(dtype);
-        let oa = self.post_launch(&mut dev, cfg, t, inputs)?;
-        let mut out = self.pre_on(&mut dev, cfg, t, oa, inputs)?;
-        out.insert("out".into(), dev.read(oa, vec![t, cfg.n, cfg.c], true));
+        let xa = dev.act("x", &inputs["x"].data);
+        let (si, sj) = res_strides(cfg);
+        let post = PostIn {
+            f: dev.act("f", &inputs["f"].data),
+            h_post: dev.f32("h_post", &inputs["h_post"].data),
+            h_res: dev.f32("h_res", &inputs["h_res"].data),
+            out: dev.out("out", t * n * c, true),
+            si,
+            sj,
+        };
+        let mut out = self.pre_on(&mut dev, cfg, t, xa, inputs, Some(&post))?;
+        out.insert("out".into(), dev.read(post.out, vec![t, n, c], true));
         Ok(out)
     }
+}
+
+/// Element strides (i, j) of the coefficient of output stream i, input stream j in `h_res`:
+/// V4 applies `h_res` transposed (`h_res[j][i]`), the paper does not (`h_res[i][j]`).
+fn res_strides(cfg: &Config) -> (usize, usize) {
+    match cfg.formulation {
+        Formulation::DeepSeekV4 => (1, cfg.n),
+        Formulation::Paper => (cfg.n, 1),
+    }
+}
+
+/// Device addresses of `post`'s inputs and output, for `mhc_pre`'s post prologue (post_pre).
+#[derive(Debug, Clone, Copy, Default)]
+struct PostIn {
+    f: u64,
+    h_post: u64,
+    h_res: u64,
+    out: u64,
+    /// Element strides of the coefficient of output stream i, input stream j in `h_res`.
+    si: usize,
+    sj: usize,
 }
 
 /// Tokens per workgroup of `mhc_pre` (one phi load feeds this many tokens).
@@ -321,7 +348,7 @@ impl GcnSimRunner {
     fn pre(&self, cfg: &Config, dtype: Dtype, inputs: &Named, t: usize) -> Result<Named> {
         let mut dev = Dev::new(dtype);
         let xa = dev.act("x", &inputs["x"].data);
-        self.pre_on(&mut dev, cfg, t, xa, inputs)
+        self.pre_on(&mut dev, cfg, t, xa, inputs, None)
     }
 
     /// One `mhc_pre` launch on the activation at `xa` (split K over G workgroups per 4-token
@@ -338,6 +365,7 @@ impl GcnSimRunner {
         scale: &[f64],
         base: &[f64],
         head: bool,
+        post: Option<&PostIn>,
     ) -> Result<[u64; 5]> {
         let (n, c) = (cfg.n, cfg.c);
         let m = if head { n } else { cfg.m() };
@@ -362,6 +390,9 @@ impl GcnSimRunner {
         if head {
             flags |= 4;
         }
+        if post.is_some() {
+            flags |= 8;
+        }
         let mut a = Args::new(&k);
         a.ptr("x", xa)?.ptr("phi", phia)?.ptr("scale", sa)?.ptr("base", ba)?;
         a.ptr("h_pre", hpre)?.ptr("h_post", hpost)?.ptr("h_res", hres)?.ptr("inv_rms", ra)?.ptr("a", aa)?;
@@ -369,6 +400,10 @@ impl GcnSimRunner {
         a.u32("tokens", t)?.u32("streams", n)?.u32("channels", c)?.u32("x_stride", n * c)?.u32("a_stride", c)?;
         a.u32("splits", g)?.u32("iters", cfg.sinkhorn_iters as usize)?;
         a.f32("eps_norm", cfg.eps_norm)?.f32("eps_hc", cfg.eps_hc)?.u32("flags", flags)?;
+        // The post prologue's inputs (post_pre); unused (null) otherwise.
+        let p = post.copied().unwrap_or_default();
+        a.ptr("f", p.f)?.ptr("post_h_post", p.h_post)?.ptr("post_h_res", p.h_res)?.ptr("out", p.out)?;
+        a.u32("f_stride", c)?.u32("res_si", p.si)?.u32("res_sj", p.sj)?;
         self.go(dev, &a, [g as u32, tiles as u32, 1])?;
         if dev.mem.bytes(counter).iter().any(|&b| b != 0) {
             return Err(sim_err(SimError::Launch("mhc_pre left a tile counter non-zero".into())));
@@ -377,11 +412,19 @@ impl GcnSimRunner {
     }
 
     /// `pre` on the activation at `xa` (`mhc_pre`, then `mhc_rmsnorm` with gamma_f).
-    fn pre_on(&self, dev: &mut Dev, cfg: &Config, t: usize, xa: u64, inputs: &Named) -> Result<Named> {
+    fn pre_on(
+        &self,
+        dev: &mut Dev,
+        cfg: &Config,
+        t: usize,
+        xa: u64,
+        inputs: &Named,
+        post: Option<&PostIn>,
+    ) -> Result<Named> {
         let (n, c) = (cfg.n, cfg.c);
         let phi = Self::folded_phi(cfg, inputs);
         let [hpre, hpost, hres, ra, aa] =
-            self.pre_launch(dev, cfg, t, xa, &phi, &inputs["scale"].data, &inputs["base"].data, false)?;
+            self.pre_launch(dev, cfg, t, xa, &phi, &inputs["scale"].data, &inputs["base"].data, false, post)?;
         let mut out = Named::new();
         if cfg.gamma_f {
             let ya = self.rmsnorm(dev, cfg, t, aa, &inputs["gamma_f"].data)?;
@@ -400,7 +443,7 @@ impl GcnSimRunner {
         let mut dev = Dev::new(dtype);
         let xa = dev.act("x", &inputs["x"].data);
         let (phi, scale, base) = (&inputs["phi"].data, &inputs["scale"].data, &inputs["base"].data);
-        let [.., oa] = self.pre_launch(&mut dev, cfg, t, xa, phi, scale, base, true)?;
+        let [.., oa] = self.pre_launch(&mut dev, cfg, t, xa, phi, scale, base, true, None)?;
         let mut out = Named::new();
         out.insert("out".into(), dev.read(oa, vec![t, cfg.c], true));
         Ok(out)

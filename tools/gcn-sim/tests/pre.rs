@@ -59,10 +59,17 @@ fn head_matches_reference() {
 #[test]
 fn post_pre_matches_reference() {
     let seed = common::seed();
-    for (n, c, t) in [(1, 64, 2), (4, 1280, 2), (4, 72, 17), (8, 64, 2), (32, 16, 1)] {
+    for (n, c, t) in [(1, 64, 2), (4, 1280, 2), (4, 72, 17), (8, 64, 2), (32, 16, 1), (2, 300, 5)] {
         for f in [Formulation::DeepSeekV4, Formulation::Paper] {
             for dtype in [Dtype::F32, Dtype::Bf16] {
-                common::check(Stage::PostPre, &Config::new(n, c).with_formulation(f), dtype, t, seed, 0.02);
+                let cfg = Config::new(n, c).with_formulation(f);
+                let sim = common::check(Stage::PostPre, &cfg, dtype, t, seed, 0.02);
+                assert_eq!(sim.last_stats.borrow().len(), 1, "post_pre is one launch");
+                // Split slices that start and end inside streams (K = n C is not a multiple of
+                // the slice), and more slices than 256-wide pieces of K.
+                for g in [3, 5] {
+                    common::check_on(GcnSimRunner::with_splits(g), Stage::PostPre, &cfg, dtype, t, seed, 0.02);
+                }
             }
         }
     }
