@@ -15,7 +15,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 NS = [1, 2, 4, 8, 16, 32]
 DTYPES = ["bf16", "f32"]
 ESIZE = {"bf16": 2, "f32": 4}
-THREADS = 256  # head and static: one CTA of 8 warps (reqntid)
+THREADS = 256  # head: one CTA of 8 warps (reqntid)
+ST_THREADS = 128  # static: 4 warps, so that more CTAs (and tokens) are resident per SM
 
 PROLOGUE = """.version 8.8
 .target sm_90a
@@ -384,11 +385,14 @@ def head_kernel(dtype, n):
     k.e(f"add.u64 {aphi[0]}, {pphi}, {qo};")
     for i in range(1, n):
         k.e(f"add.u64 {aphi[i]}, {aphi[i - 1]}, {phis};")
-    ph = [load_f32_run(k, f"ph{i}_", aphi[i], V1) for i in range(n)]
+    xvs = []
     for tt in range(TT):
         a = p(f"xa{tt}")
         k.e(f"add.u64 {a}, {rows[tt]}, {qx};")
-        xv = load_row(k, dtype, f"xv{tt}", a, V1)
+        xvs.append(load_row(k, dtype, f"xv{tt}", a, V1))
+    ph = [load_f32_run(k, f"ph{i}_", aphi[i], V1) for i in range(n)]
+    for tt in range(TT):
+        xv = xvs[tt]
         for v in range(V1):
             k.e(f"fma.rn.f32 {SS[tt]}, {xv[v]}, {xv[v]}, {SS[tt]};")
         for i in range(n):
@@ -458,7 +462,7 @@ def head_kernel(dtype, n):
     k.e(f"st.shared.f32 [{ha}], {h};")
     k.label("COEF_END")
     k.e("bar.sync 0;")
-    U = max(1, min(4, 128 // (n * V2)))
+    U = max(1, min(4, 64 // (n * V2)))
     k.comment(f"phase 2: out[t][c] = sum_i h[t][i] x[t][i][c]. Items (tt, chunk of V2={V2} channels) of the")
     k.comment(f"whole tile are flattened and taken {U} at a time per thread, all loads of the {U} items issued")
     k.comment("before any FMA: the x rows were read in phase 1 moments ago, so these are L2/L1 hits whose")
@@ -523,6 +527,7 @@ def head_kernel(dtype, n):
     .param .align 8 .b8 args[88]
 )
 .reqntid {THREADS}, 1, 1
+.maxnreg 128
 {{
     .shared .align 16 .f32 sred[{(THREADS // 32) * RED}];
     .shared .align 16 .f32 shs[{TT * n}];
@@ -568,6 +573,9 @@ STATIC_ARGS = """// struct StaticArgs (96 bytes):
 
 
 def static_kernel(dtype, n):
+    # Register caps so that many 128-thread CTAs stay resident (6+ per SM for n <= 4): the
+    # per-token chain (load, reduce, barrier, store) is latency-bound, so resident CTAs matter.
+    maxnreg = {1: ".maxnreg 64\n", 2: ".maxnreg 64\n", 4: ".maxnreg 80\n", 8: ".maxnreg 128\n"}.get(n, "")
     V = vchan(n)
     es = ESIZE[dtype]
     name = f"mhc_static_{dtype}_n{n}"
@@ -719,7 +727,7 @@ def static_kernel(dtype, n):
         else:
             k.e(f"st.shared.v{w}.f32 [{aa}+{4 * i}], {{{', '.join(av[i:i + w])}}};")
         i += w
-    k.e(f"add.u32 {q}, {q}, {THREADS};")
+    k.e(f"add.u32 {q}, {q}, {ST_THREADS};")
     k.e("bra.uni PA_LOOP;")
     k.label("PA_END")
     warp_allreduce(k, ss, "ssr")
@@ -729,10 +737,10 @@ def static_kernel(dtype, n):
     k.e(f"add.u64 {wa}, {wa}, {sR};")
     k.e(f"@{pw} st.shared.f32 [{wa}], {ss};")
     k.e("bar.sync 0;")
-    red = load_f32_run(k, "rw", sR, THREADS // 32, space="shared")
+    red = load_f32_run(k, "rw", sR, ST_THREADS // 32, space="shared")
     tot, rr = f("tot"), f("rinv")
     k.e(f"mov.f32 {tot}, {red[0]};")
-    for w in range(1, THREADS // 32):
+    for w in range(1, ST_THREADS // 32):
         k.e(f"add.f32 {tot}, {tot}, {red[w]};")
     k.comment("r = 1 / sqrt(mean(a^2) + eps_f)")
     k.e(f"fma.rn.f32 {rr}, {tot}, {inv_c}, {eps_f};")
@@ -740,7 +748,7 @@ def static_kernel(dtype, n):
     k.e(f"rcp.rn.f32 {rr}, {rr};")
     k.comment("past the barrier: warp 0's h_post and h_res are visible (broadcast loads)")
     ho = load_f32_run(k, "hpost", sH, n, off=128, space="shared")
-    if n <= 4:
+    if n <= 2:
         R = [load_f32_run(k, f"R{i}_", sS, n, off=4 * i * n, space="shared") for i in range(n)]
     k.comment("phase B: out[i][c] = sum_j h_res[i][j] x[j][c] + h_post[i] a[c] gamma[c] r; x re-read (L1/L2)")
     k.e(f"mov.u32 {q}, {tid};")
@@ -767,7 +775,7 @@ def static_kernel(dtype, n):
     for i in range(1, n):
         k.e(f"add.u64 {oa[i]}, {oa[i - 1]}, {cb64};")
     for i in range(n):
-        Ri = R[i] if n <= 4 else load_f32_run(k, f"Rr{i}_", sS, n, off=4 * i * n, space="shared")
+        Ri = R[i] if n <= 2 else load_f32_run(k, f"Rr{i}_", sS, n, off=4 * i * n, space="shared")
         acc = [f(f"acc{v}") for v in range(V)]
         for v in range(V):
             k.e(f"mul.f32 {acc[v]}, {ho[i]}, {yv[v]};")
@@ -775,7 +783,7 @@ def static_kernel(dtype, n):
             for v in range(V):
                 k.e(f"fma.rn.f32 {acc[v]}, {Ri[j]}, {xs[j][v]}, {acc[v]};")
         store_row(k, dtype, acc, oa[i], tag=f"so{i}")
-    k.e(f"add.u32 {q}, {q}, {THREADS};")
+    k.e(f"add.u32 {q}, {q}, {ST_THREADS};")
     k.e("bra.uni PB_LOOP;")
     k.label("PB_END")
     k.comment("a[] and the warp sums are rewritten by the next token: wait for every reader")
@@ -789,11 +797,11 @@ def static_kernel(dtype, n):
     return name, f""".visible .entry {name}(
     .param .align 8 .b8 args[96]
 )
-.reqntid {THREADS}, 1, 1
-{{
+.reqntid {ST_THREADS}, 1, 1
+{maxnreg}{{
     .shared .align 16 .f32 ss_res[{n * n}];
     .shared .align 16 .f32 ss_h[64];
-    .shared .align 16 .f32 ss_red[{THREADS // 32}];
+    .shared .align 16 .f32 ss_red[{ST_THREADS // 32}];
 {k.body()}
 }}
 """
@@ -807,13 +815,18 @@ def write_static():
 //   tokens and computed on the device from the logits (no host read):
 //   a = sum_i h_pre[i] x[i];  y = a gamma / sqrt(mean(a^2) + eps_f);
 //   out[i] = sum_j h_res[i][j] x[j] + h_post[i] y
-// Tile: persistent CTAs of 256 threads (grid = min(T, resident CTAs)); each CTA computes the
+// Tile: persistent CTAs of 128 threads (grid = min(T, resident CTAs)); each CTA computes the
 //   coefficients once in a prologue (warp 0: lane j owns column j for the column steps and row j
 //   for the row steps, with a skewed walk so the row loads are bank-conflict free), then takes
 //   tokens t = ctaid, ctaid + nctaid, ... Per token: phase A computes a[c] for chunks of
 //   V = min(8, 64/n) channels into shared memory (C floats, dynamic) and the sum of squares,
-//   reduced deterministically (butterflies, then warps 0..7 in order); phase B re-reads x (L1/L2)
-//   and writes every stream.
+//   reduced deterministically (butterflies, then warps 0..3 in order); phase B re-reads x (L1/L2)
+//   and writes every stream. h_pre is computed by every thread (registers), so phase A of the
+//   first token overlaps warp 0's Sinkhorn; the phase-A barrier publishes h_res and h_post.
+//   Measured (H200, round 2 -> 3): 256-thread CTAs with the coefficients before the token loop
+//   took 11.7 us at (320, 1280, 4) and 23.9 us at (2560, 1280, 4): a latency chain per token
+//   (load, reduce, barrier, re-load, store) times tokens per CTA; smaller CTAs put more tokens
+//   in flight per SM.
 // Register plan: x n*V, a/y/acc V each, h_pre and h_post n each; h_res in registers for n <= 4,
 //   else read row by row from shared memory (broadcast 16-byte loads).
 // Bytes: HBM floor = 2 T n C esize (x read once, out written once).

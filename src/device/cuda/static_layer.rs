@@ -9,10 +9,14 @@ use super::stream::Stream;
 use crate::config::Stage;
 use crate::error::Result;
 
-/// CTAs of the static kernel resident per SM, from its register count (256 threads each).
-fn resident_ctas(registers: u32) -> u32 {
-    let per_thread = registers.div_ceil(8).max(1) * 8;
-    (65536 / (per_thread * 256)).clamp(1, 8)
+/// CTAs of `threads` threads resident per SM, from the register count (register file 64K,
+/// allocated per warp in units of 256 registers) and the 32-CTA / 2048-thread limits; the shared
+/// memory of a[C] (c * 4 bytes per CTA) of 228 KiB.
+fn resident_ctas(registers: u32, threads: u32, smem: u32) -> u32 {
+    let per_warp = (registers.max(1) * 32).div_ceil(256) * 256;
+    let by_regs = 65536 / (per_warp * threads.div_ceil(32));
+    let by_smem = (228 * 1024) / (smem + 1024).max(1);
+    by_regs.min(2048 / threads).min(by_smem).clamp(1, 32)
 }
 
 impl Plan {
@@ -66,7 +70,8 @@ impl Plan {
             inv_c: (1.0 / c as f64) as f32,
             pad: 0,
         };
-        let ctas = self.dev.sm_count() * resident_ctas(b.func.registers);
+        let smem = (c * 4) as u32 + b.func.static_shared_bytes;
+        let ctas = self.dev.sm_count() * resident_ctas(b.func.registers, b.desc.threads, smem);
         let grid = (t as u32).min(ctas);
         self.launch(stream, b, grid, b.desc.threads, (c * 4) as u32, &args)
     }
