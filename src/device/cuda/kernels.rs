@@ -21,12 +21,14 @@ pub const IMG_POST: usize = 0;
 pub const IMG_HEAD: usize = 1;
 pub const IMG_STATIC: usize = 2;
 pub const IMG_EXPAND: usize = 3;
+pub const IMG_PRE: usize = 4;
 
-pub static IMAGES: [Image; 4] = [
+pub static IMAGES: [Image; 5] = [
     Image { name: "asm/bin/sm90/post.cubin", bytes: include_bytes!("../../../asm/bin/sm90/post.cubin") },
     Image { name: "asm/bin/sm90/head.cubin", bytes: include_bytes!("../../../asm/bin/sm90/head.cubin") },
     Image { name: "asm/bin/sm90/static.cubin", bytes: include_bytes!("../../../asm/bin/sm90/static.cubin") },
     Image { name: "asm/bin/sm90/expand.cubin", bytes: include_bytes!("../../../asm/bin/sm90/expand.cubin") },
+    Image { name: "asm/bin/sm90/pre.cubin", bytes: include_bytes!("../../../asm/bin/sm90/pre.cubin") },
 ];
 
 /// One kernel of the table.
@@ -187,6 +189,26 @@ fn build() -> Vec<KernelDesc> {
             max_dynamic_shared: 0,
             max_tokens: usize::MAX,
         });
+    }
+    // pre and post_pre: one kernel family, any n, both formulations (run-time flags); pre.rs.
+    for stage in [Stage::Pre, Stage::PostPre] {
+        for (dtype, entry) in super::pre::DTYPES {
+            t.push(KernelDesc {
+                arch,
+                stage,
+                dtype,
+                formulation: None,
+                n: 0,
+                entry,
+                image: IMG_PRE,
+                param_bytes: std::mem::size_of::<super::pre::PreArgs>(),
+                v: 8,
+                tokens_per_cta: super::pre::TILE_TOKENS,
+                threads: 256,
+                max_dynamic_shared: 0,
+                max_tokens: usize::MAX,
+            });
+        }
     }
     t
 }
