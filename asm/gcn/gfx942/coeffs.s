@@ -66,6 +66,7 @@ mhc_coeffs:
   s_load_dwordx4 s[20:23], s[0:1], 0x38  // tokens, streams, iters, eps_hc
   s_load_dwordx2 s[24:25], s[0:1], 0x48  // flags, p_stride
   v_lshrrev_b32 v1, 6, v0
+  s_nop 0                                // gfx94x: VALU result -> v_readfirstlane needs 1 wait state
   v_readfirstlane_b32 s3, v1             // wave in the workgroup
   v_and_b32 v1, 63, v0                   // lane
   s_lshl_b32 s26, s2, 2
@@ -92,6 +93,7 @@ mhc_coeffs:
   s_cmp_eq_u32 s26, 1
   s_cselect_b32 s35, 0, s23              // Paper (not head): no eps on h_pre
   v_lshrrev_b32 v2, 6, v0
+  s_nop 0                                // gfx94x: VALU result -> v_readfirstlane needs 1 wait state
   v_readfirstlane_b32 s36, v2
   s_lshl_b32 s36, s36, 12
   // Row pointers: s[38:39] = &P[t], s[40:41] = &h_pre[t], s[42:43] = &h_post[t].
@@ -120,9 +122,11 @@ mhc_coeffs:
   v_mov_b32 v6, s31
   v_mov_b32 v7, s30
   v_cmp_gt_u32 vcc, s32, v2
+  s_nop 1                                // gfx94x: v_cmp writes VCC -> VALU reads it: 2 wait states
   v_cndmask_b32 v6, v6, v7, vcc
   v_mov_b32 v7, s28
   v_cmp_gt_u32 vcc, s21, v2
+  s_nop 1                                // gfx94x: v_cmp writes VCC -> VALU reads it: 2 wait states
   v_cndmask_b32 v6, v6, v7, vcc          // scale of m's group
   s_waitcnt vmcnt(0)
   v_mul_f32 v4, s19, v4                  // g = P inv_rms
@@ -133,8 +137,10 @@ mhc_coeffs:
   s_cbranch_execz .Lz_res
   v_mul_f32 v6, NEG_LOG2E, v4
   v_exp_f32 v6, v6
+  s_nop 0                                // gfx94x: transcendental result -> VALU needs 1
   v_add_f32 v6, 1.0, v6
   v_rcp_f32 v6, v6                       // sigma(z)
+  s_nop 0                                // gfx94x: transcendental result -> VALU needs 1
   v_add_f32 v7, s35, v6                  // h_pre
   v_add_f32 v8, v6, v6                   // h_post
   v_cmp_gt_u32 vcc, s21, v2
@@ -193,6 +199,7 @@ mhc_coeffs:
   v_sub_f32 v12, v12, v11
   v_mul_f32 v12, LOG2E, v12
   v_exp_f32 v12, v12
+  s_nop 0                                // gfx94x: transcendental result -> VALU needs 1
   v_add_f32 v13, v13, v12
   ds_write_b32 v10, v12
   v_add_u32 v10, 4, v10

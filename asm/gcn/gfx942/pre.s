@@ -567,6 +567,7 @@ mhc_pre:
   s_barrier
   s_mov_b32 s83, s3                      // keep the tile index (counter reset)
   v_lshrrev_b32 v1, 6, v0
+  s_nop 0                                // gfx94x: VALU result -> v_readfirstlane needs 1 wait state
   v_readfirstlane_b32 s48, v1            // wave w
   s_cmp_ge_u32 s48, s93
   s_cbranch_scc1 .Lcoeffs_done           // no token for this wave
@@ -612,6 +613,7 @@ mhc_pre:
   v_mul_f32 v3, v3, v4
   v_add_f32 v3, s33, v3
   v_rsq_f32 v3, v3
+  s_nop 0                                // gfx94x: transcendental result -> VALU needs 1
   v_readfirstlane_b32 s61, v3            // inv_rms (scale[1] moves to s62..s63 below)
   s_waitcnt lgkmcnt(0)
   v_cmp_eq_u32 vcc, 0, v1
@@ -634,9 +636,11 @@ mhc_pre:
   v_mov_b32 v6, s63
   v_mov_b32 v7, s62
   v_cmp_gt_u32 vcc, s64, v2
+  s_nop 1                                // gfx94x: v_cmp writes VCC -> VALU reads it: 2 wait states
   v_cndmask_b32 v6, v6, v7, vcc
   v_mov_b32 v7, s60
   v_cmp_gt_u32 vcc, s27, v2
+  s_nop 1                                // gfx94x: v_cmp writes VCC -> VALU reads it: 2 wait states
   v_cndmask_b32 v6, v6, v7, vcc
   s_waitcnt vmcnt(0) lgkmcnt(0)
   v_mul_f32 v4, s61, v4
@@ -646,8 +650,10 @@ mhc_pre:
   s_cbranch_execz .Lz_res
   v_mul_f32 v6, NEG_LOG2E, v4
   v_exp_f32 v6, v6
+  s_nop 0                                // gfx94x: transcendental result -> VALU needs 1
   v_add_f32 v6, 1.0, v6
   v_rcp_f32 v6, v6
+  s_nop 0                                // gfx94x: transcendental result -> VALU needs 1
   v_add_f32 v7, s66, v6                  // h_pre
   v_add_f32 v8, v6, v6                   // h_post
   v_cmp_gt_u32 vcc, s27, v2
@@ -704,6 +710,7 @@ mhc_pre:
   v_sub_f32 v12, v12, v11
   v_mul_f32 v12, LOG2E, v12
   v_exp_f32 v12, v12
+  s_nop 0                                // gfx94x: transcendental result -> VALU needs 1
   v_add_f32 v13, v13, v12
   ds_write_b32 v10, v12
   v_add_u32 v10, 4, v10

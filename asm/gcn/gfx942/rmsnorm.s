@@ -104,6 +104,7 @@ mhc_rmsnorm:
   .endr
   v_cvt_f32_u32 v7, s13
   v_rcp_f32 v7, v7
+  s_nop 0                                // gfx94x: transcendental result -> VALU needs 1
   v_mul_f32 v6, v6, v7
   v_add_f32 v6, s16, v6
   v_rsq_f32 v4, v6                       // 1 / rms

@@ -143,6 +143,7 @@
   .endr
   v_cvt_f32_u32 v13, s18
   v_rcp_f32 v13, v13
+  s_nop 0                                // gfx94x: transcendental result -> VALU needs 1
   v_mul_f32 v12, v12, v13                // mean(a^2)
   v_add_f32 v12, s20, v12
   v_rsq_f32 v10, v12                     // 1 / rms

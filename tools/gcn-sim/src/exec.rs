@@ -117,6 +117,12 @@ struct Wave {
     issued: [u64; 3],
     retired: [u64; 3],
     lds_stores_unwaited: u64,
+    /// Wait-state clock: +1 per instruction issued, +N for `s_nop N`'s extra states.
+    clock: u64,
+    /// Clock (+1; 0 = never) at which a VALU last wrote each SGPR code / VGPR, and whether the
+    /// VGPR writer was a transcendental: the inputs of the gfx94x manual wait-state rules.
+    sgpr_valu_write: [u64; 128],
+    vgpr_valu_write: Vec<(u64, bool)>,
 }
 
 fn cidx(c: Counter) -> usize {
@@ -249,6 +255,9 @@ fn run_workgroup(ctx: &mut Ctx, l: Launch, kernarg: u64, packet: u64) -> Result<
             issued: [0; 3],
             retired: [0; 3],
             lds_stores_unwaited: 0,
+            clock: 0,
+            sgpr_valu_write: [0; 128],
+            vgpr_valu_write: vec![(0, false); k.arch_vgprs as usize],
         };
         // User SGPRs in the order the code-properties bits enable them (AMDGPUUsage).
         let mut sp = 0usize;
@@ -349,6 +358,11 @@ fn run_wave(ctx: &mut Ctx, w: &mut Wave, budget: &mut u64) -> Result<(), SimErro
         if w.npending > 0 {
             check_pending(ctx, w, &inst, &k.uses[w.pc - 1])?;
         }
+        check_wait_states(ctx, w, &inst)?;
+        w.clock += 1;
+        if inst.op == Op::SNop {
+            w.clock += (inst.imm as u64) & 0xf;
+        }
         match inst.enc {
             Enc::Sopp => {
                 if exec_sopp(ctx, w, &inst)? {
@@ -363,11 +377,127 @@ fn run_wave(ctx: &mut Ctx, w: &mut Wave, budget: &mut u64) -> Result<(), SimErro
             Enc::Vop1 | Enc::Vop2 | Enc::Vopc | Enc::Vop3 | Enc::Vop3p => {
                 ctx.stats.valu += 1;
                 exec_valu(ctx, w, &inst)?;
+                note_valu_writes(w, &inst);
             }
             Enc::Ds => exec_ds(ctx, w, &inst)?,
             Enc::Global => exec_global(ctx, w, &inst)?,
             // Cache write-back / invalidate: memory here is coherent, so these only order.
             Enc::Mubuf => {}
+        }
+    }
+}
+
+fn is_trans(op: Op) -> bool {
+    matches!(op, Op::VExpF32 | Op::VLogF32 | Op::VRcpF32 | Op::VRsqF32 | Op::VSqrtF32)
+}
+
+/// The gfx94x (CDNA3) wait states software must insert (`s_nop`), from the ISA's table of
+/// manually inserted wait states (cross-checked against AMD's rocRoller scheduler rules):
+/// - a VALU write of an SGPR (incl. VCC) read by a VMEM instruction: 5;
+/// - v_readfirstlane / v_cmp / v_add_co (VALU SGPR writers) followed by a VALU reading that SGPR
+///   as an operand (a carry-in is exempt): 2;
+/// - a VALU write of a VGPR read by v_readfirstlane: 1;
+/// - a transcendental (v_exp/log/rcp/rsq/sqrt) result read by a non-transcendental VALU: 1.
+///
+/// Wait states are counted along the executed path (instructions issued in between, `s_nop N`
+/// counting N + 1), so branches are handled exactly.
+fn check_wait_states(ctx: &Ctx, w: &Wave, inst: &Inst) -> Result<(), SimError> {
+    let now = w.clock + 1;
+    let gap = |written: u64| if written == 0 { u64::MAX } else { now - written - 1 };
+    let sgprs_of = |code: u16, n: u16| (code..code + n).filter(|&c| c < 128);
+    let fail = |what: String| Err(ctx.err(inst, what));
+    match inst.enc {
+        Enc::Global => {
+            let saddr = inst.src[2];
+            if saddr != 0x7f {
+                for r in sgprs_of(saddr, 2) {
+                    let g = gap(w.sgpr_valu_write[r as usize]);
+                    if g < 5 {
+                        return fail(format!("VMEM reads s{r} {g} wait states after a VALU wrote it (gfx94x needs 5)"));
+                    }
+                }
+            }
+        }
+        Enc::Vop1 | Enc::Vop2 | Enc::Vopc | Enc::Vop3 | Enc::Vop3p => {
+            let nsrc = match inst.op {
+                Op::VFmaF32
+                | Op::VMadU32U24
+                | Op::VBfeU32
+                | Op::VMax3F32
+                | Op::VLshlAddU32
+                | Op::VAddLshlU32
+                | Op::VAdd3U32
+                | Op::VFmacF32
+                | Op::VCndmaskB32 => 3,
+                Op::VAddcCoU32 => 2, // src2 is a carry-in: exempt
+                Op::VMovB32
+                | Op::VReadfirstlaneB32
+                | Op::VCvtF32I32
+                | Op::VCvtF32U32
+                | Op::VCvtU32F32
+                | Op::VExpF32
+                | Op::VLogF32
+                | Op::VRcpF32
+                | Op::VRsqF32
+                | Op::VSqrtF32 => 1,
+                _ => 2,
+            };
+            for i in 0..nsrc {
+                let code = inst.src[i];
+                if code >= 256 {
+                    let (written, trans) = w.vgpr_valu_write.get(code as usize - 256).copied().unwrap_or((0, false));
+                    let g = gap(written);
+                    if inst.op == Op::VReadfirstlaneB32 && g < 1 {
+                        return fail(format!(
+                            "v_readfirstlane reads v{} right after a VALU wrote it (gfx94x needs 1)",
+                            code - 256
+                        ));
+                    }
+                    if trans && !is_trans(inst.op) && g < 1 {
+                        return fail(format!(
+                            "reads v{} right after a transcendental wrote it (gfx94x needs 1 wait state)",
+                            code - 256
+                        ));
+                    }
+                } else {
+                    let n = if i == 2 && inst.op == Op::VCndmaskB32 { 2 } else { 1 };
+                    for r in sgprs_of(code, n) {
+                        let g = gap(w.sgpr_valu_write[r as usize]);
+                        if g < 2 {
+                            return fail(format!("reads s{r} {g} wait states after a VALU wrote it (gfx94x needs 2)"));
+                        }
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Records what a VALU instruction wrote, for [`check_wait_states`].
+fn note_valu_writes(w: &mut Wave, inst: &Inst) {
+    let now = w.clock; // already advanced past this instruction
+    let mut sgpr = |code: u16, n: u16, w: &mut Wave| {
+        for r in code..(code + n).min(128) {
+            w.sgpr_valu_write[r as usize] = now;
+        }
+    };
+    match inst.op {
+        Op::VReadfirstlaneB32 => sgpr(inst.dst, 1, w),
+        _ if inst.enc == Enc::Vopc => sgpr(inst.sdst, 2, w),
+        _ => {
+            if matches!(inst.op, Op::VAddCoU32 | Op::VAddcCoU32) {
+                sgpr(inst.sdst, 2, w);
+            }
+            if inst.dst >= 256 {
+                let n = if inst.op == Op::VLshlrevB64 { 2 } else { 1 };
+                for v in inst.dst - 256..inst.dst - 256 + n {
+                    if let Some(slot) = w.vgpr_valu_write.get_mut(v as usize) {
+                        *slot = (now, is_trans(inst.op));
+                    }
+                }
+            }
         }
     }
 }

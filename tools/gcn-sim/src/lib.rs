@@ -7,8 +7,8 @@
 //! [`exec`] runs wave64 workgroups with LDS, barriers, EXEC/VCC masks and scalar branches and
 //! reports hazards (a register used before the `s_waitcnt` that covers its load, LDS or global
 //! accesses out of bounds, LDS races between waves, barriers before LDS stores complete,
-//! atomics without release, unsupported instructions, registers beyond the descriptor's
-//! allocation). [`runner`] implements `mhc::runner::StageRunner` on top of it.
+//! atomics without release, missing gfx94x manual wait states (`s_nop`), unsupported
+//! instructions, registers beyond the descriptor's allocation). [`runner`] implements `mhc::runner::StageRunner` on top of it.
 
 pub mod decode;
 pub mod elf;

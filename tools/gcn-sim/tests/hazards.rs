@@ -95,3 +95,13 @@ fn lds_exchange_between_waves_without_a_barrier_is_a_race() {
     let e = hazard("lds_race");
     assert!(e.contains("LDS race"), "{e}");
 }
+
+#[test]
+fn gfx94x_manual_wait_states_are_checked() {
+    // A transcendental's result read by the next VALU needs one wait state.
+    let e = hazard("trans_then_valu");
+    assert!(e.contains("transcendental"), "{e}");
+    // An SGPR written by a VALU (v_readfirstlane) and used by VMEM 3 wait states later (needs 5).
+    let e = hazard("valu_sgpr_then_vmem");
+    assert!(e.contains("VMEM reads s2 3 wait states after a VALU wrote it"), "{e}");
+}
