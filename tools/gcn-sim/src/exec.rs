@@ -478,7 +478,7 @@ fn check_wait_states(ctx: &Ctx, w: &Wave, inst: &Inst) -> Result<(), SimError> {
 /// Records what a VALU instruction wrote, for [`check_wait_states`].
 fn note_valu_writes(w: &mut Wave, inst: &Inst) {
     let now = w.clock; // already advanced past this instruction
-    let mut sgpr = |code: u16, n: u16, w: &mut Wave| {
+    let sgpr = |code: u16, n: u16, w: &mut Wave| {
         for r in code..(code + n).min(128) {
             w.sgpr_valu_write[r as usize] = now;
         }
