@@ -109,6 +109,11 @@ pub struct VariantEntry {
     /// cost model's byte count. 0 for kernels that never touch x (e.g. `coeffs`).
     #[serde(default = "one")]
     pub x_passes: u32,
+    /// Time of one wave of this variant's blocks in microseconds (the cost model's per-wave
+    /// term; default [`crate::select::WAVE_US`]). Set it from a measurement for kernels whose
+    /// time is latency rather than bytes (e.g. the Sinkhorn of `coeffs`).
+    #[serde(default)]
+    pub wave_us: Option<f64>,
     /// The kernel's parameter block, as the `#[repr(C)]` struct a launcher builds.
     #[serde(default)]
     pub params: Option<String>,
@@ -196,6 +201,9 @@ fn validate(v: &VariantEntry) -> Result<(), ManifestError> {
     }
     if v.register_cap.is_some_and(|r| r == 0 || r > arch.max_registers_per_thread()) {
         return bad("register_cap is out of the architecture's range");
+    }
+    if v.wave_us.is_some_and(|w| !(w.is_finite() && w > 0.0)) {
+        return bad("wave_us must be finite and > 0");
     }
     if v.why.trim().is_empty() || v.why.contains('\n') {
         return bad("why must be one non-empty line");
@@ -324,6 +332,7 @@ why = "baseline"
             ("why = \"baseline\"", "why = \"\"", "why"),
             ("why = \"baseline\"", "why = \"x\"\nbogus = 1", "unknown field"),
             ("dtypes = [\"f32\", \"bf16\"]", "dtypes = [\"f16\"]", "dtypes"),
+            ("threads = 256", "threads = 256\nwave_us = -1.0", "wave_us"),
         ] {
             let text = ONE.replace(from, to);
             let text = if what == "ignored" { text.replace("max = 1000000", "max = 2") } else { text };

@@ -17,7 +17,8 @@
 //!    active   = min(blocks, units x resident)          blocks in flight
 //!    bw       = DRAM bytes per us x min(1, active / units)   (a few blocks cannot saturate DRAM:
 //!               each SM/CU streams at most its share; this is what split-K buys at small T)
-//!    cost     = WAVE_US x waves + bytes / bw + (split > 1 ? SPLIT_US : 0)
+//!    cost     = wave_us x waves + bytes / bw + (split > 1 ? SPLIT_US : 0)
+//!               (wave_us: the variant's `wave_us` from the manifest, else WAVE_US)
 //!    cost    *= OUTSIDE_PREFERRED when T is outside the variant's prefer_tokens range
 //!    ```
 //!    `units` is the device's SM/CU count when given, else the flagship part's
@@ -429,7 +430,7 @@ fn score(v: &Variant, arch: Arch, units: u32, shape: &Shape) -> Candidate {
     }
     let active = blocks.min(u64::from(units) * resident);
     let bandwidth = arch.dram_bytes_per_us() * (active as f64 / f64::from(units)).min(1.0);
-    let mut cost = WAVE_US * waves as f64 + bytes as f64 / bandwidth;
+    let mut cost = e.wave_us.unwrap_or(WAVE_US) * waves as f64 + bytes as f64 / bandwidth;
     if split > 1 {
         cost += SPLIT_US;
     }

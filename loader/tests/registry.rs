@@ -413,9 +413,20 @@ fn explain_is_readable() {
 
 #[test]
 fn the_embedded_coeffs_variants_are_selectable() {
-    let s = mhc_loader::select(Arch::Sm90a, "coeffs", &Shape::new(7, 4, 4096, "bf16"), &Budget::default()).unwrap();
-    assert_eq!(s.variant.entry.entry, "mhc_coeffs");
-    assert_eq!(s.variant.resources.kernarg_bytes, 80);
-    let s = mhc_loader::select(Arch::Sm100a, "coeffs", &Shape::new(7, 32, 4096, "f32"), &Budget::default()).unwrap();
-    assert_eq!(s.variant.arch, Arch::Sm100a);
+    // n <= 4: the per-thread kernel; n >= 8: the shuffle kernel (both measured faster than the
+    // shared-memory fallback, which stays admissible for every n).
+    for (arch, t, n, entry) in [
+        (Arch::Sm90a, 7, 4, "mhc_coeffs_thread"),
+        (Arch::Sm90a, 8192, 1, "mhc_coeffs_thread"),
+        (Arch::Sm90a, 1, 8, "mhc_coeffs_shfl"),
+        (Arch::Sm90a, 8192, 32, "mhc_coeffs_shfl"),
+        (Arch::Sm100a, 7, 32, "mhc_coeffs_shfl"),
+        (Arch::Sm100a, 7, 2, "mhc_coeffs_thread"),
+    ] {
+        let s = mhc_loader::select(arch, "coeffs", &Shape::new(t, n, 4096, "bf16"), &Budget::default()).unwrap();
+        assert_eq!(s.variant.entry.entry, entry, "{}", s.explain());
+        assert_eq!(s.variant.arch, arch);
+        assert_eq!(s.variant.resources.kernarg_bytes, 80, "CoeffsArgs is 80 bytes");
+        assert!(s.candidates.iter().any(|c| c.id.ends_with("_warp")), "the fallback stays admissible");
+    }
 }
