@@ -920,3 +920,90 @@ if __name__ == "__main__":
     write_head()
     write_static()
     write_expand()
+
+
+# ----------------------------------------------------------------------------------------------
+# the manifest entries of these kernels (printed by `gen_forward.py --manifest`, kept in
+# asm/variants.toml between the BEGIN/END markers; `mhc asm --update-manifest` fills `expect`)
+
+def manifest():
+    out = ["# BEGIN gen_forward.py (sm_90a post/head/static/expand; regenerate with --manifest)"]
+    big = "c = { multiple_of = 8, min = 8, max = 1048576 }"
+
+    def entry(id_, stage, forms, file, entry_, dtypes, ns, tokens, tile, threads, why, c=big, prefer=None, cap=None,
+              params=None, xp=1):
+        e = [
+            "[[variant]]",
+            f'id = "{id_}"',
+            f'stage = "{stage}"',
+            "formulations = [" + ", ".join(f'"{f}"' for f in forms) + "]",
+            'arch = "sm_90a"',
+            f'file = "asm/bin/sm90/{file}.cubin"',
+            f'entry = "{entry_}"',
+            "dtypes = [" + ", ".join(f'"{d}"' for d in dtypes) + "]",
+            "n = [" + ", ".join(str(n) for n in ns) + "]",
+            c,
+            f"tokens = {{ min = {tokens[0]}, max = {tokens[1]} }}",
+        ]
+        if prefer:
+            e.append(f"prefer_tokens = {{ min = {prefer[0]}, max = {prefer[1]} }}")
+        e += [f"tile = {{ tokens = {tile} }}", f"threads = {threads}"]
+        if cap:
+            e.append(f"register_cap = {cap}")
+        if xp != 1:
+            e.append(f"x_passes = {xp}")
+        if params:
+            e.append(f'params = "{params}"')
+        e += [f'why = "{why}"', 'expect = { registers = 0, shared_bytes = 0, local_bytes = 0, kernarg_bytes = 0, sha256 = "" }']
+        out.append("")
+        out.extend(e)
+
+    tmax = 2147483647
+    post_p = "PostArgs { x, f, h_post, h_res, out: u64, x_stride, f_stride, out_stride: u64, items, chunks, cbytes, pad: u32 } (80 B)"
+    for form in ["v4", "paper"]:
+        for dtype in DTYPES:
+            for n in NS:
+                entry(f"post_{form}_{dtype}_n{n}", "post", [form], "post", f"mhc_post_{form}_{dtype}_n{n}", [dtype], [n],
+                      (1, tmax), 1, 128,
+                      f"post for n={n}: one thread per token x {vchan(n)} channels over all n streams, all loads first",
+                      prefer=(17, tmax) if n <= 4 else None, params=post_p)
+    for form in ["v4", "paper"]:
+        for dtype in DTYPES:
+            for n in [1, 2, 4]:
+                entry(f"post_{form}_{dtype}_n{n}_decode", "post", [form], "post", f"mhc_post_{form}_{dtype}_n{n}_v2",
+                      [dtype], [n], (1, 16), 1, 128,
+                      "post for T <= 16: 2 channels per thread, 4x the CTAs of the general kernel", params=post_p)
+    head_p = "HeadArgs { x, phi, scale, base, out: u64, x_stride, out_stride: u64, tokens, cbytes, kchunks, cchunks: u32, eps_norm, eps_hc, inv_k: f32, pad: u32 } (88 B)"
+    for dtype in DTYPES:
+        for n in NS:
+            v1, tt, v2 = head_tiles(n)
+            entry(f"head_{dtype}_n{n}", "head", ["v4", "paper"], "head", f"mhc_head_{dtype}_n{n}", [dtype], [n],
+                  (1, tmax), tt, THREADS,
+                  f"head for n={n}: {tt} tokens per CTA share each phi chunk (registers), deterministic CTA reduction",
+                  cap=128, params=head_p)
+    static_p = "StaticArgs { x, h_pre_logits, h_post_logits, h_res_logits, gamma, out: u64, x_stride, out_stride: u64, tokens, cbytes, cchunks, iters: u32, eps_hc, eps_f, inv_c: f32, pad: u32 } (96 B)"
+    for dtype in DTYPES:
+        for n in NS:
+            entry(f"static_{dtype}_n{n}", "static", ["v4", "paper"], "static", f"mhc_static_{dtype}_n{n}", [dtype], [n],
+                  (1, tmax), 1, ST_THREADS,
+                  f"static layer for n={n}: persistent CTAs, coefficients from the logits once per CTA, a[C] in shared memory",
+                  c="c = { multiple_of = 8, min = 8, max = 32768 }", params=static_p)
+    for dtype in DTYPES:
+        entry(f"expand_{dtype}", "expand", ["v4", "paper"], "expand", f"mhc_expand_{dtype}", [dtype],
+              list(range(1, 33)), (1, tmax), 1, 256,
+              "expand: 8 channels per thread loaded once, stored n times", xp=0,
+              params="ExpandArgs { e, out: u64, e_stride, out_stride: u64, items, chunks, cbytes, n: u32 } (48 B)")
+    out.append("# END gen_forward.py")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__" and len(__import__("sys").argv) > 1 and __import__("sys").argv[1] == "--manifest":
+    path = os.path.join(HERE, "..", "..", "variants.toml")
+    text = open(path).read()
+    block = manifest()
+    b, e = "# BEGIN gen_forward.py", "# END gen_forward.py\n"
+    if b in text:
+        text = text[: text.index(b)] + block + text[text.index(e) + len(e):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block
+    open(path, "w").write(text)

@@ -59,6 +59,81 @@ pub(crate) const fn stage_index(s: Stage) -> usize {
     }
 }
 
+/// Stages whose variants are chosen by the loader's selector from `asm/variants.toml` (filter ->
+/// cost model -> tuned override); the others are matched in the kernel table below.
+const REGISTRY_STAGES: [Stage; 4] = [Stage::Post, Stage::Head, Stage::Static, Stage::Expand];
+
+/// Buckets of `stage` for token counts `1..=max_tokens`: the loader's `select` is asked at every
+/// token range boundary of the manifest's variants (a variant's `tokens.max` below
+/// `max_tokens`) and at `max_tokens`; consecutive boundaries with the same winner merge. The
+/// winner's entry symbol names its launch row in the kernel table (argument struct, tile).
+/// `Ok(Err(NoVariant))`: no variant for this configuration (reported by the op); `Err`: the
+/// build is inconsistent (manifest, images or table disagree).
+fn select_buckets(
+    dev: &CudaDevice,
+    cfg: &Config,
+    dtype: Dtype,
+    stage: Stage,
+    max_tokens: usize,
+) -> Result<Result<Vec<Bucket>>> {
+    use mhc_loader::{Arch, Budget, Registry, Shape};
+    let arch = match dev.arch() {
+        super::device::CudaArch::Sm90a => Arch::Sm90a,
+    };
+    let registry = Registry::embedded()
+        .map_err(|e| Error::BadCodeObject { image: "asm/variants.toml".into(), reason: e.to_string() })?;
+    let mut bounds: Vec<u64> = registry
+        .variants()
+        .iter()
+        .filter(|v| v.entry.stage == stage.name() && v.arch == arch && v.entry.tokens.max < max_tokens as u64)
+        .map(|v| v.entry.tokens.max)
+        .collect();
+    bounds.push(max_tokens as u64);
+    bounds.sort_unstable();
+    bounds.dedup();
+    let form = cfg.formulation.to_string();
+    let mut buckets: Vec<Bucket> = Vec::new();
+    for &t in &bounds {
+        let shape = Shape::new(t, cfg.n as u32, cfg.c as u64, dtype.name()).with_formulation(&form);
+        let sel = match mhc_loader::select(arch, stage.name(), &shape, &Budget::default()) {
+            Ok(sel) => sel,
+            Err(mhc_loader::Error::NoVariant(nv)) => {
+                return Ok(Err(Error::NoVariant {
+                    stage: stage.name().into(),
+                    arch: arch.to_string(),
+                    shape: shape.to_string(),
+                    rejected: nv.reasons(),
+                }))
+            }
+            Err(e) => return Err(Error::BadCodeObject { image: "asm/variants.toml".into(), reason: e.to_string() }),
+        };
+        let entry = sel.variant.entry.entry.as_str();
+        let slot = KERNELS.iter().position(|d| d.entry == entry && d.arch == dev.arch() && d.stage == stage).ok_or_else(
+            || Error::BadCodeObject {
+                image: sel.variant.entry.file.clone(),
+                reason: format!("variant {} (entry {entry}) has no launch row in the CUDA kernel table", sel.variant.id()),
+            },
+        )?;
+        // The table's hard limits must agree with the manifest's (C granule, shared memory).
+        if let Some(why) = reject(&KERNELS[slot], dev, cfg, dtype) {
+            return Ok(Err(Error::NoVariant {
+                stage: stage.name().into(),
+                arch: arch.to_string(),
+                shape: shape.to_string(),
+                rejected: vec![why],
+            }));
+        }
+        match buckets.last_mut() {
+            Some(last) if last.func.slot == slot => last.max_tokens = t as usize,
+            _ => buckets.push(Bucket { max_tokens: t as usize, desc: &KERNELS[slot], func: dev.function(slot)? }),
+        }
+    }
+    if let Some(last) = buckets.last_mut() {
+        last.max_tokens = usize::MAX;
+    }
+    Ok(Ok(buckets))
+}
+
 /// Why `desc` cannot run `cfg` in `dtype`, or `None` if it can (the hard constraints).
 fn reject(desc: &KernelDesc, dev: &CudaDevice, cfg: &Config, dtype: Dtype) -> Option<String> {
     if desc.arch != dev.arch() {
@@ -108,6 +183,11 @@ impl Plan {
         let mut stages = Vec::with_capacity(Stage::ALL.len());
         let mut workspace_bytes = 0usize;
         for stage in Stage::ALL {
+            if REGISTRY_STAGES.contains(&stage) {
+                let entry = select_buckets(dev, &cfg, dtype, stage, max_tokens)?;
+                stages.push(entry);
+                continue;
+            }
             let mut rejected = Vec::new();
             let mut buckets: Vec<Bucket> = Vec::new();
             for (slot, desc) in KERNELS.iter().enumerate() {
