@@ -224,6 +224,72 @@
 .Lred_done_\@:
 .endm
 
+// acc += sum_j LDS[vlds + 4 j] * x_j[c] over the n streams, x_j at s[54:55] + j sstride with byte
+// offset v2 (s[54:55] and vlds are consumed). Four streams per round (four loads, one
+// ds_read_b128, one wait) when n >= 4; the FMA order is j = 0, 1, ... in both paths.
+.macro LOAD4 bf, sstride
+  .set q, 0
+  .rept 4
+    LOAD_X v[12+q], v2, s[54:55], \bf
+    s_add_u32 s54, s54, \sstride
+    s_addc_u32 s55, s55, 0
+    .set q, q+1
+  .endr
+.endm
+
+.macro STREAM_DOT acc, vlds, sstride, tag
+  s_mov_b32 s50, 0
+  s_cmp_ge_u32 s27, 4
+  s_cbranch_scc0 .Lsd1_\tag
+  s_cmp_eq_u32 s39, 0
+  s_cbranch_scc0 .Lsd4b_\tag
+.Lsd4f_\tag:
+  LOAD4 0, \sstride
+  ds_read_b128 v[8:11], \vlds
+  s_waitcnt vmcnt(0) lgkmcnt(0)
+  .set q, 0
+  .rept 4
+    v_fmac_f32 \acc, v[8+q], v[12+q]
+    .set q, q+1
+  .endr
+  v_add_u32 \vlds, 16, \vlds
+  s_add_u32 s50, s50, 4
+  s_cmp_lt_u32 s50, s27
+  s_cbranch_scc1 .Lsd4f_\tag
+  s_branch .Lsd_done_\tag
+.Lsd4b_\tag:
+  LOAD4 1, \sstride
+  ds_read_b128 v[8:11], \vlds
+  s_waitcnt vmcnt(0) lgkmcnt(0)
+  .set q, 0
+  .rept 4
+    v_lshlrev_b32 v[12+q], 16, v[12+q]
+    .set q, q+1
+  .endr
+  .set q, 0
+  .rept 4
+    v_fmac_f32 \acc, v[8+q], v[12+q]
+    .set q, q+1
+  .endr
+  v_add_u32 \vlds, 16, \vlds
+  s_add_u32 s50, s50, 4
+  s_cmp_lt_u32 s50, s27
+  s_cbranch_scc1 .Lsd4b_\tag
+  s_branch .Lsd_done_\tag
+.Lsd1_\tag:
+  ds_read_b32 v8, \vlds
+  LOAD_X_DYN v12
+  s_waitcnt lgkmcnt(0)
+  v_fmac_f32 \acc, v8, v12
+  v_add_u32 \vlds, 4, \vlds
+  s_add_u32 s54, s54, \sstride
+  s_addc_u32 s55, s55, 0
+  s_add_u32 s50, s50, 1
+  s_cmp_lt_u32 s50, s27
+  s_cbranch_scc1 .Lsd1_\tag
+.Lsd_done_\tag:
+.endm
+
 // S[k] /= (sum_k S[k] + eps) along one line per lane (vbase: first element, sstride: bytes).
 .macro NORMALIZE vbase, sstride, tag
   v_mov_b32 v10, \vbase
@@ -399,18 +465,7 @@ mhc_pre:
   s_add_u32 s48, s48, s85
   v_mov_b32 v6, s48                      // LDS address of H(i, 0)
   s_mov_b64 s[54:55], s[76:77]
-  s_mov_b32 s50, 0                       // j
-.Lpt_j:
-  ds_read_b32 v5, v6
-  LOAD_X_DYN v4                          // x[t][j][c]
-  s_waitcnt lgkmcnt(0)
-  v_fmac_f32 v3, v5, v4                  // + H(i, j) x[j]
-  v_add_u32 v6, 4, v6
-  s_add_u32 s54, s54, s80
-  s_addc_u32 s55, s55, 0
-  s_add_u32 s50, s50, 1
-  s_cmp_lt_u32 s50, s27
-  s_cbranch_scc1 .Lpt_j
+  STREAM_DOT v3, v6, s80, post           // + sum_j H(i, j) x[t][j][c]
   s_mul_i32 s48, s88, s80                // out[t][i][c]
   s_add_u32 s54, s78, s48
   s_addc_u32 s55, s79, 0
@@ -544,14 +599,35 @@ mhc_pre:
   v_mov_b32 v3, 0
   v_mov_b32 v4, v1
   s_mov_b32 s50, 0
-.Lsum_g:
+  // Four partials per round (one wait), then one at a time; the adds stay in g order.
+.Lsum_g4:
+  s_add_u32 s75, s50, 4
+  s_cmp_gt_u32 s75, s31
+  s_cbranch_scc1 .Lsum_g1
+  .set q, 0
+  .rept 4
+    global_load_dword v[8+q], v4, s[58:59]
+    v_add_u32 v4, s51, v4
+    .set q, q+1
+  .endr
+  s_waitcnt vmcnt(0)
+  .set q, 0
+  .rept 4
+    v_add_f32 v3, v3, v[8+q]
+    .set q, q+1
+  .endr
+  s_mov_b32 s50, s75
+  s_branch .Lsum_g4
+.Lsum_g1:
+  s_cmp_ge_u32 s50, s31
+  s_cbranch_scc1 .Lsum_g_done
   global_load_dword v5, v4, s[58:59]
   s_waitcnt vmcnt(0)
   v_add_f32 v3, v3, v5
   v_add_u32 v4, s51, v4
   s_add_u32 s50, s50, 1
-  s_cmp_lt_u32 s50, s31
-  s_cbranch_scc1 .Lsum_g
+  s_branch .Lsum_g1
+.Lsum_g_done:
   v_add_u32 v5, s85, v1
   ds_write_b32 v5, v3
 .Lsum_m_next:
@@ -826,18 +902,7 @@ mhc_pre:
   v_mov_b32 v3, 0                        // acc
   v_mov_b32 v4, s85
   s_mov_b64 s[54:55], s[44:45]
-  s_mov_b32 s50, 0
-.La_stream:
-  ds_read_b32 v6, v4
-  LOAD_X_DYN v5
-  s_waitcnt lgkmcnt(0)
-  v_fmac_f32 v3, v6, v5
-  v_add_u32 v4, 4, v4
-  s_add_u32 s54, s54, s78
-  s_addc_u32 s55, s55, 0
-  s_add_u32 s50, s50, 1
-  s_cmp_lt_u32 s50, s27
-  s_cbranch_scc1 .La_stream
+  STREAM_DOT v3, v4, s78, apply
   s_cmp_eq_u32 s39, 0
   s_cbranch_scc1 .La_f32
   v_bfe_u32 v7, v3, 16, 1

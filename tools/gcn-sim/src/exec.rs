@@ -1200,7 +1200,8 @@ fn exec_ds(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), SimError> {
         };
         let is_write = matches!(inst.op, DsWriteB32 | DsWrite2B32 | DsWriteB64 | DsWriteB128);
         for &(addr, len) in accesses {
-            if addr as usize + len as usize > lds_len || addr % 4 != 0 {
+            // ds_read/write_b64/b128 need their natural alignment (8 / 16 bytes) as well.
+            if addr as usize + len as usize > lds_len || addr % len.min(16) != 0 {
                 return Err(ctx.err(
                     inst,
                     format!("LDS access of {len} bytes at {addr} (lane {lane}) outside the declared {lds_len} bytes"),
