@@ -2,7 +2,8 @@
 
 use crate::embedded::EmbeddedImage;
 
-/// Every file under `asm/bin`, sorted by path.
+/// Every file under `asm/bin`, sorted by path (one line each: rustfmt is told to leave it).
+#[rustfmt::skip]
 pub static IMAGES: &[EmbeddedImage] = &[
     EmbeddedImage { path: "asm/bin/gfx942/coeffs.hsaco", bytes: include_bytes!("../../asm/bin/gfx942/coeffs.hsaco") },
     EmbeddedImage { path: "asm/bin/gfx942/post.hsaco", bytes: include_bytes!("../../asm/bin/gfx942/post.hsaco") },
