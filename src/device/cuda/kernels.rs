@@ -22,13 +22,15 @@ pub const IMG_HEAD: usize = 1;
 pub const IMG_STATIC: usize = 2;
 pub const IMG_EXPAND: usize = 3;
 pub const IMG_PRE: usize = 4;
+pub const IMG_COEFFS: usize = 5;
 
-pub static IMAGES: [Image; 5] = [
+pub static IMAGES: [Image; 6] = [
     Image { name: "asm/bin/sm90/post.cubin", bytes: include_bytes!("../../../asm/bin/sm90/post.cubin") },
     Image { name: "asm/bin/sm90/head.cubin", bytes: include_bytes!("../../../asm/bin/sm90/head.cubin") },
     Image { name: "asm/bin/sm90/static.cubin", bytes: include_bytes!("../../../asm/bin/sm90/static.cubin") },
     Image { name: "asm/bin/sm90/expand.cubin", bytes: include_bytes!("../../../asm/bin/sm90/expand.cubin") },
     Image { name: "asm/bin/sm90/pre.cubin", bytes: include_bytes!("../../../asm/bin/sm90/pre.cubin") },
+    Image { name: "asm/bin/sm90/coeffs.cubin", bytes: include_bytes!("../../../asm/bin/sm90/coeffs.cubin") },
 ];
 
 /// One kernel of the table.
@@ -210,8 +212,47 @@ fn build() -> Vec<KernelDesc> {
             });
         }
     }
+    // The coefficient stage alone (asm/ptx/sm90/coeffs.ptx, the loader issue's kernel), hosted as
+    // the `sinkhorn` stage: any dtype (it reads f32 logits only), any formulation (a flag).
+    for dtype in [Dtype::Bf16, Dtype::F32] {
+        t.push(KernelDesc {
+            arch,
+            stage: Stage::Sinkhorn,
+            dtype,
+            formulation: None,
+            n: 0,
+            entry: "mhc_coeffs",
+            image: IMG_COEFFS,
+            param_bytes: std::mem::size_of::<CoeffsArgs>(),
+            v: 8,
+            tokens_per_cta: 4,
+            threads: 128,
+            max_dynamic_shared: 0,
+            max_tokens: usize::MAX,
+        });
+    }
     t
 }
+
+/// `coeffs` arguments (asm/ptx/sm90/coeffs.ptx header).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CoeffsArgs {
+    pub p: u64,
+    pub inv_rms: u64,
+    pub scale: u64,
+    pub base: u64,
+    pub h_pre: u64,
+    pub h_post: u64,
+    pub h_res: u64,
+    pub tokens: u32,
+    pub streams: u32,
+    pub iters: u32,
+    pub eps_hc: f32,
+    pub flags: u32,
+    pub p_stride: u32,
+}
+const _: () = assert!(std::mem::size_of::<CoeffsArgs>() == 80);
 
 /// Largest C of the static kernel: its `a[C]` row lives in shared memory (64 KiB at 16384).
 pub const STATIC_MAX_C: usize = 32768;

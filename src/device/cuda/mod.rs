@@ -58,6 +58,7 @@
 //! All driver calls are in `ffi.rs`, each `unsafe` block with its argument. A launch is `unsafe`
 //! only inside [`Plan::launch`], reached after the op checked every range the kernel touches.
 
+mod coeffs;
 mod device;
 mod expand;
 mod ffi;

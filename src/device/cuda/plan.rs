@@ -108,12 +108,16 @@ fn select_buckets(
             Err(e) => return Err(Error::BadCodeObject { image: "asm/variants.toml".into(), reason: e.to_string() }),
         };
         let entry = sel.variant.entry.entry.as_str();
-        let slot = KERNELS.iter().position(|d| d.entry == entry && d.arch == dev.arch() && d.stage == stage).ok_or_else(
-            || Error::BadCodeObject {
+        let slot = KERNELS
+            .iter()
+            .position(|d| d.entry == entry && d.arch == dev.arch() && d.stage == stage)
+            .ok_or_else(|| Error::BadCodeObject {
                 image: sel.variant.entry.file.clone(),
-                reason: format!("variant {} (entry {entry}) has no launch row in the CUDA kernel table", sel.variant.id()),
-            },
-        )?;
+                reason: format!(
+                    "variant {} (entry {entry}) has no launch row in the CUDA kernel table",
+                    sel.variant.id()
+                ),
+            })?;
         // The table's hard limits must agree with the manifest's (C granule, shared memory).
         if let Some(why) = reject(&KERNELS[slot], dev, cfg, dtype) {
             return Ok(Err(Error::NoVariant {
@@ -219,7 +223,10 @@ impl Plan {
                 // Smallest range first; the last bucket must cover every token count.
                 buckets.sort_by_key(|b| b.max_tokens);
                 if buckets.last().is_some_and(|b| b.max_tokens != usize::MAX) {
-                    rejected.push(format!("no {stage} variant covers more than {} tokens", buckets.last().map_or(0, |b| b.max_tokens)));
+                    rejected.push(format!(
+                        "no {stage} variant covers more than {} tokens",
+                        buckets.last().map_or(0, |b| b.max_tokens)
+                    ));
                 }
                 workspace_bytes = workspace_bytes.max(stage_workspace(stage, &cfg, dtype, max_tokens, dev));
                 Ok(buckets)

@@ -107,11 +107,8 @@ impl StageRunner for CudaRunner {
                 let dt = storage(p);
                 // Parameters are dense rows; a one-row parameter with several dims (phi [M, K],
                 // h_res_logits [n, n]) is viewed as rows of its last dimension by the ops.
-                let layout = if !p.tokens && p.dims.len() == 2 {
-                    Layout::dense(p.dims[0].1, p.dims[1].1)
-                } else {
-                    layout_of(p)
-                };
+                let layout =
+                    if !p.tokens && p.dims.len() == 2 { Layout::dense(p.dims[0].1, p.dims[1].1) } else { layout_of(p) };
                 ins.insert(p.name, Dev { buf: upload(&self.dev, dt, &a.data)?, dtype: dt, layout });
             }
         }

@@ -74,8 +74,11 @@ pub fn main(args: Args) -> Result<(), String> {
         launch_us.0,
         launch_us.1
     );
-    let stages: Vec<Stage> =
-        args.stages.split(',').map(|s| s.trim().parse::<Stage>().map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
+    let stages: Vec<Stage> = args
+        .stages
+        .split(',')
+        .map(|s| s.trim().parse::<Stage>().map_err(|e| e.to_string()))
+        .collect::<Result<_, _>>()?;
     let ts = [1usize, 4, 16, 64, 256, 1024, 4096, 8192];
     let mut rows = Vec::new();
     for &stage in &stages {
@@ -97,8 +100,11 @@ pub fn main(args: Args) -> Result<(), String> {
                 }
             }
         } else {
-            let forms: &[Formulation] =
-                if stage == Stage::Post { &[Formulation::DeepSeekV4, Formulation::Paper] } else { &[Formulation::DeepSeekV4] };
+            let forms: &[Formulation] = if stage == Stage::Post {
+                &[Formulation::DeepSeekV4, Formulation::Paper]
+            } else {
+                &[Formulation::DeepSeekV4]
+            };
             for &form in forms {
                 for c in [4096, 7168] {
                     for t in ts {
@@ -188,7 +194,9 @@ fn empty_launch_us(dev: &CudaDevice, s: &Stream) -> mhc::Result<(f64, f64)> {
     let plan = Plan::new(dev, Config::new(1, 8), Dtype::F32, 1)?;
     let e = DeviceBuffer::zeroed(dev, 32)?;
     let mut o = DeviceBuffer::zeroed(dev, 32)?;
-    let mut call = |s: &Stream| plan.expand(s, &e.view(Dtype::F32, Layout::dense(1, 8)), &mut o.view_mut(Dtype::F32, Layout::dense(1, 8)));
+    let mut call = |s: &Stream| {
+        plan.expand(s, &e.view(Dtype::F32, Layout::dense(1, 8)), &mut o.view_mut(Dtype::F32, Layout::dense(1, 8)))
+    };
     let (e0, e1) = (Event::new(dev)?, Event::new(dev)?);
     for _ in 0..50 {
         call(s)?;
@@ -304,7 +312,9 @@ fn bench_case(
         // tensor, each `tensors[i]` bytes; the views cover exactly that range.
         unsafe {
             use mhc::device::{DeviceTensor as D, DeviceTensorMut as M};
-            let f32v = |i: usize, rows: usize, row: usize| D::from_raw(p(i), len(i, Dtype::F32), Dtype::F32, Layout::dense(rows, row));
+            let f32v = |i: usize, rows: usize, row: usize| {
+                D::from_raw(p(i), len(i, Dtype::F32), Dtype::F32, Layout::dense(rows, row))
+            };
             match stage {
                 Stage::Post => plan.post(
                     s,
@@ -344,7 +354,8 @@ fn bench_case(
     }
     s.synchronize()?;
     // Per-run events: the median of `runs` single launches.
-    let evs: Vec<(Event, Event)> = (0..runs).map(|_| Ok((Event::new(dev)?, Event::new(dev)?))).collect::<mhc::Result<_>>()?;
+    let evs: Vec<(Event, Event)> =
+        (0..runs).map(|_| Ok((Event::new(dev)?, Event::new(dev)?))).collect::<mhc::Result<_>>()?;
     for (i, (a, b)) in evs.iter().enumerate() {
         a.record(s)?;
         call(i % sets)?;
@@ -455,9 +466,14 @@ fn svg(copy_bw: f64, rows: &[Row]) -> String {
     }
     let _ = writeln!(s, "<text x=\"15\" y=\"15\">GB/s</text>");
     let cy = y(copy_bw / 1e9);
-    let _ = writeln!(s, "<line x1=\"{l}\" y1=\"{cy:.1}\" x2=\"{}\" y2=\"{cy:.1}\" stroke=\"gray\" stroke-dasharray=\"4\"/>", w - 220.0);
+    let _ = writeln!(
+        s,
+        "<line x1=\"{l}\" y1=\"{cy:.1}\" x2=\"{}\" y2=\"{cy:.1}\" stroke=\"gray\" stroke-dasharray=\"4\"/>",
+        w - 220.0
+    );
     let _ = writeln!(s, "<text x=\"{}\" y=\"{:.1}\">copy {:.0} GB/s</text>", w - 215.0, cy + 4.0, copy_bw / 1e9);
-    let colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+    let colors =
+        ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
     let mut series: Vec<(String, Vec<&Row>)> = Vec::new();
     for r in rows.iter().filter(|r| r.stage != Stage::Static) {
         let key = format!("{} {} n={} C={}", r.stage.name(), r.formulation, r.n, r.c);
@@ -470,7 +486,11 @@ fn svg(copy_bw: f64, rows: &[Row]) -> String {
         let col = colors[i % colors.len()];
         let path: Vec<String> =
             pts.iter().map(|r| format!("{:.1},{:.1}", x(r.t), y(r.bytes / (r.us * 1e-6) / 1e9))).collect();
-        let _ = writeln!(s, "<polyline fill=\"none\" stroke=\"{col}\" stroke-width=\"1.5\" points=\"{}\"/>", path.join(" "));
+        let _ = writeln!(
+            s,
+            "<polyline fill=\"none\" stroke=\"{col}\" stroke-width=\"1.5\" points=\"{}\"/>",
+            path.join(" ")
+        );
         let _ = writeln!(s, "<text x=\"{}\" y=\"{}\" fill=\"{col}\">{key}</text>", w - 215.0, 40.0 + 14.0 * i as f64);
     }
     s.push_str("</svg>\n");
