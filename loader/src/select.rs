@@ -441,13 +441,25 @@ fn score(v: &Variant, arch: Arch, units: u32, shape: &Shape) -> Candidate {
     Candidate { id: e.id.clone(), cost_us: cost, waves, bytes, in_preferred_range }
 }
 
+static EMBEDDED_SELECTOR: std::sync::OnceLock<Result<Selector<'static>, Error>> = std::sync::OnceLock::new();
+
+/// The selector of the embedded registry and tuned tables with the flagship parts' SM/CU
+/// counts, built once.
+pub fn embedded_selector() -> Result<&'static Selector<'static>, Error> {
+    EMBEDDED_SELECTOR
+        .get_or_init(|| {
+            let mut selector = Selector::new(Registry::embedded()?);
+            for table in crate::tuning::embedded_tables()? {
+                selector = selector.with_table(&table);
+            }
+            Ok(selector)
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
 /// Selects from the embedded registry with the embedded tuned tables and the flagship part's
 /// SM/CU count. Warnings about stale tuned entries are in the selection.
 pub fn select(arch: Arch, stage: &str, shape: &Shape, budget: &Budget) -> Result<Selection<'static>, Error> {
-    let registry = Registry::embedded()?;
-    let mut selector = Selector::new(registry);
-    for table in crate::tuning::embedded_tables()? {
-        selector = selector.with_table(&table);
-    }
-    Ok(selector.select(arch, stage, shape, budget)?)
+    Ok(embedded_selector()?.select(arch, stage, shape, budget)?)
 }
