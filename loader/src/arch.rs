@@ -242,7 +242,7 @@ impl Arch {
         }
     }
 
-    /// Nominal DRAM bandwidth of the flagship part in bytes per microsecond (= MB/s / 1e0 * 1e-6),
+    /// Nominal DRAM bandwidth of the flagship part in bytes per microsecond (1 TB/s = 1e6 B/us),
     /// for the cost model only.
     pub const fn dram_bytes_per_us(self) -> f64 {
         match self {
