@@ -644,6 +644,8 @@ fn bench_pre() {
         (Dtype::Bf16, 4, 4096, 1024, None),
         (Dtype::Bf16, 4, 4096, 4096, None),
         (Dtype::Bf16, 4, 4096, 8192, None),
+        (Dtype::Bf16, 4, 4096, 8192, Some(1)),
+        (Dtype::Bf16, 4, 4096, 8192, Some(2)),
         (Dtype::Bf16, 4, 7168, 8192, None),
         (Dtype::F32, 4, 4096, 16, None),
         (Dtype::F32, 4, 4096, 8192, None),
@@ -749,5 +751,79 @@ fn sanitizer_smoke() {
                 );
             }
         }
+    }
+}
+
+#[test]
+#[ignore]
+fn bench_post_pre() {
+    let Some(dev) = gpu() else { return };
+    let s = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("bench_post_pre");
+    let bytes = 512 << 20;
+    let (src, dst) = (DeviceBuffer::alloc(&dev, bytes).unwrap(), DeviceBuffer::alloc(&dev, bytes).unwrap());
+    let copy_us = time_calls(&dev, &s, 11, 5, |_| dst.copy_from(&s, &src, bytes));
+    let copy_bw = 2.0 * bytes as f64 / (copy_us * 1e-6);
+    println!("device {} | D2D copy {:.0} GB/s", dev.name(), copy_bw / 1e9);
+    println!("| stage | dtype | T | n | C | us (stream) | us (graph) | GB/s | % copy | floor us |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for (dtype, n, c, t) in [
+        (Dtype::Bf16, 4, 4096, 1),
+        (Dtype::Bf16, 4, 4096, 16),
+        (Dtype::Bf16, 4, 7168, 16),
+        (Dtype::Bf16, 4, 4096, 1024),
+        (Dtype::Bf16, 4, 4096, 8192),
+        (Dtype::F32, 4, 4096, 8192),
+    ] {
+        let cfg = Config::new(n, c);
+        let k = cfg.k();
+        let per_set = (2 * t * k + t * c) * dtype.size() + cfg.m() * k * 4;
+        let sets = (120_000_000 / per_set).clamp(1, 8);
+        let plan = Plan::new(&dev, cfg, dtype, t).unwrap();
+        let ws = plan.new_workspace().unwrap();
+        let mut bufs = Vec::new();
+        for _ in 0..sets {
+            let post = PostCase::random(&mut rng, cfg, t);
+            let pre = stored(PreCase::random(&mut rng, cfg, t, 0.02), dtype);
+            let din = dev_in(&dev, &PreCase { x: post.x.iter().map(|&v| round(dtype, v)).collect(), ..pre }, dtype, k);
+            let f = upload(&dev, dtype, &post.f).unwrap();
+            let hp = upload(&dev, Dtype::F32, &post.h_post).unwrap();
+            let hr = upload(&dev, Dtype::F32, &post.h_res).unwrap();
+            let xo = DeviceBuffer::alloc(&dev, t * k * dtype.size()).unwrap();
+            bufs.push((din, f, hp, hr, xo));
+        }
+        let mut out = alloc_out(&dev, &cfg, dtype, t, c);
+        let mut call = |i: usize| -> mhc::Result<()> {
+            let (din, f, hp, hr, xo) = &mut bufs[i % sets];
+            let pin = PostInViews {
+                f: f.view(dtype, Layout::dense(t, c)),
+                h_post: hp.view(Dtype::F32, Layout::dense(t, n)),
+                h_res: hr.view(Dtype::F32, Layout::dense(t, n * n)),
+            };
+            let x = din.x.view(dtype, din.x_layout);
+            let params = din.params(&cfg);
+            let mut xov = xo.view_mut(dtype, Layout::dense(t, k));
+            plan.post_pre(&s, &ws, &x, &pin, &mut xov, &params, &mut out.views(&cfg, dtype, t))
+        };
+        for i in 0..3 {
+            call(i).unwrap();
+        }
+        let reps = if t >= 4096 { 7 } else { 21 };
+        let calls = if t >= 4096 { 5 } else { 50 };
+        let us = time_calls(&dev, &s, reps, calls, &mut call);
+        s.begin_capture().unwrap();
+        let ncalls = sets.max(10);
+        for i in 0..ncalls {
+            call(i).unwrap();
+        }
+        let g = s.end_capture().unwrap();
+        let gus = time_calls(&dev, &s, reps, 1, |_| g.launch(&s)) / ncalls as f64;
+        let moved = (2 * t * k + 2 * t * c) * dtype.size() + cfg.m() * k * 4;
+        let floor = moved as f64 / copy_bw * 1e6;
+        let gbs = moved as f64 / (us * 1e-6) / 1e9;
+        println!(
+            "| post_pre | {dtype} | {t} | {n} | {c} | {us:.2} | {gus:.2} | {gbs:.0} | {:.0}% | {floor:.2} |",
+            100.0 * gbs * 1e9 / copy_bw
+        );
     }
 }

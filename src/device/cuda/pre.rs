@@ -61,7 +61,8 @@ pub struct PreArgs {
     /// CTAs per 32-token tile (1 = prefill shape).
     pub splits: u32,
     pub iters: u32,
-    /// 1 = Paper formulation, 2 = gamma_k, 4 = gamma_f, 8 = post (post_pre).
+    /// 1 = Paper formulation, 2 = gamma_k, 4 = gamma_f, 8 = post (post_pre), 16 = split
+    /// prefill (the last CTA of a tile finishes it alone; the others leave).
     pub flags: u32,
     pub eps_norm: f32,
     pub eps_hc: f32,
@@ -73,6 +74,7 @@ pub(crate) const FLAG_PAPER: u32 = 1;
 pub(crate) const FLAG_GAMMA_K: u32 = 2;
 pub(crate) const FLAG_GAMMA_F: u32 = 4;
 pub(crate) const FLAG_POST: u32 = 8;
+pub(crate) const FLAG_SOLO: u32 = 16;
 
 /// Tokens per CTA tile (two 16-row mma tiles).
 pub const TILE_TOKENS: usize = 32;
@@ -103,16 +105,34 @@ fn split_cap(cfg: &Config) -> usize {
     (PARTIAL_BYTES_TARGET / (ldp(cfg) * 4)).clamp(1, SPLIT_MAX).min(blocks)
 }
 
+/// CTAs per 32-token tile in the prefill shape when the logits fit one group (n <= 4): each
+/// reduces a quarter of K, so four SMs pull a tile at once and the tile's re-read for the
+/// pre-mix (by the last of them) finds it in L2; the last CTA finishes the tile alone.
+const PREFILL_SPLIT: usize = 4;
+
+fn prefill_split(cfg: &Config) -> usize {
+    if ldp(cfg) == 32 {
+        PREFILL_SPLIT.min(jlen(cfg).div_ceil(CTA_STEP))
+    } else {
+        1
+    }
+}
+
 /// `(splits, kslice)` for `t` tokens; `split_target` overrides the heuristic (benchmarks),
-/// clamped to [`split_cap`].
+/// clamped to what the workspace holds ([`split_cap`] for decode, [`prefill_split`] above).
 pub(crate) fn launch_shape(cfg: &Config, t: usize, split_target: Option<usize>) -> (usize, usize) {
     let blocks = jlen(cfg).div_ceil(CTA_STEP);
-    if t > DECODE_MAX_TOKENS || blocks < 2 {
+    if blocks < 2 {
         return (1, blocks * CTA_STEP);
     }
-    let rows = t.min(TILE_TOKENS);
-    let by_bytes = PARTIAL_BYTES_TARGET / (rows * ldp(cfg) * 4);
-    let target = split_target.unwrap_or(by_bytes).clamp(1, split_cap(cfg));
+    let target = if t > DECODE_MAX_TOKENS {
+        let cap = prefill_split(cfg);
+        split_target.unwrap_or(cap).clamp(1, cap)
+    } else {
+        let rows = t.min(TILE_TOKENS);
+        let by_bytes = PARTIAL_BYTES_TARGET / (rows * ldp(cfg) * 4);
+        split_target.unwrap_or(by_bytes).clamp(1, split_cap(cfg))
+    };
     let steps = blocks.div_ceil(target);
     let splits = blocks.div_ceil(steps);
     (splits, steps * CTA_STEP)
@@ -134,10 +154,15 @@ fn round256(b: usize) -> usize {
 
 pub(crate) fn ws_layout(cfg: &Config, max_tokens: usize) -> WsLayout {
     let ldp = ldp(cfg);
-    let tiles = DECODE_MAX_TOKENS / TILE_TOKENS;
-    let part_bytes = tiles * split_cap(cfg) * (32 * ldp + 32) * 4;
+    let block = (32 * ldp + 32) * 4;
+    let tiles = max_tokens.div_ceil(TILE_TOKENS).max(1);
+    let decode_tiles = tiles.min(DECODE_MAX_TOKENS / TILE_TOKENS);
+    let mut part_bytes = decode_tiles * split_cap(cfg) * block;
+    if max_tokens > DECODE_MAX_TOKENS {
+        part_bytes = part_bytes.max(tiles * prefill_split(cfg) * block);
+    }
     let cnt = 0;
-    let part = 256;
+    let part = round256(tiles * 16);
     let p = part + round256(part_bytes);
     let ss = p + round256(max_tokens * ldp * 4);
     let total = ss + round256(max_tokens * 4);
@@ -307,6 +332,9 @@ impl Plan {
             flags |= FLAG_POST;
         }
         let (splits, kslice) = launch_shape(cfg, t, split_target);
+        if splits > 1 && t > DECODE_MAX_TOKENS {
+            flags |= FLAG_SOLO;
+        }
         let tiles = t.div_ceil(TILE_TOKENS);
         let grid = tiles
             .checked_mul(splits)
@@ -452,10 +480,11 @@ mod tests {
                 assert!(splits * kslice >= j, "n={n} c={c} t={t}");
                 assert!((splits - 1) * kslice < j, "n={n} c={c} t={t}: an empty split");
                 if t > DECODE_MAX_TOKENS {
-                    assert_eq!(splits, 1);
+                    assert!(splits <= PREFILL_SPLIT);
                 }
-                let lay = ws_layout(&cfg, 8192);
+                let lay = ws_layout(&cfg, t);
                 let tiles = t.div_ceil(TILE_TOKENS);
+                assert!(lay.part >= tiles * 16, "counters");
                 if splits > 1 {
                     assert!(lay.part + tiles * splits * (32 * ldp(&cfg) + 32) * 4 <= lay.p);
                 }

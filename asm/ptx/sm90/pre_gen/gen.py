@@ -39,7 +39,7 @@ def entry(dt):
     e("    .reg .pred %p<40>;")
     e("    .reg .pred %pr<4>;")
     e("    .reg .pred %pmv<4>;")
-    e("    .reg .pred %p_mt1, %p_split, %p_paper, %p_gk, %p_gf, %p_post, %p_k, %p_mg0, %p_q0;")
+    e("    .reg .pred %p_mt1, %p_split, %p_paper, %p_gk, %p_gf, %p_post, %p_k, %p_mg0, %p_q0, %p_solo, %p_claim;")
     e("    .reg .b32 %r<80>;")
     e("    .reg .b64 %rd<80>;")
     e("    .reg .f32 %f<64>;")
@@ -110,6 +110,9 @@ def entry(dt):
     setp.ne.u32 %p_gf, %r0, 0;
     and.b32 %r0, %flags, 8;
     setp.ne.u32 %p_post, %r0, 0;
+    and.b32 %r0, %flags, 16;
+    setp.ne.u32 %p_solo, %r0, 0;            // split prefill: the last CTA finishes its tile alone
+    and.pred %p_claim, %p_split, !%p_solo;  // decode: CTAs claim tokens for the pre-mix
     ld.global.nc.f32 %sc0, [%scale];
     ld.global.nc.f32 %sc1, [%scale+4];
     ld.global.nc.f32 %sc2, [%scale+8];

@@ -14,7 +14,7 @@ def mix(bf, esz):
     @%p_post mov.u64 %rd33, %xo;            // post_pre mixes x'
     @%p_post mov.u32 %r64, %xos;
 MIX_LOOP:
-    @!%p_split bra MIX_TILE_TOK;
+    @!%p_claim bra MIX_TILE_TOK;
     setp.ne.u32 %p16, %tx, 0;
     add.u64 %rd31, %cnt, 4;
     @!%p16 atom.relaxed.gpu.global.add.u32 %r59, [%rd31], 1;
@@ -64,7 +64,8 @@ IT_LOOP:
     setp.ge.u32 %p21, %r67, %r54;
     @%p21 bra CH_DONE;
     add.u32 %r68, %r67, 256;
-    setp.lt.u32 %p22, %r68, %r54;           // second item valid""")
+    setp.lt.u32 %p22, %r68, %r54;           // second item valid
+    selp.u32 %r68, %r68, %r67, %p22;        // else alias the first: every address stays in range""")
     # per item: row, chunk, src pointer, a pointer, hp shared address
     for X, itr, rsrc, ra, rhp in (("A", "%r67", "%rd45", "%rd46", "%r70"), ("B", "%r68", "%rd47", "%rd48", "%r71")):
         e(f"""    div.u32 %r72, {itr}, %r66;

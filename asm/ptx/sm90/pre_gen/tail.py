@@ -147,7 +147,7 @@ ARRIVED:
     bar.sync 0;
     ld.shared.u32 %r32, [smem_flag];
     setp.eq.u32 %p8, %r32, 0;
-    @%p8 bra WAIT;
+    @%p8 bra WAIT;                          // (split prefill: WAIT sends non-last CTAs out)
     fence.acq_rel.gpu;
     // ---- last CTA: each element of P and ss summed over the splits in split order (deterministic)
     shl.b32 %r24, %ldp, 5;
@@ -386,7 +386,8 @@ COEF_SYNC_TILE:
 WAIT:
     // ---- decode, not last: wait (bounded) for the coefficients, then help with the pre-mix.
     //      A CTA that times out just leaves: the last CTA claims whatever is left, so no
-    //      schedule can deadlock.
+    //      schedule can deadlock. Split prefill (solo): leave at once.
+    @%p_solo bra EXIT;
     setp.ge.u32 %p17, %gidx, %rows;
     @%p17 bra EXIT;
     setp.ne.u32 %p16, %tx, 0;
