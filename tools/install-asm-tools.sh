@@ -21,3 +21,12 @@ if [ ! -x "$ptxas" ]; then
         --target .tools/nvcc-12.9.86 nvidia-cuda-nvcc-cu12==12.9.86 >/dev/null
 fi
 "$ptxas" --version | grep -q 'V12\.9\.86' || { echo "install-asm-tools: $ptxas is not V12.9.86" >&2; exit 1; }
+
+# cuobjdump 13.5.37 (PyPI has no -cu12 build; 13.5 reads the ABI-7 sm_90a and ABI-8 sm_100a cubins
+# that ptxas 12.9 writes). Used only by the loader's cross-check test against `cuobjdump -res-usage`.
+cuobjdump=.tools/cu13/nvidia/cu13/bin/cuobjdump
+if [ ! -x "$cuobjdump" ]; then
+    echo "install-asm-tools: installing cuobjdump 13.5.37 into .tools/cu13 (pip)" >&2
+    python3 -m pip install --quiet --disable-pip-version-check --no-deps \
+        --target .tools/cu13 nvidia-cuda-cuobjdump==13.5.37 >/dev/null
+fi

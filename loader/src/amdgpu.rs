@@ -290,6 +290,7 @@ fn kernel(
         name: name.clone(),
         registers: vgpr,
         shared_bytes: group,
+        reserved_shared_bytes: 0,
         local_bytes: private,
         max_threads,
         required_threads: None,

@@ -175,6 +175,7 @@ pub(crate) fn parse(data: &[u8]) -> Result<CodeObject, ParseError> {
             name: name.clone(),
             registers,
             shared_bytes: 0,
+            reserved_shared_bytes: 0,
             local_bytes,
             max_threads: arch.max_threads_per_block(),
             required_threads: None,
@@ -193,6 +194,7 @@ pub(crate) fn parse(data: &[u8]) -> Result<CodeObject, ParseError> {
             })?;
             kernel.shared_bytes =
                 u32::try_from(user).map_err(|_| ParseError(format!("kernel {name}: huge .nv.shared")))?;
+            kernel.reserved_shared_bytes = RESERVED_SMEM_SM90 as u32;
         }
         kernels.push(kernel);
     }

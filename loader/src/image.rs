@@ -74,6 +74,11 @@ pub struct KernelInfo {
     /// Static shared memory / LDS in bytes. On sm_90+ the 1 KiB system-reserved prefix that
     /// ptxas puts in `.nv.shared.<k>` is not counted (cuobjdump's SHARED is this + 1024).
     pub shared_bytes: u32,
+    /// Bytes of the system-reserved shared-memory prefix inside the kernel's `.nv.shared.<k>`
+    /// section (1024 on sm_90+ when the section exists, else 0; always 0 on AMD). cuobjdump's
+    /// SHARED column is `shared_bytes + reserved_shared_bytes`; the driver's SHARED_SIZE_BYTES
+    /// is `shared_bytes` (checked on an H200).
+    pub reserved_shared_bytes: u32,
     /// Per-thread local memory (NVIDIA stack frame) / private segment (AMD scratch), bytes.
     pub local_bytes: u32,
     /// Most threads per block the kernel may be launched with: `.reqntid` product, else

@@ -6,7 +6,7 @@
 //! half with a printed reason.
 //!
 //! Mapping: REG = registers; STACK = local_bytes (what cuFuncGetAttribute(LOCAL_SIZE_BYTES)
-//! returns); SHARED = shared_bytes + 1024 on sm_90+ when the kernel has a `.nv.shared` section
+//! returns); SHARED = shared_bytes + reserved_shared_bytes (1024 on sm_90+ when the kernel has a `.nv.shared` section)
 //! (cuobjdump counts the system-reserved KiB, cuFuncGetAttribute(SHARED_SIZE_BYTES) does not:
 //! checked on an H200).
 
@@ -130,10 +130,9 @@ fn nvidia_figures_agree_with_cuobjdump_res_usage() {
                 .filter_map(|(k, v)| Some((k, v.parse().ok()?)))
                 .collect();
             let k = object.kernel(name).unwrap_or_else(|| panic!("{path}: no {name}"));
-            let shared = if usage["SHARED"] == 0 { 0 } else { usage["SHARED"] - 1024 };
             assert_eq!(
-                (k.registers, k.local_bytes, k.shared_bytes),
-                (usage["REG"], usage["STACK"], shared),
+                (k.registers, k.local_bytes, k.shared_bytes + k.reserved_shared_bytes),
+                (usage["REG"], usage["STACK"], usage["SHARED"]),
                 "{path} {name}: loader (registers, local, shared) vs cuobjdump {usage:?}"
             );
             seen += 1;

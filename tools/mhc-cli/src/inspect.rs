@@ -3,9 +3,11 @@
 //! --tokens T --n N --c C [...]`: what the selector picks for that problem and why (issue 3).
 //!
 //! Figures: `registers` is REGCOUNT on NVIDIA and the VGPR count (`.vgpr_count`) on AMD;
-//! `shared_bytes` is the kernel's own static shared memory / LDS (cuobjdump's SHARED on sm_90+
-//! adds the 1 KiB the system reserves; `cuFuncGetAttribute(SHARED_SIZE_BYTES)` does not, checked
-//! on an H200); `local_bytes` is the stack frame / private segment per thread.
+//! `shared_bytes` is static shared memory / LDS as the vendor tools report it: on NVIDIA the size
+//! of `.nv.shared.<k>`, which on sm_90+ includes the 1 KiB prefix the system reserves (exactly
+//! cuobjdump's SHARED; `cuFuncGetAttribute(SHARED_SIZE_BYTES)` omits the prefix, checked on an
+//! H200, and the selector budgets with that figure); on AMD the LDS bytes of the metadata and
+//! descriptor. `local_bytes` is the stack frame / private segment per thread.
 
 use mhc_loader::{Arch, Budget, Shape};
 use std::fmt::Write;
@@ -109,7 +111,7 @@ fn table(rows: &[Row]) -> String {
             r.stage.as_deref().unwrap_or("-"),
             k.name,
             k.registers,
-            k.shared_bytes,
+            k.shared_bytes + k.reserved_shared_bytes,
             k.local_bytes,
             k.kernarg_bytes,
             k.max_threads
@@ -153,7 +155,7 @@ fn json(rows: &[Row]) -> String {
             r.stage.as_deref().map(json_str).unwrap_or_else(|| "null".into()),
             json_str(&k.name),
             k.registers,
-            k.shared_bytes,
+            k.shared_bytes + k.reserved_shared_bytes,
             k.local_bytes,
             k.kernarg_bytes,
             k.max_threads
