@@ -222,6 +222,38 @@ impl GcnSimRunner {
     }
 }
 
+/// What the selector chose (the parts the runner needs).
+#[derive(Debug, Clone)]
+struct Selected {
+    /// The manifest's split factor of the chosen variant (1: one workgroup per token tile).
+    split: u32,
+}
+
+/// Selects the gfx942 variant for `stage` through the loader's selector (manifest filters,
+/// cost model, tuned tables), mapping its rejection list to `Error::NoVariant`.
+fn select(stage: Stage, cfg: &Config, dtype: Dtype, t: usize) -> Result<Selected> {
+    let arch = mhc_loader::Arch::Gfx942(mhc_loader::AmdFeatures::ANY);
+    let shape = mhc_loader::Shape::new(t as u64, cfg.n as u32, cfg.c as u64, dtype.name())
+        .with_formulation(&cfg.formulation.to_string());
+    match mhc_loader::select(arch, stage.name(), &shape, &mhc_loader::Budget::default()) {
+        Ok(sel) => Ok(Selected { split: sel.variant.entry.tile.split }),
+        Err(mhc_loader::Error::NoVariant(nv)) => {
+            // Variants of other architectures are not candidates here: list the gfx942 ones.
+            let mut rejected: Vec<String> = nv
+                .rejected
+                .iter()
+                .filter(|r| !matches!(r.reason, mhc_loader::Reason::Arch { .. }))
+                .map(|r| format!("{}: {}", r.id, r.reason))
+                .collect();
+            if rejected.is_empty() {
+                rejected.push("no gfx942 kernel for this stage".into());
+            }
+            Err(Error::NoVariant { stage: nv.stage, arch: nv.arch, shape: nv.shape, rejected })
+        }
+        Err(e) => Err(Error::BadCodeObject { image: "asm/variants.toml".into(), reason: e.to_string() }),
+    }
+}
+
 /// Element strides (i, j) of the coefficient of output stream i, input stream j in `h_res`:
 /// V4 applies `h_res` transposed (`h_res[j][i]`), the paper does not (`h_res[i][j]`).
 fn res_strides(cfg: &Config) -> (usize, usize) {
@@ -345,10 +377,17 @@ impl GcnSimRunner {
         }
     }
 
-    fn pre(&self, cfg: &Config, dtype: Dtype, inputs: &Named, t: usize) -> Result<Named> {
+    fn pre(&self, cfg: &Config, dtype: Dtype, inputs: &Named, t: usize, selection: Selected) -> Result<Named> {
         let mut dev = Dev::new(dtype);
         let xa = dev.act("x", &inputs["x"].data);
-        self.pre_on(&mut dev, cfg, t, xa, inputs, None)
+        // The manifest's split variant spreads K over workgroups; the tokens variant does not.
+        let runner = GcnSimRunner {
+            splits: self.splits.or((selection.split <= 1).then_some(1)),
+            last_stats: RefCell::new(Vec::new()),
+        };
+        let out = runner.pre_on(&mut dev, cfg, t, xa, inputs, None);
+        self.last_stats.borrow_mut().extend(runner.last_stats.take());
+        out
     }
 
     /// One `mhc_pre` launch on the activation at `xa` (split K over G workgroups per 4-token
@@ -471,20 +510,21 @@ impl StageRunner for GcnSimRunner {
         if dtype == Dtype::F64 {
             return Err(no_variant(stage, cfg, t, "gfx942 kernels store activations as f32 or bf16, not f64".into()));
         }
-        if !cfg.n.is_power_of_two() {
-            return Err(no_variant(stage, cfg, t, format!("n = {} is not one of 1, 2, 4, 8, 16, 32", cfg.n)));
-        }
-        // Byte offsets are 32-bit per lane inside one tensor.
-        if t.saturating_mul(cfg.k()).max(cfg.m() * cfg.k()).saturating_mul(4) > u32::MAX as usize {
-            return Err(no_variant(stage, cfg, t, "tensors over 4 GiB are not simulated".into()));
-        }
         if t == 0 {
             // Nothing to launch: every output is empty.
             return Ok(sig.outputs.iter().map(|p| (p.name.to_string(), Array::new(p.shape(0), vec![]))).collect());
         }
+        // The variant manifest decides, as on a device: the selector's hard filters (stage, n,
+        // C, dtype, formulation) and cost model pick the variant; its rejections become the
+        // NoVariant error.
+        let selection = select(stage, cfg, dtype, t)?;
+        // Byte offsets are 32-bit per lane inside one tensor.
+        if t.saturating_mul(cfg.k()).max(cfg.m() * cfg.k()).saturating_mul(4) > u32::MAX as usize {
+            return Err(no_variant(stage, cfg, t, "tensors over 4 GiB are not simulated".into()));
+        }
         match stage {
             Stage::Post => self.post(cfg, dtype, inputs, t),
-            Stage::Pre => self.pre(cfg, dtype, inputs, t),
+            Stage::Pre => self.pre(cfg, dtype, inputs, t, selection),
             Stage::Head => self.head(cfg, dtype, inputs, t),
             Stage::Static => self.static_layer(cfg, dtype, inputs, t),
             Stage::PostPre => self.post_pre(cfg, dtype, inputs, t),
