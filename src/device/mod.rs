@@ -3,5 +3,6 @@
 //! one hand-written kernel each.
 
 pub mod cuda;
+pub mod hip;
 
 pub use cuda::{CudaDevice, DeviceBuffer, DeviceTensor, DeviceTensorMut, Event, Graph, Plan, Stream, Workspace};

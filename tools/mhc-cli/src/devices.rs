@@ -13,6 +13,9 @@ pub fn runner_for(device: &str) -> Result<Box<dyn StageRunner>, String> {
         "cuda" => mhc::device::cuda::CudaRunner::new(0)
             .map(|r| Box::new(r) as Box<dyn StageRunner>)
             .map_err(|e| format!("device \"cuda\": {e}")),
+        "hip" => mhc::device::hip::HipRunner::new(0)
+            .map(|r| Box::new(r) as Box<dyn StageRunner>)
+            .map_err(|e| format!("device \"hip\": {}", mhc::device::hip::HipRunner::explain(&e))),
         d if KNOWN.contains(&d) => Err(format!("device {d:?} is not built into this mhc yet")),
         other => Err(format!("unknown device {other:?} (known: {})", KNOWN.join(", "))),
     }

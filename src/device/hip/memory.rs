@@ -1,0 +1,298 @@
+//! Device memory: owned buffers (alloc, upload, download, fill) and the tensor views ops take.
+//!
+//! A view is a device address, an element count, a storage dtype and a [`Layout`] (T rows of
+//! `row_len` elements, `row_stride` apart): the device mirror of the host views in
+//! `crate::tensor`. Views borrow their buffer, so a buffer cannot be freed while an op that
+//! takes its view is being called; for external memory (an engine's own allocations) use the
+//! `unsafe` raw constructors.
+
+use super::device::{HipDevice, Inner};
+use super::result::mem;
+use super::stream::Stream;
+use crate::config::Dtype;
+use crate::error::{Error, Result};
+use crate::tensor::Layout;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// An owned device allocation (hipMalloc, 256-byte aligned), freed on drop.
+pub struct DeviceBuffer {
+    dev: Arc<Inner>,
+    ptr: u64,
+    bytes: usize,
+}
+
+impl std::fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DeviceBuffer({:#x}, {} bytes)", self.ptr, self.bytes)
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        if self.dev.bind().is_ok() {
+            let _ = mem::free(self.dev.hip, self.ptr);
+        }
+    }
+}
+
+impl DeviceBuffer {
+    /// `bytes` uninitialised bytes.
+    pub fn alloc(dev: &HipDevice, bytes: usize) -> Result<Self> {
+        dev.inner.bind()?;
+        let ptr = mem::alloc(dev.inner.hip, bytes)?;
+        Ok(DeviceBuffer { dev: dev.inner.clone(), ptr, bytes })
+    }
+
+    /// `bytes` zero bytes.
+    pub fn zeroed(dev: &HipDevice, bytes: usize) -> Result<Self> {
+        let b = Self::alloc(dev, bytes)?;
+        // SAFETY: the allocation holds `bytes` bytes.
+        unsafe { mem::set_d8(b.dev.hip, b.ptr, 0, bytes) }?;
+        Ok(b)
+    }
+
+    /// A new buffer holding a copy of `data`.
+    pub fn from_slice<T: bytemuck::Pod>(dev: &HipDevice, data: &[T]) -> Result<Self> {
+        let b = Self::alloc(dev, std::mem::size_of_val(data))?;
+        b.upload(data)?;
+        Ok(b)
+    }
+
+    pub fn device_ptr(&self) -> u64 {
+        self.ptr
+    }
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Copies `data` to the start of the buffer (synchronous; waits for the copy).
+    pub fn upload<T: bytemuck::Pod>(&self, data: &[T]) -> Result<()> {
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        if bytes.len() > self.bytes {
+            return Err(Error::shape("upload", format!("<= {} bytes", self.bytes), format!("{} bytes", bytes.len())));
+        }
+        self.dev.bind()?;
+        // SAFETY: the destination holds >= bytes.len() bytes (checked), the source is a slice.
+        unsafe { mem::htod(self.dev.hip, self.ptr, bytes) }
+    }
+
+    /// Copies the start of the buffer into `out` (synchronous: waits for prior work).
+    pub fn download<T: bytemuck::Pod>(&self, out: &mut [T]) -> Result<()> {
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
+        if bytes.len() > self.bytes {
+            return Err(Error::shape("download", format!("<= {} bytes", self.bytes), format!("{} bytes", bytes.len())));
+        }
+        self.dev.bind()?;
+        // SAFETY: the source holds >= bytes.len() bytes (checked), the destination is a slice.
+        unsafe { mem::dtoh(self.dev.hip, bytes, self.ptr) }
+    }
+
+    /// The whole buffer as a vector of `T` (`bytes / size_of::<T>()` elements).
+    pub fn to_vec<T: bytemuck::Pod>(&self) -> Result<Vec<T>> {
+        let mut v = vec![T::zeroed(); self.bytes / std::mem::size_of::<T>().max(1)];
+        self.download(&mut v)?;
+        Ok(v)
+    }
+
+    /// Fills the buffer with a repeated 32-bit pattern, stream-ordered (e.g. NaN to poison
+    /// outputs before a test launch). The byte count must be a multiple of 4.
+    pub fn fill_u32(&self, stream: &Stream, word: u32) -> Result<()> {
+        if self.bytes % 4 != 0 {
+            return Err(Error::Alignment { tensor: "fill_u32 buffer length", required: 4 });
+        }
+        self.dev.bind()?;
+        // SAFETY: the allocation holds `bytes` bytes, 256-byte aligned.
+        unsafe { mem::set_d32_async(self.dev.hip, self.ptr, word, self.bytes / 4, stream.raw()) }
+    }
+
+    /// Stream-ordered copy of the first `bytes` bytes of `src` into this buffer.
+    pub fn copy_from(&self, stream: &Stream, src: &DeviceBuffer, bytes: usize) -> Result<()> {
+        if bytes > self.bytes || bytes > src.bytes {
+            return Err(Error::shape("copy", format!("<= {} bytes", self.bytes.min(src.bytes)), bytes));
+        }
+        self.dev.bind()?;
+        // SAFETY: both allocations hold >= `bytes` bytes (checked) and live until the caller
+        // synchronizes (they are borrowed here; dropping a buffer frees after pending work in
+        // hipFree, which waits for the device to finish using the allocation).
+        unsafe { mem::dtod_async(self.dev.hip, self.ptr, src.ptr, bytes, stream.raw()) }
+    }
+
+    /// Stream-ordered copy of the first `bytes` bytes of `src` into this buffer at byte `offset`.
+    pub fn copy_from_at(&self, stream: &Stream, offset: usize, src: &DeviceBuffer, bytes: usize) -> Result<()> {
+        if offset.checked_add(bytes).is_none_or(|end| end > self.bytes) || bytes > src.bytes {
+            return Err(Error::shape("copy", format!("a range inside {} bytes", self.bytes), offset + bytes));
+        }
+        self.dev.bind()?;
+        // SAFETY: [offset, offset + bytes) lies inside this allocation and [0, bytes) inside
+        // `src` (checked); both outlive the copy as for `copy_from`.
+        unsafe { mem::dtod_async(self.dev.hip, self.ptr + offset as u64, src.ptr, bytes, stream.raw()) }
+    }
+
+    /// A read-only view of the buffer as `dtype` elements with `layout`.
+    pub fn view(&self, dtype: Dtype, layout: Layout) -> DeviceTensor<'_> {
+        DeviceTensor { ptr: self.ptr, len: self.bytes / dtype.size(), dtype, layout, _buf: PhantomData }
+    }
+
+    /// A writable view of the buffer as `dtype` elements with `layout`.
+    pub fn view_mut(&mut self, dtype: Dtype, layout: Layout) -> DeviceTensorMut<'_> {
+        DeviceTensorMut { ptr: self.ptr, len: self.bytes / dtype.size(), dtype, layout, _buf: PhantomData }
+    }
+
+    /// A dense read-only view of `len` elements as one row (parameters, coefficients).
+    pub fn flat(&self, dtype: Dtype) -> DeviceTensor<'_> {
+        let len = self.bytes / dtype.size();
+        self.view(dtype, Layout::dense(1, len))
+    }
+}
+
+/// Read-only device tensor view: pointer + dtype + strided-row layout.
+#[derive(Debug, Clone, Copy)]
+pub struct DeviceTensor<'a> {
+    pub(crate) ptr: u64,
+    /// Elements the underlying storage holds from `ptr` on.
+    pub(crate) len: usize,
+    pub(crate) dtype: Dtype,
+    pub(crate) layout: Layout,
+    _buf: PhantomData<&'a DeviceBuffer>,
+}
+
+/// Writable device tensor view.
+#[derive(Debug)]
+pub struct DeviceTensorMut<'a> {
+    pub(crate) ptr: u64,
+    pub(crate) len: usize,
+    pub(crate) dtype: Dtype,
+    pub(crate) layout: Layout,
+    _buf: PhantomData<&'a mut DeviceBuffer>,
+}
+
+impl DeviceTensor<'_> {
+    /// A view of memory this crate did not allocate.
+    ///
+    /// # Safety
+    /// `ptr` must be a device address of this device's context, valid for reads of `len`
+    /// elements of `dtype` for as long as any launch that uses the view may run.
+    pub unsafe fn from_raw(ptr: u64, len: usize, dtype: Dtype, layout: Layout) -> Self {
+        DeviceTensor { ptr, len, dtype, layout, _buf: PhantomData }
+    }
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+    pub fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+    /// Same storage with another layout (e.g. a sub-range of tokens is a new view on the same
+    /// pointer with fewer rows).
+    pub fn with_layout(self, layout: Layout) -> Self {
+        DeviceTensor { layout, ..self }
+    }
+}
+
+impl<'a> DeviceTensorMut<'a> {
+    /// A writable view of memory this crate did not allocate.
+    ///
+    /// # Safety
+    /// As [`DeviceTensor::from_raw`], and valid for writes; nothing else may access the range
+    /// while a launch that writes it may run.
+    pub unsafe fn from_raw(ptr: u64, len: usize, dtype: Dtype, layout: Layout) -> Self {
+        DeviceTensorMut { ptr, len, dtype, layout, _buf: PhantomData }
+    }
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+    pub fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+    pub fn with_layout(self, layout: Layout) -> Self {
+        DeviceTensorMut { layout, ..self }
+    }
+}
+
+/// What every op checks on a tensor argument, in O(1): dtype, rows and row length (through
+/// [`Layout::check`] against the storage length), pointer and row-stride alignment.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn check_view(
+    what: &'static str,
+    ptr: u64,
+    len: usize,
+    dtype: Dtype,
+    layout: &Layout,
+    want_dtype: Dtype,
+    tokens: usize,
+    row_len: usize,
+    align: usize,
+) -> Result<()> {
+    if dtype != want_dtype {
+        return Err(Error::Dtype { tensor: what, expected: want_dtype, got: dtype });
+    }
+    layout.check(what, tokens, row_len, len)?;
+    if ptr == 0 {
+        return Err(Error::Alignment { tensor: what, required: align.max(1) });
+    }
+    if ptr % align as u64 != 0 || (layout.row_stride * dtype.size()) % align != 0 {
+        return Err(Error::Alignment { tensor: what, required: align });
+    }
+    Ok(())
+}
+
+impl DeviceTensor<'_> {
+    #[inline]
+    pub(crate) fn check(
+        &self,
+        what: &'static str,
+        dtype: Dtype,
+        tokens: usize,
+        row_len: usize,
+        align: usize,
+    ) -> Result<()> {
+        check_view(what, self.ptr, self.len, self.dtype, &self.layout, dtype, tokens, row_len, align)
+    }
+    /// Checks a dense parameter/coefficient tensor of exactly `rows x row_len` f32 elements.
+    #[inline]
+    pub(crate) fn check_dense_f32(&self, what: &'static str, rows: usize, row_len: usize) -> Result<()> {
+        self.check(what, Dtype::F32, rows, row_len, 4)?;
+        if rows > 1 && self.layout.row_stride != row_len {
+            return Err(Error::shape(what, format!("dense rows (stride {row_len})"), self.layout.row_stride));
+        }
+        Ok(())
+    }
+}
+
+impl DeviceTensorMut<'_> {
+    #[inline]
+    pub(crate) fn check(
+        &self,
+        what: &'static str,
+        dtype: Dtype,
+        tokens: usize,
+        row_len: usize,
+        align: usize,
+    ) -> Result<()> {
+        check_view(what, self.ptr, self.len, self.dtype, &self.layout, dtype, tokens, row_len, align)
+    }
+    /// As [`DeviceTensor::check_dense_f32`] (coefficient outputs of `pre`).
+    #[allow(dead_code)]
+    #[inline]
+    pub(crate) fn check_dense_f32(&self, what: &'static str, rows: usize, row_len: usize) -> Result<()> {
+        self.check(what, Dtype::F32, rows, row_len, 4)?;
+        if rows > 1 && self.layout.row_stride != row_len {
+            return Err(Error::shape(what, format!("dense rows (stride {row_len})"), self.layout.row_stride));
+        }
+        Ok(())
+    }
+}
+
+impl DeviceBuffer {
+    /// Whether the buffer was allocated on `dev`.
+    pub(crate) fn same_device(&self, dev: &HipDevice) -> bool {
+        Arc::ptr_eq(&self.dev, &dev.inner)
+    }
+}

@@ -1,0 +1,722 @@
+//! How each forward stage runs on the gfx942 kernels, with no driver in sight: which kernels,
+//! in which order, on which grid, and which buffer goes to which kernel argument. The HIP plan
+//! launches these recipes; nothing here calls a runtime, so the GCN simulator's runner could
+//! share it, and every part is unit-tested on a machine without a GPU.
+//!
+//! # Kernel arguments by name
+//!
+//! Each kernel's arguments are a Rust struct ([`PostArgs`], [`PreArgs`], ...) whose field names
+//! are the argument names of the code object's metadata (`.args[].name`). When a kernel is
+//! loaded, [`ArgLayout::resolve`] matches every field to the metadata by NAME, checks its size
+//! and kind (pointer = `global_buffer`, scalar = `by_value`) and that every explicit argument of
+//! the kernel is set by some field; any mismatch is an `Err` naming the argument. The resolved
+//! layout is plain data (offsets in field order, O(1) per field), so a launch writes the block
+//! with no string comparison and no allocation, and a kernel whose `.args` changed cannot be
+//! launched with a stale layout: it fails at load, never silently misreads.
+//!
+//! Hidden arguments (`hidden_*` value kinds) are filled by the HIP runtime from the launch
+//! itself; the launcher passes the explicit ones.
+
+use crate::config::{Config, Dtype, Formulation, Stage};
+use mhc_loader::KernelInfo;
+
+/// Work-items per workgroup of every gfx942 kernel (4 waves of 64).
+pub const BLOCK: u32 = 256;
+/// Tokens per workgroup of `mhc_pre` (one phi load feeds this many tokens).
+pub const PRE_TILE: usize = 4;
+/// Tokens per workgroup of `mhc_coeffs` (one wave per token).
+pub const COEFFS_TILE: usize = 4;
+/// Largest kernarg block the launcher builds.
+pub const MAX_KERNARG: usize = 256;
+/// Most explicit arguments of one kernel.
+pub const MAX_ARGS: usize = 32;
+
+/// `mhc_pre` flags.
+pub const PRE_BF16: u32 = 1;
+pub const PRE_PAPER: u32 = 2;
+pub const PRE_HEAD: u32 = 4;
+pub const PRE_POST: u32 = 8;
+/// `mhc_coeffs` flags.
+pub const COEFFS_PAPER: u32 = 1;
+/// `mhc_post`, `mhc_static`, `mhc_rmsnorm` flags: bit 0 = bf16 storage.
+pub const ACT_BF16: u32 = 1;
+
+/// The kind of one kernel argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgKind {
+    /// A device address (`global_buffer`, 8 bytes).
+    Ptr,
+    /// `by_value` u32.
+    U32,
+    /// `by_value` f32.
+    F32,
+}
+
+impl ArgKind {
+    pub const fn size(self) -> usize {
+        match self {
+            ArgKind::Ptr => 8,
+            ArgKind::U32 | ArgKind::F32 => 4,
+        }
+    }
+    const fn value_kind(self) -> &'static str {
+        match self {
+            ArgKind::Ptr => "global_buffer",
+            ArgKind::U32 | ArgKind::F32 => "by_value",
+        }
+    }
+}
+
+/// One argument value, as the argument structs hand them to [`ArgLayout::write`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ArgValue {
+    Ptr(u64),
+    U32(u32),
+    F32(f32),
+}
+
+impl ArgValue {
+    const fn kind(self) -> ArgKind {
+        match self {
+            ArgValue::Ptr(_) => ArgKind::Ptr,
+            ArgValue::U32(_) => ArgKind::U32,
+            ArgValue::F32(_) => ArgKind::F32,
+        }
+    }
+}
+
+/// The argument struct of one kernel: field names = metadata argument names.
+pub trait KernelArgs {
+    /// The kernel these arguments are for.
+    const KERNEL: Kernel;
+    /// `(name, kind)` of every field, in declaration order.
+    const FIELDS: &'static [(&'static str, ArgKind)];
+    /// The field values, in [`Self::FIELDS`] order.
+    fn values(&self) -> impl AsRef<[ArgValue]>;
+}
+
+macro_rules! arg_type {
+    (ptr) => {
+        u64
+    };
+    (u32) => {
+        u32
+    };
+    (f32) => {
+        f32
+    };
+}
+macro_rules! arg_kind {
+    (ptr) => {
+        ArgKind::Ptr
+    };
+    (u32) => {
+        ArgKind::U32
+    };
+    (f32) => {
+        ArgKind::F32
+    };
+}
+macro_rules! arg_value {
+    (ptr, $v:expr) => {
+        ArgValue::Ptr($v)
+    };
+    (u32, $v:expr) => {
+        ArgValue::U32($v)
+    };
+    (f32, $v:expr) => {
+        ArgValue::F32($v)
+    };
+}
+
+macro_rules! kernel_args {
+    ($(#[$doc:meta])* $name:ident for $kernel:expr => { $( $field:ident : $kind:ident ),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, Default, PartialEq)]
+        pub struct $name {
+            $( pub $field: arg_type!($kind), )*
+        }
+
+        impl KernelArgs for $name {
+            const KERNEL: Kernel = $kernel;
+            const FIELDS: &'static [(&'static str, ArgKind)] = &[$( (stringify!($field), arg_kind!($kind)) ),*];
+            fn values(&self) -> impl AsRef<[ArgValue]> {
+                [$( arg_value!($kind, self.$field) ),*]
+            }
+        }
+    };
+}
+
+kernel_args! {
+    /// `mhc_post`: MATH.md stage 4. `x_stride` is shared by `x` and `out`; `(res_si, res_sj)`
+    /// are the element strides of the coefficient for (output i, input j): [`post_res_strides`].
+    PostArgs for Kernel::Post => {
+        x: ptr, f: ptr, h_post: ptr, h_res: ptr, out: ptr,
+        tokens: u32, streams: u32, channels: u32, x_stride: u32, f_stride: u32,
+        res_si: u32, res_sj: u32, flags: u32,
+    }
+}
+
+kernel_args! {
+    /// `mhc_pre`: the whole `pre` stage in one launch; `head` with [`PRE_HEAD`]; `post_pre`
+    /// with [`PRE_POST`] (a post prologue writes `out = post(x, f, post_h_post, post_h_res)`
+    /// and the pre part reads it; `x_stride` is shared by `x` and `out`; the post fields are 0
+    /// otherwise). `work`: `T G (M + 1)` f32 partials; `counter`: `ceil(T / 4)` u32, zero
+    /// before the first launch and left zero by the kernel.
+    PreArgs for Kernel::Pre => {
+        x: ptr, phi: ptr, scale: ptr, base: ptr, h_pre: ptr, h_post: ptr, h_res: ptr,
+        inv_rms: ptr, a: ptr, work: ptr, counter: ptr,
+        tokens: u32, streams: u32, channels: u32, x_stride: u32, a_stride: u32, splits: u32,
+        iters: u32, eps_norm: f32, eps_hc: f32, flags: u32,
+        f: ptr, post_h_post: ptr, post_h_res: ptr, out: ptr, f_stride: u32, res_si: u32, res_sj: u32,
+    }
+}
+
+kernel_args! {
+    /// `mhc_coeffs`: MATH.md stage 2 from given logits `p` (rows of `p_stride`).
+    CoeffsArgs for Kernel::Coeffs => {
+        p: ptr, inv_rms: ptr, scale: ptr, base: ptr, h_pre: ptr, h_post: ptr, h_res: ptr,
+        tokens: u32, streams: u32, iters: u32, eps_hc: f32, flags: u32, p_stride: u32,
+    }
+}
+
+kernel_args! {
+    /// `mhc_static`: the static layer with precomputed coefficients; `x_stride` is shared by
+    /// `x` and `out`.
+    StaticArgs for Kernel::Static => {
+        x: ptr, h_pre: ptr, h_post: ptr, h_res: ptr, gamma: ptr, out: ptr,
+        tokens: u32, streams: u32, channels: u32, x_stride: u32, eps_f: f32, flags: u32,
+    }
+}
+
+kernel_args! {
+    /// `mhc_rmsnorm`: `y = a gamma / rms(a)` (the metadata calls `y` `out`: `y` is a YAML bool).
+    RmsNormArgs for Kernel::RmsNorm => {
+        a: ptr, gamma: ptr, out: ptr,
+        tokens: u32, channels: u32, a_stride: u32, y_stride: u32, eps_f: f32, flags: u32,
+    }
+}
+
+/// The gfx942 kernels, one per embedded image; the discriminant is the cache slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    Pre,
+    Post,
+    Coeffs,
+    Static,
+    RmsNorm,
+}
+
+impl Kernel {
+    pub const ALL: [Kernel; 5] = [Kernel::Pre, Kernel::Post, Kernel::Coeffs, Kernel::Static, Kernel::RmsNorm];
+
+    /// Index in [`Kernel::ALL`] (function and module cache slot).
+    pub const fn slot(self) -> usize {
+        self as usize
+    }
+
+    /// The entry symbol (the runtime resolves `<entry>.kd`).
+    pub const fn entry(self) -> &'static str {
+        match self {
+            Kernel::Pre => "mhc_pre",
+            Kernel::Post => "mhc_post",
+            Kernel::Coeffs => "mhc_coeffs",
+            Kernel::Static => "mhc_static",
+            Kernel::RmsNorm => "mhc_rmsnorm",
+        }
+    }
+
+    /// The embedded image holding it (the loader's table key).
+    pub const fn image(self) -> &'static str {
+        match self {
+            Kernel::Pre => "asm/bin/gfx942/pre.hsaco",
+            Kernel::Post => "asm/bin/gfx942/post.hsaco",
+            Kernel::Coeffs => "asm/bin/gfx942/coeffs.hsaco",
+            Kernel::Static => "asm/bin/gfx942/static.hsaco",
+            Kernel::RmsNorm => "asm/bin/gfx942/rmsnorm.hsaco",
+        }
+    }
+
+    /// The argument fields the launcher sets.
+    pub const fn fields(self) -> &'static [(&'static str, ArgKind)] {
+        match self {
+            Kernel::Pre => PreArgs::FIELDS,
+            Kernel::Post => PostArgs::FIELDS,
+            Kernel::Coeffs => CoeffsArgs::FIELDS,
+            Kernel::Static => StaticArgs::FIELDS,
+            Kernel::RmsNorm => RmsNormArgs::FIELDS,
+        }
+    }
+
+    /// The embedded image's bytes and this kernel's metadata, as the loader reads them.
+    pub fn info(self) -> Result<(&'static [u8], KernelInfo), String> {
+        let image = mhc_loader::embedded::image(self.image()).ok_or_else(|| "image not embedded".to_string())?;
+        let object = mhc_loader::parse(image.bytes).map_err(|e| format!("mhc-loader cannot read it: {e}"))?;
+        let info =
+            object.kernel(self.entry()).cloned().ok_or_else(|| format!("no kernel {} in the image", self.entry()))?;
+        Ok((image.bytes, info))
+    }
+}
+
+/// Where each argument goes in the kernarg block, resolved by name from the metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArgLayout {
+    pub kernel: Kernel,
+    /// `.kernarg_segment_size`.
+    pub kernarg_bytes: u32,
+    /// Number of fields (= explicit arguments).
+    pub len: usize,
+    /// Byte offset of field i (in [`Kernel::fields`] order).
+    pub offsets: [u16; MAX_ARGS],
+    /// Field index of the i-th explicit argument in metadata order (the order of the launch's
+    /// `kernelParams`).
+    pub order: [u8; MAX_ARGS],
+}
+
+impl ArgLayout {
+    /// Matches `fields` to `info.params` by name (see the module docs); `Err` names the first
+    /// problem: an unknown name, a size or kind mismatch, an argument no field sets, an
+    /// argument outside the kernarg segment, or a block larger than [`MAX_KERNARG`].
+    pub fn resolve(kernel: Kernel, info: &KernelInfo, fields: &[(&str, ArgKind)]) -> Result<ArgLayout, String> {
+        let name = kernel.entry();
+        if info.kernarg_bytes as usize > MAX_KERNARG {
+            return Err(format!("{name}: {} kernarg bytes exceed the launcher's {MAX_KERNARG}", info.kernarg_bytes));
+        }
+        if fields.len() > MAX_ARGS {
+            return Err(format!("{name}: more than {MAX_ARGS} arguments"));
+        }
+        let explicit: Vec<_> =
+            info.params.iter().filter(|p| !p.kind.as_deref().unwrap_or("").starts_with("hidden_")).collect();
+        let mut layout = ArgLayout {
+            kernel,
+            kernarg_bytes: info.kernarg_bytes,
+            len: fields.len(),
+            offsets: [0; MAX_ARGS],
+            order: [0; MAX_ARGS],
+        };
+        for (i, &(field, kind)) in fields.iter().enumerate() {
+            if fields[..i].iter().any(|&(f, _)| f == field) {
+                return Err(format!("{name}: argument `{field}` is set twice"));
+            }
+            let p = explicit
+                .iter()
+                .find(|p| p.name.as_deref() == Some(field))
+                .ok_or_else(|| format!("{name}: no kernel argument `{field}` in the metadata"))?;
+            if p.size as usize != kind.size() {
+                return Err(format!(
+                    "{name}: argument `{field}` is {} bytes in the metadata, not {}",
+                    p.size,
+                    kind.size()
+                ));
+            }
+            if let Some(k) = p.kind.as_deref() {
+                if k != kind.value_kind() {
+                    return Err(format!(
+                        "{name}: argument `{field}` is {k} in the metadata, not {}",
+                        kind.value_kind()
+                    ));
+                }
+            }
+            if p.offset as usize % kind.size() != 0 || p.offset + p.size > info.kernarg_bytes {
+                return Err(format!(
+                    "{name}: argument `{field}` at offset {} does not fit the {}-byte kernarg segment aligned",
+                    p.offset, info.kernarg_bytes
+                ));
+            }
+            layout.offsets[i] = p.offset as u16;
+        }
+        if explicit.len() != fields.len() {
+            let unset: Vec<&str> = explicit
+                .iter()
+                .filter_map(|p| p.name.as_deref())
+                .filter(|n| !fields.iter().any(|&(f, _)| f == *n))
+                .collect();
+            return Err(format!("{name}: kernel arguments never set by the launcher: {}", unset.join(", ")));
+        }
+        let mut by_offset: Vec<usize> = (0..fields.len()).collect();
+        by_offset.sort_by_key(|&i| layout.offsets[i]);
+        for w in by_offset.windows(2) {
+            if layout.offsets[w[0]] as usize + fields[w[0]].1.size() > layout.offsets[w[1]] as usize {
+                return Err(format!("{name}: arguments `{}` and `{}` overlap", fields[w[0]].0, fields[w[1]].0));
+            }
+        }
+        for (j, i) in by_offset.into_iter().enumerate() {
+            layout.order[j] = i as u8;
+        }
+        Ok(layout)
+    }
+
+    /// Resolves the layout of `A` against `info`.
+    pub fn of<A: KernelArgs>(info: &KernelInfo) -> Result<ArgLayout, String> {
+        Self::resolve(A::KERNEL, info, A::FIELDS)
+    }
+
+    /// Writes `args` into `block` (O(fields), no strings, no allocation).
+    #[inline]
+    pub fn write<A: KernelArgs>(&self, args: &A, block: &mut KernargBlock) -> Result<(), String> {
+        let values = args.values();
+        let values = values.as_ref();
+        if A::KERNEL != self.kernel || values.len() != self.len {
+            return Err(format!("{:?} arguments given to the layout of {}", A::KERNEL, self.kernel.entry()));
+        }
+        block.len = self.kernarg_bytes as usize;
+        // Padding (and any argument the runtime fills) holds zeros, never stale bytes.
+        block.bytes[..block.len].fill(0);
+        for (i, v) in values.iter().enumerate() {
+            let at = self.offsets[i] as usize;
+            debug_assert_eq!(v.kind(), A::FIELDS[i].1);
+            match *v {
+                ArgValue::Ptr(p) => block.bytes[at..at + 8].copy_from_slice(&p.to_le_bytes()),
+                ArgValue::U32(u) => block.bytes[at..at + 4].copy_from_slice(&u.to_le_bytes()),
+                ArgValue::F32(f) => block.bytes[at..at + 4].copy_from_slice(&f.to_le_bytes()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Byte offsets of the explicit arguments in metadata order (one `kernelParams` entry each).
+    pub fn param_offsets(&self) -> impl Iterator<Item = usize> + '_ {
+        self.order[..self.len].iter().map(|&i| self.offsets[i as usize] as usize)
+    }
+}
+
+/// A kernarg block (8-byte aligned, as `.kernarg_segment_align` asks).
+#[derive(Debug, Clone)]
+#[repr(C, align(16))]
+pub struct KernargBlock {
+    pub bytes: [u8; MAX_KERNARG],
+    pub len: usize,
+}
+
+impl Default for KernargBlock {
+    fn default() -> Self {
+        KernargBlock { bytes: [0; MAX_KERNARG], len: 0 }
+    }
+}
+
+impl KernargBlock {
+    /// The written segment (`.kernarg_segment_size` bytes).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+/// The kernels `stage` launches for `cfg` and `dtype`, in order, or why the gfx942 build cannot
+/// run it. `pre` with `gamma_k` is refused here: the caller folds `gamma_k` into `phi`
+/// (MATH.md: `(v * gamma_k) . phi^T = v . (phi * gamma_k)^T`), as the simulator's runner does.
+pub fn stage_kernels(stage: Stage, cfg: &Config, dtype: Dtype) -> Result<&'static [Kernel], String> {
+    if dtype == Dtype::F64 {
+        return Err("gfx942 kernels store activations as f32 or bf16, not f64".into());
+    }
+    if !cfg.n.is_power_of_two() || cfg.n > 32 {
+        return Err(format!("n = {} is not one of 1, 2, 4, 8, 16, 32", cfg.n));
+    }
+    let pre_like = matches!(stage, Stage::Pre | Stage::PostPre);
+    if pre_like && cfg.gamma_k {
+        return Err("gamma_k must be folded into phi (phi * gamma_k, f32) before planning".into());
+    }
+    Ok(match stage {
+        Stage::Post => &[Kernel::Post],
+        Stage::Pre if cfg.gamma_f => &[Kernel::Pre, Kernel::RmsNorm],
+        Stage::Pre => &[Kernel::Pre],
+        Stage::PostPre if cfg.gamma_f => &[Kernel::Pre, Kernel::RmsNorm],
+        Stage::PostPre => &[Kernel::Pre],
+        Stage::Head => &[Kernel::Pre],
+        Stage::Static => &[Kernel::Coeffs, Kernel::Static],
+        other => return Err(format!("no gfx942 kernel for {other}")),
+    })
+}
+
+/// `(res_si, res_sj)` of `mhc_post`: V4 applies `h_res` transposed (`h_res[j][i]`), Paper as is.
+pub const fn post_res_strides(formulation: Formulation, n: usize) -> (usize, usize) {
+    match formulation {
+        Formulation::DeepSeekV4 => (1, n),
+        Formulation::Paper => (n, 1),
+    }
+}
+
+fn u32_of(what: &str, v: usize) -> Result<u32, String> {
+    u32::try_from(v).map_err(|_| format!("{what} = {v} does not fit the kernel's 32-bit argument"))
+}
+
+/// `mhc_post`: one workgroup per 256 channels of one token.
+pub fn post_grid(t: usize, c: usize) -> Result<[u32; 3], String> {
+    Ok([u32_of("C / 256", c.div_ceil(BLOCK as usize))?, u32_of("T", t)?, 1])
+}
+
+/// Workgroups per 4-token tile for `mhc_pre`'s split K reduction: decode-sized calls (T <= 64)
+/// split K = n C into slices of about 2048 so that T G / 4 workgroups keep the CUs busy; larger
+/// T use one per tile.
+pub fn pre_splits(t: usize, k: usize) -> usize {
+    if t <= 64 {
+        k.div_ceil(2048).clamp(1, 64)
+    } else {
+        1
+    }
+}
+
+/// `mhc_pre`: G workgroups per 4-token tile.
+pub fn pre_grid(t: usize, splits: usize) -> Result<[u32; 3], String> {
+    Ok([u32_of("splits", splits)?, u32_of("T / 4", t.div_ceil(PRE_TILE))?, 1])
+}
+
+/// `mhc_coeffs`: one wave per token, 4 per workgroup.
+pub fn coeffs_grid(t: usize) -> Result<[u32; 3], String> {
+    Ok([u32_of("T / 4", t.div_ceil(COEFFS_TILE))?, 1, 1])
+}
+
+/// `mhc_static` and `mhc_rmsnorm`: one workgroup per token.
+pub fn token_grid(t: usize) -> Result<[u32; 3], String> {
+    Ok([u32_of("T", t)?, 1, 1])
+}
+
+/// Rounds up to 256 bytes (every workspace region starts 256-byte aligned).
+pub const fn align256(bytes: usize) -> usize {
+    bytes.div_ceil(256) * 256
+}
+
+/// Where each stage's scratch lies in the plan's workspace. The `pre` tile counters come first
+/// and are touched by nothing else (they must stay zero between launches); the rest is one
+/// region each stage reuses from its start (ops on one stream run in order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkspaceLayout {
+    /// Bytes of `ceil(max_tokens / 4)` u32 counters at offset 0.
+    pub counter_bytes: usize,
+    /// Offset of the shared scratch region.
+    pub scratch: usize,
+    /// Total bytes.
+    pub total: usize,
+}
+
+/// `mhc_pre`'s partials for `t` tokens with `m` logits: `T G (M + 1)` f32 (G = [`pre_splits`]).
+pub fn pre_work_bytes(t: usize, k: usize, m: usize) -> usize {
+    t * pre_splits(t, k) * (m + 1) * 4
+}
+
+/// The largest [`pre_work_bytes`] over `1..=max_tokens` (G is constant up to 64 tokens and 1
+/// beyond, so the maximum is at 64 or at `max_tokens`).
+pub fn max_pre_work_bytes(max_tokens: usize, k: usize, m: usize) -> usize {
+    pre_work_bytes(max_tokens.min(64), k, m).max(pre_work_bytes(max_tokens, k, m))
+}
+
+/// Offsets of `head`'s scratch for `t` tokens: (work, h [T, n], inv_rms [T]) and the end.
+pub fn head_scratch(t: usize, cfg: &Config) -> [usize; 4] {
+    let work = 0;
+    let h = align256(pre_work_bytes(t, cfg.k(), cfg.n));
+    let r = h + align256(t * cfg.n * 4);
+    [work, h, r, r + align256(t * 4)]
+}
+
+/// Offsets of the static layer's scratch: (logits [M], h_pre [n], h_post [n], h_res [n n]) and the end.
+pub fn static_scratch(cfg: &Config) -> [usize; 5] {
+    let n = cfg.n;
+    let hp = align256(cfg.m() * 4);
+    let hq = hp + align256(n * 4);
+    let hr = hq + align256(n * 4);
+    [0, hp, hq, hr, hr + align256(n * n * 4)]
+}
+
+impl WorkspaceLayout {
+    pub fn new(cfg: &Config, max_tokens: usize) -> Self {
+        let counter_bytes = max_tokens.div_ceil(PRE_TILE) * 4;
+        let scratch = align256(counter_bytes);
+        let pre = max_pre_work_bytes(max_tokens, cfg.k(), cfg.m());
+        let head = head_scratch(max_tokens.min(64), cfg)[3].max(head_scratch(max_tokens, cfg)[3]);
+        let stat = static_scratch(cfg)[4];
+        WorkspaceLayout { counter_bytes, scratch, total: scratch + align256(pre).max(head).max(stat) }
+    }
+}
+
+/// The plan's constant inputs of the static layer's coefficient launch, as f32: `inv_rms = 1`,
+/// `scale = [1, 1, 1]`, `base = 0 [M]` (so `mhc_coeffs` sees the raw logits, exactly).
+pub fn static_constants(cfg: &Config) -> Vec<f32> {
+    let mut v = vec![1.0f32; 4];
+    v.resize(4 + cfg.m(), 0.0);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn every_kernel() -> Vec<(Kernel, KernelInfo)> {
+        Kernel::ALL.iter().map(|&k| (k, k.info().unwrap_or_else(|e| panic!("{k:?}: {e}")).1)).collect()
+    }
+
+    #[test]
+    fn every_embedded_gfx942_kernel_has_its_arguments_set_by_name() {
+        for (k, info) in every_kernel() {
+            let layout = ArgLayout::resolve(k, &info, k.fields()).unwrap_or_else(|e| panic!("{e}"));
+            // Every explicit metadata argument is set, at the metadata's offset and size.
+            let explicit: Vec<_> =
+                info.params.iter().filter(|p| !p.kind.as_deref().unwrap_or("").starts_with("hidden_")).collect();
+            assert_eq!(explicit.len(), k.fields().len(), "{k:?}");
+            for (i, &(name, kind)) in k.fields().iter().enumerate() {
+                let p = explicit.iter().find(|p| p.name.as_deref() == Some(name)).unwrap();
+                assert_eq!(layout.offsets[i] as u32, p.offset, "{k:?} {name}");
+                assert_eq!(kind.size() as u32, p.size, "{k:?} {name}");
+            }
+            // kernelParams order = metadata order.
+            let offs: Vec<usize> = layout.param_offsets().collect();
+            let meta: Vec<usize> = explicit.iter().map(|p| p.offset as usize).collect();
+            assert_eq!(offs, meta, "{k:?}");
+            assert_eq!(layout.kernarg_bytes, info.kernarg_bytes);
+            assert!(info.max_threads >= BLOCK, "{k:?} max_threads {}", info.max_threads);
+        }
+    }
+
+    #[test]
+    fn written_blocks_hold_each_value_at_its_metadata_offset() {
+        let (_, info) = Kernel::Post.info().unwrap();
+        let layout = ArgLayout::of::<PostArgs>(&info).unwrap();
+        let args = PostArgs {
+            x: 0x1111_2222_3333_4440,
+            f: 0xaaaa_bbbb_cccc_dd00,
+            h_post: 0x10,
+            h_res: 0x20,
+            out: 0x30,
+            tokens: 17,
+            streams: 4,
+            channels: 4104,
+            x_stride: 4 * 4104,
+            f_stride: 4104,
+            res_si: 1,
+            res_sj: 4,
+            flags: ACT_BF16,
+        };
+        let mut block = KernargBlock { bytes: [0xee; MAX_KERNARG], len: 0 };
+        layout.write(&args, &mut block).unwrap();
+        assert_eq!(block.as_bytes().len(), info.kernarg_bytes as usize);
+        let at = |name: &str| info.params.iter().find(|p| p.name.as_deref() == Some(name)).unwrap().offset as usize;
+        let u64_at = |o: usize| u64::from_le_bytes(block.bytes[o..o + 8].try_into().unwrap());
+        let u32_at = |o: usize| u32::from_le_bytes(block.bytes[o..o + 4].try_into().unwrap());
+        assert_eq!(u64_at(at("x")), args.x);
+        assert_eq!(u64_at(at("f")), args.f);
+        assert_eq!(u32_at(at("channels")), 4104);
+        assert_eq!(u32_at(at("res_sj")), 4);
+        assert_eq!(u32_at(at("flags")), 1);
+        // Every byte of the segment was written (no byte left at the 0xee fill).
+        assert!(!block.as_bytes().contains(&0xee));
+        assert!(block.bytes[block.len..].iter().all(|&b| b == 0xee), "wrote past the segment");
+
+        let (_, info) = Kernel::Pre.info().unwrap();
+        let layout = ArgLayout::of::<PreArgs>(&info).unwrap();
+        let mut block = KernargBlock { bytes: [0xee; MAX_KERNARG], len: 0 };
+        let args = PreArgs { eps_norm: 1e-6, eps_hc: 2.5e-3, counter: 0x00de_adbe_ef00, ..PreArgs::default() };
+        layout.write(&args, &mut block).unwrap();
+        let f32_at = |name: &str| {
+            let o = info.params.iter().find(|p| p.name.as_deref() == Some(name)).unwrap().offset as usize;
+            f32::from_le_bytes(block.bytes[o..o + 4].try_into().unwrap())
+        };
+        assert_eq!(f32_at("eps_hc"), 2.5e-3);
+        assert_eq!(f32_at("eps_norm"), 1e-6);
+        assert!(!block.as_bytes().contains(&0xee), "an argument byte was not written");
+        // A layout of another kernel refuses these arguments.
+        let (_, post) = Kernel::Post.info().unwrap();
+        let other = ArgLayout::of::<PostArgs>(&post).unwrap();
+        assert!(other.write(&args, &mut block).is_err());
+    }
+
+    #[test]
+    fn unknown_missing_resized_and_retyped_arguments_are_errors() {
+        let (_, info) = Kernel::Post.info().unwrap();
+        let mut fields: Vec<(&str, ArgKind)> = Kernel::Post.fields().to_vec();
+        // An unknown name.
+        fields[0].0 = "x_typo";
+        let e = ArgLayout::resolve(Kernel::Post, &info, &fields).unwrap_err();
+        assert!(e.contains("no kernel argument `x_typo`"), "{e}");
+        // A metadata argument no field sets.
+        let fields: Vec<_> = Kernel::Post.fields().iter().copied().filter(|f| f.0 != "flags").collect();
+        let e = ArgLayout::resolve(Kernel::Post, &info, &fields).unwrap_err();
+        assert!(e.contains("never set") && e.contains("flags"), "{e}");
+        // A size mismatch (a pointer declared as u32) and a kind mismatch (u32 vs f32 is the same
+        // size and kind: by_value; a pointer declared by_value is caught).
+        let mut fields: Vec<_> = Kernel::Post.fields().to_vec();
+        fields[0].1 = ArgKind::U32;
+        let e = ArgLayout::resolve(Kernel::Post, &info, &fields).unwrap_err();
+        assert!(e.contains("`x` is 8 bytes"), "{e}");
+        // Metadata that changed under the launcher: an argument renamed in the code object.
+        let mut renamed = info.clone();
+        renamed.params.iter_mut().find(|p| p.name.as_deref() == Some("res_si")).unwrap().name = Some("si".into());
+        let e = ArgLayout::resolve(Kernel::Post, &renamed, Kernel::Post.fields()).unwrap_err();
+        assert!(e.contains("res_si"), "{e}");
+        // A kernarg segment shorter than the arguments.
+        let mut short = info.clone();
+        short.kernarg_bytes = 64;
+        assert!(ArgLayout::resolve(Kernel::Post, &short, Kernel::Post.fields()).is_err());
+        // A field listed twice.
+        let mut twice: Vec<_> = Kernel::Post.fields().to_vec();
+        twice.push(("x", ArgKind::Ptr));
+        assert!(ArgLayout::resolve(Kernel::Post, &info, &twice).unwrap_err().contains("twice"));
+        // Hidden arguments are the runtime's: a layout still resolves with one appended.
+        let mut hidden = info.clone();
+        hidden.params.push(mhc_loader::Param {
+            ordinal: 99,
+            offset: info.kernarg_bytes,
+            size: 4,
+            name: None,
+            kind: Some("hidden_block_count_x".into()),
+        });
+        hidden.kernarg_bytes += 8;
+        assert!(ArgLayout::resolve(Kernel::Post, &hidden, Kernel::Post.fields()).is_ok());
+    }
+
+    #[test]
+    fn grids_follow_the_kernels_tiles() {
+        assert_eq!(post_grid(1, 4096).unwrap(), [16, 1, 1]);
+        assert_eq!(post_grid(17, 4104).unwrap(), [17, 17, 1]);
+        assert_eq!(post_grid(8192, 7168).unwrap(), [28, 8192, 1]);
+        // Decode: K = 4 x 4096 = 16384 split in 8 slices of 2048; T = 17 -> 5 tiles of 4.
+        assert_eq!(pre_splits(17, 16384), 8);
+        assert_eq!(pre_grid(17, 8).unwrap(), [8, 5, 1]);
+        assert_eq!(pre_splits(1, 4 * 7168), 14);
+        assert_eq!(pre_splits(64, 32 * 7168), 64);
+        assert_eq!(pre_splits(65, 16384), 1);
+        assert_eq!(pre_splits(3, 100), 1);
+        assert_eq!(pre_grid(8192, 1).unwrap(), [1, 2048, 1]);
+        assert_eq!(coeffs_grid(1).unwrap(), [1, 1, 1]);
+        assert_eq!(coeffs_grid(9).unwrap(), [3, 1, 1]);
+        assert_eq!(token_grid(5).unwrap(), [5, 1, 1]);
+        assert!(post_grid(1 << 33, 64).is_err());
+        assert_eq!(post_res_strides(Formulation::DeepSeekV4, 4), (1, 4));
+        assert_eq!(post_res_strides(Formulation::Paper, 4), (4, 1));
+    }
+
+    #[test]
+    fn workspace_regions_hold_every_stage_and_keep_counters_apart() {
+        for (n, c, t) in [(4, 4096, 1), (4, 4096, 17), (4, 4096, 64), (4, 4096, 65), (32, 7168, 8192), (1, 8, 3)] {
+            let cfg = Config::new(n, c);
+            let ws = WorkspaceLayout::new(&cfg, t);
+            assert_eq!(ws.counter_bytes, t.div_ceil(4) * 4);
+            assert!(ws.scratch >= ws.counter_bytes && ws.scratch % 256 == 0);
+            for tt in [1, t.min(64), t] {
+                let g = pre_splits(tt, cfg.k());
+                assert!(ws.scratch + tt * g * (cfg.m() + 1) * 4 <= ws.total, "pre n={n} C={c} T={tt}");
+                assert!(ws.scratch + head_scratch(tt, &cfg)[3] <= ws.total, "head");
+            }
+            assert!(ws.scratch + static_scratch(&cfg)[4] <= ws.total);
+        }
+        // The split maximum is at 64 tokens when max_tokens is just above it.
+        assert_eq!(max_pre_work_bytes(65, 16384, 24), pre_work_bytes(64, 16384, 24));
+        let k = static_constants(&Config::new(4, 64));
+        assert_eq!(k.len(), 4 + 24);
+        assert_eq!(&k[..4], &[1.0; 4]);
+        assert!(k[4..].iter().all(|&v| v == 0.0));
+    }
+
+    #[test]
+    fn stages_map_to_kernels_or_say_why_not() {
+        let cfg = Config::new(4, 64);
+        assert_eq!(stage_kernels(Stage::Post, &cfg, Dtype::Bf16).unwrap(), &[Kernel::Post]);
+        assert_eq!(stage_kernels(Stage::Static, &cfg, Dtype::F32).unwrap(), &[Kernel::Coeffs, Kernel::Static]);
+        let f = Config { gamma_f: true, ..cfg };
+        assert_eq!(stage_kernels(Stage::PostPre, &f, Dtype::F32).unwrap(), &[Kernel::Pre, Kernel::RmsNorm]);
+        assert_eq!(stage_kernels(Stage::PostPre, &cfg, Dtype::Bf16).unwrap(), &[Kernel::Pre]);
+        assert!(stage_kernels(Stage::Expand, &cfg, Dtype::F32).unwrap_err().contains("expand"));
+        assert!(stage_kernels(Stage::Post, &Config::new(3, 64), Dtype::F32).unwrap_err().contains("n = 3"));
+        assert!(stage_kernels(Stage::Post, &cfg, Dtype::F64).is_err());
+        let k = Config { gamma_k: true, ..cfg };
+        assert!(stage_kernels(Stage::Pre, &k, Dtype::F32).unwrap_err().contains("gamma_k"));
+        assert!(stage_kernels(Stage::Head, &k, Dtype::F32).is_ok());
+    }
+}
