@@ -73,11 +73,20 @@
   v_mov_b32 v6, 0x1000                  // LDS address of h_post[i]
 .Lrow_\N\()_\BF:
   ds_read_b32 v4, v6
-  .set j, 0
-  .rept \N
-    ds_read_b32 v[48+j], v5 offset:j*4
-    .set j, j+1
-  .endr
+  // Coefficient row i: 16 bytes per LDS instruction when n >= 4 (the row starts 16-aligned).
+  .if \N >= 4
+    .set j, 0
+    .rept \N / 4
+      ds_read_b128 v[48+j:51+j], v5 offset:j*4
+      .set j, j+4
+    .endr
+  .else
+    .set j, 0
+    .rept \N
+      ds_read_b32 v[48+j], v5 offset:j*4
+      .set j, j+1
+    .endr
+  .endif
   s_waitcnt lgkmcnt(0)
   v_mul_f32 v4, v4, v3                  // h_post[i] * f
   .set j, 0
