@@ -28,8 +28,9 @@
 //     wave w computes the coefficients of token t0 + w exactly as mhc_coeffs (one lane per
 //     logit; Sinkhorn with lane i owning row / column i, S in LDS); then all 256 lanes compute
 //     a for each token (lane = channel, runtime loop over the n streams, weights from LDS).
-// LDS: phase A 18496 B (17 x 256 + 17 x 16 partials); phase C: sums at 4608 w (<= 4356 B each),
-//   S at 18432 + 4096 w, h_pre at 34816 + 128 w, the counter value at 35328: 35344 B.
+// LDS: phase A 18496 B (17 x 256 + 17 x 16 partials); phase C: token w's sums at 4608 w
+//   (<= 4356 B), its Sinkhorn matrix S over them (same base), h_pre at 18432 + 128 w, the counter
+//   value at 18944: 18960 B in all, so three workgroups fit a CU's 64 KiB.
 // VGPRs: v0 tid, v1 k * 4, v2 x offset, v3 temp, v[4:68) accumulators (token tt, row q at
 //   4 + 16 tt + q), v[68:72) sums of squares, v[72:76) x, v[76:92) phi, v92.. work: 100.
 // SGPRs: 102 (s[60:92) phi row bases, s[94:102) x row pointers in phase A).
@@ -48,9 +49,8 @@
 .set LOG2E, 0x3fb8aa3b
 .set NEG_LOG2E, 0xbfb8aa3b
 .set NEG_INF, 0xff800000
-.set L_S, 18432
-.set L_HPRE, 34816
-.set L_FLAG, 35328
+.set L_HPRE, 18432
+.set L_FLAG, 18944
 .set TILE, 4
 
 .macro LOAD_X_DYN dst
@@ -649,8 +649,9 @@ mhc_pre:
   s_cbranch_scc1 .Lcoeffs_done           // no token for this wave
   s_add_u32 s3, s92, s48                 // t = t0 + w
   s_mul_i32 s80, s48, 4608
-  s_lshl_b32 s81, s48, 12
-  s_add_u32 s81, s81, L_S
+  // S aliases this token's sums: S[m - 2n] is written after the round that read sums[m - 2n]
+  // (one ds_read for all lanes of a round, then one ds_write), and inv_rms reads sums[M] first.
+  s_mov_b32 s81, s80
   s_lshl_b32 s82, s48, 7
   s_add_u32 s82, s82, L_HPRE
   // ---- wave w: coefficients of token t0 + w (as mhc_coeffs); LDS bases s80 (sums), s81 (S),
@@ -936,7 +937,7 @@ mhc_pre:
 .rodata
 .p2align 6
 .amdhsa_kernel mhc_pre
-  .amdhsa_group_segment_fixed_size 35344
+  .amdhsa_group_segment_fixed_size 18960
   .amdhsa_private_segment_fixed_size 0
   .amdhsa_kernarg_size 176
   .amdhsa_user_sgpr_count 2
@@ -959,7 +960,7 @@ amdhsa.kernels:
     .symbol: mhc_pre.kd
     .kernarg_segment_size: 176
     .kernarg_segment_align: 8
-    .group_segment_fixed_size: 35344
+    .group_segment_fixed_size: 18960
     .private_segment_fixed_size: 0
     .wavefront_size: 64
     .sgpr_count: 108
