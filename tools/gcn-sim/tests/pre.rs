@@ -88,3 +88,20 @@ fn pre_with_prenorm_weights_matches_reference() {
         common::check(Stage::PostPre, &cfg, dtype, 2, seed, 0.02);
     }
 }
+
+#[test]
+fn iterations_and_epsilons_reach_the_kernels() {
+    let seed = common::seed();
+    for f in [Formulation::DeepSeekV4, Formulation::Paper] {
+        for iters in [1, 3] {
+            let mut cfg = Config::new(4, 96).with_formulation(f);
+            cfg.sinkhorn_iters = iters;
+            cfg.eps_hc = 1e-3;
+            cfg.eps_norm = 1e-2;
+            cfg.eps_f = 1e-2;
+            common::check(Stage::Pre, &cfg, Dtype::F32, 5, seed, 0.5);
+            common::check(Stage::Static, &cfg, Dtype::F32, 2, seed, 0.02);
+            common::check(Stage::Head, &cfg, Dtype::F32, 2, seed, 0.02);
+        }
+    }
+}
