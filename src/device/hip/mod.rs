@@ -120,3 +120,6 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod gpu_tests;

@@ -9,8 +9,7 @@
 use super::device::{Function, HipDevice};
 use super::memory::{DeviceBuffer, DeviceTensor, DeviceTensorMut};
 use super::recipe::{
-    self, CoeffsArgs, KernargBlock, Kernel, KernelArgs, PostArgs, PreArgs, RmsNormArgs, StaticArgs, WorkspaceLayout,
-    ACT_BF16, BLOCK, COEFFS_PAPER, MAX_ARGS, PRE_BF16, PRE_HEAD, PRE_PAPER, PRE_POST,
+    self, KernargBlock, Kernel, KernelArgs, PostIo, PreIo, Rows, Scratch, Step, Steps, WorkspaceLayout, BLOCK, MAX_ARGS,
 };
 use super::result;
 use super::stream::Stream;
@@ -258,14 +257,6 @@ impl Plan {
         arg_u32(what, l.row_stride)
     }
 
-    fn flags(&self) -> u32 {
-        if self.dtype == Dtype::Bf16 {
-            ACT_BF16
-        } else {
-            0
-        }
-    }
-
     /// One launch of the kernel `A` is for: the kernarg block written from `args` through the
     /// layout resolved at load, one `kernelParams` pointer per explicit argument.
     #[inline]
@@ -291,6 +282,31 @@ impl Plan {
         unsafe { result::launch(stream.hip(), f.raw, grid, [BLOCK, 1, 1], 0, stream.raw(), &mut params[..count]) }
     }
 
+    /// Enqueues a stage's steps ([`recipe`]) after the op's checks.
+    fn run(&self, stream: &Stream, steps: std::result::Result<Steps, String>, t: usize) -> Result<()> {
+        let steps = steps.map_err(|e| Error::shape("kernel arguments", e, format!("T = {t}")))?;
+        for step in steps.as_slice() {
+            match step {
+                Step::Copy { dst, src, bytes } => {
+                    // SAFETY: the recipe copies the static layer's logits (checked f32 tensors of
+                    // the copied sizes) into the logits region of this plan's workspace (inside
+                    // it: `enter` checked its size); both live until the stream ran the copy.
+                    unsafe { result::mem::dtod_async(stream.hip(), *dst, *src, *bytes, stream.raw())? }
+                }
+                Step::Post { grid, args } => self.launch(stream, *grid, args)?,
+                Step::Pre { grid, args } => self.launch(stream, *grid, args)?,
+                Step::Coeffs { grid, args } => self.launch(stream, *grid, args)?,
+                Step::Static { grid, args } => self.launch(stream, *grid, args)?,
+                Step::RmsNorm { grid, args } => self.launch(stream, *grid, args)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn scratch(&self, ws: &Workspace) -> Scratch {
+        Scratch { base: ws.device_ptr(), layout: self.ws }
+    }
+
     /// `post` (MATH.md stage 4): `out = h_post f + h_res-mix of x`, one launch. `x` and `out`
     /// must share their row stride (the kernel takes one).
     pub fn post(
@@ -304,167 +320,100 @@ impl Plan {
     ) -> Result<()> {
         let t = x.layout.tokens;
         self.enter(Stage::Post, t, stream, None)?;
-        let args = self.post_args(t, x, f, h_post, h_res, out.ptr, out.len, out.dtype, &out.layout)?;
+        let io = self.post_io(t, x, f, h_post, h_res, out)?;
         if t == 0 {
             return Ok(());
         }
-        self.launch(stream, recipe::post_grid(t, self.cfg.c).map_err(|e| Error::shape("tokens", e, t))?, &args)
+        self.run(stream, recipe::post_steps(&self.cfg, self.dtype, t, &io), t)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn post_args(
+    /// Checks `post`'s views for `t` tokens.
+    fn post_io(
         &self,
         t: usize,
         x: &DeviceTensor<'_>,
         f: &DeviceTensor<'_>,
         h_post: &DeviceTensor<'_>,
         h_res: &DeviceTensor<'_>,
-        out_ptr: u64,
-        out_len: usize,
-        out_dtype: Dtype,
-        out_layout: &Layout,
-    ) -> Result<PostArgs> {
+        out: &DeviceTensorMut<'_>,
+    ) -> Result<PostIo> {
         let (n, c) = (self.cfg.n, self.cfg.c);
-        let x_stride = self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, n * c)?;
-        let f_stride = self.act("f", f.ptr, f.len, f.dtype, &f.layout, t, c)?;
+        self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, n * c)?;
+        self.act("f", f.ptr, f.len, f.dtype, &f.layout, t, c)?;
         h_post.check_dense_f32("h_post", t, n)?;
         h_res.check_dense_f32("h_res", t, n * n)?;
-        self.act("out", out_ptr, out_len, out_dtype, out_layout, t, n * c)?;
-        if out_layout.row_stride != x.layout.row_stride {
+        self.act("out", out.ptr, out.len, out.dtype, &out.layout, t, n * c)?;
+        if out.layout.row_stride != x.layout.row_stride {
             return Err(Error::shape(
                 "out",
                 format!("row stride {} (that of x)", x.layout.row_stride),
-                out_layout.row_stride,
+                out.layout.row_stride,
             ));
         }
-        let (si, sj) = recipe::post_res_strides(self.cfg.formulation, n);
-        Ok(PostArgs {
-            x: x.ptr,
-            f: f.ptr,
+        Ok(PostIo {
+            x: Rows { ptr: x.ptr, stride: x.layout.row_stride },
+            f: Rows { ptr: f.ptr, stride: f.layout.row_stride },
             h_post: h_post.ptr,
             h_res: h_res.ptr,
-            out: out_ptr,
-            tokens: arg_u32("tokens", t)?,
-            streams: n as u32,
-            channels: arg_u32("C", c)?,
-            x_stride,
-            f_stride,
-            res_si: si as u32,
-            res_sj: sj as u32,
-            flags: self.flags(),
+            out: out.ptr,
         })
     }
 
-    /// Checks `pre`'s parameters and outputs for `t` tokens (the input `x` is checked by the caller).
-    fn pre_checks(&self, t: usize, params: &PreParamViews<'_>, out: &PreOutViews<'_>) -> Result<(u32, Option<u32>)> {
+    /// Checks `pre`'s input, parameters and outputs for `t` tokens.
+    fn pre_io(
+        &self,
+        t: usize,
+        x: &DeviceTensor<'_>,
+        params: &PreParamViews<'_>,
+        out: &PreOutViews<'_>,
+    ) -> Result<PreIo> {
         let (n, c, k, m) = (self.cfg.n, self.cfg.c, self.cfg.k(), self.cfg.m());
+        self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, k)?;
         check_param(&params.phi, "phi", m * k)?;
         check_param(&params.scale, "scale", 3)?;
         check_param(&params.base, "base", m)?;
-        match (&params.gamma_f, self.cfg.gamma_f) {
-            (Some(g), true) => check_param(g, "gamma_f", c)?,
-            (None, false) => {}
-            (_, want) => {
-                return Err(Error::shape(
-                    "gamma_f",
-                    if want { "present" } else { "absent" },
-                    if want { "absent" } else { "present" },
-                ))
+        let presence = |what: &'static str, want: bool| {
+            Error::shape(
+                what,
+                if want { "present (cfg.gamma_f)" } else { "absent" },
+                if want { "absent" } else { "present" },
+            )
+        };
+        let gamma_f = match (&params.gamma_f, self.cfg.gamma_f) {
+            (Some(g), true) => {
+                check_param(g, "gamma_f", c)?;
+                Some(g.ptr)
             }
-        }
-        let a = &out.a;
-        let a_stride = self.act("a", a.ptr, a.len, a.dtype, &a.layout, t, c)?;
-        let y_stride = match (&out.y, self.cfg.gamma_f) {
-            (Some(y), true) => Some(self.act("y", y.ptr, y.len, y.dtype, &y.layout, t, c)?),
             (None, false) => None,
-            (_, want) => {
-                return Err(Error::shape(
-                    "y",
-                    if want { "present" } else { "absent" },
-                    if want { "absent" } else { "present" },
-                ))
+            (_, want) => return Err(presence("gamma_f", want)),
+        };
+        let a = &out.a;
+        self.act("a", a.ptr, a.len, a.dtype, &a.layout, t, c)?;
+        let y = match (&out.y, self.cfg.gamma_f) {
+            (Some(y), true) => {
+                self.act("y", y.ptr, y.len, y.dtype, &y.layout, t, c)?;
+                Some(Rows { ptr: y.ptr, stride: y.layout.row_stride })
             }
+            (None, false) => None,
+            (_, want) => return Err(presence("y", want)),
         };
         out.h_pre.check_dense_f32("h_pre", t, n)?;
         out.h_post.check_dense_f32("h_post", t, n)?;
         out.h_res.check_dense_f32("h_res", t, n * n)?;
         out.inv_rms.check_dense_f32("inv_rms", t, 1)?;
-        Ok((a_stride, y_stride))
-    }
-
-    /// `mhc_pre` (+ `mhc_rmsnorm` with `gamma_f`) on `x` at `x_ptr` (row stride `x_stride`);
-    /// with `post`, the kernel's post prologue first writes `post.out` from `x` and the pre
-    /// part runs on it.
-    #[allow(clippy::too_many_arguments)]
-    fn pre_launch(
-        &self,
-        stream: &Stream,
-        ws: &Workspace,
-        t: usize,
-        x_ptr: u64,
-        x_stride: u32,
-        params: &PreParamViews<'_>,
-        out: &mut PreOutViews<'_>,
-        strides: (u32, Option<u32>),
-        post: Option<&PostArgs>,
-    ) -> Result<()> {
-        let cfg = &self.cfg;
-        let g = recipe::pre_splits(t, cfg.k());
-        let grid = recipe::pre_grid(t, g).map_err(|e| Error::shape("tokens", e, t))?;
-        let mut flags = if self.dtype == Dtype::Bf16 { PRE_BF16 } else { 0 };
-        if cfg.formulation == Formulation::Paper {
-            flags |= PRE_PAPER;
-        }
-        if post.is_some() {
-            flags |= PRE_POST;
-        }
-        let p = post.copied().unwrap_or_default();
-        let args = PreArgs {
-            x: x_ptr,
+        Ok(PreIo {
+            x: Rows { ptr: x.ptr, stride: x.layout.row_stride },
             phi: params.phi.ptr,
             scale: params.scale.ptr,
             base: params.base.ptr,
+            gamma_f,
+            a: Rows { ptr: a.ptr, stride: a.layout.row_stride },
+            y,
             h_pre: out.h_pre.ptr,
             h_post: out.h_post.ptr,
             h_res: out.h_res.ptr,
             inv_rms: out.inv_rms.ptr,
-            a: out.a.ptr,
-            work: ws.device_ptr() + self.ws.scratch as u64,
-            counter: ws.device_ptr(),
-            tokens: t as u32,
-            streams: cfg.n as u32,
-            channels: cfg.c as u32,
-            x_stride,
-            a_stride: strides.0,
-            splits: g as u32,
-            iters: cfg.sinkhorn_iters,
-            eps_norm: cfg.eps_norm as f32,
-            eps_hc: cfg.eps_hc as f32,
-            flags,
-            f: p.f,
-            post_h_post: p.h_post,
-            post_h_res: p.h_res,
-            out: p.out,
-            f_stride: p.f_stride,
-            res_si: p.res_si,
-            res_sj: p.res_sj,
-        };
-        self.launch(stream, grid, &args)?;
-        if let (Some(y), Some(gamma), Some(y_stride)) = (&out.y, &params.gamma_f, strides.1) {
-            let args = RmsNormArgs {
-                a: out.a.ptr,
-                gamma: gamma.ptr,
-                out: y.ptr,
-                tokens: t as u32,
-                channels: cfg.c as u32,
-                a_stride: strides.0,
-                y_stride,
-                eps_f: cfg.eps_f as f32,
-                flags: self.flags(),
-            };
-            self.launch(stream, recipe::token_grid(t).map_err(|e| Error::shape("tokens", e, t))?, &args)?;
-        }
-        Ok(())
+        })
     }
 
     /// `pre` (MATH.md stages 1-3, plus the F-pre-norm with `gamma_f`): one `mhc_pre` launch
@@ -480,12 +429,11 @@ impl Plan {
     ) -> Result<()> {
         let t = x.layout.tokens;
         self.enter(Stage::Pre, t, stream, Some(ws))?;
-        let x_stride = self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, self.cfg.k())?;
-        let strides = self.pre_checks(t, params, out)?;
+        let io = self.pre_io(t, x, params, out)?;
         if t == 0 {
             return Ok(());
         }
-        self.pre_launch(stream, ws, t, x.ptr, x_stride, params, out, strides, None)
+        self.run(stream, recipe::pre_steps(&self.cfg, self.dtype, t, &self.scratch(ws), &io, None), t)
     }
 
     /// `post` of layer l then `pre` of layer l+1 on its output `x_out`, in one `mhc_pre` launch
@@ -504,13 +452,12 @@ impl Plan {
     ) -> Result<()> {
         let t = x.layout.tokens;
         self.enter(Stage::PostPre, t, stream, Some(ws))?;
-        let post_args =
-            self.post_args(t, x, &post.f, &post.h_post, &post.h_res, x_out.ptr, x_out.len, x_out.dtype, &x_out.layout)?;
-        let strides = self.pre_checks(t, params, out)?;
+        let post_io = self.post_io(t, x, &post.f, &post.h_post, &post.h_res, x_out)?;
+        let io = self.pre_io(t, x, params, out)?;
         if t == 0 {
             return Ok(());
         }
-        self.pre_launch(stream, ws, t, x.ptr, post_args.x_stride, params, out, strides, Some(&post_args))
+        self.run(stream, recipe::pre_steps(&self.cfg, self.dtype, t, &self.scratch(ws), &io, Some(&post_io)), t)
     }
 
     /// `head` (the final collapse): one `mhc_pre` launch in head mode (M = n logits, sigmoid
@@ -530,54 +477,25 @@ impl Plan {
         let (n, c, k) = (self.cfg.n, self.cfg.c, self.cfg.k());
         let t = x.layout.tokens;
         self.enter(Stage::Head, t, stream, Some(ws))?;
-        let x_stride = self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, k)?;
+        self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, k)?;
         check_param(phi, "phi", n * k)?;
         check_param(scale, "scale", 1)?;
         check_param(base, "base", n)?;
-        let a_stride = self.act("out", out.ptr, out.len, out.dtype, &out.layout, t, c)?;
+        self.act("out", out.ptr, out.len, out.dtype, &out.layout, t, c)?;
         if t == 0 {
             return Ok(());
         }
-        let g = recipe::pre_splits(t, k);
-        let [work, h, r, _] = recipe::head_scratch(t, &self.cfg);
-        let base_ptr = ws.device_ptr() + self.ws.scratch as u64;
-        let mut flags = PRE_HEAD | if self.dtype == Dtype::Bf16 { PRE_BF16 } else { 0 };
-        if self.cfg.formulation == Formulation::Paper {
-            flags |= PRE_PAPER;
-        }
-        let h_ptr = base_ptr + h as u64;
-        let args = PreArgs {
-            x: x.ptr,
-            phi: phi.ptr,
-            scale: scale.ptr,
-            base: base.ptr,
-            h_pre: h_ptr,
-            // Unused in head mode; pointed at the weights so no stray address reaches the kernel.
-            h_post: h_ptr,
-            h_res: h_ptr,
-            inv_rms: base_ptr + r as u64,
-            a: out.ptr,
-            work: base_ptr + work as u64,
-            counter: ws.device_ptr(),
-            tokens: t as u32,
-            streams: n as u32,
-            channels: c as u32,
-            x_stride,
-            a_stride,
-            splits: g as u32,
-            iters: self.cfg.sinkhorn_iters,
-            eps_norm: self.cfg.eps_norm as f32,
-            eps_hc: self.cfg.eps_hc as f32,
-            flags,
-            ..PreArgs::default()
-        };
-        self.launch(stream, recipe::pre_grid(t, g).map_err(|e| Error::shape("tokens", e, t))?, &args)
+        let x = Rows { ptr: x.ptr, stride: x.layout.row_stride };
+        let out = Rows { ptr: out.ptr, stride: out.layout.row_stride };
+        let steps =
+            recipe::head_steps(&self.cfg, self.dtype, t, &self.scratch(ws), x, phi.ptr, scale.ptr, base.ptr, out);
+        self.run(stream, steps, t)
     }
 
     /// The static layer (mHC.cu parity): the logits are gathered into the workspace (three
     /// stream-ordered copies), `mhc_coeffs` turns them into `h_pre`, `h_post`, `h_res` once
-    /// (Paper start and order, with `inv_rms = 1`, `scale = 1`, `base = 0`: the raw logits), and
-    /// `mhc_static` applies them to every token. `x` and `out` share their row stride.
+    /// (Paper start and order, on the raw logits), and `mhc_static` applies them to every
+    /// token. `x` and `out` share their row stride.
     #[allow(clippy::too_many_arguments)]
     pub fn static_layer(
         &self,
@@ -593,7 +511,7 @@ impl Plan {
         let (n, c) = (self.cfg.n, self.cfg.c);
         let t = x.layout.tokens;
         self.enter(Stage::Static, t, stream, Some(ws))?;
-        let x_stride = self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, n * c)?;
+        self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, n * c)?;
         check_param(h_pre_logits, "h_pre_logits", n)?;
         check_param(h_post_logits, "h_post_logits", n)?;
         check_param(h_res_logits, "h_res_logits", n * n)?;
@@ -613,48 +531,17 @@ impl Plan {
         if t == 0 {
             return Ok(());
         }
-        let [lg, hp, hq, hr, _] = recipe::static_scratch(&self.cfg);
-        let base = ws.device_ptr() + self.ws.scratch as u64;
-        let hip = stream.hip();
-        // SAFETY: the three sources hold n, n and n*n f32 (checked above); the destination is the
-        // logits region of this plan's workspace (M = n + n + n*n floats, inside `ws`, checked
-        // by `enter`); all of them live until the stream ran the copies (borrowed by the caller).
-        unsafe {
-            result::mem::dtod_async(hip, base + lg as u64, h_pre_logits.ptr, n * 4, stream.raw())?;
-            result::mem::dtod_async(hip, base + (lg + n * 4) as u64, h_post_logits.ptr, n * 4, stream.raw())?;
-            result::mem::dtod_async(hip, base + (lg + 8 * n) as u64, h_res_logits.ptr, n * n * 4, stream.raw())?;
-        }
-        let k = consts.device_ptr();
-        let coeffs = CoeffsArgs {
-            p: base + lg as u64,
-            inv_rms: k,
-            scale: k + 4,
-            base: k + 16,
-            h_pre: base + hp as u64,
-            h_post: base + hq as u64,
-            h_res: base + hr as u64,
-            tokens: 1,
-            streams: n as u32,
-            iters: self.cfg.sinkhorn_iters,
-            eps_hc: self.cfg.eps_hc as f32,
-            flags: COEFFS_PAPER,
-            p_stride: self.cfg.m() as u32,
-        };
-        self.launch(stream, recipe::coeffs_grid(1).map_err(|e| Error::shape("tokens", e, 1))?, &coeffs)?;
-        let args = StaticArgs {
-            x: x.ptr,
-            h_pre: coeffs.h_pre,
-            h_post: coeffs.h_post,
-            h_res: coeffs.h_res,
-            gamma: gamma.ptr,
-            out: out.ptr,
-            tokens: t as u32,
-            streams: n as u32,
-            channels: c as u32,
-            x_stride,
-            eps_f: self.cfg.eps_f as f32,
-            flags: self.flags(),
-        };
-        self.launch(stream, recipe::token_grid(t).map_err(|e| Error::shape("tokens", e, t))?, &args)
+        let steps = recipe::static_steps(
+            &self.cfg,
+            self.dtype,
+            t,
+            &self.scratch(ws),
+            consts.device_ptr(),
+            Rows { ptr: x.ptr, stride: x.layout.row_stride },
+            [h_pre_logits.ptr, h_post_logits.ptr, h_res_logits.ptr],
+            gamma.ptr,
+            out.ptr,
+        );
+        self.run(stream, steps, t)
     }
 }

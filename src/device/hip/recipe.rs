@@ -535,6 +535,343 @@ pub fn static_constants(cfg: &Config) -> Vec<f32> {
     v
 }
 
+/// One step of a stage on the device, in stream order.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Step {
+    /// A stream-ordered device-to-device copy of `bytes` bytes.
+    Copy {
+        dst: u64,
+        src: u64,
+        bytes: usize,
+    },
+    Post {
+        grid: [u32; 3],
+        args: PostArgs,
+    },
+    Pre {
+        grid: [u32; 3],
+        args: PreArgs,
+    },
+    Coeffs {
+        grid: [u32; 3],
+        args: CoeffsArgs,
+    },
+    Static {
+        grid: [u32; 3],
+        args: StaticArgs,
+    },
+    RmsNorm {
+        grid: [u32; 3],
+        args: RmsNormArgs,
+    },
+}
+
+/// Most steps of one stage (the static layer: three copies and two launches).
+pub const MAX_STEPS: usize = 5;
+
+/// The steps of one stage call, in order (fixed capacity: building them allocates nothing).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Steps {
+    items: [Step; MAX_STEPS],
+    len: usize,
+}
+
+impl Steps {
+    fn new() -> Self {
+        Steps { items: [Step::Copy { dst: 0, src: 0, bytes: 0 }; MAX_STEPS], len: 0 }
+    }
+    fn push(&mut self, s: Step) {
+        self.items[self.len] = s;
+        self.len += 1;
+    }
+    pub fn as_slice(&self) -> &[Step] {
+        &self.items[..self.len]
+    }
+    /// The kernels launched, in order.
+    pub fn kernels(&self) -> impl Iterator<Item = Kernel> + '_ {
+        self.as_slice().iter().filter_map(|s| match s {
+            Step::Copy { .. } => None,
+            Step::Post { .. } => Some(Kernel::Post),
+            Step::Pre { .. } => Some(Kernel::Pre),
+            Step::Coeffs { .. } => Some(Kernel::Coeffs),
+            Step::Static { .. } => Some(Kernel::Static),
+            Step::RmsNorm { .. } => Some(Kernel::RmsNorm),
+        })
+    }
+}
+
+/// An activation tensor on the device: first element and row stride in elements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Rows {
+    pub ptr: u64,
+    pub stride: usize,
+}
+
+/// The device tensors of `post` (and of `post_pre`'s post part): `x` and `out` share a stride.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PostIo {
+    pub x: Rows,
+    pub f: Rows,
+    pub h_post: u64,
+    pub h_res: u64,
+    pub out: u64,
+}
+
+/// The device tensors of `pre`: `x` its input (for `post_pre` the post's input; the pre part
+/// reads the post's `out`), parameters (dense f32), outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PreIo {
+    pub x: Rows,
+    pub phi: u64,
+    pub scale: u64,
+    pub base: u64,
+    pub gamma_f: Option<u64>,
+    pub a: Rows,
+    pub y: Option<Rows>,
+    pub h_pre: u64,
+    pub h_post: u64,
+    pub h_res: u64,
+    pub inv_rms: u64,
+}
+
+/// The plan's workspace on the device: its address and layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scratch {
+    pub base: u64,
+    pub layout: WorkspaceLayout,
+}
+
+impl Scratch {
+    fn counter(&self) -> u64 {
+        self.base
+    }
+    fn at(&self, offset: usize) -> u64 {
+        self.base + (self.layout.scratch + offset) as u64
+    }
+}
+
+fn act_flag(dtype: Dtype) -> u32 {
+    if dtype == Dtype::Bf16 {
+        ACT_BF16
+    } else {
+        0
+    }
+}
+
+fn pre_flags(cfg: &Config, dtype: Dtype) -> u32 {
+    let mut flags = if dtype == Dtype::Bf16 { PRE_BF16 } else { 0 };
+    if cfg.formulation == Formulation::Paper {
+        flags |= PRE_PAPER;
+    }
+    flags
+}
+
+fn post_args(cfg: &Config, dtype: Dtype, t: usize, io: &PostIo) -> Result<PostArgs, String> {
+    let (si, sj) = post_res_strides(cfg.formulation, cfg.n);
+    Ok(PostArgs {
+        x: io.x.ptr,
+        f: io.f.ptr,
+        h_post: io.h_post,
+        h_res: io.h_res,
+        out: io.out,
+        tokens: u32_of("T", t)?,
+        streams: u32_of("n", cfg.n)?,
+        channels: u32_of("C", cfg.c)?,
+        x_stride: u32_of("x row stride", io.x.stride)?,
+        f_stride: u32_of("f row stride", io.f.stride)?,
+        res_si: si as u32,
+        res_sj: sj as u32,
+        flags: act_flag(dtype),
+    })
+}
+
+/// `post`: one `mhc_post` launch.
+pub fn post_steps(cfg: &Config, dtype: Dtype, t: usize, io: &PostIo) -> Result<Steps, String> {
+    let mut s = Steps::new();
+    s.push(Step::Post { grid: post_grid(t, cfg.c)?, args: post_args(cfg, dtype, t, io)? });
+    Ok(s)
+}
+
+/// `pre` (or, with `post`, `post_pre`): one `mhc_pre` launch (G workgroups per 4-token tile,
+/// its post prologue on for `post_pre`), then `mhc_rmsnorm` when `io.y` is present.
+pub fn pre_steps(
+    cfg: &Config,
+    dtype: Dtype,
+    t: usize,
+    ws: &Scratch,
+    io: &PreIo,
+    post: Option<&PostIo>,
+) -> Result<Steps, String> {
+    let g = pre_splits(t, cfg.k());
+    let mut flags = pre_flags(cfg, dtype);
+    let p = match post {
+        Some(p) => {
+            flags |= PRE_POST;
+            post_args(cfg, dtype, t, p)?
+        }
+        None => PostArgs::default(),
+    };
+    let args = PreArgs {
+        x: io.x.ptr,
+        phi: io.phi,
+        scale: io.scale,
+        base: io.base,
+        h_pre: io.h_pre,
+        h_post: io.h_post,
+        h_res: io.h_res,
+        inv_rms: io.inv_rms,
+        a: io.a.ptr,
+        work: ws.at(0),
+        counter: ws.counter(),
+        tokens: u32_of("T", t)?,
+        streams: u32_of("n", cfg.n)?,
+        channels: u32_of("C", cfg.c)?,
+        x_stride: u32_of("x row stride", io.x.stride)?,
+        a_stride: u32_of("a row stride", io.a.stride)?,
+        splits: u32_of("splits", g)?,
+        iters: cfg.sinkhorn_iters,
+        eps_norm: cfg.eps_norm as f32,
+        eps_hc: cfg.eps_hc as f32,
+        flags,
+        f: p.f,
+        post_h_post: p.h_post,
+        post_h_res: p.h_res,
+        out: p.out,
+        f_stride: p.f_stride,
+        res_si: p.res_si,
+        res_sj: p.res_sj,
+    };
+    if post.is_some_and(|p| p.x != io.x) {
+        return Err("post_pre: the post's x must be the pre's x".into());
+    }
+    let mut s = Steps::new();
+    s.push(Step::Pre { grid: pre_grid(t, g)?, args });
+    match (io.y, io.gamma_f) {
+        (Some(y), Some(gamma)) => s.push(Step::RmsNorm {
+            grid: token_grid(t)?,
+            args: RmsNormArgs {
+                a: io.a.ptr,
+                gamma,
+                out: y.ptr,
+                tokens: args.tokens,
+                channels: args.channels,
+                a_stride: args.a_stride,
+                y_stride: u32_of("y row stride", y.stride)?,
+                eps_f: cfg.eps_f as f32,
+                flags: act_flag(dtype),
+            },
+        }),
+        (None, None) => {}
+        _ => return Err("y and gamma_f go together".into()),
+    }
+    Ok(s)
+}
+
+/// `head`: one `mhc_pre` launch in head mode (M = n, sigmoid weights into the workspace, no
+/// Sinkhorn, the collapse into `out`). `phi [n, nC]`, `scale [1]`, `base [n]`.
+#[allow(clippy::too_many_arguments)]
+pub fn head_steps(
+    cfg: &Config,
+    dtype: Dtype,
+    t: usize,
+    ws: &Scratch,
+    x: Rows,
+    phi: u64,
+    scale: u64,
+    base: u64,
+    out: Rows,
+) -> Result<Steps, String> {
+    let g = pre_splits(t, cfg.k());
+    let [work, h, r, _] = head_scratch(t, cfg);
+    let h = ws.at(h);
+    let args = PreArgs {
+        x: x.ptr,
+        phi,
+        scale,
+        base,
+        h_pre: h,
+        // Unused in head mode; pointed at the weights so no stray address reaches the kernel.
+        h_post: h,
+        h_res: h,
+        inv_rms: ws.at(r),
+        a: out.ptr,
+        work: ws.at(work),
+        counter: ws.counter(),
+        tokens: u32_of("T", t)?,
+        streams: u32_of("n", cfg.n)?,
+        channels: u32_of("C", cfg.c)?,
+        x_stride: u32_of("x row stride", x.stride)?,
+        a_stride: u32_of("out row stride", out.stride)?,
+        splits: u32_of("splits", g)?,
+        iters: cfg.sinkhorn_iters,
+        eps_norm: cfg.eps_norm as f32,
+        eps_hc: cfg.eps_hc as f32,
+        flags: pre_flags(cfg, dtype) | PRE_HEAD,
+        ..PreArgs::default()
+    };
+    let mut s = Steps::new();
+    s.push(Step::Pre { grid: pre_grid(t, g)?, args });
+    Ok(s)
+}
+
+/// The static layer: the three logit tensors gathered into the workspace (copies), their
+/// coefficients computed once by `mhc_coeffs` (Paper start and order, on one "token" with
+/// `inv_rms = 1`, `scale = 1`, `base = 0` from `consts` = [`static_constants`]: the raw
+/// logits), then `mhc_static` for every token. `x` and `out` share a stride.
+#[allow(clippy::too_many_arguments)]
+pub fn static_steps(
+    cfg: &Config,
+    dtype: Dtype,
+    t: usize,
+    ws: &Scratch,
+    consts: u64,
+    x: Rows,
+    logits: [u64; 3],
+    gamma: u64,
+    out: u64,
+) -> Result<Steps, String> {
+    let n = cfg.n;
+    let [lg, hp, hq, hr, _] = static_scratch(cfg);
+    let mut s = Steps::new();
+    s.push(Step::Copy { dst: ws.at(lg), src: logits[0], bytes: n * 4 });
+    s.push(Step::Copy { dst: ws.at(lg + n * 4), src: logits[1], bytes: n * 4 });
+    s.push(Step::Copy { dst: ws.at(lg + 8 * n), src: logits[2], bytes: n * n * 4 });
+    let coeffs = CoeffsArgs {
+        p: ws.at(lg),
+        inv_rms: consts,
+        scale: consts + 4,
+        base: consts + 16,
+        h_pre: ws.at(hp),
+        h_post: ws.at(hq),
+        h_res: ws.at(hr),
+        tokens: 1,
+        streams: u32_of("n", n)?,
+        iters: cfg.sinkhorn_iters,
+        eps_hc: cfg.eps_hc as f32,
+        flags: COEFFS_PAPER,
+        p_stride: u32_of("M", cfg.m())?,
+    };
+    s.push(Step::Coeffs { grid: coeffs_grid(1)?, args: coeffs });
+    s.push(Step::Static {
+        grid: token_grid(t)?,
+        args: StaticArgs {
+            x: x.ptr,
+            h_pre: coeffs.h_pre,
+            h_post: coeffs.h_post,
+            h_res: coeffs.h_res,
+            gamma,
+            out,
+            tokens: u32_of("T", t)?,
+            streams: u32_of("n", n)?,
+            channels: u32_of("C", cfg.c)?,
+            x_stride: u32_of("x row stride", x.stride)?,
+            eps_f: cfg.eps_f as f32,
+            flags: act_flag(dtype),
+        },
+    });
+    Ok(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -659,6 +996,162 @@ mod tests {
         });
         hidden.kernarg_bytes += 8;
         assert!(ArgLayout::resolve(Kernel::Post, &hidden, Kernel::Post.fields()).is_ok());
+    }
+
+    fn io(t: usize, cfg: &Config, gamma_f: bool) -> PreIo {
+        let _ = t;
+        PreIo {
+            x: Rows { ptr: 0x1000_0000, stride: cfg.k() + 8 },
+            phi: 0x2000_0000,
+            scale: 0x2100_0000,
+            base: 0x2200_0000,
+            gamma_f: gamma_f.then_some(0x2300_0000),
+            a: Rows { ptr: 0x3000_0000, stride: cfg.c + 16 },
+            y: gamma_f.then_some(Rows { ptr: 0x3100_0000, stride: cfg.c + 32 }),
+            h_pre: 0x4000_0000,
+            h_post: 0x4100_0000,
+            h_res: 0x4200_0000,
+            inv_rms: 0x4300_0000,
+        }
+    }
+
+    fn scratch(cfg: &Config, max_tokens: usize) -> Scratch {
+        Scratch { base: 0x9000_0000, layout: WorkspaceLayout::new(cfg, max_tokens) }
+    }
+
+    /// Every pointer a kernel argument holds lies in a region the test handed in (or is 0 where
+    /// the kernel ignores it), and workspace pointers stay inside the workspace.
+    fn inside_workspace(ws: &Scratch, p: u64) -> bool {
+        p >= ws.base && p < ws.base + ws.layout.total as u64
+    }
+
+    #[test]
+    fn pre_and_post_pre_wire_every_buffer_to_its_argument() {
+        let cfg = Config::new(4, 4104).with_formulation(Formulation::Paper);
+        let (t, ws) = (17, scratch(&cfg, 64));
+        let pio = io(t, &cfg, true);
+        let steps = pre_steps(&cfg, Dtype::Bf16, t, &ws, &pio, None).unwrap();
+        assert_eq!(steps.kernels().collect::<Vec<_>>(), [Kernel::Pre, Kernel::RmsNorm]);
+        let [Step::Pre { grid, args }, Step::RmsNorm { grid: g2, args: r }] = steps.as_slice() else { panic!() };
+        assert_eq!(*grid, [9, 5, 1]); // K = 16416: ceil(K / 2048) = 9 slices
+        assert_eq!((args.x, args.x_stride as usize), (pio.x.ptr, pio.x.stride));
+        assert_eq!((args.a, args.a_stride as usize), (pio.a.ptr, pio.a.stride));
+        assert_eq!(
+            [args.h_pre, args.h_post, args.h_res, args.inv_rms],
+            [pio.h_pre, pio.h_post, pio.h_res, pio.inv_rms]
+        );
+        assert_eq!([args.phi, args.scale, args.base], [pio.phi, pio.scale, pio.base]);
+        assert_eq!(args.counter, ws.base);
+        assert!(inside_workspace(&ws, args.work) && args.work >= ws.base + ws.layout.counter_bytes as u64);
+        let work_end = args.work + pre_work_bytes(t, cfg.k(), cfg.m()) as u64;
+        assert!(work_end <= ws.base + ws.layout.total as u64);
+        assert_eq!(args.flags, PRE_BF16 | PRE_PAPER);
+        assert_eq!((args.f, args.out, args.post_h_post, args.post_h_res), (0, 0, 0, 0));
+        assert_eq!((args.splits, args.tokens, args.streams, args.channels, args.iters), (9, 17, 4, 4104, 20));
+        assert_eq!(*g2, [17, 1, 1]);
+        assert_eq!(
+            (r.a, r.a_stride as usize, r.out, r.y_stride as usize),
+            (pio.a.ptr, pio.a.stride, 0x3100_0000, cfg.c + 32)
+        );
+        assert_eq!((r.gamma, r.flags), (0x2300_0000, ACT_BF16));
+
+        // post_pre: the same launch with the post prologue on, reading x and writing `out`.
+        let post = PostIo {
+            x: pio.x,
+            f: Rows { ptr: 0x5000_0000, stride: 4200 },
+            h_post: 0x5100_0000,
+            h_res: 0x5200_0000,
+            out: 0x6000_0000,
+        };
+        let pio = io(t, &cfg, false);
+        let steps = pre_steps(&cfg, Dtype::F32, t, &ws, &pio, Some(&post)).unwrap();
+        assert_eq!(steps.kernels().collect::<Vec<_>>(), [Kernel::Pre]);
+        let [Step::Pre { args, .. }] = steps.as_slice() else { panic!() };
+        assert_eq!(args.flags, PRE_POST | PRE_PAPER);
+        assert_eq!(
+            (args.x, args.f, args.post_h_post, args.post_h_res, args.out),
+            (pio.x.ptr, 0x5000_0000, 0x5100_0000, 0x5200_0000, 0x6000_0000)
+        );
+        assert_eq!((args.f_stride, args.res_si, args.res_sj), (4200, 4, 1));
+        let other_x = PostIo { x: Rows { ptr: 0x7000_0000, ..pio.x }, ..post };
+        assert!(pre_steps(&cfg, Dtype::F32, t, &ws, &pio, Some(&other_x)).is_err());
+        // y without gamma_f (or the reverse) is refused.
+        let half = PreIo { gamma_f: None, ..io(t, &cfg, true) };
+        assert!(pre_steps(&cfg, Dtype::F32, t, &ws, &half, None).is_err());
+    }
+
+    #[test]
+    fn post_head_and_static_wire_every_buffer_to_its_argument() {
+        let cfg = Config::new(8, 1032);
+        let post = PostIo {
+            x: Rows { ptr: 0x1000, stride: 8 * 1032 + 64 },
+            f: Rows { ptr: 0x2000, stride: 1040 },
+            h_post: 0x3000,
+            h_res: 0x4000,
+            out: 0x5000,
+        };
+        let steps = post_steps(&cfg, Dtype::Bf16, 3, &post).unwrap();
+        let [Step::Post { grid, args }] = steps.as_slice() else { panic!() };
+        assert_eq!(*grid, [5, 3, 1]);
+        assert_eq!((args.x, args.f, args.h_post, args.h_res, args.out), (0x1000, 0x2000, 0x3000, 0x4000, 0x5000));
+        assert_eq!(
+            (args.x_stride, args.f_stride, args.res_si, args.res_sj, args.flags),
+            (8 * 1032 + 64, 1040, 1, 8, ACT_BF16)
+        );
+
+        let ws = scratch(&cfg, 100);
+        let (x, out) = (Rows { ptr: 0x1000, stride: 8 * 1032 }, Rows { ptr: 0x8000, stride: 1032 + 8 });
+        let steps = head_steps(&cfg, Dtype::F32, 100, &ws, x, 0x2000, 0x3000, 0x4000, out).unwrap();
+        let [Step::Pre { grid, args }] = steps.as_slice() else { panic!() };
+        assert_eq!(*grid, [1, 25, 1]);
+        assert_eq!(args.flags, PRE_HEAD);
+        assert_eq!((args.a, args.a_stride), (0x8000, 1040));
+        assert_eq!((args.h_post, args.h_res), (args.h_pre, args.h_pre));
+        for p in [args.h_pre, args.inv_rms, args.work] {
+            assert!(inside_workspace(&ws, p) && p >= ws.base + ws.layout.scratch as u64);
+        }
+        assert!(args.inv_rms + 400 <= ws.base + ws.layout.total as u64);
+        assert_eq!(args.f, 0);
+
+        let steps =
+            static_steps(&cfg, Dtype::Bf16, 7, &ws, 0xc000, x, [0xa000, 0xb000, 0xd000], 0xe000, 0xf000).unwrap();
+        assert_eq!(steps.kernels().collect::<Vec<_>>(), [Kernel::Coeffs, Kernel::Static]);
+        let s = steps.as_slice();
+        let Step::Copy { dst: d0, src: 0xa000, bytes: 32 } = s[0] else { panic!("{:?}", s[0]) };
+        let Step::Copy { dst: d1, src: 0xb000, bytes: 32 } = s[1] else { panic!("{:?}", s[1]) };
+        let Step::Copy { dst: d2, src: 0xd000, bytes: 256 } = s[2] else { panic!("{:?}", s[2]) };
+        // The logits land contiguous: [h_pre n | h_post n | h_res n n] = M floats.
+        assert_eq!((d1 - d0, d2 - d0), (32, 64));
+        let Step::Coeffs { grid, args: k } = s[3] else { panic!() };
+        assert_eq!(grid, [1, 1, 1]);
+        assert_eq!((k.p, k.p_stride, k.tokens, k.flags), (d0, cfg.m() as u32, 1, COEFFS_PAPER));
+        assert_eq!((k.inv_rms, k.scale, k.base), (0xc000, 0xc004, 0xc010));
+        let Step::Static { grid, args: st } = s[4] else { panic!() };
+        assert_eq!(grid, [7, 1, 1]);
+        assert_eq!((st.h_pre, st.h_post, st.h_res), (k.h_pre, k.h_post, k.h_res));
+        assert_eq!((st.x, st.gamma, st.out, st.x_stride, st.flags), (0x1000, 0xe000, 0xf000, 8 * 1032, ACT_BF16));
+        // Coefficient outputs do not overlap the logits or each other, and stay in the workspace.
+        let regions = [(d0, cfg.m() * 4), (k.h_pre, 32), (k.h_post, 32), (k.h_res, 256)];
+        for (i, &(a, la)) in regions.iter().enumerate() {
+            assert!(inside_workspace(&ws, a) && a + la as u64 <= ws.base + ws.layout.total as u64);
+            for &(b, lb) in &regions[i + 1..] {
+                assert!(a + la as u64 <= b || b + lb as u64 <= a, "overlap");
+            }
+        }
+        // Every step's kernel arguments fill their metadata layout.
+        for step in s {
+            let mut block = KernargBlock::default();
+            let ok = match step {
+                Step::Coeffs { args, .. } => {
+                    ArgLayout::of::<CoeffsArgs>(&Kernel::Coeffs.info().unwrap().1).unwrap().write(args, &mut block)
+                }
+                Step::Static { args, .. } => {
+                    ArgLayout::of::<StaticArgs>(&Kernel::Static.info().unwrap().1).unwrap().write(args, &mut block)
+                }
+                _ => Ok(()),
+            };
+            ok.unwrap();
+        }
     }
 
     #[test]
