@@ -197,14 +197,25 @@ fn max_abs_diff(got: &[f64], want: &[f64]) -> f64 {
 
 /// MATH.md tolerances: activations rel L2, coefficients max abs. Every output is measured
 /// before failing, and the failure shows all of them with the first values.
-fn compare(label: &str, dtype: Dtype, got: &PreOut, want: &PreOut) {
+/// Leaving out the `h_res` rows of the tokens marked in `skip` (ill-conditioned
+/// Sinkhorn inputs, see [`ill_conditioned`]).
+fn compare_skip(label: &str, dtype: Dtype, got: &PreOut, want: &PreOut, skip: &[bool]) {
     let (act_tol, coef_tol) = if dtype == Dtype::F32 { (1e-5, 1e-5) } else { (1e-2, 1e-3) };
+    let (got_hres, want_hres) = if skip.iter().any(|&s| s) {
+        let nn = got.h_res.len() / skip.len();
+        let keep = |v: &[f64]| -> Vec<f64> {
+            v.chunks(nn).zip(skip).filter(|(_, &s)| !s).flat_map(|(c, _)| c.to_vec()).collect()
+        };
+        (keep(&got.h_res), keep(&want.h_res))
+    } else {
+        (got.h_res.clone(), want.h_res.clone())
+    };
     let outs = [
         ("a", &got.a, &want.a, act_tol, true),
         ("y", &got.y, &want.y, act_tol, true),
         ("h_pre", &got.h_pre, &want.h_pre, coef_tol, false),
         ("h_post", &got.h_post, &want.h_post, coef_tol, false),
-        ("h_res", &got.h_res, &want.h_res, coef_tol, false),
+        ("h_res", &got_hres, &want_hres, coef_tol, false),
         ("inv_rms", &got.inv_rms, &want.inv_rms, coef_tol, false),
     ];
     let mut bad = Vec::new();
@@ -268,6 +279,29 @@ impl Shape {
     }
 }
 
+/// Tokens whose Sinkhorn is ill-conditioned: an f32 evaluation of the reference (exact inputs,
+/// f32 arithmetic) already moves `h_res` by more than a tenth of the tolerance from the f64 one.
+/// With phi ~ 0.5 N(0,1) the logits reach |z| ~ 100 and a few tokens' Sinkhorn amplifies a
+/// 1e-7 relative change of a logit into O(1) changes of `h_res` (entries near eps_hc); no f32
+/// kernel can match f64 there. Returns the mask and checks it leaves out at most 2% of tokens.
+fn ill_conditioned(case: &PreCase, want: &PreOut, dtype: Dtype, label: &str) -> Vec<bool> {
+    let (cfg, t) = (case.cfg, case.t);
+    let tol = if dtype == Dtype::F32 { 1e-5 } else { 1e-3 };
+    let mut f32_out = PreOut::poisoned(&cfg, t);
+    reference::pre::<f32>(&cfg, &case.x(), &case.params(), &mut f32_out.views(&cfg, t)).unwrap();
+    let nn = cfg.n * cfg.n;
+    let mask: Vec<bool> = (0..t)
+        .map(|r| {
+            let (a, b) = (&f32_out.h_res[r * nn..(r + 1) * nn], &want.h_res[r * nn..(r + 1) * nn]);
+            a.iter().zip(b).any(|(x, y)| (x - y).abs() > tol / 10.0)
+        })
+        .collect();
+    let bad = mask.iter().filter(|&&m| m).count();
+    eprintln!("{label}: {bad} of {t} tokens ill-conditioned (h_res not compared)");
+    assert!(bad * 50 <= t.max(50), "{label}: {bad} of {t} tokens ill-conditioned: the case tests nothing");
+    mask
+}
+
 /// Runs `pre` for one shape on fresh inputs and checks it against the reference.
 fn check_pre(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testing::Rng, sh: &Shape) {
     let cfg = sh.cfg();
@@ -291,7 +325,8 @@ fn check_pre(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testing::Rn
     }
     stream.synchronize().unwrap_or_else(|e| panic!("{}: {e}", sh.label()));
     let got = out.read(&cfg, sh.dtype, t);
-    compare(&sh.label(), sh.dtype, &got, &want);
+    let skip = if sh.phi_std >= 0.5 { ill_conditioned(&case, &want, sh.dtype, &sh.label()) } else { Vec::new() };
+    compare_skip(&sh.label(), sh.dtype, &got, &want, &skip);
     eprintln!("ok  pre {}", sh.label());
 }
 
@@ -397,7 +432,6 @@ fn check_post_pre(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testin
         reference::post::<f64>(&cfg, &inputs, &mut xo).unwrap();
     }
     let want_xo: Vec<f64> = want_xo.iter().map(|&v| round(dtype, v)).collect();
-    let want = PreCase { x: want_xo.clone(), ..pre.clone() }.forward();
     let plan = Plan::new(dev, cfg, dtype, t.max(1)).unwrap();
     let ws = plan.new_workspace().unwrap();
     let din = dev_in(dev, &PreCase { x: post.x.clone(), ..pre.clone() }, dtype, k + sh.x_pad);
@@ -432,7 +466,15 @@ fn check_post_pre(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testin
     let e = rel_l2(&got_xo, &want_xo);
     let tol = if dtype == Dtype::F32 { 1e-5 } else { 1e-2 };
     assert!(e <= tol, "post_pre {}: x' rel L2 {e:.3e}", sh.label());
-    compare(&format!("post_pre {}", sh.label()), dtype, &out.read(&cfg, dtype, t), &want);
+    // The pre half must be pre of the x' the kernel stored (it never re-reads it for the
+    // logits): the reference runs pre on exactly those values. (Comparing with pre of the f64
+    // x' would charge the kernel for bf16 ties rounded the other way, each moving a logit by
+    // phi * ulp(x').)
+    let pre_case = PreCase { x: got_xo.clone(), ..pre.clone() };
+    let want = pre_case.forward();
+    let label = format!("post_pre {}", sh.label());
+    let skip = if sh.phi_std >= 0.5 { ill_conditioned(&pre_case, &want, dtype, &label) } else { Vec::new() };
+    compare_skip(&label, dtype, &out.read(&cfg, dtype, t), &want, &skip);
     eprintln!("ok  post_pre {}", sh.label());
 }
 
@@ -628,6 +670,23 @@ fn bench_pre() {
     println!("device {} | D2D copy {:.0} GB/s", dev.name(), copy_bw / 1e9);
     println!("| stage | dtype | T | n | C | split | us (stream) | us (graph) | GB/s | % copy | floor us |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    // Attribution of the decode time: the tile shape (one CTA) at T = 1, and Sinkhorn with 1
+    // iteration instead of 20.
+    for (c, split, iters) in [(64, None, 20), (4096, Some(1), 20), (4096, None, 1), (4096, None, 20)] {
+        let cfg = Config { sinkhorn_iters: iters, ..Config::new(4, c) };
+        let mut r = ready(&dev, &mut rng, cfg, Dtype::Bf16, 1, 16);
+        for i in 0..3 {
+            r.launch(&s, i, split).unwrap();
+        }
+        let us = time_calls(&dev, &s, 21, 50, |i| r.launch(&s, i, split));
+        s.begin_capture().unwrap();
+        for i in 0..16 {
+            r.launch(&s, i, split).unwrap();
+        }
+        let g = s.end_capture().unwrap();
+        let gus = time_calls(&dev, &s, 21, 1, |_| g.launch(&s)) / 16.0;
+        println!("| pre (attribution: iters {iters}) | bf16 | 1 | 4 | {c} | {split:?} | {us:.2} | {gus:.2} | | | |");
+    }
     for (dtype, n, c, t, split) in [
         (Dtype::Bf16, 4, 4096, 1, None),
         (Dtype::Bf16, 4, 4096, 4, None),

@@ -105,10 +105,14 @@ fn split_cap(cfg: &Config) -> usize {
     (PARTIAL_BYTES_TARGET / (ldp(cfg) * 4)).clamp(1, SPLIT_MAX).min(blocks)
 }
 
-/// CTAs per 32-token tile in the prefill shape when the logits fit one group (n <= 4): each
-/// reduces a quarter of K, so four SMs pull a tile at once and the tile's re-read for the
-/// pre-mix (by the last of them) finds it in L2; the last CTA finishes the tile alone.
+/// Most CTAs per 32-token tile in the prefill shape (when the logits fit one group, n <= 4):
+/// each reduces a part of K, so several SMs pull a tile at once and the tile's re-read for the
+/// pre-mix (by the last of them) finds it in L2; the last CTA finishes the tile alone. Used
+/// only while the grid would otherwise leave SMs idle (measured on H200, notes/cuda-pre.md:
+/// T = 256 91 -> 59 us, T = 1024 100 -> 69 us; at T = 8192, 4 splits cost 253 -> 311 us).
 const PREFILL_SPLIT: usize = 4;
+/// Tiles up to which the prefill shape splits (bounds the workspace's partial blocks).
+const PREFILL_SPLIT_TILES: usize = 64;
 
 fn prefill_split(cfg: &Config) -> usize {
     if ldp(cfg) == 32 {
@@ -118,16 +122,19 @@ fn prefill_split(cfg: &Config) -> usize {
     }
 }
 
-/// `(splits, kslice)` for `t` tokens; `split_target` overrides the heuristic (benchmarks),
-/// clamped to what the workspace holds ([`split_cap`] for decode, [`prefill_split`] above).
-pub(crate) fn launch_shape(cfg: &Config, t: usize, split_target: Option<usize>) -> (usize, usize) {
+/// `(splits, kslice)` for `t` tokens on a GPU of `sms` multiprocessors; `split_target`
+/// overrides the heuristic (benchmarks), clamped to what the workspace holds ([`split_cap`]
+/// for decode, [`prefill_split`] for prefill).
+pub(crate) fn launch_shape(cfg: &Config, t: usize, split_target: Option<usize>, sms: usize) -> (usize, usize) {
     let blocks = jlen(cfg).div_ceil(CTA_STEP);
     if blocks < 2 {
         return (1, blocks * CTA_STEP);
     }
     let target = if t > DECODE_MAX_TOKENS {
-        let cap = prefill_split(cfg);
-        split_target.unwrap_or(cap).clamp(1, cap)
+        let tiles = t.div_ceil(TILE_TOKENS);
+        let cap = if tiles <= PREFILL_SPLIT_TILES { prefill_split(cfg) } else { 1 };
+        let auto = if tiles * 2 <= sms { (sms / tiles).max(1) } else { 1 };
+        split_target.unwrap_or(auto).clamp(1, cap)
     } else {
         let rows = t.min(TILE_TOKENS);
         let by_bytes = PARTIAL_BYTES_TARGET / (rows * ldp(cfg) * 4);
@@ -159,7 +166,7 @@ pub(crate) fn ws_layout(cfg: &Config, max_tokens: usize) -> WsLayout {
     let decode_tiles = tiles.min(DECODE_MAX_TOKENS / TILE_TOKENS);
     let mut part_bytes = decode_tiles * split_cap(cfg) * block;
     if max_tokens > DECODE_MAX_TOKENS {
-        part_bytes = part_bytes.max(tiles * prefill_split(cfg) * block);
+        part_bytes = part_bytes.max(tiles.min(PREFILL_SPLIT_TILES) * prefill_split(cfg) * block);
     }
     let cnt = 0;
     let part = round256(tiles * 16);
@@ -331,7 +338,7 @@ impl Plan {
         if post.x_out != 0 {
             flags |= FLAG_POST;
         }
-        let (splits, kslice) = launch_shape(cfg, t, split_target);
+        let (splits, kslice) = launch_shape(cfg, t, split_target, self.dev.sm_count() as usize);
         if splits > 1 && t > DECODE_MAX_TOKENS {
             flags |= FLAG_SOLO;
         }
@@ -473,7 +480,7 @@ mod tests {
             let cfg = Config::new(n, c);
             let j = jlen(&cfg);
             for t in [1, 2, 3, 16, 17, 33, 64, 65, 1000] {
-                let (splits, kslice) = launch_shape(&cfg, t, None);
+                let (splits, kslice) = launch_shape(&cfg, t, None, 132);
                 assert!((1..=SPLIT_MAX).contains(&splits));
                 assert_eq!(kslice % CTA_STEP, 0);
                 // every j-space element is in exactly one CTA's slice, none is empty

@@ -71,7 +71,7 @@ def entry(dt):
     e("    .reg .f32 %eps_norm, %eps_hc, %eps_f, %sc0, %sc1, %sc2;")
     e("    .reg .b32 %tx, %warp, %lane, %g, %q, %q8, %tile, %gidx, %t0, %rows, %jlen, %jbeg, %jend, %jb, %mg, %ngr;")
     e("    .reg .b32 %blk, %cbk, %ii, %cc, %kk;")
-    e("    .reg .b64 %koff, %kof4, %xrow<4>, %frow<4>, %xorow<4>, %hprow<4>, %hrrow<4>, %prow<4>, %cnt;")
+    e("    .reg .b64 %koff, %kof4, %xrow0, %xstep, %frow0, %xorow0, %hprow0, %hrrow0, %prow0, %pstep, %cnt;")
     off = 0
     for p in u64:
         nm = '%f_' if p == 'f' else f'%{p}'
@@ -131,11 +131,13 @@ def entry(dt):
         e(f"""    // row slot {s}: token t0 + g + {8*s}
     add.u32 %r1, %g, {8*s};
     add.u32 %r1, %r1, %t0;
-    setp.lt.u32 %pr{s}, %r1, %T;
+    setp.lt.u32 %pr{s}, %r1, %T;""")
+    e(f"""    add.u32 %r1, %g, %t0;
     mul.lo.u32 %r2, %r1, %xs;
     mul.wide.u32 %rd1, %r2, {esz};
-    add.u64 %xrow{s}, %x, %rd1;
-""")
+    add.u64 %xrow0, %x, %rd1;               // x row of slot 0 (token t0 + g); slot s adds s * xstep
+    mul.wide.u32 %xstep, %xs, {8*esz};
+    mul.wide.u32 %pstep, %K, 32;            // phi: 8 logit rows per n-tile""")
     for i in range(4):
         e(f"    mov.f32 %ss{i}, 0f00000000;")
     e("    mov.u32 %mg, 0;")
@@ -143,14 +145,16 @@ def entry(dt):
     e("    setp.eq.u32 %p_mg0, %mg, 0;")
     for a in ACC:
         e(f"    mov.f32 {a}, 0f00000000;")
+    e(kloop.tot_init())
     for nt in range(4):
         e(f"""    shl.b32 %r1, %mg, 5;
     add.u32 %r1, %r1, {nt*8};
     add.u32 %r1, %r1, %g;                   // logit row of phi for n-tile {nt}
-    setp.lt.u32 %pmv{nt}, %r1, %M;
-    mul.wide.u32 %rd1, %r1, %K;
+    setp.lt.u32 %pmv{nt}, %r1, %M;""")
+        if nt == 0:
+            e("""    mul.wide.u32 %rd1, %r1, %K;
     shl.b64 %rd1, %rd1, 2;
-    add.u64 %prow{nt}, %phi, %rd1;""")
+    add.u64 %prow0, %phi, %rd1;             // phi row of n-tile 0; n-tile nt adds nt * pstep""")
     e("""    @!%p_post bra KA_START;
     shl.b32 %r1, %warp, 5;
     add.u32 %jb, %jbeg, %r1;
@@ -180,7 +184,7 @@ K_LOOP:
         if s == 2:
             e("    @!%p_mt1 bra PROD_DONE;")
         e(f"    and.pred %p1, %pr{s}, %p_k;")
-        e(f"    add.u64 %rd2, %xrow{s}, %koff;")
+        e(f"    add.u64 %rd2, %xrow0, %koff;" + "".join("\n    add.u64 %rd2, %rd2, %xstep;" for _ in range(s)))
         if bf:
             e(f"    @%p1 ld.global.nc.v4.b32 {{%xa{4*s}, %xa{4*s+1}, %xa{4*s+2}, %xa{4*s+3}}}, [%rd2];")
         else:
@@ -210,12 +214,13 @@ K_LOOP:
     mul.wide.u32 %rd1, %r2, 4;
     add.u64 %hrrow0, %hres_in, %rd1;""")
         e(f"    add.u64 %rd3, %xorow0, %koff;")
+        e(f"    mov.u64 %rd9, %xrow0;" + "".join("\n    add.u64 %rd9, %rd9, %xstep;" for _ in range(s)))
         if bf:
             outs = ", ".join(f"%xa{4*s+j}" for j in range(4))
-            e(f"    call ({outs}), post_chunk_bf16, (%xrow{s}, %frow0, %hprow0, %hrrow0, %rd3, %n, %C, %ii, %cc, %r5);")
+            e(f"    call ({outs}), post_chunk_bf16, (%rd9, %frow0, %hprow0, %hrrow0, %rd3, %n, %C, %ii, %cc, %r5);")
         else:
             outs = ", ".join(f"%xr{8*s+j}" for j in range(8))
-            e(f"    call ({outs}), post_chunk_f32, (%xrow{s}, %frow0, %hprow0, %hrrow0, %rd3, %n, %C, %ii, %cc, %r5);")
+            e(f"    call ({outs}), post_chunk_f32, (%rd9, %frow0, %hprow0, %hrrow0, %rd3, %n, %C, %ii, %cc, %r5);")
         e(f"PROD_SKIP{s}:")
     e("PROD_DONE:")
     # ---- sum of squares (first logit group only)
@@ -245,7 +250,7 @@ K_LOOP:
             for j in range(8):
                 e(f"    mov.f32 %pf{j}, 0f00000000;")
             e(f"    and.pred %p3, %pmv{nt}, %p_k;")
-            e(f"    add.u64 %rd5, %prow{nt}, %kof4;")
+            e(f"    add.u64 %rd5, %prow0, %kof4;" + "".join("\n    add.u64 %rd5, %rd5, %pstep;" for _ in range(nt)))
             e("    @%p3 ld.global.nc.v4.f32 {%pf0, %pf1, %pf2, %pf3}, [%rd5];")
             e("    @%p3 ld.global.nc.v4.f32 {%pf4, %pf5, %pf6, %pf7}, [%rd5+16];")
             for j in range(8):
@@ -290,7 +295,7 @@ K_LOOP:
                 for j in range(4):
                     e(f"    mov.f32 %pf{j}, 0f00000000;")
                 e(f"    and.pred %p3, %pmv{nt}, %p_k;")
-                e(f"    add.u64 %rd5, %prow{nt}, %kof4;")
+                e(f"    add.u64 %rd5, %prow0, %kof4;" + "".join("\n    add.u64 %rd5, %rd5, %pstep;" for _ in range(nt)))
                 e(f"    @%p3 ld.global.nc.v4.f32 {{%pf0, %pf1, %pf2, %pf3}}, [%rd5+{16*h}];")
                 for j in range(4):
                     e(f"    mul.f32 %pf{j}, %pf{j}, %gkv{j};")
@@ -311,10 +316,13 @@ K_LOOP:
                         for A, B in ((Ah, Bh), (Ah, Bl), (Al, Bh)):
                             e(f"    mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {cs}, {A}, {B}, {cs};")
             e(f"MMA_DONE{h}:")
+    e(kloop.flush('P'))
     e("""    add.u32 %jb, %jb, 256;
     bra K_LOOP;""")
     e(kloop.pipelined(bf))
-    e("""K_DONE:
+    e("K_DONE:")
+    e(kloop.tot_finish())
+    e("""
     // ---- sum of squares: reduce over the 4 lanes of a group (same token row), fixed butterfly""")
     for s in range(4):
         e(f"    shfl.sync.bfly.b32 %r10, %ss{s}, 1, 31, -1;")

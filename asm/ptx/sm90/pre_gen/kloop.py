@@ -2,9 +2,9 @@
 # rows, gamma_k) are issued into the other register set before the mma work of step j.
 ACC = [f"%acc{i}" for i in range(32)]
 
-def addr(esz):
-    # j-space position %jn -> %ii (stream), %cc (channel), %p_k, %koff (bytes, x), %kof4 (bytes, f32)
-    return f"""    shr.u32 %blk, %jn, 5;
+def addr(esz, src="%jn"):
+    # j-space position (src) -> %ii (stream), %cc (channel), %p_k, %koff (bytes, x), %kof4 (bytes, f32)
+    return f"""    shr.u32 %blk, {src}, 5;
     div.u32 %cbk, %blk, %n;
     mul.lo.u32 %r1, %cbk, %n;
     sub.u32 %ii, %blk, %r1;
@@ -25,7 +25,7 @@ def load_set(bf, S):
             e(f"    and.pred %p1, %pr{s}, %p_k;")
             if s >= 2:
                 e("    and.pred %p1, %p1, %p_mt1;")
-            e(f"    add.u64 %rd2, %xrow{s}, %koff;")
+            e(f"    add.u64 %rd2, %xrow0, %koff;" + "".join("\n    add.u64 %rd2, %rd2, %xstep;" for _ in range(s)))
             e(f"    @%p1 ld.global.nc.v4.b32 {{%xa{S}{4*s}, %xa{S}{4*s+1}, %xa{S}{4*s+2}, %xa{S}{4*s+3}}}, [%rd2];")
         for j in range(8):
             e(f"    mov.f32 %gk{S}{j}, 0f3F800000;")
@@ -37,7 +37,7 @@ def load_set(bf, S):
             for j in range(8):
                 e(f"    mov.f32 %pf{S}{8*nt+j}, 0f00000000;")
             e(f"    and.pred %p3, %pmv{nt}, %p_k;")
-            e(f"    add.u64 %rd5, %prow{nt}, %kof4;")
+            e(f"    add.u64 %rd5, %prow0, %kof4;" + "".join("\n    add.u64 %rd5, %rd5, %pstep;" for _ in range(nt)))
             b = 8*nt
             e(f"    @%p3 ld.global.nc.v4.f32 {{%pf{S}{b}, %pf{S}{b+1}, %pf{S}{b+2}, %pf{S}{b+3}}}, [%rd5];")
             e(f"    @%p3 ld.global.nc.v4.f32 {{%pf{S}{b+4}, %pf{S}{b+5}, %pf{S}{b+6}, %pf{S}{b+7}}}, [%rd5+16];")
@@ -48,12 +48,9 @@ def load_set(bf, S):
             e(f"    and.pred %p1, %pr{s}, %p_k;")
             if s >= 2:
                 e("    and.pred %p1, %p1, %p_mt1;")
-            e(f"    add.u64 %rd2, %xrow{s}, %koff;")
+            e(f"    add.u64 %rd2, %xrow0, %koff;" + "".join("\n    add.u64 %rd2, %rd2, %xstep;" for _ in range(s)))
             e(f"    @%p1 ld.global.nc.v4.f32 {{%xr{S}{8*s}, %xr{S}{8*s+1}, %xr{S}{8*s+2}, %xr{S}{8*s+3}}}, [%rd2];")
             e(f"    @%p1 ld.global.nc.v4.f32 {{%xr{S}{8*s+4}, %xr{S}{8*s+5}, %xr{S}{8*s+6}, %xr{S}{8*s+7}}}, [%rd2+16];")
-        # phi / gamma_k addresses of this step are kept for the compute half
-        e(f"    mov.pred %pk{S}, %p_k;")
-        e(f"    mov.u64 %kf{S}, %kof4;")
     return "\n".join(L)
 
 def compute_set(bf, S, lbl):
@@ -99,29 +96,34 @@ def compute_set(bf, S, lbl):
         e(f"MMX_{lbl}:")
     else:
         # gamma_k of the step; phi per half (16 registers live, not 32: the f32 path is at the
-        # 255-register cap)
-        e(f"    and.pred %p2, %p_gk, %pk{S};")
-        e(f"    add.u64 %rd4, %gk, %kf{S};")
-        for j in range(8):
-            e(f"    mov.f32 %gkv{j}, 0f3F800000;")
-        e("    @%p2 ld.global.nc.v4.f32 {%gkv0, %gkv1, %gkv2, %gkv3}, [%rd4];")
-        e("    @%p2 ld.global.nc.v4.f32 {%gkv4, %gkv5, %gkv6, %gkv7}, [%rd4+16];")
+        # 255-register cap). Addresses recomputed from %jb (the next step's loads are already
+        # issued), which frees the registers that would carry them.
+        e(addr(4, "%jb"))
+        e(f"    and.pred %p2, %p_gk, %p_k;")
+        e(f"    add.u64 %rd4, %gk, %kof4;")
         for h in range(2):
             for s in range(4):
                 for j in range(4):
                     e(f"    cvt.rna.tf32.f32 %xh{4*s+j}, %xr{S}{8*s+4*h+j};")
                     e(f"    sub.f32 %xl{4*s+j}, %xr{S}{8*s+4*h+j}, %xh{4*s+j};")
-            for nt in range(4):
-                for j in range(4):
-                    e(f"    mov.f32 %pf{4*nt+j}, 0f00000000;")
-                e(f"    and.pred %p3, %pmv{nt}, %pk{S};")
-                e(f"    add.u64 %rd5, %prow{nt}, %kf{S};")
-                e(f"    @%p3 ld.global.nc.v4.f32 {{%pf{4*nt}, %pf{4*nt+1}, %pf{4*nt+2}, %pf{4*nt+3}}}, [%rd5+{16*h}];")
-            for nt in range(4):
-                for j in range(4):
-                    e(f"    mul.f32 %f0, %pf{4*nt+j}, %gkv{4*h+j};")
-                    e(f"    cvt.rna.tf32.f32 %ph{4*nt+j}, %f0;")
-                    e(f"    sub.f32 %pl{4*nt+j}, %f0, %ph{4*nt+j};")
+            for j in range(4):
+                e(f"    mov.f32 %gkv{j}, 0f3F800000;")
+            e(f"    @%p2 ld.global.nc.v4.f32 {{%gkv0, %gkv1, %gkv2, %gkv3}}, [%rd4+{16*h}];")
+            # phi two n-tiles at a time (8 registers live)
+            for pair in range(2):
+                for nt in (2*pair, 2*pair+1):
+                    b = 4*(nt - 2*pair)
+                    for j in range(4):
+                        e(f"    mov.f32 %pf{b+j}, 0f00000000;")
+                    e(f"    and.pred %p3, %pmv{nt}, %p_k;")
+                    e(f"    add.u64 %rd5, %prow0, %kof4;" + "".join("\n    add.u64 %rd5, %rd5, %pstep;" for _ in range(nt)))
+                    e(f"    @%p3 ld.global.nc.v4.f32 {{%pf{b}, %pf{b+1}, %pf{b+2}, %pf{b+3}}}, [%rd5+{16*h}];")
+                for nt in (2*pair, 2*pair+1):
+                    b = 4*(nt - 2*pair)
+                    for j in range(4):
+                        e(f"    mul.f32 %f0, %pf{b+j}, %gkv{j};")
+                        e(f"    cvt.rna.tf32.f32 %ph{4*nt+j}, %f0;")
+                        e(f"    sub.f32 %pl{4*nt+j}, %f0, %ph{4*nt+j};")
             for mt in range(2):
                 if mt == 1:
                     e(f"    @!%p_mt1 bra MMX_{lbl}_{h};")
@@ -137,6 +139,44 @@ def compute_set(bf, S, lbl):
                         for A, B in ((Ah, Bh), (Ah, Bl), (Al, Bh)):
                             e(f"    mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {cs}, {A}, {B}, {cs};")
             e(f"MMX_{lbl}_{h}:")
+    return "\n".join(L)
+
+FLUSH_EVERY = 4   # steps between flushes of the mma accumulators (a power of 2)
+
+def flush(lbl):
+    # Tensor-core f32 accumulation truncates; a long chain of mma into one accumulator drifts
+    # (measured: 1.6e-5 on h_post at K = 16384, f32, one CTA per tile). Every FLUSH_EVERY steps
+    # the 32 accumulators are added (IEEE fadd) into this warp's running sums in shared memory
+    # (smem_big[warp][reg][lane], free during the K loop) and restarted from 0.
+    L = [f"""    add.u32 %nstep, %nstep, 1;
+    and.b32 %r14, %nstep, {FLUSH_EVERY - 1};
+    setp.ne.u32 %p25, %r14, 0;
+    @%p25 bra FL_SKIP_{lbl};"""]
+    for r in range(32):
+        L.append(f"    ld.shared.f32 %f2, [%totp+{r*128}];")
+        L.append(f"    add.f32 %f2, %f2, %acc{r};")
+        L.append(f"    st.shared.f32 [%totp+{r*128}], %f2;")
+        L.append(f"    mov.f32 %acc{r}, 0f00000000;")
+    L.append(f"FL_SKIP_{lbl}:")
+    return "\n".join(L)
+
+def tot_init():
+    L = ["""    mov.u32 %totp, smem_big;
+    shl.b32 %r14, %warp, 10;
+    add.u32 %r14, %r14, %lane;
+    shl.b32 %r14, %r14, 2;
+    add.u32 %totp, %totp, %r14;              // &smem_big[warp][0][lane] (4096 B per warp)
+    mov.u32 %nstep, 0;"""]
+    for r in range(32):
+        L.append(f"    st.shared.f32 [%totp+{r*128}], 0f00000000;")
+    return "\n".join(L)
+
+def tot_finish():
+    L = []
+    for r in range(32):
+        L.append(f"    ld.shared.f32 %f2, [%totp+{r*128}];")
+        L.append(f"    add.f32 %acc{r}, %f2, %acc{r};")
+    L.append("    bar.sync 0;                             // running sums read before the tree reuses smem_big")
     return "\n".join(L)
 
 def pipelined(bf):
@@ -159,6 +199,7 @@ def pipelined(bf):
     e(load_set(bf, 'B'))
     e("KA_NOB:")
     e(compute_set(bf, 'A', 'A'))
+    e(flush('A'))
     e("""    @!%p_nx bra K_DONE;
     mov.u32 %jb, %jn;
     add.u32 %jn, %jb, 256;
@@ -168,6 +209,7 @@ def pipelined(bf):
     e(load_set(bf, 'A'))
     e("KA_NOA:")
     e(compute_set(bf, 'B', 'B'))
+    e(flush('B'))
     e("""    @!%p_nx bra K_DONE;
     mov.u32 %jb, %jn;
     bra KA_LOOP;""")
@@ -178,8 +220,7 @@ def regs(bf):
         return """    .reg .b32 %xaA<16>, %xaB<16>;
     .reg .f32 %pfA<32>, %pfB<32>, %gkA<8>, %gkB<8>;
     .reg .pred %p_nx;
-    .reg .b32 %jn;"""
+    .reg .b32 %jn, %nstep, %totp;"""
     return """    .reg .f32 %xrA<32>, %xrB<32>;
-    .reg .pred %p_nx, %pkA, %pkB;
-    .reg .b64 %kfA, %kfB;
-    .reg .b32 %jn;"""
+    .reg .pred %p_nx;
+    .reg .b32 %jn, %nstep, %totp;"""
