@@ -28,8 +28,8 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Layers (STYLE.md, after cudarc): [`sys`] (the library and its entry points, resolved once),
-//! [`result`] (each call as a `Result`, every runtime `unsafe` block), then the safe handles:
+//! Layers (STYLE.md, after cudarc): `sys.rs` (the library and its entry points, resolved once),
+//! `result.rs` (each call as a `Result`, every runtime `unsafe` block), then the safe handles:
 //! [`HipDevice`] (`device.rs`), [`DeviceBuffer`] / views (`memory.rs`), [`Stream`], [`Event`],
 //! [`Graph`] (`stream.rs`), [`Plan`] and its ops (`plan.rs`), [`HipRunner`] (`runner.rs`).
 //! What each stage launches, on which grid and with which arguments lives in [`recipe`], which
@@ -123,3 +123,5 @@ mod tests {
 
 #[cfg(test)]
 mod gpu_tests;
+#[cfg(test)]
+mod sim_tests;

@@ -499,7 +499,7 @@ pub fn max_pre_work_bytes(max_tokens: usize, k: usize, m: usize) -> usize {
     pre_work_bytes(max_tokens.min(64), k, m).max(pre_work_bytes(max_tokens, k, m))
 }
 
-/// Offsets of `head`'s scratch for `t` tokens: (work, h [T, n], inv_rms [T]) and the end.
+/// Offsets of `head`'s scratch for `t` tokens: (work, h `[T, n]`, inv_rms `[T]`) and the end.
 pub fn head_scratch(t: usize, cfg: &Config) -> [usize; 4] {
     let work = 0;
     let h = align256(pre_work_bytes(t, cfg.k(), cfg.n));
@@ -507,7 +507,8 @@ pub fn head_scratch(t: usize, cfg: &Config) -> [usize; 4] {
     [work, h, r, r + align256(t * 4)]
 }
 
-/// Offsets of the static layer's scratch: (logits [M], h_pre [n], h_post [n], h_res [n n]) and the end.
+/// Offsets of the static layer's scratch: (logits `[M]`, h_pre `[n]`, h_post `[n]`, h_res `[n, n]`)
+/// and the end.
 pub fn static_scratch(cfg: &Config) -> [usize; 5] {
     let n = cfg.n;
     let hp = align256(cfg.m() * 4);
