@@ -26,7 +26,9 @@
 //     wave; all but the last workgroup (old == G - 1) end.
 //   Phase C (last workgroup): sums the G partials of each logit in g order (lane = logit);
 //     wave w computes the coefficients of token t0 + w exactly as mhc_coeffs (one lane per
-//     logit; Sinkhorn with lane i owning row / column i, S in LDS); then all 256 lanes compute
+//     logit; Sinkhorn with lane i owning row / column i: S in LDS, each half-step loads the
+//     lane's whole line into VGPRs, sums and rescales it there, stores it back: one LDS round
+//     trip per half-step; the body is unrolled per n); then all 256 lanes compute
 //     a for each token (lane = channel, runtime loop over the n streams, weights from LDS).
 // LDS: phase A 18496 B (17 x 256 + 17 x 16 partials); phase C: token w's sums at 4608 w
 //   (<= 4356 B), its Sinkhorn matrix S over them (same base), h_pre at 18432 + 128 w, the counter
