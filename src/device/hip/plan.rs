@@ -284,7 +284,7 @@ impl Plan {
 
     /// Enqueues a stage's steps ([`recipe`]) after the op's checks.
     fn run(&self, stream: &Stream, steps: std::result::Result<Steps, String>, t: usize) -> Result<()> {
-        let steps = steps.map_err(|e| Error::shape("kernel arguments", e, format!("T = {t}")))?;
+        let steps = steps.map_err(|e| Error::shape("launch", e, format!("T = {t}")))?;
         for step in steps.as_slice() {
             match step {
                 Step::Copy { dst, src, bytes } => {
@@ -454,6 +454,12 @@ impl Plan {
         self.enter(Stage::PostPre, t, stream, Some(ws))?;
         let post_io = self.post_io(t, x, &post.f, &post.h_post, &post.h_res, x_out)?;
         let io = self.pre_io(t, x, params, out)?;
+        // The post prologue of one workgroup writes x_out while others still read x.
+        let span = |ptr: u64, l: &Layout| (ptr, ptr + (l.required_len().unwrap_or(0) * self.dtype.size()) as u64);
+        let ((x0, x1), (o0, o1)) = (span(x.ptr, &x.layout), span(x_out.ptr, &x_out.layout));
+        if t > 0 && x0 < o1 && o0 < x1 {
+            return Err(Error::shape("x_out", "a buffer not overlapping x", "an overlapping one"));
+        }
         if t == 0 {
             return Ok(());
         }

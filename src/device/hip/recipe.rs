@@ -742,8 +742,21 @@ pub fn pre_steps(
         res_si: p.res_si,
         res_sj: p.res_sj,
     };
-    if post.is_some_and(|p| p.x != io.x) {
-        return Err("post_pre: the post's x must be the pre's x".into());
+    if let Some(p) = post {
+        if p.x != io.x {
+            return Err("post_pre: the post's x must be the pre's x".into());
+        }
+        // Workgroups of other k slices still read x while the prologue writes `out`: in place
+        // (or any overlap) would let one workgroup read another's output as its input.
+        let span = |r: Rows| {
+            let elems = (t.max(1) - 1) * r.stride + cfg.k();
+            (r.ptr, r.ptr + (elems * dtype.size()) as u64)
+        };
+        let (x0, x1) = span(p.x);
+        let (o0, o1) = span(Rows { ptr: p.out, stride: p.x.stride });
+        if x0 < o1 && o0 < x1 {
+            return Err("post_pre: out must not overlap x (the post prologue reads x across workgroups)".into());
+        }
     }
     let mut s = Steps::new();
     s.push(Step::Pre { grid: pre_grid(t, g)?, args });
@@ -1076,6 +1089,19 @@ mod tests {
         assert_eq!((args.f_stride, args.res_si, args.res_sj), (4200, 4, 1));
         let other_x = PostIo { x: Rows { ptr: 0x7000_0000, ..pio.x }, ..post };
         assert!(pre_steps(&cfg, Dtype::F32, t, &ws, &pio, Some(&other_x)).is_err());
+        // In place, or overlapping by one element, is refused; adjacent is fine.
+        let bytes = ((t - 1) * pio.x.stride + cfg.k()) as u64 * 4;
+        for (out, ok) in
+            [(pio.x.ptr, false), (pio.x.ptr + bytes - 4, false), (pio.x.ptr + bytes, true), (pio.x.ptr - bytes, true)]
+        {
+            let p = PostIo { out, ..post };
+            assert_eq!(
+                pre_steps(&cfg, Dtype::F32, t, &ws, &pio, Some(&p)).is_ok(),
+                ok,
+                "out at x + {}",
+                out as i64 - pio.x.ptr as i64
+            );
+        }
         // y without gamma_f (or the reverse) is refused.
         let half = PreIo { gamma_f: None, ..io(t, &cfg, true) };
         assert!(pre_steps(&cfg, Dtype::F32, t, &ws, &half, None).is_err());
