@@ -93,7 +93,9 @@ pub struct PostInViews<'a> {
 }
 
 /// The scratch memory of a plan's ops, zeroed once; `mhc_pre` leaves its tile counters at zero,
-/// so the workspace is reusable without a memset.
+/// so the workspace is reusable without a memset. Ops that share a workspace must run in order:
+/// use one workspace per stream. A kernel fault can leave a counter non-zero; make a new
+/// workspace (or [`Workspace::from_buffer`], which zeroes) after one.
 pub struct Workspace {
     buf: DeviceBuffer,
 }
@@ -134,6 +136,180 @@ fn check_param(v: &DeviceTensor<'_>, what: &'static str, len: usize) -> Result<(
         ));
     }
     v.check(what, Dtype::F32, l.tokens, l.row_len, 4)
+}
+
+/// The O(1) checks of every op's views against a configuration and storage dtype (no device
+/// needed: the unit tests run them on raw views).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ViewCheck {
+    pub(crate) cfg: Config,
+    pub(crate) dtype: Dtype,
+}
+
+impl ViewCheck {
+    /// Checks an activation view: the plan's dtype, `t` rows of `row_len`, element-aligned,
+    /// stride a 32-bit argument.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    fn act(
+        &self,
+        what: &'static str,
+        ptr: u64,
+        len: usize,
+        dtype: Dtype,
+        l: &Layout,
+        t: usize,
+        row_len: usize,
+    ) -> Result<u32> {
+        super::memory::check_view(what, ptr, len, dtype, l, self.dtype, t, row_len, self.dtype.size())?;
+        arg_u32(what, l.row_stride)
+    }
+
+    /// Checks `post`'s views for `t` tokens.
+    fn post_io(
+        &self,
+        t: usize,
+        x: &DeviceTensor<'_>,
+        f: &DeviceTensor<'_>,
+        h_post: &DeviceTensor<'_>,
+        h_res: &DeviceTensor<'_>,
+        out: &DeviceTensorMut<'_>,
+    ) -> Result<PostIo> {
+        let (n, c) = (self.cfg.n, self.cfg.c);
+        self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, n * c)?;
+        self.act("f", f.ptr, f.len, f.dtype, &f.layout, t, c)?;
+        h_post.check_dense_f32("h_post", t, n)?;
+        h_res.check_dense_f32("h_res", t, n * n)?;
+        self.act("out", out.ptr, out.len, out.dtype, &out.layout, t, n * c)?;
+        if out.layout.row_stride != x.layout.row_stride {
+            return Err(Error::shape(
+                "out",
+                format!("row stride {} (that of x)", x.layout.row_stride),
+                out.layout.row_stride,
+            ));
+        }
+        Ok(PostIo {
+            x: Rows { ptr: x.ptr, stride: x.layout.row_stride },
+            f: Rows { ptr: f.ptr, stride: f.layout.row_stride },
+            h_post: h_post.ptr,
+            h_res: h_res.ptr,
+            out: out.ptr,
+        })
+    }
+
+    /// Checks `pre`'s input, parameters and outputs for `t` tokens.
+    fn pre_io(
+        &self,
+        t: usize,
+        x: &DeviceTensor<'_>,
+        params: &PreParamViews<'_>,
+        out: &PreOutViews<'_>,
+    ) -> Result<PreIo> {
+        let (n, c, k, m) = (self.cfg.n, self.cfg.c, self.cfg.k(), self.cfg.m());
+        self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, k)?;
+        check_param(&params.phi, "phi", m * k)?;
+        check_param(&params.scale, "scale", 3)?;
+        check_param(&params.base, "base", m)?;
+        let presence = |what: &'static str, want: bool| {
+            Error::shape(
+                what,
+                if want { "present (cfg.gamma_f)" } else { "absent" },
+                if want { "absent" } else { "present" },
+            )
+        };
+        let gamma_f = match (&params.gamma_f, self.cfg.gamma_f) {
+            (Some(g), true) => {
+                check_param(g, "gamma_f", c)?;
+                Some(g.ptr)
+            }
+            (None, false) => None,
+            (_, want) => return Err(presence("gamma_f", want)),
+        };
+        let a = &out.a;
+        self.act("a", a.ptr, a.len, a.dtype, &a.layout, t, c)?;
+        let y = match (&out.y, self.cfg.gamma_f) {
+            (Some(y), true) => {
+                self.act("y", y.ptr, y.len, y.dtype, &y.layout, t, c)?;
+                Some(Rows { ptr: y.ptr, stride: y.layout.row_stride })
+            }
+            (None, false) => None,
+            (_, want) => return Err(presence("y", want)),
+        };
+        out.h_pre.check_dense_f32("h_pre", t, n)?;
+        out.h_post.check_dense_f32("h_post", t, n)?;
+        out.h_res.check_dense_f32("h_res", t, n * n)?;
+        out.inv_rms.check_dense_f32("inv_rms", t, 1)?;
+        Ok(PreIo {
+            x: Rows { ptr: x.ptr, stride: x.layout.row_stride },
+            phi: params.phi.ptr,
+            scale: params.scale.ptr,
+            base: params.base.ptr,
+            gamma_f,
+            a: Rows { ptr: a.ptr, stride: a.layout.row_stride },
+            y,
+            h_pre: out.h_pre.ptr,
+            h_post: out.h_post.ptr,
+            h_res: out.h_res.ptr,
+            inv_rms: out.inv_rms.ptr,
+        })
+    }
+
+    /// Checks `head`'s views: `x [T, nC]`, `phi [n, nC]`, `scale [1]`, `base [n]`, `out [T, C]`.
+    fn head_io(
+        &self,
+        t: usize,
+        x: &DeviceTensor<'_>,
+        phi: &DeviceTensor<'_>,
+        scale: &DeviceTensor<'_>,
+        base: &DeviceTensor<'_>,
+        out: &DeviceTensorMut<'_>,
+    ) -> Result<(Rows, Rows)> {
+        let (n, c, k) = (self.cfg.n, self.cfg.c, self.cfg.k());
+        self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, k)?;
+        check_param(phi, "phi", n * k)?;
+        check_param(scale, "scale", 1)?;
+        check_param(base, "base", n)?;
+        self.act("out", out.ptr, out.len, out.dtype, &out.layout, t, c)?;
+        Ok((Rows { ptr: x.ptr, stride: x.layout.row_stride }, Rows { ptr: out.ptr, stride: out.layout.row_stride }))
+    }
+
+    /// Checks the static layer's views: `x` and `out` `[T, nC]` sharing a stride, the logits
+    /// `[n]`, `[n]`, `[n, n]` and `gamma [C]` dense f32.
+    fn static_io(
+        &self,
+        t: usize,
+        x: &DeviceTensor<'_>,
+        logits: [&DeviceTensor<'_>; 3],
+        gamma: &DeviceTensor<'_>,
+        out: &DeviceTensorMut<'_>,
+    ) -> Result<()> {
+        let (n, c) = (self.cfg.n, self.cfg.c);
+        self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, n * c)?;
+        check_param(logits[0], "h_pre_logits", n)?;
+        check_param(logits[1], "h_post_logits", n)?;
+        check_param(logits[2], "h_res_logits", n * n)?;
+        check_param(gamma, "gamma", c)?;
+        self.act("out", out.ptr, out.len, out.dtype, &out.layout, t, n * c)?;
+        if out.layout.row_stride != x.layout.row_stride {
+            return Err(Error::shape(
+                "out",
+                format!("row stride {} (that of x)", x.layout.row_stride),
+                out.layout.row_stride,
+            ));
+        }
+        Ok(())
+    }
+
+    /// `post_pre`'s `x_out` must not overlap `x`: the post prologue of one workgroup writes
+    /// `x_out` while others still read `x`.
+    fn no_overlap(&self, x: &DeviceTensor<'_>, x_out: &DeviceTensorMut<'_>) -> Result<()> {
+        let span = |ptr: u64, l: &Layout| (ptr, ptr + (l.required_len().unwrap_or(0) * self.dtype.size()) as u64);
+        let ((x0, x1), (o0, o1)) = (span(x.ptr, &x.layout), span(x_out.ptr, &x_out.layout));
+        if x0 < x1 && x0 < o1 && o0 < x1 {
+            return Err(Error::shape("x_out", "a buffer not overlapping x", "an overlapping one"));
+        }
+        Ok(())
+    }
 }
 
 impl Plan {
@@ -239,24 +415,6 @@ impl Plan {
         Ok(())
     }
 
-    /// Checks an activation view: the plan's dtype, `t` rows of `row_len`, element-aligned,
-    /// stride a 32-bit argument.
-    #[inline]
-    #[allow(clippy::too_many_arguments)]
-    fn act(
-        &self,
-        what: &'static str,
-        ptr: u64,
-        len: usize,
-        dtype: Dtype,
-        l: &Layout,
-        t: usize,
-        row_len: usize,
-    ) -> Result<u32> {
-        super::memory::check_view(what, ptr, len, dtype, l, self.dtype, t, row_len, self.dtype.size())?;
-        arg_u32(what, l.row_stride)
-    }
-
     /// One launch of the kernel `A` is for: the kernarg block written from `args` through the
     /// layout resolved at load, one `kernelParams` pointer per explicit argument.
     #[inline]
@@ -303,6 +461,10 @@ impl Plan {
         Ok(())
     }
 
+    fn views(&self) -> ViewCheck {
+        ViewCheck { cfg: self.cfg, dtype: self.dtype }
+    }
+
     fn scratch(&self, ws: &Workspace) -> Scratch {
         Scratch { base: ws.device_ptr(), layout: self.ws }
     }
@@ -320,100 +482,11 @@ impl Plan {
     ) -> Result<()> {
         let t = x.layout.tokens;
         self.enter(Stage::Post, t, stream, None)?;
-        let io = self.post_io(t, x, f, h_post, h_res, out)?;
+        let io = self.views().post_io(t, x, f, h_post, h_res, out)?;
         if t == 0 {
             return Ok(());
         }
         self.run(stream, recipe::post_steps(&self.cfg, self.dtype, t, &io), t)
-    }
-
-    /// Checks `post`'s views for `t` tokens.
-    fn post_io(
-        &self,
-        t: usize,
-        x: &DeviceTensor<'_>,
-        f: &DeviceTensor<'_>,
-        h_post: &DeviceTensor<'_>,
-        h_res: &DeviceTensor<'_>,
-        out: &DeviceTensorMut<'_>,
-    ) -> Result<PostIo> {
-        let (n, c) = (self.cfg.n, self.cfg.c);
-        self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, n * c)?;
-        self.act("f", f.ptr, f.len, f.dtype, &f.layout, t, c)?;
-        h_post.check_dense_f32("h_post", t, n)?;
-        h_res.check_dense_f32("h_res", t, n * n)?;
-        self.act("out", out.ptr, out.len, out.dtype, &out.layout, t, n * c)?;
-        if out.layout.row_stride != x.layout.row_stride {
-            return Err(Error::shape(
-                "out",
-                format!("row stride {} (that of x)", x.layout.row_stride),
-                out.layout.row_stride,
-            ));
-        }
-        Ok(PostIo {
-            x: Rows { ptr: x.ptr, stride: x.layout.row_stride },
-            f: Rows { ptr: f.ptr, stride: f.layout.row_stride },
-            h_post: h_post.ptr,
-            h_res: h_res.ptr,
-            out: out.ptr,
-        })
-    }
-
-    /// Checks `pre`'s input, parameters and outputs for `t` tokens.
-    fn pre_io(
-        &self,
-        t: usize,
-        x: &DeviceTensor<'_>,
-        params: &PreParamViews<'_>,
-        out: &PreOutViews<'_>,
-    ) -> Result<PreIo> {
-        let (n, c, k, m) = (self.cfg.n, self.cfg.c, self.cfg.k(), self.cfg.m());
-        self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, k)?;
-        check_param(&params.phi, "phi", m * k)?;
-        check_param(&params.scale, "scale", 3)?;
-        check_param(&params.base, "base", m)?;
-        let presence = |what: &'static str, want: bool| {
-            Error::shape(
-                what,
-                if want { "present (cfg.gamma_f)" } else { "absent" },
-                if want { "absent" } else { "present" },
-            )
-        };
-        let gamma_f = match (&params.gamma_f, self.cfg.gamma_f) {
-            (Some(g), true) => {
-                check_param(g, "gamma_f", c)?;
-                Some(g.ptr)
-            }
-            (None, false) => None,
-            (_, want) => return Err(presence("gamma_f", want)),
-        };
-        let a = &out.a;
-        self.act("a", a.ptr, a.len, a.dtype, &a.layout, t, c)?;
-        let y = match (&out.y, self.cfg.gamma_f) {
-            (Some(y), true) => {
-                self.act("y", y.ptr, y.len, y.dtype, &y.layout, t, c)?;
-                Some(Rows { ptr: y.ptr, stride: y.layout.row_stride })
-            }
-            (None, false) => None,
-            (_, want) => return Err(presence("y", want)),
-        };
-        out.h_pre.check_dense_f32("h_pre", t, n)?;
-        out.h_post.check_dense_f32("h_post", t, n)?;
-        out.h_res.check_dense_f32("h_res", t, n * n)?;
-        out.inv_rms.check_dense_f32("inv_rms", t, 1)?;
-        Ok(PreIo {
-            x: Rows { ptr: x.ptr, stride: x.layout.row_stride },
-            phi: params.phi.ptr,
-            scale: params.scale.ptr,
-            base: params.base.ptr,
-            gamma_f,
-            a: Rows { ptr: a.ptr, stride: a.layout.row_stride },
-            y,
-            h_pre: out.h_pre.ptr,
-            h_post: out.h_post.ptr,
-            h_res: out.h_res.ptr,
-            inv_rms: out.inv_rms.ptr,
-        })
     }
 
     /// `pre` (MATH.md stages 1-3, plus the F-pre-norm with `gamma_f`): one `mhc_pre` launch
@@ -429,7 +502,7 @@ impl Plan {
     ) -> Result<()> {
         let t = x.layout.tokens;
         self.enter(Stage::Pre, t, stream, Some(ws))?;
-        let io = self.pre_io(t, x, params, out)?;
+        let io = self.views().pre_io(t, x, params, out)?;
         if t == 0 {
             return Ok(());
         }
@@ -452,14 +525,9 @@ impl Plan {
     ) -> Result<()> {
         let t = x.layout.tokens;
         self.enter(Stage::PostPre, t, stream, Some(ws))?;
-        let post_io = self.post_io(t, x, &post.f, &post.h_post, &post.h_res, x_out)?;
-        let io = self.pre_io(t, x, params, out)?;
-        // The post prologue of one workgroup writes x_out while others still read x.
-        let span = |ptr: u64, l: &Layout| (ptr, ptr + (l.required_len().unwrap_or(0) * self.dtype.size()) as u64);
-        let ((x0, x1), (o0, o1)) = (span(x.ptr, &x.layout), span(x_out.ptr, &x_out.layout));
-        if t > 0 && x0 < o1 && o0 < x1 {
-            return Err(Error::shape("x_out", "a buffer not overlapping x", "an overlapping one"));
-        }
+        let post_io = self.views().post_io(t, x, &post.f, &post.h_post, &post.h_res, x_out)?;
+        let io = self.views().pre_io(t, x, params, out)?;
+        self.views().no_overlap(x, x_out)?;
         if t == 0 {
             return Ok(());
         }
@@ -480,19 +548,12 @@ impl Plan {
         base: &DeviceTensor<'_>,
         out: &mut DeviceTensorMut<'_>,
     ) -> Result<()> {
-        let (n, c, k) = (self.cfg.n, self.cfg.c, self.cfg.k());
         let t = x.layout.tokens;
         self.enter(Stage::Head, t, stream, Some(ws))?;
-        self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, k)?;
-        check_param(phi, "phi", n * k)?;
-        check_param(scale, "scale", 1)?;
-        check_param(base, "base", n)?;
-        self.act("out", out.ptr, out.len, out.dtype, &out.layout, t, c)?;
+        let (x, out) = self.views().head_io(t, x, phi, scale, base, out)?;
         if t == 0 {
             return Ok(());
         }
-        let x = Rows { ptr: x.ptr, stride: x.layout.row_stride };
-        let out = Rows { ptr: out.ptr, stride: out.layout.row_stride };
         let steps =
             recipe::head_steps(&self.cfg, self.dtype, t, &self.scratch(ws), x, phi.ptr, scale.ptr, base.ptr, out);
         self.run(stream, steps, t)
@@ -514,22 +575,9 @@ impl Plan {
         gamma: &DeviceTensor<'_>,
         out: &mut DeviceTensorMut<'_>,
     ) -> Result<()> {
-        let (n, c) = (self.cfg.n, self.cfg.c);
         let t = x.layout.tokens;
         self.enter(Stage::Static, t, stream, Some(ws))?;
-        self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, n * c)?;
-        check_param(h_pre_logits, "h_pre_logits", n)?;
-        check_param(h_post_logits, "h_post_logits", n)?;
-        check_param(h_res_logits, "h_res_logits", n * n)?;
-        check_param(gamma, "gamma", c)?;
-        self.act("out", out.ptr, out.len, out.dtype, &out.layout, t, n * c)?;
-        if out.layout.row_stride != x.layout.row_stride {
-            return Err(Error::shape(
-                "out",
-                format!("row stride {} (that of x)", x.layout.row_stride),
-                out.layout.row_stride,
-            ));
-        }
+        self.views().static_io(t, x, [h_pre_logits, h_post_logits, h_res_logits], gamma, out)?;
         let consts = self
             .consts
             .as_ref()
@@ -549,5 +597,132 @@ impl Plan {
             out.ptr,
         );
         self.run(stream, steps, t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A view of a fake device address: the checks only read pointer, length, dtype and layout.
+    fn view(ptr: u64, len: usize, dtype: Dtype, layout: Layout) -> DeviceTensor<'static> {
+        // SAFETY: the view is only validated, never dereferenced or launched on.
+        unsafe { DeviceTensor::from_raw(ptr, len, dtype, layout) }
+    }
+    fn view_mut(ptr: u64, len: usize, dtype: Dtype, layout: Layout) -> DeviceTensorMut<'static> {
+        // SAFETY: as above.
+        unsafe { DeviceTensorMut::from_raw(ptr, len, dtype, layout) }
+    }
+    fn dense(rows: usize, len: usize) -> DeviceTensor<'static> {
+        view(0x10_0000, rows * len, Dtype::F32, Layout::dense(rows, len))
+    }
+
+    #[test]
+    fn post_views_are_checked_in_full() {
+        let (n, c, t) = (4, 136, 5);
+        let v = ViewCheck { cfg: Config::new(n, c), dtype: Dtype::Bf16 };
+        let xl = Layout::dense(t, n * c).with_stride(n * c + 8);
+        let x = view(0x1000, t * (n * c + 8), Dtype::Bf16, xl);
+        let f = view(0x2000, t * c, Dtype::Bf16, Layout::dense(t, c));
+        let (hp, hr) = (dense(t, n), dense(t, n * n));
+        let out = view_mut(0x8000, t * (n * c + 8), Dtype::Bf16, xl);
+        let io = v.post_io(t, &x, &f, &hp, &hr, &out).unwrap();
+        assert_eq!((io.x.stride, io.f.stride, io.out), (n * c + 8, c, 0x8000));
+
+        let bad_dtype = view(0x1000, t * n * c, Dtype::F32, Layout::dense(t, n * c));
+        assert!(matches!(v.post_io(t, &bad_dtype, &f, &hp, &hr, &out), Err(Error::Dtype { tensor: "x", .. })));
+        let short_f = view(0x2000, t * c - 1, Dtype::Bf16, Layout::dense(t, c));
+        assert!(matches!(v.post_io(t, &x, &short_f, &hp, &hr, &out), Err(Error::Shape { what: "f", .. })));
+        let odd = view(0x1001, t * (n * c + 8), Dtype::Bf16, xl);
+        assert!(matches!(v.post_io(t, &odd, &f, &hp, &hr, &out), Err(Error::Alignment { tensor: "x", required: 2 })));
+        let null = view(0, t * (n * c + 8), Dtype::Bf16, xl);
+        assert!(matches!(v.post_io(t, &null, &f, &hp, &hr, &out), Err(Error::Alignment { tensor: "x", .. })));
+        let strided_res = view(0x3000, t * 20, Dtype::F32, Layout::dense(t, n * n).with_stride(20));
+        assert!(matches!(v.post_io(t, &x, &f, &hp, &strided_res, &out), Err(Error::Shape { what: "h_res", .. })));
+        let dense_out = view_mut(0x8000, t * n * c, Dtype::Bf16, Layout::dense(t, n * c));
+        assert!(matches!(v.post_io(t, &x, &f, &hp, &hr, &dense_out), Err(Error::Shape { what: "out", .. })));
+        let wrong_t = view(0x2000, 6 * c, Dtype::Bf16, Layout::dense(6, c));
+        assert!(matches!(v.post_io(t, &x, &wrong_t, &hp, &hr, &out), Err(Error::Shape { what: "f", .. })));
+        // A stride beyond the kernels' 32-bit arguments.
+        let huge = Layout::dense(1, n * c).with_stride(1 << 33);
+        let x_huge = view(0x1000, n * c, Dtype::Bf16, huge);
+        assert!(matches!(
+            v.post_io(1, &x_huge, &dense(1, c), &dense(1, n), &dense(1, n * n), &out),
+            Err(Error::Shape { .. })
+        ));
+    }
+
+    #[test]
+    fn pre_head_and_static_views_are_checked_in_full() {
+        let (n, c, t) = (2, 64, 3);
+        let cfg = Config { gamma_f: true, ..Config::new(n, c) };
+        let v = ViewCheck { cfg, dtype: Dtype::F32 };
+        let (k, m) = (cfg.k(), cfg.m());
+        let x = view(0x1000, t * k, Dtype::F32, Layout::dense(t, k));
+        let params = |gamma_f| PreParamViews {
+            phi: view(0x2000, m * k, Dtype::F32, Layout::dense(m, k)),
+            scale: dense(1, 3),
+            base: dense(1, m),
+            gamma_f,
+        };
+        let outs = |y: Option<DeviceTensorMut<'static>>, inv_rms_len: usize| PreOutViews {
+            a: view_mut(0x5000, t * c, Dtype::F32, Layout::dense(t, c)),
+            y,
+            h_pre: view_mut(0x6000, t * n, Dtype::F32, Layout::dense(t, n)),
+            h_post: view_mut(0x7000, t * n, Dtype::F32, Layout::dense(t, n)),
+            h_res: view_mut(0x8000, t * n * n, Dtype::F32, Layout::dense(t, n * n)),
+            inv_rms: view_mut(0x9000, inv_rms_len, Dtype::F32, Layout::dense(t, 1)),
+        };
+        let y = || Some(view_mut(0xa000, t * c, Dtype::F32, Layout::dense(t, c)));
+        let io = v.pre_io(t, &x, &params(Some(dense(1, c))), &outs(y(), t)).unwrap();
+        assert_eq!((io.gamma_f, io.y.map(|r| r.ptr)), (Some(0x10_0000), Some(0xa000)));
+        assert!(matches!(v.pre_io(t, &x, &params(None), &outs(y(), t)), Err(Error::Shape { what: "gamma_f", .. })));
+        assert!(matches!(
+            v.pre_io(t, &x, &params(Some(dense(1, c))), &outs(None, t)),
+            Err(Error::Shape { what: "y", .. })
+        ));
+        assert!(matches!(
+            v.pre_io(t, &x, &params(Some(dense(1, c - 8))), &outs(y(), t)),
+            Err(Error::Shape { what: "gamma_f", .. })
+        ));
+        assert!(matches!(
+            v.pre_io(t, &x, &params(Some(dense(1, c))), &outs(y(), t - 1)),
+            Err(Error::Shape { what: "inv_rms", .. })
+        ));
+        let mut p = params(Some(dense(1, c)));
+        p.phi = dense(m - 1, k);
+        assert!(matches!(v.pre_io(t, &x, &p, &outs(y(), t)), Err(Error::Shape { what: "phi", .. })));
+
+        let out = view_mut(0x5000, t * c, Dtype::F32, Layout::dense(t, c));
+        let phi = view(0x2000, n * k, Dtype::F32, Layout::dense(n, k));
+        assert!(v.head_io(t, &x, &phi, &dense(1, 1), &dense(1, n), &out).is_ok());
+        assert!(matches!(
+            v.head_io(t, &x, &phi, &dense(1, 3), &dense(1, n), &out),
+            Err(Error::Shape { what: "scale", .. })
+        ));
+
+        let xs = view(0x1000, t * k, Dtype::F32, Layout::dense(t, k));
+        let os = view_mut(0xb000, t * k, Dtype::F32, Layout::dense(t, k));
+        // h_res_logits as one row of n*n or as n dense rows; padded rows are refused.
+        for res in [dense(1, n * n), dense(n, n)] {
+            assert!(v.static_io(t, &xs, [&dense(1, n), &dense(1, n), &res], &dense(1, c), &os).is_ok());
+        }
+        let padded = view(0x10_0000, 2 * n + 1, Dtype::F32, Layout::dense(n, n).with_stride(n + 1));
+        assert!(matches!(
+            v.static_io(t, &xs, [&dense(1, n), &dense(1, n), &padded], &dense(1, c), &os),
+            Err(Error::Shape { what: "h_res_logits", .. })
+        ));
+        let bf = view(0x10_0000, c, Dtype::Bf16, Layout::dense(1, c));
+        assert!(matches!(
+            v.static_io(t, &xs, [&dense(1, n), &dense(1, n), &dense(1, n * n)], &bf, &os),
+            Err(Error::Dtype { tensor: "gamma", .. })
+        ));
+
+        // post_pre: x_out in place or overlapping x is refused; adjacent is fine.
+        let bytes = (t * k * 4) as u64;
+        for (at, ok) in [(0x1000, false), (0x1000 + bytes - 4, false), (0x1000 + bytes, true), (0x1000 - bytes, true)] {
+            let o = view_mut(at, t * k, Dtype::F32, Layout::dense(t, k));
+            assert_eq!(v.no_overlap(&xs, &o).is_ok(), ok, "x_out at {at:#x}");
+        }
     }
 }
