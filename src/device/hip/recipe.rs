@@ -14,8 +14,9 @@
 //! with no string comparison and no allocation, and a kernel whose `.args` changed cannot be
 //! launched with a stale layout: it fails at load, never silently misreads.
 //!
-//! Hidden arguments (`hidden_*` value kinds) are filled by the HIP runtime from the launch
-//! itself; the launcher passes the explicit ones.
+//! Hidden arguments (`hidden_*` value kinds) are the runtime's: ROCclr marks them hidden in the
+//! kernel signature and fills them from the launch; the launcher passes the explicit ones
+//! (`kernelParams`, one pointer each). None of the current gfx942 kernels declares any.
 
 use crate::config::{Config, Dtype, Formulation, Stage};
 use mhc_loader::KernelInfo;
