@@ -9,12 +9,14 @@
 //
 // Tile: one wave = one token; a workgroup = 4 waves = 4 tokens; grid = ceil(T / 4).
 // Lane mapping: stage 1: lane = logit m (m = lane + 64 r); Sinkhorn: lane i < n owns row i for
-//   row steps and column i for column steps (each lane sums and rescales its own line, so a
-//   step is n LDS reads + n reads/writes per lane, no cross-lane reduction); Z and S live in the
-//   wave's 4 KiB LDS slice, row-major (S[i][j] at 4 (i n + j)).
+//   row steps and column i for column steps: each half-step loads the lane's whole line into
+//   v[20:20+n) (one LDS round trip), sums and rescales it there and stores it back (no
+//   cross-lane reduction; unrolled per n); Z and S live in the wave's 4 KiB LDS slice,
+//   row-major (S[i][j] at 4 (i n + j)).
 // Division: q = a * rcp(d) refined by one Newton step (e = a - d q; q += e rcp(d)), which
 //   is within 1 ulp of a / d; exp(x) = exp2(x log2 e).
-// LDS: 4 waves x 4096 B = 16384 B. VGPRs: 24 (v0 tid; v1 lane; v2..v23 work). SGPRs: 60.
+// LDS: 4 waves x 4096 B = 16384 B. VGPRs: 52 (v0 tid; v1 lane; v2..v18 work; v[20:52) a line).
+// SGPRs: 58.
 // Kernargs (80 B): P, inv_rms, scale, base, h_pre, h_post, h_res (u64), tokens, streams,
 //   iters, eps_hc (f32), flags (bit 0 Paper, bit 1 head), p_stride (elements per row of P).
 // Estimated per token (n = 4, 20 iterations): M*4 + 4 B read, (n^2 + 2n)*4 B written;
@@ -24,35 +26,142 @@
 .set NEG_LOG2E, 0xbfb8aa3b
 .set NEG_INF, 0xff800000
 
-// Rescale one line of S (a row or a column) per lane: S[k] /= (sum_k S[k] + eps).
-// vbase: LDS address of the line's first element; sstride: bytes between elements.
-.macro NORMALIZE vbase, sstride, tag
-  v_mov_b32 v10, \vbase
+// Sinkhorn with lane i owning row i (v16: its LDS address) for row steps and column i (v17)
+// for column steps; a line is loaded whole into v[20:20+N), one wait, then summed and rescaled
+// in registers (sums in index order, as MATH.md's reference loops) and stored back.
+.macro LOAD_LINE N, col
+  .if \col
+    .set q, 0
+    .rept \N
+      ds_read_b32 v[20+q], v17 offset:q*4*\N
+      .set q, q+1
+    .endr
+  .elseif \N >= 4
+    .set q, 0
+    .rept \N / 4
+      ds_read_b128 v[20+q:23+q], v16 offset:q*4
+      .set q, q+4
+    .endr
+  .else
+    .set q, 0
+    .rept \N
+      ds_read_b32 v[20+q], v16 offset:q*4
+      .set q, q+1
+    .endr
+  .endif
+  s_waitcnt lgkmcnt(0)
+.endm
+
+.macro STORE_LINE N, col
+  .if \col
+    .set q, 0
+    .rept \N
+      ds_write_b32 v17, v[20+q] offset:q*4*\N
+      .set q, q+1
+    .endr
+  .elseif \N >= 4
+    .set q, 0
+    .rept \N / 4
+      ds_write_b128 v16, v[20+q:23+q] offset:q*4
+      .set q, q+4
+    .endr
+  .else
+    .set q, 0
+    .rept \N
+      ds_write_b32 v16, v[20+q] offset:q*4
+      .set q, q+1
+    .endr
+  .endif
+.endm
+
+// line /= (sum(line) + eps): q = a rcp(d), refined by one Newton step (within 1 ulp of a / d).
+.macro NORMALIZE_LINE N, col
+  LOAD_LINE \N, \col
   v_mov_b32 v11, 0
-  s_mov_b32 s50, 0
-.Lsum_\tag:
-  ds_read_b32 v12, v10
-  s_waitcnt lgkmcnt(0)
-  v_add_f32 v11, v11, v12
-  v_add_u32 v10, \sstride, v10
-  s_add_u32 s50, s50, 1
-  s_cmp_lt_u32 s50, s21
-  s_cbranch_scc1 .Lsum_\tag
-  v_add_f32 v11, s23, v11            // d = sum + eps
+  .set q, 0
+  .rept \N
+    v_add_f32 v11, v11, v[20+q]
+    .set q, q+1
+  .endr
+  v_add_f32 v11, s23, v11                // d = sum + eps
   v_rcp_f32 v13, v11
-  v_mov_b32 v10, \vbase
-  s_mov_b32 s50, 0
-.Lscale_\tag:
-  ds_read_b32 v12, v10
-  s_waitcnt lgkmcnt(0)
-  v_mul_f32 v14, v12, v13            // q = a rcp(d)
-  v_fma_f32 v15, -v11, v14, v12      // e = a - d q
-  v_fma_f32 v14, v15, v13, v14       // q += e rcp(d)
-  ds_write_b32 v10, v14
-  v_add_u32 v10, \sstride, v10
-  s_add_u32 s50, s50, 1
-  s_cmp_lt_u32 s50, s21
-  s_cbranch_scc1 .Lscale_\tag
+  s_nop 0                                // gfx94x: transcendental result -> VALU needs 1
+  .set q, 0
+  .rept \N
+    v_mul_f32 v14, v[20+q], v13
+    v_fma_f32 v15, -v11, v14, v[20+q]
+    v_fma_f32 v[20+q], v15, v13, v14
+    .set q, q+1
+  .endr
+  STORE_LINE \N, \col
+.endm
+
+// exp(line - max(line)) in place; v13 = the sum of the exponentials (in index order).
+.macro EXP_LINE N
+  v_mov_b32 v11, NEG_INF
+  .set q, 0
+  .rept \N
+    v_max_f32 v11, v11, v[20+q]
+    .set q, q+1
+  .endr
+  .set q, 0
+  .rept \N
+    v_sub_f32 v[20+q], v[20+q], v11
+    v_mul_f32 v[20+q], LOG2E, v[20+q]
+    v_exp_f32 v[20+q], v[20+q]
+    .set q, q+1
+  .endr
+  s_nop 0                                // gfx94x: transcendental result -> VALU needs 1
+  v_mov_b32 v13, 0
+  .set q, 0
+  .rept \N
+    v_add_f32 v13, v13, v[20+q]
+    .set q, q+1
+  .endr
+.endm
+
+// The whole Sinkhorn for n = N: the start (V4: softmax of each row + eps; Paper: exp of each
+// column minus its max), then cols; (iters - 1) x { rows; cols }; Paper ends with rows.
+.macro SINKHORN N
+.Lsk_\N:
+  s_and_b32 s26, s24, 1
+  s_cmp_lg_u32 s26, 0
+  s_cbranch_scc1 .Lsk_paper_\N
+  LOAD_LINE \N, 0
+  EXP_LINE \N
+  v_rcp_f32 v14, v13
+  s_nop 0                                // gfx94x: transcendental result -> VALU needs 1
+  .set q, 0
+  .rept \N
+    v_mul_f32 v15, v[20+q], v14
+    v_fma_f32 v18, -v13, v15, v[20+q]
+    v_fma_f32 v15, v18, v14, v15
+    v_add_f32 v[20+q], s23, v15
+    .set q, q+1
+  .endr
+  STORE_LINE \N, 0
+  s_branch .Lsk_iter0_\N
+.Lsk_paper_\N:
+  LOAD_LINE \N, 1
+  EXP_LINE \N
+  STORE_LINE \N, 1
+.Lsk_iter0_\N:
+  NORMALIZE_LINE \N, 1
+  s_sub_u32 s51, s22, 1
+  s_cmp_eq_u32 s51, 0
+  s_cbranch_scc1 .Lsk_last_\N
+.Lsk_iter_\N:
+  NORMALIZE_LINE \N, 0
+  NORMALIZE_LINE \N, 1
+  s_sub_u32 s51, s51, 1
+  s_cmp_lg_u32 s51, 0
+  s_cbranch_scc1 .Lsk_iter_\N
+.Lsk_last_\N:
+  s_and_b32 s26, s24, 1
+  s_cmp_lg_u32 s26, 0
+  s_cbranch_scc0 .Lwrite
+  NORMALIZE_LINE \N, 0
+  s_branch .Lwrite
 .endm
 
 .text
@@ -175,96 +284,25 @@ mhc_coeffs:
   v_mul_lo_u32 v16, v1, s34
   v_add_u32 v16, s36, v16
   v_lshl_add_u32 v17, v1, 2, s36
-  s_and_b32 s26, s24, 1
-  s_cmp_lg_u32 s26, 0
-  s_cbranch_scc1 .Lpaper_start
-  // V4 start: S = softmax_row(Z) + eps (lane = row).
-  v_mov_b32 v10, v16
-  v_mov_b32 v11, NEG_INF
-  s_mov_b32 s50, 0
-.Lrmax:
-  ds_read_b32 v12, v10
-  s_waitcnt lgkmcnt(0)
-  v_max_f32 v11, v11, v12
-  v_add_u32 v10, 4, v10
-  s_add_u32 s50, s50, 1
-  s_cmp_lt_u32 s50, s21
-  s_cbranch_scc1 .Lrmax
-  v_mov_b32 v10, v16
-  v_mov_b32 v13, 0
-  s_mov_b32 s50, 0
-.Lrexp:
-  ds_read_b32 v12, v10
-  s_waitcnt lgkmcnt(0)
-  v_sub_f32 v12, v12, v11
-  v_mul_f32 v12, LOG2E, v12
-  v_exp_f32 v12, v12
-  s_nop 0                                // gfx94x: transcendental result -> VALU needs 1
-  v_add_f32 v13, v13, v12
-  ds_write_b32 v10, v12
-  v_add_u32 v10, 4, v10
-  s_add_u32 s50, s50, 1
-  s_cmp_lt_u32 s50, s21
-  s_cbranch_scc1 .Lrexp
-  v_rcp_f32 v14, v13
-  v_mov_b32 v10, v16
-  s_mov_b32 s50, 0
-.Lrnorm:
-  ds_read_b32 v12, v10
-  s_waitcnt lgkmcnt(0)
-  v_mul_f32 v15, v12, v14
-  v_fma_f32 v18, -v13, v15, v12
-  v_fma_f32 v15, v18, v14, v15
-  v_add_f32 v15, s23, v15
-  ds_write_b32 v10, v15
-  v_add_u32 v10, 4, v10
-  s_add_u32 s50, s50, 1
-  s_cmp_lt_u32 s50, s21
-  s_cbranch_scc1 .Lrnorm
-  s_branch .Lsinkhorn
-.Lpaper_start:
-  // Paper start: S = exp(Z - max_col(Z)) (lane = column).
-  v_mov_b32 v10, v17
-  v_mov_b32 v11, NEG_INF
-  s_mov_b32 s50, 0
-.Lcmax:
-  ds_read_b32 v12, v10
-  s_waitcnt lgkmcnt(0)
-  v_max_f32 v11, v11, v12
-  v_add_u32 v10, s34, v10
-  s_add_u32 s50, s50, 1
-  s_cmp_lt_u32 s50, s21
-  s_cbranch_scc1 .Lcmax
-  v_mov_b32 v10, v17
-  s_mov_b32 s50, 0
-.Lcexp:
-  ds_read_b32 v12, v10
-  s_waitcnt lgkmcnt(0)
-  v_sub_f32 v12, v12, v11
-  v_mul_f32 v12, LOG2E, v12
-  v_exp_f32 v12, v12
-  ds_write_b32 v10, v12
-  v_add_u32 v10, s34, v10
-  s_add_u32 s50, s50, 1
-  s_cmp_lt_u32 s50, s21
-  s_cbranch_scc1 .Lcexp
-.Lsinkhorn:
-  // cols; (iters - 1) x { rows; cols }; Paper ends with rows.
-  NORMALIZE v17, s34, c0
-  s_sub_u32 s51, s22, 1
-  s_cmp_eq_u32 s51, 0
-  s_cbranch_scc1 .Llast
-.Liter:
-  NORMALIZE v16, 4, r1
-  NORMALIZE v17, s34, c1
-  s_sub_u32 s51, s51, 1
-  s_cmp_lg_u32 s51, 0
-  s_cbranch_scc1 .Liter
-.Llast:
-  s_and_b32 s26, s24, 1
-  s_cmp_lg_u32 s26, 0
-  s_cbranch_scc0 .Lwrite
-  NORMALIZE v16, 4, r2
+  // Dispatch on n: each body keeps a whole row or column of S in v[20:20+n).
+  s_ff1_i32_b32 s26, s21
+  s_cmp_eq_u32 s26, 0
+  s_cbranch_scc1 .Lsk_1
+  s_cmp_eq_u32 s26, 1
+  s_cbranch_scc1 .Lsk_2
+  s_cmp_eq_u32 s26, 2
+  s_cbranch_scc1 .Lsk_4
+  s_cmp_eq_u32 s26, 3
+  s_cbranch_scc1 .Lsk_8
+  s_cmp_eq_u32 s26, 4
+  s_cbranch_scc1 .Lsk_16
+  s_branch .Lsk_32
+  SINKHORN 1
+  SINKHORN 2
+  SINKHORN 4
+  SINKHORN 8
+  SINKHORN 16
+  SINKHORN 32
 .Lwrite:
   // ---- h_res[t] = S (lane e = lane + 64 r < n^2).
   s_mov_b64 exec, s[44:45]               // all lanes again
@@ -306,9 +344,9 @@ mhc_coeffs:
   .amdhsa_user_sgpr_kernarg_segment_ptr 1
   .amdhsa_system_sgpr_workgroup_id_x 1
   .amdhsa_system_vgpr_workitem_id 0
-  .amdhsa_next_free_vgpr 24
+  .amdhsa_next_free_vgpr 52
   .amdhsa_next_free_sgpr 52
-  .amdhsa_accum_offset 24
+  .amdhsa_accum_offset 52
   .amdhsa_float_denorm_mode_32 3
   .amdhsa_float_denorm_mode_16_64 3
 .end_amdhsa_kernel
@@ -325,7 +363,7 @@ amdhsa.kernels:
     .private_segment_fixed_size: 0
     .wavefront_size: 64
     .sgpr_count: 58
-    .vgpr_count: 24
+    .vgpr_count: 52
     .agpr_count: 0
     .max_flat_workgroup_size: 256
     .args:
