@@ -20,7 +20,12 @@ if [ ! -x "$ptxas" ]; then
     python3 -m pip install --quiet --disable-pip-version-check --no-deps \
         --target .tools/nvcc-12.9.86 nvidia-cuda-nvcc-cu12==12.9.86 >/dev/null
 fi
-"$ptxas" --version | grep -q 'V12\.9\.86' || { echo "install-asm-tools: $ptxas is not V12.9.86" >&2; exit 1; }
+# (capture first: `ptxas | grep -q` under pipefail fails when grep exits early and ptxas gets SIGPIPE)
+ptxas_version=$("$ptxas" --version)
+case "$ptxas_version" in
+    *V12.9.86*) ;;
+    *) echo "install-asm-tools: $ptxas is not V12.9.86" >&2; exit 1 ;;
+esac
 
 # cuobjdump 13.5.37 (PyPI has no -cu12 build; 13.5 reads the ABI-7 sm_90a and ABI-8 sm_100a cubins
 # that ptxas 12.9 writes). Used only by the loader's cross-check test against `cuobjdump -res-usage`.
