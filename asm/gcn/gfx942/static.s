@@ -20,6 +20,8 @@
 //   x_stride (elements per token, shared by x and out), eps_f (f32), flags (bit 0 bf16).
 // Estimated per token (n = 4, C = 1280, f32): 2 n C 4 B read (second pass from L2), n C 4 B
 //   written, C 4 B of gamma; per 256 channels ~ 2n loads + n (n + 3) FMA + n stores.
+//   Measured on the simulator (n = 4, C = 1280, bf16, per token): 1561 VALU, 1008 SALU,
+//   182 + 80 VMEM, 298 LDS wave instructions; 26 KB read, 10 KB written.
 
 .macro LOAD_ACT dst, voff, sbase, bf
   .if \bf
