@@ -52,7 +52,13 @@ pub struct Function {
     pub static_shared_bytes: u32,
     pub max_threads: u32,
     pub param_bytes: u32,
+    /// Byte offset of each kernel parameter in the argument struct (`param_count` of them).
+    pub(crate) param_offsets: [u16; MAX_PARAMS],
+    pub(crate) param_count: u8,
 }
+
+/// Most kernel parameters a launch passes (our kernels take one struct; others up to this).
+pub const MAX_PARAMS: usize = 16;
 
 // SAFETY: a CUfunction is a driver handle usable from any thread once its context is current;
 // the device that owns it outlives every copy (plans keep the device alive).
@@ -224,19 +230,33 @@ impl CudaDevice {
         let cname = CString::new(desc.entry).map_err(|_| bad("entry name holds a NUL".into()))?;
         let raw = ffi::module_function(module, &cname)
             .map_err(|_| bad(format!("entry {} not found in the image", desc.entry)))?;
-        // The argument struct must be the kernel's only parameter: the code object's parameter
-        // bytes (mhc-loader, EIATTR_CBANK_PARAM_SIZE) and the driver's view of parameter 0 must
-        // both equal its size.
+        // The `#[repr(C)]` argument struct must be the kernel's parameter buffer: either one
+        // parameter of its size (our kernels) or several parameters that tile it exactly, at the
+        // offsets the code object records (mhc-loader: KPARAM_INFO / CBANK_PARAM_SIZE) and the
+        // driver reports (cuFuncGetParamInfo, asked only for parameters that exist).
         let info = mhc_loader::parse(IMAGES[desc.image].bytes)
             .map_err(|e| bad(format!("mhc-loader cannot read the image: {e}")))?
             .kernel(desc.entry)
             .cloned()
             .ok_or_else(|| bad(format!("entry {} not in the image's kernel list", desc.entry)))?;
-        let first = ffi::function_param(raw, 0)?;
-        if info.kernarg_bytes as usize != desc.param_bytes || first != Some((0, desc.param_bytes)) {
+        let mut param_offsets = [0u16; MAX_PARAMS];
+        let count = info.params.len();
+        let mut end = 0usize;
+        let mut ok = info.kernarg_bytes as usize == desc.param_bytes && (1..=MAX_PARAMS).contains(&count);
+        for (i, prm) in info.params.iter().enumerate().take(MAX_PARAMS) {
+            let (off, size) = (prm.offset as usize, prm.size as usize);
+            ok &= off >= end && ffi::function_param(raw, i)? == Some((off, size));
+            param_offsets[i] = off as u16;
+            end = off + size;
+        }
+        ok &= end == desc.param_bytes;
+        if !ok {
             return Err(bad(format!(
-                "{}: parameter bytes {} (code object) / {first:?} (driver) do not match the {}-byte argument struct",
-                desc.entry, info.kernarg_bytes, desc.param_bytes
+                "{}: parameters {:?} ({} bytes) do not tile the {}-byte argument struct",
+                desc.entry,
+                info.params.iter().map(|p| (p.offset, p.size)).collect::<Vec<_>>(),
+                info.kernarg_bytes,
+                desc.param_bytes
             )));
         }
         let attr = |a| ffi::function_attribute(raw, a).map(|v| v as u32);
@@ -248,6 +268,8 @@ impl CudaDevice {
             static_shared_bytes: attr(FA::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?,
             max_threads: attr(FA::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
             param_bytes: desc.param_bytes as u32,
+            param_offsets,
+            param_count: count as u8,
         };
         if f.local_bytes != 0 {
             return Err(bad(format!("{} uses {} bytes of local memory (spills)", desc.entry, f.local_bytes)));

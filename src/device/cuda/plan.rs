@@ -310,10 +310,17 @@ impl Plan {
             return Err(Error::NoDevice("the stream belongs to another device than the plan".into()));
         }
         stream.bind()?;
-        let mut params = [args as *const A as *mut c_void];
-        // SAFETY: the kernel takes exactly one parameter of size_of::<A>() bytes (checked at
-        // load); the op validated every device range in `args` (dtype, rows, stride, length,
-        // alignment) against what this grid reads and writes.
+        // One pointer per kernel parameter, into the argument struct at that parameter's offset
+        // (a fixed array: no allocation on the launch path).
+        let base = args as *const A as *const u8;
+        let mut params = [std::ptr::null_mut::<c_void>(); super::device::MAX_PARAMS];
+        for (p, &off) in params.iter_mut().zip(&bucket.func.param_offsets[..bucket.func.param_count as usize]) {
+            *p = base.wrapping_add(off as usize) as *mut c_void;
+        }
+        // SAFETY: the kernel's parameters tile size_of::<A>() bytes at these offsets (checked at
+        // load against the code object and the driver), so each pointer covers its parameter
+        // inside `args`; the op validated every device range in `args` (dtype, rows, stride,
+        // length, alignment) against what this grid reads and writes.
         unsafe {
             ffi::launch(bucket.func.raw, (grid, 1, 1), (block, 1, 1), shared_bytes, stream.raw(), params.as_mut_ptr())
         }
