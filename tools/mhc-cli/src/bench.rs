@@ -22,8 +22,8 @@ pub struct Args {
     /// Storage dtype of activations.
     #[arg(long, default_value = "bf16")]
     pub dtype: String,
-    /// Comma-separated stages (post, head, static, expand).
-    #[arg(long, default_value = "post,head,static,expand")]
+    /// Comma-separated stages (pre, post, post_pre, head, static, expand).
+    #[arg(long, default_value = "pre,post,post_pre,head,static,expand")]
     pub stages: String,
     /// Timed runs per case (median reported; at least 100).
     #[arg(long, default_value_t = 100)]
@@ -275,12 +275,34 @@ fn bench_case(
         Stage::Head => vec![t * k * es, n * k * 4, 4, n * 4, t * c * es],
         Stage::Static => vec![t * k * es, n * 4, n * 4, n * n * 4, c * 4, t * k * es],
         Stage::Expand => vec![t * c * es, t * k * es],
+        // pre: x, phi, scale, base, a, h_pre, h_post, h_res, inv_rms (src/device/cuda/pre.rs)
+        Stage::Pre => {
+            vec![t * k * es, cfg.m() * k * 4, 12, cfg.m() * 4, t * c * es, t * n * 4, t * n * 4, t * n * n * 4, t * 4]
+        }
+        // post_pre: x, f, h_post, h_res, x_out, then pre's parameters and outputs
+        Stage::PostPre => vec![
+            t * k * es,
+            t * c * es,
+            t * n * 4,
+            t * n * n * 4,
+            t * k * es,
+            cfg.m() * k * 4,
+            12,
+            cfg.m() * 4,
+            t * c * es,
+            t * n * 4,
+            t * n * 4,
+            t * n * n * 4,
+            t * 4,
+        ],
         other => return Err(mhc::Error::Config { what: "stage", reason: format!("{other} is not benchmarked") }),
     };
     let bytes = match stage {
         Stage::Post => (t * (2 * k + c) * es + t * (n + n * n) * 4) as f64,
         Stage::Head => (t * (k + c) * es) as f64,
         Stage::Static => (2 * t * k * es) as f64,
+        Stage::Pre => (t * (k + c) * es + cfg.m() * k * 4) as f64,
+        Stage::PostPre => (t * 2 * (k + c) * es + cfg.m() * k * 4) as f64,
         _ => (t * (k + c) * es) as f64,
     };
     let per_set: usize = tensors.iter().map(|b| b.div_ceil(256) * 256).sum();
@@ -297,8 +319,11 @@ fn bench_case(
         Stage::Post => i == 0 || i == 1 || i == 4,
         Stage::Head => i == 0 || i == 4,
         Stage::Static => i == 0 || i == 5,
+        Stage::Pre => i == 0 || i == 4,
+        Stage::PostPre => i == 0 || i == 1 || i == 4 || i == 8,
         _ => true,
     };
+    let ws = plan.new_workspace()?;
     let pools: Vec<Pool> = tensors
         .iter()
         .enumerate()
@@ -341,6 +366,39 @@ fn bench_case(
                     &f32v(4, 1, c),
                     &mut M::from_raw(p(5), len(5, dtype), dtype, Layout::streams(t, n, c)),
                 ),
+                Stage::Pre | Stage::PostPre => {
+                    let o = if stage == Stage::Pre { 0 } else { 4 };
+                    let params = mhc::device::cuda::PreParamViews {
+                        phi: f32v(o + 1, cfg.m(), k),
+                        scale: f32v(o + 2, 1, 3),
+                        base: f32v(o + 3, 1, cfg.m()),
+                        gamma_k: None,
+                        gamma_f: None,
+                    };
+                    let fm = |i: usize, rows: usize, row: usize| {
+                        M::from_raw(p(i), len(i, Dtype::F32), Dtype::F32, Layout::dense(rows, row))
+                    };
+                    let mut out = mhc::device::cuda::PreOutViews {
+                        a: M::from_raw(p(o + 4), len(o + 4, dtype), dtype, Layout::dense(t, c)),
+                        y: None,
+                        h_pre: fm(o + 5, t, n),
+                        h_post: fm(o + 6, t, n),
+                        h_res: fm(o + 7, t, n * n),
+                        inv_rms: fm(o + 8, t, 1),
+                    };
+                    let x = D::from_raw(p(0), len(0, dtype), dtype, Layout::streams(t, n, c));
+                    if stage == Stage::Pre {
+                        plan.pre(s, &ws, &x, &params, &mut out)
+                    } else {
+                        let post = mhc::device::cuda::PostInViews {
+                            f: D::from_raw(p(1), len(1, dtype), dtype, Layout::dense(t, c)),
+                            h_post: f32v(2, t, n),
+                            h_res: f32v(3, t, n * n),
+                        };
+                        let mut xo = M::from_raw(p(4), len(4, dtype), dtype, Layout::streams(t, n, c));
+                        plan.post_pre(s, &ws, &x, &post, &mut xo, &params, &mut out)
+                    }
+                }
                 _ => plan.expand(
                     s,
                     &D::from_raw(p(0), len(0, dtype), dtype, Layout::dense(t, c)),
