@@ -280,7 +280,10 @@ def write_post():
 // Bytes: per token (n+1) C esize read + n C esize written + 4(n + n^2) coefficients; the floor
 //   is that over the measured copy bandwidth. All loads of a chunk are issued before the first
 //   FMA: (n+1) x 16 bytes in flight per thread.
-// Measured (H100, notes/cuda-runtime.md): see the notes file for the latest round.
+// Measured (H200, copy 4228 GB/s, bf16, notes/cuda-runtime.md round 5): T=8192 n=4 C=4096 V4
+//   145.1 us = 98.5% of copy (1.01x floor), C=7168 99.9%; n=8 C=1280 89.7%; n=32 C=1280 29%
+//   (3.45x floor: 130-150 registers). Decode (V=2 variants): T<=16 3.5-5.2 us back-to-back,
+//   1.27-2.56 us per call in a CUDA graph (an empty kernel: 0.85-0.96 us).
 // No local memory (checked at load by the runtime and by `mhc inspect`).
 """ + POST_ARGS + "\n"]
     names = []
@@ -552,7 +555,10 @@ def write_head():
 //   V2 = min(8, 64/n) channels and writes out.
 // Register plan: phi n*V1, P TT*n, ss TT, x V1 (phase 1); h n, x n*V2, acc V2 (phase 2).
 // Bytes: HBM floor = T (nC + C) esize; phi and the re-read come from L2.
-// Measured (H100): see notes/cuda-runtime.md.
+// Measured (H200, round 5): T=8192 n=4 C=4096 142 us = 56% of copy (1.79x floor): each CTA
+//   alternates a DRAM phase and an L2 phase, so DRAM idles part of the time (`.maxnreg 128` for
+//   2 CTAs/SM took it from 53% to 56%); T<=16: 11-25 us (one CTA per 8 tokens streams phi);
+//   n=32: 12x floor (phi, 5 MB, re-read per 2-token CTA from L2).
 """ + HEAD_ARGS + "\n"]
     for dtype in DTYPES:
         for n in NS:
@@ -830,7 +836,10 @@ def write_static():
 // Register plan: x n*V, a/y/acc V each, h_pre and h_post n each; h_res in registers for n <= 4,
 //   else read row by row from shared memory (broadcast 16-byte loads).
 // Bytes: HBM floor = 2 T n C esize (x read once, out written once).
-// Measured (H100): see notes/cuda-runtime.md.
+// Measured (H200, round 5, bf16): mHC.cu configs (320,1280,4) 12.2 us, (512,1920,4) 13.9,
+//   (1280,2560,4) 24.1 (51% of copy), (2560,1280,4) 26.1, (128,1280,8) 13.7, (128,1280,32) 39.2:
+//   the prologue (Sinkhorn in warp 0, ~3-5 us of dependent latency) sits on each CTA's critical
+//   path; all configs are under 32 MB, where the goal was 1.5x the launch latency (missed).
 """ + STATIC_ARGS + "\n", ".extern .shared .align 16 .f32 ss_a[];\n"]
     for dtype in DTYPES:
         for n in NS:
@@ -908,7 +917,8 @@ def write_expand():
 // Tile: one thread = one token x 8 channels; it loads 16/32 bytes once and stores them n times
 //   (n is a run-time argument: a store loop, nothing to specialise). Grid = ceil(T C/8 / 256).
 // Register plan: 4 (bf16) or 8 (f32) data words, addresses. Bytes: T C esize (1 + n).
-// Measured (H100): see notes/cuda-runtime.md.
+// Measured (H200, round 2): T=8192 n=4 C=4096 bf16 87 us = 91% of copy; T=1 3.0 us back-to-back,
+//   1.2 us in a graph.
 """ + EXPAND_ARGS + "\n"]
     for dtype in DTYPES:
         out.append(expand_kernel(dtype)[1])
