@@ -29,13 +29,30 @@ for line in sys.stdin:
         print("packed", dst)
 ' "$pack"
 fi
+# The criterion benches (tests/../benches/*.rs), packed as bench_<name>; run with `--bench`.
+cargo bench -p mhc --no-run --message-format=json 2>/dev/null |
+  python3 -c '
+import json, sys, shutil, os
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["bench"]:
+        dst = os.path.join(sys.argv[1], "bench_" + m["target"]["name"])
+        shutil.copy(m["executable"], dst)
+        print("packed", dst)
+' "$pack"
 cargo build --release -p mhc-cli --bin mhc
 cp "${CARGO_TARGET_DIR:-target}/release/mhc" "$pack/mhc"
 # Debug info is not needed there; strip keeps the carried tree small.
 for f in "$pack"/*; do strip --strip-debug "$f" 2>/dev/null || true; done
 cat > "$pack/run-all.sh" <<'RUN'
 #!/usr/bin/env bash
-# Runs every packed GPU test binary, then `mhc bench`; logs go to $1 (default ./gpu-logs).
+# Runs every packed GPU test binary (and, with MHC_SANITIZE=1, each under compute-sanitizer
+# memcheck and racecheck on the small cases), then `mhc bench` (MHC_SKIP_BENCH=1 skips it;
+# MHC_BENCH_ARGS adds arguments); the criterion benches are there as bench_* (`--bench`).
+# Logs go to $1 (default ./gpu-logs).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-gpu-logs}"

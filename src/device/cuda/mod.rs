@@ -40,8 +40,11 @@
 //!   [`Event`]: `new`, `record`, `synchronize`, `elapsed_ms_since`.
 //! - [`Plan`]: `new(&dev, cfg, dtype, max_tokens)`, `supports(stage)`, `buckets(stage)`,
 //!   `workspace_bytes()`, `new_workspace()` -> [`Workspace`] (zeroed once; kernels leave it
-//!   reusable). Ops: `post`, `head`, `static_layer`, `expand` (this module), `pre`, `post_pre`
-//!   (`pre.rs`, `post_pre.rs`).
+//!   reusable). Ops: `post`, `head`, `static_layer`, `expand`, `coeffs` (this module), `pre`,
+//!   `post_pre` (`pre.rs`, `post_pre.rs`). Post, head, static and expand are chosen per token
+//!   range by `mhc_loader::select` from `asm/variants.toml`; the other stages by the kernel table.
+//! - [`CudaRunner`]: the `StageRunner` of `mhc run --device cuda` (upload in the dtype, poison
+//!   outputs with NaN, one launch, download).
 //!
 //! # Adding a stage's kernels (for `pre.rs` / `post_pre.rs`)
 //!
@@ -56,7 +59,7 @@
 //! # Safety model
 //!
 //! All driver calls are in `ffi.rs`, each `unsafe` block with its argument. A launch is `unsafe`
-//! only inside [`Plan::launch`], reached after the op checked every range the kernel touches.
+//! only inside `Plan::launch` (crate-private), reached after the op checked every range the kernel touches.
 
 mod coeffs;
 mod device;
