@@ -1,5 +1,14 @@
 # Coefficients for n <= 4: one thread per token, the n x n Sinkhorn matrix in 16 registers
-# (row-major sk[4*i + j], padded entries held at 0).
+# (row-major sk[4*i + j], padded entries held at 0). Reciprocals on the Sinkhorn's critical path
+# are rcp.approx refined by one Newton step (about 1 ulp), not the IEEE rcp.rn / div.rn
+# sequences: those cost ~7.5 us per 20 iterations on one thread (measured, notes/cuda-pre.md).
+
+def rcp_nr(dst, src):
+    # dst = 1/src (dst != src): MUFU approximation, then r + r*(1 - src*r)
+    return f"""    rcp.approx.f32 {dst}, {src};
+    fma.rn.f32 %f31, {src}, {dst}, 0fBF800000;
+    neg.f32 %f31, %f31;
+    fma.rn.f32 {dst}, {dst}, %f31, {dst};"""
 def coef_small(sigmoid):
     L = []
     e = L.append
@@ -80,8 +89,9 @@ CS_HP{j}:""")
         e(f"    add.f32 %f26, {r[0]}, {r[1]};")
         e(f"    add.f32 %f26, %f26, {r[2]};")
         e(f"    add.f32 %f26, %f26, {r[3]};")
+        e(rcp_nr("%f30", "%f26"))
         for j in range(4):
-            e(f"    div.rn.f32 %f10, {r[j]}, %f26;")
+            e(f"    mul.f32 %f10, {r[j]}, %f30;")
             e(f"    add.f32 %f10, %f10, %eps_hc;")
             e(f"    selp.f32 {r[j]}, %f10, 0f00000000, %pv{4*i+j};")
     e(col_step())
@@ -136,7 +146,7 @@ def col_step():
         L.append(f"    add.f32 %f10, %f10, {c[2]};")
         L.append(f"    add.f32 %f10, %f10, {c[3]};")
         L.append(f"    add.f32 %f10, %f10, %eps_hc;")
-        L.append(f"    rcp.rn.f32 %f{27+j}, %f10;")
+        L.append(rcp_nr(f"%f{27+j}", "%f10"))
     for j in range(4):
         for i in range(4):
             L.append(f"    mul.f32 %sk{4*i+j}, %sk{4*i+j}, %f{27+j};")
@@ -150,7 +160,7 @@ def row_step():
         L.append(f"    add.f32 %f10, %f10, {r[2]};")
         L.append(f"    add.f32 %f10, %f10, {r[3]};")
         L.append(f"    add.f32 %f10, %f10, %eps_hc;")
-        L.append(f"    rcp.rn.f32 %f{27+i}, %f10;")
+        L.append(rcp_nr(f"%f{27+i}", "%f10"))
     for i in range(4):
         for j in range(4):
             L.append(f"    mul.f32 %sk{4*i+j}, %sk{4*i+j}, %f{27+i};")
