@@ -345,3 +345,60 @@ pub const fn head_v1(n: usize) -> usize {
         v
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the device checks when it loads a kernel, checked offline for every row: the entry is
+    /// in its image, the kernel parameters tile the argument struct, no local memory (spills).
+    #[test]
+    fn every_row_matches_its_image() {
+        for d in kernels() {
+            let obj =
+                mhc_loader::parse(IMAGES[d.image].bytes).unwrap_or_else(|e| panic!("{}: {e}", IMAGES[d.image].name));
+            let k = obj.kernel(d.entry).unwrap_or_else(|| panic!("{} not in {}", d.entry, IMAGES[d.image].name));
+            assert_eq!(k.kernarg_bytes as usize, d.param_bytes, "{}: parameter bytes", d.entry);
+            let mut end = 0;
+            for p in &k.params {
+                assert!(p.offset as usize >= end, "{}: overlapping parameters", d.entry);
+                end = (p.offset + p.size) as usize;
+            }
+            assert_eq!(end, d.param_bytes, "{}: parameters do not tile the argument struct", d.entry);
+            assert_eq!(k.local_bytes, 0, "{}: local memory (spills)", d.entry);
+            assert!(
+                k.max_threads >= d.threads,
+                "{}: launched with {} threads, allows {}",
+                d.entry,
+                d.threads,
+                k.max_threads
+            );
+        }
+    }
+
+    /// The loader selects post/head/static/expand from asm/variants.toml by entry symbol: every
+    /// sm_90a manifest variant of those stages needs a launch row here, and every such row a
+    /// manifest variant (else the plan reports a build inconsistency at run time).
+    #[test]
+    fn manifest_and_table_agree() {
+        let reg = mhc_loader::Registry::embedded().unwrap();
+        let stages = [Stage::Post, Stage::Head, Stage::Static, Stage::Expand];
+        for v in reg.variants().iter().filter(|v| v.arch == mhc_loader::Arch::Sm90a) {
+            if let Some(&st) = stages.iter().find(|s| s.name() == v.entry.stage) {
+                assert!(
+                    kernels().iter().any(|d| d.stage == st && d.entry == v.entry.entry),
+                    "manifest variant {} ({}) has no launch row",
+                    v.id(),
+                    v.entry.entry
+                );
+            }
+        }
+        for d in kernels().iter().filter(|d| stages.contains(&d.stage)) {
+            assert!(
+                reg.variants().iter().any(|v| v.entry.entry == d.entry && v.entry.stage == d.stage.name()),
+                "table row {} is not in asm/variants.toml",
+                d.entry
+            );
+        }
+    }
+}
