@@ -76,8 +76,37 @@ fn select_buckets(
     stage: Stage,
     max_tokens: usize,
 ) -> Result<Result<Vec<Bucket>>> {
+    let ranges = match registry_ranges(dev.arch(), cfg, dtype, stage, max_tokens)? {
+        Ok(r) => r,
+        Err(e) => return Ok(Err(e)),
+    };
+    let mut buckets = Vec::with_capacity(ranges.len());
+    for (max, slot) in ranges {
+        // The table's hard limits must agree with the manifest's (C granule, shared memory).
+        if let Some(why) = reject(&KERNELS[slot], dev, cfg, dtype) {
+            return Ok(Err(Error::NoVariant {
+                stage: stage.name().into(),
+                arch: dev.arch().name().into(),
+                shape: format!("n={} C={} {} {}", cfg.n, cfg.c, dtype, cfg.formulation),
+                rejected: vec![why],
+            }));
+        }
+        buckets.push(Bucket { max_tokens: max, desc: &KERNELS[slot], func: dev.function(slot)? });
+    }
+    Ok(Ok(buckets))
+}
+
+/// The device-free half of [`select_buckets`]: `(max_tokens, table slot)` per token range, the
+/// last range open-ended (`usize::MAX`).
+fn registry_ranges(
+    arch: super::device::CudaArch,
+    cfg: &Config,
+    dtype: Dtype,
+    stage: Stage,
+    max_tokens: usize,
+) -> Result<Result<Vec<(usize, usize)>>> {
     use mhc_loader::{Arch, Budget, Registry, Shape};
-    let arch = match dev.arch() {
+    let larch = match arch {
         super::device::CudaArch::Sm90a => Arch::Sm90a,
     };
     let registry = Registry::embedded()
@@ -85,22 +114,22 @@ fn select_buckets(
     let mut bounds: Vec<u64> = registry
         .variants()
         .iter()
-        .filter(|v| v.entry.stage == stage.name() && v.arch == arch && v.entry.tokens.max < max_tokens as u64)
+        .filter(|v| v.entry.stage == stage.name() && v.arch == larch && v.entry.tokens.max < max_tokens as u64)
         .map(|v| v.entry.tokens.max)
         .collect();
     bounds.push(max_tokens as u64);
     bounds.sort_unstable();
     bounds.dedup();
     let form = cfg.formulation.to_string();
-    let mut buckets: Vec<Bucket> = Vec::new();
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
     for &t in &bounds {
         let shape = Shape::new(t, cfg.n as u32, cfg.c as u64, dtype.name()).with_formulation(&form);
-        let sel = match mhc_loader::select(arch, stage.name(), &shape, &Budget::default()) {
+        let sel = match mhc_loader::select(larch, stage.name(), &shape, &Budget::default()) {
             Ok(sel) => sel,
             Err(mhc_loader::Error::NoVariant(nv)) => {
                 return Ok(Err(Error::NoVariant {
                     stage: stage.name().into(),
-                    arch: arch.to_string(),
+                    arch: larch.to_string(),
                     shape: shape.to_string(),
                     rejected: nv.reasons(),
                 }))
@@ -108,34 +137,25 @@ fn select_buckets(
             Err(e) => return Err(Error::BadCodeObject { image: "asm/variants.toml".into(), reason: e.to_string() }),
         };
         let entry = sel.variant.entry.entry.as_str();
-        let slot = KERNELS
-            .iter()
-            .position(|d| d.entry == entry && d.arch == dev.arch() && d.stage == stage)
-            .ok_or_else(|| Error::BadCodeObject {
-                image: sel.variant.entry.file.clone(),
-                reason: format!(
-                    "variant {} (entry {entry}) has no launch row in the CUDA kernel table",
-                    sel.variant.id()
-                ),
+        let slot =
+            KERNELS.iter().position(|d| d.entry == entry && d.arch == arch && d.stage == stage).ok_or_else(|| {
+                Error::BadCodeObject {
+                    image: sel.variant.entry.file.clone(),
+                    reason: format!(
+                        "variant {} (entry {entry}) has no launch row in the CUDA kernel table",
+                        sel.variant.id()
+                    ),
+                }
             })?;
-        // The table's hard limits must agree with the manifest's (C granule, shared memory).
-        if let Some(why) = reject(&KERNELS[slot], dev, cfg, dtype) {
-            return Ok(Err(Error::NoVariant {
-                stage: stage.name().into(),
-                arch: arch.to_string(),
-                shape: shape.to_string(),
-                rejected: vec![why],
-            }));
-        }
-        match buckets.last_mut() {
-            Some(last) if last.func.slot == slot => last.max_tokens = t as usize,
-            _ => buckets.push(Bucket { max_tokens: t as usize, desc: &KERNELS[slot], func: dev.function(slot)? }),
+        match ranges.last_mut() {
+            Some(last) if last.1 == slot => last.0 = t as usize,
+            _ => ranges.push((t as usize, slot)),
         }
     }
-    if let Some(last) = buckets.last_mut() {
-        last.max_tokens = usize::MAX;
+    if let Some(last) = ranges.last_mut() {
+        last.0 = usize::MAX;
     }
-    Ok(Ok(buckets))
+    Ok(Ok(ranges))
 }
 
 /// Why `desc` cannot run `cfg` in `dtype`, or `None` if it can (the hard constraints).
@@ -358,5 +378,55 @@ impl Workspace {
     }
     pub fn bytes(&self) -> usize {
         self.buf.bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::cuda::CudaArch;
+
+    fn entries(stage: Stage, cfg: Config, dtype: Dtype, max: usize) -> Result<Vec<(usize, &'static str)>> {
+        registry_ranges(CudaArch::Sm90a, &cfg, dtype, stage, max)
+            .unwrap()
+            .map(|r| r.into_iter().map(|(m, slot)| (m, KERNELS[slot].entry)).collect())
+    }
+
+    #[test]
+    fn post_has_a_decode_bucket_for_few_tokens() {
+        let cfg = Config::new(4, 4096);
+        assert_eq!(
+            entries(Stage::Post, cfg, Dtype::Bf16, 8192).unwrap(),
+            vec![(16, "mhc_post_v4_bf16_n4_v2"), (usize::MAX, "mhc_post_v4_bf16_n4")]
+        );
+        assert_eq!(entries(Stage::Post, cfg, Dtype::Bf16, 8).unwrap(), vec![(usize::MAX, "mhc_post_v4_bf16_n4_v2")]);
+        let paper = cfg.with_formulation(Formulation::Paper);
+        assert_eq!(entries(Stage::Post, paper, Dtype::F32, 100).unwrap()[1].1, "mhc_post_paper_f32_n4");
+        // n = 8 has one kernel for every T.
+        assert_eq!(
+            entries(Stage::Post, Config::new(8, 1280), Dtype::Bf16, 8192).unwrap(),
+            vec![(usize::MAX, "mhc_post_v4_bf16_n8")]
+        );
+    }
+
+    #[test]
+    fn every_supported_shape_selects_and_others_say_why() {
+        for stage in REGISTRY_STAGES {
+            for n in [1, 2, 4, 8, 16, 32] {
+                for dtype in [Dtype::Bf16, Dtype::F32] {
+                    let r = entries(stage, Config::new(n, 1280), dtype, 4096).unwrap();
+                    assert_eq!(r.last().unwrap().0, usize::MAX, "{stage} n={n} {dtype}");
+                }
+            }
+            match entries(stage, Config::new(4, 100), Dtype::Bf16, 16) {
+                Err(Error::NoVariant { rejected, .. }) => {
+                    assert!(rejected.iter().any(|r| r.contains("multiple of 8")), "{stage}: {rejected:?}")
+                }
+                other => panic!("{stage} at C = 100: {other:?}"),
+            }
+        }
+        // n = 3: expand runs any n; the specialised kernels say which n they have.
+        assert!(entries(Stage::Expand, Config::new(3, 64), Dtype::Bf16, 4).is_ok());
+        assert!(matches!(entries(Stage::Post, Config::new(3, 64), Dtype::Bf16, 4), Err(Error::NoVariant { .. })));
     }
 }
