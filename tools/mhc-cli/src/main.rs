@@ -7,7 +7,9 @@ use std::process::ExitCode;
 
 mod asm;
 mod bench;
+mod compare;
 mod devices;
+mod example;
 mod inspect;
 mod run;
 
@@ -29,6 +31,10 @@ enum Command {
     Inspect(inspect::Args),
     /// Time every stage x shape x selected variant on a GPU against the measured copy bandwidth.
     Bench(bench::Args),
+    /// Write seeded random inputs of a stage as .npy files (MATH.md's test distributions).
+    Example(example::Args),
+    /// Compare the .npy outputs of two folders (relative error per output).
+    Compare(compare::Args),
 }
 
 fn main() -> ExitCode {
@@ -38,6 +44,8 @@ fn main() -> ExitCode {
         Command::Asm(args) => asm::main(args),
         Command::Inspect(args) => inspect::main(args),
         Command::Bench(args) => bench::main(args),
+        Command::Example(args) => example::main(args),
+        Command::Compare(args) => compare::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
