@@ -4,5 +4,6 @@
 
 pub mod cuda;
 pub mod hip;
+pub mod view;
 
 pub use cuda::{CudaDevice, DeviceBuffer, DeviceTensor, DeviceTensorMut, Event, Graph, Plan, Stream, Workspace};

@@ -12,7 +12,6 @@ use super::stream::Stream;
 use crate::config::Dtype;
 use crate::error::{Error, Result};
 use crate::tensor::Layout;
-use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// An owned device allocation (hipMalloc, 256-byte aligned), freed on drop.
@@ -131,12 +130,12 @@ impl DeviceBuffer {
 
     /// A read-only view of the buffer as `dtype` elements with `layout`.
     pub fn view(&self, dtype: Dtype, layout: Layout) -> DeviceTensor<'_> {
-        DeviceTensor { ptr: self.ptr, len: self.bytes / dtype.size(), dtype, layout, _buf: PhantomData }
+        DeviceTensor::of_buffer(self.ptr, self.bytes / dtype.size(), dtype, layout)
     }
 
     /// A writable view of the buffer as `dtype` elements with `layout`.
     pub fn view_mut(&mut self, dtype: Dtype, layout: Layout) -> DeviceTensorMut<'_> {
-        DeviceTensorMut { ptr: self.ptr, len: self.bytes / dtype.size(), dtype, layout, _buf: PhantomData }
+        DeviceTensorMut::of_buffer(self.ptr, self.bytes / dtype.size(), dtype, layout)
     }
 
     /// A dense read-only view of `len` elements as one row (parameters, coefficients).
@@ -146,149 +145,10 @@ impl DeviceBuffer {
     }
 }
 
-/// Read-only device tensor view: pointer + dtype + strided-row layout.
-#[derive(Debug, Clone, Copy)]
-pub struct DeviceTensor<'a> {
-    pub(crate) ptr: u64,
-    /// Elements the underlying storage holds from `ptr` on.
-    pub(crate) len: usize,
-    pub(crate) dtype: Dtype,
-    pub(crate) layout: Layout,
-    _buf: PhantomData<&'a DeviceBuffer>,
-}
-
-/// Writable device tensor view.
-#[derive(Debug)]
-pub struct DeviceTensorMut<'a> {
-    pub(crate) ptr: u64,
-    pub(crate) len: usize,
-    pub(crate) dtype: Dtype,
-    pub(crate) layout: Layout,
-    _buf: PhantomData<&'a mut DeviceBuffer>,
-}
-
-impl DeviceTensor<'_> {
-    /// A view of memory this crate did not allocate.
-    ///
-    /// # Safety
-    /// `ptr` must be a device address of this device's context, valid for reads of `len`
-    /// elements of `dtype` for as long as any launch that uses the view may run.
-    pub unsafe fn from_raw(ptr: u64, len: usize, dtype: Dtype, layout: Layout) -> Self {
-        DeviceTensor { ptr, len, dtype, layout, _buf: PhantomData }
-    }
-    pub fn ptr(&self) -> u64 {
-        self.ptr
-    }
-    pub fn dtype(&self) -> Dtype {
-        self.dtype
-    }
-    pub fn layout(&self) -> Layout {
-        self.layout
-    }
-    /// Same storage with another layout (e.g. a sub-range of tokens is a new view on the same
-    /// pointer with fewer rows).
-    pub fn with_layout(self, layout: Layout) -> Self {
-        DeviceTensor { layout, ..self }
-    }
-}
-
-impl<'a> DeviceTensorMut<'a> {
-    /// A writable view of memory this crate did not allocate.
-    ///
-    /// # Safety
-    /// As [`DeviceTensor::from_raw`], and valid for writes; nothing else may access the range
-    /// while a launch that writes it may run.
-    pub unsafe fn from_raw(ptr: u64, len: usize, dtype: Dtype, layout: Layout) -> Self {
-        DeviceTensorMut { ptr, len, dtype, layout, _buf: PhantomData }
-    }
-    pub fn ptr(&self) -> u64 {
-        self.ptr
-    }
-    pub fn dtype(&self) -> Dtype {
-        self.dtype
-    }
-    pub fn layout(&self) -> Layout {
-        self.layout
-    }
-    pub fn with_layout(self, layout: Layout) -> Self {
-        DeviceTensorMut { layout, ..self }
-    }
-}
-
-/// What every op checks on a tensor argument, in O(1): dtype, rows and row length (through
-/// [`Layout::check`] against the storage length), pointer and row-stride alignment.
-#[inline]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn check_view(
-    what: &'static str,
-    ptr: u64,
-    len: usize,
-    dtype: Dtype,
-    layout: &Layout,
-    want_dtype: Dtype,
-    tokens: usize,
-    row_len: usize,
-    align: usize,
-) -> Result<()> {
-    if dtype != want_dtype {
-        return Err(Error::Dtype { tensor: what, expected: want_dtype, got: dtype });
-    }
-    layout.check(what, tokens, row_len, len)?;
-    if ptr == 0 {
-        return Err(Error::Alignment { tensor: what, required: align.max(1) });
-    }
-    if ptr % align as u64 != 0 || (layout.row_stride * dtype.size()) % align != 0 {
-        return Err(Error::Alignment { tensor: what, required: align });
-    }
-    Ok(())
-}
-
-impl DeviceTensor<'_> {
-    #[inline]
-    pub(crate) fn check(
-        &self,
-        what: &'static str,
-        dtype: Dtype,
-        tokens: usize,
-        row_len: usize,
-        align: usize,
-    ) -> Result<()> {
-        check_view(what, self.ptr, self.len, self.dtype, &self.layout, dtype, tokens, row_len, align)
-    }
-    /// Checks a dense parameter/coefficient tensor of exactly `rows x row_len` f32 elements.
-    #[inline]
-    pub(crate) fn check_dense_f32(&self, what: &'static str, rows: usize, row_len: usize) -> Result<()> {
-        self.check(what, Dtype::F32, rows, row_len, 4)?;
-        if rows > 1 && self.layout.row_stride != row_len {
-            return Err(Error::shape(what, format!("dense rows (stride {row_len})"), self.layout.row_stride));
-        }
-        Ok(())
-    }
-}
-
-impl DeviceTensorMut<'_> {
-    #[inline]
-    pub(crate) fn check(
-        &self,
-        what: &'static str,
-        dtype: Dtype,
-        tokens: usize,
-        row_len: usize,
-        align: usize,
-    ) -> Result<()> {
-        check_view(what, self.ptr, self.len, self.dtype, &self.layout, dtype, tokens, row_len, align)
-    }
-    /// As [`DeviceTensor::check_dense_f32`] (coefficient outputs of `pre`).
-    #[allow(dead_code)]
-    #[inline]
-    pub(crate) fn check_dense_f32(&self, what: &'static str, rows: usize, row_len: usize) -> Result<()> {
-        self.check(what, Dtype::F32, rows, row_len, 4)?;
-        if rows > 1 && self.layout.row_stride != row_len {
-            return Err(Error::shape(what, format!("dense rows (stride {row_len})"), self.layout.row_stride));
-        }
-        Ok(())
-    }
-}
+/// Read-only view of device memory (see [`crate::device::view`]).
+pub type DeviceTensor<'a> = crate::device::view::DeviceTensor<'a, DeviceBuffer>;
+/// Writable view of device memory (see [`crate::device::view`]).
+pub type DeviceTensorMut<'a> = crate::device::view::DeviceTensorMut<'a, DeviceBuffer>;
 
 impl DeviceBuffer {
     /// Whether the buffer was allocated on `dev`.

@@ -161,7 +161,7 @@ impl ViewCheck {
         t: usize,
         row_len: usize,
     ) -> Result<u32> {
-        super::memory::check_view(what, ptr, len, dtype, l, self.dtype, t, row_len, self.dtype.size())?;
+        crate::device::view::check_view(what, ptr, len, dtype, l, self.dtype, t, row_len, self.dtype.size())?;
         arg_u32(what, l.row_stride)
     }
 

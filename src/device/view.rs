@@ -1,0 +1,165 @@
+//! Device tensor views, shared by every vendor: a device address, the number of elements the
+//! storage holds from it, the storage dtype and the strided-row [`Layout`]. `B` is the vendor's
+//! buffer type; it only ties the view's lifetime to the buffer it borrows (each vendor module
+//! names its views `DeviceTensor<'a>` / `DeviceTensorMut<'a>` through a type alias).
+//! [`check_view`] is what every op checks on a tensor argument, in O(1), before a launch.
+
+use crate::config::Dtype;
+use crate::error::{Error, Result};
+use crate::tensor::Layout;
+use std::marker::PhantomData;
+
+/// Read-only device tensor view: pointer + dtype + strided-row layout.
+#[derive(Debug)]
+pub struct DeviceTensor<'a, B> {
+    pub(crate) ptr: u64,
+    /// Elements the underlying storage holds from `ptr` on.
+    pub(crate) len: usize,
+    pub(crate) dtype: Dtype,
+    pub(crate) layout: Layout,
+    _buf: PhantomData<&'a B>,
+}
+
+// Manual impls: a view is copyable whatever `B` is (derive would demand `B: Clone`).
+impl<B> Clone for DeviceTensor<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<B> Copy for DeviceTensor<'_, B> {}
+
+/// Writable device tensor view.
+#[derive(Debug)]
+pub struct DeviceTensorMut<'a, B> {
+    pub(crate) ptr: u64,
+    pub(crate) len: usize,
+    pub(crate) dtype: Dtype,
+    pub(crate) layout: Layout,
+    _buf: PhantomData<&'a mut B>,
+}
+
+impl<B> DeviceTensor<'_, B> {
+    /// A view of `len` elements at `ptr`, made by a vendor buffer that owns the memory.
+    pub(crate) fn of_buffer(ptr: u64, len: usize, dtype: Dtype, layout: Layout) -> Self {
+        DeviceTensor { ptr, len, dtype, layout, _buf: PhantomData }
+    }
+    /// A view of memory this crate did not allocate.
+    ///
+    /// # Safety
+    /// `ptr` must be a device address of this device's context, valid for reads of `len`
+    /// elements of `dtype` for as long as any launch that uses the view may run.
+    pub unsafe fn from_raw(ptr: u64, len: usize, dtype: Dtype, layout: Layout) -> Self {
+        DeviceTensor { ptr, len, dtype, layout, _buf: PhantomData }
+    }
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+    pub fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+    /// Same storage with another layout (e.g. a sub-range of tokens is a new view on the same
+    /// pointer with fewer rows).
+    pub fn with_layout(self, layout: Layout) -> Self {
+        DeviceTensor { layout, ..self }
+    }
+    #[inline]
+    pub(crate) fn check(
+        &self,
+        what: &'static str,
+        dtype: Dtype,
+        tokens: usize,
+        row_len: usize,
+        align: usize,
+    ) -> Result<()> {
+        check_view(what, self.ptr, self.len, self.dtype, &self.layout, dtype, tokens, row_len, align)
+    }
+    /// Checks a dense parameter/coefficient tensor of exactly `rows x row_len` f32 elements.
+    #[inline]
+    pub(crate) fn check_dense_f32(&self, what: &'static str, rows: usize, row_len: usize) -> Result<()> {
+        self.check(what, Dtype::F32, rows, row_len, 4)?;
+        check_dense(what, &self.layout, rows, row_len)
+    }
+}
+
+impl<B> DeviceTensorMut<'_, B> {
+    /// A writable view of `len` elements at `ptr`, made by a vendor buffer that owns the memory.
+    pub(crate) fn of_buffer(ptr: u64, len: usize, dtype: Dtype, layout: Layout) -> Self {
+        DeviceTensorMut { ptr, len, dtype, layout, _buf: PhantomData }
+    }
+    /// A writable view of memory this crate did not allocate.
+    ///
+    /// # Safety
+    /// As [`DeviceTensor::from_raw`], and valid for writes; nothing else may access the range
+    /// while a launch that writes it may run.
+    pub unsafe fn from_raw(ptr: u64, len: usize, dtype: Dtype, layout: Layout) -> Self {
+        DeviceTensorMut { ptr, len, dtype, layout, _buf: PhantomData }
+    }
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+    pub fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+    pub fn with_layout(self, layout: Layout) -> Self {
+        DeviceTensorMut { layout, ..self }
+    }
+    #[inline]
+    pub(crate) fn check(
+        &self,
+        what: &'static str,
+        dtype: Dtype,
+        tokens: usize,
+        row_len: usize,
+        align: usize,
+    ) -> Result<()> {
+        check_view(what, self.ptr, self.len, self.dtype, &self.layout, dtype, tokens, row_len, align)
+    }
+    /// As [`DeviceTensor::check_dense_f32`] (coefficient outputs of `pre`).
+    #[allow(dead_code)]
+    #[inline]
+    pub(crate) fn check_dense_f32(&self, what: &'static str, rows: usize, row_len: usize) -> Result<()> {
+        self.check(what, Dtype::F32, rows, row_len, 4)?;
+        check_dense(what, &self.layout, rows, row_len)
+    }
+}
+
+fn check_dense(what: &'static str, layout: &Layout, rows: usize, row_len: usize) -> Result<()> {
+    if rows > 1 && layout.row_stride != row_len {
+        return Err(Error::shape(what, format!("dense rows (stride {row_len})"), layout.row_stride));
+    }
+    Ok(())
+}
+
+/// What every op checks on a tensor argument, in O(1): dtype, rows and row length (through
+/// [`Layout::check`] against the storage length), pointer and row-stride alignment.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn check_view(
+    what: &'static str,
+    ptr: u64,
+    len: usize,
+    dtype: Dtype,
+    layout: &Layout,
+    want_dtype: Dtype,
+    tokens: usize,
+    row_len: usize,
+    align: usize,
+) -> Result<()> {
+    if dtype != want_dtype {
+        return Err(Error::Dtype { tensor: what, expected: want_dtype, got: dtype });
+    }
+    layout.check(what, tokens, row_len, len)?;
+    if ptr == 0 {
+        return Err(Error::Alignment { tensor: what, required: align.max(1) });
+    }
+    if ptr % align as u64 != 0 || (layout.row_stride * dtype.size()) % align != 0 {
+        return Err(Error::Alignment { tensor: what, required: align });
+    }
+    Ok(())
+}
