@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command. Installs the pinned assembler tools when missing (llvm-19/lld-19 from
 # Debian, ptxas 12.9.86 from PyPI into .tools/), then: format check, clippy with warnings denied,
-# every test of the workspace (GPU tests skip with a printed reason when no GPU is present), and a
-# check that the committed code objects are exactly what the sources assemble to.
+# every test of the workspace (GPU tests skip with a printed reason when no GPU is present), the
+# library docs (broken links are errors), and a check that the committed code objects are exactly what the sources assemble to.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,5 +15,7 @@ echo "== cargo clippy (warnings denied)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== cargo test"
 cargo test --workspace --quiet 2>&1 | tee /tmp/mhc-test.log
+echo "== cargo doc (library crates, warnings denied)"
+RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p mhc -p mhc-loader -p gcn-sim
 echo "== mhc asm --check"
 cargo run --quiet -p mhc-cli -- asm --check

@@ -1,6 +1,6 @@
 //! The variant registry: the manifest's entries joined with what the loader reads from their
 //! images. [`Registry::embedded`] is the one the runtime uses (built once, cached);
-//! [`Registry::load`] takes any manifest text and image source; [`Registry::from_expectations`]
+//! [`Registry::load_static`] takes any manifest text and image source; [`Registry::from_expectations`]
 //! builds fake registries from manifest text alone (selector tests).
 
 use crate::arch::Arch;

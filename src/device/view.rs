@@ -2,7 +2,7 @@
 //! storage holds from it, the storage dtype and the strided-row [`Layout`]. `B` is the vendor's
 //! buffer type; it only ties the view's lifetime to the buffer it borrows (each vendor module
 //! names its views `DeviceTensor<'a>` / `DeviceTensorMut<'a>` through a type alias).
-//! [`check_view`] is what every op checks on a tensor argument, in O(1), before a launch.
+//! `check_view` is what every op checks on a tensor argument, in O(1), before a launch.
 
 use crate::config::Dtype;
 use crate::error::{Error, Result};
