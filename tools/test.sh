@@ -18,5 +18,7 @@ echo "== cargo test"
 cargo test --workspace --quiet 2>&1 | tee /tmp/mhc-test.log
 echo "== cargo doc (library crates, warnings denied)"
 RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p mhc -p mhc-loader -p gcn-sim
+echo "== templated PTX matches its scripts"
+bash tools/check-ptx-templates.sh
 echo "== mhc asm --check"
 cargo run --quiet -p mhc-cli -- asm --check
