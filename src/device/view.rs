@@ -163,3 +163,32 @@ pub(crate) fn check_view(
     }
     Ok(())
 }
+
+/// Where `pre` (and the pre half of `post_pre`) writes: `a` (and `y` iff `cfg.gamma_f`) T rows
+/// of C in the plan's dtype (strided rows); `h_pre`, `h_post` `[T, n]`, `h_res` `[T, n, n]` and
+/// `inv_rms` `[T, 1]`, dense f32.
+#[derive(Debug)]
+pub struct PreOutViews<'a, B> {
+    pub a: DeviceTensorMut<'a, B>,
+    pub y: Option<DeviceTensorMut<'a, B>>,
+    pub h_pre: DeviceTensorMut<'a, B>,
+    pub h_post: DeviceTensorMut<'a, B>,
+    pub h_res: DeviceTensorMut<'a, B>,
+    pub inv_rms: DeviceTensorMut<'a, B>,
+}
+
+/// Layer l's side of `post_pre`: `f` T rows of C (plan dtype), `h_post` `[T, n]` and `h_res`
+/// `[T, n, n]` dense f32.
+#[derive(Debug)]
+pub struct PostInViews<'a, B> {
+    pub f: DeviceTensor<'a, B>,
+    pub h_post: DeviceTensor<'a, B>,
+    pub h_res: DeviceTensor<'a, B>,
+}
+
+impl<B> Clone for PostInViews<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<B> Copy for PostInViews<'_, B> {}

@@ -11,14 +11,8 @@ use super::pre::{fits_u32, PostIn, PreOutViews, PreParamViews};
 use super::stream::Stream;
 use crate::error::Result;
 
-/// Layer l's side of `post_pre`: `f` T rows of C (plan dtype, 16-byte aligned rows), `h_post`
-/// `[T, n]` and `h_res` `[T, n, n]` dense f32.
-#[derive(Debug, Clone, Copy)]
-pub struct PostInViews<'a> {
-    pub f: DeviceTensor<'a>,
-    pub h_post: DeviceTensor<'a>,
-    pub h_res: DeviceTensor<'a>,
-}
+/// Layer l's side of `post_pre` (see [`crate::device::view::PostInViews`]); `f` rows 16-byte aligned.
+pub type PostInViews<'a> = crate::device::view::PostInViews<'a, super::memory::DeviceBuffer>;
 
 impl Plan {
     /// Enqueues `x_out = post(x, f, h_post, h_res)` followed by `pre(x_out)` (layer l+1's

@@ -192,18 +192,8 @@ pub struct PreParamViews<'a> {
     pub gamma_f: Option<DeviceTensor<'a>>,
 }
 
-/// Where `pre` writes: `a` (and `y` iff `cfg.gamma_f`) T rows of C in the plan's dtype
-/// (strided rows, 16-byte aligned); `h_pre`, `h_post` `[T, n]`, `h_res` `[T, n, n]`,
-/// `inv_rms` `[T, 1]` dense f32.
-#[derive(Debug)]
-pub struct PreOutViews<'a> {
-    pub a: DeviceTensorMut<'a>,
-    pub y: Option<DeviceTensorMut<'a>>,
-    pub h_pre: DeviceTensorMut<'a>,
-    pub h_post: DeviceTensorMut<'a>,
-    pub h_res: DeviceTensorMut<'a>,
-    pub inv_rms: DeviceTensorMut<'a>,
-}
+/// Where `pre` writes (see [`crate::device::view::PreOutViews`]); `a`/`y` rows 16-byte aligned.
+pub type PreOutViews<'a> = crate::device::view::PreOutViews<'a, super::memory::DeviceBuffer>;
 
 /// What `post_pre` adds to `pre`'s inputs: layer l's sublayer output and coefficients.
 #[derive(Debug, Clone, Copy)]

@@ -72,25 +72,11 @@ pub struct PreParamViews<'a> {
     pub gamma_f: Option<DeviceTensor<'a>>,
 }
 
-/// Where `pre` writes: `a` (and `y` iff `cfg.gamma_f`) T rows of C in the plan's dtype;
-/// `h_pre`, `h_post` `[T, n]`, `h_res` `[T, n, n]`, `inv_rms` `[T]` dense f32.
-#[derive(Debug)]
-pub struct PreOutViews<'a> {
-    pub a: DeviceTensorMut<'a>,
-    pub y: Option<DeviceTensorMut<'a>>,
-    pub h_pre: DeviceTensorMut<'a>,
-    pub h_post: DeviceTensorMut<'a>,
-    pub h_res: DeviceTensorMut<'a>,
-    pub inv_rms: DeviceTensorMut<'a>,
-}
+/// Where `pre` writes (see [`crate::device::view::PreOutViews`]).
+pub type PreOutViews<'a> = crate::device::view::PreOutViews<'a, super::memory::DeviceBuffer>;
 
-/// What `post_pre` adds to `pre`'s inputs: layer l's sublayer output and coefficients.
-#[derive(Debug, Clone, Copy)]
-pub struct PostInViews<'a> {
-    pub f: DeviceTensor<'a>,
-    pub h_post: DeviceTensor<'a>,
-    pub h_res: DeviceTensor<'a>,
-}
+/// Layer l's side of `post_pre` (see [`crate::device::view::PostInViews`]).
+pub type PostInViews<'a> = crate::device::view::PostInViews<'a, super::memory::DeviceBuffer>;
 
 /// The scratch memory of a plan's ops, zeroed once; `mhc_pre` leaves its tile counters at zero,
 /// so the workspace is reusable without a memset. Ops that share a workspace must run in order:
