@@ -5,10 +5,11 @@
 #
 #   tools/gpu-pack.sh            # all tests/gpu_*.rs + mhc
 #   GPU_TESTS="gpu_forward" tools/gpu-pack.sh
+#   GPU_PACK_DIR=/work/main/gpu-pack-mine GPU_NO_BENCHES=1 tools/gpu-pack.sh   # another folder, no criterion benches
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-pack="$root/gpu-pack"
+pack="${GPU_PACK_DIR:-$root/gpu-pack}"
 rm -rf "$pack"
 mkdir -p "$pack"
 tests="${GPU_TESTS:-$(ls tests/gpu_*.rs 2>/dev/null | xargs -n1 basename | sed 's/\.rs$//' | tr '\n' ' ')}"
@@ -30,7 +31,7 @@ for line in sys.stdin:
 ' "$pack"
 fi
 # The criterion benches (tests/../benches/*.rs), packed as bench_<name>; run with `--bench`.
-cargo bench -p mhc --no-run --message-format=json 2>/dev/null |
+[ "${GPU_NO_BENCHES:-0}" = 1 ] || cargo bench -p mhc --no-run --message-format=json 2>/dev/null |
   python3 -c '
 import json, sys, shutil, os
 for line in sys.stdin:
