@@ -125,3 +125,5 @@ mod tests {
 mod gpu_tests;
 #[cfg(test)]
 mod sim_tests;
+#[cfg(test)]
+mod test_support;

@@ -10,6 +10,7 @@
 use super::recipe::{
     self, ArgLayout, KernargBlock, Kernel, KernelArgs, PostIo, PreIo, Rows, Scratch, Step, WorkspaceLayout, BLOCK,
 };
+use super::test_support::{compare, inputs, seed};
 use crate::config::{Config, Dtype, Formulation, Stage};
 use crate::reference::testing::Rng;
 use crate::runner::{signature, Array, Class, CpuRunner, Named, StageRunner};
@@ -167,57 +168,8 @@ fn run_recipe(stage: Stage, cfg: &Config, dtype: Dtype, ins: &Named, t: usize, p
         .collect()
 }
 
-fn inputs(stage: Stage, cfg: &Config, t: usize, rng: &mut Rng) -> Named {
-    let sig = signature(stage, cfg);
-    let mut out = Named::new();
-    for p in sig
-        .inputs
-        .iter()
-        .filter(|p| !p.optional || (p.name == "gamma_k" && cfg.gamma_k) || (p.name == "gamma_f" && cfg.gamma_f))
-    {
-        let shape = p.shape(t);
-        let len: usize = shape.iter().product();
-        let data = match p.name {
-            "phi" => rng.normals(len, 0.05),
-            "scale" => rng.uniforms(len, 0.01, 1.0),
-            "base" => rng.normals(len, 0.1),
-            "h_pre" | "h_post" => rng.uniforms(len, 0.0, 2.0),
-            "h_res" => rng.uniforms(len, 0.0, 1.0),
-            "gamma" | "gamma_k" | "gamma_f" => rng.uniforms(len, 0.5, 1.5),
-            _ => rng.normals(len, 1.0),
-        };
-        out.insert(p.name.to_string(), Array::new(shape, data));
-    }
-    out
-}
-
-fn compare(ctx: &str, dtype: Dtype, got: &Named, want: &Named) {
-    assert_eq!(got.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>(), "{ctx}: output names");
-    let (act_tol, coef_tol) = if dtype == Dtype::Bf16 { (1e-2, 1e-3) } else { (1e-5, 1e-5) };
-    for (name, w) in want {
-        let g = &got[name];
-        assert_eq!(g.shape, w.shape, "{ctx} {name} shape");
-        if let Some(i) = g.data.iter().position(|v| !v.is_finite()) {
-            panic!("{ctx} {name}: element {i} is {} (unwritten?)", g.data[i]);
-        }
-        if matches!(name.as_str(), "h_pre" | "h_post" | "h_res" | "inv_rms") {
-            let err = g.data.iter().zip(&w.data).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
-            assert!(err <= coef_tol, "{ctx} {name}: max abs error {err:e} > {coef_tol:e}");
-        } else {
-            let num: f64 = g.data.iter().zip(&w.data).map(|(a, b)| (a - b) * (a - b)).sum();
-            let den: f64 = w.data.iter().map(|b| b * b).sum();
-            let rel = (num / den.max(f64::MIN_POSITIVE)).sqrt();
-            assert!(rel <= act_tol, "{ctx} {name}: relative error {rel:e} > {act_tol:e}");
-        }
-    }
-}
-
-fn seed() -> u64 {
-    std::env::var("MHC_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(Rng::fresh_seed)
-}
-
 fn check(stage: Stage, cfg: Config, dtype: Dtype, t: usize, pad: usize, rng: &mut Rng, seed: u64) {
-    let ins = inputs(stage, &cfg, t, rng);
+    let ins = inputs(stage, &cfg, t, 0.05, rng);
     let got = run_recipe(stage, &cfg, dtype, &ins, t, pad);
     let want = CpuRunner.run(stage, &cfg, dtype, &ins).expect("reference");
     let ctx = format!(
