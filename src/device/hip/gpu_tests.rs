@@ -7,7 +7,7 @@ use super::test_support::{compare, inputs, seed};
 use super::{DeviceBuffer, HipDevice, HipRunner, Plan, Stream};
 use crate::config::{Config, Dtype, Formulation, Stage};
 use crate::reference::testing::Rng;
-use crate::runner::{signature, Array, CpuRunner, Named, StageRunner};
+use crate::runner::{Array, CpuRunner, Named, StageRunner};
 use crate::tensor::Layout;
 
 /// The device, or `None` after printing why the test is skipped.
