@@ -40,22 +40,24 @@ HEADER = """\
 //         4 elements; ss from the same x. The 8 warps' sums meet in shared memory (red[w][t][r],
 //         aliasing phi_s after a barrier) and are added in warp order (fixed).
 // PHASE 3 partial row (ss, P[0..M)) of (CTA s, token t) -> workspace part[(s*T + t)*32 + r]
-//         (r = 0 ss, 1 + m logit m); bar.sync; thread 0: atom.acq_rel.gpu arrival on a counter;
-//         the last arriver resets the counter and bumps a generation word (st.release); the
-//         others spin on the generation with ld.acquire (bounded by %globaltimer: 2 s, then
-//         trap, so a broken co-residency assumption fails loudly instead of hanging). The
-//         counter is 0 again when the kernel ends: the workspace is reusable, graph-capturable.
-// PHASE 4 every CTA sums ss and the n pre-logits of every token over the S partials itself
-//         (no second barrier): P lanes per token (16 if T > 8, else 32), lane p takes
-//         s = p, p + P, ... (in order), then a shfl.bfly tree (commutative adds: all lanes and
+//         (r = 0 ss, 1 + m logit m); bar.sync; thread 0: red.release.gpu +1 on an arrival
+//         counter, then ld.acquire polls until it reads S (bounded by %globaltimer: 2 s, then
+//         trap, so a broken co-residency assumption fails loudly instead of hanging); then an
+//         exit counter +1 whose old value is only looked at when the CTA ends: the last CTA
+//         out zeroes both words (every CTA has seen the full count by then). The workspace is
+//         therefore zero again after every call: reusable and graph-capturable.
+// PHASE 4 (warps 1..7) every CTA sums ss and the n pre-logits of every token over the S partials
+//         itself (no second barrier): warp w' = w - 1 takes tokens w', w'+7, w'+14; lane p takes
+//         CTAs p, p + 32, ... (in order), then a shfl.bfly tree (commutative adds: all lanes and
 //         all CTAs get the same bits). h_pre = sigma(z_pre) (+eps V4), inv_rms; CTA 0 writes
-//         h_pre and inv_rms. Pre-mix a[t][c] = sum_i h_pre[t][i] x_s[t][i][c] (i order) for the
-//         CTA's channels, 16-byte stores.
-// PHASE 5 CTA s finishes tokens s, s+S, ...: the full rows of the S partials summed (thread ->
-//         (4-float group v, subset sub = s mod 32), then shfl over 2 levels, then warps in
-//         order), loads issued before phase 4; thread 0 runs h_post and the Sinkhorn (n x n in
-//         registers, one unrolled body per n; rcp.approx + one Newton step per line) and
-//         writes h_post, h_res.
+//         h_pre and inv_rms. bar.sync 1, 224; pre-mix a[t][c] = sum_i h_pre[t][i] x_s[t][i][c]
+//         (i order) for the CTA's channels, 16-byte stores.
+// PHASE 5 CTA s finishes tokens s, s+S, ...: the token's full rows of the S partials summed
+//         (thread -> (4-float group v, CTAs sub + 32k), shfl over 2 levels, warps in order);
+//         its loads and phase 4's are issued together right after the barrier; then thread 0
+//         runs inv_rms, h_post and the Sinkhorn (n x n in registers, one unrolled body per n;
+//         rcp.approx per line as coeffs_thread.ptx) and writes h_post, h_res, WHILE warps 1..7
+//         run phase 4 and the mix (the Sinkhorn is the longest serial chain).
 // DETERM. every sum has a fixed order independent of CTA arrival order: identical bits per run.
 // PARAMS  one .param block of 144 bytes = src/device/cuda/pre.rs PreDecodeArgs:
 //         0 x, 8 phi, 16 scale, 24 base, 32 gamma_k, 40 a, 48 h_pre, 56 h_post, 64 h_res,
@@ -85,11 +87,10 @@ def sigmoid(src, dst):
 
 
 def rcp_nr(dst, src):
-    # dst = 1/src: MUFU approximation, then one Newton step r + r*(1 - src*r)
-    return f"""    rcp.approx.f32 {dst}, {src};
-    fma.rn.f32 %nt, {src}, {dst}, 0fBF800000;
-    neg.f32 %nt, %nt;
-    fma.rn.f32 {dst}, {dst}, %nt, {dst};"""
+    # dst = 1/src on the Sinkhorn's critical path: the MUFU approximation alone (1 ulp; every
+    # divisor is >= eps_hc or a softmax sum >= 1), as coeffs_thread.ptx (measured max abs error
+    # 2.2e-7 on the coefficients); a Newton step would add two dependent FMAs per line step.
+    return f"    rcp.approx.ftz.f32 {dst}, {src};"
 
 
 def load_phase(bf):
@@ -329,13 +330,30 @@ def full_load(lbl):
     return "\n".join(L)
 
 
+def post_body(n):
+    # h_post = 2 sigma(z_post) (thread 1, beside thread 0's Sinkhorn)
+    L = []
+    e = L.append
+    e(f"CP_{n}:")
+    for k in range(n):
+        e(f"""    ld.shared.f32 %g1, [sm_lg+{4*(1+n+k)}];
+    ld.shared.f32 %g2, [sm_base+{4*(n+k)}];
+    mul.f32 %g1, %g1, %inv_t;
+    fma.rn.f32 %g1, %g1, %sc1, %g2;
+{sigmoid('%g1', '%g3')}
+    add.f32 %g3, %g3, %g3;
+    st.global.f32 [%hpo+{4*k}], %g3;""")
+    e("    bra CB_DONE;")
+    return "\n".join(L)
+
+
 def coef_body(n):
     m = n * n + 2 * n
     L = []
     e = L.append
     e(f"CB_{n}:")
-    # h_post
-    for k in range(n):
+    # h_post: thread 1 (post_body)
+    for k in range(0):
         e(f"""    ld.shared.f32 %g1, [sm_lg+{4*(1+n+k)}];
     ld.shared.f32 %g2, [sm_base+{4*(n+k)}];
     mul.f32 %g1, %g1, %inv_t;
@@ -456,7 +474,8 @@ def entry(dt):
     .reg .pred %p<8>;
     .reg .pred %p_paper, %p_gk, %p_col, %p_xc, %p_xe, %p_tok, %p_act;
     .reg .pred %pf<{FULL_SLOTS}>;
-    .reg .pred %pp<9>;
+    .reg .pred %pt<3>;
+    .reg .pred %pz<15>;
     .reg .b32 %r<16>;
     .reg .b64 %rd<12>;
     .reg .f32 %f<16>;
@@ -474,8 +493,10 @@ def entry(dt):
     .reg .f32 %acc<12>;
     .reg .f32 %ssa;
     .reg .f32 %fa<{4*FULL_SLOTS}>;
-    .reg .f32 %pv<45>;
-    .reg .f32 %su<5>;
+    .reg .f32 %pv<75>;
+    .reg .f32 %su<15>;
+    .reg .f32 %sx<15>;
+    .reg .b32 %xold;
     .reg .f32 %S<16>;
     .reg .f32 %ls<4>;
     .reg .f32 %lr<4>;
@@ -573,80 +594,143 @@ def entry(dt):
     st.global.f32 [%rd1], %f1;
 PW{j}:""")
     e("""    bar.sync 0;
+    // ---- grid arrival (thread 0): release-add on the arrival counter, acquire-poll until all S
+    //      CTAs arrived; then count this CTA out (exit counter, result checked at the end: the
+    //      last CTA out zeroes both words, after every CTA has seen the full count)
     setp.ne.u32 %p1, %tx, 0;
     @%p1 bra ARRIVED;
-    ld.acquire.gpu.global.u32 %r8, [%sync+4];      // generation before this CTA arrives
-    fence.acq_rel.gpu;
-    atom.acq_rel.gpu.global.add.u32 %r9, [%sync], 1;
-    sub.u32 %r10, %S, 1;
-    setp.ne.u32 %p2, %r9, %r10;
-    @%p2 bra SPIN_START;
-    st.relaxed.gpu.global.u32 [%sync], 0;          // every CTA has arrived: reset for the next call
-    add.u32 %r8, %r8, 1;
-    st.release.gpu.global.u32 [%sync+4], %r8;
-    bra ARRIVED;
-SPIN_START:
+    red.release.gpu.global.add.u32 [%sync], 1;
     mov.u64 %t0, %globaltimer;
+    mov.u32 %r12, 0;
 SPIN:
-    ld.acquire.gpu.global.u32 %r11, [%sync+4];
-    setp.ne.u32 %p2, %r11, %r8;
-    @%p2 bra ARRIVED;
+    ld.acquire.gpu.global.u32 %r11, [%sync];
+    setp.ge.u32 %p2, %r11, %S;
+    @%p2 bra SPUN;
+    add.u32 %r12, %r12, 1;
+    and.b32 %r13, %r12, 31;
+    setp.ne.u32 %p2, %r13, 0;
+    @%p2 bra SPIN;                           // the clock is read every 32 polls only
     mov.u64 %t1, %globaltimer;
     sub.u64 %t1, %t1, %t0;
     setp.gt.u64 %p2, %t1, 2000000000;
     @%p2 trap;                               // 2 s: the CTAs are not co-resident (see header)
     bra SPIN;
+SPUN:
+    atom.relaxed.gpu.global.add.u32 %xold, [%sync+4], 1;
 ARRIVED:
     bar.sync 0;""")
-    e("""    // ================= phase 5 loads first (the token this CTA finishes) ====================
+    e("""    // ================= loads of phases 5 and 4, all in flight before any use ==================
     mov.u32 %tok, %ctaid.x;""")
     e(full_load("F0"))
-    # phase 4
-    e("""    // ================= phase 4: ss and pre-logits of every token, summed over the S CTAs ======
-    // lanes per token PP = 16 (T > 8) or 32; token t = tid / PP, lane p = tid % PP: s = p + PP*k
-    setp.gt.u32 %p4, %T, 8;
-    selp.u32 %r1, 4, 5, %p4;                // log2 PP
-    shr.u32 %r2, %tx, %r1;                 // t
-    shl.b32 %r3, 1, %r1;
-    sub.u32 %r3, %r3, 1;
-    and.b32 %r3, %tx, %r3;                 // p
-    setp.lt.u32 %p_act, %r2, %T;
-    mad.lo.u32 %r4, %r3, %T, %r2;           // p*T + t
-    shl.b32 %r4, %r4, 5;
-    mul.wide.u32 %rd1, %r4, 4;
+    e(phase4_loads())
+    e("""    // ================= phase 5 reduce for token tok = ctaid (all threads) ====================
+    setp.ge.u32 %p1, %tok, %T;
+    @%p1 bra SINK0_DONE;""")
+    e(full_reduce())
+    e("""    // warp 0 runs the token's coefficients (thread 0 Sinkhorn, thread 1 h_post) while warps
+    // 1..7 do phase 4 and the mix
+    setp.ge.u32 %p1, %tx, 2;
+    @%p1 bra SINK0_DONE;""")
+    e(coef_call("S0"))
+    e("""SINK0_DONE:
+    setp.lt.u32 %p1, %tx, 32;
+    @%p1 bra MIX_DONE;""")
+    e(phase4_rest(bf))
+    e("""MIX_DONE:
+    // ================= phase 5 for further tokens (S < T: tokens ctaid + S, + 2S, ...) ========
+    add.u32 %tok, %tok, %S;
+FLOOP:
+    setp.ge.u32 %p1, %tok, %T;
+    @%p1 bra EXIT;
+    bar.sync 0;                             // sm_full / sm_lg are reused""")
+    e(full_load("F1"))
+    e(full_reduce())
+    e("""    setp.ge.u32 %p1, %tx, 2;
+    @%p1 bra FL_NEXT;""")
+    e(coef_call("S1"))
+    e("""FL_NEXT:
+    add.u32 %tok, %tok, %S;
+    bra FLOOP;
+EXIT:
+    setp.ne.u32 %p1, %tx, 0;
+    @%p1 bra DONE;
+    sub.u32 %r1, %S, 1;
+    setp.ne.u32 %p1, %xold, %r1;
+    @%p1 bra DONE;
+    st.relaxed.gpu.global.u32 [%sync], 0;          // last CTA out: the workspace is ready again
+    st.relaxed.gpu.global.u32 [%sync+4], 0;
+DONE:
+    ret;
+}
+""")
+    return "\n".join(L)
+
+
+def phase4_loads():
+    # warps 1..7: warp w' = warp - 1 takes tokens w' + 7j (j < 3); lane p takes CTAs p + 32k (k < 5)
+    L = []
+    e = L.append
+    e("""    // ---- phase 4 loads (warps 1..7): tokens w' + 7j, CTAs lane + 32k: part[(s*T + t)*32 + 0..4]
+    setp.lt.u32 %p5, %tx, 32;
+    @%p5 bra P4L_DONE;
+    sub.u32 %r1, %warp, 1;                  // w'
+    mul.lo.u32 %r2, %lane, %T;
+    add.u32 %r2, %r2, %r1;                  // lane*T + w'
+    shl.b32 %r2, %r2, 5;
+    mul.wide.u32 %rd1, %r2, 4;
     add.u64 %rd1, %part, %rd1;
-    shl.b32 %r5, %T, 7;
-    shl.b32 %r5, %r5, %r1;                  // PP CTAs further: PP * T * 32 * 4 bytes
-    cvt.u64.u32 %rd2, %r5;
-    shl.b32 %r6, 1, %r1;                    // PP""")
-    for k in range(9):
-        e(f"""    mul.lo.u32 %r7, %r6, {k};
-    add.u32 %r7, %r7, %r3;
-    setp.lt.u32 %pp{k}, %r7, %S;
-    and.pred %pp{k}, %pp{k}, %p_act;
-    @%pp{k} ld.global.cg.v4.f32 {{%pv{5*k}, %pv{5*k+1}, %pv{5*k+2}, %pv{5*k+3}}}, [%rd1];
-    @%pp{k} ld.global.cg.f32 %pv{5*k+4}, [%rd1+16];""")
-        if k < 8:
-            e("    add.u64 %rd1, %rd1, %rd2;")
-    for r in range(5):
-        e(f"    mov.f32 %su{r}, 0f00000000;")
-    for k in range(9):
+    mul.wide.u32 %rd2, %T, 4096;            // 32 CTAs further
+    // token step 7: 7 * 32 floats""")
+    for j in range(3):
+        e(f"""    add.u32 %r3, %r1, {7*j};
+    setp.lt.u32 %pt{j}, %r3, %T;
+    mov.u64 %rd3, %rd1;""")
+        for k in range(FULL_SLOTS):
+            q = 5 * (FULL_SLOTS * j + k)
+            e(f"""    add.u32 %r4, %lane, {32*k};
+    setp.lt.u32 %pz{FULL_SLOTS*j+k}, %r4, %S;
+    and.pred %pz{FULL_SLOTS*j+k}, %pz{FULL_SLOTS*j+k}, %pt{j};
+    @%pz{FULL_SLOTS*j+k} ld.global.cg.v4.f32 {{%pv{q}, %pv{q+1}, %pv{q+2}, %pv{q+3}}}, [%rd3];
+    @%pz{FULL_SLOTS*j+k} ld.global.cg.f32 %pv{q+4}, [%rd3+16];""")
+            if k < FULL_SLOTS - 1:
+                e("    add.u64 %rd3, %rd3, %rd2;")
+        if j < 2:
+            e(f"    add.u64 %rd1, %rd1, {7*32*4};")
+    e("P4L_DONE:")
+    return "\n".join(L)
+
+
+def phase4_rest(bf):
+    esz = 2 if bf else 4
+    L = []
+    e = L.append
+    e("""    // ================= phase 4 (warps 1..7): sums in CTA order, butterfly over the 32 lanes =====
+    sub.u32 %r1, %warp, 1;                  // w'""")
+    for j in range(3):
         for r in range(5):
-            e(f"    @%pp{k} add.f32 %su{r}, %su{r}, %pv{5*k+r};")
-    e("""    @%p4 bra BF8;""")
+            e(f"    mov.f32 %su{5*j+r}, 0f00000000;")
+        for k in range(FULL_SLOTS):
+            for r in range(5):
+                e(f"    @%pz{FULL_SLOTS*j+k} add.f32 %su{5*j+r}, %su{5*j+r}, %pv{5*(FULL_SLOTS*j+k)+r};")
+    for off in (16, 8, 4, 2, 1):
+        for q in range(15):
+            e(f"    shfl.sync.bfly.b32 %sx{q}, %su{q}, {off}, 31, -1;")
+        for q in range(15):
+            e(f"    add.f32 %su{q}, %su{q}, %sx{q};")
+    e("""    // lane j < 3 finishes token w' + 7j: inv_rms, h_pre (CTA 0 stores them)
+    setp.ge.u32 %p1, %lane, 3;
+    @%p1 bra HPRE_DONE;
+    mad.lo.u32 %r2, %lane, 7, %r1;          // t
+    setp.ge.u32 %p1, %r2, %T;
+    @%p1 bra HPRE_DONE;""")
     for r in range(5):
-        e(f"""    shfl.sync.bfly.b32 %f1, %su{r}, 16, 31, -1;
-    add.f32 %su{r}, %su{r}, %f1;""")
-    e("BF8:")
-    for off in (8, 4, 2, 1):
+        e(f"    mov.f32 %f{10+r}, %su{r};")
+    for j in (1, 2):
+        e(f"    setp.eq.u32 %p1, %lane, {j};")
         for r in range(5):
-            e(f"""    shfl.sync.bfly.b32 %f1, %su{r}, {off}, 31, -1;
-    add.f32 %su{r}, %su{r}, %f1;""")
-    e("""    setp.eq.u32 %p1, %r3, 0;
-    and.pred %p1, %p1, %p_act;
-    @!%p1 bra HPRE_DONE;
-    cvt.rn.f32.u32 %f2, %K;
-    div.rn.f32 %f3, %su0, %f2;
+            e(f"    @%p1 mov.f32 %f{10+r}, %su{5*j+r};")
+    e("""    cvt.rn.f32.u32 %f2, %K;
+    div.rn.f32 %f3, %f10, %f2;
     add.f32 %f3, %f3, %eps_norm;
     sqrt.rn.f32 %f3, %f3;
     rcp.rn.f32 %f3, %f3;                    // inv_rms
@@ -665,21 +749,22 @@ ARRIVED:
         e(f"""    setp.lt.u32 %p3, {i}, %n;
     @!%p3 bra HPRE_DONE;
     ld.shared.f32 %f4, [sm_base+{4*i}];
-    mul.f32 %f5, %su{1+i}, %f3;
+    mul.f32 %f5, %f{11+i}, %f3;
     fma.rn.f32 %f5, %f5, %sc0, %f4;
 {sigmoid('%f5', '%f6')}
     @!%p_paper add.f32 %f6, %f6, %eps_hc;
     st.shared.f32 [%r7+{4*i}], %f6;
     @%p2 st.global.f32 [%rd3+{4*i}], %f6;""")
     e("""HPRE_DONE:
-    bar.sync 0;
-    // ---- pre-mix: thread -> (token t = tid / NCH, chunk q): a[t][c0 + 8q .. +7]
+    bar.sync 1, 224;                        // warps 1..7: h_pre of every token in sm_hpre
+    // ---- pre-mix (warps 1..7): item = tid - 32 -> (token t = item / NCH, chunk q): a[t][c0 + 8q ..]
+    sub.u32 %r0, %tx, 32;
     mul.lo.u32 %r1, %T, %nch;
-    setp.ge.u32 %p1, %tx, %r1;
+    setp.ge.u32 %p1, %r0, %r1;
     @%p1 bra MIX_DONE;
-    div.u32 %r2, %tx, %nch;                // t
+    div.u32 %r2, %r0, %nch;                // t
     mul.lo.u32 %r3, %r2, %nch;
-    sub.u32 %r3, %tx, %r3;                 // q
+    sub.u32 %r3, %r0, %r3;                 // q
     shl.b32 %r3, %r3, 3;
     add.u32 %r4, %c0, %r3;                  // channel
     setp.ge.u32 %p1, %r4, %C;
@@ -716,11 +801,14 @@ MIXI:
     else:
         e("    st.global.v4.f32 [%rd1], {%mo0, %mo1, %mo2, %mo3};")
         e("    st.global.v4.f32 [%rd1+16], {%mo4, %mo5, %mo6, %mo7};")
-    e("""MIX_DONE:
-    // ================= phase 5: tokens tok = ctaid, ctaid + S, ... =========================
-FLOOP:
-    setp.ge.u32 %p1, %tok, %T;
-    @%p1 bra EXIT;""")
+    return "\n".join(L)
+
+
+def full_reduce():
+    # phase 5: the loaded 4-float groups summed over the thread's CTAs (k order), 2 shuffle levels,
+    # then the 8 warps in order -> sm_lg[0..32) (r = 0 ss, 1 + m logit m)
+    L = []
+    e = L.append
     for r in range(4):
         e(f"    mov.f32 %su{r}, 0f00000000;")
     for k in range(FULL_SLOTS):
@@ -731,32 +819,33 @@ FLOOP:
             e(f"""    shfl.sync.bfly.b32 %f1, %su{r}, {off}, 31, -1;
     add.f32 %su{r}, %su{r}, %f1;""")
     e("""    setp.lt.u32 %p1, %lane, 8;
-    @!%p1 bra FW_DONE;
     shl.b32 %r1, %warp, 7;
     shl.b32 %r2, %lane, 4;
     add.u32 %r1, %r1, %r2;
     mov.u32 %r2, sm_full;
     add.u32 %r1, %r1, %r2;
-    st.shared.v4.f32 [%r1], {%su0, %su1, %su2, %su3};
-FW_DONE:
+    @%p1 st.shared.v4.f32 [%r1], {%su0, %su1, %su2, %su3};
     bar.sync 0;
-    setp.ge.u32 %p1, %tx, 32;
-    @%p1 bra FR_DONE;
+    setp.lt.u32 %p1, %tx, 32;
     shl.b32 %r1, %tx, 2;
     mov.u32 %r2, sm_full;
     add.u32 %r2, %r2, %r1;
-    ld.shared.f32 %f1, [%r2];""")
+    @%p1 ld.shared.f32 %f1, [%r2];""")
     for w in range(1, 8):
-        e(f"""    ld.shared.f32 %f2, [%r2+{128*w}];
-    add.f32 %f1, %f1, %f2;""")
+        e(f"""    @%p1 ld.shared.f32 %f2, [%r2+{128*w}];
+    @%p1 add.f32 %f1, %f1, %f2;""")
     e("""    mov.u32 %r2, sm_lg;
     add.u32 %r2, %r2, %r1;
-    st.shared.f32 [%r2], %f1;
-FR_DONE:
-    bar.sync 0;
-    setp.ne.u32 %p1, %tx, 0;
-    @%p1 bra CB_DONE;
-    // ---- thread 0: inv_rms, h_post, Sinkhorn for token tok
+    @%p1 st.shared.f32 [%r2], %f1;
+    bar.sync 0;""")
+    return "\n".join(L)
+
+
+def coef_call(lbl):
+    # thread 0: inv_rms from the token's row, then the unrolled body for n; returns to {lbl}_RET
+    L = []
+    e = L.append
+    e(f"""    // ---- threads 0 and 1: inv_rms; thread 0 Sinkhorn -> h_res, thread 1 h_post, token tok
     ld.shared.f32 %f1, [sm_lg];
     cvt.rn.f32.u32 %f2, %K;
     div.rn.f32 %f1, %f1, %f2;
@@ -769,24 +858,27 @@ FR_DONE:
     mul.lo.u32 %r1, %r1, %n;
     mul.wide.u32 %rd1, %r1, 4;
     add.u64 %hro, %hres, %rd1;
+    setp.ne.u32 %p1, %tx, 0;
+    @%p1 bra {lbl}_POST;
     setp.eq.u32 %p1, %n, 4;
-    @%p1 bra CB_4;
+    @%p1 bra {lbl}_CB_4;
     setp.eq.u32 %p1, %n, 3;
-    @%p1 bra CB_3;
+    @%p1 bra {lbl}_CB_3;
     setp.eq.u32 %p1, %n, 2;
-    @%p1 bra CB_2;
-    bra CB_1;""")
+    @%p1 bra {lbl}_CB_2;
+    bra {lbl}_CB_1;
+{lbl}_POST:                                  // thread 1: h_post
+    setp.eq.u32 %p1, %n, 4;
+    @%p1 bra {lbl}_CP_4;
+    setp.eq.u32 %p1, %n, 3;
+    @%p1 bra {lbl}_CP_3;
+    setp.eq.u32 %p1, %n, 2;
+    @%p1 bra {lbl}_CP_2;
+    bra {lbl}_CP_1;""")
     for n in (1, 2, 3, 4):
-        e(coef_body(n))
-    e("""CB_DONE:
-    add.u32 %tok, %tok, %S;""")
-    e(full_load("F1"))
-    e("""    bar.sync 0;                             // sm_full / sm_lg are reused
-    bra FLOOP;
-EXIT:
-    ret;
-}
-""")
+        e(coef_body(n).replace("CB_", f"{lbl}_CB_"))
+        e(post_body(n).replace("CB_", f"{lbl}_CB_").replace("CP_", f"{lbl}_CP_"))
+    e(f"{lbl}_CB_DONE:")
     return "\n".join(L)
 
 
