@@ -1,11 +1,13 @@
-//! GPU tests of `pre` and `post_pre` (asm/ptx/sm90/pre.ptx) against the f64 reference: fresh
+//! GPU tests of `pre` and `post_pre` (asm/ptx/sm90/pre.ptx, pre_decode.ptx) against the f64 reference: fresh
 //! random inputs every run (seed printed, `MHC_TEST_SEED` replays), activations rounded to the
 //! storage dtype before the reference sees them, every output poisoned with NaN before each
 //! launch; both formulations, both dtypes, n in {1..32}, the decode (split) and prefill shapes,
 //! strided rows, gamma_k / gamma_f, determinism, CUDA-graph capture of 100 calls, and inputs the
 //! op must refuse before launching. Without a CUDA GPU every test prints why and passes.
 //!
-//! `bench_pre` (ignored by default; `--ignored`) times the shapes of notes/cuda-pre.md.
+//! `bench_pre` (ignored by default; `--ignored`) times the general kernel at the shapes of
+//! notes/cuda-pre.md; `bench_pre_decode` times the decode kernel (asm/ptx/sm90/pre_decode.ptx)
+//! against it at T <= 16, with a Sinkhorn and CTA-count attribution.
 
 mod common;
 
@@ -772,6 +774,8 @@ fn bench_pre() {
     let copy_us = time_calls(&dev, &s, 11, 5, |_| dst.copy_from(&s, &src, bytes));
     let copy_bw = 2.0 * bytes as f64 / (copy_us * 1e-6);
     println!("device {} | D2D copy {:.0} GB/s", dev.name(), copy_bw / 1e9);
+    // The general kernel at every shape (bench_pre_decode times the decode kernel against it).
+    let gmode = |split: Option<usize>| split.map_or(Mode::General, Mode::Split);
     println!("| stage | dtype | T | n | C | split | us (stream) | us (graph) | GB/s | % copy | floor us |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     // Attribution of the decode time: the tile shape (one CTA) at T = 1, and Sinkhorn with 1
@@ -780,12 +784,12 @@ fn bench_pre() {
         let cfg = Config { sinkhorn_iters: iters, ..Config::new(4, c) };
         let mut r = ready(&dev, &mut rng, cfg, Dtype::Bf16, 1, 16);
         for i in 0..3 {
-            r.launch(&s, i, split).unwrap();
+            r.launch_mode(&s, i, gmode(split)).unwrap();
         }
-        let us = time_calls(&dev, &s, 21, 50, |i| r.launch(&s, i, split));
+        let us = time_calls(&dev, &s, 21, 50, |i| r.launch_mode(&s, i, gmode(split)));
         s.begin_capture().unwrap();
         for i in 0..16 {
-            r.launch(&s, i, split).unwrap();
+            r.launch_mode(&s, i, gmode(split)).unwrap();
         }
         let g = s.end_capture().unwrap();
         let gus = time_calls(&dev, &s, 21, 1, |_| g.launch(&s)) / 16.0;
@@ -824,13 +828,13 @@ fn bench_pre() {
         let reps = if t >= 4096 { 7 } else { 21 };
         let calls = if t >= 4096 { 5 } else { 50 };
         for i in 0..3 {
-            r.launch(&s, i, split).unwrap();
+            r.launch_mode(&s, i, gmode(split)).unwrap();
         }
-        let us = time_calls(&dev, &s, reps, calls, |i| r.launch(&s, i, split));
+        let us = time_calls(&dev, &s, reps, calls, |i| r.launch_mode(&s, i, gmode(split)));
         // Graph of `sets` calls (each its own inputs), replayed.
         s.begin_capture().unwrap();
         for i in 0..sets.max(10) {
-            r.launch(&s, i, split).unwrap();
+            r.launch_mode(&s, i, gmode(split)).unwrap();
         }
         let g = s.end_capture().unwrap();
         let ncalls = sets.max(10);

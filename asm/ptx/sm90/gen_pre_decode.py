@@ -23,7 +23,9 @@ HEADER = """\
 //         partials, last-CTA reduce, ready flag, token claims) and measured 16.8 us per call in
 //         a CUDA graph at T = 1 (H200). This kernel has three: (1) load the phi/x slices,
 //         (2) publish partial sums + one grid-wide arrival, (3) read every CTA's partials.
-// GRID    S CTAs (S <= SM count, <= 144; 1 CTA per SM fits: all CTAs co-resident), 256 threads.
+// GRID    S CTAs (S <= SM count, <= 144 (phases 4/5 read up to 160); 1 CTA per SM fits: all
+//         CTAs co-resident), 256 threads. S = ceil(C / cpc); the plan spreads C over all SMs
+//         for T <= 8 and uses the fewest CTAs (cpc = 64) above (src/device/cuda/pre.rs).
 //         CTA s owns channels [s*cpc, min(C, (s+1)*cpc)) of ALL n streams and ALL T tokens
 //         (cpc = 8 * NCH, NCH <= 8 chunks of 8 channels): the phi slice (M x n*cpc floats) is
 //         loaded once and used for every token; the x slice stays in shared memory for the
@@ -64,15 +66,21 @@ HEADER = """\
 //         72 inv_rms, 80 ws_part, 88 ws_sync (u64); 96 T, n, C, M, x_stride, a_stride, cpc, iters,
 //         flags (u32; bit 0 Paper, bit 1 gamma_k; strides in elements); 132 eps_norm, eps_hc (f32),
 //         140 pad.
-// REGS    ptxas 12.9.86: see the variant's `expect` in asm/variants.toml (no local memory).
-// MEASURED see notes/cuda-pre.md ("decode kernel").
+// REGS    ptxas 12.9.86: 164 registers (phase 4 holds 3 tokens x 5 CTA slots x 5 floats of loads
+//         in flight), 43,136 B static shared memory, no local memory: 1 CTA (8 warps) per SM.
+// MEASURED H200 (132 SMs, copy 4.19 TB/s), n = 4, us per call inside a CUDA graph (stream):
+//         bf16 C=4096 T=1 6.63 (7.89), T=4 7.52 (8.70), T=16 10.05 (11.31) over 128 CTAs,
+//         9.46 (10.44) over 64; C=7168 T=1 6.89 (8.14), T=16 10.82 (11.80) over 112 CTAs;
+//         f32 C=4096 T=1 7.04 (8.07), T=16 10.58 (11.63). The general kernel (pre.ptx): 17.4 /
+//         18.0 / 20.3 / 19.3 / 24.6 / 19.0 / 23.0 us. Sinkhorn share (20 vs 1 iteration): 0.87 us.
+//         First version (generation-word barrier, Sinkhorn after phase 4, Newton steps): 8.59 us
+//         at T = 1. Rounds and attribution: notes/cuda-pre.md ("decode kernel").
 // =============================================================================================
 .version 8.0
 .target sm_90a
 .address_size 64
 """
 
-S_MAX = 144          # CTAs: phase 4 has ceil(S_MAX / 16) = 9 load slots per lane
 FULL_SLOTS = 5       # phase 5: subsets of 32 -> S <= 160
 ROW = 1040           # bytes per shared row (260 floats)
 LOG2E = "0f3FB8AA3B"

@@ -32,10 +32,7 @@ pub static IMAGES: [Image; 7] = [
     Image { name: "asm/bin/sm90/expand.cubin", bytes: include_bytes!("../../../asm/bin/sm90/expand.cubin") },
     Image { name: "asm/bin/sm90/pre.cubin", bytes: include_bytes!("../../../asm/bin/sm90/pre.cubin") },
     Image { name: "asm/bin/sm90/coeffs.cubin", bytes: include_bytes!("../../../asm/bin/sm90/coeffs.cubin") },
-    Image {
-        name: "asm/bin/sm90/pre_decode.cubin",
-        bytes: include_bytes!("../../../asm/bin/sm90/pre_decode.cubin"),
-    },
+    Image { name: "asm/bin/sm90/pre_decode.cubin", bytes: include_bytes!("../../../asm/bin/sm90/pre_decode.cubin") },
 ];
 
 /// One kernel of the table.

@@ -133,19 +133,30 @@ pub(crate) fn decode_unsupported(cfg: &Config, sms: usize) -> Option<String> {
     if cfg.c % 8 != 0 {
         return Some(format!("C = {} is not a multiple of 8", cfg.c));
     }
-    if decode_shape(cfg, sms, None).is_none() {
+    if decode_shape(cfg, sms, 1, None).is_none() {
         return Some(format!("C = {} > {DECODE_MAX_CPC} channels x {} CTAs", cfg.c, sms.min(DECODE_MAX_CTAS)));
     }
     None
 }
 
-/// `(ctas, cpc)` of the decode kernel: the fewest channels per CTA (a multiple of 8) that
-/// spread C over at most `min(sms, 144)` CTAs (all co-resident: one CTA per SM fits), or over
-/// about `ctas` CTAs when given (benchmarks). `None` if C needs more than 64 channels per CTA.
-pub(crate) fn decode_shape(cfg: &Config, sms: usize, ctas: Option<usize>) -> Option<(usize, usize)> {
+/// Above this many tokens the decode kernel uses the fewest CTAs it can (64 channels each):
+/// every CTA reads every CTA's partial rows of every token after the grid barrier, so that
+/// read grows with T x CTAs (H200, bf16 n=4, graph: T = 16, C = 4096 10.05 us over 128 CTAs,
+/// 9.69 over 86, 9.46 over 64; C = 7168 11.20 over 128, 10.82 over 112; at T = 1 the count
+/// does not matter: 6.63 / 6.72 / 6.71 us over 128 / 86 / 64; notes/cuda-pre.md).
+pub const DECODE_FEW_CTAS_ABOVE: usize = 8;
+
+/// `(ctas, cpc)` of the decode kernel for `t` tokens: channels per CTA `cpc` (a multiple of
+/// 8, at most [`DECODE_MAX_CPC`]) and `ctas = ceil(C / cpc)` <= `min(sms, 144)` (all
+/// co-resident: one CTA per SM fits). Few tokens spread C over as many CTAs as allowed; more
+/// than [`DECODE_FEW_CTAS_ABOVE`] use the fewest; `ctas` (benchmarks, tests) asks for about
+/// that many instead. `None` if C needs more than 64 channels per CTA.
+pub(crate) fn decode_shape(cfg: &Config, sms: usize, t: usize, ctas: Option<usize>) -> Option<(usize, usize)> {
     let cap = sms.clamp(1, DECODE_MAX_CTAS);
-    let target = ctas.unwrap_or(cap).clamp(1, cap);
     let chunks = cfg.c.div_ceil(8);
+    let fewest = chunks.div_ceil(DECODE_MAX_CPC / 8);
+    let auto = if t > DECODE_FEW_CTAS_ABOVE { fewest } else { cap };
+    let target = ctas.unwrap_or(auto).clamp(1, cap);
     let nch = chunks.div_ceil(target);
     if nch == 0 || nch * 8 > DECODE_MAX_CPC {
         return None;
@@ -519,7 +530,7 @@ impl Plan {
             return Ok(());
         }
         let sms = self.dev.sm_count() as usize;
-        let (grid, cpc) = decode_shape(cfg, sms, ctas).ok_or_else(|| {
+        let (grid, cpc) = decode_shape(cfg, sms, t, ctas).ok_or_else(|| {
             Error::shape("ctas", format!("enough CTAs for <= {DECODE_MAX_CPC} channels each"), ctas.unwrap_or(0))
         })?;
         let wsp = ws.device_ptr();
@@ -740,6 +751,37 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn decode_shape_covers_c_once_within_the_kernel_limits() {
+        for sms in [1, 8, 114, 132, 200] {
+            for c in [8, 64, 72, 1280, 1288, 4096, 7168, 8448, 8456, 16384] {
+                let cfg = Config::new(4, c);
+                let supported = decode_unsupported(&cfg, sms).is_none();
+                for t in [1, 8, 9, 16] {
+                    for ctas in [None, Some(1), Some(64), Some(1000)] {
+                        match decode_shape(&cfg, sms, t, ctas) {
+                            Some((s, cpc)) => {
+                                assert!(supported, "C={c} sms={sms}: a shape for an unsupported C");
+                                assert!(cpc % 8 == 0 && cpc <= DECODE_MAX_CPC);
+                                assert!(s >= 1 && s <= sms.min(DECODE_MAX_CTAS), "C={c} sms={sms}: {s} CTAs");
+                                assert!(s * cpc >= c && (s - 1) * cpc < c, "C={c}: every CTA owns a channel");
+                            }
+                            None => assert!(ctas.is_some() || !supported, "C={c} sms={sms} t={t}"),
+                        }
+                    }
+                }
+            }
+        }
+        let cfg = Config::new(4, 4096);
+        assert_eq!(decode_shape(&cfg, 132, 1, None), Some((128, 32)));
+        assert_eq!(decode_shape(&cfg, 132, 16, None), Some((64, 64)));
+        assert_eq!(decode_shape(&Config::new(4, 7168), 132, 16, None), Some((112, 64)));
+        assert!(decode_unsupported(&Config::new(4, 8456), 132).is_some());
+        assert!(decode_unsupported(&Config::new(8, 1280), 132).is_some());
+        let gf = Config { gamma_f: true, ..Config::new(4, 1280) };
+        assert!(decode_unsupported(&gf, 132).is_some());
     }
 
     #[test]
