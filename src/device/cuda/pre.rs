@@ -149,13 +149,15 @@ pub const DECODE_FEW_CTAS_ABOVE: usize = 8;
 /// `(ctas, cpc)` of the decode kernel for `t` tokens: channels per CTA `cpc` (a multiple of
 /// 8, at most [`DECODE_MAX_CPC`]) and `ctas = ceil(C / cpc)` <= `min(sms, 144)` (all
 /// co-resident: one CTA per SM fits). Few tokens spread C over as many CTAs as allowed; more
-/// than [`DECODE_FEW_CTAS_ABOVE`] use the fewest; `ctas` (benchmarks, tests) asks for about
-/// that many instead. `None` if C needs more than 64 channels per CTA.
+/// than [`DECODE_FEW_CTAS_ABOVE`] use the fewest, but not fewer than T while C has T chunks of
+/// 8 channels; `ctas` (benchmarks, tests) asks for about that many instead. `None` if C needs
+/// more than 64 channels per CTA.
 pub(crate) fn decode_shape(cfg: &Config, sms: usize, t: usize, ctas: Option<usize>) -> Option<(usize, usize)> {
     let cap = sms.clamp(1, DECODE_MAX_CTAS);
     let chunks = cfg.c.div_ceil(8);
     let fewest = chunks.div_ceil(DECODE_MAX_CPC / 8);
-    let auto = if t > DECODE_FEW_CTAS_ABOVE { fewest } else { cap };
+    // At least T CTAs where C allows it: CTA s runs the Sinkhorn of tokens s, s + S, ... in series.
+    let auto = if t > DECODE_FEW_CTAS_ABOVE { fewest.max(t) } else { cap };
     let target = ctas.unwrap_or(auto).clamp(1, cap);
     let nch = chunks.div_ceil(target);
     if nch == 0 || nch * 8 > DECODE_MAX_CPC {
@@ -778,6 +780,9 @@ mod tests {
         assert_eq!(decode_shape(&cfg, 132, 1, None), Some((128, 32)));
         assert_eq!(decode_shape(&cfg, 132, 16, None), Some((64, 64)));
         assert_eq!(decode_shape(&Config::new(4, 7168), 132, 16, None), Some((112, 64)));
+        assert_eq!(decode_shape(&Config::new(4, 1280), 132, 16, None), Some((20, 64)));
+        assert_eq!(decode_shape(&Config::new(4, 256), 132, 16, None), Some((16, 16)));
+        assert_eq!(decode_shape(&Config::new(4, 64), 132, 16, None), Some((8, 8)));
         assert!(decode_unsupported(&Config::new(4, 8456), 132).is_some());
         assert!(decode_unsupported(&Config::new(8, 1280), 132).is_some());
         let gf = Config { gamma_f: true, ..Config::new(4, 1280) };
