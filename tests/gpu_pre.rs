@@ -1,11 +1,13 @@
-//! GPU tests of `pre` and `post_pre` (asm/ptx/sm90/pre.ptx) against the f64 reference: fresh
+//! GPU tests of `pre` and `post_pre` (asm/ptx/sm90/pre.ptx, pre_decode.ptx) against the f64 reference: fresh
 //! random inputs every run (seed printed, `MHC_TEST_SEED` replays), activations rounded to the
 //! storage dtype before the reference sees them, every output poisoned with NaN before each
 //! launch; both formulations, both dtypes, n in {1..32}, the decode (split) and prefill shapes,
 //! strided rows, gamma_k / gamma_f, determinism, CUDA-graph capture of 100 calls, and inputs the
 //! op must refuse before launching. Without a CUDA GPU every test prints why and passes.
 //!
-//! `bench_pre` (ignored by default; `--ignored`) times the shapes of notes/cuda-pre.md.
+//! `bench_pre` (ignored by default; `--ignored`) times the general kernel at the shapes of
+//! notes/cuda-pre.md; `bench_pre_decode` times the decode kernel (asm/ptx/sm90/pre_decode.ptx)
+//! against it at T <= 16, with a Sinkhorn and CTA-count attribution.
 
 mod common;
 
@@ -249,11 +251,13 @@ struct Shape {
     gamma_f: bool,
     x_pad: usize,
     split: Option<usize>,
+    /// Force the decode kernel over about this many CTAs.
+    ctas: Option<usize>,
 }
 
 impl Shape {
     fn new(n: usize, c: usize, t: usize, form: Formulation, dtype: Dtype) -> Self {
-        Shape { n, c, t, form, dtype, phi_std: 0.02, gamma_k: false, gamma_f: false, x_pad: 0, split: None }
+        Shape { n, c, t, form, dtype, phi_std: 0.02, gamma_k: false, gamma_f: false, x_pad: 0, split: None, ctas: None }
     }
     fn cfg(&self) -> Config {
         Config {
@@ -264,7 +268,7 @@ impl Shape {
     }
     fn label(&self) -> String {
         format!(
-            "n={} C={} T={} {} {} phi~{} gk={} gf={} pad={} split={:?}",
+            "n={} C={} T={} {} {} phi~{} gk={} gf={} pad={} split={:?} ctas={:?}",
             self.n,
             self.c,
             self.t,
@@ -274,7 +278,8 @@ impl Shape {
             self.gamma_k,
             self.gamma_f,
             self.x_pad,
-            self.split
+            self.split,
+            self.ctas
         )
     }
 }
@@ -305,11 +310,25 @@ fn ill_conditioned(case: &PreCase, want: &PreOut, dtype: Dtype, label: &str) -> 
 
 /// Runs `pre` for one shape on fresh inputs and checks it against the reference.
 fn check_pre(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testing::Rng, sh: &Shape) {
+    check_pre_kernel(dev, stream, rng, sh, None)
+}
+
+/// [`check_pre`], also asserting which kernel `pre` selected (`Some(true)`: the decode kernel).
+fn check_pre_kernel(
+    dev: &CudaDevice,
+    stream: &Stream,
+    rng: &mut reference::testing::Rng,
+    sh: &Shape,
+    decode: Option<bool>,
+) {
     let cfg = sh.cfg();
     let t = sh.t;
     let case = stored(PreCase::random(rng, cfg, t, sh.phi_std), sh.dtype);
     let want = case.forward();
     let plan = Plan::new(dev, cfg, sh.dtype, t.max(1)).unwrap();
+    if let Some(want) = decode {
+        assert_eq!(plan.pre_uses_decode_kernel(t), want, "{}: decode kernel selected?", sh.label());
+    }
     let ws = plan.new_workspace().unwrap();
     let din = dev_in(dev, &case, sh.dtype, cfg.k() + sh.x_pad);
     let mut out = alloc_out(dev, &cfg, sh.dtype, t, cfg.c + sh.x_pad);
@@ -318,9 +337,10 @@ fn check_pre(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testing::Rn
     let params = din.params(&cfg);
     {
         let mut views = out.views(&cfg, sh.dtype, t);
-        match sh.split {
-            None => plan.pre(stream, &ws, &x, &params, &mut views),
-            Some(s) => plan.pre_with_split(stream, &ws, &x, &params, &mut views, s),
+        match (sh.split, sh.ctas) {
+            (Some(s), _) => plan.pre_with_split(stream, &ws, &x, &params, &mut views, s),
+            (None, Some(c)) => plan.pre_decode_with_ctas(stream, &ws, &x, &params, &mut views, c),
+            (None, None) => plan.pre(stream, &ws, &x, &params, &mut views),
         }
         .unwrap_or_else(|e| panic!("{}: {e}", sh.label()));
     }
@@ -369,6 +389,73 @@ fn pre_n4_math_sizes() {
         }
         check_pre(&dev, &stream, &mut rng, &Shape::new(4, 4096, 8192, Formulation::DeepSeekV4, dtype));
     }
+}
+
+/// The decode kernel (asm/ptx/sm90/pre_decode.ptx) at the shapes it is selected for: T in
+/// {1, 2, 3, 5, 9, 16} (every token class of its phase 2), n in {1, 2, 3, 4}, C in {64, 72,
+/// 1280, 1288, 4096, 7168}, both formulations and dtypes, phi ~ 0.02 and ~ 0.5, strided x and a,
+/// gamma_k, forced CTA counts; and that n = 8, gamma_f, T = 17 keep the general kernel.
+#[test]
+fn pre_decode_kernel_shapes() {
+    let Some(dev) = gpu() else { return };
+    let stream = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("pre_decode");
+    for dtype in DTYPES {
+        for form in FORMS {
+            for (n, c, t) in [
+                (4, 4096, 1),
+                (4, 4096, 2),
+                (4, 4096, 3),
+                (4, 4096, 5),
+                (4, 4096, 9),
+                (4, 4096, 16),
+                (4, 7168, 1),
+                (4, 7168, 16),
+                (4, 1280, 4),
+                (4, 64, 16),
+                (4, 72, 3),
+                (4, 1288, 7),
+                (1, 64, 1),
+                (1, 4096, 16),
+                (2, 1280, 2),
+                (2, 7168, 13),
+                (3, 1280, 6),
+            ] {
+                check_pre_kernel(&dev, &stream, &mut rng, &Shape::new(n, c, t, form, dtype), Some(true));
+            }
+            for (n, c, t) in [(4, 4096, 1), (4, 7168, 16), (2, 1280, 3)] {
+                let sh = Shape { phi_std: 0.5, ..Shape::new(n, c, t, form, dtype) };
+                check_pre_kernel(&dev, &stream, &mut rng, &sh, Some(true));
+            }
+            for (n, c, t) in [(4, 1288, 5), (4, 4096, 16), (1, 72, 2)] {
+                let sh = Shape { x_pad: 24, ..Shape::new(n, c, t, form, dtype) };
+                check_pre_kernel(&dev, &stream, &mut rng, &sh, Some(true));
+            }
+            for (n, c, t) in [(4, 4096, 3), (2, 1288, 16)] {
+                let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(n, c, t, form, dtype) };
+                check_pre_kernel(&dev, &stream, &mut rng, &sh, Some(true));
+            }
+            for ctas in [64, 100, 132] {
+                let sh = Shape { ctas: Some(ctas), ..Shape::new(4, 4096, 16, form, dtype) };
+                check_pre_kernel(&dev, &stream, &mut rng, &sh, Some(true));
+            }
+            let sh = Shape { ctas: Some(20), ..Shape::new(4, 1280, 1, form, dtype) };
+            check_pre_kernel(&dev, &stream, &mut rng, &sh, Some(true));
+            // The general kernel keeps what the decode kernel does not cover.
+            check_pre_kernel(&dev, &stream, &mut rng, &Shape::new(8, 1280, 3, form, dtype), Some(false));
+            check_pre_kernel(&dev, &stream, &mut rng, &Shape::new(4, 4096, 17, form, dtype), Some(false));
+            let sh = Shape { gamma_f: true, ..Shape::new(4, 4096, 2, form, dtype) };
+            check_pre_kernel(&dev, &stream, &mut rng, &sh, Some(false));
+        }
+    }
+    // Too few CTAs for C (more than 64 channels each): refused before the launch.
+    let cfg = Config::new(4, 4096);
+    let mut r = ready(&dev, &mut rng, cfg, Dtype::Bf16, 2, 1);
+    r.out.poison(&stream, Dtype::Bf16);
+    let e = r.launch_mode(&stream, 0, Mode::Decode(8));
+    assert!(matches!(e, Err(Error::Shape { what: "ctas", .. })), "{e:?}");
+    stream.synchronize().unwrap();
+    assert!(r.out.read(&cfg, Dtype::Bf16, 2).h_pre.iter().all(|v| v.is_nan()), "refused call wrote");
 }
 
 #[test]
@@ -530,15 +617,33 @@ fn ready(
     Ready { cfg, dtype, t, plan, ws, ins, out }
 }
 
+/// Which kernel a [`Ready`] call runs.
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    /// `Plan::pre` (the plan's choice).
+    Auto,
+    /// The general kernel, automatic launch shape.
+    General,
+    /// The general kernel with its split forced.
+    Split(usize),
+    /// The decode kernel over about this many CTAs.
+    Decode(usize),
+}
+
 impl Ready {
     fn launch(&mut self, s: &Stream, set: usize, split: Option<usize>) -> mhc::Result<()> {
+        self.launch_mode(s, set, split.map_or(Mode::Auto, Mode::Split))
+    }
+    fn launch_mode(&mut self, s: &Stream, set: usize, mode: Mode) -> mhc::Result<()> {
         let din = &self.ins[set % self.ins.len()];
         let x = din.x.view(self.dtype, din.x_layout);
         let params = din.params(&self.cfg);
         let mut views = self.out.views(&self.cfg, self.dtype, self.t);
-        match split {
-            None => self.plan.pre(s, &self.ws, &x, &params, &mut views),
-            Some(sp) => self.plan.pre_with_split(s, &self.ws, &x, &params, &mut views, sp),
+        match mode {
+            Mode::Auto => self.plan.pre(s, &self.ws, &x, &params, &mut views),
+            Mode::General => self.plan.pre_general(s, &self.ws, &x, &params, &mut views),
+            Mode::Split(sp) => self.plan.pre_with_split(s, &self.ws, &x, &params, &mut views, sp),
+            Mode::Decode(c) => self.plan.pre_decode_with_ctas(s, &self.ws, &x, &params, &mut views, c),
         }
     }
 }
@@ -549,7 +654,7 @@ fn pre_is_deterministic_and_graph_capturable() {
     let s = Stream::new(&dev).unwrap();
     let mut rng = common::rng("pre_determinism");
     for dtype in DTYPES {
-        for (n, c, t) in [(4, 4096, 16), (4, 7168, 3), (4, 4096, 1000), (8, 1280, 64)] {
+        for (n, c, t) in [(4, 4096, 16), (4, 7168, 3), (4, 4096, 1), (2, 1288, 9), (4, 4096, 1000), (8, 1280, 64)] {
             let cfg = Config::new(n, c);
             let mut r = ready(&dev, &mut rng, cfg, dtype, t, 1);
             r.out.poison(&s, dtype);
@@ -669,6 +774,8 @@ fn bench_pre() {
     let copy_us = time_calls(&dev, &s, 11, 5, |_| dst.copy_from(&s, &src, bytes));
     let copy_bw = 2.0 * bytes as f64 / (copy_us * 1e-6);
     println!("device {} | D2D copy {:.0} GB/s", dev.name(), copy_bw / 1e9);
+    // The general kernel at every shape (bench_pre_decode times the decode kernel against it).
+    let gmode = |split: Option<usize>| split.map_or(Mode::General, Mode::Split);
     println!("| stage | dtype | T | n | C | split | us (stream) | us (graph) | GB/s | % copy | floor us |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     // Attribution of the decode time: the tile shape (one CTA) at T = 1, and Sinkhorn with 1
@@ -677,12 +784,12 @@ fn bench_pre() {
         let cfg = Config { sinkhorn_iters: iters, ..Config::new(4, c) };
         let mut r = ready(&dev, &mut rng, cfg, Dtype::Bf16, 1, 16);
         for i in 0..3 {
-            r.launch(&s, i, split).unwrap();
+            r.launch_mode(&s, i, gmode(split)).unwrap();
         }
-        let us = time_calls(&dev, &s, 21, 50, |i| r.launch(&s, i, split));
+        let us = time_calls(&dev, &s, 21, 50, |i| r.launch_mode(&s, i, gmode(split)));
         s.begin_capture().unwrap();
         for i in 0..16 {
-            r.launch(&s, i, split).unwrap();
+            r.launch_mode(&s, i, gmode(split)).unwrap();
         }
         let g = s.end_capture().unwrap();
         let gus = time_calls(&dev, &s, 21, 1, |_| g.launch(&s)) / 16.0;
@@ -721,13 +828,13 @@ fn bench_pre() {
         let reps = if t >= 4096 { 7 } else { 21 };
         let calls = if t >= 4096 { 5 } else { 50 };
         for i in 0..3 {
-            r.launch(&s, i, split).unwrap();
+            r.launch_mode(&s, i, gmode(split)).unwrap();
         }
-        let us = time_calls(&dev, &s, reps, calls, |i| r.launch(&s, i, split));
+        let us = time_calls(&dev, &s, reps, calls, |i| r.launch_mode(&s, i, gmode(split)));
         // Graph of `sets` calls (each its own inputs), replayed.
         s.begin_capture().unwrap();
         for i in 0..sets.max(10) {
-            r.launch(&s, i, split).unwrap();
+            r.launch_mode(&s, i, gmode(split)).unwrap();
         }
         let g = s.end_capture().unwrap();
         let ncalls = sets.max(10);
@@ -738,6 +845,77 @@ fn bench_pre() {
         println!(
             "| pre | {dtype} | {t} | {n} | {c} | {} | {us:.2} | {gus:.2} | {gbs:.0} | {:.0}% | {floor:.2} |",
             split.map(|v| v.to_string()).unwrap_or("auto".into()),
+            100.0 * gbs * 1e9 / copy_bw
+        );
+    }
+}
+
+/// The decode kernel against the general kernel at decode shapes: median us per call
+/// back-to-back on a stream and inside a CUDA graph (replays of one call per input set; input
+/// sets rotated so phi + x exceed the L2 between reuses), plus a CTA-count sweep.
+#[test]
+#[ignore]
+fn bench_pre_decode() {
+    let Some(dev) = gpu() else { return };
+    let s = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("bench_pre_decode");
+    let bytes = 512 << 20;
+    let (src, dst) = (DeviceBuffer::alloc(&dev, bytes).unwrap(), DeviceBuffer::alloc(&dev, bytes).unwrap());
+    let copy_us = time_calls(&dev, &s, 11, 5, |_| dst.copy_from(&s, &src, bytes));
+    let copy_bw = 2.0 * bytes as f64 / (copy_us * 1e-6);
+    println!("device {} ({} SMs) | D2D copy {:.0} GB/s", dev.name(), dev.sm_count(), copy_bw / 1e9);
+    println!("| kernel | dtype | T | n | C | us (stream) | us (graph) | GB/s (graph) | % copy | floor us |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let shapes = [
+        (Dtype::Bf16, 1, 4096),
+        (Dtype::Bf16, 4, 4096),
+        (Dtype::Bf16, 16, 4096),
+        (Dtype::Bf16, 1, 7168),
+        (Dtype::Bf16, 4, 7168),
+        (Dtype::Bf16, 16, 7168),
+        (Dtype::F32, 1, 4096),
+        (Dtype::F32, 16, 4096),
+        (Dtype::F32, 1, 7168),
+    ];
+    // (label, mode, dtype, T, C, Sinkhorn iterations)
+    let mut modes: Vec<(String, Mode, Dtype, usize, usize, u32)> = Vec::new();
+    for (dtype, t, c) in shapes {
+        modes.push(("decode".into(), Mode::Auto, dtype, t, c, 20));
+        modes.push(("general".into(), Mode::General, dtype, t, c, 20));
+    }
+    // Attribution: the Sinkhorn's share (1 iteration instead of 20), and the CTA count.
+    for t in [1, 16] {
+        modes.push(("decode iters=1".into(), Mode::Auto, Dtype::Bf16, t, 4096, 1));
+        for ctas in [64, 96] {
+            modes.push((format!("decode ctas~{ctas}"), Mode::Decode(ctas), Dtype::Bf16, t, 4096, 20));
+        }
+        modes.push(("decode ctas~112".into(), Mode::Decode(112), Dtype::Bf16, t, 7168, 20));
+    }
+    for (label, mode, dtype, t, c, iters) in modes {
+        let cfg = Config { sinkhorn_iters: iters, ..Config::new(4, c) };
+        let k = cfg.k();
+        let per_set = t * k * dtype.size() + cfg.m() * k * 4;
+        let sets = (150_000_000 / per_set).clamp(20, 128);
+        let mut r = ready(&dev, &mut rng, cfg, dtype, t, sets);
+        if matches!(mode, Mode::Auto) {
+            assert!(r.plan.pre_uses_decode_kernel(t));
+        }
+        for i in 0..3 {
+            r.launch_mode(&s, i, mode).unwrap();
+        }
+        let us = time_calls(&dev, &s, 101, 20, |i| r.launch_mode(&s, i, mode));
+        s.begin_capture().unwrap();
+        for i in 0..sets {
+            r.launch_mode(&s, i, mode).unwrap();
+        }
+        let g = s.end_capture().unwrap();
+        g.launch(&s).unwrap();
+        let gus = time_calls(&dev, &s, 101, 1, |_| g.launch(&s)) / sets as f64;
+        let moved = (t * k + t * c) * dtype.size() + cfg.m() * k * 4;
+        let floor = moved as f64 / copy_bw * 1e6;
+        let gbs = moved as f64 / (gus * 1e-6) / 1e9;
+        println!(
+            "| {label} | {dtype} | {t} | 4 | {c} | {us:.2} | {gus:.2} | {gbs:.0} | {:.1}% | {floor:.2} |",
             100.0 * gbs * 1e9 / copy_bw
         );
     }
@@ -755,7 +933,8 @@ fn pre_logits_match_the_projection() {
             let cfg = Config::new(n, c);
             let (k, m) = (cfg.k(), cfg.m());
             let mut r = ready(&dev, &mut rng, cfg, dtype, t, 1);
-            r.launch(&s, 0, split).unwrap();
+            // The general kernel's logit buffers (the decode kernel keeps only partial rows).
+            r.launch_mode(&s, 0, split.map_or(Mode::General, Mode::Split)).unwrap();
             s.synchronize().unwrap();
             let (p, ss) = r.plan.debug_logits(&r.ws, t).unwrap();
             let x = download(&r.ins[0].x, dtype, t * k).unwrap();
@@ -810,6 +989,21 @@ fn sanitizer_smoke() {
                     "sanitizer_smoke: post_pre T={t} {dtype} mismatched (reported by post_pre_matches_reference)"
                 );
             }
+        }
+    }
+}
+
+/// Small launches of the decode kernel (every token class, gamma_k, strided rows), for
+/// compute-sanitizer; also checked against the reference.
+#[test]
+fn decode_sanitizer_smoke() {
+    let Some(dev) = gpu() else { return };
+    let stream = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("decode_sanitizer_smoke");
+    for dtype in DTYPES {
+        for (n, c, t) in [(4, 1280, 1), (4, 1288, 3), (2, 72, 6), (4, 256, 11), (1, 64, 16)] {
+            let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(n, c, t, Formulation::DeepSeekV4, dtype) };
+            check_pre_kernel(&dev, &stream, &mut rng, &sh, Some(true));
         }
     }
 }

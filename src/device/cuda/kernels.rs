@@ -23,14 +23,16 @@ pub const IMG_STATIC: usize = 2;
 pub const IMG_EXPAND: usize = 3;
 pub const IMG_PRE: usize = 4;
 pub const IMG_COEFFS: usize = 5;
+pub const IMG_PRE_DECODE: usize = 6;
 
-pub static IMAGES: [Image; 6] = [
+pub static IMAGES: [Image; 7] = [
     Image { name: "asm/bin/sm90/post.cubin", bytes: include_bytes!("../../../asm/bin/sm90/post.cubin") },
     Image { name: "asm/bin/sm90/head.cubin", bytes: include_bytes!("../../../asm/bin/sm90/head.cubin") },
     Image { name: "asm/bin/sm90/static.cubin", bytes: include_bytes!("../../../asm/bin/sm90/static.cubin") },
     Image { name: "asm/bin/sm90/expand.cubin", bytes: include_bytes!("../../../asm/bin/sm90/expand.cubin") },
     Image { name: "asm/bin/sm90/pre.cubin", bytes: include_bytes!("../../../asm/bin/sm90/pre.cubin") },
     Image { name: "asm/bin/sm90/coeffs.cubin", bytes: include_bytes!("../../../asm/bin/sm90/coeffs.cubin") },
+    Image { name: "asm/bin/sm90/pre_decode.cubin", bytes: include_bytes!("../../../asm/bin/sm90/pre_decode.cubin") },
 ];
 
 /// One kernel of the table.
@@ -190,6 +192,25 @@ fn build() -> Vec<KernelDesc> {
             threads: 256,
             max_dynamic_shared: 0,
             max_tokens: usize::MAX,
+        });
+    }
+    // pre for decode (T <= 16, n <= 4, no gamma_f): its own kernel, selected before the general
+    // one where it applies (pre.rs `decode_unsupported`, checked by `reject`).
+    for (dtype, entry) in super::pre::DECODE_DTYPES {
+        t.push(KernelDesc {
+            arch,
+            stage: Stage::Pre,
+            dtype,
+            formulation: None,
+            n: 0,
+            entry,
+            image: IMG_PRE_DECODE,
+            param_bytes: std::mem::size_of::<super::pre::PreDecodeArgs>(),
+            v: 8,
+            tokens_per_cta: super::pre::DECODE_KERNEL_MAX_TOKENS,
+            threads: 256,
+            max_dynamic_shared: 0,
+            max_tokens: super::pre::DECODE_KERNEL_MAX_TOKENS,
         });
     }
     // pre and post_pre: one kernel family, any n, both formulations (run-time flags); pre.rs.

@@ -186,8 +186,10 @@ fn reject(desc: &KernelDesc, dev: &CudaDevice, cfg: &Config, dtype: Dtype) -> Op
     if desc.stage == Stage::Static && cfg.c * 4 > dev.max_shared_per_block() as usize {
         return Some(format!("{}: a[C] does not fit in shared memory", desc.entry));
     }
-    if (cfg.gamma_k || cfg.gamma_f) && matches!(desc.stage, Stage::Pre | Stage::PostPre) {
-        // Stage-specific options are checked by the stage's own selection (pre.rs).
+    if desc.stage == Stage::Pre && super::pre::is_decode_entry(desc.entry) {
+        if let Some(why) = super::pre::decode_unsupported(cfg, dev.sm_count() as usize) {
+            return Some(format!("{}: {why}", desc.entry));
+        }
     }
     None
 }
@@ -304,6 +306,19 @@ impl Plan {
                     rejected: vec!["no bucket covers this token count".into()],
                 })
             }
+            Err(e) => Err(e.clone()),
+        }
+    }
+
+    /// The bucket of `stage` that serves every token count (the last one).
+    pub(crate) fn general_bucket(&self, stage: Stage) -> Result<&Bucket> {
+        match &self.stages[stage_index(stage)] {
+            Ok(buckets) => buckets.last().ok_or_else(|| Error::NoVariant {
+                stage: stage.name().into(),
+                arch: self.dev.arch().name().into(),
+                shape: format!("n={} C={}", self.cfg.n, self.cfg.c),
+                rejected: vec!["no bucket".into()],
+            }),
             Err(e) => Err(e.clone()),
         }
     }
