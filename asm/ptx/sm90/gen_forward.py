@@ -16,7 +16,14 @@ NS = [1, 2, 4, 8, 16, 32]
 DTYPES = ["bf16", "f32"]
 ESIZE = {"bf16": 2, "f32": 4}
 THREADS = 256  # head: one CTA of 8 warps (reqntid)
-ST_THREADS = 128  # static: 4 warps, so that more CTAs (and tokens) are resident per SM
+ST_THREADS = 128  # static (n <= 8): 4 data warps, so that more CTAs (and tokens) are resident per SM
+
+
+def st_threads(n):
+    """static: (data threads, CTA threads). The data warps take the channel chunks; one more warp
+    (the coefficient warp) computes h_post and the Sinkhorn while they load the first token."""
+    dt = ST_THREADS if n <= 8 else 256
+    return dt, dt + 32
 
 PROLOGUE = """.version 8.8
 .target sm_90a
@@ -156,13 +163,27 @@ def tree_sum(k, dst, vals, tag):
     k.e(f"mov.f32 {dst}, {level[0]};")
 
 
-def sigmoid(k, dst, z, tag):
-    """dst = 1 / (1 + 2^(-z * log2 e)); ex2.approx has ~2 ulp relative error, rcp.rn is exact."""
+def rcp_fast(k, dst, s, tag):
+    """dst = 1/s: MUFU rcp.approx (<= 1 ulp) and one Newton step (as pre.ptx): f32-accurate for
+    normal s without the IEEE rcp.rn subroutine."""
+    e = k.r("f32", f"{tag}_e")
+    k.e(f"rcp.approx.ftz.f32 {dst}, {s};")
+    k.e(f"neg.f32 {e}, {s};")
+    k.e(f"fma.rn.f32 {e}, {e}, {dst}, 0f3F800000;")
+    k.e(f"fma.rn.f32 {dst}, {dst}, {e}, {dst};")
+
+
+def sigmoid(k, dst, z, tag, fast=False):
+    """dst = 1 / (1 + 2^(-z * log2 e)); ex2.approx has ~2 ulp relative error, rcp.rn is exact
+    (fast: rcp.approx + one Newton step)."""
     a = k.r("f32", f"{tag}_a")
     k.e(f"mul.f32 {a}, {z}, 0fBFB8AA3B;")  # -log2(e)
     k.e(f"ex2.approx.ftz.f32 {a}, {a};")
     k.e(f"add.f32 {a}, {a}, 0f3F800000;")
-    k.e(f"rcp.rn.f32 {dst}, {a};")
+    if fast:
+        rcp_fast(k, dst, a, f"{tag}_r")
+    else:
+        k.e(f"rcp.rn.f32 {dst}, {a};")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -539,6 +560,323 @@ def head_kernel(dtype, n):
 """
 
 
+# head, cluster variant (n <= 8): a cluster of CL CTAs per token tile, CTA r owning chunk range r
+CL = 8  # CTAs per cluster (the portable maximum)
+CL_THREADS = 128
+CL_NS = [1, 2, 4, 8]
+CL_SMEM = 112 * 1024  # largest x tile (dynamic shared memory): two CTAs per SM still fit
+
+
+def head_cl_cmax(n, dtype):
+    """Largest C whose x tile (TT * n * ceil(C/V1/CL) * V1 elements) fits CL_SMEM."""
+    v1, tt, _ = head_tiles(n)
+    per = tt * n * ESIZE[dtype]
+    cmax = CL * (CL_SMEM // per - v1)
+    return cmax - cmax % 8
+
+
+def head_cl_kernel(dtype, n):
+    V1, TT, _ = head_tiles(n)
+    es = ESIZE[dtype]
+    RED = TT * (n + 1)
+    NPAD = max(32, 1 << (RED - 1).bit_length())
+    W = NPAD // 32  # partials per lane after the reduce-scatter
+    NW = CL_THREADS // 32
+    name = f"mhc_head_cl_{dtype}_n{n}"
+    k = K()
+    p = lambda s: k.r("b64", s)
+    u = lambda s: k.r("b32", s)
+    f = lambda s: k.r("f32", s)
+    px, pphi, psc, pbase, po, sx, so = p("px"), p("pphi"), p("psc"), p("pbase"), p("po"), p("sx"), p("so")
+    tokens, cbytes, mmax, cch = u("tokens"), u("cbytes"), u("mmax"), u("cch")
+    eps_n, eps_hc, inv_k = f("eps_n"), f("eps_hc"), f("inv_k")
+    for reg, off, ty in [(px, 0, "u64"), (pphi, 8, "u64"), (psc, 16, "u64"), (pbase, 24, "u64"), (po, 32, "u64"),
+                         (sx, 40, "u64"), (so, 48, "u64"), (tokens, 56, "u32"), (cbytes, 60, "u32"),
+                         (mmax, 64, "u32"), (cch, 68, "u32"), (eps_n, 72, "f32"), (eps_hc, 76, "f32"),
+                         (inv_k, 80, "f32")]:
+        k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    tid, lane, warp, rank, tile, t0, tmp = u("tid"), u("lane"), u("warp"), u("rank"), u("tile"), u("t0"), u("tmp")
+    lo, hi, m, it, ii, q = u("lo"), u("hi"), u("m"), u("it"), u("ii"), u("q")
+    pr = k.r("pred", "p")
+    k.e(f"mov.u32 {tid}, %tid.x;")
+    k.e(f"and.b32 {lane}, {tid}, 31;")
+    k.e(f"shr.u32 {warp}, {tid}, 5;")
+    k.e(f"mov.u32 {rank}, %cluster_ctarank;")
+    k.e(f"mov.u32 {tile}, %clusterid.x;")
+    k.e(f"mul.lo.u32 {t0}, {tile}, {TT};")
+    k.comment(f"chunks (of V1={V1} channels) [lo, hi) of this CTA: lo = rank * cch / {CL}")
+    k.e(f"mul.lo.u32 {lo}, {rank}, {cch};")
+    k.e(f"div.u32 {lo}, {lo}, {CL};")
+    k.e(f"add.u32 {tmp}, {rank}, 1;")
+    k.e(f"mul.lo.u32 {hi}, {tmp}, {cch};")
+    k.e(f"div.u32 {hi}, {hi}, {CL};")
+    k.e(f"sub.u32 {m}, {hi}, {lo};")
+    last = u("tlast")
+    k.e(f"sub.u32 {last}, {tokens}, 1;")
+    k.comment("token rows of the tile; rows past T are clamped to T-1 (computed, never stored)")
+    rows = []
+    for tt in range(TT):
+        tk, t64, a = u(f"tk{tt}"), p(f"tk64_{tt}"), p(f"row{tt}")
+        k.e(f"add.u32 {tk}, {t0}, {tt};")
+        k.e(f"min.u32 {tk}, {tk}, {last};")
+        k.e(f"cvt.u64.u32 {t64}, {tk};")
+        k.e(f"mad.lo.u64 {a}, {t64}, {sx}, {px};")
+        rows.append(a)
+    kb = p("kbytes")
+    k.e(f"mul.wide.u32 {kb}, {cch}, {n * V1 * 4};")
+    xt = u("xt")
+    k.e(f"mov.u32 {xt}, hcl_x;")
+    P = [[f(f"P{tt}_{i}") for i in range(n)] for tt in range(TT)]
+    SS = [f(f"ss{tt}") for tt in range(TT)]
+    for tt in range(TT):
+        k.e(f"mov.f32 {SS[tt]}, 0f00000000;")
+        for i in range(n):
+            k.e(f"mov.f32 {P[tt][i]}, 0f00000000;")
+    items = u("items")
+    k.e(f"mul.lo.u32 {items}, {m}, {n};")
+    k.comment(f"phase 1: items (stream i, chunk lo+q), i = item / m. Each loads phi[o][i C + chunk] for the")
+    k.comment(f"n outputs o once (n*V1 registers) for the {TT} tokens, accumulates the partial projections and")
+    k.comment("sums of squares, and parks the raw x chunk of every token in the tile (shared memory)")
+    k.e(f"mov.u32 {it}, {tid};")
+    k.label("P1_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {it}, {items};")
+    k.e(f"@{pr} bra P1_END;")
+    k.e(f"div.u32 {ii}, {it}, {m};")
+    k.e(f"mul.lo.u32 {tmp}, {ii}, {m};")
+    k.e(f"sub.u32 {q}, {it}, {tmp};")
+    c = u("cg")
+    k.e(f"add.u32 {c}, {lo}, {q};")
+    xo, pa = p("xo"), p("pa")
+    k.e(f"mul.wide.u32 {xo}, {ii}, {cbytes};")
+    k.e(f"mad.wide.u32 {xo}, {c}, {V1 * es}, {xo};")
+    k.e(f"mad.lo.u32 {tmp}, {ii}, {cch}, {c};")
+    k.e(f"mul.wide.u32 {pa}, {tmp}, {V1 * 4};")
+    k.e(f"add.u64 {pa}, {pa}, {pphi};")
+    xvs = []
+    for tt in range(TT):
+        a = p(f"xa{tt}")
+        k.e(f"add.u64 {a}, {rows[tt]}, {xo};")
+        xvs.append(load_row(k, dtype, f"xv{tt}", a, V1))
+    aphi = [p(f"aphi{i}") for i in range(n)]
+    k.e(f"mov.u64 {aphi[0]}, {pa};")
+    for o in range(1, n):
+        k.e(f"add.u64 {aphi[o]}, {aphi[o - 1]}, {kb};")
+    ph = [load_f32_run(k, f"ph{o}_", aphi[o], V1) for o in range(n)]
+    k.comment(f"tile offset of (tt, i, q): ((tt n + i) mmax + q) V1 esize")
+    so_ = u("tso")
+    k.e(f"mad.lo.u32 {so_}, {ii}, {mmax}, {q};")
+    k.e(f"mul.lo.u32 {so_}, {so_}, {V1 * es};")
+    k.e(f"add.u32 {so_}, {so_}, {xt};")
+    tstep = u("tstep")
+    k.e(f"mul.lo.u32 {tstep}, {mmax}, {n * V1 * es};")
+    for tt in range(TT):
+        xv = xvs[tt]
+        if dtype == "bf16":
+            words = [f"%xv{tt}_w{w}" for w in range(V1 // 2)]
+        else:
+            words = xv
+        if tt:
+            k.e(f"add.u32 {so_}, {so_}, {tstep};")
+        for w0 in range(0, len(words), 4):
+            grp = words[w0:w0 + 4]
+            ty = "b32" if dtype == "bf16" else "f32"
+            if len(grp) == 1:
+                k.e(f"st.shared.{ty} [{so_}+{4 * w0}], {grp[0]};")
+            else:
+                k.e(f"st.shared.v{len(grp)}.{ty} [{so_}+{4 * w0}], {{{', '.join(grp)}}};")
+        for v in range(V1):
+            k.e(f"fma.rn.f32 {SS[tt]}, {xv[v]}, {xv[v]}, {SS[tt]};")
+        for o in range(n):
+            for v in range(V1):
+                k.e(f"fma.rn.f32 {P[tt][o]}, {ph[o][v]}, {xv[v]}, {P[tt][o]};")
+    k.e(f"add.u32 {it}, {it}, {CL_THREADS};")
+    k.e("bra.uni P1_LOOP;")
+    k.label("P1_END")
+    k.comment(f"warp reduce-scatter of the {RED} partials (padded to {NPAD}): at offset o the lane keeps the")
+    k.comment(f"half selected by lane bit o and adds its partner's copy; lane l ends with {W} sums, indices")
+    k.comment(f"{W}l..{W}l+{W - 1} (fixed order: deterministic)")
+    zero = f("zero")
+    k.e(f"mov.f32 {zero}, 0f00000000;")
+    L = []
+    for tt in range(TT):
+        L += P[tt] + [SS[tt]]
+    L += [zero] * (NPAD - RED)
+    pb = k.r("pred", "pb")
+    snd, kp, rcv = f("snd"), f("kp"), f("rcv")
+    step = 0
+    for off in [16, 8, 4, 2, 1]:
+        half = len(L) // 2
+        A, B = L[:half], L[half:]
+        k.e(f"and.b32 {tmp}, {lane}, {off};")
+        k.e(f"setp.ne.u32 {pb}, {tmp}, 0;")
+        nl = []
+        for j in range(half):
+            d = f(f"rs{step}_{j}")
+            k.e(f"selp.f32 {snd}, {A[j]}, {B[j]}, {pb};")
+            k.e(f"selp.f32 {kp}, {B[j]}, {A[j]}, {pb};")
+            k.e(f"shfl.sync.bfly.b32 {rcv}, {snd}, {off}, 0x1f, 0xffffffff;")
+            k.e(f"add.f32 {d}, {kp}, {rcv};")
+            nl.append(d)
+        L = nl
+        step += 1
+    sra = u("sra")
+    k.e(f"mov.u32 {sra}, sred;")
+    k.e(f"mad.lo.u32 {tmp}, {warp}, {NPAD * 4}, {sra};")
+    k.e(f"mad.lo.u32 {tmp}, {lane}, {W * 4}, {tmp};")
+    if W == 1:
+        k.e(f"st.shared.f32 [{tmp}], {L[0]};")
+    else:
+        k.e(f"st.shared.v{W}.f32 [{tmp}], {{{', '.join(L)}}};")
+    k.e("bar.sync 0;")
+    k.comment(f"threads j < {RED}: the CTA's partial j = sum of the {NW} warps in order, into part[j]")
+    pa32 = u("parta")
+    k.e(f"mov.u32 {pa32}, part;")
+    k.e(f"setp.ge.u32 {pr}, {tid}, {RED};")
+    k.e(f"@{pr} bra PART_END;")
+    acc, w_ = f("pacc"), f("pw")
+    k.e(f"mad.lo.u32 {tmp}, {tid}, 4, {sra};")
+    k.e(f"ld.shared.f32 {acc}, [{tmp}];")
+    for wi in range(1, NW):
+        k.e(f"ld.shared.f32 {w_}, [{tmp}+{wi * NPAD * 4}];")
+        k.e(f"add.f32 {acc}, {acc}, {w_};")
+    k.e(f"mad.lo.u32 {tmp}, {tid}, 4, {pa32};")
+    k.e(f"st.shared.f32 [{tmp}], {acc};")
+    k.label("PART_END")
+    k.comment("cluster barrier: every CTA's part[] is visible to the cluster (release / acquire)")
+    k.e("barrier.cluster.arrive.release;")
+    k.e("barrier.cluster.wait.acquire;")
+    k.comment(f"threads j = tt n + i < {TT * n}: sum the {CL} CTAs' partials in rank order (distributed shared")
+    k.comment("memory), then h = sigma((P inv_rms) scale + base[i]) + eps_hc: the same bits in every CTA")
+    k.e(f"setp.ge.u32 {pr}, {tid}, {TT * n};")
+    k.e(f"@{pr} bra COEF_END;")
+    ttr, ir = u("ctt"), u("ci")
+    lg = {1: 0, 2: 1, 4: 2, 8: 3}[n]
+    k.e(f"shr.u32 {ttr}, {tid}, {lg};")
+    k.e(f"and.b32 {ir}, {tid}, {n - 1};")
+    ip, iss = u("ip"), u("iss")
+    k.e(f"mad.lo.u32 {ip}, {ttr}, {n + 1}, {ir};")
+    k.e(f"mad.lo.u32 {ip}, {ip}, 4, {pa32};")
+    k.e(f"mad.lo.u32 {iss}, {ttr}, {n + 1}, {n};")
+    k.e(f"mad.lo.u32 {iss}, {iss}, 4, {pa32};")
+    sp, sss, pw, ra = f("sump"), f("sums"), f("rpv"), u("ra")
+    for r in range(CL):
+        k.e(f"mapa.shared::cluster.u32 {ra}, {ip}, {r};")
+        if r == 0:
+            k.e(f"ld.shared::cluster.f32 {sp}, [{ra}];")
+        else:
+            k.e(f"ld.shared::cluster.f32 {pw}, [{ra}];")
+            k.e(f"add.f32 {sp}, {sp}, {pw};")
+        k.e(f"mapa.shared::cluster.u32 {ra}, {iss}, {r};")
+        if r == 0:
+            k.e(f"ld.shared::cluster.f32 {sss}, [{ra}];")
+        else:
+            k.e(f"ld.shared::cluster.f32 {pw}, [{ra}];")
+            k.e(f"add.f32 {sss}, {sss}, {pw};")
+    inv, g, z, sc, bs, h = (f(s) for s in ["inv", "g", "z", "sc", "bs", "h"])
+    k.comment("inv_rms = 1 / sqrt(ss / K + eps_norm), correctly rounded sqrt and reciprocal")
+    k.e(f"fma.rn.f32 {inv}, {sss}, {inv_k}, {eps_n};")
+    k.e(f"sqrt.rn.f32 {inv}, {inv};")
+    k.e(f"rcp.rn.f32 {inv}, {inv};")
+    k.e(f"mul.f32 {g}, {sp}, {inv};")
+    k.e(f"ld.global.nc.f32 {sc}, [{psc}];")
+    ab = p("ab")
+    k.e(f"mul.wide.u32 {ab}, {ir}, 4;")
+    k.e(f"add.u64 {ab}, {ab}, {pbase};")
+    k.e(f"ld.global.nc.f32 {bs}, [{ab}];")
+    k.e(f"fma.rn.f32 {z}, {g}, {sc}, {bs};")
+    sigmoid(k, h, z, "sg")
+    k.e(f"add.f32 {h}, {h}, {eps_hc};")
+    hsa = u("hsa")
+    k.e(f"mov.u32 {hsa}, shs;")
+    k.e(f"mad.lo.u32 {tmp}, {tid}, 4, {hsa};")
+    k.e(f"st.shared.f32 [{tmp}], {h};")
+    k.label("COEF_END")
+    k.e("bar.sync 0;")
+    k.comment("done with the other CTAs' part[]: arrive now, wait before exit (they must not vanish early)")
+    k.e("barrier.cluster.arrive.release;")
+    k.comment(f"phase 2: items (tt, chunk lo+q) from the tile: out[t][c] = sum_i h[t][i] x[t][i][c]")
+    k.e(f"mov.u32 {hsa}, shs;")
+    items2 = u("items2")
+    k.e(f"mul.lo.u32 {items2}, {m}, {TT};")
+    k.e(f"mov.u32 {it}, {tid};")
+    k.label("P2_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {it}, {items2};")
+    k.e(f"@{pr} bra P2_END;")
+    ttu, tok = u("ttu"), u("tok")
+    k.e(f"div.u32 {ttu}, {it}, {m};")
+    k.e(f"mul.lo.u32 {tmp}, {ttu}, {m};")
+    k.e(f"sub.u32 {q}, {it}, {tmp};")
+    k.e(f"add.u32 {tok}, {t0}, {ttu};")
+    pv = k.r("pred", "pv")
+    k.e(f"setp.ge.u32 {pv}, {tok}, {tokens};")
+    hv = [f(f"hv{i}") for i in range(n)]
+    ha = u("ha")
+    k.e(f"mad.lo.u32 {ha}, {ttu}, {4 * n}, {hsa};")
+    for i0 in range(0, n, 4):
+        w = min(4, n - i0)
+        if w == 1:
+            k.e(f"ld.shared.f32 {hv[i0]}, [{ha}+{4 * i0}];")
+        else:
+            k.e(f"ld.shared.v{w}.f32 {{{', '.join(hv[i0:i0 + w])}}}, [{ha}+{4 * i0}];")
+    ta = u("ta")
+    k.e(f"mul.lo.u32 {ta}, {ttu}, {n};")
+    k.e(f"mad.lo.u32 {ta}, {ta}, {mmax}, {q};")
+    k.e(f"mul.lo.u32 {ta}, {ta}, {V1 * es};")
+    k.e(f"add.u32 {ta}, {ta}, {xt};")
+    sstep = u("sstep")
+    k.e(f"mul.lo.u32 {sstep}, {mmax}, {V1 * es};")
+    accs = [f(f"oacc{v}") for v in range(V1)]
+    for i in range(n):
+        if i:
+            k.e(f"add.u32 {ta}, {ta}, {sstep};")
+        if dtype == "bf16":
+            nw = V1 // 2
+            ws = [u(f"yw{wv}") for wv in range(nw)]
+            if nw == 1:
+                k.e(f"ld.shared.b32 {ws[0]}, [{ta}];")
+            else:
+                k.e(f"ld.shared.v{nw}.b32 {{{', '.join(ws)}}}, [{ta}];")
+            xv = [f(f"y{v}") for v in range(V1)]
+            for wv in range(nw):
+                k.e(f"shl.b32 {xv[2 * wv]}, {ws[wv]}, 16;")
+                k.e(f"and.b32 {xv[2 * wv + 1]}, {ws[wv]}, 0xffff0000;")
+        else:
+            xv = [f(f"y{v}") for v in range(V1)]
+            for v0 in range(0, V1, 4):
+                k.e(f"ld.shared.v4.f32 {{{', '.join(xv[v0:v0 + 4])}}}, [{ta}+{4 * v0}];")
+        for v in range(V1):
+            if i == 0:
+                k.e(f"mul.f32 {accs[v]}, {hv[0]}, {xv[v]};")
+            else:
+                k.e(f"fma.rn.f32 {accs[v]}, {hv[i]}, {xv[v]}, {accs[v]};")
+    k.e(f"@{pv} bra P2_SKIP;")
+    t64, orr = p("t64"), p("orow")
+    k.e(f"cvt.u64.u32 {t64}, {tok};")
+    k.e(f"mad.lo.u64 {orr}, {t64}, {so}, {po};")
+    k.e(f"add.u32 {tmp}, {lo}, {q};")
+    k.e(f"mad.wide.u32 {orr}, {tmp}, {V1 * es}, {orr};")
+    store_row(k, dtype, accs, orr, tag="ho")
+    k.label("P2_SKIP")
+    k.e(f"add.u32 {it}, {it}, {CL_THREADS};")
+    k.e("bra.uni P2_LOOP;")
+    k.label("P2_END")
+    k.e("barrier.cluster.wait.acquire;")
+    k.e("ret;")
+    return name, f""".visible .entry {name}(
+    .param .align 8 .b8 args[88]
+)
+.reqntid {CL_THREADS}, 1, 1
+.maxnreg {128 if n <= 4 else 168}
+.reqnctapercluster {CL}, 1, 1
+{{
+    .shared .align 16 .f32 sred[{NW * NPAD}];
+    .shared .align 16 .f32 part[{RED}];
+    .shared .align 16 .f32 shs[{TT * n}];
+{k.body()}
+}}
+"""
+
+
 def write_head():
     out = [PROLOGUE, """
 // ==============================================================================================
@@ -563,6 +901,11 @@ def write_head():
     for dtype in DTYPES:
         for n in NS:
             nm, txt = head_kernel(dtype, n)
+            out.append(txt)
+    out.append(".extern .shared .align 16 .b8 hcl_x[];\n")
+    for dtype in DTYPES:
+        for n in CL_NS:
+            nm, txt = head_cl_kernel(dtype, n)
             out.append(txt)
     open(os.path.join(HERE, "head.ptx"), "w").write("\n".join(out))
 
@@ -607,91 +950,142 @@ def static_kernel(dtype, n):
     k.e(f"mov.u64 {sH}, ss_h;")
     k.e(f"mov.u64 {sR}, ss_red;")
     k.e(f"mov.u64 {sA}, ss_a;")
-    k.comment("every thread: h_pre[j] = sigma(H_pre[j]) in registers (phase A needs nothing else, so it")
-    k.comment("starts while warp 0 runs the Sinkhorn; the first reduction barrier publishes h_res, h_post)")
+    DT, NT = st_threads(n)
+    cw = DT // 32  # the coefficient warp
+    k.comment("every thread: h_pre[j] = sigma(H_pre[j]) in registers (phase A needs nothing else)")
     hp = [f(f"hpre{j}") for j in range(n)]
     hl = load_f32_run(k, "hlg", phpl, n)
     for j in range(n):
-        sigmoid(k, hp[j], hl[j], f"hs{j}")
-    k.comment("prologue (warp 0, lane = row/column): h_post and h_res, shared by every token")
-    k.e(f"setp.ge.u32 {pr}, {tid}, {n};")
+        sigmoid(k, hp[j], hl[j], f"hs{j}", fast=True)
+    k.comment(f"warps 0..{cw - 1} go to the token loop; warp {cw} computes h_post and h_res (shared by every")
+    k.comment("token) while they load, and publishes them through the first token's phase-A barrier")
+    k.e(f"setp.ne.u32 {pr}, {warp}, {cw};")
     k.e(f"@{pr} bra COEF_WAIT;")
-    la = p("la")
-    k.e(f"mul.wide.u32 {la}, {lane}, 4;")
-    zl, hpost = f("zl"), f("hpost_c")
-    a = p("lga")
-    k.e(f"add.u64 {a}, {phol}, {la};")
-    k.e(f"ld.global.nc.f32 {zl}, [{a}];")
-    sigmoid(k, hpost, zl, "s2")
-    k.e(f"add.f32 {hpost}, {hpost}, {hpost};")
-    sa = p("sha")
-    k.e(f"add.u64 {sa}, {sH}, {la};")
-    k.e(f"st.shared.f32 [{sa}+128], {hpost};")
-    k.comment("Paper start: S[i][j] = exp(Z[i][j] - max_i Z[i][j]); lane j owns column j")
-    zc = [f(f"zc{i}") for i in range(n)]
-    k.e(f"add.u64 {a}, {phrl}, {la};")
-    for i in range(n):
-        k.e(f"ld.global.nc.f32 {zc[i]}, [{a}+{4 * i * n}];")
-    m = f("zmax")
-    k.e(f"mov.f32 {m}, {zc[0]};")
-    for i in range(1, n):
-        k.e(f"max.f32 {m}, {m}, {zc[i]};")
-    ca = p("ca")
-    k.e(f"add.u64 {ca}, {sS}, {la};")
-    for i in range(n):
-        k.e(f"sub.f32 {zc[i]}, {zc[i]}, {m};")
-        k.e(f"mul.f32 {zc[i]}, {zc[i]}, 0f3FB8AA3B;")
-        k.e(f"ex2.approx.ftz.f32 {zc[i]}, {zc[i]};")
-        k.e(f"st.shared.f32 [{ca}+{4 * i * n}], {zc[i]};")
-    k.e(f"bar.warp.sync {hex((1 << n) - 1)};")
-    k.comment("iters x (column step, row step): S /= (sum + eps_hc), as reciprocal-then-multiply")
-    k.e(f"mov.u32 {it}, 0;")
-    k.label("SK_LOOP")
-    k.e(f"setp.ge.u32 {pr}, {it}, {iters};")
-    k.e(f"@{pr} bra SK_END;")
-    col = [f(f"sc{i}") for i in range(n)]
-    s, r = f("sks"), f("skr")
-    for i in range(n):
-        k.e(f"ld.shared.f32 {col[i]}, [{ca}+{4 * i * n}];")
-    tree_sum(k, s, col, "ct")
-    k.e(f"add.f32 {s}, {s}, {eps_hc};")
-    k.e(f"rcp.rn.f32 {r}, {s};")
-    for i in range(n):
-        k.e(f"mul.f32 {col[i]}, {col[i]}, {r};")
-        k.e(f"st.shared.f32 [{ca}+{4 * i * n}], {col[i]};")
-    k.e(f"bar.warp.sync {hex((1 << n) - 1)};")
-    k.comment("row step: lane i owns row i; element j is read at column (j + i) mod n so that the")
-    k.comment("lanes of one load hit distinct banks; the sum still runs j = 0..n-1 in order")
-    rb, jj, ra = p("rowb"), u("jj"), p("ra")
-    k.e(f"mul.wide.u32 {rb}, {lane}, {4 * n};")
-    k.e(f"add.u64 {rb}, {rb}, {sS};")
-    row = [f(f"sr{j}") for j in range(n)]
-    ro = [p(f"rofs{j}") for j in range(n)]
-    for j in range(n):
-        # column index for the j-th access of lane i is (j + i) mod n; element value goes to
-        # row[(j+i) mod n] only conceptually: the sum is order-dependent, so sum in column order
-        # by loading each column's value into its own register through the skewed address.
-        k.e(f"add.u32 {jj}, {lane}, {j};")
-        k.e(f"and.b32 {jj}, {jj}, {n - 1};")
-        k.e(f"mul.wide.u32 {ro[j]}, {jj}, 4;")
-        k.e(f"add.u64 {ro[j]}, {ro[j]}, {rb};")
-        k.e(f"ld.shared.f32 {row[j]}, [{ro[j]}];")
-    # row[j] holds column (j + lane) mod n. Summing row[0..n) sums every column once, in an order
-    # that depends on the lane: deterministic (fixed per row), not the reference's order; the
-    # difference is f32 rounding only.
-    tree_sum(k, s, row, "rt")
-    k.e(f"add.f32 {s}, {s}, {eps_hc};")
-    k.e(f"rcp.rn.f32 {r}, {s};")
-    for j in range(n):
-        k.e(f"mul.f32 {row[j]}, {row[j]}, {r};")
-        k.e(f"st.shared.f32 [{ro[j]}], {row[j]};")
-    k.e(f"bar.warp.sync {hex((1 << n) - 1)};")
-    k.e(f"add.u32 {it}, {it}, 1;")
-    k.e("bra SK_LOOP;")
-    k.label("SK_END")
+    if n <= 4:
+        k.comment("n <= 4: lane 0 alone, S in n*n registers (Paper start and order)")
+        k.e(f"setp.ne.u32 {pr}, {lane}, 0;")
+        k.e(f"@{pr} bra COEF_WAIT;")
+        zl = load_f32_run(k, "zl", phol, n)
+        for i in range(n):
+            hq = f(f"hpost_c{i}")
+            sigmoid(k, hq, zl[i], f"s2_{i}", fast=True)
+            k.e(f"add.f32 {hq}, {hq}, {hq};")
+            k.e(f"st.shared.f32 [{sH}+{128 + 4 * i}], {hq};")
+        Z = load_f32_run(k, "z", phrl, n * n)
+        S = [[Z[i * n + j] for j in range(n)] for i in range(n)]
+        m = f("zmax")
+        for j in range(n):
+            k.e(f"mov.f32 {m}, {S[0][j]};")
+            for i in range(1, n):
+                k.e(f"max.f32 {m}, {m}, {S[i][j]};")
+            for i in range(n):
+                k.e(f"sub.f32 {S[i][j]}, {S[i][j]}, {m};")
+                k.e(f"mul.f32 {S[i][j]}, {S[i][j]}, 0f3FB8AA3B;")
+                k.e(f"ex2.approx.ftz.f32 {S[i][j]}, {S[i][j]};")
+        k.comment("iters x (column step, row step): S /= (sum + eps_hc), reciprocal then multiply")
+        k.e(f"mov.u32 {it}, 0;")
+        k.label("SK_LOOP")
+        k.e(f"setp.ge.u32 {pr}, {it}, {iters};")
+        k.e(f"@{pr} bra SK_END;")
+        sums, rcps = [f(f"sks{j}") for j in range(n)], [f(f"skr{j}") for j in range(n)]
+        for j in range(n):
+            tree_sum(k, sums[j], [S[i][j] for i in range(n)], f"ct{j}_")
+            k.e(f"add.f32 {sums[j]}, {sums[j]}, {eps_hc};")
+            rcp_fast(k, rcps[j], sums[j], f"cr{j}")
+        for j in range(n):
+            for i in range(n):
+                k.e(f"mul.f32 {S[i][j]}, {S[i][j]}, {rcps[j]};")
+        for i in range(n):
+            tree_sum(k, sums[i], S[i], f"rt{i}_")
+            k.e(f"add.f32 {sums[i]}, {sums[i]}, {eps_hc};")
+            rcp_fast(k, rcps[i], sums[i], f"rr{i}")
+        for i in range(n):
+            for j in range(n):
+                k.e(f"mul.f32 {S[i][j]}, {S[i][j]}, {rcps[i]};")
+        k.e(f"add.u32 {it}, {it}, 1;")
+        k.e("bra SK_LOOP;")
+        k.label("SK_END")
+        for i in range(n):
+            for j in range(n):
+                k.e(f"st.shared.f32 [{sS}+{4 * (i * n + j)}], {S[i][j]};")
+        k.e("bra COEF_WAIT;")
+    else:
+        k.comment("n >= 8: lane = row/column, S in shared memory")
+        k.e(f"setp.ge.u32 {pr}, {lane}, {n};")
+        k.e(f"@{pr} bra COEF_WAIT;")
+        la = p("la")
+        k.e(f"mul.wide.u32 {la}, {lane}, 4;")
+        zl, hpost = f("zl"), f("hpost_c")
+        a = p("lga")
+        k.e(f"add.u64 {a}, {phol}, {la};")
+        k.e(f"ld.global.nc.f32 {zl}, [{a}];")
+        sigmoid(k, hpost, zl, "s2", fast=True)
+        k.e(f"add.f32 {hpost}, {hpost}, {hpost};")
+        sa = p("sha")
+        k.e(f"add.u64 {sa}, {sH}, {la};")
+        k.e(f"st.shared.f32 [{sa}+128], {hpost};")
+        k.comment("Paper start: S[i][j] = exp(Z[i][j] - max_i Z[i][j]); lane j owns column j")
+        zc = [f(f"zc{i}") for i in range(n)]
+        k.e(f"add.u64 {a}, {phrl}, {la};")
+        for i in range(n):
+            k.e(f"ld.global.nc.f32 {zc[i]}, [{a}+{4 * i * n}];")
+        m = f("zmax")
+        k.e(f"mov.f32 {m}, {zc[0]};")
+        for i in range(1, n):
+            k.e(f"max.f32 {m}, {m}, {zc[i]};")
+        ca = p("ca")
+        k.e(f"add.u64 {ca}, {sS}, {la};")
+        for i in range(n):
+            k.e(f"sub.f32 {zc[i]}, {zc[i]}, {m};")
+            k.e(f"mul.f32 {zc[i]}, {zc[i]}, 0f3FB8AA3B;")
+            k.e(f"ex2.approx.ftz.f32 {zc[i]}, {zc[i]};")
+            k.e(f"st.shared.f32 [{ca}+{4 * i * n}], {zc[i]};")
+        k.e(f"bar.warp.sync {hex((1 << n) - 1)};")
+        k.comment("iters x (column step, row step): S /= (sum + eps_hc), as reciprocal-then-multiply")
+        k.e(f"mov.u32 {it}, 0;")
+        k.label("SK_LOOP")
+        k.e(f"setp.ge.u32 {pr}, {it}, {iters};")
+        k.e(f"@{pr} bra SK_END;")
+        col = [f(f"sc{i}") for i in range(n)]
+        s, r = f("sks"), f("skr")
+        for i in range(n):
+            k.e(f"ld.shared.f32 {col[i]}, [{ca}+{4 * i * n}];")
+        tree_sum(k, s, col, "ct")
+        k.e(f"add.f32 {s}, {s}, {eps_hc};")
+        rcp_fast(k, r, s, "cr")
+        for i in range(n):
+            k.e(f"mul.f32 {col[i]}, {col[i]}, {r};")
+            k.e(f"st.shared.f32 [{ca}+{4 * i * n}], {col[i]};")
+        k.e(f"bar.warp.sync {hex((1 << n) - 1)};")
+        k.comment("row step: lane i owns row i; element j is read at column (j + i) mod n so that the")
+        k.comment("lanes of one load hit distinct banks (a fixed, lane-dependent summation order)")
+        rb, jj = p("rowb"), u("jj")
+        k.e(f"mul.wide.u32 {rb}, {lane}, {4 * n};")
+        k.e(f"add.u64 {rb}, {rb}, {sS};")
+        row = [f(f"sr{j}") for j in range(n)]
+        ro = [p(f"rofs{j}") for j in range(n)]
+        for j in range(n):
+            k.e(f"add.u32 {jj}, {lane}, {j};")
+            k.e(f"and.b32 {jj}, {jj}, {n - 1};")
+            k.e(f"mul.wide.u32 {ro[j]}, {jj}, 4;")
+            k.e(f"add.u64 {ro[j]}, {ro[j]}, {rb};")
+            k.e(f"ld.shared.f32 {row[j]}, [{ro[j]}];")
+        tree_sum(k, s, row, "rt")
+        k.e(f"add.f32 {s}, {s}, {eps_hc};")
+        rcp_fast(k, r, s, "rr")
+        for j in range(n):
+            k.e(f"mul.f32 {row[j]}, {row[j]}, {r};")
+            k.e(f"st.shared.f32 [{ro[j]}], {row[j]};")
+        k.e(f"bar.warp.sync {hex((1 << n) - 1)};")
+        k.e(f"add.u32 {it}, {it}, 1;")
+        k.e("bra SK_LOOP;")
+        k.label("SK_END")
     k.label("COEF_WAIT")
     cb64 = p("cb64")
     k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
+    q0 = u("q0")
+    k.e(f"setp.lt.u32 {pr}, {tid}, {DT};")
+    k.e(f"selp.b32 {q0}, {tid}, {cchunks}, {pr};")
     k.e(f"mov.u32 {t}, %ctaid.x;")
     k.label("TOK_LOOP")
     k.e(f"setp.ge.u32 {pr}, {t}, {tokens};")
@@ -703,7 +1097,8 @@ def static_kernel(dtype, n):
     ss = f("ss")
     k.e(f"mov.f32 {ss}, 0f00000000;")
     k.comment(f"phase A: a[c] = sum_j h_pre[j] x[j][c] into shared memory, ss = sum_c a^2")
-    k.e(f"mov.u32 {q}, {tid};")
+    k.comment(f"(data threads tid < {DT} take chunks tid, tid + {DT}, ...; the coefficient warp none)")
+    k.e(f"mov.u32 {q}, {q0};")
     k.label("PA_LOOP")
     k.e(f"setp.ge.u32 {pr}, {q}, {cchunks};")
     k.e(f"@{pr} bra PA_END;")
@@ -733,7 +1128,7 @@ def static_kernel(dtype, n):
         else:
             k.e(f"st.shared.v{w}.f32 [{aa}+{4 * i}], {{{', '.join(av[i:i + w])}}};")
         i += w
-    k.e(f"add.u32 {q}, {q}, {ST_THREADS};")
+    k.e(f"add.u32 {q}, {q}, {DT};")
     k.e("bra.uni PA_LOOP;")
     k.label("PA_END")
     warp_allreduce(k, ss, "ssr")
@@ -743,21 +1138,21 @@ def static_kernel(dtype, n):
     k.e(f"add.u64 {wa}, {wa}, {sR};")
     k.e(f"@{pw} st.shared.f32 [{wa}], {ss};")
     k.e("bar.sync 0;")
-    red = load_f32_run(k, "rw", sR, ST_THREADS // 32, space="shared")
+    red = load_f32_run(k, "rw", sR, DT // 32, space="shared")
     tot, rr = f("tot"), f("rinv")
     k.e(f"mov.f32 {tot}, {red[0]};")
-    for w in range(1, ST_THREADS // 32):
+    for w in range(1, DT // 32):
         k.e(f"add.f32 {tot}, {tot}, {red[w]};")
     k.comment("r = 1 / sqrt(mean(a^2) + eps_f)")
     k.e(f"fma.rn.f32 {rr}, {tot}, {inv_c}, {eps_f};")
     k.e(f"sqrt.rn.f32 {rr}, {rr};")
     k.e(f"rcp.rn.f32 {rr}, {rr};")
-    k.comment("past the barrier: warp 0's h_post and h_res are visible (broadcast loads)")
+    k.comment("past the barrier: the coefficient warp's h_post and h_res are visible (broadcast loads)")
     ho = load_f32_run(k, "hpost", sH, n, off=128, space="shared")
     if n <= 2:
         R = [load_f32_run(k, f"R{i}_", sS, n, off=4 * i * n, space="shared") for i in range(n)]
     k.comment("phase B: out[i][c] = sum_j h_res[i][j] x[j][c] + h_post[i] a[c] gamma[c] r; x re-read (L1/L2)")
-    k.e(f"mov.u32 {q}, {tid};")
+    k.e(f"mov.u32 {q}, {q0};")
     k.label("PB_LOOP")
     k.e(f"setp.ge.u32 {pr}, {q}, {cchunks};")
     k.e(f"@{pr} bra PB_END;")
@@ -789,7 +1184,7 @@ def static_kernel(dtype, n):
             for v in range(V):
                 k.e(f"fma.rn.f32 {acc[v]}, {Ri[j]}, {xs[j][v]}, {acc[v]};")
         store_row(k, dtype, acc, oa[i], tag=f"so{i}")
-    k.e(f"add.u32 {q}, {q}, {ST_THREADS};")
+    k.e(f"add.u32 {q}, {q}, {DT};")
     k.e("bra.uni PB_LOOP;")
     k.label("PB_END")
     k.comment("a[] and the warp sums are rewritten by the next token: wait for every reader")
@@ -803,11 +1198,11 @@ def static_kernel(dtype, n):
     return name, f""".visible .entry {name}(
     .param .align 8 .b8 args[96]
 )
-.reqntid {ST_THREADS}, 1, 1
+.reqntid {NT}, 1, 1
 {maxnreg}{{
     .shared .align 16 .f32 ss_res[{n * n}];
     .shared .align 16 .f32 ss_h[64];
-    .shared .align 16 .f32 ss_red[{ST_THREADS // 32}];
+    .shared .align 16 .f32 ss_red[{NT // 32}];
 {k.body()}
 }}
 """
@@ -941,7 +1336,7 @@ def manifest():
     big = "c = { multiple_of = 8, min = 8, max = 1048576 }"
 
     def entry(id_, stage, forms, file, entry_, dtypes, ns, tokens, tile, threads, why, c=big, prefer=None, cap=None,
-              params=None, xp=1):
+              params=None, xp=1, wave_us=None):
         e = [
             "[[variant]]",
             f'id = "{id_}"',
@@ -962,6 +1357,8 @@ def manifest():
             e.append(f"register_cap = {cap}")
         if xp != 1:
             e.append(f"x_passes = {xp}")
+        if wave_us:
+            e.append(f"wave_us = {wave_us}")
         if params:
             e.append(f'params = "{params}"')
         e += [f'why = "{why}"', 'expect = { registers = 0, shared_bytes = 0, local_bytes = 0, kernarg_bytes = 0, sha256 = "" }']
@@ -985,6 +1382,16 @@ def manifest():
                       "post for T <= 16: 2 channels per thread, 4x the CTAs of the general kernel", params=post_p)
     head_p = "HeadArgs { x, phi, scale, base, out: u64, x_stride, out_stride: u64, tokens, cbytes, kchunks, cchunks: u32, eps_norm, eps_hc, inv_k: f32, pad: u32 } (88 B)"
     for dtype in DTYPES:
+        for n in CL_NS:
+            v1, tt, v2 = head_tiles(n)
+            entry(f"head_cl_{dtype}_n{n}", "head", ["v4", "paper"], "head", f"mhc_head_cl_{dtype}_n{n}", [dtype], [n],
+                  (1, tmax), tt, CL_THREADS,
+                  f"head for n={n}: a cluster of {CL} CTAs per {tt}-token tile, CTA r owns channel range r (its x in "
+                  f"shared memory, read once), partials combined in rank order through distributed shared memory",
+                  c=f"c = {{ multiple_of = 8, min = 64, max = {head_cl_cmax(n, dtype)} }}",
+                  cap=128 if n <= 4 else 168, params=head_p + " (kchunks = chunks per CTA, cchunks = C/V1)",
+                  wave_us=0.5)
+    for dtype in DTYPES:
         for n in NS:
             v1, tt, v2 = head_tiles(n)
             entry(f"head_{dtype}_n{n}", "head", ["v4", "paper"], "head", f"mhc_head_{dtype}_n{n}", [dtype], [n],
@@ -995,7 +1402,7 @@ def manifest():
     for dtype in DTYPES:
         for n in NS:
             entry(f"static_{dtype}_n{n}", "static", ["v4", "paper"], "static", f"mhc_static_{dtype}_n{n}", [dtype], [n],
-                  (1, tmax), 1, ST_THREADS,
+                  (1, tmax), 1, st_threads(n)[1],
                   f"static layer for n={n}: persistent CTAs, coefficients from the logits once per CTA, a[C] in shared memory",
                   c="c = { multiple_of = 8, min = 8, max = 32768 }", params=static_p)
     for dtype in DTYPES:

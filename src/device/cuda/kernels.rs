@@ -57,6 +57,9 @@ pub struct KernelDesc {
     /// Largest token count this variant is selected for (`usize::MAX`: all). A plan keeps one
     /// bucket per distinct value, smallest first, so a decode variant precedes the general one.
     pub max_tokens: usize,
+    /// CTAs per thread-block cluster (the kernel's `.reqnctapercluster`; 1 = no cluster). The
+    /// grid is a multiple of it.
+    pub cluster: u32,
 }
 
 pub const NS: [usize; 6] = [1, 2, 4, 8, 16, 32];
@@ -111,6 +114,7 @@ fn build() -> Vec<KernelDesc> {
                     threads: 128,
                     max_dynamic_shared: 0,
                     max_tokens: usize::MAX,
+                    cluster: 1,
                 });
             }
         }
@@ -133,6 +137,7 @@ fn build() -> Vec<KernelDesc> {
                     threads: 128,
                     max_dynamic_shared: 0,
                     max_tokens: 16,
+                    cluster: 1,
                 });
             }
         }
@@ -153,6 +158,28 @@ fn build() -> Vec<KernelDesc> {
                 threads: 256,
                 max_dynamic_shared: 0,
                 max_tokens: usize::MAX,
+                cluster: 1,
+            });
+        }
+    }
+    // head on a cluster of HEAD_CLUSTER CTAs per token tile (n <= 8; head.ptx, head.rs).
+    for dtype in [Dtype::Bf16, Dtype::F32] {
+        for n in [1, 2, 4, 8] {
+            t.push(KernelDesc {
+                arch,
+                stage: Stage::Head,
+                dtype,
+                formulation: None,
+                n,
+                entry: name("mhc_head_cl_", format!("{}_n{n}", dtype.name())),
+                image: IMG_HEAD,
+                param_bytes: std::mem::size_of::<HeadArgs>(),
+                v: head_v1(n),
+                tokens_per_cta: (64 / n).min(8),
+                threads: 128,
+                max_dynamic_shared: HEAD_CL_SMEM,
+                max_tokens: usize::MAX,
+                cluster: HEAD_CLUSTER,
             });
         }
     }
@@ -169,9 +196,10 @@ fn build() -> Vec<KernelDesc> {
                 param_bytes: std::mem::size_of::<StaticArgs>(),
                 v: vchan(n),
                 tokens_per_cta: 1,
-                threads: 128,
+                threads: static_threads(n),
                 max_dynamic_shared: (STATIC_MAX_C * 4) as u32,
                 max_tokens: usize::MAX,
+                cluster: 1,
             });
         }
     }
@@ -190,6 +218,7 @@ fn build() -> Vec<KernelDesc> {
             threads: 256,
             max_dynamic_shared: 0,
             max_tokens: usize::MAX,
+            cluster: 1,
         });
     }
     // pre and post_pre: one kernel family, any n, both formulations (run-time flags); pre.rs.
@@ -209,6 +238,7 @@ fn build() -> Vec<KernelDesc> {
                 threads: 256,
                 max_dynamic_shared: 0,
                 max_tokens: usize::MAX,
+                cluster: 1,
             });
         }
     }
@@ -229,6 +259,7 @@ fn build() -> Vec<KernelDesc> {
             threads: 128,
             max_dynamic_shared: 0,
             max_tokens: usize::MAX,
+            cluster: 1,
         });
     }
     t
@@ -253,6 +284,21 @@ pub struct CoeffsArgs {
     pub p_stride: u32,
 }
 const _: () = assert!(std::mem::size_of::<CoeffsArgs>() == 80);
+
+/// CTAs per cluster of the cluster head kernels (`mhc_head_cl_*`).
+pub const HEAD_CLUSTER: u32 = 8;
+/// Largest x tile (dynamic shared memory) of a cluster head CTA: two CTAs per SM still fit
+/// (gen_forward.py `CL_SMEM`; the manifest's C range of those variants keeps below it).
+pub const HEAD_CL_SMEM: u32 = 112 * 1024;
+
+/// Threads of a static CTA: the data warps (4, or 8 for n >= 16) and the coefficient warp.
+pub const fn static_threads(n: usize) -> u32 {
+    if n <= 8 {
+        128 + 32
+    } else {
+        256 + 32
+    }
+}
 
 /// Largest C of the static kernel: its `a[C]` row lives in shared memory (64 KiB at 16384).
 pub const STATIC_MAX_C: usize = 32768;

@@ -410,6 +410,32 @@ mod tests {
     }
 
     #[test]
+    fn head_takes_the_cluster_kernel_where_its_tile_fits() {
+        for (n, c, dtype) in
+            [(4, 4096, Dtype::Bf16), (4, 7168, Dtype::Bf16), (4, 4096, Dtype::F32), (8, 1280, Dtype::Bf16)]
+        {
+            for max in [1, 16, 8192] {
+                let r = entries(Stage::Head, Config::new(n, c), dtype, max).unwrap();
+                assert_eq!(
+                    r,
+                    vec![(
+                        usize::MAX,
+                        KERNELS
+                            .iter()
+                            .find(|d| d.entry.starts_with("mhc_head_cl_") && d.n == n && d.dtype == dtype)
+                            .unwrap()
+                            .entry
+                    )]
+                );
+            }
+        }
+        // n = 16, 32 and a tile beyond shared memory keep the one-CTA-per-tile kernel.
+        assert_eq!(entries(Stage::Head, Config::new(32, 1280), Dtype::Bf16, 64).unwrap()[0].1, "mhc_head_bf16_n32");
+        assert_eq!(entries(Stage::Head, Config::new(4, 7168), Dtype::F32, 64).unwrap()[0].1, "mhc_head_f32_n4");
+        assert_eq!(entries(Stage::Head, Config::new(4, 56), Dtype::Bf16, 64).unwrap()[0].1, "mhc_head_bf16_n4");
+    }
+
+    #[test]
     fn every_supported_shape_selects_and_others_say_why() {
         for stage in REGISTRY_STAGES {
             for n in [1, 2, 4, 8, 16, 32] {
