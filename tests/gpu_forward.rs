@@ -282,7 +282,17 @@ fn gpu_static_matches_reference() {
     for n in NS {
         shapes.push((3, 64, n));
     }
-    shapes.push((1, 16384, 4));
+    // The one-CTA kernel (C beyond the shared tile or off the cluster's granule) and odd splits.
+    shapes.extend([
+        (1, 16384, 4),
+        (5, 1288, 32),
+        (7, 1296, 16),
+        (9, 4104, 8),
+        (2, 32, 32),
+        (4, 16, 16),
+        (2, 8192, 8),
+        (3, 6000, 16),
+    ]);
     let shapes = small(shapes, |&(t, c, n)| t * n * c);
     for dtype in [Dtype::Bf16, Dtype::F32] {
         for &(t, c, n) in &shapes {

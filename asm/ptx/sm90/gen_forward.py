@@ -567,22 +567,28 @@ CL_NS = [1, 2, 4, 8]
 CL_SMEM = 112 * 1024  # largest x tile (dynamic shared memory): two CTAs per SM still fit
 
 
-def head_cl_cmax(n, dtype):
-    """Largest C whose x tile (TT * n * ceil(C/V1/CL) * V1 elements) fits CL_SMEM."""
+CLD_SMEM = 200 * 1024  # decode variant: x tile and phi slice (few CTAs: one per SM is fine)
+CLD_TMAX = 16  # decode variant up to this many tokens
+CL_TMAX = {1: 2147483647, 2: 2147483647, 4: 2147483647, 8: 256}  # measured: n = 8 loses above
+
+
+def head_cl_cmax(n, dtype, dec=False):
+    """Largest C whose tile (x: TT * n * ceil(C/V1/CL) * V1 elements; decode: plus phi's n * n *
+    ceil(C/V1/CL) * V1 f32) fits CL_SMEM (CLD_SMEM)."""
     v1, tt, _ = head_tiles(n)
-    per = tt * n * ESIZE[dtype]
-    cmax = CL * (CL_SMEM // per - v1)
+    per = tt * n * ESIZE[dtype] + (n * n * 4 if dec else 0)
+    cmax = CL * ((CLD_SMEM if dec else CL_SMEM) // per - v1)
     return cmax - cmax % 8
 
 
-def head_cl_kernel(dtype, n):
+def head_cl_kernel(dtype, n, dec=False):
     V1, TT, _ = head_tiles(n)
     es = ESIZE[dtype]
     RED = TT * (n + 1)
     NPAD = max(32, 1 << (RED - 1).bit_length())
     W = NPAD // 32  # partials per lane after the reduce-scatter
     NW = CL_THREADS // 32
-    name = f"mhc_head_cl_{dtype}_n{n}"
+    name = f"mhc_head_cl{'d' if dec else ''}_{dtype}_n{n}"
     k = K()
     p = lambda s: k.r("b64", s)
     u = lambda s: k.r("b32", s)
@@ -634,56 +640,113 @@ def head_cl_kernel(dtype, n):
             k.e(f"mov.f32 {P[tt][i]}, 0f00000000;")
     items = u("items")
     k.e(f"mul.lo.u32 {items}, {m}, {n};")
-    k.comment(f"phase 1: items (stream i, chunk lo+q), i = item / m. Each loads phi[o][i C + chunk] for the")
-    k.comment(f"n outputs o once (n*V1 registers) for the {TT} tokens, accumulates the partial projections and")
-    k.comment("sums of squares, and parks the raw x chunk of every token in the tile (shared memory)")
+    tstep, pt, pstep = u("tstep"), u("pt"), u("pstep")
+    k.e(f"mul.lo.u32 {tstep}, {mmax}, {n * V1 * es};")
+    if dec:
+        k.e(f"mul.lo.u32 {pt}, {tstep}, {TT};")
+        k.e(f"add.u32 {pt}, {pt}, {xt};")
+        k.e(f"mul.lo.u32 {pstep}, {mmax}, {n * V1 * 4};")
+
+    def item_addrs():
+        """(i, q) of item `it`, the global offsets of its x chunk and of phi[0][i C + chunk]."""
+        k.e(f"div.u32 {ii}, {it}, {m};")
+        k.e(f"mul.lo.u32 {tmp}, {ii}, {m};")
+        k.e(f"sub.u32 {q}, {it}, {tmp};")
+        c = u("cg")
+        k.e(f"add.u32 {c}, {lo}, {q};")
+        xo, pa = p("xo"), p("pa")
+        k.e(f"mul.wide.u32 {xo}, {ii}, {cbytes};")
+        k.e(f"mad.wide.u32 {xo}, {c}, {V1 * es}, {xo};")
+        k.e(f"mad.lo.u32 {tmp}, {ii}, {cch}, {c};")
+        k.e(f"mul.wide.u32 {pa}, {tmp}, {V1 * 4};")
+        k.e(f"add.u64 {pa}, {pa}, {pphi};")
+        so_ = u("tso")
+        k.e(f"mad.lo.u32 {so_}, {ii}, {mmax}, {q};")
+        k.e(f"mul.lo.u32 {so_}, {so_}, {V1 * es};")
+        k.e(f"add.u32 {so_}, {so_}, {xt};")
+        return xo, pa, so_
+
+    def cp_async(dst, src, nbytes):
+        off = 0
+        while off < nbytes:
+            w = min(16, nbytes - off)
+            mode = "cg" if w == 16 else "ca"
+            k.e(f"cp.async.{mode}.shared.global [{dst}+{off}], [{src}+{off}], {w};")
+            off += w
+
+    k.comment(f"issue: every item's x chunk of the {TT} tokens goes to the tile by cp.async (no registers, the")
+    k.comment("whole tile in flight at once)" + ("; the phi chunks of its n outputs too (decode: one round trip)"
+                                                 if dec else ""))
+    k.comment(f"tile offset of (tt, i, q): ((tt n + i) mmax + q) V1 esize" +
+              ("; phi tile after it: ((o n + i) mmax + q) V1 4" if dec else ""))
+    k.e(f"mov.u32 {it}, {tid};")
+    k.label("CP_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {it}, {items};")
+    k.e(f"@{pr} bra CP_END;")
+    xo, pa, so_ = item_addrs()
+    ds, sa = u("cpd"), p("cps")
+    for tt in range(TT):
+        k.e(f"add.u64 {sa}, {rows[tt]}, {xo};")
+        if tt == 0:
+            k.e(f"mov.u32 {ds}, {so_};")
+        else:
+            k.e(f"add.u32 {ds}, {ds}, {tstep};")
+        cp_async(ds, sa, V1 * es)
+    if dec:
+        k.e(f"mad.lo.u32 {ds}, {ii}, {mmax}, {q};")
+        k.e(f"mul.lo.u32 {ds}, {ds}, {V1 * 4};")
+        k.e(f"add.u32 {ds}, {ds}, {pt};")
+        k.e(f"mov.u64 {sa}, {pa};")
+        for o in range(n):
+            if o:
+                k.e(f"add.u32 {ds}, {ds}, {pstep};")
+                k.e(f"add.u64 {sa}, {sa}, {kb};")
+            cp_async(ds, sa, V1 * 4)
+    k.e(f"add.u32 {it}, {it}, {CL_THREADS};")
+    k.e("bra.uni CP_LOOP;")
+    k.label("CP_END")
+    k.e("cp.async.commit_group;")
+    k.comment(f"phase 1: items (stream i, chunk lo+q), i = item / m, the same items as issued (so each thread")
+    k.comment(f"waits only for its own copies). phi[o][i C + chunk] of the n outputs (n*V1 registers) serves")
+    k.comment(f"the {TT} tokens: partial projections and sums of squares")
     k.e(f"mov.u32 {it}, {tid};")
     k.label("P1_LOOP")
     k.e(f"setp.ge.u32 {pr}, {it}, {items};")
     k.e(f"@{pr} bra P1_END;")
-    k.e(f"div.u32 {ii}, {it}, {m};")
-    k.e(f"mul.lo.u32 {tmp}, {ii}, {m};")
-    k.e(f"sub.u32 {q}, {it}, {tmp};")
-    c = u("cg")
-    k.e(f"add.u32 {c}, {lo}, {q};")
-    xo, pa = p("xo"), p("pa")
-    k.e(f"mul.wide.u32 {xo}, {ii}, {cbytes};")
-    k.e(f"mad.wide.u32 {xo}, {c}, {V1 * es}, {xo};")
-    k.e(f"mad.lo.u32 {tmp}, {ii}, {cch}, {c};")
-    k.e(f"mul.wide.u32 {pa}, {tmp}, {V1 * 4};")
-    k.e(f"add.u64 {pa}, {pa}, {pphi};")
-    xvs = []
+    xo, pa, so_ = item_addrs()
+    if dec:
+        k.e("cp.async.wait_group 0;")
+        k.e(f"mad.lo.u32 {ds}, {ii}, {mmax}, {q};")
+        k.e(f"mul.lo.u32 {ds}, {ds}, {V1 * 4};")
+        k.e(f"add.u32 {ds}, {ds}, {pt};")
+        ph = []
+        for o in range(n):
+            if o:
+                k.e(f"add.u32 {ds}, {ds}, {pstep};")
+            ph.append(load_f32_run(k, f"ph{o}_", ds, V1, space="shared"))
+    else:
+        aphi = [p(f"aphi{i}") for i in range(n)]
+        k.e(f"mov.u64 {aphi[0]}, {pa};")
+        for o in range(1, n):
+            k.e(f"add.u64 {aphi[o]}, {aphi[o - 1]}, {kb};")
+        ph = [load_f32_run(k, f"ph{o}_", aphi[o], V1) for o in range(n)]
+        k.e("cp.async.wait_group 0;")
     for tt in range(TT):
-        a = p(f"xa{tt}")
-        k.e(f"add.u64 {a}, {rows[tt]}, {xo};")
-        xvs.append(load_row(k, dtype, f"xv{tt}", a, V1))
-    aphi = [p(f"aphi{i}") for i in range(n)]
-    k.e(f"mov.u64 {aphi[0]}, {pa};")
-    for o in range(1, n):
-        k.e(f"add.u64 {aphi[o]}, {aphi[o - 1]}, {kb};")
-    ph = [load_f32_run(k, f"ph{o}_", aphi[o], V1) for o in range(n)]
-    k.comment(f"tile offset of (tt, i, q): ((tt n + i) mmax + q) V1 esize")
-    so_ = u("tso")
-    k.e(f"mad.lo.u32 {so_}, {ii}, {mmax}, {q};")
-    k.e(f"mul.lo.u32 {so_}, {so_}, {V1 * es};")
-    k.e(f"add.u32 {so_}, {so_}, {xt};")
-    tstep = u("tstep")
-    k.e(f"mul.lo.u32 {tstep}, {mmax}, {n * V1 * es};")
-    for tt in range(TT):
-        xv = xvs[tt]
-        if dtype == "bf16":
-            words = [f"%xv{tt}_w{w}" for w in range(V1 // 2)]
-        else:
-            words = xv
         if tt:
             k.e(f"add.u32 {so_}, {so_}, {tstep};")
-        for w0 in range(0, len(words), 4):
-            grp = words[w0:w0 + 4]
-            ty = "b32" if dtype == "bf16" else "f32"
-            if len(grp) == 1:
-                k.e(f"st.shared.{ty} [{so_}+{4 * w0}], {grp[0]};")
+        if dtype == "bf16":
+            nw = V1 // 2
+            ws = [u(f"xw{tt}_{w}") for w in range(nw)]
+            if nw == 1:
+                k.e(f"ld.shared.b32 {ws[0]}, [{so_}];")
             else:
-                k.e(f"st.shared.v{len(grp)}.{ty} [{so_}+{4 * w0}], {{{', '.join(grp)}}};")
+                k.e(f"ld.shared.v{nw}.b32 {{{', '.join(ws)}}}, [{so_}];")
+            xv = [f(f"xv{tt}_{v}") for v in range(V1)]
+            for w in range(nw):
+                k.e(f"shl.b32 {xv[2 * w]}, {ws[w]}, 16;")
+                k.e(f"and.b32 {xv[2 * w + 1]}, {ws[w]}, 0xffff0000;")
+        else:
+            xv = load_f32_run(k, f"xv{tt}_", so_, V1, space="shared")
         for v in range(V1):
             k.e(f"fma.rn.f32 {SS[tt]}, {xv[v]}, {xv[v]}, {SS[tt]};")
         for o in range(n):
@@ -903,10 +966,11 @@ def write_head():
             nm, txt = head_kernel(dtype, n)
             out.append(txt)
     out.append(".extern .shared .align 16 .b8 hcl_x[];\n")
-    for dtype in DTYPES:
-        for n in CL_NS:
-            nm, txt = head_cl_kernel(dtype, n)
-            out.append(txt)
+    for dec in [False, True]:
+        for dtype in DTYPES:
+            for n in CL_NS:
+                nm, txt = head_cl_kernel(dtype, n, dec)
+                out.append(txt)
     open(os.path.join(HERE, "head.ptx"), "w").write("\n".join(out))
 
 
@@ -921,46 +985,17 @@ STATIC_ARGS = """// struct StaticArgs (96 bytes):
 // dynamic shared memory: C * 4 bytes (a[c] of the current token)"""
 
 
-def static_kernel(dtype, n):
-    # Register caps so that many 128-thread CTAs stay resident (6+ per SM for n <= 4): the
-    # per-token chain (load, reduce, barrier, store) is latency-bound, so resident CTAs matter.
-    maxnreg = {1: ".maxnreg 64\n", 2: ".maxnreg 64\n", 4: ".maxnreg 80\n", 8: ".maxnreg 128\n"}.get(n, "")
-    V = vchan(n)
-    es = ESIZE[dtype]
-    name = f"mhc_static_{dtype}_n{n}"
-    k = K()
-    p = lambda s: k.r("b64", s)
-    u = lambda s: k.r("b32", s)
+def static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr):
+    """The coefficient warp of the static kernels: h_post = 2 sigma(H_post) into ss_h[32..32+n) and
+    h_res = Sinkhorn(H_res) (Paper start and order) into ss_res (row-major); ends by branching to
+    COEF_WAIT. n <= 4: lane 0 alone, S in n*n registers. n >= 8: the scaling-vector form
+    S = diag(r) K diag(c), K = exp(Z - colmax): lane j holds column j and row j of K and the whole
+    r and c (4n registers); a column step updates c_j from K[:, j] . r, a row step r_i from
+    K[i, :] . c, each followed by an all-gather of the n new values (shfl.idx). The same divisions
+    as the Paper's, rearranged (f32 rounding only)."""
     f = lambda s: k.r("f32", s)
-    px, phpl, phol, phrl, pg, po, sx, so = (p(s) for s in ["px", "phpl", "phol", "phrl", "pg", "po", "sx", "so"])
-    tokens, cbytes, cchunks, iters = u("tokens"), u("cbytes"), u("cchunks"), u("iters")
-    eps_hc, eps_f, inv_c = f("eps_hc"), f("eps_f"), f("inv_c")
-    for reg, off, ty in [(px, 0, "u64"), (phpl, 8, "u64"), (phol, 16, "u64"), (phrl, 24, "u64"), (pg, 32, "u64"),
-                         (po, 40, "u64"), (sx, 48, "u64"), (so, 56, "u64"), (tokens, 64, "u32"), (cbytes, 68, "u32"),
-                         (cchunks, 72, "u32"), (iters, 76, "u32"), (eps_hc, 80, "f32"), (eps_f, 84, "f32"),
-                         (inv_c, 88, "f32")]:
-        k.e(f"ld.param.{ty} {reg}, [args+{off}];")
-    tid, lane, warp, q, it, t = u("tid"), u("lane"), u("warp"), u("q"), u("it"), u("t")
-    pr, pw = k.r("pred", "p"), k.r("pred", "pw")
-    k.e(f"mov.u32 {tid}, %tid.x;")
-    k.e(f"and.b32 {lane}, {tid}, 31;")
-    k.e(f"shr.u32 {warp}, {tid}, 5;")
-    sS, sH, sR, sA = p("sS"), p("sH"), p("sR"), p("sA")
-    k.e(f"mov.u64 {sS}, ss_res;")
-    k.e(f"mov.u64 {sH}, ss_h;")
-    k.e(f"mov.u64 {sR}, ss_red;")
-    k.e(f"mov.u64 {sA}, ss_a;")
-    DT, NT = st_threads(n)
-    cw = DT // 32  # the coefficient warp
-    k.comment("every thread: h_pre[j] = sigma(H_pre[j]) in registers (phase A needs nothing else)")
-    hp = [f(f"hpre{j}") for j in range(n)]
-    hl = load_f32_run(k, "hlg", phpl, n)
-    for j in range(n):
-        sigmoid(k, hp[j], hl[j], f"hs{j}", fast=True)
-    k.comment(f"warps 0..{cw - 1} go to the token loop; warp {cw} computes h_post and h_res (shared by every")
-    k.comment("token) while they load, and publishes them through the first token's phase-A barrier")
-    k.e(f"setp.ne.u32 {pr}, {warp}, {cw};")
-    k.e(f"@{pr} bra COEF_WAIT;")
+    u = lambda s: k.r("b32", s)
+    p = lambda s: k.r("b64", s)
     if n <= 4:
         k.comment("n <= 4: lane 0 alone, S in n*n registers (Paper start and order)")
         k.e(f"setp.ne.u32 {pr}, {lane}, 0;")
@@ -1009,83 +1044,149 @@ def static_kernel(dtype, n):
             for j in range(n):
                 k.e(f"st.shared.f32 [{sS}+{4 * (i * n + j)}], {S[i][j]};")
         k.e("bra COEF_WAIT;")
-    else:
-        k.comment("n >= 8: lane = row/column, S in shared memory")
-        k.e(f"setp.ge.u32 {pr}, {lane}, {n};")
-        k.e(f"@{pr} bra COEF_WAIT;")
-        la = p("la")
-        k.e(f"mul.wide.u32 {la}, {lane}, 4;")
-        zl, hpost = f("zl"), f("hpost_c")
-        a = p("lga")
-        k.e(f"add.u64 {a}, {phol}, {la};")
-        k.e(f"ld.global.nc.f32 {zl}, [{a}];")
-        sigmoid(k, hpost, zl, "s2", fast=True)
-        k.e(f"add.f32 {hpost}, {hpost}, {hpost};")
-        sa = p("sha")
-        k.e(f"add.u64 {sa}, {sH}, {la};")
-        k.e(f"st.shared.f32 [{sa}+128], {hpost};")
-        k.comment("Paper start: S[i][j] = exp(Z[i][j] - max_i Z[i][j]); lane j owns column j")
-        zc = [f(f"zc{i}") for i in range(n)]
-        k.e(f"add.u64 {a}, {phrl}, {la};")
-        for i in range(n):
-            k.e(f"ld.global.nc.f32 {zc[i]}, [{a}+{4 * i * n}];")
-        m = f("zmax")
-        k.e(f"mov.f32 {m}, {zc[0]};")
-        for i in range(1, n):
-            k.e(f"max.f32 {m}, {m}, {zc[i]};")
-        ca = p("ca")
-        k.e(f"add.u64 {ca}, {sS}, {la};")
-        for i in range(n):
-            k.e(f"sub.f32 {zc[i]}, {zc[i]}, {m};")
-            k.e(f"mul.f32 {zc[i]}, {zc[i]}, 0f3FB8AA3B;")
-            k.e(f"ex2.approx.ftz.f32 {zc[i]}, {zc[i]};")
-            k.e(f"st.shared.f32 [{ca}+{4 * i * n}], {zc[i]};")
-        k.e(f"bar.warp.sync {hex((1 << n) - 1)};")
-        k.comment("iters x (column step, row step): S /= (sum + eps_hc), as reciprocal-then-multiply")
-        k.e(f"mov.u32 {it}, 0;")
-        k.label("SK_LOOP")
-        k.e(f"setp.ge.u32 {pr}, {it}, {iters};")
-        k.e(f"@{pr} bra SK_END;")
-        col = [f(f"sc{i}") for i in range(n)]
-        s, r = f("sks"), f("skr")
-        for i in range(n):
-            k.e(f"ld.shared.f32 {col[i]}, [{ca}+{4 * i * n}];")
-        tree_sum(k, s, col, "ct")
-        k.e(f"add.f32 {s}, {s}, {eps_hc};")
-        rcp_fast(k, r, s, "cr")
-        for i in range(n):
-            k.e(f"mul.f32 {col[i]}, {col[i]}, {r};")
-            k.e(f"st.shared.f32 [{ca}+{4 * i * n}], {col[i]};")
-        k.e(f"bar.warp.sync {hex((1 << n) - 1)};")
-        k.comment("row step: lane i owns row i; element j is read at column (j + i) mod n so that the")
-        k.comment("lanes of one load hit distinct banks (a fixed, lane-dependent summation order)")
-        rb, jj = p("rowb"), u("jj")
-        k.e(f"mul.wide.u32 {rb}, {lane}, {4 * n};")
-        k.e(f"add.u64 {rb}, {rb}, {sS};")
-        row = [f(f"sr{j}") for j in range(n)]
-        ro = [p(f"rofs{j}") for j in range(n)]
-        for j in range(n):
-            k.e(f"add.u32 {jj}, {lane}, {j};")
-            k.e(f"and.b32 {jj}, {jj}, {n - 1};")
-            k.e(f"mul.wide.u32 {ro[j]}, {jj}, 4;")
-            k.e(f"add.u64 {ro[j]}, {ro[j]}, {rb};")
-            k.e(f"ld.shared.f32 {row[j]}, [{ro[j]}];")
-        tree_sum(k, s, row, "rt")
-        k.e(f"add.f32 {s}, {s}, {eps_hc};")
-        rcp_fast(k, r, s, "rr")
-        for j in range(n):
-            k.e(f"mul.f32 {row[j]}, {row[j]}, {r};")
-            k.e(f"st.shared.f32 [{ro[j]}], {row[j]};")
-        k.e(f"bar.warp.sync {hex((1 << n) - 1)};")
-        k.e(f"add.u32 {it}, {it}, 1;")
-        k.e("bra SK_LOOP;")
-        k.label("SK_END")
+        return
+    k.comment(f"n = {n}: every lane runs (full-mask shuffles); lane l works on index j = min(l, n-1)")
+    j_, la = u("cj"), p("cla")
+    k.e(f"min.u32 {j_}, {lane}, {n - 1};")
+    k.e(f"mul.wide.u32 {la}, {j_}, 4;")
+    zl, hpost, a = f("zl"), f("hpost_c"), p("lga")
+    k.e(f"add.u64 {a}, {phol}, {la};")
+    k.e(f"ld.global.nc.f32 {zl}, [{a}];")
+    sigmoid(k, hpost, zl, "s2", fast=True)
+    k.e(f"add.f32 {hpost}, {hpost}, {hpost};")
+    sa = p("sha")
+    k.e(f"add.u64 {sa}, {sH}, {la};")
+    k.e(f"st.shared.f32 [{sa}+128], {hpost};")
+    k.comment("column j of Z (stride n) and its max; row j of Z (contiguous)")
+    kc = [f(f"kc{i}") for i in range(n)]
+    k.e(f"add.u64 {a}, {phrl}, {la};")
+    for i in range(n):
+        k.e(f"ld.global.nc.f32 {kc[i]}, [{a}+{4 * i * n}];")
+    ra = p("rowa")
+    k.e(f"mul.wide.u32 {ra}, {j_}, {4 * n};")
+    k.e(f"add.u64 {ra}, {ra}, {phrl};")
+    kr = load_f32_run(k, "kr", ra, n)
+    m = f("zmax")
+    k.e(f"mov.f32 {m}, {kc[0]};")
+    for i in range(1, n):
+        k.e(f"max.f32 {m}, {m}, {kc[i]};")
+    for i in range(n):
+        k.e(f"sub.f32 {kc[i]}, {kc[i]}, {m};")
+        k.e(f"mul.f32 {kc[i]}, {kc[i]}, 0f3FB8AA3B;")
+        k.e(f"ex2.approx.ftz.f32 {kc[i]}, {kc[i]};")
+    k.comment("K[j][i'] = exp(Z[j][i'] - colmax[i']): the column maxima gathered from their lanes")
+    mj = f("mj")
+    for i in range(n):
+        k.e(f"shfl.sync.idx.b32 {mj}, {m}, {i}, 0x1f, 0xffffffff;")
+        k.e(f"sub.f32 {kr[i]}, {kr[i]}, {mj};")
+        k.e(f"mul.f32 {kr[i]}, {kr[i]}, 0f3FB8AA3B;")
+        k.e(f"ex2.approx.ftz.f32 {kr[i]}, {kr[i]};")
+    r = [f(f"rv{i}") for i in range(n)]
+    c = [f(f"cv{i}") for i in range(n)]
+    for i in range(n):
+        k.e(f"mov.f32 {r[i]}, 0f3F800000;")
+        k.e(f"mov.f32 {c[i]}, 0f3F800000;")
+    oc, orow, dot, den, rc = f("own_c"), f("own_r"), f("dot"), f("den"), f("rcpv")
+    k.comment("c and r start at 1; own_c = c_j and own_r = r_j of this lane's index j")
+    k.e(f"mov.f32 {oc}, 0f3F800000;")
+    k.e(f"mov.f32 {orow}, 0f3F800000;")
+
+    def dot4(vec_a, vec_b, tag):
+        """dot = sum_i a_i b_i in 4 interleaved chains summed pairwise (fixed order)."""
+        ch = [f(f"{tag}{q}") for q in range(4)]
+        for q in range(4):
+            k.e(f"mul.f32 {ch[q]}, {vec_a[q]}, {vec_b[q]};")
+        for i in range(4, n):
+            k.e(f"fma.rn.f32 {ch[i % 4]}, {vec_a[i]}, {vec_b[i]}, {ch[i % 4]};")
+        k.e(f"add.f32 {ch[0]}, {ch[0]}, {ch[1]};")
+        k.e(f"add.f32 {ch[2]}, {ch[2]}, {ch[3]};")
+        k.e(f"add.f32 {dot}, {ch[0]}, {ch[2]};")
+
+    k.e(f"mov.u32 {it}, 0;")
+    k.label("SK_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {it}, {iters};")
+    k.e(f"@{pr} bra SK_END;")
+    k.comment("column step: colsum_j = c_j (K[:, j] . r); c_j /= colsum_j + eps_hc; all-gather c")
+    dot4(kc, r, "dc")
+    k.e(f"mul.f32 {den}, {dot}, {oc};")
+    k.e(f"add.f32 {den}, {den}, {eps_hc};")
+    rcp_fast(k, rc, den, "sc")
+    k.e(f"mul.f32 {oc}, {oc}, {rc};")
+    for i in range(n):
+        k.e(f"shfl.sync.idx.b32 {c[i]}, {oc}, {i}, 0x1f, 0xffffffff;")
+    k.comment("row step: rowsum_j = r_j (K[j, :] . c); r_j /= rowsum_j + eps_hc; all-gather r")
+    dot4(kr, c, "dr")
+    k.e(f"mul.f32 {den}, {dot}, {orow};")
+    k.e(f"add.f32 {den}, {den}, {eps_hc};")
+    rcp_fast(k, rc, den, "sr")
+    k.e(f"mul.f32 {orow}, {orow}, {rc};")
+    for i in range(n):
+        k.e(f"shfl.sync.idx.b32 {r[i]}, {orow}, {i}, 0x1f, 0xffffffff;")
+    k.e(f"add.u32 {it}, {it}, 1;")
+    k.e("bra SK_LOOP;")
+    k.label("SK_END")
+    k.comment("lane j < n writes column j: S[i][j] = r_i K[i][j] c_j")
+    k.e(f"setp.ge.u32 {pr}, {lane}, {n};")
+    k.e(f"@{pr} bra COEF_WAIT;")
+    ca = p("ca")
+    k.e(f"add.u64 {ca}, {sS}, {la};")
+    sv = f("sv")
+    for i in range(n):
+        k.e(f"mul.f32 {sv}, {r[i]}, {kc[i]};")
+        k.e(f"mul.f32 {sv}, {sv}, {oc};")
+        k.e(f"st.shared.f32 [{ca}+{4 * i * n}], {sv};")
+    k.e("bra COEF_WAIT;")
+
+
+def static_kernel(dtype, n):
+    # Register caps so that many 128-thread CTAs stay resident (6+ per SM for n <= 4): the
+    # per-token chain (load, reduce, barrier, store) is latency-bound, so resident CTAs matter.
+    maxnreg = {1: ".maxnreg 64\n", 2: ".maxnreg 64\n", 4: ".maxnreg 80\n", 8: ".maxnreg 128\n"}.get(n, "")
+    V = vchan(n)
+    es = ESIZE[dtype]
+    name = f"mhc_static_{dtype}_n{n}"
+    k = K()
+    p = lambda s: k.r("b64", s)
+    u = lambda s: k.r("b32", s)
+    f = lambda s: k.r("f32", s)
+    px, phpl, phol, phrl, pg, po, sx, so = (p(s) for s in ["px", "phpl", "phol", "phrl", "pg", "po", "sx", "so"])
+    tokens, cbytes, cchunks, iters = u("tokens"), u("cbytes"), u("cchunks"), u("iters")
+    eps_hc, eps_f, inv_c = f("eps_hc"), f("eps_f"), f("inv_c")
+    for reg, off, ty in [(px, 0, "u64"), (phpl, 8, "u64"), (phol, 16, "u64"), (phrl, 24, "u64"), (pg, 32, "u64"),
+                         (po, 40, "u64"), (sx, 48, "u64"), (so, 56, "u64"), (tokens, 64, "u32"), (cbytes, 68, "u32"),
+                         (cchunks, 72, "u32"), (iters, 76, "u32"), (eps_hc, 80, "f32"), (eps_f, 84, "f32"),
+                         (inv_c, 88, "f32")]:
+        k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    tid, lane, warp, q, it, t = u("tid"), u("lane"), u("warp"), u("q"), u("it"), u("t")
+    pr, pw = k.r("pred", "p"), k.r("pred", "pw")
+    k.e(f"mov.u32 {tid}, %tid.x;")
+    k.e(f"and.b32 {lane}, {tid}, 31;")
+    k.e(f"shr.u32 {warp}, {tid}, 5;")
+    sS, sH, sR, sA = p("sS"), p("sH"), p("sR"), p("sA")
+    k.e(f"mov.u64 {sS}, ss_res;")
+    k.e(f"mov.u64 {sH}, ss_h;")
+    k.e(f"mov.u64 {sR}, ss_red;")
+    k.e(f"mov.u64 {sA}, ss_a;")
+    DT, NT = st_threads(n)
+    cw = DT // 32  # the coefficient warp
+    k.comment("every thread: h_pre[j] = sigma(H_pre[j]) in registers (phase A needs nothing else)")
+    hp = [f(f"hpre{j}") for j in range(n)]
+    hl = load_f32_run(k, "hlg", phpl, n)
+    for j in range(n):
+        sigmoid(k, hp[j], hl[j], f"hs{j}", fast=True)
+    k.comment(f"warps 0..{cw - 1} go to the token loop; warp {cw} computes h_post and h_res (shared by every")
+    k.comment("token) while they load, and publishes them through the first token's phase-A barrier")
+    k.e(f"setp.ne.u32 {pr}, {warp}, {cw};")
+    k.e(f"@{pr} bra COEF_WAIT;")
+    static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr)
     k.label("COEF_WAIT")
     cb64 = p("cb64")
     k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
-    q0 = u("q0")
+    q0, qstep = u("q0"), u("qstep")
+    k.comment(f"first token: the data warps take chunks tid, tid + {DT}, ...; later tokens all {NT} threads")
     k.e(f"setp.lt.u32 {pr}, {tid}, {DT};")
     k.e(f"selp.b32 {q0}, {tid}, {cchunks}, {pr};")
+    k.e(f"mov.u32 {qstep}, {DT};")
     k.e(f"mov.u32 {t}, %ctaid.x;")
     k.label("TOK_LOOP")
     k.e(f"setp.ge.u32 {pr}, {t}, {tokens};")
@@ -1097,7 +1198,6 @@ def static_kernel(dtype, n):
     ss = f("ss")
     k.e(f"mov.f32 {ss}, 0f00000000;")
     k.comment(f"phase A: a[c] = sum_j h_pre[j] x[j][c] into shared memory, ss = sum_c a^2")
-    k.comment(f"(data threads tid < {DT} take chunks tid, tid + {DT}, ...; the coefficient warp none)")
     k.e(f"mov.u32 {q}, {q0};")
     k.label("PA_LOOP")
     k.e(f"setp.ge.u32 {pr}, {q}, {cchunks};")
@@ -1128,7 +1228,7 @@ def static_kernel(dtype, n):
         else:
             k.e(f"st.shared.v{w}.f32 [{aa}+{4 * i}], {{{', '.join(av[i:i + w])}}};")
         i += w
-    k.e(f"add.u32 {q}, {q}, {DT};")
+    k.e(f"add.u32 {q}, {q}, {qstep};")
     k.e("bra.uni PA_LOOP;")
     k.label("PA_END")
     warp_allreduce(k, ss, "ssr")
@@ -1137,11 +1237,11 @@ def static_kernel(dtype, n):
     k.e(f"mul.wide.u32 {wa}, {warp}, 4;")
     k.e(f"add.u64 {wa}, {wa}, {sR};")
     k.e(f"@{pw} st.shared.f32 [{wa}], {ss};")
-    k.e("bar.sync 0;")
-    red = load_f32_run(k, "rw", sR, DT // 32, space="shared")
+    k.e("barrier.sync 0;")
+    red = load_f32_run(k, "rw", sR, NT // 32, space="shared")
     tot, rr = f("tot"), f("rinv")
     k.e(f"mov.f32 {tot}, {red[0]};")
-    for w in range(1, DT // 32):
+    for w in range(1, NT // 32):
         k.e(f"add.f32 {tot}, {tot}, {red[w]};")
     k.comment("r = 1 / sqrt(mean(a^2) + eps_f)")
     k.e(f"fma.rn.f32 {rr}, {tot}, {inv_c}, {eps_f};")
@@ -1184,12 +1284,14 @@ def static_kernel(dtype, n):
             for v in range(V):
                 k.e(f"fma.rn.f32 {acc[v]}, {Ri[j]}, {xs[j][v]}, {acc[v]};")
         store_row(k, dtype, acc, oa[i], tag=f"so{i}")
-    k.e(f"add.u32 {q}, {q}, {DT};")
+    k.e(f"add.u32 {q}, {q}, {qstep};")
     k.e("bra.uni PB_LOOP;")
     k.label("PB_END")
     k.comment("a[] and the warp sums are rewritten by the next token: wait for every reader")
-    k.e("bar.sync 0;")
+    k.e("barrier.sync 0;")
     nct = u("nct")
+    k.e(f"mov.u32 {q0}, {tid};")
+    k.e(f"mov.u32 {qstep}, {NT};")
     k.e(f"mov.u32 {nct}, %nctaid.x;")
     k.e(f"add.u32 {t}, {t}, {nct};")
     k.e("bra.uni TOK_LOOP;")
@@ -1204,6 +1306,265 @@ def static_kernel(dtype, n):
     .shared .align 16 .f32 ss_h[64];
     .shared .align 16 .f32 ss_red[{NT // 32}];
 {k.body()}
+}}
+"""
+
+
+# static, one token per CTA (or per cluster of R CTAs splitting the channels): x copied to shared
+# memory by cp.async once, the coefficient warp overlapping the copy
+ST_CL_R = {1: 1, 2: 1, 4: 1, 8: 1, 16: 2, 32: 4}
+ST_CL_SMEM = 100 * 1024
+
+
+def st_cl_threads(n):
+    dt = 128 if n <= 8 else 256
+    return dt, dt + 32
+
+
+def static_cl_multiple(n, dtype):
+    """C granule of static_cl: R divides the C/V chunks and every CTA's stream segment is whole
+    16-byte units (cp.async.cg)."""
+    r, v = ST_CL_R[n], vchan(n)
+    g = max(8, v * r, 16 * r // ESIZE[dtype])
+    return g
+
+
+def static_cl_cmax(n, dtype):
+    r, g = ST_CL_R[n], static_cl_multiple(n, dtype)
+    cmax = r * ST_CL_SMEM // (n * ESIZE[dtype] + 4)
+    return cmax - cmax % g
+
+
+def static_cl_kernel(dtype, n):
+    V = vchan(n)
+    es = ESIZE[dtype]
+    R = ST_CL_R[n]
+    DT, NT = st_cl_threads(n)
+    cw = DT // 32
+    name = f"mhc_static_cl_{dtype}_n{n}"
+    k = K()
+    p = lambda s: k.r("b64", s)
+    u = lambda s: k.r("b32", s)
+    f = lambda s: k.r("f32", s)
+    px, phpl, phol, phrl, pg, po, sx, so = (p(s) for s in ["px", "phpl", "phol", "phrl", "pg", "po", "sx", "so"])
+    tokens, cbytes, cchunks, iters, m = u("tokens"), u("cbytes"), u("cchunks"), u("iters"), u("m")
+    eps_hc, eps_f, inv_c = f("eps_hc"), f("eps_f"), f("inv_c")
+    for reg, off, ty in [(px, 0, "u64"), (phpl, 8, "u64"), (phol, 16, "u64"), (phrl, 24, "u64"), (pg, 32, "u64"),
+                         (po, 40, "u64"), (sx, 48, "u64"), (so, 56, "u64"), (tokens, 64, "u32"), (cbytes, 68, "u32"),
+                         (cchunks, 72, "u32"), (iters, 76, "u32"), (eps_hc, 80, "f32"), (eps_f, 84, "f32"),
+                         (inv_c, 88, "f32"), (m, 92, "u32")]:
+        k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    tid, lane, warp, q, it, tok, rank, lo, tmp = (u(x) for x in ["tid", "lane", "warp", "q", "it", "tok", "rank",
+                                                                "lo", "tmp"])
+    pr, pw = k.r("pred", "p"), k.r("pred", "pw")
+    k.e(f"mov.u32 {tid}, %tid.x;")
+    k.e(f"and.b32 {lane}, {tid}, 31;")
+    k.e(f"shr.u32 {warp}, {tid}, 5;")
+    if R > 1:
+        k.e(f"mov.u32 {rank}, %cluster_ctarank;")
+        k.e(f"mov.u32 {tok}, %clusterid.x;")
+    else:
+        k.e(f"mov.u32 {rank}, 0;")
+        k.e(f"mov.u32 {tok}, %ctaid.x;")
+    k.comment(f"this CTA: token tok, chunks [lo, lo + m) of V={V} channels (m = C/V/{R})")
+    k.e(f"mul.lo.u32 {lo}, {rank}, {m};")
+    sS, sH, sR = p("sS"), p("sH"), p("sR")
+    k.e(f"mov.u64 {sS}, ss_res;")
+    k.e(f"mov.u64 {sH}, ss_h;")
+    k.e(f"mov.u64 {sR}, ss_red;")
+    t64, xrow, orow, cb64 = p("t64"), p("xrow"), p("orow"), p("cb64")
+    k.e(f"cvt.u64.u32 {t64}, {tok};")
+    k.e(f"mad.lo.u64 {xrow}, {t64}, {sx}, {px};")
+    k.e(f"mad.lo.u64 {orow}, {t64}, {so}, {po};")
+    k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
+    k.e(f"mad.wide.u32 {xrow}, {lo}, {V * es}, {xrow};")
+    k.e(f"mad.wide.u32 {orow}, {lo}, {V * es}, {orow};")
+    sA, sX, seg, units = u("sA"), u("sX"), u("seg"), u("units")
+    k.comment("dynamic shared memory: a[m V] (f32), then the x tile [n][m V] (storage dtype)")
+    k.e(f"mov.u32 {sA}, st_dyn;")
+    k.e(f"mul.lo.u32 {seg}, {m}, {V * 4};")
+    k.e(f"add.u32 {sX}, {sA}, {seg};")
+    k.e(f"mul.lo.u32 {seg}, {m}, {V * es};")
+    k.e(f"shr.u32 {units}, {seg}, 4;")
+    k.comment(f"data threads (tid < {DT}): every stream's segment to the tile in 16-byte cp.async units")
+    k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
+    k.e(f"@{pr} bra CP_END;")
+    ii, src, dst, a64 = u("ii"), p("src"), u("dst"), p("a64")
+    k.e(f"mov.u32 {ii}, 0;")
+    k.e(f"mov.u64 {src}, {xrow};")
+    k.e(f"mov.u32 {dst}, {sX};")
+    k.label("CP_STREAM")
+    k.e(f"mov.u32 {q}, {tid};")
+    k.label("CP_UNIT")
+    k.e(f"setp.ge.u32 {pr}, {q}, {units};")
+    k.e(f"@{pr} bra CP_NEXT;")
+    k.e(f"mul.wide.u32 {a64}, {q}, 16;")
+    k.e(f"add.u64 {a64}, {a64}, {src};")
+    k.e(f"mad.lo.u32 {tmp}, {q}, 16, {dst};")
+    k.e(f"cp.async.cg.shared.global [{tmp}], [{a64}], 16;")
+    k.e(f"add.u32 {q}, {q}, {DT};")
+    k.e("bra.uni CP_UNIT;")
+    k.label("CP_NEXT")
+    k.e(f"add.u64 {src}, {src}, {cb64};")
+    k.e(f"add.u32 {dst}, {dst}, {seg};")
+    k.e(f"add.u32 {ii}, {ii}, 1;")
+    k.e(f"setp.lt.u32 {pr}, {ii}, {n};")
+    k.e(f"@{pr} bra CP_STREAM;")
+    k.e("cp.async.commit_group;")
+    k.label("CP_END")
+    k.comment("every thread: h_pre[j] = sigma(H_pre[j]) in registers")
+    hp = [f(f"hpre{j}") for j in range(n)]
+    hl = load_f32_run(k, "hlg", phpl, n)
+    for j in range(n):
+        sigmoid(k, hp[j], hl[j], f"hs{j}", fast=True)
+    k.comment(f"warp {cw}: h_post and h_res while the copies fly; it joins at the reduction barrier")
+    k.e(f"setp.ne.u32 {pr}, {warp}, {cw};")
+    k.e(f"@{pr} bra COEF_WAIT;")
+    static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr)
+    k.label("COEF_WAIT")
+    ss = f("ss")
+    k.e(f"mov.f32 {ss}, 0f00000000;")
+    k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
+    k.e(f"@{pr} bra PA_END;")
+    k.comment(f"data threads: own copies done, then named barrier 1 ({DT} threads): the tile is complete")
+    k.e("cp.async.wait_group 0;")
+    k.e(f"barrier.sync 1, {DT};")
+    k.comment("phase A: a[c] = sum_j h_pre[j] x[j][c] (tile) into a[], ss = sum_c a^2")
+    k.e(f"mov.u32 {q}, {tid};")
+    k.label("PA_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {q}, {m};")
+    k.e(f"@{pr} bra PA_END;")
+
+    def tile_rows(tag):
+        xa = u(f"{tag}xa")
+        k.e(f"mad.lo.u32 {xa}, {q}, {V * es}, {sX};")
+        rows = []
+        for j in range(n):
+            if j:
+                k.e(f"add.u32 {xa}, {xa}, {seg};")
+            if dtype == "bf16":
+                nw = V // 2
+                ws = [u(f"{tag}w{j}_{w}") for w in range(nw)]
+                if nw == 1:
+                    k.e(f"ld.shared.b32 {ws[0]}, [{xa}];")
+                else:
+                    k.e(f"ld.shared.v{nw}.b32 {{{', '.join(ws)}}}, [{xa}];")
+                xv = [f(f"{tag}x{j}_{v}") for v in range(V)]
+                for w in range(nw):
+                    k.e(f"shl.b32 {xv[2 * w]}, {ws[w]}, 16;")
+                    k.e(f"and.b32 {xv[2 * w + 1]}, {ws[w]}, 0xffff0000;")
+            else:
+                xv = load_f32_run(k, f"{tag}x{j}_", xa, V, space="shared")
+            rows.append(xv)
+        return rows
+
+    xs = tile_rows("A")
+    av = [f(f"a{v}") for v in range(V)]
+    for v in range(V):
+        k.e(f"mul.f32 {av[v]}, {hp[0]}, {xs[0][v]};")
+    for j in range(1, n):
+        for v in range(V):
+            k.e(f"fma.rn.f32 {av[v]}, {hp[j]}, {xs[j][v]}, {av[v]};")
+    for v in range(V):
+        k.e(f"fma.rn.f32 {ss}, {av[v]}, {av[v]}, {ss};")
+    aa = u("aa")
+    k.e(f"mad.lo.u32 {aa}, {q}, {V * 4}, {sA};")
+    i = 0
+    while i < V:
+        w = min(4, V - i)
+        if w == 1:
+            k.e(f"st.shared.f32 [{aa}+{4 * i}], {av[i]};")
+        else:
+            k.e(f"st.shared.v{w}.f32 [{aa}+{4 * i}], {{{', '.join(av[i:i + w])}}};")
+        i += w
+    k.e(f"add.u32 {q}, {q}, {DT};")
+    k.e("bra.uni PA_LOOP;")
+    k.label("PA_END")
+    warp_allreduce(k, ss, "ssr")
+    k.e(f"setp.eq.u32 {pw}, {lane}, 0;")
+    wa = p("wa")
+    k.e(f"mul.wide.u32 {wa}, {warp}, 4;")
+    k.e(f"add.u64 {wa}, {wa}, {sR};")
+    k.e(f"@{pw} st.shared.f32 [{wa}], {ss};")
+    k.comment("barrier 0 (all threads): the warp sums, a[], and the coefficient warp's h_post, h_res")
+    k.e("barrier.sync 0;")
+    red = load_f32_run(k, "rw", sR, DT // 32, space="shared")
+    tot, rr = f("tot"), f("rinv")
+    k.e(f"mov.f32 {tot}, {red[0]};")
+    for w in range(1, DT // 32):
+        k.e(f"add.f32 {tot}, {tot}, {red[w]};")
+    if R > 1:
+        k.comment(f"the cluster's {R} CTAs: every one sums the {R} partial sums in rank order (DSMEM)")
+        pa32, ra, pv = u("parta"), u("ra"), f("rpv")
+        k.e(f"mov.u32 {pa32}, part;")
+        k.e(f"setp.eq.u32 {pw}, {tid}, 0;")
+        k.e(f"@{pw} st.shared.f32 [{pa32}], {tot};")
+        k.e("barrier.cluster.arrive.release;")
+        k.e("barrier.cluster.wait.acquire;")
+        for r in range(R):
+            k.e(f"mapa.shared::cluster.u32 {ra}, {pa32}, {r};")
+            if r == 0:
+                k.e(f"ld.shared::cluster.f32 {tot}, [{ra}];")
+            else:
+                k.e(f"ld.shared::cluster.f32 {pv}, [{ra}];")
+                k.e(f"add.f32 {tot}, {tot}, {pv};")
+        k.e("barrier.cluster.arrive.release;")
+    k.comment("r = 1 / sqrt(mean(a^2) + eps_f)")
+    k.e(f"fma.rn.f32 {rr}, {tot}, {inv_c}, {eps_f};")
+    k.e(f"sqrt.rn.f32 {rr}, {rr};")
+    k.e(f"rcp.rn.f32 {rr}, {rr};")
+    ho = load_f32_run(k, "hpost", sH, n, off=128, space="shared")
+    if n <= 2:
+        Rm = [load_f32_run(k, f"R{i}_", sS, n, off=4 * i * n, space="shared") for i in range(n)]
+    k.comment("phase B: out[i][c] = sum_j h_res[i][j] x[j][c] + h_post[i] a[c] gamma[c] r (tile, a[])")
+    k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
+    k.e(f"@{pr} bra PB_END;")
+    k.e(f"mov.u32 {q}, {tid};")
+    k.label("PB_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {q}, {m};")
+    k.e(f"@{pr} bra PB_END;")
+    xs = tile_rows("B")
+    k.e(f"mad.lo.u32 {aa}, {q}, {V * 4}, {sA};")
+    av = load_f32_run(k, "ab", aa, V, space="shared")
+    ga = p("ga")
+    k.e(f"add.u32 {tmp}, {lo}, {q};")
+    k.e(f"mul.wide.u32 {ga}, {tmp}, {V * 4};")
+    k.e(f"add.u64 {ga}, {ga}, {pg};")
+    gv = load_f32_run(k, "gm", ga, V)
+    yv = [f(f"y{v}") for v in range(V)]
+    for v in range(V):
+        k.e(f"mul.f32 {yv[v]}, {av[v]}, {gv[v]};")
+        k.e(f"mul.f32 {yv[v]}, {yv[v]}, {rr};")
+    oa = p("oa")
+    k.e(f"mad.wide.u32 {oa}, {q}, {V * es}, {orow};")
+    for i in range(n):
+        Ri = Rm[i] if n <= 2 else load_f32_run(k, f"Rr{i}_", sS, n, off=4 * i * n, space="shared")
+        acc = [f(f"acc{v}") for v in range(V)]
+        for v in range(V):
+            k.e(f"mul.f32 {acc[v]}, {ho[i]}, {yv[v]};")
+        for j in range(n):
+            for v in range(V):
+                k.e(f"fma.rn.f32 {acc[v]}, {Ri[j]}, {xs[j][v]}, {acc[v]};")
+        store_row(k, dtype, acc, oa, tag=f"so{i}")
+        if i < n - 1:
+            k.e(f"add.u64 {oa}, {oa}, {cb64};")
+    k.e(f"add.u32 {q}, {q}, {DT};")
+    k.e("bra.uni PB_LOOP;")
+    k.label("PB_END")
+    if R > 1:
+        k.e("barrier.cluster.wait.acquire;")
+    k.e("ret;")
+    cluster = f".reqnctapercluster {R}, 1, 1\n" if R > 1 else ""
+    part = "    .shared .align 4 .f32 part[1];\n" if R > 1 else ""
+    return name, f""".visible .entry {name}(
+    .param .align 8 .b8 args[96]
+)
+.reqntid {NT}, 1, 1
+{".maxnreg 64" + chr(10) if n <= 2 else ""}{cluster}{{
+    .shared .align 16 .f32 ss_res[{n * n}];
+    .shared .align 16 .f32 ss_h[64];
+    .shared .align 16 .f32 ss_red[{NT // 32}];
+{part}{k.body()}
 }}
 """
 
@@ -1239,6 +1600,11 @@ def write_static():
     for dtype in DTYPES:
         for n in NS:
             nm, txt = static_kernel(dtype, n)
+            out.append(txt)
+    out.append(".extern .shared .align 16 .b8 st_dyn[];\n")
+    for dtype in DTYPES:
+        for n in NS:
+            nm, txt = static_cl_kernel(dtype, n)
             out.append(txt)
     open(os.path.join(HERE, "static.ptx"), "w").write("\n".join(out))
 
@@ -1384,10 +1750,18 @@ def manifest():
     for dtype in DTYPES:
         for n in CL_NS:
             v1, tt, v2 = head_tiles(n)
+            entry(f"head_cld_{dtype}_n{n}", "head", ["v4", "paper"], "head", f"mhc_head_cld_{dtype}_n{n}", [dtype],
+                  [n], (1, CLD_TMAX), tt, CL_THREADS,
+                  f"head decode for n={n}: the cluster kernel with phi's slice also copied to shared memory up front "
+                  f"(one memory round trip per CTA)",
+                  c=f"c = {{ multiple_of = 8, min = 64, max = {head_cl_cmax(n, dtype, True)} }}",
+                  cap=128 if n <= 4 else 168, params=head_p + " (kchunks = chunks per CTA, cchunks = C/V1)",
+                  wave_us=0.4)
             entry(f"head_cl_{dtype}_n{n}", "head", ["v4", "paper"], "head", f"mhc_head_cl_{dtype}_n{n}", [dtype], [n],
-                  (1, tmax), tt, CL_THREADS,
-                  f"head for n={n}: a cluster of {CL} CTAs per {tt}-token tile, CTA r owns channel range r (its x in "
-                  f"shared memory, read once), partials combined in rank order through distributed shared memory",
+                  (1, CL_TMAX[n]), tt, CL_THREADS,
+                  f"head for n={n}: a cluster of {CL} CTAs per {tt}-token tile, CTA r owns channel range r (its x "
+                  f"copied to shared memory by cp.async, read once), partials combined in rank order through "
+                  f"distributed shared memory",
                   c=f"c = {{ multiple_of = 8, min = 64, max = {head_cl_cmax(n, dtype)} }}",
                   cap=128 if n <= 4 else 168, params=head_p + " (kchunks = chunks per CTA, cchunks = C/V1)",
                   wave_us=0.5)
@@ -1405,6 +1779,18 @@ def manifest():
                   (1, tmax), 1, st_threads(n)[1],
                   f"static layer for n={n}: persistent CTAs, coefficients from the logits once per CTA, a[C] in shared memory",
                   c="c = { multiple_of = 8, min = 8, max = 32768 }", params=static_p)
+    for dtype in DTYPES:
+        for n in NS:
+            dt_, nt_ = st_cl_threads(n)
+            r_ = ST_CL_R[n]
+            entry(f"static_cl_{dtype}_n{n}", "static", ["v4", "paper"], "static", f"mhc_static_cl_{dtype}_n{n}", [dtype],
+                  [n], (1, tmax), 1, nt_,
+                  f"static layer for n={n}: one token per " + ("CTA" if r_ == 1 else f"cluster of {r_} CTAs (channel "
+                  f"split, sum of squares combined through DSMEM)") + ", x copied to shared memory by cp.async once, "
+                  "a coefficient warp computes h_post and h_res during the copy",
+                  c=f"c = {{ multiple_of = {static_cl_multiple(n, dtype)}, min = {static_cl_multiple(n, dtype)}, "
+                  f"max = {static_cl_cmax(n, dtype)} }}",
+                  params=static_p + " (pad = chunks per CTA)", wave_us=0.5)
     for dtype in DTYPES:
         entry(f"expand_{dtype}", "expand", ["v4", "paper"], "expand", f"mhc_expand_{dtype}", [dtype],
               list(range(1, 33)), (1, tmax), 1, 256,

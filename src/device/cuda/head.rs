@@ -67,8 +67,9 @@ impl Plan {
 
     /// The cluster kernel (`mhc_head_cl_*`, head.ptx): `cluster` CTAs per tile of
     /// `tokens_per_cta` tokens, CTA r owning chunks `[r cc / R, (r+1) cc / R)` of the
-    /// `cc = C / V1` chunks of every stream; its x tile (tokens x n x its chunks) lives in dynamic
-    /// shared memory. Views were validated by [`Plan::head`].
+    /// `cc = C / V1` chunks of every stream; its x tile (tokens x n x its chunks; the decode
+    /// variant adds phi's n x n x its chunks in f32) lives in dynamic shared memory. Views were
+    /// validated by [`Plan::head`].
     #[allow(clippy::too_many_arguments)]
     fn head_cluster(
         &self,
@@ -85,7 +86,8 @@ impl Plan {
         let (v1, tt, r) = (b.desc.v, b.desc.tokens_per_cta, b.desc.cluster as usize);
         let cc = c / v1;
         let per_cta = cc.div_ceil(r);
-        let smem = tt * n * per_cta * v1 * dt.size();
+        let phi_tile = if b.desc.phi_in_shared { n * n * per_cta * v1 * 4 } else { 0 };
+        let smem = tt * n * per_cta * v1 * dt.size() + phi_tile;
         if cc < r || smem > b.desc.max_dynamic_shared as usize {
             return Err(crate::Error::NoVariant {
                 stage: "head".into(),

@@ -60,6 +60,10 @@ pub struct KernelDesc {
     /// CTAs per thread-block cluster (the kernel's `.reqnctapercluster`; 1 = no cluster). The
     /// grid is a multiple of it.
     pub cluster: u32,
+    /// Cluster head only: the CTA also copies its slice of phi to shared memory (decode variant).
+    pub phi_in_shared: bool,
+    /// The CTA copies its token tile to dynamic shared memory once (cluster head, `static_cl`).
+    pub tile_in_shared: bool,
 }
 
 pub const NS: [usize; 6] = [1, 2, 4, 8, 16, 32];
@@ -115,6 +119,8 @@ fn build() -> Vec<KernelDesc> {
                     max_dynamic_shared: 0,
                     max_tokens: usize::MAX,
                     cluster: 1,
+                    phi_in_shared: false,
+                    tile_in_shared: false,
                 });
             }
         }
@@ -138,6 +144,8 @@ fn build() -> Vec<KernelDesc> {
                     max_dynamic_shared: 0,
                     max_tokens: 16,
                     cluster: 1,
+                    phi_in_shared: false,
+                    tile_in_shared: false,
                 });
             }
         }
@@ -159,28 +167,36 @@ fn build() -> Vec<KernelDesc> {
                 max_dynamic_shared: 0,
                 max_tokens: usize::MAX,
                 cluster: 1,
+                phi_in_shared: false,
+                tile_in_shared: false,
             });
         }
     }
-    // head on a cluster of HEAD_CLUSTER CTAs per token tile (n <= 8; head.ptx, head.rs).
-    for dtype in [Dtype::Bf16, Dtype::F32] {
-        for n in [1, 2, 4, 8] {
-            t.push(KernelDesc {
-                arch,
-                stage: Stage::Head,
-                dtype,
-                formulation: None,
-                n,
-                entry: name("mhc_head_cl_", format!("{}_n{n}", dtype.name())),
-                image: IMG_HEAD,
-                param_bytes: std::mem::size_of::<HeadArgs>(),
-                v: head_v1(n),
-                tokens_per_cta: (64 / n).min(8),
-                threads: 128,
-                max_dynamic_shared: HEAD_CL_SMEM,
-                max_tokens: usize::MAX,
-                cluster: HEAD_CLUSTER,
-            });
+    // head on a cluster of HEAD_CLUSTER CTAs per token tile (n <= 8; head.ptx, head.rs); the
+    // decode variant (`cld`) stages phi's slice in shared memory too.
+    for (prefix, phi_in_shared, smem) in [("mhc_head_cl_", false, HEAD_CL_SMEM), ("mhc_head_cld_", true, HEAD_CLD_SMEM)]
+    {
+        for dtype in [Dtype::Bf16, Dtype::F32] {
+            for n in [1, 2, 4, 8] {
+                t.push(KernelDesc {
+                    arch,
+                    stage: Stage::Head,
+                    dtype,
+                    formulation: None,
+                    n,
+                    entry: name(prefix, format!("{}_n{n}", dtype.name())),
+                    image: IMG_HEAD,
+                    param_bytes: std::mem::size_of::<HeadArgs>(),
+                    v: head_v1(n),
+                    tokens_per_cta: (64 / n).min(8),
+                    threads: 128,
+                    max_dynamic_shared: smem,
+                    max_tokens: usize::MAX,
+                    cluster: HEAD_CLUSTER,
+                    phi_in_shared,
+                    tile_in_shared: true,
+                });
+            }
         }
     }
     for dtype in [Dtype::Bf16, Dtype::F32] {
@@ -200,6 +216,31 @@ fn build() -> Vec<KernelDesc> {
                 max_dynamic_shared: (STATIC_MAX_C * 4) as u32,
                 max_tokens: usize::MAX,
                 cluster: 1,
+                phi_in_shared: false,
+                tile_in_shared: false,
+            });
+        }
+    }
+    // static, one token per CTA or per cluster (`static_cl`): the token's x in shared memory.
+    for dtype in [Dtype::Bf16, Dtype::F32] {
+        for n in NS {
+            t.push(KernelDesc {
+                arch,
+                stage: Stage::Static,
+                dtype,
+                formulation: None,
+                n,
+                entry: name("mhc_static_cl_", format!("{}_n{n}", dtype.name())),
+                image: IMG_STATIC,
+                param_bytes: std::mem::size_of::<StaticArgs>(),
+                v: vchan(n),
+                tokens_per_cta: 1,
+                threads: static_threads(n),
+                max_dynamic_shared: STATIC_CL_SMEM,
+                max_tokens: usize::MAX,
+                cluster: static_cluster(n),
+                phi_in_shared: false,
+                tile_in_shared: true,
             });
         }
     }
@@ -219,6 +260,8 @@ fn build() -> Vec<KernelDesc> {
             max_dynamic_shared: 0,
             max_tokens: usize::MAX,
             cluster: 1,
+            phi_in_shared: false,
+            tile_in_shared: false,
         });
     }
     // pre and post_pre: one kernel family, any n, both formulations (run-time flags); pre.rs.
@@ -239,6 +282,8 @@ fn build() -> Vec<KernelDesc> {
                 max_dynamic_shared: 0,
                 max_tokens: usize::MAX,
                 cluster: 1,
+                phi_in_shared: false,
+                tile_in_shared: false,
             });
         }
     }
@@ -260,6 +305,8 @@ fn build() -> Vec<KernelDesc> {
             max_dynamic_shared: 0,
             max_tokens: usize::MAX,
             cluster: 1,
+            phi_in_shared: false,
+            tile_in_shared: false,
         });
     }
     t
@@ -290,6 +337,8 @@ pub const HEAD_CLUSTER: u32 = 8;
 /// Largest x tile (dynamic shared memory) of a cluster head CTA: two CTAs per SM still fit
 /// (gen_forward.py `CL_SMEM`; the manifest's C range of those variants keeps below it).
 pub const HEAD_CL_SMEM: u32 = 112 * 1024;
+/// The same for the decode variant (x tile and phi slice; gen_forward.py `CLD_SMEM`).
+pub const HEAD_CLD_SMEM: u32 = 200 * 1024;
 
 /// Threads of a static CTA: the data warps (4, or 8 for n >= 16) and the coefficient warp.
 pub const fn static_threads(n: usize) -> u32 {
@@ -297,6 +346,19 @@ pub const fn static_threads(n: usize) -> u32 {
         128 + 32
     } else {
         256 + 32
+    }
+}
+
+/// Largest token tile (a[] and x, dynamic shared memory) of a `static_cl` CTA (gen_forward.py
+/// `ST_CL_SMEM`; the manifest's C range keeps below it).
+pub const STATIC_CL_SMEM: u32 = 100 * 1024;
+
+/// CTAs per token of `static_cl` (channel split; gen_forward.py `ST_CL_R`).
+pub const fn static_cluster(n: usize) -> u32 {
+    match n {
+        32 => 4,
+        16 => 2,
+        _ => 1,
     }
 }
 
