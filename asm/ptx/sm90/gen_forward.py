@@ -569,7 +569,11 @@ CL_SMEM = 112 * 1024  # largest x tile (dynamic shared memory): two CTAs per SM 
 
 CLD_SMEM = 200 * 1024  # decode variant: x tile and phi slice (few CTAs: one per SM is fine)
 CLD_TMAX = 16  # decode variant up to this many tokens
-CL_TMAX = {1: 2147483647, 2: 2147483647, 4: 2147483647, 8: 256}  # measured: n = 8 loses above
+# Largest T of the cluster variant per n (H200, round 6: the one-CTA-per-tile kernel is as fast or
+# faster above; n = 8 loses from T = 1024 on).
+CL_TMAX = {1: 512, 2: 512, 4: 512, 8: 256}
+if os.environ.get("MHC_GEN_EXPERIMENT") == "1":
+    CL_TMAX = {1: 2147483647, 2: 2147483647, 4: 2147483647, 8: 2147483647}
 
 
 def head_cl_cmax(n, dtype, dec=False):
@@ -638,17 +642,18 @@ def head_cl_kernel(dtype, n, dec=False):
         k.e(f"mov.f32 {SS[tt]}, 0f00000000;")
         for i in range(n):
             k.e(f"mov.f32 {P[tt][i]}, 0f00000000;")
-    items = u("items")
-    k.e(f"mul.lo.u32 {items}, {m}, {n};")
-    tstep, pt, pstep = u("tstep"), u("pt"), u("pstep")
-    k.e(f"mul.lo.u32 {tstep}, {mmax}, {n * V1 * es};")
-    if dec:
-        k.e(f"mul.lo.u32 {pt}, {tstep}, {TT};")
-        k.e(f"add.u32 {pt}, {pt}, {xt};")
-        k.e(f"mul.lo.u32 {pstep}, {mmax}, {n * V1 * 4};")
-
-    def item_addrs():
-        """(i, q) of item `it`, the global offsets of its x chunk and of phi[0][i C + chunk]."""
+    if not dec:
+        k.comment("(the x tile is loaded into registers and stored to shared memory: measured faster than")
+        k.comment("cp.async for this variant, H200 round 6)")
+        items = u("items")
+        k.e(f"mul.lo.u32 {items}, {m}, {n};")
+        k.comment(f"phase 1: items (stream i, chunk lo+q), i = item / m. Each loads phi[o][i C + chunk] for the")
+        k.comment(f"n outputs o once (n*V1 registers) for the {TT} tokens, accumulates the partial projections and")
+        k.comment("sums of squares, and parks the raw x chunk of every token in the tile (shared memory)")
+        k.e(f"mov.u32 {it}, {tid};")
+        k.label("P1_LOOP")
+        k.e(f"setp.ge.u32 {pr}, {it}, {items};")
+        k.e(f"@{pr} bra P1_END;")
         k.e(f"div.u32 {ii}, {it}, {m};")
         k.e(f"mul.lo.u32 {tmp}, {ii}, {m};")
         k.e(f"sub.u32 {q}, {it}, {tmp};")
@@ -660,100 +665,162 @@ def head_cl_kernel(dtype, n, dec=False):
         k.e(f"mad.lo.u32 {tmp}, {ii}, {cch}, {c};")
         k.e(f"mul.wide.u32 {pa}, {tmp}, {V1 * 4};")
         k.e(f"add.u64 {pa}, {pa}, {pphi};")
-        so_ = u("tso")
-        k.e(f"mad.lo.u32 {so_}, {ii}, {mmax}, {q};")
-        k.e(f"mul.lo.u32 {so_}, {so_}, {V1 * es};")
-        k.e(f"add.u32 {so_}, {so_}, {xt};")
-        return xo, pa, so_
-
-    def cp_async(dst, src, nbytes):
-        off = 0
-        while off < nbytes:
-            w = min(16, nbytes - off)
-            mode = "cg" if w == 16 else "ca"
-            k.e(f"cp.async.{mode}.shared.global [{dst}+{off}], [{src}+{off}], {w};")
-            off += w
-
-    k.comment(f"issue: every item's x chunk of the {TT} tokens goes to the tile by cp.async (no registers, the")
-    k.comment("whole tile in flight at once)" + ("; the phi chunks of its n outputs too (decode: one round trip)"
-                                                 if dec else ""))
-    k.comment(f"tile offset of (tt, i, q): ((tt n + i) mmax + q) V1 esize" +
-              ("; phi tile after it: ((o n + i) mmax + q) V1 4" if dec else ""))
-    k.e(f"mov.u32 {it}, {tid};")
-    k.label("CP_LOOP")
-    k.e(f"setp.ge.u32 {pr}, {it}, {items};")
-    k.e(f"@{pr} bra CP_END;")
-    xo, pa, so_ = item_addrs()
-    ds, sa = u("cpd"), p("cps")
-    for tt in range(TT):
-        k.e(f"add.u64 {sa}, {rows[tt]}, {xo};")
-        if tt == 0:
-            k.e(f"mov.u32 {ds}, {so_};")
-        else:
-            k.e(f"add.u32 {ds}, {ds}, {tstep};")
-        cp_async(ds, sa, V1 * es)
-    if dec:
-        k.e(f"mad.lo.u32 {ds}, {ii}, {mmax}, {q};")
-        k.e(f"mul.lo.u32 {ds}, {ds}, {V1 * 4};")
-        k.e(f"add.u32 {ds}, {ds}, {pt};")
-        k.e(f"mov.u64 {sa}, {pa};")
-        for o in range(n):
-            if o:
-                k.e(f"add.u32 {ds}, {ds}, {pstep};")
-                k.e(f"add.u64 {sa}, {sa}, {kb};")
-            cp_async(ds, sa, V1 * 4)
-    k.e(f"add.u32 {it}, {it}, {CL_THREADS};")
-    k.e("bra.uni CP_LOOP;")
-    k.label("CP_END")
-    k.e("cp.async.commit_group;")
-    k.comment(f"phase 1: items (stream i, chunk lo+q), i = item / m, the same items as issued (so each thread")
-    k.comment(f"waits only for its own copies). phi[o][i C + chunk] of the n outputs (n*V1 registers) serves")
-    k.comment(f"the {TT} tokens: partial projections and sums of squares")
-    k.e(f"mov.u32 {it}, {tid};")
-    k.label("P1_LOOP")
-    k.e(f"setp.ge.u32 {pr}, {it}, {items};")
-    k.e(f"@{pr} bra P1_END;")
-    xo, pa, so_ = item_addrs()
-    if dec:
-        k.e("cp.async.wait_group 0;")
-        k.e(f"mad.lo.u32 {ds}, {ii}, {mmax}, {q};")
-        k.e(f"mul.lo.u32 {ds}, {ds}, {V1 * 4};")
-        k.e(f"add.u32 {ds}, {ds}, {pt};")
-        ph = []
-        for o in range(n):
-            if o:
-                k.e(f"add.u32 {ds}, {ds}, {pstep};")
-            ph.append(load_f32_run(k, f"ph{o}_", ds, V1, space="shared"))
-    else:
+        xvs = []
+        for tt in range(TT):
+            a = p(f"xa{tt}")
+            k.e(f"add.u64 {a}, {rows[tt]}, {xo};")
+            xvs.append(load_row(k, dtype, f"xv{tt}", a, V1))
         aphi = [p(f"aphi{i}") for i in range(n)]
         k.e(f"mov.u64 {aphi[0]}, {pa};")
         for o in range(1, n):
             k.e(f"add.u64 {aphi[o]}, {aphi[o - 1]}, {kb};")
         ph = [load_f32_run(k, f"ph{o}_", aphi[o], V1) for o in range(n)]
-        k.e("cp.async.wait_group 0;")
-    for tt in range(TT):
-        if tt:
-            k.e(f"add.u32 {so_}, {so_}, {tstep};")
-        if dtype == "bf16":
-            nw = V1 // 2
-            ws = [u(f"xw{tt}_{w}") for w in range(nw)]
-            if nw == 1:
-                k.e(f"ld.shared.b32 {ws[0]}, [{so_}];")
+        k.comment(f"tile offset of (tt, i, q): ((tt n + i) mmax + q) V1 esize")
+        so_ = u("tso")
+        k.e(f"mad.lo.u32 {so_}, {ii}, {mmax}, {q};")
+        k.e(f"mul.lo.u32 {so_}, {so_}, {V1 * es};")
+        k.e(f"add.u32 {so_}, {so_}, {xt};")
+        tstep = u("tstep")
+        k.e(f"mul.lo.u32 {tstep}, {mmax}, {n * V1 * es};")
+        for tt in range(TT):
+            xv = xvs[tt]
+            if dtype == "bf16":
+                words = [f"%xv{tt}_w{w}" for w in range(V1 // 2)]
             else:
-                k.e(f"ld.shared.v{nw}.b32 {{{', '.join(ws)}}}, [{so_}];")
-            xv = [f(f"xv{tt}_{v}") for v in range(V1)]
-            for w in range(nw):
-                k.e(f"shl.b32 {xv[2 * w]}, {ws[w]}, 16;")
-                k.e(f"and.b32 {xv[2 * w + 1]}, {ws[w]}, 0xffff0000;")
-        else:
-            xv = load_f32_run(k, f"xv{tt}_", so_, V1, space="shared")
-        for v in range(V1):
-            k.e(f"fma.rn.f32 {SS[tt]}, {xv[v]}, {xv[v]}, {SS[tt]};")
-        for o in range(n):
+                words = xv
+            if tt:
+                k.e(f"add.u32 {so_}, {so_}, {tstep};")
+            for w0 in range(0, len(words), 4):
+                grp = words[w0:w0 + 4]
+                ty = "b32" if dtype == "bf16" else "f32"
+                if len(grp) == 1:
+                    k.e(f"st.shared.{ty} [{so_}+{4 * w0}], {grp[0]};")
+                else:
+                    k.e(f"st.shared.v{len(grp)}.{ty} [{so_}+{4 * w0}], {{{', '.join(grp)}}};")
             for v in range(V1):
-                k.e(f"fma.rn.f32 {P[tt][o]}, {ph[o][v]}, {xv[v]}, {P[tt][o]};")
-    k.e(f"add.u32 {it}, {it}, {CL_THREADS};")
-    k.e("bra.uni P1_LOOP;")
+                k.e(f"fma.rn.f32 {SS[tt]}, {xv[v]}, {xv[v]}, {SS[tt]};")
+            for o in range(n):
+                for v in range(V1):
+                    k.e(f"fma.rn.f32 {P[tt][o]}, {ph[o][v]}, {xv[v]}, {P[tt][o]};")
+        k.e(f"add.u32 {it}, {it}, {CL_THREADS};")
+        k.e("bra.uni P1_LOOP;")
+    else:
+        items = u("items")
+        k.e(f"mul.lo.u32 {items}, {m}, {n};")
+        tstep, pt, pstep = u("tstep"), u("pt"), u("pstep")
+        k.e(f"mul.lo.u32 {tstep}, {mmax}, {n * V1 * es};")
+        if dec:
+            k.e(f"mul.lo.u32 {pt}, {tstep}, {TT};")
+            k.e(f"add.u32 {pt}, {pt}, {xt};")
+            k.e(f"mul.lo.u32 {pstep}, {mmax}, {n * V1 * 4};")
+
+        def item_addrs():
+            """(i, q) of item `it`, the global offsets of its x chunk and of phi[0][i C + chunk]."""
+            k.e(f"div.u32 {ii}, {it}, {m};")
+            k.e(f"mul.lo.u32 {tmp}, {ii}, {m};")
+            k.e(f"sub.u32 {q}, {it}, {tmp};")
+            c = u("cg")
+            k.e(f"add.u32 {c}, {lo}, {q};")
+            xo, pa = p("xo"), p("pa")
+            k.e(f"mul.wide.u32 {xo}, {ii}, {cbytes};")
+            k.e(f"mad.wide.u32 {xo}, {c}, {V1 * es}, {xo};")
+            k.e(f"mad.lo.u32 {tmp}, {ii}, {cch}, {c};")
+            k.e(f"mul.wide.u32 {pa}, {tmp}, {V1 * 4};")
+            k.e(f"add.u64 {pa}, {pa}, {pphi};")
+            so_ = u("tso")
+            k.e(f"mad.lo.u32 {so_}, {ii}, {mmax}, {q};")
+            k.e(f"mul.lo.u32 {so_}, {so_}, {V1 * es};")
+            k.e(f"add.u32 {so_}, {so_}, {xt};")
+            return xo, pa, so_
+
+        def cp_async(dst, src, nbytes):
+            off = 0
+            while off < nbytes:
+                w = min(16, nbytes - off)
+                mode = "cg" if w == 16 else "ca"
+                k.e(f"cp.async.{mode}.shared.global [{dst}+{off}], [{src}+{off}], {w};")
+                off += w
+
+        k.comment(f"issue: every item's x chunk of the {TT} tokens goes to the tile by cp.async (no registers, the")
+        k.comment("whole tile in flight at once)" + ("; the phi chunks of its n outputs too (decode: one round trip)"
+                                                     if dec else ""))
+        k.comment(f"tile offset of (tt, i, q): ((tt n + i) mmax + q) V1 esize" +
+                  ("; phi tile after it: ((o n + i) mmax + q) V1 4" if dec else ""))
+        k.e(f"mov.u32 {it}, {tid};")
+        k.label("CP_LOOP")
+        k.e(f"setp.ge.u32 {pr}, {it}, {items};")
+        k.e(f"@{pr} bra CP_END;")
+        xo, pa, so_ = item_addrs()
+        ds, sa = u("cpd"), p("cps")
+        for tt in range(TT):
+            k.e(f"add.u64 {sa}, {rows[tt]}, {xo};")
+            if tt == 0:
+                k.e(f"mov.u32 {ds}, {so_};")
+            else:
+                k.e(f"add.u32 {ds}, {ds}, {tstep};")
+            cp_async(ds, sa, V1 * es)
+        if dec:
+            k.e(f"mad.lo.u32 {ds}, {ii}, {mmax}, {q};")
+            k.e(f"mul.lo.u32 {ds}, {ds}, {V1 * 4};")
+            k.e(f"add.u32 {ds}, {ds}, {pt};")
+            k.e(f"mov.u64 {sa}, {pa};")
+            for o in range(n):
+                if o:
+                    k.e(f"add.u32 {ds}, {ds}, {pstep};")
+                    k.e(f"add.u64 {sa}, {sa}, {kb};")
+                cp_async(ds, sa, V1 * 4)
+        k.e(f"add.u32 {it}, {it}, {CL_THREADS};")
+        k.e("bra.uni CP_LOOP;")
+        k.label("CP_END")
+        k.e("cp.async.commit_group;")
+        k.comment(f"phase 1: items (stream i, chunk lo+q), i = item / m, the same items as issued (so each thread")
+        k.comment(f"waits only for its own copies). phi[o][i C + chunk] of the n outputs (n*V1 registers) serves")
+        k.comment(f"the {TT} tokens: partial projections and sums of squares")
+        k.e(f"mov.u32 {it}, {tid};")
+        k.label("P1_LOOP")
+        k.e(f"setp.ge.u32 {pr}, {it}, {items};")
+        k.e(f"@{pr} bra P1_END;")
+        xo, pa, so_ = item_addrs()
+        if dec:
+            k.e("cp.async.wait_group 0;")
+            k.e(f"mad.lo.u32 {ds}, {ii}, {mmax}, {q};")
+            k.e(f"mul.lo.u32 {ds}, {ds}, {V1 * 4};")
+            k.e(f"add.u32 {ds}, {ds}, {pt};")
+            ph = []
+            for o in range(n):
+                if o:
+                    k.e(f"add.u32 {ds}, {ds}, {pstep};")
+                ph.append(load_f32_run(k, f"ph{o}_", ds, V1, space="shared"))
+        else:
+            aphi = [p(f"aphi{i}") for i in range(n)]
+            k.e(f"mov.u64 {aphi[0]}, {pa};")
+            for o in range(1, n):
+                k.e(f"add.u64 {aphi[o]}, {aphi[o - 1]}, {kb};")
+            ph = [load_f32_run(k, f"ph{o}_", aphi[o], V1) for o in range(n)]
+            k.e("cp.async.wait_group 0;")
+        for tt in range(TT):
+            if tt:
+                k.e(f"add.u32 {so_}, {so_}, {tstep};")
+            if dtype == "bf16":
+                nw = V1 // 2
+                ws = [u(f"xw{tt}_{w}") for w in range(nw)]
+                if nw == 1:
+                    k.e(f"ld.shared.b32 {ws[0]}, [{so_}];")
+                else:
+                    k.e(f"ld.shared.v{nw}.b32 {{{', '.join(ws)}}}, [{so_}];")
+                xv = [f(f"xv{tt}_{v}") for v in range(V1)]
+                for w in range(nw):
+                    k.e(f"shl.b32 {xv[2 * w]}, {ws[w]}, 16;")
+                    k.e(f"and.b32 {xv[2 * w + 1]}, {ws[w]}, 0xffff0000;")
+            else:
+                xv = load_f32_run(k, f"xv{tt}_", so_, V1, space="shared")
+            for v in range(V1):
+                k.e(f"fma.rn.f32 {SS[tt]}, {xv[v]}, {xv[v]}, {SS[tt]};")
+            for o in range(n):
+                for v in range(V1):
+                    k.e(f"fma.rn.f32 {P[tt][o]}, {ph[o][v]}, {xv[v]}, {P[tt][o]};")
+        k.e(f"add.u32 {it}, {it}, {CL_THREADS};")
+        k.e("bra.uni P1_LOOP;")
     k.label("P1_END")
     k.comment(f"warp reduce-scatter of the {RED} partials (padded to {NPAD}): at offset o the lane keeps the")
     k.comment(f"half selected by lane bit o and adds its partner's copy; lane l ends with {W} sums, indices")
@@ -1081,23 +1148,23 @@ def static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr):
         k.e(f"sub.f32 {kr[i]}, {kr[i]}, {mj};")
         k.e(f"mul.f32 {kr[i]}, {kr[i]}, 0f3FB8AA3B;")
         k.e(f"ex2.approx.ftz.f32 {kr[i]}, {kr[i]};")
-    r = [f(f"rv{i}") for i in range(n)]
-    c = [f(f"cv{i}") for i in range(n)]
-    for i in range(n):
-        k.e(f"mov.f32 {r[i]}, 0f3F800000;")
-        k.e(f"mov.f32 {c[i]}, 0f3F800000;")
     oc, orow, dot, den, rc = f("own_c"), f("own_r"), f("dot"), f("den"), f("rcpv")
-    k.comment("c and r start at 1; own_c = c_j and own_r = r_j of this lane's index j")
+    k.comment("c and r start at 1; lane j keeps own_c = c_j and own_r = r_j; the others' values are")
+    k.comment("fetched by shfl.idx inside the dot products (no n-vectors held: fewer registers)")
     k.e(f"mov.f32 {oc}, 0f3F800000;")
     k.e(f"mov.f32 {orow}, 0f3F800000;")
+    tv = [f(f"gv{q}") for q in range(4)]
 
-    def dot4(vec_a, vec_b, tag):
-        """dot = sum_i a_i b_i in 4 interleaved chains summed pairwise (fixed order)."""
+    def dot4(vec_a, src, tag):
+        """dot = sum_i a_i src[lane i] in 4 interleaved chains summed pairwise (fixed order)."""
         ch = [f(f"{tag}{q}") for q in range(4)]
-        for q in range(4):
-            k.e(f"mul.f32 {ch[q]}, {vec_a[q]}, {vec_b[q]};")
-        for i in range(4, n):
-            k.e(f"fma.rn.f32 {ch[i % 4]}, {vec_a[i]}, {vec_b[i]}, {ch[i % 4]};")
+        for i in range(n):
+            t_ = tv[i % 4]
+            k.e(f"shfl.sync.idx.b32 {t_}, {src}, {i}, 0x1f, 0xffffffff;")
+            if i < 4:
+                k.e(f"mul.f32 {ch[i]}, {vec_a[i]}, {t_};")
+            else:
+                k.e(f"fma.rn.f32 {ch[i % 4]}, {vec_a[i]}, {t_}, {ch[i % 4]};")
         k.e(f"add.f32 {ch[0]}, {ch[0]}, {ch[1]};")
         k.e(f"add.f32 {ch[2]}, {ch[2]}, {ch[3]};")
         k.e(f"add.f32 {dot}, {ch[0]}, {ch[2]};")
@@ -1106,35 +1173,31 @@ def static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr):
     k.label("SK_LOOP")
     k.e(f"setp.ge.u32 {pr}, {it}, {iters};")
     k.e(f"@{pr} bra SK_END;")
-    k.comment("column step: colsum_j = c_j (K[:, j] . r); c_j /= colsum_j + eps_hc; all-gather c")
-    dot4(kc, r, "dc")
+    k.comment("column step: colsum_j = c_j (K[:, j] . r); c_j /= colsum_j + eps_hc")
+    dot4(kc, orow, "dc")
     k.e(f"mul.f32 {den}, {dot}, {oc};")
     k.e(f"add.f32 {den}, {den}, {eps_hc};")
     rcp_fast(k, rc, den, "sc")
     k.e(f"mul.f32 {oc}, {oc}, {rc};")
-    for i in range(n):
-        k.e(f"shfl.sync.idx.b32 {c[i]}, {oc}, {i}, 0x1f, 0xffffffff;")
-    k.comment("row step: rowsum_j = r_j (K[j, :] . c); r_j /= rowsum_j + eps_hc; all-gather r")
-    dot4(kr, c, "dr")
+    k.comment("row step: rowsum_j = r_j (K[j, :] . c); r_j /= rowsum_j + eps_hc")
+    dot4(kr, oc, "dr")
     k.e(f"mul.f32 {den}, {dot}, {orow};")
     k.e(f"add.f32 {den}, {den}, {eps_hc};")
     rcp_fast(k, rc, den, "sr")
     k.e(f"mul.f32 {orow}, {orow}, {rc};")
-    for i in range(n):
-        k.e(f"shfl.sync.idx.b32 {r[i]}, {orow}, {i}, 0x1f, 0xffffffff;")
     k.e(f"add.u32 {it}, {it}, 1;")
     k.e("bra SK_LOOP;")
     k.label("SK_END")
-    k.comment("lane j < n writes column j: S[i][j] = r_i K[i][j] c_j")
-    k.e(f"setp.ge.u32 {pr}, {lane}, {n};")
-    k.e(f"@{pr} bra COEF_WAIT;")
+    k.comment("lane j < n writes column j: S[i][j] = r_i K[i][j] c_j (r_i fetched from lane i)")
     ca = p("ca")
     k.e(f"add.u64 {ca}, {sS}, {la};")
     sv = f("sv")
+    k.e(f"setp.lt.u32 {pr}, {lane}, {n};")
     for i in range(n):
-        k.e(f"mul.f32 {sv}, {r[i]}, {kc[i]};")
+        k.e(f"shfl.sync.idx.b32 {sv}, {orow}, {i}, 0x1f, 0xffffffff;")
+        k.e(f"mul.f32 {sv}, {sv}, {kc[i]};")
         k.e(f"mul.f32 {sv}, {sv}, {oc};")
-        k.e(f"st.shared.f32 [{ca}+{4 * i * n}], {sv};")
+        k.e(f"@{pr} st.shared.f32 [{ca}+{4 * i * n}], {sv};")
     k.e("bra COEF_WAIT;")
 
 
@@ -1313,6 +1376,11 @@ def static_kernel(dtype, n):
 # static, one token per CTA (or per cluster of R CTAs splitting the channels): x copied to shared
 # memory by cp.async once, the coefficient warp overlapping the copy
 ST_CL_R = {1: 1, 2: 1, 4: 1, 8: 1, 16: 2, 32: 4}
+# n for which static_cl is not selected (admissible at T = 1 only, where the persistent kernel wins
+# the tie by manifest order)
+ST_CL_OFF = {16, 32}
+if os.environ.get("MHC_GEN_EXPERIMENT") == "1":
+    ST_CL_OFF = set()
 ST_CL_SMEM = 100 * 1024
 
 
@@ -1499,6 +1567,7 @@ def static_cl_kernel(dtype, n):
         k.e(f"mov.u32 {pa32}, part;")
         k.e(f"setp.eq.u32 {pw}, {tid}, 0;")
         k.e(f"@{pw} st.shared.f32 [{pa32}], {tot};")
+        k.e("barrier.sync 0;")
         k.e("barrier.cluster.arrive.release;")
         k.e("barrier.cluster.wait.acquire;")
         for r in range(R):
@@ -1513,16 +1582,30 @@ def static_cl_kernel(dtype, n):
     k.e(f"fma.rn.f32 {rr}, {tot}, {inv_c}, {eps_f};")
     k.e(f"sqrt.rn.f32 {rr}, {rr};")
     k.e(f"rcp.rn.f32 {rr}, {rr};")
-    ho = load_f32_run(k, "hpost", sH, n, off=128, space="shared")
-    if n <= 2:
-        Rm = [load_f32_run(k, f"R{i}_", sS, n, off=4 * i * n, space="shared") for i in range(n)]
+    G = max(1, n // 8)  # output groups of phase B
+    NO = n // G
+    if G == 1:
+        ho = load_f32_run(k, "hpost", sH, n, off=128, space="shared")
+        if n <= 2:
+            Rm = [load_f32_run(k, f"R{i}_", sS, n, off=4 * i * n, space="shared") for i in range(n)]
     k.comment("phase B: out[i][c] = sum_j h_res[i][j] x[j][c] + h_post[i] a[c] gamma[c] r (tile, a[])")
+    if G > 1:
+        k.comment(f"items (group g, chunk q), g = item / m: outputs i = {NO} g .. {NO} g + {NO - 1} (more threads")
+        k.comment(f"busy: the n^2 FMAs per channel dominate at n = {n})")
     k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
     k.e(f"@{pr} bra PB_END;")
-    k.e(f"mov.u32 {q}, {tid};")
+    itemsb, g = u("itemsb"), u("grp")
+    k.e(f"mul.lo.u32 {itemsb}, {m}, {G};")
+    k.e(f"mov.u32 {it}, {tid};")
     k.label("PB_LOOP")
-    k.e(f"setp.ge.u32 {pr}, {q}, {m};")
+    k.e(f"setp.ge.u32 {pr}, {it}, {itemsb};")
     k.e(f"@{pr} bra PB_END;")
+    if G > 1:
+        k.e(f"div.u32 {g}, {it}, {m};")
+        k.e(f"mul.lo.u32 {tmp}, {g}, {m};")
+        k.e(f"sub.u32 {q}, {it}, {tmp};")
+    else:
+        k.e(f"mov.u32 {q}, {it};")
     xs = tile_rows("B")
     k.e(f"mad.lo.u32 {aa}, {q}, {V * 4}, {sA};")
     av = load_f32_run(k, "ab", aa, V, space="shared")
@@ -1537,8 +1620,21 @@ def static_cl_kernel(dtype, n):
         k.e(f"mul.f32 {yv[v]}, {yv[v]}, {rr};")
     oa = p("oa")
     k.e(f"mad.wide.u32 {oa}, {q}, {V * es}, {orow};")
-    for i in range(n):
-        Ri = Rm[i] if n <= 2 else load_f32_run(k, f"Rr{i}_", sS, n, off=4 * i * n, space="shared")
+    if G > 1:
+        rb, hb, g64 = p("rbase"), p("hbase"), p("g64")
+        k.e(f"mul.wide.u32 {rb}, {g}, {NO * n * 4};")
+        k.e(f"add.u64 {rb}, {rb}, {sS};")
+        k.e(f"mul.wide.u32 {hb}, {g}, {NO * 4};")
+        k.e(f"add.u64 {hb}, {hb}, {sH};")
+        ho = load_f32_run(k, "hpost", hb, NO, off=128, space="shared")
+        k.e(f"mul.lo.u32 {tmp}, {g}, {NO};")
+        k.e(f"mul.wide.u32 {g64}, {tmp}, {cbytes};")
+        k.e(f"add.u64 {oa}, {oa}, {g64};")
+    for i in range(NO):
+        if G > 1:
+            Ri = load_f32_run(k, f"Rr{i}_", rb, n, off=4 * i * n, space="shared")
+        else:
+            Ri = Rm[i] if n <= 2 else load_f32_run(k, f"Rr{i}_", sS, n, off=4 * i * n, space="shared")
         acc = [f(f"acc{v}") for v in range(V)]
         for v in range(V):
             k.e(f"mul.f32 {acc[v]}, {ho[i]}, {yv[v]};")
@@ -1546,9 +1642,9 @@ def static_cl_kernel(dtype, n):
             for v in range(V):
                 k.e(f"fma.rn.f32 {acc[v]}, {Ri[j]}, {xs[j][v]}, {acc[v]};")
         store_row(k, dtype, acc, oa, tag=f"so{i}")
-        if i < n - 1:
+        if i < NO - 1:
             k.e(f"add.u64 {oa}, {oa}, {cb64};")
-    k.e(f"add.u32 {q}, {q}, {DT};")
+    k.e(f"add.u32 {it}, {it}, {DT};")
     k.e("bra.uni PB_LOOP;")
     k.label("PB_END")
     if R > 1:
@@ -1560,7 +1656,7 @@ def static_cl_kernel(dtype, n):
     .param .align 8 .b8 args[96]
 )
 .reqntid {NT}, 1, 1
-{".maxnreg 64" + chr(10) if n <= 2 else ""}{cluster}{{
+{".maxnreg 64" + chr(10) if n <= 2 else (".maxnreg 112" + chr(10) if n >= 16 else "")}{cluster}{{
     .shared .align 16 .f32 ss_res[{n * n}];
     .shared .align 16 .f32 ss_h[64];
     .shared .align 16 .f32 ss_red[{NT // 32}];
@@ -1783,14 +1879,15 @@ def manifest():
         for n in NS:
             dt_, nt_ = st_cl_threads(n)
             r_ = ST_CL_R[n]
+            off = n in ST_CL_OFF
             entry(f"static_cl_{dtype}_n{n}", "static", ["v4", "paper"], "static", f"mhc_static_cl_{dtype}_n{n}", [dtype],
-                  [n], (1, tmax), 1, nt_,
+                  [n], (1, 1 if off else tmax), 1, nt_,
                   f"static layer for n={n}: one token per " + ("CTA" if r_ == 1 else f"cluster of {r_} CTAs (channel "
                   f"split, sum of squares combined through DSMEM)") + ", x copied to shared memory by cp.async once, "
                   "a coefficient warp computes h_post and h_res during the copy",
                   c=f"c = {{ multiple_of = {static_cl_multiple(n, dtype)}, min = {static_cl_multiple(n, dtype)}, "
                   f"max = {static_cl_cmax(n, dtype)} }}",
-                  params=static_p + " (pad = chunks per CTA)", wave_us=0.5)
+                  params=static_p + " (pad = chunks per CTA)", wave_us=None if off else 0.5)
     for dtype in DTYPES:
         entry(f"expand_{dtype}", "expand", ["v4", "paper"], "expand", f"mhc_expand_{dtype}", [dtype],
               list(range(1, 33)), (1, tmax), 1, 256,
