@@ -572,8 +572,6 @@ CLD_TMAX = 16  # decode variant up to this many tokens
 # Largest T of the cluster variant per n (H200, round 6: the one-CTA-per-tile kernel is as fast or
 # faster above; n = 8 loses from T = 1024 on).
 CL_TMAX = {1: 512, 2: 512, 4: 512, 8: 256}
-if os.environ.get("MHC_GEN_EXPERIMENT") == "1":
-    CL_TMAX = {1: 2147483647, 2: 2147483647, 4: 2147483647, 8: 2147483647}
 
 
 def head_cl_cmax(n, dtype, dec=False):
@@ -1025,8 +1023,29 @@ def write_head():
 // Bytes: HBM floor = T (nC + C) esize; phi and the re-read come from L2.
 // Measured (H200, round 5): T=8192 n=4 C=4096 142 us = 56% of copy (1.79x floor): each CTA
 //   alternates a DRAM phase and an L2 phase, so DRAM idles part of the time (`.maxnreg 128` for
-//   2 CTAs/SM took it from 53% to 56%); T<=16: 11-25 us (one CTA per 8 tokens streams phi);
-//   n=32: 12x floor (phi, 5 MB, re-read per 2-token CTA from L2).
+//   2 CTAs/SM took it from 53% to 56%); n=32: 12x floor (phi, 5 MB, re-read per 2-token CTA).
+//   Round 8: still the kernel for T > 512 (n <= 4), T > 256 (n = 8) and every T at n >= 16.
+//
+// mhc_head_cl_* / mhc_head_cld_* (n <= 8): a thread-block CLUSTER of 8 CTAs (.reqnctapercluster)
+//   per TT-token tile; CTA r (%cluster_ctarank) owns chunks [r cc/8, (r+1) cc/8) of the cc = C/V1
+//   chunks of every stream, 128 threads. Phase 1 items (stream i, chunk): phi[o][i C + chunk] for
+//   the n outputs in registers serve the TT tokens; the tile's x (TT x n x its chunks) is parked in
+//   dynamic shared memory (cl: loaded to registers and stored; cld: cp.async for x and phi's slice
+//   too, one memory round trip). Partials (TT (n+1)) reduced per warp by a reduce-scatter (5
+//   shuffle steps, lane l keeps sums l W..l W+W-1), warps summed in order into part[]; cluster
+//   barrier (arrive.release / wait.acquire); threads tt n + i read the 8 CTAs' part[] through
+//   distributed shared memory (mapa + ld.shared::cluster) in rank order, so every CTA derives
+//   the same bits of h; phase 2 mixes the CTA's chunks from the tile; a second cluster barrier
+//   (arrive after the remote reads, wait before exit) keeps part[] alive for the readers.
+//   Registers: 128 (n <= 4, 4 CTAs/SM), 168 (n = 8). Shared: x tile <= 112 KiB (cl), x + phi
+//   <= 200 KiB (cld); larger C falls back to mhc_head_*. Arguments: HeadArgs with kchunks =
+//   chunks per CTA (ceil(cc / 8)) and cchunks = cc; grid = ceil(T / TT) * 8.
+// Measured (H200, round 8, bf16, copy 4187 GB/s; us stream / back-to-back / graph):
+//   n=4 C=4096: T=1 15.4 -> 7.9 / 5.7 / 4.8 (cld), T=16 18.1 -> 8.2 / 6.4 / 5.3, T=64 18.2 ->
+//   8.9, T=256 18.9 -> 10.9 (cl); C=7168: T=1 22.9 -> 9.6 / 7.8 / 6.9, T=256 29.0 -> 14.8;
+//   n=8 C=1280: T=1 17.3 -> 8.0 / 6.0 / 5.2, T=256 19.2 -> 11.3. At T >= 1024 the cluster kernel
+//   is no faster (T=8192 C=4096: 140.6 us with register loads, 149.3 with cp.async, vs 142.2):
+//   keeping x on chip did not lift the 56% ceiling (rounds 6-8, notes/cuda-runtime.md).
 """ + HEAD_ARGS + "\n"]
     for dtype in DTYPES:
         for n in NS:
@@ -1245,11 +1264,10 @@ def static_kernel(dtype, n):
     k.label("COEF_WAIT")
     cb64 = p("cb64")
     k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
-    q0, qstep = u("q0"), u("qstep")
-    k.comment(f"first token: the data warps take chunks tid, tid + {DT}, ...; later tokens all {NT} threads")
+    q0 = u("q0")
+    k.comment(f"the data warps take chunks tid, tid + {DT}, ... of every token; the coefficient warp none")
     k.e(f"setp.lt.u32 {pr}, {tid}, {DT};")
     k.e(f"selp.b32 {q0}, {tid}, {cchunks}, {pr};")
-    k.e(f"mov.u32 {qstep}, {DT};")
     k.e(f"mov.u32 {t}, %ctaid.x;")
     k.label("TOK_LOOP")
     k.e(f"setp.ge.u32 {pr}, {t}, {tokens};")
@@ -1291,7 +1309,7 @@ def static_kernel(dtype, n):
         else:
             k.e(f"st.shared.v{w}.f32 [{aa}+{4 * i}], {{{', '.join(av[i:i + w])}}};")
         i += w
-    k.e(f"add.u32 {q}, {q}, {qstep};")
+    k.e(f"add.u32 {q}, {q}, {DT};")
     k.e("bra.uni PA_LOOP;")
     k.label("PA_END")
     warp_allreduce(k, ss, "ssr")
@@ -1301,10 +1319,10 @@ def static_kernel(dtype, n):
     k.e(f"add.u64 {wa}, {wa}, {sR};")
     k.e(f"@{pw} st.shared.f32 [{wa}], {ss};")
     k.e("barrier.sync 0;")
-    red = load_f32_run(k, "rw", sR, NT // 32, space="shared")
+    red = load_f32_run(k, "rw", sR, DT // 32, space="shared")
     tot, rr = f("tot"), f("rinv")
     k.e(f"mov.f32 {tot}, {red[0]};")
-    for w in range(1, NT // 32):
+    for w in range(1, DT // 32):
         k.e(f"add.f32 {tot}, {tot}, {red[w]};")
     k.comment("r = 1 / sqrt(mean(a^2) + eps_f)")
     k.e(f"fma.rn.f32 {rr}, {tot}, {inv_c}, {eps_f};")
@@ -1347,14 +1365,12 @@ def static_kernel(dtype, n):
             for v in range(V):
                 k.e(f"fma.rn.f32 {acc[v]}, {Ri[j]}, {xs[j][v]}, {acc[v]};")
         store_row(k, dtype, acc, oa[i], tag=f"so{i}")
-    k.e(f"add.u32 {q}, {q}, {qstep};")
+    k.e(f"add.u32 {q}, {q}, {DT};")
     k.e("bra.uni PB_LOOP;")
     k.label("PB_END")
     k.comment("a[] and the warp sums are rewritten by the next token: wait for every reader")
     k.e("barrier.sync 0;")
     nct = u("nct")
-    k.e(f"mov.u32 {q0}, {tid};")
-    k.e(f"mov.u32 {qstep}, {NT};")
     k.e(f"mov.u32 {nct}, %nctaid.x;")
     k.e(f"add.u32 {t}, {t}, {nct};")
     k.e("bra.uni TOK_LOOP;")
@@ -1373,41 +1389,24 @@ def static_kernel(dtype, n):
 """
 
 
-# static, one token per CTA (or per cluster of R CTAs splitting the channels): x copied to shared
-# memory by cp.async once, the coefficient warp overlapping the copy
-ST_CL_R = {1: 1, 2: 1, 4: 1, 8: 1, 16: 2, 32: 4}
-# n for which static_cl is not selected (admissible at T = 1 only, where the persistent kernel wins
-# the tie by manifest order)
-ST_CL_OFF = {16, 32}
-if os.environ.get("MHC_GEN_EXPERIMENT") == "1":
-    ST_CL_OFF = set()
+# static, one token per CTA (n <= 8): x copied to shared memory by cp.async once, the coefficient
+# warp overlapping the copy. n = 16, 32 keep the persistent kernel: a channel-split cluster variant
+# (R = 2, 4 CTAs per token) was measured 2-4x slower there (round 8, notes/cuda-runtime.md).
+ST_CL_NS = [1, 2, 4, 8]
 ST_CL_SMEM = 100 * 1024
 
 
-def st_cl_threads(n):
-    dt = 128 if n <= 8 else 256
-    return dt, dt + 32
-
-
-def static_cl_multiple(n, dtype):
-    """C granule of static_cl: R divides the C/V chunks and every CTA's stream segment is whole
-    16-byte units (cp.async.cg)."""
-    r, v = ST_CL_R[n], vchan(n)
-    g = max(8, v * r, 16 * r // ESIZE[dtype])
-    return g
-
-
 def static_cl_cmax(n, dtype):
-    r, g = ST_CL_R[n], static_cl_multiple(n, dtype)
-    cmax = r * ST_CL_SMEM // (n * ESIZE[dtype] + 4)
-    return cmax - cmax % g
+    """Largest C whose a[] (f32) and x tile (n streams) fit ST_CL_SMEM."""
+    cmax = ST_CL_SMEM // (n * ESIZE[dtype] + 4)
+    return cmax - cmax % 8
 
 
 def static_cl_kernel(dtype, n):
     V = vchan(n)
     es = ESIZE[dtype]
-    R = ST_CL_R[n]
-    DT, NT = st_cl_threads(n)
+    R = 1  # CTAs per token (kept in the comments and address arithmetic below)
+    DT, NT = st_threads(n)
     cw = DT // 32
     name = f"mhc_static_cl_{dtype}_n{n}"
     k = K()
@@ -1428,12 +1427,8 @@ def static_cl_kernel(dtype, n):
     k.e(f"mov.u32 {tid}, %tid.x;")
     k.e(f"and.b32 {lane}, {tid}, 31;")
     k.e(f"shr.u32 {warp}, {tid}, 5;")
-    if R > 1:
-        k.e(f"mov.u32 {rank}, %cluster_ctarank;")
-        k.e(f"mov.u32 {tok}, %clusterid.x;")
-    else:
-        k.e(f"mov.u32 {rank}, 0;")
-        k.e(f"mov.u32 {tok}, %ctaid.x;")
+    k.e(f"mov.u32 {rank}, 0;")
+    k.e(f"mov.u32 {tok}, %ctaid.x;")
     k.comment(f"this CTA: token tok, chunks [lo, lo + m) of V={V} channels (m = C/V/{R})")
     k.e(f"mul.lo.u32 {lo}, {rank}, {m};")
     sS, sH, sR = p("sS"), p("sH"), p("sR")
@@ -1561,51 +1556,23 @@ def static_cl_kernel(dtype, n):
     k.e(f"mov.f32 {tot}, {red[0]};")
     for w in range(1, DT // 32):
         k.e(f"add.f32 {tot}, {tot}, {red[w]};")
-    if R > 1:
-        k.comment(f"the cluster's {R} CTAs: every one sums the {R} partial sums in rank order (DSMEM)")
-        pa32, ra, pv = u("parta"), u("ra"), f("rpv")
-        k.e(f"mov.u32 {pa32}, part;")
-        k.e(f"setp.eq.u32 {pw}, {tid}, 0;")
-        k.e(f"@{pw} st.shared.f32 [{pa32}], {tot};")
-        k.e("barrier.sync 0;")
-        k.e("barrier.cluster.arrive.release;")
-        k.e("barrier.cluster.wait.acquire;")
-        for r in range(R):
-            k.e(f"mapa.shared::cluster.u32 {ra}, {pa32}, {r};")
-            if r == 0:
-                k.e(f"ld.shared::cluster.f32 {tot}, [{ra}];")
-            else:
-                k.e(f"ld.shared::cluster.f32 {pv}, [{ra}];")
-                k.e(f"add.f32 {tot}, {tot}, {pv};")
-        k.e("barrier.cluster.arrive.release;")
     k.comment("r = 1 / sqrt(mean(a^2) + eps_f)")
     k.e(f"fma.rn.f32 {rr}, {tot}, {inv_c}, {eps_f};")
     k.e(f"sqrt.rn.f32 {rr}, {rr};")
     k.e(f"rcp.rn.f32 {rr}, {rr};")
-    G = max(1, n // 8)  # output groups of phase B
-    NO = n // G
-    if G == 1:
-        ho = load_f32_run(k, "hpost", sH, n, off=128, space="shared")
-        if n <= 2:
-            Rm = [load_f32_run(k, f"R{i}_", sS, n, off=4 * i * n, space="shared") for i in range(n)]
+    ho = load_f32_run(k, "hpost", sH, n, off=128, space="shared")
+    if n <= 2:
+        Rm = [load_f32_run(k, f"R{i}_", sS, n, off=4 * i * n, space="shared") for i in range(n)]
     k.comment("phase B: out[i][c] = sum_j h_res[i][j] x[j][c] + h_post[i] a[c] gamma[c] r (tile, a[])")
-    if G > 1:
-        k.comment(f"items (group g, chunk q), g = item / m: outputs i = {NO} g .. {NO} g + {NO - 1} (more threads")
-        k.comment(f"busy: the n^2 FMAs per channel dominate at n = {n})")
     k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
     k.e(f"@{pr} bra PB_END;")
-    itemsb, g = u("itemsb"), u("grp")
-    k.e(f"mul.lo.u32 {itemsb}, {m}, {G};")
+    itemsb = u("itemsb")
+    k.e(f"mov.u32 {itemsb}, {m};")
     k.e(f"mov.u32 {it}, {tid};")
     k.label("PB_LOOP")
     k.e(f"setp.ge.u32 {pr}, {it}, {itemsb};")
     k.e(f"@{pr} bra PB_END;")
-    if G > 1:
-        k.e(f"div.u32 {g}, {it}, {m};")
-        k.e(f"mul.lo.u32 {tmp}, {g}, {m};")
-        k.e(f"sub.u32 {q}, {it}, {tmp};")
-    else:
-        k.e(f"mov.u32 {q}, {it};")
+    k.e(f"mov.u32 {q}, {it};")
     xs = tile_rows("B")
     k.e(f"mad.lo.u32 {aa}, {q}, {V * 4}, {sA};")
     av = load_f32_run(k, "ab", aa, V, space="shared")
@@ -1620,21 +1587,8 @@ def static_cl_kernel(dtype, n):
         k.e(f"mul.f32 {yv[v]}, {yv[v]}, {rr};")
     oa = p("oa")
     k.e(f"mad.wide.u32 {oa}, {q}, {V * es}, {orow};")
-    if G > 1:
-        rb, hb, g64 = p("rbase"), p("hbase"), p("g64")
-        k.e(f"mul.wide.u32 {rb}, {g}, {NO * n * 4};")
-        k.e(f"add.u64 {rb}, {rb}, {sS};")
-        k.e(f"mul.wide.u32 {hb}, {g}, {NO * 4};")
-        k.e(f"add.u64 {hb}, {hb}, {sH};")
-        ho = load_f32_run(k, "hpost", hb, NO, off=128, space="shared")
-        k.e(f"mul.lo.u32 {tmp}, {g}, {NO};")
-        k.e(f"mul.wide.u32 {g64}, {tmp}, {cbytes};")
-        k.e(f"add.u64 {oa}, {oa}, {g64};")
-    for i in range(NO):
-        if G > 1:
-            Ri = load_f32_run(k, f"Rr{i}_", rb, n, off=4 * i * n, space="shared")
-        else:
-            Ri = Rm[i] if n <= 2 else load_f32_run(k, f"Rr{i}_", sS, n, off=4 * i * n, space="shared")
+    for i in range(n):
+        Ri = Rm[i] if n <= 2 else load_f32_run(k, f"Rr{i}_", sS, n, off=4 * i * n, space="shared")
         acc = [f(f"acc{v}") for v in range(V)]
         for v in range(V):
             k.e(f"mul.f32 {acc[v]}, {ho[i]}, {yv[v]};")
@@ -1642,25 +1596,21 @@ def static_cl_kernel(dtype, n):
             for v in range(V):
                 k.e(f"fma.rn.f32 {acc[v]}, {Ri[j]}, {xs[j][v]}, {acc[v]};")
         store_row(k, dtype, acc, oa, tag=f"so{i}")
-        if i < NO - 1:
+        if i < n - 1:
             k.e(f"add.u64 {oa}, {oa}, {cb64};")
     k.e(f"add.u32 {it}, {it}, {DT};")
     k.e("bra.uni PB_LOOP;")
     k.label("PB_END")
-    if R > 1:
-        k.e("barrier.cluster.wait.acquire;")
     k.e("ret;")
-    cluster = f".reqnctapercluster {R}, 1, 1\n" if R > 1 else ""
-    part = "    .shared .align 4 .f32 part[1];\n" if R > 1 else ""
     return name, f""".visible .entry {name}(
     .param .align 8 .b8 args[96]
 )
 .reqntid {NT}, 1, 1
-{".maxnreg 64" + chr(10) if n <= 2 else (".maxnreg 112" + chr(10) if n >= 16 else "")}{cluster}{{
+{".maxnreg 64" + chr(10) if n <= 2 else ""}{{
     .shared .align 16 .f32 ss_res[{n * n}];
     .shared .align 16 .f32 ss_h[64];
     .shared .align 16 .f32 ss_red[{NT // 32}];
-{part}{k.body()}
+{k.body()}
 }}
 """
 
@@ -1673,25 +1623,40 @@ def write_static():
 //   tokens and computed on the device from the logits (no host read):
 //   a = sum_i h_pre[i] x[i];  y = a gamma / sqrt(mean(a^2) + eps_f);
 //   out[i] = sum_j h_res[i][j] x[j] + h_post[i] y
-// Tile: persistent CTAs of 128 threads (grid = min(T, resident CTAs)); each CTA computes the
-//   coefficients once in a prologue (warp 0: lane j owns column j for the column steps and row j
-//   for the row steps, with a skewed walk so the row loads are bank-conflict free), then takes
-//   tokens t = ctaid, ctaid + nctaid, ... Per token: phase A computes a[c] for chunks of
-//   V = min(8, 64/n) channels into shared memory (C floats, dynamic) and the sum of squares,
-//   reduced deterministically (butterflies, then warps 0..3 in order); phase B re-reads x (L1/L2)
-//   and writes every stream. h_pre is computed by every thread (registers), so phase A of the
-//   first token overlaps warp 0's Sinkhorn; the phase-A barrier publishes h_res and h_post.
-//   Measured (H200, round 2 -> 3): 256-thread CTAs with the coefficients before the token loop
-//   took 11.7 us at (320, 1280, 4) and 23.9 us at (2560, 1280, 4): a latency chain per token
-//   (load, reduce, barrier, re-load, store) times tokens per CTA; smaller CTAs put more tokens
-//   in flight per SM.
-// Register plan: x n*V, a/y/acc V each, h_pre and h_post n each; h_res in registers for n <= 4,
+// mhc_static_* (every n; the kernel for n >= 16 and for C beyond static_cl's tile): persistent
+//   CTAs (grid = min(T, resident CTAs)) taking tokens t = ctaid, ctaid + nctaid, ... Per token:
+//   phase A computes a[c] for chunks of V = min(8, 64/n) channels into shared memory (C floats,
+//   dynamic) and the sum of squares, reduced deterministically (butterflies, then the data warps
+//   in order); phase B re-reads x (L1/L2) and writes every stream. h_pre is computed by every
+//   thread (registers).
+//   Rounds 6-8: the prologue runs in an extra coefficient warp (CTA = 4 data warps + 1; 8 + 1 for
+//   n >= 16), so the data warps start on the first token at once and the phase-A barrier of the
+//   first token publishes h_post and h_res. n <= 4: lane 0 alone, S in n*n registers; n >= 8: the
+//   scaling-vector form S = diag(r) K diag(c), K = exp(Z - colmax) (the Paper's divisions
+//   rearranged), lane j holding column j and row j of K, r_j and c_j, the other lanes' values
+//   fetched by shfl.idx inside the dot products. Every reciprocal of the prologue is
+//   rcp.approx + one Newton step (h_pre's sigmoids too).
+// Register plan: x n*V, a/y/acc V each, h_pre and h_post n each; h_res in registers for n <= 2,
 //   else read row by row from shared memory (broadcast 16-byte loads).
 // Bytes: HBM floor = 2 T n C esize (x read once, out written once).
-// Measured (H200, round 5, bf16): mHC.cu configs (320,1280,4) 12.2 us, (512,1920,4) 13.9,
-//   (1280,2560,4) 24.1 (51% of copy), (2560,1280,4) 26.1, (128,1280,8) 13.7, (128,1280,32) 39.2:
-//   the prologue (Sinkhorn in warp 0, ~3-5 us of dependent latency) sits on each CTA's critical
-//   path; all configs are under 32 MB, where the goal was 1.5x the launch latency (missed).
+//
+// mhc_static_cl_* (n <= 8, selected for every T where the tile fits 100 KiB): one CTA per token
+//   (grid = T), 4 data warps + the coefficient warp. The data warps copy the token's n stream rows
+//   to shared memory by cp.async.cg (16-byte units), so the whole row is in flight at once while
+//   the coefficient warp runs; after cp.async.wait_group and a named barrier of the data warps,
+//   phase A reads the tile into a[] (shared) and the sum of squares, barrier 0 (all warps) also
+//   publishes h_post and h_res, phase B reads x and a[] from shared memory: x is read from HBM
+//   once. Dynamic shared memory: a[C] f32 then x[n][C]; StaticArgs.pad = C/V.
+//   A channel-split cluster version for n = 16, 32 (R = 2, 4 CTAs per token, sum of squares over
+//   DSMEM) measured 2-4x slower than the persistent kernel (n^2 FMAs per channel, a Sinkhorn per
+//   CTA) and is not built.
+// Measured (H200, round 8, bf16, copy 4187 GB/s; us stream / back-to-back; round 5 before):
+//   (320,1280,4) 12.3 -> 9.0 / 7.5; (512,1920,4) 13.7 -> 10.7 / 9.2; (1280,2560,4) 23.9 -> 23.5 /
+//   22.3; (2560,1280,4) 26.0 -> 23.8 / 22.7 (static_cl); (128,1280,8) 13.6 -> 9.6 / 8.3;
+//   (256,1280,8) 14.8 -> 10.3 / 8.9 (static_cl); (32,1280,32) 38.4 -> 23.0 / 21.6; (64,1280,32)
+//   38.7 -> 23.3 / 21.8; (128,1280,32) 39.3 -> 23.8 / 22.3 (persistent). Launch yardstick of the
+//   run: 4.3 us back-to-back, so the 1.5x-launch goal (~5.7 us) is still missed (by 1.8-3.5 us at
+//   n <= 8, ~16 us at n = 32, where n^2 = 1024 FMAs per channel and the 32 x 32 Sinkhorn remain).
 """ + STATIC_ARGS + "\n", ".extern .shared .align 16 .f32 ss_a[];\n"]
     for dtype in DTYPES:
         for n in NS:
@@ -1699,7 +1664,7 @@ def write_static():
             out.append(txt)
     out.append(".extern .shared .align 16 .b8 st_dyn[];\n")
     for dtype in DTYPES:
-        for n in NS:
+        for n in ST_CL_NS:
             nm, txt = static_cl_kernel(dtype, n)
             out.append(txt)
     open(os.path.join(HERE, "static.ptx"), "w").write("\n".join(out))
@@ -1876,18 +1841,13 @@ def manifest():
                   f"static layer for n={n}: persistent CTAs, coefficients from the logits once per CTA, a[C] in shared memory",
                   c="c = { multiple_of = 8, min = 8, max = 32768 }", params=static_p)
     for dtype in DTYPES:
-        for n in NS:
-            dt_, nt_ = st_cl_threads(n)
-            r_ = ST_CL_R[n]
-            off = n in ST_CL_OFF
+        for n in ST_CL_NS:
             entry(f"static_cl_{dtype}_n{n}", "static", ["v4", "paper"], "static", f"mhc_static_cl_{dtype}_n{n}", [dtype],
-                  [n], (1, 1 if off else tmax), 1, nt_,
-                  f"static layer for n={n}: one token per " + ("CTA" if r_ == 1 else f"cluster of {r_} CTAs (channel "
-                  f"split, sum of squares combined through DSMEM)") + ", x copied to shared memory by cp.async once, "
-                  "a coefficient warp computes h_post and h_res during the copy",
-                  c=f"c = {{ multiple_of = {static_cl_multiple(n, dtype)}, min = {static_cl_multiple(n, dtype)}, "
-                  f"max = {static_cl_cmax(n, dtype)} }}",
-                  params=static_p + " (pad = chunks per CTA)", wave_us=None if off else 0.5)
+                  [n], (1, tmax), 1, st_threads(n)[1],
+                  f"static layer for n={n}: one token per CTA, x copied to shared memory by cp.async once, a "
+                  "coefficient warp computes h_post and h_res during the copy",
+                  c=f"c = {{ multiple_of = 8, min = 8, max = {static_cl_cmax(n, dtype)} }}",
+                  params=static_p + " (pad = chunks per CTA)", wave_us=0.5)
     for dtype in DTYPES:
         entry(f"expand_{dtype}", "expand", ["v4", "paper"], "expand", f"mhc_expand_{dtype}", [dtype],
               list(range(1, 33)), (1, tmax), 1, 256,

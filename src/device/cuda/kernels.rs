@@ -221,9 +221,9 @@ fn build() -> Vec<KernelDesc> {
             });
         }
     }
-    // static, one token per CTA or per cluster (`static_cl`): the token's x in shared memory.
+    // static, one token per CTA (`static_cl`, n <= 8): the token's x in shared memory.
     for dtype in [Dtype::Bf16, Dtype::F32] {
-        for n in NS {
+        for n in [1, 2, 4, 8] {
             t.push(KernelDesc {
                 arch,
                 stage: Stage::Static,
@@ -238,7 +238,7 @@ fn build() -> Vec<KernelDesc> {
                 threads: static_threads(n),
                 max_dynamic_shared: STATIC_CL_SMEM,
                 max_tokens: usize::MAX,
-                cluster: static_cluster(n),
+                cluster: 1,
                 phi_in_shared: false,
                 tile_in_shared: true,
             });
@@ -352,15 +352,6 @@ pub const fn static_threads(n: usize) -> u32 {
 /// Largest token tile (a[] and x, dynamic shared memory) of a `static_cl` CTA (gen_forward.py
 /// `ST_CL_SMEM`; the manifest's C range keeps below it).
 pub const STATIC_CL_SMEM: u32 = 100 * 1024;
-
-/// CTAs per token of `static_cl` (channel split; gen_forward.py `ST_CL_R`).
-pub const fn static_cluster(n: usize) -> u32 {
-    match n {
-        32 => 4,
-        16 => 2,
-        _ => 1,
-    }
-}
 
 /// Largest C of the static kernel: its `a[C]` row lives in shared memory (64 KiB at 16384).
 pub const STATIC_MAX_C: usize = 32768;

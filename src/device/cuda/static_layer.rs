@@ -71,26 +71,20 @@ impl Plan {
             pad: 0,
         };
         if b.desc.tile_in_shared {
-            // static_cl: one token per cluster of `cluster` CTAs, CTA r owning chunks
-            // [r m, (r+1) m) of the C/V; its a[] (f32) and x tile (n streams) in shared memory.
-            let r = b.desc.cluster as usize;
-            let cc = c / b.desc.v;
-            let m = cc / r;
+            // static_cl: one token per CTA; a[] (f32) and the token's x (n streams, storage dtype)
+            // in shared memory, copied in 16-byte units (C * esize is a multiple of 16).
+            let m = c / b.desc.v;
             let smem = m * b.desc.v * (4 + n * dt.size());
-            if cc % r != 0 || (m * b.desc.v * dt.size()) % 16 != 0 || smem > b.desc.max_dynamic_shared as usize {
+            if (c * dt.size()) % 16 != 0 || smem > b.desc.max_dynamic_shared as usize {
                 return Err(crate::Error::NoVariant {
                     stage: "static".into(),
                     arch: self.dev.arch().name().into(),
                     shape: format!("n={n} C={c} {dt}"),
-                    rejected: vec![format!(
-                        "{}: C does not split into whole 16-byte segments or {smem} bytes",
-                        b.desc.entry
-                    )],
+                    rejected: vec![format!("{}: a token tile of {smem} bytes", b.desc.entry)],
                 });
             }
             args.pad = m as u32;
-            let grid = (t * r) as u32;
-            return self.launch(stream, b, grid, b.desc.threads, smem as u32, &args);
+            return self.launch(stream, b, t as u32, b.desc.threads, smem as u32, &args);
         }
         let smem = (c * 4) as u32 + b.func.static_shared_bytes;
         let ctas = self.dev.sm_count() * resident_ctas(b.func.registers, b.desc.threads, smem);
