@@ -569,8 +569,8 @@ CL_SMEM = 112 * 1024  # largest x tile (dynamic shared memory): two CTAs per SM 
 
 CLD_SMEM = 200 * 1024  # decode variant: x tile and phi slice (few CTAs: one per SM is fine)
 CLD_TMAX = 16  # decode variant up to this many tokens
-# Largest T of the cluster variant per n (H200, round 6: the one-CTA-per-tile kernel is as fast or
-# faster above; n = 8 loses from T = 1024 on).
+# Largest T of the cluster variant per n (H200, rounds 6 and 8: the one-CTA-per-tile kernel is as
+# fast or faster above; n = 8 loses from T = 1024 on).
 CL_TMAX = {1: 512, 2: 512, 4: 512, 8: 256}
 
 
@@ -642,7 +642,7 @@ def head_cl_kernel(dtype, n, dec=False):
             k.e(f"mov.f32 {P[tt][i]}, 0f00000000;")
     if not dec:
         k.comment("(the x tile is loaded into registers and stored to shared memory: measured faster than")
-        k.comment("cp.async for this variant, H200 round 6)")
+        k.comment("cp.async for this variant, H200 rounds 6-7)")
         items = u("items")
         k.e(f"mul.lo.u32 {items}, {m}, {n};")
         k.comment(f"phase 1: items (stream i, chunk lo+q), i = item / m. Each loads phi[o][i C + chunk] for the")
@@ -1391,7 +1391,7 @@ def static_kernel(dtype, n):
 
 # static, one token per CTA (n <= 8): x copied to shared memory by cp.async once, the coefficient
 # warp overlapping the copy. n = 16, 32 keep the persistent kernel: a channel-split cluster variant
-# (R = 2, 4 CTAs per token) was measured 2-4x slower there (round 8, notes/cuda-runtime.md).
+# (R = 2, 4 CTAs per token) was measured 2-4x slower there (rounds 7-8, notes/cuda-runtime.md).
 ST_CL_NS = [1, 2, 4, 8]
 ST_CL_SMEM = 100 * 1024
 
