@@ -163,6 +163,179 @@ fn gpu_head_matches_reference() {
     }
 }
 
+/// The head shapes the cluster kernel (n <= 8) and the decode sizes add: T = 1, 2, 16, 17
+/// (partial tiles), C = 64 (one chunk per CTA), C = 7168 (the largest tile that fits for bf16,
+/// the one-CTA kernel for f32), n = 8 with V1 = 4.
+#[test]
+fn gpu_head_cluster_shapes_match_reference() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng::new(seed());
+    let shapes = small(
+        vec![
+            (1, 4, 64),
+            (2, 4, 4096),
+            (16, 4, 4096),
+            (17, 4, 7168),
+            (16, 8, 1280),
+            (33, 8, 64),
+            (16, 1, 4096),
+            (9, 2, 1280),
+        ],
+        |&(t, n, c)| t * n * c,
+    );
+    for dtype in [Dtype::Bf16, Dtype::F32] {
+        for &(t, n, c) in &shapes {
+            check_stage(&gpu, Stage::Head, &Config::new(n, c), dtype, t, 0.02, &mut rng);
+        }
+        check_stage(&gpu, Stage::Head, &Config::new(8, 1280), dtype, 5, 0.5, &mut rng);
+    }
+}
+
+/// head on padded rows (x and out strided; the padding must stay poisoned) against the f64
+/// reference on the dense copy, then a captured graph of 20 calls that must replay the bits of
+/// the direct launch.
+#[test]
+fn gpu_head_strided_rows_and_graph_replay() {
+    let Some(gpu) = gpu() else { return };
+    let dev = gpu.device();
+    let mut rng = Rng::new(seed());
+    let s = Stream::new(dev).unwrap();
+    for dtype in [Dtype::Bf16, Dtype::F32] {
+        for (t, n, c) in [(5, 4, 1280), (19, 4, 4096), (3, 16, 256)] {
+            let (xs, os) = (n * c + 24, c + 40);
+            let cfg = Config::new(n, c);
+            let plan = Plan::new(dev, cfg, dtype, t).unwrap();
+            let xv: Vec<f64> = rng.normals(t * xs, 1.0).into_iter().map(|v| round(dtype, v)).collect();
+            let phi: Vec<f64> = rng.normals(n * n * c, 0.02).into_iter().map(|v| v as f32 as f64).collect();
+            let scale = vec![rng.uniforms(1, 0.01, 1.0)[0] as f32 as f64];
+            let base: Vec<f64> = rng.normals(n, 0.1).into_iter().map(|v| v as f32 as f64).collect();
+            let bx = upload(dev, dtype, &xv).unwrap();
+            let bphi = upload(dev, Dtype::F32, &phi).unwrap();
+            let bsc = upload(dev, Dtype::F32, &scale).unwrap();
+            let bbase = upload(dev, Dtype::F32, &base).unwrap();
+            let mut bout = DeviceBuffer::alloc(dev, t * os * dtype.size()).unwrap();
+            let call = |out: &mut DeviceBuffer, s: &Stream| {
+                plan.head(
+                    s,
+                    &bx.view(dtype, Layout::streams(t, n, c).with_stride(xs)),
+                    &bphi.view(Dtype::F32, Layout::dense(n, n * c)),
+                    &bsc.view(Dtype::F32, Layout::dense(1, 1)),
+                    &bbase.view(Dtype::F32, Layout::dense(1, n)),
+                    &mut out.view_mut(dtype, Layout::dense(t, c).with_stride(os)),
+                )
+            };
+            bout.fill_u32(&s, nan_pattern(dtype)).unwrap();
+            call(&mut bout, &s).unwrap();
+            s.synchronize().unwrap();
+            let got = download(&bout, dtype, t * os).unwrap();
+            let mut ins = Named::new();
+            let dense: Vec<f64> = (0..t).flat_map(|ti| xv[ti * xs..ti * xs + n * c].to_vec()).collect();
+            ins.insert("x".into(), Array::new(vec![t, n, c], dense));
+            ins.insert("phi".into(), Array::new(vec![n, n * c], phi.clone()));
+            ins.insert("scale".into(), Array::new(vec![1], scale.clone()));
+            ins.insert("base".into(), Array::new(vec![n], base.clone()));
+            let want = CpuRunner.run(Stage::Head, &cfg, Dtype::F64, &ins).unwrap();
+            let want = &want.values().next().unwrap().data;
+            let mut g = Vec::with_capacity(t * c);
+            for ti in 0..t {
+                g.extend_from_slice(&got[ti * os..ti * os + c]);
+                for pad in c..os {
+                    assert!(got[ti * os + pad].is_nan(), "{dtype} n={n}: padding {pad} of row {ti} written");
+                }
+            }
+            assert!(g.iter().all(|v| v.is_finite()), "{dtype} n={n} C={c}: an element was not written");
+            let err = rel_l2(&g, want);
+            assert!(err <= tol(dtype), "{dtype} strided head T={t} n={n} C={c}: rel error {err:.3e}");
+            // Graph capture: 20 calls recorded, replayed twice, bits equal to the direct launch.
+            let direct = bits(&bout);
+            bout.fill_u32(&s, nan_pattern(dtype)).unwrap();
+            s.synchronize().unwrap();
+            s.begin_capture().unwrap();
+            for _ in 0..20 {
+                call(&mut bout, &s).unwrap();
+            }
+            let graph = s.end_capture().unwrap();
+            graph.launch(&s).unwrap();
+            graph.launch(&s).unwrap();
+            s.synchronize().unwrap();
+            assert_eq!(bits(&bout), direct, "{dtype} n={n} C={c}: graph replay differs from the direct launch");
+        }
+    }
+}
+
+/// static on padded rows (x and out strided; the padding must stay poisoned) against the f64
+/// reference on the dense copy: the token-tile kernel (n <= 8) and the persistent one (n = 32),
+/// then a graph of 10 calls replaying the direct launch's bits.
+#[test]
+fn gpu_static_strided_rows_and_graph_replay() {
+    let Some(gpu) = gpu() else { return };
+    let dev = gpu.device();
+    let mut rng = Rng::new(seed());
+    let s = Stream::new(dev).unwrap();
+    for dtype in [Dtype::Bf16, Dtype::F32] {
+        for (t, n, c) in [(6, 4, 1280), (3, 8, 256), (300, 32, 64)] {
+            let (xs, os) = (n * c + 16, n * c + 40);
+            let cfg = Config::new(n, c);
+            let plan = Plan::new(dev, cfg, dtype, t).unwrap();
+            let xv: Vec<f64> = rng.normals(t * xs, 1.0).into_iter().map(|v| round(dtype, v)).collect();
+            let f32s = |v: Vec<f64>| -> Vec<f64> { v.into_iter().map(|x| x as f32 as f64).collect() };
+            let hpl = f32s(rng.normals(n, 1.0));
+            let hol = f32s(rng.normals(n, 1.0));
+            let hrl = f32s(rng.normals(n * n, 1.0));
+            let gamma = f32s(rng.normals(c, 0.1).into_iter().map(|g| 1.0 + g).collect());
+            let bx = upload(dev, dtype, &xv).unwrap();
+            let bufs: Vec<DeviceBuffer> =
+                [&hpl, &hol, &hrl, &gamma].iter().map(|v| upload(dev, Dtype::F32, v).unwrap()).collect();
+            let mut bout = DeviceBuffer::alloc(dev, t * os * dtype.size()).unwrap();
+            let call = |out: &mut DeviceBuffer, s: &Stream| {
+                plan.static_layer(
+                    s,
+                    &bx.view(dtype, Layout::streams(t, n, c).with_stride(xs)),
+                    &bufs[0].view(Dtype::F32, Layout::dense(1, n)),
+                    &bufs[1].view(Dtype::F32, Layout::dense(1, n)),
+                    &bufs[2].view(Dtype::F32, Layout::dense(n, n)),
+                    &bufs[3].view(Dtype::F32, Layout::dense(1, c)),
+                    &mut out.view_mut(dtype, Layout::streams(t, n, c).with_stride(os)),
+                )
+            };
+            bout.fill_u32(&s, nan_pattern(dtype)).unwrap();
+            call(&mut bout, &s).unwrap();
+            s.synchronize().unwrap();
+            let got = download(&bout, dtype, t * os).unwrap();
+            let mut ins = Named::new();
+            let dense: Vec<f64> = (0..t).flat_map(|ti| xv[ti * xs..ti * xs + n * c].to_vec()).collect();
+            ins.insert("x".into(), Array::new(vec![t, n, c], dense));
+            ins.insert("h_pre_logits".into(), Array::new(vec![n], hpl.clone()));
+            ins.insert("h_post_logits".into(), Array::new(vec![n], hol.clone()));
+            ins.insert("h_res_logits".into(), Array::new(vec![n, n], hrl.clone()));
+            ins.insert("gamma".into(), Array::new(vec![c], gamma.clone()));
+            let want = CpuRunner.run(Stage::Static, &cfg, Dtype::F64, &ins).unwrap();
+            let want = &want.values().next().unwrap().data;
+            let mut g = Vec::with_capacity(t * n * c);
+            for ti in 0..t {
+                g.extend_from_slice(&got[ti * os..ti * os + n * c]);
+                for pad in n * c..os {
+                    assert!(got[ti * os + pad].is_nan(), "{dtype} n={n}: padding {pad} of row {ti} written");
+                }
+            }
+            assert!(g.iter().all(|v| v.is_finite()), "{dtype} n={n} C={c}: an element was not written");
+            let err = rel_l2(&g, want);
+            assert!(err <= tol(dtype), "{dtype} strided static T={t} n={n} C={c}: rel error {err:.3e}");
+            let direct = bits(&bout);
+            bout.fill_u32(&s, nan_pattern(dtype)).unwrap();
+            s.synchronize().unwrap();
+            s.begin_capture().unwrap();
+            for _ in 0..10 {
+                call(&mut bout, &s).unwrap();
+            }
+            let graph = s.end_capture().unwrap();
+            graph.launch(&s).unwrap();
+            s.synchronize().unwrap();
+            assert_eq!(bits(&bout), direct, "{dtype} n={n} C={c}: graph replay differs from the direct launch");
+        }
+    }
+}
+
 #[test]
 fn gpu_static_matches_reference() {
     let Some(gpu) = gpu() else { return };
@@ -182,7 +355,17 @@ fn gpu_static_matches_reference() {
     for n in NS {
         shapes.push((3, 64, n));
     }
-    shapes.push((1, 16384, 4));
+    // The one-CTA kernel (C beyond the shared tile or off the cluster's granule) and odd splits.
+    shapes.extend([
+        (1, 16384, 4),
+        (5, 1288, 32),
+        (7, 1296, 16),
+        (9, 4104, 8),
+        (2, 32, 32),
+        (4, 16, 16),
+        (2, 8192, 8),
+        (3, 6000, 16),
+    ]);
     let shapes = small(shapes, |&(t, c, n)| t * n * c);
     for dtype in [Dtype::Bf16, Dtype::F32] {
         for &(t, c, n) in &shapes {
@@ -284,7 +467,13 @@ fn gpu_strided_rows_and_padding_untouched() {
 fn gpu_deterministic_bits() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng::new(seed());
-    for (stage, t, n, c) in [(Stage::Post, 64, 4, 4096), (Stage::Head, 64, 4, 4096), (Stage::Static, 320, 4, 1280)] {
+    for (stage, t, n, c) in [
+        (Stage::Post, 64, 4, 4096),
+        (Stage::Head, 64, 4, 4096),
+        (Stage::Head, 3, 8, 1280),
+        (Stage::Static, 320, 4, 1280),
+        (Stage::Static, 64, 32, 1280),
+    ] {
         for dtype in [Dtype::Bf16, Dtype::F32] {
             let cfg = Config::new(n, c);
             let ins = inputs(stage, &cfg, dtype, t, 0.02, &mut rng);

@@ -16,7 +16,14 @@ NS = [1, 2, 4, 8, 16, 32]
 DTYPES = ["bf16", "f32"]
 ESIZE = {"bf16": 2, "f32": 4}
 THREADS = 256  # head: one CTA of 8 warps (reqntid)
-ST_THREADS = 128  # static: 4 warps, so that more CTAs (and tokens) are resident per SM
+ST_THREADS = 128  # static (n <= 8): 4 data warps, so that more CTAs (and tokens) are resident per SM
+
+
+def st_threads(n):
+    """static: (data threads, CTA threads). The data warps take the channel chunks; one more warp
+    (the coefficient warp) computes h_post and the Sinkhorn while they load the first token."""
+    dt = ST_THREADS if n <= 8 else 256
+    return dt, dt + 32
 
 PROLOGUE = """.version 8.8
 .target sm_90a
@@ -156,13 +163,27 @@ def tree_sum(k, dst, vals, tag):
     k.e(f"mov.f32 {dst}, {level[0]};")
 
 
-def sigmoid(k, dst, z, tag):
-    """dst = 1 / (1 + 2^(-z * log2 e)); ex2.approx has ~2 ulp relative error, rcp.rn is exact."""
+def rcp_fast(k, dst, s, tag):
+    """dst = 1/s: MUFU rcp.approx (<= 1 ulp) and one Newton step (as pre.ptx): f32-accurate for
+    normal s without the IEEE rcp.rn subroutine."""
+    e = k.r("f32", f"{tag}_e")
+    k.e(f"rcp.approx.ftz.f32 {dst}, {s};")
+    k.e(f"neg.f32 {e}, {s};")
+    k.e(f"fma.rn.f32 {e}, {e}, {dst}, 0f3F800000;")
+    k.e(f"fma.rn.f32 {dst}, {dst}, {e}, {dst};")
+
+
+def sigmoid(k, dst, z, tag, fast=False):
+    """dst = 1 / (1 + 2^(-z * log2 e)); ex2.approx has ~2 ulp relative error, rcp.rn is exact
+    (fast: rcp.approx + one Newton step)."""
     a = k.r("f32", f"{tag}_a")
     k.e(f"mul.f32 {a}, {z}, 0fBFB8AA3B;")  # -log2(e)
     k.e(f"ex2.approx.ftz.f32 {a}, {a};")
     k.e(f"add.f32 {a}, {a}, 0f3F800000;")
-    k.e(f"rcp.rn.f32 {dst}, {a};")
+    if fast:
+        rcp_fast(k, dst, a, f"{tag}_r")
+    else:
+        k.e(f"rcp.rn.f32 {dst}, {a};")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -539,6 +560,451 @@ def head_kernel(dtype, n):
 """
 
 
+# head, cluster variant (n <= 8): a cluster of CL CTAs per token tile, CTA r owning chunk range r
+CL = 8  # CTAs per cluster (the portable maximum)
+CL_THREADS = 128
+CL_NS = [1, 2, 4, 8]
+CL_SMEM = 112 * 1024  # largest x tile (dynamic shared memory): two CTAs per SM still fit
+
+
+CLD_SMEM = 200 * 1024  # decode variant: x tile and phi slice (few CTAs: one per SM is fine)
+CLD_TMAX = 16  # decode variant up to this many tokens
+# Largest T of the cluster variant per n (H200, rounds 6 and 8: the one-CTA-per-tile kernel is as
+# fast or faster above; n = 8 loses from T = 1024 on).
+CL_TMAX = {1: 512, 2: 512, 4: 512, 8: 256}
+
+
+def head_cl_cmax(n, dtype, dec=False):
+    """Largest C whose tile (x: TT * n * ceil(C/V1/CL) * V1 elements; decode: plus phi's n * n *
+    ceil(C/V1/CL) * V1 f32) fits CL_SMEM (CLD_SMEM)."""
+    v1, tt, _ = head_tiles(n)
+    per = tt * n * ESIZE[dtype] + (n * n * 4 if dec else 0)
+    cmax = CL * ((CLD_SMEM if dec else CL_SMEM) // per - v1)
+    return cmax - cmax % 8
+
+
+def head_cl_kernel(dtype, n, dec=False):
+    V1, TT, _ = head_tiles(n)
+    es = ESIZE[dtype]
+    RED = TT * (n + 1)
+    NPAD = max(32, 1 << (RED - 1).bit_length())
+    W = NPAD // 32  # partials per lane after the reduce-scatter
+    NW = CL_THREADS // 32
+    name = f"mhc_head_cl{'d' if dec else ''}_{dtype}_n{n}"
+    k = K()
+    p = lambda s: k.r("b64", s)
+    u = lambda s: k.r("b32", s)
+    f = lambda s: k.r("f32", s)
+    px, pphi, psc, pbase, po, sx, so = p("px"), p("pphi"), p("psc"), p("pbase"), p("po"), p("sx"), p("so")
+    tokens, cbytes, mmax, cch = u("tokens"), u("cbytes"), u("mmax"), u("cch")
+    eps_n, eps_hc, inv_k = f("eps_n"), f("eps_hc"), f("inv_k")
+    for reg, off, ty in [(px, 0, "u64"), (pphi, 8, "u64"), (psc, 16, "u64"), (pbase, 24, "u64"), (po, 32, "u64"),
+                         (sx, 40, "u64"), (so, 48, "u64"), (tokens, 56, "u32"), (cbytes, 60, "u32"),
+                         (mmax, 64, "u32"), (cch, 68, "u32"), (eps_n, 72, "f32"), (eps_hc, 76, "f32"),
+                         (inv_k, 80, "f32")]:
+        k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    tid, lane, warp, rank, tile, t0, tmp = u("tid"), u("lane"), u("warp"), u("rank"), u("tile"), u("t0"), u("tmp")
+    lo, hi, m, it, ii, q = u("lo"), u("hi"), u("m"), u("it"), u("ii"), u("q")
+    pr = k.r("pred", "p")
+    k.e(f"mov.u32 {tid}, %tid.x;")
+    k.e(f"and.b32 {lane}, {tid}, 31;")
+    k.e(f"shr.u32 {warp}, {tid}, 5;")
+    k.e(f"mov.u32 {rank}, %cluster_ctarank;")
+    k.e(f"mov.u32 {tile}, %clusterid.x;")
+    k.e(f"mul.lo.u32 {t0}, {tile}, {TT};")
+    k.comment(f"chunks (of V1={V1} channels) [lo, hi) of this CTA: lo = rank * cch / {CL}")
+    k.e(f"mul.lo.u32 {lo}, {rank}, {cch};")
+    k.e(f"div.u32 {lo}, {lo}, {CL};")
+    k.e(f"add.u32 {tmp}, {rank}, 1;")
+    k.e(f"mul.lo.u32 {hi}, {tmp}, {cch};")
+    k.e(f"div.u32 {hi}, {hi}, {CL};")
+    k.e(f"sub.u32 {m}, {hi}, {lo};")
+    last = u("tlast")
+    k.e(f"sub.u32 {last}, {tokens}, 1;")
+    k.comment("token rows of the tile; rows past T are clamped to T-1 (computed, never stored)")
+    rows = []
+    for tt in range(TT):
+        tk, t64, a = u(f"tk{tt}"), p(f"tk64_{tt}"), p(f"row{tt}")
+        k.e(f"add.u32 {tk}, {t0}, {tt};")
+        k.e(f"min.u32 {tk}, {tk}, {last};")
+        k.e(f"cvt.u64.u32 {t64}, {tk};")
+        k.e(f"mad.lo.u64 {a}, {t64}, {sx}, {px};")
+        rows.append(a)
+    kb = p("kbytes")
+    k.e(f"mul.wide.u32 {kb}, {cch}, {n * V1 * 4};")
+    xt = u("xt")
+    k.e(f"mov.u32 {xt}, hcl_x;")
+    P = [[f(f"P{tt}_{i}") for i in range(n)] for tt in range(TT)]
+    SS = [f(f"ss{tt}") for tt in range(TT)]
+    for tt in range(TT):
+        k.e(f"mov.f32 {SS[tt]}, 0f00000000;")
+        for i in range(n):
+            k.e(f"mov.f32 {P[tt][i]}, 0f00000000;")
+    if not dec:
+        k.comment("(the x tile is loaded into registers and stored to shared memory: measured faster than")
+        k.comment("cp.async for this variant, H200 rounds 6-7)")
+        items = u("items")
+        k.e(f"mul.lo.u32 {items}, {m}, {n};")
+        k.comment(f"phase 1: items (stream i, chunk lo+q), i = item / m. Each loads phi[o][i C + chunk] for the")
+        k.comment(f"n outputs o once (n*V1 registers) for the {TT} tokens, accumulates the partial projections and")
+        k.comment("sums of squares, and parks the raw x chunk of every token in the tile (shared memory)")
+        k.e(f"mov.u32 {it}, {tid};")
+        k.label("P1_LOOP")
+        k.e(f"setp.ge.u32 {pr}, {it}, {items};")
+        k.e(f"@{pr} bra P1_END;")
+        k.e(f"div.u32 {ii}, {it}, {m};")
+        k.e(f"mul.lo.u32 {tmp}, {ii}, {m};")
+        k.e(f"sub.u32 {q}, {it}, {tmp};")
+        c = u("cg")
+        k.e(f"add.u32 {c}, {lo}, {q};")
+        xo, pa = p("xo"), p("pa")
+        k.e(f"mul.wide.u32 {xo}, {ii}, {cbytes};")
+        k.e(f"mad.wide.u32 {xo}, {c}, {V1 * es}, {xo};")
+        k.e(f"mad.lo.u32 {tmp}, {ii}, {cch}, {c};")
+        k.e(f"mul.wide.u32 {pa}, {tmp}, {V1 * 4};")
+        k.e(f"add.u64 {pa}, {pa}, {pphi};")
+        xvs = []
+        for tt in range(TT):
+            a = p(f"xa{tt}")
+            k.e(f"add.u64 {a}, {rows[tt]}, {xo};")
+            xvs.append(load_row(k, dtype, f"xv{tt}", a, V1))
+        aphi = [p(f"aphi{i}") for i in range(n)]
+        k.e(f"mov.u64 {aphi[0]}, {pa};")
+        for o in range(1, n):
+            k.e(f"add.u64 {aphi[o]}, {aphi[o - 1]}, {kb};")
+        ph = [load_f32_run(k, f"ph{o}_", aphi[o], V1) for o in range(n)]
+        k.comment(f"tile offset of (tt, i, q): ((tt n + i) mmax + q) V1 esize")
+        so_ = u("tso")
+        k.e(f"mad.lo.u32 {so_}, {ii}, {mmax}, {q};")
+        k.e(f"mul.lo.u32 {so_}, {so_}, {V1 * es};")
+        k.e(f"add.u32 {so_}, {so_}, {xt};")
+        tstep = u("tstep")
+        k.e(f"mul.lo.u32 {tstep}, {mmax}, {n * V1 * es};")
+        for tt in range(TT):
+            xv = xvs[tt]
+            if dtype == "bf16":
+                words = [f"%xv{tt}_w{w}" for w in range(V1 // 2)]
+            else:
+                words = xv
+            if tt:
+                k.e(f"add.u32 {so_}, {so_}, {tstep};")
+            for w0 in range(0, len(words), 4):
+                grp = words[w0:w0 + 4]
+                ty = "b32" if dtype == "bf16" else "f32"
+                if len(grp) == 1:
+                    k.e(f"st.shared.{ty} [{so_}+{4 * w0}], {grp[0]};")
+                else:
+                    k.e(f"st.shared.v{len(grp)}.{ty} [{so_}+{4 * w0}], {{{', '.join(grp)}}};")
+            for v in range(V1):
+                k.e(f"fma.rn.f32 {SS[tt]}, {xv[v]}, {xv[v]}, {SS[tt]};")
+            for o in range(n):
+                for v in range(V1):
+                    k.e(f"fma.rn.f32 {P[tt][o]}, {ph[o][v]}, {xv[v]}, {P[tt][o]};")
+        k.e(f"add.u32 {it}, {it}, {CL_THREADS};")
+        k.e("bra.uni P1_LOOP;")
+    else:
+        items = u("items")
+        k.e(f"mul.lo.u32 {items}, {m}, {n};")
+        tstep, pt, pstep = u("tstep"), u("pt"), u("pstep")
+        k.e(f"mul.lo.u32 {tstep}, {mmax}, {n * V1 * es};")
+        if dec:
+            k.e(f"mul.lo.u32 {pt}, {tstep}, {TT};")
+            k.e(f"add.u32 {pt}, {pt}, {xt};")
+            k.e(f"mul.lo.u32 {pstep}, {mmax}, {n * V1 * 4};")
+
+        def item_addrs():
+            """(i, q) of item `it`, the global offsets of its x chunk and of phi[0][i C + chunk]."""
+            k.e(f"div.u32 {ii}, {it}, {m};")
+            k.e(f"mul.lo.u32 {tmp}, {ii}, {m};")
+            k.e(f"sub.u32 {q}, {it}, {tmp};")
+            c = u("cg")
+            k.e(f"add.u32 {c}, {lo}, {q};")
+            xo, pa = p("xo"), p("pa")
+            k.e(f"mul.wide.u32 {xo}, {ii}, {cbytes};")
+            k.e(f"mad.wide.u32 {xo}, {c}, {V1 * es}, {xo};")
+            k.e(f"mad.lo.u32 {tmp}, {ii}, {cch}, {c};")
+            k.e(f"mul.wide.u32 {pa}, {tmp}, {V1 * 4};")
+            k.e(f"add.u64 {pa}, {pa}, {pphi};")
+            so_ = u("tso")
+            k.e(f"mad.lo.u32 {so_}, {ii}, {mmax}, {q};")
+            k.e(f"mul.lo.u32 {so_}, {so_}, {V1 * es};")
+            k.e(f"add.u32 {so_}, {so_}, {xt};")
+            return xo, pa, so_
+
+        def cp_async(dst, src, nbytes):
+            off = 0
+            while off < nbytes:
+                w = min(16, nbytes - off)
+                mode = "cg" if w == 16 else "ca"
+                k.e(f"cp.async.{mode}.shared.global [{dst}+{off}], [{src}+{off}], {w};")
+                off += w
+
+        k.comment(f"issue: every item's x chunk of the {TT} tokens goes to the tile by cp.async (no registers, the")
+        k.comment("whole tile in flight at once)" + ("; the phi chunks of its n outputs too (decode: one round trip)"
+                                                     if dec else ""))
+        k.comment(f"tile offset of (tt, i, q): ((tt n + i) mmax + q) V1 esize" +
+                  ("; phi tile after it: ((o n + i) mmax + q) V1 4" if dec else ""))
+        k.e(f"mov.u32 {it}, {tid};")
+        k.label("CP_LOOP")
+        k.e(f"setp.ge.u32 {pr}, {it}, {items};")
+        k.e(f"@{pr} bra CP_END;")
+        xo, pa, so_ = item_addrs()
+        ds, sa = u("cpd"), p("cps")
+        for tt in range(TT):
+            k.e(f"add.u64 {sa}, {rows[tt]}, {xo};")
+            if tt == 0:
+                k.e(f"mov.u32 {ds}, {so_};")
+            else:
+                k.e(f"add.u32 {ds}, {ds}, {tstep};")
+            cp_async(ds, sa, V1 * es)
+        if dec:
+            k.e(f"mad.lo.u32 {ds}, {ii}, {mmax}, {q};")
+            k.e(f"mul.lo.u32 {ds}, {ds}, {V1 * 4};")
+            k.e(f"add.u32 {ds}, {ds}, {pt};")
+            k.e(f"mov.u64 {sa}, {pa};")
+            for o in range(n):
+                if o:
+                    k.e(f"add.u32 {ds}, {ds}, {pstep};")
+                    k.e(f"add.u64 {sa}, {sa}, {kb};")
+                cp_async(ds, sa, V1 * 4)
+        k.e(f"add.u32 {it}, {it}, {CL_THREADS};")
+        k.e("bra.uni CP_LOOP;")
+        k.label("CP_END")
+        k.e("cp.async.commit_group;")
+        k.comment(f"phase 1: items (stream i, chunk lo+q), i = item / m, the same items as issued (so each thread")
+        k.comment(f"waits only for its own copies). phi[o][i C + chunk] of the n outputs (n*V1 registers) serves")
+        k.comment(f"the {TT} tokens: partial projections and sums of squares")
+        k.e(f"mov.u32 {it}, {tid};")
+        k.label("P1_LOOP")
+        k.e(f"setp.ge.u32 {pr}, {it}, {items};")
+        k.e(f"@{pr} bra P1_END;")
+        xo, pa, so_ = item_addrs()
+        if dec:
+            k.e("cp.async.wait_group 0;")
+            k.e(f"mad.lo.u32 {ds}, {ii}, {mmax}, {q};")
+            k.e(f"mul.lo.u32 {ds}, {ds}, {V1 * 4};")
+            k.e(f"add.u32 {ds}, {ds}, {pt};")
+            ph = []
+            for o in range(n):
+                if o:
+                    k.e(f"add.u32 {ds}, {ds}, {pstep};")
+                ph.append(load_f32_run(k, f"ph{o}_", ds, V1, space="shared"))
+        else:
+            aphi = [p(f"aphi{i}") for i in range(n)]
+            k.e(f"mov.u64 {aphi[0]}, {pa};")
+            for o in range(1, n):
+                k.e(f"add.u64 {aphi[o]}, {aphi[o - 1]}, {kb};")
+            ph = [load_f32_run(k, f"ph{o}_", aphi[o], V1) for o in range(n)]
+            k.e("cp.async.wait_group 0;")
+        for tt in range(TT):
+            if tt:
+                k.e(f"add.u32 {so_}, {so_}, {tstep};")
+            if dtype == "bf16":
+                nw = V1 // 2
+                ws = [u(f"xw{tt}_{w}") for w in range(nw)]
+                if nw == 1:
+                    k.e(f"ld.shared.b32 {ws[0]}, [{so_}];")
+                else:
+                    k.e(f"ld.shared.v{nw}.b32 {{{', '.join(ws)}}}, [{so_}];")
+                xv = [f(f"xv{tt}_{v}") for v in range(V1)]
+                for w in range(nw):
+                    k.e(f"shl.b32 {xv[2 * w]}, {ws[w]}, 16;")
+                    k.e(f"and.b32 {xv[2 * w + 1]}, {ws[w]}, 0xffff0000;")
+            else:
+                xv = load_f32_run(k, f"xv{tt}_", so_, V1, space="shared")
+            for v in range(V1):
+                k.e(f"fma.rn.f32 {SS[tt]}, {xv[v]}, {xv[v]}, {SS[tt]};")
+            for o in range(n):
+                for v in range(V1):
+                    k.e(f"fma.rn.f32 {P[tt][o]}, {ph[o][v]}, {xv[v]}, {P[tt][o]};")
+        k.e(f"add.u32 {it}, {it}, {CL_THREADS};")
+        k.e("bra.uni P1_LOOP;")
+    k.label("P1_END")
+    k.comment(f"warp reduce-scatter of the {RED} partials (padded to {NPAD}): at offset o the lane keeps the")
+    k.comment(f"half selected by lane bit o and adds its partner's copy; lane l ends with {W} sums, indices")
+    k.comment(f"{W}l..{W}l+{W - 1} (fixed order: deterministic)")
+    zero = f("zero")
+    k.e(f"mov.f32 {zero}, 0f00000000;")
+    L = []
+    for tt in range(TT):
+        L += P[tt] + [SS[tt]]
+    L += [zero] * (NPAD - RED)
+    pb = k.r("pred", "pb")
+    snd, kp, rcv = f("snd"), f("kp"), f("rcv")
+    step = 0
+    for off in [16, 8, 4, 2, 1]:
+        half = len(L) // 2
+        A, B = L[:half], L[half:]
+        k.e(f"and.b32 {tmp}, {lane}, {off};")
+        k.e(f"setp.ne.u32 {pb}, {tmp}, 0;")
+        nl = []
+        for j in range(half):
+            d = f(f"rs{step}_{j}")
+            k.e(f"selp.f32 {snd}, {A[j]}, {B[j]}, {pb};")
+            k.e(f"selp.f32 {kp}, {B[j]}, {A[j]}, {pb};")
+            k.e(f"shfl.sync.bfly.b32 {rcv}, {snd}, {off}, 0x1f, 0xffffffff;")
+            k.e(f"add.f32 {d}, {kp}, {rcv};")
+            nl.append(d)
+        L = nl
+        step += 1
+    sra = u("sra")
+    k.e(f"mov.u32 {sra}, sred;")
+    k.e(f"mad.lo.u32 {tmp}, {warp}, {NPAD * 4}, {sra};")
+    k.e(f"mad.lo.u32 {tmp}, {lane}, {W * 4}, {tmp};")
+    if W == 1:
+        k.e(f"st.shared.f32 [{tmp}], {L[0]};")
+    else:
+        k.e(f"st.shared.v{W}.f32 [{tmp}], {{{', '.join(L)}}};")
+    k.e("bar.sync 0;")
+    k.comment(f"threads j < {RED}: the CTA's partial j = sum of the {NW} warps in order, into part[j]")
+    pa32 = u("parta")
+    k.e(f"mov.u32 {pa32}, part;")
+    k.e(f"setp.ge.u32 {pr}, {tid}, {RED};")
+    k.e(f"@{pr} bra PART_END;")
+    acc, w_ = f("pacc"), f("pw")
+    k.e(f"mad.lo.u32 {tmp}, {tid}, 4, {sra};")
+    k.e(f"ld.shared.f32 {acc}, [{tmp}];")
+    for wi in range(1, NW):
+        k.e(f"ld.shared.f32 {w_}, [{tmp}+{wi * NPAD * 4}];")
+        k.e(f"add.f32 {acc}, {acc}, {w_};")
+    k.e(f"mad.lo.u32 {tmp}, {tid}, 4, {pa32};")
+    k.e(f"st.shared.f32 [{tmp}], {acc};")
+    k.label("PART_END")
+    k.comment("cluster barrier: every CTA's part[] is visible to the cluster (release / acquire)")
+    k.e("barrier.cluster.arrive.release;")
+    k.e("barrier.cluster.wait.acquire;")
+    k.comment(f"threads j = tt n + i < {TT * n}: sum the {CL} CTAs' partials in rank order (distributed shared")
+    k.comment("memory), then h = sigma((P inv_rms) scale + base[i]) + eps_hc: the same bits in every CTA")
+    k.e(f"setp.ge.u32 {pr}, {tid}, {TT * n};")
+    k.e(f"@{pr} bra COEF_END;")
+    ttr, ir = u("ctt"), u("ci")
+    lg = {1: 0, 2: 1, 4: 2, 8: 3}[n]
+    k.e(f"shr.u32 {ttr}, {tid}, {lg};")
+    k.e(f"and.b32 {ir}, {tid}, {n - 1};")
+    ip, iss = u("ip"), u("iss")
+    k.e(f"mad.lo.u32 {ip}, {ttr}, {n + 1}, {ir};")
+    k.e(f"mad.lo.u32 {ip}, {ip}, 4, {pa32};")
+    k.e(f"mad.lo.u32 {iss}, {ttr}, {n + 1}, {n};")
+    k.e(f"mad.lo.u32 {iss}, {iss}, 4, {pa32};")
+    sp, sss, pw, ra = f("sump"), f("sums"), f("rpv"), u("ra")
+    for r in range(CL):
+        k.e(f"mapa.shared::cluster.u32 {ra}, {ip}, {r};")
+        if r == 0:
+            k.e(f"ld.shared::cluster.f32 {sp}, [{ra}];")
+        else:
+            k.e(f"ld.shared::cluster.f32 {pw}, [{ra}];")
+            k.e(f"add.f32 {sp}, {sp}, {pw};")
+        k.e(f"mapa.shared::cluster.u32 {ra}, {iss}, {r};")
+        if r == 0:
+            k.e(f"ld.shared::cluster.f32 {sss}, [{ra}];")
+        else:
+            k.e(f"ld.shared::cluster.f32 {pw}, [{ra}];")
+            k.e(f"add.f32 {sss}, {sss}, {pw};")
+    inv, g, z, sc, bs, h = (f(s) for s in ["inv", "g", "z", "sc", "bs", "h"])
+    k.comment("inv_rms = 1 / sqrt(ss / K + eps_norm), correctly rounded sqrt and reciprocal")
+    k.e(f"fma.rn.f32 {inv}, {sss}, {inv_k}, {eps_n};")
+    k.e(f"sqrt.rn.f32 {inv}, {inv};")
+    k.e(f"rcp.rn.f32 {inv}, {inv};")
+    k.e(f"mul.f32 {g}, {sp}, {inv};")
+    k.e(f"ld.global.nc.f32 {sc}, [{psc}];")
+    ab = p("ab")
+    k.e(f"mul.wide.u32 {ab}, {ir}, 4;")
+    k.e(f"add.u64 {ab}, {ab}, {pbase};")
+    k.e(f"ld.global.nc.f32 {bs}, [{ab}];")
+    k.e(f"fma.rn.f32 {z}, {g}, {sc}, {bs};")
+    sigmoid(k, h, z, "sg")
+    k.e(f"add.f32 {h}, {h}, {eps_hc};")
+    hsa = u("hsa")
+    k.e(f"mov.u32 {hsa}, shs;")
+    k.e(f"mad.lo.u32 {tmp}, {tid}, 4, {hsa};")
+    k.e(f"st.shared.f32 [{tmp}], {h};")
+    k.label("COEF_END")
+    k.e("bar.sync 0;")
+    k.comment("done with the other CTAs' part[]: arrive now, wait before exit (they must not vanish early)")
+    k.e("barrier.cluster.arrive.release;")
+    k.comment(f"phase 2: items (tt, chunk lo+q) from the tile: out[t][c] = sum_i h[t][i] x[t][i][c]")
+    k.e(f"mov.u32 {hsa}, shs;")
+    items2 = u("items2")
+    k.e(f"mul.lo.u32 {items2}, {m}, {TT};")
+    k.e(f"mov.u32 {it}, {tid};")
+    k.label("P2_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {it}, {items2};")
+    k.e(f"@{pr} bra P2_END;")
+    ttu, tok = u("ttu"), u("tok")
+    k.e(f"div.u32 {ttu}, {it}, {m};")
+    k.e(f"mul.lo.u32 {tmp}, {ttu}, {m};")
+    k.e(f"sub.u32 {q}, {it}, {tmp};")
+    k.e(f"add.u32 {tok}, {t0}, {ttu};")
+    pv = k.r("pred", "pv")
+    k.e(f"setp.ge.u32 {pv}, {tok}, {tokens};")
+    hv = [f(f"hv{i}") for i in range(n)]
+    ha = u("ha")
+    k.e(f"mad.lo.u32 {ha}, {ttu}, {4 * n}, {hsa};")
+    for i0 in range(0, n, 4):
+        w = min(4, n - i0)
+        if w == 1:
+            k.e(f"ld.shared.f32 {hv[i0]}, [{ha}+{4 * i0}];")
+        else:
+            k.e(f"ld.shared.v{w}.f32 {{{', '.join(hv[i0:i0 + w])}}}, [{ha}+{4 * i0}];")
+    ta = u("ta")
+    k.e(f"mul.lo.u32 {ta}, {ttu}, {n};")
+    k.e(f"mad.lo.u32 {ta}, {ta}, {mmax}, {q};")
+    k.e(f"mul.lo.u32 {ta}, {ta}, {V1 * es};")
+    k.e(f"add.u32 {ta}, {ta}, {xt};")
+    sstep = u("sstep")
+    k.e(f"mul.lo.u32 {sstep}, {mmax}, {V1 * es};")
+    accs = [f(f"oacc{v}") for v in range(V1)]
+    for i in range(n):
+        if i:
+            k.e(f"add.u32 {ta}, {ta}, {sstep};")
+        if dtype == "bf16":
+            nw = V1 // 2
+            ws = [u(f"yw{wv}") for wv in range(nw)]
+            if nw == 1:
+                k.e(f"ld.shared.b32 {ws[0]}, [{ta}];")
+            else:
+                k.e(f"ld.shared.v{nw}.b32 {{{', '.join(ws)}}}, [{ta}];")
+            xv = [f(f"y{v}") for v in range(V1)]
+            for wv in range(nw):
+                k.e(f"shl.b32 {xv[2 * wv]}, {ws[wv]}, 16;")
+                k.e(f"and.b32 {xv[2 * wv + 1]}, {ws[wv]}, 0xffff0000;")
+        else:
+            xv = [f(f"y{v}") for v in range(V1)]
+            for v0 in range(0, V1, 4):
+                k.e(f"ld.shared.v4.f32 {{{', '.join(xv[v0:v0 + 4])}}}, [{ta}+{4 * v0}];")
+        for v in range(V1):
+            if i == 0:
+                k.e(f"mul.f32 {accs[v]}, {hv[0]}, {xv[v]};")
+            else:
+                k.e(f"fma.rn.f32 {accs[v]}, {hv[i]}, {xv[v]}, {accs[v]};")
+    k.e(f"@{pv} bra P2_SKIP;")
+    t64, orr = p("t64"), p("orow")
+    k.e(f"cvt.u64.u32 {t64}, {tok};")
+    k.e(f"mad.lo.u64 {orr}, {t64}, {so}, {po};")
+    k.e(f"add.u32 {tmp}, {lo}, {q};")
+    k.e(f"mad.wide.u32 {orr}, {tmp}, {V1 * es}, {orr};")
+    store_row(k, dtype, accs, orr, tag="ho")
+    k.label("P2_SKIP")
+    k.e(f"add.u32 {it}, {it}, {CL_THREADS};")
+    k.e("bra.uni P2_LOOP;")
+    k.label("P2_END")
+    k.e("barrier.cluster.wait.acquire;")
+    k.e("ret;")
+    return name, f""".visible .entry {name}(
+    .param .align 8 .b8 args[88]
+)
+.reqntid {CL_THREADS}, 1, 1
+.maxnreg {128 if n <= 4 else 168}
+.reqnctapercluster {CL}, 1, 1
+{{
+    .shared .align 16 .f32 sred[{NW * NPAD}];
+    .shared .align 16 .f32 part[{RED}];
+    .shared .align 16 .f32 shs[{TT * n}];
+{k.body()}
+}}
+"""
+
+
 def write_head():
     out = [PROLOGUE, """
 // ==============================================================================================
@@ -557,13 +1023,40 @@ def write_head():
 // Bytes: HBM floor = T (nC + C) esize; phi and the re-read come from L2.
 // Measured (H200, round 5): T=8192 n=4 C=4096 142 us = 56% of copy (1.79x floor): each CTA
 //   alternates a DRAM phase and an L2 phase, so DRAM idles part of the time (`.maxnreg 128` for
-//   2 CTAs/SM took it from 53% to 56%); T<=16: 11-25 us (one CTA per 8 tokens streams phi);
-//   n=32: 12x floor (phi, 5 MB, re-read per 2-token CTA from L2).
+//   2 CTAs/SM took it from 53% to 56%); n=32: 12x floor (phi, 5 MB, re-read per 2-token CTA).
+//   Round 8: still the kernel for T > 512 (n <= 4), T > 256 (n = 8) and every T at n >= 16.
+//
+// mhc_head_cl_* / mhc_head_cld_* (n <= 8): a thread-block CLUSTER of 8 CTAs (.reqnctapercluster)
+//   per TT-token tile; CTA r (%cluster_ctarank) owns chunks [r cc/8, (r+1) cc/8) of the cc = C/V1
+//   chunks of every stream, 128 threads. Phase 1 items (stream i, chunk): phi[o][i C + chunk] for
+//   the n outputs in registers serve the TT tokens; the tile's x (TT x n x its chunks) is parked in
+//   dynamic shared memory (cl: loaded to registers and stored; cld: cp.async for x and phi's slice
+//   too, one memory round trip). Partials (TT (n+1)) reduced per warp by a reduce-scatter (5
+//   shuffle steps, lane l keeps sums l W..l W+W-1), warps summed in order into part[]; cluster
+//   barrier (arrive.release / wait.acquire); threads tt n + i read the 8 CTAs' part[] through
+//   distributed shared memory (mapa + ld.shared::cluster) in rank order, so every CTA derives
+//   the same bits of h; phase 2 mixes the CTA's chunks from the tile; a second cluster barrier
+//   (arrive after the remote reads, wait before exit) keeps part[] alive for the readers.
+//   Registers: 128 (n <= 4, 4 CTAs/SM), 168 (n = 8). Shared: x tile <= 112 KiB (cl), x + phi
+//   <= 200 KiB (cld); larger C falls back to mhc_head_*. Arguments: HeadArgs with kchunks =
+//   chunks per CTA (ceil(cc / 8)) and cchunks = cc; grid = ceil(T / TT) * 8.
+// Measured (H200, round 8, bf16, copy 4187 GB/s; us stream / back-to-back / graph):
+//   n=4 C=4096: T=1 15.4 -> 7.9 / 5.7 / 4.8 (cld), T=16 18.1 -> 8.2 / 6.4 / 5.3, T=64 18.2 ->
+//   8.9, T=256 18.9 -> 10.9 (cl); C=7168: T=1 22.9 -> 9.6 / 7.8 / 6.9, T=256 29.0 -> 14.8;
+//   n=8 C=1280: T=1 17.3 -> 8.0 / 6.0 / 5.2, T=256 19.2 -> 11.3. At T >= 1024 the cluster kernel
+//   is no faster (T=8192 C=4096: 140.6 us with register loads, 149.3 with cp.async, vs 142.2):
+//   keeping x on chip did not lift the 56% ceiling (rounds 6-8, notes/cuda-runtime.md).
 """ + HEAD_ARGS + "\n"]
     for dtype in DTYPES:
         for n in NS:
             nm, txt = head_kernel(dtype, n)
             out.append(txt)
+    out.append(".extern .shared .align 16 .b8 hcl_x[];\n")
+    for dec in [False, True]:
+        for dtype in DTYPES:
+            for n in CL_NS:
+                nm, txt = head_cl_kernel(dtype, n, dec)
+                out.append(txt)
     open(os.path.join(HERE, "head.ptx"), "w").write("\n".join(out))
 
 
@@ -576,6 +1069,155 @@ STATIC_ARGS = """// struct StaticArgs (96 bytes):
 //   +64 tokens  +68 cbytes  +72 cchunks (C/V)  +76 iters                            (u32)
 //   +80 eps_hc  +84 eps_f  +88 inv_c (1/C)  +92 pad                                 (f32)
 // dynamic shared memory: C * 4 bytes (a[c] of the current token)"""
+
+
+def static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr):
+    """The coefficient warp of the static kernels: h_post = 2 sigma(H_post) into ss_h[32..32+n) and
+    h_res = Sinkhorn(H_res) (Paper start and order) into ss_res (row-major); ends by branching to
+    COEF_WAIT. n <= 4: lane 0 alone, S in n*n registers. n >= 8: the scaling-vector form
+    S = diag(r) K diag(c), K = exp(Z - colmax): lane j holds column j and row j of K and the whole
+    r and c (4n registers); a column step updates c_j from K[:, j] . r, a row step r_i from
+    K[i, :] . c, each followed by an all-gather of the n new values (shfl.idx). The same divisions
+    as the Paper's, rearranged (f32 rounding only)."""
+    f = lambda s: k.r("f32", s)
+    u = lambda s: k.r("b32", s)
+    p = lambda s: k.r("b64", s)
+    if n <= 4:
+        k.comment("n <= 4: lane 0 alone, S in n*n registers (Paper start and order)")
+        k.e(f"setp.ne.u32 {pr}, {lane}, 0;")
+        k.e(f"@{pr} bra COEF_WAIT;")
+        zl = load_f32_run(k, "zl", phol, n)
+        for i in range(n):
+            hq = f(f"hpost_c{i}")
+            sigmoid(k, hq, zl[i], f"s2_{i}", fast=True)
+            k.e(f"add.f32 {hq}, {hq}, {hq};")
+            k.e(f"st.shared.f32 [{sH}+{128 + 4 * i}], {hq};")
+        Z = load_f32_run(k, "z", phrl, n * n)
+        S = [[Z[i * n + j] for j in range(n)] for i in range(n)]
+        m = f("zmax")
+        for j in range(n):
+            k.e(f"mov.f32 {m}, {S[0][j]};")
+            for i in range(1, n):
+                k.e(f"max.f32 {m}, {m}, {S[i][j]};")
+            for i in range(n):
+                k.e(f"sub.f32 {S[i][j]}, {S[i][j]}, {m};")
+                k.e(f"mul.f32 {S[i][j]}, {S[i][j]}, 0f3FB8AA3B;")
+                k.e(f"ex2.approx.ftz.f32 {S[i][j]}, {S[i][j]};")
+        k.comment("iters x (column step, row step): S /= (sum + eps_hc), reciprocal then multiply")
+        k.e(f"mov.u32 {it}, 0;")
+        k.label("SK_LOOP")
+        k.e(f"setp.ge.u32 {pr}, {it}, {iters};")
+        k.e(f"@{pr} bra SK_END;")
+        sums, rcps = [f(f"sks{j}") for j in range(n)], [f(f"skr{j}") for j in range(n)]
+        for j in range(n):
+            tree_sum(k, sums[j], [S[i][j] for i in range(n)], f"ct{j}_")
+            k.e(f"add.f32 {sums[j]}, {sums[j]}, {eps_hc};")
+            rcp_fast(k, rcps[j], sums[j], f"cr{j}")
+        for j in range(n):
+            for i in range(n):
+                k.e(f"mul.f32 {S[i][j]}, {S[i][j]}, {rcps[j]};")
+        for i in range(n):
+            tree_sum(k, sums[i], S[i], f"rt{i}_")
+            k.e(f"add.f32 {sums[i]}, {sums[i]}, {eps_hc};")
+            rcp_fast(k, rcps[i], sums[i], f"rr{i}")
+        for i in range(n):
+            for j in range(n):
+                k.e(f"mul.f32 {S[i][j]}, {S[i][j]}, {rcps[i]};")
+        k.e(f"add.u32 {it}, {it}, 1;")
+        k.e("bra SK_LOOP;")
+        k.label("SK_END")
+        for i in range(n):
+            for j in range(n):
+                k.e(f"st.shared.f32 [{sS}+{4 * (i * n + j)}], {S[i][j]};")
+        k.e("bra COEF_WAIT;")
+        return
+    k.comment(f"n = {n}: every lane runs (full-mask shuffles); lane l works on index j = min(l, n-1)")
+    j_, la = u("cj"), p("cla")
+    k.e(f"min.u32 {j_}, {lane}, {n - 1};")
+    k.e(f"mul.wide.u32 {la}, {j_}, 4;")
+    zl, hpost, a = f("zl"), f("hpost_c"), p("lga")
+    k.e(f"add.u64 {a}, {phol}, {la};")
+    k.e(f"ld.global.nc.f32 {zl}, [{a}];")
+    sigmoid(k, hpost, zl, "s2", fast=True)
+    k.e(f"add.f32 {hpost}, {hpost}, {hpost};")
+    sa = p("sha")
+    k.e(f"add.u64 {sa}, {sH}, {la};")
+    k.e(f"st.shared.f32 [{sa}+128], {hpost};")
+    k.comment("column j of Z (stride n) and its max; row j of Z (contiguous)")
+    kc = [f(f"kc{i}") for i in range(n)]
+    k.e(f"add.u64 {a}, {phrl}, {la};")
+    for i in range(n):
+        k.e(f"ld.global.nc.f32 {kc[i]}, [{a}+{4 * i * n}];")
+    ra = p("rowa")
+    k.e(f"mul.wide.u32 {ra}, {j_}, {4 * n};")
+    k.e(f"add.u64 {ra}, {ra}, {phrl};")
+    kr = load_f32_run(k, "kr", ra, n)
+    m = f("zmax")
+    k.e(f"mov.f32 {m}, {kc[0]};")
+    for i in range(1, n):
+        k.e(f"max.f32 {m}, {m}, {kc[i]};")
+    for i in range(n):
+        k.e(f"sub.f32 {kc[i]}, {kc[i]}, {m};")
+        k.e(f"mul.f32 {kc[i]}, {kc[i]}, 0f3FB8AA3B;")
+        k.e(f"ex2.approx.ftz.f32 {kc[i]}, {kc[i]};")
+    k.comment("K[j][i'] = exp(Z[j][i'] - colmax[i']): the column maxima gathered from their lanes")
+    mj = f("mj")
+    for i in range(n):
+        k.e(f"shfl.sync.idx.b32 {mj}, {m}, {i}, 0x1f, 0xffffffff;")
+        k.e(f"sub.f32 {kr[i]}, {kr[i]}, {mj};")
+        k.e(f"mul.f32 {kr[i]}, {kr[i]}, 0f3FB8AA3B;")
+        k.e(f"ex2.approx.ftz.f32 {kr[i]}, {kr[i]};")
+    oc, orow, dot, den, rc = f("own_c"), f("own_r"), f("dot"), f("den"), f("rcpv")
+    k.comment("c and r start at 1; lane j keeps own_c = c_j and own_r = r_j; the others' values are")
+    k.comment("fetched by shfl.idx inside the dot products (no n-vectors held: fewer registers)")
+    k.e(f"mov.f32 {oc}, 0f3F800000;")
+    k.e(f"mov.f32 {orow}, 0f3F800000;")
+    tv = [f(f"gv{q}") for q in range(4)]
+
+    def dot4(vec_a, src, tag):
+        """dot = sum_i a_i src[lane i] in 4 interleaved chains summed pairwise (fixed order)."""
+        ch = [f(f"{tag}{q}") for q in range(4)]
+        for i in range(n):
+            t_ = tv[i % 4]
+            k.e(f"shfl.sync.idx.b32 {t_}, {src}, {i}, 0x1f, 0xffffffff;")
+            if i < 4:
+                k.e(f"mul.f32 {ch[i]}, {vec_a[i]}, {t_};")
+            else:
+                k.e(f"fma.rn.f32 {ch[i % 4]}, {vec_a[i]}, {t_}, {ch[i % 4]};")
+        k.e(f"add.f32 {ch[0]}, {ch[0]}, {ch[1]};")
+        k.e(f"add.f32 {ch[2]}, {ch[2]}, {ch[3]};")
+        k.e(f"add.f32 {dot}, {ch[0]}, {ch[2]};")
+
+    k.e(f"mov.u32 {it}, 0;")
+    k.label("SK_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {it}, {iters};")
+    k.e(f"@{pr} bra SK_END;")
+    k.comment("column step: colsum_j = c_j (K[:, j] . r); c_j /= colsum_j + eps_hc")
+    dot4(kc, orow, "dc")
+    k.e(f"mul.f32 {den}, {dot}, {oc};")
+    k.e(f"add.f32 {den}, {den}, {eps_hc};")
+    rcp_fast(k, rc, den, "sc")
+    k.e(f"mul.f32 {oc}, {oc}, {rc};")
+    k.comment("row step: rowsum_j = r_j (K[j, :] . c); r_j /= rowsum_j + eps_hc")
+    dot4(kr, oc, "dr")
+    k.e(f"mul.f32 {den}, {dot}, {orow};")
+    k.e(f"add.f32 {den}, {den}, {eps_hc};")
+    rcp_fast(k, rc, den, "sr")
+    k.e(f"mul.f32 {orow}, {orow}, {rc};")
+    k.e(f"add.u32 {it}, {it}, 1;")
+    k.e("bra SK_LOOP;")
+    k.label("SK_END")
+    k.comment("lane j < n writes column j: S[i][j] = r_i K[i][j] c_j (r_i fetched from lane i)")
+    ca = p("ca")
+    k.e(f"add.u64 {ca}, {sS}, {la};")
+    sv = f("sv")
+    k.e(f"setp.lt.u32 {pr}, {lane}, {n};")
+    for i in range(n):
+        k.e(f"shfl.sync.idx.b32 {sv}, {orow}, {i}, 0x1f, 0xffffffff;")
+        k.e(f"mul.f32 {sv}, {sv}, {kc[i]};")
+        k.e(f"mul.f32 {sv}, {sv}, {oc};")
+        k.e(f"@{pr} st.shared.f32 [{ca}+{4 * i * n}], {sv};")
+    k.e("bra COEF_WAIT;")
 
 
 def static_kernel(dtype, n):
@@ -607,91 +1249,25 @@ def static_kernel(dtype, n):
     k.e(f"mov.u64 {sH}, ss_h;")
     k.e(f"mov.u64 {sR}, ss_red;")
     k.e(f"mov.u64 {sA}, ss_a;")
-    k.comment("every thread: h_pre[j] = sigma(H_pre[j]) in registers (phase A needs nothing else, so it")
-    k.comment("starts while warp 0 runs the Sinkhorn; the first reduction barrier publishes h_res, h_post)")
+    DT, NT = st_threads(n)
+    cw = DT // 32  # the coefficient warp
+    k.comment("every thread: h_pre[j] = sigma(H_pre[j]) in registers (phase A needs nothing else)")
     hp = [f(f"hpre{j}") for j in range(n)]
     hl = load_f32_run(k, "hlg", phpl, n)
     for j in range(n):
-        sigmoid(k, hp[j], hl[j], f"hs{j}")
-    k.comment("prologue (warp 0, lane = row/column): h_post and h_res, shared by every token")
-    k.e(f"setp.ge.u32 {pr}, {tid}, {n};")
+        sigmoid(k, hp[j], hl[j], f"hs{j}", fast=True)
+    k.comment(f"warps 0..{cw - 1} go to the token loop; warp {cw} computes h_post and h_res (shared by every")
+    k.comment("token) while they load, and publishes them through the first token's phase-A barrier")
+    k.e(f"setp.ne.u32 {pr}, {warp}, {cw};")
     k.e(f"@{pr} bra COEF_WAIT;")
-    la = p("la")
-    k.e(f"mul.wide.u32 {la}, {lane}, 4;")
-    zl, hpost = f("zl"), f("hpost_c")
-    a = p("lga")
-    k.e(f"add.u64 {a}, {phol}, {la};")
-    k.e(f"ld.global.nc.f32 {zl}, [{a}];")
-    sigmoid(k, hpost, zl, "s2")
-    k.e(f"add.f32 {hpost}, {hpost}, {hpost};")
-    sa = p("sha")
-    k.e(f"add.u64 {sa}, {sH}, {la};")
-    k.e(f"st.shared.f32 [{sa}+128], {hpost};")
-    k.comment("Paper start: S[i][j] = exp(Z[i][j] - max_i Z[i][j]); lane j owns column j")
-    zc = [f(f"zc{i}") for i in range(n)]
-    k.e(f"add.u64 {a}, {phrl}, {la};")
-    for i in range(n):
-        k.e(f"ld.global.nc.f32 {zc[i]}, [{a}+{4 * i * n}];")
-    m = f("zmax")
-    k.e(f"mov.f32 {m}, {zc[0]};")
-    for i in range(1, n):
-        k.e(f"max.f32 {m}, {m}, {zc[i]};")
-    ca = p("ca")
-    k.e(f"add.u64 {ca}, {sS}, {la};")
-    for i in range(n):
-        k.e(f"sub.f32 {zc[i]}, {zc[i]}, {m};")
-        k.e(f"mul.f32 {zc[i]}, {zc[i]}, 0f3FB8AA3B;")
-        k.e(f"ex2.approx.ftz.f32 {zc[i]}, {zc[i]};")
-        k.e(f"st.shared.f32 [{ca}+{4 * i * n}], {zc[i]};")
-    k.e(f"bar.warp.sync {hex((1 << n) - 1)};")
-    k.comment("iters x (column step, row step): S /= (sum + eps_hc), as reciprocal-then-multiply")
-    k.e(f"mov.u32 {it}, 0;")
-    k.label("SK_LOOP")
-    k.e(f"setp.ge.u32 {pr}, {it}, {iters};")
-    k.e(f"@{pr} bra SK_END;")
-    col = [f(f"sc{i}") for i in range(n)]
-    s, r = f("sks"), f("skr")
-    for i in range(n):
-        k.e(f"ld.shared.f32 {col[i]}, [{ca}+{4 * i * n}];")
-    tree_sum(k, s, col, "ct")
-    k.e(f"add.f32 {s}, {s}, {eps_hc};")
-    k.e(f"rcp.rn.f32 {r}, {s};")
-    for i in range(n):
-        k.e(f"mul.f32 {col[i]}, {col[i]}, {r};")
-        k.e(f"st.shared.f32 [{ca}+{4 * i * n}], {col[i]};")
-    k.e(f"bar.warp.sync {hex((1 << n) - 1)};")
-    k.comment("row step: lane i owns row i; element j is read at column (j + i) mod n so that the")
-    k.comment("lanes of one load hit distinct banks; the sum still runs j = 0..n-1 in order")
-    rb, jj, ra = p("rowb"), u("jj"), p("ra")
-    k.e(f"mul.wide.u32 {rb}, {lane}, {4 * n};")
-    k.e(f"add.u64 {rb}, {rb}, {sS};")
-    row = [f(f"sr{j}") for j in range(n)]
-    ro = [p(f"rofs{j}") for j in range(n)]
-    for j in range(n):
-        # column index for the j-th access of lane i is (j + i) mod n; element value goes to
-        # row[(j+i) mod n] only conceptually: the sum is order-dependent, so sum in column order
-        # by loading each column's value into its own register through the skewed address.
-        k.e(f"add.u32 {jj}, {lane}, {j};")
-        k.e(f"and.b32 {jj}, {jj}, {n - 1};")
-        k.e(f"mul.wide.u32 {ro[j]}, {jj}, 4;")
-        k.e(f"add.u64 {ro[j]}, {ro[j]}, {rb};")
-        k.e(f"ld.shared.f32 {row[j]}, [{ro[j]}];")
-    # row[j] holds column (j + lane) mod n. Summing row[0..n) sums every column once, in an order
-    # that depends on the lane: deterministic (fixed per row), not the reference's order; the
-    # difference is f32 rounding only.
-    tree_sum(k, s, row, "rt")
-    k.e(f"add.f32 {s}, {s}, {eps_hc};")
-    k.e(f"rcp.rn.f32 {r}, {s};")
-    for j in range(n):
-        k.e(f"mul.f32 {row[j]}, {row[j]}, {r};")
-        k.e(f"st.shared.f32 [{ro[j]}], {row[j]};")
-    k.e(f"bar.warp.sync {hex((1 << n) - 1)};")
-    k.e(f"add.u32 {it}, {it}, 1;")
-    k.e("bra SK_LOOP;")
-    k.label("SK_END")
+    static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr)
     k.label("COEF_WAIT")
     cb64 = p("cb64")
     k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
+    q0 = u("q0")
+    k.comment(f"the data warps take chunks tid, tid + {DT}, ... of every token; the coefficient warp none")
+    k.e(f"setp.lt.u32 {pr}, {tid}, {DT};")
+    k.e(f"selp.b32 {q0}, {tid}, {cchunks}, {pr};")
     k.e(f"mov.u32 {t}, %ctaid.x;")
     k.label("TOK_LOOP")
     k.e(f"setp.ge.u32 {pr}, {t}, {tokens};")
@@ -703,7 +1279,7 @@ def static_kernel(dtype, n):
     ss = f("ss")
     k.e(f"mov.f32 {ss}, 0f00000000;")
     k.comment(f"phase A: a[c] = sum_j h_pre[j] x[j][c] into shared memory, ss = sum_c a^2")
-    k.e(f"mov.u32 {q}, {tid};")
+    k.e(f"mov.u32 {q}, {q0};")
     k.label("PA_LOOP")
     k.e(f"setp.ge.u32 {pr}, {q}, {cchunks};")
     k.e(f"@{pr} bra PA_END;")
@@ -733,7 +1309,7 @@ def static_kernel(dtype, n):
         else:
             k.e(f"st.shared.v{w}.f32 [{aa}+{4 * i}], {{{', '.join(av[i:i + w])}}};")
         i += w
-    k.e(f"add.u32 {q}, {q}, {ST_THREADS};")
+    k.e(f"add.u32 {q}, {q}, {DT};")
     k.e("bra.uni PA_LOOP;")
     k.label("PA_END")
     warp_allreduce(k, ss, "ssr")
@@ -742,22 +1318,22 @@ def static_kernel(dtype, n):
     k.e(f"mul.wide.u32 {wa}, {warp}, 4;")
     k.e(f"add.u64 {wa}, {wa}, {sR};")
     k.e(f"@{pw} st.shared.f32 [{wa}], {ss};")
-    k.e("bar.sync 0;")
-    red = load_f32_run(k, "rw", sR, ST_THREADS // 32, space="shared")
+    k.e("barrier.sync 0;")
+    red = load_f32_run(k, "rw", sR, DT // 32, space="shared")
     tot, rr = f("tot"), f("rinv")
     k.e(f"mov.f32 {tot}, {red[0]};")
-    for w in range(1, ST_THREADS // 32):
+    for w in range(1, DT // 32):
         k.e(f"add.f32 {tot}, {tot}, {red[w]};")
     k.comment("r = 1 / sqrt(mean(a^2) + eps_f)")
     k.e(f"fma.rn.f32 {rr}, {tot}, {inv_c}, {eps_f};")
     k.e(f"sqrt.rn.f32 {rr}, {rr};")
     k.e(f"rcp.rn.f32 {rr}, {rr};")
-    k.comment("past the barrier: warp 0's h_post and h_res are visible (broadcast loads)")
+    k.comment("past the barrier: the coefficient warp's h_post and h_res are visible (broadcast loads)")
     ho = load_f32_run(k, "hpost", sH, n, off=128, space="shared")
     if n <= 2:
         R = [load_f32_run(k, f"R{i}_", sS, n, off=4 * i * n, space="shared") for i in range(n)]
     k.comment("phase B: out[i][c] = sum_j h_res[i][j] x[j][c] + h_post[i] a[c] gamma[c] r; x re-read (L1/L2)")
-    k.e(f"mov.u32 {q}, {tid};")
+    k.e(f"mov.u32 {q}, {q0};")
     k.label("PB_LOOP")
     k.e(f"setp.ge.u32 {pr}, {q}, {cchunks};")
     k.e(f"@{pr} bra PB_END;")
@@ -789,11 +1365,11 @@ def static_kernel(dtype, n):
             for v in range(V):
                 k.e(f"fma.rn.f32 {acc[v]}, {Ri[j]}, {xs[j][v]}, {acc[v]};")
         store_row(k, dtype, acc, oa[i], tag=f"so{i}")
-    k.e(f"add.u32 {q}, {q}, {ST_THREADS};")
+    k.e(f"add.u32 {q}, {q}, {DT};")
     k.e("bra.uni PB_LOOP;")
     k.label("PB_END")
     k.comment("a[] and the warp sums are rewritten by the next token: wait for every reader")
-    k.e("bar.sync 0;")
+    k.e("barrier.sync 0;")
     nct = u("nct")
     k.e(f"mov.u32 {nct}, %nctaid.x;")
     k.e(f"add.u32 {t}, {t}, {nct};")
@@ -803,11 +1379,237 @@ def static_kernel(dtype, n):
     return name, f""".visible .entry {name}(
     .param .align 8 .b8 args[96]
 )
-.reqntid {ST_THREADS}, 1, 1
+.reqntid {NT}, 1, 1
 {maxnreg}{{
     .shared .align 16 .f32 ss_res[{n * n}];
     .shared .align 16 .f32 ss_h[64];
-    .shared .align 16 .f32 ss_red[{ST_THREADS // 32}];
+    .shared .align 16 .f32 ss_red[{NT // 32}];
+{k.body()}
+}}
+"""
+
+
+# static, one token per CTA (n <= 8): x copied to shared memory by cp.async once, the coefficient
+# warp overlapping the copy. n = 16, 32 keep the persistent kernel: a channel-split cluster variant
+# (R = 2, 4 CTAs per token) was measured 2-4x slower there (rounds 7-8, notes/cuda-runtime.md).
+ST_CL_NS = [1, 2, 4, 8]
+ST_CL_SMEM = 100 * 1024
+
+
+def static_cl_cmax(n, dtype):
+    """Largest C whose a[] (f32) and x tile (n streams) fit ST_CL_SMEM."""
+    cmax = ST_CL_SMEM // (n * ESIZE[dtype] + 4)
+    return cmax - cmax % 8
+
+
+def static_cl_kernel(dtype, n):
+    V = vchan(n)
+    es = ESIZE[dtype]
+    R = 1  # CTAs per token (kept in the comments and address arithmetic below)
+    DT, NT = st_threads(n)
+    cw = DT // 32
+    name = f"mhc_static_cl_{dtype}_n{n}"
+    k = K()
+    p = lambda s: k.r("b64", s)
+    u = lambda s: k.r("b32", s)
+    f = lambda s: k.r("f32", s)
+    px, phpl, phol, phrl, pg, po, sx, so = (p(s) for s in ["px", "phpl", "phol", "phrl", "pg", "po", "sx", "so"])
+    tokens, cbytes, cchunks, iters, m = u("tokens"), u("cbytes"), u("cchunks"), u("iters"), u("m")
+    eps_hc, eps_f, inv_c = f("eps_hc"), f("eps_f"), f("inv_c")
+    for reg, off, ty in [(px, 0, "u64"), (phpl, 8, "u64"), (phol, 16, "u64"), (phrl, 24, "u64"), (pg, 32, "u64"),
+                         (po, 40, "u64"), (sx, 48, "u64"), (so, 56, "u64"), (tokens, 64, "u32"), (cbytes, 68, "u32"),
+                         (cchunks, 72, "u32"), (iters, 76, "u32"), (eps_hc, 80, "f32"), (eps_f, 84, "f32"),
+                         (inv_c, 88, "f32"), (m, 92, "u32")]:
+        k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    tid, lane, warp, q, it, tok, rank, lo, tmp = (u(x) for x in ["tid", "lane", "warp", "q", "it", "tok", "rank",
+                                                                "lo", "tmp"])
+    pr, pw = k.r("pred", "p"), k.r("pred", "pw")
+    k.e(f"mov.u32 {tid}, %tid.x;")
+    k.e(f"and.b32 {lane}, {tid}, 31;")
+    k.e(f"shr.u32 {warp}, {tid}, 5;")
+    k.e(f"mov.u32 {rank}, 0;")
+    k.e(f"mov.u32 {tok}, %ctaid.x;")
+    k.comment(f"this CTA: token tok, chunks [lo, lo + m) of V={V} channels (m = C/V/{R})")
+    k.e(f"mul.lo.u32 {lo}, {rank}, {m};")
+    sS, sH, sR = p("sS"), p("sH"), p("sR")
+    k.e(f"mov.u64 {sS}, ss_res;")
+    k.e(f"mov.u64 {sH}, ss_h;")
+    k.e(f"mov.u64 {sR}, ss_red;")
+    t64, xrow, orow, cb64 = p("t64"), p("xrow"), p("orow"), p("cb64")
+    k.e(f"cvt.u64.u32 {t64}, {tok};")
+    k.e(f"mad.lo.u64 {xrow}, {t64}, {sx}, {px};")
+    k.e(f"mad.lo.u64 {orow}, {t64}, {so}, {po};")
+    k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
+    k.e(f"mad.wide.u32 {xrow}, {lo}, {V * es}, {xrow};")
+    k.e(f"mad.wide.u32 {orow}, {lo}, {V * es}, {orow};")
+    sA, sX, seg, units = u("sA"), u("sX"), u("seg"), u("units")
+    k.comment("dynamic shared memory: a[m V] (f32), then the x tile [n][m V] (storage dtype)")
+    k.e(f"mov.u32 {sA}, st_dyn;")
+    k.e(f"mul.lo.u32 {seg}, {m}, {V * 4};")
+    k.e(f"add.u32 {sX}, {sA}, {seg};")
+    k.e(f"mul.lo.u32 {seg}, {m}, {V * es};")
+    k.e(f"shr.u32 {units}, {seg}, 4;")
+    k.comment(f"data threads (tid < {DT}): every stream's segment to the tile in 16-byte cp.async units")
+    k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
+    k.e(f"@{pr} bra CP_END;")
+    ii, src, dst, a64 = u("ii"), p("src"), u("dst"), p("a64")
+    k.e(f"mov.u32 {ii}, 0;")
+    k.e(f"mov.u64 {src}, {xrow};")
+    k.e(f"mov.u32 {dst}, {sX};")
+    k.label("CP_STREAM")
+    k.e(f"mov.u32 {q}, {tid};")
+    k.label("CP_UNIT")
+    k.e(f"setp.ge.u32 {pr}, {q}, {units};")
+    k.e(f"@{pr} bra CP_NEXT;")
+    k.e(f"mul.wide.u32 {a64}, {q}, 16;")
+    k.e(f"add.u64 {a64}, {a64}, {src};")
+    k.e(f"mad.lo.u32 {tmp}, {q}, 16, {dst};")
+    k.e(f"cp.async.cg.shared.global [{tmp}], [{a64}], 16;")
+    k.e(f"add.u32 {q}, {q}, {DT};")
+    k.e("bra.uni CP_UNIT;")
+    k.label("CP_NEXT")
+    k.e(f"add.u64 {src}, {src}, {cb64};")
+    k.e(f"add.u32 {dst}, {dst}, {seg};")
+    k.e(f"add.u32 {ii}, {ii}, 1;")
+    k.e(f"setp.lt.u32 {pr}, {ii}, {n};")
+    k.e(f"@{pr} bra CP_STREAM;")
+    k.e("cp.async.commit_group;")
+    k.label("CP_END")
+    k.comment("every thread: h_pre[j] = sigma(H_pre[j]) in registers")
+    hp = [f(f"hpre{j}") for j in range(n)]
+    hl = load_f32_run(k, "hlg", phpl, n)
+    for j in range(n):
+        sigmoid(k, hp[j], hl[j], f"hs{j}", fast=True)
+    k.comment(f"warp {cw}: h_post and h_res while the copies fly; it joins at the reduction barrier")
+    k.e(f"setp.ne.u32 {pr}, {warp}, {cw};")
+    k.e(f"@{pr} bra COEF_WAIT;")
+    static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr)
+    k.label("COEF_WAIT")
+    ss = f("ss")
+    k.e(f"mov.f32 {ss}, 0f00000000;")
+    k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
+    k.e(f"@{pr} bra PA_END;")
+    k.comment(f"data threads: own copies done, then named barrier 1 ({DT} threads): the tile is complete")
+    k.e("cp.async.wait_group 0;")
+    k.e(f"barrier.sync 1, {DT};")
+    k.comment("phase A: a[c] = sum_j h_pre[j] x[j][c] (tile) into a[], ss = sum_c a^2")
+    k.e(f"mov.u32 {q}, {tid};")
+    k.label("PA_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {q}, {m};")
+    k.e(f"@{pr} bra PA_END;")
+
+    def tile_rows(tag):
+        xa = u(f"{tag}xa")
+        k.e(f"mad.lo.u32 {xa}, {q}, {V * es}, {sX};")
+        rows = []
+        for j in range(n):
+            if j:
+                k.e(f"add.u32 {xa}, {xa}, {seg};")
+            if dtype == "bf16":
+                nw = V // 2
+                ws = [u(f"{tag}w{j}_{w}") for w in range(nw)]
+                if nw == 1:
+                    k.e(f"ld.shared.b32 {ws[0]}, [{xa}];")
+                else:
+                    k.e(f"ld.shared.v{nw}.b32 {{{', '.join(ws)}}}, [{xa}];")
+                xv = [f(f"{tag}x{j}_{v}") for v in range(V)]
+                for w in range(nw):
+                    k.e(f"shl.b32 {xv[2 * w]}, {ws[w]}, 16;")
+                    k.e(f"and.b32 {xv[2 * w + 1]}, {ws[w]}, 0xffff0000;")
+            else:
+                xv = load_f32_run(k, f"{tag}x{j}_", xa, V, space="shared")
+            rows.append(xv)
+        return rows
+
+    xs = tile_rows("A")
+    av = [f(f"a{v}") for v in range(V)]
+    for v in range(V):
+        k.e(f"mul.f32 {av[v]}, {hp[0]}, {xs[0][v]};")
+    for j in range(1, n):
+        for v in range(V):
+            k.e(f"fma.rn.f32 {av[v]}, {hp[j]}, {xs[j][v]}, {av[v]};")
+    for v in range(V):
+        k.e(f"fma.rn.f32 {ss}, {av[v]}, {av[v]}, {ss};")
+    aa = u("aa")
+    k.e(f"mad.lo.u32 {aa}, {q}, {V * 4}, {sA};")
+    i = 0
+    while i < V:
+        w = min(4, V - i)
+        if w == 1:
+            k.e(f"st.shared.f32 [{aa}+{4 * i}], {av[i]};")
+        else:
+            k.e(f"st.shared.v{w}.f32 [{aa}+{4 * i}], {{{', '.join(av[i:i + w])}}};")
+        i += w
+    k.e(f"add.u32 {q}, {q}, {DT};")
+    k.e("bra.uni PA_LOOP;")
+    k.label("PA_END")
+    warp_allreduce(k, ss, "ssr")
+    k.e(f"setp.eq.u32 {pw}, {lane}, 0;")
+    wa = p("wa")
+    k.e(f"mul.wide.u32 {wa}, {warp}, 4;")
+    k.e(f"add.u64 {wa}, {wa}, {sR};")
+    k.e(f"@{pw} st.shared.f32 [{wa}], {ss};")
+    k.comment("barrier 0 (all threads): the warp sums, a[], and the coefficient warp's h_post, h_res")
+    k.e("barrier.sync 0;")
+    red = load_f32_run(k, "rw", sR, DT // 32, space="shared")
+    tot, rr = f("tot"), f("rinv")
+    k.e(f"mov.f32 {tot}, {red[0]};")
+    for w in range(1, DT // 32):
+        k.e(f"add.f32 {tot}, {tot}, {red[w]};")
+    k.comment("r = 1 / sqrt(mean(a^2) + eps_f)")
+    k.e(f"fma.rn.f32 {rr}, {tot}, {inv_c}, {eps_f};")
+    k.e(f"sqrt.rn.f32 {rr}, {rr};")
+    k.e(f"rcp.rn.f32 {rr}, {rr};")
+    ho = load_f32_run(k, "hpost", sH, n, off=128, space="shared")
+    if n <= 2:
+        Rm = [load_f32_run(k, f"R{i}_", sS, n, off=4 * i * n, space="shared") for i in range(n)]
+    k.comment("phase B: out[i][c] = sum_j h_res[i][j] x[j][c] + h_post[i] a[c] gamma[c] r (tile, a[])")
+    k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
+    k.e(f"@{pr} bra PB_END;")
+    itemsb = u("itemsb")
+    k.e(f"mov.u32 {itemsb}, {m};")
+    k.e(f"mov.u32 {it}, {tid};")
+    k.label("PB_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {it}, {itemsb};")
+    k.e(f"@{pr} bra PB_END;")
+    k.e(f"mov.u32 {q}, {it};")
+    xs = tile_rows("B")
+    k.e(f"mad.lo.u32 {aa}, {q}, {V * 4}, {sA};")
+    av = load_f32_run(k, "ab", aa, V, space="shared")
+    ga = p("ga")
+    k.e(f"add.u32 {tmp}, {lo}, {q};")
+    k.e(f"mul.wide.u32 {ga}, {tmp}, {V * 4};")
+    k.e(f"add.u64 {ga}, {ga}, {pg};")
+    gv = load_f32_run(k, "gm", ga, V)
+    yv = [f(f"y{v}") for v in range(V)]
+    for v in range(V):
+        k.e(f"mul.f32 {yv[v]}, {av[v]}, {gv[v]};")
+        k.e(f"mul.f32 {yv[v]}, {yv[v]}, {rr};")
+    oa = p("oa")
+    k.e(f"mad.wide.u32 {oa}, {q}, {V * es}, {orow};")
+    for i in range(n):
+        Ri = Rm[i] if n <= 2 else load_f32_run(k, f"Rr{i}_", sS, n, off=4 * i * n, space="shared")
+        acc = [f(f"acc{v}") for v in range(V)]
+        for v in range(V):
+            k.e(f"mul.f32 {acc[v]}, {ho[i]}, {yv[v]};")
+        for j in range(n):
+            for v in range(V):
+                k.e(f"fma.rn.f32 {acc[v]}, {Ri[j]}, {xs[j][v]}, {acc[v]};")
+        store_row(k, dtype, acc, oa, tag=f"so{i}")
+        if i < n - 1:
+            k.e(f"add.u64 {oa}, {oa}, {cb64};")
+    k.e(f"add.u32 {it}, {it}, {DT};")
+    k.e("bra.uni PB_LOOP;")
+    k.label("PB_END")
+    k.e("ret;")
+    return name, f""".visible .entry {name}(
+    .param .align 8 .b8 args[96]
+)
+.reqntid {NT}, 1, 1
+{".maxnreg 64" + chr(10) if n <= 2 else ""}{{
+    .shared .align 16 .f32 ss_res[{n * n}];
+    .shared .align 16 .f32 ss_h[64];
+    .shared .align 16 .f32 ss_red[{NT // 32}];
 {k.body()}
 }}
 """
@@ -821,29 +1623,49 @@ def write_static():
 //   tokens and computed on the device from the logits (no host read):
 //   a = sum_i h_pre[i] x[i];  y = a gamma / sqrt(mean(a^2) + eps_f);
 //   out[i] = sum_j h_res[i][j] x[j] + h_post[i] y
-// Tile: persistent CTAs of 128 threads (grid = min(T, resident CTAs)); each CTA computes the
-//   coefficients once in a prologue (warp 0: lane j owns column j for the column steps and row j
-//   for the row steps, with a skewed walk so the row loads are bank-conflict free), then takes
-//   tokens t = ctaid, ctaid + nctaid, ... Per token: phase A computes a[c] for chunks of
-//   V = min(8, 64/n) channels into shared memory (C floats, dynamic) and the sum of squares,
-//   reduced deterministically (butterflies, then warps 0..3 in order); phase B re-reads x (L1/L2)
-//   and writes every stream. h_pre is computed by every thread (registers), so phase A of the
-//   first token overlaps warp 0's Sinkhorn; the phase-A barrier publishes h_res and h_post.
-//   Measured (H200, round 2 -> 3): 256-thread CTAs with the coefficients before the token loop
-//   took 11.7 us at (320, 1280, 4) and 23.9 us at (2560, 1280, 4): a latency chain per token
-//   (load, reduce, barrier, re-load, store) times tokens per CTA; smaller CTAs put more tokens
-//   in flight per SM.
-// Register plan: x n*V, a/y/acc V each, h_pre and h_post n each; h_res in registers for n <= 4,
+// mhc_static_* (every n; the kernel for n >= 16 and for C beyond static_cl's tile): persistent
+//   CTAs (grid = min(T, resident CTAs)) taking tokens t = ctaid, ctaid + nctaid, ... Per token:
+//   phase A computes a[c] for chunks of V = min(8, 64/n) channels into shared memory (C floats,
+//   dynamic) and the sum of squares, reduced deterministically (butterflies, then the data warps
+//   in order); phase B re-reads x (L1/L2) and writes every stream. h_pre is computed by every
+//   thread (registers).
+//   Rounds 6-8: the prologue runs in an extra coefficient warp (CTA = 4 data warps + 1; 8 + 1 for
+//   n >= 16), so the data warps start on the first token at once and the phase-A barrier of the
+//   first token publishes h_post and h_res. n <= 4: lane 0 alone, S in n*n registers; n >= 8: the
+//   scaling-vector form S = diag(r) K diag(c), K = exp(Z - colmax) (the Paper's divisions
+//   rearranged), lane j holding column j and row j of K, r_j and c_j, the other lanes' values
+//   fetched by shfl.idx inside the dot products. Every reciprocal of the prologue is
+//   rcp.approx + one Newton step (h_pre's sigmoids too).
+// Register plan: x n*V, a/y/acc V each, h_pre and h_post n each; h_res in registers for n <= 2,
 //   else read row by row from shared memory (broadcast 16-byte loads).
 // Bytes: HBM floor = 2 T n C esize (x read once, out written once).
-// Measured (H200, round 5, bf16): mHC.cu configs (320,1280,4) 12.2 us, (512,1920,4) 13.9,
-//   (1280,2560,4) 24.1 (51% of copy), (2560,1280,4) 26.1, (128,1280,8) 13.7, (128,1280,32) 39.2:
-//   the prologue (Sinkhorn in warp 0, ~3-5 us of dependent latency) sits on each CTA's critical
-//   path; all configs are under 32 MB, where the goal was 1.5x the launch latency (missed).
+//
+// mhc_static_cl_* (n <= 8, selected for every T where the tile fits 100 KiB): one CTA per token
+//   (grid = T), 4 data warps + the coefficient warp. The data warps copy the token's n stream rows
+//   to shared memory by cp.async.cg (16-byte units), so the whole row is in flight at once while
+//   the coefficient warp runs; after cp.async.wait_group and a named barrier of the data warps,
+//   phase A reads the tile into a[] (shared) and the sum of squares, barrier 0 (all warps) also
+//   publishes h_post and h_res, phase B reads x and a[] from shared memory: x is read from HBM
+//   once. Dynamic shared memory: a[C] f32 then x[n][C]; StaticArgs.pad = C/V.
+//   A channel-split cluster version for n = 16, 32 (R = 2, 4 CTAs per token, sum of squares over
+//   DSMEM) measured 2-4x slower than the persistent kernel (n^2 FMAs per channel, a Sinkhorn per
+//   CTA) and is not built.
+// Measured (H200, round 8, bf16, copy 4187 GB/s; us stream / back-to-back; round 5 before):
+//   (320,1280,4) 12.3 -> 9.0 / 7.5; (512,1920,4) 13.7 -> 10.7 / 9.2; (1280,2560,4) 23.9 -> 23.5 /
+//   22.3; (2560,1280,4) 26.0 -> 23.8 / 22.7 (static_cl); (128,1280,8) 13.6 -> 9.6 / 8.3;
+//   (256,1280,8) 14.8 -> 10.3 / 8.9 (static_cl); (32,1280,32) 38.4 -> 23.0 / 21.6; (64,1280,32)
+//   38.7 -> 23.3 / 21.8; (128,1280,32) 39.3 -> 23.8 / 22.3 (persistent). Launch yardstick of the
+//   run: 4.3 us back-to-back, so the 1.5x-launch goal (~5.7 us) is still missed (by 1.8-3.5 us at
+//   n <= 8, ~16 us at n = 32, where n^2 = 1024 FMAs per channel and the 32 x 32 Sinkhorn remain).
 """ + STATIC_ARGS + "\n", ".extern .shared .align 16 .f32 ss_a[];\n"]
     for dtype in DTYPES:
         for n in NS:
             nm, txt = static_kernel(dtype, n)
+            out.append(txt)
+    out.append(".extern .shared .align 16 .b8 st_dyn[];\n")
+    for dtype in DTYPES:
+        for n in ST_CL_NS:
+            nm, txt = static_cl_kernel(dtype, n)
             out.append(txt)
     open(os.path.join(HERE, "static.ptx"), "w").write("\n".join(out))
 
@@ -941,7 +1763,7 @@ def manifest():
     big = "c = { multiple_of = 8, min = 8, max = 1048576 }"
 
     def entry(id_, stage, forms, file, entry_, dtypes, ns, tokens, tile, threads, why, c=big, prefer=None, cap=None,
-              params=None, xp=1):
+              params=None, xp=1, wave_us=None):
         e = [
             "[[variant]]",
             f'id = "{id_}"',
@@ -962,6 +1784,8 @@ def manifest():
             e.append(f"register_cap = {cap}")
         if xp != 1:
             e.append(f"x_passes = {xp}")
+        if wave_us:
+            e.append(f"wave_us = {wave_us}")
         if params:
             e.append(f'params = "{params}"')
         e += [f'why = "{why}"', 'expect = { registers = 0, shared_bytes = 0, local_bytes = 0, kernarg_bytes = 0, sha256 = "" }']
@@ -985,6 +1809,24 @@ def manifest():
                       "post for T <= 16: 2 channels per thread, 4x the CTAs of the general kernel", params=post_p)
     head_p = "HeadArgs { x, phi, scale, base, out: u64, x_stride, out_stride: u64, tokens, cbytes, kchunks, cchunks: u32, eps_norm, eps_hc, inv_k: f32, pad: u32 } (88 B)"
     for dtype in DTYPES:
+        for n in CL_NS:
+            v1, tt, v2 = head_tiles(n)
+            entry(f"head_cld_{dtype}_n{n}", "head", ["v4", "paper"], "head", f"mhc_head_cld_{dtype}_n{n}", [dtype],
+                  [n], (1, CLD_TMAX), tt, CL_THREADS,
+                  f"head decode for n={n}: the cluster kernel with phi's slice also copied to shared memory up front "
+                  f"(one memory round trip per CTA)",
+                  c=f"c = {{ multiple_of = 8, min = 64, max = {head_cl_cmax(n, dtype, True)} }}",
+                  cap=128 if n <= 4 else 168, params=head_p + " (kchunks = chunks per CTA, cchunks = C/V1)",
+                  wave_us=0.4)
+            entry(f"head_cl_{dtype}_n{n}", "head", ["v4", "paper"], "head", f"mhc_head_cl_{dtype}_n{n}", [dtype], [n],
+                  (1, CL_TMAX[n]), tt, CL_THREADS,
+                  f"head for n={n}: a cluster of {CL} CTAs per {tt}-token tile, CTA r owns channel range r (its x "
+                  f"copied to shared memory by cp.async, read once), partials combined in rank order through "
+                  f"distributed shared memory",
+                  c=f"c = {{ multiple_of = 8, min = 64, max = {head_cl_cmax(n, dtype)} }}",
+                  cap=128 if n <= 4 else 168, params=head_p + " (kchunks = chunks per CTA, cchunks = C/V1)",
+                  wave_us=0.5)
+    for dtype in DTYPES:
         for n in NS:
             v1, tt, v2 = head_tiles(n)
             entry(f"head_{dtype}_n{n}", "head", ["v4", "paper"], "head", f"mhc_head_{dtype}_n{n}", [dtype], [n],
@@ -995,9 +1837,17 @@ def manifest():
     for dtype in DTYPES:
         for n in NS:
             entry(f"static_{dtype}_n{n}", "static", ["v4", "paper"], "static", f"mhc_static_{dtype}_n{n}", [dtype], [n],
-                  (1, tmax), 1, ST_THREADS,
+                  (1, tmax), 1, st_threads(n)[1],
                   f"static layer for n={n}: persistent CTAs, coefficients from the logits once per CTA, a[C] in shared memory",
                   c="c = { multiple_of = 8, min = 8, max = 32768 }", params=static_p)
+    for dtype in DTYPES:
+        for n in ST_CL_NS:
+            entry(f"static_cl_{dtype}_n{n}", "static", ["v4", "paper"], "static", f"mhc_static_cl_{dtype}_n{n}", [dtype],
+                  [n], (1, tmax), 1, st_threads(n)[1],
+                  f"static layer for n={n}: one token per CTA, x copied to shared memory by cp.async once, a "
+                  "coefficient warp computes h_post and h_res during the copy",
+                  c=f"c = {{ multiple_of = 8, min = 8, max = {static_cl_cmax(n, dtype)} }}",
+                  params=static_p + " (pad = chunks per CTA)", wave_us=0.5)
     for dtype in DTYPES:
         entry(f"expand_{dtype}", "expand", ["v4", "paper"], "expand", f"mhc_expand_{dtype}", [dtype],
               list(range(1, 33)), (1, tmax), 1, 256,

@@ -41,6 +41,9 @@ impl Plan {
             return Ok(());
         }
         let tt = b.desc.tokens_per_cta;
+        if b.desc.cluster > 1 {
+            return self.head_cluster(stream, b, x, phi, scale, base, out);
+        }
         let args = HeadArgs {
             x: x.ptr,
             phi: phi.ptr,
@@ -60,5 +63,57 @@ impl Plan {
         };
         let grid = t.div_ceil(tt) as u32;
         self.launch(stream, b, grid, b.desc.threads, 0, &args)
+    }
+
+    /// The cluster kernel (`mhc_head_cl_*`, head.ptx): `cluster` CTAs per tile of
+    /// `tokens_per_cta` tokens, CTA r owning chunks `[r cc / R, (r+1) cc / R)` of the
+    /// `cc = C / V1` chunks of every stream; its x tile (tokens x n x its chunks; the decode
+    /// variant adds phi's n x n x its chunks in f32) lives in dynamic shared memory. Views were
+    /// validated by [`Plan::head`].
+    #[allow(clippy::too_many_arguments)]
+    fn head_cluster(
+        &self,
+        stream: &Stream,
+        b: &super::plan::Bucket,
+        x: &DeviceTensor<'_>,
+        phi: &DeviceTensor<'_>,
+        scale: &DeviceTensor<'_>,
+        base: &DeviceTensor<'_>,
+        out: &mut DeviceTensorMut<'_>,
+    ) -> Result<()> {
+        let (n, c, dt) = (self.cfg.n, self.cfg.c, self.dtype);
+        let t = x.layout.tokens;
+        let (v1, tt, r) = (b.desc.v, b.desc.tokens_per_cta, b.desc.cluster as usize);
+        let cc = c / v1;
+        let per_cta = cc.div_ceil(r);
+        let phi_tile = if b.desc.phi_in_shared { n * n * per_cta * v1 * 4 } else { 0 };
+        let smem = tt * n * per_cta * v1 * dt.size() + phi_tile;
+        if cc < r || smem > b.desc.max_dynamic_shared as usize {
+            return Err(crate::Error::NoVariant {
+                stage: "head".into(),
+                arch: self.dev.arch().name().into(),
+                shape: format!("n={n} C={c} {dt}"),
+                rejected: vec![format!("{}: x tile of {smem} bytes or C below {} channels", b.desc.entry, r * v1)],
+            });
+        }
+        let args = HeadArgs {
+            x: x.ptr,
+            phi: phi.ptr,
+            scale: scale.ptr,
+            base: base.ptr,
+            out: out.ptr,
+            x_stride: (x.layout.row_stride * dt.size()) as u64,
+            out_stride: (out.layout.row_stride * dt.size()) as u64,
+            tokens: t as u32,
+            cbytes: (c * dt.size()) as u32,
+            kchunks: per_cta as u32,
+            cchunks: cc as u32,
+            eps_norm: self.cfg.eps_norm as f32,
+            eps_hc: self.cfg.eps_hc as f32,
+            inv_k: (1.0 / (n * c) as f64) as f32,
+            pad: 0,
+        };
+        let grid = (t.div_ceil(tt) * r) as u32;
+        self.launch(stream, b, grid, b.desc.threads, smem as u32, &args)
     }
 }

@@ -59,6 +59,13 @@ pub struct KernelDesc {
     /// Largest token count this variant is selected for (`usize::MAX`: all). A plan keeps one
     /// bucket per distinct value, smallest first, so a decode variant precedes the general one.
     pub max_tokens: usize,
+    /// CTAs per thread-block cluster (the kernel's `.reqnctapercluster`; 1 = no cluster). The
+    /// grid is a multiple of it.
+    pub cluster: u32,
+    /// Cluster head only: the CTA also copies its slice of phi to shared memory (decode variant).
+    pub phi_in_shared: bool,
+    /// The CTA copies its token tile to dynamic shared memory once (cluster head, `static_cl`).
+    pub tile_in_shared: bool,
 }
 
 pub const NS: [usize; 6] = [1, 2, 4, 8, 16, 32];
@@ -113,6 +120,9 @@ fn build() -> Vec<KernelDesc> {
                     threads: 128,
                     max_dynamic_shared: 0,
                     max_tokens: usize::MAX,
+                    cluster: 1,
+                    phi_in_shared: false,
+                    tile_in_shared: false,
                 });
             }
         }
@@ -135,6 +145,9 @@ fn build() -> Vec<KernelDesc> {
                     threads: 128,
                     max_dynamic_shared: 0,
                     max_tokens: 16,
+                    cluster: 1,
+                    phi_in_shared: false,
+                    tile_in_shared: false,
                 });
             }
         }
@@ -155,7 +168,37 @@ fn build() -> Vec<KernelDesc> {
                 threads: 256,
                 max_dynamic_shared: 0,
                 max_tokens: usize::MAX,
+                cluster: 1,
+                phi_in_shared: false,
+                tile_in_shared: false,
             });
+        }
+    }
+    // head on a cluster of HEAD_CLUSTER CTAs per token tile (n <= 8; head.ptx, head.rs); the
+    // decode variant (`cld`) stages phi's slice in shared memory too.
+    for (prefix, phi_in_shared, smem) in [("mhc_head_cl_", false, HEAD_CL_SMEM), ("mhc_head_cld_", true, HEAD_CLD_SMEM)]
+    {
+        for dtype in [Dtype::Bf16, Dtype::F32] {
+            for n in [1, 2, 4, 8] {
+                t.push(KernelDesc {
+                    arch,
+                    stage: Stage::Head,
+                    dtype,
+                    formulation: None,
+                    n,
+                    entry: name(prefix, format!("{}_n{n}", dtype.name())),
+                    image: IMG_HEAD,
+                    param_bytes: std::mem::size_of::<HeadArgs>(),
+                    v: head_v1(n),
+                    tokens_per_cta: (64 / n).min(8),
+                    threads: 128,
+                    max_dynamic_shared: smem,
+                    max_tokens: usize::MAX,
+                    cluster: HEAD_CLUSTER,
+                    phi_in_shared,
+                    tile_in_shared: true,
+                });
+            }
         }
     }
     for dtype in [Dtype::Bf16, Dtype::F32] {
@@ -171,9 +214,35 @@ fn build() -> Vec<KernelDesc> {
                 param_bytes: std::mem::size_of::<StaticArgs>(),
                 v: vchan(n),
                 tokens_per_cta: 1,
-                threads: 128,
+                threads: static_threads(n),
                 max_dynamic_shared: (STATIC_MAX_C * 4) as u32,
                 max_tokens: usize::MAX,
+                cluster: 1,
+                phi_in_shared: false,
+                tile_in_shared: false,
+            });
+        }
+    }
+    // static, one token per CTA (`static_cl`, n <= 8): the token's x in shared memory.
+    for dtype in [Dtype::Bf16, Dtype::F32] {
+        for n in [1, 2, 4, 8] {
+            t.push(KernelDesc {
+                arch,
+                stage: Stage::Static,
+                dtype,
+                formulation: None,
+                n,
+                entry: name("mhc_static_cl_", format!("{}_n{n}", dtype.name())),
+                image: IMG_STATIC,
+                param_bytes: std::mem::size_of::<StaticArgs>(),
+                v: vchan(n),
+                tokens_per_cta: 1,
+                threads: static_threads(n),
+                max_dynamic_shared: STATIC_CL_SMEM,
+                max_tokens: usize::MAX,
+                cluster: 1,
+                phi_in_shared: false,
+                tile_in_shared: true,
             });
         }
     }
@@ -192,6 +261,9 @@ fn build() -> Vec<KernelDesc> {
             threads: 256,
             max_dynamic_shared: 0,
             max_tokens: usize::MAX,
+            cluster: 1,
+            phi_in_shared: false,
+            tile_in_shared: false,
         });
     }
     // pre for decode (T <= 16, n <= 4, no gamma_f): its own kernel, selected before the general
@@ -230,6 +302,9 @@ fn build() -> Vec<KernelDesc> {
                 threads: 256,
                 max_dynamic_shared: 0,
                 max_tokens: usize::MAX,
+                cluster: 1,
+                phi_in_shared: false,
+                tile_in_shared: false,
             });
         }
     }
@@ -250,6 +325,9 @@ fn build() -> Vec<KernelDesc> {
             threads: 128,
             max_dynamic_shared: 0,
             max_tokens: usize::MAX,
+            cluster: 1,
+            phi_in_shared: false,
+            tile_in_shared: false,
         });
     }
     t
@@ -274,6 +352,27 @@ pub struct CoeffsArgs {
     pub p_stride: u32,
 }
 const _: () = assert!(std::mem::size_of::<CoeffsArgs>() == 80);
+
+/// CTAs per cluster of the cluster head kernels (`mhc_head_cl_*`).
+pub const HEAD_CLUSTER: u32 = 8;
+/// Largest x tile (dynamic shared memory) of a cluster head CTA: two CTAs per SM still fit
+/// (gen_forward.py `CL_SMEM`; the manifest's C range of those variants keeps below it).
+pub const HEAD_CL_SMEM: u32 = 112 * 1024;
+/// The same for the decode variant (x tile and phi slice; gen_forward.py `CLD_SMEM`).
+pub const HEAD_CLD_SMEM: u32 = 200 * 1024;
+
+/// Threads of a static CTA: the data warps (4, or 8 for n >= 16) and the coefficient warp.
+pub const fn static_threads(n: usize) -> u32 {
+    if n <= 8 {
+        128 + 32
+    } else {
+        256 + 32
+    }
+}
+
+/// Largest token tile (a[] and x, dynamic shared memory) of a `static_cl` CTA (gen_forward.py
+/// `ST_CL_SMEM`; the manifest's C range keeps below it).
+pub const STATIC_CL_SMEM: u32 = 100 * 1024;
 
 /// Largest C of the static kernel: its `a[C]` row lives in shared memory (64 KiB at 16384).
 pub const STATIC_MAX_C: usize = 32768;

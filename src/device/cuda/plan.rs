@@ -425,6 +425,51 @@ mod tests {
     }
 
     #[test]
+    fn head_takes_the_cluster_kernels_where_their_tiles_fit() {
+        let ty = |dtype: Dtype| if dtype == Dtype::Bf16 { "bf16" } else { "f32" };
+        for (n, c, dtype) in
+            [(4, 4096, Dtype::Bf16), (4, 7168, Dtype::Bf16), (4, 4096, Dtype::F32), (1, 64, Dtype::F32)]
+        {
+            let (cld, cl) = (format!("mhc_head_cld_{}_n{n}", ty(dtype)), format!("mhc_head_cl_{}_n{n}", ty(dtype)));
+            let got = |max| entries(Stage::Head, Config::new(n, c), dtype, max).unwrap();
+            assert_eq!(got(1), vec![(usize::MAX, cld.as_str())]);
+            assert_eq!(got(16), vec![(usize::MAX, cld.as_str())]);
+            let one = format!("mhc_head_{}_n{n}", ty(dtype));
+            assert_eq!(got(8192), vec![(16, cld.as_str()), (512, cl.as_str()), (usize::MAX, one.as_str())]);
+        }
+        // n = 8: the cluster kernel up to 256 tokens (measured), then the one-CTA-per-tile kernel.
+        assert_eq!(
+            entries(Stage::Head, Config::new(8, 1280), Dtype::Bf16, 8192).unwrap(),
+            vec![(16, "mhc_head_cld_bf16_n8"), (256, "mhc_head_cl_bf16_n8"), (usize::MAX, "mhc_head_bf16_n8")]
+        );
+        // n = 16, 32, a tile beyond shared memory and C below one chunk per CTA keep the
+        // one-CTA-per-tile kernel.
+        assert_eq!(entries(Stage::Head, Config::new(32, 1280), Dtype::Bf16, 64).unwrap()[0].1, "mhc_head_bf16_n32");
+        assert_eq!(
+            entries(Stage::Head, Config::new(4, 7168), Dtype::F32, 64).unwrap(),
+            vec![(16, "mhc_head_cld_f32_n4"), (usize::MAX, "mhc_head_f32_n4")]
+        );
+        assert_eq!(entries(Stage::Head, Config::new(4, 56), Dtype::Bf16, 64).unwrap()[0].1, "mhc_head_bf16_n4");
+    }
+
+    #[test]
+    fn static_takes_the_token_tile_kernel_where_it_fits() {
+        for (n, c) in [(4, 1280), (4, 2560), (8, 1280), (1, 8), (2, 64)] {
+            for dtype in [Dtype::Bf16, Dtype::F32] {
+                let r = entries(Stage::Static, Config::new(n, c), dtype, 4096).unwrap();
+                assert_eq!(r.len(), 1);
+                assert!(r[0].1.starts_with("mhc_static_cl_"), "n={n} C={c} {dtype}: {}", r[0].1);
+            }
+        }
+        // n >= 16 (no token-tile kernel: a channel-split cluster version measured 2-4x slower), or
+        // C beyond the tile: the persistent kernel.
+        for (n, c) in [(16, 1296), (32, 1280), (32, 1288), (4, 16384)] {
+            let r = entries(Stage::Static, Config::new(n, c), Dtype::Bf16, 64).unwrap();
+            assert_eq!(r[0].1, format!("mhc_static_bf16_n{n}"));
+        }
+    }
+
+    #[test]
     fn every_supported_shape_selects_and_others_say_why() {
         for stage in REGISTRY_STAGES {
             for n in [1, 2, 4, 8, 16, 32] {

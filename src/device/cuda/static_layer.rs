@@ -52,7 +52,7 @@ impl Plan {
         if t == 0 {
             return Ok(());
         }
-        let args = StaticArgs {
+        let mut args = StaticArgs {
             x: x.ptr,
             h_pre_logits: h_pre_logits.ptr,
             h_post_logits: h_post_logits.ptr,
@@ -70,6 +70,22 @@ impl Plan {
             inv_c: (1.0 / c as f64) as f32,
             pad: 0,
         };
+        if b.desc.tile_in_shared {
+            // static_cl: one token per CTA; a[] (f32) and the token's x (n streams, storage dtype)
+            // in shared memory, copied in 16-byte units (C * esize is a multiple of 16).
+            let m = c / b.desc.v;
+            let smem = m * b.desc.v * (4 + n * dt.size());
+            if (c * dt.size()) % 16 != 0 || smem > b.desc.max_dynamic_shared as usize {
+                return Err(crate::Error::NoVariant {
+                    stage: "static".into(),
+                    arch: self.dev.arch().name().into(),
+                    shape: format!("n={n} C={c} {dt}"),
+                    rejected: vec![format!("{}: a token tile of {smem} bytes", b.desc.entry)],
+                });
+            }
+            args.pad = m as u32;
+            return self.launch(stream, b, t as u32, b.desc.threads, smem as u32, &args);
+        }
         let smem = (c * 4) as u32 + b.func.static_shared_bytes;
         let ctas = self.dev.sm_count() * resident_ctas(b.func.registers, b.desc.threads, smem);
         let grid = (t as u32).min(ctas);
