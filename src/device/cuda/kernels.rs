@@ -283,6 +283,9 @@ fn build() -> Vec<KernelDesc> {
             threads: 256,
             max_dynamic_shared: 0,
             max_tokens: super::pre::DECODE_KERNEL_MAX_TOKENS,
+            cluster: 1,
+            phi_in_shared: false,
+            tile_in_shared: false,
         });
     }
     // pre and post_pre: one kernel family, any n, both formulations (run-time flags); pre.rs.
