@@ -541,6 +541,15 @@ impl Ready {
             Some(sp) => self.plan.pre_with_split(s, &self.ws, &x, &params, &mut views, sp),
         }
     }
+
+    /// `pre` with the K loop and / or the pre-mix switched off (time attribution only).
+    fn launch_attr(&mut self, s: &Stream, set: usize, skip_k: bool, skip_mix: bool) -> mhc::Result<()> {
+        let din = &self.ins[set % self.ins.len()];
+        let x = din.x.view(self.dtype, din.x_layout);
+        let params = din.params(&self.cfg);
+        let mut views = self.out.views(&self.cfg, self.dtype, self.t);
+        self.plan.pre_attribution(s, &self.ws, &x, &params, &mut views, skip_k, skip_mix)
+    }
 }
 
 #[test]
@@ -706,6 +715,9 @@ fn bench_pre() {
         (Dtype::Bf16, 4, 4096, 8192, None),
         (Dtype::Bf16, 4, 4096, 8192, Some(1)),
         (Dtype::Bf16, 4, 4096, 8192, Some(2)),
+        (Dtype::Bf16, 4, 7168, 256, None),
+        (Dtype::Bf16, 4, 7168, 1024, None),
+        (Dtype::Bf16, 4, 7168, 4096, None),
         (Dtype::Bf16, 4, 7168, 8192, None),
         (Dtype::F32, 4, 4096, 16, None),
         (Dtype::F32, 4, 4096, 8192, None),
@@ -718,8 +730,9 @@ fn bench_pre() {
         let per_set = t * k * dtype.size() + cfg.m() * k * 4;
         let sets = (120_000_000 / per_set).clamp(1, 16);
         let mut r = ready(&dev, &mut rng, cfg, dtype, t, sets);
-        let reps = if t >= 4096 { 7 } else { 21 };
-        let calls = if t >= 4096 { 5 } else { 50 };
+        // Median of 101 timed runs (one call each from T = 1024 on, else 20 calls per run).
+        let reps = 101;
+        let calls = if t >= 1024 { 1 } else { 20 };
         for i in 0..3 {
             r.launch(&s, i, split).unwrap();
         }
@@ -731,7 +744,7 @@ fn bench_pre() {
         }
         let g = s.end_capture().unwrap();
         let ncalls = sets.max(10);
-        let gus = time_calls(&dev, &s, reps, 1, |_| g.launch(&s)) / ncalls as f64;
+        let gus = time_calls(&dev, &s, 21, 1, |_| g.launch(&s)) / ncalls as f64;
         let moved = (t * k + t * c) * dtype.size() + cfg.m() * k * 4;
         let floor = moved as f64 / copy_bw * 1e6;
         let gbs = moved as f64 / (us * 1e-6) / 1e9;
@@ -740,6 +753,16 @@ fn bench_pre() {
             split.map(|v| v.to_string()).unwrap_or("auto".into()),
             100.0 * gbs * 1e9 / copy_bw
         );
+        // Attribution of the prefill time (outputs are not pre's): no pre-mix, no K loop, neither.
+        if t == 8192 && n == 4 && split.is_none() {
+            for (skip_k, skip_mix) in [(false, true), (true, false), (true, true)] {
+                for i in 0..3 {
+                    r.launch_attr(&s, i, skip_k, skip_mix).unwrap();
+                }
+                let us = time_calls(&dev, &s, 101, 1, |i| r.launch_attr(&s, i, skip_k, skip_mix));
+                println!("| pre (attribution: skip K {skip_k}, skip mix {skip_mix}) | {dtype} | {t} | {n} | {c} | auto | {us:.2} | | | | |");
+            }
+        }
     }
 }
 
@@ -868,8 +891,8 @@ fn bench_post_pre() {
         for i in 0..3 {
             call(i).unwrap();
         }
-        let reps = if t >= 4096 { 7 } else { 21 };
-        let calls = if t >= 4096 { 5 } else { 50 };
+        let reps = 101;
+        let calls = if t >= 1024 { 1 } else { 20 };
         let us = time_calls(&dev, &s, reps, calls, &mut call);
         s.begin_capture().unwrap();
         let ncalls = sets.max(10);
@@ -877,7 +900,7 @@ fn bench_post_pre() {
             call(i).unwrap();
         }
         let g = s.end_capture().unwrap();
-        let gus = time_calls(&dev, &s, reps, 1, |_| g.launch(&s)) / ncalls as f64;
+        let gus = time_calls(&dev, &s, 21, 1, |_| g.launch(&s)) / ncalls as f64;
         let moved = (2 * t * k + 2 * t * c) * dtype.size() + cfg.m() * k * 4;
         let floor = moved as f64 / copy_bw * 1e6;
         let gbs = moved as f64 / (us * 1e-6) / 1e9;

@@ -207,7 +207,7 @@ fn build() -> Vec<KernelDesc> {
                 v: 8,
                 tokens_per_cta: super::pre::TILE_TOKENS,
                 threads: 256,
-                max_dynamic_shared: 0,
+                max_dynamic_shared: super::pre::dyn_smem(dtype),
                 max_tokens: usize::MAX,
             });
         }

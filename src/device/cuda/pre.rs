@@ -75,6 +75,27 @@ pub(crate) const FLAG_GAMMA_K: u32 = 2;
 pub(crate) const FLAG_GAMMA_F: u32 = 4;
 pub(crate) const FLAG_POST: u32 = 8;
 pub(crate) const FLAG_SOLO: u32 = 16;
+/// Attribution only ([`Plan::pre_attribution`]): skip the pre-mix.
+pub(crate) const FLAG_DBG_NO_MIX: u32 = 512;
+/// Attribution only: skip the K loop (the logits are zeros).
+pub(crate) const FLAG_DBG_NO_K: u32 = 1024;
+
+/// Dynamic shared memory of every launch (asm/ptx/sm90/pre_gen/kloop.py `dyn_bytes`): the K
+/// loop's cp.async ring of x and phi, 8 warps x RING_D stages x (x 4 row slots + phi 4 n-tiles)
+/// x 32 lanes: bf16 4 x (4 x 16 B + 4 x 32 B) x 32 = 24 KB per warp; f32 3 x (4 x 32 B + 4 x
+/// 32 B) x 32 = 24 KB per warp plus the f32 K loop's running sums (8 warps x 4 KB). The same
+/// region holds the reduction tree, the Sinkhorn matrices and h_pre afterwards.
+pub(crate) const DYN_SMEM_BF16: u32 = 8 * 4 * (4 * 16 + 4 * 32) * 32;
+pub(crate) const DYN_SMEM_F32: u32 = 8 * 3 * (4 * 32 + 4 * 32) * 32 + 8 * 4096;
+
+/// The dynamic shared memory of the entry for `dtype` (the f32 entry's for anything but bf16).
+pub(crate) const fn dyn_smem(dtype: Dtype) -> u32 {
+    match dtype {
+        Dtype::Bf16 => DYN_SMEM_BF16,
+        // f32 storage (f64 has no entry in the family: DTYPES)
+        _ => DYN_SMEM_F32,
+    }
+}
 
 /// Tokens per CTA tile (two 16-row mma tiles).
 pub const TILE_TOKENS: usize = 32;
@@ -255,6 +276,25 @@ impl Plan {
         self.pre_launch(stream, ws, x, params, out, None, Some(split_target))
     }
 
+    /// [`Plan::pre`] with parts of the kernel switched off, for attributing its time only
+    /// (benchmarks): `skip_k` leaves out the projection's K loop (logits are then zeros),
+    /// `skip_mix` the pre-mix (`a` is not written). The outputs are NOT `pre`'s.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn pre_attribution(
+        &self,
+        stream: &Stream,
+        ws: &Workspace,
+        x: &DeviceTensor<'_>,
+        params: &PreParamViews<'_>,
+        out: &mut PreOutViews<'_>,
+        skip_k: bool,
+        skip_mix: bool,
+    ) -> Result<()> {
+        let dbg = if skip_k { FLAG_DBG_NO_K } else { 0 } | if skip_mix { FLAG_DBG_NO_MIX } else { 0 };
+        self.pre_launch_dbg(stream, ws, x, params, out, None, None, dbg)
+    }
+
     /// The one launcher of `pre` and `post_pre` (`post` = Some).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn pre_launch(
@@ -267,6 +307,21 @@ impl Plan {
         post: Option<PostIn>,
         split_target: Option<usize>,
     ) -> Result<()> {
+        self.pre_launch_dbg(stream, ws, x, params, out, post, split_target, 0)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn pre_launch_dbg(
+        &self,
+        stream: &Stream,
+        ws: &Workspace,
+        x: &DeviceTensor<'_>,
+        params: &PreParamViews<'_>,
+        out: &mut PreOutViews<'_>,
+        post: Option<PostIn>,
+        split_target: Option<usize>,
+        dbg_flags: u32,
+    ) -> Result<()> {
         let cfg = &self.cfg;
         let (n, c, k, m, dt) = (cfg.n, cfg.c, cfg.k(), cfg.m(), self.dtype);
         let t = x.layout.tokens;
@@ -278,7 +333,7 @@ impl Plan {
         params.scale.check_dense_f32("scale", 1, 3)?;
         params.base.check_dense_f32("base", 1, m)?;
         align16("phi", params.phi.ptr)?;
-        let mut flags = 0;
+        let mut flags = dbg_flags;
         if cfg.formulation == Formulation::Paper {
             flags |= FLAG_PAPER;
         }
@@ -378,7 +433,7 @@ impl Plan {
             eps_hc: cfg.eps_hc as f32,
             eps_f: cfg.eps_f as f32,
         };
-        self.launch(stream, b, grid as u32, b.desc.threads, 0, &args)
+        self.launch(stream, b, grid as u32, b.desc.threads, dyn_smem(dt), &args)
     }
 }
 
@@ -487,6 +542,13 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn dynamic_shared_memory_matches_the_generated_ptx() {
+        let ptx = include_str!("../../../asm/ptx/sm90/pre.ptx");
+        let line = format!("// DYN_SMEM bf16={DYN_SMEM_BF16} f32={DYN_SMEM_F32} ");
+        assert!(ptx.contains(&line), "pre.ptx does not declare {line}");
     }
 
     #[test]

@@ -125,6 +125,9 @@ def entry(dt):
     mul.lo.u32 %jbeg, %gidx, %kslice;
     add.u32 %jend, %jbeg, %kslice;
     min.u32 %jend, %jend, %jlen;
+    and.b32 %r0, %flags, 1024;              // attribution only (Plan::pre_attribution): no K loop
+    setp.ne.u32 %p0, %r0, 0;
+    @%p0 mov.u32 %jend, %jbeg;
     shr.u32 %ngr, %ldp, 5;                  // logit groups of 32 (4 mma n-tiles)""")
     # row slots
     for s in range(4):
@@ -143,9 +146,11 @@ def entry(dt):
     e("    mov.u32 %mg, 0;")
     e("MG_LOOP:")
     e("    setp.eq.u32 %p_mg0, %mg, 0;")
+    e("""    shl.b32 %r1, %mg, 5;
+    add.u32 %r1, %r1, 24;
+    setp.lt.u32 %p_nt3, %r1, %M;            // n-tile 3 of this group holds a logit (else its mma are skipped)""")
     for a in ACC:
         e(f"    mov.f32 {a}, 0f00000000;")
-    e(kloop.tot_init())
     for nt in range(4):
         e(f"""    shl.b32 %r1, %mg, 5;
     add.u32 %r1, %r1, {nt*8};
@@ -155,12 +160,13 @@ def entry(dt):
             e("""    mul.wide.u32 %rd1, %r1, %K;
     shl.b64 %rd1, %rd1, 2;
     add.u64 %prow0, %phi, %rd1;             // phi row of n-tile 0; n-tile nt adds nt * pstep""")
-    e("""    @!%p_post bra KA_START;
-    shl.b32 %r1, %warp, 5;
+    e("""    @!%p_post bra KA_START;""")
+    e(kloop.tot_init_post(bf))
+    e("""    shl.b32 %r1, %warp, 5;
     add.u32 %jb, %jbeg, %r1;
 K_LOOP:
     setp.ge.u32 %p0, %jb, %jend;
-    @%p0 bra K_DONE;
+    @%p0 bra K_DONE_P;
     shr.u32 %blk, %jb, 5;
     div.u32 %cbk, %blk, %n;
     mul.lo.u32 %r1, %cbk, %n;
@@ -316,12 +322,18 @@ K_LOOP:
                         for A, B in ((Ah, Bh), (Ah, Bl), (Al, Bh)):
                             e(f"    mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {cs}, {A}, {B}, {cs};")
             e(f"MMA_DONE{h}:")
-    e(kloop.flush('P'))
+    e(kloop.flush('P', smem=True))
     e("""    add.u32 %jb, %jb, 256;
-    bra K_LOOP;""")
+    bra K_LOOP;
+K_DONE_P:""")
+    e(kloop.tot_finish_post(bf))
+    e("    bra K_DONE_C;")
     e(kloop.pipelined(bf))
     e("K_DONE:")
-    e(kloop.tot_finish())
+    e("    cp.async.wait_all;                      // the ring is idle (later groups were empty)")
+    e(kloop.tot_finish_pre(bf))
+    e("K_DONE_C:")
+    e("    bar.sync 0;                             // every warp's ring copies / sums are read before the tree reuses smem_big")
     e("""
     // ---- sum of squares: reduce over the 4 lanes of a group (same token row), fixed butterfly""")
     for s in range(4):
@@ -411,5 +423,7 @@ WR_GO:
     return "\n".join(L)
 
 funcs = open(os.path.join(HERE, 'funcs.ptx.in')).read()
-out = HEADER + funcs + "\n" + entry('bf16') + "\n\n" + entry('f32') + "\n"
+import kloop as _kl
+RING = f"// DYN_SMEM bf16={_kl.dyn_bytes(True)} f32={_kl.dyn_bytes(False)} (dynamic shared memory of every launch; pre.rs checks it)\n"
+out = HEADER + RING + funcs + "\n" + entry('bf16') + "\n\n" + entry('f32') + "\n"
 open(sys.argv[1], 'w').write(out)
