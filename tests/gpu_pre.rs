@@ -476,6 +476,25 @@ fn check_post_pre(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testin
     let label = format!("post_pre {}", sh.label());
     let skip = if sh.phi_std >= 0.5 { ill_conditioned(&pre_case, &want, dtype, &label) } else { Vec::new() };
     compare_skip(&label, dtype, &out.read(&cfg, dtype, t), &want, &skip);
+    // bf16, n <= 4 runs the batched producer; the per-slot producer does the same operations in
+    // the same order: both must give identical bits (x' and every output).
+    if dtype == Dtype::Bf16 && n <= 4 && sh.split.is_none() {
+        let mut xo2 = DeviceBuffer::alloc(dev, (t * k).max(1) * dtype.size() + 16).unwrap();
+        xo2.fill_u32(stream, nan_pattern(dtype)).unwrap();
+        let mut out2 = alloc_out(dev, &cfg, dtype, t, c + sh.x_pad);
+        out2.poison(stream, dtype);
+        {
+            let mut xov = xo2.view_mut(dtype, Layout::dense(t, k));
+            let mut views = out2.views(&cfg, dtype, t);
+            plan.post_pre_producer(stream, &ws, &x, &pin, &mut xov, &params, &mut views, false)
+                .unwrap_or_else(|e| panic!("post_pre (per-slot producer) {}: {e}", sh.label()));
+        }
+        stream.synchronize().unwrap();
+        let b1: Vec<u32> = got_xo.iter().map(|&v| (v as f32).to_bits()).collect();
+        let b2: Vec<u32> = download(&xo2, dtype, t * k).unwrap().iter().map(|&v| (v as f32).to_bits()).collect();
+        assert!(b1 == b2, "post_pre {}: the batched and per-slot producers differ in x'", sh.label());
+        assert!(out.bits() == out2.bits(), "post_pre {}: the batched and per-slot producers differ", sh.label());
+    }
     eprintln!("ok  post_pre {}", sh.label());
 }
 
@@ -876,37 +895,43 @@ fn bench_post_pre() {
             bufs.push((din, f, hp, hr, xo));
         }
         let mut out = alloc_out(&dev, &cfg, dtype, t, c);
-        let mut call = |i: usize| -> mhc::Result<()> {
-            let (din, f, hp, hr, xo) = &mut bufs[i % sets];
-            let pin = PostInViews {
-                f: f.view(dtype, Layout::dense(t, c)),
-                h_post: hp.view(Dtype::F32, Layout::dense(t, n)),
-                h_res: hr.view(Dtype::F32, Layout::dense(t, n * n)),
+        for batched in [true, false] {
+            if !batched && (dtype != Dtype::Bf16 || t < 1024) {
+                continue;
+            }
+            let mut call = |i: usize| -> mhc::Result<()> {
+                let (din, f, hp, hr, xo) = &mut bufs[i % sets];
+                let pin = PostInViews {
+                    f: f.view(dtype, Layout::dense(t, c)),
+                    h_post: hp.view(Dtype::F32, Layout::dense(t, n)),
+                    h_res: hr.view(Dtype::F32, Layout::dense(t, n * n)),
+                };
+                let x = din.x.view(dtype, din.x_layout);
+                let params = din.params(&cfg);
+                let mut xov = xo.view_mut(dtype, Layout::dense(t, k));
+                plan.post_pre_producer(&s, &ws, &x, &pin, &mut xov, &params, &mut out.views(&cfg, dtype, t), batched)
             };
-            let x = din.x.view(dtype, din.x_layout);
-            let params = din.params(&cfg);
-            let mut xov = xo.view_mut(dtype, Layout::dense(t, k));
-            plan.post_pre(&s, &ws, &x, &pin, &mut xov, &params, &mut out.views(&cfg, dtype, t))
-        };
-        for i in 0..3 {
-            call(i).unwrap();
+            for i in 0..3 {
+                call(i).unwrap();
+            }
+            let reps = 101;
+            let calls = if t >= 1024 { 1 } else { 20 };
+            let us = time_calls(&dev, &s, reps, calls, &mut call);
+            s.begin_capture().unwrap();
+            let ncalls = sets.max(10);
+            for i in 0..ncalls {
+                call(i).unwrap();
+            }
+            let g = s.end_capture().unwrap();
+            let gus = time_calls(&dev, &s, 21, 1, |_| g.launch(&s)) / ncalls as f64;
+            let moved = (2 * t * k + 2 * t * c) * dtype.size() + cfg.m() * k * 4;
+            let floor = moved as f64 / copy_bw * 1e6;
+            let gbs = moved as f64 / (us * 1e-6) / 1e9;
+            let prod = if batched { "" } else { " (per-slot producer)" };
+            println!(
+                "| post_pre{prod} | {dtype} | {t} | {n} | {c} | {us:.2} | {gus:.2} | {gbs:.0} | {:.0}% | {floor:.2} |",
+                100.0 * gbs * 1e9 / copy_bw
+            );
         }
-        let reps = 101;
-        let calls = if t >= 1024 { 1 } else { 20 };
-        let us = time_calls(&dev, &s, reps, calls, &mut call);
-        s.begin_capture().unwrap();
-        let ncalls = sets.max(10);
-        for i in 0..ncalls {
-            call(i).unwrap();
-        }
-        let g = s.end_capture().unwrap();
-        let gus = time_calls(&dev, &s, 21, 1, |_| g.launch(&s)) / ncalls as f64;
-        let moved = (2 * t * k + 2 * t * c) * dtype.size() + cfg.m() * k * 4;
-        let floor = moved as f64 / copy_bw * 1e6;
-        let gbs = moved as f64 / (us * 1e-6) / 1e9;
-        println!(
-            "| post_pre | {dtype} | {t} | {n} | {c} | {us:.2} | {gus:.2} | {gbs:.0} | {:.0}% | {floor:.2} |",
-            100.0 * gbs * 1e9 / copy_bw
-        );
     }
 }

@@ -194,7 +194,8 @@ fn build() -> Vec<KernelDesc> {
     }
     // pre and post_pre: one kernel family, any n, both formulations (run-time flags); pre.rs.
     for stage in [Stage::Pre, Stage::PostPre] {
-        for (dtype, entry) in super::pre::DTYPES {
+        let entries = if stage == Stage::PostPre { super::pre::POST_DTYPES } else { super::pre::DTYPES };
+        for (dtype, entry) in entries {
             t.push(KernelDesc {
                 arch,
                 stage,
@@ -207,7 +208,7 @@ fn build() -> Vec<KernelDesc> {
                 v: 8,
                 tokens_per_cta: super::pre::TILE_TOKENS,
                 threads: 256,
-                max_dynamic_shared: super::pre::dyn_smem(dtype),
+                max_dynamic_shared: 0,
                 max_tokens: usize::MAX,
             });
         }

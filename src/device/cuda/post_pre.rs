@@ -29,7 +29,7 @@ impl Plan {
         params: &PreParamViews<'_>,
         out: &mut PreOutViews<'_>,
     ) -> Result<()> {
-        self.post_pre_launch(stream, ws, x, post, x_out, params, out, None)
+        self.post_pre_launch(stream, ws, x, post, x_out, params, out, None, true)
     }
 
     /// [`Plan::post_pre`] with the decode split forced (benchmarks, tests).
@@ -46,7 +46,25 @@ impl Plan {
         out: &mut PreOutViews<'_>,
         split_target: usize,
     ) -> Result<()> {
-        self.post_pre_launch(stream, ws, x, post, x_out, params, out, Some(split_target))
+        self.post_pre_launch(stream, ws, x, post, x_out, params, out, Some(split_target), true)
+    }
+
+    /// [`Plan::post_pre`] with the producer chosen: `batched = false` forces the per-slot
+    /// producer where the batched one would run (bf16, n <= 4); tests and benchmarks compare them.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn post_pre_producer(
+        &self,
+        stream: &Stream,
+        ws: &Workspace,
+        x: &DeviceTensor<'_>,
+        post: &PostInViews<'_>,
+        x_out: &mut DeviceTensorMut<'_>,
+        params: &PreParamViews<'_>,
+        out: &mut PreOutViews<'_>,
+        batched: bool,
+    ) -> Result<()> {
+        self.post_pre_launch(stream, ws, x, post, x_out, params, out, None, batched)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -60,6 +78,7 @@ impl Plan {
         params: &PreParamViews<'_>,
         out: &mut PreOutViews<'_>,
         split_target: Option<usize>,
+        batch: bool,
     ) -> Result<()> {
         let (n, c, dt) = (self.cfg.n, self.cfg.c, self.dtype);
         let t = x.layout.tokens;
@@ -83,6 +102,7 @@ impl Plan {
             h_res: post.h_res.ptr,
             x_out: x_out.ptr,
             xo_stride: x_out.layout.row_stride,
+            batch,
         };
         fits_u32("x_out", t, x_out.layout.row_stride, n * c)?;
         fits_u32("f", t, post.f.layout.row_stride, c)?;

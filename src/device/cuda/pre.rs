@@ -75,27 +75,13 @@ pub(crate) const FLAG_GAMMA_K: u32 = 2;
 pub(crate) const FLAG_GAMMA_F: u32 = 4;
 pub(crate) const FLAG_POST: u32 = 8;
 pub(crate) const FLAG_SOLO: u32 = 16;
+/// post_pre, bf16, n <= 4: the batched producer (asm/ptx/sm90/pre_gen/post.py): all loads of a
+/// step's 4 row slots issued before the FMAs, h_post / h_res staged in shared memory.
+pub(crate) const FLAG_POST_BATCH: u32 = 64;
 /// Attribution only ([`Plan::pre_attribution`]): skip the pre-mix.
 pub(crate) const FLAG_DBG_NO_MIX: u32 = 512;
 /// Attribution only: skip the K loop (the logits are zeros).
 pub(crate) const FLAG_DBG_NO_K: u32 = 1024;
-
-/// Dynamic shared memory of every launch (asm/ptx/sm90/pre_gen/kloop.py `dyn_bytes`): the K
-/// loop's cp.async ring of x and phi, 8 warps x RING_D stages x (x 4 row slots + phi 4 n-tiles)
-/// x 32 lanes: bf16 4 x (4 x 16 B + 4 x 32 B) x 32 = 24 KB per warp; f32 3 x (4 x 32 B + 4 x
-/// 32 B) x 32 = 24 KB per warp plus the f32 K loop's running sums (8 warps x 4 KB). The same
-/// region holds the reduction tree, the Sinkhorn matrices and h_pre afterwards.
-pub(crate) const DYN_SMEM_BF16: u32 = 8 * 4 * (4 * 16 + 4 * 32) * 32;
-pub(crate) const DYN_SMEM_F32: u32 = 8 * 3 * (4 * 32 + 4 * 32) * 32 + 8 * 4096;
-
-/// The dynamic shared memory of the entry for `dtype` (the f32 entry's for anything but bf16).
-pub(crate) const fn dyn_smem(dtype: Dtype) -> u32 {
-    match dtype {
-        Dtype::Bf16 => DYN_SMEM_BF16,
-        // f32 storage (f64 has no entry in the family: DTYPES)
-        _ => DYN_SMEM_F32,
-    }
-}
 
 /// Tokens per CTA tile (two 16-row mma tiles).
 pub const TILE_TOKENS: usize = 32;
@@ -225,6 +211,9 @@ pub(crate) struct PostIn {
     pub h_res: u64,
     pub x_out: u64,
     pub xo_stride: usize,
+    /// Use the batched producer where the kernel has it (bf16, n <= 4); `false` forces the
+    /// per-slot `.func` producer (tests compare both).
+    pub batch: bool,
 }
 
 fn align16(what: &'static str, ptr: u64) -> Result<()> {
@@ -379,9 +368,13 @@ impl Plan {
         if t == 0 {
             return Ok(());
         }
-        let post = post.unwrap_or(PostIn { f: 0, f_stride: 0, h_post: 0, h_res: 0, x_out: 0, xo_stride: 0 });
+        let post =
+            post.unwrap_or(PostIn { f: 0, f_stride: 0, h_post: 0, h_res: 0, x_out: 0, xo_stride: 0, batch: false });
         if post.x_out != 0 {
             flags |= FLAG_POST;
+            if post.batch && n <= 4 && dt == Dtype::Bf16 {
+                flags |= FLAG_POST_BATCH;
+            }
         }
         let (splits, kslice) = launch_shape(cfg, t, split_target, self.dev.sm_count() as usize);
         if splits > 1 && t > DECODE_MAX_TOKENS {
@@ -433,7 +426,7 @@ impl Plan {
             eps_hc: cfg.eps_hc as f32,
             eps_f: cfg.eps_f as f32,
         };
-        self.launch(stream, b, grid as u32, b.desc.threads, dyn_smem(dt), &args)
+        self.launch(stream, b, grid as u32, b.desc.threads, 0, &args)
     }
 }
 
@@ -447,6 +440,10 @@ fn presence(what: &'static str, wanted: bool) -> Error {
 
 /// Dtypes the family is assembled for.
 pub(crate) const DTYPES: [(Dtype, &str); 2] = [(Dtype::Bf16, "mhc_pre_sm90_bf16"), (Dtype::F32, "mhc_pre_sm90_f32")];
+/// The `post_pre` entries of the family (the same kernel text with the producer K loop instead
+/// of the pipelined one: separate entries so neither loop's registers cap the other's).
+pub(crate) const POST_DTYPES: [(Dtype, &str); 2] =
+    [(Dtype::Bf16, "mhc_post_pre_sm90_bf16"), (Dtype::F32, "mhc_post_pre_sm90_f32")];
 
 /// The `pre` / `post_pre` launch of [`super::CudaRunner`]: inputs by name (`get`), outputs as
 /// (name, view) in signature order; allocates a workspace for the call (not the hot path).
@@ -542,13 +539,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn dynamic_shared_memory_matches_the_generated_ptx() {
-        let ptx = include_str!("../../../asm/ptx/sm90/pre.ptx");
-        let line = format!("// DYN_SMEM bf16={DYN_SMEM_BF16} f32={DYN_SMEM_F32} ");
-        assert!(ptx.contains(&line), "pre.ptx does not declare {line}");
     }
 
     #[test]

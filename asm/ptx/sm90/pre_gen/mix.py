@@ -38,7 +38,7 @@ MIX_TILE_TOK:
 MIX_HAVE_TOK:
     setp.ge.u32 %p19, %r59, %rows;
     @%p19 bra EXIT;
-    // h_pre of rows [r59, r57) -> smem_hp[r*32 + i] (smem_hp = smem_big, free after the coefficients)
+    // h_pre of rows [r59, r57) -> smem_hp[r*32 + i]
     sub.u32 %r56, %r57, %r59;
     shl.b32 %r55, %r56, 5;
     mov.u32 %r61, %tx;
@@ -56,7 +56,7 @@ HP_LOOP:
     @%p21 ld.global.cg.f32 %f13, [%rd32];
     mad.lo.u32 %r65, %r62, 32, %r63;
     shl.b32 %r65, %r65, 2;
-    mov.u32 %r60, smem_big;               // smem_hp
+    mov.u32 %r60, smem_hp;
     add.u32 %r65, %r65, %r60;
     @%p21 st.shared.f32 [%r65], %f13;
     add.u32 %r61, %r61, 256;
@@ -82,7 +82,7 @@ IT_LOOP:
     sub.u32 %r73, %mit{k}, %r73;              // chunk
     add.u32 %r72, %r72, %r59;               // tile row
     shl.b32 %mhp{k}, %r72, 7;
-    mov.u32 %r74, smem_big;               // smem_hp
+    mov.u32 %r74, smem_hp;
     add.u32 %mhp{k}, %mhp{k}, %r74;
     add.u32 %r72, %r72, %t0;                // token
     mul.lo.u32 %r74, %r72, %r64;

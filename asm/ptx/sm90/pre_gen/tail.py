@@ -59,7 +59,7 @@ def mix_chunk(bf):
     for j in range(nv):
         e(f"    mov.f32 %f{40+j}, 0f00000000;")
     e("""    mov.u32 %r73, 0;
-    mov.u32 %r74, smem_big;               // smem_hp
+    mov.u32 %r74, smem_hp;
     mov.u64 %rd41, %rd38;
 MIXI:
     ld.shared.f32 %f48, [%r74];""")
