@@ -13,7 +13,7 @@ use common::{PostCase, PreCase, PreOut};
 use half::bf16;
 use mhc::device::cuda::runner::{download, nan_pattern, upload};
 use mhc::device::cuda::{
-    CudaDevice, DeviceBuffer, Event, Plan, PostInViews, PreOutViews, PreParamViews, Stream, Workspace,
+    CudaDevice, DeviceBuffer, Event, Plan, PostInViews, PreOutViews, PreParamViews, PreVariant, Stream, Workspace,
 };
 use mhc::reference::{self, PostInputs};
 use mhc::{Config, Dtype, Error, Formulation, HostTensor, HostTensorMut, Layout};
@@ -249,11 +249,28 @@ struct Shape {
     gamma_f: bool,
     x_pad: usize,
     split: Option<usize>,
+    /// Split prefill tiles pre-mixed by all their CTAs (PreVariant::claim).
+    claim: bool,
+    /// The general K loop where the fast one would run (PreVariant::fast_k = false).
+    general_k: bool,
 }
 
 impl Shape {
     fn new(n: usize, c: usize, t: usize, form: Formulation, dtype: Dtype) -> Self {
-        Shape { n, c, t, form, dtype, phi_std: 0.02, gamma_k: false, gamma_f: false, x_pad: 0, split: None }
+        Shape {
+            n,
+            c,
+            t,
+            form,
+            dtype,
+            phi_std: 0.02,
+            gamma_k: false,
+            gamma_f: false,
+            x_pad: 0,
+            split: None,
+            claim: false,
+            general_k: false,
+        }
     }
     fn cfg(&self) -> Config {
         Config {
@@ -264,7 +281,7 @@ impl Shape {
     }
     fn label(&self) -> String {
         format!(
-            "n={} C={} T={} {} {} phi~{} gk={} gf={} pad={} split={:?}",
+            "n={} C={} T={} {} {} phi~{} gk={} gf={} pad={} split={:?} claim={} general_k={}",
             self.n,
             self.c,
             self.t,
@@ -274,7 +291,9 @@ impl Shape {
             self.gamma_k,
             self.gamma_f,
             self.x_pad,
-            self.split
+            self.split,
+            self.claim,
+            self.general_k
         )
     }
 }
@@ -318,9 +337,23 @@ fn check_pre(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testing::Rn
     let params = din.params(&cfg);
     {
         let mut views = out.views(&cfg, sh.dtype, t);
-        match sh.split {
-            None => plan.pre(stream, &ws, &x, &params, &mut views),
-            Some(s) => plan.pre_with_split(stream, &ws, &x, &params, &mut views, s),
+        match (sh.split, sh.claim || sh.general_k) {
+            (_, true) => plan.pre_variant(
+                stream,
+                &ws,
+                &x,
+                &params,
+                &mut views,
+                PreVariant {
+                    split: sh.split,
+                    claim: sh.claim,
+                    prefetch: true,
+                    fast_k: !sh.general_k,
+                    ..Default::default()
+                },
+            ),
+            (None, false) => plan.pre(stream, &ws, &x, &params, &mut views),
+            (Some(s), false) => plan.pre_with_split(stream, &ws, &x, &params, &mut views, s),
         }
         .unwrap_or_else(|e| panic!("{}: {e}", sh.label()));
     }
@@ -387,6 +420,16 @@ fn pre_options_strides_and_forced_splits() {
             // Strided rows (x and a), C not a multiple of 32, odd token counts.
             for (n, c, t) in [(4, 72, 5), (4, 1288, 40), (16, 136, 65)] {
                 check_pre(&dev, &stream, &mut rng, &Shape { x_pad: 24, ..Shape::new(n, c, t, form, dtype) });
+            }
+            // The general K loop on shapes the fast one takes by default (n = 4, C % 32 == 0).
+            for (c, t) in [(4096, 200), (1280, 1000), (64, 3), (4096, 16)] {
+                check_pre(&dev, &stream, &mut rng, &Shape { general_k: true, ..Shape::new(4, c, t, form, dtype) });
+            }
+            // Split prefill tiles pre-mixed by all their CTAs (claim) and by the last alone (solo).
+            for (n, c, t) in [(4, 4096, 200), (4, 1280, 1000), (2, 1280, 100)] {
+                for claim in [false, true] {
+                    check_pre(&dev, &stream, &mut rng, &Shape { claim, ..Shape::new(n, c, t, form, dtype) });
+                }
             }
             // The split machinery at every split count class, and the prefill shape at decode T.
             for split in [1, 2, 3, 7, 32, 128] {
@@ -561,13 +604,14 @@ impl Ready {
         }
     }
 
-    /// `pre` with the K loop and / or the pre-mix switched off (time attribution only).
-    fn launch_attr(&mut self, s: &Stream, set: usize, skip_k: bool, skip_mix: bool) -> mhc::Result<()> {
+    /// `pre` with its tuning chosen (prefetch on / off; the K loop and / or the pre-mix switched
+    /// off for time attribution only).
+    fn launch_variant(&mut self, s: &Stream, set: usize, v: PreVariant) -> mhc::Result<()> {
         let din = &self.ins[set % self.ins.len()];
         let x = din.x.view(self.dtype, din.x_layout);
         let params = din.params(&self.cfg);
         let mut views = self.out.views(&self.cfg, self.dtype, self.t);
-        self.plan.pre_attribution(s, &self.ws, &x, &params, &mut views, skip_k, skip_mix)
+        self.plan.pre_variant(s, &self.ws, &x, &params, &mut views, v)
     }
 }
 
@@ -772,14 +816,41 @@ fn bench_pre() {
             split.map(|v| v.to_string()).unwrap_or("auto".into()),
             100.0 * gbs * 1e9 / copy_bw
         );
-        // Attribution of the prefill time (outputs are not pre's): no pre-mix, no K loop, neither.
-        if t == 8192 && n == 4 && split.is_none() {
-            for (skip_k, skip_mix) in [(false, true), (true, false), (true, true)] {
-                for i in 0..3 {
-                    r.launch_attr(&s, i, skip_k, skip_mix).unwrap();
+        // Prefetch on / off, and (T = 8192) attribution of the time (outputs are not pre's):
+        // no pre-mix, no K loop, neither.
+        if t >= 256 && split.is_none() {
+            let mut vs = vec![
+                ("fast K, prefetch", PreVariant { prefetch: true, fast_k: true, ..Default::default() }),
+                ("fast K, no prefetch", PreVariant { prefetch: false, fast_k: true, ..Default::default() }),
+                ("general K, prefetch", PreVariant { prefetch: true, fast_k: false, ..Default::default() }),
+                ("general K, no prefetch", PreVariant { prefetch: false, fast_k: false, ..Default::default() }),
+            ];
+            if t <= 2048 {
+                vs.push((
+                    "claim, fast K, prefetch",
+                    PreVariant { prefetch: true, fast_k: true, claim: true, ..Default::default() },
+                ));
+            }
+            if t == 8192 && n == 4 {
+                for (skip_k, skip_mix, what) in
+                    [(false, true, "skip mix"), (true, false, "skip K loop"), (true, true, "skip both")]
+                {
+                    vs.push((
+                        what,
+                        PreVariant { skip_k, skip_mix, prefetch: true, fast_k: true, ..Default::default() },
+                    ));
                 }
-                let us = time_calls(&dev, &s, 101, 1, |i| r.launch_attr(&s, i, skip_k, skip_mix));
-                println!("| pre (attribution: skip K {skip_k}, skip mix {skip_mix}) | {dtype} | {t} | {n} | {c} | auto | {us:.2} | | | | |");
+            }
+            for (what, v) in vs {
+                for i in 0..3 {
+                    r.launch_variant(&s, i, v).unwrap();
+                }
+                let us = time_calls(&dev, &s, 101, 1, |i| r.launch_variant(&s, i, v));
+                let gbs = moved as f64 / (us * 1e-6) / 1e9;
+                println!(
+                    "| pre ({what}) | {dtype} | {t} | {n} | {c} | auto | {us:.2} | | {gbs:.0} | {:.0}% | |",
+                    100.0 * gbs * 1e9 / copy_bw
+                );
             }
         }
     }

@@ -78,10 +78,46 @@ pub(crate) const FLAG_SOLO: u32 = 16;
 /// post_pre, bf16, n <= 4: the batched producer (asm/ptx/sm90/pre_gen/post.py): all loads of a
 /// step's 4 row slots issued before the FMAs, h_post / h_res staged in shared memory.
 pub(crate) const FLAG_POST_BATCH: u32 = 64;
+/// pre K loop: prefetch x (to L2) and phi (to L1) a few steps ahead of the loads (hints).
+pub(crate) const FLAG_PREFETCH: u32 = 128;
+/// bf16, n = 4, C % 32 == 0, no gamma_k: the fast K loop (asm/ptx/sm90/pre_gen/kloop.py `fast`:
+/// no address division, no predicated loads, no gamma_k work; the kernel re-checks the
+/// conditions and runs the general loop otherwise).
+pub(crate) const FLAG_FAST_K: u32 = 256;
+/// Whether `pre` launches with [`FLAG_FAST_K`] (notes/cuda-pre.md, round 9).
+const FAST_K_DEFAULT: bool = true;
+/// Whether `pre` launches with [`FLAG_PREFETCH`] (chosen from the measurements in
+/// notes/cuda-pre.md, round 9).
+const PREFETCH_DEFAULT: bool = true;
+/// Host-side only (never passed to the kernel): see [`PreVariant::claim`].
+const FLAG_CLAIM: u32 = 1 << 31;
+/// Whether a split prefill tile is pre-mixed by all its CTAs ([`PreVariant::claim`]) rather
+/// than by the last one alone (notes/cuda-pre.md, round 9).
+const PREFILL_CLAIM_DEFAULT: bool = false;
 /// Attribution only ([`Plan::pre_attribution`]): skip the pre-mix.
 pub(crate) const FLAG_DBG_NO_MIX: u32 = 512;
 /// Attribution only: skip the K loop (the logits are zeros).
 pub(crate) const FLAG_DBG_NO_K: u32 = 1024;
+
+/// Tuning of one `pre` launch ([`Plan::pre_variant`]; benchmarks and time attribution).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PreVariant {
+    /// Leave out the projection's K loop (the logits are then zeros).
+    pub skip_k: bool,
+    /// Leave out the pre-mix (`a` is not written).
+    pub skip_mix: bool,
+    /// Prefetch x / phi ahead of the K loop's loads ([`FLAG_PREFETCH`]).
+    pub prefetch: bool,
+    /// The fast K loop where it applies ([`FLAG_FAST_K`]).
+    pub fast_k: bool,
+    /// Force the split count (as [`Plan::pre_with_split`]).
+    pub split: Option<usize>,
+    /// Prefill with a split tile (T > 64, the grid would leave SMs idle): every CTA of the tile
+    /// waits for the coefficients and claims tokens for the pre-mix (the decode scheme), instead
+    /// of the last one mixing the tile alone (`FLAG_SOLO`).
+    pub claim: bool,
+}
 
 /// Tokens per CTA tile (two 16-row mma tiles).
 pub const TILE_TOKENS: usize = 32;
@@ -265,23 +301,29 @@ impl Plan {
         self.pre_launch(stream, ws, x, params, out, None, Some(split_target))
     }
 
-    /// [`Plan::pre`] with parts of the kernel switched off, for attributing its time only
-    /// (benchmarks): `skip_k` leaves out the projection's K loop (logits are then zeros),
-    /// `skip_mix` the pre-mix (`a` is not written). The outputs are NOT `pre`'s.
+    /// [`Plan::pre`] with its tuning chosen ([`PreVariant`]), for benchmarks and for attributing
+    /// the time: with `skip_k` or `skip_mix` the outputs are NOT `pre`'s.
     #[doc(hidden)]
-    #[allow(clippy::too_many_arguments)]
-    pub fn pre_attribution(
+    pub fn pre_variant(
         &self,
         stream: &Stream,
         ws: &Workspace,
         x: &DeviceTensor<'_>,
         params: &PreParamViews<'_>,
         out: &mut PreOutViews<'_>,
-        skip_k: bool,
-        skip_mix: bool,
+        v: PreVariant,
     ) -> Result<()> {
-        let dbg = if skip_k { FLAG_DBG_NO_K } else { 0 } | if skip_mix { FLAG_DBG_NO_MIX } else { 0 };
-        self.pre_launch_dbg(stream, ws, x, params, out, None, None, dbg)
+        let mut flags = if v.skip_k { FLAG_DBG_NO_K } else { 0 } | if v.skip_mix { FLAG_DBG_NO_MIX } else { 0 };
+        if v.prefetch {
+            flags |= FLAG_PREFETCH;
+        }
+        if v.fast_k {
+            flags |= FLAG_FAST_K;
+        }
+        if v.claim {
+            flags |= FLAG_CLAIM;
+        }
+        self.pre_launch_dbg(stream, ws, x, params, out, None, v.split, flags)
     }
 
     /// The one launcher of `pre` and `post_pre` (`post` = Some).
@@ -296,7 +338,10 @@ impl Plan {
         post: Option<PostIn>,
         split_target: Option<usize>,
     ) -> Result<()> {
-        self.pre_launch_dbg(stream, ws, x, params, out, post, split_target, 0)
+        let flags = if PREFETCH_DEFAULT { FLAG_PREFETCH } else { 0 }
+            | if PREFILL_CLAIM_DEFAULT { FLAG_CLAIM } else { 0 }
+            | if FAST_K_DEFAULT { FLAG_FAST_K } else { 0 };
+        self.pre_launch_dbg(stream, ws, x, params, out, post, split_target, flags)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -377,9 +422,10 @@ impl Plan {
             }
         }
         let (splits, kslice) = launch_shape(cfg, t, split_target, self.dev.sm_count() as usize);
-        if splits > 1 && t > DECODE_MAX_TOKENS {
+        if splits > 1 && t > DECODE_MAX_TOKENS && flags & FLAG_CLAIM == 0 {
             flags |= FLAG_SOLO;
         }
+        flags &= !FLAG_CLAIM;
         let tiles = t.div_ceil(TILE_TOKENS);
         let grid = tiles
             .checked_mul(splits)

@@ -70,6 +70,7 @@ def entry(dt, post):
         e("    .reg .f32 %gkv<8>;")
     import kloop
     e(kloop.regs(bf))
+    e(kloop.fast_regs())
     import mix
     e(mix.mix_regs(bf))
     e("    .reg .b64 %x, %f_, %hpost_in, %hres_in, %xo, %phi, %scale, %base, %gk, %gf, %a, %y, %hpre, %hpost, %hres, %inv, %wsp, %wss, %wspart, %wscnt;")
@@ -123,6 +124,17 @@ def entry(dt, post):
     setp.le.u32 %p0, %n, 4;
     and.pred %p_pb, %p_pb, %p0;             // post_pre, n <= 4: batched producer (flag 64)
     and.pred %p_pb, %p_pb, %p_post;%PBF32%
+    and.b32 %r0, %flags, 128;
+    setp.ne.u32 %p_pf, %r0, 0;              // flag 128: prefetch x (L2) and phi (L1) PF_STEPS ahead
+    and.b32 %r0, %flags, 256;               // flag 256: the fast K loop, where its conditions hold
+    setp.ne.u32 %p_fast, %r0, 0;
+    and.pred %p_fast, %p_fast, !%p_gk;
+    and.pred %p_fast, %p_fast, !%p_post;
+    and.b32 %r0, %C, 31;
+    setp.eq.u32 %p0, %r0, 0;
+    and.pred %p_fast, %p_fast, %p0;%FASTF32%
+    setp.eq.u32 %p0, %n, 4;
+    and.pred %p_fast, %p_fast, %p0;%FASTF32%
     ld.global.nc.f32 %sc0, [%scale];
     ld.global.nc.f32 %sc1, [%scale+4];
     ld.global.nc.f32 %sc2, [%scale+8];
@@ -386,7 +398,12 @@ def entry(dt, post):
         bra K_LOOP;""")
 
     else:
+        if bf:
+            e("    @%p_fast bra KF_START;")
         e(kloop.pipelined(bf))
+        if bf:
+            # (f32: the fast loop spills at the register cap, ptxas 12.9: f32 keeps the general loop)
+            e(kloop.fast(bf))
     e("K_DONE:")
     e(kloop.tot_finish())
     e("""
@@ -476,7 +493,8 @@ WR_GO:
     e(T_.tail(dt))
     e("}")
     pbf32 = "" if bf else "\n    setp.ne.u32 %p_pb, 0, 0;                // f32: no batched producer (register cap)"
-    return "\n".join(L).replace("%POSTCMP%", POSTCMP).replace("%PBF32%", pbf32)
+    fastf32 = "" if bf else "\n    setp.ne.u32 %p_fast, 0, 0;              // f32: no fast K loop"
+    return "\n".join(L).replace("%POSTCMP%", POSTCMP).replace("%PBF32%", pbf32).replace("%FASTF32%", fastf32)
 
 funcs = open(os.path.join(HERE, 'funcs.ptx.in')).read()
 out = HEADER + funcs + "\n" + "\n\n".join(entry(dt, post) for post in (False, True) for dt in ('bf16', 'f32')) + "\n"
