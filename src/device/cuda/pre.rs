@@ -84,20 +84,26 @@ pub(crate) const FLAG_PREFETCH: u32 = 128;
 /// no address division, no predicated loads, no gamma_k work; the kernel re-checks the
 /// conditions and runs the general loop otherwise).
 pub(crate) const FLAG_FAST_K: u32 = 256;
-/// Whether `pre` launches with [`FLAG_FAST_K`] (notes/cuda-pre.md, round 9).
-const FAST_K_DEFAULT: bool = true;
-/// Whether `pre` launches with [`FLAG_PREFETCH`] (chosen from the measurements in
-/// notes/cuda-pre.md, round 9).
-const PREFETCH_DEFAULT: bool = true;
-/// Host-side only (never passed to the kernel): see [`PreVariant::claim`].
-const FLAG_CLAIM: u32 = 1 << 31;
-/// Whether a split prefill tile is pre-mixed by all its CTAs ([`PreVariant::claim`]) rather
-/// than by the last one alone (notes/cuda-pre.md, round 9).
-const PREFILL_CLAIM_DEFAULT: bool = false;
-/// Attribution only ([`Plan::pre_attribution`]): skip the pre-mix.
+/// Attribution only ([`Plan::pre_variant`]): skip the pre-mix.
 pub(crate) const FLAG_DBG_NO_MIX: u32 = 512;
 /// Attribution only: skip the K loop (the logits are zeros).
 pub(crate) const FLAG_DBG_NO_K: u32 = 1024;
+
+/// The tuning `pre` launches with (measured on H200, notes/cuda-pre.md round 9). bf16: the
+/// latency-bound launches (decode, and split prefill tiles, where all CTAs of a tile now share
+/// its pre-mix: T = 1024 61.8 -> 57.3 us, C = 7168 92.9 -> 73.6 us) take the fast K loop with
+/// prefetch; one CTA per tile (T >= 4096 at C = 4096) runs the general loop without prefetch
+/// (the fast loop measured ~1 % slower and prefetch 3-12 % slower there: the loop is bound by
+/// memory, not by issue). f32 (n <= 4): prefetch (T = 8192 476 -> 447 us).
+fn default_variant(dt: Dtype, n: usize, t: usize, splits: usize) -> PreVariant {
+    let split_prefill = splits > 1 && t > DECODE_MAX_TOKENS;
+    if dt == Dtype::Bf16 {
+        let latency = t <= DECODE_MAX_TOKENS || split_prefill;
+        PreVariant { prefetch: latency, fast_k: latency, claim: split_prefill, ..Default::default() }
+    } else {
+        PreVariant { prefetch: n <= 4, ..Default::default() }
+    }
+}
 
 /// Tuning of one `pre` launch ([`Plan::pre_variant`]; benchmarks and time attribution).
 #[doc(hidden)]
@@ -313,17 +319,7 @@ impl Plan {
         out: &mut PreOutViews<'_>,
         v: PreVariant,
     ) -> Result<()> {
-        let mut flags = if v.skip_k { FLAG_DBG_NO_K } else { 0 } | if v.skip_mix { FLAG_DBG_NO_MIX } else { 0 };
-        if v.prefetch {
-            flags |= FLAG_PREFETCH;
-        }
-        if v.fast_k {
-            flags |= FLAG_FAST_K;
-        }
-        if v.claim {
-            flags |= FLAG_CLAIM;
-        }
-        self.pre_launch_dbg(stream, ws, x, params, out, None, v.split, flags)
+        self.pre_launch_dbg(stream, ws, x, params, out, None, v.split, Some(v))
     }
 
     /// The one launcher of `pre` and `post_pre` (`post` = Some).
@@ -338,10 +334,7 @@ impl Plan {
         post: Option<PostIn>,
         split_target: Option<usize>,
     ) -> Result<()> {
-        let flags = if PREFETCH_DEFAULT { FLAG_PREFETCH } else { 0 }
-            | if PREFILL_CLAIM_DEFAULT { FLAG_CLAIM } else { 0 }
-            | if FAST_K_DEFAULT { FLAG_FAST_K } else { 0 };
-        self.pre_launch_dbg(stream, ws, x, params, out, post, split_target, flags)
+        self.pre_launch_dbg(stream, ws, x, params, out, post, split_target, None)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -354,7 +347,7 @@ impl Plan {
         out: &mut PreOutViews<'_>,
         post: Option<PostIn>,
         split_target: Option<usize>,
-        dbg_flags: u32,
+        tuning: Option<PreVariant>,
     ) -> Result<()> {
         let cfg = &self.cfg;
         let (n, c, k, m, dt) = (cfg.n, cfg.c, cfg.k(), cfg.m(), self.dtype);
@@ -367,7 +360,7 @@ impl Plan {
         params.scale.check_dense_f32("scale", 1, 3)?;
         params.base.check_dense_f32("base", 1, m)?;
         align16("phi", params.phi.ptr)?;
-        let mut flags = dbg_flags;
+        let mut flags = 0;
         if cfg.formulation == Formulation::Paper {
             flags |= FLAG_PAPER;
         }
@@ -422,10 +415,28 @@ impl Plan {
             }
         }
         let (splits, kslice) = launch_shape(cfg, t, split_target, self.dev.sm_count() as usize);
-        if splits > 1 && t > DECODE_MAX_TOKENS && flags & FLAG_CLAIM == 0 {
+        // (post_pre: its own entry has neither the fast loop nor prefetch; its split prefill tiles
+        // stay with the last CTA mixing alone, as measured)
+        let v = tuning.unwrap_or_else(|| {
+            if post.x_out != 0 {
+                PreVariant::default()
+            } else {
+                default_variant(dt, n, t, splits)
+            }
+        });
+        if splits > 1 && t > DECODE_MAX_TOKENS && !v.claim {
             flags |= FLAG_SOLO;
         }
-        flags &= !FLAG_CLAIM;
+        for (on, flag) in [
+            (v.skip_k, FLAG_DBG_NO_K),
+            (v.skip_mix, FLAG_DBG_NO_MIX),
+            (v.prefetch, FLAG_PREFETCH),
+            (v.fast_k, FLAG_FAST_K),
+        ] {
+            if on {
+                flags |= flag;
+            }
+        }
         let tiles = t.div_ceil(TILE_TOKENS);
         let grid = tiles
             .checked_mul(splits)
@@ -585,6 +596,22 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn default_tuning_follows_the_measurements() {
+        // bf16: one CTA per tile (memory-bound) -> general loop, no prefetch, no claim
+        let v = default_variant(Dtype::Bf16, 4, 8192, 1);
+        assert!(!v.fast_k && !v.prefetch && !v.claim && !v.skip_k && !v.skip_mix);
+        // bf16: split prefill tile -> all its CTAs pre-mix; latency-bound: fast loop, prefetch
+        let v = default_variant(Dtype::Bf16, 4, 1024, 4);
+        assert!(v.fast_k && v.prefetch && v.claim);
+        // bf16 decode: fast loop and prefetch, the decode scheme (claim is for prefill only)
+        let v = default_variant(Dtype::Bf16, 4, 16, 32);
+        assert!(v.fast_k && v.prefetch && !v.claim);
+        // f32: prefetch for n <= 4 only
+        assert!(default_variant(Dtype::F32, 4, 8192, 1).prefetch);
+        assert!(!default_variant(Dtype::F32, 32, 1024, 1).prefetch);
     }
 
     #[test]
