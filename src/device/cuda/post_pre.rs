@@ -1,9 +1,11 @@
 //! `post_pre` (MATH.md "Fused post+pre"): layer l's post `x' = h_post f + h_res-mix(x)` and
-//! layer l+1's `pre` on `x'` in one launch. The kernel is the `pre` family (asm/ptx/sm90/pre.ptx)
-//! with the `post` flag: its producer computes each 8-channel chunk of `x'` from `x` and `f`,
-//! stores it, and feeds the same rounded values to the projection and the sum of squares, so
-//! `x'` is never read back for the logits (the pre-mix reads it again, from L2 when it is
-//! still there). Launch shapes (decode split / prefill tiles) as in pre.rs.
+//! layer l+1's `pre` on `x'` in one launch. The kernel is the `pre` family (asm/ptx/sm90/pre.ptx,
+//! entries `mhc_post_pre_sm90_*`): its producer computes each 8-channel chunk of `x'` from `x`
+//! and `f`, stores it, and feeds the same rounded values to the projection and the sum of
+//! squares, so `x'` is never read back for the logits (the pre-mix reads it again, from L2 when
+//! it is still there). bf16 with n <= 4 uses the batched producer (all loads of a step's 4 row
+//! slots before the FMAs; T = 8192 977 -> 505 us on H200), bit-identical to the per-slot one.
+//! Launch shapes (decode split / prefill tiles) as in pre.rs.
 
 use super::memory::{DeviceTensor, DeviceTensorMut};
 use super::plan::{Plan, Workspace};

@@ -1,7 +1,7 @@
 //! `pre` (MATH.md stages 1-3): mixing logits with the row RMS, coefficients, Sinkhorn, pre-mix
 //! and the optional F-pre-norm, in ONE launch. Kernel family: asm/ptx/sm90/pre.ptx (entries
-//! `mhc_pre_sm90_bf16`, `mhc_pre_sm90_f32`), shared with `post_pre` (post_pre.rs), which only
-//! sets the `post` flag.
+//! `mhc_pre_sm90_bf16`, `mhc_pre_sm90_f32`), shared with `post_pre` (post_pre.rs), whose entries
+//! `mhc_post_pre_sm90_*` are the same text with the producer K loop (and the `post` flag).
 //!
 //! Two launch shapes of the same kernel, chosen here per call from T:
 //! - **decode** (T <= [`DECODE_MAX_TOKENS`]): the `n*C` reduction is split over `splits` CTAs
@@ -10,7 +10,12 @@
 //!   (deterministic), computes the coefficients and releases them; the CTAs then claim tokens
 //!   for the pre-mix. The last CTA to leave resets the counters, so the workspace is reusable.
 //! - **prefill** (larger T): one CTA per 32-token tile over the whole reduction (tensor cores:
-//!   bf16 `mma.sync` with `phi` split in bf16 hi + lo for bf16 storage, 3xTF32 for f32 storage).
+//!   bf16 `mma.sync` with `phi` split in bf16 hi + lo for bf16 storage, 3xTF32 for f32 storage);
+//!   up to 4 CTAs per tile while the grid would leave SMs idle, the tile's pre-mix then shared
+//!   by all of them (`pre`) or done by the last one (`post_pre`).
+//!
+//! The K loop variant (general / fast) and prefetching are chosen per launch by
+//! `default_variant` from the H200 measurements (notes/cuda-pre.md, round 9).
 
 use super::memory::{DeviceTensor, DeviceTensorMut};
 use super::plan::{Plan, Workspace};
