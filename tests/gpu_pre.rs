@@ -15,7 +15,7 @@ use common::{PostCase, PreCase, PreOut};
 use half::bf16;
 use mhc::device::cuda::runner::{download, nan_pattern, upload};
 use mhc::device::cuda::{
-    CudaDevice, DeviceBuffer, Event, Plan, PostInViews, PreOutViews, PreParamViews, Stream, Workspace,
+    CudaDevice, DeviceBuffer, Event, Plan, PostInViews, PreOutViews, PreParamViews, PreVariant, Stream, Workspace,
 };
 use mhc::reference::{self, PostInputs};
 use mhc::{Config, Dtype, Error, Formulation, HostTensor, HostTensorMut, Layout};
@@ -253,11 +253,29 @@ struct Shape {
     split: Option<usize>,
     /// Force the decode kernel over about this many CTAs.
     ctas: Option<usize>,
+    /// Split prefill tiles pre-mixed by all their CTAs (PreVariant::claim).
+    claim: bool,
+    /// The general K loop where the fast one would run (PreVariant::fast_k = false).
+    general_k: bool,
 }
 
 impl Shape {
     fn new(n: usize, c: usize, t: usize, form: Formulation, dtype: Dtype) -> Self {
-        Shape { n, c, t, form, dtype, phi_std: 0.02, gamma_k: false, gamma_f: false, x_pad: 0, split: None, ctas: None }
+        Shape {
+            n,
+            c,
+            t,
+            form,
+            dtype,
+            phi_std: 0.02,
+            gamma_k: false,
+            gamma_f: false,
+            x_pad: 0,
+            split: None,
+            ctas: None,
+            claim: false,
+            general_k: false,
+        }
     }
     fn cfg(&self) -> Config {
         Config {
@@ -268,7 +286,7 @@ impl Shape {
     }
     fn label(&self) -> String {
         format!(
-            "n={} C={} T={} {} {} phi~{} gk={} gf={} pad={} split={:?} ctas={:?}",
+            "n={} C={} T={} {} {} phi~{} gk={} gf={} pad={} split={:?} ctas={:?} claim={} general_k={}",
             self.n,
             self.c,
             self.t,
@@ -279,7 +297,9 @@ impl Shape {
             self.gamma_f,
             self.x_pad,
             self.split,
-            self.ctas
+            self.ctas,
+            self.claim,
+            self.general_k
         )
     }
 }
@@ -337,10 +357,24 @@ fn check_pre_kernel(
     let params = din.params(&cfg);
     {
         let mut views = out.views(&cfg, sh.dtype, t);
-        match (sh.split, sh.ctas) {
-            (Some(s), _) => plan.pre_with_split(stream, &ws, &x, &params, &mut views, s),
-            (None, Some(c)) => plan.pre_decode_with_ctas(stream, &ws, &x, &params, &mut views, c),
-            (None, None) => plan.pre(stream, &ws, &x, &params, &mut views),
+        match (sh.split, sh.ctas, sh.claim || sh.general_k) {
+            (_, _, true) => plan.pre_variant(
+                stream,
+                &ws,
+                &x,
+                &params,
+                &mut views,
+                PreVariant {
+                    split: sh.split,
+                    claim: sh.claim,
+                    prefetch: true,
+                    fast_k: !sh.general_k,
+                    ..Default::default()
+                },
+            ),
+            (Some(s), _, false) => plan.pre_with_split(stream, &ws, &x, &params, &mut views, s),
+            (None, Some(c), false) => plan.pre_decode_with_ctas(stream, &ws, &x, &params, &mut views, c),
+            (None, None, false) => plan.pre(stream, &ws, &x, &params, &mut views),
         }
         .unwrap_or_else(|e| panic!("{}: {e}", sh.label()));
     }
@@ -475,6 +509,16 @@ fn pre_options_strides_and_forced_splits() {
             for (n, c, t) in [(4, 72, 5), (4, 1288, 40), (16, 136, 65)] {
                 check_pre(&dev, &stream, &mut rng, &Shape { x_pad: 24, ..Shape::new(n, c, t, form, dtype) });
             }
+            // The general K loop on shapes the fast one takes by default (n = 4, C % 32 == 0).
+            for (c, t) in [(4096, 200), (1280, 1000), (64, 3), (4096, 16)] {
+                check_pre(&dev, &stream, &mut rng, &Shape { general_k: true, ..Shape::new(4, c, t, form, dtype) });
+            }
+            // Split prefill tiles pre-mixed by all their CTAs (claim) and by the last alone (solo).
+            for (n, c, t) in [(4, 4096, 200), (4, 1280, 1000), (2, 1280, 100)] {
+                for claim in [false, true] {
+                    check_pre(&dev, &stream, &mut rng, &Shape { claim, ..Shape::new(n, c, t, form, dtype) });
+                }
+            }
             // The split machinery at every split count class, and the prefill shape at decode T.
             for split in [1, 2, 3, 7, 32, 128] {
                 check_pre(
@@ -563,6 +607,25 @@ fn check_post_pre(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testin
     let label = format!("post_pre {}", sh.label());
     let skip = if sh.phi_std >= 0.5 { ill_conditioned(&pre_case, &want, dtype, &label) } else { Vec::new() };
     compare_skip(&label, dtype, &out.read(&cfg, dtype, t), &want, &skip);
+    // bf16, n <= 4 runs the batched producer; the per-slot producer does the same operations in
+    // the same order: both must give identical bits (x' and every output).
+    if dtype == Dtype::Bf16 && n <= 4 && sh.split.is_none() {
+        let mut xo2 = DeviceBuffer::alloc(dev, (t * k).max(1) * dtype.size() + 16).unwrap();
+        xo2.fill_u32(stream, nan_pattern(dtype)).unwrap();
+        let mut out2 = alloc_out(dev, &cfg, dtype, t, c + sh.x_pad);
+        out2.poison(stream, dtype);
+        {
+            let mut xov = xo2.view_mut(dtype, Layout::dense(t, k));
+            let mut views = out2.views(&cfg, dtype, t);
+            plan.post_pre_producer(stream, &ws, &x, &pin, &mut xov, &params, &mut views, false)
+                .unwrap_or_else(|e| panic!("post_pre (per-slot producer) {}: {e}", sh.label()));
+        }
+        stream.synchronize().unwrap();
+        let b1: Vec<u32> = got_xo.iter().map(|&v| (v as f32).to_bits()).collect();
+        let b2: Vec<u32> = download(&xo2, dtype, t * k).unwrap().iter().map(|&v| (v as f32).to_bits()).collect();
+        assert!(b1 == b2, "post_pre {}: the batched and per-slot producers differ in x'", sh.label());
+        assert!(out.bits() == out2.bits(), "post_pre {}: the batched and per-slot producers differ", sh.label());
+    }
     eprintln!("ok  post_pre {}", sh.label());
 }
 
@@ -645,6 +708,16 @@ impl Ready {
             Mode::Split(sp) => self.plan.pre_with_split(s, &self.ws, &x, &params, &mut views, sp),
             Mode::Decode(c) => self.plan.pre_decode_with_ctas(s, &self.ws, &x, &params, &mut views, c),
         }
+    }
+
+    /// `pre` with its tuning chosen (prefetch on / off; the K loop and / or the pre-mix switched
+    /// off for time attribution only).
+    fn launch_variant(&mut self, s: &Stream, set: usize, v: PreVariant) -> mhc::Result<()> {
+        let din = &self.ins[set % self.ins.len()];
+        let x = din.x.view(self.dtype, din.x_layout);
+        let params = din.params(&self.cfg);
+        let mut views = self.out.views(&self.cfg, self.dtype, self.t);
+        self.plan.pre_variant(s, &self.ws, &x, &params, &mut views, v)
     }
 }
 
@@ -813,6 +886,9 @@ fn bench_pre() {
         (Dtype::Bf16, 4, 4096, 8192, None),
         (Dtype::Bf16, 4, 4096, 8192, Some(1)),
         (Dtype::Bf16, 4, 4096, 8192, Some(2)),
+        (Dtype::Bf16, 4, 7168, 256, None),
+        (Dtype::Bf16, 4, 7168, 1024, None),
+        (Dtype::Bf16, 4, 7168, 4096, None),
         (Dtype::Bf16, 4, 7168, 8192, None),
         (Dtype::F32, 4, 4096, 16, None),
         (Dtype::F32, 4, 4096, 8192, None),
@@ -825,8 +901,9 @@ fn bench_pre() {
         let per_set = t * k * dtype.size() + cfg.m() * k * 4;
         let sets = (120_000_000 / per_set).clamp(1, 16);
         let mut r = ready(&dev, &mut rng, cfg, dtype, t, sets);
-        let reps = if t >= 4096 { 7 } else { 21 };
-        let calls = if t >= 4096 { 5 } else { 50 };
+        // Median of 101 timed runs (one call each from T = 1024 on, else 20 calls per run).
+        let reps = 101;
+        let calls = if t >= 1024 { 1 } else { 20 };
         for i in 0..3 {
             r.launch_mode(&s, i, gmode(split)).unwrap();
         }
@@ -838,7 +915,7 @@ fn bench_pre() {
         }
         let g = s.end_capture().unwrap();
         let ncalls = sets.max(10);
-        let gus = time_calls(&dev, &s, reps, 1, |_| g.launch(&s)) / ncalls as f64;
+        let gus = time_calls(&dev, &s, 21, 1, |_| g.launch(&s)) / ncalls as f64;
         let moved = (t * k + t * c) * dtype.size() + cfg.m() * k * 4;
         let floor = moved as f64 / copy_bw * 1e6;
         let gbs = moved as f64 / (us * 1e-6) / 1e9;
@@ -847,6 +924,43 @@ fn bench_pre() {
             split.map(|v| v.to_string()).unwrap_or("auto".into()),
             100.0 * gbs * 1e9 / copy_bw
         );
+        // Prefetch on / off, and (T = 8192) attribution of the time (outputs are not pre's):
+        // no pre-mix, no K loop, neither.
+        if t >= 256 && split.is_none() {
+            let mut vs = vec![
+                ("fast K, prefetch", PreVariant { prefetch: true, fast_k: true, ..Default::default() }),
+                ("fast K, no prefetch", PreVariant { prefetch: false, fast_k: true, ..Default::default() }),
+                ("general K, prefetch", PreVariant { prefetch: true, fast_k: false, ..Default::default() }),
+                ("general K, no prefetch", PreVariant { prefetch: false, fast_k: false, ..Default::default() }),
+            ];
+            if t <= 2048 {
+                vs.push((
+                    "claim, fast K, prefetch",
+                    PreVariant { prefetch: true, fast_k: true, claim: true, ..Default::default() },
+                ));
+            }
+            if t == 8192 && n == 4 {
+                for (skip_k, skip_mix, what) in
+                    [(false, true, "skip mix"), (true, false, "skip K loop"), (true, true, "skip both")]
+                {
+                    vs.push((
+                        what,
+                        PreVariant { skip_k, skip_mix, prefetch: true, fast_k: true, ..Default::default() },
+                    ));
+                }
+            }
+            for (what, v) in vs {
+                for i in 0..3 {
+                    r.launch_variant(&s, i, v).unwrap();
+                }
+                let us = time_calls(&dev, &s, 101, 1, |i| r.launch_variant(&s, i, v));
+                let gbs = moved as f64 / (us * 1e-6) / 1e9;
+                println!(
+                    "| pre ({what}) | {dtype} | {t} | {n} | {c} | auto | {us:.2} | | {gbs:.0} | {:.0}% | |",
+                    100.0 * gbs * 1e9 / copy_bw
+                );
+            }
+        }
     }
 }
 
@@ -1047,37 +1161,43 @@ fn bench_post_pre() {
             bufs.push((din, f, hp, hr, xo));
         }
         let mut out = alloc_out(&dev, &cfg, dtype, t, c);
-        let mut call = |i: usize| -> mhc::Result<()> {
-            let (din, f, hp, hr, xo) = &mut bufs[i % sets];
-            let pin = PostInViews {
-                f: f.view(dtype, Layout::dense(t, c)),
-                h_post: hp.view(Dtype::F32, Layout::dense(t, n)),
-                h_res: hr.view(Dtype::F32, Layout::dense(t, n * n)),
+        for batched in [true, false] {
+            if !batched && (dtype != Dtype::Bf16 || t < 1024) {
+                continue;
+            }
+            let mut call = |i: usize| -> mhc::Result<()> {
+                let (din, f, hp, hr, xo) = &mut bufs[i % sets];
+                let pin = PostInViews {
+                    f: f.view(dtype, Layout::dense(t, c)),
+                    h_post: hp.view(Dtype::F32, Layout::dense(t, n)),
+                    h_res: hr.view(Dtype::F32, Layout::dense(t, n * n)),
+                };
+                let x = din.x.view(dtype, din.x_layout);
+                let params = din.params(&cfg);
+                let mut xov = xo.view_mut(dtype, Layout::dense(t, k));
+                plan.post_pre_producer(&s, &ws, &x, &pin, &mut xov, &params, &mut out.views(&cfg, dtype, t), batched)
             };
-            let x = din.x.view(dtype, din.x_layout);
-            let params = din.params(&cfg);
-            let mut xov = xo.view_mut(dtype, Layout::dense(t, k));
-            plan.post_pre(&s, &ws, &x, &pin, &mut xov, &params, &mut out.views(&cfg, dtype, t))
-        };
-        for i in 0..3 {
-            call(i).unwrap();
+            for i in 0..3 {
+                call(i).unwrap();
+            }
+            let reps = 101;
+            let calls = if t >= 1024 { 1 } else { 20 };
+            let us = time_calls(&dev, &s, reps, calls, &mut call);
+            s.begin_capture().unwrap();
+            let ncalls = sets.max(10);
+            for i in 0..ncalls {
+                call(i).unwrap();
+            }
+            let g = s.end_capture().unwrap();
+            let gus = time_calls(&dev, &s, 21, 1, |_| g.launch(&s)) / ncalls as f64;
+            let moved = (2 * t * k + 2 * t * c) * dtype.size() + cfg.m() * k * 4;
+            let floor = moved as f64 / copy_bw * 1e6;
+            let gbs = moved as f64 / (us * 1e-6) / 1e9;
+            let prod = if batched { "" } else { " (per-slot producer)" };
+            println!(
+                "| post_pre{prod} | {dtype} | {t} | {n} | {c} | {us:.2} | {gus:.2} | {gbs:.0} | {:.0}% | {floor:.2} |",
+                100.0 * gbs * 1e9 / copy_bw
+            );
         }
-        let reps = if t >= 4096 { 7 } else { 21 };
-        let calls = if t >= 4096 { 5 } else { 50 };
-        let us = time_calls(&dev, &s, reps, calls, &mut call);
-        s.begin_capture().unwrap();
-        let ncalls = sets.max(10);
-        for i in 0..ncalls {
-            call(i).unwrap();
-        }
-        let g = s.end_capture().unwrap();
-        let gus = time_calls(&dev, &s, reps, 1, |_| g.launch(&s)) / ncalls as f64;
-        let moved = (2 * t * k + 2 * t * c) * dtype.size() + cfg.m() * k * 4;
-        let floor = moved as f64 / copy_bw * 1e6;
-        let gbs = moved as f64 / (us * 1e-6) / 1e9;
-        println!(
-            "| post_pre | {dtype} | {t} | {n} | {c} | {us:.2} | {gus:.2} | {gbs:.0} | {:.0}% | {floor:.2} |",
-            100.0 * gbs * 1e9 / copy_bw
-        );
     }
 }

@@ -290,7 +290,8 @@ fn build() -> Vec<KernelDesc> {
     }
     // pre and post_pre: one kernel family, any n, both formulations (run-time flags); pre.rs.
     for stage in [Stage::Pre, Stage::PostPre] {
-        for (dtype, entry) in super::pre::DTYPES {
+        let entries = if stage == Stage::PostPre { super::pre::POST_DTYPES } else { super::pre::DTYPES };
+        for (dtype, entry) in entries {
             t.push(KernelDesc {
                 arch,
                 stage,

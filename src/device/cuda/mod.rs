@@ -80,6 +80,6 @@ pub use device::{CudaArch, CudaDevice, Function};
 pub use memory::{DeviceBuffer, DeviceTensor, DeviceTensorMut};
 pub use plan::{Bucket, Plan, Workspace};
 pub use post_pre::PostInViews;
-pub use pre::{PreOutViews, PreParamViews};
+pub use pre::{PreOutViews, PreParamViews, PreVariant};
 pub use runner::CudaRunner;
 pub use stream::{Event, Graph, Stream};

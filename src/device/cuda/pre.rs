@@ -16,7 +16,13 @@
 //!   (deterministic), computes the coefficients and releases them; the CTAs then claim tokens
 //!   for the pre-mix. The last CTA to leave resets the counters, so the workspace is reusable.
 //! - **prefill** (larger T): one CTA per 32-token tile over the whole reduction (tensor cores:
-//!   bf16 `mma.sync` with `phi` split in bf16 hi + lo for bf16 storage, 3xTF32 for f32 storage).
+//!   bf16 `mma.sync` with `phi` split in bf16 hi + lo for bf16 storage, 3xTF32 for f32 storage);
+//!   up to 4 CTAs per tile while the grid would leave SMs idle, the tile's pre-mix then shared
+//!   by all of them (`pre`) or done by the last one (`post_pre`).
+//!
+//! `post_pre` runs the same kernel text from its own entries `mhc_post_pre_sm90_*` (the producer
+//! K loop). The K loop variant (general / fast) and prefetching are chosen per launch by
+//! `default_variant` from the H200 measurements (notes/cuda-pre.md, round 9).
 
 use super::memory::{DeviceTensor, DeviceTensorMut};
 use super::plan::{Plan, Workspace};
@@ -177,6 +183,55 @@ pub(crate) const FLAG_GAMMA_K: u32 = 2;
 pub(crate) const FLAG_GAMMA_F: u32 = 4;
 pub(crate) const FLAG_POST: u32 = 8;
 pub(crate) const FLAG_SOLO: u32 = 16;
+/// post_pre, bf16, n <= 4: the batched producer (asm/ptx/sm90/pre_gen/post.py): all loads of a
+/// step's 4 row slots issued before the FMAs, h_post / h_res staged in shared memory.
+pub(crate) const FLAG_POST_BATCH: u32 = 64;
+/// pre K loop: prefetch x (to L2) and phi (to L1) a few steps ahead of the loads (hints).
+pub(crate) const FLAG_PREFETCH: u32 = 128;
+/// bf16, n = 4, C % 32 == 0, no gamma_k: the fast K loop (asm/ptx/sm90/pre_gen/kloop.py `fast`:
+/// no address division, no predicated loads, no gamma_k work; the kernel re-checks the
+/// conditions and runs the general loop otherwise).
+pub(crate) const FLAG_FAST_K: u32 = 256;
+/// Attribution only ([`Plan::pre_variant`]): skip the pre-mix.
+pub(crate) const FLAG_DBG_NO_MIX: u32 = 512;
+/// Attribution only: skip the K loop (the logits are zeros).
+pub(crate) const FLAG_DBG_NO_K: u32 = 1024;
+
+/// The tuning `pre` launches with (measured on H200, notes/cuda-pre.md round 9). bf16: the
+/// latency-bound launches (decode, and split prefill tiles, where all CTAs of a tile now share
+/// its pre-mix: T = 1024 61.8 -> 57.3 us, C = 7168 92.9 -> 73.6 us) take the fast K loop with
+/// prefetch; one CTA per tile (T >= 4096 at C = 4096) runs the general loop without prefetch
+/// (the fast loop measured ~1 % slower and prefetch 3-12 % slower there: the loop is bound by
+/// memory, not by issue). f32 (n <= 4): prefetch (T = 8192 476 -> 447 us).
+fn default_variant(dt: Dtype, n: usize, t: usize, splits: usize) -> PreVariant {
+    let split_prefill = splits > 1 && t > DECODE_MAX_TOKENS;
+    if dt == Dtype::Bf16 {
+        let latency = t <= DECODE_MAX_TOKENS || split_prefill;
+        PreVariant { prefetch: latency, fast_k: latency, claim: split_prefill, ..Default::default() }
+    } else {
+        PreVariant { prefetch: n <= 4, ..Default::default() }
+    }
+}
+
+/// Tuning of one `pre` launch ([`Plan::pre_variant`]; benchmarks and time attribution).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PreVariant {
+    /// Leave out the projection's K loop (the logits are then zeros).
+    pub skip_k: bool,
+    /// Leave out the pre-mix (`a` is not written).
+    pub skip_mix: bool,
+    /// Prefetch x / phi ahead of the K loop's loads ([`FLAG_PREFETCH`]).
+    pub prefetch: bool,
+    /// The fast K loop where it applies ([`FLAG_FAST_K`]).
+    pub fast_k: bool,
+    /// Force the split count (as [`Plan::pre_with_split`]).
+    pub split: Option<usize>,
+    /// Prefill with a split tile (T > 64, the grid would leave SMs idle): every CTA of the tile
+    /// waits for the coefficients and claims tokens for the pre-mix (the decode scheme), instead
+    /// of the last one mixing the tile alone (`FLAG_SOLO`).
+    pub claim: bool,
+}
 
 /// Tokens per CTA tile (two 16-row mma tiles).
 pub const TILE_TOKENS: usize = 32;
@@ -316,6 +371,9 @@ pub(crate) struct PostIn {
     pub h_res: u64,
     pub x_out: u64,
     pub xo_stride: usize,
+    /// Use the batched producer where the kernel has it (bf16, n <= 4); `false` forces the
+    /// per-slot `.func` producer (tests compare both).
+    pub batch: bool,
 }
 
 fn align16(what: &'static str, ptr: u64) -> Result<()> {
@@ -401,6 +459,22 @@ impl Plan {
         out: &mut PreOutViews<'_>,
     ) -> Result<()> {
         self.pre_which(stream, ws, x, params, out, Which::General(None))
+    }
+
+    /// [`Plan::pre`] on the general kernel with its tuning chosen ([`PreVariant`]), for
+    /// benchmarks and for attributing the time: with `skip_k` or `skip_mix` the outputs are NOT
+    /// `pre`'s.
+    #[doc(hidden)]
+    pub fn pre_variant(
+        &self,
+        stream: &Stream,
+        ws: &Workspace,
+        x: &DeviceTensor<'_>,
+        params: &PreParamViews<'_>,
+        out: &mut PreOutViews<'_>,
+        v: PreVariant,
+    ) -> Result<()> {
+        self.pre_launch_tuned(stream, ws, x, params, out, None, v.split, Some(v))
     }
 
     /// [`Plan::pre`] on the decode kernel spread over about `ctas` CTAs (benchmarks, tests);
@@ -577,8 +651,24 @@ impl Plan {
         post: Option<PostIn>,
         split_target: Option<usize>,
     ) -> Result<()> {
+        self.pre_launch_tuned(stream, ws, x, params, out, post, split_target, None)
+    }
+
+    /// [`Plan::pre_launch`] with the tuning forced (`None`: [`default_variant`]).
+    #[allow(clippy::too_many_arguments)]
+    fn pre_launch_tuned(
+        &self,
+        stream: &Stream,
+        ws: &Workspace,
+        x: &DeviceTensor<'_>,
+        params: &PreParamViews<'_>,
+        out: &mut PreOutViews<'_>,
+        post: Option<PostIn>,
+        split_target: Option<usize>,
+        tuning: Option<PreVariant>,
+    ) -> Result<()> {
         let cfg = &self.cfg;
-        let (n, c, k, m) = (cfg.n, cfg.c, cfg.k(), cfg.m());
+        let (n, c, k, m, dt) = (cfg.n, cfg.c, cfg.k(), cfg.m(), self.dtype);
         let stage = if post.is_some() { Stage::PostPre } else { Stage::Pre };
         self.bucket(stage, x.layout.tokens)?;
         let b = self.general_bucket(stage)?;
@@ -587,13 +677,36 @@ impl Plan {
         if t == 0 {
             return Ok(());
         }
-        let post = post.unwrap_or(PostIn { f: 0, f_stride: 0, h_post: 0, h_res: 0, x_out: 0, xo_stride: 0 });
+        let post =
+            post.unwrap_or(PostIn { f: 0, f_stride: 0, h_post: 0, h_res: 0, x_out: 0, xo_stride: 0, batch: false });
         if post.x_out != 0 {
             flags |= FLAG_POST;
+            if post.batch && n <= 4 && dt == Dtype::Bf16 {
+                flags |= FLAG_POST_BATCH;
+            }
         }
         let (splits, kslice) = launch_shape(cfg, t, split_target, self.dev.sm_count() as usize);
-        if splits > 1 && t > DECODE_MAX_TOKENS {
+        // (post_pre: its own entry has neither the fast loop nor prefetch; its split prefill tiles
+        // stay with the last CTA mixing alone, as measured)
+        let v = tuning.unwrap_or_else(|| {
+            if post.x_out != 0 {
+                PreVariant::default()
+            } else {
+                default_variant(dt, n, t, splits)
+            }
+        });
+        if splits > 1 && t > DECODE_MAX_TOKENS && !v.claim {
             flags |= FLAG_SOLO;
+        }
+        for (on, flag) in [
+            (v.skip_k, FLAG_DBG_NO_K),
+            (v.skip_mix, FLAG_DBG_NO_MIX),
+            (v.prefetch, FLAG_PREFETCH),
+            (v.fast_k, FLAG_FAST_K),
+        ] {
+            if on {
+                flags |= flag;
+            }
         }
         let tiles = t.div_ceil(TILE_TOKENS);
         let grid = tiles
@@ -655,6 +768,10 @@ fn presence(what: &'static str, wanted: bool) -> Error {
 
 /// Dtypes the family is assembled for.
 pub(crate) const DTYPES: [(Dtype, &str); 2] = [(Dtype::Bf16, "mhc_pre_sm90_bf16"), (Dtype::F32, "mhc_pre_sm90_f32")];
+/// The `post_pre` entries of the family (the same kernel text with the producer K loop instead
+/// of the pipelined one: separate entries so neither loop's registers cap the other's).
+pub(crate) const POST_DTYPES: [(Dtype, &str); 2] =
+    [(Dtype::Bf16, "mhc_post_pre_sm90_bf16"), (Dtype::F32, "mhc_post_pre_sm90_f32")];
 /// The decode kernel's entries (asm/ptx/sm90/pre_decode.ptx).
 pub(crate) const DECODE_DTYPES: [(Dtype, &str); 2] =
     [(Dtype::Bf16, "mhc_pre_decode_sm90_bf16"), (Dtype::F32, "mhc_pre_decode_sm90_f32")];
@@ -787,6 +904,22 @@ mod tests {
         assert!(decode_unsupported(&Config::new(8, 1280), 132).is_some());
         let gf = Config { gamma_f: true, ..Config::new(4, 1280) };
         assert!(decode_unsupported(&gf, 132).is_some());
+    }
+
+    #[test]
+    fn default_tuning_follows_the_measurements() {
+        // bf16: one CTA per tile (memory-bound) -> general loop, no prefetch, no claim
+        let v = default_variant(Dtype::Bf16, 4, 8192, 1);
+        assert!(!v.fast_k && !v.prefetch && !v.claim && !v.skip_k && !v.skip_mix);
+        // bf16: split prefill tile -> all its CTAs pre-mix; latency-bound: fast loop, prefetch
+        let v = default_variant(Dtype::Bf16, 4, 1024, 4);
+        assert!(v.fast_k && v.prefetch && v.claim);
+        // bf16 decode: fast loop and prefetch, the decode scheme (claim is for prefill only)
+        let v = default_variant(Dtype::Bf16, 4, 16, 32);
+        assert!(v.fast_k && v.prefetch && !v.claim);
+        // f32: prefetch for n <= 4 only
+        assert!(default_variant(Dtype::F32, 4, 8192, 1).prefetch);
+        assert!(!default_variant(Dtype::F32, 32, 1024, 1).prefetch);
     }
 
     #[test]

@@ -1,11 +1,17 @@
 # Pre-mix a_t = sum_i h_pre[t,i] x_t[i] over a token range [r0, r1) of the tile: (token, chunk)
-# items spread over the CTA, two items per thread per pass, the n stream loads of both items
-# issued before their FMAs (groups of 4 streams), so 8 16-byte loads are in flight per thread.
+# items spread over the CTA, NI items per thread per pass, the n stream loads of all items
+# issued before their FMAs (groups of 4 streams), so 4*NI 16-byte loads are in flight per thread
+# (NI = 4: 64 KB per CTA; it was 2 items, 32 KB, latency-bound: notes/cuda-pre.md round 8).
+NI = 4
+IT = "ABCD"
 def mix(bf, esz):
     V = 8 if bf else 4
     L = []
     e = L.append
     e(f"""MIX:
+    and.b32 %r58, %flags, 512;              // attribution only (Plan::pre_attribution): no pre-mix
+    setp.ne.u32 %p19, %r58, 0;
+    @%p19 bra EXIT;
     mov.u32 %r58, 0;
     mul.wide.u32 %rd36, %C, {esz};          // bytes between streams
     shr.u32 %r66, %C, {3 if bf else 2};                 // 16-byte chunks per row of C
@@ -62,52 +68,58 @@ HP_DONE:
     mov.u32 %r67, %tx;
 IT_LOOP:
     setp.ge.u32 %p21, %r67, %r54;
-    @%p21 bra CH_DONE;
-    add.u32 %r68, %r67, 256;
-    setp.lt.u32 %p22, %r68, %r54;           // second item valid
-    selp.u32 %r68, %r68, %r67, %p22;        // else alias the first: every address stays in range""")
-    # per item: row, chunk, src pointer, a pointer, hp shared address
-    for X, itr, rsrc, ra, rhp in (("A", "%r67", "%rd45", "%rd46", "%r70"), ("B", "%r68", "%rd47", "%rd48", "%r71")):
-        e(f"""    div.u32 %r72, {itr}, %r66;
+    @%p21 bra CH_DONE;""")
+    # item k = r67 + 256 k; an invalid item aliases the first (every address stays in range)
+    for k in range(1, NI):
+        e(f"""    add.u32 %r68, %r67, {256 * k};
+    setp.lt.u32 %piv{k}, %r68, %r54;
+    selp.u32 %mit{k}, %r68, %r67, %piv{k};""")
+    e("    mov.u32 %mit0, %r67;")
+    for k in range(NI):
+        X = IT[k]
+        e(f"""    div.u32 %r72, %mit{k}, %r66;
     mul.lo.u32 %r73, %r72, %r66;
-    sub.u32 %r73, {itr}, %r73;              // chunk
+    sub.u32 %r73, %mit{k}, %r73;              // chunk
     add.u32 %r72, %r72, %r59;               // tile row
-    mad.lo.u32 {rhp}, %r72, 32, 0;
-    shl.b32 {rhp}, {rhp}, 2;
+    shl.b32 %mhp{k}, %r72, 7;
     mov.u32 %r74, smem_hp;
-    add.u32 {rhp}, {rhp}, %r74;
+    add.u32 %mhp{k}, %mhp{k}, %r74;
     add.u32 %r72, %r72, %t0;                // token
     mul.lo.u32 %r74, %r72, %r64;
-    mul.wide.u32 {rsrc}, %r74, {esz};
-    add.u64 {rsrc}, {rsrc}, %rd33;
+    mul.wide.u32 %msrc{k}, %r74, {esz};
+    add.u64 %msrc{k}, %msrc{k}, %rd33;
     mul.wide.u32 %rd49, %r73, 16;
-    add.u64 {rsrc}, {rsrc}, %rd49;
+    add.u64 %msrc{k}, %msrc{k}, %rd49;
     mul.lo.u32 %r74, %r72, %as;
-    mul.wide.u32 {ra}, %r74, {esz};
-    add.u64 {ra}, {ra}, %a;
-    add.u64 {ra}, {ra}, %rd49;""")
-    for X in "AB":
+    mul.wide.u32 %mdst{k}, %r74, {esz};
+    add.u64 %mdst{k}, %mdst{k}, %a;
+    add.u64 %mdst{k}, %mdst{k}, %rd49;""")
+    for X in IT[:NI]:
         for j in range(V):
             e(f"    mov.f32 %ma{X}{j}, 0f00000000;")
     e("""    mov.u32 %r75, 0;                        // first stream of the group
 MIX_G:""")
+    ty = "b32" if bf else "f32"
     for u in range(4):
         e(f"    add.u32 %r76, %r75, {u};")
         e(f"    setp.lt.u32 %pg{u}, %r76, %n;")
         e(f"    mul.wide.u32 %rd50, %r76, %C;")
         e(f"    shl.b64 %rd50, %rd50, {1 if bf else 2};")
-        e(f"    add.u64 %rd51, %rd45, %rd50;")
-        e(f"    add.u64 %rd52, %rd47, %rd50;")
-        e(f"    and.pred %p23, %pg{u}, %p22;")
-        ty = "b32" if bf else "f32"
-        e(f"    @%pg{u} ld.global.cg.v4.{ty} {{%mxA{4*u}, %mxA{4*u+1}, %mxA{4*u+2}, %mxA{4*u+3}}}, [%rd51];")
-        e(f"    @%p23 ld.global.cg.v4.{ty} {{%mxB{4*u}, %mxB{4*u+1}, %mxB{4*u+2}, %mxB{4*u+3}}}, [%rd52];")
+        for k in range(NI):
+            X = IT[k]
+            e(f"    add.u64 %rd51, %msrc{k}, %rd50;")
+            if k == 0:
+                e(f"    @%pg{u} ld.global.cg.v4.{ty} {{%mx{X}{4*u}, %mx{X}{4*u+1}, %mx{X}{4*u+2}, %mx{X}{4*u+3}}}, [%rd51];")
+            else:
+                e(f"    and.pred %p23, %pg{u}, %piv{k};")
+                e(f"    @%p23 ld.global.cg.v4.{ty} {{%mx{X}{4*u}, %mx{X}{4*u+1}, %mx{X}{4*u+2}, %mx{X}{4*u+3}}}, [%rd51];")
     for u in range(4):
         e(f"    @!%pg{u} bra MIX_G_END;")
-        for X, rhp in (("A", "%r70"), ("B", "%r71")):
+        for k in range(NI):
+            X = IT[k]
             e(f"    add.u32 %r77, %r75, {u};")
             e(f"    shl.b32 %r77, %r77, 2;")
-            e(f"    add.u32 %r77, %r77, {rhp};")
+            e(f"    add.u32 %r77, %r77, %mhp{k};")
             e(f"    ld.shared.f32 %f48, [%r77];")
             for w in range(4):
                 src = f"%mx{X}{4*u+w}"
@@ -122,30 +134,36 @@ MIX_G:""")
     setp.lt.u32 %p24, %r75, %n;
     @%p24 bra MIX_G;
 MIX_G_END:""")
-    for X, ra, pv in (("A", "%rd46", None), ("B", "%rd48", "%p22")):
-        pred = "" if X == "A" else "@%p22 "
+    for k in range(NI):
+        X = IT[k]
+        pred = "" if k == 0 else f"@%piv{k} "
         if bf:
             for w in range(4):
                 e(f"    cvt.rn.bf16x2.f32 %r{79-w}, %ma{X}{2*w+1}, %ma{X}{2*w};")
-            e(f"    {pred}st.global.v4.b32 [{ra}], {{%r79, %r78, %r77, %r76}};")
+            e(f"    {pred}st.global.v4.b32 [%mdst{k}], {{%r79, %r78, %r77, %r76}};")
         else:
-            e(f"    {pred}st.global.v4.f32 [{ra}], {{%ma{X}0, %ma{X}1, %ma{X}2, %ma{X}3}};")
+            e(f"    {pred}st.global.v4.f32 [%mdst{k}], {{%ma{X}0, %ma{X}1, %ma{X}2, %ma{X}3}};")
     e("    @!%p_gf bra MIX_SQ_DONE;")
-    for X in "AB":
+    for k in range(NI):
+        X = IT[k]
         for j in range(V):
-            pred = "" if X == "A" else "@%p22 "
+            pred = "" if k == 0 else f"@%piv{k} "
             e(f"    {pred}fma.rn.f32 %f14, %ma{X}{j}, %ma{X}{j}, %f14;")
-    e("""MIX_SQ_DONE:
-    add.u32 %r67, %r67, 512;
+    e(f"""MIX_SQ_DONE:
+    add.u32 %r67, %r67, {256 * NI};
     bra IT_LOOP;
 CH_DONE:""")
     out = "\n".join(L)
-    out = out.replace("    add.u64 %rd51, %rd51, 1*0;\n", "").replace("    add.u64 %rd51, %rd51, 2*0;\n", "").replace("    add.u64 %rd51, %rd51, 3*0;\n", "")
     return out
 
 def mix_regs(bf):
     V = 8 if bf else 4
     t = ".b32" if bf else ".f32"
-    return f"""    .reg .f32 %maA<{V}>, %maB<{V}>;
-    .reg {t} %mxA<16>, %mxB<16>;
-    .reg .pred %pg<4>;"""
+    L = []
+    for X in IT[:NI]:
+        L.append(f"    .reg .f32 %ma{X}<{V}>;")
+        L.append(f"    .reg {t} %mx{X}<16>;")
+    L.append(f"    .reg .pred %pg<4>, %piv<{NI}>;")
+    L.append(f"    .reg .b32 %mit<{NI}>, %mhp<{NI}>;")
+    L.append(f"    .reg .b64 %msrc<{NI}>, %mdst<{NI}>;")
+    return "\n".join(L)
