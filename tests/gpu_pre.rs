@@ -199,10 +199,12 @@ fn max_abs_diff(got: &[f64], want: &[f64]) -> f64 {
 
 /// MATH.md tolerances: activations rel L2, coefficients max abs. Every output is measured
 /// before failing, and the failure shows all of them with the first values.
-/// Leaving out the `h_res` rows of the tokens marked in `skip` (ill-conditioned
-/// Sinkhorn inputs, see [`ill_conditioned`]).
-fn compare_skip(label: &str, dtype: Dtype, got: &PreOut, want: &PreOut, skip: &[bool]) {
-    let (act_tol, coef_tol) = if dtype == Dtype::F32 { (1e-5, 1e-5) } else { (1e-2, 1e-3) };
+/// With `cond` (phi ~ 0.5 cases, see [`conditioning`]): the `h_res` rows of ill-conditioned
+/// tokens are left out, and a token's `h_pre` / `h_post` / `inv_rms` may be off by up to 3x
+/// what the f32 evaluation of the reference is off there, where that exceeds the tolerance.
+fn compare_skip(label: &str, dtype: Dtype, got: &PreOut, want: &PreOut, cond: Option<&Conditioning>) {
+    let (act_tol, coef_tol): (f64, f64) = if dtype == Dtype::F32 { (1e-5, 1e-5) } else { (1e-2, 1e-3) };
+    let skip: &[bool] = cond.map_or(&[], |c| &c.skip_hres);
     let (got_hres, want_hres) = if skip.iter().any(|&s| s) {
         let nn = got.h_res.len() / skip.len();
         let keep = |v: &[f64]| -> Vec<f64> {
@@ -212,28 +214,36 @@ fn compare_skip(label: &str, dtype: Dtype, got: &PreOut, want: &PreOut, skip: &[
     } else {
         (got.h_res.clone(), want.h_res.clone())
     };
+    let t = want.inv_rms.len();
     let outs = [
-        ("a", &got.a, &want.a, act_tol, true),
-        ("y", &got.y, &want.y, act_tol, true),
-        ("h_pre", &got.h_pre, &want.h_pre, coef_tol, false),
-        ("h_post", &got.h_post, &want.h_post, coef_tol, false),
-        ("h_res", &got_hres, &want_hres, coef_tol, false),
-        ("inv_rms", &got.inv_rms, &want.inv_rms, coef_tol, false),
+        ("a", &got.a, &want.a, act_tol, true, false),
+        ("y", &got.y, &want.y, act_tol, true, false),
+        ("h_pre", &got.h_pre, &want.h_pre, coef_tol, false, true),
+        ("h_post", &got.h_post, &want.h_post, coef_tol, false, true),
+        ("h_res", &got_hres, &want_hres, coef_tol, false, false),
+        ("inv_rms", &got.inv_rms, &want.inv_rms, coef_tol, false, true),
     ];
     let mut bad = Vec::new();
     let mut report = String::new();
-    for (name, g, w, tol, rel) in outs {
-        let e = if let Some(i) = g.iter().position(|v| !v.is_finite()) {
+    for (name, g, w, tol, rel, per_token) in outs {
+        let (e, allowed) = if let Some(i) = g.iter().position(|v| !v.is_finite()) {
             report += &format!("\n  {name}[{i}] not written (NaN)");
-            f64::INFINITY
+            (f64::INFINITY, tol)
         } else if rel {
-            rel_l2(g, w)
+            (rel_l2(g, w), tol)
+        } else if let (true, Some(c)) = (per_token && t > 0, cond) {
+            // worst ratio of a token's error to what that token is allowed, scaled back to tol
+            let per = g.len() / t;
+            let ratio = (0..t)
+                .map(|r| max_abs_diff(&g[r * per..(r + 1) * per], &w[r * per..(r + 1) * per]) / tol.max(c.slack[r]))
+                .fold(0.0f64, f64::max);
+            (ratio * tol, tol)
         } else {
-            max_abs_diff(g, w)
+            (max_abs_diff(g, w), tol)
         };
         let head = |v: &[f64]| v.iter().take(4).map(|x| format!("{x:.6}")).collect::<Vec<_>>().join(", ");
-        report += &format!("\n  {name}: err {e:.3e} (tol {tol:.0e}) got [{}] want [{}]", head(g), head(w));
-        if e > tol {
+        report += &format!("\n  {name}: err {e:.3e} (tol {allowed:.0e}) got [{}] want [{}]", head(g), head(w));
+        if e > allowed {
             bad.push(name);
         }
     }
@@ -304,28 +314,47 @@ impl Shape {
     }
 }
 
-/// Tokens whose Sinkhorn is ill-conditioned: an f32 evaluation of the reference (exact inputs,
-/// f32 arithmetic) already misses the tolerance on `h_res`. With phi ~ 0.5 N(0,1) the logits
-/// reach |z| ~ 100 and some tokens' Sinkhorn amplifies a 1e-7 relative change of a logit into
+/// What f32 arithmetic can achieve on a phi ~ 0.5 case, from an f32 evaluation of the
+/// reference (exact inputs, f32 arithmetic, sequential sums). With phi ~ 0.5 N(0,1) the logits
+/// reach |z| ~ 100: (1) some tokens' Sinkhorn amplifies a 1e-7 relative change of a logit into
 /// large changes of `h_res` (entries near eps_hc); no f32 kernel can match f64 there (measured:
-/// one bf16 token of 1000 off by 0.86 while its logits matched to 1e-5). Returns the mask and
-/// checks that at least half of the tokens are still compared.
-fn ill_conditioned(case: &PreCase, want: &PreOut, dtype: Dtype, label: &str) -> Vec<bool> {
+/// one bf16 token of 1000 off by 0.86 while its logits matched to 1e-5): `skip_hres` marks the
+/// tokens where the f32 reference misses the tolerance on `h_res`; (2) the f32 sums of K = 16384
+/// terms of size ~0.5 alone put `h_pre` / `h_post` ~2e-5 off on some tokens (measured on the CPU
+/// reference: 5-10 of 200 tokens over 1e-5 at n = 4, C = 4096): `slack` is 3x the f32
+/// reference's own error on the token's `h_pre`, `h_post`, `inv_rms`. Checks that at least half
+/// of the tokens still have their `h_res` compared.
+struct Conditioning {
+    skip_hres: Vec<bool>,
+    slack: Vec<f64>,
+}
+
+fn conditioning(case: &PreCase, want: &PreOut, dtype: Dtype, label: &str) -> Conditioning {
     let (cfg, t) = (case.cfg, case.t);
     let tol = if dtype == Dtype::F32 { 1e-5 } else { 1e-3 };
     let mut f32_out = PreOut::poisoned(&cfg, t);
     reference::pre::<f32>(&cfg, &case.x(), &case.params(), &mut f32_out.views(&cfg, t)).unwrap();
-    let nn = cfg.n * cfg.n;
-    let mask: Vec<bool> = (0..t)
+    let (n, nn) = (cfg.n, cfg.n * cfg.n);
+    let skip_hres: Vec<bool> = (0..t)
+        .map(|r| max_abs_diff(&f32_out.h_res[r * nn..(r + 1) * nn], &want.h_res[r * nn..(r + 1) * nn]) > tol)
+        .collect();
+    let slack: Vec<f64> = (0..t)
         .map(|r| {
-            let (a, b) = (&f32_out.h_res[r * nn..(r + 1) * nn], &want.h_res[r * nn..(r + 1) * nn]);
-            a.iter().zip(b).any(|(x, y)| (x - y).abs() > tol)
+            let row = |v: &[f64], w: &[f64], k: usize| max_abs_diff(&v[r * k..(r + 1) * k], &w[r * k..(r + 1) * k]);
+            3.0 * row(&f32_out.h_pre, &want.h_pre, n).max(row(&f32_out.h_post, &want.h_post, n)).max(row(
+                &f32_out.inv_rms,
+                &want.inv_rms,
+                1,
+            ))
         })
         .collect();
-    let bad = mask.iter().filter(|&&m| m).count();
-    eprintln!("{label}: {bad} of {t} tokens ill-conditioned (h_res not compared)");
+    let bad = skip_hres.iter().filter(|&&m| m).count();
+    let loose = slack.iter().filter(|&&s| s > tol).count();
+    eprintln!(
+        "{label}: {bad} of {t} tokens ill-conditioned (h_res not compared); {loose} with f32-reference slack > tol"
+    );
     assert!(bad * 2 <= t, "{label}: {bad} of {t} tokens ill-conditioned: the case tests too little");
-    mask
+    Conditioning { skip_hres, slack }
 }
 
 /// Runs `pre` for one shape on fresh inputs and checks it against the reference.
@@ -380,8 +409,8 @@ fn check_pre_kernel(
     }
     stream.synchronize().unwrap_or_else(|e| panic!("{}: {e}", sh.label()));
     let got = out.read(&cfg, sh.dtype, t);
-    let skip = if sh.phi_std >= 0.5 { ill_conditioned(&case, &want, sh.dtype, &sh.label()) } else { Vec::new() };
-    compare_skip(&sh.label(), sh.dtype, &got, &want, &skip);
+    let cond = (sh.phi_std >= 0.5).then(|| conditioning(&case, &want, sh.dtype, &sh.label()));
+    compare_skip(&sh.label(), sh.dtype, &got, &want, cond.as_ref());
     eprintln!("ok  pre {}", sh.label());
 }
 
@@ -605,8 +634,8 @@ fn check_post_pre(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testin
     let pre_case = PreCase { x: got_xo.clone(), ..pre.clone() };
     let want = pre_case.forward();
     let label = format!("post_pre {}", sh.label());
-    let skip = if sh.phi_std >= 0.5 { ill_conditioned(&pre_case, &want, dtype, &label) } else { Vec::new() };
-    compare_skip(&label, dtype, &out.read(&cfg, dtype, t), &want, &skip);
+    let cond = (sh.phi_std >= 0.5).then(|| conditioning(&pre_case, &want, dtype, &label));
+    compare_skip(&label, dtype, &out.read(&cfg, dtype, t), &want, cond.as_ref());
     // bf16, n <= 4 runs the batched producer; the per-slot producer does the same operations in
     // the same order: both must give identical bits (x' and every output).
     if dtype == Dtype::Bf16 && n <= 4 && sh.split.is_none() {
