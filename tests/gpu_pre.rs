@@ -751,6 +751,40 @@ impl Ready {
 }
 
 #[test]
+/// The decode kernel has a grid-wide arrival; it is launched cooperatively, so two of its grids
+/// on two streams never each hold part of the SMs while waiting for the rest (a plain launch
+/// could, and would trap after its 2 s bound). 40 calls on each of two streams, interleaved
+/// without synchronisation: every call's output bits equal the single-stream result.
+fn decode_on_two_streams_at_once() {
+    let Some(dev) = gpu() else { return };
+    let mut rng = common::rng("decode_two_streams");
+    let (s0, s1) = (Stream::new(&dev).unwrap(), Stream::new(&dev).unwrap());
+    for (c, t) in [(4096, 1), (7168, 16)] {
+        let cfg = Config::new(4, c);
+        let mut a = ready(&dev, &mut rng, cfg, Dtype::Bf16, t, 1);
+        let mut b = ready(&dev, &mut rng, cfg, Dtype::Bf16, t, 1);
+        assert!(a.plan.pre_uses_decode_kernel(t), "C={c} T={t}: the decode kernel is not selected");
+        a.launch(&s0, 0, None).unwrap();
+        b.launch(&s1, 0, None).unwrap();
+        s0.synchronize().unwrap();
+        s1.synchronize().unwrap();
+        let (first_a, first_b) = (a.out.bits(), b.out.bits());
+        a.out.poison(&s0, Dtype::Bf16);
+        b.out.poison(&s1, Dtype::Bf16);
+        s0.synchronize().unwrap();
+        s1.synchronize().unwrap();
+        for _ in 0..40 {
+            a.launch(&s0, 0, None).unwrap();
+            b.launch(&s1, 0, None).unwrap();
+        }
+        s0.synchronize().unwrap();
+        s1.synchronize().unwrap();
+        assert!(a.out.bits() == first_a && b.out.bits() == first_b, "C={c} T={t}: concurrent calls changed the bits");
+        eprintln!("ok  decode on two streams C={c} T={t}");
+    }
+}
+
+#[test]
 fn pre_is_deterministic_and_graph_capturable() {
     let Some(dev) = gpu() else { return };
     let s = Stream::new(&dev).unwrap();

@@ -44,7 +44,9 @@ HEADER = """\
 // PHASE 3 partial row (ss, P[0..M)) of (CTA s, token t) -> workspace part[(s*T + t)*32 + r]
 //         (r = 0 ss, 1 + m logit m); bar.sync; thread 0: red.release.gpu +1 on an arrival
 //         counter, then ld.acquire polls until it reads S (bounded by %globaltimer: 2 s, then
-//         trap, so a broken co-residency assumption fails loudly instead of hanging); then an
+//         trap, so a broken co-residency assumption fails loudly instead of hanging; the plan
+//         launches this kernel with cuLaunchCooperativeKernel, so the driver starts the grid only
+//         when all S CTAs fit: two decode grids on two streams cannot deadlock); then an
 //         exit counter +1 whose old value is only looked at when the CTA ends: the last CTA
 //         out zeroes both words (every CTA has seen the full count by then). The workspace is
 //         therefore zero again after every call: reusable and graph-capturable.

@@ -53,6 +53,7 @@ const SYMBOLS: &[&str] = &[
     "cuEventSynchronize",
     "cuEventElapsedTime",
     "cuLaunchKernel",
+    "cuLaunchCooperativeKernel",
     "cuGraphInstantiateWithFlags",
     "cuGraphLaunch",
     "cuGraphExecDestroy",
@@ -352,7 +353,8 @@ pub fn event_elapsed_ms(start: CUevent, end: CUevent) -> Result<f32> {
     Ok(ms)
 }
 
-/// One kernel launch.
+/// One kernel launch; `cooperative`: `cuLaunchCooperativeKernel` (the whole grid resident at
+/// once, or an error).
 ///
 /// # Safety
 /// `params` must point to one pointer per kernel parameter, each to a value of that parameter's
@@ -366,7 +368,26 @@ pub unsafe fn launch(
     shared_bytes: u32,
     s: CUstream,
     params: *mut *mut c_void,
+    cooperative: bool,
 ) -> Result<()> {
+    if cooperative {
+        // SAFETY: guaranteed by the caller (see above).
+        let status = unsafe {
+            sys::cuLaunchCooperativeKernel(
+                f,
+                grid.0,
+                grid.1,
+                grid.2,
+                block.0,
+                block.1,
+                block.2,
+                shared_bytes,
+                s,
+                params,
+            )
+        };
+        return check("cuLaunchCooperativeKernel", status);
+    }
     // SAFETY: guaranteed by the caller (see above).
     let status = unsafe {
         sys::cuLaunchKernel(

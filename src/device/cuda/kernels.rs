@@ -66,6 +66,11 @@ pub struct KernelDesc {
     pub phi_in_shared: bool,
     /// The CTA copies its token tile to dynamic shared memory once (cluster head, `static_cl`).
     pub tile_in_shared: bool,
+    /// Launched cooperatively (`cuLaunchCooperativeKernel`): the kernel has a grid-wide
+    /// arrival, so every CTA must be resident at once. The driver then starts the grid only
+    /// when all of it fits (two such grids on two streams cannot each hold half the SMs and
+    /// wait for the other half), or refuses it with an error.
+    pub cooperative: bool,
 }
 
 pub const NS: [usize; 6] = [1, 2, 4, 8, 16, 32];
@@ -123,6 +128,7 @@ fn build() -> Vec<KernelDesc> {
                     cluster: 1,
                     phi_in_shared: false,
                     tile_in_shared: false,
+                    cooperative: false,
                 });
             }
         }
@@ -148,6 +154,7 @@ fn build() -> Vec<KernelDesc> {
                     cluster: 1,
                     phi_in_shared: false,
                     tile_in_shared: false,
+                    cooperative: false,
                 });
             }
         }
@@ -171,6 +178,7 @@ fn build() -> Vec<KernelDesc> {
                 cluster: 1,
                 phi_in_shared: false,
                 tile_in_shared: false,
+                cooperative: false,
             });
         }
     }
@@ -197,6 +205,7 @@ fn build() -> Vec<KernelDesc> {
                     cluster: HEAD_CLUSTER,
                     phi_in_shared,
                     tile_in_shared: true,
+                    cooperative: false,
                 });
             }
         }
@@ -220,6 +229,7 @@ fn build() -> Vec<KernelDesc> {
                 cluster: 1,
                 phi_in_shared: false,
                 tile_in_shared: false,
+                cooperative: false,
             });
         }
     }
@@ -243,6 +253,7 @@ fn build() -> Vec<KernelDesc> {
                 cluster: 1,
                 phi_in_shared: false,
                 tile_in_shared: true,
+                cooperative: false,
             });
         }
     }
@@ -264,6 +275,7 @@ fn build() -> Vec<KernelDesc> {
             cluster: 1,
             phi_in_shared: false,
             tile_in_shared: false,
+            cooperative: false,
         });
     }
     // pre for decode (T <= 16, n <= 4, no gamma_f): its own kernel, selected before the general
@@ -286,6 +298,7 @@ fn build() -> Vec<KernelDesc> {
             cluster: 1,
             phi_in_shared: false,
             tile_in_shared: false,
+            cooperative: true,
         });
     }
     // pre and post_pre: one kernel family, any n, both formulations (run-time flags); pre.rs.
@@ -309,6 +322,7 @@ fn build() -> Vec<KernelDesc> {
                 cluster: 1,
                 phi_in_shared: false,
                 tile_in_shared: false,
+                cooperative: false,
             });
         }
     }
@@ -332,6 +346,7 @@ fn build() -> Vec<KernelDesc> {
             cluster: 1,
             phi_in_shared: false,
             tile_in_shared: false,
+            cooperative: false,
         });
     }
     t

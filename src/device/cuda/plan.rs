@@ -357,7 +357,15 @@ impl Plan {
         // inside `args`; the op validated every device range in `args` (dtype, rows, stride,
         // length, alignment) against what this grid reads and writes.
         unsafe {
-            ffi::launch(bucket.func.raw, (grid, 1, 1), (block, 1, 1), shared_bytes, stream.raw(), params.as_mut_ptr())
+            ffi::launch(
+                bucket.func.raw,
+                (grid, 1, 1),
+                (block, 1, 1),
+                shared_bytes,
+                stream.raw(),
+                params.as_mut_ptr(),
+                bucket.desc.cooperative,
+            )
         }
     }
 }
