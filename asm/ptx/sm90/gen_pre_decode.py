@@ -42,7 +42,7 @@ HEADER = """\
 //         4 elements; ss from the same x. The 8 warps' sums meet in shared memory (red[w][t][r],
 //         aliasing phi_s after a barrier) and are added in warp order (fixed).
 // PHASE 3 partial row (ss, P[0..M)) of (CTA s, token t) -> workspace part[(s*T + t)*32 + r]
-//         (r = 0 ss, 1 + m logit m); bar.sync; thread 0: red.release.gpu +1 on an arrival
+//         (r = 0 ss, 1 + m logit m); barrier; thread 0: red.release.gpu +1 on an arrival
 //         counter, then ld.acquire polls until it reads S (bounded by %globaltimer: 2 s, then
 //         trap, so a broken co-residency assumption fails loudly instead of hanging; the plan
 //         launches this kernel with cuLaunchCooperativeKernel, so the driver starts the grid only
@@ -54,7 +54,7 @@ HEADER = """\
 //         itself (no second barrier): warp w' = w - 1 takes tokens w', w'+7, w'+14; lane p takes
 //         CTAs p, p + 32, ... (in order), then a shfl.bfly tree (commutative adds: all lanes and
 //         all CTAs get the same bits). h_pre = sigma(z_pre) (+eps V4), inv_rms; CTA 0 writes
-//         h_pre and inv_rms. bar.sync 1, 224; pre-mix a[t][c] = sum_i h_pre[t][i] x_s[t][i][c]
+//         h_pre and inv_rms. barrier 1 (224 threads); pre-mix a[t][c] = sum_i h_pre[t][i] x_s[t][i][c]
 //         (i order) for the CTA's channels, 16-byte stores.
 // PHASE 5 CTA s finishes tokens s, s+S, ...: the token's full rows of the S partials summed
 //         (thread -> (4-float group v, CTAs sub + 32k), shfl over 2 levels, warps in order);
@@ -63,6 +63,10 @@ HEADER = """\
 //         rcp.approx per line as coeffs_thread.ptx) and writes h_post, h_res, WHILE warps 1..7
 //         run phase 4 and the mix (the Sinkhorn is the longest serial chain).
 // DETERM. every sum has a fixed order independent of CTA arrival order: identical bits per run.
+// BARRIER every CTA barrier is `barrier.sync` (non-aligned), not `bar.sync` (= .aligned): threads
+//         0 / 1 of warp 0 run the Sinkhorn / h_post while lanes 2..31 go on to the next
+//         barrier, and an aligned barrier reached by a diverged warp is undefined (racecheck
+//         flagged the aligned form on the S < T token loop: H200, 2026-11-22).
 // PARAMS  one .param block of 144 bytes = src/device/cuda/pre.rs PreDecodeArgs:
 //         0 x, 8 phi, 16 scale, 24 base, 32 gamma_k, 40 a, 48 h_pre, 56 h_post, 64 h_res,
 //         72 inv_rms, 80 ws_part, 88 ws_sync (u64); 96 T, n, C, M, x_stride, a_stride, cpc, iters,
@@ -236,7 +240,7 @@ BASE_DONE:""")
             e(f"    @%p1 st.shared.v4.b32 [%r1+{ROW*tstep*j+16}], {{%xf4, %xf5, %xf6, %xf7}};")
         else:
             e(f"    @%p1 st.shared.v4.b32 [%r1+{ROW*tstep*j}], {{%xv{4*j}, %xv{4*j+1}, %xv{4*j+2}, %xv{4*j+3}}};")
-    e("    bar.sync 0;")
+    e("    barrier.sync 0;")
     return "\n".join(L)
 
 
@@ -293,7 +297,7 @@ FL_P{P}:
     e(f"""    add.u32 %it, %it, 4;
     setp.lt.u32 %p1, %it, %LW;
     @%p1 bra FL_P{P};
-    bar.sync 0;                             // every warp is done with phi_s: red[] aliases it
+    barrier.sync 0;                             // every warp is done with phi_s: red[] aliases it
     // red[(w*16 + tt)*32 + r]: r = 0 ss (rg == 0 stores it), 1 + row
     shl.b32 %r1, %warp, 4;
     add.u32 %r1, %r1, %tt;
@@ -575,7 +579,7 @@ def entry(dt):
     for P in (1, 2, 4, 8, 16):
         e(fma_class(P))
     e("""FMA_DONE:
-    bar.sync 0;
+    barrier.sync 0;
     // ================= phase 3: this CTA's partial rows -> workspace, grid arrival ===========
     // thread -> r = tid % 32 (r <= 24), tokens tid / 32 + 8j; sum over the 8 warps in order
     and.b32 %r1, %tx, 31;
@@ -603,7 +607,7 @@ def entry(dt):
     add.u64 %rd1, %part, %rd1;
     st.global.f32 [%rd1], %f1;
 PW{j}:""")
-    e("""    bar.sync 0;
+    e("""    barrier.sync 0;
     // ---- grid arrival (thread 0): release-add on the arrival counter, acquire-poll until all S
     //      CTAs arrived; then count this CTA out (exit counter, result checked at the end: the
     //      last CTA out zeroes both words, after every CTA has seen the full count)
@@ -628,7 +632,7 @@ SPIN:
 SPUN:
     atom.relaxed.gpu.global.add.u32 %xold, [%sync+4], 1;
 ARRIVED:
-    bar.sync 0;""")
+    barrier.sync 0;""")
     e("""    // ================= loads of phases 5 and 4, all in flight before any use ==================
     mov.u32 %tok, %ctaid.x;""")
     e(full_load("F0"))
@@ -652,7 +656,7 @@ ARRIVED:
 FLOOP:
     setp.ge.u32 %p1, %tok, %T;
     @%p1 bra EXIT;
-    bar.sync 0;                             // sm_full / sm_lg are reused""")
+    barrier.sync 0;                             // sm_full / sm_lg are reused""")
     e(full_load("F1"))
     e(full_reduce())
     e("""    setp.ge.u32 %p1, %tx, 2;
@@ -766,7 +770,7 @@ def phase4_rest(bf):
     st.shared.f32 [%r7+{4*i}], %f6;
     @%p2 st.global.f32 [%rd3+{4*i}], %f6;""")
     e("""HPRE_DONE:
-    bar.sync 1, 224;                        // warps 1..7: h_pre of every token in sm_hpre
+    barrier.sync 1, 224;                        // warps 1..7: h_pre of every token in sm_hpre
     // ---- pre-mix (warps 1..7): item = tid - 32 -> (token t = item / NCH, chunk q): a[t][c0 + 8q ..]
     sub.u32 %r0, %tx, 32;
     mul.lo.u32 %r1, %T, %nch;
@@ -835,7 +839,7 @@ def full_reduce():
     mov.u32 %r2, sm_full;
     add.u32 %r1, %r1, %r2;
     @%p1 st.shared.v4.f32 [%r1], {%su0, %su1, %su2, %su3};
-    bar.sync 0;
+    barrier.sync 0;
     setp.lt.u32 %p1, %tx, 32;
     shl.b32 %r1, %tx, 2;
     mov.u32 %r2, sm_full;
@@ -847,7 +851,7 @@ def full_reduce():
     e("""    mov.u32 %r2, sm_lg;
     add.u32 %r2, %r2, %r1;
     @%p1 st.shared.f32 [%r2], %f1;
-    bar.sync 0;""")
+    barrier.sync 0;""")
     return "\n".join(L)
 
 
