@@ -592,61 +592,66 @@ fn check_post_pre(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testin
     let f = upload(dev, dtype, &post.f).unwrap();
     let hp = upload(dev, Dtype::F32, &post.h_post).unwrap();
     let hr = upload(dev, Dtype::F32, &post.h_res).unwrap();
-    let mut xo = DeviceBuffer::alloc(dev, (t * k).max(1) * dtype.size() + 16).unwrap();
-    xo.fill_u32(stream, nan_pattern(dtype)).unwrap();
-    let mut out = alloc_out(dev, &cfg, dtype, t, c + sh.x_pad);
-    out.poison(stream, dtype);
-    let x = din.x.view(dtype, din.x_layout);
-    let params = din.params(&cfg);
-    let pin = PostInViews {
-        f: f.view(dtype, Layout::dense(t, c)),
-        h_post: hp.view(Dtype::F32, Layout::dense(t, n)),
-        h_res: hr.view(Dtype::F32, Layout::dense(t, n * n)),
-    };
-    {
-        let mut xov = xo.view_mut(dtype, Layout::dense(t, k));
-        let mut views = out.views(&cfg, dtype, t);
-        match sh.split {
-            None => plan.post_pre(stream, &ws, &x, &pin, &mut xov, &params, &mut views),
-            Some(s) => plan.post_pre_with_split(stream, &ws, &x, &pin, &mut xov, &params, &mut views, s),
-        }
-        .unwrap_or_else(|e| panic!("post_pre {}: {e}", sh.label()));
-    }
-    stream.synchronize().unwrap();
-    let got_xo = download(&xo, dtype, t * k).unwrap();
-    if let Some(i) = got_xo.iter().position(|v| !v.is_finite()) {
-        panic!("post_pre {}: x'[{i}] not written", sh.label());
-    }
-    let e = rel_l2(&got_xo, &want_xo);
-    let tol = if dtype == Dtype::F32 { 1e-5 } else { 1e-2 };
-    assert!(e <= tol, "post_pre {}: x' rel L2 {e:.3e}", sh.label());
-    // The pre half must be pre of the x' the kernel stored (it never re-reads it for the
-    // logits): the reference runs pre on exactly those values. (Comparing with pre of the f64
-    // x' would charge the kernel for bf16 ties rounded the other way, each moving a logit by
-    // phi * ulp(x').)
-    let pre_case = PreCase { x: got_xo.clone(), ..pre.clone() };
-    let want = pre_case.forward();
-    let label = format!("post_pre {}", sh.label());
-    let cond = (sh.phi_std >= 0.5).then(|| conditioning(&pre_case, &want, dtype, &label));
-    compare_skip(&label, dtype, &out.read(&cfg, dtype, t), &want, cond.as_ref());
-    // bf16, n <= 4 runs the batched producer; the per-slot producer does the same operations in
-    // the same order: both must give identical bits (x' and every output).
-    if dtype == Dtype::Bf16 && n <= 4 && sh.split.is_none() {
-        let mut xo2 = DeviceBuffer::alloc(dev, (t * k).max(1) * dtype.size() + 16).unwrap();
-        xo2.fill_u32(stream, nan_pattern(dtype)).unwrap();
-        let mut out2 = alloc_out(dev, &cfg, dtype, t, c + sh.x_pad);
-        out2.poison(stream, dtype);
+    // Plan::post_pre (post then pre: two launches) and the fused kernel, both against the
+    // reference; a forced split exists for the fused kernel only.
+    for fused in [sh.split.is_some(), true] {
+        let mut xo = DeviceBuffer::alloc(dev, (t * k).max(1) * dtype.size() + 16).unwrap();
+        xo.fill_u32(stream, nan_pattern(dtype)).unwrap();
+        let mut out = alloc_out(dev, &cfg, dtype, t, c + sh.x_pad);
+        out.poison(stream, dtype);
+        let x = din.x.view(dtype, din.x_layout);
+        let params = din.params(&cfg);
+        let pin = PostInViews {
+            f: f.view(dtype, Layout::dense(t, c)),
+            h_post: hp.view(Dtype::F32, Layout::dense(t, n)),
+            h_res: hr.view(Dtype::F32, Layout::dense(t, n * n)),
+        };
         {
-            let mut xov = xo2.view_mut(dtype, Layout::dense(t, k));
-            let mut views = out2.views(&cfg, dtype, t);
-            plan.post_pre_producer(stream, &ws, &x, &pin, &mut xov, &params, &mut views, false)
-                .unwrap_or_else(|e| panic!("post_pre (per-slot producer) {}: {e}", sh.label()));
+            let mut xov = xo.view_mut(dtype, Layout::dense(t, k));
+            let mut views = out.views(&cfg, dtype, t);
+            match (fused, sh.split) {
+                (false, _) => plan.post_pre(stream, &ws, &x, &pin, &mut xov, &params, &mut views),
+                (true, None) => plan.post_pre_fused(stream, &ws, &x, &pin, &mut xov, &params, &mut views),
+                (true, Some(s)) => plan.post_pre_with_split(stream, &ws, &x, &pin, &mut xov, &params, &mut views, s),
+            }
+            .unwrap_or_else(|e| panic!("post_pre {}: {e}", sh.label()));
         }
         stream.synchronize().unwrap();
-        let b1: Vec<u32> = got_xo.iter().map(|&v| (v as f32).to_bits()).collect();
-        let b2: Vec<u32> = download(&xo2, dtype, t * k).unwrap().iter().map(|&v| (v as f32).to_bits()).collect();
-        assert!(b1 == b2, "post_pre {}: the batched and per-slot producers differ in x'", sh.label());
-        assert!(out.bits() == out2.bits(), "post_pre {}: the batched and per-slot producers differ", sh.label());
+        let got_xo = download(&xo, dtype, t * k).unwrap();
+        if let Some(i) = got_xo.iter().position(|v| !v.is_finite()) {
+            panic!("post_pre {}: x'[{i}] not written", sh.label());
+        }
+        let e = rel_l2(&got_xo, &want_xo);
+        let tol = if dtype == Dtype::F32 { 1e-5 } else { 1e-2 };
+        assert!(e <= tol, "post_pre {}: x' rel L2 {e:.3e}", sh.label());
+        // The pre half must be pre of the x' the kernel stored (it never re-reads it for the
+        // logits): the reference runs pre on exactly those values. (Comparing with pre of the f64
+        // x' would charge the kernel for bf16 ties rounded the other way, each moving a logit by
+        // phi * ulp(x').)
+        let pre_case = PreCase { x: got_xo.clone(), ..pre.clone() };
+        let want = pre_case.forward();
+        let label = format!("post_pre {} {}", if fused { "fused" } else { "post then pre" }, sh.label());
+        let cond = (sh.phi_std >= 0.5).then(|| conditioning(&pre_case, &want, dtype, &label));
+        compare_skip(&label, dtype, &out.read(&cfg, dtype, t), &want, cond.as_ref());
+        // bf16, n <= 4 runs the batched producer; the per-slot producer does the same operations in
+        // the same order: both must give identical bits (x' and every output).
+        if fused && dtype == Dtype::Bf16 && n <= 4 && sh.split.is_none() {
+            let mut xo2 = DeviceBuffer::alloc(dev, (t * k).max(1) * dtype.size() + 16).unwrap();
+            xo2.fill_u32(stream, nan_pattern(dtype)).unwrap();
+            let mut out2 = alloc_out(dev, &cfg, dtype, t, c + sh.x_pad);
+            out2.poison(stream, dtype);
+            {
+                let mut xov = xo2.view_mut(dtype, Layout::dense(t, k));
+                let mut views = out2.views(&cfg, dtype, t);
+                plan.post_pre_producer(stream, &ws, &x, &pin, &mut xov, &params, &mut views, false)
+                    .unwrap_or_else(|e| panic!("post_pre (per-slot producer) {}: {e}", sh.label()));
+            }
+            stream.synchronize().unwrap();
+            let b1: Vec<u32> = got_xo.iter().map(|&v| (v as f32).to_bits()).collect();
+            let b2: Vec<u32> = download(&xo2, dtype, t * k).unwrap().iter().map(|&v| (v as f32).to_bits()).collect();
+            assert!(b1 == b2, "post_pre {}: the batched and per-slot producers differ in x'", sh.label());
+            assert!(out.bits() == out2.bits(), "post_pre {}: the batched and per-slot producers differ", sh.label());
+        }
     }
     eprintln!("ok  post_pre {}", sh.label());
 }

@@ -109,6 +109,11 @@ impl<B> DeviceTensorMut<'_, B> {
     pub fn with_layout(self, layout: Layout) -> Self {
         DeviceTensorMut { layout, ..self }
     }
+    /// A read-only view of the same storage, for as long as this view is borrowed (an op that
+    /// writes a tensor and then reads it back, e.g. `post_pre` as post then pre).
+    pub fn as_view(&self) -> DeviceTensor<'_, B> {
+        DeviceTensor { ptr: self.ptr, len: self.len, dtype: self.dtype, layout: self.layout, _buf: PhantomData }
+    }
     #[inline]
     pub(crate) fn check(
         &self,

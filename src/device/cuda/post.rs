@@ -24,6 +24,21 @@ impl Plan {
         h_res: &DeviceTensor<'_>,
         out: &mut DeviceTensorMut<'_>,
     ) -> Result<()> {
+        match self.post_prepared(x, f, h_post, h_res, out)? {
+            Some(p) => self.launch(stream, p.bucket, p.grid, p.block, 0, &p.args),
+            None => Ok(()),
+        }
+    }
+
+    /// Every check of [`Plan::post`] and its launch, not enqueued (`None`: T = 0, nothing to do).
+    pub(super) fn post_prepared(
+        &self,
+        x: &DeviceTensor<'_>,
+        f: &DeviceTensor<'_>,
+        h_post: &DeviceTensor<'_>,
+        h_res: &DeviceTensor<'_>,
+        out: &DeviceTensorMut<'_>,
+    ) -> Result<Option<PreparedPost<'_>>> {
         let (n, c, dt) = (self.cfg.n, self.cfg.c, self.dtype);
         let t = x.layout.tokens;
         let b = self.bucket(Stage::Post, t)?;
@@ -38,7 +53,7 @@ impl Plan {
             return Err(crate::Error::Alignment { tensor: "h_post/h_res", required: 16 });
         }
         if t == 0 {
-            return Ok(());
+            return Ok(None);
         }
         let chunks = c / b.desc.v;
         let items = t
@@ -61,6 +76,14 @@ impl Plan {
         };
         let block = b.desc.threads;
         let grid = (items as u32).div_ceil(block);
-        self.launch(stream, b, grid, block, 0, &args)
+        Ok(Some(PreparedPost { bucket: b, grid, block, args }))
     }
+}
+
+/// A checked `post` launch ([`Plan::post_prepared`]).
+pub(super) struct PreparedPost<'p> {
+    pub bucket: &'p super::plan::Bucket,
+    pub grid: u32,
+    pub block: u32,
+    pub args: PostArgs,
 }

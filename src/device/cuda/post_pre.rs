@@ -1,11 +1,18 @@
 //! `post_pre` (MATH.md "Fused post+pre"): layer l's post `x' = h_post f + h_res-mix(x)` and
-//! layer l+1's `pre` on `x'` in one launch. The kernel is the `pre` family (asm/ptx/sm90/pre.ptx,
-//! entries `mhc_post_pre_sm90_*`): its producer computes each 8-channel chunk of `x'` from `x`
-//! and `f`, stores it, and feeds the same rounded values to the projection and the sum of
-//! squares, so `x'` is never read back for the logits (the pre-mix reads it again, from L2 when
-//! it is still there). bf16 with n <= 4 uses the batched producer (all loads of a step's 4 row
-//! slots before the FMAs; T = 8192 977 -> 505 us on H200), bit-identical to the per-slot one.
-//! Launch shapes (decode split / prefill tiles) as in pre.rs.
+//! layer l+1's `pre` on `x'`.
+//!
+//! [`Plan::post_pre`] enqueues the `post` kernel, then the `pre` kernel on the stored `x'` (two
+//! launches, one call: everything is checked before the first; graph-capturable). The results
+//! are those of `post` then `pre`, bit for bit, by construction.
+//!
+//! The fused kernel (one launch, the `pre` family's entries `mhc_post_pre_sm90_*`: its producer
+//! computes each 8-channel chunk of `x'` from `x` and `f`, stores it and feeds the same rounded
+//! values to the projection, so `x'` is never read back for the logits) stays available as
+//! [`Plan::post_pre_fused`]. It is not the default because it measured slower than the pair at
+//! every shape (H200, bf16, 2026-11-22, us): n = 4 C = 4096 T = 8192 fused 504 vs 145 + 234;
+//! T = 1 in a graph 19.5 vs 1.45 + 6.5 (the pair gets the decode `pre` kernel); n = 8 T = 8192
+//! 2611 vs 95 + 526; n = 32 T = 8192 297,557 vs 1,140 + 12,216 (the fused producer recomputes
+//! x' for each of the 34 logit groups). bf16 with n <= 4 uses the batched producer.
 
 use super::memory::{DeviceTensor, DeviceTensorMut};
 use super::plan::{Plan, Workspace};
@@ -18,10 +25,32 @@ pub type PostInViews<'a> = crate::device::view::PostInViews<'a, super::memory::D
 
 impl Plan {
     /// Enqueues `x_out = post(x, f, h_post, h_res)` followed by `pre(x_out)` (layer l+1's
-    /// parameters `params`, outputs `out`) on `stream`: one launch. `x_out` must not overlap
-    /// `x`. Checks as [`Plan::pre`] plus the post inputs; on error nothing is enqueued.
+    /// parameters `params`, outputs `out`) on `stream`: the `post` kernel, then the `pre`
+    /// kernel (module docs: measured faster than the fused kernel). `x_out` must not overlap
+    /// `x`. Checks as [`Plan::post`] and [`Plan::pre`]; on error nothing is enqueued.
     #[allow(clippy::too_many_arguments)]
     pub fn post_pre(
+        &self,
+        stream: &Stream,
+        ws: &Workspace,
+        x: &DeviceTensor<'_>,
+        post: &PostInViews<'_>,
+        x_out: &mut DeviceTensorMut<'_>,
+        params: &PreParamViews<'_>,
+        out: &mut PreOutViews<'_>,
+    ) -> Result<()> {
+        self.post_pre_inputs(x, post, x_out)?;
+        let prepared = self.post_prepared(x, &post.f, &post.h_post, &post.h_res, x_out)?;
+        self.pre_checked(ws, &x_out.as_view(), params, out)?;
+        let Some(p) = prepared else { return Ok(()) };
+        self.launch(stream, p.bucket, p.grid, p.block, 0, &p.args)?;
+        self.pre(stream, ws, &x_out.as_view(), params, out)
+    }
+
+    /// [`Plan::post_pre`] as the fused kernel: one launch (benchmarks, tests).
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn post_pre_fused(
         &self,
         stream: &Stream,
         ws: &Workspace,
@@ -34,7 +63,7 @@ impl Plan {
         self.post_pre_launch(stream, ws, x, post, x_out, params, out, None, true)
     }
 
-    /// [`Plan::post_pre`] with the decode split forced (benchmarks, tests).
+    /// The fused kernel with the decode split forced (benchmarks, tests).
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     pub fn post_pre_with_split(
@@ -51,7 +80,7 @@ impl Plan {
         self.post_pre_launch(stream, ws, x, post, x_out, params, out, Some(split_target), true)
     }
 
-    /// [`Plan::post_pre`] with the producer chosen: `batched = false` forces the per-slot
+    /// The fused kernel with the producer chosen: `batched = false` forces the per-slot
     /// producer where the batched one would run (bf16, n <= 4); tests and benchmarks compare them.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
@@ -82,6 +111,24 @@ impl Plan {
         split_target: Option<usize>,
         batch: bool,
     ) -> Result<()> {
+        self.post_pre_inputs(x, post, x_out)?;
+        let t = x.layout.tokens;
+        let pin = PostIn {
+            f: post.f.ptr,
+            f_stride: post.f.layout.row_stride,
+            h_post: post.h_post.ptr,
+            h_res: post.h_res.ptr,
+            x_out: x_out.ptr,
+            xo_stride: x_out.layout.row_stride,
+            batch,
+        };
+        fits_u32("x_out", t, x_out.layout.row_stride, self.cfg.n * self.cfg.c)?;
+        fits_u32("f", t, post.f.layout.row_stride, self.cfg.c)?;
+        self.pre_launch(stream, ws, x, params, out, Some(pin), split_target)
+    }
+
+    /// The post side's checks of both paths: f, h_post, h_res, x_out, and x_out apart from x.
+    fn post_pre_inputs(&self, x: &DeviceTensor<'_>, post: &PostInViews<'_>, x_out: &DeviceTensorMut<'_>) -> Result<()> {
         let (n, c, dt) = (self.cfg.n, self.cfg.c, self.dtype);
         let t = x.layout.tokens;
         post.f.check("f", dt, t, c, 16)?;
@@ -97,17 +144,6 @@ impl Plan {
         if t > 0 && xa < ob && oa < xb {
             return Err(crate::Error::shape("x_out", "a range that does not overlap x", "an overlapping range"));
         }
-        let pin = PostIn {
-            f: post.f.ptr,
-            f_stride: post.f.layout.row_stride,
-            h_post: post.h_post.ptr,
-            h_res: post.h_res.ptr,
-            x_out: x_out.ptr,
-            xo_stride: x_out.layout.row_stride,
-            batch,
-        };
-        fits_u32("x_out", t, x_out.layout.row_stride, n * c)?;
-        fits_u32("f", t, post.f.layout.row_stride, c)?;
-        self.pre_launch(stream, ws, x, params, out, Some(pin), split_target)
+        Ok(())
     }
 }

@@ -393,7 +393,7 @@ pub(crate) fn fits_u32(what: &'static str, t: usize, stride: usize, row_len: usi
 }
 
 /// What [`Plan::pre_checked`] found valid: the device pointers and flags of one call.
-struct Checked {
+pub(super) struct Checked {
     t: usize,
     flags: u32,
     gamma_k: u64,
@@ -525,7 +525,7 @@ impl Plan {
 
     /// Every check of a `pre` / `post_pre` call (shapes, dtypes, strides, alignment, options,
     /// workspace), before anything is enqueued.
-    fn pre_checked(
+    pub(super) fn pre_checked(
         &self,
         ws: &Workspace,
         x: &DeviceTensor<'_>,

@@ -266,7 +266,15 @@ fn bench_case(
 ) -> mhc::Result<Row> {
     let plan = Plan::new(dev, cfg, dtype, t)?;
     plan.supports(stage)?;
-    let variant = plan.buckets(stage)?.iter().find(|b| t <= b.max_tokens).map_or("?", |b| b.desc.entry).to_string();
+    let entry = |st: Stage| -> mhc::Result<String> {
+        Ok(plan.buckets(st)?.iter().find(|b| t <= b.max_tokens).map_or("?", |b| b.desc.entry).to_string())
+    };
+    // post_pre runs the post kernel, then the pre kernel (Plan::post_pre)
+    let variant = if stage == Stage::PostPre {
+        format!("{} + {}", entry(Stage::Post)?, entry(Stage::Pre)?)
+    } else {
+        entry(stage)?
+    };
     let (n, c, es) = (cfg.n, cfg.c, dtype.size());
     let k = n * c;
     // Tensors of the stage: (bytes, is_output). Order fixed per stage (see `call`).
