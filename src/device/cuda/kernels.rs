@@ -280,7 +280,7 @@ fn build() -> Vec<KernelDesc> {
     }
     // pre for decode (T <= 16, n <= 4, no gamma_f): its own kernel, selected before the general
     // one where it applies (pre.rs `decode_unsupported`, checked by `reject`).
-    for (dtype, entry) in super::pre::DECODE_DTYPES {
+    for (dtype, entry) in super::pre_decode::DECODE_DTYPES {
         t.push(KernelDesc {
             arch,
             stage: Stage::Pre,
@@ -289,12 +289,12 @@ fn build() -> Vec<KernelDesc> {
             n: 0,
             entry,
             image: IMG_PRE_DECODE,
-            param_bytes: std::mem::size_of::<super::pre::PreDecodeArgs>(),
+            param_bytes: std::mem::size_of::<super::pre_decode::PreDecodeArgs>(),
             v: 8,
-            tokens_per_cta: super::pre::DECODE_KERNEL_MAX_TOKENS,
+            tokens_per_cta: super::pre_decode::DECODE_KERNEL_MAX_TOKENS,
             threads: 256,
             max_dynamic_shared: 0,
-            max_tokens: super::pre::DECODE_KERNEL_MAX_TOKENS,
+            max_tokens: super::pre_decode::DECODE_KERNEL_MAX_TOKENS,
             cluster: 1,
             phi_in_shared: false,
             tile_in_shared: false,

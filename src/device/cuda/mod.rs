@@ -72,6 +72,7 @@ mod plan;
 mod post;
 mod post_pre;
 mod pre;
+mod pre_decode;
 pub mod runner;
 mod static_layer;
 mod stream;

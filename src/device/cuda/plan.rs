@@ -186,8 +186,8 @@ fn reject(desc: &KernelDesc, dev: &CudaDevice, cfg: &Config, dtype: Dtype) -> Op
     if desc.stage == Stage::Static && cfg.c * 4 > dev.max_shared_per_block() as usize {
         return Some(format!("{}: a[C] does not fit in shared memory", desc.entry));
     }
-    if desc.stage == Stage::Pre && super::pre::is_decode_entry(desc.entry) {
-        if let Some(why) = super::pre::decode_unsupported(cfg, dev.sm_count() as usize) {
+    if desc.stage == Stage::Pre && super::pre_decode::is_decode_entry(desc.entry) {
+        if let Some(why) = super::pre_decode::decode_unsupported(cfg, dev.sm_count() as usize) {
             return Some(format!("{}: {why}", desc.entry));
         }
     }

@@ -1,0 +1,207 @@
+//! The decode kernel of `pre` (asm/ptx/sm90/pre_decode.ptx, entries `mhc_pre_decode_sm90_*`):
+//! `pre` for T <= [`DECODE_KERNEL_MAX_TOKENS`], n <= 4, no gamma_f, C <= 64 x CTAs. One CTA
+//! per channel range for all tokens (its x and phi slices loaded once), one grid-wide arrival,
+//! then every CTA reduces the partial rows itself in a fixed order and finishes its own
+//! channels (see [`decode_shape`]). The plan selects it where [`decode_unsupported`] is `None`;
+//! it is launched cooperatively (the kernel-table row says so): the grid-wide arrival needs
+//! every CTA resident at once.
+
+use super::memory::DeviceTensor;
+use super::plan::{Bucket, Plan, Workspace};
+use super::pre::{PreOutViews, PreParamViews, FLAG_GAMMA_K, FLAG_PAPER};
+use super::stream::Stream;
+use crate::config::{Config, Dtype};
+use crate::error::{Error, Result};
+
+/// Arguments of `mhc_pre_decode_sm90_*` (one `.param .align 8 .b8 p_args[144]`; offsets in the
+/// header of asm/ptx/sm90/pre_decode.ptx). `gamma_k` is 0 unless flags bit 1.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PreDecodeArgs {
+    pub x: u64,
+    pub phi: u64,
+    pub scale: u64,
+    pub base: u64,
+    pub gamma_k: u64,
+    pub a: u64,
+    pub h_pre: u64,
+    pub h_post: u64,
+    pub h_res: u64,
+    pub inv_rms: u64,
+    /// Partial rows `[S][T][32]` f32 (ss, then the M logits).
+    pub ws_part: u64,
+    /// Arrival counter (u32, zero between calls) and generation word.
+    pub ws_sync: u64,
+    pub tokens: u32,
+    pub n: u32,
+    pub c: u32,
+    pub m: u32,
+    /// Row strides in elements.
+    pub x_stride: u32,
+    pub a_stride: u32,
+    /// Channels per CTA (a multiple of 8, at most [`DECODE_MAX_CPC`]).
+    pub cpc: u32,
+    pub iters: u32,
+    /// 1 = Paper formulation, 2 = gamma_k.
+    pub flags: u32,
+    pub eps_norm: f32,
+    pub eps_hc: f32,
+    pub pad: u32,
+}
+const _: () = assert!(std::mem::size_of::<PreDecodeArgs>() == 144);
+
+/// Largest T of the decode kernel (its shared x slice holds 16 token rows).
+pub const DECODE_KERNEL_MAX_TOKENS: usize = 16;
+/// Largest n of the decode kernel (M <= 24 logits).
+pub const DECODE_MAX_N: usize = 4;
+/// Most channels one decode CTA owns (the shared slices hold n x 64 elements per row).
+pub const DECODE_MAX_CPC: usize = 64;
+/// Most CTAs of the decode kernel (its phase-4 loads: 9 slots of 16 lanes per token).
+pub const DECODE_MAX_CTAS: usize = 144;
+
+/// Why the decode kernel cannot run `cfg` on a GPU of `sms` multiprocessors (`None`: it can).
+pub(crate) fn decode_unsupported(cfg: &Config, sms: usize) -> Option<String> {
+    if cfg.n > DECODE_MAX_N {
+        return Some(format!("n = {} > {DECODE_MAX_N}", cfg.n));
+    }
+    if cfg.gamma_f {
+        return Some("gamma_f (F-pre-norm needs a second grid-wide reduction): general kernel".into());
+    }
+    if cfg.c % 8 != 0 {
+        return Some(format!("C = {} is not a multiple of 8", cfg.c));
+    }
+    if decode_shape(cfg, sms, 1, None).is_none() {
+        return Some(format!("C = {} > {DECODE_MAX_CPC} channels x {} CTAs", cfg.c, sms.min(DECODE_MAX_CTAS)));
+    }
+    None
+}
+
+/// Above this many tokens the decode kernel uses the fewest CTAs it can (64 channels each):
+/// every CTA reads every CTA's partial rows of every token after the grid barrier, so that
+/// read grows with T x CTAs (H200, bf16 n=4, graph: T = 16, C = 4096 10.05 us over 128 CTAs,
+/// 9.69 over 86, 9.46 over 64; C = 7168 11.20 over 128, 10.82 over 112; at T = 1 the count
+/// does not matter: 6.63 / 6.72 / 6.71 us over 128 / 86 / 64; notes/cuda-pre.md).
+pub const DECODE_FEW_CTAS_ABOVE: usize = 8;
+
+/// `(ctas, cpc)` of the decode kernel for `t` tokens: channels per CTA `cpc` (a multiple of
+/// 8, at most [`DECODE_MAX_CPC`]) and `ctas = ceil(C / cpc)` <= `min(sms, 144)` (all
+/// co-resident: one CTA per SM fits). Few tokens spread C over as many CTAs as allowed; more
+/// than [`DECODE_FEW_CTAS_ABOVE`] use the fewest, but not fewer than T while C has T chunks of
+/// 8 channels; `ctas` (benchmarks, tests) asks for about that many instead. `None` if C needs
+/// more than 64 channels per CTA.
+pub(crate) fn decode_shape(cfg: &Config, sms: usize, t: usize, ctas: Option<usize>) -> Option<(usize, usize)> {
+    let cap = sms.clamp(1, DECODE_MAX_CTAS);
+    let chunks = cfg.c.div_ceil(8);
+    let fewest = chunks.div_ceil(DECODE_MAX_CPC / 8);
+    // At least T CTAs where C allows it: CTA s runs the Sinkhorn of tokens s, s + S, ... in series.
+    let auto = if t > DECODE_FEW_CTAS_ABOVE { fewest.max(t) } else { cap };
+    let target = ctas.unwrap_or(auto).clamp(1, cap);
+    let nch = chunks.div_ceil(target);
+    if nch == 0 || nch * 8 > DECODE_MAX_CPC {
+        return None;
+    }
+    let cpc = nch * 8;
+    Some((cfg.c.div_ceil(cpc), cpc))
+}
+
+/// Whether a kernel-table row is the decode kernel.
+pub(crate) fn is_decode_entry(entry: &str) -> bool {
+    entry.starts_with("mhc_pre_decode_")
+}
+
+/// The decode kernel's entries (asm/ptx/sm90/pre_decode.ptx).
+pub(crate) const DECODE_DTYPES: [(Dtype, &str); 2] =
+    [(Dtype::Bf16, "mhc_pre_decode_sm90_bf16"), (Dtype::F32, "mhc_pre_decode_sm90_f32")];
+
+impl Plan {
+    /// The decode kernel's launch (bucket `b` is its row); `ctas` overrides the CTA count.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn pre_decode_launch(
+        &self,
+        stream: &Stream,
+        ws: &Workspace,
+        x: &DeviceTensor<'_>,
+        params: &PreParamViews<'_>,
+        out: &mut PreOutViews<'_>,
+        b: &Bucket,
+        ctas: Option<usize>,
+    ) -> Result<()> {
+        let chk = self.pre_checked(ws, x, params, out)?;
+        let cfg = &self.cfg;
+        let t = chk.t;
+        if t == 0 {
+            return Ok(());
+        }
+        let sms = self.dev.sm_count() as usize;
+        let (grid, cpc) = decode_shape(cfg, sms, t, ctas).ok_or_else(|| {
+            Error::shape("ctas", format!("enough CTAs for <= {DECODE_MAX_CPC} channels each"), ctas.unwrap_or(0))
+        })?;
+        let wsp = ws.device_ptr();
+        let args = PreDecodeArgs {
+            x: x.ptr,
+            phi: params.phi.ptr,
+            scale: params.scale.ptr,
+            base: params.base.ptr,
+            gamma_k: chk.gamma_k,
+            a: out.a.ptr,
+            h_pre: out.h_pre.ptr,
+            h_post: out.h_post.ptr,
+            h_res: out.h_res.ptr,
+            inv_rms: out.inv_rms.ptr,
+            ws_part: wsp + chk.lay.dpart as u64,
+            ws_sync: wsp + chk.lay.dsync as u64,
+            tokens: t as u32,
+            n: cfg.n as u32,
+            c: cfg.c as u32,
+            m: cfg.m() as u32,
+            x_stride: x.layout.row_stride as u32,
+            a_stride: out.a.layout.row_stride as u32,
+            cpc: cpc as u32,
+            iters: cfg.sinkhorn_iters,
+            flags: chk.flags & (FLAG_PAPER | FLAG_GAMMA_K),
+            eps_norm: cfg.eps_norm as f32,
+            eps_hc: cfg.eps_hc as f32,
+            pad: 0,
+        };
+        self.launch(stream, b, grid as u32, b.desc.threads, 0, &args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_shape_covers_c_once_within_the_kernel_limits() {
+        for sms in [1, 8, 114, 132, 200] {
+            for c in [8, 64, 72, 1280, 1288, 4096, 7168, 8448, 8456, 16384] {
+                let cfg = Config::new(4, c);
+                let supported = decode_unsupported(&cfg, sms).is_none();
+                for t in [1, 8, 9, 16] {
+                    for ctas in [None, Some(1), Some(64), Some(1000)] {
+                        match decode_shape(&cfg, sms, t, ctas) {
+                            Some((s, cpc)) => {
+                                assert!(supported, "C={c} sms={sms}: a shape for an unsupported C");
+                                assert!(cpc % 8 == 0 && cpc <= DECODE_MAX_CPC);
+                                assert!(s >= 1 && s <= sms.min(DECODE_MAX_CTAS), "C={c} sms={sms}: {s} CTAs");
+                                assert!(s * cpc >= c && (s - 1) * cpc < c, "C={c}: every CTA owns a channel");
+                            }
+                            None => assert!(ctas.is_some() || !supported, "C={c} sms={sms} t={t}"),
+                        }
+                    }
+                }
+            }
+        }
+        let cfg = Config::new(4, 4096);
+        assert_eq!(decode_shape(&cfg, 132, 1, None), Some((128, 32)));
+        assert_eq!(decode_shape(&cfg, 132, 16, None), Some((64, 64)));
+        assert_eq!(decode_shape(&Config::new(4, 7168), 132, 16, None), Some((112, 64)));
+        assert_eq!(decode_shape(&Config::new(4, 1280), 132, 16, None), Some((20, 64)));
+        assert_eq!(decode_shape(&Config::new(4, 256), 132, 16, None), Some((16, 16)));
+        assert_eq!(decode_shape(&Config::new(4, 64), 132, 16, None), Some((8, 8)));
+        assert!(decode_unsupported(&Config::new(4, 8456), 132).is_some());
+        assert!(decode_unsupported(&Config::new(8, 1280), 132).is_some());
+        let gf = Config { gamma_f: true, ..Config::new(4, 1280) };
+        assert!(decode_unsupported(&gf, 132).is_some());
+    }
+}
