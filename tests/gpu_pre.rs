@@ -15,7 +15,8 @@ use common::{PostCase, PreCase, PreOut};
 use half::bf16;
 use mhc::device::cuda::runner::{download, nan_pattern, upload};
 use mhc::device::cuda::{
-    CudaDevice, DeviceBuffer, Event, Plan, PostInViews, PreOutViews, PreParamViews, PreVariant, Stream, Workspace,
+    CudaDevice, DeviceBuffer, Event, Plan, PostInViews, PreKernel, PreOutViews, PreParamViews, PreVariant, Stream,
+    Workspace,
 };
 use mhc::reference::{self, PostInputs};
 use mhc::{Config, Dtype, Error, Formulation, HostTensor, HostTensorMut, Layout};
@@ -379,26 +380,14 @@ fn check_pre_kernel(
     let params = din.params(&cfg);
     {
         let mut views = out.views(&cfg, sh.dtype, t);
-        match (sh.split, sh.ctas, sh.claim || sh.general_k) {
-            (_, _, true) => plan.pre_variant(
-                stream,
-                &ws,
-                &x,
-                &params,
-                &mut views,
-                PreVariant {
-                    split: sh.split,
-                    claim: sh.claim,
-                    prefetch: true,
-                    fast_k: !sh.general_k,
-                    ..Default::default()
-                },
-            ),
-            (Some(s), _, false) => plan.pre_with_split(stream, &ws, &x, &params, &mut views, s),
-            (None, Some(c), false) => plan.pre_decode_with_ctas(stream, &ws, &x, &params, &mut views, c),
-            (None, None, false) => plan.pre(stream, &ws, &x, &params, &mut views),
-        }
-        .unwrap_or_else(|e| panic!("{}: {e}", sh.label()));
+        let tuning = PreVariant { claim: sh.claim, prefetch: true, fast_k: !sh.general_k, ..Default::default() };
+        let kernel = match (sh.split, sh.ctas, sh.claim || sh.general_k) {
+            (split, _, true) => PreKernel::General { split, tuning: Some(tuning) },
+            (Some(s), _, false) => PreKernel::General { split: Some(s), tuning: None },
+            (None, Some(ctas), false) => PreKernel::Decode { ctas },
+            (None, None, false) => PreKernel::Auto,
+        };
+        plan.pre_with(stream, &ws, &x, &params, &mut views, kernel).unwrap_or_else(|e| panic!("{}: {e}", sh.label()));
     }
     stream.synchronize().unwrap_or_else(|e| panic!("{}: {e}", sh.label()));
     let got = out.read(&cfg, sh.dtype, t);
@@ -609,10 +598,10 @@ fn check_post_pre(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testin
         {
             let mut xov = xo.view_mut(dtype, Layout::dense(t, k));
             let mut views = out.views(&cfg, dtype, t);
-            match (fused, sh.split) {
-                (false, _) => plan.post_pre(stream, &ws, &x, &pin, &mut xov, &params, &mut views),
-                (true, None) => plan.post_pre_fused(stream, &ws, &x, &pin, &mut xov, &params, &mut views),
-                (true, Some(s)) => plan.post_pre_with_split(stream, &ws, &x, &pin, &mut xov, &params, &mut views, s),
+            if fused {
+                plan.post_pre_fused(stream, &ws, &x, &pin, &mut xov, &params, &mut views, sh.split, true)
+            } else {
+                plan.post_pre(stream, &ws, &x, &pin, &mut xov, &params, &mut views)
             }
             .unwrap_or_else(|e| panic!("post_pre {}: {e}", sh.label()));
         }
@@ -643,7 +632,7 @@ fn check_post_pre(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testin
             {
                 let mut xov = xo2.view_mut(dtype, Layout::dense(t, k));
                 let mut views = out2.views(&cfg, dtype, t);
-                plan.post_pre_producer(stream, &ws, &x, &pin, &mut xov, &params, &mut views, false)
+                plan.post_pre_fused(stream, &ws, &x, &pin, &mut xov, &params, &mut views, None, false)
                     .unwrap_or_else(|e| panic!("post_pre (per-slot producer) {}: {e}", sh.label()));
             }
             stream.synchronize().unwrap();
@@ -729,12 +718,13 @@ impl Ready {
         let x = din.x.view(self.dtype, din.x_layout);
         let params = din.params(&self.cfg);
         let mut views = self.out.views(&self.cfg, self.dtype, self.t);
-        match mode {
-            Mode::Auto => self.plan.pre(s, &self.ws, &x, &params, &mut views),
-            Mode::General => self.plan.pre_general(s, &self.ws, &x, &params, &mut views),
-            Mode::Split(sp) => self.plan.pre_with_split(s, &self.ws, &x, &params, &mut views, sp),
-            Mode::Decode(c) => self.plan.pre_decode_with_ctas(s, &self.ws, &x, &params, &mut views, c),
-        }
+        let kernel = match mode {
+            Mode::Auto => PreKernel::Auto,
+            Mode::General => PreKernel::General { split: None, tuning: None },
+            Mode::Split(sp) => PreKernel::General { split: Some(sp), tuning: None },
+            Mode::Decode(ctas) => PreKernel::Decode { ctas },
+        };
+        self.plan.pre_with(s, &self.ws, &x, &params, &mut views, kernel)
     }
 
     /// `pre` with its tuning chosen (prefetch on / off; the K loop and / or the pre-mix switched
@@ -744,7 +734,7 @@ impl Ready {
         let x = din.x.view(self.dtype, din.x_layout);
         let params = din.params(&self.cfg);
         let mut views = self.out.views(&self.cfg, self.dtype, self.t);
-        self.plan.pre_variant(s, &self.ws, &x, &params, &mut views, v)
+        self.plan.pre_with(s, &self.ws, &x, &params, &mut views, PreKernel::General { split: None, tuning: Some(v) })
     }
 }
 
@@ -1236,7 +1226,8 @@ fn bench_post_pre() {
                 let x = din.x.view(dtype, din.x_layout);
                 let params = din.params(&cfg);
                 let mut xov = xo.view_mut(dtype, Layout::dense(t, k));
-                plan.post_pre_producer(&s, &ws, &x, &pin, &mut xov, &params, &mut out.views(&cfg, dtype, t), batched)
+                let mut views = out.views(&cfg, dtype, t);
+                plan.post_pre_fused(&s, &ws, &x, &pin, &mut xov, &params, &mut views, None, batched)
             };
             for i in 0..3 {
                 call(i).unwrap();

@@ -82,6 +82,6 @@ pub use device::{CudaArch, CudaDevice, Function};
 pub use memory::{DeviceBuffer, DeviceTensor, DeviceTensorMut};
 pub use plan::{Bucket, Plan, Workspace};
 pub use post_pre::PostInViews;
-pub use pre::{PreOutViews, PreParamViews, PreVariant};
+pub use pre::{PreKernel, PreOutViews, PreParamViews, PreVariant};
 pub use runner::CudaRunner;
 pub use stream::{Event, Graph, Stream};

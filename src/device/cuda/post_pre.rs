@@ -16,8 +16,9 @@
 
 use super::memory::{DeviceTensor, DeviceTensorMut};
 use super::plan::{Plan, Workspace};
-use super::pre::{fits_u32, PostIn, PreOutViews, PreParamViews};
+use super::pre::{fits_u32, PostIn, PreKernel, PreOutViews, PreParamViews};
 use super::stream::Stream;
+use crate::config::Stage;
 use crate::error::Result;
 
 /// Layer l's side of `post_pre` (see [`crate::device::view::PostInViews`]); `f` rows 16-byte aligned.
@@ -41,13 +42,15 @@ impl Plan {
     ) -> Result<()> {
         self.post_pre_inputs(x, post, x_out)?;
         let prepared = self.post_prepared(x, &post.f, &post.h_post, &post.h_res, x_out)?;
-        self.pre_checked(ws, &x_out.as_view(), params, out)?;
+        let (b, chk) = self.pre_checked(Stage::Pre, ws, &x_out.as_view(), params, out)?;
         let Some(p) = prepared else { return Ok(()) };
         self.launch(stream, p.bucket, p.grid, p.block, 0, &p.args)?;
-        self.pre(stream, ws, &x_out.as_view(), params, out)
+        self.pre_enqueue(stream, ws, &x_out.as_view(), params, out, PreKernel::Auto, b, &chk)
     }
 
-    /// [`Plan::post_pre`] as the fused kernel: one launch (benchmarks, tests).
+    /// [`Plan::post_pre`] as the fused kernel: one launch (benchmarks, tests). `split` forces
+    /// its CTAs per 32-token tile; `batched = false` forces the per-slot producer where the
+    /// batched one would run (bf16, n <= 4): both must give the same bits.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     pub fn post_pre_fused(
@@ -59,60 +62,17 @@ impl Plan {
         x_out: &mut DeviceTensorMut<'_>,
         params: &PreParamViews<'_>,
         out: &mut PreOutViews<'_>,
-    ) -> Result<()> {
-        self.post_pre_launch(stream, ws, x, post, x_out, params, out, None, true)
-    }
-
-    /// The fused kernel with the decode split forced (benchmarks, tests).
-    #[doc(hidden)]
-    #[allow(clippy::too_many_arguments)]
-    pub fn post_pre_with_split(
-        &self,
-        stream: &Stream,
-        ws: &Workspace,
-        x: &DeviceTensor<'_>,
-        post: &PostInViews<'_>,
-        x_out: &mut DeviceTensorMut<'_>,
-        params: &PreParamViews<'_>,
-        out: &mut PreOutViews<'_>,
-        split_target: usize,
-    ) -> Result<()> {
-        self.post_pre_launch(stream, ws, x, post, x_out, params, out, Some(split_target), true)
-    }
-
-    /// The fused kernel with the producer chosen: `batched = false` forces the per-slot
-    /// producer where the batched one would run (bf16, n <= 4); tests and benchmarks compare them.
-    #[doc(hidden)]
-    #[allow(clippy::too_many_arguments)]
-    pub fn post_pre_producer(
-        &self,
-        stream: &Stream,
-        ws: &Workspace,
-        x: &DeviceTensor<'_>,
-        post: &PostInViews<'_>,
-        x_out: &mut DeviceTensorMut<'_>,
-        params: &PreParamViews<'_>,
-        out: &mut PreOutViews<'_>,
+        split: Option<usize>,
         batched: bool,
-    ) -> Result<()> {
-        self.post_pre_launch(stream, ws, x, post, x_out, params, out, None, batched)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn post_pre_launch(
-        &self,
-        stream: &Stream,
-        ws: &Workspace,
-        x: &DeviceTensor<'_>,
-        post: &PostInViews<'_>,
-        x_out: &mut DeviceTensorMut<'_>,
-        params: &PreParamViews<'_>,
-        out: &mut PreOutViews<'_>,
-        split_target: Option<usize>,
-        batch: bool,
     ) -> Result<()> {
         self.post_pre_inputs(x, post, x_out)?;
         let t = x.layout.tokens;
+        fits_u32("x_out", t, x_out.layout.row_stride, self.cfg.n * self.cfg.c)?;
+        fits_u32("f", t, post.f.layout.row_stride, self.cfg.c)?;
+        let (_, chk) = self.pre_checked(Stage::PostPre, ws, x, params, out)?;
+        if t == 0 {
+            return Ok(());
+        }
         let pin = PostIn {
             f: post.f.ptr,
             f_stride: post.f.layout.row_stride,
@@ -120,11 +80,9 @@ impl Plan {
             h_res: post.h_res.ptr,
             x_out: x_out.ptr,
             xo_stride: x_out.layout.row_stride,
-            batch,
+            batch: batched,
         };
-        fits_u32("x_out", t, x_out.layout.row_stride, self.cfg.n * self.cfg.c)?;
-        fits_u32("f", t, post.f.layout.row_stride, self.cfg.c)?;
-        self.pre_launch(stream, ws, x, params, out, Some(pin), split_target)
+        self.pre_general_launch(stream, ws, x, params, out, Some(pin), split, None, &chk)
     }
 
     /// The post side's checks of both paths: f, h_post, h_res, x_out, and x_out apart from x.

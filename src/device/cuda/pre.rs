@@ -23,7 +23,7 @@
 //! `default_variant` from the H200 measurements (notes/cuda-pre.md, round 9).
 
 use super::memory::{DeviceTensor, DeviceTensorMut};
-use super::plan::{Plan, Workspace};
+use super::plan::{Bucket, Plan, Workspace};
 use super::pre_decode::{is_decode_entry, DECODE_KERNEL_MAX_TOKENS, DECODE_MAX_CTAS, DECODE_MAX_N};
 use super::stream::Stream;
 use crate::config::{Config, Dtype, Formulation, Stage};
@@ -95,7 +95,7 @@ pub(crate) const FLAG_PREFETCH: u32 = 128;
 /// no address division, no predicated loads, no gamma_k work; the kernel re-checks the
 /// conditions and runs the general loop otherwise).
 pub(crate) const FLAG_FAST_K: u32 = 256;
-/// Attribution only ([`Plan::pre_variant`]): skip the pre-mix.
+/// Attribution only ([`PreKernel::General`] tuning): skip the pre-mix.
 pub(crate) const FLAG_DBG_NO_MIX: u32 = 512;
 /// Attribution only: skip the K loop (the logits are zeros).
 pub(crate) const FLAG_DBG_NO_K: u32 = 1024;
@@ -116,7 +116,8 @@ fn default_variant(dt: Dtype, n: usize, t: usize, splits: usize) -> PreVariant {
     }
 }
 
-/// Tuning of one `pre` launch ([`Plan::pre_variant`]; benchmarks and time attribution).
+/// Tuning of one launch of the general `pre` kernel ([`PreKernel::General`]; benchmarks and
+/// time attribution).
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PreVariant {
@@ -128,8 +129,6 @@ pub struct PreVariant {
     pub prefetch: bool,
     /// The fast K loop where it applies ([`FLAG_FAST_K`]).
     pub fast_k: bool,
-    /// Force the split count (as [`Plan::pre_with_split`]).
-    pub split: Option<usize>,
     /// Prefill with a split tile (T > 64, the grid would leave SMs idle): every CTA of the tile
     /// waits for the coefficients and claims tokens for the pre-mix (the decode scheme), instead
     /// of the last one mixing the tile alone (`FLAG_SOLO`).
@@ -306,15 +305,20 @@ pub(super) struct Checked {
     pub(super) lay: WsLayout,
 }
 
-/// Which kernel a `pre` call runs.
-#[derive(Debug, Clone, Copy)]
-enum Which {
-    /// The plan's bucket for T (the decode kernel where it applies).
+/// Which kernel and launch shape a `pre` call runs ([`Plan::pre_with`]; benchmarks and tests
+/// choose, [`Plan::pre`] is `Auto`).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, Default)]
+pub enum PreKernel {
+    /// The plan's bucket for T (the decode kernel where it applies), measured tuning.
+    #[default]
     Auto,
-    /// The general kernel, with its decode split optionally forced.
-    General(Option<usize>),
-    /// The decode kernel with about this many CTAs.
-    Decode(usize),
+    /// The general kernel even where the decode kernel would run. `split` forces the CTAs per
+    /// 32-token tile (`Some(1)`: the prefill shape), `tuning` the K-loop variant (`None`: the
+    /// measured default); with `skip_k` / `skip_mix` the outputs are NOT `pre`'s.
+    General { split: Option<usize>, tuning: Option<PreVariant> },
+    /// The decode kernel over about `ctas` CTAs (`Err(NoVariant)` where the plan has none for T).
+    Decode { ctas: usize },
 }
 
 impl Plan {
@@ -332,67 +336,22 @@ impl Plan {
         params: &PreParamViews<'_>,
         out: &mut PreOutViews<'_>,
     ) -> Result<()> {
-        self.pre_which(stream, ws, x, params, out, Which::Auto)
+        self.pre_with(stream, ws, x, params, out, PreKernel::Auto)
     }
 
-    /// [`Plan::pre`] on the general kernel with the split count of its decode shape forced
-    /// (benchmarks and tests of the split machinery; `Some(1)` forces the prefill shape).
+    /// [`Plan::pre`] on the kernel and launch shape `kernel` names (benchmarks, tests).
     #[doc(hidden)]
-    pub fn pre_with_split(
+    pub fn pre_with(
         &self,
         stream: &Stream,
         ws: &Workspace,
         x: &DeviceTensor<'_>,
         params: &PreParamViews<'_>,
         out: &mut PreOutViews<'_>,
-        split_target: usize,
+        kernel: PreKernel,
     ) -> Result<()> {
-        self.pre_which(stream, ws, x, params, out, Which::General(Some(split_target)))
-    }
-
-    /// [`Plan::pre`] on the general kernel (its automatic launch shape), even where the decode
-    /// kernel would be selected (benchmarks: old against new).
-    #[doc(hidden)]
-    pub fn pre_general(
-        &self,
-        stream: &Stream,
-        ws: &Workspace,
-        x: &DeviceTensor<'_>,
-        params: &PreParamViews<'_>,
-        out: &mut PreOutViews<'_>,
-    ) -> Result<()> {
-        self.pre_which(stream, ws, x, params, out, Which::General(None))
-    }
-
-    /// [`Plan::pre`] on the general kernel with its tuning chosen ([`PreVariant`]), for
-    /// benchmarks and for attributing the time: with `skip_k` or `skip_mix` the outputs are NOT
-    /// `pre`'s.
-    #[doc(hidden)]
-    pub fn pre_variant(
-        &self,
-        stream: &Stream,
-        ws: &Workspace,
-        x: &DeviceTensor<'_>,
-        params: &PreParamViews<'_>,
-        out: &mut PreOutViews<'_>,
-        v: PreVariant,
-    ) -> Result<()> {
-        self.pre_launch_tuned(stream, ws, x, params, out, None, v.split, Some(v))
-    }
-
-    /// [`Plan::pre`] on the decode kernel spread over about `ctas` CTAs (benchmarks, tests);
-    /// `Err(NoVariant)` where the plan has no decode kernel for this T.
-    #[doc(hidden)]
-    pub fn pre_decode_with_ctas(
-        &self,
-        stream: &Stream,
-        ws: &Workspace,
-        x: &DeviceTensor<'_>,
-        params: &PreParamViews<'_>,
-        out: &mut PreOutViews<'_>,
-        ctas: usize,
-    ) -> Result<()> {
-        self.pre_which(stream, ws, x, params, out, Which::Decode(ctas))
+        let (b, chk) = self.pre_checked(Stage::Pre, ws, x, params, out)?;
+        self.pre_enqueue(stream, ws, x, params, out, kernel, b, &chk)
     }
 
     /// Whether `pre` at `tokens` tokens runs the decode kernel (tests, benchmarks).
@@ -401,40 +360,53 @@ impl Plan {
         self.bucket(Stage::Pre, tokens).is_ok_and(|b| is_decode_entry(b.desc.entry))
     }
 
-    fn pre_which(
+    /// Enqueues a `pre` call that [`Plan::pre_checked`] accepted (`b`, `chk`) on these views.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn pre_enqueue(
         &self,
         stream: &Stream,
         ws: &Workspace,
         x: &DeviceTensor<'_>,
         params: &PreParamViews<'_>,
         out: &mut PreOutViews<'_>,
-        which: Which,
+        kernel: PreKernel,
+        b: &Bucket,
+        chk: &Checked,
     ) -> Result<()> {
-        let b = self.bucket(Stage::Pre, x.layout.tokens)?;
+        if chk.t == 0 {
+            return Ok(());
+        }
         let decode = is_decode_entry(b.desc.entry);
-        match which {
-            Which::Auto if decode => self.pre_decode_launch(stream, ws, x, params, out, b, None),
-            Which::Decode(ctas) if decode => self.pre_decode_launch(stream, ws, x, params, out, b, Some(ctas)),
-            Which::Decode(_) => Err(Error::NoVariant {
+        match kernel {
+            PreKernel::Auto if decode => self.pre_decode_launch(stream, ws, x, params, out, b, None, chk),
+            PreKernel::Decode { ctas } if decode => {
+                self.pre_decode_launch(stream, ws, x, params, out, b, Some(ctas), chk)
+            }
+            PreKernel::Decode { .. } => Err(Error::NoVariant {
                 stage: Stage::Pre.name().into(),
                 arch: self.dev.arch().name().into(),
-                shape: format!("T={}", x.layout.tokens),
+                shape: format!("T={}", chk.t),
                 rejected: vec!["the plan has no decode kernel for this configuration and T".into()],
             }),
-            Which::Auto => self.pre_launch(stream, ws, x, params, out, None, None),
-            Which::General(split) => self.pre_launch(stream, ws, x, params, out, None, split),
+            PreKernel::Auto => self.pre_general_launch(stream, ws, x, params, out, None, None, None, chk),
+            PreKernel::General { split, tuning } => {
+                self.pre_general_launch(stream, ws, x, params, out, None, split, tuning, chk)
+            }
         }
     }
 
-    /// Every check of a `pre` / `post_pre` call (shapes, dtypes, strides, alignment, options,
-    /// workspace), before anything is enqueued.
+    /// Every check of a `pre` / `post_pre` call (the plan serves T; shapes, dtypes, strides,
+    /// alignment, options, workspace), before anything is enqueued: the bucket of `stage` for T
+    /// and what the launch needs.
     pub(super) fn pre_checked(
         &self,
+        stage: Stage,
         ws: &Workspace,
         x: &DeviceTensor<'_>,
         params: &PreParamViews<'_>,
         out: &PreOutViews<'_>,
-    ) -> Result<Checked> {
+    ) -> Result<(&Bucket, Checked)> {
+        let b = self.bucket(stage, x.layout.tokens)?;
         let cfg = &self.cfg;
         let (n, c, k, m, dt) = (cfg.n, cfg.c, cfg.k(), cfg.m(), self.dtype);
         let t = x.layout.tokens;
@@ -487,27 +459,14 @@ impl Plan {
         if ws.bytes() < lay.total {
             return Err(Error::shape("workspace", format!(">= {} bytes", lay.total), ws.bytes()));
         }
-        Ok(Checked { t, flags, gamma_k, gamma_f, y, y_stride, lay })
+        Ok((b, Checked { t, flags, gamma_k, gamma_f, y, y_stride, lay }))
     }
 
-    /// The one launcher of the general kernel, for `pre` and `post_pre` (`post` = Some).
+    /// The general kernel's launch, for `pre` and the fused `post_pre` (`post` = Some), on views
+    /// [`Plan::pre_checked`] accepted (`chk`, T > 0); `split` and `tuning` as in
+    /// [`PreKernel::General`].
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn pre_launch(
-        &self,
-        stream: &Stream,
-        ws: &Workspace,
-        x: &DeviceTensor<'_>,
-        params: &PreParamViews<'_>,
-        out: &mut PreOutViews<'_>,
-        post: Option<PostIn>,
-        split_target: Option<usize>,
-    ) -> Result<()> {
-        self.pre_launch_tuned(stream, ws, x, params, out, post, split_target, None)
-    }
-
-    /// [`Plan::pre_launch`] with the tuning forced (`None`: [`default_variant`]).
-    #[allow(clippy::too_many_arguments)]
-    fn pre_launch_tuned(
+    pub(super) fn pre_general_launch(
         &self,
         stream: &Stream,
         ws: &Workspace,
@@ -517,17 +476,13 @@ impl Plan {
         post: Option<PostIn>,
         split_target: Option<usize>,
         tuning: Option<PreVariant>,
+        chk: &Checked,
     ) -> Result<()> {
         let cfg = &self.cfg;
         let (n, c, k, m, dt) = (cfg.n, cfg.c, cfg.k(), cfg.m(), self.dtype);
         let stage = if post.is_some() { Stage::PostPre } else { Stage::Pre };
-        self.bucket(stage, x.layout.tokens)?;
         let b = self.general_bucket(stage)?;
-        let chk = self.pre_checked(ws, x, params, out)?;
         let (t, mut flags, lay) = (chk.t, chk.flags, chk.lay);
-        if t == 0 {
-            return Ok(());
-        }
         let post =
             post.unwrap_or(PostIn { f: 0, f_stride: 0, h_post: 0, h_res: 0, x_out: 0, xo_stride: 0, batch: false });
         if post.x_out != 0 {

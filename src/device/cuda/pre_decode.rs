@@ -8,7 +8,7 @@
 
 use super::memory::DeviceTensor;
 use super::plan::{Bucket, Plan, Workspace};
-use super::pre::{PreOutViews, PreParamViews, FLAG_GAMMA_K, FLAG_PAPER};
+use super::pre::{Checked, PreOutViews, PreParamViews, FLAG_GAMMA_K, FLAG_PAPER};
 use super::stream::Stream;
 use crate::config::{Config, Dtype};
 use crate::error::{Error, Result};
@@ -114,7 +114,8 @@ pub(crate) const DECODE_DTYPES: [(Dtype, &str); 2] =
     [(Dtype::Bf16, "mhc_pre_decode_sm90_bf16"), (Dtype::F32, "mhc_pre_decode_sm90_f32")];
 
 impl Plan {
-    /// The decode kernel's launch (bucket `b` is its row); `ctas` overrides the CTA count.
+    /// The decode kernel's launch (bucket `b` is its row) on views [`Plan::pre_checked`]
+    /// accepted (`chk`, T > 0); `ctas` overrides the CTA count.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn pre_decode_launch(
         &self,
@@ -125,13 +126,10 @@ impl Plan {
         out: &mut PreOutViews<'_>,
         b: &Bucket,
         ctas: Option<usize>,
+        chk: &Checked,
     ) -> Result<()> {
-        let chk = self.pre_checked(ws, x, params, out)?;
         let cfg = &self.cfg;
         let t = chk.t;
-        if t == 0 {
-            return Ok(());
-        }
         let sms = self.dev.sm_count() as usize;
         let (grid, cpc) = decode_shape(cfg, sms, t, ctas).ok_or_else(|| {
             Error::shape("ctas", format!("enough CTAs for <= {DECODE_MAX_CPC} channels each"), ctas.unwrap_or(0))
