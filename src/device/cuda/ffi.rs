@@ -370,41 +370,19 @@ pub unsafe fn launch(
     params: *mut *mut c_void,
     cooperative: bool,
 ) -> Result<()> {
-    if cooperative {
-        // SAFETY: guaranteed by the caller (see above).
-        let status = unsafe {
-            sys::cuLaunchCooperativeKernel(
-                f,
-                grid.0,
-                grid.1,
-                grid.2,
-                block.0,
-                block.1,
-                block.2,
-                shared_bytes,
-                s,
-                params,
-            )
-        };
-        return check("cuLaunchCooperativeKernel", status);
-    }
-    // SAFETY: guaranteed by the caller (see above).
-    let status = unsafe {
-        sys::cuLaunchKernel(
-            f,
-            grid.0,
-            grid.1,
-            grid.2,
-            block.0,
-            block.1,
-            block.2,
-            shared_bytes,
-            s,
-            params,
-            std::ptr::null_mut(),
-        )
+    let ((gx, gy, gz), (bx, by, bz)) = (grid, block);
+    // SAFETY: guaranteed by the caller (see above); the two entry points take the same
+    // arguments (cuLaunchKernel's `extra` is unused: null).
+    let (name, status) = unsafe {
+        if cooperative {
+            let st = sys::cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shared_bytes, s, params);
+            ("cuLaunchCooperativeKernel", st)
+        } else {
+            let st = sys::cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared_bytes, s, params, std::ptr::null_mut());
+            ("cuLaunchKernel", st)
+        }
     };
-    check("cuLaunchKernel", status)
+    check(name, status)
 }
 
 pub fn graph_instantiate(g: CUgraph) -> Result<CUgraphExec> {

@@ -44,23 +44,7 @@ impl Plan {
         if b.desc.cluster > 1 {
             return self.head_cluster(stream, b, x, phi, scale, base, out);
         }
-        let args = HeadArgs {
-            x: x.ptr,
-            phi: phi.ptr,
-            scale: scale.ptr,
-            base: base.ptr,
-            out: out.ptr,
-            x_stride: (x.layout.row_stride * dt.size()) as u64,
-            out_stride: (out.layout.row_stride * dt.size()) as u64,
-            tokens: t as u32,
-            cbytes: (c * dt.size()) as u32,
-            kchunks: (k / v1) as u32,
-            cchunks: (c / b.desc.v) as u32,
-            eps_norm: self.cfg.eps_norm as f32,
-            eps_hc: self.cfg.eps_hc as f32,
-            inv_k: (1.0 / k as f64) as f32,
-            pad: 0,
-        };
+        let args = self.head_args(x, phi, scale, base, out, k / v1, c / b.desc.v);
         let grid = t.div_ceil(tt) as u32;
         self.launch(stream, b, grid, b.desc.threads, 0, &args)
     }
@@ -96,24 +80,42 @@ impl Plan {
                 rejected: vec![format!("{}: x tile of {smem} bytes or C below {} channels", b.desc.entry, r * v1)],
             });
         }
-        let args = HeadArgs {
+        let args = self.head_args(x, phi, scale, base, out, per_cta, cc);
+        let grid = (t.div_ceil(tt) * r) as u32;
+        self.launch(stream, b, grid, b.desc.threads, smem as u32, &args)
+    }
+
+    /// The argument block of both head kernels; `kchunks` / `cchunks` are per kernel (the
+    /// one-CTA kernel: phase-1 chunks of the whole row and phase-2 chunks of C; the cluster
+    /// kernel: chunks per CTA and chunks of C).
+    #[allow(clippy::too_many_arguments)]
+    fn head_args(
+        &self,
+        x: &DeviceTensor<'_>,
+        phi: &DeviceTensor<'_>,
+        scale: &DeviceTensor<'_>,
+        base: &DeviceTensor<'_>,
+        out: &DeviceTensorMut<'_>,
+        kchunks: usize,
+        cchunks: usize,
+    ) -> HeadArgs {
+        let (c, es) = (self.cfg.c, self.dtype.size());
+        HeadArgs {
             x: x.ptr,
             phi: phi.ptr,
             scale: scale.ptr,
             base: base.ptr,
             out: out.ptr,
-            x_stride: (x.layout.row_stride * dt.size()) as u64,
-            out_stride: (out.layout.row_stride * dt.size()) as u64,
-            tokens: t as u32,
-            cbytes: (c * dt.size()) as u32,
-            kchunks: per_cta as u32,
-            cchunks: cc as u32,
+            x_stride: (x.layout.row_stride * es) as u64,
+            out_stride: (out.layout.row_stride * es) as u64,
+            tokens: x.layout.tokens as u32,
+            cbytes: (c * es) as u32,
+            kchunks: kchunks as u32,
+            cchunks: cchunks as u32,
             eps_norm: self.cfg.eps_norm as f32,
             eps_hc: self.cfg.eps_hc as f32,
-            inv_k: (1.0 / (n * c) as f64) as f32,
+            inv_k: (1.0 / (self.cfg.n * c) as f64) as f32,
             pad: 0,
-        };
-        let grid = (t.div_ceil(tt) * r) as u32;
-        self.launch(stream, b, grid, b.desc.threads, smem as u32, &args)
+        }
     }
 }

@@ -420,26 +420,14 @@ impl Plan {
         if cfg.formulation == Formulation::Paper {
             flags |= FLAG_PAPER;
         }
-        let gamma_k = match (cfg.gamma_k, &params.gamma_k) {
-            (true, Some(g)) => {
-                g.check_dense_f32("gamma_k", 1, k)?;
-                align16("gamma_k", g.ptr)?;
-                flags |= FLAG_GAMMA_K;
-                g.ptr
-            }
-            (false, None) => 0,
-            (want, _) => return Err(presence("gamma_k", want)),
-        };
-        let gamma_f = match (cfg.gamma_f, &params.gamma_f) {
-            (true, Some(g)) => {
-                g.check_dense_f32("gamma_f", 1, c)?;
-                align16("gamma_f", g.ptr)?;
-                flags |= FLAG_GAMMA_F;
-                g.ptr
-            }
-            (false, None) => 0,
-            (want, _) => return Err(presence("gamma_f", want)),
-        };
+        let gamma_k = optional_weight("gamma_k", cfg.gamma_k, &params.gamma_k, k)?;
+        let gamma_f = optional_weight("gamma_f", cfg.gamma_f, &params.gamma_f, c)?;
+        if cfg.gamma_k {
+            flags |= FLAG_GAMMA_K;
+        }
+        if cfg.gamma_f {
+            flags |= FLAG_GAMMA_F;
+        }
         out.a.check("a", dt, t, c, 16)?;
         fits_u32("a", t, out.a.layout.row_stride, c)?;
         let (y, y_stride) = match (cfg.gamma_f, &out.y) {
@@ -561,6 +549,20 @@ impl Plan {
             eps_f: cfg.eps_f as f32,
         };
         self.launch(stream, b, grid as u32, b.desc.threads, 0, &args)
+    }
+}
+
+/// An optional f32 weight of `len` elements (gamma_k, gamma_f): present exactly when the
+/// configuration asks for it, dense and 16-byte aligned; its address, or 0 when absent.
+fn optional_weight(what: &'static str, wanted: bool, view: &Option<DeviceTensor<'_>>, len: usize) -> Result<u64> {
+    match (wanted, view) {
+        (true, Some(g)) => {
+            g.check_dense_f32(what, 1, len)?;
+            align16(what, g.ptr)?;
+            Ok(g.ptr)
+        }
+        (false, None) => Ok(0),
+        (want, _) => Err(presence(what, want)),
     }
 }
 
