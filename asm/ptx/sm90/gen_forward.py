@@ -1220,6 +1220,82 @@ def static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr):
     k.e("bra COEF_WAIT;")
 
 
+def static_premix(k, n, V, hp, xs, ss):
+    """Phase A of both static kernels: a[v] = sum_j h_pre[j] x[j][v] and ss += a[v]^2."""
+    av = [k.r("f32", f"a{v}") for v in range(V)]
+    for v in range(V):
+        k.e(f"mul.f32 {av[v]}, {hp[0]}, {xs[0][v]};")
+    for j in range(1, n):
+        for v in range(V):
+            k.e(f"fma.rn.f32 {av[v]}, {hp[j]}, {xs[j][v]}, {av[v]};")
+    for v in range(V):
+        k.e(f"fma.rn.f32 {ss}, {av[v]}, {av[v]}, {ss};")
+    return av
+
+
+def st_shared_f32(k, vals, addr):
+    """f32 registers to shared memory at addr, in 16-byte stores where four fit."""
+    i = 0
+    while i < len(vals):
+        w = min(4, len(vals) - i)
+        if w == 1:
+            k.e(f"st.shared.f32 [{addr}+{4 * i}], {vals[i]};")
+        else:
+            k.e(f"st.shared.v{w}.f32 [{addr}+{4 * i}], {{{', '.join(vals[i:i + w])}}};")
+        i += w
+
+
+def static_rms(k, ss, lane, warp, pw, sR, ndw, inv_c, eps_f, barrier_note=None):
+    """PA_END of both static kernels: the CTA's sum of squares in a fixed order (butterflies,
+    then the ndw data warps through shared memory, barrier 0), returns r = 1/sqrt(mean + eps_f)."""
+    k.label("PA_END")
+    warp_allreduce(k, ss, "ssr")
+    k.e(f"setp.eq.u32 {pw}, {lane}, 0;")
+    wa = k.r("b64", "wa")
+    k.e(f"mul.wide.u32 {wa}, {warp}, 4;")
+    k.e(f"add.u64 {wa}, {wa}, {sR};")
+    k.e(f"@{pw} st.shared.f32 [{wa}], {ss};")
+    if barrier_note:
+        k.comment(barrier_note)
+    k.e("barrier.sync 0;")
+    red = load_f32_run(k, "rw", sR, ndw, space="shared")
+    tot, rr = k.r("f32", "tot"), k.r("f32", "rinv")
+    k.e(f"mov.f32 {tot}, {red[0]};")
+    for w in range(1, ndw):
+        k.e(f"add.f32 {tot}, {tot}, {red[w]};")
+    k.comment("r = 1 / sqrt(mean(a^2) + eps_f)")
+    k.e(f"fma.rn.f32 {rr}, {tot}, {inv_c}, {eps_f};")
+    k.e(f"sqrt.rn.f32 {rr}, {rr};")
+    k.e(f"rcp.rn.f32 {rr}, {rr};")
+    return rr
+
+
+def static_y(k, av, gv, rr):
+    """Phase B of both static kernels: y = a gamma r for one chunk."""
+    yv = [k.r("f32", f"y{v}") for v in range(len(av))]
+    for v in range(len(av)):
+        k.e(f"mul.f32 {yv[v]}, {av[v]}, {gv[v]};")
+        k.e(f"mul.f32 {yv[v]}, {yv[v]}, {rr};")
+    return yv
+
+
+def static_streams(k, dtype, n, V, ho, Rm, sS, xs, yv, oa, cb64):
+    """Phase B of both static kernels: every stream out[i] = h_post[i] y + sum_j h_res[i][j] x[j]
+    of one chunk, stored at oa[i] (a list of addresses) or at oa stepped by cb64 between
+    streams (one register)."""
+    for i in range(n):
+        Ri = Rm[i] if n <= 2 else load_f32_run(k, f"Rr{i}_", sS, n, off=4 * i * n, space="shared")
+        acc = [k.r("f32", f"acc{v}") for v in range(V)]
+        for v in range(V):
+            k.e(f"mul.f32 {acc[v]}, {ho[i]}, {yv[v]};")
+        for j in range(n):
+            for v in range(V):
+                k.e(f"fma.rn.f32 {acc[v]}, {Ri[j]}, {xs[j][v]}, {acc[v]};")
+        store_row(k, dtype, acc, oa[i] if isinstance(oa, list) else oa, tag=f"so{i}")
+        if not isinstance(oa, list) and i < n - 1:
+            k.e(f"add.u64 {oa}, {oa}, {cb64};")
+
+
 def static_kernel(dtype, n):
     # Register caps so that many 128-thread CTAs stay resident (6+ per SM for n <= 4): the
     # per-token chain (load, reduce, barrier, store) is latency-bound, so resident CTAs matter.
@@ -1290,44 +1366,14 @@ def static_kernel(dtype, n):
     for j in range(1, n):
         k.e(f"add.u64 {xa[j]}, {xa[j - 1]}, {cb64};")
     xs = [load_row(k, dtype, f"x{j}", xa[j], V) for j in range(n)]
-    av = [f(f"a{v}") for v in range(V)]
-    for v in range(V):
-        k.e(f"mul.f32 {av[v]}, {hp[0]}, {xs[0][v]};")
-    for j in range(1, n):
-        for v in range(V):
-            k.e(f"fma.rn.f32 {av[v]}, {hp[j]}, {xs[j][v]}, {av[v]};")
-    for v in range(V):
-        k.e(f"fma.rn.f32 {ss}, {av[v]}, {av[v]}, {ss};")
+    av = static_premix(k, n, V, hp, xs, ss)
     aa = p("aa")
     k.e(f"mul.wide.u32 {aa}, {q}, {V * 4};")
     k.e(f"add.u64 {aa}, {aa}, {sA};")
-    i = 0
-    while i < V:
-        w = min(4, V - i)
-        if w == 1:
-            k.e(f"st.shared.f32 [{aa}+{4 * i}], {av[i]};")
-        else:
-            k.e(f"st.shared.v{w}.f32 [{aa}+{4 * i}], {{{', '.join(av[i:i + w])}}};")
-        i += w
+    st_shared_f32(k, av, aa)
     k.e(f"add.u32 {q}, {q}, {DT};")
     k.e("bra.uni PA_LOOP;")
-    k.label("PA_END")
-    warp_allreduce(k, ss, "ssr")
-    k.e(f"setp.eq.u32 {pw}, {lane}, 0;")
-    wa = p("wa")
-    k.e(f"mul.wide.u32 {wa}, {warp}, 4;")
-    k.e(f"add.u64 {wa}, {wa}, {sR};")
-    k.e(f"@{pw} st.shared.f32 [{wa}], {ss};")
-    k.e("barrier.sync 0;")
-    red = load_f32_run(k, "rw", sR, DT // 32, space="shared")
-    tot, rr = f("tot"), f("rinv")
-    k.e(f"mov.f32 {tot}, {red[0]};")
-    for w in range(1, DT // 32):
-        k.e(f"add.f32 {tot}, {tot}, {red[w]};")
-    k.comment("r = 1 / sqrt(mean(a^2) + eps_f)")
-    k.e(f"fma.rn.f32 {rr}, {tot}, {inv_c}, {eps_f};")
-    k.e(f"sqrt.rn.f32 {rr}, {rr};")
-    k.e(f"rcp.rn.f32 {rr}, {rr};")
+    rr = static_rms(k, ss, lane, warp, pw, sR, DT // 32, inv_c, eps_f)
     k.comment("past the barrier: the coefficient warp's h_post and h_res are visible (broadcast loads)")
     ho = load_f32_run(k, "hpost", sH, n, off=128, space="shared")
     if n <= 2:
@@ -1348,23 +1394,12 @@ def static_kernel(dtype, n):
     k.e(f"add.u64 {aa}, {aa}, {sA};")
     av = load_f32_run(k, "a", aa, V, space="shared")
     gv = load_f32_run(k, "gm", ga, V)
-    yv = [f(f"y{v}") for v in range(V)]
-    for v in range(V):
-        k.e(f"mul.f32 {yv[v]}, {av[v]}, {gv[v]};")
-        k.e(f"mul.f32 {yv[v]}, {yv[v]}, {rr};")
+    yv = static_y(k, av, gv, rr)
     oa = [p(f"oa{i}") for i in range(n)]
     k.e(f"add.u64 {oa[0]}, {orow}, {co};")
     for i in range(1, n):
         k.e(f"add.u64 {oa[i]}, {oa[i - 1]}, {cb64};")
-    for i in range(n):
-        Ri = R[i] if n <= 2 else load_f32_run(k, f"Rr{i}_", sS, n, off=4 * i * n, space="shared")
-        acc = [f(f"acc{v}") for v in range(V)]
-        for v in range(V):
-            k.e(f"mul.f32 {acc[v]}, {ho[i]}, {yv[v]};")
-        for j in range(n):
-            for v in range(V):
-                k.e(f"fma.rn.f32 {acc[v]}, {Ri[j]}, {xs[j][v]}, {acc[v]};")
-        store_row(k, dtype, acc, oa[i], tag=f"so{i}")
+    static_streams(k, dtype, n, V, ho, R if n <= 2 else None, sS, xs, yv, oa, cb64)
     k.e(f"add.u32 {q}, {q}, {DT};")
     k.e("bra.uni PB_LOOP;")
     k.label("PB_END")
@@ -1522,44 +1557,14 @@ def static_cl_kernel(dtype, n):
         return rows
 
     xs = tile_rows("A")
-    av = [f(f"a{v}") for v in range(V)]
-    for v in range(V):
-        k.e(f"mul.f32 {av[v]}, {hp[0]}, {xs[0][v]};")
-    for j in range(1, n):
-        for v in range(V):
-            k.e(f"fma.rn.f32 {av[v]}, {hp[j]}, {xs[j][v]}, {av[v]};")
-    for v in range(V):
-        k.e(f"fma.rn.f32 {ss}, {av[v]}, {av[v]}, {ss};")
+    av = static_premix(k, n, V, hp, xs, ss)
     aa = u("aa")
     k.e(f"mad.lo.u32 {aa}, {q}, {V * 4}, {sA};")
-    i = 0
-    while i < V:
-        w = min(4, V - i)
-        if w == 1:
-            k.e(f"st.shared.f32 [{aa}+{4 * i}], {av[i]};")
-        else:
-            k.e(f"st.shared.v{w}.f32 [{aa}+{4 * i}], {{{', '.join(av[i:i + w])}}};")
-        i += w
+    st_shared_f32(k, av, aa)
     k.e(f"add.u32 {q}, {q}, {DT};")
     k.e("bra.uni PA_LOOP;")
-    k.label("PA_END")
-    warp_allreduce(k, ss, "ssr")
-    k.e(f"setp.eq.u32 {pw}, {lane}, 0;")
-    wa = p("wa")
-    k.e(f"mul.wide.u32 {wa}, {warp}, 4;")
-    k.e(f"add.u64 {wa}, {wa}, {sR};")
-    k.e(f"@{pw} st.shared.f32 [{wa}], {ss};")
-    k.comment("barrier 0 (all threads): the warp sums, a[], and the coefficient warp's h_post, h_res")
-    k.e("barrier.sync 0;")
-    red = load_f32_run(k, "rw", sR, DT // 32, space="shared")
-    tot, rr = f("tot"), f("rinv")
-    k.e(f"mov.f32 {tot}, {red[0]};")
-    for w in range(1, DT // 32):
-        k.e(f"add.f32 {tot}, {tot}, {red[w]};")
-    k.comment("r = 1 / sqrt(mean(a^2) + eps_f)")
-    k.e(f"fma.rn.f32 {rr}, {tot}, {inv_c}, {eps_f};")
-    k.e(f"sqrt.rn.f32 {rr}, {rr};")
-    k.e(f"rcp.rn.f32 {rr}, {rr};")
+    rr = static_rms(k, ss, lane, warp, pw, sR, DT // 32, inv_c, eps_f,
+                    "barrier 0 (all threads): the warp sums, a[], and the coefficient warp's h_post, h_res")
     ho = load_f32_run(k, "hpost", sH, n, off=128, space="shared")
     if n <= 2:
         Rm = [load_f32_run(k, f"R{i}_", sS, n, off=4 * i * n, space="shared") for i in range(n)]
@@ -1581,23 +1586,10 @@ def static_cl_kernel(dtype, n):
     k.e(f"mul.wide.u32 {ga}, {tmp}, {V * 4};")
     k.e(f"add.u64 {ga}, {ga}, {pg};")
     gv = load_f32_run(k, "gm", ga, V)
-    yv = [f(f"y{v}") for v in range(V)]
-    for v in range(V):
-        k.e(f"mul.f32 {yv[v]}, {av[v]}, {gv[v]};")
-        k.e(f"mul.f32 {yv[v]}, {yv[v]}, {rr};")
+    yv = static_y(k, av, gv, rr)
     oa = p("oa")
     k.e(f"mad.wide.u32 {oa}, {q}, {V * es}, {orow};")
-    for i in range(n):
-        Ri = Rm[i] if n <= 2 else load_f32_run(k, f"Rr{i}_", sS, n, off=4 * i * n, space="shared")
-        acc = [f(f"acc{v}") for v in range(V)]
-        for v in range(V):
-            k.e(f"mul.f32 {acc[v]}, {ho[i]}, {yv[v]};")
-        for j in range(n):
-            for v in range(V):
-                k.e(f"fma.rn.f32 {acc[v]}, {Ri[j]}, {xs[j][v]}, {acc[v]};")
-        store_row(k, dtype, acc, oa, tag=f"so{i}")
-        if i < n - 1:
-            k.e(f"add.u64 {oa}, {oa}, {cb64};")
+    static_streams(k, dtype, n, V, ho, Rm if n <= 2 else None, sS, xs, yv, oa, cb64)
     k.e(f"add.u32 {it}, {it}, {DT};")
     k.e("bra.uni PB_LOOP;")
     k.label("PB_END")
