@@ -102,6 +102,24 @@ def load_row(k, dtype, dst_prefix, addr, nvals, off=0, cache="nc"):
     return vals
 
 
+def ld_shared_row(k, dtype, addr, count, wprefix, xprefix):
+    """count activations at shared [addr] as f32 registers xprefix0.. (bf16: 32-bit words
+    wprefix0.. unpacked by shift / mask)."""
+    if dtype == "f32":
+        return load_f32_run(k, xprefix, addr, count, space="shared")
+    nw = count // 2
+    ws = [k.r("b32", f"{wprefix}{w}") for w in range(nw)]
+    if nw == 1:
+        k.e(f"ld.shared.b32 {ws[0]}, [{addr}];")
+    else:
+        k.e(f"ld.shared.v{nw}.b32 {{{', '.join(ws)}}}, [{addr}];")
+    xv = [k.r("f32", f"{xprefix}{v}") for v in range(count)]
+    for w in range(nw):
+        k.e(f"shl.b32 {xv[2 * w]}, {ws[w]}, 16;")
+        k.e(f"and.b32 {xv[2 * w + 1]}, {ws[w]}, 0xffff0000;")
+    return xv
+
+
 def store_row(k, dtype, vals, addr, off=0, tag="s"):
     """Stores f32 registers vals at [addr+off], rounding once to nearest-even for bf16."""
     if dtype == "f32":
@@ -799,19 +817,7 @@ def head_cl_kernel(dtype, n, dec=False):
         for tt in range(TT):
             if tt:
                 k.e(f"add.u32 {so_}, {so_}, {tstep};")
-            if dtype == "bf16":
-                nw = V1 // 2
-                ws = [u(f"xw{tt}_{w}") for w in range(nw)]
-                if nw == 1:
-                    k.e(f"ld.shared.b32 {ws[0]}, [{so_}];")
-                else:
-                    k.e(f"ld.shared.v{nw}.b32 {{{', '.join(ws)}}}, [{so_}];")
-                xv = [f(f"xv{tt}_{v}") for v in range(V1)]
-                for w in range(nw):
-                    k.e(f"shl.b32 {xv[2 * w]}, {ws[w]}, 16;")
-                    k.e(f"and.b32 {xv[2 * w + 1]}, {ws[w]}, 0xffff0000;")
-            else:
-                xv = load_f32_run(k, f"xv{tt}_", so_, V1, space="shared")
+            xv = ld_shared_row(k, dtype, so_, V1, f"xw{tt}_", f"xv{tt}_")
             for v in range(V1):
                 k.e(f"fma.rn.f32 {SS[tt]}, {xv[v]}, {xv[v]}, {SS[tt]};")
             for o in range(n):
@@ -957,21 +963,7 @@ def head_cl_kernel(dtype, n, dec=False):
     for i in range(n):
         if i:
             k.e(f"add.u32 {ta}, {ta}, {sstep};")
-        if dtype == "bf16":
-            nw = V1 // 2
-            ws = [u(f"yw{wv}") for wv in range(nw)]
-            if nw == 1:
-                k.e(f"ld.shared.b32 {ws[0]}, [{ta}];")
-            else:
-                k.e(f"ld.shared.v{nw}.b32 {{{', '.join(ws)}}}, [{ta}];")
-            xv = [f(f"y{v}") for v in range(V1)]
-            for wv in range(nw):
-                k.e(f"shl.b32 {xv[2 * wv]}, {ws[wv]}, 16;")
-                k.e(f"and.b32 {xv[2 * wv + 1]}, {ws[wv]}, 0xffff0000;")
-        else:
-            xv = [f(f"y{v}") for v in range(V1)]
-            for v0 in range(0, V1, 4):
-                k.e(f"ld.shared.v4.f32 {{{', '.join(xv[v0:v0 + 4])}}}, [{ta}+{4 * v0}];")
+        xv = ld_shared_row(k, dtype, ta, V1, "yw", "y")
         for v in range(V1):
             if i == 0:
                 k.e(f"mul.f32 {accs[v]}, {hv[0]}, {xv[v]};")
@@ -1540,20 +1532,7 @@ def static_cl_kernel(dtype, n):
         for j in range(n):
             if j:
                 k.e(f"add.u32 {xa}, {xa}, {seg};")
-            if dtype == "bf16":
-                nw = V // 2
-                ws = [u(f"{tag}w{j}_{w}") for w in range(nw)]
-                if nw == 1:
-                    k.e(f"ld.shared.b32 {ws[0]}, [{xa}];")
-                else:
-                    k.e(f"ld.shared.v{nw}.b32 {{{', '.join(ws)}}}, [{xa}];")
-                xv = [f(f"{tag}x{j}_{v}") for v in range(V)]
-                for w in range(nw):
-                    k.e(f"shl.b32 {xv[2 * w]}, {ws[w]}, 16;")
-                    k.e(f"and.b32 {xv[2 * w + 1]}, {ws[w]}, 0xffff0000;")
-            else:
-                xv = load_f32_run(k, f"{tag}x{j}_", xa, V, space="shared")
-            rows.append(xv)
+            rows.append(ld_shared_row(k, dtype, xa, V, f"{tag}w{j}_", f"{tag}x{j}_"))
         return rows
 
     xs = tile_rows("A")
