@@ -53,10 +53,11 @@ def load_set(bf, S):
             e(f"    @%p1 ld.global.nc.v4.f32 {{%xr{S}{8*s+4}, %xr{S}{8*s+5}, %xr{S}{8*s+6}, %xr{S}{8*s+7}}}, [%rd2+16];")
     return "\n".join(L)
 
-def compute_set(bf, S, lbl):
+def sum_squares(bf, S, lbl, tag):
+    """The step's sum of squares (logit group 0 only), skipped to label {tag}_{lbl} otherwise."""
     L = []
     e = L.append
-    e(f"    @!%p_mg0 bra SSX_{lbl};")
+    e(f"    @!%p_mg0 bra {tag}_{lbl};")
     for s in range(4):
         if bf:
             for j in range(4):
@@ -67,35 +68,49 @@ def compute_set(bf, S, lbl):
         else:
             for j in range(8):
                 e(f"    fma.rn.f32 %ss{s}, %xr{S}{8*s+j}, %xr{S}{8*s+j}, %ss{s};")
-    e(f"SSX_{lbl}:")
-    if bf:
-        for nt in range(4):
-            G = "@%p_nt3 " if nt == 3 else ""   # n-tile 3 without a logit (M <= 24): skipped
+    e(f"{tag}_{lbl}:")
+    return L
+
+def bf16_mma(S, lbl, tag, gamma_k):
+    """bf16 storage: phi split into bf16 hi + lo (times gamma_k first when `gamma_k`), then the
+    step's m16n8k16 mma grid; the second m-tile is skipped to label {tag}_{lbl} when empty."""
+    L = []
+    e = L.append
+    for nt in range(4):
+        G = "@%p_nt3 " if nt == 3 else ""   # n-tile 3 without a logit (M <= 24): skipped
+        if gamma_k:
             for j in range(8):
                 e(f"    @%p_gk mul.f32 %pf{S}{8*nt+j}, %pf{S}{8*nt+j}, %gk{S}{j};")
-            for u in range(4):
-                b = 4*nt + u
-                e(f"    {G}cvt.rn.bf16x2.f32 %bh{b}, %pf{S}{8*nt+2*u+1}, %pf{S}{8*nt+2*u};")
-                e(f"    {G}shl.b32 %r12, %bh{b}, 16;")
-                e(f"    {G}and.b32 %r13, %bh{b}, 0xffff0000;")
-                e(f"    {G}sub.f32 %f0, %pf{S}{8*nt+2*u}, %r12;")
-                e(f"    {G}sub.f32 %f1, %pf{S}{8*nt+2*u+1}, %r13;")
-                e(f"    {G}cvt.rn.bf16x2.f32 %bl{b}, %f1, %f0;")
-        for mt in range(2):
-            if mt == 1:
-                e(f"    @!%p_mt1 bra MMX_{lbl};")
-            for nt in range(4):
-                c = [ACC[mt*16 + nt*4 + j] for j in range(4)]
-                cs = "{" + ", ".join(c) + "}"
-                s0, s1 = 2*mt, 2*mt+1
-                A1 = f"{{%xa{S}{4*s0}, %xa{S}{4*s1}, %xa{S}{4*s0+1}, %xa{S}{4*s1+1}}}"
-                A2 = f"{{%xa{S}{4*s0+2}, %xa{S}{4*s1+2}, %xa{S}{4*s0+3}, %xa{S}{4*s1+3}}}"
-                for A, pair in ((A1, (0, 1)), (A2, (2, 3))):
-                    for B in ('bh', 'bl'):
-                        Bs = f"{{%{B}{4*nt+pair[0]}, %{B}{4*nt+pair[1]}}}"
-                        G = "@%p_nt3 " if nt == 3 else ""
-                        e(f"    {G}mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {cs}, {A}, {Bs}, {cs};")
-        e(f"MMX_{lbl}:")
+        for u in range(4):
+            b = 4*nt + u
+            e(f"    {G}cvt.rn.bf16x2.f32 %bh{b}, %pf{S}{8*nt+2*u+1}, %pf{S}{8*nt+2*u};")
+            e(f"    {G}shl.b32 %r12, %bh{b}, 16;")
+            e(f"    {G}and.b32 %r13, %bh{b}, 0xffff0000;")
+            e(f"    {G}sub.f32 %f0, %pf{S}{8*nt+2*u}, %r12;")
+            e(f"    {G}sub.f32 %f1, %pf{S}{8*nt+2*u+1}, %r13;")
+            e(f"    {G}cvt.rn.bf16x2.f32 %bl{b}, %f1, %f0;")
+    for mt in range(2):
+        if mt == 1:
+            e(f"    @!%p_mt1 bra {tag}_{lbl};")
+        for nt in range(4):
+            c = [ACC[mt*16 + nt*4 + j] for j in range(4)]
+            cs = "{" + ", ".join(c) + "}"
+            s0, s1 = 2*mt, 2*mt+1
+            A1 = f"{{%xa{S}{4*s0}, %xa{S}{4*s1}, %xa{S}{4*s0+1}, %xa{S}{4*s1+1}}}"
+            A2 = f"{{%xa{S}{4*s0+2}, %xa{S}{4*s1+2}, %xa{S}{4*s0+3}, %xa{S}{4*s1+3}}}"
+            for A, pair in ((A1, (0, 1)), (A2, (2, 3))):
+                for B in ('bh', 'bl'):
+                    Bs = f"{{%{B}{4*nt+pair[0]}, %{B}{4*nt+pair[1]}}}"
+                    G = "@%p_nt3 " if nt == 3 else ""
+                    e(f"    {G}mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {cs}, {A}, {Bs}, {cs};")
+    e(f"{tag}_{lbl}:")
+    return L
+
+def compute_set(bf, S, lbl):
+    L = sum_squares(bf, S, lbl, "SSX")
+    e = L.append
+    if bf:
+        L += bf16_mma(S, lbl, "MMX", gamma_k=True)
     else:
         # gamma_k of the step; phi per half (16 registers live, not 32: the f32 path is at the
         # 255-register cap). Addresses recomputed from %jb (the next step's loads are already
@@ -283,48 +298,9 @@ def fast_load(bf, S):
     return "\n".join(L)
 
 def fast_compute(bf, S, lbl):
+    """The fast loop's step (bf16, n = 4, no gamma_k): as compute_set without the gamma_k work."""
     assert bf
-    L = []
-    e = L.append
-    e(f"    @!%p_mg0 bra SSF_{lbl};")
-    for s in range(4):
-        if bf:
-            for j in range(4):
-                e(f"    shl.b32 %r10, %xa{S}{4*s+j}, 16;")
-                e(f"    and.b32 %r11, %xa{S}{4*s+j}, 0xffff0000;")
-                e(f"    fma.rn.f32 %ss{s}, %r10, %r10, %ss{s};")
-                e(f"    fma.rn.f32 %ss{s}, %r11, %r11, %ss{s};")
-        else:
-            for j in range(8):
-                e(f"    fma.rn.f32 %ss{s}, %xr{S}{8*s+j}, %xr{S}{8*s+j}, %ss{s};")
-    e(f"SSF_{lbl}:")
-    if bf:
-        for nt in range(4):
-            G = "@%p_nt3 " if nt == 3 else ""
-            for u in range(4):
-                b = 4*nt + u
-                e(f"    {G}cvt.rn.bf16x2.f32 %bh{b}, %pf{S}{8*nt+2*u+1}, %pf{S}{8*nt+2*u};")
-                e(f"    {G}shl.b32 %r12, %bh{b}, 16;")
-                e(f"    {G}and.b32 %r13, %bh{b}, 0xffff0000;")
-                e(f"    {G}sub.f32 %f0, %pf{S}{8*nt+2*u}, %r12;")
-                e(f"    {G}sub.f32 %f1, %pf{S}{8*nt+2*u+1}, %r13;")
-                e(f"    {G}cvt.rn.bf16x2.f32 %bl{b}, %f1, %f0;")
-        for mt in range(2):
-            if mt == 1:
-                e(f"    @!%p_mt1 bra MMF_{lbl};")
-            for nt in range(4):
-                c = [ACC[mt*16 + nt*4 + j] for j in range(4)]
-                cs = "{" + ", ".join(c) + "}"
-                s0, s1 = 2*mt, 2*mt+1
-                A1 = f"{{%xa{S}{4*s0}, %xa{S}{4*s1}, %xa{S}{4*s0+1}, %xa{S}{4*s1+1}}}"
-                A2 = f"{{%xa{S}{4*s0+2}, %xa{S}{4*s1+2}, %xa{S}{4*s0+3}, %xa{S}{4*s1+3}}}"
-                for A, pair in ((A1, (0, 1)), (A2, (2, 3))):
-                    for B in ('bh', 'bl'):
-                        Bs = f"{{%{B}{4*nt+pair[0]}, %{B}{4*nt+pair[1]}}}"
-                        G = "@%p_nt3 " if nt == 3 else ""
-                        e(f"    {G}mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {cs}, {A}, {Bs}, {cs};")
-        e(f"MMF_{lbl}:")
-    return "\n".join(L)
+    return "\n".join(sum_squares(bf, S, lbl, "SSF") + bf16_mma(S, lbl, "MMF", gamma_k=False))
 
 def flush_fast(bf, lbl):
     return flush(lbl).replace(f"and.b32 %r14, %nstep, {FLUSH_EVERY - 1};", f"and.b32 %r14, %nstep, {FLUSH_FAST[bf] - 1};")
