@@ -378,21 +378,8 @@ def entry(dt, post):
                         e(f"    mul.f32 %pf{j}, %pf{j}, %gkv{j};")
                         e(f"    cvt.rna.tf32.f32 %ph{4*nt+j}, %pf{j};")
                         e(f"    sub.f32 %pl{4*nt+j}, %pf{j}, %ph{4*nt+j};")
-                for mt in range(2):
-                    if mt == 1:
-                        e(f"    @!%p_mt1 bra MMA_DONE{h};")
-                    for nt in range(4):
-                        c = [ACC[mt*16 + nt*4 + j] for j in range(4)]
-                        cs = "{" + ", ".join(c) + "}"
-                        s0, s1 = 2*mt, 2*mt+1
-                        for u in range(2):
-                            Ah = f"{{%xh{4*s0+2*u}, %xh{4*s1+2*u}, %xh{4*s0+2*u+1}, %xh{4*s1+2*u+1}}}"
-                            Al = f"{{%xl{4*s0+2*u}, %xl{4*s1+2*u}, %xl{4*s0+2*u+1}, %xl{4*s1+2*u+1}}}"
-                            Bh = f"{{%ph{4*nt+2*u}, %ph{4*nt+2*u+1}}}"
-                            Bl = f"{{%pl{4*nt+2*u}, %pl{4*nt+2*u+1}}}"
-                            for A, B in ((Ah, Bh), (Ah, Bl), (Al, Bh)):
-                                e(f"    mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {cs}, {A}, {B}, {cs};")
-                e(f"MMA_DONE{h}:")
+                for line in kloop.tf32_mma(f"MMA_DONE{h}"):
+                    e(line)
         e(kloop.flush('P'))
         e("""    add.u32 %jb, %jb, 256;
         bra K_LOOP;""")

@@ -106,6 +106,29 @@ def bf16_mma(S, lbl, tag, gamma_k):
     e(f"{tag}_{lbl}:")
     return L
 
+def tf32_mma(done):
+    """f32 storage, one half step: the 3xTF32 m16n8k8 grid (x hi/lo %xh/%xl, phi hi/lo %ph/%pl;
+    hi*hi + hi*lo + lo*hi); the second m-tile is skipped to label `done` when empty. (No n-tile 3
+    skip here: predicated mma push the f32 path over the register cap.)"""
+    L = []
+    e = L.append
+    for mt in range(2):
+        if mt == 1:
+            e(f"    @!%p_mt1 bra {done};")
+        for nt in range(4):
+            c = [ACC[mt*16 + nt*4 + j] for j in range(4)]
+            cs = "{" + ", ".join(c) + "}"
+            s0, s1 = 2*mt, 2*mt+1
+            for u in range(2):
+                Ah = f"{{%xh{4*s0+2*u}, %xh{4*s1+2*u}, %xh{4*s0+2*u+1}, %xh{4*s1+2*u+1}}}"
+                Al = f"{{%xl{4*s0+2*u}, %xl{4*s1+2*u}, %xl{4*s0+2*u+1}, %xl{4*s1+2*u+1}}}"
+                Bh = f"{{%ph{4*nt+2*u}, %ph{4*nt+2*u+1}}}"
+                Bl = f"{{%pl{4*nt+2*u}, %pl{4*nt+2*u+1}}}"
+                for A, B in ((Ah, Bh), (Ah, Bl), (Al, Bh)):
+                    e(f"    mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {cs}, {A}, {B}, {cs};")
+    e(f"{done}:")
+    return L
+
 def compute_set(bf, S, lbl):
     L = sum_squares(bf, S, lbl, "SSX")
     e = L.append
@@ -141,22 +164,7 @@ def compute_set(bf, S, lbl):
                         e(f"    mul.f32 %f0, %pf{b+j}, %gkv{j};")
                         e(f"    cvt.rna.tf32.f32 %ph{4*nt+j}, %f0;")
                         e(f"    sub.f32 %pl{4*nt+j}, %f0, %ph{4*nt+j};")
-            for mt in range(2):
-                if mt == 1:
-                    e(f"    @!%p_mt1 bra MMX_{lbl}_{h};")
-                for nt in range(4):
-                    c = [ACC[mt*16 + nt*4 + j] for j in range(4)]
-                    cs = "{" + ", ".join(c) + "}"
-                    s0, s1 = 2*mt, 2*mt+1
-                    for u in range(2):
-                        Ah = f"{{%xh{4*s0+2*u}, %xh{4*s1+2*u}, %xh{4*s0+2*u+1}, %xh{4*s1+2*u+1}}}"
-                        Al = f"{{%xl{4*s0+2*u}, %xl{4*s1+2*u}, %xl{4*s0+2*u+1}, %xl{4*s1+2*u+1}}}"
-                        Bh = f"{{%ph{4*nt+2*u}, %ph{4*nt+2*u+1}}}"
-                        Bl = f"{{%pl{4*nt+2*u}, %pl{4*nt+2*u+1}}}"
-                        for A, B in ((Ah, Bh), (Ah, Bl), (Al, Bh)):
-                            # (no n-tile 3 skip here: predicated mma push the f32 path over the register cap)
-                            e(f"    mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {cs}, {A}, {B}, {cs};")
-            e(f"MMX_{lbl}_{h}:")
+            L += tf32_mma(f"MMX_{lbl}_{h}")
     return "\n".join(L)
 
 FLUSH_EVERY = 4   # steps between flushes of the mma accumulators (a power of 2)
