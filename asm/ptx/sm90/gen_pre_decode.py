@@ -384,15 +384,20 @@ def coef_body(n):
     def s(i, j):
         return f"%S{i*n + j}"
 
+    def exp_minus_max(cells):
+        """cells = exp(cells - max(cells)) (the start matrix's shift: a row for V4, a column
+        for the Paper)."""
+        e(f"    mov.f32 %mx, {cells[0]};")
+        for c in cells[1:]:
+            e(f"    max.f32 %mx, %mx, {c};")
+        for c in cells:
+            e(f"    sub.f32 {c}, {c}, %mx;")
+            e(f"    mul.f32 {c}, {c}, {LOG2E};")
+            e(f"    ex2.approx.f32 {c}, {c};")
+
     e(f"    @%p_paper bra CB_{n}_PAPER;")
     for i in range(n):
-        e(f"    mov.f32 %mx, {s(i, 0)};")
-        for j in range(1, n):
-            e(f"    max.f32 %mx, %mx, {s(i, j)};")
-        for j in range(n):
-            e(f"    sub.f32 {s(i, j)}, {s(i, j)}, %mx;")
-            e(f"    mul.f32 {s(i, j)}, {s(i, j)}, {LOG2E};")
-            e(f"    ex2.approx.f32 {s(i, j)}, {s(i, j)};")
+        exp_minus_max([s(i, j) for j in range(n)])
         tree([s(i, j) for j in range(n)], "%sum", e, eps=False)
         e(rcp_nr("%rc", "%sum"))
         for j in range(n):
@@ -400,13 +405,7 @@ def coef_body(n):
     e(f"    bra CB_{n}_START;")
     e(f"CB_{n}_PAPER:")
     for j in range(n):
-        e(f"    mov.f32 %mx, {s(0, j)};")
-        for i in range(1, n):
-            e(f"    max.f32 %mx, %mx, {s(i, j)};")
-        for i in range(n):
-            e(f"    sub.f32 {s(i, j)}, {s(i, j)}, %mx;")
-            e(f"    mul.f32 {s(i, j)}, {s(i, j)}, {LOG2E};")
-            e(f"    ex2.approx.f32 {s(i, j)}, {s(i, j)};")
+        exp_minus_max([s(i, j) for i in range(n)])
     e(f"CB_{n}_START:")
 
     def normalize(cells, slot):
