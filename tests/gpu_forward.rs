@@ -236,31 +236,54 @@ fn gpu_head_strided_rows_and_graph_replay() {
             ins.insert("base".into(), Array::new(vec![n], base.clone()));
             let want = CpuRunner.run(Stage::Head, &cfg, Dtype::F64, &ins).unwrap();
             let want = &want.values().next().unwrap().data;
-            let mut g = Vec::with_capacity(t * c);
-            for ti in 0..t {
-                g.extend_from_slice(&got[ti * os..ti * os + c]);
-                for pad in c..os {
-                    assert!(got[ti * os + pad].is_nan(), "{dtype} n={n}: padding {pad} of row {ti} written");
-                }
-            }
-            assert!(g.iter().all(|v| v.is_finite()), "{dtype} n={n} C={c}: an element was not written");
+            let ctx = format!("{dtype} strided head T={t} n={n} C={c}");
+            let g = rows_with_padding_untouched(&got, t, c, os, &ctx);
             let err = rel_l2(&g, want);
-            assert!(err <= tol(dtype), "{dtype} strided head T={t} n={n} C={c}: rel error {err:.3e}");
+            assert!(err <= tol(dtype), "{ctx}: rel error {err:.3e}");
             // Graph capture: 20 calls recorded, replayed twice, bits equal to the direct launch.
-            let direct = bits(&bout);
-            bout.fill_u32(&s, nan_pattern(dtype)).unwrap();
-            s.synchronize().unwrap();
-            s.begin_capture().unwrap();
-            for _ in 0..20 {
-                call(&mut bout, &s).unwrap();
-            }
-            let graph = s.end_capture().unwrap();
-            graph.launch(&s).unwrap();
-            graph.launch(&s).unwrap();
-            s.synchronize().unwrap();
-            assert_eq!(bits(&bout), direct, "{dtype} n={n} C={c}: graph replay differs from the direct launch");
+            graph_replays_the_direct_bits(&s, &mut bout, dtype, 20, 2, call, &ctx);
         }
     }
+}
+
+/// The `t` rows of `row` elements of a strided output (`stride` apart), asserting that the
+/// padding after each row is still the NaN poison and that every row element was written.
+fn rows_with_padding_untouched(got: &[f64], t: usize, row: usize, stride: usize, ctx: &str) -> Vec<f64> {
+    let mut g = Vec::with_capacity(t * row);
+    for ti in 0..t {
+        g.extend_from_slice(&got[ti * stride..ti * stride + row]);
+        for pad in row..stride {
+            assert!(got[ti * stride + pad].is_nan(), "{ctx}: padding {pad} of row {ti} written");
+        }
+    }
+    assert!(g.iter().all(|v| v.is_finite()), "{ctx}: an element was not written");
+    g
+}
+
+/// `calls` calls of `call` captured in one graph and replayed `replays` times into a poisoned
+/// `out` leave exactly the bits the direct launch left there.
+fn graph_replays_the_direct_bits(
+    s: &Stream,
+    out: &mut DeviceBuffer,
+    dtype: Dtype,
+    calls: usize,
+    replays: usize,
+    call: impl Fn(&mut DeviceBuffer, &Stream) -> mhc::Result<()>,
+    ctx: &str,
+) {
+    let direct = bits(out);
+    out.fill_u32(s, nan_pattern(dtype)).unwrap();
+    s.synchronize().unwrap();
+    s.begin_capture().unwrap();
+    for _ in 0..calls {
+        call(out, s).unwrap();
+    }
+    let graph = s.end_capture().unwrap();
+    for _ in 0..replays {
+        graph.launch(s).unwrap();
+    }
+    s.synchronize().unwrap();
+    assert_eq!(bits(out), direct, "{ctx}: graph replay differs from the direct launch");
 }
 
 /// static on padded rows (x and out strided; the padding must stay poisoned) against the f64
@@ -311,27 +334,11 @@ fn gpu_static_strided_rows_and_graph_replay() {
             ins.insert("gamma".into(), Array::new(vec![c], gamma.clone()));
             let want = CpuRunner.run(Stage::Static, &cfg, Dtype::F64, &ins).unwrap();
             let want = &want.values().next().unwrap().data;
-            let mut g = Vec::with_capacity(t * n * c);
-            for ti in 0..t {
-                g.extend_from_slice(&got[ti * os..ti * os + n * c]);
-                for pad in n * c..os {
-                    assert!(got[ti * os + pad].is_nan(), "{dtype} n={n}: padding {pad} of row {ti} written");
-                }
-            }
-            assert!(g.iter().all(|v| v.is_finite()), "{dtype} n={n} C={c}: an element was not written");
+            let ctx = format!("{dtype} strided static T={t} n={n} C={c}");
+            let g = rows_with_padding_untouched(&got, t, n * c, os, &ctx);
             let err = rel_l2(&g, want);
-            assert!(err <= tol(dtype), "{dtype} strided static T={t} n={n} C={c}: rel error {err:.3e}");
-            let direct = bits(&bout);
-            bout.fill_u32(&s, nan_pattern(dtype)).unwrap();
-            s.synchronize().unwrap();
-            s.begin_capture().unwrap();
-            for _ in 0..10 {
-                call(&mut bout, &s).unwrap();
-            }
-            let graph = s.end_capture().unwrap();
-            graph.launch(&s).unwrap();
-            s.synchronize().unwrap();
-            assert_eq!(bits(&bout), direct, "{dtype} n={n} C={c}: graph replay differs from the direct launch");
+            assert!(err <= tol(dtype), "{ctx}: rel error {err:.3e}");
+            graph_replays_the_direct_bits(&s, &mut bout, dtype, 10, 1, call, &ctx);
         }
     }
 }
