@@ -195,6 +195,40 @@ pub fn resolve_config(stage: Stage, cfg: &Config, present: impl Fn(&str) -> bool
     cfg
 }
 
+/// Seeded random inputs of every required port of `stage` for `t` tokens (the optional weights
+/// exactly when `cfg` asks for them), drawn from MATH.md's test distributions: activations
+/// N(0, 1), `phi` `phi_std` N(0, 1), `scale` U(0.01, 1), `base` 0.1 N(0, 1), weights
+/// 1 + 0.1 N(0, 1); coefficients as `pre` makes them (`h_post` = 2 sigma(z) in (0, 2), `h_res`
+/// rows of positive entries summing to 1); static-layer logits 0.5 N(0, 1). The ports are
+/// drawn in signature order, so a seed gives the same inputs everywhere (`mhc example`, tests).
+pub fn random_inputs(stage: Stage, cfg: &Config, t: usize, phi_std: f64, rng: &mut reference::testing::Rng) -> Named {
+    let mut out = Named::new();
+    for port in signature(stage, cfg).inputs.iter().filter(|p| !p.optional) {
+        let shape = port.shape(t);
+        let len: usize = shape.iter().product();
+        let row = port.dims.last().map_or(1, |d| d.1).max(1);
+        let data = match port.name {
+            "phi" => rng.normals(len, phi_std),
+            "scale" => rng.uniforms(len, 0.01, 1.0),
+            "base" => rng.normals(len, 0.1),
+            "gamma_k" | "gamma_f" | "gamma" => rng.normals(len, 0.1).into_iter().map(|g| 1.0 + g).collect(),
+            "h_post" => rng.normals(len, 1.0).into_iter().map(|z| 2.0 / (1.0 + (-z).exp())).collect(),
+            "h_res" => {
+                let mut v = rng.uniforms(len, 0.05, 1.0);
+                for r in v.chunks_mut(row) {
+                    let s: f64 = r.iter().sum();
+                    r.iter_mut().for_each(|e| *e /= s);
+                }
+                v
+            }
+            "logits" => rng.normals(len, 0.5),
+            _ => rng.normals(len, 1.0),
+        };
+        out.insert(port.name.to_string(), Array::new(shape, data));
+    }
+    out
+}
+
 /// The inputs and outputs of `stage` for `cfg`, with the names of `mhc run --help`. `gamma_k`
 /// and `gamma_f` are required when the configuration sets them, optional otherwise (see
 /// [`resolve_config`]); with `gamma_f`, `pre` also writes `y` and `pre-backward` takes `dy`

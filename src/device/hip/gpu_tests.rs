@@ -3,10 +3,11 @@
 //! launch; strided views; graph capture. Without libamdhip64 or a gfx942 GPU every test prints
 //! why and returns (CI and the build machines have none).
 
-use super::test_support::{compare, inputs, seed};
+use super::test_support::{compare, seed};
 use super::{DeviceBuffer, HipDevice, HipRunner, Plan, Stream};
 use crate::config::{Config, Dtype, Formulation, Stage};
 use crate::reference::testing::Rng;
+use crate::runner::random_inputs as inputs;
 use crate::runner::{Array, CpuRunner, Named, StageRunner};
 use crate::tensor::Layout;
 

@@ -10,9 +10,10 @@
 use super::recipe::{
     self, ArgLayout, KernargBlock, Kernel, KernelArgs, PostIo, PreIo, Rows, Scratch, Step, WorkspaceLayout, BLOCK,
 };
-use super::test_support::{compare, inputs, seed};
+use super::test_support::{compare, seed};
 use crate::config::{Config, Dtype, Formulation, Stage};
 use crate::reference::testing::Rng;
+use crate::runner::random_inputs as inputs;
 use crate::runner::{signature, Array, Class, CpuRunner, Named, StageRunner};
 use gcn_sim::{Launch, Memory};
 

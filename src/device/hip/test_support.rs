@@ -1,8 +1,9 @@
-//! What the HIP device's two test suites share: input draws, the seed, the tolerance check.
+//! What the HIP device's two test suites share: the seed and the tolerance check (inputs come
+//! from `runner::random_inputs`).
 
-use crate::config::{Config, Dtype, Stage};
+use crate::config::Dtype;
 use crate::reference::testing::Rng;
-use crate::runner::{signature, Array, Named};
+use crate::runner::Named;
 
 /// The seed of a test: `MHC_SEED` when set (to replay a failure), else a fresh one.
 pub(super) fn seed() -> u64 {
@@ -10,31 +11,6 @@ pub(super) fn seed() -> u64 {
         Ok(s) => s.parse().unwrap_or_else(|_| Rng::fresh_seed()),
         Err(_) => Rng::fresh_seed(),
     }
-}
-
-/// Random inputs of `stage` for T tokens (MATH.md's distributions; `phi_std` for phi).
-pub(super) fn inputs(stage: Stage, cfg: &Config, t: usize, phi_std: f64, rng: &mut Rng) -> Named {
-    let sig = signature(stage, cfg);
-    let mut out = Named::new();
-    for p in sig
-        .inputs
-        .iter()
-        .filter(|p| !p.optional || (p.name == "gamma_k" && cfg.gamma_k) || (p.name == "gamma_f" && cfg.gamma_f))
-    {
-        let shape = p.shape(t);
-        let len: usize = shape.iter().product();
-        let data = match p.name {
-            "phi" => rng.normals(len, phi_std),
-            "scale" => rng.uniforms(len, 0.01, 1.0),
-            "base" => rng.normals(len, 0.1),
-            "h_pre" | "h_post" => rng.uniforms(len, 0.0, 2.0),
-            "h_res" => rng.uniforms(len, 0.0, 1.0),
-            "gamma" | "gamma_k" | "gamma_f" => rng.uniforms(len, 0.5, 1.5),
-            _ => rng.normals(len, 1.0),
-        };
-        out.insert(p.name.to_string(), Array::new(shape, data));
-    }
-    out
 }
 
 /// Asserts `got` matches `want` within MATH.md's tolerances for `dtype` (coefficients max abs,

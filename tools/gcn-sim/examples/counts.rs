@@ -7,25 +7,10 @@
 use gcn_sim::runner::GcnSimRunner;
 use mhc::config::{Config, Dtype, Stage};
 use mhc::reference::testing::Rng;
-use mhc::runner::{signature, Array, Named, StageRunner};
+use mhc::runner::{random_inputs, Named, StageRunner};
 
 fn inputs(stage: Stage, cfg: &Config, t: usize) -> Named {
-    let mut rng = Rng::new(1);
-    let sig = signature(stage, cfg);
-    sig.inputs
-        .iter()
-        .filter(|p| !p.optional)
-        .map(|p| {
-            let shape = p.shape(t);
-            let len = shape.iter().product();
-            let data = match p.name {
-                "phi" => rng.normals(len, 0.02),
-                "scale" | "h_pre" | "h_post" | "h_res" | "gamma" => rng.uniforms(len, 0.1, 1.0),
-                _ => rng.normals(len, 1.0),
-            };
-            (p.name.to_string(), Array::new(shape, data))
-        })
-        .collect()
+    random_inputs(stage, cfg, t, 0.02, &mut Rng::new(1))
 }
 
 fn main() {

@@ -1,17 +1,16 @@
 //! Bad input to the gcn-sim runner gets a clear error before anything runs.
 
-mod common;
 use gcn_sim::runner::GcnSimRunner;
 use mhc::config::{Config, Dtype, Stage};
 use mhc::error::Error;
 use mhc::reference::testing::Rng;
-use mhc::runner::{Array, StageRunner};
+use mhc::runner::{random_inputs, Array, StageRunner};
 
 #[test]
 fn unsupported_n_dtype_and_stage_are_no_variant() {
     let mut rng = Rng::new(3);
     let cfg = Config::new(3, 64);
-    let ins = common::inputs(Stage::Post, &cfg, 2, &mut rng, 0.02);
+    let ins = random_inputs(Stage::Post, &cfg, 2, 0.02, &mut rng);
     let e = GcnSimRunner::new().run(Stage::Post, &cfg, Dtype::F32, &ins).unwrap_err();
     // The manifest's n list rejects it (and only gfx942 variants are listed).
     assert!(
@@ -20,11 +19,11 @@ fn unsupported_n_dtype_and_stage_are_no_variant() {
     );
 
     let cfg = Config::new(4, 64);
-    let ins = common::inputs(Stage::Post, &cfg, 2, &mut rng, 0.02);
+    let ins = random_inputs(Stage::Post, &cfg, 2, 0.02, &mut rng);
     let e = GcnSimRunner::new().run(Stage::Post, &cfg, Dtype::F64, &ins).unwrap_err();
     assert!(matches!(e, Error::NoVariant { .. }), "{e}");
 
-    let ins = common::inputs(Stage::PostBackward, &cfg, 2, &mut rng, 0.02);
+    let ins = random_inputs(Stage::PostBackward, &cfg, 2, 0.02, &mut rng);
     let e = GcnSimRunner::new().run(Stage::PostBackward, &cfg, Dtype::F32, &ins).unwrap_err();
     assert!(matches!(e, Error::NoVariant { .. }), "{e}");
 }
@@ -33,7 +32,7 @@ fn unsupported_n_dtype_and_stage_are_no_variant() {
 fn shapes_and_values_are_checked_before_running() {
     let mut rng = Rng::new(4);
     let cfg = Config::new(4, 64);
-    let mut ins = common::inputs(Stage::Pre, &cfg, 2, &mut rng, 0.02);
+    let mut ins = random_inputs(Stage::Pre, &cfg, 2, 0.02, &mut rng);
     let sim = GcnSimRunner::new();
 
     let mut missing = ins.clone();
@@ -57,7 +56,7 @@ fn zero_tokens_give_empty_outputs_without_a_launch() {
     let mut rng = Rng::new(5);
     let cfg = Config::new(2, 64);
     for stage in [Stage::Pre, Stage::Post, Stage::PostPre, Stage::Head, Stage::Static] {
-        let ins = common::inputs(stage, &cfg, 0, &mut rng, 0.02);
+        let ins = random_inputs(stage, &cfg, 0, 0.02, &mut rng);
         let sim = GcnSimRunner::new();
         let out = sim.run(stage, &cfg, Dtype::Bf16, &ins).unwrap();
         assert!(out.values().all(|a| a.data.is_empty() && a.shape[0] == 0), "{stage}");

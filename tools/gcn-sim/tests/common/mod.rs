@@ -5,28 +5,7 @@
 use gcn_sim::runner::GcnSimRunner;
 use mhc::config::{Config, Dtype, Stage};
 use mhc::reference::testing::Rng;
-use mhc::runner::{signature, Array, CpuRunner, Named, StageRunner};
-
-/// Random inputs of `stage` for T tokens, distributed as MATH.md asks for tests.
-pub fn inputs(stage: Stage, cfg: &Config, t: usize, rng: &mut Rng, phi_std: f64) -> Named {
-    let sig = signature(stage, cfg);
-    let mut out = Named::new();
-    for p in sig.inputs.iter().filter(|p| !p.optional) {
-        let shape = p.shape(t);
-        let len: usize = shape.iter().product();
-        let data = match p.name {
-            "phi" => rng.normals(len, phi_std),
-            "scale" => rng.uniforms(len, 0.01, 1.0),
-            "base" => rng.normals(len, 0.1),
-            "h_pre" | "h_post" => rng.uniforms(len, 0.0, 2.0),
-            "h_res" => rng.uniforms(len, 0.0, 1.0),
-            "gamma" | "gamma_k" | "gamma_f" => rng.uniforms(len, 0.5, 1.5),
-            _ => rng.normals(len, 1.0),
-        };
-        out.insert(p.name.to_string(), Array::new(shape, data));
-    }
-    out
-}
+use mhc::runner::{random_inputs, CpuRunner, StageRunner};
 
 /// Is this output a coefficient (compared by max abs) rather than an activation (relative norm)?
 fn is_coefficient(name: &str) -> bool {
@@ -51,7 +30,7 @@ pub fn check_on(
     phi_std: f64,
 ) -> GcnSimRunner {
     let mut rng = Rng::new(seed);
-    let ins = inputs(stage, cfg, t, &mut rng, phi_std);
+    let ins = random_inputs(stage, cfg, t, phi_std, &mut rng);
     let got = sim
         .run(stage, cfg, dtype, &ins)
         .unwrap_or_else(|e| panic!("{stage} T={t} n={} C={} {dtype} {:?}: {e}", cfg.n, cfg.c, cfg.formulation));
