@@ -191,6 +191,34 @@ fn gpu_head_cluster_shapes_match_reference() {
     }
 }
 
+/// The head shapes of the persistent cluster kernel (n <= 4, T > 512): tile counts that do not
+/// divide among the clusters, partial last tiles, C with uneven chunk ranges per CTA (1288),
+/// one chunk per CTA (C = 64), the largest C per dtype (bf16 n=4: 8192, n=1: 32768) and f32
+/// beyond its range (the one-CTA kernel), large logits.
+#[test]
+fn gpu_head_persistent_shapes_match_reference() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng::new(seed());
+    let shapes = small(
+        vec![
+            (513, 4, 256),
+            (520, 1, 64),
+            (777, 2, 64),
+            (1000, 4, 1288),
+            (2049, 1, 8192),
+            (600, 4, 8192),
+            (701, 1, 32768),
+        ],
+        |&(t, n, c)| t * n * c,
+    );
+    for dtype in [Dtype::Bf16, Dtype::F32] {
+        for &(t, n, c) in &shapes {
+            check_stage(&gpu, Stage::Head, &Config::new(n, c), dtype, t, 0.02, &mut rng);
+        }
+        check_stage(&gpu, Stage::Head, &Config::new(4, 2048), dtype, 1029, 0.5, &mut rng);
+    }
+}
+
 /// head on padded rows (x and out strided; the padding must stay poisoned) against the f64
 /// reference on the dense copy, then a captured graph of 20 calls that must replay the bits of
 /// the direct launch.
@@ -201,7 +229,7 @@ fn gpu_head_strided_rows_and_graph_replay() {
     let mut rng = Rng::new(seed());
     let s = Stream::new(dev).unwrap();
     for dtype in [Dtype::Bf16, Dtype::F32] {
-        for (t, n, c) in [(5, 4, 1280), (19, 4, 4096), (3, 16, 256)] {
+        for (t, n, c) in [(5, 4, 1280), (19, 4, 4096), (3, 16, 256), (1500, 4, 1288)] {
             let (xs, os) = (n * c + 24, c + 40);
             let cfg = Config::new(n, c);
             let plan = Plan::new(dev, cfg, dtype, t).unwrap();

@@ -592,6 +592,129 @@ CLD_TMAX = 16  # decode variant up to this many tokens
 CL_TMAX = {1: 512, 2: 512, 4: 512, 8: 256}
 
 
+def cluster_reduce(k, P, SS, TT, n, NW, tid, lane, warp, tmp, pr, part_off=None):
+    """The CTA's TT (n+1) partial sums (P[tt][i], SS[tt] per thread) into shared part[] (at byte
+    offset part_off, a register, when given): a reduce-scatter in each warp, then the NW warps
+    in order. Fixed order, so deterministic. Returns the register holding part[]'s address."""
+    f = lambda s: k.r("f32", s)
+    u = lambda s: k.r("b32", s)
+    RED = TT * (n + 1)
+    NPAD = max(32, 1 << (RED - 1).bit_length())
+    W = NPAD // 32
+    k.comment(f"warp reduce-scatter of the {RED} partials (padded to {NPAD}): at offset o the lane keeps the")
+    k.comment(f"half selected by lane bit o and adds its partner's copy; lane l ends with {W} sums, indices")
+    k.comment(f"{W}l..{W}l+{W - 1} (fixed order: deterministic)")
+    zero = f("zero")
+    k.e(f"mov.f32 {zero}, 0f00000000;")
+    L = []
+    for tt in range(TT):
+        L += P[tt] + [SS[tt]]
+    L += [zero] * (NPAD - RED)
+    pb = k.r("pred", "pb")
+    snd, kp, rcv = f("snd"), f("kp"), f("rcv")
+    step = 0
+    for off in [16, 8, 4, 2, 1]:
+        half = len(L) // 2
+        A, B = L[:half], L[half:]
+        k.e(f"and.b32 {tmp}, {lane}, {off};")
+        k.e(f"setp.ne.u32 {pb}, {tmp}, 0;")
+        nl = []
+        for j in range(half):
+            d = f(f"rs{step}_{j}")
+            k.e(f"selp.f32 {snd}, {A[j]}, {B[j]}, {pb};")
+            k.e(f"selp.f32 {kp}, {B[j]}, {A[j]}, {pb};")
+            k.e(f"shfl.sync.bfly.b32 {rcv}, {snd}, {off}, 0x1f, 0xffffffff;")
+            k.e(f"add.f32 {d}, {kp}, {rcv};")
+            nl.append(d)
+        L = nl
+        step += 1
+    sra = u("sra")
+    k.e(f"mov.u32 {sra}, sred;")
+    k.e(f"mad.lo.u32 {tmp}, {warp}, {NPAD * 4}, {sra};")
+    k.e(f"mad.lo.u32 {tmp}, {lane}, {W * 4}, {tmp};")
+    if W == 1:
+        k.e(f"st.shared.f32 [{tmp}], {L[0]};")
+    else:
+        k.e(f"st.shared.v{W}.f32 [{tmp}], {{{', '.join(L)}}};")
+    k.e("bar.sync 0;")
+    k.comment(f"threads j < {RED}: the CTA's partial j = sum of the {NW} warps in order, into part[j]")
+    pa32 = u("parta")
+    k.e(f"mov.u32 {pa32}, part;")
+    if part_off is not None:
+        k.e(f"add.u32 {pa32}, {pa32}, {part_off};")
+    k.e(f"setp.ge.u32 {pr}, {tid}, {RED};")
+    k.e(f"@{pr} bra PART_END;")
+    acc, w_ = f("pacc"), f("pw")
+    k.e(f"mad.lo.u32 {tmp}, {tid}, 4, {sra};")
+    k.e(f"ld.shared.f32 {acc}, [{tmp}];")
+    for wi in range(1, NW):
+        k.e(f"ld.shared.f32 {w_}, [{tmp}+{wi * NPAD * 4}];")
+        k.e(f"add.f32 {acc}, {acc}, {w_};")
+    k.e(f"mad.lo.u32 {tmp}, {tid}, 4, {pa32};")
+    k.e(f"st.shared.f32 [{tmp}], {acc};")
+    k.label("PART_END")
+    return pa32
+
+
+def cluster_coeffs(k, TT, n, tid, tmp, pr, pa32, psc, pbase, inv_k, eps_n, eps_hc):
+    """After the cluster barrier: threads tt n + i < TT n sum the CL CTAs' part[] (at pa32 in
+    every CTA) in rank order through distributed shared memory and write h[tt][i] to shs[]; the
+    same bits in every CTA. Ends with bar.sync."""
+    f = lambda s: k.r("f32", s)
+    u = lambda s: k.r("b32", s)
+    p = lambda s: k.r("b64", s)
+    k.comment("cluster barrier: every CTA's part[] is visible to the cluster (release / acquire)")
+    k.e("barrier.cluster.arrive.release;")
+    k.e("barrier.cluster.wait.acquire;")
+    k.comment(f"threads j = tt n + i < {TT * n}: sum the {CL} CTAs' partials in rank order (distributed shared")
+    k.comment("memory), then h = sigma((P inv_rms) scale + base[i]) + eps_hc: the same bits in every CTA")
+    k.e(f"setp.ge.u32 {pr}, {tid}, {TT * n};")
+    k.e(f"@{pr} bra COEF_END;")
+    ttr, ir = u("ctt"), u("ci")
+    lg = {1: 0, 2: 1, 4: 2, 8: 3}[n]
+    k.e(f"shr.u32 {ttr}, {tid}, {lg};")
+    k.e(f"and.b32 {ir}, {tid}, {n - 1};")
+    ip, iss = u("ip"), u("iss")
+    k.e(f"mad.lo.u32 {ip}, {ttr}, {n + 1}, {ir};")
+    k.e(f"mad.lo.u32 {ip}, {ip}, 4, {pa32};")
+    k.e(f"mad.lo.u32 {iss}, {ttr}, {n + 1}, {n};")
+    k.e(f"mad.lo.u32 {iss}, {iss}, 4, {pa32};")
+    sp, sss, pw, ra = f("sump"), f("sums"), f("rpv"), u("ra")
+    for r in range(CL):
+        k.e(f"mapa.shared::cluster.u32 {ra}, {ip}, {r};")
+        if r == 0:
+            k.e(f"ld.shared::cluster.f32 {sp}, [{ra}];")
+        else:
+            k.e(f"ld.shared::cluster.f32 {pw}, [{ra}];")
+            k.e(f"add.f32 {sp}, {sp}, {pw};")
+        k.e(f"mapa.shared::cluster.u32 {ra}, {iss}, {r};")
+        if r == 0:
+            k.e(f"ld.shared::cluster.f32 {sss}, [{ra}];")
+        else:
+            k.e(f"ld.shared::cluster.f32 {pw}, [{ra}];")
+            k.e(f"add.f32 {sss}, {sss}, {pw};")
+    inv, g, z, sc, bs, h = (f(s) for s in ["inv", "g", "z", "sc", "bs", "h"])
+    k.comment("inv_rms = 1 / sqrt(ss / K + eps_norm), correctly rounded sqrt and reciprocal")
+    k.e(f"fma.rn.f32 {inv}, {sss}, {inv_k}, {eps_n};")
+    k.e(f"sqrt.rn.f32 {inv}, {inv};")
+    k.e(f"rcp.rn.f32 {inv}, {inv};")
+    k.e(f"mul.f32 {g}, {sp}, {inv};")
+    k.e(f"ld.global.nc.f32 {sc}, [{psc}];")
+    ab = p("ab")
+    k.e(f"mul.wide.u32 {ab}, {ir}, 4;")
+    k.e(f"add.u64 {ab}, {ab}, {pbase};")
+    k.e(f"ld.global.nc.f32 {bs}, [{ab}];")
+    k.e(f"fma.rn.f32 {z}, {g}, {sc}, {bs};")
+    sigmoid(k, h, z, "sg")
+    k.e(f"add.f32 {h}, {h}, {eps_hc};")
+    hsa = u("hsa")
+    k.e(f"mov.u32 {hsa}, shs;")
+    k.e(f"mad.lo.u32 {tmp}, {tid}, 4, {hsa};")
+    k.e(f"st.shared.f32 [{tmp}], {h};")
+    k.label("COEF_END")
+    k.e("bar.sync 0;")
+
+
 def head_cl_cmax(n, dtype, dec=False):
     """Largest C whose tile (x: TT * n * ceil(C/V1/CL) * V1 elements; decode: plus phi's n * n *
     ceil(C/V1/CL) * V1 f32) fits CL_SMEM (CLD_SMEM)."""
@@ -826,109 +949,12 @@ def head_cl_kernel(dtype, n, dec=False):
         k.e(f"add.u32 {it}, {it}, {CL_THREADS};")
         k.e("bra.uni P1_LOOP;")
     k.label("P1_END")
-    k.comment(f"warp reduce-scatter of the {RED} partials (padded to {NPAD}): at offset o the lane keeps the")
-    k.comment(f"half selected by lane bit o and adds its partner's copy; lane l ends with {W} sums, indices")
-    k.comment(f"{W}l..{W}l+{W - 1} (fixed order: deterministic)")
-    zero = f("zero")
-    k.e(f"mov.f32 {zero}, 0f00000000;")
-    L = []
-    for tt in range(TT):
-        L += P[tt] + [SS[tt]]
-    L += [zero] * (NPAD - RED)
-    pb = k.r("pred", "pb")
-    snd, kp, rcv = f("snd"), f("kp"), f("rcv")
-    step = 0
-    for off in [16, 8, 4, 2, 1]:
-        half = len(L) // 2
-        A, B = L[:half], L[half:]
-        k.e(f"and.b32 {tmp}, {lane}, {off};")
-        k.e(f"setp.ne.u32 {pb}, {tmp}, 0;")
-        nl = []
-        for j in range(half):
-            d = f(f"rs{step}_{j}")
-            k.e(f"selp.f32 {snd}, {A[j]}, {B[j]}, {pb};")
-            k.e(f"selp.f32 {kp}, {B[j]}, {A[j]}, {pb};")
-            k.e(f"shfl.sync.bfly.b32 {rcv}, {snd}, {off}, 0x1f, 0xffffffff;")
-            k.e(f"add.f32 {d}, {kp}, {rcv};")
-            nl.append(d)
-        L = nl
-        step += 1
-    sra = u("sra")
-    k.e(f"mov.u32 {sra}, sred;")
-    k.e(f"mad.lo.u32 {tmp}, {warp}, {NPAD * 4}, {sra};")
-    k.e(f"mad.lo.u32 {tmp}, {lane}, {W * 4}, {tmp};")
-    if W == 1:
-        k.e(f"st.shared.f32 [{tmp}], {L[0]};")
-    else:
-        k.e(f"st.shared.v{W}.f32 [{tmp}], {{{', '.join(L)}}};")
-    k.e("bar.sync 0;")
-    k.comment(f"threads j < {RED}: the CTA's partial j = sum of the {NW} warps in order, into part[j]")
-    pa32 = u("parta")
-    k.e(f"mov.u32 {pa32}, part;")
-    k.e(f"setp.ge.u32 {pr}, {tid}, {RED};")
-    k.e(f"@{pr} bra PART_END;")
-    acc, w_ = f("pacc"), f("pw")
-    k.e(f"mad.lo.u32 {tmp}, {tid}, 4, {sra};")
-    k.e(f"ld.shared.f32 {acc}, [{tmp}];")
-    for wi in range(1, NW):
-        k.e(f"ld.shared.f32 {w_}, [{tmp}+{wi * NPAD * 4}];")
-        k.e(f"add.f32 {acc}, {acc}, {w_};")
-    k.e(f"mad.lo.u32 {tmp}, {tid}, 4, {pa32};")
-    k.e(f"st.shared.f32 [{tmp}], {acc};")
-    k.label("PART_END")
-    k.comment("cluster barrier: every CTA's part[] is visible to the cluster (release / acquire)")
-    k.e("barrier.cluster.arrive.release;")
-    k.e("barrier.cluster.wait.acquire;")
-    k.comment(f"threads j = tt n + i < {TT * n}: sum the {CL} CTAs' partials in rank order (distributed shared")
-    k.comment("memory), then h = sigma((P inv_rms) scale + base[i]) + eps_hc: the same bits in every CTA")
-    k.e(f"setp.ge.u32 {pr}, {tid}, {TT * n};")
-    k.e(f"@{pr} bra COEF_END;")
-    ttr, ir = u("ctt"), u("ci")
-    lg = {1: 0, 2: 1, 4: 2, 8: 3}[n]
-    k.e(f"shr.u32 {ttr}, {tid}, {lg};")
-    k.e(f"and.b32 {ir}, {tid}, {n - 1};")
-    ip, iss = u("ip"), u("iss")
-    k.e(f"mad.lo.u32 {ip}, {ttr}, {n + 1}, {ir};")
-    k.e(f"mad.lo.u32 {ip}, {ip}, 4, {pa32};")
-    k.e(f"mad.lo.u32 {iss}, {ttr}, {n + 1}, {n};")
-    k.e(f"mad.lo.u32 {iss}, {iss}, 4, {pa32};")
-    sp, sss, pw, ra = f("sump"), f("sums"), f("rpv"), u("ra")
-    for r in range(CL):
-        k.e(f"mapa.shared::cluster.u32 {ra}, {ip}, {r};")
-        if r == 0:
-            k.e(f"ld.shared::cluster.f32 {sp}, [{ra}];")
-        else:
-            k.e(f"ld.shared::cluster.f32 {pw}, [{ra}];")
-            k.e(f"add.f32 {sp}, {sp}, {pw};")
-        k.e(f"mapa.shared::cluster.u32 {ra}, {iss}, {r};")
-        if r == 0:
-            k.e(f"ld.shared::cluster.f32 {sss}, [{ra}];")
-        else:
-            k.e(f"ld.shared::cluster.f32 {pw}, [{ra}];")
-            k.e(f"add.f32 {sss}, {sss}, {pw};")
-    inv, g, z, sc, bs, h = (f(s) for s in ["inv", "g", "z", "sc", "bs", "h"])
-    k.comment("inv_rms = 1 / sqrt(ss / K + eps_norm), correctly rounded sqrt and reciprocal")
-    k.e(f"fma.rn.f32 {inv}, {sss}, {inv_k}, {eps_n};")
-    k.e(f"sqrt.rn.f32 {inv}, {inv};")
-    k.e(f"rcp.rn.f32 {inv}, {inv};")
-    k.e(f"mul.f32 {g}, {sp}, {inv};")
-    k.e(f"ld.global.nc.f32 {sc}, [{psc}];")
-    ab = p("ab")
-    k.e(f"mul.wide.u32 {ab}, {ir}, 4;")
-    k.e(f"add.u64 {ab}, {ab}, {pbase};")
-    k.e(f"ld.global.nc.f32 {bs}, [{ab}];")
-    k.e(f"fma.rn.f32 {z}, {g}, {sc}, {bs};")
-    sigmoid(k, h, z, "sg")
-    k.e(f"add.f32 {h}, {h}, {eps_hc};")
-    hsa = u("hsa")
-    k.e(f"mov.u32 {hsa}, shs;")
-    k.e(f"mad.lo.u32 {tmp}, {tid}, 4, {hsa};")
-    k.e(f"st.shared.f32 [{tmp}], {h};")
-    k.label("COEF_END")
-    k.e("bar.sync 0;")
+    pa32 = cluster_reduce(k, P, SS, TT, n, NW, tid, lane, warp, tmp, pr)
+    cluster_coeffs(k, TT, n, tid, tmp, pr, pa32, psc, pbase, inv_k, eps_n, eps_hc)
     k.comment("done with the other CTAs' part[]: arrive now, wait before exit (they must not vanish early)")
     k.e("barrier.cluster.arrive.release;")
     k.comment(f"phase 2: items (tt, chunk lo+q) from the tile: out[t][c] = sum_i h[t][i] x[t][i][c]")
+    hsa = u("hsa")
     k.e(f"mov.u32 {hsa}, shs;")
     items2 = u("items2")
     k.e(f"mul.lo.u32 {items2}, {m}, {TT};")
@@ -997,6 +1023,253 @@ def head_cl_kernel(dtype, n, dec=False):
 """
 
 
+# head, persistent cluster variant (n <= 4, large T): PC clusters of CL CTAs stay resident and walk
+# the token tiles; each thread keeps its phi chunks in registers for the whole kernel and the x tile
+# slices stream through a ring of PC_STAGES shared-memory stages (cp.async), so DRAM never waits
+# for a CTA to start, reduce or exit.
+PC_THREADS = 256
+PC_NS = [1, 2, 4]
+PC_SLOTS = 2  # phase-1 items (stream, 16-byte chunk) per thread: n * chunks per CTA <= 512
+PC_STAGES = 3
+PC_SMEM = 192 * 1024  # the ring: PC_STAGES x (TT x n x chunks per CTA x 16 bytes)
+PC_TMIN = 513  # below, the cluster kernels (one cluster per tile) serve
+
+
+def head_pc_cmax(n, dtype):
+    """Largest C: n * ceil(C / V / CL) <= PC_SLOTS * PC_THREADS items, V = 16 / esize."""
+    v = 16 // ESIZE[dtype]
+    per_cta = PC_SLOTS * PC_THREADS // n
+    tt = head_tiles(n)[1]
+    assert PC_STAGES * tt * n * per_cta * 16 <= PC_SMEM
+    return CL * per_cta * v
+
+
+def head_pc_kernel(dtype, n):
+    _, TT, _ = head_tiles(n)
+    es = ESIZE[dtype]
+    V = 16 // es  # elements of a 16-byte chunk
+    NW = PC_THREADS // 32
+    RED = TT * (n + 1)
+    name = f"mhc_head_pc_{dtype}_n{n}"
+    k = K()
+    p = lambda s: k.r("b64", s)
+    u = lambda s: k.r("b32", s)
+    f = lambda s: k.r("f32", s)
+    px, pphi, psc, pbase, po, sx, so = p("px"), p("pphi"), p("psc"), p("pbase"), p("po"), p("sx"), p("so")
+    tokens, cbytes, mmax, cch = u("tokens"), u("cbytes"), u("mmax"), u("cch")
+    eps_n, eps_hc, inv_k = f("eps_n"), f("eps_hc"), f("inv_k")
+    for reg, off, ty in [(px, 0, "u64"), (pphi, 8, "u64"), (psc, 16, "u64"), (pbase, 24, "u64"), (po, 32, "u64"),
+                         (sx, 40, "u64"), (so, 48, "u64"), (tokens, 56, "u32"), (cbytes, 60, "u32"),
+                         (mmax, 64, "u32"), (cch, 68, "u32"), (eps_n, 72, "f32"), (eps_hc, 76, "f32"),
+                         (inv_k, 80, "f32")]:
+        k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    tid, lane, warp, rank, cid, ncl = u("tid"), u("lane"), u("warp"), u("rank"), u("cid"), u("ncl")
+    lo, hi, m, tmp, it, q, ii = u("lo"), u("hi"), u("m"), u("tmp"), u("it"), u("q"), u("ii")
+    pr = k.r("pred", "p")
+    k.e(f"mov.u32 {tid}, %tid.x;")
+    k.e(f"and.b32 {lane}, {tid}, 31;")
+    k.e(f"shr.u32 {warp}, {tid}, 5;")
+    k.e(f"mov.u32 {rank}, %cluster_ctarank;")
+    k.e(f"mov.u32 {cid}, %clusterid.x;")
+    k.e(f"mov.u32 {ncl}, %nclusterid.x;")
+    k.comment(f"16-byte chunks [lo, hi) of every stream belong to this CTA: lo = rank * cch / {CL}")
+    k.e(f"mul.lo.u32 {lo}, {rank}, {cch};")
+    k.e(f"div.u32 {lo}, {lo}, {CL};")
+    k.e(f"add.u32 {tmp}, {rank}, 1;")
+    k.e(f"mul.lo.u32 {hi}, {tmp}, {cch};")
+    k.e(f"div.u32 {hi}, {hi}, {CL};")
+    k.e(f"sub.u32 {m}, {hi}, {lo};")
+    ntiles, last = u("ntiles"), u("tlast")
+    k.e(f"add.u32 {ntiles}, {tokens}, {TT - 1};")
+    k.e(f"div.u32 {ntiles}, {ntiles}, {TT};")
+    k.e(f"sub.u32 {last}, {tokens}, 1;")
+    xt, sb, tstep = u("xt"), u("sbytes"), u("tstep")
+    k.e(f"mov.u32 {xt}, hpc_x;")
+    k.comment(f"a stage holds the tile's slice: offset ((tt n + i) mmax + q) 16; {PC_STAGES} stages")
+    k.e(f"mul.lo.u32 {tstep}, {mmax}, {n * 16};")
+    k.e(f"mul.lo.u32 {sb}, {tstep}, {TT};")
+    kb = p("kbytes")
+    k.e(f"mul.wide.u32 {kb}, {cch}, {n * V * 4};")
+    k.comment(f"phase-1 items of this thread: item = tid + {PC_THREADS} s (s < {PC_SLOTS}) is (stream i, chunk lo+q),")
+    k.comment("i = item / m; its global offset in a row, its offset in a stage, and phi[o][i C + chunk] of the")
+    k.comment(f"n outputs, loaded once into registers for the whole kernel ({PC_SLOTS} x n x {V})")
+    items = u("items")
+    k.e(f"mul.lo.u32 {items}, {m}, {n};")
+    vs, goff, soff, ph = [], [], [], []
+    for s_ in range(PC_SLOTS):
+        pv = k.r("pred", f"vs{s_}")
+        k.e(f"add.u32 {it}, {tid}, {s_ * PC_THREADS};")
+        k.e(f"setp.lt.u32 {pv}, {it}, {items};")
+        k.e(f"selp.u32 {it}, {it}, 0, {pv};")
+        k.e(f"div.u32 {ii}, {it}, {m};")
+        k.e(f"mul.lo.u32 {tmp}, {ii}, {m};")
+        k.e(f"sub.u32 {q}, {it}, {tmp};")
+        c = u("cg")
+        k.e(f"add.u32 {c}, {lo}, {q};")
+        go, sof, pa = p(f"goff{s_}"), u(f"soff{s_}"), p("pa")
+        k.e(f"mul.wide.u32 {go}, {ii}, {cbytes};")
+        k.e(f"mad.wide.u32 {go}, {c}, 16, {go};")
+        k.e(f"mad.lo.u32 {sof}, {ii}, {mmax}, {q};")
+        k.e(f"shl.b32 {sof}, {sof}, 4;")
+        k.e(f"mad.lo.u32 {tmp}, {ii}, {cch}, {c};")
+        k.e(f"mul.wide.u32 {pa}, {tmp}, {V * 4};")
+        k.e(f"add.u64 {pa}, {pa}, {pphi};")
+        regs = []
+        for o in range(n):
+            if o:
+                k.e(f"add.u64 {pa}, {pa}, {kb};")
+            regs.append(load_f32_run(k, f"ph{s_}_{o}_", pa, V))
+        vs.append(pv); goff.append(go); soff.append(sof); ph.append(regs)
+
+    def issue(tile_r, stage_r, tag):
+        """cp.async of tile tile_r's slice (this thread's items, TT rows) into stage stage_r, then
+        commit (an empty group past the last tile keeps the group count uniform)."""
+        k.e(f"setp.ge.u32 {pr}, {tile_r}, {ntiles};")
+        k.e(f"@{pr} bra {tag}_COMMIT;")
+        dst, t0, row = u("cpd"), u("ct0"), p("crow")
+        k.e(f"mad.lo.u32 {dst}, {stage_r}, {sb}, {xt};")
+        k.e(f"mul.lo.u32 {t0}, {tile_r}, {TT};")
+        tk, t64, src = u("ctk"), p("ctk64"), p("csrc")
+        for tt in range(TT):
+            k.e(f"add.u32 {tk}, {t0}, {tt};")
+            k.e(f"min.u32 {tk}, {tk}, {last};")
+            k.e(f"cvt.u64.u32 {t64}, {tk};")
+            k.e(f"mad.lo.u64 {row}, {t64}, {sx}, {px};")
+            for s_ in range(PC_SLOTS):
+                d = u("cpdd")
+                k.e(f"add.u64 {src}, {row}, {goff[s_]};")
+                k.e(f"add.u32 {d}, {dst}, {soff[s_]};")
+                k.e(f"@{vs[s_]} cp.async.cg.shared.global [{d}], [{src}], 16;")
+            if tt + 1 < TT:
+                k.e(f"add.u32 {dst}, {dst}, {tstep};")
+        k.label(f"{tag}_COMMIT")
+        k.e("cp.async.commit_group;")
+
+    tile, stage, nxt, buf = u("tile"), u("stage"), u("ntile"), u("buf")
+    k.comment(f"prologue: tiles cid + j ncl into stages j < {PC_STAGES}")
+    k.e(f"mov.u32 {tile}, {cid};")
+    for j in range(PC_STAGES):
+        k.e(f"mad.lo.u32 {nxt}, {ncl}, {j}, {cid};")
+        k.e(f"mov.u32 {stage}, {j};")
+        issue(nxt, stage, f"PRO{j}")
+    k.e(f"mov.u32 {stage}, 0;")
+    k.e(f"mov.u32 {buf}, 0;")
+    P = [[f(f"P{tt}_{i}") for i in range(n)] for tt in range(TT)]
+    SS = [f(f"ss{tt}") for tt in range(TT)]
+    k.label("TILE_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {tile}, {ntiles};")
+    k.e(f"@{pr} bra TILE_END;")
+    k.comment(f"this tile's copies (the oldest of {PC_STAGES} groups) have landed for this thread's own items")
+    k.e(f"cp.async.wait_group {PC_STAGES - 1};")
+    for tt in range(TT):
+        k.e(f"mov.f32 {SS[tt]}, 0f00000000;")
+        for i in range(n):
+            k.e(f"mov.f32 {P[tt][i]}, 0f00000000;")
+    st0 = u("st0")
+    k.e(f"mad.lo.u32 {st0}, {stage}, {sb}, {xt};")
+    k.comment("phase 1: partial projections and sums of squares of the tile's tokens over this thread's items")
+    for s_ in range(PC_SLOTS):
+        k.e(f"@!{vs[s_]} bra P1_S{s_}_END;")
+        a = u("xa")
+        k.e(f"add.u32 {a}, {st0}, {soff[s_]};")
+        for tt in range(TT):
+            if tt:
+                k.e(f"add.u32 {a}, {a}, {tstep};")
+            xv = ld_shared_row(k, dtype, a, V, f"xw{tt}_", f"xv{tt}_")
+            for v in range(V):
+                k.e(f"fma.rn.f32 {SS[tt]}, {xv[v]}, {xv[v]}, {SS[tt]};")
+            for o in range(n):
+                for v in range(V):
+                    k.e(f"fma.rn.f32 {P[tt][o]}, {ph[s_][o][v]}, {xv[v]}, {P[tt][o]};")
+        k.label(f"P1_S{s_}_END")
+    poff = u("poff")
+    k.e(f"mul.lo.u32 {poff}, {buf}, {RED * 4};")
+    k.comment("part[] is double-buffered by tile parity: a CTA writes part[b] again only two tiles later,")
+    k.comment("after a cluster barrier that every reader of this tile's part[b] has passed")
+    pa32 = cluster_reduce(k, P, SS, TT, n, NW, tid, lane, warp, tmp, pr, part_off=poff)
+    cluster_coeffs(k, TT, n, tid, tmp, pr, pa32, psc, pbase, inv_k, eps_n, eps_hc)
+    k.comment(f"phase 2: items (tt, chunk lo+q) from the stage: out[t][c] = sum_i h[t][i] x[t][i][c]")
+    hsa = u("hsa")
+    k.e(f"mov.u32 {hsa}, shs;")
+    items2, t0, tok, ttu = u("items2"), u("t0"), u("tok"), u("ttu")
+    k.e(f"mul.lo.u32 {t0}, {tile}, {TT};")
+    k.e(f"mul.lo.u32 {items2}, {m}, {TT};")
+    k.e(f"mov.u32 {it}, {tid};")
+    k.label("P2_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {it}, {items2};")
+    k.e(f"@{pr} bra P2_END;")
+    k.e(f"div.u32 {ttu}, {it}, {m};")
+    k.e(f"mul.lo.u32 {tmp}, {ttu}, {m};")
+    k.e(f"sub.u32 {q}, {it}, {tmp};")
+    k.e(f"add.u32 {tok}, {t0}, {ttu};")
+    pv = k.r("pred", "pv")
+    k.e(f"setp.ge.u32 {pv}, {tok}, {tokens};")
+    hv = [f(f"hv{i}") for i in range(n)]
+    ha = u("ha")
+    k.e(f"mad.lo.u32 {ha}, {ttu}, {4 * n}, {hsa};")
+    for i0 in range(0, n, 4):
+        w = min(4, n - i0)
+        if w == 1:
+            k.e(f"ld.shared.f32 {hv[i0]}, [{ha}+{4 * i0}];")
+        else:
+            k.e(f"ld.shared.v{w}.f32 {{{', '.join(hv[i0:i0 + w])}}}, [{ha}+{4 * i0}];")
+    ta, sstep = u("ta"), u("sstep")
+    k.e(f"mul.lo.u32 {ta}, {ttu}, {n};")
+    k.e(f"mad.lo.u32 {ta}, {ta}, {mmax}, {q};")
+    k.e(f"shl.b32 {ta}, {ta}, 4;")
+    k.e(f"add.u32 {ta}, {ta}, {st0};")
+    k.e(f"shl.b32 {sstep}, {mmax}, 4;")
+    accs = [f(f"oacc{v}") for v in range(V)]
+    for i in range(n):
+        if i:
+            k.e(f"add.u32 {ta}, {ta}, {sstep};")
+        xv = ld_shared_row(k, dtype, ta, V, "yw", "y")
+        for v in range(V):
+            if i == 0:
+                k.e(f"mul.f32 {accs[v]}, {hv[0]}, {xv[v]};")
+            else:
+                k.e(f"fma.rn.f32 {accs[v]}, {hv[i]}, {xv[v]}, {accs[v]};")
+    k.e(f"@{pv} bra P2_SKIP;")
+    t64, orr = p("t64"), p("orow")
+    k.e(f"cvt.u64.u32 {t64}, {tok};")
+    k.e(f"mad.lo.u64 {orr}, {t64}, {so}, {po};")
+    k.e(f"add.u32 {tmp}, {lo}, {q};")
+    k.e(f"mad.wide.u32 {orr}, {tmp}, 16, {orr};")
+    store_row(k, dtype, accs, orr, tag="ho")
+    k.label("P2_SKIP")
+    k.e(f"add.u32 {it}, {it}, {PC_THREADS};")
+    k.e("bra.uni P2_LOOP;")
+    k.label("P2_END")
+    k.comment(f"the stage and shs[] are free once every thread is here: refill the stage with the tile")
+    k.comment(f"{PC_STAGES} steps ahead")
+    k.e("bar.sync 0;")
+    k.e(f"mad.lo.u32 {nxt}, {ncl}, {PC_STAGES}, {tile};")
+    issue(nxt, stage, "REFILL")
+    k.e(f"add.u32 {tile}, {tile}, {ncl};")
+    k.e(f"add.u32 {stage}, {stage}, 1;")
+    k.e(f"setp.eq.u32 {pr}, {stage}, {PC_STAGES};")
+    k.e(f"selp.u32 {stage}, 0, {stage}, {pr};")
+    k.e(f"xor.b32 {buf}, {buf}, 1;")
+    k.e("bra.uni TILE_LOOP;")
+    k.label("TILE_END")
+    k.comment("no CTA leaves while another may still read its part[] (the last tile's coefficients)")
+    k.e("barrier.cluster.arrive.release;")
+    k.e("barrier.cluster.wait.acquire;")
+    k.e("ret;")
+    return name, f""".visible .entry {name}(
+    .param .align 8 .b8 args[88]
+)
+.reqntid {PC_THREADS}, 1, 1
+.reqnctapercluster {CL}, 1, 1
+{{
+    .shared .align 16 .f32 sred[{NW * max(32, 1 << (RED - 1).bit_length())}];
+    .shared .align 16 .f32 part[{2 * RED}];
+    .shared .align 16 .f32 shs[{TT * n}];
+{k.body()}
+}}
+"""
+
+
 def write_head():
     out = [PROLOGUE, """
 // ==============================================================================================
@@ -1049,6 +1322,11 @@ def write_head():
             for n in CL_NS:
                 nm, txt = head_cl_kernel(dtype, n, dec)
                 out.append(txt)
+    out.append(".extern .shared .align 16 .b8 hpc_x[];\n")
+    for dtype in DTYPES:
+        for n in PC_NS:
+            nm, txt = head_pc_kernel(dtype, n)
+            out.append(txt)
     open(os.path.join(HERE, "head.ptx"), "w").write("\n".join(out))
 
 
@@ -1797,6 +2075,17 @@ def manifest():
                   c=f"c = {{ multiple_of = 8, min = 64, max = {head_cl_cmax(n, dtype)} }}",
                   cap=128 if n <= 4 else 168, params=head_p + " (kchunks = chunks per CTA, cchunks = C/V1)",
                   wave_us=0.5)
+    for dtype in DTYPES:
+        for n in PC_NS:
+            v1, tt, v2 = head_tiles(n)
+            entry(f"head_pc_{dtype}_n{n}", "head", ["v4", "paper"], "head", f"mhc_head_pc_{dtype}_n{n}", [dtype], [n],
+                  (PC_TMIN, tmax), tt, PC_THREADS,
+                  f"head for n={n}, many tokens: persistent clusters of {CL} CTAs walk the {tt}-token tiles, phi "
+                  f"in registers for the whole kernel, x through a ring of {PC_STAGES} shared-memory stages "
+                  f"(cp.async), partials combined in rank order through distributed shared memory",
+                  c=f"c = {{ multiple_of = 8, min = 64, max = {head_pc_cmax(n, dtype)} }}",
+                  params=head_p + " (kchunks = 16-byte chunks "
+                  "per CTA, cchunks = C/V, V = 16 / esize)", wave_us=0.1)
     for dtype in DTYPES:
         for n in NS:
             v1, tt, v2 = head_tiles(n)

@@ -54,6 +54,7 @@ const SYMBOLS: &[&str] = &[
     "cuEventElapsedTime",
     "cuLaunchKernel",
     "cuLaunchCooperativeKernel",
+    "cuOccupancyMaxActiveClusters",
     "cuGraphInstantiateWithFlags",
     "cuGraphLaunch",
     "cuGraphExecDestroy",
@@ -383,6 +384,29 @@ pub unsafe fn launch(
         }
     };
     check(name, status)
+}
+
+/// How many clusters of `f` (its `.reqnctapercluster` size) the device runs at once with `block`
+/// threads per CTA and `shared_bytes` of dynamic shared memory (persistent cluster kernels size
+/// their grid with it).
+pub fn occupancy_max_active_clusters(f: CUfunction, block: u32, shared_bytes: u32, cluster: u32) -> Result<i32> {
+    let mut n = 0i32;
+    let cfg = sys::CUlaunchConfig {
+        gridDimX: cluster,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: block,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: shared_bytes,
+        hStream: std::ptr::null_mut(),
+        attrs: std::ptr::null_mut(),
+        numAttrs: 0,
+    };
+    // SAFETY: `cfg` is a fully initialised launch configuration without attributes (the
+    // kernel's compiled-in cluster size applies); the driver only reads it and writes `n`.
+    check("cuOccupancyMaxActiveClusters", unsafe { sys::cuOccupancyMaxActiveClusters(&mut n, f, &cfg) })?;
+    Ok(n)
 }
 
 pub fn graph_instantiate(g: CUgraph) -> Result<CUgraphExec> {

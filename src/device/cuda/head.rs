@@ -1,11 +1,11 @@
 //! `head` (MATH.md "Head"): sigmoid-weighted collapse of the n streams into one row.
 //! Kernel: asm/ptx/sm90/head.ptx.
 
-use super::kernels::{head_v1, HeadArgs};
+use super::kernels::{head_v1, HeadArgs, KernelDesc, HEAD_PC_SLOTS, HEAD_PC_STAGES};
 use super::memory::{DeviceTensor, DeviceTensorMut};
 use super::plan::Plan;
 use super::stream::Stream;
-use crate::config::Stage;
+use crate::config::{Config, Dtype, Stage};
 use crate::error::Result;
 
 impl Plan {
@@ -41,6 +41,9 @@ impl Plan {
             return Ok(());
         }
         let tt = b.desc.tokens_per_cta;
+        if b.desc.persistent {
+            return self.head_persistent(stream, b, x, phi, scale, base, out);
+        }
         if b.desc.cluster > 1 {
             return self.head_cluster(stream, b, x, phi, scale, base, out);
         }
@@ -85,9 +88,46 @@ impl Plan {
         self.launch(stream, b, grid, b.desc.threads, smem as u32, &args)
     }
 
-    /// The argument block of both head kernels; `kchunks` / `cchunks` are per kernel (the
+    /// The persistent cluster kernel (`mhc_head_pc_*`, head.ptx): `resident_clusters` clusters
+    /// of `cluster` CTAs walk the tiles of `tokens_per_cta` tokens; CTA r owns 16-byte chunks
+    /// `[r cc / R, (r+1) cc / R)` of the `cc = C / V` chunks of every stream, holds their phi in
+    /// registers and streams its x slice through a ring of shared-memory stages. Views were
+    /// validated by [`Plan::head`].
+    #[allow(clippy::too_many_arguments)]
+    fn head_persistent(
+        &self,
+        stream: &Stream,
+        b: &super::plan::Bucket,
+        x: &DeviceTensor<'_>,
+        phi: &DeviceTensor<'_>,
+        scale: &DeviceTensor<'_>,
+        base: &DeviceTensor<'_>,
+        out: &mut DeviceTensorMut<'_>,
+    ) -> Result<()> {
+        let (n, c, dt) = (self.cfg.n, self.cfg.c, self.dtype);
+        let (cc, r) = (c / b.desc.v, b.desc.cluster as usize);
+        let per_cta = cc.div_ceil(r);
+        let smem = persistent_shared_bytes(b.desc, &self.cfg, dt);
+        if cc < r || n * per_cta > HEAD_PC_SLOTS * b.desc.threads as usize || smem > b.desc.max_dynamic_shared {
+            return Err(crate::Error::NoVariant {
+                stage: "head".into(),
+                arch: self.dev.arch().name().into(),
+                shape: format!("n={n} C={c} {dt}"),
+                rejected: vec![format!(
+                    "{}: C must give each of the {r} CTAs 1 to {} chunks of 16 bytes per stream",
+                    b.desc.entry,
+                    HEAD_PC_SLOTS * b.desc.threads as usize / n
+                )],
+            });
+        }
+        let args = self.head_args(x, phi, scale, base, out, per_cta, cc);
+        let grid = b.resident_clusters * b.desc.cluster;
+        self.launch(stream, b, grid, b.desc.threads, smem, &args)
+    }
+
+    /// The argument block of every head kernel; `kchunks` / `cchunks` are per kernel (the
     /// one-CTA kernel: phase-1 chunks of the whole row and phase-2 chunks of C; the cluster
-    /// kernel: chunks per CTA and chunks of C).
+    /// kernels: chunks per CTA and chunks of C, chunks of V1 elements (cl) or 16 bytes (pc)).
     #[allow(clippy::too_many_arguments)]
     fn head_args(
         &self,
@@ -118,4 +158,12 @@ impl Plan {
             pad: 0,
         }
     }
+}
+
+/// Dynamic shared memory of the persistent head kernel for `cfg`: its ring of
+/// [`HEAD_PC_STAGES`] stages, each the CTA's slice of a token tile (tokens x n x chunks per CTA
+/// x 16 bytes).
+pub(super) fn persistent_shared_bytes(desc: &KernelDesc, cfg: &Config, dtype: Dtype) -> u32 {
+    let per_cta = (cfg.c / (16 / dtype.size())).div_ceil(desc.cluster as usize);
+    (HEAD_PC_STAGES * desc.tokens_per_cta * cfg.n * per_cta * 16) as u32
 }

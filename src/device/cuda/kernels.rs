@@ -71,6 +71,9 @@ pub struct KernelDesc {
     /// when all of it fits (two such grids on two streams cannot each hold half the SMs and
     /// wait for the other half), or refuses it with an error.
     pub cooperative: bool,
+    /// Persistent clusters: the grid is as many clusters as the device holds at once (asked
+    /// when the kernel is loaded), and each walks the token tiles `cluster_id + j * clusters`.
+    pub persistent: bool,
 }
 
 pub const NS: [usize; 6] = [1, 2, 4, 8, 16, 32];
@@ -129,6 +132,7 @@ fn build() -> Vec<KernelDesc> {
                     phi_in_shared: false,
                     tile_in_shared: false,
                     cooperative: false,
+                    persistent: false,
                 });
             }
         }
@@ -155,6 +159,7 @@ fn build() -> Vec<KernelDesc> {
                     phi_in_shared: false,
                     tile_in_shared: false,
                     cooperative: false,
+                    persistent: false,
                 });
             }
         }
@@ -179,6 +184,7 @@ fn build() -> Vec<KernelDesc> {
                 phi_in_shared: false,
                 tile_in_shared: false,
                 cooperative: false,
+                persistent: false,
             });
         }
     }
@@ -206,8 +212,35 @@ fn build() -> Vec<KernelDesc> {
                     phi_in_shared,
                     tile_in_shared: true,
                     cooperative: false,
+                    persistent: false,
                 });
             }
+        }
+    }
+    // head for many tokens: persistent clusters of HEAD_CLUSTER CTAs walking the token tiles, phi
+    // in registers, x through a ring of shared-memory stages (n <= 4; head.ptx, head.rs).
+    for dtype in [Dtype::Bf16, Dtype::F32] {
+        for n in [1, 2, 4] {
+            t.push(KernelDesc {
+                arch,
+                stage: Stage::Head,
+                dtype,
+                formulation: None,
+                n,
+                entry: name("mhc_head_pc_", format!("{}_n{n}", dtype.name())),
+                image: IMG_HEAD,
+                param_bytes: std::mem::size_of::<HeadArgs>(),
+                v: 16 / dtype.size(),
+                tokens_per_cta: (64 / n).min(8),
+                threads: 256,
+                max_dynamic_shared: HEAD_PC_SMEM,
+                max_tokens: usize::MAX,
+                cluster: HEAD_CLUSTER,
+                phi_in_shared: false,
+                tile_in_shared: true,
+                cooperative: false,
+                persistent: true,
+            });
         }
     }
     for dtype in [Dtype::Bf16, Dtype::F32] {
@@ -230,6 +263,7 @@ fn build() -> Vec<KernelDesc> {
                 phi_in_shared: false,
                 tile_in_shared: false,
                 cooperative: false,
+                persistent: false,
             });
         }
     }
@@ -254,6 +288,7 @@ fn build() -> Vec<KernelDesc> {
                 phi_in_shared: false,
                 tile_in_shared: true,
                 cooperative: false,
+                persistent: false,
             });
         }
     }
@@ -276,6 +311,7 @@ fn build() -> Vec<KernelDesc> {
             phi_in_shared: false,
             tile_in_shared: false,
             cooperative: false,
+            persistent: false,
         });
     }
     // pre for decode (T <= 16, n <= 4, no gamma_f): its own kernel, selected before the general
@@ -299,6 +335,7 @@ fn build() -> Vec<KernelDesc> {
             phi_in_shared: false,
             tile_in_shared: false,
             cooperative: true,
+            persistent: false,
         });
     }
     // pre and post_pre: one kernel family, any n, both formulations (run-time flags); pre.rs.
@@ -323,6 +360,7 @@ fn build() -> Vec<KernelDesc> {
                 phi_in_shared: false,
                 tile_in_shared: false,
                 cooperative: false,
+                persistent: false,
             });
         }
     }
@@ -347,6 +385,7 @@ fn build() -> Vec<KernelDesc> {
             phi_in_shared: false,
             tile_in_shared: false,
             cooperative: false,
+            persistent: false,
         });
     }
     t
@@ -379,6 +418,12 @@ pub const HEAD_CLUSTER: u32 = 8;
 pub const HEAD_CL_SMEM: u32 = 112 * 1024;
 /// The same for the decode variant (x tile and phi slice; gen_forward.py `CLD_SMEM`).
 pub const HEAD_CLD_SMEM: u32 = 200 * 1024;
+/// Stages of the persistent head kernel's x ring (gen_forward.py `PC_STAGES`).
+pub const HEAD_PC_STAGES: usize = 3;
+/// Its phase-1 items (stream, 16-byte chunk) per thread (gen_forward.py `PC_SLOTS`).
+pub const HEAD_PC_SLOTS: usize = 2;
+/// The ring's largest size, the dynamic shared memory it may ask for (gen_forward.py `PC_SMEM`).
+pub const HEAD_PC_SMEM: u32 = 192 * 1024;
 
 /// Threads of a static CTA: the data warps (4, or 8 for n >= 16) and the coefficient warp.
 pub const fn static_threads(n: usize) -> u32 {

@@ -18,6 +18,9 @@ pub struct Bucket {
     pub max_tokens: usize,
     pub desc: &'static KernelDesc,
     pub func: Function,
+    /// Persistent cluster kernels ([`KernelDesc::persistent`]): the clusters the device holds at
+    /// once with this plan's shared memory, i.e. the grid in clusters; 0 for the others.
+    pub resident_clusters: u32,
 }
 
 /// A configuration on a device: kernels chosen and loaded for every stage the device has for it.
@@ -91,7 +94,24 @@ fn select_buckets(
                 rejected: vec![why],
             }));
         }
-        buckets.push(Bucket { max_tokens: max, desc: &KERNELS[slot], func: dev.function(slot)? });
+        let (desc, func) = (&KERNELS[slot], dev.function(slot)?);
+        let resident_clusters = if desc.persistent {
+            let shared = super::head::persistent_shared_bytes(desc, cfg, dtype);
+            match ffi::occupancy_max_active_clusters(func.raw, desc.threads, shared, desc.cluster)? {
+                n if n > 0 => n as u32,
+                _ => {
+                    return Ok(Err(Error::NoVariant {
+                        stage: stage.name().into(),
+                        arch: dev.arch().name().into(),
+                        shape: format!("n={} C={} {} {}", cfg.n, cfg.c, dtype, cfg.formulation),
+                        rejected: vec![format!("{}: no cluster of {} CTAs fits this device", desc.entry, desc.cluster)],
+                    }))
+                }
+            }
+        } else {
+            0
+        };
+        buckets.push(Bucket { max_tokens: max, desc, func, resident_clusters });
     }
     Ok(Ok(buckets))
 }
@@ -229,7 +249,7 @@ impl Plan {
                     continue;
                 }
                 let func = dev.function(slot)?;
-                buckets.push(Bucket { max_tokens: desc.max_tokens, desc, func });
+                buckets.push(Bucket { max_tokens: desc.max_tokens, desc, func, resident_clusters: 0 });
             }
             let entry = if buckets.is_empty() {
                 if rejected.is_empty() {
@@ -442,8 +462,14 @@ mod tests {
             let got = |max| entries(Stage::Head, Config::new(n, c), dtype, max).unwrap();
             assert_eq!(got(1), vec![(usize::MAX, cld.as_str())]);
             assert_eq!(got(16), vec![(usize::MAX, cld.as_str())]);
-            let one = format!("mhc_head_{}_n{n}", ty(dtype));
-            assert_eq!(got(8192), vec![(16, cld.as_str()), (512, cl.as_str()), (usize::MAX, one.as_str())]);
+            let pc = format!("mhc_head_pc_{}_n{n}", ty(dtype));
+            assert_eq!(got(8192), vec![(16, cld.as_str()), (512, cl.as_str()), (usize::MAX, pc.as_str())]);
+        }
+        // Many tokens with C beyond the persistent kernel's registers and ring (n * C / V / 8 >
+        // 512 chunks per CTA): the one-CTA-per-tile kernel.
+        for (n, c, dtype, one) in [(4, 8200, Dtype::Bf16, "mhc_head_bf16_n4"), (4, 4104, Dtype::F32, "mhc_head_f32_n4")]
+        {
+            assert_eq!(entries(Stage::Head, Config::new(n, c), dtype, 8192).unwrap().last().unwrap().1, one);
         }
         // n = 8: the cluster kernel up to 256 tokens (measured), then the one-CTA-per-tile kernel.
         assert_eq!(
