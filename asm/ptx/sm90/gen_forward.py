@@ -592,10 +592,11 @@ CLD_TMAX = 16  # decode variant up to this many tokens
 CL_TMAX = {1: 512, 2: 512, 4: 512, 8: 256}
 
 
-def cluster_reduce(k, P, SS, TT, n, NW, tid, lane, warp, tmp, pr, part_off=None):
+def cluster_reduce(k, P, SS, TT, n, NW, tid, lane, warp, tmp, pr, part_off=None, sink=None):
     """The CTA's TT (n+1) partial sums (P[tt][i], SS[tt] per thread) into shared part[] (at byte
     offset part_off, a register, when given): a reduce-scatter in each warp, then the NW warps
-    in order. Fixed order, so deterministic. Returns the register holding part[]'s address."""
+    in order. Fixed order, so deterministic. Returns the register holding part[]'s address.
+    sink(acc): emits what thread j < TT (n+1) does with its partial instead (part[] unused)."""
     f = lambda s: k.r("f32", s)
     u = lambda s: k.r("b32", s)
     RED = TT * (n + 1)
@@ -639,7 +640,8 @@ def cluster_reduce(k, P, SS, TT, n, NW, tid, lane, warp, tmp, pr, part_off=None)
     k.e("bar.sync 0;")
     k.comment(f"threads j < {RED}: the CTA's partial j = sum of the {NW} warps in order, into part[j]")
     pa32 = u("parta")
-    k.e(f"mov.u32 {pa32}, part;")
+    if sink is None:
+        k.e(f"mov.u32 {pa32}, part;")
     if part_off is not None:
         k.e(f"add.u32 {pa32}, {pa32}, {part_off};")
     k.e(f"setp.ge.u32 {pr}, {tid}, {RED};")
@@ -650,22 +652,27 @@ def cluster_reduce(k, P, SS, TT, n, NW, tid, lane, warp, tmp, pr, part_off=None)
     for wi in range(1, NW):
         k.e(f"ld.shared.f32 {w_}, [{tmp}+{wi * NPAD * 4}];")
         k.e(f"add.f32 {acc}, {acc}, {w_};")
-    k.e(f"mad.lo.u32 {tmp}, {tid}, 4, {pa32};")
-    k.e(f"st.shared.f32 [{tmp}], {acc};")
+    if sink is None:
+        k.e(f"mad.lo.u32 {tmp}, {tid}, 4, {pa32};")
+        k.e(f"st.shared.f32 [{tmp}], {acc};")
+    else:
+        sink(acc)
     k.label("PART_END")
     return pa32
 
 
-def cluster_coeffs(k, TT, n, tid, tmp, pr, pa32, psc, pbase, inv_k, eps_n, eps_hc):
+def cluster_coeffs(k, TT, n, tid, tmp, pr, pa32, psc, pbase, inv_k, eps_n, eps_hc, gather=None):
     """After the cluster barrier: threads tt n + i < TT n sum the CL CTAs' part[] (at pa32 in
     every CTA) in rank order through distributed shared memory and write h[tt][i] to shs[]; the
-    same bits in every CTA. Ends with bar.sync."""
+    same bits in every CTA. Ends with bar.sync. gather(ttr, ir, sp, sss): emits the sums sp, sss
+    of token ttr's projection ir and squares instead (no cluster barrier, no part[])."""
     f = lambda s: k.r("f32", s)
     u = lambda s: k.r("b32", s)
     p = lambda s: k.r("b64", s)
-    k.comment("cluster barrier: every CTA's part[] is visible to the cluster (release / acquire)")
-    k.e("barrier.cluster.arrive.release;")
-    k.e("barrier.cluster.wait.acquire;")
+    if gather is None:
+        k.comment("cluster barrier: every CTA's part[] is visible to the cluster (release / acquire)")
+        k.e("barrier.cluster.arrive.release;")
+        k.e("barrier.cluster.wait.acquire;")
     k.comment(f"threads j = tt n + i < {TT * n}: sum the {CL} CTAs' partials in rank order (distributed shared")
     k.comment("memory), then h = sigma((P inv_rms) scale + base[i]) + eps_hc: the same bits in every CTA")
     k.e(f"setp.ge.u32 {pr}, {tid}, {TT * n};")
@@ -674,12 +681,25 @@ def cluster_coeffs(k, TT, n, tid, tmp, pr, pa32, psc, pbase, inv_k, eps_n, eps_h
     lg = {1: 0, 2: 1, 4: 2, 8: 3}[n]
     k.e(f"shr.u32 {ttr}, {tid}, {lg};")
     k.e(f"and.b32 {ir}, {tid}, {n - 1};")
+    sp, sss = f("sump"), f("sums")
+    if gather is not None:
+        gather(ttr, ir, sp, sss)
+    else:
+        cluster_sum_dsmem(k, TT, n, ttr, ir, sp, sss, pa32)
+    head_coeff(k, tid, tmp, ir, sp, sss, psc, pbase, inv_k, eps_n, eps_hc)
+
+
+def cluster_sum_dsmem(k, TT, n, ttr, ir, sp, sss, pa32):
+    """sp, sss = the CL CTAs' part[] entries of (token ttr, projection ir) and (ttr, squares), read
+    through distributed shared memory and summed in rank order."""
+    f = lambda s: k.r("f32", s)
+    u = lambda s: k.r("b32", s)
     ip, iss = u("ip"), u("iss")
     k.e(f"mad.lo.u32 {ip}, {ttr}, {n + 1}, {ir};")
     k.e(f"mad.lo.u32 {ip}, {ip}, 4, {pa32};")
     k.e(f"mad.lo.u32 {iss}, {ttr}, {n + 1}, {n};")
     k.e(f"mad.lo.u32 {iss}, {iss}, 4, {pa32};")
-    sp, sss, pw, ra = f("sump"), f("sums"), f("rpv"), u("ra")
+    pw, ra = f("rpv"), u("ra")
     for r in range(CL):
         k.e(f"mapa.shared::cluster.u32 {ra}, {ip}, {r};")
         if r == 0:
@@ -693,6 +713,14 @@ def cluster_coeffs(k, TT, n, tid, tmp, pr, pa32, psc, pbase, inv_k, eps_n, eps_h
         else:
             k.e(f"ld.shared::cluster.f32 {pw}, [{ra}];")
             k.e(f"add.f32 {sss}, {sss}, {pw};")
+
+
+def head_coeff(k, tid, tmp, ir, sp, sss, psc, pbase, inv_k, eps_n, eps_hc):
+    """h = sigma((sp inv_rms) scale + base[ir]) + eps_hc into shs[tid]; ends the coefficient
+    threads' branch (COEF_END) with bar.sync."""
+    f = lambda s: k.r("f32", s)
+    u = lambda s: k.r("b32", s)
+    p = lambda s: k.r("b64", s)
     inv, g, z, sc, bs, h = (f(s) for s in ["inv", "g", "z", "sc", "bs", "h"])
     k.comment("inv_rms = 1 / sqrt(ss / K + eps_norm), correctly rounded sqrt and reciprocal")
     k.e(f"fma.rn.f32 {inv}, {sss}, {inv_k}, {eps_n};")
@@ -1072,6 +1100,19 @@ def head_pc_kernel(dtype, n):
     k.e(f"mov.u32 {rank}, %cluster_ctarank;")
     k.e(f"mov.u32 {cid}, %clusterid.x;")
     k.e(f"mov.u32 {ncl}, %nclusterid.x;")
+    gb, ga = u("gbar"), u("gat")
+    k.e(f"mov.u32 {gb}, gbar;")
+    k.e(f"mov.u32 {ga}, gat;")
+    k.comment("the two gather mbarriers (one arrival per phase: this CTA's arming), initialised before any")
+    k.comment("CTA of the cluster may signal them")
+    k.e(f"setp.ne.u32 {pr}, {tid}, 0;")
+    k.e(f"@{pr} bra INIT_END;")
+    k.e(f"mbarrier.init.shared::cta.b64 [{gb}], 1;")
+    k.e(f"mbarrier.init.shared::cta.b64 [{gb}+8], 1;")
+    k.e("fence.mbarrier_init.release.cluster;")
+    k.label("INIT_END")
+    k.e("barrier.cluster.arrive.release;")
+    k.e("barrier.cluster.wait.acquire;")
     k.comment(f"16-byte chunks [lo, hi) of every stream belong to this CTA: lo = rank * cch / {CL}")
     k.e(f"mul.lo.u32 {lo}, {rank}, {cch};")
     k.e(f"div.u32 {lo}, {lo}, {CL};")
@@ -1145,7 +1186,7 @@ def head_pc_kernel(dtype, n):
         k.label(f"{tag}_COMMIT")
         k.e("cp.async.commit_group;")
 
-    tile, stage, nxt, buf = u("tile"), u("stage"), u("ntile"), u("buf")
+    tile, stage, nxt = u("tile"), u("stage"), u("ntile")
     k.comment(f"prologue: tiles cid + j ncl into stages j < {PC_STAGES}")
     k.e(f"mov.u32 {tile}, {cid};")
     for j in range(PC_STAGES):
@@ -1153,7 +1194,8 @@ def head_pc_kernel(dtype, n):
         k.e(f"mov.u32 {stage}, {j};")
         issue(nxt, stage, f"PRO{j}")
     k.e(f"mov.u32 {stage}, 0;")
-    k.e(f"mov.u32 {buf}, 0;")
+    kk = u("kk")
+    k.e(f"mov.u32 {kk}, 0;")
     P = [[f(f"P{tt}_{i}") for i in range(n)] for tt in range(TT)]
     SS = [f(f"ss{tt}") for tt in range(TT)]
     k.label("TILE_LOOP")
@@ -1182,12 +1224,52 @@ def head_pc_kernel(dtype, n):
                 for v in range(V):
                     k.e(f"fma.rn.f32 {P[tt][o]}, {ph[s_][o][v]}, {xv[v]}, {P[tt][o]};")
         k.label(f"P1_S{s_}_END")
-    poff = u("poff")
-    k.e(f"mul.lo.u32 {poff}, {buf}, {RED * 4};")
-    k.comment("part[] is double-buffered by tile parity: a CTA writes part[b] again only two tiles later,")
-    k.comment("after a cluster barrier that every reader of this tile's part[b] has passed")
-    pa32 = cluster_reduce(k, P, SS, TT, n, NW, tid, lane, warp, tmp, pr, part_off=poff)
-    cluster_coeffs(k, TT, n, tid, tmp, pr, pa32, psc, pbase, inv_k, eps_n, eps_hc)
+    k.comment("the CTA's partials go to every CTA of the cluster: st.async into gat[b][rank][j] of CTA r,")
+    k.comment("completing bytes on its mbarrier gbar[b] (b = local tile index mod 2). No cluster barrier: a")
+    k.comment("CTA fills gat[b] for tile k only after it received every CTA's partials of tile k-1, which")
+    k.comment("each CTA sends after it has read its gat[b] of tile k-2")
+    b_, gab, gbb = u("gb_b"), u("gat_b"), u("gbar_b")
+    k.e(f"and.b32 {b_}, {kk}, 1;")
+    k.e(f"mad.lo.u32 {gab}, {b_}, {CL * RED * 4}, {ga};")
+    k.e(f"mad.lo.u32 {gbb}, {b_}, 8, {gb};")
+
+    def push(acc):
+        la, ra, rb = u("pla"), u("pra"), u("prb")
+        k.e(f"mad.lo.u32 {la}, {rank}, {RED}, {tid};")
+        k.e(f"mad.lo.u32 {la}, {la}, 4, {gab};")
+        for r in range(CL):
+            k.e(f"mapa.shared::cluster.u32 {ra}, {la}, {r};")
+            k.e(f"mapa.shared::cluster.u32 {rb}, {gbb}, {r};")
+            k.e(f"st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [{ra}], {acc}, [{rb}];")
+
+    def gather(ttr, ir, sp, sss):
+        st64, par, ok = p("mbst"), u("par"), k.r("pred", "wok")
+        k.comment(f"thread 0 arms gbar[b] for the {CL * RED * 4} bytes of this tile (bytes that came early count)")
+        k.e(f"setp.ne.u32 {ok}, {tid}, 0;")
+        k.e(f"@{ok} bra ARM_END;")
+        k.e(f"mbarrier.arrive.expect_tx.shared::cta.b64 {st64}, [{gbb}], {CL * RED * 4};")
+        k.label("ARM_END")
+        k.e(f"bfe.u32 {par}, {kk}, 1, 1;")
+        k.label("GATHER_WAIT")
+        k.e(f"mbarrier.try_wait.parity.shared::cta.b64 {ok}, [{gbb}], {par};")
+        k.e(f"@!{ok} bra GATHER_WAIT;")
+        ip, iss, pw = u("ip"), u("iss"), f("rpv")
+        k.e(f"mad.lo.u32 {ip}, {ttr}, {n + 1}, {ir};")
+        k.e(f"mad.lo.u32 {ip}, {ip}, 4, {gab};")
+        k.e(f"mad.lo.u32 {iss}, {ttr}, {n + 1}, {n};")
+        k.e(f"mad.lo.u32 {iss}, {iss}, 4, {gab};")
+        for r in range(CL):
+            dst = sp if r == 0 else pw
+            k.e(f"ld.shared.f32 {dst}, [{ip}+{r * RED * 4}];")
+            if r:
+                k.e(f"add.f32 {sp}, {sp}, {pw};")
+            dst = sss if r == 0 else pw
+            k.e(f"ld.shared.f32 {dst}, [{iss}+{r * RED * 4}];")
+            if r:
+                k.e(f"add.f32 {sss}, {sss}, {pw};")
+
+    cluster_reduce(k, P, SS, TT, n, NW, tid, lane, warp, tmp, pr, sink=push)
+    cluster_coeffs(k, TT, n, tid, tmp, pr, None, psc, pbase, inv_k, eps_n, eps_hc, gather=gather)
     k.comment(f"phase 2: items (tt, chunk lo+q) from the stage: out[t][c] = sum_i h[t][i] x[t][i][c]")
     hsa = u("hsa")
     k.e(f"mov.u32 {hsa}, shs;")
@@ -1249,10 +1331,10 @@ def head_pc_kernel(dtype, n):
     k.e(f"add.u32 {stage}, {stage}, 1;")
     k.e(f"setp.eq.u32 {pr}, {stage}, {PC_STAGES};")
     k.e(f"selp.u32 {stage}, 0, {stage}, {pr};")
-    k.e(f"xor.b32 {buf}, {buf}, 1;")
+    k.e(f"add.u32 {kk}, {kk}, 1;")
     k.e("bra.uni TILE_LOOP;")
     k.label("TILE_END")
-    k.comment("no CTA leaves while another may still read its part[] (the last tile's coefficients)")
+    k.comment("leave together (no CTA's shared memory may vanish while the cluster still runs)")
     k.e("barrier.cluster.arrive.release;")
     k.e("barrier.cluster.wait.acquire;")
     k.e("ret;")
@@ -1260,10 +1342,12 @@ def head_pc_kernel(dtype, n):
     .param .align 8 .b8 args[88]
 )
 .reqntid {PC_THREADS}, 1, 1
+.maxnreg 128
 .reqnctapercluster {CL}, 1, 1
 {{
     .shared .align 16 .f32 sred[{NW * max(32, 1 << (RED - 1).bit_length())}];
-    .shared .align 16 .f32 part[{2 * RED}];
+    .shared .align 8 .b64 gbar[2];
+    .shared .align 16 .f32 gat[{2 * CL * RED}];
     .shared .align 16 .f32 shs[{TT * n}];
 {k.body()}
 }}
@@ -1311,6 +1395,27 @@ def write_head():
 //   n=8 C=1280: T=1 17.3 -> 8.0 / 6.0 / 5.2, T=256 19.2 -> 11.3. At T >= 1024 the cluster kernel
 //   is no faster (T=8192 C=4096: 140.6 us with register loads, 149.3 with cp.async, vs 142.2):
 //   keeping x on chip did not lift the 56% ceiling (rounds 6-8, notes/cuda-runtime.md).
+//
+// mhc_head_pc_* (n <= 4, T > 512): PERSISTENT clusters of 8 CTAs x 256 threads, as many as the
+//   device holds at once (cuOccupancyMaxActiveClusters; grid = that x 8); cluster c walks the
+//   8-token tiles c, c + ncl, ... CTA r owns 16-byte chunks [r cc/8, (r+1) cc/8) of every
+//   stream (cc = C / V, V = 16 / esize). Thread items (stream, chunk) = tid + 256 s, s < 2: their
+//   phi (n outputs x V f32) is loaded ONCE into registers. x slices stream through a ring of 3
+//   stages in dynamic shared memory ([tt][i][q] x 16 B); each thread cp.asyncs its own items, so
+//   phase 1 needs only its own cp.async.wait_group 2; refill of a stage after phase 2 (bar.sync).
+//   Partials (TT (n+1)) reduce-scatter per warp, warps in order; thread j then st.asyncs its
+//   partial into gat[b][rank][j] of all 8 CTAs, completing bytes on their mbarrier gbar[b]
+//   (b = tile index mod 2); threads tt n + i wait on their own gbar[b] (armed by thread 0 with
+//   expect_tx) and sum the 8 ranks in order from local shared memory: deterministic, and no
+//   cluster barrier in the loop (barrier.cluster.arrive.release is a MEMBAR.ALL.GPU, which
+//   waited for the in-flight ring copies: 153.8 us with it). Reuse of gat[b] is safe by
+//   causality: a CTA sends tile k's partials only after receiving every CTA's tile k-1, which
+//   each sends after reading its gat[b] of tile k-2. Registers: phi 2 x n x V, P TT (n+1);
+//   .maxnreg 128 (n = 4 uses 128: 2 CTAs per SM at C = 4096).
+// Measured (H100, 2026-11-22, bf16, copy 2995 GB/s): T=8192 C=4096 140.3 us = 79.9% of copy
+//   (mhc_head_bf16_n4: 195.6 us, 57%); T=4096 76.8 us (73%); C=7168 T=8192 266.8 us (73.5%: the
+//   3-stage ring is 168 KB, one CTA per SM). Tried: phase 1 of tile k+1 during tile k's cluster
+//   barrier (158 us, and racecheck hazards), 4 stages (1 CTA per SM at C=4096: 230 us).
 """ + HEAD_ARGS + "\n"]
     for dtype in DTYPES:
         for n in NS:
