@@ -1859,6 +1859,15 @@ def static_cl_kernel(dtype, n):
     k.e(f"add.u32 {sX}, {sA}, {seg};")
     k.e(f"mul.lo.u32 {seg}, {m}, {V * es};")
     k.e(f"shr.u32 {units}, {seg}, 4;")
+    cpb = u("cpbar")
+    k.e(f"mov.u32 {cpb}, cpbar;")
+    k.comment(f"cpbar counts the {DT} data threads' copies (cp.async.mbarrier.arrive.noinc): initialised by")
+    k.comment("thread 0 before anyone arrives (barrier 0)")
+    k.e(f"setp.ne.u32 {pr}, {tid}, 0;")
+    k.e(f"@{pr} bra INIT_END;")
+    k.e(f"mbarrier.init.shared::cta.b64 [{cpb}], {DT};")
+    k.label("INIT_END")
+    k.e("barrier.sync 0;")
     k.comment(f"data threads (tid < {DT}): every stream's segment to the tile in 16-byte cp.async units")
     k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
     k.e(f"@{pr} bra CP_END;")
@@ -1883,7 +1892,8 @@ def static_cl_kernel(dtype, n):
     k.e(f"add.u32 {ii}, {ii}, 1;")
     k.e(f"setp.lt.u32 {pr}, {ii}, {n};")
     k.e(f"@{pr} bra CP_STREAM;")
-    k.e("cp.async.commit_group;")
+    k.comment("this thread's arrival on cpbar fires when all its copies have landed")
+    k.e(f"cp.async.mbarrier.arrive.noinc.shared::cta.b64 [{cpb}];")
     k.label("CP_END")
     k.comment("every thread: h_pre[j] = sigma(H_pre[j]) in registers")
     hp = [f(f"hpre{j}") for j in range(n)]
@@ -1899,9 +1909,13 @@ def static_cl_kernel(dtype, n):
     k.e(f"mov.f32 {ss}, 0f00000000;")
     k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
     k.e(f"@{pr} bra PA_END;")
-    k.comment(f"data threads: own copies done, then named barrier 1 ({DT} threads): the tile is complete")
-    k.e("cp.async.wait_group 0;")
-    k.e(f"barrier.sync 1, {DT};")
+    k.comment(f"data threads: cpbar's phase 0 completes when every data thread's copies have landed: the")
+    k.comment("tile is complete (an mbarrier, not a named barrier: the coefficient warp passes the same")
+    k.comment("barriers as the data warps, which racecheck's barrier model needs)")
+    ok = k.r("pred", "cpok")
+    k.label("CP_WAIT")
+    k.e(f"mbarrier.try_wait.parity.shared::cta.b64 {ok}, [{cpb}], 0;")
+    k.e(f"@!{ok} bra CP_WAIT;")
     k.comment("phase A: a[c] = sum_j h_pre[j] x[j][c] (tile) into a[], ss = sum_c a^2")
     k.e(f"mov.u32 {q}, {tid};")
     k.label("PA_LOOP")
@@ -1964,6 +1978,7 @@ def static_cl_kernel(dtype, n):
     .shared .align 16 .f32 ss_res[{n * n}];
     .shared .align 16 .f32 ss_h[64];
     .shared .align 16 .f32 ss_red[{NT // 32}];
+    .shared .align 8 .b64 cpbar;
 {k.body()}
 }}
 """
@@ -1997,8 +2012,9 @@ def write_static():
 // mhc_static_cl_* (n <= 8, selected for every T where the tile fits 100 KiB): one CTA per token
 //   (grid = T), 4 data warps + the coefficient warp. The data warps copy the token's n stream rows
 //   to shared memory by cp.async.cg (16-byte units), so the whole row is in flight at once while
-//   the coefficient warp runs; after cp.async.wait_group and a named barrier of the data warps,
-//   phase A reads the tile into a[] (shared) and the sum of squares, barrier 0 (all warps) also
+//   the coefficient warp runs; once the mbarrier cpbar has seen every data thread's copies land
+//   (cp.async.mbarrier.arrive.noinc; it replaced a named barrier of the data warps, which left
+//   racecheck reporting a RAW hazard on ss_red that the SASS did not show), phase A reads the tile into a[] (shared) and the sum of squares, barrier 0 (all warps) also
 //   publishes h_post and h_res, phase B reads x and a[] from shared memory: x is read from HBM
 //   once. Dynamic shared memory: a[C] f32 then x[n][C]; StaticArgs.pad = C/V.
 //   A channel-split cluster version for n = 16, 32 (R = 2, 4 CTAs per token, sum of squares over
