@@ -1059,16 +1059,16 @@ PC_THREADS = 256
 PC_NS = [1, 2, 4]
 PC_SLOTS = 2  # phase-1 items (stream, 16-byte chunk) per thread: n * chunks per CTA <= 512
 PC_STAGES = 3
-PC_SMEM = 192 * 1024  # the ring: PC_STAGES x (TT x n x chunks per CTA x 16 bytes)
+PC_SMEM = 200 * 1024  # the ring: PC_STAGES x TT x (n x chunks per CTA + 1) x 16 bytes
 PC_TMIN = 513  # below, the cluster kernels (one cluster per tile) serve
 
 
 def head_pc_cmax(n, dtype):
-    """Largest C: n * ceil(C / V / CL) <= PC_SLOTS * PC_THREADS items, V = 16 / esize."""
+    """Largest C: n * ceil(C / V / CL) <= PC_SLOTS * PC_THREADS items (V = 16 / esize) and the ring
+    (token rows of n * chunks per CTA + 1 chunks) within PC_SMEM."""
     v = 16 // ESIZE[dtype]
-    per_cta = PC_SLOTS * PC_THREADS // n
     tt = head_tiles(n)[1]
-    assert PC_STAGES * tt * n * per_cta * 16 <= PC_SMEM
+    per_cta = min(PC_SLOTS * PC_THREADS // n, (PC_SMEM // (PC_STAGES * tt * 16) - 1) // n)
     return CL * per_cta * v
 
 
@@ -1126,8 +1126,10 @@ def head_pc_kernel(dtype, n):
     k.e(f"sub.u32 {last}, {tokens}, 1;")
     xt, sb, tstep = u("xt"), u("sbytes"), u("tstep")
     k.e(f"mov.u32 {xt}, hpc_x;")
-    k.comment(f"a stage holds the tile's slice: offset ((tt n + i) mmax + q) 16; {PC_STAGES} stages")
-    k.e(f"mul.lo.u32 {tstep}, {mmax}, {n * 16};")
+    k.comment(f"a stage holds the tile's slice: offset tt tstep + (i mmax + q) 16 with tstep = (n mmax + 1) 16:")
+    k.comment(f"a 16-byte pad per token row (measured 140.3 -> 135.4 us at T=8192 C=4096); {PC_STAGES} stages")
+    k.e(f"mad.lo.u32 {tstep}, {mmax}, {n}, 1;")
+    k.e(f"shl.b32 {tstep}, {tstep}, 4;")
     k.e(f"mul.lo.u32 {sb}, {tstep}, {TT};")
     kb = p("kbytes")
     k.e(f"mul.wide.u32 {kb}, {cch}, {n * V * 4};")
@@ -1296,10 +1298,8 @@ def head_pc_kernel(dtype, n):
         else:
             k.e(f"ld.shared.v{w}.f32 {{{', '.join(hv[i0:i0 + w])}}}, [{ha}+{4 * i0}];")
     ta, sstep = u("ta"), u("sstep")
-    k.e(f"mul.lo.u32 {ta}, {ttu}, {n};")
-    k.e(f"mad.lo.u32 {ta}, {ta}, {mmax}, {q};")
-    k.e(f"shl.b32 {ta}, {ta}, 4;")
-    k.e(f"add.u32 {ta}, {ta}, {st0};")
+    k.e(f"mad.lo.u32 {ta}, {ttu}, {tstep}, {st0};")
+    k.e(f"mad.lo.u32 {ta}, {q}, 16, {ta};")
     k.e(f"shl.b32 {sstep}, {mmax}, 4;")
     accs = [f(f"oacc{v}") for v in range(V)]
     for i in range(n):
@@ -1412,10 +1412,13 @@ def write_head():
 //   causality: a CTA sends tile k's partials only after receiving every CTA's tile k-1, which
 //   each sends after reading its gat[b] of tile k-2. Registers: phi 2 x n x V, P TT (n+1);
 //   .maxnreg 128 (n = 4 uses 128: 2 CTAs per SM at C = 4096).
-// Measured (H100, 2026-11-22, bf16, copy 2995 GB/s): T=8192 C=4096 140.3 us = 79.9% of copy
-//   (mhc_head_bf16_n4: 195.6 us, 57%); T=4096 76.8 us (73%); C=7168 T=8192 266.8 us (73.5%: the
-//   3-stage ring is 168 KB, one CTA per SM). Tried: phase 1 of tile k+1 during tile k's cluster
-//   barrier (158 us, and racecheck hazards), 4 stages (1 CTA per SM at C=4096: 230 us).
+// Measured (H100, 2026-11-22, bf16, copy 2996 GB/s): T=8192 C=4096 135.4 us = 82.7% of copy
+//   (mhc_head_bf16_n4: 195.6 us, 57%), T=4096 74.3 us (75%); C=7168 T=8192 248.2 us (79%: the
+//   3-stage ring is 168 KB, one CTA per SM). ncu (T=1024): 30 clusters resident (240 CTAs, 2 per
+//   SM). Tried: phase 1 of tile k+1 during tile k's cluster barrier (158 us, and racecheck
+//   hazards), 4 stages (1 CTA per SM at C=4096: 230 us), phase 1 on tensor cores (bf16 mma
+//   m16n8k16, phi hi + lo, the squares from x times x; lane-per-item copies in 32-byte pieces:
+//   154 us, notes/cuda-bench-h100-head-pcm-tried.txt; the kernel is not instruction-bound).
 """ + HEAD_ARGS + "\n"]
     for dtype in DTYPES:
         for n in NS:

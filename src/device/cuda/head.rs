@@ -161,9 +161,9 @@ impl Plan {
 }
 
 /// Dynamic shared memory of the persistent head kernel for `cfg`: its ring of
-/// [`HEAD_PC_STAGES`] stages, each the CTA's slice of a token tile (tokens x n x chunks per CTA
-/// x 16 bytes).
+/// [`HEAD_PC_STAGES`] stages, each the CTA's slice of a token tile: per token, n x chunks per
+/// CTA chunks of 16 bytes and a 16-byte pad.
 pub(super) fn persistent_shared_bytes(desc: &KernelDesc, cfg: &Config, dtype: Dtype) -> u32 {
     let per_cta = (cfg.c / (16 / dtype.size())).div_ceil(desc.cluster as usize);
-    (HEAD_PC_STAGES * desc.tokens_per_cta * cfg.n * per_cta * 16) as u32
+    (HEAD_PC_STAGES * desc.tokens_per_cta * (cfg.n * per_cta + 1) * 16) as u32
 }

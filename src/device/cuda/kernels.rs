@@ -423,7 +423,7 @@ pub const HEAD_PC_STAGES: usize = 3;
 /// Its phase-1 items (stream, 16-byte chunk) per thread (gen_forward.py `PC_SLOTS`).
 pub const HEAD_PC_SLOTS: usize = 2;
 /// The ring's largest size, the dynamic shared memory it may ask for (gen_forward.py `PC_SMEM`).
-pub const HEAD_PC_SMEM: u32 = 192 * 1024;
+pub const HEAD_PC_SMEM: u32 = 200 * 1024;
 
 /// Threads of a static CTA: the data warps (4, or 8 for n >= 16) and the coefficient warp.
 pub const fn static_threads(n: usize) -> u32 {
