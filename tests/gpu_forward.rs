@@ -191,10 +191,11 @@ fn gpu_head_cluster_shapes_match_reference() {
     }
 }
 
-/// The head shapes of the persistent cluster kernel (n <= 4, T > 512): tile counts that do not
-/// divide among the clusters, partial last tiles, C with uneven chunk ranges per CTA (1288),
-/// one chunk per CTA (C = 64), the largest C per dtype (bf16 n=4: 8192, n=1: 32768) and f32
-/// beyond its range (the one-CTA kernel), large logits.
+/// The head shapes of the persistent cluster kernels (n <= 4, T > 512; pc4 and pc8): tile
+/// counts that do not divide among the clusters, partial last tiles, C with uneven chunk ranges
+/// per CTA (1288), one chunk per CTA (C = 64), the largest C of each (bf16 n=4: 4096 / 8192,
+/// n=2: 8192 / 16384, n=1: 16384 / 32768; f32 half) and f32 beyond them (the one-CTA kernel),
+/// large logits.
 #[test]
 fn gpu_head_persistent_shapes_match_reference() {
     let Some(gpu) = gpu() else { return };
@@ -208,6 +209,8 @@ fn gpu_head_persistent_shapes_match_reference() {
             (2049, 1, 8192),
             (600, 4, 8192),
             (701, 1, 32768),
+            (900, 4, 4096),
+            (650, 2, 16384),
         ],
         |&(t, n, c)| t * n * c,
     );

@@ -1061,24 +1061,25 @@ PC_SLOTS = 2  # phase-1 items (stream, 16-byte chunk) per thread: n * chunks per
 PC_STAGES = 3
 PC_SMEM = 200 * 1024  # the ring: PC_STAGES x TT x (n x chunks per CTA + 1) x 16 bytes
 PC_TMIN = 513  # below, the cluster kernels (one cluster per tile) serve
+# (CTAs per cluster, tokens per tile) of the two builds: pc4 where its items fit (measured faster:
+# 4-CTA clusters pack onto more SMs), pc8 for C up to twice that
+PC_SHAPES = [(4, 4), (8, 8)]
 
 
-def head_pc_cmax(n, dtype):
+def head_pc_cmax(n, dtype, cl, tt):
     """Largest C: n * ceil(C / V / CL) <= PC_SLOTS * PC_THREADS items (V = 16 / esize) and the ring
     (token rows of n * chunks per CTA + 1 chunks) within PC_SMEM."""
     v = 16 // ESIZE[dtype]
-    tt = head_tiles(n)[1]
     per_cta = min(PC_SLOTS * PC_THREADS // n, (PC_SMEM // (PC_STAGES * tt * 16) - 1) // n)
-    return CL * per_cta * v
+    return cl * per_cta * v
 
 
-def head_pc_kernel(dtype, n):
-    _, TT, _ = head_tiles(n)
+def head_pc_kernel(dtype, n, CL, TT):
     es = ESIZE[dtype]
     V = 16 // es  # elements of a 16-byte chunk
     NW = PC_THREADS // 32
     RED = TT * (n + 1)
-    name = f"mhc_head_pc_{dtype}_n{n}"
+    name = f"mhc_head_pc{CL}_{dtype}_n{n}"
     k = K()
     p = lambda s: k.r("b64", s)
     u = lambda s: k.r("b32", s)
@@ -1396,10 +1397,11 @@ def write_head():
 //   is no faster (T=8192 C=4096: 140.6 us with register loads, 149.3 with cp.async, vs 142.2):
 //   keeping x on chip did not lift the 56% ceiling (rounds 6-8, notes/cuda-runtime.md).
 //
-// mhc_head_pc_* (n <= 4, T > 512): PERSISTENT clusters of 8 CTAs x 256 threads, as many as the
-//   device holds at once (cuOccupancyMaxActiveClusters; grid = that x 8); cluster c walks the
-//   8-token tiles c, c + ncl, ... CTA r owns 16-byte chunks [r cc/8, (r+1) cc/8) of every
-//   stream (cc = C / V, V = 16 / esize). Thread items (stream, chunk) = tid + 256 s, s < 2: their
+// mhc_head_pc4_* / mhc_head_pc8_* (n <= 4, T > 512): PERSISTENT clusters of R = 4 / 8 CTAs x
+//   256 threads, as many as the device holds at once (cuOccupancyMaxActiveClusters; grid = that
+//   x R); cluster c walks the TT-token tiles c, c + ncl, ... (TT = R). CTA r owns 16-byte chunks
+//   [r cc/R, (r+1) cc/R) of every stream (cc = C / V, V = 16 / esize). pc4 serves where its
+//   items fit (n C esize <= 32 KiB), pc8 up to twice that. Thread items (stream, chunk) = tid + 256 s, s < 2: their
 //   phi (n outputs x V f32) is loaded ONCE into registers. x slices stream through a ring of 3
 //   stages in dynamic shared memory ([tt][i][q] x 16 B); each thread cp.asyncs its own items, so
 //   phase 1 needs only its own cp.async.wait_group 2; refill of a stage after phase 2 (bar.sync).
@@ -1412,13 +1414,14 @@ def write_head():
 //   causality: a CTA sends tile k's partials only after receiving every CTA's tile k-1, which
 //   each sends after reading its gat[b] of tile k-2. Registers: phi 2 x n x V, P TT (n+1);
 //   .maxnreg 128 (n = 4 uses 128: 2 CTAs per SM at C = 4096).
-// Measured (H100, 2026-11-22, bf16, copy 2996 GB/s): T=8192 C=4096 135.4 us = 82.7% of copy
-//   (mhc_head_bf16_n4: 195.6 us, 57%), T=4096 74.3 us (75%); C=7168 T=8192 248.2 us (79%: the
-//   3-stage ring is 168 KB, one CTA per SM). ncu (T=1024): 30 clusters resident (240 CTAs, 2 per
-//   SM). Tried: phase 1 of tile k+1 during tile k's cluster barrier (158 us, and racecheck
+// Measured (H100, 2026-11-22, bf16, copy 2989 GB/s): T=8192 C=4096 pc4 130.2 us = 86.2% of copy
+//   (pc8 135.4 us = 82.7%; mhc_head_bf16_n4: 195.6 us, 57%), T=4096 71.6 us (78%); C=7168 T=8192
+//   pc8 248.2 us (79%: the 3-stage ring is 168 KB, one CTA per SM). ncu (pc8, T=1024): 30
+//   clusters resident (240 CTAs, 2 per SM: 12 SMs idle), which the 4-CTA clusters avoid. Tried: phase 1 of tile k+1 during tile k's cluster barrier (158 us, and racecheck
 //   hazards), 4 stages (1 CTA per SM at C=4096: 230 us), phase 1 on tensor cores (bf16 mma
 //   m16n8k16, phi hi + lo, the squares from x times x; lane-per-item copies in 32-byte pieces:
-//   154 us, notes/cuda-bench-h100-head-pcm-tried.txt; the kernel is not instruction-bound).
+//   154 us, notes/cuda-bench-h100-head-pcm-tried.txt; the kernel is not instruction-bound),
+//   cp.async.cg.L2::256B (no change).
 """ + HEAD_ARGS + "\n"]
     for dtype in DTYPES:
         for n in NS:
@@ -1431,10 +1434,11 @@ def write_head():
                 nm, txt = head_cl_kernel(dtype, n, dec)
                 out.append(txt)
     out.append(".extern .shared .align 16 .b8 hpc_x[];\n")
-    for dtype in DTYPES:
-        for n in PC_NS:
-            nm, txt = head_pc_kernel(dtype, n)
-            out.append(txt)
+    for cl, tt in PC_SHAPES:
+        for dtype in DTYPES:
+            for n in PC_NS:
+                nm, txt = head_pc_kernel(dtype, n, cl, tt)
+                out.append(txt)
     open(os.path.join(HERE, "head.ptx"), "w").write("\n".join(out))
 
 
@@ -2199,17 +2203,17 @@ def manifest():
                   c=f"c = {{ multiple_of = 8, min = 64, max = {head_cl_cmax(n, dtype)} }}",
                   cap=128 if n <= 4 else 168, params=head_p + " (kchunks = chunks per CTA, cchunks = C/V1)",
                   wave_us=0.5)
-    for dtype in DTYPES:
-        for n in PC_NS:
-            v1, tt, v2 = head_tiles(n)
-            entry(f"head_pc_{dtype}_n{n}", "head", ["v4", "paper"], "head", f"mhc_head_pc_{dtype}_n{n}", [dtype], [n],
-                  (PC_TMIN, tmax), tt, PC_THREADS,
-                  f"head for n={n}, many tokens: persistent clusters of {CL} CTAs walk the {tt}-token tiles, phi "
-                  f"in registers for the whole kernel, x through a ring of {PC_STAGES} shared-memory stages "
-                  f"(cp.async), partials combined in rank order through distributed shared memory",
-                  c=f"c = {{ multiple_of = 8, min = 64, max = {head_pc_cmax(n, dtype)} }}",
-                  params=head_p + " (kchunks = 16-byte chunks "
-                  "per CTA, cchunks = C/V, V = 16 / esize)", wave_us=0.1)
+    for cl, tt in PC_SHAPES:
+        for dtype in DTYPES:
+            for n in PC_NS:
+                entry(f"head_pc{cl}_{dtype}_n{n}", "head", ["v4", "paper"], "head", f"mhc_head_pc{cl}_{dtype}_n{n}",
+                      [dtype], [n], (PC_TMIN, tmax), tt, PC_THREADS,
+                      f"head for n={n}, many tokens: persistent clusters of {cl} CTAs walk the {tt}-token tiles, "
+                      f"phi in registers for the whole kernel, x through a ring of {PC_STAGES} shared-memory stages "
+                      f"(cp.async), partials pushed to every CTA (st.async + mbarrier)",
+                      c=f"c = {{ multiple_of = 8, min = 64, max = {head_pc_cmax(n, dtype, cl, tt)} }}",
+                      params=head_p + " (kchunks = 16-byte chunks per CTA, cchunks = C/V, V = 16 / esize)",
+                      wave_us=0.05 if cl == 4 else 0.1)
     for dtype in DTYPES:
         for n in NS:
             v1, tt, v2 = head_tiles(n)

@@ -217,30 +217,33 @@ fn build() -> Vec<KernelDesc> {
             }
         }
     }
-    // head for many tokens: persistent clusters of HEAD_CLUSTER CTAs walking the token tiles, phi
-    // in registers, x through a ring of shared-memory stages (n <= 4; head.ptx, head.rs).
-    for dtype in [Dtype::Bf16, Dtype::F32] {
-        for n in [1, 2, 4] {
-            t.push(KernelDesc {
-                arch,
-                stage: Stage::Head,
-                dtype,
-                formulation: None,
-                n,
-                entry: name("mhc_head_pc_", format!("{}_n{n}", dtype.name())),
-                image: IMG_HEAD,
-                param_bytes: std::mem::size_of::<HeadArgs>(),
-                v: 16 / dtype.size(),
-                tokens_per_cta: (64 / n).min(8),
-                threads: 256,
-                max_dynamic_shared: HEAD_PC_SMEM,
-                max_tokens: usize::MAX,
-                cluster: HEAD_CLUSTER,
-                phi_in_shared: false,
-                tile_in_shared: true,
-                cooperative: false,
-                persistent: true,
-            });
+    // head for many tokens: persistent clusters walking the token tiles, phi in registers, x
+    // through a ring of shared-memory stages (n <= 4; head.ptx, head.rs). pc4 (4-CTA clusters,
+    // 4-token tiles) where its items fit, pc8 for up to twice the C.
+    for (prefix, (cluster, tokens)) in [("mhc_head_pc4_", HEAD_PC4), ("mhc_head_pc8_", HEAD_PC8)] {
+        for dtype in [Dtype::Bf16, Dtype::F32] {
+            for n in [1, 2, 4] {
+                t.push(KernelDesc {
+                    arch,
+                    stage: Stage::Head,
+                    dtype,
+                    formulation: None,
+                    n,
+                    entry: name(prefix, format!("{}_n{n}", dtype.name())),
+                    image: IMG_HEAD,
+                    param_bytes: std::mem::size_of::<HeadArgs>(),
+                    v: 16 / dtype.size(),
+                    tokens_per_cta: tokens,
+                    threads: 256,
+                    max_dynamic_shared: HEAD_PC_SMEM,
+                    max_tokens: usize::MAX,
+                    cluster,
+                    phi_in_shared: false,
+                    tile_in_shared: true,
+                    cooperative: false,
+                    persistent: true,
+                });
+            }
         }
     }
     for dtype in [Dtype::Bf16, Dtype::F32] {
@@ -418,6 +421,10 @@ pub const HEAD_CLUSTER: u32 = 8;
 pub const HEAD_CL_SMEM: u32 = 112 * 1024;
 /// The same for the decode variant (x tile and phi slice; gen_forward.py `CLD_SMEM`).
 pub const HEAD_CLD_SMEM: u32 = 200 * 1024;
+/// (CTAs per cluster, tokens per tile) of the persistent head kernels `mhc_head_pc4_*` and
+/// `mhc_head_pc8_*` (gen_forward.py `PC_SHAPES`).
+pub const HEAD_PC4: (u32, usize) = (4, 4);
+pub const HEAD_PC8: (u32, usize) = (8, 8);
 /// Stages of the persistent head kernel's x ring (gen_forward.py `PC_STAGES`).
 pub const HEAD_PC_STAGES: usize = 3;
 /// Its phase-1 items (stream, 16-byte chunk) per thread (gen_forward.py `PC_SLOTS`).

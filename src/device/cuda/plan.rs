@@ -462,7 +462,10 @@ mod tests {
             let got = |max| entries(Stage::Head, Config::new(n, c), dtype, max).unwrap();
             assert_eq!(got(1), vec![(usize::MAX, cld.as_str())]);
             assert_eq!(got(16), vec![(usize::MAX, cld.as_str())]);
-            let pc = format!("mhc_head_pc_{}_n{n}", ty(dtype));
+            // The persistent kernel: 4-CTA clusters up to n C = 16384 bytes / esize x ... (its items
+            // per CTA), 8-CTA clusters up to twice that.
+            let pc = if n * c * dtype.size() <= 32768 { "pc4" } else { "pc8" };
+            let pc = format!("mhc_head_{pc}_{}_n{n}", ty(dtype));
             assert_eq!(got(8192), vec![(16, cld.as_str()), (512, cl.as_str()), (usize::MAX, pc.as_str())]);
         }
         // Many tokens with C beyond the persistent kernel's registers and ring (n * C / V / 8 >
