@@ -1062,8 +1062,9 @@ PC_STAGES = 3
 PC_SMEM = 200 * 1024  # the ring: PC_STAGES x TT x (n x chunks per CTA + 1) x 16 bytes
 PC_TMIN = 513  # below, the cluster kernels (one cluster per tile) serve
 # (CTAs per cluster, tokens per tile) of the two builds: pc4 where its items fit (measured faster:
-# 4-CTA clusters pack onto more SMs), pc8 for C up to twice that
-PC_SHAPES = [(4, 4), (8, 8)]
+# 4-CTA clusters pack onto more SMs), pc8 for C up to twice that (4-token tiles: its ring stays
+# small enough for 2 CTAs per SM)
+PC_SHAPES = [(4, 4), (8, 4)]
 
 
 def head_pc_cmax(n, dtype, cl, tt):
@@ -1399,7 +1400,7 @@ def write_head():
 //
 // mhc_head_pc4_* / mhc_head_pc8_* (n <= 4, T > 512): PERSISTENT clusters of R = 4 / 8 CTAs x
 //   256 threads, as many as the device holds at once (cuOccupancyMaxActiveClusters; grid = that
-//   x R); cluster c walks the TT-token tiles c, c + ncl, ... (TT = R). CTA r owns 16-byte chunks
+//   x R); cluster c walks the 4-token tiles c, c + ncl, ... CTA r owns 16-byte chunks
 //   [r cc/R, (r+1) cc/R) of every stream (cc = C / V, V = 16 / esize). pc4 serves where its
 //   items fit (n C esize <= 32 KiB), pc8 up to twice that. Thread items (stream, chunk) = tid + 256 s, s < 2: their
 //   phi (n outputs x V f32) is loaded ONCE into registers. x slices stream through a ring of 3
@@ -1414,10 +1415,11 @@ def write_head():
 //   causality: a CTA sends tile k's partials only after receiving every CTA's tile k-1, which
 //   each sends after reading its gat[b] of tile k-2. Registers: phi 2 x n x V, P TT (n+1);
 //   .maxnreg 128 (n = 4 uses 128: 2 CTAs per SM at C = 4096).
-// Measured (H100, 2026-11-22, bf16, copy 2989 GB/s): T=8192 C=4096 pc4 130.2 us = 86.2% of copy
-//   (pc8 135.4 us = 82.7%; mhc_head_bf16_n4: 195.6 us, 57%), T=4096 71.6 us (78%); C=7168 T=8192
-//   pc8 248.2 us (79%: the 3-stage ring is 168 KB, one CTA per SM). ncu (pc8, T=1024): 30
-//   clusters resident (240 CTAs, 2 per SM: 12 SMs idle), which the 4-CTA clusters avoid. Tried: phase 1 of tile k+1 during tile k's cluster barrier (158 us, and racecheck
+// Measured (H100, 2026-11-22, bf16, copy 2979 GB/s): T=8192 C=4096 pc4 130.3 us = 86.4% of copy
+//   (8-CTA clusters with 8-token tiles: 135.4 us = 82.7%; mhc_head_bf16_n4: 195.6 us, 57%),
+//   T=4096 71.5 us (79%); C=7168 T=8192 pc8 232.3 us = 84.8% (with 8-token tiles 243-248 us: a
+//   168 KB ring, one CTA per SM). ncu (8-CTA clusters, T=1024): 30 clusters resident (240 CTAs,
+//   2 per SM: 12 SMs idle), which the 4-CTA clusters avoid. Tried: phase 1 of tile k+1 during tile k's cluster barrier (158 us, and racecheck
 //   hazards), 4 stages (1 CTA per SM at C=4096: 230 us), phase 1 on tensor cores (bf16 mma
 //   m16n8k16, phi hi + lo, the squares from x times x; lane-per-item copies in 32-byte pieces:
 //   154 us, notes/cuda-bench-h100-head-pcm-tried.txt; the kernel is not instruction-bound),

@@ -219,7 +219,7 @@ fn build() -> Vec<KernelDesc> {
     }
     // head for many tokens: persistent clusters walking the token tiles, phi in registers, x
     // through a ring of shared-memory stages (n <= 4; head.ptx, head.rs). pc4 (4-CTA clusters,
-    // 4-token tiles) where its items fit, pc8 for up to twice the C.
+    // 4-token tiles) where its items fit, pc8 (8-CTA clusters, 4-token tiles) up to twice the C.
     for (prefix, (cluster, tokens)) in [("mhc_head_pc4_", HEAD_PC4), ("mhc_head_pc8_", HEAD_PC8)] {
         for dtype in [Dtype::Bf16, Dtype::F32] {
             for n in [1, 2, 4] {
@@ -424,7 +424,7 @@ pub const HEAD_CLD_SMEM: u32 = 200 * 1024;
 /// (CTAs per cluster, tokens per tile) of the persistent head kernels `mhc_head_pc4_*` and
 /// `mhc_head_pc8_*` (gen_forward.py `PC_SHAPES`).
 pub const HEAD_PC4: (u32, usize) = (4, 4);
-pub const HEAD_PC8: (u32, usize) = (8, 8);
+pub const HEAD_PC8: (u32, usize) = (8, 4);
 /// Stages of the persistent head kernel's x ring (gen_forward.py `PC_STAGES`).
 pub const HEAD_PC_STAGES: usize = 3;
 /// Its phase-1 items (stream, 16-byte chunk) per thread (gen_forward.py `PC_SLOTS`).
