@@ -1423,7 +1423,8 @@ def write_head():
 //   hazards), 4 stages (1 CTA per SM at C=4096: 230 us), phase 1 on tensor cores (bf16 mma
 //   m16n8k16, phi hi + lo, the squares from x times x; lane-per-item copies in 32-byte pieces:
 //   154 us, notes/cuda-bench-h100-head-pcm-tried.txt; the kernel is not instruction-bound),
-//   cp.async.cg.L2::256B (no change).
+//   cp.async.cg.L2::256B (no change); pc4 below T = 513 (T=64 10.1 us, T=256 14.7 us: the
+//   one-cluster-per-tile kernels stay faster there).
 """ + HEAD_ARGS + "\n"]
     for dtype in DTYPES:
         for n in NS:
