@@ -54,7 +54,7 @@ HEADER = """\
 //         itself (no second barrier): warp w' = w - 1 takes tokens w', w'+7, w'+14; lane p takes
 //         CTAs p, p + 32, ... (in order), then a shfl.bfly tree (commutative adds: all lanes and
 //         all CTAs get the same bits). h_pre = sigma(z_pre) (+eps V4), inv_rms; CTA 0 writes
-//         h_pre and inv_rms. barrier 1 (224 threads); pre-mix a[t][c] = sum_i h_pre[t][i] x_s[t][i][c]
+//         h_pre and inv_rms. mbarrier sm_hmb (224 arrivals); pre-mix a[t][c] = sum_i h_pre[t][i] x_s[t][i][c]
 //         (i order) for the CTA's channels, 16-byte stores.
 // PHASE 5 CTA s finishes tokens s, s+S, ...: the token's full rows of the S partials summed
 //         (thread -> (4-float group v, CTAs sub + 32k), shfl over 2 levels, warps in order);
@@ -517,7 +517,7 @@ def entry(dt):
     .reg .f32 %g<4>;
     .reg .f32 %mx, %sum, %rc, %nt, %inv_t;
     .reg .f32 %mo<8>;
-    .reg .b64 %hpo, %hro, %t0, %t1;
+    .reg .b64 %hpo, %hro, %t0, %t1, %mbs;
     ld.param.u64 %x, [p_args+0];
     ld.param.u64 %phi, [p_args+8];
     ld.param.u64 %scale, [p_args+16];
@@ -544,6 +544,8 @@ def entry(dt):
     mov.u32 %tx, %tid.x;
     shr.u32 %warp, %tx, 5;
     and.b32 %lane, %tx, 31;
+    setp.eq.u32 %p1, %tx, 0;                // sm_hmb: warps 1..7's h_pre barrier (224 arrivals);
+    @%p1 mbarrier.init.shared::cta.b64 [sm_hmb], 224;   // published by the load phase's barrier 0
     mov.u32 %S, %nctaid.x;
     mov.u32 %r0, %ctaid.x;
     mul.lo.u32 %c0, %r0, %cpc;              // first channel of this CTA
@@ -769,7 +771,14 @@ def phase4_rest(bf):
     st.shared.f32 [%r7+{4*i}], %f6;
     @%p2 st.global.f32 [%rd3+{4*i}], %f6;""")
     e("""HPRE_DONE:
-    barrier.sync 1, 224;                        // warps 1..7: h_pre of every token in sm_hpre
+    // warps 1..7: h_pre of every token in sm_hpre. An mbarrier (arrive, then wait for phase 0),
+    // not a named barrier of 224 threads: warp 0 then passes exactly the barriers warps 1..7
+    // pass, which compute-sanitizer racecheck's barrier model needs (it reported a hazard on
+    // sm_full in phase 5 with the named barrier, H100, 2026-11-22).
+    mbarrier.arrive.shared::cta.b64 %mbs, [sm_hmb];
+HMB_WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [sm_hmb], 0;
+    @!%p1 bra HMB_WAIT;
     // ---- pre-mix (warps 1..7): item = tid - 32 -> (token t = item / NCH, chunk q): a[t][c0 + 8q ..]
     sub.u32 %r0, %tx, 32;
     mul.lo.u32 %r1, %T, %nch;
@@ -901,6 +910,7 @@ def main():
 .shared .align 16 .b8 sm_phi[24960];       // phi slice [24][260] f32; after phase 2: red[8][16][32]
 .shared .align 16 .b8 sm_x[16640];         // x slice [16][260] f32
 .shared .align 16 .b8 sm_hpre[256];        // h_pre [16][4]
+.shared .align 8 .b64 sm_hmb;              // mbarrier: h_pre written (warps 1..7)
 .shared .align 16 .b8 sm_base[128];        // base [24] (zero beyond M)
 .shared .align 16 .b8 sm_full[1024];       // phase 5: per-warp sums [8][32]
 .shared .align 16 .b8 sm_lg[128];          // phase 5: the token's row (ss, P[0..M))
