@@ -318,7 +318,8 @@ fn graph_replays_the_direct_bits(
 }
 
 /// static on padded rows (x and out strided; the padding must stay poisoned) against the f64
-/// reference on the dense copy: the token-tile kernel (n <= 8) and the persistent one (n = 32),
+/// reference on the dense copy: the token-tile kernel (n <= 8), the token ring (n = 4, T = 1200)
+/// and the persistent one (n = 32),
 /// then a graph of 10 calls replaying the direct launch's bits.
 #[test]
 fn gpu_static_strided_rows_and_graph_replay() {
@@ -327,7 +328,7 @@ fn gpu_static_strided_rows_and_graph_replay() {
     let mut rng = Rng::new(seed());
     let s = Stream::new(dev).unwrap();
     for dtype in [Dtype::Bf16, Dtype::F32] {
-        for (t, n, c) in [(6, 4, 1280), (3, 8, 256), (300, 32, 64)] {
+        for (t, n, c) in [(6, 4, 1280), (3, 8, 256), (300, 32, 64), (1200, 4, 1280)] {
             let (xs, os) = (n * c + 16, n * c + 40);
             let cfg = Config::new(n, c);
             let plan = Plan::new(dev, cfg, dtype, t).unwrap();
@@ -403,6 +404,19 @@ fn gpu_static_matches_reference() {
         (4, 16, 16),
         (2, 8192, 8),
         (3, 6000, 16),
+    ]);
+    // The persistent token ring (T >= 1024, n <= 8): token counts that do not divide among the
+    // CTAs, C = 8 and 64 (one chunk per thread or fewer), C at its limit (bf16 n=4: 5848) and
+    // beyond it (the one-CTA kernel).
+    shapes.extend([
+        (1024, 8, 1),
+        (1025, 64, 2),
+        (1024, 64, 4),
+        (1040, 16, 8),
+        (1500, 1288, 4),
+        (1100, 256, 8),
+        (1030, 5848, 4),
+        (1031, 6000, 4),
     ]);
     let shapes = small(shapes, |&(t, c, n)| t * n * c);
     for dtype in [Dtype::Bf16, Dtype::F32] {

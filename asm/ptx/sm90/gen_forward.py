@@ -1630,7 +1630,7 @@ def st_shared_f32(k, vals, addr):
         i += w
 
 
-def static_rms(k, ss, lane, warp, pw, sR, ndw, inv_c, eps_f, barrier_note=None):
+def static_rms(k, ss, lane, warp, pw, sR, ndw, inv_c, eps_f, barrier_note=None, barrier="barrier.sync 0;"):
     """PA_END of both static kernels: the CTA's sum of squares in a fixed order (butterflies,
     then the ndw data warps through shared memory, barrier 0), returns r = 1/sqrt(mean + eps_f)."""
     k.label("PA_END")
@@ -1642,7 +1642,7 @@ def static_rms(k, ss, lane, warp, pw, sR, ndw, inv_c, eps_f, barrier_note=None):
     k.e(f"@{pw} st.shared.f32 [{wa}], {ss};")
     if barrier_note:
         k.comment(barrier_note)
-    k.e("barrier.sync 0;")
+    k.e(barrier)
     red = load_f32_run(k, "rw", sR, ndw, space="shared")
     tot, rr = k.r("f32", "tot"), k.r("f32", "rinv")
     k.e(f"mov.f32 {tot}, {red[0]};")
@@ -1994,6 +1994,223 @@ def static_cl_kernel(dtype, n):
 """
 
 
+# static, persistent with a ring (n <= 8, many tokens): resident CTAs walk the tokens, each
+# token's x rows stream into a ring of ST_PR_STAGES shared-memory stages by cp.async (one mbarrier
+# per stage), the coefficient warp computes h_post and h_res once per CTA.
+ST_PR_STAGES = 3
+ST_PR_SMEM = 160 * 1024
+ST_PR_TMIN = 1024  # below, static_cl (one token per CTA) serves
+
+
+def static_pr_cmax(n, dtype):
+    """Largest C whose a[] (f32) and ST_PR_STAGES x tiles fit ST_PR_SMEM."""
+    cmax = ST_PR_SMEM // (ST_PR_STAGES * n * ESIZE[dtype] + 4)
+    return cmax - cmax % 8
+
+
+def static_pr_kernel(dtype, n):
+    V = vchan(n)
+    es = ESIZE[dtype]
+    S = ST_PR_STAGES
+    DT, NT = st_threads(n)
+    cw = DT // 32
+    name = f"mhc_static_pr_{dtype}_n{n}"
+    k = K()
+    p = lambda s: k.r("b64", s)
+    u = lambda s: k.r("b32", s)
+    f = lambda s: k.r("f32", s)
+    px, phpl, phol, phrl, pg, po, sx, so = (p(s) for s in ["px", "phpl", "phol", "phrl", "pg", "po", "sx", "so"])
+    tokens, cbytes, cchunks, iters, m = u("tokens"), u("cbytes"), u("cchunks"), u("iters"), u("m")
+    eps_hc, eps_f, inv_c = f("eps_hc"), f("eps_f"), f("inv_c")
+    for reg, off, ty in [(px, 0, "u64"), (phpl, 8, "u64"), (phol, 16, "u64"), (phrl, 24, "u64"), (pg, 32, "u64"),
+                         (po, 40, "u64"), (sx, 48, "u64"), (so, 56, "u64"), (tokens, 64, "u32"), (cbytes, 68, "u32"),
+                         (cchunks, 72, "u32"), (iters, 76, "u32"), (eps_hc, 80, "f32"), (eps_f, 84, "f32"),
+                         (inv_c, 88, "f32"), (m, 92, "u32")]:
+        k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    tid, lane, warp, q, it, tok, tmp, nct = (u(x) for x in ["tid", "lane", "warp", "q", "it", "tok", "tmp", "nct"])
+    pr, pw = k.r("pred", "p"), k.r("pred", "pw")
+    k.e(f"mov.u32 {tid}, %tid.x;")
+    k.e(f"and.b32 {lane}, {tid}, 31;")
+    k.e(f"shr.u32 {warp}, {tid}, 5;")
+    k.e(f"mov.u32 {nct}, %nctaid.x;")
+    sS, sH, sR = p("sS"), p("sH"), p("sR")
+    k.e(f"mov.u64 {sS}, ss_res;")
+    k.e(f"mov.u64 {sH}, ss_h;")
+    k.e(f"mov.u64 {sR}, ss_red;")
+    cb64 = p("cb64")
+    k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
+    sA, sX, seg, units, tb, mb, cfb = u("sA"), u("sX"), u("seg"), u("units"), u("tbytes"), u("mbar"), u("cfbar")
+    k.comment(f"dynamic shared memory: a[m V] (f32), then {S} stages of the token tile [n][m V] (storage dtype)")
+    k.e(f"mov.u32 {sA}, st_dyn;")
+    k.e(f"mul.lo.u32 {seg}, {m}, {V * 4};")
+    k.e(f"add.u32 {sX}, {sA}, {seg};")
+    k.e(f"mul.lo.u32 {seg}, {m}, {V * es};")
+    k.e(f"shr.u32 {units}, {seg}, 4;")
+    k.e(f"mul.lo.u32 {tb}, {seg}, {n};")
+    k.e(f"mov.u32 {mb}, st_mbar;")
+    k.e(f"mov.u32 {cfb}, st_cfbar;")
+    k.comment(f"mbarriers: stage j (the {DT} data threads' copies, cp.async.mbarrier.arrive.noinc) and the")
+    k.comment("coefficients (the 32 lanes of the coefficient warp); initialised before barrier 0")
+    k.e(f"setp.ne.u32 {pr}, {tid}, 0;")
+    k.e(f"@{pr} bra INIT_END;")
+    for j in range(S):
+        k.e(f"mbarrier.init.shared::cta.b64 [{mb}+{8 * j}], {DT};")
+    k.e(f"mbarrier.init.shared::cta.b64 [{cfb}], 32;")
+    k.label("INIT_END")
+    k.e("barrier.sync 0;")
+    k.comment("every thread: h_pre[j] = sigma(H_pre[j]) in registers")
+    hp = [f(f"hpre{j}") for j in range(n)]
+    hl = load_f32_run(k, "hlg", phpl, n)
+    for j in range(n):
+        sigmoid(k, hp[j], hl[j], f"hs{j}", fast=True)
+    k.comment(f"warp {cw}: h_post and h_res once, published through st_cfbar; then it leaves")
+    k.e(f"setp.ne.u32 {pr}, {warp}, {cw};")
+    k.e(f"@{pr} bra COEF_WAIT;")
+    static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr)
+    k.label("COEF_WAIT")
+    k.e(f"setp.ne.u32 {pr}, {warp}, {cw};")
+    k.e(f"@{pr} bra DATA;")
+    cst = p("cfst")
+    k.e(f"mbarrier.arrive.shared::cta.b64 {cst}, [{cfb}];")
+    k.e("ret;")
+    k.label("DATA")
+
+    def issue(t_r, stage_r, tag):
+        """The data threads' cp.async of token t_r's rows into stage stage_r, then their arrival on
+        the stage's mbarrier (also past the last token: the phase completes, nobody waits)."""
+        k.e(f"setp.ge.u32 {pr}, {t_r}, {tokens};")
+        k.e(f"@{pr} bra {tag}_ARRIVE;")
+        t64, src, ds, a64, ii = p("ct64"), p("csrc"), u("cdst"), p("ca64"), u("cii")
+        k.e(f"cvt.u64.u32 {t64}, {t_r};")
+        k.e(f"mad.lo.u64 {src}, {t64}, {sx}, {px};")
+        k.e(f"mad.lo.u32 {ds}, {stage_r}, {tb}, {sX};")
+        k.e(f"mov.u32 {ii}, 0;")
+        k.label(f"{tag}_STREAM")
+        k.e(f"mov.u32 {q}, {tid};")
+        k.label(f"{tag}_UNIT")
+        k.e(f"setp.ge.u32 {pr}, {q}, {units};")
+        k.e(f"@{pr} bra {tag}_NEXT;")
+        k.e(f"mul.wide.u32 {a64}, {q}, 16;")
+        k.e(f"add.u64 {a64}, {a64}, {src};")
+        k.e(f"mad.lo.u32 {tmp}, {q}, 16, {ds};")
+        k.e(f"cp.async.cg.shared.global [{tmp}], [{a64}], 16;")
+        k.e(f"add.u32 {q}, {q}, {DT};")
+        k.e(f"bra.uni {tag}_UNIT;")
+        k.label(f"{tag}_NEXT")
+        k.e(f"add.u64 {src}, {src}, {cb64};")
+        k.e(f"add.u32 {ds}, {ds}, {seg};")
+        k.e(f"add.u32 {ii}, {ii}, 1;")
+        k.e(f"setp.lt.u32 {pr}, {ii}, {n};")
+        k.e(f"@{pr} bra {tag}_STREAM;")
+        k.label(f"{tag}_ARRIVE")
+        k.e(f"mad.lo.u32 {tmp}, {stage_r}, 8, {mb};")
+        k.e(f"cp.async.mbarrier.arrive.noinc.shared::cta.b64 [{tmp}];")
+
+    stage, kk, nt = u("stage"), u("kk"), u("ntok")
+    k.comment(f"prologue: tokens ctaid + j nctaid into stages j < {S}")
+    k.e(f"mov.u32 {tok}, %ctaid.x;")
+    for j in range(S):
+        k.e(f"mad.lo.u32 {nt}, {nct}, {j}, {tok};")
+        k.e(f"mov.u32 {stage}, {j};")
+        issue(nt, stage, f"PRO{j}")
+    k.e(f"mov.u32 {stage}, 0;")
+    k.e(f"mov.u32 {kk}, 0;")
+    k.label("TOK_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {tok}, {tokens};")
+    k.e(f"@{pr} bra TOK_END;")
+    ok, par, sb = k.r("pred", "wok"), u("par"), u("sbase")
+    k.comment(f"this token's stage is complete: phase (token index / {S}) mod 2 of its mbarrier")
+    k.e(f"div.u32 {par}, {kk}, {S};")
+    k.e(f"and.b32 {par}, {par}, 1;")
+    k.e(f"mad.lo.u32 {tmp}, {stage}, 8, {mb};")
+    k.label("ST_WAIT")
+    k.e(f"mbarrier.try_wait.parity.shared::cta.b64 {ok}, [{tmp}], {par};")
+    k.e(f"@!{ok} bra ST_WAIT;")
+    k.e(f"mad.lo.u32 {sb}, {stage}, {tb}, {sX};")
+    ss = f("ss")
+    k.e(f"mov.f32 {ss}, 0f00000000;")
+    k.comment("phase A: a[c] = sum_j h_pre[j] x[j][c] (stage) into a[], ss = sum_c a^2")
+    k.e(f"mov.u32 {q}, {tid};")
+    k.label("PA_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {q}, {m};")
+    k.e(f"@{pr} bra PA_END;")
+
+    def tile_rows(tag):
+        xa = u(f"{tag}xa")
+        k.e(f"mad.lo.u32 {xa}, {q}, {V * es}, {sb};")
+        rows = []
+        for j in range(n):
+            if j:
+                k.e(f"add.u32 {xa}, {xa}, {seg};")
+            rows.append(ld_shared_row(k, dtype, xa, V, f"{tag}w{j}_", f"{tag}x{j}_"))
+        return rows
+
+    xs = tile_rows("A")
+    av = static_premix(k, n, V, hp, xs, ss)
+    aa = u("aa")
+    k.e(f"mad.lo.u32 {aa}, {q}, {V * 4}, {sA};")
+    st_shared_f32(k, av, aa)
+    k.e(f"add.u32 {q}, {q}, {DT};")
+    k.e("bra.uni PA_LOOP;")
+    rr = static_rms(k, ss, lane, warp, pw, sR, DT // 32, inv_c, eps_f,
+                    f"barrier 1 (the {DT} data threads): the warp sums and a[]", barrier=f"barrier.sync 1, {DT};")
+    k.comment("h_post and h_res: the coefficient warp's mbarrier (phase 0; complete after the first token)")
+    k.label("CF_WAIT")
+    k.e(f"mbarrier.try_wait.parity.shared::cta.b64 {ok}, [{cfb}], 0;")
+    k.e(f"@!{ok} bra CF_WAIT;")
+    ho = load_f32_run(k, "hpost", sH, n, off=128, space="shared")
+    if n <= 2:
+        Rm = [load_f32_run(k, f"R{i}_", sS, n, off=4 * i * n, space="shared") for i in range(n)]
+    k.comment("phase B: out[i][c] = sum_j h_res[i][j] x[j][c] + h_post[i] a[c] gamma[c] r (stage, a[])")
+    t64, orow = p("t64"), p("orow")
+    k.e(f"cvt.u64.u32 {t64}, {tok};")
+    k.e(f"mad.lo.u64 {orow}, {t64}, {so}, {po};")
+    k.e(f"mov.u32 {it}, {tid};")
+    k.label("PB_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {it}, {m};")
+    k.e(f"@{pr} bra PB_END;")
+    k.e(f"mov.u32 {q}, {it};")
+    xs = tile_rows("B")
+    k.e(f"mad.lo.u32 {aa}, {q}, {V * 4}, {sA};")
+    av = load_f32_run(k, "ab", aa, V, space="shared")
+    ga = p("ga")
+    k.e(f"mul.wide.u32 {ga}, {q}, {V * 4};")
+    k.e(f"add.u64 {ga}, {ga}, {pg};")
+    gv = load_f32_run(k, "gm", ga, V)
+    yv = static_y(k, av, gv, rr)
+    oa = p("oa")
+    k.e(f"mad.wide.u32 {oa}, {q}, {V * es}, {orow};")
+    static_streams(k, dtype, n, V, ho, Rm if n <= 2 else None, sS, xs, yv, oa, cb64)
+    k.e(f"add.u32 {it}, {it}, {DT};")
+    k.e("bra.uni PB_LOOP;")
+    k.label("PB_END")
+    k.comment(f"the stage, a[] and the warp sums are free once every data thread is here: refill the stage")
+    k.e(f"barrier.sync 1, {DT};")
+    k.e(f"mad.lo.u32 {nt}, {nct}, {S}, {tok};")
+    issue(nt, stage, "REFILL")
+    k.e(f"add.u32 {tok}, {tok}, {nct};")
+    k.e(f"add.u32 {kk}, {kk}, 1;")
+    k.e(f"add.u32 {stage}, {stage}, 1;")
+    k.e(f"setp.eq.u32 {pr}, {stage}, {S};")
+    k.e(f"selp.u32 {stage}, 0, {stage}, {pr};")
+    k.e("bra.uni TOK_LOOP;")
+    k.label("TOK_END")
+    k.e("ret;")
+    return name, f""".visible .entry {name}(
+    .param .align 8 .b8 args[96]
+)
+.reqntid {NT}, 1, 1
+{{
+    .shared .align 16 .f32 ss_res[{n * n}];
+    .shared .align 16 .f32 ss_h[64];
+    .shared .align 16 .f32 ss_red[{NT // 32}];
+    .shared .align 8 .b64 st_mbar[{S}];
+    .shared .align 8 .b64 st_cfbar;
+{k.body()}
+}}
+"""
+
+
 def write_static():
     out = [PROLOGUE, """
 // ==============================================================================================
@@ -2030,6 +2247,19 @@ def write_static():
 //   A channel-split cluster version for n = 16, 32 (R = 2, 4 CTAs per token, sum of squares over
 //   DSMEM) measured 2-4x slower than the persistent kernel (n^2 FMAs per channel, a Sinkhorn per
 //   CTA) and is not built.
+//
+// mhc_static_pr_* (n <= 8, T >= 1024, C up to what a[] and 3 tiles fit in 160 KiB): PERSISTENT
+//   CTAs (as many as the SMs hold) walk the tokens ctaid, ctaid + nctaid, ...; each token's n
+//   rows stream into a ring of 3 stages by cp.async, one mbarrier per stage fed by
+//   cp.async.mbarrier.arrive.noinc (the data threads' 128 arrivals complete a phase; token k
+//   waits for phase k / 3 mod 2 of stage k mod 3). The coefficient warp computes h_post and
+//   h_res once per CTA, arrives on st_cfbar and leaves; the data warps wait on it before their
+//   first phase B. Per token: phase A (a[] and the warp sums), barrier 1 (128 data threads), rms,
+//   phase B from the stage and a[], barrier 1, refill of the stage with the token 3 ahead.
+// Measured (H100, 2026-11-22, bf16, copy 2994 GB/s; us stream / back-to-back): (2560,1280,4)
+//   25.7 -> 23.8 / 22.5 (73.6% of copy; static_cl before), (1280,2560,4) 27.0 -> 25.7 / 24.4
+//   (68.1%). At these sizes each CTA sees ~3 tokens (6 CTAs per SM by shared memory): the
+//   Sinkhorn once per CTA and fewer CTA launches are the gain; launch and ramp (~3 us) remain.
 // Measured (H200, round 8, bf16, copy 4187 GB/s; us stream / back-to-back; round 5 before):
 //   (320,1280,4) 12.3 -> 9.0 / 7.5; (512,1920,4) 13.7 -> 10.7 / 9.2; (1280,2560,4) 23.9 -> 23.5 /
 //   22.3; (2560,1280,4) 26.0 -> 23.8 / 22.7 (static_cl); (128,1280,8) 13.6 -> 9.6 / 8.3;
@@ -2046,6 +2276,10 @@ def write_static():
     for dtype in DTYPES:
         for n in ST_CL_NS:
             nm, txt = static_cl_kernel(dtype, n)
+            out.append(txt)
+    for dtype in DTYPES:
+        for n in ST_CL_NS:
+            nm, txt = static_pr_kernel(dtype, n)
             out.append(txt)
     open(os.path.join(HERE, "static.ptx"), "w").write("\n".join(out))
 
@@ -2231,6 +2465,14 @@ def manifest():
                   (1, tmax), 1, st_threads(n)[1],
                   f"static layer for n={n}: persistent CTAs, coefficients from the logits once per CTA, a[C] in shared memory",
                   c="c = { multiple_of = 8, min = 8, max = 32768 }", params=static_p)
+    for dtype in DTYPES:
+        for n in ST_CL_NS:
+            entry(f"static_pr_{dtype}_n{n}", "static", ["v4", "paper"], "static", f"mhc_static_pr_{dtype}_n{n}",
+                  [dtype], [n], (ST_PR_TMIN, tmax), 1, st_threads(n)[1],
+                  f"static layer for n={n}, many tokens: resident CTAs walk the tokens, x through a ring of "
+                  f"{ST_PR_STAGES} shared-memory stages (cp.async, one mbarrier each), h_post and h_res once per CTA",
+                  c=f"c = {{ multiple_of = 8, min = 8, max = {static_pr_cmax(n, dtype)} }}",
+                  params=static_p + " (pad = C/V)", wave_us=0.05)
     for dtype in DTYPES:
         for n in ST_CL_NS:
             entry(f"static_cl_{dtype}_n{n}", "static", ["v4", "paper"], "static", f"mhc_static_cl_{dtype}_n{n}", [dtype],

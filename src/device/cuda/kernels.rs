@@ -74,6 +74,9 @@ pub struct KernelDesc {
     /// Persistent clusters: the grid is as many clusters as the device holds at once (asked
     /// when the kernel is loaded), and each walks the token tiles `cluster_id + j * clusters`.
     pub persistent: bool,
+    /// Persistent CTAs that stream their tokens through a ring of [`STATIC_PR_STAGES`]
+    /// shared-memory stages (`static_pr`); the grid is as many CTAs as the SMs hold.
+    pub token_ring: bool,
 }
 
 pub const NS: [usize; 6] = [1, 2, 4, 8, 16, 32];
@@ -133,6 +136,7 @@ fn build() -> Vec<KernelDesc> {
                     tile_in_shared: false,
                     cooperative: false,
                     persistent: false,
+                    token_ring: false,
                 });
             }
         }
@@ -160,6 +164,7 @@ fn build() -> Vec<KernelDesc> {
                     tile_in_shared: false,
                     cooperative: false,
                     persistent: false,
+                    token_ring: false,
                 });
             }
         }
@@ -185,6 +190,7 @@ fn build() -> Vec<KernelDesc> {
                 tile_in_shared: false,
                 cooperative: false,
                 persistent: false,
+                token_ring: false,
             });
         }
     }
@@ -213,6 +219,7 @@ fn build() -> Vec<KernelDesc> {
                     tile_in_shared: true,
                     cooperative: false,
                     persistent: false,
+                    token_ring: false,
                 });
             }
         }
@@ -242,6 +249,7 @@ fn build() -> Vec<KernelDesc> {
                     tile_in_shared: true,
                     cooperative: false,
                     persistent: true,
+                    token_ring: false,
                 });
             }
         }
@@ -267,32 +275,39 @@ fn build() -> Vec<KernelDesc> {
                 tile_in_shared: false,
                 cooperative: false,
                 persistent: false,
+                token_ring: false,
             });
         }
     }
-    // static, one token per CTA (`static_cl`, n <= 8): the token's x in shared memory.
-    for dtype in [Dtype::Bf16, Dtype::F32] {
-        for n in [1, 2, 4, 8] {
-            t.push(KernelDesc {
-                arch,
-                stage: Stage::Static,
-                dtype,
-                formulation: None,
-                n,
-                entry: name("mhc_static_cl_", format!("{}_n{n}", dtype.name())),
-                image: IMG_STATIC,
-                param_bytes: std::mem::size_of::<StaticArgs>(),
-                v: vchan(n),
-                tokens_per_cta: 1,
-                threads: static_threads(n),
-                max_dynamic_shared: STATIC_CL_SMEM,
-                max_tokens: usize::MAX,
-                cluster: 1,
-                phi_in_shared: false,
-                tile_in_shared: true,
-                cooperative: false,
-                persistent: false,
-            });
+    // static, one token per CTA (`static_cl`, n <= 8): the token's x in shared memory; and the
+    // persistent version for many tokens (`static_pr`): a ring of token tiles.
+    for (prefix, token_ring, smem) in
+        [("mhc_static_cl_", false, STATIC_CL_SMEM), ("mhc_static_pr_", true, STATIC_PR_SMEM)]
+    {
+        for dtype in [Dtype::Bf16, Dtype::F32] {
+            for n in [1, 2, 4, 8] {
+                t.push(KernelDesc {
+                    arch,
+                    stage: Stage::Static,
+                    dtype,
+                    formulation: None,
+                    n,
+                    entry: name(prefix, format!("{}_n{n}", dtype.name())),
+                    image: IMG_STATIC,
+                    param_bytes: std::mem::size_of::<StaticArgs>(),
+                    v: vchan(n),
+                    tokens_per_cta: 1,
+                    threads: static_threads(n),
+                    max_dynamic_shared: smem,
+                    max_tokens: usize::MAX,
+                    cluster: 1,
+                    phi_in_shared: false,
+                    tile_in_shared: true,
+                    cooperative: false,
+                    persistent: false,
+                    token_ring,
+                });
+            }
         }
     }
     for dtype in [Dtype::Bf16, Dtype::F32] {
@@ -315,6 +330,7 @@ fn build() -> Vec<KernelDesc> {
             tile_in_shared: false,
             cooperative: false,
             persistent: false,
+            token_ring: false,
         });
     }
     // pre for decode (T <= 16, n <= 4, no gamma_f): its own kernel, selected before the general
@@ -339,6 +355,7 @@ fn build() -> Vec<KernelDesc> {
             tile_in_shared: false,
             cooperative: true,
             persistent: false,
+            token_ring: false,
         });
     }
     // pre and post_pre: one kernel family, any n, both formulations (run-time flags); pre.rs.
@@ -364,6 +381,7 @@ fn build() -> Vec<KernelDesc> {
                 tile_in_shared: false,
                 cooperative: false,
                 persistent: false,
+                token_ring: false,
             });
         }
     }
@@ -389,6 +407,7 @@ fn build() -> Vec<KernelDesc> {
             tile_in_shared: false,
             cooperative: false,
             persistent: false,
+            token_ring: false,
         });
     }
     t
@@ -444,6 +463,10 @@ pub const fn static_threads(n: usize) -> u32 {
 /// Largest token tile (a[] and x, dynamic shared memory) of a `static_cl` CTA (gen_forward.py
 /// `ST_CL_SMEM`; the manifest's C range keeps below it).
 pub const STATIC_CL_SMEM: u32 = 100 * 1024;
+/// Stages of the `static_pr` token ring and the most dynamic shared memory it may ask for (a[]
+/// and the stages; gen_forward.py `ST_PR_STAGES`, `ST_PR_SMEM`).
+pub const STATIC_PR_STAGES: usize = 3;
+pub const STATIC_PR_SMEM: u32 = 160 * 1024;
 
 /// Largest C of the static kernel: its `a[C]` row lives in shared memory (64 KiB at 16384).
 pub const STATIC_MAX_C: usize = 32768;

@@ -67,8 +67,9 @@ pub(crate) const fn stage_index(s: Stage) -> usize {
 const REGISTRY_STAGES: [Stage; 4] = [Stage::Post, Stage::Head, Stage::Static, Stage::Expand];
 
 /// Buckets of `stage` for token counts `1..=max_tokens`: the loader's `select` is asked at every
-/// token range boundary of the manifest's variants (a variant's `tokens.max` below
-/// `max_tokens`) and at `max_tokens`; consecutive boundaries with the same winner merge. The
+/// token range boundary of the manifest's variants (a variant's `tokens.max`, and the count
+/// before its `tokens.min`, below `max_tokens`) and at `max_tokens`; consecutive boundaries with
+/// the same winner merge. The
 /// winner's entry symbol names its launch row in the kernel table (argument struct, tile).
 /// `Ok(Err(NoVariant))`: no variant for this configuration (reported by the op); `Err`: the
 /// build is inconsistent (manifest, images or table disagree).
@@ -131,11 +132,14 @@ fn registry_ranges(
     };
     let registry = Registry::embedded()
         .map_err(|e| Error::BadCodeObject { image: "asm/variants.toml".into(), reason: e.to_string() })?;
+    // Every token count where a variant's range starts or ends is a boundary: the last count
+    // before a range starts (tokens.min - 1) and a range's last count (tokens.max).
     let mut bounds: Vec<u64> = registry
         .variants()
         .iter()
-        .filter(|v| v.entry.stage == stage.name() && v.arch == larch && v.entry.tokens.max < max_tokens as u64)
-        .map(|v| v.entry.tokens.max)
+        .filter(|v| v.entry.stage == stage.name() && v.arch == larch)
+        .flat_map(|v| [v.entry.tokens.min.saturating_sub(1), v.entry.tokens.max])
+        .filter(|&t| t >= 1 && t < max_tokens as u64)
         .collect();
     bounds.push(max_tokens as u64);
     bounds.sort_unstable();
@@ -494,8 +498,10 @@ mod tests {
         for (n, c) in [(4, 1280), (4, 2560), (8, 1280), (1, 8), (2, 64)] {
             for dtype in [Dtype::Bf16, Dtype::F32] {
                 let r = entries(Stage::Static, Config::new(n, c), dtype, 4096).unwrap();
-                assert_eq!(r.len(), 1);
-                assert!(r[0].1.starts_with("mhc_static_cl_"), "n={n} C={c} {dtype}: {}", r[0].1);
+                assert_eq!(r.len(), 2, "n={n} C={c} {dtype}: {r:?}");
+                // One token per CTA below 1024 tokens, then the persistent token ring.
+                assert!(r[0].0 == 1023 && r[0].1.starts_with("mhc_static_cl_"), "n={n} C={c} {dtype}: {r:?}");
+                assert!(r[1].1.starts_with("mhc_static_pr_"), "n={n} C={c} {dtype}: {r:?}");
             }
         }
         // n >= 16 (no token-tile kernel: a channel-split cluster version measured 2-4x slower), or

@@ -2,7 +2,7 @@
 //! logits computed on the device (no host read), shared by all tokens; F is an RMSNorm.
 //! Kernel: asm/ptx/sm90/static.ptx.
 
-use super::kernels::StaticArgs;
+use super::kernels::{StaticArgs, STATIC_PR_STAGES};
 use super::memory::{DeviceTensor, DeviceTensorMut};
 use super::plan::Plan;
 use super::stream::Stream;
@@ -70,6 +70,24 @@ impl Plan {
             inv_c: (1.0 / c as f64) as f32,
             pad: 0,
         };
+        if b.desc.token_ring {
+            // static_pr: resident CTAs walk the tokens; a[] (f32) and STATIC_PR_STAGES token
+            // tiles (n streams, storage dtype) in shared memory, copied in 16-byte units.
+            let m = c / b.desc.v;
+            let smem = m * b.desc.v * (4 + STATIC_PR_STAGES * n * dt.size());
+            if (c * dt.size()) % 16 != 0 || smem > b.desc.max_dynamic_shared as usize {
+                return Err(crate::Error::NoVariant {
+                    stage: "static".into(),
+                    arch: self.dev.arch().name().into(),
+                    shape: format!("n={n} C={c} {dt}"),
+                    rejected: vec![format!("{}: a token ring of {smem} bytes", b.desc.entry)],
+                });
+            }
+            args.pad = m as u32;
+            let per_sm = resident_ctas(b.func.registers, b.desc.threads, smem as u32 + b.func.static_shared_bytes);
+            let grid = (t as u32).min(self.dev.sm_count() * per_sm);
+            return self.launch(stream, b, grid, b.desc.threads, smem as u32, &args);
+        }
         if b.desc.tile_in_shared {
             // static_cl: one token per CTA; a[] (f32) and the token's x (n streams, storage dtype)
             // in shared memory, copied in 16-byte units (C * esize is a multiple of 16).
