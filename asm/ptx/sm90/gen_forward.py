@@ -743,6 +743,63 @@ def head_coeff(k, tid, tmp, ir, sp, sss, psc, pbase, inv_k, eps_n, eps_hc):
     k.e("bar.sync 0;")
 
 
+def head_mix(k, dtype, n, V, TT, threads, tid, it, q, m, t0, tokens, tmp, lo, so, po, pr, tile_row, where):
+    """Phase 2 of the cluster head kernels: items (tt, chunk lo+q) of the TT x m tile, out[t][c] =
+    sum_i h[t][i] x[t][i][c] with h from shs[] and x from shared memory (tile_row(ttu, q) emits
+    the address of stream 0's chunk and returns it with the stream step); tokens past T are
+    computed, not stored. Ends at P2_END."""
+    u = lambda s: k.r("b32", s)
+    f = lambda s: k.r("f32", s)
+    p = lambda s: k.r("b64", s)
+    k.comment(f"phase 2: items (tt, chunk lo+q) from the {where}: out[t][c] = sum_i h[t][i] x[t][i][c]")
+    hsa = u("hsa")
+    k.e(f"mov.u32 {hsa}, shs;")
+    items2 = u("items2")
+    k.e(f"mul.lo.u32 {items2}, {m}, {TT};")
+    k.e(f"mov.u32 {it}, {tid};")
+    k.label("P2_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {it}, {items2};")
+    k.e(f"@{pr} bra P2_END;")
+    ttu, tok = u("ttu"), u("tok")
+    k.e(f"div.u32 {ttu}, {it}, {m};")
+    k.e(f"mul.lo.u32 {tmp}, {ttu}, {m};")
+    k.e(f"sub.u32 {q}, {it}, {tmp};")
+    k.e(f"add.u32 {tok}, {t0}, {ttu};")
+    pv = k.r("pred", "pv")
+    k.e(f"setp.ge.u32 {pv}, {tok}, {tokens};")
+    hv = [f(f"hv{i}") for i in range(n)]
+    ha = u("ha")
+    k.e(f"mad.lo.u32 {ha}, {ttu}, {4 * n}, {hsa};")
+    for i0 in range(0, n, 4):
+        w = min(4, n - i0)
+        if w == 1:
+            k.e(f"ld.shared.f32 {hv[i0]}, [{ha}+{4 * i0}];")
+        else:
+            k.e(f"ld.shared.v{w}.f32 {{{', '.join(hv[i0:i0 + w])}}}, [{ha}+{4 * i0}];")
+    ta, sstep = tile_row(ttu, q)
+    accs = [f(f"oacc{v}") for v in range(V)]
+    for i in range(n):
+        if i:
+            k.e(f"add.u32 {ta}, {ta}, {sstep};")
+        xv = ld_shared_row(k, dtype, ta, V, "yw", "y")
+        for v in range(V):
+            if i == 0:
+                k.e(f"mul.f32 {accs[v]}, {hv[0]}, {xv[v]};")
+            else:
+                k.e(f"fma.rn.f32 {accs[v]}, {hv[i]}, {xv[v]}, {accs[v]};")
+    k.e(f"@{pv} bra P2_SKIP;")
+    t64, orr = p("t64"), p("orow")
+    k.e(f"cvt.u64.u32 {t64}, {tok};")
+    k.e(f"mad.lo.u64 {orr}, {t64}, {so}, {po};")
+    k.e(f"add.u32 {tmp}, {lo}, {q};")
+    k.e(f"mad.wide.u32 {orr}, {tmp}, {V * ESIZE[dtype]}, {orr};")
+    store_row(k, dtype, accs, orr, tag="ho")
+    k.label("P2_SKIP")
+    k.e(f"add.u32 {it}, {it}, {threads};")
+    k.e("bra.uni P2_LOOP;")
+    k.label("P2_END")
+
+
 def head_cl_cmax(n, dtype, dec=False):
     """Largest C whose tile (x: TT * n * ceil(C/V1/CL) * V1 elements; decode: plus phi's n * n *
     ceil(C/V1/CL) * V1 f32) fits CL_SMEM (CLD_SMEM)."""
@@ -981,59 +1038,17 @@ def head_cl_kernel(dtype, n, dec=False):
     cluster_coeffs(k, TT, n, tid, tmp, pr, pa32, psc, pbase, inv_k, eps_n, eps_hc)
     k.comment("done with the other CTAs' part[]: arrive now, wait before exit (they must not vanish early)")
     k.e("barrier.cluster.arrive.release;")
-    k.comment(f"phase 2: items (tt, chunk lo+q) from the tile: out[t][c] = sum_i h[t][i] x[t][i][c]")
-    hsa = u("hsa")
-    k.e(f"mov.u32 {hsa}, shs;")
-    items2 = u("items2")
-    k.e(f"mul.lo.u32 {items2}, {m}, {TT};")
-    k.e(f"mov.u32 {it}, {tid};")
-    k.label("P2_LOOP")
-    k.e(f"setp.ge.u32 {pr}, {it}, {items2};")
-    k.e(f"@{pr} bra P2_END;")
-    ttu, tok = u("ttu"), u("tok")
-    k.e(f"div.u32 {ttu}, {it}, {m};")
-    k.e(f"mul.lo.u32 {tmp}, {ttu}, {m};")
-    k.e(f"sub.u32 {q}, {it}, {tmp};")
-    k.e(f"add.u32 {tok}, {t0}, {ttu};")
-    pv = k.r("pred", "pv")
-    k.e(f"setp.ge.u32 {pv}, {tok}, {tokens};")
-    hv = [f(f"hv{i}") for i in range(n)]
-    ha = u("ha")
-    k.e(f"mad.lo.u32 {ha}, {ttu}, {4 * n}, {hsa};")
-    for i0 in range(0, n, 4):
-        w = min(4, n - i0)
-        if w == 1:
-            k.e(f"ld.shared.f32 {hv[i0]}, [{ha}+{4 * i0}];")
-        else:
-            k.e(f"ld.shared.v{w}.f32 {{{', '.join(hv[i0:i0 + w])}}}, [{ha}+{4 * i0}];")
-    ta = u("ta")
-    k.e(f"mul.lo.u32 {ta}, {ttu}, {n};")
-    k.e(f"mad.lo.u32 {ta}, {ta}, {mmax}, {q};")
-    k.e(f"mul.lo.u32 {ta}, {ta}, {V1 * es};")
-    k.e(f"add.u32 {ta}, {ta}, {xt};")
-    sstep = u("sstep")
-    k.e(f"mul.lo.u32 {sstep}, {mmax}, {V1 * es};")
-    accs = [f(f"oacc{v}") for v in range(V1)]
-    for i in range(n):
-        if i:
-            k.e(f"add.u32 {ta}, {ta}, {sstep};")
-        xv = ld_shared_row(k, dtype, ta, V1, "yw", "y")
-        for v in range(V1):
-            if i == 0:
-                k.e(f"mul.f32 {accs[v]}, {hv[0]}, {xv[v]};")
-            else:
-                k.e(f"fma.rn.f32 {accs[v]}, {hv[i]}, {xv[v]}, {accs[v]};")
-    k.e(f"@{pv} bra P2_SKIP;")
-    t64, orr = p("t64"), p("orow")
-    k.e(f"cvt.u64.u32 {t64}, {tok};")
-    k.e(f"mad.lo.u64 {orr}, {t64}, {so}, {po};")
-    k.e(f"add.u32 {tmp}, {lo}, {q};")
-    k.e(f"mad.wide.u32 {orr}, {tmp}, {V1 * es}, {orr};")
-    store_row(k, dtype, accs, orr, tag="ho")
-    k.label("P2_SKIP")
-    k.e(f"add.u32 {it}, {it}, {CL_THREADS};")
-    k.e("bra.uni P2_LOOP;")
-    k.label("P2_END")
+    def cl_tile_row(ttu, q_):
+        ta, sstep = u("ta"), None
+        k.e(f"mul.lo.u32 {ta}, {ttu}, {n};")
+        k.e(f"mad.lo.u32 {ta}, {ta}, {mmax}, {q_};")
+        k.e(f"mul.lo.u32 {ta}, {ta}, {V1 * es};")
+        k.e(f"add.u32 {ta}, {ta}, {xt};")
+        sstep = u("sstep")
+        k.e(f"mul.lo.u32 {sstep}, {mmax}, {V1 * es};")
+        return ta, sstep
+
+    head_mix(k, dtype, n, V1, TT, CL_THREADS, tid, it, q, m, t0, tokens, tmp, lo, so, po, pr, cl_tile_row, "tile")
     k.e("barrier.cluster.wait.acquire;")
     k.e("ret;")
     return name, f""".visible .entry {name}(
@@ -1274,56 +1289,17 @@ def head_pc_kernel(dtype, n, CL, TT):
 
     cluster_reduce(k, P, SS, TT, n, NW, tid, lane, warp, tmp, pr, sink=push)
     cluster_coeffs(k, TT, n, tid, tmp, pr, None, psc, pbase, inv_k, eps_n, eps_hc, gather=gather)
-    k.comment(f"phase 2: items (tt, chunk lo+q) from the stage: out[t][c] = sum_i h[t][i] x[t][i][c]")
-    hsa = u("hsa")
-    k.e(f"mov.u32 {hsa}, shs;")
-    items2, t0, tok, ttu = u("items2"), u("t0"), u("tok"), u("ttu")
+    t0 = u("t0")
     k.e(f"mul.lo.u32 {t0}, {tile}, {TT};")
-    k.e(f"mul.lo.u32 {items2}, {m}, {TT};")
-    k.e(f"mov.u32 {it}, {tid};")
-    k.label("P2_LOOP")
-    k.e(f"setp.ge.u32 {pr}, {it}, {items2};")
-    k.e(f"@{pr} bra P2_END;")
-    k.e(f"div.u32 {ttu}, {it}, {m};")
-    k.e(f"mul.lo.u32 {tmp}, {ttu}, {m};")
-    k.e(f"sub.u32 {q}, {it}, {tmp};")
-    k.e(f"add.u32 {tok}, {t0}, {ttu};")
-    pv = k.r("pred", "pv")
-    k.e(f"setp.ge.u32 {pv}, {tok}, {tokens};")
-    hv = [f(f"hv{i}") for i in range(n)]
-    ha = u("ha")
-    k.e(f"mad.lo.u32 {ha}, {ttu}, {4 * n}, {hsa};")
-    for i0 in range(0, n, 4):
-        w = min(4, n - i0)
-        if w == 1:
-            k.e(f"ld.shared.f32 {hv[i0]}, [{ha}+{4 * i0}];")
-        else:
-            k.e(f"ld.shared.v{w}.f32 {{{', '.join(hv[i0:i0 + w])}}}, [{ha}+{4 * i0}];")
-    ta, sstep = u("ta"), u("sstep")
-    k.e(f"mad.lo.u32 {ta}, {ttu}, {tstep}, {st0};")
-    k.e(f"mad.lo.u32 {ta}, {q}, 16, {ta};")
-    k.e(f"shl.b32 {sstep}, {mmax}, 4;")
-    accs = [f(f"oacc{v}") for v in range(V)]
-    for i in range(n):
-        if i:
-            k.e(f"add.u32 {ta}, {ta}, {sstep};")
-        xv = ld_shared_row(k, dtype, ta, V, "yw", "y")
-        for v in range(V):
-            if i == 0:
-                k.e(f"mul.f32 {accs[v]}, {hv[0]}, {xv[v]};")
-            else:
-                k.e(f"fma.rn.f32 {accs[v]}, {hv[i]}, {xv[v]}, {accs[v]};")
-    k.e(f"@{pv} bra P2_SKIP;")
-    t64, orr = p("t64"), p("orow")
-    k.e(f"cvt.u64.u32 {t64}, {tok};")
-    k.e(f"mad.lo.u64 {orr}, {t64}, {so}, {po};")
-    k.e(f"add.u32 {tmp}, {lo}, {q};")
-    k.e(f"mad.wide.u32 {orr}, {tmp}, 16, {orr};")
-    store_row(k, dtype, accs, orr, tag="ho")
-    k.label("P2_SKIP")
-    k.e(f"add.u32 {it}, {it}, {PC_THREADS};")
-    k.e("bra.uni P2_LOOP;")
-    k.label("P2_END")
+
+    def pc_tile_row(ttu, q_):
+        ta, sstep = u("ta"), u("sstep")
+        k.e(f"mad.lo.u32 {ta}, {ttu}, {tstep}, {st0};")
+        k.e(f"mad.lo.u32 {ta}, {q_}, 16, {ta};")
+        k.e(f"shl.b32 {sstep}, {mmax}, 4;")
+        return ta, sstep
+
+    head_mix(k, dtype, n, V, TT, PC_THREADS, tid, it, q, m, t0, tokens, tmp, lo, so, po, pr, pc_tile_row, "stage")
     k.comment(f"the stage and shs[] are free once every thread is here: refill the stage with the tile")
     k.comment(f"{PC_STAGES} steps ahead")
     k.e("bar.sync 0;")
@@ -1822,14 +1798,9 @@ def static_cl_cmax(n, dtype):
     return cmax - cmax % 8
 
 
-def static_cl_kernel(dtype, n):
-    V = vchan(n)
-    es = ESIZE[dtype]
-    R = 1  # CTAs per token (kept in the comments and address arithmetic below)
-    DT, NT = st_threads(n)
-    cw = DT // 32
-    name = f"mhc_static_cl_{dtype}_n{n}"
-    k = K()
+def static_tile_args(k):
+    """The StaticArgs loads of the tile kernels (static_cl, static_pr): pad (+92) = m, the chunks
+    of V channels per token."""
     p = lambda s: k.r("b64", s)
     u = lambda s: k.r("b32", s)
     f = lambda s: k.r("f32", s)
@@ -1841,6 +1812,83 @@ def static_cl_kernel(dtype, n):
                          (cchunks, 72, "u32"), (iters, 76, "u32"), (eps_hc, 80, "f32"), (eps_f, 84, "f32"),
                          (inv_c, 88, "f32"), (m, 92, "u32")]:
         k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    return px, phpl, phol, phrl, pg, po, sx, so, tokens, cbytes, cchunks, iters, m, eps_hc, eps_f, inv_c
+
+
+def static_tile_rows(k, dtype, n, V, q, base, seg, tag):
+    """The n stream rows of chunk q of a token tile at base (streams seg bytes apart), as f32."""
+    xa = k.r("b32", f"{tag}xa")
+    k.e(f"mad.lo.u32 {xa}, {q}, {V * ESIZE[dtype]}, {base};")
+    rows = []
+    for j in range(n):
+        if j:
+            k.e(f"add.u32 {xa}, {xa}, {seg};")
+        rows.append(ld_shared_row(k, dtype, xa, V, f"{tag}w{j}_", f"{tag}x{j}_"))
+    return rows
+
+
+def static_phase_a(k, dtype, n, V, tid, q, m, DT, base, seg, hp, ss, sA, pr, what):
+    """Phase A of the tile kernels, chunks q = tid, tid + DT, ... < m: a[c] = sum_j h_pre[j] x[j][c]
+    from the token tile at base into a[] (sA), ss += a^2; jumps to PA_END when done. Returns the
+    a[] address register."""
+    k.comment(f"phase A: a[c] = sum_j h_pre[j] x[j][c] ({what}) into a[], ss = sum_c a^2")
+    k.e(f"mov.u32 {q}, {tid};")
+    k.label("PA_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {q}, {m};")
+    k.e(f"@{pr} bra PA_END;")
+    xs = static_tile_rows(k, dtype, n, V, q, base, seg, "A")
+    av = static_premix(k, n, V, hp, xs, ss)
+    aa = k.r("b32", "aa")
+    k.e(f"mad.lo.u32 {aa}, {q}, {V * 4}, {sA};")
+    st_shared_f32(k, av, aa)
+    k.e(f"add.u32 {q}, {q}, {DT};")
+    k.e("bra.uni PA_LOOP;")
+    return aa
+
+
+def static_phase_b(k, dtype, n, V, tid, it, q, items, DT, base, seg, aa, sA, pg, rr, ho, Rm, sS, orow, cb64, pr,
+                   lo=None):
+    """Phase B of the tile kernels, chunks tid, tid + DT, ... < items: out[i][c] = sum_j h_res[i][j]
+    x[j][c] + h_post[i] a[c] gamma[c] r from the token tile at base and a[], to the row at orow;
+    ends at PB_END. lo = (first chunk, scratch) offsets gamma by a first chunk."""
+    k.e(f"mov.u32 {it}, {tid};")
+    k.label("PB_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {it}, {items};")
+    k.e(f"@{pr} bra PB_END;")
+    k.e(f"mov.u32 {q}, {it};")
+    xs = static_tile_rows(k, dtype, n, V, q, base, seg, "B")
+    k.e(f"mad.lo.u32 {aa}, {q}, {V * 4}, {sA};")
+    av = load_f32_run(k, "ab", aa, V, space="shared")
+    ga = k.r("b64", "ga")
+    if lo is not None:
+        k.e(f"add.u32 {lo[1]}, {lo[0]}, {q};")
+        k.e(f"mul.wide.u32 {ga}, {lo[1]}, {V * 4};")
+    else:
+        k.e(f"mul.wide.u32 {ga}, {q}, {V * 4};")
+    k.e(f"add.u64 {ga}, {ga}, {pg};")
+    gv = load_f32_run(k, "gm", ga, V)
+    yv = static_y(k, av, gv, rr)
+    oa = k.r("b64", "oa")
+    k.e(f"mad.wide.u32 {oa}, {q}, {V * ESIZE[dtype]}, {orow};")
+    static_streams(k, dtype, n, V, ho, Rm, sS, xs, yv, oa, cb64)
+    k.e(f"add.u32 {it}, {it}, {DT};")
+    k.e("bra.uni PB_LOOP;")
+    k.label("PB_END")
+
+
+def static_cl_kernel(dtype, n):
+    V = vchan(n)
+    es = ESIZE[dtype]
+    R = 1  # CTAs per token (kept in the comments and address arithmetic below)
+    DT, NT = st_threads(n)
+    cw = DT // 32
+    name = f"mhc_static_cl_{dtype}_n{n}"
+    k = K()
+    p = lambda s: k.r("b64", s)
+    u = lambda s: k.r("b32", s)
+    f = lambda s: k.r("f32", s)
+    (px, phpl, phol, phrl, pg, po, sx, so, tokens, cbytes, cchunks, iters, m, eps_hc, eps_f,
+     inv_c) = static_tile_args(k)
     tid, lane, warp, q, it, tok, rank, lo, tmp = (u(x) for x in ["tid", "lane", "warp", "q", "it", "tok", "rank",
                                                                 "lo", "tmp"])
     pr, pw = k.r("pred", "p"), k.r("pred", "pw")
@@ -1926,29 +1974,7 @@ def static_cl_kernel(dtype, n):
     k.label("CP_WAIT")
     k.e(f"mbarrier.try_wait.parity.shared::cta.b64 {ok}, [{cpb}], 0;")
     k.e(f"@!{ok} bra CP_WAIT;")
-    k.comment("phase A: a[c] = sum_j h_pre[j] x[j][c] (tile) into a[], ss = sum_c a^2")
-    k.e(f"mov.u32 {q}, {tid};")
-    k.label("PA_LOOP")
-    k.e(f"setp.ge.u32 {pr}, {q}, {m};")
-    k.e(f"@{pr} bra PA_END;")
-
-    def tile_rows(tag):
-        xa = u(f"{tag}xa")
-        k.e(f"mad.lo.u32 {xa}, {q}, {V * es}, {sX};")
-        rows = []
-        for j in range(n):
-            if j:
-                k.e(f"add.u32 {xa}, {xa}, {seg};")
-            rows.append(ld_shared_row(k, dtype, xa, V, f"{tag}w{j}_", f"{tag}x{j}_"))
-        return rows
-
-    xs = tile_rows("A")
-    av = static_premix(k, n, V, hp, xs, ss)
-    aa = u("aa")
-    k.e(f"mad.lo.u32 {aa}, {q}, {V * 4}, {sA};")
-    st_shared_f32(k, av, aa)
-    k.e(f"add.u32 {q}, {q}, {DT};")
-    k.e("bra.uni PA_LOOP;")
+    aa = static_phase_a(k, dtype, n, V, tid, q, m, DT, sX, seg, hp, ss, sA, pr, "tile")
     rr = static_rms(k, ss, lane, warp, pw, sR, DT // 32, inv_c, eps_f,
                     "barrier 0 (all threads): the warp sums, a[], and the coefficient warp's h_post, h_res")
     ho = load_f32_run(k, "hpost", sH, n, off=128, space="shared")
@@ -1959,26 +1985,8 @@ def static_cl_kernel(dtype, n):
     k.e(f"@{pr} bra PB_END;")
     itemsb = u("itemsb")
     k.e(f"mov.u32 {itemsb}, {m};")
-    k.e(f"mov.u32 {it}, {tid};")
-    k.label("PB_LOOP")
-    k.e(f"setp.ge.u32 {pr}, {it}, {itemsb};")
-    k.e(f"@{pr} bra PB_END;")
-    k.e(f"mov.u32 {q}, {it};")
-    xs = tile_rows("B")
-    k.e(f"mad.lo.u32 {aa}, {q}, {V * 4}, {sA};")
-    av = load_f32_run(k, "ab", aa, V, space="shared")
-    ga = p("ga")
-    k.e(f"add.u32 {tmp}, {lo}, {q};")
-    k.e(f"mul.wide.u32 {ga}, {tmp}, {V * 4};")
-    k.e(f"add.u64 {ga}, {ga}, {pg};")
-    gv = load_f32_run(k, "gm", ga, V)
-    yv = static_y(k, av, gv, rr)
-    oa = p("oa")
-    k.e(f"mad.wide.u32 {oa}, {q}, {V * es}, {orow};")
-    static_streams(k, dtype, n, V, ho, Rm if n <= 2 else None, sS, xs, yv, oa, cb64)
-    k.e(f"add.u32 {it}, {it}, {DT};")
-    k.e("bra.uni PB_LOOP;")
-    k.label("PB_END")
+    static_phase_b(k, dtype, n, V, tid, it, q, itemsb, DT, sX, seg, aa, sA, pg, rr, ho, Rm if n <= 2 else None, sS,
+                   orow, cb64, pr, lo=(lo, tmp))
     k.e("ret;")
     return name, f""".visible .entry {name}(
     .param .align 8 .b8 args[96]
@@ -2019,14 +2027,8 @@ def static_pr_kernel(dtype, n):
     p = lambda s: k.r("b64", s)
     u = lambda s: k.r("b32", s)
     f = lambda s: k.r("f32", s)
-    px, phpl, phol, phrl, pg, po, sx, so = (p(s) for s in ["px", "phpl", "phol", "phrl", "pg", "po", "sx", "so"])
-    tokens, cbytes, cchunks, iters, m = u("tokens"), u("cbytes"), u("cchunks"), u("iters"), u("m")
-    eps_hc, eps_f, inv_c = f("eps_hc"), f("eps_f"), f("inv_c")
-    for reg, off, ty in [(px, 0, "u64"), (phpl, 8, "u64"), (phol, 16, "u64"), (phrl, 24, "u64"), (pg, 32, "u64"),
-                         (po, 40, "u64"), (sx, 48, "u64"), (so, 56, "u64"), (tokens, 64, "u32"), (cbytes, 68, "u32"),
-                         (cchunks, 72, "u32"), (iters, 76, "u32"), (eps_hc, 80, "f32"), (eps_f, 84, "f32"),
-                         (inv_c, 88, "f32"), (m, 92, "u32")]:
-        k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    (px, phpl, phol, phrl, pg, po, sx, so, tokens, cbytes, cchunks, iters, m, eps_hc, eps_f,
+     inv_c) = static_tile_args(k)
     tid, lane, warp, q, it, tok, tmp, nct = (u(x) for x in ["tid", "lane", "warp", "q", "it", "tok", "tmp", "nct"])
     pr, pw = k.r("pred", "p"), k.r("pred", "pw")
     k.e(f"mov.u32 {tid}, %tid.x;")
@@ -2129,29 +2131,7 @@ def static_pr_kernel(dtype, n):
     k.e(f"mad.lo.u32 {sb}, {stage}, {tb}, {sX};")
     ss = f("ss")
     k.e(f"mov.f32 {ss}, 0f00000000;")
-    k.comment("phase A: a[c] = sum_j h_pre[j] x[j][c] (stage) into a[], ss = sum_c a^2")
-    k.e(f"mov.u32 {q}, {tid};")
-    k.label("PA_LOOP")
-    k.e(f"setp.ge.u32 {pr}, {q}, {m};")
-    k.e(f"@{pr} bra PA_END;")
-
-    def tile_rows(tag):
-        xa = u(f"{tag}xa")
-        k.e(f"mad.lo.u32 {xa}, {q}, {V * es}, {sb};")
-        rows = []
-        for j in range(n):
-            if j:
-                k.e(f"add.u32 {xa}, {xa}, {seg};")
-            rows.append(ld_shared_row(k, dtype, xa, V, f"{tag}w{j}_", f"{tag}x{j}_"))
-        return rows
-
-    xs = tile_rows("A")
-    av = static_premix(k, n, V, hp, xs, ss)
-    aa = u("aa")
-    k.e(f"mad.lo.u32 {aa}, {q}, {V * 4}, {sA};")
-    st_shared_f32(k, av, aa)
-    k.e(f"add.u32 {q}, {q}, {DT};")
-    k.e("bra.uni PA_LOOP;")
+    aa = static_phase_a(k, dtype, n, V, tid, q, m, DT, sb, seg, hp, ss, sA, pr, "stage")
     rr = static_rms(k, ss, lane, warp, pw, sR, DT // 32, inv_c, eps_f,
                     f"barrier 1 (the {DT} data threads): the warp sums and a[]", barrier=f"barrier.sync 1, {DT};")
     k.comment("h_post and h_res: the coefficient warp's mbarrier (phase 0; complete after the first token)")
@@ -2165,25 +2145,8 @@ def static_pr_kernel(dtype, n):
     t64, orow = p("t64"), p("orow")
     k.e(f"cvt.u64.u32 {t64}, {tok};")
     k.e(f"mad.lo.u64 {orow}, {t64}, {so}, {po};")
-    k.e(f"mov.u32 {it}, {tid};")
-    k.label("PB_LOOP")
-    k.e(f"setp.ge.u32 {pr}, {it}, {m};")
-    k.e(f"@{pr} bra PB_END;")
-    k.e(f"mov.u32 {q}, {it};")
-    xs = tile_rows("B")
-    k.e(f"mad.lo.u32 {aa}, {q}, {V * 4}, {sA};")
-    av = load_f32_run(k, "ab", aa, V, space="shared")
-    ga = p("ga")
-    k.e(f"mul.wide.u32 {ga}, {q}, {V * 4};")
-    k.e(f"add.u64 {ga}, {ga}, {pg};")
-    gv = load_f32_run(k, "gm", ga, V)
-    yv = static_y(k, av, gv, rr)
-    oa = p("oa")
-    k.e(f"mad.wide.u32 {oa}, {q}, {V * es}, {orow};")
-    static_streams(k, dtype, n, V, ho, Rm if n <= 2 else None, sS, xs, yv, oa, cb64)
-    k.e(f"add.u32 {it}, {it}, {DT};")
-    k.e("bra.uni PB_LOOP;")
-    k.label("PB_END")
+    static_phase_b(k, dtype, n, V, tid, it, q, m, DT, sb, seg, aa, sA, pg, rr, ho, Rm if n <= 2 else None, sS,
+                   orow, cb64, pr)
     k.comment(f"the stage, a[] and the warp sums are free once every data thread is here: refill the stage")
     k.e(f"barrier.sync 1, {DT};")
     k.e(f"mad.lo.u32 {nt}, {nct}, {S}, {tok};")
