@@ -167,3 +167,35 @@ pub(super) fn persistent_shared_bytes(desc: &KernelDesc, cfg: &Config, dtype: Dt
     let per_cta = (cfg.c / (16 / dtype.size())).div_ceil(desc.cluster as usize);
     (HEAD_PC_STAGES * desc.tokens_per_cta * (cfg.n * per_cta + 1) * 16) as u32
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::cuda::kernels::KERNELS;
+
+    /// The manifest's C range of every persistent head kernel is exactly what the launcher
+    /// accepts: at `c.max` the items per CTA and the ring fit, 8 channels more and one of them
+    /// does not (so the selector never picks a kernel the launch would refuse, and the range is
+    /// not smaller than the kernel allows).
+    #[test]
+    fn persistent_head_c_range_is_what_the_launch_accepts() {
+        let registry = mhc_loader::Registry::embedded().unwrap();
+        let mut seen = 0;
+        for desc in KERNELS.iter().filter(|d| d.persistent) {
+            let v = registry.variants().iter().find(|v| v.entry.entry == desc.entry).unwrap();
+            let fits = |c: usize| {
+                let cfg = Config::new(desc.n, c);
+                let cc = c / desc.v;
+                let per_cta = cc.div_ceil(desc.cluster as usize);
+                desc.n * per_cta <= HEAD_PC_SLOTS * desc.threads as usize
+                    && persistent_shared_bytes(desc, &cfg, desc.dtype) <= desc.max_dynamic_shared
+                    && cc >= desc.cluster as usize
+            };
+            let (lo, hi) = (v.entry.c.min as usize, v.entry.c.max as usize);
+            assert!(fits(lo) && fits(hi), "{}: C {lo}..={hi} must launch", desc.entry);
+            assert!(!fits(hi + 8), "{}: C = {} launches too, the manifest range is short", desc.entry, hi + 8);
+            seen += 1;
+        }
+        assert_eq!(seen, 12, "pc4 and pc8, bf16 and f32, n = 1, 2, 4");
+    }
+}
