@@ -74,7 +74,7 @@ impl Plan {
             // static_pr: resident CTAs walk the tokens; a[] (f32) and STATIC_PR_STAGES token
             // tiles (n streams, storage dtype) in shared memory, copied in 16-byte units.
             let m = c / b.desc.v;
-            let smem = m * b.desc.v * (4 + STATIC_PR_STAGES * n * dt.size());
+            let smem = token_ring_bytes(b.desc, c, n, dt);
             if (c * dt.size()) % 16 != 0 || smem > b.desc.max_dynamic_shared as usize {
                 return Err(crate::Error::NoVariant {
                     stage: "static".into(),
@@ -108,5 +108,34 @@ impl Plan {
         let ctas = self.dev.sm_count() * resident_ctas(b.func.registers, b.desc.threads, smem);
         let grid = (t as u32).min(ctas);
         self.launch(stream, b, grid, b.desc.threads, (c * 4) as u32, &args)
+    }
+}
+
+/// Dynamic shared memory of the `static_pr` token ring: a[C] (f32) and [`STATIC_PR_STAGES`]
+/// token tiles of n rows of C (storage dtype).
+fn token_ring_bytes(desc: &super::kernels::KernelDesc, c: usize, n: usize, dt: crate::config::Dtype) -> usize {
+    (c / desc.v) * desc.v * (4 + STATIC_PR_STAGES * n * dt.size())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::cuda::kernels::KERNELS;
+
+    /// The manifest's C range of every `static_pr` kernel is exactly what its ring allows: at
+    /// `c.max` the ring fits, 8 channels more it does not.
+    #[test]
+    fn token_ring_c_range_is_what_the_launch_accepts() {
+        let registry = mhc_loader::Registry::embedded().unwrap();
+        let mut seen = 0;
+        for desc in KERNELS.iter().filter(|d| d.token_ring) {
+            let v = registry.variants().iter().find(|v| v.entry.entry == desc.entry).unwrap();
+            let fits = |c: usize| token_ring_bytes(desc, c, desc.n, desc.dtype) <= desc.max_dynamic_shared as usize;
+            let hi = v.entry.c.max as usize;
+            assert!(fits(hi), "{}: C = {hi} must launch", desc.entry);
+            assert!(!fits(hi + 8), "{}: C = {} launches too, the manifest range is short", desc.entry, hi + 8);
+            seen += 1;
+        }
+        assert_eq!(seen, 8, "bf16 and f32, n = 1, 2, 4, 8");
     }
 }
