@@ -111,115 +111,88 @@ fn name(prefix: &str, rest: String) -> &'static str {
     Box::leak(format!("{prefix}{rest}").into_boxed_str())
 }
 
+/// A table row with the defaults most kernels share (sm_90a, both formulations, one token per
+/// CTA, no dynamic shared memory, every token count, no cluster, a plain launch); the rows
+/// below override what differs.
+#[allow(clippy::too_many_arguments)]
+fn row(
+    stage: Stage,
+    dtype: Dtype,
+    n: usize,
+    entry: &'static str,
+    image: usize,
+    param_bytes: usize,
+    v: usize,
+    threads: u32,
+) -> KernelDesc {
+    KernelDesc {
+        arch: CudaArch::Sm90a,
+        stage,
+        dtype,
+        formulation: None,
+        n,
+        entry,
+        image,
+        param_bytes,
+        v,
+        tokens_per_cta: 1,
+        threads,
+        max_dynamic_shared: 0,
+        max_tokens: usize::MAX,
+        cluster: 1,
+        phi_in_shared: false,
+        tile_in_shared: false,
+        cooperative: false,
+        persistent: false,
+        token_ring: false,
+    }
+}
+
 fn build() -> Vec<KernelDesc> {
+    use std::mem::size_of;
     let mut t = Vec::new();
-    let arch = CudaArch::Sm90a;
-    for (form, fname) in [(Formulation::DeepSeekV4, "v4"), (Formulation::Paper, "paper")] {
-        for dtype in [Dtype::Bf16, Dtype::F32] {
+    let dtypes = [Dtype::Bf16, Dtype::F32];
+    let forms = [(Formulation::DeepSeekV4, "v4"), (Formulation::Paper, "paper")];
+    let post = |dtype: Dtype, n, entry, v| row(Stage::Post, dtype, n, entry, IMG_POST, size_of::<PostArgs>(), v, 128);
+    for (form, fname) in forms {
+        for dtype in dtypes {
             for n in NS {
-                t.push(KernelDesc {
-                    arch,
-                    stage: Stage::Post,
-                    dtype,
-                    formulation: Some(form),
-                    n,
-                    entry: name("mhc_post_", format!("{fname}_{}_n{n}", dtype.name())),
-                    image: IMG_POST,
-                    param_bytes: std::mem::size_of::<PostArgs>(),
-                    v: vchan(n),
-                    tokens_per_cta: 1,
-                    threads: 128,
-                    max_dynamic_shared: 0,
-                    max_tokens: usize::MAX,
-                    cluster: 1,
-                    phi_in_shared: false,
-                    tile_in_shared: false,
-                    cooperative: false,
-                    persistent: false,
-                    token_ring: false,
-                });
+                let entry = name("mhc_post_", format!("{fname}_{}_n{n}", dtype.name()));
+                t.push(KernelDesc { formulation: Some(form), ..post(dtype, n, entry, vchan(n)) });
             }
         }
     }
     // Decode variants of post (V = 2: 4x the threads for a few tokens), n <= 4, T <= 16.
-    for (form, fname) in [(Formulation::DeepSeekV4, "v4"), (Formulation::Paper, "paper")] {
-        for dtype in [Dtype::Bf16, Dtype::F32] {
+    for (form, fname) in forms {
+        for dtype in dtypes {
             for n in [1, 2, 4] {
-                t.push(KernelDesc {
-                    arch,
-                    stage: Stage::Post,
-                    dtype,
-                    formulation: Some(form),
-                    n,
-                    entry: name("mhc_post_", format!("{fname}_{}_n{n}_v2", dtype.name())),
-                    image: IMG_POST,
-                    param_bytes: std::mem::size_of::<PostArgs>(),
-                    v: 2,
-                    tokens_per_cta: 1,
-                    threads: 128,
-                    max_dynamic_shared: 0,
-                    max_tokens: 16,
-                    cluster: 1,
-                    phi_in_shared: false,
-                    tile_in_shared: false,
-                    cooperative: false,
-                    persistent: false,
-                    token_ring: false,
-                });
+                let entry = name("mhc_post_", format!("{fname}_{}_n{n}_v2", dtype.name()));
+                t.push(KernelDesc { formulation: Some(form), max_tokens: 16, ..post(dtype, n, entry, 2) });
             }
         }
     }
-    for dtype in [Dtype::Bf16, Dtype::F32] {
+    let head = |dtype: Dtype, n, prefix, v, threads| {
+        let entry = name(prefix, format!("{}_n{n}", dtype.name()));
+        row(Stage::Head, dtype, n, entry, IMG_HEAD, size_of::<HeadArgs>(), v, threads)
+    };
+    for dtype in dtypes {
         for n in NS {
-            t.push(KernelDesc {
-                arch,
-                stage: Stage::Head,
-                dtype,
-                formulation: None,
-                n,
-                entry: name("mhc_head_", format!("{}_n{n}", dtype.name())),
-                image: IMG_HEAD,
-                param_bytes: std::mem::size_of::<HeadArgs>(),
-                v: vchan(n),
-                tokens_per_cta: (64 / n).min(8),
-                threads: 256,
-                max_dynamic_shared: 0,
-                max_tokens: usize::MAX,
-                cluster: 1,
-                phi_in_shared: false,
-                tile_in_shared: false,
-                cooperative: false,
-                persistent: false,
-                token_ring: false,
-            });
+            t.push(KernelDesc { tokens_per_cta: (64 / n).min(8), ..head(dtype, n, "mhc_head_", vchan(n), 256) });
         }
     }
     // head on a cluster of HEAD_CLUSTER CTAs per token tile (n <= 8; head.ptx, head.rs); the
     // decode variant (`cld`) stages phi's slice in shared memory too.
     for (prefix, phi_in_shared, smem) in [("mhc_head_cl_", false, HEAD_CL_SMEM), ("mhc_head_cld_", true, HEAD_CLD_SMEM)]
     {
-        for dtype in [Dtype::Bf16, Dtype::F32] {
+        for dtype in dtypes {
             for n in [1, 2, 4, 8] {
                 t.push(KernelDesc {
-                    arch,
-                    stage: Stage::Head,
-                    dtype,
-                    formulation: None,
-                    n,
-                    entry: name(prefix, format!("{}_n{n}", dtype.name())),
-                    image: IMG_HEAD,
-                    param_bytes: std::mem::size_of::<HeadArgs>(),
-                    v: head_v1(n),
                     tokens_per_cta: (64 / n).min(8),
-                    threads: 128,
                     max_dynamic_shared: smem,
-                    max_tokens: usize::MAX,
                     cluster: HEAD_CLUSTER,
                     phi_in_shared,
                     tile_in_shared: true,
-                    cooperative: false,
-                    persistent: false,
-                    token_ring: false,
+                    ..head(dtype, n, prefix, head_v1(n), 128)
                 });
             }
         }
@@ -228,55 +201,26 @@ fn build() -> Vec<KernelDesc> {
     // through a ring of shared-memory stages (n <= 4; head.ptx, head.rs). pc4 (4-CTA clusters,
     // 4-token tiles) where its items fit, pc8 (8-CTA clusters, 4-token tiles) up to twice the C.
     for (prefix, (cluster, tokens)) in [("mhc_head_pc4_", HEAD_PC4), ("mhc_head_pc8_", HEAD_PC8)] {
-        for dtype in [Dtype::Bf16, Dtype::F32] {
+        for dtype in dtypes {
             for n in [1, 2, 4] {
                 t.push(KernelDesc {
-                    arch,
-                    stage: Stage::Head,
-                    dtype,
-                    formulation: None,
-                    n,
-                    entry: name(prefix, format!("{}_n{n}", dtype.name())),
-                    image: IMG_HEAD,
-                    param_bytes: std::mem::size_of::<HeadArgs>(),
-                    v: 16 / dtype.size(),
                     tokens_per_cta: tokens,
-                    threads: 256,
                     max_dynamic_shared: HEAD_PC_SMEM,
-                    max_tokens: usize::MAX,
                     cluster,
-                    phi_in_shared: false,
                     tile_in_shared: true,
-                    cooperative: false,
                     persistent: true,
-                    token_ring: false,
+                    ..head(dtype, n, prefix, 16 / dtype.size(), 256)
                 });
             }
         }
     }
-    for dtype in [Dtype::Bf16, Dtype::F32] {
+    let static_row = |dtype: Dtype, n, prefix| {
+        let entry = name(prefix, format!("{}_n{n}", dtype.name()));
+        row(Stage::Static, dtype, n, entry, IMG_STATIC, size_of::<StaticArgs>(), vchan(n), static_threads(n))
+    };
+    for dtype in dtypes {
         for n in NS {
-            t.push(KernelDesc {
-                arch,
-                stage: Stage::Static,
-                dtype,
-                formulation: None,
-                n,
-                entry: name("mhc_static_", format!("{}_n{n}", dtype.name())),
-                image: IMG_STATIC,
-                param_bytes: std::mem::size_of::<StaticArgs>(),
-                v: vchan(n),
-                tokens_per_cta: 1,
-                threads: static_threads(n),
-                max_dynamic_shared: (STATIC_MAX_C * 4) as u32,
-                max_tokens: usize::MAX,
-                cluster: 1,
-                phi_in_shared: false,
-                tile_in_shared: false,
-                cooperative: false,
-                persistent: false,
-                token_ring: false,
-            });
+            t.push(KernelDesc { max_dynamic_shared: (STATIC_MAX_C * 4) as u32, ..static_row(dtype, n, "mhc_static_") });
         }
     }
     // static, one token per CTA (`static_cl`, n <= 8): the token's x in shared memory; and the
@@ -284,78 +228,30 @@ fn build() -> Vec<KernelDesc> {
     for (prefix, token_ring, smem) in
         [("mhc_static_cl_", false, STATIC_CL_SMEM), ("mhc_static_pr_", true, STATIC_PR_SMEM)]
     {
-        for dtype in [Dtype::Bf16, Dtype::F32] {
+        for dtype in dtypes {
             for n in [1, 2, 4, 8] {
                 t.push(KernelDesc {
-                    arch,
-                    stage: Stage::Static,
-                    dtype,
-                    formulation: None,
-                    n,
-                    entry: name(prefix, format!("{}_n{n}", dtype.name())),
-                    image: IMG_STATIC,
-                    param_bytes: std::mem::size_of::<StaticArgs>(),
-                    v: vchan(n),
-                    tokens_per_cta: 1,
-                    threads: static_threads(n),
                     max_dynamic_shared: smem,
-                    max_tokens: usize::MAX,
-                    cluster: 1,
-                    phi_in_shared: false,
                     tile_in_shared: true,
-                    cooperative: false,
-                    persistent: false,
                     token_ring,
+                    ..static_row(dtype, n, prefix)
                 });
             }
         }
     }
-    for dtype in [Dtype::Bf16, Dtype::F32] {
-        t.push(KernelDesc {
-            arch,
-            stage: Stage::Expand,
-            dtype,
-            formulation: None,
-            n: 0,
-            entry: name("mhc_expand_", dtype.name().to_string()),
-            image: IMG_EXPAND,
-            param_bytes: std::mem::size_of::<ExpandArgs>(),
-            v: 8,
-            tokens_per_cta: 1,
-            threads: 256,
-            max_dynamic_shared: 0,
-            max_tokens: usize::MAX,
-            cluster: 1,
-            phi_in_shared: false,
-            tile_in_shared: false,
-            cooperative: false,
-            persistent: false,
-            token_ring: false,
-        });
+    for dtype in dtypes {
+        let entry = name("mhc_expand_", dtype.name().to_string());
+        t.push(row(Stage::Expand, dtype, 0, entry, IMG_EXPAND, size_of::<ExpandArgs>(), 8, 256));
     }
     // pre for decode (T <= 16, n <= 4, no gamma_f): its own kernel, selected before the general
     // one where it applies (pre.rs `decode_unsupported`, checked by `reject`).
     for (dtype, entry) in super::pre_decode::DECODE_DTYPES {
+        let args = size_of::<super::pre_decode::PreDecodeArgs>();
         t.push(KernelDesc {
-            arch,
-            stage: Stage::Pre,
-            dtype,
-            formulation: None,
-            n: 0,
-            entry,
-            image: IMG_PRE_DECODE,
-            param_bytes: std::mem::size_of::<super::pre_decode::PreDecodeArgs>(),
-            v: 8,
             tokens_per_cta: super::pre_decode::DECODE_KERNEL_MAX_TOKENS,
-            threads: 256,
-            max_dynamic_shared: 0,
             max_tokens: super::pre_decode::DECODE_KERNEL_MAX_TOKENS,
-            cluster: 1,
-            phi_in_shared: false,
-            tile_in_shared: false,
             cooperative: true,
-            persistent: false,
-            token_ring: false,
+            ..row(Stage::Pre, dtype, 0, entry, IMG_PRE_DECODE, args, 8, 256)
         });
     }
     // pre and post_pre: one kernel family, any n, both formulations (run-time flags); pre.rs.
@@ -363,51 +259,17 @@ fn build() -> Vec<KernelDesc> {
         let entries = if stage == Stage::PostPre { super::pre::POST_DTYPES } else { super::pre::DTYPES };
         for (dtype, entry) in entries {
             t.push(KernelDesc {
-                arch,
-                stage,
-                dtype,
-                formulation: None,
-                n: 0,
-                entry,
-                image: IMG_PRE,
-                param_bytes: std::mem::size_of::<super::pre::PreArgs>(),
-                v: 8,
                 tokens_per_cta: super::pre::TILE_TOKENS,
-                threads: 256,
-                max_dynamic_shared: 0,
-                max_tokens: usize::MAX,
-                cluster: 1,
-                phi_in_shared: false,
-                tile_in_shared: false,
-                cooperative: false,
-                persistent: false,
-                token_ring: false,
+                ..row(stage, dtype, 0, entry, IMG_PRE, size_of::<super::pre::PreArgs>(), 8, 256)
             });
         }
     }
     // The coefficient stage alone (asm/ptx/sm90/coeffs.ptx, the loader issue's kernel), hosted as
     // the `sinkhorn` stage: any dtype (it reads f32 logits only), any formulation (a flag).
-    for dtype in [Dtype::Bf16, Dtype::F32] {
+    for dtype in dtypes {
         t.push(KernelDesc {
-            arch,
-            stage: Stage::Sinkhorn,
-            dtype,
-            formulation: None,
-            n: 0,
-            entry: "mhc_coeffs",
-            image: IMG_COEFFS,
-            param_bytes: std::mem::size_of::<CoeffsArgs>(),
-            v: 8,
             tokens_per_cta: 4,
-            threads: 128,
-            max_dynamic_shared: 0,
-            max_tokens: usize::MAX,
-            cluster: 1,
-            phi_in_shared: false,
-            tile_in_shared: false,
-            cooperative: false,
-            persistent: false,
-            token_ring: false,
+            ..row(Stage::Sinkhorn, dtype, 0, "mhc_coeffs", IMG_COEFFS, size_of::<CoeffsArgs>(), 8, 128)
         });
     }
     t
