@@ -76,12 +76,8 @@ impl Plan {
         let phi_tile = if b.desc.phi_in_shared { n * n * per_cta * v1 * 4 } else { 0 };
         let smem = tt * n * per_cta * v1 * dt.size() + phi_tile;
         if cc < r || smem > b.desc.max_dynamic_shared as usize {
-            return Err(crate::Error::NoVariant {
-                stage: "head".into(),
-                arch: self.dev.arch().name().into(),
-                shape: format!("n={n} C={c} {dt}"),
-                rejected: vec![format!("{}: x tile of {smem} bytes or C below {} channels", b.desc.entry, r * v1)],
-            });
+            let why = format!("x tile of {smem} bytes or C below {} channels", r * v1);
+            return Err(self.shape_refused(Stage::Head, b.desc.entry, why));
         }
         let args = self.head_args(x, phi, scale, base, out, per_cta, cc);
         let grid = (t.div_ceil(tt) * r) as u32;
@@ -109,16 +105,9 @@ impl Plan {
         let per_cta = cc.div_ceil(r);
         let smem = persistent_shared_bytes(b.desc, &self.cfg, dt);
         if cc < r || n * per_cta > HEAD_PC_SLOTS * b.desc.threads as usize || smem > b.desc.max_dynamic_shared {
-            return Err(crate::Error::NoVariant {
-                stage: "head".into(),
-                arch: self.dev.arch().name().into(),
-                shape: format!("n={n} C={c} {dt}"),
-                rejected: vec![format!(
-                    "{}: C must give each of the {r} CTAs 1 to {} chunks of 16 bytes per stream",
-                    b.desc.entry,
-                    HEAD_PC_SLOTS * b.desc.threads as usize / n
-                )],
-            });
+            let most = HEAD_PC_SLOTS * b.desc.threads as usize / n;
+            let why = format!("C must give each of the {r} CTAs 1 to {most} chunks of 16 bytes per stream");
+            return Err(self.shape_refused(Stage::Head, b.desc.entry, why));
         }
         let args = self.head_args(x, phi, scale, base, out, per_cta, cc);
         let grid = b.resident_clusters * b.desc.cluster;

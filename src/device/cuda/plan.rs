@@ -355,6 +355,17 @@ impl Plan {
     /// The one launch of an op. `args` is the kernel's `#[repr(C)]` argument struct, whose size
     /// was checked against the kernel's parameter when it was loaded.
     #[inline]
+    /// The error of a launch whose kernel cannot take this plan's shape (a limit the manifest's
+    /// ranges should already exclude; reported before anything is launched).
+    pub(crate) fn shape_refused(&self, stage: Stage, entry: &str, why: String) -> Error {
+        Error::NoVariant {
+            stage: stage.name().into(),
+            arch: self.dev.arch().name().into(),
+            shape: format!("n={} C={} {}", self.cfg.n, self.cfg.c, self.dtype),
+            rejected: vec![format!("{entry}: {why}")],
+        }
+    }
+
     pub(crate) fn launch<A: Copy>(
         &self,
         stream: &Stream,

@@ -76,12 +76,8 @@ impl Plan {
             let m = c / b.desc.v;
             let smem = token_ring_bytes(b.desc, c, n, dt);
             if (c * dt.size()) % 16 != 0 || smem > b.desc.max_dynamic_shared as usize {
-                return Err(crate::Error::NoVariant {
-                    stage: "static".into(),
-                    arch: self.dev.arch().name().into(),
-                    shape: format!("n={n} C={c} {dt}"),
-                    rejected: vec![format!("{}: a token ring of {smem} bytes", b.desc.entry)],
-                });
+                let why = format!("a token ring of {smem} bytes");
+                return Err(self.shape_refused(Stage::Static, b.desc.entry, why));
             }
             args.pad = m as u32;
             let per_sm = resident_ctas(b.func.registers, b.desc.threads, smem as u32 + b.func.static_shared_bytes);
@@ -94,12 +90,8 @@ impl Plan {
             let m = c / b.desc.v;
             let smem = m * b.desc.v * (4 + n * dt.size());
             if (c * dt.size()) % 16 != 0 || smem > b.desc.max_dynamic_shared as usize {
-                return Err(crate::Error::NoVariant {
-                    stage: "static".into(),
-                    arch: self.dev.arch().name().into(),
-                    shape: format!("n={n} C={c} {dt}"),
-                    rejected: vec![format!("{}: a token tile of {smem} bytes", b.desc.entry)],
-                });
+                let why = format!("a token tile of {smem} bytes");
+                return Err(self.shape_refused(Stage::Static, b.desc.entry, why));
             }
             args.pad = m as u32;
             return self.launch(stream, b, t as u32, b.desc.threads, smem as u32, &args);
