@@ -169,25 +169,30 @@ fn gpu_head_matches_reference() {
 #[test]
 fn gpu_head_cluster_shapes_match_reference() {
     let Some(gpu) = gpu() else { return };
+    let shapes = [
+        (1, 4, 64),
+        (2, 4, 4096),
+        (16, 4, 4096),
+        (17, 4, 7168),
+        (16, 8, 1280),
+        (33, 8, 64),
+        (16, 1, 4096),
+        (9, 2, 1280),
+    ];
+    check_head_shapes(&gpu, &shapes, (5, 8, 1280));
+}
+
+/// head on each (T, n, C) of `shapes` (phi ~ 0.02) and on `large_logits` with phi ~ 0.5 (the
+/// sigmoids near saturation), both dtypes, against the f64 reference.
+fn check_head_shapes(gpu: &CudaRunner, shapes: &[(usize, usize, usize)], large_logits: (usize, usize, usize)) {
     let mut rng = Rng::new(seed());
-    let shapes = small(
-        vec![
-            (1, 4, 64),
-            (2, 4, 4096),
-            (16, 4, 4096),
-            (17, 4, 7168),
-            (16, 8, 1280),
-            (33, 8, 64),
-            (16, 1, 4096),
-            (9, 2, 1280),
-        ],
-        |&(t, n, c)| t * n * c,
-    );
+    let shapes = small(shapes.to_vec(), |&(t, n, c)| t * n * c);
+    let (lt, ln, lc) = large_logits;
     for dtype in [Dtype::Bf16, Dtype::F32] {
         for &(t, n, c) in &shapes {
-            check_stage(&gpu, Stage::Head, &Config::new(n, c), dtype, t, 0.02, &mut rng);
+            check_stage(gpu, Stage::Head, &Config::new(n, c), dtype, t, 0.02, &mut rng);
         }
-        check_stage(&gpu, Stage::Head, &Config::new(8, 1280), dtype, 5, 0.5, &mut rng);
+        check_stage(gpu, Stage::Head, &Config::new(ln, lc), dtype, lt, 0.5, &mut rng);
     }
 }
 
@@ -199,27 +204,18 @@ fn gpu_head_cluster_shapes_match_reference() {
 #[test]
 fn gpu_head_persistent_shapes_match_reference() {
     let Some(gpu) = gpu() else { return };
-    let mut rng = Rng::new(seed());
-    let shapes = small(
-        vec![
-            (513, 4, 256),
-            (520, 1, 64),
-            (777, 2, 64),
-            (1000, 4, 1288),
-            (2049, 1, 8192),
-            (600, 4, 8192),
-            (701, 1, 32768),
-            (900, 4, 4096),
-            (650, 2, 16384),
-        ],
-        |&(t, n, c)| t * n * c,
-    );
-    for dtype in [Dtype::Bf16, Dtype::F32] {
-        for &(t, n, c) in &shapes {
-            check_stage(&gpu, Stage::Head, &Config::new(n, c), dtype, t, 0.02, &mut rng);
-        }
-        check_stage(&gpu, Stage::Head, &Config::new(4, 2048), dtype, 1029, 0.5, &mut rng);
-    }
+    let shapes = [
+        (513, 4, 256),
+        (520, 1, 64),
+        (777, 2, 64),
+        (1000, 4, 1288),
+        (2049, 1, 8192),
+        (600, 4, 8192),
+        (701, 1, 32768),
+        (900, 4, 4096),
+        (650, 2, 16384),
+    ];
+    check_head_shapes(&gpu, &shapes, (1029, 4, 2048));
 }
 
 /// head on padded rows (x and out strided; the padding must stay poisoned) against the f64
