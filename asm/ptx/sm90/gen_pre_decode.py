@@ -107,6 +107,28 @@ def rcp_nr(dst, src):
     return f"    rcp.approx.ftz.f32 {dst}, {src};"
 
 
+def stream_of(elem, dst, comment=""):
+    """dst = the stream i of slice element elem (i = #(elem >= k*cpc), k = 1..3), and %r4 = its
+    local channel elem - i*cpc (%p1, %r3 scratch)."""
+    return f"""    setp.ge.u32 %p1, {elem}, %cpc;
+    selp.u32 {dst}, 1, 0, %p1;
+    shl.b32 %r3, %cpc, 1;
+    setp.ge.u32 %p1, {elem}, %r3;
+    @%p1 add.u32 {dst}, {dst}, 1;
+    add.u32 %r3, %r3, %cpc;
+    setp.ge.u32 %p1, {elem}, %r3;
+    @%p1 add.u32 {dst}, {dst}, 1;
+    mul.lo.u32 %r3, {dst}, %cpc;
+    sub.u32 %r4, {elem}, %r3;{comment}"""
+
+
+def zero_then_load(regs, ty, zero, addr):
+    """The four regs zeroed, then loaded from [addr] (16 bytes) where %p1 holds."""
+    movs = "\n".join(f"    mov.{ty} {r}, {zero};" for r in regs)
+    return f"""{movs}
+    @%p1 ld.global.nc.v4.{ty} {{{', '.join(regs)}}}, [{addr}];"""
+
+
 def load_phase(bf):
     L = []
     e = L.append
@@ -116,16 +138,7 @@ def load_phase(bf):
     and.b32 %r1, %tx, 63;
     shl.b32 %e, %r1, 2;                     // e = 4 * e4
     shr.u32 %r2, %tx, 6;                   // m0
-    setp.ge.u32 %p1, %e, %cpc;
-    selp.u32 %ii, 1, 0, %p1;
-    shl.b32 %r3, %cpc, 1;
-    setp.ge.u32 %p1, %e, %r3;
-    @%p1 add.u32 %ii, %ii, 1;
-    add.u32 %r3, %r3, %cpc;
-    setp.ge.u32 %p1, %e, %r3;
-    @%p1 add.u32 %ii, %ii, 1;
-    mul.lo.u32 %r3, %ii, %cpc;
-    sub.u32 %r4, %e, %r3;                   // cl
+""" + stream_of("%e", "%ii", "                   // cl") + """
     add.u32 %cc, %c0, %r4;                  // channel
     setp.lt.u32 %p_col, %e, %L;             // inside the slice (i < n)
     setp.lt.u32 %p1, %cc, %C;
@@ -148,11 +161,7 @@ def load_phase(bf):
         e(f"""    add.u32 %r6, %r2, {4*j};
     setp.lt.u32 %p1, %r6, %M;
     and.pred %p1, %p1, %p_col;
-    mov.f32 %ph{4*j}, 0f00000000;
-    mov.f32 %ph{4*j+1}, 0f00000000;
-    mov.f32 %ph{4*j+2}, 0f00000000;
-    mov.f32 %ph{4*j+3}, 0f00000000;
-    @%p1 ld.global.nc.v4.f32 {{%ph{4*j}, %ph{4*j+1}, %ph{4*j+2}, %ph{4*j+3}}}, [%rd2];""")
+{zero_then_load([f"%ph{4*j+i}" for i in range(4)], "f32", "0f00000000", "%rd2")}""")
         if j < 5:
             e("    add.u64 %rd2, %rd2, %rd4;")
     # x
@@ -166,16 +175,7 @@ def load_phase(bf):
     and.b32 %r1, %tx, 63;
     shl.b32 %ex, %r1, 2;
     shr.u32 %r2, %tx, 6;                   // t0""")
-    e("""    setp.ge.u32 %p1, %ex, %cpc;
-    selp.u32 %r7, 1, 0, %p1;
-    shl.b32 %r3, %cpc, 1;
-    setp.ge.u32 %p1, %ex, %r3;
-    @%p1 add.u32 %r7, %r7, 1;
-    add.u32 %r3, %r3, %cpc;
-    setp.ge.u32 %p1, %ex, %r3;
-    @%p1 add.u32 %r7, %r7, 1;
-    mul.lo.u32 %r3, %r7, %cpc;
-    sub.u32 %r4, %ex, %r3;
+    e(stream_of("%ex", "%r7") + """
     add.u32 %r8, %c0, %r4;
     setp.lt.u32 %p_xc, %ex, %L;
     setp.lt.u32 %p1, %r8, %C;
@@ -193,11 +193,7 @@ def load_phase(bf):
         e(f"""    add.u32 %r6, %r2, {tstep*j};
     setp.lt.u32 %p1, %r6, %T;
     and.pred %p1, %p1, %p_xc;
-    mov.b32 %xv{4*j}, 0;
-    mov.b32 %xv{4*j+1}, 0;
-    mov.b32 %xv{4*j+2}, 0;
-    mov.b32 %xv{4*j+3}, 0;
-    @%p1 ld.global.nc.v4.b32 {{%xv{4*j}, %xv{4*j+1}, %xv{4*j+2}, %xv{4*j+3}}}, [%rd6];""")
+{zero_then_load([f"%xv{4*j+i}" for i in range(4)], "b32", "0", "%rd6")}""")
         if j < nx - 1:
             e("    add.u64 %rd6, %rd6, %rd7;")
     e("""    // base -> shared (threads < 24; zero beyond M)
