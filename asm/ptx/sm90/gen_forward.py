@@ -482,28 +482,16 @@ def head_kernel(dtype, n):
         k.e(f"add.f32 {sp}, {sp}, {pw};")
         k.e(f"ld.shared.f32 {pw}, [{a2}+{w * RED * 4}];")
         k.e(f"add.f32 {sss}, {sss}, {pw};")
-    inv, g, z, sc, bs, h = (k.r("f32", s) for s in ["inv", "g", "z", "sc", "bs", "h"])
-    k.comment("inv_rms = 1 / sqrt(ss / K + eps_norm), correctly rounded sqrt and reciprocal")
-    k.e(f"fma.rn.f32 {inv}, {sss}, {inv_k}, {eps_n};")
-    k.e(f"sqrt.rn.f32 {inv}, {inv};")
-    k.e(f"rcp.rn.f32 {inv}, {inv};")
-    k.e(f"mul.f32 {g}, {sp}, {inv};")
-    k.e(f"ld.global.nc.f32 {sc}, [{psc}];")
-    ab = p("ab")
-    k.e(f"mul.wide.u32 {ab}, {ir}, 4;")
-    k.e(f"add.u64 {ab}, {ab}, {pbase};")
-    k.e(f"ld.global.nc.f32 {bs}, [{ab}];")
-    k.e(f"fma.rn.f32 {z}, {g}, {sc}, {bs};")
-    sigmoid(k, h, z, "sg")
-    k.e(f"add.f32 {h}, {h}, {eps_hc};")
+
+    def store_h(h):
+        hsa, ha = p("hsa"), p("ha")
+        k.e(f"mov.u64 {hsa}, shs;")
+        k.e(f"mul.wide.u32 {ha}, {tid}, 4;")
+        k.e(f"add.u64 {ha}, {ha}, {hsa};")
+        k.e(f"st.shared.f32 [{ha}], {h};")
+
+    head_coeff(k, tid, tmp, ir, sp, sss, psc, pbase, inv_k, eps_n, eps_hc, store=store_h)
     hsa = p("hsa")
-    k.e(f"mov.u64 {hsa}, shs;")
-    ha = p("ha")
-    k.e(f"mul.wide.u32 {ha}, {tid}, 4;")
-    k.e(f"add.u64 {ha}, {ha}, {hsa};")
-    k.e(f"st.shared.f32 [{ha}], {h};")
-    k.label("COEF_END")
-    k.e("bar.sync 0;")
     U = max(1, min(4, 64 // (n * V2)))
     k.comment(f"phase 2: out[t][c] = sum_i h[t][i] x[t][i][c]. Items (tt, chunk of V2={V2} channels) of the")
     k.comment(f"whole tile are flattened and taken {U} at a time per thread, all loads of the {U} items issued")
@@ -715,9 +703,9 @@ def cluster_sum_dsmem(k, TT, n, ttr, ir, sp, sss, pa32):
             k.e(f"add.f32 {sss}, {sss}, {pw};")
 
 
-def head_coeff(k, tid, tmp, ir, sp, sss, psc, pbase, inv_k, eps_n, eps_hc):
-    """h = sigma((sp inv_rms) scale + base[ir]) + eps_hc into shs[tid]; ends the coefficient
-    threads' branch (COEF_END) with bar.sync."""
+def head_coeff(k, tid, tmp, ir, sp, sss, psc, pbase, inv_k, eps_n, eps_hc, store=None):
+    """h = sigma((sp inv_rms) scale + base[ir]) + eps_hc into shs[tid] (or as store(h) emits);
+    ends the coefficient threads' branch (COEF_END) with bar.sync."""
     f = lambda s: k.r("f32", s)
     u = lambda s: k.r("b32", s)
     p = lambda s: k.r("b64", s)
@@ -735,10 +723,13 @@ def head_coeff(k, tid, tmp, ir, sp, sss, psc, pbase, inv_k, eps_n, eps_hc):
     k.e(f"fma.rn.f32 {z}, {g}, {sc}, {bs};")
     sigmoid(k, h, z, "sg")
     k.e(f"add.f32 {h}, {h}, {eps_hc};")
-    hsa = u("hsa")
-    k.e(f"mov.u32 {hsa}, shs;")
-    k.e(f"mad.lo.u32 {tmp}, {tid}, 4, {hsa};")
-    k.e(f"st.shared.f32 [{tmp}], {h};")
+    if store is not None:
+        store(h)
+    else:
+        hsa = u("hsa")
+        k.e(f"mov.u32 {hsa}, shs;")
+        k.e(f"mad.lo.u32 {tmp}, {tid}, 4, {hsa};")
+        k.e(f"st.shared.f32 [{tmp}], {h};")
     k.label("COEF_END")
     k.e("bar.sync 0;")
 
