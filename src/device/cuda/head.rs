@@ -41,9 +41,6 @@ impl Plan {
             return Ok(());
         }
         let tt = b.desc.tokens_per_cta;
-        if b.desc.persistent {
-            return self.head_persistent(stream, b, x, phi, scale, base, out);
-        }
         if b.desc.cluster > 1 {
             return self.head_cluster(stream, b, x, phi, scale, base, out);
         }
@@ -52,11 +49,16 @@ impl Plan {
         self.launch(stream, b, grid, b.desc.threads, 0, &args)
     }
 
-    /// The cluster kernel (`mhc_head_cl_*`, head.ptx): `cluster` CTAs per tile of
-    /// `tokens_per_cta` tokens, CTA r owning chunks `[r cc / R, (r+1) cc / R)` of the
-    /// `cc = C / V1` chunks of every stream; its x tile (tokens x n x its chunks; the decode
-    /// variant adds phi's n x n x its chunks in f32) lives in dynamic shared memory. Views were
-    /// validated by [`Plan::head`].
+    /// The cluster kernels (head.ptx): CTA r of a cluster of R owns chunks `[r cc / R,
+    /// (r+1) cc / R)` of the `cc = C / V` chunks of every stream.
+    /// - One cluster per tile of `tokens_per_cta` tokens (`mhc_head_cl_*`, `mhc_head_cld_*`):
+    ///   the CTA's x tile (tokens x n x its chunks; the decode variant adds phi's n x n x its
+    ///   chunks in f32) lives in dynamic shared memory.
+    /// - Persistent (`mhc_head_pc4_*`, `mhc_head_pc8_*`): `resident_clusters` clusters walk the
+    ///   tiles; each CTA holds its phi in registers (at most `HEAD_PC_SLOTS` chunks per thread)
+    ///   and streams its x slice through a ring of shared-memory stages.
+    ///
+    /// Views were validated by [`Plan::head`].
     #[allow(clippy::too_many_arguments)]
     fn head_cluster(
         &self,
@@ -70,48 +72,25 @@ impl Plan {
     ) -> Result<()> {
         let (n, c, dt) = (self.cfg.n, self.cfg.c, self.dtype);
         let t = x.layout.tokens;
-        let (v1, tt, r) = (b.desc.v, b.desc.tokens_per_cta, b.desc.cluster as usize);
-        let cc = c / v1;
+        let (v, tt, r) = (b.desc.v, b.desc.tokens_per_cta, b.desc.cluster as usize);
+        let cc = c / v;
         let per_cta = cc.div_ceil(r);
-        let phi_tile = if b.desc.phi_in_shared { n * n * per_cta * v1 * 4 } else { 0 };
-        let smem = tt * n * per_cta * v1 * dt.size() + phi_tile;
-        if cc < r || smem > b.desc.max_dynamic_shared as usize {
-            let why = format!("x tile of {smem} bytes or C below {} channels", r * v1);
+        let (smem, grid, most_chunks) = if b.desc.persistent {
+            let smem = persistent_shared_bytes(b.desc, &self.cfg, dt) as usize;
+            (smem, b.resident_clusters * b.desc.cluster, HEAD_PC_SLOTS * b.desc.threads as usize / n)
+        } else {
+            let phi_tile = if b.desc.phi_in_shared { n * n * per_cta * v * 4 } else { 0 };
+            (tt * n * per_cta * v * dt.size() + phi_tile, (t.div_ceil(tt) * r) as u32, usize::MAX)
+        };
+        if cc < r || per_cta > most_chunks || smem > b.desc.max_dynamic_shared as usize {
+            let why = format!(
+                "C = {c} gives each of the {r} CTAs {per_cta} chunks of {v} channels per stream (1 to \
+                 {most_chunks} fit) and {smem} bytes of shared memory"
+            );
             return Err(self.shape_refused(Stage::Head, b.desc.entry, why));
         }
         let args = self.head_args(x, phi, scale, base, out, per_cta, cc);
-        let grid = (t.div_ceil(tt) * r) as u32;
         self.launch(stream, b, grid, b.desc.threads, smem as u32, &args)
-    }
-
-    /// The persistent cluster kernel (`mhc_head_pc_*`, head.ptx): `resident_clusters` clusters
-    /// of `cluster` CTAs walk the tiles of `tokens_per_cta` tokens; CTA r owns 16-byte chunks
-    /// `[r cc / R, (r+1) cc / R)` of the `cc = C / V` chunks of every stream, holds their phi in
-    /// registers and streams its x slice through a ring of shared-memory stages. Views were
-    /// validated by [`Plan::head`].
-    #[allow(clippy::too_many_arguments)]
-    fn head_persistent(
-        &self,
-        stream: &Stream,
-        b: &super::plan::Bucket,
-        x: &DeviceTensor<'_>,
-        phi: &DeviceTensor<'_>,
-        scale: &DeviceTensor<'_>,
-        base: &DeviceTensor<'_>,
-        out: &mut DeviceTensorMut<'_>,
-    ) -> Result<()> {
-        let (n, c, dt) = (self.cfg.n, self.cfg.c, self.dtype);
-        let (cc, r) = (c / b.desc.v, b.desc.cluster as usize);
-        let per_cta = cc.div_ceil(r);
-        let smem = persistent_shared_bytes(b.desc, &self.cfg, dt);
-        if cc < r || n * per_cta > HEAD_PC_SLOTS * b.desc.threads as usize || smem > b.desc.max_dynamic_shared {
-            let most = HEAD_PC_SLOTS * b.desc.threads as usize / n;
-            let why = format!("C must give each of the {r} CTAs 1 to {most} chunks of 16 bytes per stream");
-            return Err(self.shape_refused(Stage::Head, b.desc.entry, why));
-        }
-        let args = self.head_args(x, phi, scale, base, out, per_cta, cc);
-        let grid = b.resident_clusters * b.desc.cluster;
-        self.launch(stream, b, grid, b.desc.threads, smem, &args)
     }
 
     /// The argument block of every head kernel; `kchunks` / `cchunks` are per kernel (the
