@@ -372,6 +372,20 @@ def warp_allreduce(k, v, tag):
         k.e(f"add.f32 {v}, {v}, {tmp};")
 
 
+def head_params(k, kname, cname):
+    """The HeadArgs loads (header above); the two chunk counts (+64, +68) are named per kernel."""
+    p = lambda s: k.r("b64", s)
+    u = lambda s: k.r("b32", s)
+    f = lambda s: k.r("f32", s)
+    regs = [p(s) for s in ["px", "pphi", "psc", "pbase", "po", "sx", "so"]]
+    regs += [u(s) for s in ["tokens", "cbytes", kname, cname]] + [f(s) for s in ["eps_n", "eps_hc", "inv_k"]]
+    for i, reg in enumerate(regs):
+        ty = "u64" if i < 7 else ("u32" if i < 11 else "f32")
+        off = 8 * i if i < 7 else 56 + 4 * (i - 7)
+        k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    return regs
+
+
 def head_kernel(dtype, n):
     V1, TT, V2 = head_tiles(n)
     es = ESIZE[dtype]
@@ -380,14 +394,8 @@ def head_kernel(dtype, n):
     k = K()
     p = lambda s: k.r("b64", s)
     u = lambda s: k.r("b32", s)
-    px, pphi, psc, pbase, po, sx, so = p("px"), p("pphi"), p("psc"), p("pbase"), p("po"), p("sx"), p("so")
-    tokens, cbytes, kchunks, cchunks = u("tokens"), u("cbytes"), u("kchunks"), u("cchunks")
-    eps_n, eps_hc, inv_k = k.r("f32", "eps_n"), k.r("f32", "eps_hc"), k.r("f32", "inv_k")
-    for reg, off, ty in [(px, 0, "u64"), (pphi, 8, "u64"), (psc, 16, "u64"), (pbase, 24, "u64"), (po, 32, "u64"),
-                         (sx, 40, "u64"), (so, 48, "u64"), (tokens, 56, "u32"), (cbytes, 60, "u32"),
-                         (kchunks, 64, "u32"), (cchunks, 68, "u32"), (eps_n, 72, "f32"), (eps_hc, 76, "f32"),
-                         (inv_k, 80, "f32")]:
-        k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    px, pphi, psc, pbase, po, sx, so, tokens, cbytes, kchunks, cchunks, eps_n, eps_hc, inv_k = head_params(
+        k, "kchunks", "cchunks")
     tid, ctaid, t0, lane, warp, q, tmp = u("tid"), u("ctaid"), u("t0"), u("lane"), u("warp"), u("q"), u("tmp")
     pr = k.r("pred", "p")
     k.e(f"mov.u32 {tid}, %tid.x;")
@@ -812,14 +820,7 @@ def head_cl_kernel(dtype, n, dec=False):
     p = lambda s: k.r("b64", s)
     u = lambda s: k.r("b32", s)
     f = lambda s: k.r("f32", s)
-    px, pphi, psc, pbase, po, sx, so = p("px"), p("pphi"), p("psc"), p("pbase"), p("po"), p("sx"), p("so")
-    tokens, cbytes, mmax, cch = u("tokens"), u("cbytes"), u("mmax"), u("cch")
-    eps_n, eps_hc, inv_k = f("eps_n"), f("eps_hc"), f("inv_k")
-    for reg, off, ty in [(px, 0, "u64"), (pphi, 8, "u64"), (psc, 16, "u64"), (pbase, 24, "u64"), (po, 32, "u64"),
-                         (sx, 40, "u64"), (so, 48, "u64"), (tokens, 56, "u32"), (cbytes, 60, "u32"),
-                         (mmax, 64, "u32"), (cch, 68, "u32"), (eps_n, 72, "f32"), (eps_hc, 76, "f32"),
-                         (inv_k, 80, "f32")]:
-        k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    px, pphi, psc, pbase, po, sx, so, tokens, cbytes, mmax, cch, eps_n, eps_hc, inv_k = head_params(k, "mmax", "cch")
     tid, lane, warp, rank, tile, t0, tmp = u("tid"), u("lane"), u("warp"), u("rank"), u("tile"), u("t0"), u("tmp")
     lo, hi, m, it, ii, q = u("lo"), u("hi"), u("m"), u("it"), u("ii"), u("q")
     pr = k.r("pred", "p")
@@ -1091,14 +1092,7 @@ def head_pc_kernel(dtype, n, CL, TT):
     p = lambda s: k.r("b64", s)
     u = lambda s: k.r("b32", s)
     f = lambda s: k.r("f32", s)
-    px, pphi, psc, pbase, po, sx, so = p("px"), p("pphi"), p("psc"), p("pbase"), p("po"), p("sx"), p("so")
-    tokens, cbytes, mmax, cch = u("tokens"), u("cbytes"), u("mmax"), u("cch")
-    eps_n, eps_hc, inv_k = f("eps_n"), f("eps_hc"), f("inv_k")
-    for reg, off, ty in [(px, 0, "u64"), (pphi, 8, "u64"), (psc, 16, "u64"), (pbase, 24, "u64"), (po, 32, "u64"),
-                         (sx, 40, "u64"), (so, 48, "u64"), (tokens, 56, "u32"), (cbytes, 60, "u32"),
-                         (mmax, 64, "u32"), (cch, 68, "u32"), (eps_n, 72, "f32"), (eps_hc, 76, "f32"),
-                         (inv_k, 80, "f32")]:
-        k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    px, pphi, psc, pbase, po, sx, so, tokens, cbytes, mmax, cch, eps_n, eps_hc, inv_k = head_params(k, "mmax", "cch")
     tid, lane, warp, rank, cid, ncl = u("tid"), u("lane"), u("warp"), u("rank"), u("cid"), u("ncl")
     lo, hi, m, tmp, it, q, ii = u("lo"), u("hi"), u("m"), u("tmp"), u("it"), u("q"), u("ii")
     pr = k.r("pred", "p")
