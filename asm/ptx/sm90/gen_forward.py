@@ -808,6 +808,21 @@ def head_cl_cmax(n, dtype, dec=False):
     return cmax - cmax % 8
 
 
+def head_tile_dots(k, dtype, addr, tstep, V, ph, SS, P):
+    """Phase 1 of the cluster head kernels for one item: the chunk of V elements of each of the
+    tile's tokens (shared memory at addr, tokens tstep bytes apart; addr is advanced) into the
+    sums of squares SS[tt] and the projections P[tt][o] += phi[o] . x (phi in ph[o])."""
+    for tt in range(len(SS)):
+        if tt:
+            k.e(f"add.u32 {addr}, {addr}, {tstep};")
+        xv = ld_shared_row(k, dtype, addr, V, f"xw{tt}_", f"xv{tt}_")
+        for v in range(V):
+            k.e(f"fma.rn.f32 {SS[tt]}, {xv[v]}, {xv[v]}, {SS[tt]};")
+        for o in range(len(ph)):
+            for v in range(V):
+                k.e(f"fma.rn.f32 {P[tt][o]}, {ph[o][v]}, {xv[v]}, {P[tt][o]};")
+
+
 def head_cl_kernel(dtype, n, dec=False):
     V1, TT, _ = head_tiles(n)
     es = ESIZE[dtype]
@@ -1014,15 +1029,7 @@ def head_cl_kernel(dtype, n, dec=False):
                 k.e(f"add.u64 {aphi[o]}, {aphi[o - 1]}, {kb};")
             ph = [load_f32_run(k, f"ph{o}_", aphi[o], V1) for o in range(n)]
             k.e("cp.async.wait_group 0;")
-        for tt in range(TT):
-            if tt:
-                k.e(f"add.u32 {so_}, {so_}, {tstep};")
-            xv = ld_shared_row(k, dtype, so_, V1, f"xw{tt}_", f"xv{tt}_")
-            for v in range(V1):
-                k.e(f"fma.rn.f32 {SS[tt]}, {xv[v]}, {xv[v]}, {SS[tt]};")
-            for o in range(n):
-                for v in range(V1):
-                    k.e(f"fma.rn.f32 {P[tt][o]}, {ph[o][v]}, {xv[v]}, {P[tt][o]};")
+        head_tile_dots(k, dtype, so_, tstep, V1, ph, SS, P)
         k.e(f"add.u32 {it}, {it}, {CL_THREADS};")
         k.e("bra.uni P1_LOOP;")
     k.label("P1_END")
@@ -1218,15 +1225,7 @@ def head_pc_kernel(dtype, n, CL, TT):
         k.e(f"@!{vs[s_]} bra P1_S{s_}_END;")
         a = u("xa")
         k.e(f"add.u32 {a}, {st0}, {soff[s_]};")
-        for tt in range(TT):
-            if tt:
-                k.e(f"add.u32 {a}, {a}, {tstep};")
-            xv = ld_shared_row(k, dtype, a, V, f"xw{tt}_", f"xv{tt}_")
-            for v in range(V):
-                k.e(f"fma.rn.f32 {SS[tt]}, {xv[v]}, {xv[v]}, {SS[tt]};")
-            for o in range(n):
-                for v in range(V):
-                    k.e(f"fma.rn.f32 {P[tt][o]}, {ph[s_][o][v]}, {xv[v]}, {P[tt][o]};")
+        head_tile_dots(k, dtype, a, tstep, V, ph[s_], SS, P)
         k.label(f"P1_S{s_}_END")
     k.comment("the CTA's partials go to every CTA of the cluster: st.async into gat[b][rank][j] of CTA r,")
     k.comment("completing bytes on its mbarrier gbar[b] (b = local tile index mod 2). No cluster barrier: a")
