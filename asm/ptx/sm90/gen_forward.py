@@ -1641,6 +1641,24 @@ def static_streams(k, dtype, n, V, ho, Rm, sS, xs, yv, oa, cb64):
             k.e(f"add.u64 {oa}, {oa}, {cb64};")
 
 
+def static_hpre_and_coeffs(k, n, warp, cw, lane, phpl, phol, phrl, iters, eps_hc, sS, sH, it, pr, hpre_note,
+                           warp_notes):
+    """Every thread: h_pre[j] = sigma(H_pre[j]) in registers (returned); warp cw: h_post and h_res
+    into shared memory (static_coeffs); all threads meet again at COEF_WAIT."""
+    k.comment(hpre_note)
+    hp = [k.r("f32", f"hpre{j}") for j in range(n)]
+    hl = load_f32_run(k, "hlg", phpl, n)
+    for j in range(n):
+        sigmoid(k, hp[j], hl[j], f"hs{j}", fast=True)
+    for note in warp_notes:
+        k.comment(note)
+    k.e(f"setp.ne.u32 {pr}, {warp}, {cw};")
+    k.e(f"@{pr} bra COEF_WAIT;")
+    static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr)
+    k.label("COEF_WAIT")
+    return hp
+
+
 def static_kernel(dtype, n):
     # Register caps so that many 128-thread CTAs stay resident (6+ per SM for n <= 4): the
     # per-token chain (load, reduce, barrier, store) is latency-bound, so resident CTAs matter.
@@ -1672,17 +1690,12 @@ def static_kernel(dtype, n):
     k.e(f"mov.u64 {sA}, ss_a;")
     DT, NT = st_threads(n)
     cw = DT // 32  # the coefficient warp
-    k.comment("every thread: h_pre[j] = sigma(H_pre[j]) in registers (phase A needs nothing else)")
-    hp = [f(f"hpre{j}") for j in range(n)]
-    hl = load_f32_run(k, "hlg", phpl, n)
-    for j in range(n):
-        sigmoid(k, hp[j], hl[j], f"hs{j}", fast=True)
-    k.comment(f"warps 0..{cw - 1} go to the token loop; warp {cw} computes h_post and h_res (shared by every")
-    k.comment("token) while they load, and publishes them through the first token's phase-A barrier")
-    k.e(f"setp.ne.u32 {pr}, {warp}, {cw};")
-    k.e(f"@{pr} bra COEF_WAIT;")
-    static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr)
-    k.label("COEF_WAIT")
+    hp = static_hpre_and_coeffs(k, n, warp, cw, lane, phpl, phol, phrl, iters, eps_hc, sS, sH, it, pr,
+                                "every thread: h_pre[j] = sigma(H_pre[j]) in registers (phase A needs nothing else)",
+                                [f"warps 0..{cw - 1} go to the token loop; warp {cw} computes h_post and h_res "
+                                 "(shared by every",
+                                 "token) while they load, and publishes them through the first token's phase-A "
+                                 "barrier"])
     cb64 = p("cb64")
     k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
     q0 = u("q0")
@@ -1944,16 +1957,9 @@ def static_cl_kernel(dtype, n):
     k.comment("this thread's arrival on cpbar fires when all its copies have landed")
     k.e(f"cp.async.mbarrier.arrive.noinc.shared::cta.b64 [{cpb}];")
     k.label("CP_END")
-    k.comment("every thread: h_pre[j] = sigma(H_pre[j]) in registers")
-    hp = [f(f"hpre{j}") for j in range(n)]
-    hl = load_f32_run(k, "hlg", phpl, n)
-    for j in range(n):
-        sigmoid(k, hp[j], hl[j], f"hs{j}", fast=True)
-    k.comment(f"warp {cw}: h_post and h_res while the copies fly; it joins at the reduction barrier")
-    k.e(f"setp.ne.u32 {pr}, {warp}, {cw};")
-    k.e(f"@{pr} bra COEF_WAIT;")
-    static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr)
-    k.label("COEF_WAIT")
+    hp = static_hpre_and_coeffs(k, n, warp, cw, lane, phpl, phol, phrl, iters, eps_hc, sS, sH, it, pr,
+                                "every thread: h_pre[j] = sigma(H_pre[j]) in registers",
+                                [f"warp {cw}: h_post and h_res while the copies fly; it joins at the reduction barrier"])
     ss = f("ss")
     k.e(f"mov.f32 {ss}, 0f00000000;")
     k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
@@ -2051,16 +2057,9 @@ def static_pr_kernel(dtype, n):
     k.e(f"mbarrier.init.shared::cta.b64 [{cfb}], 32;")
     k.label("INIT_END")
     k.e("barrier.sync 0;")
-    k.comment("every thread: h_pre[j] = sigma(H_pre[j]) in registers")
-    hp = [f(f"hpre{j}") for j in range(n)]
-    hl = load_f32_run(k, "hlg", phpl, n)
-    for j in range(n):
-        sigmoid(k, hp[j], hl[j], f"hs{j}", fast=True)
-    k.comment(f"warp {cw}: h_post and h_res once, published through st_cfbar; then it leaves")
-    k.e(f"setp.ne.u32 {pr}, {warp}, {cw};")
-    k.e(f"@{pr} bra COEF_WAIT;")
-    static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr)
-    k.label("COEF_WAIT")
+    hp = static_hpre_and_coeffs(k, n, warp, cw, lane, phpl, phol, phrl, iters, eps_hc, sS, sH, it, pr,
+                                "every thread: h_pre[j] = sigma(H_pre[j]) in registers",
+                                [f"warp {cw}: h_post and h_res once, published through st_cfbar; then it leaves"])
     k.e(f"setp.ne.u32 {pr}, {warp}, {cw};")
     k.e(f"@{pr} bra DATA;")
     cst = p("cfst")
