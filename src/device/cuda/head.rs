@@ -139,7 +139,7 @@ pub(super) fn persistent_shared_bytes(desc: &KernelDesc, cfg: &Config, dtype: Dt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::cuda::kernels::KERNELS;
+    use crate::device::cuda::kernels::assert_c_range_is_what_fits;
 
     /// The manifest's C range of every persistent head kernel is exactly what the launcher
     /// accepts: at `c.max` the items per CTA and the ring fit, 8 channels more and one of them
@@ -147,23 +147,15 @@ mod tests {
     /// not smaller than the kernel allows).
     #[test]
     fn persistent_head_c_range_is_what_the_launch_accepts() {
-        let registry = mhc_loader::Registry::embedded().unwrap();
-        let mut seen = 0;
-        for desc in KERNELS.iter().filter(|d| d.persistent) {
-            let v = registry.variants().iter().find(|v| v.entry.entry == desc.entry).unwrap();
-            let fits = |c: usize| {
-                let cfg = Config::new(desc.n, c);
-                let cc = c / desc.v;
-                let per_cta = cc.div_ceil(desc.cluster as usize);
-                desc.n * per_cta <= HEAD_PC_SLOTS * desc.threads as usize
-                    && persistent_shared_bytes(desc, &cfg, desc.dtype) <= desc.max_dynamic_shared
-                    && cc >= desc.cluster as usize
-            };
-            let (lo, hi) = (v.entry.c.min as usize, v.entry.c.max as usize);
-            assert!(fits(lo) && fits(hi), "{}: C {lo}..={hi} must launch", desc.entry);
-            assert!(!fits(hi + 8), "{}: C = {} launches too, the manifest range is short", desc.entry, hi + 8);
-            seen += 1;
-        }
+        let fits = |desc: &KernelDesc, c: usize| {
+            let cfg = Config::new(desc.n, c);
+            let cc = c / desc.v;
+            let per_cta = cc.div_ceil(desc.cluster as usize);
+            desc.n * per_cta <= HEAD_PC_SLOTS * desc.threads as usize
+                && persistent_shared_bytes(desc, &cfg, desc.dtype) <= desc.max_dynamic_shared
+                && cc >= desc.cluster as usize
+        };
+        let seen = assert_c_range_is_what_fits(|d| d.persistent, fits);
         assert_eq!(seen, 12, "pc4 and pc8, bf16 and f32, n = 1, 2, 4");
     }
 }

@@ -422,6 +422,27 @@ pub const fn head_v1(n: usize) -> usize {
     }
 }
 
+/// Test support: for every kernel `select` picks, the manifest's C range must be exactly what
+/// `fits(desc, C)` (the launcher's limits) accepts at its ends: `c.min` and `c.max` fit, and
+/// `c.max + 8` does not (the selector never picks a kernel the launch would refuse, and the
+/// range is not smaller than the kernel allows). Returns how many kernels were checked.
+#[cfg(test)]
+pub(crate) fn assert_c_range_is_what_fits(
+    select: impl Fn(&KernelDesc) -> bool,
+    fits: impl Fn(&KernelDesc, usize) -> bool,
+) -> usize {
+    let registry = mhc_loader::Registry::embedded().unwrap();
+    let mut seen = 0;
+    for desc in KERNELS.iter().filter(|d| select(d)) {
+        let v = registry.variants().iter().find(|v| v.entry.entry == desc.entry).unwrap();
+        let (lo, hi) = (v.entry.c.min as usize, v.entry.c.max as usize);
+        assert!(fits(desc, lo) && fits(desc, hi), "{}: C {lo}..={hi} must launch", desc.entry);
+        assert!(!fits(desc, hi + 8), "{}: C = {} launches too, the manifest range is short", desc.entry, hi + 8);
+        seen += 1;
+    }
+    seen
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

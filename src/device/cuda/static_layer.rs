@@ -112,22 +112,16 @@ fn token_ring_bytes(desc: &super::kernels::KernelDesc, c: usize, n: usize, dt: c
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::cuda::kernels::KERNELS;
+    use crate::device::cuda::kernels::{assert_c_range_is_what_fits, KernelDesc};
 
     /// The manifest's C range of every `static_pr` kernel is exactly what its ring allows: at
     /// `c.max` the ring fits, 8 channels more it does not.
     #[test]
     fn token_ring_c_range_is_what_the_launch_accepts() {
-        let registry = mhc_loader::Registry::embedded().unwrap();
-        let mut seen = 0;
-        for desc in KERNELS.iter().filter(|d| d.token_ring) {
-            let v = registry.variants().iter().find(|v| v.entry.entry == desc.entry).unwrap();
-            let fits = |c: usize| token_ring_bytes(desc, c, desc.n, desc.dtype) <= desc.max_dynamic_shared as usize;
-            let hi = v.entry.c.max as usize;
-            assert!(fits(hi), "{}: C = {hi} must launch", desc.entry);
-            assert!(!fits(hi + 8), "{}: C = {} launches too, the manifest range is short", desc.entry, hi + 8);
-            seen += 1;
-        }
+        let fits = |desc: &KernelDesc, c: usize| {
+            token_ring_bytes(desc, c, desc.n, desc.dtype) <= desc.max_dynamic_shared as usize
+        };
+        let seen = assert_c_range_is_what_fits(|d| d.token_ring, fits);
         assert_eq!(seen, 8, "bf16 and f32, n = 1, 2, 4, 8");
     }
 }
