@@ -54,7 +54,7 @@ impl Plan {
     /// - One cluster per tile of `tokens_per_cta` tokens (`mhc_head_cl_*`, `mhc_head_cld_*`):
     ///   the CTA's x tile (tokens x n x its chunks; the decode variant adds phi's n x n x its
     ///   chunks in f32) lives in dynamic shared memory.
-    /// - Persistent (`mhc_head_pc4_*`, `mhc_head_pc8_*`): `resident_clusters` clusters walk the
+    /// - Persistent (`mhc_head_pc4_*`, `mhc_head_pc8_*`): `resident_ctas` CTAs (whole clusters) walk the
     ///   tiles; each CTA holds its phi in registers (at most `HEAD_PC_SLOTS` chunks per thread)
     ///   and streams its x slice through a ring of shared-memory stages.
     ///
@@ -77,7 +77,7 @@ impl Plan {
         let per_cta = cc.div_ceil(r);
         let (smem, grid, most_chunks) = if b.desc.persistent {
             let smem = persistent_shared_bytes(b.desc, &self.cfg, dt) as usize;
-            (smem, b.resident_clusters * b.desc.cluster, HEAD_PC_SLOTS * b.desc.threads as usize / n)
+            (smem, b.resident_ctas, HEAD_PC_SLOTS * b.desc.threads as usize / n)
         } else {
             let phi_tile = if b.desc.phi_in_shared { n * n * per_cta * v * 4 } else { 0 };
             (tt * n * per_cta * v * dt.size() + phi_tile, (t.div_ceil(tt) * r) as u32, usize::MAX)

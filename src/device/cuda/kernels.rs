@@ -72,7 +72,7 @@ pub struct KernelDesc {
     /// wait for the other half), or refuses it with an error.
     pub cooperative: bool,
     /// Persistent clusters: the grid is as many clusters as the device holds at once (asked
-    /// when the kernel is loaded), and each walks the token tiles `cluster_id + j * clusters`.
+    /// when the plan is built), and each walks the token tiles `cluster_id + j * clusters`.
     pub persistent: bool,
     /// Persistent CTAs that stream their tokens through a ring of [`STATIC_PR_STAGES`]
     /// shared-memory stages (`static_pr`); the grid is as many CTAs as the SMs hold.

@@ -18,9 +18,11 @@ pub struct Bucket {
     pub max_tokens: usize,
     pub desc: &'static KernelDesc,
     pub func: Function,
-    /// Persistent cluster kernels ([`KernelDesc::persistent`]): the clusters the device holds at
-    /// once with this plan's shared memory, i.e. the grid in clusters; 0 for the others.
-    pub resident_clusters: u32,
+    /// Persistent kernels ([`KernelDesc::persistent`], [`KernelDesc::token_ring`]): the CTAs the
+    /// device holds at once with this plan's shared memory (whole clusters), the most a grid
+    /// launches; found when the plan is built, so the launch path does no occupancy work. 0 for
+    /// the others.
+    pub resident_ctas: u32,
 }
 
 /// A configuration on a device: kernels chosen and loaded for every stage the device has for it.
@@ -69,8 +71,8 @@ const REGISTRY_STAGES: [Stage; 4] = [Stage::Post, Stage::Head, Stage::Static, St
 /// Buckets of `stage` for token counts `1..=max_tokens`: the loader's `select` is asked at every
 /// token range boundary of the manifest's variants (a variant's `tokens.max`, and the count
 /// before its `tokens.min`, below `max_tokens`) and at `max_tokens`; consecutive boundaries with
-/// the same winner merge. The
-/// winner's entry symbol names its launch row in the kernel table (argument struct, tile).
+/// the same winner merge. The winner's entry symbol names its launch row in the kernel table
+/// (argument struct, tile).
 /// `Ok(Err(NoVariant))`: no variant for this configuration (reported by the op); `Err`: the
 /// build is inconsistent (manifest, images or table disagree).
 fn select_buckets(
@@ -96,10 +98,10 @@ fn select_buckets(
             }));
         }
         let (desc, func) = (&KERNELS[slot], dev.function(slot)?);
-        let resident_clusters = if desc.persistent {
+        let resident_ctas = if desc.persistent {
             let shared = super::head::persistent_shared_bytes(desc, cfg, dtype);
             match ffi::occupancy_max_active_clusters(func.raw, desc.threads, shared, desc.cluster)? {
-                n if n > 0 => n as u32,
+                n if n > 0 => n as u32 * desc.cluster,
                 _ => {
                     return Ok(Err(Error::NoVariant {
                         stage: stage.name().into(),
@@ -109,10 +111,15 @@ fn select_buckets(
                     }))
                 }
             }
+        } else if desc.token_ring {
+            let shared = super::static_layer::token_ring_bytes(desc, cfg.c, cfg.n, dtype) as u32;
+            let per_sm =
+                super::static_layer::resident_ctas(func.registers, desc.threads, shared + func.static_shared_bytes);
+            dev.sm_count() * per_sm
         } else {
             0
         };
-        buckets.push(Bucket { max_tokens: max, desc, func, resident_clusters });
+        buckets.push(Bucket { max_tokens: max, desc, func, resident_ctas });
     }
     Ok(Ok(buckets))
 }
@@ -253,7 +260,7 @@ impl Plan {
                     continue;
                 }
                 let func = dev.function(slot)?;
-                buckets.push(Bucket { max_tokens: desc.max_tokens, desc, func, resident_clusters: 0 });
+                buckets.push(Bucket { max_tokens: desc.max_tokens, desc, func, resident_ctas: 0 });
             }
             let entry = if buckets.is_empty() {
                 if rejected.is_empty() {
@@ -352,9 +359,6 @@ impl Plan {
         self.stages[stage_index(stage)].as_deref().map_err(Clone::clone)
     }
 
-    /// The one launch of an op. `args` is the kernel's `#[repr(C)]` argument struct, whose size
-    /// was checked against the kernel's parameter when it was loaded.
-    #[inline]
     /// The error of a launch whose kernel cannot take this plan's shape (a limit the manifest's
     /// ranges should already exclude; reported before anything is launched).
     pub(crate) fn shape_refused(&self, stage: Stage, entry: &str, why: String) -> Error {
@@ -366,6 +370,9 @@ impl Plan {
         }
     }
 
+    /// The one launch of an op. `args` is the kernel's `#[repr(C)]` argument struct, whose size
+    /// was checked against the kernel's parameter when it was loaded.
+    #[inline]
     pub(crate) fn launch<A: Copy>(
         &self,
         stream: &Stream,
@@ -477,8 +484,8 @@ mod tests {
             let got = |max| entries(Stage::Head, Config::new(n, c), dtype, max).unwrap();
             assert_eq!(got(1), vec![(usize::MAX, cld.as_str())]);
             assert_eq!(got(16), vec![(usize::MAX, cld.as_str())]);
-            // The persistent kernel: 4-CTA clusters up to n C = 16384 bytes / esize x ... (its items
-            // per CTA), 8-CTA clusters up to twice that.
+            // The persistent kernel: 4-CTA clusters while n C esize <= 32 KiB (the items a CTA
+            // holds), 8-CTA clusters up to twice that.
             let pc = if n * c * dtype.size() <= 32768 { "pc4" } else { "pc8" };
             let pc = format!("mhc_head_{pc}_{}_n{n}", ty(dtype));
             assert_eq!(got(8192), vec![(16, cld.as_str()), (512, cl.as_str()), (usize::MAX, pc.as_str())]);

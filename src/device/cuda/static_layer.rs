@@ -12,7 +12,7 @@ use crate::error::Result;
 /// CTAs of `threads` threads resident per SM, from the register count (register file 64K,
 /// allocated per warp in units of 256 registers) and the 32-CTA / 2048-thread limits; the shared
 /// memory of a[C] (c * 4 bytes per CTA) of 228 KiB.
-fn resident_ctas(registers: u32, threads: u32, smem: u32) -> u32 {
+pub(super) fn resident_ctas(registers: u32, threads: u32, smem: u32) -> u32 {
     let per_warp = (registers.max(1) * 32).div_ceil(256) * 256;
     let by_regs = 65536 / (per_warp * threads.div_ceil(32));
     let by_smem = (228 * 1024) / (smem + 1024).max(1);
@@ -71,8 +71,9 @@ impl Plan {
             pad: 0,
         };
         if b.desc.token_ring {
-            // static_pr: resident CTAs walk the tokens; a[] (f32) and STATIC_PR_STAGES token
-            // tiles (n streams, storage dtype) in shared memory, copied in 16-byte units.
+            // static_pr: the resident CTAs (counted when the plan was built) walk the tokens; a[]
+            // (f32) and STATIC_PR_STAGES token tiles (n streams, storage dtype) in shared memory,
+            // copied in 16-byte units.
             let m = c / b.desc.v;
             let smem = token_ring_bytes(b.desc, c, n, dt);
             if (c * dt.size()) % 16 != 0 || smem > b.desc.max_dynamic_shared as usize {
@@ -80,8 +81,7 @@ impl Plan {
                 return Err(self.shape_refused(Stage::Static, b.desc.entry, why));
             }
             args.pad = m as u32;
-            let per_sm = resident_ctas(b.func.registers, b.desc.threads, smem as u32 + b.func.static_shared_bytes);
-            let grid = (t as u32).min(self.dev.sm_count() * per_sm);
+            let grid = (t as u32).min(b.resident_ctas);
             return self.launch(stream, b, grid, b.desc.threads, smem as u32, &args);
         }
         if b.desc.tile_in_shared {
@@ -105,7 +105,12 @@ impl Plan {
 
 /// Dynamic shared memory of the `static_pr` token ring: a[C] (f32) and [`STATIC_PR_STAGES`]
 /// token tiles of n rows of C (storage dtype).
-fn token_ring_bytes(desc: &super::kernels::KernelDesc, c: usize, n: usize, dt: crate::config::Dtype) -> usize {
+pub(super) fn token_ring_bytes(
+    desc: &super::kernels::KernelDesc,
+    c: usize,
+    n: usize,
+    dt: crate::config::Dtype,
+) -> usize {
     (c / desc.v) * desc.v * (4 + STATIC_PR_STAGES * n * dt.size())
 }
 
