@@ -281,6 +281,10 @@ impl CudaDevice {
                 desc.max_dynamic_shared.min(self.inner.max_shared_per_block_optin) as i32,
             )?;
         }
+        if desc.cluster > 8 {
+            // Clusters above the portable 8 CTAs (`pre_pc`: 16) must be allowed per function.
+            ffi::function_set_attribute(raw, FA::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)?;
+        }
         self.inner.functions.lock().map_err(|_| poisoned())?[slot] = Some(f);
         Ok(f)
     }

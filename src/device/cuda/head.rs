@@ -155,7 +155,7 @@ mod tests {
                 && persistent_shared_bytes(desc, &cfg, desc.dtype) <= desc.max_dynamic_shared
                 && cc >= desc.cluster as usize
         };
-        let seen = assert_c_range_is_what_fits(|d| d.persistent, fits);
+        let seen = assert_c_range_is_what_fits(|d| d.persistent && d.stage == crate::config::Stage::Head, fits);
         assert_eq!(seen, 12, "pc4 and pc8, bf16 and f32, n = 1, 2, 4");
     }
 }

@@ -24,8 +24,9 @@ pub const IMG_EXPAND: usize = 3;
 pub const IMG_PRE: usize = 4;
 pub const IMG_COEFFS: usize = 5;
 pub const IMG_PRE_DECODE: usize = 6;
+pub const IMG_PRE_PC: usize = 7;
 
-pub static IMAGES: [Image; 7] = [
+pub static IMAGES: [Image; 8] = [
     Image { name: "asm/bin/sm90/post.cubin", bytes: include_bytes!("../../../asm/bin/sm90/post.cubin") },
     Image { name: "asm/bin/sm90/head.cubin", bytes: include_bytes!("../../../asm/bin/sm90/head.cubin") },
     Image { name: "asm/bin/sm90/static.cubin", bytes: include_bytes!("../../../asm/bin/sm90/static.cubin") },
@@ -33,6 +34,7 @@ pub static IMAGES: [Image; 7] = [
     Image { name: "asm/bin/sm90/pre.cubin", bytes: include_bytes!("../../../asm/bin/sm90/pre.cubin") },
     Image { name: "asm/bin/sm90/coeffs.cubin", bytes: include_bytes!("../../../asm/bin/sm90/coeffs.cubin") },
     Image { name: "asm/bin/sm90/pre_decode.cubin", bytes: include_bytes!("../../../asm/bin/sm90/pre_decode.cubin") },
+    Image { name: "asm/bin/sm90/pre_pc.cubin", bytes: include_bytes!("../../../asm/bin/sm90/pre_pc.cubin") },
 ];
 
 /// One kernel of the table.
@@ -59,6 +61,10 @@ pub struct KernelDesc {
     /// Largest token count this variant is selected for (`usize::MAX`: all). A plan keeps one
     /// bucket per distinct value, smallest first, so a decode variant precedes the general one.
     pub max_tokens: usize,
+    /// Smallest token count this variant is selected for (1: all). Among buckets with the same
+    /// `max_tokens`, the one with the larger `min_tokens` is tried first (`pre_pc` before the
+    /// general `pre`, which then serves only the counts below it).
+    pub min_tokens: usize,
     /// CTAs per thread-block cluster (the kernel's `.reqnctapercluster`; 1 = no cluster). The
     /// grid is a multiple of it.
     pub cluster: u32,
@@ -139,6 +145,7 @@ fn row(
         threads,
         max_dynamic_shared: 0,
         max_tokens: usize::MAX,
+        min_tokens: 1,
         cluster: 1,
         phi_in_shared: false,
         tile_in_shared: false,
@@ -254,6 +261,27 @@ fn build() -> Vec<KernelDesc> {
             ..row(Stage::Pre, dtype, 0, entry, IMG_PRE_DECODE, args, 8, 256)
         });
     }
+    // pre for many tokens (bf16, n = 4, C % 128 == 0, C <= 4096, no gamma_f): persistent
+    // clusters of 16 CTAs, phi in registers, x read once (pre_pc.rs); selected before the
+    // general kernel where it applies (`pre_pc_unsupported`, checked by `reject`).
+    t.push(KernelDesc {
+        tokens_per_cta: super::pre_pc::PC_TILE_TOKENS,
+        min_tokens: super::pre_pc::PC_MIN_TOKENS,
+        max_dynamic_shared: super::pre_pc::PC_MAX_SHARED,
+        cluster: super::pre_pc::PC_CLUSTER,
+        tile_in_shared: true,
+        persistent: true,
+        ..row(
+            Stage::Pre,
+            Dtype::Bf16,
+            4,
+            super::pre_pc::PC_ENTRY,
+            IMG_PRE_PC,
+            size_of::<super::pre_decode::PreDecodeArgs>(),
+            8,
+            super::pre_pc::PC_THREADS,
+        )
+    });
     // pre and post_pre: one kernel family, any n, both formulations (run-time flags); pre.rs.
     for stage in [Stage::Pre, Stage::PostPre] {
         let entries = if stage == Stage::PostPre { super::pre::POST_DTYPES } else { super::pre::DTYPES };

@@ -74,6 +74,7 @@ mod post;
 mod post_pre;
 mod pre;
 mod pre_decode;
+mod pre_pc;
 pub mod runner;
 mod static_layer;
 mod stream;

@@ -217,6 +217,11 @@ fn reject(desc: &KernelDesc, dev: &CudaDevice, cfg: &Config, dtype: Dtype) -> Op
     if desc.stage == Stage::Static && cfg.c * 4 > dev.max_shared_per_block() as usize {
         return Some(format!("{}: a[C] does not fit in shared memory", desc.entry));
     }
+    if desc.stage == Stage::Pre && super::pre_pc::is_pc_entry(desc.entry) {
+        if let Some(why) = super::pre_pc::pre_pc_unsupported(cfg) {
+            return Some(format!("{}: {why}", desc.entry));
+        }
+    }
     if desc.stage == Stage::Pre && super::pre_decode::is_decode_entry(desc.entry) {
         if let Some(why) = super::pre_decode::decode_unsupported(cfg, dev.sm_count() as usize) {
             return Some(format!("{}: {why}", desc.entry));
@@ -255,12 +260,26 @@ impl Plan {
                     rejected.push(why);
                     continue;
                 }
-                if buckets.iter().any(|b| b.max_tokens == desc.max_tokens) {
+                if buckets.iter().any(|b| b.max_tokens == desc.max_tokens && b.desc.min_tokens == desc.min_tokens) {
                     // An earlier table row already serves this token range (ties: table order).
                     continue;
                 }
                 let func = dev.function(slot)?;
-                buckets.push(Bucket { max_tokens: desc.max_tokens, desc, func, resident_ctas: 0 });
+                let resident_ctas = if desc.persistent {
+                    // Persistent clusters (pre_pc): as many as the device holds with the ring
+                    // this configuration needs.
+                    let shared = super::pre_pc::ring_bytes(cfg.c) as u32;
+                    match ffi::occupancy_max_active_clusters(func.raw, desc.threads, shared, desc.cluster)? {
+                        n if n > 0 => n as u32 * desc.cluster,
+                        _ => {
+                            rejected.push(format!("{}: no cluster of {} CTAs fits this device", desc.entry, desc.cluster));
+                            continue;
+                        }
+                    }
+                } else {
+                    0
+                };
+                buckets.push(Bucket { max_tokens: desc.max_tokens, desc, func, resident_ctas });
             }
             let entry = if buckets.is_empty() {
                 if rejected.is_empty() {
@@ -273,8 +292,9 @@ impl Plan {
                     rejected,
                 })
             } else {
-                // Smallest range first; the last bucket must cover every token count.
-                buckets.sort_by_key(|b| b.max_tokens);
+                // Smallest range first (of equal ends, the one starting later first); the last
+                // bucket must cover every token count.
+                buckets.sort_by_key(|b| (b.max_tokens, std::cmp::Reverse(b.desc.min_tokens)));
                 if buckets.last().is_some_and(|b| b.max_tokens != usize::MAX) {
                     rejected.push(format!(
                         "no {stage} variant covers more than {} tokens",
@@ -330,7 +350,7 @@ impl Plan {
                 if tokens > self.max_tokens {
                     return Err(Error::shape("tokens", format!("<= max_tokens = {}", self.max_tokens), tokens));
                 }
-                buckets.iter().find(|b| tokens <= b.max_tokens).ok_or_else(|| Error::NoVariant {
+                buckets.iter().find(|b| b.desc.min_tokens <= tokens && tokens <= b.max_tokens).ok_or_else(|| Error::NoVariant {
                     stage: stage.name().into(),
                     arch: self.dev.arch().name().into(),
                     shape: format!("T={tokens}"),

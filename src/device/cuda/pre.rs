@@ -360,6 +360,12 @@ impl Plan {
         self.bucket(Stage::Pre, tokens).is_ok_and(|b| is_decode_entry(b.desc.entry))
     }
 
+    /// Whether `pre` at `tokens` tokens runs the persistent-cluster kernel (tests, benchmarks).
+    #[doc(hidden)]
+    pub fn pre_uses_cluster_kernel(&self, tokens: usize) -> bool {
+        self.bucket(Stage::Pre, tokens).is_ok_and(|b| super::pre_pc::is_pc_entry(b.desc.entry))
+    }
+
     /// Enqueues a `pre` call that [`Plan::pre_checked`] accepted (`b`, `chk`) on these views.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn pre_enqueue(
@@ -378,6 +384,9 @@ impl Plan {
         }
         let decode = is_decode_entry(b.desc.entry);
         match kernel {
+            PreKernel::Auto if super::pre_pc::is_pc_entry(b.desc.entry) => {
+                self.pre_pc_launch(stream, x, params, out, b, chk)
+            }
             PreKernel::Auto if decode => self.pre_decode_launch(stream, ws, x, params, out, b, None, chk),
             PreKernel::Decode { ctas } if decode => {
                 self.pre_decode_launch(stream, ws, x, params, out, b, Some(ctas), chk)
