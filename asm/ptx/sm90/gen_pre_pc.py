@@ -136,6 +136,7 @@ def kernel():
     .reg .b32 %xb<4>;
     .reg .f32 %pv<4>;
     .reg .f32 %acc<24>;
+    .reg .f32 %gr<8>;
     .reg .f32 %ss0, %ss1;
     .reg .f32 %v<4>;
     .reg .f32 %w<4>;
@@ -153,6 +154,8 @@ def kernel():
     .reg .f32 %mo<8>;
     .reg .b32 %it, %lgb, %nr;
     .reg .f32 %hss, %invk;
+    .reg .b32 %ctps, %ctk, %cgo, %cso;
+    .reg .pred %p_cp;
     .reg .b64 %hpo, %hro, %mbs;
     ld.param.u64 %x, [p_args+0];
     ld.param.u64 %phi, [p_args+8];
@@ -209,7 +212,7 @@ def kernel():
     setp.ne.u32 %p1, %tx, 0;
     @%p1 bra INIT_END;""")
     for s in range(STAGES):
-        e(f"    mbarrier.init.shared::cta.b64 [full+{8 * s}], 1;")
+        e(f"    mbarrier.init.shared::cta.b64 [full+{8 * s}], {NW * 32};")
     e("""    mbarrier.init.shared::cta.b64 [gbar], 1;
     mbarrier.init.shared::cta.b64 [gbar+8], 1;
     fence.mbarrier_init.release.cluster;
@@ -230,40 +233,40 @@ BASE_END:
 
     # ---------------------------------------------------------------------------------------
     def issue(tile_reg, stage_reg, tag):
-        """Lanes 0..7 of each math warp: the 64 bulk copies of tile tile_reg into stage stage_reg
-        (copy c = 8 warp + lane; thread 0 arms full[stage] first); nothing past the last tile.
-        A bulk copy is issued from uniform registers: the lanes of a warp take turns (~50
-        cycles each), so 8 per warp, not 32 on two warps (measured: those two warps held every
-        other warp at the next barrier)."""
-        e(f"""    // ---- refill: tile {tile_reg} -> stage {stage_reg} (copy 8 warp + lane: one (token, stream))
+        """Every math thread: its 16-byte cp.async copies of tile tile_reg into stage
+        stage_reg (a fixed (stream, chunk) per thread, tokens %ctk + p %ctps), then
+        cp.async.mbarrier.arrive.noinc on full[stage] (256 arrivals complete it); nothing past
+        the last tile. (cp.async.bulk was measured slower: one bulk copy per (token, stream)
+        is issued from uniform registers, the lanes of a warp taking turns at ~50 cycles
+        each: 0.25 us per tile on every warp.)"""
+        e(f"""    // ---- refill: tile {tile_reg} -> stage {stage_reg}
     setp.ge.u32 %p2, {tile_reg}, %ntiles;
-    setp.ge.or.u32 %p2, %lane, 8, %p2;
     @%p2 bra {tag}_END;
+    mad.lo.u32 %r16, {stage_reg}, %sstage, %dsm;
+    add.u32 %r16, %r16, %cso;               // this thread's chunk of token %ctk in the stage
+    @!%p_cp bra {tag}_ARRIVE;
+    shl.b32 %r14, {tile_reg}, 4;
+    add.u32 %r14, %r14, %ctk;               // token of the first pass
+    mov.u32 %r12, %ctk;
+    ld.param.u32 %r17, [p_args+112];        // x row stride (elements; parameters are re-read
+    ld.param.u64 %rd4, [p_args+0];          // where used: fewer live registers beside phi)
+{tag}_PASS:
+    min.u32 %r15, %r14, %tlast;
+    mul.wide.u32 %rd2, %r15, %r17;
+    shl.b64 %rd2, %rd2, 1;
+    add.u64 %rd2, %rd2, %rd4;
+    cvt.u64.u32 %rd3, %cgo;
+    add.u64 %rd2, %rd2, %rd3;
+    cp.async.cg.shared.global [%r16], [%rd2], 16;
+    add.u32 %r12, %r12, %ctps;
+    add.u32 %r14, %r14, %ctps;
+    mad.lo.u32 %r16, %ctps, %tstride, %r16;
+    setp.lt.u32 %p3, %r12, {TT};
+    @%p3 bra {tag}_PASS;
+{tag}_ARRIVE:
     mov.u32 %r10, full;
     mad.lo.u32 %r10, {stage_reg}, 8, %r10;
-    setp.ne.u32 %p3, %tx, 0;
-    shl.b32 %r11, %C, 3;                    // 8C bytes per stage fill
-    @!%p3 mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [%r10], %r11;
-    shl.b32 %r12, %warp, 3;
-    add.u32 %r12, %r12, %lane;              // copy c
-    and.b32 %r13, %r12, 3;                  // stream
-    shr.u32 %r12, %r12, 2;                  // token of the tile
-    shl.b32 %r14, {tile_reg}, 4;
-    add.u32 %r14, %r14, %r12;
-    min.u32 %r14, %r14, %tlast;
-    ld.param.u32 %r17, [p_args+112];        // x row stride (elements; parameters are re-read
-    mul.wide.u32 %rd2, %r14, %r17;          // where used: fewer live registers beside phi)
-    shl.b64 %rd2, %rd2, 1;
-    ld.param.u64 %rd4, [p_args+0];
-    add.u64 %rd2, %rd2, %rd4;
-    mul.lo.u32 %r15, %r13, %C;
-    mad.lo.u32 %r15, %rank, %C16, %r15;     // element i C + r C/16
-    mul.wide.u32 %rd3, %r15, 2;
-    add.u64 %rd2, %rd2, %rd3;
-    mad.lo.u32 %r16, {stage_reg}, %sstage, %dsm;
-    mad.lo.u32 %r16, %r12, %tstride, %r16;
-    mad.lo.u32 %r16, %r13, %C8, %r16;
-    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r16], [%rd2], %C8, [%r10];
+    cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%r10];
 {tag}_END:""")
 
     e("""    @!%p_math bra COEF_WARP;
@@ -321,7 +324,29 @@ GK{j}_{ri}:""")
             e(f"    mov.b32 %ph{r_}, 0;")
         e(f"PHI{j}_END:")
 
-    e(f"""    // ---- prologue: tiles cid + j ncl into stages j < {STAGES}""")
+    e(f"""    // ---- copy mapping: ipt = C/32 16-byte chunks per token row (4 streams x C/128); thread t
+    // < tps ipt (tps = 256 / ipt tokens per pass) copies chunk t % ipt of tokens t / ipt + p tps
+    shr.u32 %r1, %C, 5;                     // ipt
+    mov.u32 %ctps, {NW * 32};
+    div.u32 %ctps, %ctps, %r1;
+    mul.lo.u32 %r2, %ctps, %r1;
+    setp.lt.u32 %p_cp, %tx, %r2;
+    div.u32 %ctk, %tx, %r1;
+    mul.lo.u32 %r2, %ctk, %r1;
+    sub.u32 %r2, %tx, %r2;                  // chunk of the row
+    shr.u32 %r3, %C, 7;                     // chunks per stream slice
+    div.u32 %r4, %r2, %r3;                  // stream
+    mul.lo.u32 %r5, %r4, %r3;
+    sub.u32 %r5, %r2, %r5;                  // chunk of the slice
+    mul.lo.u32 %cgo, %r4, %C;
+    mad.lo.u32 %cgo, %rank, %C16, %cgo;
+    shl.b32 %r6, %r5, 3;
+    add.u32 %cgo, %cgo, %r6;
+    shl.b32 %cgo, %cgo, 1;                  // byte offset in an x row
+    mul.lo.u32 %cso, %ctk, %tstride;
+    mad.lo.u32 %cso, %r4, %C8, %cso;
+    mad.lo.u32 %cso, %r5, 16, %cso;         // byte offset in a stage
+    // ---- prologue: tiles cid + j ncl into stages j < {STAGES}""")
     for j in range(STAGES):
         e(f"""    mad.lo.u32 %r20, %ncl, {j}, %cid;
     mov.u32 %r21, {j};""")
@@ -353,23 +378,24 @@ FULL_WAIT:
     // mma: A = x (rows = tokens g, g+8), B = phi (columns = logits 8nb + g), D = acc[nb]""")
     for i in range(24):
         e(f"    mov.f32 %acc{i}, 0f00000000;")
-    e("""    mov.f32 %ss0, 0f00000000;
-    mov.f32 %ss1, 0f00000000;
-    add.u32 %r3, %st0, %xw;                 // token g
+    for i in range(8):
+        e(f"    mov.f32 %gr{i}, 0f00000000;")
+    e("""    add.u32 %r3, %st0, %xw;                 // token g
     mad.lo.u32 %r4, %tstride, 8, %r3;       // token g + 8""")
     for j in range(RMAX):
         base = 24 * j
         e(f"""    @!%pj{j} bra MMA_{j}_END;
     ld.shared.v4.b32 {{%xa0, %xa1, %xa2, %xa3}}, [%r3+{64 * NW * j}];
     ld.shared.v4.b32 {{%xb0, %xb1, %xb2, %xb3}}, [%r4+{64 * NW * j}];""")
-        for src, ss in (("%xa", "%ss0"), ("%xb", "%ss1")):
-            for u in range(4):
-                e(f"""    shl.b32 %r5, {src}{u}, 16;
-    mov.b32 %f0, %r5;
-    and.b32 %r5, {src}{u}, -65536;
-    mov.b32 %f1, %r5;
-    fma.rn.f32 {ss}, %f0, %f0, {ss};
-    fma.rn.f32 {ss}, %f1, %f1, {ss};""")
+        # ss on the tensor cores: the Gram matrix x x^T of the tile (B = the same x fragments,
+        # n-tile 0 = tokens 0..7, 1 = tokens 8..15); its diagonal is ss (bf16 products are exact,
+        # f32 accumulation). Replaced 32 unpack + FMA instructions per run: the mma phase was
+        # bound by instruction issue, not by the tensor pipe.
+        for kb in range(2):
+            A = f"{{%xa{2 * kb}, %xb{2 * kb}, %xa{2 * kb + 1}, %xb{2 * kb + 1}}}"
+            for nt, src in ((0, "%xa"), (1, "%xb")):
+                acc = ", ".join(f"%gr{4 * nt + i}" for i in range(4))
+                e(f"    mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{acc}}}, {A}, {{{src}{2 * kb}, {src}{2 * kb + 1}}}, {{{acc}}};")
         if "nomma" in EXP:
             e(f"MMA_{j}_END:")
             continue
@@ -384,12 +410,12 @@ FULL_WAIT:
     e("    // odd runs accumulated apart (two chains per logit tile in flight); joined in fixed order")
     for i in range(12):
         e(f"    add.f32 %acc{i}, %acc{i}, %acc{12 + i};")
-    e(f"""    // ss over the 4 lanes of a token (commutative butterfly: same bits in all 4)""")
-    for s_ in ("%ss0", "%ss1"):
-        for off in (1, 2):
-            e(f"""    shfl.sync.bfly.b32 %r5, {s_}, {off}, 31, -1;
-    mov.b32 %f0, %r5;
-    add.f32 {s_}, {s_}, %f0;""")
+    e("""    // the Gram diagonal: lane (g, q = g / 2) holds ss of token g (c0 / c1 of n-tile 0 for g
+    // even / odd) and of token g + 8 (c2 / c3 of n-tile 1)
+    and.b32 %r5, %gq, 1;
+    setp.ne.u32 %p1, %r5, 0;
+    selp.f32 %ss0, %gr1, %gr0, %p1;
+    selp.f32 %ss1, %gr7, %gr6, %p1;""")
     e(f"""    // warp partials -> red[w][token][28] (logits 0..23, ss at 24): lane (g, q) holds tokens
     // g, g + 8 x logits 8nb + 2q, +1
     mov.u32 %r5, red;
@@ -400,7 +426,8 @@ FULL_WAIT:
     for nb in range(3):
         e(f"""    st.shared.v2.f32 [%r7+{32 * nb}], {{%acc{4 * nb}, %acc{4 * nb + 1}}};
     st.shared.v2.f32 [%r7+{32 * nb + 8 * 112}], {{%acc{4 * nb + 2}, %acc{4 * nb + 3}}};""")
-    e(f"""    setp.eq.u32 %p1, %q, 0;
+    e(f"""    shr.u32 %r5, %gq, 1;
+    setp.eq.u32 %p1, %q, %r5;
     @%p1 st.shared.f32 [%r6+96], %ss0;
     @%p1 st.shared.f32 [%r6+{8 * 112 + 96}], %ss1;
 MMA_END:
@@ -421,9 +448,10 @@ MMA_END:
     mad.lo.u32 %r12, %tx, 16, %r12;
     st.shared.v4.f32 [%r12], {{%v0, %v1, %v2, %v3}};   // psum[tk][f]
 WSUM_END:
-    // ---- warp 0: tile kk-1's gather (b' = (kk-1) & 1): lane = 2 tk + part sums gat[b'][*][lane]
+    // ---- every math warp w: tile kk-1's tokens 2w, 2w + 1 (b' = (kk-1) & 1). Lane = 16 j + 8 part
+    // + g: gat[b'][2g, 2g + 1][2 (2w + j) + part] added, then a butterfly over the 8 lanes g
+    // (a fixed tree of commutative adds: the same bits in every lane and every CTA)
     setp.eq.u32 %p1, %kk, 0;
-    setp.ne.or.u32 %p1, %warp, 0, %p1;
     @%p1 bra HPRE_END;
     sub.u32 %r8, %kk, 1;
     and.b32 %r9, %r8, 1;
@@ -435,25 +463,34 @@ WSUM_END:
 GAT_WAIT0:
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [%gbb], %r8;
     @!%p1 bra GAT_WAIT0;
-    mad.lo.u32 %r9, %lane, 16, %gab;""")
-    ordered_sum(e, "%r9", SLOTS * 16, CL, "GSUM0")
+    shr.u32 %r9, %lane, 3;                  // 2 j + part
+    shl.b32 %r10, %warp, 2;
+    add.u32 %r9, %r9, %r10;                 // slot 2 token + part
+    and.b32 %r10, %lane, 7;                 // g
+    mul.lo.u32 %r10, %r10, {2 * SLOTS * 16};
+    mad.lo.u32 %r9, %r9, 16, %r10;
+    add.u32 %r9, %r9, %gab;
+    ld.shared.v4.f32 {{%v0, %v1, %v2, %v3}}, [%r9];
+    ld.shared.v4.f32 {{%w0, %w1, %w2, %w3}}, [%r9+{SLOTS * 16}];""")
+    for c in range(4):
+        e(f"    add.f32 %v{c}, %v{c}, %w{c};")
+    for off in (1, 2, 4):
+        for c in range(4):
+            e(f"    shfl.sync.bfly.b32 %r11, %v{c}, {off}, 31, -1;")
+            e(f"    mov.b32 %f0, %r11;")
+            e(f"    add.f32 %v{c}, %v{c}, %f0;")
     e(f"""    mov.b32 %r10, %v0;
-    shfl.sync.bfly.b32 %r10, %r10, 1, 31, -1;
-    mov.b32 %hss, %r10;                     // ss of token lane / 2 (for the even lanes)
-HPRE_END:
-    // warp 0 and the round's coefficient warp are done reading gat[(kk-1) & 1]; psum is written
-    barrier.sync 2, {BAR2};
-    // ---- warp 0, even lanes: tile kk-1's inv_rms and h_pre (-> shs; CTA tk stores token tk's),
-    // while the other warps push; the mix waits for it at barrier 3
-    setp.eq.u32 %p1, %kk, 0;
-    setp.ne.or.u32 %p1, %warp, 0, %p1;
-    and.b32 %r11, %lane, 1;
-    setp.ne.or.u32 %p1, %r11, 0, %p1;
-    @%p1 bra HPRE2_END;
+    shfl.sync.bfly.b32 %r10, %r10, 8, 31, -1;
+    mov.b32 %hss, %r10;                     // ss of the token (for the part-0 lanes)
+    and.b32 %r11, %lane, 15;
+    setp.ne.u32 %p1, %r11, 0;
+    @%p1 bra HPRE_END;
+    // lanes 0 and 16: inv_rms and h_pre of token 2w + j (-> shs; CTA tk stores token tk's)
     mul.f32 %f3, %hss, %invk;
     add.f32 %f3, %f3, %eps_norm;
     rsqrt.approx.f32 %f3, %f3;              // inv_rms (2 ulp: the bf16 kernel's tolerance is 1e-3)
-    shr.u32 %r12, %lane, 1;                 // tk
+    shr.u32 %r12, %lane, 4;
+    mad.lo.u32 %r12, %warp, 2, %r12;        // tk
     shl.b32 %r13, %ptile, 4;
     add.u32 %r13, %r13, %r12;               // token
     setp.lt.u32 %p2, %r13, %T;
@@ -479,7 +516,9 @@ HPRE_END:
     e(f"""    mov.u32 %r14, shs;
     mad.lo.u32 %r14, %r12, 16, %r14;
     st.shared.v4.f32 [%r14], {{%w0, %w1, %w2, %w3}};
-HPRE2_END:
+HPRE_END:
+    // gat[(kk-1) & 1] is read (math warps and the round's coefficient warp), psum and shs written
+    barrier.sync 2, {BAR2};
     // ---- push tile kk's partials: f = 0 (h_pre logits) and 6 (ss) to every CTA, f = 1..5 to
     // CTA tk; thread 0 arms gbar[kk & 1] for the {CL * SLOTS * 16} bytes every CTA sends here
     and.b32 %r8, %kk, 1;
@@ -525,8 +564,6 @@ PJ{i}_GO:
     mapa.shared::cluster.u32 %r15, %gbb, %r16;
     st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%r14], {{%pv0, %pv1, %pv2, %pv3}}, [%r15];""")
     e(f"""PUSH_END:
-    // shs (warp 0) is ready
-    barrier.sync 3, {NW * 32};
     // ---- mix tile kk-1: item = tid + 256 s -> (token tk = item / (C/128), chunk ch)
     setp.eq.u32 %p1, %kk, 0;
     @%p1 bra MIX_END;
