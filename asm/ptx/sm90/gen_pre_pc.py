@@ -155,7 +155,8 @@ def kernel():
     .reg .b32 %it, %lgb, %nr;
     .reg .f32 %hss, %invk;
     .reg .b32 %ctps, %ctk, %cgo, %cso;
-    .reg .pred %p_cp;
+    .reg .pred %p_cp, %p_mx;
+    .reg .b32 %mtp, %mtk, %mch;
     .reg .b64 %hpo, %hro, %mbs;
     ld.param.u64 %x, [p_args+0];
     ld.param.u64 %phi, [p_args+8];
@@ -250,6 +251,27 @@ BASE_END:
     mov.u32 %r12, %ctk;
     ld.param.u32 %r17, [p_args+112];        // x row stride (elements; parameters are re-read
     ld.param.u64 %rd4, [p_args+0];          // where used: fewer live registers beside phi)
+    shl.b32 %r15, {tile_reg}, 4;
+    add.u32 %r15, %r15, {TT - 1};
+    setp.gt.u32 %p3, %r15, %tlast;
+    @%p3 bra {tag}_PASS;                    // the last tile: rows clamped to T - 1
+    // a whole tile: row pointers step by tps rows
+    mul.wide.u32 %rd2, %r14, %r17;
+    shl.b64 %rd2, %rd2, 1;
+    add.u64 %rd2, %rd2, %rd4;
+    cvt.u64.u32 %rd3, %cgo;
+    add.u64 %rd2, %rd2, %rd3;
+    mul.wide.u32 %rd3, %ctps, %r17;
+    shl.b64 %rd3, %rd3, 1;
+    mul.lo.u32 %r15, %ctps, %tstride;
+{tag}_FAST:
+    cp.async.cg.shared.global [%r16], [%rd2], 16;
+    add.u64 %rd2, %rd2, %rd3;
+    add.u32 %r16, %r16, %r15;
+    add.u32 %r12, %r12, %ctps;
+    setp.lt.u32 %p3, %r12, {TT};
+    @%p3 bra {tag}_FAST;
+    bra {tag}_ARRIVE;
 {tag}_PASS:
     min.u32 %r15, %r14, %tlast;
     mul.wide.u32 %rd2, %r15, %r17;
@@ -346,6 +368,14 @@ GK{j}_{ri}:""")
     mul.lo.u32 %cso, %ctk, %tstride;
     mad.lo.u32 %cso, %r4, %C8, %cso;
     mad.lo.u32 %cso, %r5, 16, %cso;         // byte offset in a stage
+    shr.u32 %r1, %C, 7;                     // cpt
+    mov.u32 %mtp, {NW * 32};
+    div.u32 %mtp, %mtp, %r1;
+    mul.lo.u32 %r2, %mtp, %r1;
+    setp.lt.u32 %p_mx, %tx, %r2;
+    div.u32 %mtk, %tx, %r1;
+    mul.lo.u32 %r2, %mtk, %r1;
+    sub.u32 %mch, %tx, %r2;
     // ---- prologue: tiles cid + j ncl into stages j < {STAGES}""")
     for j in range(STAGES):
         e(f"""    mad.lo.u32 %r20, %ncl, {j}, %cid;
@@ -564,34 +594,43 @@ PJ{i}_GO:
     mapa.shared::cluster.u32 %r15, %gbb, %r16;
     st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%r14], {{%pv0, %pv1, %pv2, %pv3}}, [%r15];""")
     e(f"""PUSH_END:
-    // ---- mix tile kk-1: item = tid + 256 s -> (token tk = item / (C/128), chunk ch)
+    // ---- mix tile kk-1: thread t < mtp cpt (cpt = C/128 chunks per token and slice, mtp = 256 /
+    // cpt tokens per pass) takes chunk %mch of tokens %mtk + p mtp
     setp.eq.u32 %p1, %kk, 0;
     @%p1 bra MIX_END;
-    shr.u32 %r1, %C, 7;                     // chunks per token
-    shl.b32 %r2, %r1, 4;                    // items
+    @!%p_mx bra MIX_END;
     shl.b32 %r3, %ptile, 4;                 // t0
-    mad.lo.u32 %r17, %pstage, %sstage, %dsm;
-    mov.u32 %it, %tx;
-MIX_LOOP:{NOMIX}
-    setp.ge.u32 %p1, %it, %r2;
-    @%p1 bra MIX_END;
-    div.u32 %r4, %it, %r1;                  // tk
-    mul.lo.u32 %r5, %r4, %r1;
-    sub.u32 %r5, %it, %r5;                  // ch
-    add.u32 %r6, %r3, %r4;
-    setp.ge.u32 %p1, %r6, %T;
-    @%p1 bra MIX_NEXT;
-    mad.lo.u32 %r7, %r4, %tstride, %r17;
-    mad.lo.u32 %r7, %r5, 16, %r7;           // &x[tk][stream 0][8 ch]
+    mad.lo.u32 %r7, %pstage, %sstage, %dsm;
+    mad.lo.u32 %r7, %mtk, %tstride, %r7;
+    mad.lo.u32 %r7, %mch, 16, %r7;          // &x[tk][stream 0][8 ch]
     mov.u32 %r8, shs;
-    mad.lo.u32 %r8, %r4, 16, %r8;
+    mad.lo.u32 %r8, %mtk, 16, %r8;          // &h_pre[tk]
+    add.u32 %r6, %r3, %mtk;                 // token
+    ld.param.u32 %r9, [p_args+116];
+    mul.wide.u32 %rd1, %r6, %r9;
+    shl.b64 %rd1, %rd1, 1;
+    ld.param.u64 %rd2, [p_args+40];
+    add.u64 %rd1, %rd1, %rd2;
+    shl.b32 %r10, %mch, 3;
+    mad.lo.u32 %r10, %rank, %C16, %r10;
+    mul.wide.u32 %rd2, %r10, 2;
+    add.u64 %rd1, %rd1, %rd2;               // &a[token][r C/16 + 8 ch]
+    mul.wide.u32 %rd3, %mtp, %r9;
+    shl.b64 %rd3, %rd3, 1;                  // a step of mtp rows
+    mov.u32 %it, %mtk;
+MIX_LOOP:{NOMIX}
+    setp.ge.u32 %p1, %it, {TT};
+    @%p1 bra MIX_END;
+    setp.ge.u32 %p1, %r6, %T;
+    @%p1 bra MIX_END;
+    mov.u32 %r5, %r7;
     ld.shared.v4.f32 {{%w0, %w1, %w2, %w3}}, [%r8];""")
     for j in range(8):
         e(f"    mov.f32 %mo{j}, 0f00000000;")
     for i in range(4):
         if i:
-            e("    add.u32 %r7, %r7, %C8;")
-        e(f"    ld.shared.v4.b32 {{%xa0, %xa1, %xa2, %xa3}}, [%r7];")
+            e("    add.u32 %r5, %r5, %C8;")
+        e(f"    ld.shared.v4.b32 {{%xa0, %xa1, %xa2, %xa3}}, [%r5];")
         for u in range(4):
             e(f"""    shl.b32 %r9, %xa{u}, 16;
     mov.b32 %f0, %r9;
@@ -599,20 +638,14 @@ MIX_LOOP:{NOMIX}
     mov.b32 %f1, %r9;
     fma.rn.f32 %mo{2 * u}, %w{i}, %f0, %mo{2 * u};
     fma.rn.f32 %mo{2 * u + 1}, %w{i}, %f1, %mo{2 * u + 1};""")
-    e(f"""    ld.param.u32 %r9, [p_args+116];
-    mul.wide.u32 %rd1, %r6, %r9;
-    shl.b64 %rd1, %rd1, 1;
-    ld.param.u64 %rd2, [p_args+40];
-    add.u64 %rd1, %rd1, %rd2;
-    shl.b32 %r9, %r5, 3;
-    mad.lo.u32 %r9, %rank, %C16, %r9;
-    mul.wide.u32 %rd2, %r9, 2;
-    add.u64 %rd1, %rd1, %rd2;""")
     for j in range(4):
         e(f"    cvt.rn.bf16x2.f32 %r{10 + j}, %mo{2 * j + 1}, %mo{2 * j};")
     e(f"""    st.global.v4.b32 [%rd1], {{%r10, %r11, %r12, %r13}};
-MIX_NEXT:
-    add.u32 %it, %it, {NW * 32};
+    add.u64 %rd1, %rd1, %rd3;
+    mad.lo.u32 %r7, %mtp, %tstride, %r7;
+    mad.lo.u32 %r8, %mtp, 16, %r8;
+    add.u32 %r6, %r6, %mtp;
+    add.u32 %it, %it, %mtp;
     bra MIX_LOOP;
 MIX_END:
     // stage pstage is free once every math warp is here: refill it with tile kk-1+{STAGES}
