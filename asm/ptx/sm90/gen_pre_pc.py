@@ -21,7 +21,7 @@ NW = 8         # math warps; warps NW, NW + 1 are the coefficient warps (alterna
 NCW = 2
 THREADS = 32 * (NW + NCW)
 BAR2 = 32 * (NW + 1)  # barrier 2: the math warps and the coefficient warp of the round
-RMAX = 4       # 32-element runs of the K slice per math warp: C <= 1024 * RMAX (9 warps: <= 168 registers)
+RMAX = 4       # 32-element runs of the K slice per math warp: C <= 1024 * RMAX (10 warps: <= 168 registers)
 STAGES = 4
 PAD = 64       # bytes after each token row of a stage (bank shift for the fragment loads)
 BJOBS = 2 * TT * CL  # push jobs: (h_pre logits, ss) of every token to every CTA
@@ -38,44 +38,57 @@ HEADER = f"""\
 //
 // WHY     pre.ptx's prefill reads x twice (K loop, then the pre-mix: the 1 MB tile misses L2)
 //         and pulls the whole phi (1.5 MB) from L2 per 32-token tile: 42% of copy at T = 8192.
-//         Here x is read from HBM exactly once and phi never after the prologue: the cluster
-//         splits the K = nC reduction (CTA r owns channels [r C/16, (r+1) C/16) of all n
-//         streams), keeps its phi slice in REGISTERS (bf16 hi + lo mma fragments) and its
-//         x slice in shared memory until its own channels of `a` are written.
-// GRID    clusters of {CL} CTAs, as many as the device holds at once (cuOccupancyMaxActiveClusters);
-//         cluster c walks the {TT}-token tiles c, c + #clusters, ...; {THREADS} threads: warps 0..{NW - 1}
-//         math, warp {NW} coefficients (h_post, Sinkhorn) of the CTA's own token (tile token = rank).
-// RING    {STAGES} stages in dynamic shared memory, stage = {TT} token rows of C/2 + {PAD} bytes: row =
-//         the CTA's n = 4 stream slices (C/8 bytes each, contiguous), filled by 64
-//         cp.async.bulk copies (one per (token, stream); threads 0..63) completing bytes on the
-//         stage's mbarrier full[s] (armed by thread 0 with 8C bytes). Tokens past T load the
-//         last token again (nothing is stored for them).
-// MMA     m16n8k16 bf16 -> f32, A = phi (rows = logits: m-tile 0 rows 0..15, m-tile 1 rows
-//         16..23 + zero rows), B = x (columns = the tile's tokens, 2 n-tiles of 8), lane = 4g + q.
-//         K order permuted identically in A and B: the slice is cut in 32-element runs, lane q
-//         owns elements 8q..8q+7 of each run (one 16-byte ld.shared), of which {{0,1}},{{2,3}} feed
-//         k16-block 0 (k pairs 2q, 2q+8) and {{4,5}},{{6,7}} block 1. Warp w owns runs w + {NW}j,
-//         j < {RMAX}. phi (with gamma_k folded in) is split into bf16 hi + lo (2 mma per block:
-//         x is exact in bf16, phi to 2^-17). Chains are at most 4 x {RMAX} mma long.
-// REGS    phi fragments 24 per run x {RMAX} = {24 * RMAX}, accumulators 8 (one n-tile at a time), x 4, ss 1 (+ addresses);
-//         {THREADS} threads x <= 224 registers fit the 64K register file (1 CTA per SM anyway).
+//         Here x is read from HBM exactly once and phi only in the prologue: the cluster splits
+//         the K = nC reduction (CTA r owns channels [r C/16, (r+1) C/16) of all n streams),
+//         keeps its phi slice in REGISTERS (bf16 hi + lo mma fragments) and its x slice in
+//         shared memory until its own channels of `a` are written.
+// GRID    clusters of {CL} CTAs, as many as the device holds at once (cuOccupancyMaxActiveClusters:
+//         7 on an H100 = 112 CTAs); cluster c walks the {TT}-token tiles c, c + #clusters, ...
+//         {THREADS} threads: warps 0..{NW - 1} math, warps {NW}, {NW + 1} coefficients (alternate tiles).
+// LOOP    iteration k: wait stage k; mma of tile k -> partials; push them (DSMEM); sum tile k-1's
+//         gathered partials (pushed one iteration ago), h_pre; mix tile k-1; refill its stage
+//         with tile k-1+{STAGES}. The exchange latency hides behind a whole iteration.
+// RING    {STAGES} stages in dynamic shared memory, stage = {TT} token rows of C/2 + {PAD} bytes (the
+//         CTA's 4 stream slices, contiguous; the pad shifts banks for the fragment loads),
+//         filled by 16-byte cp.async (a fixed chunk per thread) with
+//         cp.async.mbarrier.arrive.noinc on full[s] (256 arrivals). Tokens past T load the
+//         last token again (nothing is stored for them). cp.async.bulk (one per (token,
+//         stream)) was measured slower: it issues from uniform registers, lanes taking turns.
+// MMA     m16n8k16 bf16 -> f32, A = x (rows = the tile's 16 tokens: g, g + 8), B = phi (columns
+//         = logits 8nb + g, nb < 3: 24 exactly), lane = 4g + q. K order permuted identically in
+//         A and B: the slice is cut in 32-element runs, lane q owns elements 8q..8q+7 of each
+//         run (one 16-byte ld.shared per token), {{0,1}},{{2,3}} feed k16-block 0 (k pairs 2q,
+//         2q+8), {{4,5}},{{6,7}} block 1. Warp w owns runs w + {NW}j, j < {RMAX}. phi (gamma_k folded
+//         in) is split into bf16 hi + lo (x is exact in bf16, phi to 2^-17). Odd runs accumulate
+//         apart (two chains). ss = the diagonal of the Gram matrix x x^T from 4 more mma per run
+//         (the unpack + FMA version made the phase issue-bound).
+// REGS    phi fragments 24 per run x {RMAX} = {24 * RMAX}; ptxas 12.9: 159 registers, no local memory;
+//         10 warps put 3 on one SM sub-partition: 16K registers / 96 threads caps a thread at 168.
 // REDUCE  warp partials -> red[w][token][28] (logits 0..23, ss at 24); threads < 112 add the 8
-//         warps in order (float4 each) and st.async their float4 to the CTAs that need it:
-//         (h_pre logits, ss) of every token to all {CL} CTAs, the h_post / h_res float4s of
-//         token j only to CTA j; completion: bytes on the receiver's mbarrier gbar[b]
-//         (b = tile parity, armed for {CL}x{SLOTS}x16 bytes). Every CTA sums the {CL} sources in rank
-//         order: identical bits in every CTA and every run. No cluster barrier in the loop: a
-//         CTA fills gat[b] of tile k only after it got every CTA's tile k-1 partials, which each
-//         sends after its warps 0 and {NW} read gat[b] of tile k-2 (named barrier 2).
-// COEFS   warp 0: inv_rms and h_pre of all {TT} tokens (lane = 2 token + part); CTA j stores token
-//         j's. Warp {NW}: the own token's row, then lane 0 Sinkhorn -> h_res and lane 1 h_post,
-//         overlapping the math warps' mix and next tile (the decode kernel's bodies).
-// MIX     a[t][c] = sum_i h_pre[t][i] x[t][i][c] over the CTA's channels from the stage, 16-byte
-//         stores; then barrier 1 (math warps) frees the stage and threads 0..63 refill it.
+//         warps in order into psum[token][7] (float4); after barrier 2 all 256 math threads
+//         st.async the float4s to the CTAs that need them: (h_pre logits, ss) of every token to
+//         all {CL} CTAs, the h_post / h_res float4s of token j only to CTA j; completion: bytes on
+//         the receiver's mbarrier gbar[b] (b = tile parity, {CL}x{SLOTS}x16 bytes). No cluster barrier in
+//         the loop: a CTA fills gat[b] of tile k+1 only after it got every CTA's tile k
+//         partials, which each sends after its barrier 2 of iteration k, i.e. after it read
+//         gat[b] (tile k-1).
+// COEFS   math warp w: tokens 2w, 2w + 1 of tile k-1: 2 loads + a fixed 8-lane butterfly over the
+//         {CL} sources (same bits in every CTA), inv_rms (rsqrt.approx) and h_pre (-> shs; CTA j
+//         stores token j's). Coefficient warp {NW} + (k & 1): the own token's row (sources in rank
+//         order), then lane 0 Sinkhorn -> h_res and lane 1 h_post (the decode kernel's bodies),
+//         overlapping the next two iterations.
+// MIX     a[t][c] = sum_i h_pre[t][i] x[t][i][c] over the CTA's channels, a fixed 16-byte chunk
+//         per thread; then barrier 1 (math warps) frees the stage.
 // PARAMS  PreDecodeArgs (144 bytes, src/device/cuda/pre_decode.rs): 0 x, 8 phi, 16 scale,
 //         24 base, 32 gamma_k, 40 a, 48 h_pre, 56 h_post, 64 h_res, 72 inv_rms (80, 88 unused);
 //         96 T, n, C, M, x_stride, a_stride, (cpc unused), iters, flags (bit 0 Paper, bit 1
 //         gamma_k); 132 eps_norm, eps_hc.
+// MEASURED H100 (copy ~2.97 TB/s), n = 4, C = 4096: T = 8192 243 us (46.6% of copy; the general
+//         kernel 270 us), T = 4096 128 us, 1024 44 us, 256 22 us, 64 15 us. Per tile (16 tokens,
+//         73 per cluster at T = 8192): ~3.3 us, of which the mma phase ~0.8 (tensor pipe), the
+//         mix ~0.4, barriers ~1 (waiting for the slowest warp / CTA of the lockstep cluster).
+//         Rounds and attribution: notes/cuda-pre.md, round 11. PC_EXP=nosink,nomma,nomix
+//         builds timing-only variants.
 // =============================================================================================
 .version 8.8
 .target sm_90a
@@ -130,7 +143,7 @@ def kernel():
     .reg .b32 %T, %n, %C, %M, %xs, %as, %iters, %flags, %K, %C16, %C8, %NR, %tstride, %sstage;
     .reg .f32 %eps_norm, %eps_hc, %sc0, %sc1, %sc2;
     .reg .b32 %tx, %warp, %lane, %gq, %q, %rank, %cid, %ncl, %ntiles, %tlast;
-    .reg .b32 %ptile, %pstage, %tile, %stage, %kk, %phb, %dsm, %st0, %xw, %zero, %gbb, %gab;
+    .reg .b32 %ptile, %pstage, %tile, %stage, %kk, %phb, %dsm, %st0, %xw, %gbb, %gab;
     .reg .b32 %ph<{24 * RMAX}>;
     .reg .b32 %xa<4>;
     .reg .b32 %xb<4>;
@@ -187,7 +200,6 @@ def kernel():
     mov.u32 %rank, %cluster_ctarank;
     mov.u32 %cid, %clusterid.x;
     mov.u32 %ncl, %nclusterid.x;
-    mov.u32 %zero, 0;
     and.b32 %r1, %flags, 1;
     setp.ne.u32 %p_paper, %r1, 0;
     and.b32 %r1, %flags, 2;
@@ -354,6 +366,7 @@ GK{j}_{ri}:""")
     mul.lo.u32 %r2, %ctps, %r1;
     setp.lt.u32 %p_cp, %tx, %r2;
     div.u32 %ctk, %tx, %r1;
+    setp.lt.and.u32 %p_cp, %ctk, {TT}, %p_cp; // C < 512: a pass holds more than the tile
     mul.lo.u32 %r2, %ctk, %r1;
     sub.u32 %r2, %tx, %r2;                  // chunk of the row
     shr.u32 %r3, %C, 7;                     // chunks per stream slice
