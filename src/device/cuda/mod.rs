@@ -41,7 +41,8 @@
 //! - [`Plan`]: `new(&dev, cfg, dtype, max_tokens)`, `supports(stage)`, `buckets(stage)`,
 //!   `workspace_bytes()`, `new_workspace()` -> [`Workspace`] (zeroed once; kernels leave it
 //!   reusable). Ops: `post`, `head`, `static_layer`, `expand`, `coeffs` (this module), `pre`
-//!   (`pre.rs`; its decode kernel in `pre_decode.rs`), `post_pre` (`post_pre.rs`: post then pre,
+//!   (`pre.rs`; its decode kernel in `pre_decode.rs`, its persistent-cluster kernel for many tokens
+//!   in `pre_pc.rs`), `post_pre` (`post_pre.rs`: post then pre,
 //!   the fused kernel as `post_pre_fused`). Post, head, static and expand are chosen per token
 //!   range by `mhc_loader::select` from `asm/variants.toml`; the other stages by the kernel table.
 //! - [`CudaRunner`]: the `StageRunner` of `mhc run --device cuda` (upload in the dtype, poison
