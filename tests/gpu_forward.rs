@@ -401,9 +401,9 @@ fn gpu_static_matches_reference() {
         (2, 8192, 8),
         (3, 6000, 16),
     ]);
-    // The persistent token ring (T >= 1024, n <= 8): token counts that do not divide among the
-    // CTAs, C = 8 and 64 (one chunk per thread or fewer), C at its limit (bf16 n=4: 5848) and
-    // beyond it (the one-CTA kernel).
+    // The persistent token ring (n <= 8, every T where its ring fits): token counts that do not
+    // divide among the CTAs, fewer tokens than CTAs, C = 8 and 64 (one chunk per thread or
+    // fewer), C at its limit (bf16 n=4: 5848) and beyond it (the one-CTA kernel).
     shapes.extend([
         (1024, 8, 1),
         (1025, 64, 2),
@@ -413,6 +413,9 @@ fn gpu_static_matches_reference() {
         (1100, 256, 8),
         (1030, 5848, 4),
         (1031, 6000, 4),
+        (7, 3200, 4),
+        (130, 8, 1),
+        (17, 5848, 4),
     ]);
     let shapes = small(shapes, |&(t, c, n)| t * n * c);
     for dtype in [Dtype::Bf16, Dtype::F32] {
