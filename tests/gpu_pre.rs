@@ -520,7 +520,9 @@ fn pre_cluster_kernel_shapes() {
     for form in FORMS {
         let bf = |n, c, t| Shape::new(n, c, t, form, Dtype::Bf16);
         let mut shapes = Vec::new();
-        for (c, t) in [(4096, 17), (4096, 1000), (4096, 4099), (128, 33), (384, 100), (1280, 257), (2048, 64), (3968, 31)] {
+        for (c, t) in
+            [(4096, 17), (4096, 1000), (4096, 4099), (128, 33), (384, 100), (1280, 257), (2048, 64), (3968, 31)]
+        {
             shapes.push(bf(4, c, t));
         }
         shapes.push(Shape { phi_std: 0.5, ..bf(4, 4096, 1000) });

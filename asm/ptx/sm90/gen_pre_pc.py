@@ -121,6 +121,21 @@ def ordered_sum(e, addr, stride, count, tag):
     @%ps bra.uni {tag};""")
 
 
+def wait_gather(e, tag):
+    """%gab / %gbb = gat / gbar of tile kk-1 (buffer (kk-1) & 1), then wait for its phase
+    ((kk-1) >> 1 parity): every CTA's partials of that tile have landed."""
+    e(f"""    sub.u32 %r8, %kk, 1;
+    and.b32 %r9, %r8, 1;
+    mov.u32 %gab, gat;
+    mad.lo.u32 %gab, %r9, {CL * SLOTS * 16}, %gab;
+    mov.u32 %gbb, gbar;
+    mad.lo.u32 %gbb, %r9, 8, %gbb;
+    bfe.u32 %r8, %r8, 1, 1;
+{tag}:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%gbb], %r8;
+    @!%p1 bra {tag};""")
+
+
 def kernel():
     NOSINK = "\n    mov.u32 %iters, 0;" if "nosink" in EXP else ""
     NOMIX = "\n    bra MIX_END;" if "nomix" in EXP else ""
@@ -495,18 +510,9 @@ WSUM_END:
     // + g: gat[b'][2g, 2g + 1][2 (2w + j) + part] added, then a butterfly over the 8 lanes g
     // (a fixed tree of commutative adds: the same bits in every lane and every CTA)
     setp.eq.u32 %p1, %kk, 0;
-    @%p1 bra HPRE_END;
-    sub.u32 %r8, %kk, 1;
-    and.b32 %r9, %r8, 1;
-    mov.u32 %gab, gat;
-    mad.lo.u32 %gab, %r9, {CL * SLOTS * 16}, %gab;
-    mov.u32 %gbb, gbar;
-    mad.lo.u32 %gbb, %r9, 8, %gbb;
-    bfe.u32 %r8, %r8, 1, 1;
-GAT_WAIT0:
-    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%gbb], %r8;
-    @!%p1 bra GAT_WAIT0;
-    shr.u32 %r9, %lane, 3;                  // 2 j + part
+    @%p1 bra HPRE_END;""")
+    wait_gather(e, "GAT_WAIT0")
+    e(f"""    shr.u32 %r9, %lane, 3;                  // 2 j + part
     shl.b32 %r10, %warp, 2;
     add.u32 %r9, %r9, %r10;                 // slot 2 token + part
     and.b32 %r10, %lane, 7;                 // g
@@ -698,18 +704,9 @@ COEF_CHECK:
 COEF_LOOP:
     bar.warp.sync -1;
     setp.eq.u32 %p1, %kk, 0;
-    @%p1 bra ROW_END;
-    sub.u32 %r8, %kk, 1;
-    and.b32 %r9, %r8, 1;
-    mov.u32 %gab, gat;
-    mad.lo.u32 %gab, %r9, {CL * SLOTS * 16}, %gab;
-    mov.u32 %gbb, gbar;
-    mad.lo.u32 %gbb, %r9, 8, %gbb;
-    bfe.u32 %r8, %r8, 1, 1;
-GAT_WAIT1:
-    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%gbb], %r8;
-    @!%p1 bra GAT_WAIT1;
-    // lanes 0..4: float4 1 + lane of the own token (logits 4 + 4 lane ..); lane 5: ss
+    @%p1 bra ROW_END;""")
+    wait_gather(e, "GAT_WAIT1")
+    e(f"""    // lanes 0..4: float4 1 + lane of the own token (logits 4 + 4 lane ..); lane 5: ss
     setp.ge.u32 %p1, %lane, 6;
     @%p1 bra ROW_END;
     add.u32 %r9, %lane, 32;

@@ -272,7 +272,8 @@ impl Plan {
                     match ffi::occupancy_max_active_clusters(func.raw, desc.threads, shared, desc.cluster)? {
                         n if n > 0 => n as u32 * desc.cluster,
                         _ => {
-                            rejected.push(format!("{}: no cluster of {} CTAs fits this device", desc.entry, desc.cluster));
+                            rejected
+                                .push(format!("{}: no cluster of {} CTAs fits this device", desc.entry, desc.cluster));
                             continue;
                         }
                     }
@@ -350,11 +351,13 @@ impl Plan {
                 if tokens > self.max_tokens {
                     return Err(Error::shape("tokens", format!("<= max_tokens = {}", self.max_tokens), tokens));
                 }
-                buckets.iter().find(|b| b.desc.min_tokens <= tokens && tokens <= b.max_tokens).ok_or_else(|| Error::NoVariant {
-                    stage: stage.name().into(),
-                    arch: self.dev.arch().name().into(),
-                    shape: format!("T={tokens}"),
-                    rejected: vec!["no bucket covers this token count".into()],
+                buckets.iter().find(|b| b.desc.min_tokens <= tokens && tokens <= b.max_tokens).ok_or_else(|| {
+                    Error::NoVariant {
+                        stage: stage.name().into(),
+                        arch: self.dev.arch().name().into(),
+                        shape: format!("T={tokens}"),
+                        rejected: vec!["no bucket covers this token count".into()],
+                    }
                 })
             }
             Err(e) => Err(e.clone()),

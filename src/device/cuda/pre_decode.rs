@@ -114,6 +114,44 @@ pub(crate) const DECODE_DTYPES: [(Dtype, &str); 2] =
     [(Dtype::Bf16, "mhc_pre_decode_sm90_bf16"), (Dtype::F32, "mhc_pre_decode_sm90_f32")];
 
 impl Plan {
+    /// The argument block shared by the decode and the persistent-cluster `pre` kernels, without
+    /// the decode kernel's workspace and channel split (0 here).
+    pub(super) fn pre_decode_args(
+        &self,
+        x: &DeviceTensor<'_>,
+        params: &PreParamViews<'_>,
+        out: &PreOutViews<'_>,
+        chk: &Checked,
+    ) -> PreDecodeArgs {
+        let cfg = &self.cfg;
+        PreDecodeArgs {
+            x: x.ptr,
+            phi: params.phi.ptr,
+            scale: params.scale.ptr,
+            base: params.base.ptr,
+            gamma_k: chk.gamma_k,
+            a: out.a.ptr,
+            h_pre: out.h_pre.ptr,
+            h_post: out.h_post.ptr,
+            h_res: out.h_res.ptr,
+            inv_rms: out.inv_rms.ptr,
+            ws_part: 0,
+            ws_sync: 0,
+            tokens: chk.t as u32,
+            n: cfg.n as u32,
+            c: cfg.c as u32,
+            m: cfg.m() as u32,
+            x_stride: x.layout.row_stride as u32,
+            a_stride: out.a.layout.row_stride as u32,
+            cpc: 0,
+            iters: cfg.sinkhorn_iters,
+            flags: chk.flags & (FLAG_PAPER | FLAG_GAMMA_K),
+            eps_norm: cfg.eps_norm as f32,
+            eps_hc: cfg.eps_hc as f32,
+            pad: 0,
+        }
+    }
+
     /// The decode kernel's launch (bucket `b` is its row) on views [`Plan::pre_checked`]
     /// accepted (`chk`, T > 0); `ctas` overrides the CTA count.
     #[allow(clippy::too_many_arguments)]
@@ -135,32 +173,10 @@ impl Plan {
             Error::shape("ctas", format!("enough CTAs for <= {DECODE_MAX_CPC} channels each"), ctas.unwrap_or(0))
         })?;
         let wsp = ws.device_ptr();
-        let args = PreDecodeArgs {
-            x: x.ptr,
-            phi: params.phi.ptr,
-            scale: params.scale.ptr,
-            base: params.base.ptr,
-            gamma_k: chk.gamma_k,
-            a: out.a.ptr,
-            h_pre: out.h_pre.ptr,
-            h_post: out.h_post.ptr,
-            h_res: out.h_res.ptr,
-            inv_rms: out.inv_rms.ptr,
-            ws_part: wsp + chk.lay.dpart as u64,
-            ws_sync: wsp + chk.lay.dsync as u64,
-            tokens: t as u32,
-            n: cfg.n as u32,
-            c: cfg.c as u32,
-            m: cfg.m() as u32,
-            x_stride: x.layout.row_stride as u32,
-            a_stride: out.a.layout.row_stride as u32,
-            cpc: cpc as u32,
-            iters: cfg.sinkhorn_iters,
-            flags: chk.flags & (FLAG_PAPER | FLAG_GAMMA_K),
-            eps_norm: cfg.eps_norm as f32,
-            eps_hc: cfg.eps_hc as f32,
-            pad: 0,
-        };
+        let mut args = self.pre_decode_args(x, params, out, chk);
+        args.ws_part = wsp + chk.lay.dpart as u64;
+        args.ws_sync = wsp + chk.lay.dsync as u64;
+        args.cpc = cpc as u32;
         self.launch(stream, b, grid as u32, b.desc.threads, 0, &args)
     }
 }

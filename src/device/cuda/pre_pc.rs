@@ -10,8 +10,7 @@
 
 use super::memory::DeviceTensor;
 use super::plan::{Bucket, Plan};
-use super::pre::{Checked, PreOutViews, PreParamViews, FLAG_GAMMA_K, FLAG_PAPER};
-use super::pre_decode::PreDecodeArgs;
+use super::pre::{Checked, PreOutViews, PreParamViews};
 use super::stream::Stream;
 use crate::config::{Config, Stage};
 use crate::error::Result;
@@ -74,32 +73,7 @@ impl Plan {
         if let Some(why) = pre_pc_unsupported(cfg) {
             return Err(self.shape_refused(Stage::Pre, b.desc.entry, why));
         }
-        let args = PreDecodeArgs {
-            x: x.ptr,
-            phi: params.phi.ptr,
-            scale: params.scale.ptr,
-            base: params.base.ptr,
-            gamma_k: chk.gamma_k,
-            a: out.a.ptr,
-            h_pre: out.h_pre.ptr,
-            h_post: out.h_post.ptr,
-            h_res: out.h_res.ptr,
-            inv_rms: out.inv_rms.ptr,
-            ws_part: 0,
-            ws_sync: 0,
-            tokens: chk.t as u32,
-            n: cfg.n as u32,
-            c: cfg.c as u32,
-            m: cfg.m() as u32,
-            x_stride: x.layout.row_stride as u32,
-            a_stride: out.a.layout.row_stride as u32,
-            cpc: 0,
-            iters: cfg.sinkhorn_iters,
-            flags: chk.flags & (FLAG_PAPER | FLAG_GAMMA_K),
-            eps_norm: cfg.eps_norm as f32,
-            eps_hc: cfg.eps_hc as f32,
-            pad: 0,
-        };
+        let args = self.pre_decode_args(x, params, out, chk);
         self.launch(stream, b, b.resident_ctas, b.desc.threads, ring_bytes(cfg.c) as u32, &args)
     }
 }
