@@ -93,6 +93,20 @@ LOG2E = "0f3FB8AA3B"
 NEG_LOG2E = "0fBFB8AA3B"
 
 
+# The PreDecodeArgs block (src/device/cuda/pre_decode.rs), shared with pre_pc.ptx (gen_pre_pc.py):
+# (type, register, offset) of the fields up to cpc.
+ARGS = [("u64", "%x", 0), ("u64", "%phi", 8), ("u64", "%scale", 16), ("u64", "%base", 24),
+        ("u64", "%gk", 32), ("u64", "%a", 40), ("u64", "%hpre", 48), ("u64", "%hpost", 56),
+        ("u64", "%hres", 64), ("u64", "%inv", 72), ("u64", "%part", 80), ("u64", "%sync", 88),
+        ("u32", "%T", 96), ("u32", "%n", 100), ("u32", "%C", 104), ("u32", "%M", 108),
+        ("u32", "%xs", 112), ("u32", "%as", 116), ("u32", "%cpc", 120)]
+
+
+def load_args(skip=()):
+    """ld.param of the ARGS fields into their registers, except the registers in skip."""
+    return "\n".join(f"    ld.param.{t} {r}, [p_args+{o}];" for t, r, o in ARGS if r not in skip)
+
+
 def sigmoid(src, dst):
     return f"""    mul.f32 {dst}, {src}, {NEG_LOG2E};
     ex2.approx.f32 {dst}, {dst};
@@ -514,25 +528,7 @@ def entry(dt):
     .reg .f32 %mx, %sum, %rc, %nt, %inv_t;
     .reg .f32 %mo<8>;
     .reg .b64 %hpo, %hro, %t0, %t1, %mbs;
-    ld.param.u64 %x, [p_args+0];
-    ld.param.u64 %phi, [p_args+8];
-    ld.param.u64 %scale, [p_args+16];
-    ld.param.u64 %base, [p_args+24];
-    ld.param.u64 %gk, [p_args+32];
-    ld.param.u64 %a, [p_args+40];
-    ld.param.u64 %hpre, [p_args+48];
-    ld.param.u64 %hpost, [p_args+56];
-    ld.param.u64 %hres, [p_args+64];
-    ld.param.u64 %inv, [p_args+72];
-    ld.param.u64 %part, [p_args+80];
-    ld.param.u64 %sync, [p_args+88];
-    ld.param.u32 %T, [p_args+96];
-    ld.param.u32 %n, [p_args+100];
-    ld.param.u32 %C, [p_args+104];
-    ld.param.u32 %M, [p_args+108];
-    ld.param.u32 %xs, [p_args+112];
-    ld.param.u32 %as, [p_args+116];
-    ld.param.u32 %cpc, [p_args+120];
+{load_args()}
     ld.param.u32 %iters, [p_args+124];
     ld.param.u32 %flags, [p_args+128];
     ld.param.f32 %eps_norm, [p_args+132];

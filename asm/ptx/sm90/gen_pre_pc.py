@@ -10,7 +10,7 @@ output (no dates, no paths).
 
 import os
 
-from gen_pre_decode import coef_body, post_body, sigmoid
+from gen_pre_decode import coef_body, load_args, post_body
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXP = set(filter(None, os.environ.get("PC_EXP", "").split(",")))  # timing experiments only
@@ -186,22 +186,7 @@ def kernel():
     .reg .pred %p_cp, %p_mx;
     .reg .b32 %mtp, %mtk, %mch;
     .reg .b64 %hpo, %hro, %mbs;
-    ld.param.u64 %x, [p_args+0];
-    ld.param.u64 %phi, [p_args+8];
-    ld.param.u64 %scale, [p_args+16];
-    ld.param.u64 %base, [p_args+24];
-    ld.param.u64 %gk, [p_args+32];
-    ld.param.u64 %a, [p_args+40];
-    ld.param.u64 %hpre, [p_args+48];
-    ld.param.u64 %hpost, [p_args+56];
-    ld.param.u64 %hres, [p_args+64];
-    ld.param.u64 %inv, [p_args+72];
-    ld.param.u32 %T, [p_args+96];
-    ld.param.u32 %n, [p_args+100];
-    ld.param.u32 %C, [p_args+104];
-    ld.param.u32 %M, [p_args+108];
-    ld.param.u32 %xs, [p_args+112];
-    ld.param.u32 %as, [p_args+116];
+{load_args(skip=("%part", "%sync", "%cpc"))}
     ld.param.u32 %iters, [p_args+124];{NOSINK}
     ld.param.u32 %flags, [p_args+128];
     ld.param.f32 %eps_norm, [p_args+132];
