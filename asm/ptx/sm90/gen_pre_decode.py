@@ -94,12 +94,22 @@ NEG_LOG2E = "0fBFB8AA3B"
 
 
 # The PreDecodeArgs block (src/device/cuda/pre_decode.rs), shared with pre_pc.ptx (gen_pre_pc.py):
-# (type, register, offset) of the fields up to cpc.
+# (type, register, offset) of every field (pad at 140 aside).
 ARGS = [("u64", "%x", 0), ("u64", "%phi", 8), ("u64", "%scale", 16), ("u64", "%base", 24),
         ("u64", "%gk", 32), ("u64", "%a", 40), ("u64", "%hpre", 48), ("u64", "%hpost", 56),
         ("u64", "%hres", 64), ("u64", "%inv", 72), ("u64", "%part", 80), ("u64", "%sync", 88),
         ("u32", "%T", 96), ("u32", "%n", 100), ("u32", "%C", 104), ("u32", "%M", 108),
-        ("u32", "%xs", 112), ("u32", "%as", 116), ("u32", "%cpc", 120)]
+        ("u32", "%xs", 112), ("u32", "%as", 116), ("u32", "%cpc", 120), ("u32", "%iters", 124),
+        ("u32", "%flags", 128), ("f32", "%eps_norm", 132), ("f32", "%eps_hc", 136)]
+
+
+# Registers the Sinkhorn / h_post bodies (coef_body, post_body) use besides the caller's %mx,
+# %sum, %rc, %inv_t, %hpo, %hro (declared by each kernel that emits them).
+COEF_REGS = """    .reg .f32 %S<16>;
+    .reg .f32 %ls<4>;
+    .reg .f32 %lr<4>;
+    .reg .f32 %tr<8>;
+    .reg .f32 %g<4>;"""
 
 
 def load_args(skip=()):
@@ -520,19 +530,11 @@ def entry(dt):
     .reg .f32 %su<15>;
     .reg .f32 %sx<15>;
     .reg .b32 %xold;
-    .reg .f32 %S<16>;
-    .reg .f32 %ls<4>;
-    .reg .f32 %lr<4>;
-    .reg .f32 %tr<8>;
-    .reg .f32 %g<4>;
+{COEF_REGS}
     .reg .f32 %mx, %sum, %rc, %nt, %inv_t;
     .reg .f32 %mo<8>;
     .reg .b64 %hpo, %hro, %t0, %t1, %mbs;
 {load_args()}
-    ld.param.u32 %iters, [p_args+124];
-    ld.param.u32 %flags, [p_args+128];
-    ld.param.f32 %eps_norm, [p_args+132];
-    ld.param.f32 %eps_hc, [p_args+136];
     mov.u32 %tx, %tid.x;
     shr.u32 %warp, %tx, 5;
     and.b32 %lane, %tx, 31;

@@ -10,7 +10,7 @@ output (no dates, no paths).
 
 import os
 
-from gen_pre_decode import coef_body, load_args, post_body
+from gen_pre_decode import COEF_REGS, coef_body, load_args, post_body
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXP = set(filter(None, os.environ.get("PC_EXP", "").split(",")))  # timing experiments only
@@ -173,11 +173,7 @@ def kernel():
     .reg .f32 %z<4>;
     .reg .b32 %sa, %sn;
     .reg .pred %ps;
-    .reg .f32 %S<16>;
-    .reg .f32 %ls<4>;
-    .reg .f32 %lr<4>;
-    .reg .f32 %tr<8>;
-    .reg .f32 %g<4>;
+{COEF_REGS}
     .reg .f32 %mx, %sum, %rc, %inv_t;
     .reg .f32 %mo<8>;
     .reg .b32 %it, %lgb, %nr;
@@ -186,11 +182,7 @@ def kernel():
     .reg .pred %p_cp, %p_mx;
     .reg .b32 %mtp, %mtk, %mch;
     .reg .b64 %hpo, %hro, %mbs;
-{load_args(skip=("%part", "%sync", "%cpc"))}
-    ld.param.u32 %iters, [p_args+124];{NOSINK}
-    ld.param.u32 %flags, [p_args+128];
-    ld.param.f32 %eps_norm, [p_args+132];
-    ld.param.f32 %eps_hc, [p_args+136];
+{load_args(skip=("%part", "%sync", "%cpc"))}{NOSINK}
     mov.u32 %tx, %tid.x;
     shr.u32 %warp, %tx, 5;
     and.b32 %lane, %tx, 31;

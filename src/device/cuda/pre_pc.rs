@@ -12,7 +12,7 @@ use super::memory::DeviceTensor;
 use super::plan::{Bucket, Plan};
 use super::pre::{Checked, PreOutViews, PreParamViews};
 use super::stream::Stream;
-use crate::config::{Config, Stage};
+use crate::config::Config;
 use crate::error::Result;
 
 /// The kernel's entry (asm/ptx/sm90/gen_pre_pc.py).
@@ -27,7 +27,7 @@ pub const PC_THREADS: u32 = 320;
 pub const PC_STAGES: usize = 4;
 pub const PC_ROW_PAD: usize = 64;
 /// Largest C: each math warp holds 4 runs of 32 elements of phi's slice in registers (gen_pre_pc.py
-/// `RMAX`; 9 warps per CTA cap a thread at 168 registers).
+/// `RMAX`; 10 warps per CTA, 3 on one SM sub-partition, cap a thread at 168 registers).
 pub const PC_MAX_C: usize = 4096;
 /// The ring's size at [`PC_MAX_C`], the dynamic shared memory the kernel may ask for.
 pub const PC_MAX_SHARED: u32 = ring_bytes(PC_MAX_C) as u32;
@@ -69,12 +69,10 @@ impl Plan {
         b: &Bucket,
         chk: &Checked,
     ) -> Result<()> {
-        let cfg = &self.cfg;
-        if let Some(why) = pre_pc_unsupported(cfg) {
-            return Err(self.shape_refused(Stage::Pre, b.desc.entry, why));
-        }
+        // The plan selected this kernel only where `pre_pc_unsupported` is None (plan.rs
+        // `reject`), and a plan's configuration never changes: nothing to re-check here.
         let args = self.pre_decode_args(x, params, out, chk);
-        self.launch(stream, b, b.resident_ctas, b.desc.threads, ring_bytes(cfg.c) as u32, &args)
+        self.launch(stream, b, b.resident_ctas, b.desc.threads, ring_bytes(self.cfg.c) as u32, &args)
     }
 }
 
