@@ -15,8 +15,8 @@ use common::{PostCase, PreCase, PreOut};
 use half::bf16;
 use mhc::device::cuda::runner::{download, nan_pattern, upload};
 use mhc::device::cuda::{
-    CudaDevice, DeviceBuffer, Event, Plan, PostInViews, PreKernel, PreOutViews, PreParamViews, PreVariant, Stream,
-    Workspace,
+    CudaDevice, DeviceBuffer, Event, Overlap, Plan, PostInViews, PreKernel, PreOutViews, PreParamViews, PreVariant,
+    Stream, Workspace,
 };
 use mhc::reference::{self, PostInputs};
 use mhc::{Config, Dtype, Error, Formulation, HostTensor, HostTensorMut, Layout};
@@ -864,6 +864,109 @@ fn pre_is_deterministic_and_graph_capturable() {
     }
 }
 
+/// One round of a dependent chain on `s`, with no host sync inside: x' and x'' poisoned
+/// (memset), post (x, f -> x'), pre (x' -> a, h_*), post (x', f, pre's h_post / h_res -> x'').
+/// Each kernel reads what the launch right before it wrote.
+#[allow(clippy::too_many_arguments)]
+fn dependent_chain(
+    plan: &Plan,
+    ws: &Workspace,
+    s: &Stream,
+    din: &DevIn,
+    f: &DeviceBuffer,
+    hp: &DeviceBuffer,
+    hr: &DeviceBuffer,
+    xo: &mut DeviceBuffer,
+    xo2: &mut DeviceBuffer,
+    out: &mut DevOut,
+    t: usize,
+) {
+    let (cfg, dtype) = (*plan.config(), plan.dtype());
+    let (n, c, k) = (cfg.n, cfg.c, cfg.k());
+    xo.fill_u32(s, nan_pattern(dtype)).unwrap();
+    xo2.fill_u32(s, nan_pattern(dtype)).unwrap();
+    out.poison(s, dtype);
+    let fv = f.view(dtype, Layout::dense(t, c));
+    plan.post(
+        s,
+        &din.x.view(dtype, din.x_layout),
+        &fv,
+        &hp.view(Dtype::F32, Layout::dense(t, n)),
+        &hr.view(Dtype::F32, Layout::dense(t, n * n)),
+        &mut xo.view_mut(dtype, Layout::dense(t, k)),
+    )
+    .unwrap();
+    plan.pre(s, ws, &xo.view(dtype, Layout::dense(t, k)), &din.params(&cfg), &mut out.views(&cfg, dtype, t)).unwrap();
+    plan.post(
+        s,
+        &xo.view(dtype, Layout::dense(t, k)),
+        &fv,
+        &out.h_post.view(Dtype::F32, Layout::dense(t, n)),
+        &out.h_res.view(Dtype::F32, Layout::dense(t, n * n)),
+        &mut xo2.view_mut(dtype, Layout::dense(t, k)),
+    )
+    .unwrap();
+}
+
+#[test]
+/// Programmatic dependent launch ([`Overlap`]): every stage kernel waits for the previous
+/// kernel before its first global access, so chains of dependent launches give exactly the bits
+/// of plain launches, with the decode kernel's early parameter loads too, round after round and
+/// replayed from a CUDA graph. A kernel that read before its wait would see the NaN poison.
+fn overlapped_launches_keep_stream_order() {
+    let Some(dev) = gpu() else { return };
+    let s = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("pdl_chain");
+    let dtype = Dtype::Bf16;
+    for (c, t) in [(4096, 1), (4096, 16), (7168, 4), (4096, 1000), (1280, 64)] {
+        let cfg = Config::new(4, c);
+        let post = PostCase::random(&mut rng, cfg, t);
+        let pre = stored(PreCase { x: post.x.clone(), ..PreCase::random(&mut rng, cfg, t, 0.02) }, dtype);
+        let din = dev_in(&dev, &pre, dtype, cfg.k());
+        let f = upload(&dev, dtype, &post.f).unwrap();
+        let hp = upload(&dev, Dtype::F32, &f32s(&post.h_post)).unwrap();
+        let hr = upload(&dev, Dtype::F32, &f32s(&post.h_res)).unwrap();
+        let bytes = t * cfg.k() * dtype.size();
+        let mut want: Option<Vec<Vec<u8>>> = None;
+        for overlap in [Overlap::Off, Overlap::Launch, Overlap::LaunchAndParameters] {
+            let plan = Plan::new(&dev, cfg, dtype, t).unwrap().with_overlap(overlap);
+            let ws = plan.new_workspace().unwrap();
+            let mut xo = DeviceBuffer::alloc(&dev, bytes).unwrap();
+            let mut xo2 = DeviceBuffer::alloc(&dev, bytes).unwrap();
+            let mut out = alloc_out(&dev, &cfg, dtype, t, c);
+            let label = format!("C={c} T={t} {overlap:?}");
+            let bits = |xo2: &DeviceBuffer, out: &DevOut| {
+                let mut v = out.bits();
+                v.push(xo2.to_vec::<u8>().unwrap());
+                v
+            };
+            for round in 0..8 {
+                dependent_chain(&plan, &ws, &s, &din, &f, &hp, &hr, &mut xo, &mut xo2, &mut out, t);
+                s.synchronize().unwrap();
+                let got = bits(&xo2, &out);
+                match &want {
+                    None => {
+                        let read = out.read(&cfg, dtype, t);
+                        assert!(read.a.iter().chain(&read.h_res).all(|v| v.is_finite()), "{label}: NaN left");
+                        want = Some(got);
+                    }
+                    Some(w) => assert!(&got == w, "{label}: round {round} differs from plain launches"),
+                }
+            }
+            s.begin_capture().unwrap();
+            for _ in 0..10 {
+                dependent_chain(&plan, &ws, &s, &din, &f, &hp, &hr, &mut xo, &mut xo2, &mut out, t);
+            }
+            let g = s.end_capture().unwrap();
+            g.launch(&s).unwrap();
+            g.launch(&s).unwrap();
+            s.synchronize().unwrap();
+            assert!(Some(bits(&xo2, &out)) == want, "{label}: graph replay differs from plain launches");
+            eprintln!("ok  dependent chain {label}");
+        }
+    }
+}
+
 #[test]
 fn pre_refuses_bad_inputs_before_launch() {
     let Some(dev) = gpu() else { return };
@@ -1104,20 +1207,29 @@ fn bench_pre_decode() {
         modes.push(("decode".into(), Mode::Auto, dtype, t, c, 20));
         modes.push(("general".into(), Mode::General, dtype, t, c, 20));
     }
-    // Attribution: the Sinkhorn's share (1 iteration instead of 20), and the CTA count.
+    // Attribution: the Sinkhorn's share (1 iteration instead of 20), and the CTA count (fewer
+    // CTAs leave SMs free for the next call's CTAs to start on under a dependent launch).
     for t in [1, 16] {
         modes.push(("decode iters=1".into(), Mode::Auto, Dtype::Bf16, t, 4096, 1));
-        for ctas in [64, 96] {
+        for ctas in [32, 48, 64, 96] {
             modes.push((format!("decode ctas~{ctas}"), Mode::Decode(ctas), Dtype::Bf16, t, 4096, 20));
         }
-        modes.push(("decode ctas~112".into(), Mode::Decode(112), Dtype::Bf16, t, 7168, 20));
+        for ctas in [56, 112] {
+            modes.push((format!("decode ctas~{ctas}"), Mode::Decode(ctas), Dtype::Bf16, t, 7168, 20));
+        }
     }
-    for (label, mode, dtype, t, c, iters) in modes {
+    let overlaps = [Overlap::Off, Overlap::Launch, Overlap::LaunchAndParameters];
+    let modes: Vec<_> = modes
+        .into_iter()
+        .flat_map(|(l, m, d, t, c, i)| overlaps.map(|o| (format!("{l} {o:?}"), m, d, t, c, i, o)))
+        .collect();
+    for (label, mode, dtype, t, c, iters, overlap) in modes {
         let cfg = Config { sinkhorn_iters: iters, ..Config::new(4, c) };
         let k = cfg.k();
         let per_set = t * k * dtype.size() + cfg.m() * k * 4;
         let sets = (150_000_000 / per_set).clamp(20, 128);
         let mut r = ready(&dev, &mut rng, cfg, dtype, t, sets);
+        r.plan.set_overlap(overlap);
         if matches!(mode, Mode::Auto) {
             assert!(r.plan.pre_uses_decode_kernel(t));
         }

@@ -58,6 +58,16 @@ class K:
     def comment(self, s):
         self.lines.append("    // " + s)
 
+    def grid_dependency(self):
+        """Programmatic dependent launch: wait until the stream's previous kernel has finished and
+        its writes are visible (a no-op unless the runtime launched this kernel with programmatic
+        stream serialization), then let the next kernel's CTAs be scheduled. Emitted after the
+        parameter loads and before the first global memory access of every kernel, so a
+        PDL launch is exactly stream-ordered; the launch after it can only overlap this
+        kernel, never an earlier one (src/device/cuda/plan.rs, `Overlap`)."""
+        self.e("griddepcontrol.wait;                    // PDL: previous kernel complete")
+        self.e("griddepcontrol.launch_dependents;       // PDL: the next kernel may be scheduled")
+
     def body(self):
         decl = []
         by_ty = {}
@@ -227,6 +237,7 @@ def post_kernel(form, dtype, n, V=None):
                          (sx, 40, "u64"), (sf, 48, "u64"), (so, 56, "u64"), (items, 64, "u32"),
                          (chunks, 68, "u32"), (cbytes, 72, "u32")]:
         k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    k.grid_dependency()
     gid, tid, ctaid, ntid, t, ch, tmp = u("gid"), u("tid"), u("ctaid"), u("ntid"), u("t"), u("ch"), u("tmp")
     pr = k.r("pred", "p")
     k.comment("one thread = one token t and one chunk of V channels, all n streams")
@@ -383,6 +394,7 @@ def head_params(k, kname, cname):
         ty = "u64" if i < 7 else ("u32" if i < 11 else "f32")
         off = 8 * i if i < 7 else 56 + 4 * (i - 7)
         k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    k.grid_dependency()
     return regs
 
 
@@ -1678,6 +1690,7 @@ def static_kernel(dtype, n):
                          (cchunks, 72, "u32"), (iters, 76, "u32"), (eps_hc, 80, "f32"), (eps_f, 84, "f32"),
                          (inv_c, 88, "f32")]:
         k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    k.grid_dependency()
     tid, lane, warp, q, it, t = u("tid"), u("lane"), u("warp"), u("q"), u("it"), u("t")
     pr, pw = k.r("pred", "p"), k.r("pred", "pw")
     k.e(f"mov.u32 {tid}, %tid.x;")
@@ -1809,6 +1822,7 @@ def static_tile_args(k):
                          (cchunks, 72, "u32"), (iters, 76, "u32"), (eps_hc, 80, "f32"), (eps_f, 84, "f32"),
                          (inv_c, 88, "f32"), (m, 92, "u32")]:
         k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    k.grid_dependency()
     return px, phpl, phol, phrl, pg, po, sx, so, tokens, cbytes, cchunks, iters, m, eps_hc, eps_f, inv_c
 
 
@@ -2240,6 +2254,7 @@ def expand_kernel(dtype):
     for reg, off, ty in [(pe, 0, "u64"), (po, 8, "u64"), (se, 16, "u64"), (so, 24, "u64"), (items, 32, "u32"),
                          (chunks, 36, "u32"), (cbytes, 40, "u32"), (n, 44, "u32")]:
         k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    k.grid_dependency()
     gid, tid, ctaid, ntid, t, ch, tmp, j = (u(s) for s in ["gid", "tid", "ctaid", "ntid", "t", "ch", "tmp", "j"])
     pr = k.r("pred", "p")
     k.e(f"mov.u32 {tid}, %tid.x;")

@@ -183,6 +183,8 @@ def kernel():
     .reg .b32 %mtp, %mtk, %mch;
     .reg .b64 %hpo, %hro, %mbs;
 {load_args(skip=("%part", "%sync", "%cpc"))}{NOSINK}
+    griddepcontrol.wait;                    // PDL: the stream's previous kernel is complete
+    griddepcontrol.launch_dependents;       // PDL: the next kernel may be scheduled
     mov.u32 %tx, %tid.x;
     shr.u32 %warp, %tx, 5;
     and.b32 %lane, %tx, 31;

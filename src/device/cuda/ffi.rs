@@ -54,6 +54,7 @@ const SYMBOLS: &[&str] = &[
     "cuEventElapsedTime",
     "cuLaunchKernel",
     "cuLaunchCooperativeKernel",
+    "cuLaunchKernelEx",
     "cuOccupancyMaxActiveClusters",
     "cuGraphInstantiateWithFlags",
     "cuGraphLaunch",
@@ -354,8 +355,21 @@ pub fn event_elapsed_ms(start: CUevent, end: CUevent) -> Result<f32> {
     Ok(ms)
 }
 
-/// One kernel launch; `cooperative`: `cuLaunchCooperativeKernel` (the whole grid resident at
-/// once, or an error).
+/// How a kernel is launched (the kernel table and the plan decide).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchMode {
+    /// The whole grid resident at once, or an error (`CU_LAUNCH_ATTRIBUTE_COOPERATIVE`): kernels
+    /// with a grid-wide arrival.
+    pub cooperative: bool,
+    /// Programmatic dependent launch (`CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`):
+    /// the driver may schedule this grid before the stream's previous kernel has finished; the
+    /// kernel's own `griddepcontrol.wait` then holds it until that kernel's writes are visible.
+    /// Only for kernels that execute that wait before their first dependent global access.
+    pub programmatic: bool,
+}
+
+/// One kernel launch: `cuLaunchKernel`, `cuLaunchCooperativeKernel`, or `cuLaunchKernelEx`
+/// with the attributes of `mode` when it asks for a programmatic dependent launch.
 ///
 /// # Safety
 /// `params` must point to one pointer per kernel parameter, each to a value of that parameter's
@@ -369,13 +383,47 @@ pub unsafe fn launch(
     shared_bytes: u32,
     s: CUstream,
     params: *mut *mut c_void,
-    cooperative: bool,
+    mode: LaunchMode,
 ) -> Result<()> {
     let ((gx, gy, gz), (bx, by, bz)) = (grid, block);
+    if mode.programmatic {
+        // A fixed array of attributes (no allocation on the launch path); the union is written
+        // through the member its attribute id names.
+        let mut attrs: [sys::CUlaunchAttribute; 2] = [
+            sys::CUlaunchAttribute {
+                id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+                pad: [0; 4],
+                value: sys::CUlaunchAttributeValue { pad: [0; 64] },
+            },
+            sys::CUlaunchAttribute {
+                id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE,
+                pad: [0; 4],
+                value: sys::CUlaunchAttributeValue { pad: [0; 64] },
+            },
+        ];
+        attrs[0].value.programmaticStreamSerializationAllowed = 1;
+        attrs[1].value.cooperative = 1;
+        let cfg = sys::CUlaunchConfig {
+            gridDimX: gx,
+            gridDimY: gy,
+            gridDimZ: gz,
+            blockDimX: bx,
+            blockDimY: by,
+            blockDimZ: bz,
+            sharedMemBytes: shared_bytes,
+            hStream: s,
+            attrs: attrs.as_mut_ptr(),
+            numAttrs: if mode.cooperative { 2 } else { 1 },
+        };
+        // SAFETY: `cfg` is fully initialised and its attribute array outlives the call; the
+        // parameter pointers are guaranteed by the caller (see above); `extra` is unused.
+        let st = unsafe { sys::cuLaunchKernelEx(&cfg, f, params, std::ptr::null_mut()) };
+        return check("cuLaunchKernelEx", st);
+    }
     // SAFETY: guaranteed by the caller (see above); the two entry points take the same
     // arguments (cuLaunchKernel's `extra` is unused: null).
     let (name, status) = unsafe {
-        if cooperative {
+        if mode.cooperative {
             let st = sys::cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shared_bytes, s, params);
             ("cuLaunchCooperativeKernel", st)
         } else {

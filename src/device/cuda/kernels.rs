@@ -80,6 +80,10 @@ pub struct KernelDesc {
     /// Persistent clusters: the grid is as many clusters as the device holds at once (asked
     /// when the plan is built), and each walks the token tiles `cluster_id + j * clusters`.
     pub persistent: bool,
+    /// The kernel executes `griddepcontrol.wait` before its first global memory access (every
+    /// sm_90a stage kernel; checked against the PTX source by a unit test), so the plan may
+    /// launch it as a programmatic dependent launch ([`super::plan::Overlap`]).
+    pub grid_dependency: bool,
     /// Persistent CTAs that stream their tokens through a ring of [`STATIC_PR_STAGES`]
     /// shared-memory stages (`static_pr`); the grid is as many CTAs as the SMs hold.
     pub token_ring: bool,
@@ -151,6 +155,7 @@ fn row(
         tile_in_shared: false,
         cooperative: false,
         persistent: false,
+        grid_dependency: true,
         token_ring: false,
     }
 }
@@ -297,6 +302,7 @@ fn build() -> Vec<KernelDesc> {
     for dtype in dtypes {
         t.push(KernelDesc {
             tokens_per_cta: 4,
+            grid_dependency: false, // coeffs.ptx has no griddepcontrol.wait: always stream-ordered
             ..row(Stage::Sinkhorn, dtype, 0, "mhc_coeffs", IMG_COEFFS, size_of::<CoeffsArgs>(), 8, 128)
         });
     }
@@ -499,6 +505,52 @@ mod tests {
                 k.max_threads
             );
         }
+    }
+
+    /// A row launched as a programmatic dependent launch (`grid_dependency`) must wait before it
+    /// touches global memory, or it could read what the previous kernel has not written yet (or
+    /// overwrite what it still reads). Checked on the PTX source of every such entry: its first
+    /// `griddepcontrol.wait` precedes its first global load, store, copy, atomic or reduction.
+    /// The one exception is the decode `pre` kernel, whose parameter loads (phi, gamma_k) sit
+    /// between a wait predicated on the early-parameters flag and the unconditional one; its
+    /// x, workspace and outputs come after the latter.
+    #[test]
+    fn overlapped_kernels_wait_before_global_memory() {
+        let global = ["ld.global", "st.global", "cp.async.", "cp.reduce", "red.", "atom.", "ld.acquire", "st.async"];
+        let mut checked = 0;
+        for d in kernels().iter().filter(|d| d.grid_dependency) {
+            let src_path = IMAGES[d.image].name.replace("asm/bin/", "asm/ptx/").replace(".cubin", ".ptx");
+            let src = std::fs::read_to_string(format!("{}/{src_path}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+            let body = src
+                .split(".visible .entry ")
+                .find(|b| b.starts_with(&format!("{}(", d.entry)))
+                .unwrap_or_else(|| panic!("{} not in {src_path}", d.entry));
+            let code: Vec<&str> = body.lines().map(|l| l.split("//").next().unwrap_or("").trim()).collect();
+            let is_global = |l: &&str| global.iter().any(|g| l.contains(g)) && !l.starts_with("cp.async.mbarrier");
+            let first_global = code.iter().position(&is_global).unwrap_or(usize::MAX);
+            let wait = |unconditional: bool| {
+                code.iter().position(|l| l.contains("griddepcontrol.wait") && (!unconditional || !l.starts_with('@')))
+            };
+            let first_wait = wait(false).unwrap_or_else(|| panic!("{}: no griddepcontrol.wait", d.entry));
+            assert!(first_wait < first_global, "{}: global access before griddepcontrol.wait", d.entry);
+            if super::super::pre_decode::is_decode_entry(d.entry) {
+                // the early-parameter window: only phi / gamma_k loads (ld.global.nc) before the
+                // second wait, which is predicated too; x is loaded after it.
+                let second = code.iter().rposition(|l| l.contains("griddepcontrol.wait")).unwrap();
+                assert!(second > first_wait, "{}: one wait only", d.entry);
+                assert!(
+                    code[..second].iter().filter(|l| is_global(l)).all(|l| l.contains("ld.global.nc.")),
+                    "{}: only read-only parameter loads may precede the second wait",
+                    d.entry
+                );
+                assert!(code[second..].iter().any(|l| l.contains("griddepcontrol.launch_dependents")));
+            } else {
+                let unconditional = wait(true).unwrap_or_else(|| panic!("{}: the wait is predicated", d.entry));
+                assert!(unconditional < first_global, "{}: global access before the wait", d.entry);
+            }
+            checked += 1;
+        }
+        assert!(checked > 100, "only {checked} overlapped rows");
     }
 
     /// The loader selects post/head/static/expand from asm/variants.toml by entry symbol: every

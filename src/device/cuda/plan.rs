@@ -26,11 +26,34 @@ pub struct Bucket {
 }
 
 /// A configuration on a device: kernels chosen and loaded for every stage the device has for it.
+/// How much of a plan's launch may overlap the kernel before it on the stream (programmatic
+/// dependent launch, sm_90+). Every stage kernel begins with `griddepcontrol.wait`, which holds
+/// it until the previous kernel has finished and its writes are visible, so with
+/// [`Overlap::Launch`] the results are exactly those of a plain stream-ordered launch; what
+/// overlaps is the launch itself (the grid is scheduled, its CTAs start and load their
+/// arguments while the previous kernel drains). Measured: `notes/cuda-pdl.md`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Overlap {
+    /// Plain launches: the kernel starts when the previous one has completed.
+    Off,
+    /// Programmatic dependent launch, waiting before any global memory access (the default).
+    #[default]
+    Launch,
+    /// As `Launch`, and the `pre` decode kernel also reads its parameters (`phi`, `gamma_k`)
+    /// before the wait, overlapping that HBM round trip with the previous kernel's tail.
+    /// Contract: the kernel launched immediately before on the same stream does not write
+    /// `phi` or `gamma_k` (true in inference; in training, any kernel between the optimizer
+    /// step and `pre` satisfies it). Each kernel lets the next one start only after its own
+    /// wait, so nothing earlier than the immediately preceding kernel can still be running.
+    LaunchAndParameters,
+}
+
 pub struct Plan {
     pub(crate) dev: CudaDevice,
     pub(crate) cfg: Config,
     pub(crate) dtype: Dtype,
     pub(crate) max_tokens: usize,
+    pub(crate) overlap: Overlap,
     /// Per stage (index [`stage_index`]): the buckets in increasing `max_tokens`, or why none.
     stages: Vec<Result<Vec<Bucket>>>,
     workspace_bytes: usize,
@@ -307,7 +330,23 @@ impl Plan {
             };
             stages.push(entry);
         }
-        Ok(Plan { dev: dev.clone(), cfg, dtype, max_tokens, stages, workspace_bytes })
+        Ok(Plan { dev: dev.clone(), cfg, dtype, max_tokens, overlap: Overlap::default(), stages, workspace_bytes })
+    }
+
+    /// The same plan with launches overlapping the previous kernel as `overlap` says
+    /// ([`Overlap::Launch`] unless changed).
+    pub fn with_overlap(mut self, overlap: Overlap) -> Self {
+        self.overlap = overlap;
+        self
+    }
+
+    /// Changes how this plan's launches overlap the previous kernel on the stream.
+    pub fn set_overlap(&mut self, overlap: Overlap) {
+        self.overlap = overlap;
+    }
+
+    pub fn overlap(&self) -> Overlap {
+        self.overlap
     }
 
     pub fn device(&self) -> &CudaDevice {
@@ -429,7 +468,10 @@ impl Plan {
                 shared_bytes,
                 stream.raw(),
                 params.as_mut_ptr(),
-                bucket.desc.cooperative,
+                ffi::LaunchMode {
+                    cooperative: bucket.desc.cooperative,
+                    programmatic: bucket.desc.grid_dependency && self.overlap != Overlap::Off,
+                },
             )
         }
     }

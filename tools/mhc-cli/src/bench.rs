@@ -8,7 +8,7 @@
 //! Bytes = what must move (inputs read once, outputs written once); floor = bytes / copy
 //! bandwidth. Prints a table, writes JSON and an SVG plot.
 
-use mhc::device::cuda::{CudaDevice, DeviceBuffer, Event, Plan, Stream};
+use mhc::device::cuda::{CudaDevice, DeviceBuffer, Event, Overlap, Plan, Stream};
 use mhc::reference::testing::Rng;
 use mhc::{Config, Dtype, Formulation, Layout, Stage};
 use std::fmt::Write as _;
@@ -37,6 +37,22 @@ pub struct Args {
     /// Only the n = 4 shapes (quicker).
     #[arg(long)]
     pub quick: bool,
+    /// Only these token counts (comma-separated; default: 1, 4, 16, 64, 256, 1024, 4096, 8192).
+    #[arg(long)]
+    pub tokens: Option<String>,
+    /// Launch overlap with the previous kernel (programmatic dependent launch): off, launch
+    /// (the plans' default) or params (`Overlap::LaunchAndParameters`).
+    #[arg(long, default_value = "launch")]
+    pub overlap: String,
+}
+
+fn parse_overlap(s: &str) -> Result<Overlap, String> {
+    match s {
+        "off" => Ok(Overlap::Off),
+        "launch" => Ok(Overlap::Launch),
+        "params" => Ok(Overlap::LaunchAndParameters),
+        other => Err(format!("--overlap: off, launch or params (got {other:?})")),
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -61,10 +77,11 @@ pub fn main(args: Args) -> Result<(), String> {
     let dev = CudaDevice::new(0).map_err(|e| format!("no CUDA device: {e}"))?;
     let stream = Stream::new(&dev).map_err(|e| e.to_string())?;
     let runs = args.runs.max(100);
+    let overlap = parse_overlap(&args.overlap)?;
     let copy_bw = copy_bandwidth(&dev, &stream).map_err(|e| e.to_string())?;
-    let launch_us = empty_launch_us(&dev, &stream).map_err(|e| e.to_string())?;
+    let launch_us = empty_launch_us(&dev, &stream, overlap).map_err(|e| e.to_string())?;
     println!(
-        "device {} ({}, {} SMs, L2 {} MiB, driver {}); copy bandwidth {:.0} GB/s; smallest kernel back-to-back {:.2} us, in a graph {:.2} us",
+        "device {} ({}, {} SMs, L2 {} MiB, driver {}); launch overlap {overlap:?}; copy bandwidth {:.0} GB/s; smallest kernel back-to-back {:.2} us, in a graph {:.2} us",
         dev.name(),
         dev.arch(),
         dev.sm_count(),
@@ -79,7 +96,13 @@ pub fn main(args: Args) -> Result<(), String> {
         .split(',')
         .map(|s| s.trim().parse::<Stage>().map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
-    let ts = [1usize, 4, 16, 64, 256, 1024, 4096, 8192];
+    let ts: Vec<usize> = match &args.tokens {
+        Some(list) => list
+            .split(',')
+            .map(|v| v.trim().parse::<usize>().map_err(|e| format!("--tokens {v:?}: {e}")))
+            .collect::<Result<_, _>>()?,
+        None => vec![1, 4, 16, 64, 256, 1024, 4096, 8192],
+    };
     let mut rows = Vec::new();
     for &stage in &stages {
         let mut shapes: Vec<(usize, usize, usize, Formulation)> = Vec::new();
@@ -107,13 +130,13 @@ pub fn main(args: Args) -> Result<(), String> {
             };
             for &form in forms {
                 for c in [4096, 7168] {
-                    for t in ts {
+                    for &t in &ts {
                         shapes.push((t, 4, c, form));
                     }
                 }
                 if !args.quick && form == Formulation::DeepSeekV4 {
                     for n in [8, 32] {
-                        for t in ts {
+                        for &t in &ts {
                             shapes.push((t, n, 1280, form));
                         }
                     }
@@ -122,7 +145,7 @@ pub fn main(args: Args) -> Result<(), String> {
         }
         for (t, n, c, form) in shapes {
             let cfg = Config::new(n, c).with_formulation(form);
-            match bench_case(&dev, &stream, stage, cfg, dtype, t, runs) {
+            match bench_case(&dev, &stream, stage, cfg, dtype, t, runs, overlap) {
                 Ok(r) => {
                     print_row(&r, copy_bw, rows.is_empty());
                     rows.push(r);
@@ -132,7 +155,8 @@ pub fn main(args: Args) -> Result<(), String> {
         }
     }
     if let Some(path) = &args.json {
-        std::fs::write(path, json(&dev, copy_bw, launch_us, dtype, &rows)).map_err(|e| format!("{path}: {e}"))?;
+        std::fs::write(path, json(&dev, copy_bw, launch_us, dtype, overlap, &rows))
+            .map_err(|e| format!("{path}: {e}"))?;
     }
     if let Some(path) = &args.svg {
         std::fs::write(path, svg(copy_bw, &rows)).map_err(|e| format!("{path}: {e}"))?;
@@ -190,8 +214,8 @@ fn copy_bandwidth(dev: &CudaDevice, s: &Stream) -> mhc::Result<f64> {
 
 /// Back-to-back and in-graph time per call of the cheapest launch we have (expand of one token,
 /// 8 channels, one stream): the launch-latency yardstick of the run.
-fn empty_launch_us(dev: &CudaDevice, s: &Stream) -> mhc::Result<(f64, f64)> {
-    let plan = Plan::new(dev, Config::new(1, 8), Dtype::F32, 1)?;
+fn empty_launch_us(dev: &CudaDevice, s: &Stream, overlap: Overlap) -> mhc::Result<(f64, f64)> {
+    let plan = Plan::new(dev, Config::new(1, 8), Dtype::F32, 1)?.with_overlap(overlap);
     let e = DeviceBuffer::zeroed(dev, 32)?;
     let mut o = DeviceBuffer::zeroed(dev, 32)?;
     let mut call = |s: &Stream| {
@@ -263,8 +287,9 @@ fn bench_case(
     dtype: Dtype,
     t: usize,
     runs: usize,
+    overlap: Overlap,
 ) -> mhc::Result<Row> {
-    let plan = Plan::new(dev, cfg, dtype, t)?;
+    let plan = Plan::new(dev, cfg, dtype, t)?.with_overlap(overlap);
     plan.supports(stage)?;
     let entry = |st: Stage| -> mhc::Result<String> {
         Ok(plan.buckets(st)?.iter().find(|b| t <= b.max_tokens).map_or("?", |b| b.desc.entry).to_string())
@@ -462,18 +487,19 @@ fn bench_case(
     Ok(Row { stage, formulation: cfg.formulation, t, n, c, variant, bytes, us, us_b2b, us_graph })
 }
 
-fn json(dev: &CudaDevice, copy_bw: f64, launch: (f64, f64), dtype: Dtype, rows: &[Row]) -> String {
+fn json(dev: &CudaDevice, copy_bw: f64, launch: (f64, f64), dtype: Dtype, overlap: Overlap, rows: &[Row]) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
         "{{\"device\": {:?}, \"arch\": \"{}\", \"sm_count\": {}, \"l2_bytes\": {}, \"driver\": {}, \"dtype\": \"{}\", \
-         \"copy_gbps\": {:.1}, \"launch_us_b2b\": {:.3}, \"launch_us_graph\": {:.3}, \"rows\": [",
+         \"overlap\": \"{:?}\", \"copy_gbps\": {:.1}, \"launch_us_b2b\": {:.3}, \"launch_us_graph\": {:.3}, \"rows\": [",
         dev.name(),
         dev.arch(),
         dev.sm_count(),
         dev.l2_bytes(),
         dev.driver_version(),
         dtype,
+        overlap,
         copy_bw / 1e9,
         launch.0,
         launch.1

@@ -91,6 +91,10 @@ def entry(dt, post):
         e(f"    ld.param.f32 %{p}, [p_args+{off}];")
         off += 4
     assert off == 232
+    # PDL (programmatic dependent launch): wait for the stream's previous kernel before the first
+    # global access, then let the next kernel be scheduled (no-ops in a plain launch).
+    e("    griddepcontrol.wait;")
+    e("    griddepcontrol.launch_dependents;")
     e("""
     // ---- thread mapping: 8 warps; lane = 4*g + q (g: mma group = token row / logit column, q: thread in group)
     mov.u32 %tx, %tid.x;
