@@ -188,9 +188,6 @@ def load_phase(bf):
 {zero_then_load([f"%ph{4*j+i}" for i in range(4)], "f32", "0f00000000", "%rd2")}""")
         if j < 5:
             e("    add.u64 %rd2, %rd2, %rd4;")
-    e("""    // phi is in flight; x, base and the workspace are read only after the PDL wait
-    @%p_pf griddepcontrol.wait;
-    griddepcontrol.launch_dependents;       // PDL: the next kernel may be scheduled""")
     # x
     if bf:
         e("""    // x (bf16): thread -> chunk e8 = tid % 32 (8 elements, 16 bytes), tokens t0 + 8j, j < 2
@@ -508,7 +505,7 @@ def entry(dt):
 .reqntid 256, 1, 1
 {{
     .reg .pred %p<8>;
-    .reg .pred %p_paper, %p_gk, %p_pf, %p_col, %p_xc, %p_xe, %p_tok, %p_act;
+    .reg .pred %p_paper, %p_gk, %p_col, %p_xc, %p_xe, %p_tok, %p_act;
     .reg .pred %pf<{FULL_SLOTS}>;
     .reg .pred %pt<3>;
     .reg .pred %pz<15>;
@@ -560,9 +557,8 @@ def entry(dt):
     setp.ne.u32 %p_paper, %r1, 0;
     and.b32 %r1, %flags, 2;
     setp.ne.u32 %p_gk, %r1, 0;
-    and.b32 %r1, %flags, 4;                 // bit 2: the parameters (phi, gamma_k) may be read
-    setp.ne.u32 %p_pf, %r1, 0;              // before the PDL wait (Overlap::LaunchAndParameters)
-    @!%p_pf griddepcontrol.wait;            // PDL: the stream's previous kernel is complete""")
+    griddepcontrol.wait;                    // PDL: the stream's previous kernel is complete
+    griddepcontrol.launch_dependents;       // PDL: the next kernel may be scheduled""")
     e(load_phase(bf))
     e("""    ld.global.nc.f32 %sc0, [%scale];
     ld.global.nc.f32 %sc1, [%scale+4];

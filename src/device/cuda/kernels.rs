@@ -509,11 +509,10 @@ mod tests {
 
     /// A row launched as a programmatic dependent launch (`grid_dependency`) must wait before it
     /// touches global memory, or it could read what the previous kernel has not written yet (or
-    /// overwrite what it still reads). Checked on the PTX source of every such entry: its first
-    /// `griddepcontrol.wait` precedes its first global load, store, copy, atomic or reduction.
-    /// The one exception is the decode `pre` kernel, whose parameter loads (phi, gamma_k) sit
-    /// between a wait predicated on the early-parameters flag and the unconditional one; its
-    /// x, workspace and outputs come after the latter.
+    /// overwrite what it still reads). Checked on the PTX source of every such entry: an
+    /// unpredicated `griddepcontrol.wait` precedes its first global load, store, copy, atomic
+    /// or reduction, and `griddepcontrol.launch_dependents` comes after that wait (so the next
+    /// kernel can only ever overlap this one, never an earlier one).
     #[test]
     fn overlapped_kernels_wait_before_global_memory() {
         let global = ["ld.global", "st.global", "cp.async.", "cp.reduce", "red.", "atom.", "ld.acquire", "st.async"];
@@ -527,27 +526,12 @@ mod tests {
                 .unwrap_or_else(|| panic!("{} not in {src_path}", d.entry));
             let code: Vec<&str> = body.lines().map(|l| l.split("//").next().unwrap_or("").trim()).collect();
             let is_global = |l: &&str| global.iter().any(|g| l.contains(g)) && !l.starts_with("cp.async.mbarrier");
-            let first_global = code.iter().position(&is_global).unwrap_or(usize::MAX);
-            let wait = |unconditional: bool| {
-                code.iter().position(|l| l.contains("griddepcontrol.wait") && (!unconditional || !l.starts_with('@')))
-            };
-            let first_wait = wait(false).unwrap_or_else(|| panic!("{}: no griddepcontrol.wait", d.entry));
-            assert!(first_wait < first_global, "{}: global access before griddepcontrol.wait", d.entry);
-            if super::super::pre_decode::is_decode_entry(d.entry) {
-                // the early-parameter window: only phi / gamma_k loads (ld.global.nc) before the
-                // second wait, which is predicated too; x is loaded after it.
-                let second = code.iter().rposition(|l| l.contains("griddepcontrol.wait")).unwrap();
-                assert!(second > first_wait, "{}: one wait only", d.entry);
-                assert!(
-                    code[..second].iter().filter(|l| is_global(l)).all(|l| l.contains("ld.global.nc.")),
-                    "{}: only read-only parameter loads may precede the second wait",
-                    d.entry
-                );
-                assert!(code[second..].iter().any(|l| l.contains("griddepcontrol.launch_dependents")));
-            } else {
-                let unconditional = wait(true).unwrap_or_else(|| panic!("{}: the wait is predicated", d.entry));
-                assert!(unconditional < first_global, "{}: global access before the wait", d.entry);
-            }
+            let first_global = code.iter().position(is_global).unwrap_or(usize::MAX);
+            let wait = code.iter().position(|l| *l == "griddepcontrol.wait;");
+            let wait = wait.unwrap_or_else(|| panic!("{}: no unpredicated griddepcontrol.wait", d.entry));
+            assert!(wait < first_global, "{}: global access before griddepcontrol.wait", d.entry);
+            let trigger = code.iter().position(|l| l.contains("griddepcontrol.launch_dependents"));
+            assert!(trigger.is_some_and(|i| i > wait), "{}: launch_dependents missing or before the wait", d.entry);
             checked += 1;
         }
         assert!(checked > 100, "only {checked} overlapped rows");

@@ -26,26 +26,20 @@ pub struct Bucket {
 }
 
 /// A configuration on a device: kernels chosen and loaded for every stage the device has for it.
-/// How much of a plan's launch may overlap the kernel before it on the stream (programmatic
+/// Whether a plan's launches may overlap the kernel before them on the stream (programmatic
 /// dependent launch, sm_90+). Every stage kernel begins with `griddepcontrol.wait`, which holds
-/// it until the previous kernel has finished and its writes are visible, so with
-/// [`Overlap::Launch`] the results are exactly those of a plain stream-ordered launch; what
-/// overlaps is the launch itself (the grid is scheduled, its CTAs start and load their
-/// arguments while the previous kernel drains). Measured: `notes/cuda-pdl.md`.
+/// it until the previous kernel has finished and its writes are visible, and only then lets the
+/// next kernel be scheduled (`griddepcontrol.launch_dependents`); so with [`Overlap::Launch`]
+/// the results are exactly those of plain stream-ordered launches, and what overlaps is the
+/// launch itself: the grid is scheduled and its CTAs start while the previous kernel drains.
+/// Measured on an H100 (notes/cuda-pdl.md): about 0.3-1 us less per call at decode sizes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Overlap {
     /// Plain launches: the kernel starts when the previous one has completed.
     Off,
-    /// Programmatic dependent launch, waiting before any global memory access (the default).
+    /// Programmatic dependent launch (the default).
     #[default]
     Launch,
-    /// As `Launch`, and the `pre` decode kernel also reads its parameters (`phi`, `gamma_k`)
-    /// before the wait, overlapping that HBM round trip with the previous kernel's tail.
-    /// Contract: the kernel launched immediately before on the same stream does not write
-    /// `phi` or `gamma_k` (true in inference; in training, any kernel between the optimizer
-    /// step and `pre` satisfies it). Each kernel lets the next one start only after its own
-    /// wait, so nothing earlier than the immediately preceding kernel can still be running.
-    LaunchAndParameters,
 }
 
 pub struct Plan {

@@ -7,7 +7,7 @@
 //! every CTA resident at once.
 
 use super::memory::DeviceTensor;
-use super::plan::{Bucket, Overlap, Plan, Workspace};
+use super::plan::{Bucket, Plan, Workspace};
 use super::pre::{Checked, PreOutViews, PreParamViews, FLAG_GAMMA_K, FLAG_PAPER};
 use super::stream::Stream;
 use crate::config::{Config, Dtype};
@@ -42,17 +42,13 @@ pub struct PreDecodeArgs {
     /// Channels per CTA (a multiple of 8, at most [`DECODE_MAX_CPC`]).
     pub cpc: u32,
     pub iters: u32,
-    /// 1 = Paper formulation, 2 = gamma_k, 4 = [`FLAG_PARAMS_EARLY`].
+    /// 1 = Paper formulation, 2 = gamma_k.
     pub flags: u32,
     pub eps_norm: f32,
     pub eps_hc: f32,
     pub pad: u32,
 }
 const _: () = assert!(std::mem::size_of::<PreDecodeArgs>() == 144);
-
-/// Flag bit of [`PreDecodeArgs`]: the decode kernel loads phi and gamma_k before its PDL wait
-/// ([`Overlap::LaunchAndParameters`]; the cluster kernel ignores it).
-pub const FLAG_PARAMS_EARLY: u32 = 4;
 
 /// Largest T of the decode kernel (its shared x slice holds 16 token rows).
 pub const DECODE_KERNEL_MAX_TOKENS: usize = 16;
@@ -149,8 +145,7 @@ impl Plan {
             a_stride: out.a.layout.row_stride as u32,
             cpc: 0,
             iters: cfg.sinkhorn_iters,
-            flags: chk.flags & (FLAG_PAPER | FLAG_GAMMA_K)
-                | if self.overlap == Overlap::LaunchAndParameters { FLAG_PARAMS_EARLY } else { 0 },
+            flags: chk.flags & (FLAG_PAPER | FLAG_GAMMA_K),
             eps_norm: cfg.eps_norm as f32,
             eps_hc: cfg.eps_hc as f32,
             pad: 0,

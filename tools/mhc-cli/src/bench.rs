@@ -6,7 +6,10 @@
 //! that the working set exceeds twice the L2 size, and also as back-to-back launches (mean per
 //! call) and, for decode sizes (T <= 16), as replays of a captured CUDA graph of 100 calls.
 //! Bytes = what must move (inputs read once, outputs written once); floor = bytes / copy
-//! bandwidth. Prints a table, writes JSON and an SVG plot.
+//! bandwidth + the launch latency of the cheapest kernel timed the same way (one launch between
+//! events for `us`, inside a graph for `us_graph`), so the ratio means something at decode sizes
+//! too. Plans launch with their default [`Overlap`] (programmatic dependent launch) unless
+//! `--overlap off`. Prints a table, writes JSON and an SVG plot.
 
 use mhc::device::cuda::{CudaDevice, DeviceBuffer, Event, Overlap, Plan, Stream};
 use mhc::reference::testing::Rng;
@@ -40,8 +43,8 @@ pub struct Args {
     /// Only these token counts (comma-separated; default: 1, 4, 16, 64, 256, 1024, 4096, 8192).
     #[arg(long)]
     pub tokens: Option<String>,
-    /// Launch overlap with the previous kernel (programmatic dependent launch): off, launch
-    /// (the plans' default) or params (`Overlap::LaunchAndParameters`).
+    /// Launch overlap with the previous kernel (programmatic dependent launch): off, or launch
+    /// (the plans' default).
     #[arg(long, default_value = "launch")]
     pub overlap: String,
 }
@@ -50,8 +53,27 @@ fn parse_overlap(s: &str) -> Result<Overlap, String> {
     match s {
         "off" => Ok(Overlap::Off),
         "launch" => Ok(Overlap::Launch),
-        "params" => Ok(Overlap::LaunchAndParameters),
-        other => Err(format!("--overlap: off, launch or params (got {other:?})")),
+        other => Err(format!("--overlap: off or launch (got {other:?})")),
+    }
+}
+
+/// The launch-latency yardstick of a run: the cheapest kernel we have, timed the three ways the
+/// rows are (one launch between events; back-to-back; inside a CUDA graph).
+#[derive(Debug, Clone, Copy)]
+struct Launch {
+    single: f64,
+    b2b: f64,
+    graph: f64,
+}
+
+impl Launch {
+    /// Floor of a row timed one launch at a time: its bytes at copy bandwidth plus one launch.
+    fn floor(&self, bytes: f64, copy_bw: f64) -> f64 {
+        bytes / copy_bw * 1e6 + self.single
+    }
+    /// The same inside a CUDA graph.
+    fn floor_graph(&self, bytes: f64, copy_bw: f64) -> f64 {
+        bytes / copy_bw * 1e6 + self.graph
     }
 }
 
@@ -81,15 +103,19 @@ pub fn main(args: Args) -> Result<(), String> {
     let copy_bw = copy_bandwidth(&dev, &stream).map_err(|e| e.to_string())?;
     let launch_us = empty_launch_us(&dev, &stream, overlap).map_err(|e| e.to_string())?;
     println!(
-        "device {} ({}, {} SMs, L2 {} MiB, driver {}); launch overlap {overlap:?}; copy bandwidth {:.0} GB/s; smallest kernel back-to-back {:.2} us, in a graph {:.2} us",
+        "device {} ({}, {} SMs, L2 {} MiB, driver {}); launch overlap {overlap:?}; copy bandwidth {:.0} GB/s; smallest kernel {:.2} us (one launch between events), back-to-back {:.2} us, in a graph {:.2} us",
         dev.name(),
         dev.arch(),
         dev.sm_count(),
         dev.l2_bytes() >> 20,
         dev.driver_version(),
         copy_bw / 1e9,
-        launch_us.0,
-        launch_us.1
+        launch_us.single,
+        launch_us.b2b,
+        launch_us.graph
+    );
+    println!(
+        "floor_us = bytes / copy bandwidth + one launch (x_flr = us / floor_us); x_flr_g = us_graph / (bytes / copy bandwidth + one launch in a graph)"
     );
     let stages: Vec<Stage> = args
         .stages
@@ -147,7 +173,7 @@ pub fn main(args: Args) -> Result<(), String> {
             let cfg = Config::new(n, c).with_formulation(form);
             match bench_case(&dev, &stream, stage, cfg, dtype, t, runs, overlap) {
                 Ok(r) => {
-                    print_row(&r, copy_bw, rows.is_empty());
+                    print_row(&r, copy_bw, launch_us, rows.is_empty());
                     rows.push(r);
                 }
                 Err(e) => println!("{stage} T={t} n={n} C={c}: {e}"),
@@ -164,17 +190,18 @@ pub fn main(args: Args) -> Result<(), String> {
     Ok(())
 }
 
-fn print_row(r: &Row, copy_bw: f64, header: bool) {
+fn print_row(r: &Row, copy_bw: f64, launch: Launch, header: bool) {
     if header {
         println!(
-            "{:<8} {:<5} {:>5} {:>3} {:>5} {:>9} {:>9} {:>9} {:>8} {:>6} {:>8} {:>6}  variant",
-            "stage", "form", "T", "n", "C", "us", "us_b2b", "us_graph", "GB/s", "%copy", "floor_us", "x_flr"
+            "{:<8} {:<5} {:>5} {:>3} {:>5} {:>9} {:>9} {:>9} {:>8} {:>6} {:>8} {:>6} {:>7}  variant",
+            "stage", "form", "T", "n", "C", "us", "us_b2b", "us_graph", "GB/s", "%copy", "floor_us", "x_flr", "x_flr_g"
         );
     }
     let gbs = r.bytes / (r.us * 1e-6) / 1e9;
-    let floor = r.bytes / copy_bw * 1e6;
+    let floor = launch.floor(r.bytes, copy_bw);
+    let x_graph = r.us_graph.map(|g| format!("{:.2}", g / launch.floor_graph(r.bytes, copy_bw)));
     println!(
-        "{:<8} {:<5} {:>5} {:>3} {:>5} {:>9.2} {:>9.2} {:>9} {:>8.0} {:>5.1}% {:>8.2} {:>6.2}  {}",
+        "{:<8} {:<5} {:>5} {:>3} {:>5} {:>9.2} {:>9.2} {:>9} {:>8.0} {:>5.1}% {:>8.2} {:>6.2} {:>7}  {}",
         r.stage.name(),
         r.formulation.to_string(),
         r.t,
@@ -187,6 +214,7 @@ fn print_row(r: &Row, copy_bw: f64, header: bool) {
         100.0 * gbs * 1e9 / copy_bw,
         floor,
         r.us / floor,
+        x_graph.unwrap_or_else(|| "-".into()),
         r.variant
     );
 }
@@ -212,9 +240,10 @@ fn copy_bandwidth(dev: &CudaDevice, s: &Stream) -> mhc::Result<f64> {
     Ok(2.0 * bytes as f64 / median(&mut times))
 }
 
-/// Back-to-back and in-graph time per call of the cheapest launch we have (expand of one token,
-/// 8 channels, one stream): the launch-latency yardstick of the run.
-fn empty_launch_us(dev: &CudaDevice, s: &Stream, overlap: Overlap) -> mhc::Result<(f64, f64)> {
+/// Time per call of the cheapest launch we have (expand of one token, 8 channels, one stream),
+/// one launch between events (median), back-to-back and in a graph: the launch-latency
+/// yardstick of the run.
+fn empty_launch_us(dev: &CudaDevice, s: &Stream, overlap: Overlap) -> mhc::Result<Launch> {
     let plan = Plan::new(dev, Config::new(1, 8), Dtype::F32, 1)?.with_overlap(overlap);
     let e = DeviceBuffer::zeroed(dev, 32)?;
     let mut o = DeviceBuffer::zeroed(dev, 32)?;
@@ -225,6 +254,15 @@ fn empty_launch_us(dev: &CudaDevice, s: &Stream, overlap: Overlap) -> mhc::Resul
     for _ in 0..50 {
         call(s)?;
     }
+    let mut single = Vec::with_capacity(100);
+    for _ in 0..100 {
+        e0.record(s)?;
+        call(s)?;
+        e1.record(s)?;
+        e1.synchronize()?;
+        single.push(e1.elapsed_ms_since(&e0)? as f64 * 1e3);
+    }
+    let single = median(&mut single);
     e0.record(s)?;
     for _ in 0..1000 {
         call(s)?;
@@ -246,7 +284,7 @@ fn empty_launch_us(dev: &CudaDevice, s: &Stream, overlap: Overlap) -> mhc::Resul
     e1.record(s)?;
     e1.synchronize()?;
     let graph = e1.elapsed_ms_since(&e0)? as f64 * 1e3 / 1000.0;
-    Ok((b2b, graph))
+    Ok(Launch { single, b2b, graph })
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -487,12 +525,12 @@ fn bench_case(
     Ok(Row { stage, formulation: cfg.formulation, t, n, c, variant, bytes, us, us_b2b, us_graph })
 }
 
-fn json(dev: &CudaDevice, copy_bw: f64, launch: (f64, f64), dtype: Dtype, overlap: Overlap, rows: &[Row]) -> String {
+fn json(dev: &CudaDevice, copy_bw: f64, launch: Launch, dtype: Dtype, overlap: Overlap, rows: &[Row]) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
         "{{\"device\": {:?}, \"arch\": \"{}\", \"sm_count\": {}, \"l2_bytes\": {}, \"driver\": {}, \"dtype\": \"{}\", \
-         \"overlap\": \"{:?}\", \"copy_gbps\": {:.1}, \"launch_us_b2b\": {:.3}, \"launch_us_graph\": {:.3}, \"rows\": [",
+         \"overlap\": \"{:?}\", \"copy_gbps\": {:.1}, \"launch_us\": {:.3}, \"launch_us_b2b\": {:.3}, \"launch_us_graph\": {:.3}, \"rows\": [",
         dev.name(),
         dev.arch(),
         dev.sm_count(),
@@ -501,17 +539,19 @@ fn json(dev: &CudaDevice, copy_bw: f64, launch: (f64, f64), dtype: Dtype, overla
         dtype,
         overlap,
         copy_bw / 1e9,
-        launch.0,
-        launch.1
+        launch.single,
+        launch.b2b,
+        launch.graph
     );
     for (i, r) in rows.iter().enumerate() {
         let gbs = r.bytes / (r.us * 1e-6) / 1e9;
-        let floor = r.bytes / copy_bw * 1e6;
+        let floor = launch.floor(r.bytes, copy_bw);
+        let floor_graph = r.us_graph.map(|_| format!("{:.3}", launch.floor_graph(r.bytes, copy_bw)));
         let _ = write!(
             s,
             "{}\n  {{\"name\": \"cuda_{}_{}_{}_T{}_n{}_C{}\", \"stage\": \"{}\", \"formulation\": \"{}\", \"T\": {}, \"n\": {}, \"C\": {}, \
              \"variant\": \"{}\", \"bytes\": {}, \"us\": {:.3}, \"us_b2b\": {:.3}, \"us_graph\": {}, \"gbps\": {:.1}, \
-             \"pct_copy\": {:.1}, \"floor_us\": {:.3}}}",
+             \"pct_copy\": {:.1}, \"transfer_us\": {:.3}, \"floor_us\": {:.3}, \"floor_graph_us\": {}}}",
             if i == 0 { "" } else { "," },
             dev.arch(),
             r.stage.name(),
@@ -531,7 +571,9 @@ fn json(dev: &CudaDevice, copy_bw: f64, launch: (f64, f64), dtype: Dtype, overla
             r.us_graph.map(|g| format!("{g:.3}")).unwrap_or_else(|| "null".into()),
             gbs,
             100.0 * gbs * 1e9 / copy_bw,
-            floor
+            r.bytes / copy_bw * 1e6,
+            floor,
+            floor_graph.unwrap_or_else(|| "null".into())
         );
     }
     s.push_str("\n]}\n");
