@@ -254,14 +254,17 @@ fn empty_launch_us(dev: &CudaDevice, s: &Stream, overlap: Overlap) -> mhc::Resul
     for _ in 0..50 {
         call(s)?;
     }
-    let mut single = Vec::with_capacity(100);
-    for _ in 0..100 {
-        e0.record(s)?;
+    // Exactly as the rows' `us`: an event pair around each of 100 launches, recorded in one go.
+    let evs: Vec<(Event, Event)> =
+        (0..100).map(|_| Ok((Event::new(dev)?, Event::new(dev)?))).collect::<mhc::Result<_>>()?;
+    for (a, b) in &evs {
+        a.record(s)?;
         call(s)?;
-        e1.record(s)?;
-        e1.synchronize()?;
-        single.push(e1.elapsed_ms_since(&e0)? as f64 * 1e3);
+        b.record(s)?;
     }
+    s.synchronize()?;
+    let mut single: Vec<f64> =
+        evs.iter().map(|(a, b)| b.elapsed_ms_since(a).map(|ms| ms as f64 * 1e3)).collect::<mhc::Result<_>>()?;
     let single = median(&mut single);
     e0.record(s)?;
     for _ in 0..1000 {
