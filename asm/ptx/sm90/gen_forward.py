@@ -64,7 +64,7 @@ class K:
         stream serialization), then let the next kernel's CTAs be scheduled. Emitted after the
         parameter loads and before the first global memory access of every kernel, so a
         PDL launch is exactly stream-ordered; the launch after it can only overlap this
-        kernel, never an earlier one (src/device/cuda/plan.rs, `Overlap`)."""
+        kernel, never an earlier one (src/device/cuda/plan.rs, `Overlap`; notes/cuda-pdl.md)."""
         self.e("griddepcontrol.wait;                    // PDL: previous kernel complete")
         self.e("griddepcontrol.launch_dependents;       // PDL: the next kernel may be scheduled")
 
