@@ -320,6 +320,7 @@ impl Pool {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn bench_case(
     dev: &CudaDevice,
     s: &Stream,
