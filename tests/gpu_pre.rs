@@ -911,7 +911,8 @@ fn dependent_chain(
 #[test]
 /// Programmatic dependent launch ([`Overlap`]): every stage kernel waits for the previous
 /// kernel before its first global access, so chains of dependent launches give exactly the bits
-/// of plain launches, round after round and replayed from a CUDA graph. A kernel that read before its wait would see the NaN poison.
+/// of plain launches, round after round and replayed from a CUDA graph. A kernel that read
+/// before its wait would see the NaN poison.
 fn overlapped_launches_keep_stream_order() {
     let Some(dev) = gpu() else { return };
     let s = Stream::new(&dev).unwrap();

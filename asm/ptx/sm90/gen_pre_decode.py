@@ -112,6 +112,12 @@ COEF_REGS = """    .reg .f32 %S<16>;
     .reg .f32 %g<4>;"""
 
 
+# Programmatic dependent launch: after the parameter loads, before the first global access
+# (src/device/cuda/plan.rs `Overlap`, notes/cuda-pdl.md); shared with gen_pre_pc.py.
+GRID_DEPENDENCY = """    griddepcontrol.wait;                    // PDL: the stream's previous kernel is complete
+    griddepcontrol.launch_dependents;       // PDL: the next kernel may be scheduled"""
+
+
 def load_args(skip=()):
     """ld.param of the ARGS fields into their registers, except the registers in skip."""
     return "\n".join(f"    ld.param.{t} {r}, [p_args+{o}];" for t, r, o in ARGS if r not in skip)
@@ -556,9 +562,8 @@ def entry(dt):
     and.b32 %r1, %flags, 1;
     setp.ne.u32 %p_paper, %r1, 0;
     and.b32 %r1, %flags, 2;
-    setp.ne.u32 %p_gk, %r1, 0;
-    griddepcontrol.wait;                    // PDL: the stream's previous kernel is complete
-    griddepcontrol.launch_dependents;       // PDL: the next kernel may be scheduled""")
+    setp.ne.u32 %p_gk, %r1, 0;""")
+    e(GRID_DEPENDENCY)
     e(load_phase(bf))
     e("""    ld.global.nc.f32 %sc0, [%scale];
     ld.global.nc.f32 %sc1, [%scale+4];

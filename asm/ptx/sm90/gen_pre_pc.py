@@ -10,7 +10,7 @@ output (no dates, no paths).
 
 import os
 
-from gen_pre_decode import COEF_REGS, coef_body, load_args, post_body
+from gen_pre_decode import COEF_REGS, GRID_DEPENDENCY, coef_body, load_args, post_body
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXP = set(filter(None, os.environ.get("PC_EXP", "").split(",")))  # timing experiments only
@@ -183,8 +183,7 @@ def kernel():
     .reg .b32 %mtp, %mtk, %mch;
     .reg .b64 %hpo, %hro, %mbs;
 {load_args(skip=("%part", "%sync", "%cpc"))}{NOSINK}
-    griddepcontrol.wait;                    // PDL: the stream's previous kernel is complete
-    griddepcontrol.launch_dependents;       // PDL: the next kernel may be scheduled
+{GRID_DEPENDENCY}
     mov.u32 %tx, %tid.x;
     shr.u32 %warp, %tx, 5;
     and.b32 %lane, %tx, 31;

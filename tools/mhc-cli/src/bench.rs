@@ -247,47 +247,79 @@ fn empty_launch_us(dev: &CudaDevice, s: &Stream, overlap: Overlap) -> mhc::Resul
     let plan = Plan::new(dev, Config::new(1, 8), Dtype::F32, 1)?.with_overlap(overlap);
     let e = DeviceBuffer::zeroed(dev, 32)?;
     let mut o = DeviceBuffer::zeroed(dev, 32)?;
-    let mut call = |s: &Stream| {
+    let mut call = |_: usize| {
         plan.expand(s, &e.view(Dtype::F32, Layout::dense(1, 8)), &mut o.view_mut(Dtype::F32, Layout::dense(1, 8)))
     };
-    let (e0, e1) = (Event::new(dev)?, Event::new(dev)?);
-    for _ in 0..50 {
-        call(s)?;
+    for i in 0..50 {
+        call(i)?;
     }
-    // Exactly as the rows' `us`: an event pair around each of 100 launches, recorded in one go.
+    // Timed exactly as the rows are.
+    let single = time_single(dev, s, 100, &mut call)?;
+    let b2b = time_b2b(dev, s, 1000, &mut call)?;
+    let graph = time_graph(dev, s, 10, &mut call)?;
+    Ok(Launch { single, b2b, graph })
+}
+
+/// Median of `runs` single launches, each between its own pair of events (all recorded in one go).
+fn time_single(
+    dev: &CudaDevice,
+    s: &Stream,
+    runs: usize,
+    call: &mut impl FnMut(usize) -> mhc::Result<()>,
+) -> mhc::Result<f64> {
     let evs: Vec<(Event, Event)> =
-        (0..100).map(|_| Ok((Event::new(dev)?, Event::new(dev)?))).collect::<mhc::Result<_>>()?;
-    for (a, b) in &evs {
+        (0..runs).map(|_| Ok((Event::new(dev)?, Event::new(dev)?))).collect::<mhc::Result<_>>()?;
+    for (i, (a, b)) in evs.iter().enumerate() {
         a.record(s)?;
-        call(s)?;
+        call(i)?;
         b.record(s)?;
     }
     s.synchronize()?;
-    let mut single: Vec<f64> =
+    let mut times: Vec<f64> =
         evs.iter().map(|(a, b)| b.elapsed_ms_since(a).map(|ms| ms as f64 * 1e3)).collect::<mhc::Result<_>>()?;
-    let single = median(&mut single);
+    Ok(median(&mut times))
+}
+
+/// Mean time per call of `runs` launches back-to-back between two events.
+fn time_b2b(
+    dev: &CudaDevice,
+    s: &Stream,
+    runs: usize,
+    call: &mut impl FnMut(usize) -> mhc::Result<()>,
+) -> mhc::Result<f64> {
+    let (e0, e1) = (Event::new(dev)?, Event::new(dev)?);
     e0.record(s)?;
-    for _ in 0..1000 {
-        call(s)?;
+    for i in 0..runs {
+        call(i)?;
     }
     e1.record(s)?;
     e1.synchronize()?;
-    let b2b = e1.elapsed_ms_since(&e0)? as f64 * 1e3 / 1000.0;
+    Ok(e1.elapsed_ms_since(&e0)? as f64 * 1e3 / runs as f64)
+}
+
+/// Time per call of 100 calls captured in a CUDA graph, replayed `replays` times (after one
+/// untimed replay).
+fn time_graph(
+    dev: &CudaDevice,
+    s: &Stream,
+    replays: usize,
+    call: &mut impl FnMut(usize) -> mhc::Result<()>,
+) -> mhc::Result<f64> {
     s.begin_capture()?;
-    for _ in 0..100 {
-        call(s)?;
+    for i in 0..100 {
+        call(i)?;
     }
     let g = s.end_capture()?;
     g.launch(s)?;
     s.synchronize()?;
+    let (e0, e1) = (Event::new(dev)?, Event::new(dev)?);
     e0.record(s)?;
-    for _ in 0..10 {
+    for _ in 0..replays {
         g.launch(s)?;
     }
     e1.record(s)?;
     e1.synchronize()?;
-    let graph = e1.elapsed_ms_since(&e0)? as f64 * 1e3 / 1000.0;
-    Ok(Launch { single, b2b, graph })
+    Ok(e1.elapsed_ms_since(&e0)? as f64 * 1e3 / (100 * replays) as f64)
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -486,46 +518,11 @@ fn bench_case(
         call(i % sets)?;
     }
     s.synchronize()?;
-    // Per-run events: the median of `runs` single launches.
-    let evs: Vec<(Event, Event)> =
-        (0..runs).map(|_| Ok((Event::new(dev)?, Event::new(dev)?))).collect::<mhc::Result<_>>()?;
-    for (i, (a, b)) in evs.iter().enumerate() {
-        a.record(s)?;
-        call(i % sets)?;
-        b.record(s)?;
-    }
-    s.synchronize()?;
-    let mut times: Vec<f64> =
-        evs.iter().map(|(a, b)| b.elapsed_ms_since(a).map(|ms| ms as f64 * 1e3)).collect::<mhc::Result<_>>()?;
-    let us = median(&mut times);
-    // Back-to-back: `runs` launches between two events.
-    let (e0, e1) = (Event::new(dev)?, Event::new(dev)?);
-    e0.record(s)?;
-    for i in 0..runs {
-        call(i % sets)?;
-    }
-    e1.record(s)?;
-    e1.synchronize()?;
-    let us_b2b = e1.elapsed_ms_since(&e0)? as f64 * 1e3 / runs as f64;
+    let mut call = |i: usize| call(i % sets);
+    let us = time_single(dev, s, runs, &mut call)?;
+    let us_b2b = time_b2b(dev, s, runs, &mut call)?;
     // Graph replay for decode sizes: 100 captured calls, replayed 5 times.
-    let us_graph = if t <= 16 {
-        s.begin_capture()?;
-        for i in 0..100 {
-            call(i % sets)?;
-        }
-        let g = s.end_capture()?;
-        g.launch(s)?;
-        s.synchronize()?;
-        e0.record(s)?;
-        for _ in 0..5 {
-            g.launch(s)?;
-        }
-        e1.record(s)?;
-        e1.synchronize()?;
-        Some(e1.elapsed_ms_since(&e0)? as f64 * 1e3 / 500.0)
-    } else {
-        None
-    };
+    let us_graph = if t <= 16 { Some(time_graph(dev, s, 5, &mut call)?) } else { None };
     Ok(Row { stage, formulation: cfg.formulation, t, n, c, variant, bytes, us, us_b2b, us_graph })
 }
 
