@@ -6,9 +6,8 @@
 //! that the working set exceeds twice the L2 size, and also as back-to-back launches (mean per
 //! call) and, for decode sizes (T <= 16), as replays of a captured CUDA graph of 100 calls.
 //! Bytes = what must move (inputs read once, outputs written once); floor = bytes / copy
-//! bandwidth + the launch latency of the cheapest kernel timed the same way (one launch between
-//! events for `us`, inside a graph for `us_graph`), so the ratio means something at decode sizes
-//! too. Plans launch with their default [`Overlap`] (programmatic dependent launch) unless
+//! bandwidth + the device-side cost of one launch (the cheapest kernel inside a graph), so the
+//! ratio means something at decode sizes too. Plans launch with their default [`Overlap`] (programmatic dependent launch) unless
 //! `--overlap off`. Prints a table, writes JSON and an SVG plot.
 
 use mhc::device::cuda::{CudaDevice, DeviceBuffer, Event, Overlap, Plan, Stream};
@@ -57,22 +56,19 @@ fn parse_overlap(s: &str) -> Result<Overlap, String> {
     }
 }
 
-/// The launch-latency yardstick of a run: the cheapest kernel we have, timed the three ways the
-/// rows are (one launch between events; back-to-back; inside a CUDA graph).
+/// The launch-latency yardstick of a run: the cheapest kernel we have, back-to-back on a stream
+/// and inside a CUDA graph.
 #[derive(Debug, Clone, Copy)]
 struct Launch {
-    single: f64,
     b2b: f64,
     graph: f64,
 }
 
 impl Launch {
-    /// Floor of a row timed one launch at a time: its bytes at copy bandwidth plus one launch.
+    /// Floor of a row: its bytes at copy bandwidth plus the device-side cost of one launch (the
+    /// cheapest kernel inside a graph; a single launch timed between events adds a host-side
+    /// launch time that varied 5-12 us from run to run, too noisy for a yardstick).
     fn floor(&self, bytes: f64, copy_bw: f64) -> f64 {
-        bytes / copy_bw * 1e6 + self.single
-    }
-    /// The same inside a CUDA graph.
-    fn floor_graph(&self, bytes: f64, copy_bw: f64) -> f64 {
         bytes / copy_bw * 1e6 + self.graph
     }
 }
@@ -103,19 +99,18 @@ pub fn main(args: Args) -> Result<(), String> {
     let copy_bw = copy_bandwidth(&dev, &stream).map_err(|e| e.to_string())?;
     let launch_us = empty_launch_us(&dev, &stream, overlap).map_err(|e| e.to_string())?;
     println!(
-        "device {} ({}, {} SMs, L2 {} MiB, driver {}); launch overlap {overlap:?}; copy bandwidth {:.0} GB/s; smallest kernel {:.2} us (one launch between events), back-to-back {:.2} us, in a graph {:.2} us",
+        "device {} ({}, {} SMs, L2 {} MiB, driver {}); launch overlap {overlap:?}; copy bandwidth {:.0} GB/s; smallest kernel back-to-back {:.2} us, in a graph {:.2} us",
         dev.name(),
         dev.arch(),
         dev.sm_count(),
         dev.l2_bytes() >> 20,
         dev.driver_version(),
         copy_bw / 1e9,
-        launch_us.single,
         launch_us.b2b,
         launch_us.graph
     );
     println!(
-        "floor_us = bytes / copy bandwidth + one launch (x_flr = us / floor_us); x_flr_g = us_graph / (bytes / copy bandwidth + one launch in a graph)"
+        "floor_us = bytes / copy bandwidth + the smallest kernel in a graph; x_flr = us / floor_us, x_flr_g = us_graph / floor_us"
     );
     let stages: Vec<Stage> = args
         .stages
@@ -199,7 +194,7 @@ fn print_row(r: &Row, copy_bw: f64, launch: Launch, header: bool) {
     }
     let gbs = r.bytes / (r.us * 1e-6) / 1e9;
     let floor = launch.floor(r.bytes, copy_bw);
-    let x_graph = r.us_graph.map(|g| format!("{:.2}", g / launch.floor_graph(r.bytes, copy_bw)));
+    let x_graph = r.us_graph.map(|g| format!("{:.2}", g / floor));
     println!(
         "{:<8} {:<5} {:>5} {:>3} {:>5} {:>9.2} {:>9.2} {:>9} {:>8.0} {:>5.1}% {:>8.2} {:>6.2} {:>7}  {}",
         r.stage.name(),
@@ -253,11 +248,9 @@ fn empty_launch_us(dev: &CudaDevice, s: &Stream, overlap: Overlap) -> mhc::Resul
     for i in 0..50 {
         call(i)?;
     }
-    // Timed exactly as the rows are.
-    let single = time_single(dev, s, 100, &mut call)?;
     let b2b = time_b2b(dev, s, 1000, &mut call)?;
     let graph = time_graph(dev, s, 10, &mut call)?;
-    Ok(Launch { single, b2b, graph })
+    Ok(Launch { b2b, graph })
 }
 
 /// Median of `runs` single launches, each between its own pair of events (all recorded in one go).
@@ -531,7 +524,7 @@ fn json(dev: &CudaDevice, copy_bw: f64, launch: Launch, dtype: Dtype, overlap: O
     let _ = write!(
         s,
         "{{\"device\": {:?}, \"arch\": \"{}\", \"sm_count\": {}, \"l2_bytes\": {}, \"driver\": {}, \"dtype\": \"{}\", \
-         \"overlap\": \"{:?}\", \"copy_gbps\": {:.1}, \"launch_us\": {:.3}, \"launch_us_b2b\": {:.3}, \"launch_us_graph\": {:.3}, \"rows\": [",
+         \"overlap\": \"{:?}\", \"copy_gbps\": {:.1}, \"launch_us_b2b\": {:.3}, \"launch_us_graph\": {:.3}, \"rows\": [",
         dev.name(),
         dev.arch(),
         dev.sm_count(),
@@ -540,19 +533,17 @@ fn json(dev: &CudaDevice, copy_bw: f64, launch: Launch, dtype: Dtype, overlap: O
         dtype,
         overlap,
         copy_bw / 1e9,
-        launch.single,
         launch.b2b,
         launch.graph
     );
     for (i, r) in rows.iter().enumerate() {
         let gbs = r.bytes / (r.us * 1e-6) / 1e9;
         let floor = launch.floor(r.bytes, copy_bw);
-        let floor_graph = r.us_graph.map(|_| format!("{:.3}", launch.floor_graph(r.bytes, copy_bw)));
         let _ = write!(
             s,
             "{}\n  {{\"name\": \"cuda_{}_{}_{}_T{}_n{}_C{}\", \"stage\": \"{}\", \"formulation\": \"{}\", \"T\": {}, \"n\": {}, \"C\": {}, \
              \"variant\": \"{}\", \"bytes\": {}, \"us\": {:.3}, \"us_b2b\": {:.3}, \"us_graph\": {}, \"gbps\": {:.1}, \
-             \"pct_copy\": {:.1}, \"transfer_us\": {:.3}, \"floor_us\": {:.3}, \"floor_graph_us\": {}}}",
+             \"pct_copy\": {:.1}, \"transfer_us\": {:.3}, \"floor_us\": {:.3}}}",
             if i == 0 { "" } else { "," },
             dev.arch(),
             r.stage.name(),
@@ -573,8 +564,7 @@ fn json(dev: &CudaDevice, copy_bw: f64, launch: Launch, dtype: Dtype, overlap: O
             gbs,
             100.0 * gbs * 1e9 / copy_bw,
             r.bytes / copy_bw * 1e6,
-            floor,
-            floor_graph.unwrap_or_else(|| "null".into())
+            floor
         );
     }
     s.push_str("\n]}\n");
