@@ -503,6 +503,88 @@ fn pre_decode_kernel_shapes() {
     assert!(r.out.read(&cfg, Dtype::Bf16, 2).h_pre.iter().all(|v| v.is_nan()), "refused call wrote");
 }
 
+/// The mid kernel (asm/ptx/sm90/pre_decode.ptx, `mhc_pre_mid_*`) at the shapes it is selected
+/// for: T in 17..=64 (both 32-token FMA passes, partial passes), n in {1, 2, 3, 4}, C in {512,
+/// 1280, 1288, 4096, 7168}, both formulations and dtypes, phi ~ 0.5, strided x and a, gamma_k,
+/// forced CTA counts; and that C < 512, n = 8, gamma_f and T = 65 keep the other kernels, and
+/// that fewer CTAs than tokens are refused before the launch.
+#[test]
+fn pre_mid_kernel_shapes() {
+    let Some(dev) = gpu() else { return };
+    let stream = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("pre_mid");
+    let uses = |sh: &Shape| Plan::new(&dev, sh.cfg(), sh.dtype, sh.t).unwrap().pre_uses_mid_kernel(sh.t);
+    for dtype in DTYPES {
+        for form in FORMS {
+            let mut shapes = Vec::new();
+            for (n, c, t) in [
+                (4, 4096, 17),
+                (4, 4096, 32),
+                (4, 4096, 33),
+                (4, 4096, 64),
+                (4, 7168, 24),
+                (4, 7168, 64),
+                (4, 512, 64),
+                (4, 1280, 40),
+                (4, 1288, 57),
+                (1, 4096, 64),
+                (2, 1280, 20),
+                (3, 7168, 48),
+            ] {
+                shapes.push(Shape::new(n, c, t, form, dtype));
+            }
+            shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 4096, 64, form, dtype) });
+            shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 7168, 33, form, dtype) });
+            shapes.push(Shape { x_pad: 24, ..Shape::new(4, 1288, 50, form, dtype) });
+            shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4096, 40, form, dtype) });
+            shapes.push(Shape { ctas: Some(64), ..Shape::new(4, 4096, 64, form, dtype) });
+            shapes.push(Shape { ctas: Some(120), ..Shape::new(4, 7168, 30, form, dtype) });
+            shapes.push(Shape { ctas: Some(70), ..Shape::new(3, 4096, 64, form, dtype) });
+            for sh in shapes {
+                // bf16, n = 4, C <= 4096 (a multiple of 128) stays on the cluster kernel.
+                let pc = dtype == Dtype::Bf16 && sh.n == 4 && sh.c % 128 == 0 && sh.c <= 4096;
+                assert_eq!(uses(&sh), !pc, "{}: mid kernel selected?", sh.label());
+                if pc && sh.ctas.is_some() {
+                    continue;
+                }
+                check_pre(&dev, &stream, &mut rng, &sh);
+            }
+            for sh in [
+                Shape::new(4, 256, 40, form, dtype),
+                Shape::new(8, 1280, 40, form, dtype),
+                Shape { gamma_f: true, ..Shape::new(4, 4096, 40, form, dtype) },
+                Shape::new(4, 4096, 65, form, dtype),
+                Shape::new(4, 4096, 16, form, dtype),
+            ] {
+                assert!(!uses(&sh), "{}: mid kernel not selected", sh.label());
+            }
+        }
+    }
+    // Fewer CTAs than tokens (CTA s finishes token s): refused before the launch.
+    let cfg = Config::new(4, 7168);
+    let mut r = ready(&dev, &mut rng, cfg, Dtype::Bf16, 40, 1);
+    r.out.poison(&stream, Dtype::Bf16);
+    let e = r.launch_mode(&stream, 0, Mode::Decode(32));
+    assert!(matches!(e, Err(Error::Shape { what: "ctas", .. })), "{e:?}");
+    stream.synchronize().unwrap();
+    assert!(r.out.read(&cfg, Dtype::Bf16, 40).h_pre.iter().all(|v| v.is_nan()), "refused call wrote");
+}
+
+/// Small launches of the mid kernel (gamma_k, strided rows, both dtypes), for compute-sanitizer;
+/// also checked against the reference.
+#[test]
+fn mid_sanitizer_smoke() {
+    let Some(dev) = gpu() else { return };
+    let stream = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("mid_sanitizer_smoke");
+    for dtype in DTYPES {
+        for (n, c, t) in [(4, 512, 64), (2, 1288, 33), (4, 1280, 17)] {
+            let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(n, c, t, Formulation::DeepSeekV4, dtype) };
+            check_pre(&dev, &stream, &mut rng, &sh);
+        }
+    }
+}
+
 /// The persistent-cluster kernel (asm/ptx/sm90/pre_pc.ptx) at the shapes it is selected for
 /// (bf16, n = 4, C % 128 == 0 up to 4096, T >= 17): partial last tiles, every run count per warp
 /// (C = 128 .. 4096), phi ~ 0.5, gamma_k, strided x and a; and that f32, gamma_f, C = 4224 and

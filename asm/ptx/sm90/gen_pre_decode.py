@@ -89,6 +89,11 @@ HEADER = """\
 
 FULL_SLOTS = 5       # phase 5: subsets of 32 -> S <= 160
 ROW = 1040           # bytes per shared row (260 floats)
+MID_TOKENS = 64      # token capacity of the mid entries (src/device/cuda/pre_decode.rs MID_MAX_TOKENS)
+# The mid entries' dynamic shared memory: phi_s [24][260] f32, x_s [64][260] f32, red [8][64][32]
+# f32 (its own region: the 32-token FMA passes read phi_s after a pass stores its sums).
+MID_PHI, MID_X, MID_RED = 0, 24960, 24960 + MID_TOKENS * ROW
+MID_SMEM = MID_RED + 8 * MID_TOKENS * 128
 LOG2E = "0f3FB8AA3B"
 NEG_LOG2E = "0fBFB8AA3B"
 
@@ -159,7 +164,7 @@ def zero_then_load(regs, ty, zero, addr):
     @%p1 ld.global.nc.v4.{ty} {{{', '.join(regs)}}}, [{addr}];"""
 
 
-def load_phase(bf):
+def load_phase(bf, tm=16):
     L = []
     e = L.append
     e("""    // ================= phase 1: phi slice and x slice -> shared memory ==================
@@ -196,12 +201,12 @@ def load_phase(bf):
             e("    add.u64 %rd2, %rd2, %rd4;")
     # x
     if bf:
-        e("""    // x (bf16): thread -> chunk e8 = tid % 32 (8 elements, 16 bytes), tokens t0 + 8j, j < 2
+        e(f"""    // x (bf16): thread -> chunk e8 = tid % 32 (8 elements, 16 bytes), tokens t0 + 8j, j < {tm // 8}
     and.b32 %r1, %tx, 31;
     shl.b32 %ex, %r1, 3;
     shr.u32 %r2, %tx, 5;                   // t0""")
     else:
-        e("""    // x (f32): thread -> group e4 = tid % 64 (4 elements, 16 bytes), tokens t0 + 4j, j < 4
+        e(f"""    // x (f32): thread -> group e4 = tid % 64 (4 elements, 16 bytes), tokens t0 + 4j, j < {tm // 4}
     and.b32 %r1, %tx, 63;
     shl.b32 %ex, %r1, 2;
     shr.u32 %r2, %tx, 6;                   // t0""")
@@ -217,8 +222,8 @@ def load_phase(bf):
     e(f"""    mul.wide.u32 %rd1, %r5, {esz};
     add.u64 %rd6, %x, %rd1;
     mul.wide.u32 %rd7, %xs, {esz * (8 if bf else 4)};   // token step""")
-    nx = 2 if bf else 4
     tstep = 8 if bf else 4
+    nx = tm // tstep
     for j in range(nx):
         e(f"""    add.u32 %r6, %r2, {tstep*j};
     setp.lt.u32 %p1, %r6, %T;
@@ -270,7 +275,7 @@ BASE_DONE:""")
     return "\n".join(L)
 
 
-def fma_class(P):
+def fma_class(P, tm=16):
     """Phase 2 body for T <= P tokens."""
     RG = 32 // P
     RPL = -(-24 // RG)
@@ -324,11 +329,11 @@ FL_P{P}:
     setp.lt.u32 %p1, %it, %LW;
     @%p1 bra FL_P{P};
     barrier.sync 0;                             // every warp is done with phi_s: red[] aliases it
-    // red[(w*16 + tt)*32 + r]: r = 0 ss (rg == 0 stores it), 1 + row
-    shl.b32 %r1, %warp, 4;
+    // red[(w*{tm} + tt)*32 + r]: r = 0 ss (rg == 0 stores it), 1 + row
+    shl.b32 %r1, %warp, {tm.bit_length() - 1};
     add.u32 %r1, %r1, %tt;
     shl.b32 %r1, %r1, 7;
-    mov.u32 %r2, sm_phi;
+    mov.u32 %r2, SM_RED;
     add.u32 %r1, %r1, %r2;
     setp.eq.u32 %p1, %rg, 0;
     @%p1 st.shared.f32 [%r1], %ssa;
@@ -342,6 +347,175 @@ FL_P{P}:
         else:
             e(f"    st.shared.f32 [%r1+{4*(1+j)}], %acc{j};")
     e("    bra FMA_DONE;")
+    return "\n".join(L)
+
+
+def fma_p32(tp, half, tm, last):
+    """Phase 2 pass for 32 tokens (the mid entries, T > 16): lane = token 32 tp + lane, logit rows
+    12 half .. +11 over the warp's LW elements (ss in half 0); sums to red[w][t][r]. The passes
+    run in sequence (tp, half) = (0,0), (0,1), (1,0), (1,1); T <= 32 stops after the first two."""
+    tag = f"P32_{tp}_{half}"
+    L = []
+    e = L.append
+    e(f"""FMA_{tag}:
+    add.u32 %tt, %lane, {32 * tp};
+    mul.lo.u32 %r1, %tt, 1040;
+    mov.u32 %xa, sm_x;
+    add.u32 %xa, %xa, %r1;
+    add.u32 %xa, %xa, %woff;
+    mov.u32 %pa0, sm_phi;
+    add.u32 %pa0, %pa0, {12 * half * ROW};
+    add.u32 %pa0, %pa0, %woff;""")
+    for j in range(12):
+        e(f"    mov.f32 %acc{j}, 0f00000000;")
+    e(f"""    mov.f32 %ssa, 0f00000000;
+    mov.u32 %it, 0;
+FL_{tag}:
+    ld.shared.v4.f32 {{%xq0, %xq1, %xq2, %xq3}}, [%xa];""")
+    for j in range(12):
+        e(f"    ld.shared.v4.f32 {{%pq{4*j}, %pq{4*j+1}, %pq{4*j+2}, %pq{4*j+3}}}, [%pa0+{ROW*j}];")
+    if half == 0:
+        for q in range(4):
+            e(f"    fma.rn.f32 %ssa, %xq{q}, %xq{q}, %ssa;")
+    for q in range(4):
+        for j in range(12):
+            e(f"    fma.rn.f32 %acc{j}, %xq{q}, %pq{4*j+q}, %acc{j};")
+    e(f"""    add.u32 %xa, %xa, 16;
+    add.u32 %pa0, %pa0, 16;
+    add.u32 %it, %it, 4;
+    setp.lt.u32 %p1, %it, %LW;
+    @%p1 bra FL_{tag};
+    shl.b32 %r1, %warp, {tm.bit_length() - 1};
+    add.u32 %r1, %r1, %tt;
+    shl.b32 %r1, %r1, 7;
+    mov.u32 %r2, SM_RED;
+    add.u32 %r1, %r1, %r2;""")
+    if half == 0:
+        e("    st.shared.f32 [%r1], %ssa;")
+    for j in range(12):
+        e(f"    st.shared.f32 [%r1+{4 * (1 + 12 * half + j)}], %acc{j};")
+    if last:
+        e("    bra FMA_DONE;")
+    elif half == 1:
+        e(f"""    setp.le.u32 %p1, %T, {32 * (tp + 1)};
+    @%p1 bra FMA_DONE;""")
+    return "\n".join(L)
+
+
+def mid_tail(bf):
+    """The mid entries after the first arrival: CTA s < T reduces token s's rows (phase 5);
+    thread 32 computes inv_rms and h_pre, stores them and arrives on the second counter
+    (sync+8) while threads 0/1 run the Sinkhorn and h_post; warps 1..7 wait for every CTA's
+    h_pre (thread 32 polls, then the mbarrier sm_hmb), copy h_pre[T][n] to shared memory
+    (sm_hmb2) and mix their channels of every token. The exit counter (sync+4) counts CTAs
+    past the second arrival; the last one zeroes all three words."""
+    L = []
+    e = L.append
+    e("""    // ================= mid: phase 5 for token tok = ctaid, h_pre published, second arrival ===
+    mov.u32 %tok, %ctaid.x;
+    setp.ge.u32 %p1, %tok, %T;
+    @%p1 bra MID_NOTOK;""")
+    e(full_load("F0"))
+    e(full_reduce())
+    e("""    setp.lt.u32 %p1, %tx, 32;
+    @%p1 bra MID_W0;
+    setp.ne.u32 %p1, %tx, 32;
+    @%p1 bra MID_WAIT;
+    // thread 32: inv_rms and h_pre of token tok -> global; then the second arrival
+    ld.shared.f32 %f10, [sm_lg];
+    cvt.rn.f32.u32 %f2, %K;
+    div.rn.f32 %f3, %f10, %f2;
+    add.f32 %f3, %f3, %eps_norm;
+    sqrt.rn.f32 %f3, %f3;
+    rcp.rn.f32 %f3, %f3;                    // inv_rms
+    mul.wide.u32 %rd3, %tok, 4;
+    add.u64 %rd3, %inv, %rd3;
+    st.global.f32 [%rd3], %f3;
+    mul.lo.u32 %r7, %tok, %n;
+    mul.wide.u32 %rd3, %r7, 4;
+    add.u64 %rd3, %hpre, %rd3;""")
+    for i in range(4):
+        e(f"""    setp.lt.u32 %p3, {i}, %n;
+    @!%p3 bra MID_HPRE_DONE;
+    ld.shared.f32 %f11, [sm_lg+{4 * (1 + i)}];
+    ld.shared.f32 %f4, [sm_base+{4*i}];
+    mul.f32 %f5, %f11, %f3;
+    fma.rn.f32 %f5, %f5, %sc0, %f4;
+{sigmoid('%f5', '%f6')}
+    @!%p_paper add.f32 %f6, %f6, %eps_hc;
+    st.global.f32 [%rd3+{4*i}], %f6;""")
+    e("""MID_HPRE_DONE:
+    red.release.gpu.global.add.u32 [%sync+8], 1;
+    bra MID_POLL;
+MID_W0:
+    setp.ge.u32 %p1, %tx, 2;
+    @%p1 bra EXIT;""")
+    e(coef_call("S0"))
+    e("""    bra EXIT;
+MID_NOTOK:
+    setp.lt.u32 %p1, %tx, 32;
+    @%p1 bra EXIT;
+    setp.ne.u32 %p1, %tx, 32;
+    @%p1 bra MID_WAIT;
+    red.release.gpu.global.add.u32 [%sync+8], 1;
+MID_POLL:""")
+    e(spin("[%sync+8]", "SPIN2", "SPUN2"))
+    e("""    atom.relaxed.gpu.global.add.u32 %xold, [%sync+4], 1;
+MID_WAIT:
+    // warps 1..7: every CTA's h_pre is in memory once thread 32's poll saw S arrivals
+    mbarrier.arrive.shared::cta.b64 %mbs, [sm_hmb];
+HMB_WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [sm_hmb], 0;
+    @!%p1 bra HMB_WAIT;
+    // h_pre[t][i] -> sm_hpre[t][i] (row of 4 floats), items tid - 32 + 224 j < T n
+    sub.u32 %r0, %tx, 32;
+    mul.lo.u32 %r1, %T, %n;
+HCOPY:
+    setp.ge.u32 %p1, %r0, %r1;
+    @%p1 bra HCOPY_DONE;
+    mul.wide.u32 %rd1, %r0, 4;
+    add.u64 %rd1, %hpre, %rd1;
+    ld.global.cg.f32 %f1, [%rd1];
+    div.u32 %r2, %r0, %n;
+    mul.lo.u32 %r3, %r2, %n;
+    sub.u32 %r3, %r0, %r3;
+    shl.b32 %r2, %r2, 4;
+    shl.b32 %r3, %r3, 2;
+    add.u32 %r2, %r2, %r3;
+    mov.u32 %r3, sm_hpre;
+    add.u32 %r2, %r2, %r3;
+    st.shared.f32 [%r2], %f1;
+    add.u32 %r0, %r0, 224;
+    bra HCOPY;
+HCOPY_DONE:
+    mbarrier.arrive.shared::cta.b64 %mbs, [sm_hmb2];
+HMB2_WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [sm_hmb2], 0;
+    @!%p1 bra HMB2_WAIT;
+    // ---- pre-mix (warps 1..7): items tid - 32 + 224 j -> (token t = item / NCH, chunk q)
+    sub.u32 %mi, %tx, 32;
+    mul.lo.u32 %mn, %T, %nch;
+MIX_LOOP:
+    setp.ge.u32 %p1, %mi, %mn;
+    @%p1 bra EXIT;
+    mov.u32 %r0, %mi;""")
+    e(mix_item(bf, "MIX_NEXT"))
+    e("""MIX_NEXT:
+    add.u32 %mi, %mi, 224;
+    bra MIX_LOOP;
+EXIT:
+    setp.ne.u32 %p1, %tx, 32;
+    @%p1 bra DONE;
+    sub.u32 %r1, %S, 1;
+    setp.ne.u32 %p1, %xold, %r1;
+    @%p1 bra DONE;
+    st.relaxed.gpu.global.u32 [%sync], 0;          // last CTA out: the workspace is ready again
+    st.relaxed.gpu.global.u32 [%sync+4], 0;
+    st.relaxed.gpu.global.u32 [%sync+8], 0;
+DONE:
+    ret;
+}
+""")
     return "\n".join(L)
 
 
@@ -500,15 +674,44 @@ def tree(cells, dst, e, eps):
         e(f"    mov.f32 {dst}, {level[0]};")
 
 
-def entry(dt):
+def spin(word, tag, done):
+    """Acquire-poll of the counter at word until it reads S (bounded: 2 s, then trap); exits to
+    the label done."""
+    return f"""    mov.u64 %t0, %globaltimer;
+    mov.u32 %r12, 0;
+{tag}:
+    ld.acquire.gpu.global.u32 %r11, {word};
+    setp.ge.u32 %p2, %r11, %S;
+    @%p2 bra {done};
+    add.u32 %r12, %r12, 1;
+    and.b32 %r13, %r12, 31;
+    setp.ne.u32 %p2, %r13, 0;
+    @%p2 bra {tag};                           // the clock is read every 32 polls only
+    mov.u64 %t1, %globaltimer;
+    sub.u64 %t1, %t1, %t0;
+    setp.gt.u64 %p2, %t1, 2000000000;
+    @%p2 trap;                               // 2 s: the CTAs are not co-resident (see header)
+    bra {tag};
+{done}:"""
+
+
+def entry(dt, mid=False):
+    """The decode entry (T <= 16; mid=False) or the mid entry (T <= MID_TOKENS, two arrivals)."""
     bf = dt == "bf16"
     esz = 2 if bf else 4
+    tm = MID_TOKENS if mid else 16
+    kind = "mid" if mid else "decode"
+    HMB2 = "\n    @%p1 mbarrier.init.shared::cta.b64 [sm_hmb2], 224;  // mid: h_pre copied to shared" if mid else ""
+    MIDREGS = "\n    .reg .b32 %mi, %mn;" if mid else ""
+    # one CTA per SM (dynamic shared memory); without it ptxas 12.9 held the bf16 entry to 80
+    # registers and spilled
+    MINCTA = "\n.minnctapersm 1" if mid else ""
     L = []
     e = L.append
-    e(f""".visible .entry mhc_pre_decode_sm90_{dt}(
+    e(f""".visible .entry mhc_pre_{kind}_sm90_{dt}(
     .param .align 8 .b8 p_args[144]
 )
-.reqntid 256, 1, 1
+.reqntid 256, 1, 1{MINCTA}
 {{
     .reg .pred %p<8>;
     .reg .pred %p_paper, %p_gk, %p_col, %p_xc, %p_xe, %p_tok, %p_act;
@@ -525,7 +728,7 @@ def entry(dt):
     .reg .b32 %pa<12>;
     .reg .f32 %gk<4>;
     .reg .f32 %ph<24>;
-    .reg .b32 %xv<16>;
+    .reg .b32 %xv<{max(16, 4 * (tm // (8 if bf else 4)))}>;
     .reg .b32 %xf<8>;
     .reg .f32 %xq<4>;
     .reg .f32 %pq<48>;
@@ -535,7 +738,7 @@ def entry(dt):
     .reg .f32 %pv<75>;
     .reg .f32 %su<15>;
     .reg .f32 %sx<15>;
-    .reg .b32 %xold;
+    .reg .b32 %xold;{MIDREGS}
 {COEF_REGS}
     .reg .f32 %mx, %sum, %rc, %nt, %inv_t;
     .reg .f32 %mo<8>;
@@ -545,7 +748,7 @@ def entry(dt):
     shr.u32 %warp, %tx, 5;
     and.b32 %lane, %tx, 31;
     setp.eq.u32 %p1, %tx, 0;                // sm_hmb: warps 1..7's h_pre barrier (224 arrivals);
-    @%p1 mbarrier.init.shared::cta.b64 [sm_hmb], 224;   // published by the load phase's barrier 0
+    @%p1 mbarrier.init.shared::cta.b64 [sm_hmb], 224;   // published by the load phase's barrier 0{HMB2}
     mov.u32 %S, %nctaid.x;
     mov.u32 %r0, %ctaid.x;
     mul.lo.u32 %c0, %r0, %cpc;              // first channel of this CTA
@@ -564,7 +767,7 @@ def entry(dt):
     and.b32 %r1, %flags, 2;
     setp.ne.u32 %p_gk, %r1, 0;""")
     e(GRID_DEPENDENCY)
-    e(load_phase(bf))
+    e(load_phase(bf, tm))
     e("""    ld.global.nc.f32 %sc0, [%scale];
     ld.global.nc.f32 %sc1, [%scale+4];
     ld.global.nc.f32 %sc2, [%scale+8];
@@ -576,10 +779,17 @@ def entry(dt):
     setp.le.u32 %p1, %T, 4;
     @%p1 bra FMA_P4;
     setp.le.u32 %p1, %T, 8;
-    @%p1 bra FMA_P8;
-    bra FMA_P16;""")
+    @%p1 bra FMA_P8;""" + ("""
+    setp.le.u32 %p1, %T, 16;
+    @%p1 bra FMA_P16;
+    bra FMA_P32_0_0;""" if mid else """
+    bra FMA_P16;"""))
     for P in (1, 2, 4, 8, 16):
-        e(fma_class(P))
+        e(fma_class(P, tm))
+    if mid:
+        for tp in range(tm // 32):
+            for half in range(2):
+                e(fma_p32(tp, half, tm, last=(tp == tm // 32 - 1 and half == 1)))
     e("""FMA_DONE:
     barrier.sync 0;
     // ================= phase 3: this CTA's partial rows -> workspace, grid arrival ===========
@@ -587,11 +797,11 @@ def entry(dt):
     and.b32 %r1, %tx, 31;
     shr.u32 %r2, %tx, 5;
     setp.le.u32 %p3, %r1, 24;
-    mov.u32 %r3, sm_phi;
+    mov.u32 %r3, SM_RED;
     shl.b32 %r4, %r1, 2;
     add.u32 %r3, %r3, %r4;
     mov.u32 %r0, %ctaid.x;""")
-    for j in range(2):
+    for j in range(tm // 8):
         e(f"""    add.u32 %r5, %r2, {8*j};
     setp.lt.u32 %p1, %r5, %T;
     and.pred %p1, %p1, %p3;
@@ -600,7 +810,7 @@ def entry(dt):
     add.u32 %r6, %r6, %r3;                  // &red[0][t][r]
     ld.shared.f32 %f1, [%r6];""")
         for w in range(1, 8):
-            e(f"""    ld.shared.f32 %f2, [%r6+{w*16*128}];
+            e(f"""    ld.shared.f32 %f2, [%r6+{w*tm*128}];
     add.f32 %f1, %f1, %f2;""")
         e(f"""    mad.lo.u32 %r7, %r0, %T, %r5;
     shl.b32 %r7, %r7, 5;
@@ -616,25 +826,13 @@ PW{j}:""")
     setp.ne.u32 %p1, %tx, 0;
     @%p1 bra ARRIVED;
     red.release.gpu.global.add.u32 [%sync], 1;
-    mov.u64 %t0, %globaltimer;
-    mov.u32 %r12, 0;
-SPIN:
-    ld.acquire.gpu.global.u32 %r11, [%sync];
-    setp.ge.u32 %p2, %r11, %S;
-    @%p2 bra SPUN;
-    add.u32 %r12, %r12, 1;
-    and.b32 %r13, %r12, 31;
-    setp.ne.u32 %p2, %r13, 0;
-    @%p2 bra SPIN;                           // the clock is read every 32 polls only
-    mov.u64 %t1, %globaltimer;
-    sub.u64 %t1, %t1, %t0;
-    setp.gt.u64 %p2, %t1, 2000000000;
-    @%p2 trap;                               // 2 s: the CTAs are not co-resident (see header)
-    bra SPIN;
-SPUN:
-    atom.relaxed.gpu.global.add.u32 %xold, [%sync+4], 1;
+""" + spin("[%sync]", "SPIN", "SPUN") + ("" if mid else """
+    atom.relaxed.gpu.global.add.u32 %xold, [%sync+4], 1;""") + """
 ARRIVED:
     barrier.sync 0;""")
+    if mid:
+        e(mid_tail(bf))
+        return "\n".join(L)
     e("""    // ================= loads of phases 5 and 4, all in flight before any use ==================
     mov.u32 %tok, %ctaid.x;""")
     e(full_load("F0"))
@@ -784,14 +982,24 @@ HMB_WAIT:
     sub.u32 %r0, %tx, 32;
     mul.lo.u32 %r1, %T, %nch;
     setp.ge.u32 %p1, %r0, %r1;
-    @%p1 bra MIX_DONE;
-    div.u32 %r2, %r0, %nch;                // t
+    @%p1 bra MIX_DONE;""")
+    e(mix_item(bf, "MIX_DONE"))
+    return "\n".join(L)
+
+
+def mix_item(bf, skip):
+    """a[t][c0 + 8q .. +7] = sum_i h_pre[t][i] x_s[t][i][8q ..] for the item in %r0 (token t =
+    item / NCH, chunk q), h_pre from sm_hpre; a chunk past C branches to skip."""
+    esz = 2 if bf else 4
+    L = []
+    e = L.append
+    e(f"""    div.u32 %r2, %r0, %nch;                // t
     mul.lo.u32 %r3, %r2, %nch;
     sub.u32 %r3, %r0, %r3;                 // q
     shl.b32 %r3, %r3, 3;
     add.u32 %r4, %c0, %r3;                  // channel
     setp.ge.u32 %p1, %r4, %C;
-    @%p1 bra MIX_DONE;""")
+    @%p1 bra {skip};""")
     for j in range(8):
         e(f"    mov.f32 %mo{j}, 0f00000000;")
     e("""    mov.u32 %r5, sm_x;
@@ -905,6 +1113,23 @@ def coef_call(lbl):
     return "\n".join(L)
 
 
+def to_dynamic(body):
+    """The mid entry's shared regions: phi_s, x_s and red in dynamic shared memory (dsm +
+    MID_PHI / MID_X / MID_RED), h_pre in sm_hpre_mid."""
+    import re
+    offs = {"sm_phi": MID_PHI, "sm_x": MID_X, "SM_RED": MID_RED}
+
+    def addr(m):
+        reg, sym = m.group(1), m.group(2)
+        off = offs[sym]
+        return f"mov.u32 {reg}, dsm;" + (f"\n    add.u32 {reg}, {reg}, {off};" if off else "")
+
+    body = re.sub(r"mov\.u32 (%\w+), (sm_phi|sm_x|SM_RED);", addr, body)
+    body = body.replace("sm_hpre", "sm_hpre_mid")
+    assert not re.search(r"\b(sm_phi|sm_x|SM_RED)\b", body), "a shared symbol outside mov.u32"
+    return body
+
+
 def main():
     text = HEADER
     text += """
@@ -917,7 +1142,16 @@ def main():
 .shared .align 16 .b8 sm_lg[128];          // phase 5: the token's row (ss, P[0..M))
 
 """
-    text += entry("bf16") + "\n" + entry("f32")
+    text += entry("bf16").replace("SM_RED", "sm_phi") + "\n" + entry("f32").replace("SM_RED", "sm_phi")
+    text += """
+// ---- the mid entries: the same kernel for T <= 64 with a second grid arrival (header) ----
+.extern .shared .align 16 .b8 dsm[];       // mid: phi_s, x_s, red (offsets in the header)
+.shared .align 16 .b8 sm_hpre_mid[1024];   // mid: h_pre [64][4]
+.shared .align 8 .b64 sm_hmb2;             // mid: h_pre copied to shared memory (warps 1..7)
+
+"""
+    for dt in ("bf16", "f32"):
+        text += "\n" + to_dynamic(entry(dt, mid=True))
     out = os.path.join(HERE, "pre_decode.ptx")
     with open(out, "w") as f:
         f.write(text)

@@ -266,6 +266,20 @@ fn build() -> Vec<KernelDesc> {
             ..row(Stage::Pre, dtype, 0, entry, IMG_PRE_DECODE, args, 8, 256)
         });
     }
+    // pre for 17..=64 tokens (n <= 4, no gamma_f, C >= 512, not where pre_pc applies): the decode
+    // kernel with a second grid arrival (pre_decode.rs `mid_unsupported`); tried before the
+    // general kernel.
+    for (dtype, entry) in super::pre_decode::MID_DTYPES {
+        let args = size_of::<super::pre_decode::PreDecodeArgs>();
+        t.push(KernelDesc {
+            tokens_per_cta: super::pre_decode::MID_MAX_TOKENS,
+            min_tokens: super::pre_decode::DECODE_KERNEL_MAX_TOKENS + 1,
+            max_tokens: super::pre_decode::MID_MAX_TOKENS,
+            max_dynamic_shared: super::pre_decode::MID_SMEM,
+            cooperative: true,
+            ..row(Stage::Pre, dtype, 0, entry, IMG_PRE_DECODE, args, 8, 256)
+        });
+    }
     // pre for many tokens (bf16, n = 4, C % 128 == 0, C <= 4096, no gamma_f): persistent
     // clusters of 16 CTAs, phi in registers, x read once (pre_pc.rs); selected before the
     // general kernel where it applies (`pre_pc_unsupported`, checked by `reject`).

@@ -3,10 +3,11 @@
 //! `mhc_pre_sm90_bf16`, `mhc_pre_sm90_f32`), shared with `post_pre` (post_pre.rs), which only
 //! sets the `post` flag.
 //!
-//! A dedicated decode kernel (pre_decode.rs) serves `pre` for T <= 16, n <= 4, no gamma_f, and a
-//! persistent-cluster kernel (pre_pc.rs) for bf16, n = 4, C <= 4096 above that: the plan selects
-//! them as the token buckets of `pre` where they apply; everything else runs the general kernel
-//! below. All share this file's checks ([`Plan::pre_checked`]).
+//! A dedicated decode kernel (pre_decode.rs) serves `pre` for T <= 16, n <= 4, no gamma_f; a
+//! persistent-cluster kernel (pre_pc.rs) bf16, n = 4, C <= 4096 above that; the decode kernel's
+//! mid entries T = 17..=64 elsewhere (C >= 512: f32, C = 7168, n < 4). The plan selects them as
+//! the token buckets of `pre` where they apply; everything else runs the general kernel below.
+//! All share this file's checks ([`Plan::pre_checked`]).
 //!
 //! Two launch shapes of the general kernel, chosen here per call from T:
 //! - **decode** (T <= [`DECODE_MAX_TOKENS`]): the `n*C` reduction is split over `splits` CTAs
@@ -25,7 +26,7 @@
 
 use super::memory::{DeviceTensor, DeviceTensorMut};
 use super::plan::{Bucket, Plan, Workspace};
-use super::pre_decode::{is_decode_entry, DECODE_KERNEL_MAX_TOKENS, DECODE_MAX_CTAS, DECODE_MAX_N};
+use super::pre_decode::{is_decode_entry, is_mid_entry, DECODE_MAX_CTAS, DECODE_MAX_N, MID_MAX_TOKENS};
 use super::stream::Stream;
 use crate::config::{Config, Dtype, Formulation, Stage};
 use crate::error::{Error, Result};
@@ -212,7 +213,8 @@ pub(crate) struct WsLayout {
     pub part: usize,
     pub p: usize,
     pub ss: usize,
-    /// Decode kernel: arrival counter + generation (8 bytes), then its partial rows. Past
+    /// Decode / mid kernels: arrival, exit and (mid) second arrival counters (12 of 256 bytes),
+    /// then the partial rows. Past
     /// the general kernel's regions, so neither kernel ever sees the other's leftovers.
     pub dsync: usize,
     pub dpart: usize,
@@ -239,7 +241,7 @@ pub(crate) fn ws_layout(cfg: &Config, max_tokens: usize) -> WsLayout {
     let dsync = ss + round256(max_tokens * 4);
     let dpart = dsync + 256;
     let total = if cfg.n <= DECODE_MAX_N && !cfg.gamma_f {
-        dpart + round256(DECODE_MAX_CTAS * max_tokens.min(DECODE_KERNEL_MAX_TOKENS) * 32 * 4)
+        dpart + round256(DECODE_MAX_CTAS * max_tokens.min(MID_MAX_TOKENS) * 32 * 4)
     } else {
         dsync
     };
@@ -318,7 +320,8 @@ pub enum PreKernel {
     /// 32-token tile (`Some(1)`: the prefill shape), `tuning` the K-loop variant (`None`: the
     /// measured default); with `skip_k` / `skip_mix` the outputs are NOT `pre`'s.
     General { split: Option<usize>, tuning: Option<PreVariant> },
-    /// The decode kernel over about `ctas` CTAs (`Err(NoVariant)` where the plan has none for T).
+    /// The decode (or, for T > 16, mid) kernel over about `ctas` CTAs (`Err(NoVariant)` where the
+    /// plan has none for T; the mid kernel needs at least T CTAs).
     Decode { ctas: usize },
 }
 
@@ -361,6 +364,13 @@ impl Plan {
         self.bucket(Stage::Pre, tokens).is_ok_and(|b| is_decode_entry(b.desc.entry))
     }
 
+    /// Whether `pre` at `tokens` tokens runs the mid kernel (the decode kernel with a second
+    /// arrival; tests, benchmarks).
+    #[doc(hidden)]
+    pub fn pre_uses_mid_kernel(&self, tokens: usize) -> bool {
+        self.bucket(Stage::Pre, tokens).is_ok_and(|b| is_mid_entry(b.desc.entry))
+    }
+
     /// Whether `pre` at `tokens` tokens runs the persistent-cluster kernel (tests, benchmarks).
     #[doc(hidden)]
     pub fn pre_uses_cluster_kernel(&self, tokens: usize) -> bool {
@@ -383,7 +393,7 @@ impl Plan {
         if chk.t == 0 {
             return Ok(());
         }
-        let decode = is_decode_entry(b.desc.entry);
+        let decode = is_decode_entry(b.desc.entry) || is_mid_entry(b.desc.entry);
         match kernel {
             PreKernel::Auto if super::pre_pc::is_pc_entry(b.desc.entry) => {
                 self.pre_pc_launch(stream, x, params, out, b, chk)

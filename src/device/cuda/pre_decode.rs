@@ -5,6 +5,12 @@
 //! channels (see [`decode_shape`]). The plan selects it where [`decode_unsupported`] is `None`;
 //! it is launched cooperatively (the kernel-table row says so): the grid-wide arrival needs
 //! every CTA resident at once.
+//!
+//! The **mid** entries (`mhc_pre_mid_sm90_*`, same PTX file) serve `pre` for
+//! `17..=`[`MID_MAX_TOKENS`] tokens: the same slices and first arrival, then CTA `s` reduces
+//! only token `s`'s rows, publishes its `h_pre`, and a second arrival lets every CTA mix its
+//! channels of every token (the decode entries instead let every CTA reduce the pre-logits of
+//! every token, which grows with T x CTAs). Selected where [`mid_unsupported`] is `None`.
 
 use super::memory::DeviceTensor;
 use super::plan::{Bucket, Plan, Workspace};
@@ -30,7 +36,7 @@ pub struct PreDecodeArgs {
     pub inv_rms: u64,
     /// Partial rows `[S][T][32]` f32 (ss, then the M logits).
     pub ws_part: u64,
-    /// Arrival counter (u32, zero between calls) and generation word.
+    /// Arrival, exit and (mid) second-arrival counters (u32 each, zero between calls).
     pub ws_sync: u64,
     pub tokens: u32,
     pub n: u32,
@@ -109,9 +115,54 @@ pub(crate) fn is_decode_entry(entry: &str) -> bool {
     entry.starts_with("mhc_pre_decode_")
 }
 
+/// Whether a kernel-table row is the mid kernel (the decode kernel with a second arrival).
+pub(crate) fn is_mid_entry(entry: &str) -> bool {
+    entry.starts_with("mhc_pre_mid_")
+}
+
 /// The decode kernel's entries (asm/ptx/sm90/pre_decode.ptx).
 pub(crate) const DECODE_DTYPES: [(Dtype, &str); 2] =
     [(Dtype::Bf16, "mhc_pre_decode_sm90_bf16"), (Dtype::F32, "mhc_pre_decode_sm90_f32")];
+
+/// The mid kernel's entries (asm/ptx/sm90/pre_decode.ptx, gen_pre_decode.py `entry(mid=True)`).
+pub(crate) const MID_DTYPES: [(Dtype, &str); 2] =
+    [(Dtype::Bf16, "mhc_pre_mid_sm90_bf16"), (Dtype::F32, "mhc_pre_mid_sm90_f32")];
+
+/// Token capacity of the mid kernel (its shared x slice and partial sums hold 64 token rows;
+/// gen_pre_decode.py `MID_TOKENS`).
+pub const MID_MAX_TOKENS: usize = 64;
+
+/// Dynamic shared memory of the mid kernel: phi_s [24][260] f32, x_s [64][260] f32, red
+/// [8][64][32] f32 (gen_pre_decode.py `MID_SMEM`).
+pub const MID_SMEM: u32 = 24960 + 64 * 1040 + 8 * 64 * 128;
+
+/// `(ctas, cpc)` of the mid kernel: C spread over as many CTAs as allowed (the projection's
+/// FMAs grow with T), as [`decode_shape`] at one token, or about `ctas` (benchmarks, tests).
+/// `None` unless every token has its own CTA (CTA s finishes token s).
+pub(crate) fn mid_shape(cfg: &Config, sms: usize, t: usize, ctas: Option<usize>) -> Option<(usize, usize)> {
+    decode_shape(cfg, sms, 1, ctas).filter(|&(s, _)| s >= t)
+}
+
+/// Why the mid kernel cannot or should not run `cfg` in `dtype` on a GPU of `sms`
+/// multiprocessors (`None`: it runs): the decode kernel's limits; C must give every one of
+/// [`MID_MAX_TOKENS`] tokens a CTA; and where the persistent-cluster kernel applies (bf16,
+/// n = 4, C <= 4096) that one stays (H100, C = 4096, T = 64: 12.6 us back-to-back against the
+/// mid kernel's 15.8; T = 17: 11.8 here).
+pub(crate) fn mid_unsupported(cfg: &Config, dtype: Dtype, sms: usize) -> Option<String> {
+    if let Some(why) = decode_unsupported(cfg, sms) {
+        return Some(why);
+    }
+    if dtype == Dtype::Bf16 && cfg.n == 4 && super::pre_pc::pre_pc_unsupported(cfg).is_none() {
+        return Some("bf16, n = 4, C <= 4096: the persistent-cluster kernel is faster".into());
+    }
+    if mid_shape(cfg, sms, MID_MAX_TOKENS, None).is_none() {
+        return Some(format!(
+            "C = {} spreads over fewer than {MID_MAX_TOKENS} CTAs of >= 8 channels (or {sms} SMs)",
+            cfg.c
+        ));
+    }
+    None
+}
 
 impl Plan {
     /// The argument block shared by the decode and the persistent-cluster `pre` kernels, without
@@ -169,15 +220,19 @@ impl Plan {
         let cfg = &self.cfg;
         let t = chk.t;
         let sms = self.dev.sm_count() as usize;
-        let (grid, cpc) = decode_shape(cfg, sms, t, ctas).ok_or_else(|| {
-            Error::shape("ctas", format!("enough CTAs for <= {DECODE_MAX_CPC} channels each"), ctas.unwrap_or(0))
+        let mid = is_mid_entry(b.desc.entry);
+        let shape = if mid { mid_shape(cfg, sms, t, ctas) } else { decode_shape(cfg, sms, t, ctas) };
+        let (grid, cpc) = shape.ok_or_else(|| {
+            let want = if mid { format!("at least T = {t} CTAs of") } else { "enough CTAs for".into() };
+            Error::shape("ctas", format!("{want} <= {DECODE_MAX_CPC} channels each"), ctas.unwrap_or(0))
         })?;
         let wsp = ws.device_ptr();
         let mut args = self.pre_decode_args(x, params, out, chk);
         args.ws_part = wsp + chk.lay.dpart as u64;
         args.ws_sync = wsp + chk.lay.dsync as u64;
         args.cpc = cpc as u32;
-        self.launch(stream, b, grid as u32, b.desc.threads, 0, &args)
+        let shared = if mid { MID_SMEM } else { 0 };
+        self.launch(stream, b, grid as u32, b.desc.threads, shared, &args)
     }
 }
 
@@ -217,5 +272,37 @@ mod tests {
         assert!(decode_unsupported(&Config::new(8, 1280), 132).is_some());
         let gf = Config { gamma_f: true, ..Config::new(4, 1280) };
         assert!(decode_unsupported(&gf, 132).is_some());
+    }
+
+    #[test]
+    fn mid_shape_gives_every_token_a_cta() {
+        for sms in [64, 114, 132, 144] {
+            for c in [512, 520, 1280, 1288, 4096, 7168, 8448] {
+                let cfg = Config::new(4, c);
+                // Supported wherever C splits into >= 64 CTAs of <= 64 channels (whole chunks of 8).
+                let nch = c.div_ceil(8).div_ceil(sms);
+                let supported = nch * 8 <= DECODE_MAX_CPC && c.div_ceil(8).div_ceil(nch) >= MID_MAX_TOKENS;
+                assert_eq!(mid_unsupported(&cfg, Dtype::F32, sms).is_none(), supported, "C={c} sms={sms}");
+                if !supported {
+                    continue;
+                }
+                for t in [17, 33, 64] {
+                    let (s, cpc) = mid_shape(&cfg, sms, t, None).unwrap();
+                    assert!(s >= t && s <= sms && cpc <= DECODE_MAX_CPC && s * cpc >= c, "C={c} sms={sms} t={t}");
+                }
+            }
+        }
+        assert_eq!(mid_shape(&Config::new(4, 4096), 132, 64, None), Some((128, 32)));
+        assert_eq!(mid_shape(&Config::new(4, 7168), 132, 64, None), Some((128, 56)));
+        assert_eq!(mid_shape(&Config::new(4, 4096), 132, 40, Some(32)), None);
+        assert!(mid_unsupported(&Config::new(4, 520), Dtype::F32, 64).is_some());
+        assert!(mid_unsupported(&Config::new(4, 512), Dtype::F32, 132).is_none());
+        assert!(mid_unsupported(&Config::new(4, 504), Dtype::F32, 132).is_some());
+        assert!(mid_unsupported(&Config::new(4, 4096), Dtype::F32, 60).is_some());
+        assert!(mid_unsupported(&Config::new(8, 4096), Dtype::F32, 132).is_some());
+        assert!(mid_unsupported(&Config::new(4, 4096), Dtype::Bf16, 132).is_some());
+        assert!(mid_unsupported(&Config::new(4, 7168), Dtype::Bf16, 132).is_none());
+        assert!(mid_unsupported(&Config::new(3, 4096), Dtype::Bf16, 132).is_none());
+        assert_eq!(MID_SMEM as usize, 24960 + MID_MAX_TOKENS * 1040 + 8 * MID_MAX_TOKENS * 128);
     }
 }
