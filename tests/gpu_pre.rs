@@ -347,7 +347,9 @@ fn conditioning(case: &PreCase, want: &PreOut, dtype: Dtype, label: &str) -> Con
         "{label}: {bad} of {t} tokens ill-conditioned (h_res not compared); f32 reference errors h_pre {e_pre:.1e} \
          h_post {e_post:.1e} h_res {e_res:.1e} inv_rms {e_rms:.1e}"
     );
-    assert!(bad * 2 <= t, "{label}: {bad} of {t} tokens ill-conditioned: the case tests too little");
+    // At most half the tokens may be skipped; a single token may be (about 1.3% of phi ~ 0.5
+    // tokens are, measured over 20,000 on the H100: asserting on T = 1 made the test flaky).
+    assert!(bad * 2 <= t.max(2), "{label}: {bad} of {t} tokens ill-conditioned: the case tests too little");
     Conditioning { skip_hres, f32_err }
 }
 
@@ -1517,4 +1519,59 @@ fn profile_pre() {
         r.launch_mode(&s, 0, Mode::Auto).unwrap();
     }
     s.synchronize().unwrap();
+}
+
+/// Where the decode kernel's time goes, phase by phase, at T = 1 and 16 (C = 4096, bf16). Needs a
+/// timing build: `EXP=stamps python3 asm/ptx/sm90/gen_pre_decode.py`, `mhc asm`, then this test
+/// (`--ignored profile_decode_phases`); a normal build prints meaningless numbers. For each
+/// phase boundary: microseconds after the earliest CTA started (%globaltimer), min / median /
+/// max over the CTAs, and the median per-CTA cycles since the previous boundary (%clock64).
+#[test]
+#[ignore]
+fn profile_decode_phases() {
+    let Some(dev) = gpu() else { return };
+    let s = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("profile_decode_phases");
+    let names = ["start", "loaded", "projected", "stored", "arrived", "reduced", "sinkhorn", "mixed"];
+    for (t, c) in [(1, 4096), (16, 4096), (1, 7168)] {
+        let cfg = Config::new(4, c);
+        let mut r = ready(&dev, &mut rng, cfg, Dtype::Bf16, t, 64);
+        // Room for the stamps after the partial rows (a plan for 64 tokens).
+        r.plan = Plan::new(&dev, cfg, Dtype::Bf16, 64).unwrap();
+        r.ws = r.plan.new_workspace().unwrap();
+        for round in 0..3 {
+            for i in 0..64 {
+                r.launch_mode(&s, i, Mode::Auto).unwrap();
+            }
+            s.synchronize().unwrap();
+            let st = r.plan.debug_decode_stamps(&r.ws, t).unwrap();
+            let t0 = st.iter().map(|c| c[0].0).min().unwrap();
+            println!("T={t} C={c} round {round}: {} CTAs", st.len());
+            for (k, name) in names.iter().enumerate() {
+                // Only the CTAs that pass this point write it (the reduce / Sinkhorn: CTAs < T).
+                let ctas: Vec<&[(u64, u64); 8]> =
+                    st.iter().filter(|c| k < 5 || c[k].0 >= t0 && c[k].0 < t0 + 1_000_000).collect();
+                let mut us: Vec<f64> = ctas.iter().map(|c| (c[k].0 - t0) as f64 / 1e3).collect();
+                us.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                let mut cyc: Vec<u64> = if k == 0 {
+                    vec![0]
+                } else {
+                    let prev = if k == 7 { 4 } else { k - 1 };
+                    ctas.iter().map(|c| c[k].1.wrapping_sub(c[prev].1)).collect()
+                };
+                cyc.sort();
+                if us.is_empty() {
+                    continue;
+                }
+                println!(
+                    "  {name:>9}: {:6.2} {:6.2} {:6.2} us   ({} CTAs, median {} cycles since the previous)",
+                    us[0],
+                    us[us.len() / 2],
+                    us[us.len() - 1],
+                    us.len(),
+                    cyc[cyc.len() / 2]
+                );
+            }
+        }
+    }
 }

@@ -10,7 +10,7 @@ output (no dates, no paths).
 
 import os
 
-from gen_pre_decode import COEF_REGS, GRID_DEPENDENCY, coef_body, load_args, post_body
+from gen_pre_decode import COEF_REGS, GRID_DEPENDENCY, coef_body, inv_rms, load_args, post_body
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXP = set(filter(None, os.environ.get("PC_EXP", "").split(",")))  # timing experiments only
@@ -716,11 +716,7 @@ ROW_END:
     setp.ge.or.u32 %p1, %lane, 2, %p1;
     @%p1 bra PC_CB_DONE;
     ld.shared.f32 %f1, [%lgb];
-    cvt.rn.f32.u32 %f2, %K;
-    div.rn.f32 %f1, %f1, %f2;
-    add.f32 %f1, %f1, %eps_norm;
-    sqrt.rn.f32 %f1, %f1;
-    rcp.rn.f32 %inv_t, %f1;
+{inv_rms("%f1", "%inv_t")}
     mul.wide.u32 %rd1, %r12, 16;
     add.u64 %hpo, %hpost, %rd1;
     mul.wide.u32 %rd1, %r12, 64;

@@ -234,6 +234,24 @@ impl Plan {
         let shared = if mid { MID_SMEM } else { 0 };
         self.launch(stream, b, grid as u32, b.desc.threads, shared, &args)
     }
+
+    /// Timing builds only (`EXP=stamps python3 asm/ptx/sm90/gen_pre_decode.py`, then `mhc asm`):
+    /// the decode kernel's phase stamps from its last call at `t` tokens, per CTA 8 pairs
+    /// (%globaltimer ns, %clock64 cycles): kernel start, phi/x in shared memory, projection
+    /// done, partial rows stored, grid arrival seen, own token's rows reduced, Sinkhorn done
+    /// (thread 0), mix done (thread 32). In a normal build the words are meaningless.
+    #[doc(hidden)]
+    pub fn debug_decode_stamps(&self, ws: &Workspace, t: usize) -> Result<Vec<[(u64, u64); 8]>> {
+        let sms = self.dev.sm_count() as usize;
+        let (s, _) = decode_shape(&self.cfg, sms, t, None)
+            .ok_or_else(|| Error::shape("tokens", "a decode shape".to_string(), t))?;
+        let lay = super::pre::ws_layout(&self.cfg, self.max_tokens);
+        let all: Vec<u64> = ws.buf.to_vec()?;
+        let base = (lay.dpart + s * t * 128) / 8;
+        Ok((0..s)
+            .map(|c| std::array::from_fn(|k| (all[base + 16 * c + 2 * k], all[base + 16 * c + 2 * k + 1])))
+            .collect())
+    }
 }
 
 #[cfg(test)]
