@@ -1532,12 +1532,22 @@ fn profile_decode_phases() {
     let Some(dev) = gpu() else { return };
     let s = Stream::new(&dev).unwrap();
     let mut rng = common::rng("profile_decode_phases");
-    let names = ["start", "loaded", "projected", "stored", "arrived", "reduced", "sinkhorn", "mixed"];
-    for (t, c) in [(1, 4096), (16, 4096), (1, 7168)] {
+    let decode = ["start", "loaded", "projected", "stored", "arrived", "reduced", "sinkhorn", "mixed"];
+    let mid = ["start", "loaded", "projected", "stored", "arrived", "reduced", "arrived2", "mixed"];
+    for (t, c, dtype) in [
+        (1, 4096, Dtype::Bf16),
+        (16, 4096, Dtype::Bf16),
+        (1, 7168, Dtype::Bf16),
+        (17, 7168, Dtype::Bf16),
+        (64, 7168, Dtype::Bf16),
+        (64, 4096, Dtype::F32),
+    ] {
         let cfg = Config::new(4, c);
-        let mut r = ready(&dev, &mut rng, cfg, Dtype::Bf16, t, 64);
+        let mut r = ready(&dev, &mut rng, cfg, dtype, t, 64);
         // Room for the stamps after the partial rows (a plan for 64 tokens).
-        r.plan = Plan::new(&dev, cfg, Dtype::Bf16, 64).unwrap();
+        r.plan = Plan::new(&dev, cfg, dtype, 64).unwrap();
+        let is_mid = r.plan.pre_uses_mid_kernel(t);
+        let names = if is_mid { mid } else { decode };
         r.ws = r.plan.new_workspace().unwrap();
         for round in 0..3 {
             for i in 0..64 {
@@ -1546,7 +1556,11 @@ fn profile_decode_phases() {
             s.synchronize().unwrap();
             let st = r.plan.debug_decode_stamps(&r.ws, t).unwrap();
             let t0 = st.iter().map(|c| c[0].0).min().unwrap();
-            println!("T={t} C={c} round {round}: {} CTAs", st.len());
+            println!(
+                "T={t} C={c} {dtype} round {round}: {} CTAs ({})",
+                st.len(),
+                if is_mid { "mid" } else { "decode" }
+            );
             for (k, name) in names.iter().enumerate() {
                 // Only the CTAs that pass this point write it (the reduce / Sinkhorn: CTAs < T).
                 let ctas: Vec<&[(u64, u64); 8]> =
@@ -1556,7 +1570,12 @@ fn profile_decode_phases() {
                 let mut cyc: Vec<u64> = if k == 0 {
                     vec![0]
                 } else {
-                    let prev = if k == 7 { 4 } else { k - 1 };
+                    // Previous boundary of the same threads' path (decode: mix after arrival;
+                    // mid: the second arrival after the first, every CTA passing both).
+                    let prev = match (is_mid, k) {
+                        (false, 7) | (true, 6) => 4,
+                        _ => k - 1,
+                    };
                     ctas.iter().map(|c| c[k].1.wrapping_sub(c[prev].1)).collect()
                 };
                 cyc.sort();

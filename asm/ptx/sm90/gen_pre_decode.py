@@ -363,55 +363,61 @@ FL_P{P}:
     return "\n".join(L)
 
 
-def fma_p32(tp, half, tm, last):
-    """Phase 2 pass for 32 tokens (the mid entries, T > 16): lane = token 32 tp + lane, logit rows
-    12 half .. +11 over the warp's LW elements (ss in half 0); sums to red[w][t][r]. The passes
-    run in sequence (tp, half) = (0,0), (0,1), (1,0), (1,1); T <= 32 stops after the first two."""
-    tag = f"P32_{tp}_{half}"
+def fma_tile(tpl, tm):
+    """Phase 2 of the mid entries for T > 16: a register tile per lane. Lane = 16 h + li: logit
+    rows 12 h .. +11, tokens li + 16 j (j < tpl; tpl = 2 covers T <= 32, 4 covers T <= 64:
+    consecutive lanes read consecutive x rows, conflict-free); per 4 elements tpl + 12
+    ld.shared.v4 feed 48 tpl FMAs. (One token per lane took 13 loads per 48 FMAs and was bound
+    by the shared-memory pipe: 10,688 cycles at T = 64, C = 7168 on the H100.) Sums go to
+    red[w][t][r] (ss from half 0)."""
+    tag = f"T{tpl}"
     L = []
     e = L.append
     e(f"""FMA_{tag}:
-    add.u32 %tt, %lane, {32 * tp};
+    shr.u32 %rg, %lane, 4;                  // h: rows 12 h ..
+    and.b32 %tt, %lane, 15;                 // li: tokens li + 16 j
     mul.lo.u32 %r1, %tt, 1040;
     mov.u32 %xa, sm_x;
     add.u32 %xa, %xa, %r1;
     add.u32 %xa, %xa, %woff;
     mov.u32 %pa0, sm_phi;
-    add.u32 %pa0, %pa0, {12 * half * ROW};
+    mad.lo.u32 %pa0, %rg, {12 * ROW}, %pa0;
     add.u32 %pa0, %pa0, %woff;""")
-    for j in range(12):
-        e(f"    mov.f32 %acc{j}, 0f00000000;")
-    e(f"""    mov.f32 %ssa, 0f00000000;
-    mov.u32 %it, 0;
-FL_{tag}:
-    ld.shared.v4.f32 {{%xq0, %xq1, %xq2, %xq3}}, [%xa];""")
-    for j in range(12):
-        e(f"    ld.shared.v4.f32 {{%pq{4*j}, %pq{4*j+1}, %pq{4*j+2}, %pq{4*j+3}}}, [%pa0+{ROW*j}];")
-    if half == 0:
+    for a in range(12 * tpl):
+        e(f"    mov.f32 %acc{a}, 0f00000000;")
+    for j in range(tpl):
+        e(f"    mov.f32 %sst{j}, 0f00000000;")
+    e(f"""    mov.u32 %it, 0;
+FL_{tag}:""")
+    for j in range(tpl):
+        e(f"    ld.shared.v4.f32 {{%xq{4*j}, %xq{4*j+1}, %xq{4*j+2}, %xq{4*j+3}}}, [%xa+{16 * ROW * j}];")
+    for r in range(12):
+        e(f"    ld.shared.v4.f32 {{%pq{4*r}, %pq{4*r+1}, %pq{4*r+2}, %pq{4*r+3}}}, [%pa0+{ROW*r}];")
+    for j in range(tpl):
         for q in range(4):
-            e(f"    fma.rn.f32 %ssa, %xq{q}, %xq{q}, %ssa;")
+            e(f"    fma.rn.f32 %sst{j}, %xq{4*j+q}, %xq{4*j+q}, %sst{j};")
     for q in range(4):
-        for j in range(12):
-            e(f"    fma.rn.f32 %acc{j}, %xq{q}, %pq{4*j+q}, %acc{j};")
+        for j in range(tpl):
+            for r in range(12):
+                e(f"    fma.rn.f32 %acc{12*j+r}, %xq{4*j+q}, %pq{4*r+q}, %acc{12*j+r};")
     e(f"""    add.u32 %xa, %xa, 16;
     add.u32 %pa0, %pa0, 16;
     add.u32 %it, %it, 4;
     setp.lt.u32 %p1, %it, %LW;
     @%p1 bra FL_{tag};
+    // red[(w*{tm} + li + 16 j)*32 + r]: r = 0 ss (half 0), 1 + 12 h + row
     shl.b32 %r1, %warp, {tm.bit_length() - 1};
     add.u32 %r1, %r1, %tt;
     shl.b32 %r1, %r1, 7;
     mov.u32 %r2, SM_RED;
-    add.u32 %r1, %r1, %r2;""")
-    if half == 0:
-        e("    st.shared.f32 [%r1], %ssa;")
-    for j in range(12):
-        e(f"    st.shared.f32 [%r1+{4 * (1 + 12 * half + j)}], %acc{j};")
-    if last:
-        e("    bra FMA_DONE;")
-    elif half == 1:
-        e(f"""    setp.le.u32 %p1, %T, {32 * (tp + 1)};
-    @%p1 bra FMA_DONE;""")
+    add.u32 %r1, %r1, %r2;
+    setp.eq.u32 %p2, %rg, 0;
+    mad.lo.u32 %r2, %rg, 48, %r1;           // + 4 * 12 h""")
+    for j in range(tpl):
+        e(f"    @%p2 st.shared.f32 [%r1+{16 * 128 * j}], %sst{j};")
+        for r in range(12):
+            e(f"    st.shared.f32 [%r2+{16 * 128 * j + 4 * (1 + r)}], %acc{12*j+r};")
+    e("    bra FMA_DONE;")
     return "\n".join(L)
 
 
@@ -435,7 +441,7 @@ def mid_tail(bf):
     setp.eq.u32 %p1, %tx, 64;
     @%p1 bra MID_COEF;                      // thread 64: h_post, then the mix
     setp.ne.u32 %p1, %tx, 32;
-    @%p1 bra MID_WAIT;
+    @%p1 bra MID_WAIT;""" + stamp(5, 32) + """
     // thread 32: inv_rms and h_pre of token tok -> global; then the second arrival
     ld.shared.f32 %f10, [sm_lg];
 """ + inv_rms("%f10", "%f3") + """
@@ -474,7 +480,7 @@ MID_NOTOK:
     red.release.gpu.global.add.u32 [%sync+8], 1;
 MID_POLL:""")
     e(spin("[%sync+8]", "SPIN2", "SPUN2"))
-    e("""    atom.relaxed.gpu.global.add.u32 %xold, [%sync+4], 1;
+    e("""    atom.relaxed.gpu.global.add.u32 %xold, [%sync+4], 1;""" + stamp(6, 32) + """
 MID_WAIT:
     // warps 1..7: every CTA's h_pre is in memory once thread 32's poll saw S arrivals
     mbarrier.arrive.shared::cta.b64 %mbs, [sm_hmb];
@@ -511,12 +517,13 @@ HMB2_WAIT:
     mul.lo.u32 %mn, %T, %nch;
 MIX_LOOP:
     setp.ge.u32 %p1, %mi, %mn;
-    @%p1 bra EXIT;
+    @%p1 bra MIX_END;
     mov.u32 %r0, %mi;""")
     e(mix_item(bf, "MIX_NEXT"))
     e("""MIX_NEXT:
     add.u32 %mi, %mi, 224;
     bra MIX_LOOP;
+MIX_END:""" + stamp(7, 32) + """
 EXIT:
     setp.ne.u32 %p1, %tx, 32;
     @%p1 bra DONE;
@@ -739,8 +746,9 @@ def entry(dt, mid=False):
     kind = "mid" if mid else "decode"
     HMB2 = "\n    @%p1 mbarrier.init.shared::cta.b64 [sm_hmb2], 224;  // mid: h_pre copied to shared" if mid else ""
     MIDREGS = "\n    .reg .b32 %mi, %mn;" if mid else ""
+    SSTREGS = "\n    .reg .f32 %sst<4>;" if mid else ""
     STAMPREGS = ("\n    .reg .pred %pst;\n    .reg .b64 %sg, %sc, %sa;\n    .reg .b32 %sr, %sq;"
-                 if "stamps" in EXP and not mid else "")
+                 if "stamps" in EXP else "")
     # one CTA per SM (dynamic shared memory); without it ptxas 12.9 held the bf16 entry to 80
     # registers and spilled
     MINCTA = "\n.minnctapersm 1" if mid else ""
@@ -768,9 +776,9 @@ def entry(dt, mid=False):
     .reg .f32 %ph<24>;
     .reg .b32 %xv<{max(16, 4 * (tm // (8 if bf else 4)))}>;
     .reg .b32 %xf<8>;
-    .reg .f32 %xq<4>;
+    .reg .f32 %xq<{16 if mid else 4}>;
     .reg .f32 %pq<48>;
-    .reg .f32 %acc<12>;
+    .reg .f32 %acc<{48 if mid else 12}>;{SSTREGS}
     .reg .f32 %ssa;
     .reg .f32 %fa<{4*FULL_SLOTS}>;
     .reg .f32 %pv<75>;
@@ -807,7 +815,7 @@ def entry(dt, mid=False):
     and.b32 %r1, %flags, 2;
     setp.ne.u32 %p_gk, %r1, 0;""")
     e(GRID_DEPENDENCY)
-    stamps = "stamps" in EXP and not mid
+    stamps = "stamps" in EXP
     if stamps:
         e("    mov.u32 %S, %nctaid.x;" + stamp(0, 0))
     e(load_phase(bf, tm))
@@ -827,16 +835,17 @@ def entry(dt, mid=False):
     @%p1 bra FMA_P8;""" + ("""
     setp.le.u32 %p1, %T, 16;
     @%p1 bra FMA_P16;
-    bra FMA_P32_0_0;""" if mid else """
+    setp.le.u32 %p1, %T, 32;
+    @%p1 bra FMA_T2;
+    bra FMA_T4;""" if mid else """
     bra FMA_P16;"""))
     for P in (1, 2, 4, 8, 16):
         e(fma_class(P, tm))
     if mid:
-        for tp in range(tm // 32):
-            for half in range(2):
-                e(fma_p32(tp, half, tm, last=(tp == tm // 32 - 1 and half == 1)))
+        for tpl in (2, 4):
+            e(fma_tile(tpl, tm))
     e("""FMA_DONE:
-    barrier.sync 0;""" + ("" if mid else stamp(2, 0)) + """
+    barrier.sync 0;""" + stamp(2, 0) + """
     // ================= phase 3: this CTA's partial rows -> workspace, grid arrival ===========
     // thread -> r = tid % 32 (r <= 24), tokens tid / 32 + 8j; sum over the 8 warps in order
     and.b32 %r1, %tx, 31;
@@ -864,7 +873,7 @@ def entry(dt, mid=False):
     add.u64 %rd1, %part, %rd1;
     st.global.f32 [%rd1], %f1;
 PW{j}:""")
-    e("""    barrier.sync 0;""" + ("" if mid else stamp(3, 0)) + """
+    e("""    barrier.sync 0;""" + stamp(3, 0) + """
     // ---- grid arrival (thread 0): release-add on the arrival counter, acquire-poll until all S
     //      CTAs arrived; then count this CTA out (exit counter, result checked at the end: the
     //      last CTA out zeroes both words, after every CTA has seen the full count)

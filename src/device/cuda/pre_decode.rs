@@ -236,15 +236,17 @@ impl Plan {
     }
 
     /// Timing builds only (`EXP=stamps python3 asm/ptx/sm90/gen_pre_decode.py`, then `mhc asm`):
-    /// the decode kernel's phase stamps from its last call at `t` tokens, per CTA 8 pairs
-    /// (%globaltimer ns, %clock64 cycles): kernel start, phi/x in shared memory, projection
-    /// done, partial rows stored, grid arrival seen, own token's rows reduced, Sinkhorn done
-    /// (thread 0), mix done (thread 32). In a normal build the words are meaningless.
+    /// the decode (or mid) kernel's phase stamps from its last call at `t` tokens, per CTA 8
+    /// pairs (%globaltimer ns, %clock64 cycles): kernel start, phi/x in shared memory,
+    /// projection done, partial rows stored, grid arrival seen; then decode: own token's rows
+    /// reduced, Sinkhorn done (thread 0), mix done (thread 32); mid: own token's rows reduced,
+    /// second arrival seen, mix done (thread 32). In a normal build the words are meaningless.
     #[doc(hidden)]
     pub fn debug_decode_stamps(&self, ws: &Workspace, t: usize) -> Result<Vec<[(u64, u64); 8]>> {
         let sms = self.dev.sm_count() as usize;
-        let (s, _) = decode_shape(&self.cfg, sms, t, None)
-            .ok_or_else(|| Error::shape("tokens", "a decode shape".to_string(), t))?;
+        let mid = self.pre_uses_mid_kernel(t);
+        let shape = if mid { mid_shape(&self.cfg, sms, t, None) } else { decode_shape(&self.cfg, sms, t, None) };
+        let (s, _) = shape.ok_or_else(|| Error::shape("tokens", "a decode or mid shape".to_string(), t))?;
         let lay = super::pre::ws_layout(&self.cfg, self.max_tokens);
         let all: Vec<u64> = ws.buf.to_vec()?;
         let base = (lay.dpart + s * t * 128) / 8;
