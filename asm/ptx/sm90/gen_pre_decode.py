@@ -92,11 +92,14 @@ HEADER = """\
 
 FULL_SLOTS = 5       # phase 5: subsets of 32 -> S <= 160
 ROW = 1040           # bytes per shared row (260 floats)
+RED = 132            # bytes per red[w][t] row (33 floats: lanes that differ only in the token
+                     # store to different banks; a 128-byte row made those stores 8- to 16-way
+                     # conflicts, ~2,000 cycles of the T = 64 projection on the H100)
 MID_TOKENS = 64      # token capacity of the mid entries (src/device/cuda/pre_decode.rs MID_MAX_TOKENS)
-# The mid entries' dynamic shared memory: phi_s [24][260] f32, x_s [64][260] f32, red [8][64][32]
+# The mid entries' dynamic shared memory: phi_s [24][260] f32, x_s [64][260] f32, red [8][64][33]
 # f32 (its own region: the 32-token FMA passes read phi_s after a pass stores its sums).
 MID_PHI, MID_X, MID_RED = 0, 24960, 24960 + MID_TOKENS * ROW
-MID_SMEM = MID_RED + 8 * MID_TOKENS * 128
+MID_SMEM = MID_RED + 8 * MID_TOKENS * 132
 LOG2E = "0f3FB8AA3B"
 NEG_LOG2E = "0fBFB8AA3B"
 
@@ -345,7 +348,7 @@ FL_P{P}:
     // red[(w*{tm} + tt)*32 + r]: r = 0 ss (rg == 0 stores it), 1 + row
     shl.b32 %r1, %warp, {tm.bit_length() - 1};
     add.u32 %r1, %r1, %tt;
-    shl.b32 %r1, %r1, 7;
+    mul.lo.u32 %r1, %r1, {RED};
     mov.u32 %r2, SM_RED;
     add.u32 %r1, %r1, %r2;
     setp.eq.u32 %p1, %rg, 0;
@@ -408,15 +411,98 @@ FL_{tag}:""")
     // red[(w*{tm} + li + 16 j)*32 + r]: r = 0 ss (half 0), 1 + 12 h + row
     shl.b32 %r1, %warp, {tm.bit_length() - 1};
     add.u32 %r1, %r1, %tt;
-    shl.b32 %r1, %r1, 7;
+    mul.lo.u32 %r1, %r1, {RED};
     mov.u32 %r2, SM_RED;
     add.u32 %r1, %r1, %r2;
     setp.eq.u32 %p2, %rg, 0;
     mad.lo.u32 %r2, %rg, 48, %r1;           // + 4 * 12 h""")
     for j in range(tpl):
-        e(f"    @%p2 st.shared.f32 [%r1+{16 * 128 * j}], %sst{j};")
+        e(f"    @%p2 st.shared.f32 [%r1+{16 * RED * j}], %sst{j};")
         for r in range(12):
-            e(f"    st.shared.f32 [%r2+{16 * 128 * j + 4 * (1 + r)}], %acc{12*j+r};")
+            e(f"    st.shared.f32 [%r2+{16 * RED * j + 4 * (1 + r)}], %acc{12*j+r};")
+    e("    bra FMA_DONE;")
+    return "\n".join(L)
+
+
+def mma_tile(mt_n, tm):
+    """Phase 2 of the bf16 mid entry for T > 16 on tensor cores: mma.sync m16n8k16 bf16 with f32
+    accumulation. A = x (rows = tokens 16 mt + g, g + 8; x came from bf16, so packing its f32
+    copies back to bf16 pairs is exact), B = phi split into bf16 hi + lo (x exact, phi to
+    2^-17 relative, as pre_pc): two mma per (m-tile, 8-logit block) and 16 elements. Lane =
+    4 g + q holds elements 2q, 2q + 1 (+ 8) of the step, loaded as f32 pairs. The warp walks
+    its LW elements (a multiple of 16 here). ss from the same x values (lane partials, then the
+    quad's 4 lanes). (tf32 m16n8k8 was measured first: 768 mma per SM at T = 64 took ~5,900
+    cycles on the H100.) Results go to red[w][t][r] like the FMA bodies."""
+    tag = f"M{mt_n}"
+    L = []
+    e = L.append
+    e(f"""MMA_{tag}:
+    shr.u32 %tt, %lane, 2;                  // g
+    and.b32 %rg, %lane, 3;                  // q
+    mul.lo.u32 %r1, %tt, 1040;
+    shl.b32 %r2, %rg, 3;
+    add.u32 %r1, %r1, %r2;
+    add.u32 %r1, %r1, %woff;                // row g, elements 2q, 2q + 1 of this warp's range
+    mov.u32 %xa, sm_x;
+    add.u32 %xa, %xa, %r1;
+    mov.u32 %pa0, sm_phi;
+    add.u32 %pa0, %pa0, %r1;""")
+    for a in range(12 * mt_n):
+        e(f"    mov.f32 %acc{a}, 0f00000000;")
+    for j in range(2 * mt_n):
+        e(f"    mov.f32 %sst{j}, 0f00000000;")
+    e(f"""    mov.u32 %it, 0;
+ML_{tag}:""")
+    for nb in range(3):
+        for h in range(2):
+            k = 2 * nb + h
+            e(f"""    ld.shared.v2.f32 {{%f1, %f2}}, [%pa0+{nb * 8 * ROW + 32 * h}];
+    cvt.rn.bf16x2.f32 %bh{k}, %f2, %f1;
+    shl.b32 %r3, %bh{k}, 16;
+    mov.b32 %f3, %r3;
+    and.b32 %r3, %bh{k}, -65536;
+    mov.b32 %f4, %r3;
+    sub.f32 %f1, %f1, %f3;
+    sub.f32 %f2, %f2, %f4;
+    cvt.rn.bf16x2.f32 %bl{k}, %f2, %f1;""")
+    for mt in range(mt_n):
+        o = mt * 16 * ROW
+        for i, (dr, dk) in enumerate(((0, 0), (8, 0), (0, 32), (8, 32))):
+            e(f"""    ld.shared.v2.f32 {{%f5, %f6}}, [%xa+{o + dr * ROW + dk}];
+    cvt.rn.bf16x2.f32 %ab{i}, %f6, %f5;
+    fma.rn.f32 %sst{2 * mt + (1 if dr else 0)}, %f5, %f5, %sst{2 * mt + (1 if dr else 0)};
+    fma.rn.f32 %sst{2 * mt + (1 if dr else 0)}, %f6, %f6, %sst{2 * mt + (1 if dr else 0)};""")
+        for nb in range(3):
+            d = ", ".join(f"%acc{12 * mt + 4 * nb + c}" for c in range(4))
+            for part in ("bh", "bl"):
+                e(f"    mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{d}}}, "
+                  f"{{%ab0, %ab1, %ab2, %ab3}}, {{%{part}{2 * nb}, %{part}{2 * nb + 1}}}, {{{d}}};")
+    e(f"""    add.u32 %xa, %xa, 64;
+    add.u32 %pa0, %pa0, 64;
+    add.u32 %it, %it, 16;
+    setp.lt.u32 %p1, %it, %LW;
+    @%p1 bra ML_{tag};""")
+    for j in range(2 * mt_n):
+        for off in (1, 2):
+            e(f"""    shfl.sync.bfly.b32 %f3, %sst{j}, {off}, 31, -1;
+    add.f32 %sst{j}, %sst{j}, %f3;""")
+    e(f"""    // red[(w*{tm} + t)*32 + r]: D rows g, g + 8 of m-tile mt = tokens 16 mt + g (+ 8), columns
+    // 2q, 2q + 1 of block nb = logits 8 nb + 2q (+ 1) -> r = 1 + logit; ss (r = 0) from lane q = 0
+    shl.b32 %r1, %warp, {tm.bit_length() - 1};
+    add.u32 %r1, %r1, %tt;
+    mul.lo.u32 %r1, %r1, {RED};
+    mov.u32 %r2, SM_RED;
+    add.u32 %r1, %r1, %r2;
+    setp.eq.u32 %p2, %rg, 0;
+    shl.b32 %r2, %rg, 3;
+    add.u32 %r2, %r2, %r1;                  // + 4 * 2q""")
+    for mt in range(mt_n):
+        for hh in range(2):
+            tok = (16 * mt + 8 * hh) * RED
+            e(f"    @%p2 st.shared.f32 [%r1+{tok}], %sst{2 * mt + hh};")
+            for nb in range(3):
+                for c in range(2):
+                    e(f"    st.shared.f32 [%r2+{tok + 4 * (1 + 8 * nb + c)}], %acc{12 * mt + 4 * nb + 2 * hh + c};")
     e("    bra FMA_DONE;")
     return "\n".join(L)
 
@@ -746,7 +832,7 @@ def entry(dt, mid=False):
     kind = "mid" if mid else "decode"
     HMB2 = "\n    @%p1 mbarrier.init.shared::cta.b64 [sm_hmb2], 224;  // mid: h_pre copied to shared" if mid else ""
     MIDREGS = "\n    .reg .b32 %mi, %mn;" if mid else ""
-    SSTREGS = "\n    .reg .f32 %sst<4>;" if mid else ""
+    SSTREGS = ("\n    .reg .f32 %sst<8>;\n    .reg .b32 %bh<6>, %bl<6>, %ab<4>;" if mid else "")
     STAMPREGS = ("\n    .reg .pred %pst;\n    .reg .b64 %sg, %sc, %sa;\n    .reg .b32 %sr, %sq;"
                  if "stamps" in EXP else "")
     # one CTA per SM (dynamic shared memory); without it ptxas 12.9 held the bf16 entry to 80
@@ -804,8 +890,8 @@ def entry(dt, mid=False):
     mul.lo.u32 %L, %n, %cpc;                // slice length (elements)
     shr.u32 %nch, %cpc, 3;
     mul.lo.u32 %LW, %n, %nch;
-    add.u32 %LW, %LW, 3;
-    and.b32 %LW, %LW, -4;                   // per-warp length, multiple of 4
+    add.u32 %LW, %LW, {15 if mid else 3};
+    and.b32 %LW, %LW, {-16 if mid else -4};                   // per-warp length, multiple of {16 if mid else 4}
     shl.b32 %Lpad, %LW, 3;
     shl.b32 %woff, %LW, 2;
     mul.lo.u32 %woff, %woff, %warp;         // this warp's byte offset in a shared row
@@ -836,14 +922,14 @@ def entry(dt, mid=False):
     setp.le.u32 %p1, %T, 16;
     @%p1 bra FMA_P16;
     setp.le.u32 %p1, %T, 32;
-    @%p1 bra FMA_T2;
-    bra FMA_T4;""" if mid else """
+    @%p1 bra """ + ("MMA_M2" if bf else "FMA_T2") + """;
+    bra """ + ("MMA_M4" if bf else "FMA_T4") + """;""" if mid else """
     bra FMA_P16;"""))
     for P in (1, 2, 4, 8, 16):
         e(fma_class(P, tm))
     if mid:
-        for tpl in (2, 4):
-            e(fma_tile(tpl, tm))
+        for k in (2, 4):
+            e(mma_tile(k, tm) if bf else fma_tile(k, tm))
     e("""FMA_DONE:
     barrier.sync 0;""" + stamp(2, 0) + """
     // ================= phase 3: this CTA's partial rows -> workspace, grid arrival ===========
@@ -860,11 +946,11 @@ def entry(dt, mid=False):
     setp.lt.u32 %p1, %r5, %T;
     and.pred %p1, %p1, %p3;
     @!%p1 bra PW{j};
-    shl.b32 %r6, %r5, 7;
+    mul.lo.u32 %r6, %r5, {RED};
     add.u32 %r6, %r6, %r3;                  // &red[0][t][r]
     ld.shared.f32 %f1, [%r6];""")
         for w in range(1, 8):
-            e(f"""    ld.shared.f32 %f2, [%r6+{w*tm*128}];
+            e(f"""    ld.shared.f32 %f2, [%r6+{w*tm*RED}];
     add.f32 %f1, %f1, %f2;""")
         e(f"""    mad.lo.u32 %r7, %r0, %T, %r5;
     shl.b32 %r7, %r7, 5;
@@ -1187,7 +1273,7 @@ def to_dynamic(body):
 def main():
     text = HEADER
     text += """
-.shared .align 16 .b8 sm_phi[24960];       // phi slice [24][260] f32; after phase 2: red[8][16][32]
+.shared .align 16 .b8 sm_phi[24960];       // phi slice [24][260] f32; after phase 2: red[8][16][33]
 .shared .align 16 .b8 sm_x[16640];         // x slice [16][260] f32
 .shared .align 16 .b8 sm_hpre[256];        // h_pre [16][4]
 .shared .align 8 .b64 sm_hmb;              // mbarrier: h_pre written (warps 1..7)

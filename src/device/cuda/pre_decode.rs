@@ -133,8 +133,8 @@ pub(crate) const MID_DTYPES: [(Dtype, &str); 2] =
 pub const MID_MAX_TOKENS: usize = 64;
 
 /// Dynamic shared memory of the mid kernel: phi_s [24][260] f32, x_s [64][260] f32, red
-/// [8][64][32] f32 (gen_pre_decode.py `MID_SMEM`).
-pub const MID_SMEM: u32 = 24960 + 64 * 1040 + 8 * 64 * 128;
+/// [8][64][33] f32 (gen_pre_decode.py `MID_SMEM`).
+pub const MID_SMEM: u32 = 24960 + 64 * 1040 + 8 * 64 * 132;
 
 /// `(ctas, cpc)` of the mid kernel: C spread over as many CTAs as allowed (the projection's
 /// FMAs grow with T), as [`decode_shape`] at one token, or about `ctas` (benchmarks, tests).
@@ -323,6 +323,6 @@ mod tests {
         assert!(mid_unsupported(&Config::new(4, 4096), Dtype::Bf16, 132).is_some());
         assert!(mid_unsupported(&Config::new(4, 7168), Dtype::Bf16, 132).is_none());
         assert!(mid_unsupported(&Config::new(3, 4096), Dtype::Bf16, 132).is_none());
-        assert_eq!(MID_SMEM as usize, 24960 + MID_MAX_TOKENS * 1040 + 8 * MID_MAX_TOKENS * 128);
+        assert_eq!(MID_SMEM as usize, 24960 + MID_MAX_TOKENS * 1040 + 8 * MID_MAX_TOKENS * 132);
     }
 }
