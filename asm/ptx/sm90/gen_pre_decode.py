@@ -21,6 +21,8 @@ HEADER = """\
 // n <= 4 streams (M = n*n + 2n <= 24 logits), C <= 64 * CTAs. Entries: mhc_pre_decode_sm90_bf16,
 // mhc_pre_decode_sm90_f32 (storage dtype of x and a). gamma_f (F-pre-norm) and post_pre are
 // not covered: the plan keeps the general kernel (pre.ptx) for those and for everything else.
+// The MID entries (mhc_pre_mid_sm90_*, T = 17..64, section MID at the end) are the same kernel
+// with a second grid arrival.
 //
 // WHY     The general kernel's decode shape chains ~10 dependent global round trips (split-K
 //         partials, last-CTA reduce, ready flag, token claims) and measured 16.8 us per call in
@@ -34,7 +36,8 @@ HEADER = """\
 //         loaded once and used for every token; the x slice stays in shared memory for the
 //         pre-mix of the same channels, so x is read from memory exactly once.
 // SLICE   element e = i*cpc + cl (stream i, local channel cl), e < L = n*cpc; padded with zeros
-//         to L_pad = 8*LW, LW = roundup4(n*NCH) (warp w reduces elements [w*LW, (w+1)*LW)).
+//         to L_pad = 8*LW, LW = roundup4(n*NCH) (mid: roundup16) (warp w reduces elements
+//         [w*LW, (w+1)*LW)).
 //         Shared: phi_s[24][260] f32 (gamma_k folded in as it is loaded; rows >= M zero),
 //         x_s[16][260] f32 (bf16 widened); row stride 1040 B = 16 B bank shift per row.
 // PHASE 1 loads: thread -> (column group, rows m0 + 4j) for phi (6 x 16-byte loads), (chunk,
@@ -43,7 +46,8 @@ HEADER = """\
 //         P): lane = tt * (32/P) + rg; lane owns token tt and logit rows rg*RPL .. +RPL-1
 //         (RPL = 1,2,3,6,12) over its warp's LW elements, ld.shared.v4 x + RPL v4 phi per
 //         4 elements; ss from the same x. The 8 warps' sums meet in shared memory (red[w][t][r],
-//         aliasing phi_s after a barrier) and are added in warp order (fixed).
+//         rows of 33 floats: conflict-free stores; aliasing phi_s after a barrier) and are added
+//         in warp order (fixed).
 // PHASE 3 partial row (ss, P[0..M)) of (CTA s, token t) -> workspace part[(s*T + t)*32 + r]
 //         (r = 0 ss, 1 + m logit m); barrier; thread 0: red.release.gpu +1 on an arrival
 //         counter, then ld.acquire polls until it reads S (bounded by %globaltimer: 2 s, then
@@ -62,9 +66,11 @@ HEADER = """\
 // PHASE 5 CTA s finishes tokens s, s+S, ...: the token's full rows of the S partials summed
 //         (thread -> (4-float group v, CTAs sub + 32k), shfl over 2 levels, warps in order);
 //         its loads and phase 4's are issued together right after the barrier; then thread 0
-//         runs inv_rms, h_post and the Sinkhorn (n x n in registers, one unrolled body per n;
-//         rcp.approx per line as coeffs_thread.ptx) and writes h_post, h_res, WHILE warps 1..7
-//         run phase 4 and the mix (the Sinkhorn is the longest serial chain).
+//         runs the Sinkhorn (n x n in registers, one unrolled body per n; rcp.approx per line
+//         as coeffs_thread.ptx) -> h_res and thread 64 h_post (another warp: two paths of one
+//         warp run one after the other), WHILE warps 1..7 run phase 4 and the mix. inv_rms =
+//         rsqrt.approx(ss * (1/K) + eps), sigmoids with rcp.approx: the IEEE div/sqrt/rcp
+//         sequences cost ~0.5 us on this chain (H100 stamps, below).
 // DETERM. every sum has a fixed order independent of CTA arrival order: identical bits per run.
 // BARRIER every CTA barrier is `barrier.sync` (non-aligned), not `bar.sync` (= .aligned): threads
 //         0 / 1 of warp 0 run the Sinkhorn / h_post while lanes 2..31 go on to the next
@@ -84,6 +90,26 @@ HEADER = """\
 //         18.0 / 20.3 / 19.3 / 24.6 / 19.0 / 23.0 us. Sinkhorn share (20 vs 1 iteration): 0.87 us.
 //         First version (generation-word barrier, Sinkhorn after phase 4, Newton steps): 8.59 us
 //         at T = 1. Rounds and attribution: notes/cuda-pre.md ("decode kernel").
+//         H100 (2026-11-23, round 12, phase stamps: EXP=stamps, tests/gpu_pre.rs
+//         profile_decode_phases), bf16 C=4096 T=1, us after the first CTA started: loads in
+//         shared memory 1.12, projection 1.34, partial rows stored 1.5, arrival seen 2.94, own
+//         token reduced 3.6, all CTAs mixed 4.4, Sinkhorn thread done 5.6 (was 6.05 with the
+//         IEEE sequences and h_post in the Sinkhorn's warp). Graph: 6.63 -> 5.94 us (T=1),
+//         9.18 -> 8.23 (T=16, also the red row padding).
+// MID     mhc_pre_mid_sm90_* (T = 17..64; the plan picks them where pre_pc does not run: C = 7168,
+//         f32, n < 4): phases 1-3 as above with 64 token rows (dynamic shared memory: phi_s,
+//         x_s [64][260], red [8][64][33]); phase 2 for T > 16: bf16 on tensor cores (mma.sync
+//         m16n8k16, A = x, B = phi bf16 hi + lo, 2 or 4 m-tiles), f32 as a register tile (lane =
+//         12 rows x 2 or 4 tokens). After the first arrival CTA s (S >= T) reduces only token s:
+//         thread 32 computes inv_rms and h_pre, stores them, red.release on a second counter
+//         (sync+8); thread 0 Sinkhorn, thread 64 h_post; warps 1..7 wait for the second arrival
+//         (thread 32 polls, mbarrier sm_hmb), copy h_pre[T][n] to shared (sm_hmb2) and mix. The
+//         exit counter counts CTAs past the second arrival; the last zeroes all three words.
+//         H100 (copy 2.98 TB/s), us back-to-back: bf16 C=7168 T=17 / 32 / 64 11.1 / 11.8 /
+//         14.3 (general kernel 29.7 at T=64); f32 C=4096 10.1 / 10.8 / 13.3; C=7168 11.8 / 12.8 /
+//         16.7. Stamps at T=64 C=7168 bf16: loads 3.1 us, projection +1.9 (FMA, one token per
+//         lane: +5.4; a register tile: +4.4; tf32 mma: +3.1), partial rows +0.9, arrival +1.1,
+//         reduce +0.5, second arrival +1.4, h_pre copy and mix +2.2.
 // =============================================================================================
 .version 8.0
 .target sm_90a
