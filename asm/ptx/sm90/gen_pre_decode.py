@@ -169,6 +169,37 @@ def sigmoid(src, dst):
     rcp.approx.ftz.f32 {dst}, {dst};"""
 
 
+def h_pre_i(i, logit, done):
+    """%f6 = h_pre of stream i = sigma(logit * inv_rms (%f3) * scale[0] + base[i]) (+ eps_hc for
+    V4); branches to done when i >= n. The caller stores %f6."""
+    return f"""    setp.lt.u32 %p3, {i}, %n;
+    @!%p3 bra {done};
+    ld.shared.f32 %f4, [sm_base+{4*i}];
+    mul.f32 %f5, {logit}, %f3;
+    fma.rn.f32 %f5, %f5, %sc0, %f4;
+{sigmoid('%f5', '%f6')}
+    @!%p_paper add.f32 %f6, %f6, %eps_hc;"""
+
+
+def exit_block(thread, words):
+    """EXIT: the thread that counted this CTA out zeroes the `words` sync counters if it was the
+    last CTA out (every CTA has passed every poll by then)."""
+    zero = "\n".join(f"    st.relaxed.gpu.global.u32 [%sync{'+' + str(4 * k) if k else ''}], 0;"
+                     + ("          // last CTA out: the workspace is ready again" if k == 0 else "")
+                     for k in range(words))
+    return f"""EXIT:
+    setp.ne.u32 %p1, %tx, {thread};
+    @%p1 bra DONE;
+    sub.u32 %r1, %S, 1;
+    setp.ne.u32 %p1, %xold, %r1;
+    @%p1 bra DONE;
+{zero}
+DONE:
+    ret;
+}}
+"""
+
+
 def inv_rms(ss, dst):
     """dst = 1 / sqrt(ss / K + eps_norm) as ss * (1/K) (%invk, within 1 ulp of the division) and
     rsqrt.approx (2^-22.9 relative): the IEEE div/sqrt/rcp sequences cost ~0.2 us on the
@@ -564,14 +595,8 @@ def mid_tail(bf):
     mul.wide.u32 %rd3, %r7, 4;
     add.u64 %rd3, %hpre, %rd3;""")
     for i in range(4):
-        e(f"""    setp.lt.u32 %p3, {i}, %n;
-    @!%p3 bra MID_HPRE_DONE;
-    ld.shared.f32 %f11, [sm_lg+{4 * (1 + i)}];
-    ld.shared.f32 %f4, [sm_base+{4*i}];
-    mul.f32 %f5, %f11, %f3;
-    fma.rn.f32 %f5, %f5, %sc0, %f4;
-{sigmoid('%f5', '%f6')}
-    @!%p_paper add.f32 %f6, %f6, %eps_hc;
+        e(f"""    ld.shared.f32 %f11, [sm_lg+{4 * (1 + i)}];
+{h_pre_i(i, "%f11", "MID_HPRE_DONE")}
     st.global.f32 [%rd3+{4*i}], %f6;""")
     e("""MID_HPRE_DONE:
     red.release.gpu.global.add.u32 [%sync+8], 1;
@@ -599,27 +624,26 @@ MID_WAIT:
 HMB_WAIT:
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [sm_hmb], 0;
     @!%p1 bra HMB_WAIT;
-    // h_pre[t][i] -> sm_hpre[t][i] (row of 4 floats), items tid - 32 + 224 j < T n
+    // h_pre[t][i] -> sm_hpre[t][i] (row of 4 floats): items tid - 32 and tid - 32 + 224
+    // (T n <= 256), both loads in flight before the stores
     sub.u32 %r0, %tx, 32;
     mul.lo.u32 %r1, %T, %n;
-HCOPY:
-    setp.ge.u32 %p1, %r0, %r1;
-    @%p1 bra HCOPY_DONE;
+    add.u32 %r5, %r0, 224;
+    setp.lt.u32 %p3, %r0, %r1;
+    setp.lt.u32 %p4, %r5, %r1;
     mul.wide.u32 %rd1, %r0, 4;
     add.u64 %rd1, %hpre, %rd1;
-    ld.global.cg.f32 %f1, [%rd1];
-    div.u32 %r2, %r0, %n;
+    @%p3 ld.global.cg.f32 %f1, [%rd1];
+    @%p4 ld.global.cg.f32 %f2, [%rd1+896];""" + "".join(f"""
+    div.u32 %r2, {item}, %n;
     mul.lo.u32 %r3, %r2, %n;
-    sub.u32 %r3, %r0, %r3;
+    sub.u32 %r3, {item}, %r3;
     shl.b32 %r2, %r2, 4;
     shl.b32 %r3, %r3, 2;
     add.u32 %r2, %r2, %r3;
     mov.u32 %r3, sm_hpre;
     add.u32 %r2, %r2, %r3;
-    st.shared.f32 [%r2], %f1;
-    add.u32 %r0, %r0, 224;
-    bra HCOPY;
-HCOPY_DONE:
+    @{pred} st.shared.f32 [%r2], {val};""" for item, pred, val in (("%r0", "%p3", "%f1"), ("%r5", "%p4", "%f2"))) + """
     mbarrier.arrive.shared::cta.b64 %mbs, [sm_hmb2];
 HMB2_WAIT:
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [sm_hmb2], 0;
@@ -635,20 +659,8 @@ MIX_LOOP:
     e("""MIX_NEXT:
     add.u32 %mi, %mi, 224;
     bra MIX_LOOP;
-MIX_END:""" + stamp(7, 32) + """
-EXIT:
-    setp.ne.u32 %p1, %tx, 32;
-    @%p1 bra DONE;
-    sub.u32 %r1, %S, 1;
-    setp.ne.u32 %p1, %xold, %r1;
-    @%p1 bra DONE;
-    st.relaxed.gpu.global.u32 [%sync], 0;          // last CTA out: the workspace is ready again
-    st.relaxed.gpu.global.u32 [%sync+4], 0;
-    st.relaxed.gpu.global.u32 [%sync+8], 0;
-DONE:
-    ret;
-}
-""")
+MIX_END:""" + stamp(7, 32))
+    e(exit_block(32, 3))
     return "\n".join(L)
 
 
@@ -1038,19 +1050,8 @@ FLOOP:
     e(coef_call("S1"))
     e("""FL_NEXT:
     add.u32 %tok, %tok, %S;
-    bra FLOOP;
-EXIT:
-    setp.ne.u32 %p1, %tx, 0;
-    @%p1 bra DONE;
-    sub.u32 %r1, %S, 1;
-    setp.ne.u32 %p1, %xold, %r1;
-    @%p1 bra DONE;
-    st.relaxed.gpu.global.u32 [%sync], 0;          // last CTA out: the workspace is ready again
-    st.relaxed.gpu.global.u32 [%sync+4], 0;
-DONE:
-    ret;
-}
-""")
+    bra FLOOP;""")
+    e(exit_block(0, 2))
     return "\n".join(L)
 
 
@@ -1130,13 +1131,7 @@ def phase4_rest(bf):
     mov.u32 %r8, sm_hpre;
     add.u32 %r7, %r7, %r8;""")
     for i in range(4):
-        e(f"""    setp.lt.u32 %p3, {i}, %n;
-    @!%p3 bra HPRE_DONE;
-    ld.shared.f32 %f4, [sm_base+{4*i}];
-    mul.f32 %f5, %f{11+i}, %f3;
-    fma.rn.f32 %f5, %f5, %sc0, %f4;
-{sigmoid('%f5', '%f6')}
-    @!%p_paper add.f32 %f6, %f6, %eps_hc;
+        e(f"""{h_pre_i(i, f"%f{11+i}", "HPRE_DONE")}
     st.shared.f32 [%r7+{4*i}], %f6;
     @%p2 st.global.f32 [%rd3+{4*i}], %f6;""")
     e("""HPRE_DONE:
