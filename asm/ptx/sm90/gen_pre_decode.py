@@ -58,10 +58,11 @@ HEADER = """\
 //         out zeroes both words (every CTA has seen the full count by then). The workspace is
 //         therefore zero again after every call: reusable and graph-capturable.
 // PHASE 4 (warps 1..7) every CTA sums ss and the n pre-logits of every token over the S partials
-//         itself (no second barrier): warp w' = w - 1 takes tokens w', w'+7, w'+14; lane p takes
+//         itself (no second barrier): warps 1..3, 5..7 (w' = 0..5) take tokens w', w'+6, w'+12
+//         (warp 4 idles: it shares SM sub-partition 0 with warp 0's Sinkhorn); lane p takes
 //         CTAs p, p + 32, ... (in order), then a shfl.bfly tree (commutative adds: all lanes and
 //         all CTAs get the same bits). h_pre = sigma(z_pre) (+eps V4), inv_rms; CTA 0 writes
-//         h_pre and inv_rms. mbarrier sm_hmb (224 arrivals); pre-mix a[t][c] = sum_i h_pre[t][i] x_s[t][i][c]
+//         h_pre and inv_rms. mbarrier sm_hmb (192 arrivals); pre-mix a[t][c] = sum_i h_pre[t][i] x_s[t][i][c]
 //         (i order) for the CTA's channels, 16-byte stores.
 // PHASE 5 CTA s finishes tokens s, s+S, ...: the token's full rows of the S partials summed
 //         (thread -> (4-float group v, CTAs sub + 32k), shfl over 2 levels, warps in order);
@@ -918,7 +919,7 @@ def entry(dt, mid=False):
     shr.u32 %warp, %tx, 5;
     and.b32 %lane, %tx, 31;
     setp.eq.u32 %p1, %tx, 0;                // sm_hmb: warps 1..7's h_pre barrier (224 arrivals);
-    @%p1 mbarrier.init.shared::cta.b64 [sm_hmb], 224;   // published by the load phase's barrier 0{HMB2}
+    @%p1 mbarrier.init.shared::cta.b64 [sm_hmb], {224 if mid else 192};   // published by the load phase's barrier 0{HMB2}
     mov.u32 %S, %nctaid.x;
     mov.u32 %r0, %ctaid.x;
     mul.lo.u32 %c0, %r0, %cpc;              // first channel of this CTA
@@ -1033,6 +1034,7 @@ ARRIVED:
         e(stamp(6, 0))
     e("""SINK0_DONE:
     setp.lt.u32 %p1, %tx, 32;
+    setp.eq.or.u32 %p1, %warp, 4, %p1;      // warp 4 idles (warp 0's scheduler partner)
     @%p1 bra MIX_DONE;""")
     e(phase4_rest(bf))
     e("MIX_DONE:" + (stamp(7, 32) if stamps else ""))
@@ -1056,13 +1058,18 @@ FLOOP:
 
 
 def phase4_loads():
-    # warps 1..7: warp w' = warp - 1 takes tokens w' + 7j (j < 3); lane p takes CTAs p + 32k (k < 5)
+    # warps 1..7 but 4 (6 warps): warp w' takes tokens w' + 6j (j < 3); lane p takes
+    # CTAs p + 32k (k < 5)
     L = []
     e = L.append
-    e("""    // ---- phase 4 loads (warps 1..7): tokens w' + 7j, CTAs lane + 32k: part[(s*T + t)*32 + 0..4]
+    e("""    // ---- phase 4 loads (warps 1..3, 5..7): tokens w' + 6j, CTAs lane + 32k: part[(s*T + t)*32 + 0..4]
     setp.lt.u32 %p5, %tx, 32;
     @%p5 bra P4L_DONE;
-    sub.u32 %r1, %warp, 1;                  // w'
+    setp.eq.u32 %p5, %warp, 4;
+    @%p5 bra P4L_DONE;                      // warp 4 idles: warp 0's Sinkhorn shares its scheduler
+    sub.u32 %r1, %warp, 1;
+    setp.gt.u32 %p5, %warp, 4;
+    @%p5 sub.u32 %r1, %r1, 1;               // w' (warp 4 skipped)
     mul.lo.u32 %r2, %lane, %T;
     add.u32 %r2, %r2, %r1;                  // lane*T + w'
     shl.b32 %r2, %r2, 5;
@@ -1071,7 +1078,7 @@ def phase4_loads():
     mul.wide.u32 %rd2, %T, 4096;            // 32 CTAs further
     // token step 7: 7 * 32 floats""")
     for j in range(3):
-        e(f"""    add.u32 %r3, %r1, {7*j};
+        e(f"""    add.u32 %r3, %r1, {6*j};
     setp.lt.u32 %pt{j}, %r3, %T;
     mov.u64 %rd3, %rd1;""")
         for k in range(FULL_SLOTS):
@@ -1084,7 +1091,7 @@ def phase4_loads():
             if k < FULL_SLOTS - 1:
                 e("    add.u64 %rd3, %rd3, %rd2;")
         if j < 2:
-            e(f"    add.u64 %rd1, %rd1, {7*32*4};")
+            e(f"    add.u64 %rd1, %rd1, {6*32*4};")
     e("P4L_DONE:")
     return "\n".join(L)
 
@@ -1093,8 +1100,10 @@ def phase4_rest(bf):
     esz = 2 if bf else 4
     L = []
     e = L.append
-    e("""    // ================= phase 4 (warps 1..7): sums in CTA order, butterfly over the 32 lanes =====
-    sub.u32 %r1, %warp, 1;                  // w'""")
+    e("""    // ================= phase 4 (warps 1..3, 5..7): sums in CTA order, butterfly over the lanes =
+    sub.u32 %r1, %warp, 1;
+    setp.gt.u32 %p5, %warp, 4;
+    @%p5 sub.u32 %r1, %r1, 1;               // w' (warp 4 skipped)""")
     for j in range(3):
         for r in range(5):
             e(f"    mov.f32 %su{5*j+r}, 0f00000000;")
@@ -1106,10 +1115,10 @@ def phase4_rest(bf):
             e(f"    shfl.sync.bfly.b32 %sx{q}, %su{q}, {off}, 31, -1;")
         for q in range(15):
             e(f"    add.f32 %su{q}, %su{q}, %sx{q};")
-    e("""    // lane j < 3 finishes token w' + 7j: inv_rms, h_pre (CTA 0 stores them)
+    e("""    // lane j < 3 finishes token w' + 6j: inv_rms, h_pre (CTA 0 stores them)
     setp.ge.u32 %p1, %lane, 3;
     @%p1 bra HPRE_DONE;
-    mad.lo.u32 %r2, %lane, 7, %r1;          // t
+    mad.lo.u32 %r2, %lane, 6, %r1;          // t
     setp.ge.u32 %p1, %r2, %T;
     @%p1 bra HPRE_DONE;""")
     for r in range(5):
@@ -1143,8 +1152,11 @@ def phase4_rest(bf):
 HMB_WAIT:
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [sm_hmb], 0;
     @!%p1 bra HMB_WAIT;
-    // ---- pre-mix (warps 1..7): item = tid - 32 -> (token t = item / NCH, chunk q): a[t][c0 + 8q ..]
+    // ---- pre-mix (warps 1..3, 5..7): item = 32 w' + lane -> (token t = item / NCH, chunk q):
+    // a[t][c0 + 8q ..] (T NCH <= 128 items)
     sub.u32 %r0, %tx, 32;
+    setp.gt.u32 %p1, %warp, 4;
+    @%p1 sub.u32 %r0, %r0, 32;
     mul.lo.u32 %r1, %T, %nch;
     setp.ge.u32 %p1, %r0, %r1;
     @%p1 bra MIX_DONE;""")
