@@ -543,12 +543,7 @@ fn pre_mid_kernel_shapes() {
             shapes.push(Shape { ctas: Some(120), ..Shape::new(4, 7168, 30, form, dtype) });
             shapes.push(Shape { ctas: Some(70), ..Shape::new(3, 4096, 64, form, dtype) });
             for sh in shapes {
-                // bf16, n = 4, C <= 4096 (a multiple of 128) stays on the cluster kernel.
-                let pc = dtype == Dtype::Bf16 && sh.n == 4 && sh.c % 128 == 0 && sh.c <= 4096;
-                assert_eq!(uses(&sh), !pc, "{}: mid kernel selected?", sh.label());
-                if pc && sh.ctas.is_some() {
-                    continue;
-                }
+                assert!(uses(&sh), "{}: mid kernel selected", sh.label());
                 check_pre(&dev, &stream, &mut rng, &sh);
             }
             for sh in [
@@ -563,7 +558,7 @@ fn pre_mid_kernel_shapes() {
         }
     }
     // Fewer CTAs than tokens (CTA s finishes token s): refused before the launch.
-    let cfg = Config::new(4, 7168);
+    let cfg = Config::new(4, 4096);
     let mut r = ready(&dev, &mut rng, cfg, Dtype::Bf16, 40, 1);
     r.out.poison(&stream, Dtype::Bf16);
     let e = r.launch_mode(&stream, 0, Mode::Decode(32));
@@ -588,9 +583,9 @@ fn mid_sanitizer_smoke() {
 }
 
 /// The persistent-cluster kernel (asm/ptx/sm90/pre_pc.ptx) at the shapes it is selected for
-/// (bf16, n = 4, C % 128 == 0 up to 4096, T >= 17): partial last tiles, every run count per warp
-/// (C = 128 .. 4096), phi ~ 0.5, gamma_k, strided x and a; and that f32, gamma_f, C = 4224 and
-/// T <= 16 keep the other kernels.
+/// (bf16, n = 4, C % 128 == 0 up to 4096, T >= 65, and T = 17..64 where C < 512): partial last
+/// tiles, every run count per warp (C = 128 .. 4096), phi ~ 0.5, gamma_k, strided x and a; and
+/// that f32, gamma_f, C = 4224, T <= 16 and T = 17..64 at C >= 512 keep the other kernels.
 #[test]
 fn pre_cluster_kernel_shapes() {
     let Some(dev) = gpu() else { return };
@@ -605,13 +600,13 @@ fn pre_cluster_kernel_shapes() {
         let bf = |n, c, t| Shape::new(n, c, t, form, Dtype::Bf16);
         let mut shapes = Vec::new();
         for (c, t) in
-            [(4096, 17), (4096, 1000), (4096, 4099), (128, 33), (384, 100), (1280, 257), (2048, 64), (3968, 31)]
+            [(4096, 65), (4096, 1000), (4096, 4099), (128, 33), (384, 100), (1280, 257), (2048, 80), (3968, 97)]
         {
             shapes.push(bf(4, c, t));
         }
         shapes.push(Shape { phi_std: 0.5, ..bf(4, 4096, 1000) });
         shapes.push(Shape { gamma_k: true, ..bf(4, 4096, 200) });
-        shapes.push(Shape { gamma_k: true, x_pad: 24, ..bf(4, 1280, 40) });
+        shapes.push(Shape { gamma_k: true, x_pad: 24, ..bf(4, 1280, 72) });
         shapes.push(Shape { x_pad: 8, ..bf(4, 4096, 129) });
         for sh in shapes {
             assert!(uses(&sh), "{}: cluster kernel selected", sh.label());
@@ -623,6 +618,7 @@ fn pre_cluster_kernel_shapes() {
             bf(4, 4224, 1000),
             bf(4, 7168, 1000),
             bf(4, 4096, 16),
+            bf(4, 4096, 64),
             bf(8, 1280, 1000),
         ] {
             assert!(!uses(&sh), "{}: cluster kernel not selected", sh.label());

@@ -266,9 +266,8 @@ fn build() -> Vec<KernelDesc> {
             ..row(Stage::Pre, dtype, 0, entry, IMG_PRE_DECODE, args, 8, 256)
         });
     }
-    // pre for 17..=64 tokens (n <= 4, no gamma_f, C >= 512, not where pre_pc applies): the decode
-    // kernel with a second grid arrival (pre_decode.rs `mid_unsupported`); tried before the
-    // general kernel.
+    // pre for 17..=64 tokens (n <= 4, no gamma_f, C >= 512): the decode kernel with a second grid
+    // arrival (pre_decode.rs `mid_unsupported`); tried before pre_pc and the general kernel.
     for (dtype, entry) in super::pre_decode::MID_DTYPES {
         let args = size_of::<super::pre_decode::PreDecodeArgs>();
         t.push(KernelDesc {

@@ -246,7 +246,7 @@ fn reject(desc: &KernelDesc, dev: &CudaDevice, cfg: &Config, dtype: Dtype) -> Op
         }
     }
     if desc.stage == Stage::Pre && super::pre_decode::is_mid_entry(desc.entry) {
-        if let Some(why) = super::pre_decode::mid_unsupported(cfg, dtype, dev.sm_count() as usize) {
+        if let Some(why) = super::pre_decode::mid_unsupported(cfg, dev.sm_count() as usize) {
             return Some(format!("{}: {why}", desc.entry));
         }
     }

@@ -3,11 +3,11 @@
 //! `mhc_pre_sm90_bf16`, `mhc_pre_sm90_f32`), shared with `post_pre` (post_pre.rs), which only
 //! sets the `post` flag.
 //!
-//! A dedicated decode kernel (pre_decode.rs) serves `pre` for T <= 16, n <= 4, no gamma_f; a
-//! persistent-cluster kernel (pre_pc.rs) bf16, n = 4, C <= 4096 above that; the decode kernel's
-//! mid entries T = 17..=64 elsewhere (C >= 512: f32, C = 7168, n < 4). The plan selects them as
-//! the token buckets of `pre` where they apply; everything else runs the general kernel below.
-//! All share this file's checks ([`Plan::pre_checked`]).
+//! A dedicated decode kernel (pre_decode.rs) serves `pre` for T <= 16, n <= 4, no gamma_f, its
+//! mid entries T = 17..=64 (also C >= 512), and a persistent-cluster kernel (pre_pc.rs) bf16,
+//! n = 4, C <= 4096 above that (and below 512 channels): the plan selects them as the token
+//! buckets of `pre` where they apply; everything else runs the general kernel below. All share
+//! this file's checks ([`Plan::pre_checked`]).
 //!
 //! Two launch shapes of the general kernel, chosen here per call from T:
 //! - **decode** (T <= [`DECODE_MAX_TOKENS`]): the `n*C` reduction is split over `splits` CTAs
