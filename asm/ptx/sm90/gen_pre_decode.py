@@ -97,8 +97,8 @@ HEADER = """\
 //         token reduced 3.6, all CTAs mixed 4.4, Sinkhorn thread done 5.6 (was 6.05 with the
 //         IEEE sequences and h_post in the Sinkhorn's warp). Graph: 6.63 -> 5.94 us (T=1),
 //         9.18 -> 8.23 (T=16, also the red row padding).
-// MID     mhc_pre_mid_sm90_* (T = 17..64; the plan picks them where pre_pc does not run: C = 7168,
-//         f32, n < 4): phases 1-3 as above with 64 token rows (dynamic shared memory: phi_s,
+// MID     mhc_pre_mid_sm90_* (T = 17..64, C >= 512; ahead of pre_pc there: bf16 C=4096 T=17 / 64
+//         11.4 / 13.5 us per call against 14.4 / 14.9): phases 1-3 as above with 64 token rows (dynamic shared memory: phi_s,
 //         x_s [64][260], red [8][64][33]); phase 2 for T > 16: bf16 on tensor cores (mma.sync
 //         m16n8k16, A = x, B = phi bf16 hi + lo, 2 or 4 m-tiles), f32 as a register tile (lane =
 //         12 rows x 2 or 4 tokens). After the first arrival CTA s (S >= T) reduces only token s:
