@@ -4,13 +4,18 @@
 //! the same run (bytes read + written over the median copy time); each case is warmed up, then
 //! timed with device events around each of >= 100 runs (median), inputs rotated over enough sets
 //! that the working set exceeds twice the L2 size, and also as back-to-back launches (mean per
-//! call) and, for decode sizes (T <= 16), as replays of a captured CUDA graph of 100 calls.
+//! call) and, for T <= [`GRAPH_MAX_TOKENS`], as replays of a captured CUDA graph of 100 calls.
 //! Bytes = what must move (inputs read once, outputs written once); floor = bytes / copy
 //! bandwidth + the device-side cost of one launch (the cheapest kernel inside a graph), so the
 //! ratio means something at decode sizes too. Plans launch with their default [`Overlap`] (programmatic dependent launch) unless
 //! `--overlap off`. Prints a table, writes JSON and an SVG plot.
 
 use mhc::device::cuda::{CudaDevice, DeviceBuffer, Event, Overlap, Plan, Stream};
+
+/// Largest T also timed as graph replays: decode and the mid kernel's range, where launch
+/// overhead is a large share and inference engines capture graphs (DESIGN.md's peer figures for
+/// `pre` at T <= 128 are graph replays).
+const GRAPH_MAX_TOKENS: usize = 64;
 use mhc::reference::testing::Rng;
 use mhc::{Config, Dtype, Formulation, Layout, Stage};
 use std::fmt::Write as _;
@@ -514,8 +519,8 @@ fn bench_case(
     let mut call = |i: usize| call(i % sets);
     let us = time_single(dev, s, runs, &mut call)?;
     let us_b2b = time_b2b(dev, s, runs, &mut call)?;
-    // Graph replay for decode sizes: 100 captured calls, replayed 5 times.
-    let us_graph = if t <= 16 { Some(time_graph(dev, s, 5, &mut call)?) } else { None };
+    // Graph replay for small T: 100 captured calls, replayed 5 times.
+    let us_graph = if t <= GRAPH_MAX_TOKENS { Some(time_graph(dev, s, 5, &mut call)?) } else { None };
     Ok(Row { stage, formulation: cfg.formulation, t, n, c, variant, bytes, us, us_b2b, us_graph })
 }
 
