@@ -246,6 +246,14 @@ impl Plan {
         let lay = super::pre::ws_layout(&self.cfg, self.max_tokens);
         let all: Vec<u64> = ws.buf.to_vec()?;
         let base = (lay.dpart + s * t * 128) / 8;
+        if all.len() < base + 16 * s {
+            // The stamps sit after the partial rows: a plan for more tokens leaves room for them.
+            return Err(Error::shape(
+                "workspace",
+                format!(">= {} bytes for the stamps", (base + 16 * s) * 8),
+                ws.bytes(),
+            ));
+        }
         Ok((0..s)
             .map(|c| std::array::from_fn(|k| (all[base + 16 * c + 2 * k], all[base + 16 * c + 2 * k + 1])))
             .collect())
