@@ -170,6 +170,17 @@ def sigmoid(src, dst):
     rcp.approx.ftz.f32 {dst}, {dst};"""
 
 
+def red_row(tm, pred):
+    """%r1 = &red[w][%tt] (the row this lane's token sums go to: w*tm + %tt rows of RED bytes) and
+    pred = (%rg == 0): the lanes that store ss (r = 0)."""
+    return f"""    shl.b32 %r1, %warp, {tm.bit_length() - 1};
+    add.u32 %r1, %r1, %tt;
+    mul.lo.u32 %r1, %r1, {RED};
+    mov.u32 %r2, SM_RED;
+    add.u32 %r1, %r1, %r2;
+    setp.eq.u32 {pred}, %rg, 0;"""
+
+
 def h_pre_i(i, logit, done):
     """%f6 = h_pre of stream i = sigma(logit * inv_rms (%f3) * scale[0] + base[i]) (+ eps_hc for
     V4); branches to done when i >= n. The caller stores %f6."""
@@ -403,13 +414,8 @@ FL_P{P}:
     setp.lt.u32 %p1, %it, %LW;
     @%p1 bra FL_P{P};
     barrier.sync 0;                             // every warp is done with phi_s: red[] aliases it
-    // red[(w*{tm} + tt)*32 + r]: r = 0 ss (rg == 0 stores it), 1 + row
-    shl.b32 %r1, %warp, {tm.bit_length() - 1};
-    add.u32 %r1, %r1, %tt;
-    mul.lo.u32 %r1, %r1, {RED};
-    mov.u32 %r2, SM_RED;
-    add.u32 %r1, %r1, %r2;
-    setp.eq.u32 %p1, %rg, 0;
+    // red[w*{tm} + tt][r]: r = 0 ss (rg == 0 stores it), 1 + row
+{red_row(tm, "%p1")}
     @%p1 st.shared.f32 [%r1], %ssa;
     shl.b32 %r2, %rrow, 2;
     add.u32 %r1, %r1, %r2;""")
@@ -466,13 +472,8 @@ FL_{tag}:""")
     add.u32 %it, %it, 4;
     setp.lt.u32 %p1, %it, %LW;
     @%p1 bra FL_{tag};
-    // red[(w*{tm} + li + 16 j)*32 + r]: r = 0 ss (half 0), 1 + 12 h + row
-    shl.b32 %r1, %warp, {tm.bit_length() - 1};
-    add.u32 %r1, %r1, %tt;
-    mul.lo.u32 %r1, %r1, {RED};
-    mov.u32 %r2, SM_RED;
-    add.u32 %r1, %r1, %r2;
-    setp.eq.u32 %p2, %rg, 0;
+    // red[w*{tm} + li + 16 j][r]: r = 0 ss (half 0), 1 + 12 h + row
+{red_row(tm, "%p2")}
     mad.lo.u32 %r2, %rg, 48, %r1;           // + 4 * 12 h""")
     for j in range(tpl):
         e(f"    @%p2 st.shared.f32 [%r1+{16 * RED * j}], %sst{j};")
@@ -544,14 +545,9 @@ ML_{tag}:""")
         for off in (1, 2):
             e(f"""    shfl.sync.bfly.b32 %f3, %sst{j}, {off}, 31, -1;
     add.f32 %sst{j}, %sst{j}, %f3;""")
-    e(f"""    // red[(w*{tm} + t)*32 + r]: D rows g, g + 8 of m-tile mt = tokens 16 mt + g (+ 8), columns
+    e(f"""    // red[w*{tm} + t][r]: D rows g, g + 8 of m-tile mt = tokens 16 mt + g (+ 8), columns
     // 2q, 2q + 1 of block nb = logits 8 nb + 2q (+ 1) -> r = 1 + logit; ss (r = 0) from lane q = 0
-    shl.b32 %r1, %warp, {tm.bit_length() - 1};
-    add.u32 %r1, %r1, %tt;
-    mul.lo.u32 %r1, %r1, {RED};
-    mov.u32 %r2, SM_RED;
-    add.u32 %r1, %r1, %r2;
-    setp.eq.u32 %p2, %rg, 0;
+{red_row(tm, "%p2")}
     shl.b32 %r2, %rg, 3;
     add.u32 %r2, %r2, %r1;                  // + 4 * 2q""")
     for mt in range(mt_n):
@@ -1097,7 +1093,6 @@ def phase4_loads():
 
 
 def phase4_rest(bf):
-    esz = 2 if bf else 4
     L = []
     e = L.append
     e("""    // ================= phase 4 (warps 1..3, 5..7): sums in CTA order, butterfly over the lanes =
