@@ -87,6 +87,23 @@ pub struct KernelDesc {
     /// Persistent CTAs that stream their tokens through a ring of [`STATIC_PR_STAGES`]
     /// shared-memory stages (`static_pr`); the grid is as many CTAs as the SMs hold.
     pub token_ring: bool,
+    /// Which `pre` kernel family a row is: its launch and its constraints differ (pre.rs picks
+    /// the launch from it, so the launch path compares no strings). `General` for every row of
+    /// the other stages.
+    pub pre_family: PreFamily,
+}
+
+/// The `pre` kernel families (src/device/cuda/pre.rs, pre_decode.rs, pre_pc.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PreFamily {
+    /// pre.ptx: split-K decode shape and prefill tiles, every configuration.
+    General,
+    /// pre_decode.ptx `mhc_pre_decode_*`: T <= 16, one grid arrival.
+    Decode,
+    /// pre_decode.ptx `mhc_pre_mid_*`: T = 17..=64, two grid arrivals.
+    Mid,
+    /// pre_pc.ptx: persistent 16-CTA clusters.
+    Cluster,
 }
 
 pub const NS: [usize; 6] = [1, 2, 4, 8, 16, 32];
@@ -157,6 +174,7 @@ fn row(
         persistent: false,
         grid_dependency: true,
         token_ring: false,
+        pre_family: PreFamily::General,
     }
 }
 
@@ -263,6 +281,7 @@ fn build() -> Vec<KernelDesc> {
             tokens_per_cta: super::pre_decode::DECODE_KERNEL_MAX_TOKENS,
             max_tokens: super::pre_decode::DECODE_KERNEL_MAX_TOKENS,
             cooperative: true,
+            pre_family: PreFamily::Decode,
             ..row(Stage::Pre, dtype, 0, entry, IMG_PRE_DECODE, args, 8, 256)
         });
     }
@@ -276,6 +295,7 @@ fn build() -> Vec<KernelDesc> {
             max_tokens: super::pre_decode::MID_MAX_TOKENS,
             max_dynamic_shared: super::pre_decode::MID_SMEM,
             cooperative: true,
+            pre_family: PreFamily::Mid,
             ..row(Stage::Pre, dtype, 0, entry, IMG_PRE_DECODE, args, 8, 256)
         });
     }
@@ -289,6 +309,7 @@ fn build() -> Vec<KernelDesc> {
         cluster: super::pre_pc::PC_CLUSTER,
         tile_in_shared: true,
         persistent: true,
+        pre_family: PreFamily::Cluster,
         ..row(
             Stage::Pre,
             Dtype::Bf16,
@@ -517,6 +538,25 @@ mod tests {
                 d.threads,
                 k.max_threads
             );
+        }
+    }
+
+    /// The `pre` family of a row (which launch pre.rs gives it) agrees with its entry, and only
+    /// `pre` rows have one other than `General`.
+    #[test]
+    fn pre_families_match_their_entries() {
+        for d in kernels() {
+            let want = match d.entry {
+                e if e.starts_with("mhc_pre_decode_") => PreFamily::Decode,
+                e if e.starts_with("mhc_pre_mid_") => PreFamily::Mid,
+                e if e == super::super::pre_pc::PC_ENTRY => PreFamily::Cluster,
+                _ => PreFamily::General,
+            };
+            assert_eq!(d.pre_family, want, "{}", d.entry);
+            assert!(d.stage == Stage::Pre || d.pre_family == PreFamily::General, "{}", d.entry);
+        }
+        for family in [PreFamily::Decode, PreFamily::Mid, PreFamily::Cluster] {
+            assert!(kernels().iter().any(|d| d.pre_family == family), "no {family:?} row");
         }
     }
 

@@ -4,7 +4,7 @@
 
 use super::device::{CudaDevice, Function};
 use super::ffi;
-use super::kernels::{KernelDesc, KERNELS};
+use super::kernels::{KernelDesc, PreFamily, KERNELS};
 use super::memory::DeviceBuffer;
 use super::stream::Stream;
 use crate::config::{Config, Dtype, Formulation, Stage};
@@ -235,17 +235,17 @@ fn reject(desc: &KernelDesc, dev: &CudaDevice, cfg: &Config, dtype: Dtype) -> Op
     if desc.stage == Stage::Static && cfg.c * 4 > dev.max_shared_per_block() as usize {
         return Some(format!("{}: a[C] does not fit in shared memory", desc.entry));
     }
-    if desc.stage == Stage::Pre && super::pre_pc::is_pc_entry(desc.entry) {
+    if desc.stage == Stage::Pre && desc.pre_family == PreFamily::Cluster {
         if let Some(why) = super::pre_pc::pre_pc_unsupported(cfg) {
             return Some(format!("{}: {why}", desc.entry));
         }
     }
-    if desc.stage == Stage::Pre && super::pre_decode::is_decode_entry(desc.entry) {
+    if desc.stage == Stage::Pre && desc.pre_family == PreFamily::Decode {
         if let Some(why) = super::pre_decode::decode_unsupported(cfg, dev.sm_count() as usize) {
             return Some(format!("{}: {why}", desc.entry));
         }
     }
-    if desc.stage == Stage::Pre && super::pre_decode::is_mid_entry(desc.entry) {
+    if desc.stage == Stage::Pre && desc.pre_family == PreFamily::Mid {
         if let Some(why) = super::pre_decode::mid_unsupported(cfg, dev.sm_count() as usize) {
             return Some(format!("{}: {why}", desc.entry));
         }

@@ -24,9 +24,10 @@
 //! K loop). The K loop variant (general / fast) and prefetching are chosen per launch by
 //! `default_variant` from the H200 measurements (notes/cuda-pre.md, round 9).
 
+use super::kernels::PreFamily;
 use super::memory::{DeviceTensor, DeviceTensorMut};
 use super::plan::{Bucket, Plan, Workspace};
-use super::pre_decode::{is_decode_entry, is_mid_entry, DECODE_MAX_CTAS, DECODE_MAX_N, MID_MAX_TOKENS};
+use super::pre_decode::{DECODE_MAX_CTAS, DECODE_MAX_N, MID_MAX_TOKENS};
 use super::stream::Stream;
 use crate::config::{Config, Dtype, Formulation, Stage};
 use crate::error::{Error, Result};
@@ -361,20 +362,20 @@ impl Plan {
     /// Whether `pre` at `tokens` tokens runs the decode kernel (tests, benchmarks).
     #[doc(hidden)]
     pub fn pre_uses_decode_kernel(&self, tokens: usize) -> bool {
-        self.bucket(Stage::Pre, tokens).is_ok_and(|b| is_decode_entry(b.desc.entry))
+        self.bucket(Stage::Pre, tokens).is_ok_and(|b| b.desc.pre_family == PreFamily::Decode)
     }
 
     /// Whether `pre` at `tokens` tokens runs the mid kernel (the decode kernel with a second
     /// arrival; tests, benchmarks).
     #[doc(hidden)]
     pub fn pre_uses_mid_kernel(&self, tokens: usize) -> bool {
-        self.bucket(Stage::Pre, tokens).is_ok_and(|b| is_mid_entry(b.desc.entry))
+        self.bucket(Stage::Pre, tokens).is_ok_and(|b| b.desc.pre_family == PreFamily::Mid)
     }
 
     /// Whether `pre` at `tokens` tokens runs the persistent-cluster kernel (tests, benchmarks).
     #[doc(hidden)]
     pub fn pre_uses_cluster_kernel(&self, tokens: usize) -> bool {
-        self.bucket(Stage::Pre, tokens).is_ok_and(|b| super::pre_pc::is_pc_entry(b.desc.entry))
+        self.bucket(Stage::Pre, tokens).is_ok_and(|b| b.desc.pre_family == PreFamily::Cluster)
     }
 
     /// Enqueues a `pre` call that [`Plan::pre_checked`] accepted (`b`, `chk`) on these views.
@@ -393,11 +394,10 @@ impl Plan {
         if chk.t == 0 {
             return Ok(());
         }
-        let decode = is_decode_entry(b.desc.entry) || is_mid_entry(b.desc.entry);
+        let family = b.desc.pre_family;
+        let decode = matches!(family, PreFamily::Decode | PreFamily::Mid);
         match kernel {
-            PreKernel::Auto if super::pre_pc::is_pc_entry(b.desc.entry) => {
-                self.pre_pc_launch(stream, x, params, out, b, chk)
-            }
+            PreKernel::Auto if family == PreFamily::Cluster => self.pre_pc_launch(stream, x, params, out, b, chk),
             PreKernel::Auto if decode => self.pre_decode_launch(stream, ws, x, params, out, b, None, chk),
             PreKernel::Decode { ctas } if decode => {
                 self.pre_decode_launch(stream, ws, x, params, out, b, Some(ctas), chk)

@@ -12,6 +12,7 @@
 //! channels of every token (the decode entries instead let every CTA reduce the pre-logits of
 //! every token, which grows with T x CTAs). Selected where [`mid_unsupported`] is `None`.
 
+use super::kernels::PreFamily;
 use super::memory::DeviceTensor;
 use super::plan::{Bucket, Plan, Workspace};
 use super::pre::{Checked, PreOutViews, PreParamViews, FLAG_GAMMA_K, FLAG_PAPER};
@@ -110,16 +111,6 @@ pub(crate) fn decode_shape(cfg: &Config, sms: usize, t: usize, ctas: Option<usiz
     Some((cfg.c.div_ceil(cpc), cpc))
 }
 
-/// Whether a kernel-table row is the decode kernel.
-pub(crate) fn is_decode_entry(entry: &str) -> bool {
-    entry.starts_with("mhc_pre_decode_")
-}
-
-/// Whether a kernel-table row is the mid kernel (the decode kernel with a second arrival).
-pub(crate) fn is_mid_entry(entry: &str) -> bool {
-    entry.starts_with("mhc_pre_mid_")
-}
-
 /// The decode kernel's entries (asm/ptx/sm90/pre_decode.ptx).
 pub(crate) const DECODE_DTYPES: [(Dtype, &str); 2] =
     [(Dtype::Bf16, "mhc_pre_decode_sm90_bf16"), (Dtype::F32, "mhc_pre_decode_sm90_f32")];
@@ -216,7 +207,7 @@ impl Plan {
         let cfg = &self.cfg;
         let t = chk.t;
         let sms = self.dev.sm_count() as usize;
-        let mid = is_mid_entry(b.desc.entry);
+        let mid = b.desc.pre_family == PreFamily::Mid;
         let shape = if mid { mid_shape(cfg, sms, t, ctas) } else { decode_shape(cfg, sms, t, ctas) };
         let (grid, cpc) = shape.ok_or_else(|| {
             let want = if mid { format!("at least T = {t} CTAs of") } else { "enough CTAs for".into() };

@@ -52,11 +52,6 @@ pub(crate) fn pre_pc_unsupported(cfg: &Config) -> Option<String> {
     None
 }
 
-/// Whether a kernel-table row is this kernel.
-pub(crate) fn is_pc_entry(entry: &str) -> bool {
-    entry == PC_ENTRY
-}
-
 impl Plan {
     /// The persistent-cluster kernel's launch (bucket `b` is its row, with its resident CTA
     /// count) on views [`Plan::pre_checked`] accepted (`chk`, T > 0).
@@ -99,6 +94,7 @@ mod tests {
         let fits = |_: &crate::device::cuda::kernels::KernelDesc, c: usize| {
             pre_pc_unsupported(&Config::new(4, c)).is_none() && ring_bytes(c) <= PC_MAX_SHARED as usize
         };
-        assert_eq!(assert_c_range_is_what_fits(|d| is_pc_entry(d.entry), fits), 1);
+        use crate::device::cuda::kernels::PreFamily;
+        assert_eq!(assert_c_range_is_what_fits(|d| d.pre_family == PreFamily::Cluster, fits), 1);
     }
 }
