@@ -496,13 +496,19 @@ fn pre_decode_kernel_shapes() {
         }
     }
     // Too few CTAs for C (more than 64 channels each): refused before the launch.
+    assert_ctas_refused(&dev, &stream, &mut rng, 2, 8);
+}
+
+/// A `pre` call at C = 4096, `t` tokens, forced onto about `ctas` CTAs that cannot serve it:
+/// `Err(Shape "ctas")`, and nothing was written (outputs still poisoned).
+fn assert_ctas_refused(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testing::Rng, t: usize, ctas: usize) {
     let cfg = Config::new(4, 4096);
-    let mut r = ready(&dev, &mut rng, cfg, Dtype::Bf16, 2, 1);
-    r.out.poison(&stream, Dtype::Bf16);
-    let e = r.launch_mode(&stream, 0, Mode::Decode(8));
-    assert!(matches!(e, Err(Error::Shape { what: "ctas", .. })), "{e:?}");
+    let mut r = ready(dev, rng, cfg, Dtype::Bf16, t, 1);
+    r.out.poison(stream, Dtype::Bf16);
+    let e = r.launch_mode(stream, 0, Mode::Decode(ctas));
+    assert!(matches!(e, Err(Error::Shape { what: "ctas", .. })), "T={t} ctas={ctas}: {e:?}");
     stream.synchronize().unwrap();
-    assert!(r.out.read(&cfg, Dtype::Bf16, 2).h_pre.iter().all(|v| v.is_nan()), "refused call wrote");
+    assert!(r.out.read(&cfg, Dtype::Bf16, t).h_pre.iter().all(|v| v.is_nan()), "T={t}: refused call wrote");
 }
 
 /// The mid kernel (asm/ptx/sm90/pre_decode.ptx, `mhc_pre_mid_*`) at the shapes it is selected
@@ -558,13 +564,7 @@ fn pre_mid_kernel_shapes() {
         }
     }
     // Fewer CTAs than tokens (CTA s finishes token s): refused before the launch.
-    let cfg = Config::new(4, 4096);
-    let mut r = ready(&dev, &mut rng, cfg, Dtype::Bf16, 40, 1);
-    r.out.poison(&stream, Dtype::Bf16);
-    let e = r.launch_mode(&stream, 0, Mode::Decode(32));
-    assert!(matches!(e, Err(Error::Shape { what: "ctas", .. })), "{e:?}");
-    stream.synchronize().unwrap();
-    assert!(r.out.read(&cfg, Dtype::Bf16, 40).h_pre.iter().all(|v| v.is_nan()), "refused call wrote");
+    assert_ctas_refused(&dev, &stream, &mut rng, 40, 32);
 }
 
 /// Small launches of the mid kernel (gamma_k, strided rows, both dtypes), for compute-sanitizer;
