@@ -1538,7 +1538,11 @@ fn profile_decode_phases() {
         (64, 7168, Dtype::Bf16),
         (64, 4096, Dtype::F32),
     ] {
-        let cfg = Config::new(4, c);
+        let mut cfg = Config::new(4, c);
+        // MHC_PROFILE_ITERS=1 against the default 20 isolates the Sinkhorn loop's share.
+        if let Some(it) = std::env::var("MHC_PROFILE_ITERS").ok().and_then(|v| v.parse().ok()) {
+            cfg.sinkhorn_iters = it;
+        }
         let mut r = ready(&dev, &mut rng, cfg, dtype, t, 64);
         // Room for the stamps after the partial rows (a plan for 64 tokens).
         r.plan = Plan::new(&dev, cfg, dtype, 64).unwrap();

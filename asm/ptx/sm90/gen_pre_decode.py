@@ -142,12 +142,13 @@ ARGS = [("u64", "%x", 0), ("u64", "%phi", 8), ("u64", "%scale", 16), ("u64", "%b
 
 
 # Registers the Sinkhorn / h_post bodies (coef_body, post_body) use besides the caller's %mx,
-# %sum, %rc, %inv_t, %hpo, %hro (declared by each kernel that emits them).
+# %inv_t, %hpo, %hro (declared by each kernel that emits them).
 COEF_REGS = """    .reg .f32 %S<16>;
     .reg .f32 %ls<4>;
     .reg .f32 %lr<4>;
     .reg .f32 %tr<8>;
-    .reg .f32 %g<4>;"""
+    .reg .f32 %g<4>;
+    .reg .f32 %lc<4>;"""
 
 
 # Programmatic dependent launch: after the parameter loads, before the first global access
@@ -165,7 +166,7 @@ def sigmoid(src, dst):
     # 1 / (1 + 2^(-z log2 e)); the divisor is >= 1, so rcp.approx is within 1 ulp (rcp.rn is a
     # multi-instruction IEEE sequence on the coefficient thread's critical path)
     return f"""    mul.f32 {dst}, {src}, {NEG_LOG2E};
-    ex2.approx.f32 {dst}, {dst};
+    ex2.approx.ftz.f32 {dst}, {dst};
     add.f32 {dst}, {dst}, 0f3F800000;
     rcp.approx.ftz.f32 {dst}, {dst};"""
 
@@ -708,15 +709,6 @@ def coef_body(n):
     L = []
     e = L.append
     e(f"CB_{n}:")
-    # h_post: thread 1 (post_body)
-    for k in range(0):
-        e(f"""    ld.shared.f32 %g1, [sm_lg+{4*(1+n+k)}];
-    ld.shared.f32 %g2, [sm_base+{4*(n+k)}];
-    mul.f32 %g1, %g1, %inv_t;
-    fma.rn.f32 %g1, %g1, %sc1, %g2;
-{sigmoid('%g1', '%g3')}
-    add.f32 %g3, %g3, %g3;
-    st.global.f32 [%hpo+{4*k}], %g3;""")
     for q in range(n * n):
         e(f"""    ld.shared.f32 %g1, [sm_lg+{4*(1+2*n+q)}];
     ld.shared.f32 %g2, [sm_base+{4*(2*n+q)}];
@@ -735,48 +727,73 @@ def coef_body(n):
         for c in cells:
             e(f"    sub.f32 {c}, {c}, %mx;")
             e(f"    mul.f32 {c}, {c}, {LOG2E};")
-            e(f"    ex2.approx.f32 {c}, {c};")
+            e(f"    ex2.approx.ftz.f32 {c}, {c};")
 
     e(f"    @%p_paper bra CB_{n}_PAPER;")
     for i in range(n):
         exp_minus_max([s(i, j) for j in range(n)])
-        tree([s(i, j) for j in range(n)], "%sum", e, eps=False)
-        e(rcp_nr("%rc", "%sum"))
+        tree([s(i, j) for j in range(n)], "%ls0", e, eps=False)
+        e(rcp_nr("%ls0", "%ls0"))
         for j in range(n):
-            e(f"    fma.rn.f32 {s(i, j)}, {s(i, j)}, %rc, %eps_hc;")
+            e(f"    fma.rn.f32 {s(i, j)}, {s(i, j)}, %ls0, %eps_hc;")
     e(f"    bra CB_{n}_START;")
     e(f"CB_{n}_PAPER:")
     for j in range(n):
         exp_minus_max([s(i, j) for i in range(n)])
     e(f"CB_{n}_START:")
+    # Line steps with the previous step's factors pending: S is kept scaled up to a factor
+    # vector on the other axis (%lr rows / %lc columns, 1 at the start), and a step's sums are
+    # formed from the unscaled cells with FMAs: colsum_j = eps + sum_i S_ij lr_i. The previous
+    # step's 16 FMULs (S *= lr) are then off the chain (issued in the reciprocals' shadow):
+    # the chain per step is an FMA tree and one MUFU. The stored S is the same product per
+    # cell; only the sums skip one rounding per term.
+    for k in range(n):
+        e(f"    mov.f32 %lr{k}, 0f3F800000;")
+        e(f"    mov.f32 %lc{k}, 0f3F800000;")
 
-    def normalize(cells, slot):
-        tree(cells, f"%ls{slot}", e, eps=True)
-    def cols():
-        for j in range(n):
-            normalize([s(i, j) for i in range(n)], j)
-        for j in range(n):
-            e(rcp_nr(f"%lr{j}", f"%ls{j}"))
-        for j in range(n):
-            for i in range(n):
-                e(f"    mul.f32 {s(i, j)}, {s(i, j)}, %lr{j};")
-    def rows():
-        for i in range(n):
-            normalize([s(i, j) for j in range(n)], i)
-        for i in range(n):
-            e(rcp_nr(f"%lr{i}", f"%ls{i}"))
+    def step(lines, pend, new):
+        """Normalize the lines (lists of (cell, index on the other axis)); the other axis's
+        factors `pend` are applied to S after the reciprocals; `new` receives this axis's."""
+        for k, line in enumerate(lines):
+            terms = [(c, f"{pend}{o}") for c, o in line]
+            half = (len(terms) + 1) // 2
+            # two FMA chains (one seeded with eps), then one add: depth ~ n/2 + 1
+            e(f"    mul.f32 %tr0, {terms[0][0]}, {terms[0][1]};")
+            for c, f in terms[1:half]:
+                e(f"    fma.rn.f32 %tr0, {c}, {f}, %tr0;")
+            if half < len(terms):
+                e(f"    fma.rn.f32 %tr1, {terms[half][0]}, {terms[half][1]}, %eps_hc;")
+                for c, f in terms[half + 1:]:
+                    e(f"    fma.rn.f32 %tr1, {c}, {f}, %tr1;")
+                e(f"    add.f32 %ls{k}, %tr0, %tr1;")
+            else:
+                e(f"    add.f32 %ls{k}, %tr0, %eps_hc;")
+            e(rcp_nr(f"{new}{k}", f"%ls{k}"))
+        for line in lines:
+            for c, o in line:
+                e(f"    mul.f32 {c}, {c}, {pend}{o};")
+
+    def cols():   # colsum_j over rows i, the row factors pending
+        step([[(s(i, j), i) for i in range(n)] for j in range(n)], "%lr", "%lc")
+
+    def rows():   # rowsum_i over columns j, the column factors pending
+        step([[(s(i, j), j) for j in range(n)] for i in range(n)], "%lc", "%lr")
+
+    def apply(pend, by_row):
         for i in range(n):
             for j in range(n):
-                e(f"    mul.f32 {s(i, j)}, {s(i, j)}, %lr{i};")
-    # V4: cols, (iters-1) x (rows, cols).  Paper: iters x (cols, rows).
+                e(f"    mul.f32 {s(i, j)}, {s(i, j)}, {pend}{i if by_row else j};")
+
+    # V4: cols, (iters-1) x (rows, cols) -> the column factors pending at the end.
+    # Paper: iters x (cols, rows) -> the row factors pending.
     e(f"""    @%p_paper bra CB_{n}_P;
     setp.eq.u32 %p1, %iters, 0;
-    @%p1 bra CB_{n}_OUT;""")
+    @%p1 bra CB_{n}_OUTC;""")
     cols()
     e(f"""    mov.u32 %it, 1;
 CB_{n}_V4L:
     setp.ge.u32 %p1, %it, %iters;
-    @%p1 bra CB_{n}_OUT;""")
+    @%p1 bra CB_{n}_OUTC;""")
     rows()
     cols()
     e(f"""    add.u32 %it, %it, 1;
@@ -785,12 +802,17 @@ CB_{n}_P:
     mov.u32 %it, 0;
 CB_{n}_PL:
     setp.ge.u32 %p1, %it, %iters;
-    @%p1 bra CB_{n}_OUT;""")
+    @%p1 bra CB_{n}_OUTR;""")
     cols()
     rows()
     e(f"""    add.u32 %it, %it, 1;
     bra CB_{n}_PL;
-CB_{n}_OUT:""")
+CB_{n}_OUTC:""")
+    apply("%lc", False)
+    e(f"    bra CB_{n}_OUT;")
+    e(f"CB_{n}_OUTR:")
+    apply("%lr", True)
+    e(f"CB_{n}_OUT:")
     for q in range(n * n):
         e(f"    st.global.f32 [%hro+{4*q}], %S{q};")
     e("    bra CB_DONE;")
@@ -870,9 +892,9 @@ def entry(dt, mid=False):
     SSTREGS = ("\n    .reg .f32 %sst<8>;\n    .reg .b32 %bh<6>, %bl<6>, %ab<4>;" if mid else "")
     STAMPREGS = ("\n    .reg .pred %pst;\n    .reg .b64 %sg, %sc, %sa;\n    .reg .b32 %sr, %sq;"
                  if "stamps" in EXP else "")
-    # one CTA per SM (dynamic shared memory); without it ptxas 12.9 held the bf16 entry to 80
-    # registers and spilled
-    MINCTA = "\n.minnctapersm 1" if mid else ""
+    # one CTA per SM (the design: 8 warps, every CTA co-resident); without it ptxas 12.9 held
+    # the mid bf16 entry to 80 registers and the decode f32 entry to 128, and both spilled
+    MINCTA = "\n.minnctapersm 1"
     L = []
     e = L.append
     e(f""".visible .entry mhc_pre_{kind}_sm90_{dt}(
@@ -907,7 +929,7 @@ def entry(dt, mid=False):
     .reg .f32 %sx<15>;
     .reg .b32 %xold;{MIDREGS}{STAMPREGS}
 {COEF_REGS}
-    .reg .f32 %mx, %sum, %rc, %nt, %inv_t;
+    .reg .f32 %mx, %nt, %inv_t;
     .reg .f32 %mo<8>;
     .reg .b64 %hpo, %hro, %t0, %t1, %mbs;
 {load_args()}

@@ -174,7 +174,7 @@ def kernel():
     .reg .b32 %sa, %sn;
     .reg .pred %ps;
 {COEF_REGS}
-    .reg .f32 %mx, %sum, %rc, %inv_t;
+    .reg .f32 %mx, %inv_t;
     .reg .f32 %mo<8>;
     .reg .b32 %it, %lgb, %nr;
     .reg .f32 %hss, %invk;
