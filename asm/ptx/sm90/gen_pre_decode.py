@@ -141,14 +141,14 @@ ARGS = [("u64", "%x", 0), ("u64", "%phi", 8), ("u64", "%scale", 16), ("u64", "%b
         ("u32", "%flags", 128), ("f32", "%eps_norm", 132), ("f32", "%eps_hc", 136)]
 
 
-# Registers the Sinkhorn / h_post bodies (coef_body, post_body) use besides the caller's %mx,
+# Registers the Sinkhorn / h_post bodies (coef_body, post_body) use besides the caller's
 # %inv_t, %hpo, %hro (declared by each kernel that emits them).
 COEF_REGS = """    .reg .f32 %S<16>;
+    .reg .f32 %mx, %sum, %rc;
     .reg .f32 %ls<4>;
     .reg .f32 %lr<4>;
     .reg .f32 %tr<8>;
-    .reg .f32 %g<4>;
-    .reg .f32 %lc<4>;"""
+    .reg .f32 %g<4>;"""
 
 
 # Programmatic dependent launch: after the parameter loads, before the first global access
@@ -724,76 +724,57 @@ def coef_body(n):
         e(f"    mov.f32 %mx, {cells[0]};")
         for c in cells[1:]:
             e(f"    max.f32 %mx, %mx, {c};")
+        # 2^((c - max) log2 e) as ex2.ftz of the exponent + 64, then * 2^-64: the same value as
+        # the non-ftz ex2 down to the denormals (a Paper column of exp(-100)s must stay nonzero:
+        # the row steps divide by rowsum + eps and grow it back), without the denormal
+        # fix-up sequence ptxas wraps around a non-ftz MUFU.EX2 (~500 cycles of the coefficient
+        # thread, H100 stamps, notes/cuda-pre.md round 13)
         for c in cells:
             e(f"    sub.f32 {c}, {c}, %mx;")
-            e(f"    mul.f32 {c}, {c}, {LOG2E};")
+            e(f"    fma.rn.f32 {c}, {c}, {LOG2E}, 0f42800000;")
             e(f"    ex2.approx.ftz.f32 {c}, {c};")
+            e(f"    mul.f32 {c}, {c}, 0f1F800000;")
 
     e(f"    @%p_paper bra CB_{n}_PAPER;")
     for i in range(n):
         exp_minus_max([s(i, j) for j in range(n)])
-        tree([s(i, j) for j in range(n)], "%ls0", e, eps=False)
-        e(rcp_nr("%ls0", "%ls0"))
+        tree([s(i, j) for j in range(n)], "%sum", e, eps=False)
+        e(rcp_nr("%rc", "%sum"))
         for j in range(n):
-            e(f"    fma.rn.f32 {s(i, j)}, {s(i, j)}, %ls0, %eps_hc;")
+            e(f"    fma.rn.f32 {s(i, j)}, {s(i, j)}, %rc, %eps_hc;")
     e(f"    bra CB_{n}_START;")
     e(f"CB_{n}_PAPER:")
     for j in range(n):
         exp_minus_max([s(i, j) for i in range(n)])
     e(f"CB_{n}_START:")
-    # Line steps with the previous step's factors pending: S is kept scaled up to a factor
-    # vector on the other axis (%lr rows / %lc columns, 1 at the start), and a step's sums are
-    # formed from the unscaled cells with FMAs: colsum_j = eps + sum_i S_ij lr_i. The previous
-    # step's 16 FMULs (S *= lr) are then off the chain (issued in the reciprocals' shadow):
-    # the chain per step is an FMA tree and one MUFU. The stored S is the same product per
-    # cell; only the sums skip one rounding per term.
-    for k in range(n):
-        e(f"    mov.f32 %lr{k}, 0f3F800000;")
-        e(f"    mov.f32 %lc{k}, 0f3F800000;")
 
-    def step(lines, pend, new):
-        """Normalize the lines (lists of (cell, index on the other axis)); the other axis's
-        factors `pend` are applied to S after the reciprocals; `new` receives this axis's."""
-        for k, line in enumerate(lines):
-            terms = [(c, f"{pend}{o}") for c, o in line]
-            half = (len(terms) + 1) // 2
-            # two FMA chains (one seeded with eps), then one add: depth ~ n/2 + 1
-            e(f"    mul.f32 %tr0, {terms[0][0]}, {terms[0][1]};")
-            for c, f in terms[1:half]:
-                e(f"    fma.rn.f32 %tr0, {c}, {f}, %tr0;")
-            if half < len(terms):
-                e(f"    fma.rn.f32 %tr1, {terms[half][0]}, {terms[half][1]}, %eps_hc;")
-                for c, f in terms[half + 1:]:
-                    e(f"    fma.rn.f32 %tr1, {c}, {f}, %tr1;")
-                e(f"    add.f32 %ls{k}, %tr0, %tr1;")
-            else:
-                e(f"    add.f32 %ls{k}, %tr0, %eps_hc;")
-            e(rcp_nr(f"{new}{k}", f"%ls{k}"))
-        for line in lines:
-            for c, o in line:
-                e(f"    mul.f32 {c}, {c}, {pend}{o};")
-
-    def cols():   # colsum_j over rows i, the row factors pending
-        step([[(s(i, j), i) for i in range(n)] for j in range(n)], "%lr", "%lc")
-
-    def rows():   # rowsum_i over columns j, the column factors pending
-        step([[(s(i, j), j) for j in range(n)] for i in range(n)], "%lc", "%lr")
-
-    def apply(pend, by_row):
+    def normalize(cells, slot):
+        tree(cells, f"%ls{slot}", e, eps=True)
+    def cols():
+        for j in range(n):
+            normalize([s(i, j) for i in range(n)], j)
+        for j in range(n):
+            e(rcp_nr(f"%lr{j}", f"%ls{j}"))
+        for j in range(n):
+            for i in range(n):
+                e(f"    mul.f32 {s(i, j)}, {s(i, j)}, %lr{j};")
+    def rows():
+        for i in range(n):
+            normalize([s(i, j) for j in range(n)], i)
+        for i in range(n):
+            e(rcp_nr(f"%lr{i}", f"%ls{i}"))
         for i in range(n):
             for j in range(n):
-                e(f"    mul.f32 {s(i, j)}, {s(i, j)}, {pend}{i if by_row else j};")
-
-    # V4: cols, (iters-1) x (rows, cols) -> the column factors pending at the end.
-    # Paper: iters x (cols, rows) -> the row factors pending.
+                e(f"    mul.f32 {s(i, j)}, {s(i, j)}, %lr{i};")
+    # V4: cols, (iters-1) x (rows, cols).  Paper: iters x (cols, rows).
     e(f"""    @%p_paper bra CB_{n}_P;
     setp.eq.u32 %p1, %iters, 0;
-    @%p1 bra CB_{n}_OUTC;""")
+    @%p1 bra CB_{n}_OUT;""")
     cols()
     e(f"""    mov.u32 %it, 1;
 CB_{n}_V4L:
     setp.ge.u32 %p1, %it, %iters;
-    @%p1 bra CB_{n}_OUTC;""")
+    @%p1 bra CB_{n}_OUT;""")
     rows()
     cols()
     e(f"""    add.u32 %it, %it, 1;
@@ -802,17 +783,12 @@ CB_{n}_P:
     mov.u32 %it, 0;
 CB_{n}_PL:
     setp.ge.u32 %p1, %it, %iters;
-    @%p1 bra CB_{n}_OUTR;""")
+    @%p1 bra CB_{n}_OUT;""")
     cols()
     rows()
     e(f"""    add.u32 %it, %it, 1;
     bra CB_{n}_PL;
-CB_{n}_OUTC:""")
-    apply("%lc", False)
-    e(f"    bra CB_{n}_OUT;")
-    e(f"CB_{n}_OUTR:")
-    apply("%lr", True)
-    e(f"CB_{n}_OUT:")
+CB_{n}_OUT:""")
     for q in range(n * n):
         e(f"    st.global.f32 [%hro+{4*q}], %S{q};")
     e("    bra CB_DONE;")
@@ -929,7 +905,7 @@ def entry(dt, mid=False):
     .reg .f32 %sx<15>;
     .reg .b32 %xold;{MIDREGS}{STAMPREGS}
 {COEF_REGS}
-    .reg .f32 %mx, %nt, %inv_t;
+    .reg .f32 %nt, %inv_t;
     .reg .f32 %mo<8>;
     .reg .b64 %hpo, %hro, %t0, %t1, %mbs;
 {load_args()}

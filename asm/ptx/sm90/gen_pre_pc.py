@@ -10,7 +10,7 @@ output (no dates, no paths).
 
 import os
 
-from gen_pre_decode import COEF_REGS, GRID_DEPENDENCY, coef_body, inv_rms, load_args, post_body
+from gen_pre_decode import COEF_REGS, GRID_DEPENDENCY, coef_body, inv_rms, load_args, post_body, sigmoid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXP = set(filter(None, os.environ.get("PC_EXP", "").split(",")))  # timing experiments only
@@ -174,7 +174,7 @@ def kernel():
     .reg .b32 %sa, %sn;
     .reg .pred %ps;
 {COEF_REGS}
-    .reg .f32 %mx, %inv_t;
+    .reg .f32 %inv_t;
     .reg .f32 %mo<8>;
     .reg .b32 %it, %lgb, %nr;
     .reg .f32 %hss, %invk;
@@ -534,10 +534,7 @@ WSUM_END:
         e(f"""    ld.shared.f32 %f4, [sm_base+{4 * i}];
     mul.f32 %f5, %v{i}, %f3;
     fma.rn.f32 %f5, %f5, %sc0, %f4;
-    mul.f32 %f5, %f5, 0fBFB8AA3B;
-    ex2.approx.f32 %f5, %f5;
-    add.f32 %f5, %f5, 0f3F800000;
-    rcp.approx.f32 %w{i}, %f5;              // sigma(z)
+{sigmoid("%f5", f"%w{i}")}
     @!%p_paper add.f32 %w{i}, %w{i}, %eps_hc;
     @%p2 st.global.f32 [%rd2+{4 * i}], %w{i};""")
     e(f"""    mov.u32 %r14, shs;
