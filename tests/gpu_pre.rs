@@ -358,7 +358,8 @@ fn check_pre(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testing::Rn
     check_pre_kernel(dev, stream, rng, sh, None)
 }
 
-/// [`check_pre`], also asserting which kernel `pre` selected (`Some(true)`: the decode kernel).
+/// [`check_pre`], also asserting which kernel `pre` selected (`Some(true)`: the decode or the mid
+/// kernel; the mid kernel wherever it runs, since round 13 also for T <= 16).
 fn check_pre_kernel(
     dev: &CudaDevice,
     stream: &Stream,
@@ -372,7 +373,8 @@ fn check_pre_kernel(
     let want = case.forward();
     let plan = Plan::new(dev, cfg, sh.dtype, t.max(1)).unwrap();
     if let Some(want) = decode {
-        assert_eq!(plan.pre_uses_decode_kernel(t), want, "{}: decode kernel selected?", sh.label());
+        let decode_family = plan.pre_uses_decode_kernel(t) || plan.pre_uses_mid_kernel(t);
+        assert_eq!(decode_family, want, "{}: decode or mid kernel selected?", sh.label());
     }
     let ws = plan.new_workspace().unwrap();
     let din = dev_in(dev, &case, sh.dtype, cfg.k() + sh.x_pad);
@@ -438,10 +440,11 @@ fn pre_n4_math_sizes() {
     }
 }
 
-/// The decode kernel (asm/ptx/sm90/pre_decode.ptx) at the shapes it is selected for: T in
-/// {1, 2, 3, 5, 9, 16} (every token class of its phase 2), n in {1, 2, 3, 4}, C in {64, 72,
-/// 1280, 1288, 4096, 7168}, both formulations and dtypes, phi ~ 0.02 and ~ 0.5, strided x and a,
-/// gamma_k, forced CTA counts; and that n = 8, gamma_f, T = 17 keep the general kernel.
+/// The decode-sized shapes (asm/ptx/sm90/pre_decode.ptx): T in {1, 2, 3, 5, 9, 16} (every token
+/// class of phase 2), n in {1, 2, 3, 4}, C in {64, 72, 1280, 1288, 4096, 7168}, both
+/// formulations and dtypes, phi ~ 0.02 and ~ 0.5, strided x and a, gamma_k. The mid entry runs
+/// them where C >= 512, the decode entry at C < 512 and with forced CTA counts (64, 100, 132 at
+/// C = 4096; 20 at C = 1280); n = 8 and gamma_f keep the general kernel.
 #[test]
 fn pre_decode_kernel_shapes() {
     let Some(dev) = gpu() else { return };
@@ -490,7 +493,6 @@ fn pre_decode_kernel_shapes() {
             check_pre_kernel(&dev, &stream, &mut rng, &sh, Some(true));
             // The general kernel keeps what the decode kernel does not cover.
             check_pre_kernel(&dev, &stream, &mut rng, &Shape::new(8, 1280, 3, form, dtype), Some(false));
-            check_pre_kernel(&dev, &stream, &mut rng, &Shape::new(4, 4096, 17, form, dtype), Some(false));
             let sh = Shape { gamma_f: true, ..Shape::new(4, 4096, 2, form, dtype) };
             check_pre_kernel(&dev, &stream, &mut rng, &sh, Some(false));
         }
@@ -512,7 +514,7 @@ fn assert_ctas_refused(dev: &CudaDevice, stream: &Stream, rng: &mut reference::t
 }
 
 /// The mid kernel (asm/ptx/sm90/pre_decode.ptx, `mhc_pre_mid_*`) at the shapes it is selected
-/// for: T in 17..=64 (both 32-token FMA passes, partial passes), n in {1, 2, 3, 4}, C in {512,
+/// for: T in 1..=64 (token classes, both 32-token FMA passes, partial passes), n in {1, 2, 3, 4}, C in {512,
 /// 1280, 1288, 4096, 7168}, both formulations and dtypes, phi ~ 0.5, strided x and a, gamma_k,
 /// forced CTA counts; and that C < 512, n = 8, gamma_f and T = 65 keep the other kernels, and
 /// that fewer CTAs than tokens are refused before the launch.
@@ -538,6 +540,10 @@ fn pre_mid_kernel_shapes() {
                 (1, 4096, 64),
                 (2, 1280, 20),
                 (3, 7168, 48),
+                (4, 4096, 1),
+                (4, 7168, 16),
+                (4, 512, 8),
+                (2, 1280, 3),
             ] {
                 shapes.push(Shape::new(n, c, t, form, dtype));
             }
@@ -557,7 +563,6 @@ fn pre_mid_kernel_shapes() {
                 Shape::new(8, 1280, 40, form, dtype),
                 Shape { gamma_f: true, ..Shape::new(4, 4096, 40, form, dtype) },
                 Shape::new(4, 4096, 65, form, dtype),
-                Shape::new(4, 4096, 16, form, dtype),
             ] {
                 assert!(!uses(&sh), "{}: mid kernel not selected", sh.label());
             }
@@ -875,7 +880,8 @@ impl Ready {
 }
 
 #[test]
-/// The decode kernel has a grid-wide arrival; it is launched cooperatively, so two of its grids
+/// The mid kernel (which serves these shapes) waits for other CTAs' tagged rows; it is launched
+/// cooperatively, so two of its grids
 /// on two streams never each hold part of the SMs while waiting for the rest (a plain launch
 /// could, and would trap after its 2 s bound). 40 calls on each of two streams, interleaved
 /// without synchronisation: every call's output bits equal the single-stream result.
@@ -887,7 +893,7 @@ fn decode_on_two_streams_at_once() {
         let cfg = Config::new(4, c);
         let mut a = ready(&dev, &mut rng, cfg, Dtype::Bf16, t, 1);
         let mut b = ready(&dev, &mut rng, cfg, Dtype::Bf16, t, 1);
-        assert!(a.plan.pre_uses_decode_kernel(t), "C={c} T={t}: the decode kernel is not selected");
+        assert!(a.plan.pre_uses_mid_kernel(t), "C={c} T={t}: the mid kernel is not selected");
         a.launch(&s0, 0, None).unwrap();
         b.launch(&s1, 0, None).unwrap();
         s0.synchronize().unwrap();
@@ -1310,7 +1316,7 @@ fn bench_pre_decode() {
         let mut r = ready(&dev, &mut rng, cfg, dtype, t, sets);
         r.plan.set_overlap(overlap);
         if matches!(mode, Mode::Auto) {
-            assert!(r.plan.pre_uses_decode_kernel(t));
+            assert!(r.plan.pre_uses_decode_kernel(t) || r.plan.pre_uses_mid_kernel(t));
         }
         for i in 0..3 {
             r.launch_mode(&s, i, mode).unwrap();

@@ -48,15 +48,23 @@ HEADER = """\
 //         4 elements; ss from the same x. The 8 warps' sums meet in shared memory (red[w][t][r],
 //         rows of 33 floats: conflict-free stores; aliasing phi_s after a barrier) and are added
 //         in warp order (fixed).
-// PHASE 3 partial row (ss, P[0..M)) of (CTA s, token t) -> workspace part[(s*T + t)*32 + r]
-//         (r = 0 ss, 1 + m logit m); barrier; thread 0: red.release.gpu +1 on an arrival
-//         counter, then ld.acquire polls until it reads S (bounded by %globaltimer: 2 s, then
-//         trap, so a broken co-residency assumption fails loudly instead of hanging; the plan
-//         launches this kernel with cuLaunchCooperativeKernel, so the driver starts the grid only
-//         when all S CTAs fit: two decode grids on two streams cannot deadlock); then an
-//         exit counter +1 whose old value is only looked at when the CTA ends: the last CTA
-//         out zeroes both words (every CTA has seen the full count by then). The workspace is
-//         therefore zero again after every call: reusable and graph-capturable.
+// PHASE 3 partial row (ss, P[0..M), zeros to 32) of (CTA s, token t) -> workspace
+//         part[(s*T + t)*32 + r] as TAGGED words (r = 0 ss, 1 + m logit m); no grid arrival.
+// TAGS    A tagged word is 8 bytes: the f32 bits, then this call's tag; stored with
+//         st.relaxed.gpu.b64 and read with ld.relaxed.gpu (.v2).b64, so every word is
+//         single-copy atomic: a reader that sees this call's tag in a word sees this call's
+//         value, with no release fence, no counter and no acquire (each cost an L2 round trip:
+//         the counter arrival took 1.4 us from the last CTA's stores to the first CTA seeing the
+//         count, H100 stamps). Readers poll exactly the words they need until every tag matches
+//         (bounded by %globaltimer: 2 s, then trap, so a broken co-residency assumption fails
+//         loudly instead of hanging; the plan launches with cuLaunchCooperativeKernel, so the
+//         driver starts the grid only when all S CTAs fit). Tag = epoch + 1, epoch = the u32 at
+//         ws_sync, read by every CTA after griddepcontrol.wait; CTA 0 stores the tag there once
+//         its token-0 poll saw every CTA's row (every CTA has then read the epoch: its rows
+//         carry the tag computed from it). A fresh (zeroed) workspace starts at tag 1; nothing
+//         is reset after a call, and a uniformly filled workspace never matches (tag = fill + 1).
+//         A word is only ever accepted from the call that wrote it, unless the same word went
+//         unwritten for exactly 2^32 calls of this workspace (the tag wraps).
 // PHASE 4 (warps 1..7) every CTA sums ss and the n pre-logits of every token over the S partials
 //         itself (no second barrier): warps 1..3, 5..7 (w' = 0..5) take tokens w', w'+6, w'+12
 //         (warp 4 idles: it shares SM sub-partition 0 with warp 0's Sinkhorn); lane p takes
@@ -194,22 +202,9 @@ def h_pre_i(i, logit, done):
     @!%p_paper add.f32 %f6, %f6, %eps_hc;"""
 
 
-def exit_block(thread, words):
-    """EXIT: the thread that counted this CTA out zeroes the `words` sync counters if it was the
-    last CTA out (every CTA has passed every poll by then)."""
-    zero = "\n".join(f"    st.relaxed.gpu.global.u32 [%sync{'+' + str(4 * k) if k else ''}], 0;"
-                     + ("          // last CTA out: the workspace is ready again" if k == 0 else "")
-                     for k in range(words))
-    return f"""EXIT:
-    setp.ne.u32 %p1, %tx, {thread};
-    @%p1 bra DONE;
-    sub.u32 %r1, %S, 1;
-    setp.ne.u32 %p1, %xold, %r1;
-    @%p1 bra DONE;
-{zero}
-DONE:
+EXIT = """EXIT:
     ret;
-}}
+}
 """
 
 
@@ -563,27 +558,27 @@ ML_{tag}:""")
 
 
 def mid_tail(bf):
-    """The mid entries after the first arrival: CTA s < T reduces token s's rows (phase 5);
-    thread 32 computes inv_rms and h_pre, stores them and arrives on the second counter
-    (sync+8) while threads 0/1 run the Sinkhorn and h_post; warps 1..7 wait for every CTA's
-    h_pre (thread 32 polls, then the mbarrier sm_hmb), copy h_pre[T][n] to shared memory
-    (sm_hmb2) and mix their channels of every token. The exit counter (sync+4) counts CTAs
-    past the second arrival; the last one zeroes all three words."""
+    """The mid entries after phase 3: CTA s < T polls and reduces token s's rows (phase 5);
+    thread 32 computes inv_rms and h_pre and stores them, plus a tagged copy at sync + 256
+    ([64][4] words), while threads 0 / 64 run the Sinkhorn and h_post; warps 1..7 poll every
+    token's tagged h_pre, copy it to shared memory (sm_hmb2) and mix their channels of every
+    token."""
     L = []
     e = L.append
-    e("""    // ================= mid: phase 5 for token tok = ctaid, h_pre published, second arrival ===
-    mov.u32 %tok, %ctaid.x;
-    setp.ge.u32 %p1, %tok, %T;
+    e("""    // ================= mid: phase 5 for token tok = ctaid, h_pre published (tagged) ==========
+    mov.u32 %tok, %ctaid.x;""")
+    e(full_load("F0") + stamp(4, 0))
+    e("""    setp.ge.u32 %p1, %tok, %T;
     @%p1 bra MID_NOTOK;""")
-    e(full_load("F0"))
     e(full_reduce())
+    e(epoch_bump())
     e("""    setp.lt.u32 %p1, %tx, 32;
     @%p1 bra MID_W0;
     setp.eq.u32 %p1, %tx, 64;
     @%p1 bra MID_COEF;                      // thread 64: h_post, then the mix
     setp.ne.u32 %p1, %tx, 32;
     @%p1 bra MID_WAIT;""" + stamp(5, 32) + """
-    // thread 32: inv_rms and h_pre of token tok -> global; then the second arrival
+    // thread 32: inv_rms and h_pre of token tok -> global, and h_pre tagged -> sync + 256 + 32 tok
     ld.shared.f32 %f10, [sm_lg];
 """ + inv_rms("%f10", "%f3") + """
     mul.wide.u32 %rd3, %tok, 4;
@@ -591,14 +586,21 @@ def mid_tail(bf):
     st.global.f32 [%rd3], %f3;
     mul.lo.u32 %r7, %tok, %n;
     mul.wide.u32 %rd3, %r7, 4;
-    add.u64 %rd3, %hpre, %rd3;""")
+    add.u64 %rd3, %hpre, %rd3;
+    mul.wide.u32 %rd4, %tok, 32;
+    add.u64 %rd4, %sync, %rd4;
+    add.u64 %rd4, %rd4, 256;""")
     for i in range(4):
-        e(f"""    ld.shared.f32 %f11, [sm_lg+{4 * (1 + i)}];
-{h_pre_i(i, "%f11", "MID_HPRE_DONE")}
-    st.global.f32 [%rd3+{4*i}], %f6;""")
-    e("""MID_HPRE_DONE:
-    red.release.gpu.global.add.u32 [%sync+8], 1;
-    bra MID_POLL;
+        e(f"""    mov.f32 %f6, 0f00000000;
+    setp.lt.u32 %p3, {i}, %n;
+    @!%p3 bra MID_HT{i};
+    ld.shared.f32 %f11, [sm_lg+{4 * (1 + i)}];
+{h_pre_i(i, "%f11", "MID_HT" + str(i))}
+    st.global.f32 [%rd3+{4*i}], %f6;
+MID_HT{i}:
+    add.u64 %rd5, %rd4, {8 * i};
+{tagged_store("%f6", "%rd5")}""")
+    e("""    bra MID_WAIT;
 MID_W0:
     setp.ne.u32 %p1, %tx, 0;
     @%p1 bra EXIT;
@@ -610,38 +612,36 @@ MID_COEF:""")
 MID_NOTOK:
     setp.lt.u32 %p1, %tx, 32;
     @%p1 bra EXIT;
-    setp.ne.u32 %p1, %tx, 32;
-    @%p1 bra MID_WAIT;
-    red.release.gpu.global.add.u32 [%sync+8], 1;
-MID_POLL:""")
-    e(spin("[%sync+8]", "SPIN2", "SPUN2"))
-    e("""    atom.relaxed.gpu.global.add.u32 %xold, [%sync+4], 1;""" + stamp(6, 32) + """
 MID_WAIT:
-    // warps 1..7: every CTA's h_pre is in memory once thread 32's poll saw S arrivals
-    mbarrier.arrive.shared::cta.b64 %mbs, [sm_hmb];
-HMB_WAIT:
-    mbarrier.try_wait.parity.shared::cta.b64 %p1, [sm_hmb], 0;
-    @!%p1 bra HMB_WAIT;
-    // h_pre[t][i] -> sm_hpre[t][i] (row of 4 floats): items tid - 32 and tid - 32 + 224
-    // (T n <= 256), both loads in flight before the stores
+    // warps 1..7: h_pre[t][i] (tagged, sync + 256 + 8 (4t + i)) -> sm_hpre[t][i] (rows of 4
+    // floats): items tid - 32 and tid - 32 + 224 (T n <= 256), polled together
     sub.u32 %r0, %tx, 32;
-    mul.lo.u32 %r1, %T, %n;
     add.u32 %r5, %r0, 224;
+    mul.lo.u32 %r1, %T, %n;
     setp.lt.u32 %p3, %r0, %r1;
-    setp.lt.u32 %p4, %r5, %r1;
-    mul.wide.u32 %rd1, %r0, 4;
-    add.u64 %rd1, %hpre, %rd1;
-    @%p3 ld.global.cg.f32 %f1, [%rd1];
-    @%p4 ld.global.cg.f32 %f2, [%rd1+896];""" + "".join(f"""
-    div.u32 %r2, {item}, %n;
+    setp.lt.u32 %p4, %r5, %r1;""")
+    for item, k in (("%r0", 0), ("%r5", 1)):
+        e(f"""    div.u32 %r2, {item}, %n;
     mul.lo.u32 %r3, %r2, %n;
     sub.u32 %r3, {item}, %r3;
-    shl.b32 %r2, %r2, 4;
+    shl.b32 %r2, %r2, 2;
+    add.u32 %r3, %r2, %r3;                  // 4 t + i: the word, and the shared float
+    mul.wide.u32 %rd1, %r3, 8;
+    add.u64 %rd{6 + k}, %sync, %rd1;
+    add.u64 %rd{6 + k}, %rd{6 + k}, 256;
     shl.b32 %r3, %r3, 2;
-    add.u32 %r2, %r2, %r3;
-    mov.u32 %r3, sm_hpre;
-    add.u32 %r2, %r2, %r3;
-    @{pred} st.shared.f32 [%r2], {val};""" for item, pred, val in (("%r0", "%p3", "%f1"), ("%r5", "%p4", "%f2"))) + """
+    mov.u32 %r4, sm_hpre;
+    add.u32 %r{8 + k}, %r4, %r3;""")
+    e(poll_start())
+    e("""MID_HPOLL:
+    @%p3 ld.relaxed.gpu.global.b64 %pw0, [%rd6];
+    @%p4 ld.relaxed.gpu.global.b64 %pw1, [%rd7];
+    setp.eq.u32 %pok, 0, 0;
+""" + "\n".join([tag_ok(["%pw0"], "%pok", "%p3"), tag_ok(["%pw1"], "%pok", "%p4"),
+                    poll_retry("MID_HPOLL", "%pok", "MID_HSEEN"), untag("%pw0", "%f1"),
+                    untag("%pw1", "%f2")]) + """
+    @%p3 st.shared.f32 [%r8], %f1;
+    @%p4 st.shared.f32 [%r9], %f2;""" + stamp(6, 32) + """
     mbarrier.arrive.shared::cta.b64 %mbs, [sm_hmb2];
 HMB2_WAIT:
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [sm_hmb2], 0;
@@ -658,15 +658,18 @@ MIX_LOOP:
     add.u32 %mi, %mi, 224;
     bra MIX_LOOP;
 MIX_END:""" + stamp(7, 32))
-    e(exit_block(32, 3))
+    e(EXIT)
     return "\n".join(L)
 
 
-def full_load(lbl):
-    # phase 5 loads for token %tok (if %tok < T): thread -> v = tid % 8, sub = tid / 8
+def full_load(lbl, first=True):
+    """Phase 5 for token %tok (if %tok < T): thread -> v = tid % 8, sub = tid / 8 reads the
+    tagged words part[(s*T + tok)*32 + 4v .. +3] of CTAs s = sub + 32k and polls until every tag
+    is this call's; leaves the values in %fa. first: this is the CTA's first token, whose poll
+    also tells CTA 0 that every CTA has read the epoch (see epoch_bump)."""
     L = []
     e = L.append
-    e(f"""    // ---- phase 5 loads (token %tok): part[(s*T + tok)*32 + 4v .. +3] for s = sub + 32k
+    e(f"""    // ---- phase 5 loads (token %tok): tagged part[(s*T + tok)*32 + 4v .. +3], s = sub + 32k
     setp.lt.u32 %p_tok, %tok, %T;
     and.b32 %r1, %tx, 7;
     shr.u32 %r2, %tx, 3;
@@ -674,17 +677,37 @@ def full_load(lbl):
     shl.b32 %r3, %r3, 5;
     shl.b32 %r1, %r1, 2;
     add.u32 %r3, %r3, %r1;
-    mul.wide.u32 %rd1, %r3, 4;
-    add.u64 %rd1, %part, %rd1;
-    mul.wide.u32 %rd2, %T, 4096;            // 32 CTAs further: 32 * T * 32 floats""")
+    mul.wide.u32 %rd1, %r3, 8;
+    add.u64 %fb, %part, %rd1;
+    mul.wide.u32 %fs, %T, 8192;             // 32 CTAs further: 32 * T * 32 words of 8 bytes""")
     for k in range(FULL_SLOTS):
         e(f"""    add.u32 %r4, %r2, {32*k};
     setp.lt.u32 %pf{k}, %r4, %S;
-    and.pred %pf{k}, %pf{k}, %p_tok;
-    @%pf{k} ld.global.cg.v4.f32 {{%fa{4*k}, %fa{4*k+1}, %fa{4*k+2}, %fa{4*k+3}}}, [%rd1];""")
+    and.pred %pf{k}, %pf{k}, %p_tok;""")
+    e(poll_start())
+    e(f"{lbl}_POLL:\n    mov.u64 %rd3, %fb;")
+    for k in range(FULL_SLOTS):
+        e(f"""    @%pf{k} ld.relaxed.gpu.global.v2.b64 {{%fw{4*k}, %fw{4*k+1}}}, [%rd3];
+    @%pf{k} ld.relaxed.gpu.global.v2.b64 {{%fw{4*k+2}, %fw{4*k+3}}}, [%rd3+16];""")
         if k < FULL_SLOTS - 1:
-            e("    add.u64 %rd1, %rd1, %rd2;")
+            e("    add.u64 %rd3, %rd3, %fs;")
+    e("    setp.eq.u32 %pok, 0, 0;")
+    for k in range(FULL_SLOTS):
+        e(tag_ok([f"%fw{4*k+w}" for w in range(4)], "%pok", f"%pf{k}"))
+    e(poll_retry(f"{lbl}_POLL", "%pok", f"{lbl}_SEEN"))
+    for k in range(FULL_SLOTS):
+        for w in range(4):
+            e(untag(f"%fw{4*k+w}", f"%fa{4*k+w}"))
     return "\n".join(L)
+
+
+def epoch_bump():
+    """CTA 0 thread 0, once its token-0 poll saw every CTA's row: every CTA has read the epoch
+    (a CTA's rows carry the tag computed from it), so the next call's tag can be published."""
+    return """    mov.u32 %r1, %ctaid.x;
+    setp.eq.u32 %p1, %r1, 0;
+    setp.eq.and.u32 %p1, %tx, 0, %p1;
+    @%p1 st.relaxed.gpu.global.u32 [%sync], %tag;   // next call: tag + 1"""
 
 
 def post_body(n):
@@ -816,7 +839,8 @@ def tree(cells, dst, e, eps):
 
 def stamp(k, thread):
     """EXP=stamps: thread `thread` writes (%globaltimer, %clock64) to stamp k of this CTA, at
-    part + (S T 32 + 32 ctaid + 4 k) floats. Empty in normal builds."""
+    part + (S T 64 + 32 ctaid + 4 k) floats (after the S T rows of 32 tagged words). Empty in
+    normal builds."""
     if "stamps" not in EXP:
         return ""
     return f"""
@@ -826,6 +850,7 @@ def stamp(k, thread):
     mov.u64 %sg, %globaltimer;
     mov.u64 %sc, %clock64;
     mul.lo.u32 %sr, %S, %T;
+    shl.b32 %sr, %sr, 1;                    // past the partial rows (8-byte tagged words)
     mov.u32 %sq, %ctaid.x;
     add.u32 %sr, %sr, %sq;
     shl.b32 %sr, %sr, 5;
@@ -836,25 +861,48 @@ def stamp(k, thread):
 STAMP{k}_END:"""
 
 
-def spin(word, tag, done):
-    """Acquire-poll of the counter at word until it reads S (bounded: 2 s, then trap); exits to
-    the label done."""
-    return f"""    mov.u64 %t0, %globaltimer;
-    mov.u32 %r12, 0;
-{tag}:
-    ld.acquire.gpu.global.u32 %r11, {word};
-    setp.ge.u32 %p2, %r11, %S;
-    @%p2 bra {done};
+def poll_start():
+    """The clock of a tagged poll (2 s bound, below)."""
+    return """    mov.u64 %t0, %globaltimer;
+    mov.u32 %r12, 0;"""
+
+
+def poll_retry(again, ok, done):
+    """To done when the predicate ok holds, else back to again (loads issued anew); the clock is
+    read every 32 rounds: after 2 s a trap, so a broken co-residency assumption fails loudly
+    instead of hanging (the plan launches with cuLaunchCooperativeKernel: see the header)."""
+    return f"""    @{ok} bra {done};
     add.u32 %r12, %r12, 1;
     and.b32 %r13, %r12, 31;
     setp.ne.u32 %p2, %r13, 0;
-    @%p2 bra {tag};                           // the clock is read every 32 polls only
+    @%p2 bra {again};
     mov.u64 %t1, %globaltimer;
     sub.u64 %t1, %t1, %t0;
     setp.gt.u64 %p2, %t1, 2000000000;
-    @%p2 trap;                               // 2 s: the CTAs are not co-resident (see header)
-    bra {tag};
+    @%p2 trap;
+    bra {again};
 {done}:"""
+
+
+def tag_ok(words, ok, guard=None):
+    """ok &= (the tag half of each tagged word == %tag), where guard holds (all if None)."""
+    g = f"@{guard} " if guard else ""
+    return "\n".join(f"""    mov.b64 {{%r14, %r15}}, {w};
+    {g}setp.eq.and.u32 {ok}, %r15, %tag, {ok};""" for w in words)
+
+
+def untag(word, dst):
+    """dst (f32) = the value half of a tagged word."""
+    return f"""    mov.b64 {{%r14, %r15}}, {word};
+    mov.b32 {dst}, %r14;"""
+
+
+def tagged_store(val, addr):
+    """st.relaxed.gpu of the tagged word (val bits, %tag) at [addr]: single-copy atomic, so a
+    reader that sees this call's tag sees this call's value, with no fence (header, TAGS)."""
+    return f"""    mov.b32 %r14, {val};
+    mov.b64 %rd11, {{%r14, %tag}};
+    st.relaxed.gpu.global.b64 [{addr}], %rd11;"""
 
 
 def entry(dt, mid=False):
@@ -863,7 +911,10 @@ def entry(dt, mid=False):
     esz = 2 if bf else 4
     tm = MID_TOKENS if mid else 16
     kind = "mid" if mid else "decode"
-    HMB2 = "\n    @%p1 mbarrier.init.shared::cta.b64 [sm_hmb2], 224;  // mid: h_pre copied to shared" if mid else ""
+    # published by the load phase's barrier 0: decode sm_hmb (warps 1..3, 5..7 have h_pre in
+    # shared memory), mid sm_hmb2 (warps 1..7 copied the tagged h_pre to shared memory)
+    HMB = ("    @%p1 mbarrier.init.shared::cta.b64 [sm_hmb2], 224;" if mid else
+           "    @%p1 mbarrier.init.shared::cta.b64 [sm_hmb], 192;")
     MIDREGS = "\n    .reg .b32 %mi, %mn;" if mid else ""
     SSTREGS = ("\n    .reg .f32 %sst<8>;\n    .reg .b32 %bh<6>, %bl<6>, %ab<4>;" if mid else "")
     STAMPREGS = ("\n    .reg .pred %pst;\n    .reg .b64 %sg, %sc, %sa;\n    .reg .b32 %sr, %sq;"
@@ -900,10 +951,12 @@ def entry(dt, mid=False):
     .reg .f32 %acc<{48 if mid else 12}>;{SSTREGS}
     .reg .f32 %ssa;
     .reg .f32 %fa<{4*FULL_SLOTS}>;
-    .reg .f32 %pv<75>;
+    .reg .b64 %pw<25>, %fw<20>, %qa, %qs, %fb, %fs;
+    .reg .b32 %tag;
+    .reg .pred %pok;
     .reg .f32 %su<15>;
     .reg .f32 %sx<15>;
-    .reg .b32 %xold;{MIDREGS}{STAMPREGS}
+{MIDREGS}{STAMPREGS}
 {COEF_REGS}
     .reg .f32 %nt, %inv_t;
     .reg .f32 %mo<8>;
@@ -912,8 +965,8 @@ def entry(dt, mid=False):
     mov.u32 %tx, %tid.x;
     shr.u32 %warp, %tx, 5;
     and.b32 %lane, %tx, 31;
-    setp.eq.u32 %p1, %tx, 0;                // sm_hmb: warps 1..7's h_pre barrier (224 arrivals);
-    @%p1 mbarrier.init.shared::cta.b64 [sm_hmb], {224 if mid else 192};   // published by the load phase's barrier 0{HMB2}
+    setp.eq.u32 %p1, %tx, 0;
+{HMB}
     mov.u32 %S, %nctaid.x;
     mov.u32 %r0, %ctaid.x;
     mul.lo.u32 %c0, %r0, %cpc;              // first channel of this CTA
@@ -934,6 +987,8 @@ def entry(dt, mid=False):
     and.b32 %r1, %flags, 2;
     setp.ne.u32 %p_gk, %r1, 0;""")
     e(GRID_DEPENDENCY)
+    e("""    ld.relaxed.gpu.global.u32 %tag, [%sync];
+    add.u32 %tag, %tag, 1;                  // this call's tag (header, TAGS)""")
     stamps = "stamps" in EXP
     if stamps:
         e("    mov.u32 %S, %nctaid.x;" + stamp(0, 0))
@@ -965,8 +1020,9 @@ def entry(dt, mid=False):
             e(mma_tile(k, tm) if bf else fma_tile(k, tm))
     e("""FMA_DONE:
     barrier.sync 0;""" + stamp(2, 0) + """
-    // ================= phase 3: this CTA's partial rows -> workspace, grid arrival ===========
-    // thread -> r = tid % 32 (r <= 24), tokens tid / 32 + 8j; sum over the 8 warps in order
+    // ================= phase 3: this CTA's partial rows -> workspace, tagged ====================
+    // thread -> word r = tid % 32, tokens tid / 32 + 8j; sum over the 8 warps in order (r <= 24;
+    // words 25..31 are stored as 0: readers poll whole 16-byte groups)
     and.b32 %r1, %tx, 31;
     shr.u32 %r2, %tx, 5;
     setp.le.u32 %p3, %r1, 24;
@@ -977,45 +1033,46 @@ def entry(dt, mid=False):
     for j in range(tm // 8):
         e(f"""    add.u32 %r5, %r2, {8*j};
     setp.lt.u32 %p1, %r5, %T;
-    and.pred %p1, %p1, %p3;
     @!%p1 bra PW{j};
+    mov.f32 %f1, 0f00000000;
+    @!%p3 bra PWS{j};
     mul.lo.u32 %r6, %r5, {RED};
     add.u32 %r6, %r6, %r3;                  // &red[0][t][r]
     ld.shared.f32 %f1, [%r6];""")
         for w in range(1, 8):
             e(f"""    ld.shared.f32 %f2, [%r6+{w*tm*RED}];
     add.f32 %f1, %f1, %f2;""")
-        e(f"""    mad.lo.u32 %r7, %r0, %T, %r5;
+        e(f"""PWS{j}:
+    mad.lo.u32 %r7, %r0, %T, %r5;
     shl.b32 %r7, %r7, 5;
     add.u32 %r7, %r7, %r1;
-    mul.wide.u32 %rd1, %r7, 4;
+    mul.wide.u32 %rd1, %r7, 8;
     add.u64 %rd1, %part, %rd1;
-    st.global.f32 [%rd1], %f1;
+{tagged_store("%f1", "%rd1")}
 PW{j}:""")
-    e("""    barrier.sync 0;""" + stamp(3, 0) + """
-    // ---- grid arrival (thread 0): release-add on the arrival counter, acquire-poll until all S
-    //      CTAs arrived; then count this CTA out (exit counter, result checked at the end: the
-    //      last CTA out zeroes both words, after every CTA has seen the full count)
-    setp.ne.u32 %p1, %tx, 0;
-    @%p1 bra ARRIVED;
-    red.release.gpu.global.add.u32 [%sync], 1;
-""" + spin("[%sync]", "SPIN", "SPUN") + ("" if mid else """
-    atom.relaxed.gpu.global.add.u32 %xold, [%sync+4], 1;""") + """
-ARRIVED:
-    barrier.sync 0;""")
-    if stamps:
-        e(stamp(4, 0))
+    # No grid arrival: every reader polls the tagged words it needs (header, TAGS). The barrier
+    # keeps the red rows (aliasing phi_s) read before phase 5 reuses shared memory.
+    e("""    barrier.sync 0;""" + stamp(3, 0))
     if mid:
         e(mid_tail(bf))
         return "\n".join(L)
-    e("""    // ================= loads of phases 5 and 4, all in flight before any use ==================
-    mov.u32 %tok, %ctaid.x;""")
-    e(full_load("F0"))
-    e(phase4_loads())
+    e("""    // ================= loads of phases 4 (first token group) and 5, in flight together ========
+    mov.u32 %tok, %ctaid.x;
+    setp.lt.u32 %p5, %tx, 32;
+    @%p5 bra P4I_DONE;
+    setp.eq.u32 %p5, %warp, 4;
+    @%p5 bra P4I_DONE;                      // warp 4 idles: warp 0's Sinkhorn shares its scheduler""")
+    e(phase4_setup())
+    e("""    setp.ge.u32 %p5, %r1, %T;
+    @%p5 bra P4I_DONE;""")
+    e(phase4_issue(0))
+    e("P4I_DONE:")
+    e(full_load("F0") + stamp(4, 0))
     e("""    // ================= phase 5 reduce for token tok = ctaid (all threads) ====================
     setp.ge.u32 %p1, %tok, %T;
     @%p1 bra SINK0_DONE;""")
     e(full_reduce())
+    e(epoch_bump())
     if stamps:
         e(stamp(5, 0))
     e("""    // thread 0 runs the token's Sinkhorn and thread 64 its h_post (two warps: the paths of one
@@ -1038,7 +1095,7 @@ FLOOP:
     setp.ge.u32 %p1, %tok, %T;
     @%p1 bra EXIT;
     barrier.sync 0;                             // sm_full / sm_lg are reused""")
-    e(full_load("F1"))
+    e(full_load("F1", first=False))
     e(full_reduce())
     e("""    setp.ne.u32 %p1, %tx, 0;
     setp.ne.and.u32 %p1, %tx, 64, %p1;
@@ -1047,46 +1104,70 @@ FLOOP:
     e("""FL_NEXT:
     add.u32 %tok, %tok, %S;
     bra FLOOP;""")
-    e(exit_block(0, 2))
+    e(EXIT)
     return "\n".join(L)
 
 
-def phase4_loads():
-    # warps 1..7 but 4 (6 warps): warp w' takes tokens w' + 6j (j < 3); lane p takes
-    # CTAs p + 32k (k < 5)
-    L = []
-    e = L.append
-    e("""    // ---- phase 4 loads (warps 1..3, 5..7): tokens w' + 6j, CTAs lane + 32k: part[(s*T + t)*32 + 0..4]
-    setp.lt.u32 %p5, %tx, 32;
-    @%p5 bra P4L_DONE;
-    setp.eq.u32 %p5, %warp, 4;
-    @%p5 bra P4L_DONE;                      // warp 4 idles: warp 0's Sinkhorn shares its scheduler
+def phase4_setup():
+    """Warps 1..3, 5..7 (w' = 0..5) take tokens w' + 6j (j < 3), lane p the CTAs p + 32k (k <
+    FULL_SLOTS): %qa = &part[(lane*T + w')*32] (tagged words), %qs = 32 CTAs further, %pz{k}."""
+    L = [f"""    // ---- phase 4 (warps 1..3, 5..7): tokens w' + 6j, CTAs lane + 32k: part[(s*T + t)*32 + 0..4]
     sub.u32 %r1, %warp, 1;
     setp.gt.u32 %p5, %warp, 4;
     @%p5 sub.u32 %r1, %r1, 1;               // w' (warp 4 skipped)
     mul.lo.u32 %r2, %lane, %T;
     add.u32 %r2, %r2, %r1;                  // lane*T + w'
     shl.b32 %r2, %r2, 5;
-    mul.wide.u32 %rd1, %r2, 4;
-    add.u64 %rd1, %part, %rd1;
-    mul.wide.u32 %rd2, %T, 4096;            // 32 CTAs further
-    // token step 7: 7 * 32 floats""")
+    mul.wide.u32 %rd1, %r2, 8;
+    add.u64 %qa, %part, %rd1;
+    mul.wide.u32 %qs, %T, 8192;             // 32 CTAs further"""]
+    for k in range(FULL_SLOTS):
+        L.append(f"""    add.u32 %r4, %lane, {32*k};
+    setp.lt.u32 %pz{k}, %r4, %S;""")
+    return "\n".join(L)
+
+
+def phase4_issue(j):
+    """The tagged words 0..4 (ss, the n <= 4 pre-logits) of token w' + 6j from the lane's CTAs
+    -> %pw (25 words: one token group at a time keeps the loads in ~50 registers)."""
+    L = [f"    add.u64 %rd3, %qa, {6 * j * 32 * 8};"]
+    for k in range(FULL_SLOTS):
+        q = 5 * k
+        L.append(f"""    @%pz{k} ld.relaxed.gpu.global.v2.b64 {{%pw{q}, %pw{q+1}}}, [%rd3];
+    @%pz{k} ld.relaxed.gpu.global.v2.b64 {{%pw{q+2}, %pw{q+3}}}, [%rd3+16];
+    @%pz{k} ld.relaxed.gpu.global.b64 %pw{q+4}, [%rd3+32];""")
+        if k < FULL_SLOTS - 1:
+            L.append("    add.u64 %rd3, %rd3, %qs;")
+    return "\n".join(L)
+
+
+def phase4_gather(early):
+    """Phase 4 sums: for each token group j (w' + 6j < T, warp-uniform) poll its words until
+    every tag is this call's, then add them in CTA order (k) into %su{5j + r}. Group 0's first
+    loads were issued before phase 5 (early=True)."""
+    L = []
+    e = L.append
+    for j in range(3):
+        for r in range(5):
+            e(f"    mov.f32 %su{5*j+r}, 0f00000000;")
     for j in range(3):
         e(f"""    add.u32 %r3, %r1, {6*j};
-    setp.lt.u32 %pt{j}, %r3, %T;
-    mov.u64 %rd3, %rd1;""")
+    setp.ge.u32 %p5, %r3, %T;
+    @%p5 bra P4_G{j}_DONE;""")
+        e(poll_start())
+        if j == 0 and early:
+            e("    bra P4_G0_CHECK;")
+        e(f"P4_G{j}_ISSUE:")
+        e(phase4_issue(j))
+        e(f"P4_G{j}_CHECK:\n    setp.eq.u32 %pok, 0, 0;")
         for k in range(FULL_SLOTS):
-            q = 5 * (FULL_SLOTS * j + k)
-            e(f"""    add.u32 %r4, %lane, {32*k};
-    setp.lt.u32 %pz{FULL_SLOTS*j+k}, %r4, %S;
-    and.pred %pz{FULL_SLOTS*j+k}, %pz{FULL_SLOTS*j+k}, %pt{j};
-    @%pz{FULL_SLOTS*j+k} ld.global.cg.v4.f32 {{%pv{q}, %pv{q+1}, %pv{q+2}, %pv{q+3}}}, [%rd3];
-    @%pz{FULL_SLOTS*j+k} ld.global.cg.f32 %pv{q+4}, [%rd3+16];""")
-            if k < FULL_SLOTS - 1:
-                e("    add.u64 %rd3, %rd3, %rd2;")
-        if j < 2:
-            e(f"    add.u64 %rd1, %rd1, {6*32*4};")
-    e("P4L_DONE:")
+            e(tag_ok([f"%pw{5*k+r}" for r in range(5)], "%pok", f"%pz{k}"))
+        e(poll_retry(f"P4_G{j}_ISSUE", "%pok", f"P4_G{j}_SEEN"))
+        for k in range(FULL_SLOTS):
+            for r in range(5):
+                e(untag(f"%pw{5*k+r}", "%f1"))
+                e(f"    @%pz{k} add.f32 %su{5*j+r}, %su{5*j+r}, %f1;")
+        e(f"P4_G{j}_DONE:")
     return "\n".join(L)
 
 
@@ -1097,12 +1178,7 @@ def phase4_rest(bf):
     sub.u32 %r1, %warp, 1;
     setp.gt.u32 %p5, %warp, 4;
     @%p5 sub.u32 %r1, %r1, 1;               // w' (warp 4 skipped)""")
-    for j in range(3):
-        for r in range(5):
-            e(f"    mov.f32 %su{5*j+r}, 0f00000000;")
-        for k in range(FULL_SLOTS):
-            for r in range(5):
-                e(f"    @%pz{FULL_SLOTS*j+k} add.f32 %su{5*j+r}, %su{5*j+r}, %pv{5*(FULL_SLOTS*j+k)+r};")
+    e(phase4_gather(early=True))
     for off in (16, 8, 4, 2, 1):
         for q in range(15):
             e(f"    shfl.sync.bfly.b32 %sx{q}, %su{q}, {off}, 31, -1;")

@@ -273,8 +273,9 @@ fn build() -> Vec<KernelDesc> {
         let entry = name("mhc_expand_", dtype.name().to_string());
         t.push(row(Stage::Expand, dtype, 0, entry, IMG_EXPAND, size_of::<ExpandArgs>(), 8, 256));
     }
-    // pre for decode (T <= 16, n <= 4, no gamma_f): its own kernel, selected before the general
-    // one where it applies (pre.rs `decode_unsupported`, checked by `reject`).
+    // pre for decode (T <= 16, n <= 4, no gamma_f): where the mid kernel cannot run (C < 512)
+    // and for forced CTA counts (`PreKernel::Decode`); pre.rs `decode_unsupported`, checked by
+    // `reject`. Where the mid kernel runs, the plan puts this bucket behind it (plan.rs).
     for (dtype, entry) in super::pre_decode::DECODE_DTYPES {
         let args = size_of::<super::pre_decode::PreDecodeArgs>();
         t.push(KernelDesc {
@@ -285,13 +286,13 @@ fn build() -> Vec<KernelDesc> {
             ..row(Stage::Pre, dtype, 0, entry, IMG_PRE_DECODE, args, 8, 256)
         });
     }
-    // pre for 17..=64 tokens (n <= 4, no gamma_f, C >= 512): the decode kernel with a second grid
-    // arrival (pre_decode.rs `mid_unsupported`); tried before pre_pc and the general kernel.
+    // pre for 1..=64 tokens (n <= 4, no gamma_f, C >= 512): CTA s finishes token s and publishes
+    // its h_pre (pre_decode.rs `mid_unsupported`); ahead of the decode kernel, pre_pc and the
+    // general kernel wherever it runs.
     for (dtype, entry) in super::pre_decode::MID_DTYPES {
         let args = size_of::<super::pre_decode::PreDecodeArgs>();
         t.push(KernelDesc {
             tokens_per_cta: super::pre_decode::MID_MAX_TOKENS,
-            min_tokens: super::pre_decode::DECODE_KERNEL_MAX_TOKENS + 1,
             max_tokens: super::pre_decode::MID_MAX_TOKENS,
             max_dynamic_shared: super::pre_decode::MID_SMEM,
             cooperative: true,

@@ -319,6 +319,17 @@ impl Plan {
                 // Smallest range first (of equal ends, the one starting later first); the last
                 // bucket must cover every token count.
                 buckets.sort_by_key(|b| (b.max_tokens, std::cmp::Reverse(b.desc.min_tokens)));
+                // pre: the mid kernel serves T = 1..=64 wherever it runs, ahead of the decode
+                // kernel (H100, bf16, n = 4, in a CUDA graph: C = 4096 T = 1 / 16 5.5 / 6.5 us
+                // against 5.7 / 8.1; notes/cuda-pre.md round 13). The decode bucket stays behind
+                // it for forced CTA counts (`PreKernel::Decode`), which the mid kernel cannot serve.
+                let family = |f| buckets.iter().position(|b| b.desc.pre_family == f);
+                if let (Some(m), Some(d)) = (family(PreFamily::Mid), family(PreFamily::Decode)) {
+                    if d < m {
+                        let decode = buckets.remove(d);
+                        buckets.insert(m, decode);
+                    }
+                }
                 if buckets.last().is_some_and(|b| b.max_tokens != usize::MAX) {
                     rejected.push(format!(
                         "no {stage} variant covers more than {} tokens",
@@ -401,6 +412,16 @@ impl Plan {
             }
             Err(e) => Err(e.clone()),
         }
+    }
+
+    /// The `pre` bucket of kernel family `family` that covers `tokens`, if the plan has one
+    /// (the automatic choice, [`Plan::bucket`], is the first covering bucket).
+    pub(crate) fn pre_family_bucket(&self, family: PreFamily, tokens: usize) -> Option<&Bucket> {
+        self.stages[stage_index(Stage::Pre)]
+            .as_ref()
+            .ok()?
+            .iter()
+            .find(|b| b.desc.pre_family == family && b.desc.min_tokens <= tokens && tokens <= b.max_tokens)
     }
 
     /// The bucket of `stage` that serves every token count (the last one).

@@ -214,9 +214,9 @@ pub(crate) struct WsLayout {
     pub part: usize,
     pub p: usize,
     pub ss: usize,
-    /// Decode / mid kernels: arrival, exit and (mid) second arrival counters (12 of 256 bytes),
-    /// then the partial rows. Past
-    /// the general kernel's regions, so neither kernel ever sees the other's leftovers.
+    /// Decode / mid kernels: the epoch word (4 of 256 bytes), the mid kernel's tagged h_pre
+    /// `[64][4]` (8-byte words, at `dsync + 256`), then the tagged partial rows `[S][T][32]`.
+    /// Past the general kernel's regions, so neither kernel ever sees the other's leftovers.
     pub dsync: usize,
     pub dpart: usize,
     pub total: usize,
@@ -240,9 +240,9 @@ pub(crate) fn ws_layout(cfg: &Config, max_tokens: usize) -> WsLayout {
     let p = part + round256(part_bytes);
     let ss = p + round256(max_tokens * ldp * 4);
     let dsync = ss + round256(max_tokens * 4);
-    let dpart = dsync + 256;
+    let dpart = dsync + 256 + MID_MAX_TOKENS * 4 * 8;
     let total = if cfg.n <= DECODE_MAX_N && !cfg.gamma_f {
-        dpart + round256(DECODE_MAX_CTAS * max_tokens.min(MID_MAX_TOKENS) * 32 * 4)
+        dpart + round256(DECODE_MAX_CTAS * max_tokens.min(MID_MAX_TOKENS) * 32 * 8)
     } else {
         dsync
     };
@@ -400,6 +400,9 @@ impl Plan {
             PreKernel::Auto if family == PreFamily::Cluster => self.pre_pc_launch(stream, x, params, out, b, chk),
             PreKernel::Auto if decode => self.pre_decode_launch(stream, ws, x, params, out, b, None, chk),
             PreKernel::Decode { ctas } if decode => {
+                // The decode kernel itself where the plan has it for T (it may sit behind the
+                // mid kernel's bucket), else the mid kernel.
+                let b = self.pre_family_bucket(PreFamily::Decode, chk.t).unwrap_or(b);
                 self.pre_decode_launch(stream, ws, x, params, out, b, Some(ctas), chk)
             }
             PreKernel::Decode { .. } => Err(Error::NoVariant {

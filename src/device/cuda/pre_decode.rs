@@ -35,9 +35,11 @@ pub struct PreDecodeArgs {
     pub h_post: u64,
     pub h_res: u64,
     pub inv_rms: u64,
-    /// Partial rows `[S][T][32]` f32 (ss, then the M logits).
+    /// Partial rows `[S][T][32]` of tagged words (ss, then the M logits; each word = f32 bits,
+    /// then the call's tag: see the PTX header, TAGS).
     pub ws_part: u64,
-    /// Arrival, exit and (mid) second-arrival counters (u32 each, zero between calls).
+    /// The epoch word (u32: the previous call's tag; zero in a fresh workspace), then at +256
+    /// the mid kernel's tagged h_pre `[64][4]`.
     pub ws_sync: u64,
     pub tokens: u32,
     pub n: u32,
@@ -236,7 +238,7 @@ impl Plan {
         let (s, _) = shape.ok_or_else(|| Error::shape("tokens", "a decode or mid shape".to_string(), t))?;
         let lay = super::pre::ws_layout(&self.cfg, self.max_tokens);
         let all: Vec<u64> = ws.buf.to_vec()?;
-        let base = (lay.dpart + s * t * 128) / 8;
+        let base = (lay.dpart + s * t * 256) / 8;
         if all.len() < base + 16 * s {
             // The stamps sit after the partial rows: a plan for more tokens leaves room for them.
             return Err(Error::shape(
