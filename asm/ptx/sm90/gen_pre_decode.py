@@ -131,6 +131,10 @@ RED = 132            # bytes per red[w][t] row (33 floats: lanes that differ onl
                      # store to different banks; a 128-byte row made those stores 8- to 16-way
                      # conflicts, ~2,000 cycles of the T = 64 projection on the H100)
 MID_TOKENS = 64      # token capacity of the mid entries (src/device/cuda/pre_decode.rs MID_MAX_TOKENS)
+HPRE_COPIES = 8      # copies of the mid kernel's tagged h_pre (pre_decode.rs MID_HPRE_COPIES): the
+                     # CTAs poll copy ctaid % 8, so at T = 1 no 32-byte sector is polled by more
+                     # than 16 CTAs (one sector polled by all 128 CTAs, 4 lanes each, cost ~0.6 us
+                     # per poll round, H100 stamps)
 # The mid entries' dynamic shared memory: phi_s [24][260] f32, x_s [64][260] f32, red [8][64][33]
 # f32 (its own region: the 32-token FMA passes read phi_s after a pass stores its sums).
 MID_PHI, MID_X, MID_RED = 0, 24960, 24960 + MID_TOKENS * ROW
@@ -578,7 +582,7 @@ def mid_tail(bf):
     @%p1 bra MID_COEF;                      // thread 64: h_post, then the mix
     setp.ne.u32 %p1, %tx, 32;
     @%p1 bra MID_WAIT;""" + stamp(5, 32) + """
-    // thread 32: inv_rms and h_pre of token tok -> global, and h_pre tagged -> sync + 256 + 32 tok
+    // thread 32: inv_rms and h_pre of token tok -> global, and h_pre tagged (HPRE_COPIES copies)
     ld.shared.f32 %f10, [sm_lg];
 """ + inv_rms("%f10", "%f3") + """
     mul.wide.u32 %rd3, %tok, 4;
@@ -586,10 +590,7 @@ def mid_tail(bf):
     st.global.f32 [%rd3], %f3;
     mul.lo.u32 %r7, %tok, %n;
     mul.wide.u32 %rd3, %r7, 4;
-    add.u64 %rd3, %hpre, %rd3;
-    mul.wide.u32 %rd4, %tok, 32;
-    add.u64 %rd4, %sync, %rd4;
-    add.u64 %rd4, %rd4, 256;""")
+    add.u64 %rd3, %hpre, %rd3;""")
     for i in range(4):
         e(f"""    mov.f32 %f6, 0f00000000;
     setp.lt.u32 %p3, {i}, %n;
@@ -598,8 +599,15 @@ def mid_tail(bf):
 {h_pre_i(i, "%f11", "MID_HT" + str(i))}
     st.global.f32 [%rd3+{4*i}], %f6;
 MID_HT{i}:
-    add.u64 %rd5, %rd4, {8 * i};
-{tagged_store("%f6", "%rd5")}""")
+    mov.b32 %r14, %f6;
+    mov.b64 %pw{i}, {{%r14, %tag}};""")
+    e(f"""    // the token's 4 tagged words (zeros past n) -> copy c, word 4 tok: sync + 256 + 2048 c + 32 tok
+    mul.wide.u32 %rd4, %tok, 32;
+    add.u64 %rd4, %sync, %rd4;
+    add.u64 %rd4, %rd4, 256;""")
+    for c in range(HPRE_COPIES):
+        e(f"""    st.relaxed.gpu.global.v2.b64 [%rd4+{2048 * c}], {{%pw0, %pw1}};
+    st.relaxed.gpu.global.v2.b64 [%rd4+{2048 * c + 16}], {{%pw2, %pw3}};""")
     e("""    bra MID_WAIT;
 MID_W0:
     setp.ne.u32 %p1, %tx, 0;
@@ -613,39 +621,33 @@ MID_NOTOK:
     setp.lt.u32 %p1, %tx, 32;
     @%p1 bra EXIT;
 MID_WAIT:
-    // warps 1..7: h_pre[t][i] (tagged, sync + 256 + 8 (4t + i)) -> sm_hpre[t][i] (rows of 4
-    // floats): items tid - 32 and tid - 32 + 224 (T n <= 256), polled together
+    // warps 1..7: thread 32 + t polls token t's 4 tagged h_pre words (one 32-byte sector) in
+    // copy ctaid % HPRE_COPIES and stores them to sm_hpre[t][0..3]
     sub.u32 %r0, %tx, 32;
-    add.u32 %r5, %r0, 224;
-    mul.lo.u32 %r1, %T, %n;
-    setp.lt.u32 %p3, %r0, %r1;
-    setp.lt.u32 %p4, %r5, %r1;""")
-    for item, k in (("%r0", 0), ("%r5", 1)):
-        e(f"""    div.u32 %r2, {item}, %n;
-    mul.lo.u32 %r3, %r2, %n;
-    sub.u32 %r3, {item}, %r3;
-    shl.b32 %r2, %r2, 2;
-    add.u32 %r3, %r2, %r3;                  // 4 t + i: the word, and the shared float
-    mul.wide.u32 %rd1, %r3, 8;
-    add.u64 %rd{6 + k}, %sync, %rd1;
-    add.u64 %rd{6 + k}, %rd{6 + k}, 256;
-    shl.b32 %r3, %r3, 2;
-    mov.u32 %r4, sm_hpre;
-    add.u32 %r{8 + k}, %r4, %r3;""")
-    e(poll_start())
-    e("""MID_HPOLL:
-    @%p3 ld.relaxed.gpu.global.b64 %pw0, [%rd6];
-    @%p4 ld.relaxed.gpu.global.b64 %pw1, [%rd7];
+    setp.lt.u32 %p3, %r0, %T;
+    mov.u32 %r1, %ctaid.x;
+    and.b32 %r1, %r1, """ + str(HPRE_COPIES - 1) + """;
+    shl.b32 %r1, %r1, 11;                   // 2048 bytes per copy
+    shl.b32 %r2, %r0, 5;
+    add.u32 %r1, %r1, %r2;
+    cvt.u64.u32 %rd6, %r1;
+    add.u64 %rd6, %sync, %rd6;
+    add.u64 %rd6, %rd6, 256;
+    shl.b32 %r2, %r0, 4;
+    mov.u32 %r8, sm_hpre;
+    add.u32 %r8, %r8, %r2;""" + "\n" + poll_start() + """
+MID_HPOLL:
+    @%p3 ld.relaxed.gpu.global.v2.b64 {%pw0, %pw1}, [%rd6];
+    @%p3 ld.relaxed.gpu.global.v2.b64 {%pw2, %pw3}, [%rd6+16];
     setp.eq.u32 %pok, 0, 0;
-""" + "\n".join([tag_ok(["%pw0"], "%pok", "%p3"), tag_ok(["%pw1"], "%pok", "%p4"),
-                    poll_retry("MID_HPOLL", "%pok", "MID_HSEEN"), untag("%pw0", "%f1"),
-                    untag("%pw1", "%f2")]) + """
-    @%p3 st.shared.f32 [%r8], %f1;
-    @%p4 st.shared.f32 [%r9], %f2;""" + stamp(6, 32) + """
+""" + "\n".join([tag_ok([f"%pw{i}" for i in range(4)], "%pok", "%p3"),
+                    poll_retry("MID_HPOLL", "%pok", "MID_HSEEN")]
+                   + [untag(f"%pw{i}", f"%f{1 + i}") for i in range(4)]) + """
+    @%p3 st.shared.v4.f32 [%r8], {%f1, %f2, %f3, %f4};""" + stamp(6, 32) + """
     mbarrier.arrive.shared::cta.b64 %mbs, [sm_hmb2];
 HMB2_WAIT:
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [sm_hmb2], 0;
-    @!%p1 bra HMB2_WAIT;
+    @!%p1 bra HMB2_WAIT;""" + (stamp(7, 32) if "mixsplit" in EXP else "") + """
     // ---- pre-mix (warps 1..7): items tid - 32 + 224 j -> (token t = item / NCH, chunk q)
     sub.u32 %mi, %tx, 32;
     mul.lo.u32 %mn, %T, %nch;
@@ -657,7 +659,7 @@ MIX_LOOP:
     e("""MIX_NEXT:
     add.u32 %mi, %mi, 224;
     bra MIX_LOOP;
-MIX_END:""" + stamp(7, 32))
+MIX_END:""" + ("" if "mixsplit" in EXP else stamp(7, 32)))
     e(EXIT)
     return "\n".join(L)
 
@@ -684,16 +686,24 @@ def full_load(lbl, first=True):
         e(f"""    add.u32 %r4, %r2, {32*k};
     setp.lt.u32 %pf{k}, %r4, %S;
     and.pred %pf{k}, %pf{k}, %p_tok;""")
+    # %pg{k}: slot k still to (re)load; a slot whose 4 tags matched is not loaded again
     e(poll_start())
+    for k in range(FULL_SLOTS):
+        e(f"    mov.pred %pg{k}, %pf{k};")
     e(f"{lbl}_POLL:\n    mov.u64 %rd3, %fb;")
     for k in range(FULL_SLOTS):
-        e(f"""    @%pf{k} ld.relaxed.gpu.global.v2.b64 {{%fw{4*k}, %fw{4*k+1}}}, [%rd3];
-    @%pf{k} ld.relaxed.gpu.global.v2.b64 {{%fw{4*k+2}, %fw{4*k+3}}}, [%rd3+16];""")
+        e(f"""    @%pg{k} ld.relaxed.gpu.global.v2.b64 {{%fw{4*k}, %fw{4*k+1}}}, [%rd3];
+    @%pg{k} ld.relaxed.gpu.global.v2.b64 {{%fw{4*k+2}, %fw{4*k+3}}}, [%rd3+16];""")
         if k < FULL_SLOTS - 1:
             e("    add.u64 %rd3, %rd3, %fs;")
-    e("    setp.eq.u32 %pok, 0, 0;")
     for k in range(FULL_SLOTS):
-        e(tag_ok([f"%fw{4*k+w}" for w in range(4)], "%pok", f"%pf{k}"))
+        e(f"    setp.eq.u32 %pq, 0, 0;")
+        e(tag_ok([f"%fw{4*k+w}" for w in range(4)], "%pq"))
+        e(f"    @%pq mov.pred %pg{k}, 0;")
+    e("    or.pred %pok, %pg0, %pg1;")
+    for k in range(2, FULL_SLOTS):
+        e(f"    or.pred %pok, %pok, %pg{k};")
+    e("    not.pred %pok, %pok;")
     e(poll_retry(f"{lbl}_POLL", "%pok", f"{lbl}_SEEN"))
     for k in range(FULL_SLOTS):
         for w in range(4):
@@ -953,7 +963,7 @@ def entry(dt, mid=False):
     .reg .f32 %fa<{4*FULL_SLOTS}>;
     .reg .b64 %pw<25>, %fw<20>, %qa, %qs, %fb, %fs;
     .reg .b32 %tag;
-    .reg .pred %pok;
+    .reg .pred %pok, %pq, %pg<5>;
     .reg .f32 %su<15>;
     .reg .f32 %sx<15>;
 {MIDREGS}{STAMPREGS}

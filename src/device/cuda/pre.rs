@@ -27,7 +27,7 @@
 use super::kernels::PreFamily;
 use super::memory::{DeviceTensor, DeviceTensorMut};
 use super::plan::{Bucket, Plan, Workspace};
-use super::pre_decode::{DECODE_MAX_CTAS, DECODE_MAX_N, MID_MAX_TOKENS};
+use super::pre_decode::{DECODE_MAX_CTAS, DECODE_MAX_N, MID_HPRE_COPIES, MID_MAX_TOKENS};
 use super::stream::Stream;
 use crate::config::{Config, Dtype, Formulation, Stage};
 use crate::error::{Error, Result};
@@ -215,7 +215,8 @@ pub(crate) struct WsLayout {
     pub p: usize,
     pub ss: usize,
     /// Decode / mid kernels: the epoch word (4 of 256 bytes), the mid kernel's tagged h_pre
-    /// `[64][4]` (8-byte words, at `dsync + 256`), then the tagged partial rows `[S][T][32]`.
+    /// `[MID_HPRE_COPIES][64][4]` (8-byte words, at `dsync + 256`), then the tagged partial rows
+    /// `[S][T][32]`.
     /// Past the general kernel's regions, so neither kernel ever sees the other's leftovers.
     pub dsync: usize,
     pub dpart: usize,
@@ -240,7 +241,7 @@ pub(crate) fn ws_layout(cfg: &Config, max_tokens: usize) -> WsLayout {
     let p = part + round256(part_bytes);
     let ss = p + round256(max_tokens * ldp * 4);
     let dsync = ss + round256(max_tokens * 4);
-    let dpart = dsync + 256 + MID_MAX_TOKENS * 4 * 8;
+    let dpart = dsync + 256 + MID_HPRE_COPIES * MID_MAX_TOKENS * 4 * 8;
     let total = if cfg.n <= DECODE_MAX_N && !cfg.gamma_f {
         dpart + round256(DECODE_MAX_CTAS * max_tokens.min(MID_MAX_TOKENS) * 32 * 8)
     } else {

@@ -39,7 +39,7 @@ pub struct PreDecodeArgs {
     /// then the call's tag: see the PTX header, TAGS).
     pub ws_part: u64,
     /// The epoch word (u32: the previous call's tag; zero in a fresh workspace), then at +256
-    /// the mid kernel's tagged h_pre `[64][4]`.
+    /// the mid kernel's tagged h_pre `[MID_HPRE_COPIES][64][4]`.
     pub ws_sync: u64,
     pub tokens: u32,
     pub n: u32,
@@ -120,6 +120,10 @@ pub(crate) const DECODE_DTYPES: [(Dtype, &str); 2] =
 /// The mid kernel's entries (asm/ptx/sm90/pre_decode.ptx, gen_pre_decode.py `entry(mid=True)`).
 pub(crate) const MID_DTYPES: [(Dtype, &str); 2] =
     [(Dtype::Bf16, "mhc_pre_mid_sm90_bf16"), (Dtype::F32, "mhc_pre_mid_sm90_f32")];
+
+/// Copies of the mid kernel's tagged h_pre in the workspace (CTA s polls copy s % 8: one
+/// 32-byte sector polled by every CTA cost ~0.6 us per poll round at T = 1, H100).
+pub(crate) const MID_HPRE_COPIES: usize = 8;
 
 /// Token capacity of the mid kernel (its shared x slice and partial sums hold 64 token rows;
 /// gen_pre_decode.py `MID_TOKENS`).
