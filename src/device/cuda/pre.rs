@@ -3,9 +3,9 @@
 //! `mhc_pre_sm90_bf16`, `mhc_pre_sm90_f32`), shared with `post_pre` (post_pre.rs), which only
 //! sets the `post` flag.
 //!
-//! A dedicated decode kernel (pre_decode.rs) serves `pre` for T <= 16, n <= 4, no gamma_f, its
-//! mid entries T = 17..=64 (also C >= 512), and a persistent-cluster kernel (pre_pc.rs) bf16,
-//! n = 4, C <= 4096 above that (and below 512 channels): the plan selects them as the token
+//! The few-token kernels (pre_decode.rs) serve `pre` for n <= 4, no gamma_f: the mid entries
+//! for T = 1..=64 where C >= 512, the decode entries for T <= 16 below that; a persistent-cluster
+//! kernel (pre_pc.rs) bf16, n = 4, C <= 4096 above 64 tokens: the plan selects them as the token
 //! buckets of `pre` where they apply; everything else runs the general kernel below. All share
 //! this file's checks ([`Plan::pre_checked`]).
 //!

@@ -1,16 +1,17 @@
-//! The decode kernel of `pre` (asm/ptx/sm90/pre_decode.ptx, entries `mhc_pre_decode_sm90_*`):
-//! `pre` for T <= [`DECODE_KERNEL_MAX_TOKENS`], n <= 4, no gamma_f, C <= 64 x CTAs. One CTA
-//! per channel range for all tokens (its x and phi slices loaded once), one grid-wide arrival,
-//! then every CTA reduces the partial rows itself in a fixed order and finishes its own
-//! channels (see [`decode_shape`]). The plan selects it where [`decode_unsupported`] is `None`;
-//! it is launched cooperatively (the kernel-table row says so): the grid-wide arrival needs
-//! every CTA resident at once.
+//! The few-token kernels of `pre` (asm/ptx/sm90/pre_decode.ptx): one CTA per channel range for
+//! all tokens (its x and phi slices loaded once), n <= 4, no gamma_f, launched cooperatively
+//! (the kernel-table rows say so: CTAs wait for each other's data, so all must be resident).
+//! No grid arrival counters: partial rows and h_pre are tagged words (f32 bits + the call's tag,
+//! single-copy atomic), and each reader polls exactly the words it needs (the PTX header, TAGS).
 //!
-//! The **mid** entries (`mhc_pre_mid_sm90_*`, same PTX file) serve `pre` for
-//! `17..=`[`MID_MAX_TOKENS`] tokens: the same slices and first arrival, then CTA `s` reduces
-//! only token `s`'s rows, publishes its `h_pre`, and a second arrival lets every CTA mix its
-//! channels of every token (the decode entries instead let every CTA reduce the pre-logits of
-//! every token, which grows with T x CTAs). Selected where [`mid_unsupported`] is `None`.
+//! - The **mid** entries (`mhc_pre_mid_sm90_*`) serve `pre` for `1..=`[`MID_MAX_TOKENS`] tokens
+//!   wherever [`mid_unsupported`] is `None` (C >= 512): CTA `s` polls and reduces only token
+//!   `s`'s rows, publishes its `h_pre` (tagged, [`MID_HPRE_COPIES`] copies), and every CTA polls
+//!   those and mixes its channels of every token.
+//! - The **decode** entries (`mhc_pre_decode_sm90_*`) serve T <= [`DECODE_KERNEL_MAX_TOKENS`]
+//!   where the mid entries cannot run ([`decode_unsupported`] is `None`, C < 512) and forced
+//!   CTA counts (`PreKernel::Decode`): every CTA reduces every token's pre-logits itself (see
+//!   [`decode_shape`]), which with many CTAs hammers the same sectors.
 
 use super::kernels::PreFamily;
 use super::memory::DeviceTensor;
