@@ -22,6 +22,9 @@ HEADER = """\
 // and a: bf16 / f32):
 //   MID    mhc_pre_mid_sm90_*: T = 1..64 wherever C spreads over >= 64 CTAs (C >= 512): the
 //          plan's choice for every such T since round 13 (section MID at the end);
+//   MID16  mhc_pre_mid16_sm90_*: the mid kernel in the decode entry's 16 static token rows,
+//          the plan's choice for T <= 8 there (loads 1.15 instead of 1.44 us at T = 1: the mid
+//          entry's 159 KB of dynamic shared memory, or its 64-row load slots, cost 0.3 us);
 //   DECODE mhc_pre_decode_sm90_*: T <= 16 where the mid kernel cannot run (C < 512) and for
 //          forced CTA counts (PreKernel::Decode): every CTA reduces every token's pre-logits.
 // gamma_f (F-pre-norm) is not covered: the plan keeps the general kernel (pre.ptx) for it and
@@ -929,18 +932,21 @@ def tagged_store(val, addr):
     st.relaxed.gpu.global.b64 [{addr}], %rd11;"""
 
 
-def entry(dt, mid=False):
-    """The decode entry (T <= 16; mid=False) or the mid entry (T <= MID_TOKENS, two arrivals)."""
+def entry(dt, mid=False, tm=None):
+    """The decode entry (T <= 16; mid=False) or a mid entry (the token owner publishes h_pre):
+    tm = MID_TOKENS token rows (dynamic shared memory, tensor-core projection above 16 tokens)
+    or 16 (mid16: the decode entry's static shared memory)."""
     bf = dt == "bf16"
     esz = 2 if bf else 4
-    tm = MID_TOKENS if mid else 16
-    kind = "mid" if mid else "decode"
+    tm = tm or (MID_TOKENS if mid else 16)
+    wide = tm > 16                          # 32-token projection bodies (mid, T > 16)
+    kind = ("mid" if wide else "mid16") if mid else "decode"
     # published by the load phase's barrier 0: decode sm_hmb (warps 1..3, 5..7 have h_pre in
     # shared memory), mid sm_hmb2 (warps 1..7 copied the tagged h_pre to shared memory)
     HMB = ("    @%p1 mbarrier.init.shared::cta.b64 [sm_hmb2], 224;" if mid else
            "    @%p1 mbarrier.init.shared::cta.b64 [sm_hmb], 192;")
     MIDREGS = "\n    .reg .b32 %mi, %mn;" if mid else ""
-    SSTREGS = ("\n    .reg .f32 %sst<8>;\n    .reg .b32 %bh<6>, %bl<6>, %ab<4>;" if mid else "")
+    SSTREGS = ("\n    .reg .f32 %sst<8>;\n    .reg .b32 %bh<6>, %bl<6>, %ab<4>;" if wide else "")
     STAMPREGS = ("\n    .reg .pred %pst;\n    .reg .b64 %sg, %sc, %sa;\n    .reg .b32 %sr, %sq;"
                  if "stamps" in EXP else "")
     # one CTA per SM (the design: 8 warps, every CTA co-resident); without it ptxas 12.9 held
@@ -970,9 +976,9 @@ def entry(dt, mid=False):
     .reg .f32 %ph<24>;
     .reg .b32 %xv<{max(16, 4 * (tm // (8 if bf else 4)))}>;
     .reg .b32 %xf<8>;
-    .reg .f32 %xq<{16 if mid else 4}>;
+    .reg .f32 %xq<{16 if wide else 4}>;
     .reg .f32 %pq<48>;
-    .reg .f32 %acc<{48 if mid else 12}>;{SSTREGS}
+    .reg .f32 %acc<{48 if wide else 12}>;{SSTREGS}
     .reg .f32 %ssa;
     .reg .f32 %fa<{4*FULL_SLOTS}>;
     .reg .b64 %pw<25>, %fw<20>, %qa, %qs, %fb, %fs;
@@ -1000,8 +1006,8 @@ def entry(dt, mid=False):
     mul.lo.u32 %L, %n, %cpc;                // slice length (elements)
     shr.u32 %nch, %cpc, 3;
     mul.lo.u32 %LW, %n, %nch;
-    add.u32 %LW, %LW, {15 if mid else 3};
-    and.b32 %LW, %LW, {-16 if mid else -4};                   // per-warp length, multiple of {16 if mid else 4}
+    add.u32 %LW, %LW, {15 if wide else 3};
+    and.b32 %LW, %LW, {-16 if wide else -4};                   // per-warp length, multiple of {16 if wide else 4}
     shl.b32 %Lpad, %LW, 3;
     shl.b32 %woff, %LW, 2;
     mul.lo.u32 %woff, %woff, %warp;         // this warp's byte offset in a shared row
@@ -1035,11 +1041,11 @@ def entry(dt, mid=False):
     @%p1 bra FMA_P16;
     setp.le.u32 %p1, %T, 32;
     @%p1 bra """ + ("MMA_M2" if bf else "FMA_T2") + """;
-    bra """ + ("MMA_M4" if bf else "FMA_T4") + """;""" if mid else """
+    bra """ + ("MMA_M4" if bf else "FMA_T4") + """;""" if wide else """
     bra FMA_P16;"""))
     for P in (1, 2, 4, 8, 16):
         e(fma_class(P, tm))
-    if mid:
+    if wide:
         for k in (2, 4):
             e(mma_tile(k, tm) if bf else fma_tile(k, tm))
     e("""FMA_DONE:
@@ -1418,6 +1424,11 @@ def main():
 """
     for dt in ("bf16", "f32"):
         text += "\n" + to_dynamic(entry(dt, mid=True))
+    text += """
+// ---- the mid16 entries: the mid kernel for T <= 16 in the decode entry's static shared memory ----
+"""
+    for dt in ("bf16", "f32"):
+        text += "\n" + entry(dt, mid=True, tm=16).replace("SM_RED", "sm_phi")
     out = os.path.join(HERE, "pre_decode.ptx")
     with open(out, "w") as f:
         f.write(text)

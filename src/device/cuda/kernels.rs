@@ -273,6 +273,17 @@ fn build() -> Vec<KernelDesc> {
         let entry = name("mhc_expand_", dtype.name().to_string());
         t.push(row(Stage::Expand, dtype, 0, entry, IMG_EXPAND, size_of::<ExpandArgs>(), 8, 256));
     }
+    // pre for T <= 8 (n <= 4, no gamma_f, C >= 512): the mid kernel in 16 static token rows.
+    for (dtype, entry) in super::pre_decode::MID16_DTYPES {
+        let args = size_of::<super::pre_decode::PreDecodeArgs>();
+        t.push(KernelDesc {
+            tokens_per_cta: super::pre_decode::DECODE_KERNEL_MAX_TOKENS,
+            max_tokens: super::pre_decode::MID16_MAX_TOKENS,
+            cooperative: true,
+            pre_family: PreFamily::Mid,
+            ..row(Stage::Pre, dtype, 0, entry, IMG_PRE_DECODE, args, 8, 256)
+        });
+    }
     // pre for decode (T <= 16, n <= 4, no gamma_f): where the mid kernel cannot run (C < 512)
     // and for forced CTA counts (`PreKernel::Decode`); pre.rs `decode_unsupported`, checked by
     // `reject`. Where the mid kernel runs, the plan puts this bucket behind it (plan.rs).
@@ -549,7 +560,7 @@ mod tests {
         for d in kernels() {
             let want = match d.entry {
                 e if e.starts_with("mhc_pre_decode_") => PreFamily::Decode,
-                e if e.starts_with("mhc_pre_mid_") => PreFamily::Mid,
+                e if e.starts_with("mhc_pre_mid") => PreFamily::Mid,
                 e if e == super::super::pre_pc::PC_ENTRY => PreFamily::Cluster,
                 _ => PreFamily::General,
             };

@@ -283,8 +283,13 @@ impl Plan {
                     rejected.push(why);
                     continue;
                 }
-                if buckets.iter().any(|b| b.max_tokens == desc.max_tokens && b.desc.min_tokens == desc.min_tokens) {
-                    // An earlier table row already serves this token range (ties: table order).
+                if buckets.iter().any(|b| {
+                    b.max_tokens == desc.max_tokens
+                        && b.desc.min_tokens == desc.min_tokens
+                        && b.desc.pre_family == desc.pre_family
+                }) {
+                    // An earlier table row of the same kind already serves this token range
+                    // (ties: table order).
                     continue;
                 }
                 let func = dev.function(slot)?;
@@ -321,11 +326,15 @@ impl Plan {
                 buckets.sort_by_key(|b| (b.max_tokens, std::cmp::Reverse(b.desc.min_tokens)));
                 // pre: the mid kernel serves T = 1..=64 wherever it runs, ahead of the decode
                 // kernel (H100, bf16, n = 4, in a CUDA graph: C = 4096 T = 1 / 16 5.5 / 6.5 us
-                // against 5.7 / 8.1; notes/cuda-pre.md round 13). The decode bucket stays behind
-                // it for forced CTA counts (`PreKernel::Decode`), which the mid kernel cannot serve.
-                let family = |f| buckets.iter().position(|b| b.desc.pre_family == f);
-                if let (Some(m), Some(d)) = (family(PreFamily::Mid), family(PreFamily::Decode)) {
-                    if d < m {
+                // against 5.7 / 8.1; notes/cuda-pre.md round 13). The decode bucket goes behind
+                // the mid bucket that covers its range; it stays for forced CTA counts
+                // (`PreKernel::Decode`), which the mid kernel cannot serve.
+                if let Some(d) = buckets.iter().position(|b| b.desc.pre_family == PreFamily::Decode) {
+                    let (lo, hi) = (buckets[d].desc.min_tokens, buckets[d].max_tokens);
+                    let covers = |b: &Bucket| {
+                        b.desc.pre_family == PreFamily::Mid && b.desc.min_tokens <= lo && b.max_tokens >= hi
+                    };
+                    if let Some(m) = buckets.iter().position(covers).filter(|&m| m > d) {
                         let decode = buckets.remove(d);
                         buckets.insert(m, decode);
                     }

@@ -122,6 +122,16 @@ pub(crate) const DECODE_DTYPES: [(Dtype, &str); 2] =
 pub(crate) const MID_DTYPES: [(Dtype, &str); 2] =
     [(Dtype::Bf16, "mhc_pre_mid_sm90_bf16"), (Dtype::F32, "mhc_pre_mid_sm90_f32")];
 
+/// The mid16 entries: the mid kernel in the decode entry's 16-row static shared memory (no
+/// dynamic shared memory: its loads take 1.15 us instead of 1.44 at T = 1, H100 stamps).
+pub(crate) const MID16_DTYPES: [(Dtype, &str); 2] =
+    [(Dtype::Bf16, "mhc_pre_mid16_sm90_bf16"), (Dtype::F32, "mhc_pre_mid16_sm90_f32")];
+
+/// Largest T the plan gives the mid16 entries: ahead of the mid entries up to here (H100, bf16,
+/// in a graph, two A/B runs: C = 4096 T = 1 / 4 5.21 / 5.65 -> 5.11 / 5.42 us, C = 7168
+/// 5.83 / 6.52 -> 5.54 / 6.13), not at T = 16 (6.24 -> 6.29; post_pre 8.74 -> 9.19).
+pub(crate) const MID16_MAX_TOKENS: usize = 8;
+
 /// Copies of the mid kernel's tagged h_pre in the workspace (CTA s polls copy s % 8: one
 /// 32-byte sector polled by every CTA cost ~0.6 us per poll round at T = 1, H100).
 pub(crate) const MID_HPRE_COPIES: usize = 8;
@@ -225,7 +235,7 @@ impl Plan {
         args.ws_part = wsp + chk.lay.dpart as u64;
         args.ws_sync = wsp + chk.lay.dsync as u64;
         args.cpc = cpc as u32;
-        let shared = if mid { MID_SMEM } else { 0 };
+        let shared = b.desc.max_dynamic_shared;
         self.launch(stream, b, grid as u32, b.desc.threads, shared, &args)
     }
 
