@@ -1535,7 +1535,9 @@ fn profile_decode_phases() {
     let s = Stream::new(&dev).unwrap();
     let mut rng = common::rng("profile_decode_phases");
     let decode = ["start", "loaded", "projected", "stored", "arrived", "reduced", "sinkhorn", "mixed"];
-    let mid = ["start", "loaded", "projected", "stored", "arrived", "reduced", "arrived2", "mixed"];
+    // "arrived": thread 0's own poll of its token's rows done; "h_pre seen": every token's
+    // tagged h_pre polled (mid).
+    let mid = ["start", "loaded", "projected", "stored", "arrived", "reduced", "h_pre seen", "mixed"];
     for (t, c, dtype) in [
         (1, 4096, Dtype::Bf16),
         (16, 4096, Dtype::Bf16),

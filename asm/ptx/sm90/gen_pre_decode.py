@@ -10,8 +10,10 @@ design document. Deterministic output (no dates, no paths).
 import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# Timing-only builds: EXP=stamps makes the decode entries write (%globaltimer, %clock64) at 8
-# phase boundaries per CTA after the partial rows (tests/gpu_pre.rs `profile_decode_phases`).
+# Timing-only builds: EXP=stamps makes the decode / mid entries write (%globaltimer, %clock64)
+# at 8 phase boundaries per CTA after the partial rows (tests/gpu_pre.rs
+# `profile_decode_phases`); EXP=stamps,mixsplit moves the mid entries' last stamp from after
+# the mix to after the h_pre barrier (sm_hmb2).
 EXP = set(filter(None, os.environ.get("EXP", "").split(",")))
 
 HEADER = """\

@@ -242,9 +242,11 @@ impl Plan {
     /// Timing builds only (`EXP=stamps python3 asm/ptx/sm90/gen_pre_decode.py`, then `mhc asm`):
     /// the decode (or mid) kernel's phase stamps from its last call at `t` tokens, per CTA 8
     /// pairs (%globaltimer ns, %clock64 cycles): kernel start, phi/x in shared memory,
-    /// projection done, partial rows stored, grid arrival seen; then decode: own token's rows
-    /// reduced, Sinkhorn done (thread 0), mix done (thread 32); mid: own token's rows reduced,
-    /// second arrival seen, mix done (thread 32). In a normal build the words are meaningless.
+    /// projection done, partial rows stored, thread 0's own poll of its token's rows done (at
+    /// once in a CTA without a token); then decode: own token's rows reduced, Sinkhorn done
+    /// (thread 0), mix done (thread 32); mid: own token's rows reduced (thread 32), every
+    /// token's h_pre seen (thread 32), mix done (thread 32). In a normal build the words are
+    /// meaningless.
     #[doc(hidden)]
     pub fn debug_decode_stamps(&self, ws: &Workspace, t: usize) -> Result<Vec<[(u64, u64); 8]>> {
         let sms = self.dev.sm_count() as usize;
