@@ -142,6 +142,25 @@ fn select_buckets(
     Ok(Ok(buckets))
 }
 
+/// pre: the mid kernel serves T = 1..=64 wherever it runs, ahead of the decode kernel (H100,
+/// bf16, n = 4, in a CUDA graph: C = 4096 T = 1 / 16 5.5 / 6.5 us against 5.7 / 8.1;
+/// notes/cuda-pre.md round 13). So the decode bucket moves right behind the mid bucket that
+/// covers its whole token range (the first covering bucket is the one `bucket` picks); it
+/// stays in the plan for forced CTA counts (`PreKernel::Decode`), which the mid kernel cannot
+/// serve. `key` gives (family, min_tokens, max_tokens) of a bucket.
+fn decode_behind_mid<B>(buckets: &mut Vec<B>, key: impl Fn(&B) -> (PreFamily, usize, usize)) {
+    let Some(d) = buckets.iter().position(|b| key(b).0 == PreFamily::Decode) else { return };
+    let (_, lo, hi) = key(&buckets[d]);
+    let covers = |b: &B| {
+        let (family, min, max) = key(b);
+        family == PreFamily::Mid && min <= lo && max >= hi
+    };
+    if let Some(m) = buckets.iter().position(covers).filter(|&m| m > d) {
+        let decode = buckets.remove(d);
+        buckets.insert(m, decode);
+    }
+}
+
 /// The device-free half of [`select_buckets`]: `(max_tokens, table slot)` per token range, the
 /// last range open-ended (`usize::MAX`).
 fn registry_ranges(
@@ -324,21 +343,7 @@ impl Plan {
                 // Smallest range first (of equal ends, the one starting later first); the last
                 // bucket must cover every token count.
                 buckets.sort_by_key(|b| (b.max_tokens, std::cmp::Reverse(b.desc.min_tokens)));
-                // pre: the mid kernel serves T = 1..=64 wherever it runs, ahead of the decode
-                // kernel (H100, bf16, n = 4, in a CUDA graph: C = 4096 T = 1 / 16 5.5 / 6.5 us
-                // against 5.7 / 8.1; notes/cuda-pre.md round 13). The decode bucket goes behind
-                // the mid bucket that covers its range; it stays for forced CTA counts
-                // (`PreKernel::Decode`), which the mid kernel cannot serve.
-                if let Some(d) = buckets.iter().position(|b| b.desc.pre_family == PreFamily::Decode) {
-                    let (lo, hi) = (buckets[d].desc.min_tokens, buckets[d].max_tokens);
-                    let covers = |b: &Bucket| {
-                        b.desc.pre_family == PreFamily::Mid && b.desc.min_tokens <= lo && b.max_tokens >= hi
-                    };
-                    if let Some(m) = buckets.iter().position(covers).filter(|&m| m > d) {
-                        let decode = buckets.remove(d);
-                        buckets.insert(m, decode);
-                    }
-                }
+                decode_behind_mid(&mut buckets, |b| (b.desc.pre_family, b.desc.min_tokens, b.max_tokens));
                 if buckets.last().is_some_and(|b| b.max_tokens != usize::MAX) {
                     rejected.push(format!(
                         "no {stage} variant covers more than {} tokens",
@@ -545,6 +550,29 @@ impl Workspace {
 mod tests {
     use super::*;
     use crate::device::cuda::CudaArch;
+
+    #[test]
+    fn the_decode_bucket_goes_behind_the_mid_bucket_covering_it() {
+        use PreFamily::{Cluster, Decode, General, Mid};
+        let key = |b: &(PreFamily, usize, usize)| *b;
+        // As sorted by (max_tokens, Reverse(min_tokens)): mid16 (1..=8), decode (1..=16),
+        // mid (1..=64), pre_pc (65..), general.
+        let mut b =
+            vec![(Mid, 1, 8), (Decode, 1, 16), (Mid, 1, 64), (Cluster, 65, usize::MAX), (General, 1, usize::MAX)];
+        decode_behind_mid(&mut b, key);
+        assert_eq!(
+            b,
+            [(Mid, 1, 8), (Mid, 1, 64), (Decode, 1, 16), (Cluster, 65, usize::MAX), (General, 1, usize::MAX)]
+        );
+        // No mid kernel for this configuration (C < 512): the decode bucket keeps its place.
+        let mut b = vec![(Decode, 1, 16), (General, 1, usize::MAX)];
+        decode_behind_mid(&mut b, key);
+        assert_eq!(b, [(Decode, 1, 16), (General, 1, usize::MAX)]);
+        // A mid bucket that does not cover the decode range (1..=8 only) does not move it.
+        let mut b = vec![(Mid, 1, 8), (Decode, 1, 16), (General, 1, usize::MAX)];
+        decode_behind_mid(&mut b, key);
+        assert_eq!(b, [(Mid, 1, 8), (Decode, 1, 16), (General, 1, usize::MAX)]);
+    }
 
     fn entries(stage: Stage, cfg: Config, dtype: Dtype, max: usize) -> Result<Vec<(usize, &'static str)>> {
         registry_ranges(CudaArch::Sm90a, &cfg, dtype, stage, max)
