@@ -618,8 +618,7 @@ def mid_tail(bf):
 {h_pre_i(i, "%f11", "MID_HT" + str(i))}
     st.global.f32 [%rd3+{4*i}], %f6;
 MID_HT{i}:
-    mov.b32 %r14, %f6;
-    mov.b64 %pw{i}, {{%r14, %tag}};""")
+{tag_word("%f6", f"%pw{i}")}""")
     e(f"""    // the token's 4 tagged words (zeros past n) -> copy c, word 4 tok: sync + 256 + 2048 c + 32 tok
     mul.wide.u32 %rd4, %tok, 32;
     add.u64 %rd4, %sync, %rd4;
@@ -926,11 +925,16 @@ def untag(word, dst):
     mov.b32 {dst}, %r14;"""
 
 
+def tag_word(val, dst):
+    """dst (b64) = the tagged word of val: its f32 bits, then this call's %tag."""
+    return f"""    mov.b32 %r14, {val};
+    mov.b64 {dst}, {{%r14, %tag}};"""
+
+
 def tagged_store(val, addr):
     """st.relaxed.gpu of the tagged word (val bits, %tag) at [addr]: single-copy atomic, so a
     reader that sees this call's tag sees this call's value, with no fence (header, TAGS)."""
-    return f"""    mov.b32 %r14, {val};
-    mov.b64 %rd11, {{%r14, %tag}};
+    return f"""{tag_word(val, "%rd11")}
     st.relaxed.gpu.global.b64 [{addr}], %rd11;"""
 
 
@@ -1140,13 +1144,17 @@ FLOOP:
     return "\n".join(L)
 
 
+# %r1 = w', the index of warps 1..3, 5..7 in phase 4 (warp 4 idles beside warp 0's Sinkhorn)
+W_PRIME = """    sub.u32 %r1, %warp, 1;
+    setp.gt.u32 %p5, %warp, 4;
+    @%p5 sub.u32 %r1, %r1, 1;               // w' (warp 4 skipped)"""
+
+
 def phase4_setup():
     """Warps 1..3, 5..7 (w' = 0..5) take tokens w' + 6j (j < 3), lane p the CTAs p + 32k (k <
     FULL_SLOTS): %qa = &part[(lane*T + w')*32] (tagged words), %qs = 32 CTAs further, %pz{k}."""
     L = [f"""    // ---- phase 4 (warps 1..3, 5..7): tokens w' + 6j, CTAs lane + 32k: part[(s*T + t)*32 + 0..4]
-    sub.u32 %r1, %warp, 1;
-    setp.gt.u32 %p5, %warp, 4;
-    @%p5 sub.u32 %r1, %r1, 1;               // w' (warp 4 skipped)
+{W_PRIME}
     mul.lo.u32 %r2, %lane, %T;
     add.u32 %r2, %r2, %r1;                  // lane*T + w'
     shl.b32 %r2, %r2, 5;
@@ -1207,9 +1215,7 @@ def phase4_rest(bf):
     L = []
     e = L.append
     e("""    // ================= phase 4 (warps 1..3, 5..7): sums in CTA order, butterfly over the lanes =
-    sub.u32 %r1, %warp, 1;
-    setp.gt.u32 %p5, %warp, 4;
-    @%p5 sub.u32 %r1, %r1, 1;               // w' (warp 4 skipped)""")
+""" + W_PRIME)  # again: %r1 is scratch in phases 5 and the coefficients since phase4_setup
     e(phase4_gather(early=True))
     for off in (16, 8, 4, 2, 1):
         for q in range(15):

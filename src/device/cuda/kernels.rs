@@ -273,44 +273,33 @@ fn build() -> Vec<KernelDesc> {
         let entry = name("mhc_expand_", dtype.name().to_string());
         t.push(row(Stage::Expand, dtype, 0, entry, IMG_EXPAND, size_of::<ExpandArgs>(), 8, 256));
     }
-    // pre for T <= 8 (n <= 4, no gamma_f, C >= 512): the mid kernel in 16 static token rows.
-    for (dtype, entry) in super::pre_decode::MID16_DTYPES {
-        let args = size_of::<super::pre_decode::PreDecodeArgs>();
-        t.push(KernelDesc {
-            tokens_per_cta: super::pre_decode::DECODE_KERNEL_MAX_TOKENS,
-            max_tokens: super::pre_decode::MID16_MAX_TOKENS,
-            cooperative: true,
-            pre_family: PreFamily::Mid,
-            ..row(Stage::Pre, dtype, 0, entry, IMG_PRE_DECODE, args, 8, 256)
-        });
-    }
-    // pre for decode (T <= 16, n <= 4, no gamma_f): where the mid kernel cannot run (C < 512)
-    // and for forced CTA counts (`PreKernel::Decode`); pre.rs `decode_unsupported`, checked by
-    // `reject`. Where the mid kernel runs, the plan puts this bucket behind it (plan.rs).
-    for (dtype, entry) in super::pre_decode::DECODE_DTYPES {
-        let args = size_of::<super::pre_decode::PreDecodeArgs>();
-        t.push(KernelDesc {
-            tokens_per_cta: super::pre_decode::DECODE_KERNEL_MAX_TOKENS,
-            max_tokens: super::pre_decode::DECODE_KERNEL_MAX_TOKENS,
-            cooperative: true,
-            pre_family: PreFamily::Decode,
-            ..row(Stage::Pre, dtype, 0, entry, IMG_PRE_DECODE, args, 8, 256)
-        });
-    }
-    // pre for 1..=64 tokens (n <= 4, no gamma_f, C >= 512): CTA s finishes token s and publishes
-    // its h_pre (pre_decode.rs `mid_unsupported`); ahead of the decode kernel, pre_pc and the
-    // general kernel wherever it runs.
-    for (dtype, entry) in super::pre_decode::MID_DTYPES {
-        let args = size_of::<super::pre_decode::PreDecodeArgs>();
-        t.push(KernelDesc {
-            tokens_per_cta: super::pre_decode::MID_MAX_TOKENS,
-            max_tokens: super::pre_decode::MID_MAX_TOKENS,
-            max_dynamic_shared: super::pre_decode::MID_SMEM,
-            cooperative: true,
-            pre_family: PreFamily::Mid,
-            ..row(Stage::Pre, dtype, 0, entry, IMG_PRE_DECODE, args, 8, 256)
-        });
-    }
+    // The few-token pre kernels (asm/ptx/sm90/pre_decode.ptx, n <= 4, no gamma_f): launched
+    // cooperatively (CTAs poll each other's tagged rows), one row per dtype; `tokens` is the
+    // token-row capacity, `max` the largest T the plan gives them.
+    use super::pre_decode as pd;
+    let few_token = |t: &mut Vec<KernelDesc>, kinds: [(Dtype, &'static str); 2], family, tokens, max, shared| {
+        for (dtype, entry) in kinds {
+            t.push(KernelDesc {
+                tokens_per_cta: tokens,
+                max_tokens: max,
+                max_dynamic_shared: shared,
+                cooperative: true,
+                pre_family: family,
+                ..row(Stage::Pre, dtype, 0, entry, IMG_PRE_DECODE, size_of::<pd::PreDecodeArgs>(), 8, 256)
+            });
+        }
+    };
+    // mid16, T <= 8 where C >= 512: the mid kernel in 16 static token rows.
+    few_token(&mut t, pd::MID16_DTYPES, PreFamily::Mid, pd::DECODE_KERNEL_MAX_TOKENS, pd::MID16_MAX_TOKENS, 0);
+    // decode, T <= 16: where the mid kernel cannot run (C < 512) and for forced CTA counts
+    // (`PreKernel::Decode`); pre_decode.rs `decode_unsupported`, checked by `reject`. Where the
+    // mid kernel runs, the plan puts this bucket behind it (plan.rs `decode_behind_mid`).
+    let decode_max = pd::DECODE_KERNEL_MAX_TOKENS;
+    few_token(&mut t, pd::DECODE_DTYPES, PreFamily::Decode, decode_max, decode_max, 0);
+    // mid, T = 1..=64 where C >= 512 (`mid_unsupported`): CTA s finishes token s and publishes
+    // its h_pre; ahead of the decode kernel, pre_pc and the general kernel wherever it runs.
+    let mid_max = pd::MID_MAX_TOKENS;
+    few_token(&mut t, pd::MID_DTYPES, PreFamily::Mid, mid_max, mid_max, pd::MID_SMEM);
     // pre for many tokens (bf16, n = 4, C % 128 == 0, C <= 4096, no gamma_f): persistent
     // clusters of 16 CTAs, phi in registers, x read once (pre_pc.rs); selected before the
     // general kernel where it applies (`pre_pc_unsupported`, checked by `reject`).
