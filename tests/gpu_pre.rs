@@ -420,6 +420,27 @@ fn pre_every_n_both_formulations_both_dtypes() {
     }
 }
 
+/// n >= 8 on the general kernel's wide launch shapes (logit groups sliced over the CTAs of a
+/// K split, decode and few-tile prefill) and the register Sinkhorn: MATH.md's C = 1280 sizes,
+/// both formulations, gamma_k, strided rows, a forced K split (one group slice) beside them.
+#[test]
+fn pre_wide_n_launch_shapes() {
+    let Some(dev) = gpu() else { return };
+    let stream = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("pre_wide_n");
+    for dtype in DTYPES {
+        for form in FORMS {
+            for (n, t) in [(8, 1), (8, 16), (8, 64), (8, 300), (16, 5), (32, 1), (32, 16), (32, 40)] {
+                check_pre(&dev, &stream, &mut rng, &Shape::new(n, 1280, t, form, dtype));
+            }
+            let opts = Shape { gamma_k: true, x_pad: 8, ..Shape::new(8, 1280, 7, form, dtype) };
+            check_pre(&dev, &stream, &mut rng, &opts);
+            check_pre(&dev, &stream, &mut rng, &Shape { phi_std: 0.5, ..Shape::new(8, 1280, 9, form, dtype) });
+            check_pre(&dev, &stream, &mut rng, &Shape { split: Some(5), ..Shape::new(32, 1280, 3, form, dtype) });
+        }
+    }
+}
+
 #[test]
 fn pre_n4_math_sizes() {
     let Some(dev) = gpu() else { return };
@@ -1255,6 +1276,49 @@ fn bench_pre() {
                     "| pre ({what}) | {dtype} | {t} | {n} | {c} | auto | {us:.2} | | {gbs:.0} | {:.0}% | |",
                     100.0 * gbs * 1e9 / copy_bw
                 );
+            }
+        }
+    }
+}
+
+/// Where the general kernel's time goes at n = 8 / 32 (C = 1280): Sinkhorn 20 vs 1 iterations,
+/// the K loop or the pre-mix left out, forced splits; median us back-to-back.
+#[test]
+#[ignore]
+fn bench_pre_wide() {
+    let Some(dev) = gpu() else { return };
+    let s = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("bench_pre_wide");
+    println!("| n | T | what | us |");
+    println!("|---|---|---|---|");
+    for (n, t) in [(8, 1), (8, 16), (8, 64), (8, 1024), (32, 1), (32, 16), (32, 64)] {
+        for iters in [20, 1] {
+            let cfg = Config { sinkhorn_iters: iters, ..Config::new(n, 1280) };
+            let per_set = t * cfg.k() * 2 + cfg.m() * cfg.k() * 4;
+            let sets = (120_000_000 / per_set).clamp(1, 16);
+            let mut r = ready(&dev, &mut rng, cfg, Dtype::Bf16, t, sets);
+            let mut cases: Vec<(String, Option<PreVariant>, Option<usize>)> =
+                vec![(format!("iters {iters}"), None, None)];
+            if iters == 20 {
+                for (skip_k, skip_mix, what) in
+                    [(false, true, "skip mix"), (true, false, "skip K"), (true, true, "skip both")]
+                {
+                    cases.push((what.into(), Some(PreVariant { skip_k, skip_mix, ..Default::default() }), None));
+                }
+                for sp in [4, 16, 64, 128] {
+                    cases.push((format!("split {sp}"), None, Some(sp)));
+                }
+            }
+            for (what, v, sp) in cases {
+                let mut f = |i: usize| match v {
+                    Some(v) => r.launch_variant(&s, i, v),
+                    None => r.launch_mode(&s, i, sp.map_or(Mode::General, Mode::Split)),
+                };
+                for i in 0..3 {
+                    f(i).unwrap();
+                }
+                let us = time_calls(&dev, &s, 21, 5, &mut f);
+                println!("| {n} | {t} | {what} | {us:.2} |");
             }
         }
     }

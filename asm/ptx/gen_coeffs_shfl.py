@@ -11,6 +11,7 @@ Deterministic output (no dates, no paths).
 """
 
 import os
+import re
 
 NS = [8, 16, 32]
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -54,7 +55,21 @@ def log2(x):
     return x.bit_length() - 1
 
 
-def body(n):
+def body(n, done="DONE", prefix="", rename=None, pload="ld.global.f32"):
+    """The token body for n, ending in `bra {done}`. Embedding (pre.ptx's general kernel):
+    `prefix` goes before every label, `rename` maps the outer registers the body reads
+    (name -> name, without %), and `pload` is the load instruction for P's row."""
+    text = _body(n)
+    text = re.sub(r"\bbra DONE;", f"bra {done};", text)
+    text = re.sub(r"\b(BODY_|N\d+_)", lambda m: prefix + m.group(1), text)
+    text = text.replace("ld.global.f32 %g, [%prowl", f"{pload} %g, [%prowl")
+    text = text.replace("ld.global.f32 %g, [%a64]", f"{pload} %g, [%a64]")
+    if rename:
+        text = re.sub(r"%(\w+)", lambda m: "%" + rename.get(m.group(1), m.group(1)), text)
+    return text
+
+
+def _body(n):
     R = n * n // 32
     ln, lr = log2(n), log2(R)
     shift = ln - lr  # lane holding row i of register r: (l & hi) | (r << shift)

@@ -102,6 +102,8 @@ pub(crate) const FLAG_FAST_K: u32 = 256;
 pub(crate) const FLAG_DBG_NO_MIX: u32 = 512;
 /// Attribution only: skip the K loop (the logits are zeros).
 pub(crate) const FLAG_DBG_NO_K: u32 = 1024;
+/// Bits 16..23 of the flags: logit-group slices per K split ([`LaunchShape::groups`]; 0 = 1).
+const FLAG_GROUPS_SHIFT: u32 = 16;
 
 /// The tuning `pre` launches with (measured on H200, notes/cuda-pre.md round 9). bf16: the
 /// latency-bound launches (decode, and split prefill tiles, where all CTAs of a tile now share
@@ -184,16 +186,48 @@ fn prefill_split(cfg: &Config) -> usize {
     }
 }
 
-/// `(splits, kslice)` for `t` tokens on a GPU of `sms` multiprocessors; `split_target`
-/// overrides the heuristic (benchmarks), clamped to what the workspace holds ([`split_cap`]
-/// for decode, [`prefill_split`] for prefill).
-pub(crate) fn launch_shape(cfg: &Config, t: usize, split_target: Option<usize>, sms: usize) -> (usize, usize) {
+/// How one launch of the general kernel spreads each 32-token tile over CTAs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LaunchShape {
+    /// CTAs per tile: `ksplits * groups`.
+    pub ctas: usize,
+    /// K splits: split s reduces j-space elements `[s * kslice, (s + 1) * kslice)` and writes its
+    /// own partial block.
+    pub ksplits: usize,
+    pub kslice: usize,
+    /// Logit-group slices (n >= 8): the CTAs of one K split share its 32-logit groups, each
+    /// computing `ceil(groups of the configuration / groups)` of them (none is left empty).
+    pub groups: usize,
+}
+
+/// The most bytes of partial sums the last CTA of a tile reads when logit groups are sliced
+/// (n >= 8): there one CTA's K loop pulls megabytes of phi, so more parallelism wins over a
+/// longer reduction (n = 32, T = 16: 1 CTA per tile, 4.85 ms; 15 K splits, 768 us).
+const WIDE_PARTIAL_BYTES: usize = 1 << 20;
+
+/// The launch shape for `t` tokens on a GPU of `sms` multiprocessors; `split_target` overrides
+/// the heuristic (benchmarks; K splits only), clamped to what the workspace holds ([`split_cap`]
+/// for decode, [`prefill_split`] for prefill). `groups_ok`: the launch may slice logit groups
+/// (`pre`; `post_pre` stores x' from every CTA of a K split, so it keeps one CTA per split).
+pub(crate) fn launch_shape(
+    cfg: &Config,
+    t: usize,
+    split_target: Option<usize>,
+    sms: usize,
+    groups_ok: bool,
+) -> LaunchShape {
     let blocks = jlen(cfg).div_ceil(CTA_STEP);
+    let ngr = ldp(cfg) / 32;
+    let tiles = t.div_ceil(TILE_TOKENS);
+    let few_tiles = t <= DECODE_MAX_TOKENS || tiles <= PREFILL_SPLIT_TILES;
+    if groups_ok && split_target.is_none() && ngr > 1 && few_tiles && tiles * 2 <= sms {
+        return wide_shape(cfg, t, sms, blocks, ngr);
+    }
+    let one = |ksplits: usize, kslice: usize| LaunchShape { ctas: ksplits, ksplits, kslice, groups: 1 };
     if blocks < 2 {
-        return (1, blocks * CTA_STEP);
+        return one(1, blocks * CTA_STEP);
     }
     let target = if t > DECODE_MAX_TOKENS {
-        let tiles = t.div_ceil(TILE_TOKENS);
         let cap = if tiles <= PREFILL_SPLIT_TILES { prefill_split(cfg) } else { 1 };
         let auto = if tiles * 2 <= sms { (sms / tiles).max(1) } else { 1 };
         split_target.unwrap_or(auto).clamp(1, cap)
@@ -203,8 +237,37 @@ pub(crate) fn launch_shape(cfg: &Config, t: usize, split_target: Option<usize>, 
         split_target.unwrap_or(by_bytes).clamp(1, split_cap(cfg))
     };
     let steps = blocks.div_ceil(target);
-    let splits = blocks.div_ceil(steps);
-    (splits, steps * CTA_STEP)
+    one(blocks.div_ceil(steps), steps * CTA_STEP)
+}
+
+/// n >= 8 while the grid would leave SMs idle: slice the logit groups and split K so that the
+/// CTAs (at most `sms / tiles` per tile) each do the least work (groups x K steps); K splits
+/// are bounded by the workspace's partial blocks and by [`WIDE_PARTIAL_BYTES`] (decode) or
+/// are 1 (prefill: one partial block per tile). Ties go to fewer CTAs.
+fn wide_shape(cfg: &Config, t: usize, sms: usize, blocks: usize, ngr: usize) -> LaunchShape {
+    let tiles = t.div_ceil(TILE_TOKENS);
+    let target = (sms / tiles).max(1);
+    let rows = t.min(TILE_TOKENS);
+    let ks_cap = if t > DECODE_MAX_TOKENS {
+        1 // the prefill workspace holds one partial block per tile where logits span groups
+    } else {
+        (WIDE_PARTIAL_BYTES / (rows * ldp(cfg) * 4)).clamp(1, split_cap(cfg))
+    };
+    let mut best: Option<(usize, LaunchShape)> = None;
+    for per in 1..=ngr {
+        let groups = ngr.div_ceil(per);
+        if groups > target || ngr.div_ceil(groups) != per {
+            continue;
+        }
+        let steps = blocks.div_ceil((target / groups).clamp(1, ks_cap));
+        let ksplits = blocks.div_ceil(steps);
+        let shape = LaunchShape { ctas: ksplits * groups, ksplits, kslice: steps * CTA_STEP, groups };
+        let work = per * steps;
+        if best.is_none_or(|(w, b)| work < w || (work == w && shape.ctas < b.ctas)) {
+            best = Some((work, shape));
+        }
+    }
+    best.map(|(_, s)| s).unwrap_or(LaunchShape { ctas: 1, ksplits: 1, kslice: blocks * CTA_STEP, groups: 1 })
 }
 
 /// Byte offsets of the workspace regions of `pre` / `post_pre`.
@@ -503,7 +566,8 @@ impl Plan {
                 flags |= FLAG_POST_BATCH;
             }
         }
-        let (splits, kslice) = launch_shape(cfg, t, split_target, self.dev.sm_count() as usize);
+        let shape = launch_shape(cfg, t, split_target, self.dev.sm_count() as usize, post.x_out == 0);
+        let splits = shape.ctas;
         // (post_pre: its own entry has neither the fast loop nor prefetch; its split prefill tiles
         // stay with the last CTA mixing alone, as measured)
         let v = tuning.unwrap_or_else(|| {
@@ -564,10 +628,10 @@ impl Plan {
             xo_stride: post.xo_stride as u32,
             a_stride: out.a.layout.row_stride as u32,
             y_stride: chk.y_stride as u32,
-            kslice: kslice as u32,
+            kslice: shape.kslice as u32,
             splits: splits as u32,
             iters: cfg.sinkhorn_iters,
-            flags,
+            flags: flags | (shape.groups as u32) << FLAG_GROUPS_SHIFT,
             eps_norm: cfg.eps_norm as f32,
             eps_hc: cfg.eps_hc as f32,
             eps_f: cfg.eps_f as f32,
@@ -681,23 +745,46 @@ mod tests {
         for (n, c) in [(4, 4096), (4, 7168), (1, 64), (2, 1280), (8, 1280), (32, 1280), (4, 72), (16, 16384)] {
             let cfg = Config::new(n, c);
             let j = jlen(&cfg);
-            for t in [1, 2, 3, 16, 17, 33, 64, 65, 1000] {
-                let (splits, kslice) = launch_shape(&cfg, t, None, 132);
-                assert!((1..=SPLIT_MAX).contains(&splits));
-                assert_eq!(kslice % CTA_STEP, 0);
-                // every j-space element is in exactly one CTA's slice, none is empty
-                assert!(splits * kslice >= j, "n={n} c={c} t={t}");
-                assert!((splits - 1) * kslice < j, "n={n} c={c} t={t}: an empty split");
-                if t > DECODE_MAX_TOKENS {
-                    assert!(splits <= PREFILL_SPLIT);
-                }
-                let lay = ws_layout(&cfg, t);
-                let tiles = t.div_ceil(TILE_TOKENS);
-                assert!(lay.part >= tiles * 16, "counters");
-                if splits > 1 {
-                    assert!(lay.part + tiles * splits * (32 * ldp(&cfg) + 32) * 4 <= lay.p);
+            let ngr = ldp(&cfg) / 32;
+            for t in [1, 2, 3, 16, 17, 33, 64, 65, 256, 1000, 2048, 2049] {
+                for groups_ok in [false, true] {
+                    let sh = launch_shape(&cfg, t, None, 132, groups_ok);
+                    let what = format!("n={n} c={c} t={t} groups_ok={groups_ok}: {sh:?}");
+                    assert_eq!(sh.ctas, sh.ksplits * sh.groups, "{what}");
+                    assert!((1..=SPLIT_MAX).contains(&sh.ksplits), "{what}");
+                    assert_eq!(sh.kslice % CTA_STEP, 0);
+                    // every j-space element is in exactly one K split's slice, none is empty
+                    assert!(sh.ksplits * sh.kslice >= j, "{what}");
+                    assert!((sh.ksplits - 1) * sh.kslice < j, "{what}: an empty split");
+                    // every logit group in exactly one slice, none empty (the kernel's rule)
+                    let per = ngr.div_ceil(sh.groups);
+                    assert!(sh.groups == 1 || (groups_ok && ngr > 1), "{what}");
+                    assert!((sh.groups - 1) * per < ngr && sh.groups * per >= ngr, "{what}");
+                    let tiles = t.div_ceil(TILE_TOKENS);
+                    if sh.groups > 1 {
+                        assert!(tiles * sh.ctas <= 132, "{what}: more CTAs than SMs");
+                    }
+                    if t > DECODE_MAX_TOKENS {
+                        assert!(sh.ksplits <= PREFILL_SPLIT, "{what}");
+                    }
+                    let lay = ws_layout(&cfg, t);
+                    assert!(lay.part >= tiles * 16, "counters");
+                    if sh.ctas > 1 {
+                        assert!(lay.part + tiles * sh.ksplits * (32 * ldp(&cfg) + 32) * 4 <= lay.p, "{what}");
+                    }
                 }
             }
+        }
+        // n = 32: the wide shapes fill the GPU (the 1-CTA tile took 4.85 ms at T = 16)
+        let cfg = Config::new(32, 1280);
+        for t in [1, 16] {
+            let sh = launch_shape(&cfg, t, None, 132, true);
+            assert!(sh.ctas >= 100 && sh.groups > 1, "t={t}: {sh:?}");
+        }
+        // n <= 4 is untouched by groups_ok
+        let cfg = Config::new(4, 4096);
+        for t in [1, 16, 64, 1000] {
+            assert_eq!(launch_shape(&cfg, t, None, 132, true), launch_shape(&cfg, t, None, 132, false));
         }
     }
 

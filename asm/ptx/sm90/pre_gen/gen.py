@@ -77,7 +77,9 @@ def entry(dt, post):
     e("    .reg .b32 %T, %n, %C, %K, %M, %ldp, %xs, %fs, %xos, %as, %ys, %kslice, %splits, %iters, %flags;")
     e("    .reg .f32 %eps_norm, %eps_hc, %eps_f, %sc0, %sc1, %sc2;")
     e("    .reg .b32 %tx, %warp, %lane, %g, %q, %q8, %tile, %gidx, %t0, %rows, %jlen, %jbeg, %jend, %jb, %mg, %ngr;")
-    e("    .reg .b32 %blk, %cbk, %ii, %cc, %kk;")
+    e("    .reg .b32 %blk, %cbk, %ii, %cc, %kk, %gsn, %ksp, %gsl, %nks, %mg0, %mgend;")
+    import tail as T0
+    e(T0.sk_regs())
     e("    .reg .b64 %koff, %kof4, %xrow0, %xstep, %frow0, %xorow0, %hprow0, %hrrow0, %prow0, %pstep, %cnt;")
     off = 0
     for p in u64:
@@ -108,6 +110,15 @@ def entry(dt, post):
     div.u32 %tile, %r0, %splits;
     mul.lo.u32 %r1, %tile, %splits;
     sub.u32 %gidx, %r0, %r1;
+    // logit-group slices (flags bits 16..23; n >= 8 decode): the tile's CTA gidx = K split ksp
+    // x group slice gsl; nks K splits, each with its own partial block
+    shr.u32 %gsn, %flags, 16;
+    and.b32 %gsn, %gsn, 255;
+    max.u32 %gsn, %gsn, 1;
+    div.u32 %ksp, %gidx, %gsn;
+    mul.lo.u32 %r1, %ksp, %gsn;
+    sub.u32 %gsl, %gidx, %r1;
+    div.u32 %nks, %splits, %gsn;
     shl.b32 %t0, %tile, 5;                  // first token of this CTA's 32-token tile
     sub.u32 %rows, %T, %t0;
     min.u32 %rows, %rows, 32;               // tokens in this tile
@@ -148,13 +159,19 @@ def entry(dt, post):
     add.u32 %r0, %C, 31;
     and.b32 %r0, %r0, -32;
     mul.lo.u32 %jlen, %n, %r0;
-    mul.lo.u32 %jbeg, %gidx, %kslice;
+    mul.lo.u32 %jbeg, %ksp, %kslice;
     add.u32 %jend, %jbeg, %kslice;
     min.u32 %jend, %jend, %jlen;
     and.b32 %r0, %flags, 1024;              // attribution only (Plan::pre_attribution): no K loop
     setp.ne.u32 %p0, %r0, 0;
     @%p0 mov.u32 %jend, %jbeg;
-    shr.u32 %ngr, %ldp, 5;                  // logit groups of 32 (4 mma n-tiles)""")
+    shr.u32 %ngr, %ldp, 5;                  // logit groups of 32 (4 mma n-tiles)
+    add.u32 %r0, %ngr, %gsn;
+    sub.u32 %r0, %r0, 1;
+    div.u32 %r0, %r0, %gsn;                 // groups per slice (the host makes no slice empty)
+    mul.lo.u32 %mg0, %gsl, %r0;
+    add.u32 %mgend, %mg0, %r0;
+    min.u32 %mgend, %mgend, %ngr;           // this CTA's logit groups [mg0, mgend)""")
     # row slots
     for s in range(4):
         e(f"""    // row slot {s}: token t0 + g + {8*s}
@@ -169,7 +186,7 @@ def entry(dt, post):
     mul.wide.u32 %pstep, %K, 32;            // phi: 8 logit rows per n-tile""")
     for i in range(4):
         e(f"    mov.f32 %ss{i}, 0f00000000;")
-    e("    mov.u32 %mg, 0;")
+    e("    mov.u32 %mg, %mg0;")
     e("MG_LOOP:")
     e("    setp.eq.u32 %p_mg0, %mg, 0;")
     e("""    shl.b32 %r1, %mg, 5;
@@ -442,7 +459,7 @@ TREE:
     shl.b32 %r24, %ldp, 5;
     add.u32 %r24, %r24, 32;                 // PS: floats per partial block (32 rows of ldp, then 32 ss)
     @!%p_split bra WR_TILE;
-    mad.lo.u32 %r25, %tile, %splits, %gidx;
+    mad.lo.u32 %r25, %tile, %nks, %ksp;     // partial block of K split ksp
     mul.wide.u32 %rd6, %r25, %r24;
     shl.b64 %rd6, %rd6, 2;
     add.u64 %rd6, %wspart, %rd6;            // P rows
@@ -477,7 +494,7 @@ WR_GO:
         e(f"    @%p6 st.global.f32 [%rd9], %ss{s};")
     e("""WR_DONE:
     add.u32 %mg, %mg, 1;
-    setp.lt.u32 %p4, %mg, %ngr;
+    setp.lt.u32 %p4, %mg, %mgend;
     @%p4 bra MG_LOOP;
 """)
     import tail as T_

@@ -33,7 +33,7 @@ RQ_LOOP:
     mov.u32 %r40, %r36;
 RQ_8:
     add.u32 %r41, %r40, 28;
-    setp.ge.u32 %p10, %r41, %splits;
+    setp.ge.u32 %p10, %r41, %nks;
     @%p10 bra RQ_1;
     ld.global.cg.v4.f32 {%f50, %f51, %f52, %f53}, [%rd14];
     add.u64 %rd16, %rd14, %rd11;
@@ -59,7 +59,7 @@ RQ_8:
     add.u32 %r40, %r40, 32;
     bra RQ_8;
 RQ_1:
-    setp.ge.u32 %p10, %r40, %splits;
+    setp.ge.u32 %p10, %r40, %nks;
     @%p10 bra RQ_ST;
     ld.global.cg.v4.f32 {%f50, %f51, %f52, %f53}, [%rd14];
     add.f32 %f3, %f3, %f50;

@@ -9,12 +9,12 @@ def sigmoid(src, dst):
     rcp.rn.f32 {dst}, {dst};"""
 
 def sum_splits(lbl):
-    # %f3 = sum over s = 0..splits-1 of [%rd14 + s*%rd11], in s order, 8 loads in flight.
+    # %f3 = sum over the K splits s = 0..nks-1 of [%rd14 + s*%rd11], in s order, 8 loads in flight.
     return f"""    mov.f32 %f3, 0f00000000;
     mov.u32 %r39, 0;
 {lbl}_8:
     add.u32 %r41, %r39, 8;
-    setp.gt.u32 %p10, %r41, %splits;
+    setp.gt.u32 %p10, %r41, %nks;
     @%p10 bra {lbl}_1;
     ld.global.cg.f32 %f4, [%rd14];
     add.u64 %rd16, %rd14, %rd11;
@@ -43,7 +43,7 @@ def sum_splits(lbl):
     mov.u32 %r39, %r41;
     bra {lbl}_8;
 {lbl}_1:
-    setp.ge.u32 %p10, %r39, %splits;
+    setp.ge.u32 %p10, %r39, %nks;
     @%p10 bra {lbl}_D;
     ld.global.cg.f32 %f4, [%rd14];
     add.f32 %f3, %f3, %f4;
@@ -126,6 +126,38 @@ def y_chunk(bf):
         e("    st.global.v4.f32 [%rd43], {%f40, %f41, %f42, %f43};")
     return "\n".join(L)
 
+SK_NS = (8, 16, 32)
+# Outer registers the coefficient body reads, renamed so they do not meet the kernel's own
+# (%hpre / %hpost are the kernel's base pointers; the body's are the token's rows).
+SK_RENAME = {k: "sk_" + k for k in (
+    "active", "head", "paper", "eps", "pre_eps", "s0", "s1", "s2", "BASE", "basel", "inv_rms",
+    "prow", "prowl", "hpre", "hpost", "hresl", "off", "a64", "bit1", "bit2", "bit4", "bit8", "bit16")}
+
+def sk_regs():
+    return """    .reg .pred %sk_active, %sk_head, %sk_paper, %sk_bit1, %sk_bit2, %sk_bit4, %sk_bit8, %sk_bit16;
+    .reg .f32 %sk_eps, %sk_pre_eps, %sk_s0, %sk_s1, %sk_s2, %sk_inv_rms;
+    .reg .b64 %sk_BASE, %sk_basel, %sk_prow, %sk_prowl, %sk_hpre, %sk_hpost, %sk_hresl, %sk_off, %sk_a64;"""
+
+def sk_bits():
+    L = []
+    for b in (1, 2, 4, 8, 16):
+        L.append(f"    and.b32 %r45, %lane, {b};")
+        L.append(f"    setp.ne.u32 %sk_bit{b}, %r45, 0;")
+    return "\n".join(L)
+
+def sk_dispatch():
+    import os, sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    import gen_coeffs_shfl as G
+    L = []
+    for n in SK_NS:
+        L.append(f"    setp.eq.u32 %p14, %n, {n};")
+        L.append(f"    @%p14 bra SK_BODY_{n};")
+    L.append("    bra COEF_NEXT;                          // (n > 4 is always 8, 16 or 32)")
+    for n in SK_NS:
+        L.append(G.body(n, done="COEF_NEXT", prefix="SK_", rename=SK_RENAME, pload="ld.global.cg.f32"))
+    return "\n".join(L)
+
 def tail(dt):
     bf = dt == 'bf16'
     esz = 2 if bf else 4
@@ -152,7 +184,7 @@ ARRIVED:
     // ---- last CTA: each element of P and ss summed over the splits in split order (deterministic)
     shl.b32 %r24, %ldp, 5;
     add.u32 %r24, %r24, 32;
-    mul.lo.u32 %r33, %tile, %splits;
+    mul.lo.u32 %r33, %tile, %nks;
     mul.wide.u32 %rd10, %r33, %r24;
     shl.b64 %rd10, %rd10, 2;
     add.u64 %rd10, %wspart, %rd10;
@@ -191,16 +223,24 @@ COEF:
     bar.sync 0;                             // P / ss rows written by warp 0 (or the reduction)
     setp.le.u32 %p_small, %n, 4;
     @%p_small bra COEF_SMALL;
-    // ---- coefficients: warp w handles the tile's tokens w, w+8, w+16, w+24 (lane j < n owns
-    //      column / row j of the warp's Sinkhorn matrix in shared memory)
-    mov.u32 %r42, smem_big;
-    mul.lo.u32 %r43, %warp, 4224;
-    add.u32 %r42, %r42, %r43;
+    // ---- coefficients, n in {{8, 16, 32}}: warp w handles the tile's tokens w, w+8, w+16, w+24,
+    //      the n x n matrix in the warp's registers (gen_coeffs_shfl.py's body: row / column sums
+    //      by shuffles, one rcp.approx per line; the shared-memory walk with div.rn per element it
+    //      replaces took ~1.1 us per Sinkhorn iteration at n = 8, H100)
     cvt.rn.f32.u32 %f8, %K;
-    mul.lo.u32 %r45, %n, %n;
-    mul.wide.u32 %rd26, %n, 4;
-    setp.lt.u32 %p11, %lane, %n;
     setp.eq.u32 %p13, %lane, 0;
+    setp.lt.u32 %sk_active, %lane, %n;
+    setp.ne.u32 %sk_head, 0, 0;
+    mov.pred %sk_paper, %p_paper;
+    mov.f32 %sk_eps, %eps_hc;
+    selp.f32 %sk_pre_eps, 0f00000000, %eps_hc, %p_paper;
+    mov.f32 %sk_s0, %sc0;
+    mov.f32 %sk_s1, %sc1;
+    mov.f32 %sk_s2, %sc2;
+    mov.u64 %sk_BASE, %base;
+    mul.wide.u32 %sk_off, %lane, 4;
+    add.u64 %sk_basel, %base, %sk_off;
+{sk_bits()}
     mov.u32 %r46, %warp;
 COEF_LOOP:
     setp.ge.u32 %p12, %r46, %rows;
@@ -212,161 +252,23 @@ COEF_LOOP:
     div.rn.f32 %f9, %f9, %f8;
     add.f32 %f9, %f9, %eps_norm;
     sqrt.rn.f32 %f9, %f9;
-    rcp.rn.f32 %f9, %f9;                    // inv_rms = 1 / sqrt(ss / K + eps_norm)
+    rcp.rn.f32 %sk_inv_rms, %f9;            // inv_rms = 1 / sqrt(ss / K + eps_norm)
     add.u64 %rd19, %inv, %rd17;
-    @%p13 st.global.f32 [%rd19], %f9;
+    @%p13 st.global.f32 [%rd19], %sk_inv_rms;
     mul.lo.u32 %r48, %r47, %ldp;
     mul.wide.u32 %rd20, %r48, 4;
-    add.u64 %rd20, %wsp, %rd20;
-    @!%p11 bra SK_LOAD_DONE;
-    mul.wide.u32 %rd21, %lane, 4;
-    add.u64 %rd22, %rd20, %rd21;
-    ld.global.cg.f32 %f10, [%rd22];
-    add.u64 %rd23, %base, %rd21;
-    ld.global.nc.f32 %f11, [%rd23];
-    mul.f32 %f10, %f10, %f9;
-    fma.rn.f32 %f10, %f10, %sc0, %f11;      // z_pre = g * scale[0] + base
-{sigmoid('%f10', '%f12')}
-    @!%p_paper add.f32 %f12, %f12, %eps_hc;
-    mad.lo.u32 %r49, %r47, %n, %lane;
+    add.u64 %sk_prow, %wsp, %rd20;          // P row of the token
+    add.u64 %sk_prowl, %sk_prow, %sk_off;
+    mul.lo.u32 %r49, %r47, %n;
     mul.wide.u32 %rd24, %r49, 4;
-    add.u64 %rd25, %hpre, %rd24;
-    st.global.f32 [%rd25], %f12;
-    add.u64 %rd22, %rd22, %rd26;
-    ld.global.cg.f32 %f10, [%rd22];
-    add.u64 %rd23, %rd23, %rd26;
-    ld.global.nc.f32 %f11, [%rd23];
-    mul.f32 %f10, %f10, %f9;
-    fma.rn.f32 %f10, %f10, %sc1, %f11;      // z_post
-{sigmoid('%f10', '%f12')}
-    add.f32 %f12, %f12, %f12;
-    add.u64 %rd25, %hpost, %rd24;
-    st.global.f32 [%rd25], %f12;
-    add.u64 %rd22, %rd22, %rd26;            // &P[2n + j]
-    add.u64 %rd23, %rd23, %rd26;            // &base[2n + j]
-    shl.b32 %r50, %lane, 2;
-    add.u32 %r50, %r50, %r42;
-    mov.u32 %r51, 0;
-ZL:
-    ld.global.cg.f32 %f10, [%rd22];
-    ld.global.nc.f32 %f11, [%rd23];
-    mul.f32 %f10, %f10, %f9;
-    fma.rn.f32 %f10, %f10, %sc2, %f11;      // Z[i][j]
-    st.shared.f32 [%r50], %f10;
-    add.u64 %rd22, %rd22, %rd26;
-    add.u64 %rd23, %rd23, %rd26;
-    add.u32 %r50, %r50, 132;
-    add.u32 %r51, %r51, 1;
-    setp.lt.u32 %p14, %r51, %n;
-    @%p14 bra ZL;
-SK_LOAD_DONE:
-    bar.warp.sync -1;
-    @%p_paper bra SK_PAPER;
-    // V4 start: S = softmax_row(Z) + eps (lane i owns row i)
-    @!%p11 bra SK_V4_START_DONE;
-    mad.lo.u32 %r52, %lane, 132, %r42;
-    mov.f32 %f25, 0fFF800000;
-    mov.u32 %r50, %r52;
-    mov.u32 %r51, 0;
-SV1:
-    ld.shared.f32 %f10, [%r50];
-    max.f32 %f25, %f25, %f10;
-    add.u32 %r50, %r50, 4;
-    add.u32 %r51, %r51, 1;
-    setp.lt.u32 %p14, %r51, %n;
-    @%p14 bra SV1;
-    mov.f32 %f26, 0f00000000;
-    mov.u32 %r50, %r52;
-    mov.u32 %r51, 0;
-SV2:
-    ld.shared.f32 %f10, [%r50];
-    sub.f32 %f10, %f10, %f25;
-    mul.f32 %f10, %f10, 0f3FB8AA3B;
-    ex2.approx.f32 %f10, %f10;
-    st.shared.f32 [%r50], %f10;
-    add.f32 %f26, %f26, %f10;
-    add.u32 %r50, %r50, 4;
-    add.u32 %r51, %r51, 1;
-    setp.lt.u32 %p14, %r51, %n;
-    @%p14 bra SV2;
-    mov.u32 %r50, %r52;
-    mov.u32 %r51, 0;
-SV3:
-    ld.shared.f32 %f10, [%r50];
-    div.rn.f32 %f10, %f10, %f26;
-    add.f32 %f10, %f10, %eps_hc;
-    st.shared.f32 [%r50], %f10;
-    add.u32 %r50, %r50, 4;
-    add.u32 %r51, %r51, 1;
-    setp.lt.u32 %p14, %r51, %n;
-    @%p14 bra SV3;
-SK_V4_START_DONE:
-    bar.warp.sync -1;
-    call sk_col, (%r42, %n, %eps_hc);
-    mov.u32 %r53, 1;
-SK_V4_LOOP:
-    setp.ge.u32 %p15, %r53, %iters;
-    @%p15 bra SK_DONE;
-    call sk_row, (%r42, %n, %eps_hc);
-    call sk_col, (%r42, %n, %eps_hc);
-    add.u32 %r53, %r53, 1;
-    bra SK_V4_LOOP;
-SK_PAPER:
-    // Paper start: S = exp(Z - max_col(Z)) (lane j owns column j)
-    @!%p11 bra SK_P_START_DONE;
-    shl.b32 %r52, %lane, 2;
-    add.u32 %r52, %r52, %r42;
-    mov.f32 %f25, 0fFF800000;
-    mov.u32 %r50, %r52;
-    mov.u32 %r51, 0;
-SP1:
-    ld.shared.f32 %f10, [%r50];
-    max.f32 %f25, %f25, %f10;
-    add.u32 %r50, %r50, 132;
-    add.u32 %r51, %r51, 1;
-    setp.lt.u32 %p14, %r51, %n;
-    @%p14 bra SP1;
-    mov.u32 %r50, %r52;
-    mov.u32 %r51, 0;
-SP2:
-    ld.shared.f32 %f10, [%r50];
-    sub.f32 %f10, %f10, %f25;
-    mul.f32 %f10, %f10, 0f3FB8AA3B;
-    ex2.approx.f32 %f10, %f10;
-    st.shared.f32 [%r50], %f10;
-    add.u32 %r50, %r50, 132;
-    add.u32 %r51, %r51, 1;
-    setp.lt.u32 %p14, %r51, %n;
-    @%p14 bra SP2;
-SK_P_START_DONE:
-    bar.warp.sync -1;
-    mov.u32 %r53, 0;
-SK_P_LOOP:
-    setp.ge.u32 %p15, %r53, %iters;
-    @%p15 bra SK_DONE;
-    call sk_col, (%r42, %n, %eps_hc);
-    call sk_row, (%r42, %n, %eps_hc);
-    add.u32 %r53, %r53, 1;
-    bra SK_P_LOOP;
-SK_DONE:
-    @!%p11 bra SK_OUT_DONE;
-    mul.lo.u32 %r54, %r47, %r45;
-    add.u32 %r54, %r54, %lane;
-    mul.wide.u32 %rd27, %r54, 4;
-    add.u64 %rd27, %hres, %rd27;
-    shl.b32 %r50, %lane, 2;
-    add.u32 %r50, %r50, %r42;
-    mov.u32 %r51, 0;
-HL:
-    ld.shared.f32 %f10, [%r50];
-    st.global.f32 [%rd27], %f10;            // h_res[t][i][j]
-    add.u64 %rd27, %rd27, %rd26;
-    add.u32 %r50, %r50, 132;
-    add.u32 %r51, %r51, 1;
-    setp.lt.u32 %p14, %r51, %n;
-    @%p14 bra HL;
-SK_OUT_DONE:
-    bar.warp.sync -1;
+    add.u64 %sk_hpre, %hpre, %rd24;
+    add.u64 %sk_hpost, %hpost, %rd24;
+    mul.lo.u32 %r49, %r49, %n;
+    mul.wide.u32 %rd24, %r49, 4;
+    add.u64 %sk_hresl, %hres, %rd24;
+    add.u64 %sk_hresl, %sk_hresl, %sk_off;
+{sk_dispatch()}
+COEF_NEXT:
     add.u32 %r46, %r46, 8;
     bra COEF_LOOP;
 {small.coef_small(sigmoid)}
