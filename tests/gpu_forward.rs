@@ -182,6 +182,16 @@ fn gpu_head_cluster_shapes_match_reference() {
     check_head_shapes(&gpu, &shapes, (5, 8, 1280));
 }
 
+/// The cluster head kernel at n = 16 / 32 (V1 = 2, no decode variant): T = 1, partial tiles,
+/// the C = 1280 of MATH.md, C = 64 (one chunk per CTA for n = 32, bf16), up to its 256 tokens.
+#[test]
+fn gpu_head_cluster_wide_n_match_reference() {
+    let Some(gpu) = gpu() else { return };
+    let shapes =
+        [(1, 32, 1280), (3, 32, 1280), (16, 32, 1280), (1, 16, 1280), (7, 16, 4096), (5, 32, 64), (256, 32, 1280)];
+    check_head_shapes(&gpu, &shapes, (9, 32, 1280));
+}
+
 /// head on each (T, n, C) of `shapes` (phi ~ 0.02) and on `large_logits` with phi ~ 0.5 (the
 /// sigmoids near saturation), both dtypes, against the f64 reference.
 fn check_head_shapes(gpu: &CudaRunner, shapes: &[(usize, usize, usize)], large_logits: (usize, usize, usize)) {

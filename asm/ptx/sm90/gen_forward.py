@@ -589,7 +589,8 @@ def head_kernel(dtype, n):
 # head, cluster variant (n <= 8): a cluster of CL CTAs per token tile, CTA r owning chunk range r
 CL = 8  # CTAs per cluster (the portable maximum)
 CL_THREADS = 128
-CL_NS = [1, 2, 4, 8]
+CL_NS = [1, 2, 4, 8, 16, 32]
+CLD_NS = [1, 2, 4, 8]  # the decode variant's phi slice (n x n x chunks) outgrows shared memory above
 CL_SMEM = 112 * 1024  # largest x tile (dynamic shared memory): two CTAs per SM still fit
 
 
@@ -597,7 +598,13 @@ CLD_SMEM = 200 * 1024  # decode variant: x tile and phi slice (few CTAs: one per
 CLD_TMAX = 16  # decode variant up to this many tokens
 # Largest T of the cluster variant per n (H200, rounds 6 and 8: the one-CTA-per-tile kernel is as
 # fast or faster above; n = 8 loses from T = 1024 on).
-CL_TMAX = {1: 512, 2: 512, 4: 512, 8: 256}
+CL_TMAX = {1: 512, 2: 512, 4: 512, 8: 256, 16: 256, 32: 256}
+
+
+def cl_v1(n):
+    """Phase-1 chunk of the cluster kernels: head_tiles' V1, but at least one 32-bit word of bf16
+    (n = 16 / 32: 2 elements; the one-CTA kernel's n = 32 chunk is a single element)."""
+    return max(head_tiles(n)[0], 2)
 
 
 def cluster_reduce(k, P, SS, TT, n, NW, tid, lane, warp, tmp, pr, part_off=None, sink=None):
@@ -686,7 +693,7 @@ def cluster_coeffs(k, TT, n, tid, tmp, pr, pa32, psc, pbase, inv_k, eps_n, eps_h
     k.e(f"setp.ge.u32 {pr}, {tid}, {TT * n};")
     k.e(f"@{pr} bra COEF_END;")
     ttr, ir = u("ctt"), u("ci")
-    lg = {1: 0, 2: 1, 4: 2, 8: 3}[n]
+    lg = n.bit_length() - 1
     k.e(f"shr.u32 {ttr}, {tid}, {lg};")
     k.e(f"and.b32 {ir}, {tid}, {n - 1};")
     sp, sss = f("sump"), f("sums")
@@ -814,7 +821,7 @@ def head_mix(k, dtype, n, V, TT, threads, tid, it, q, m, t0, tokens, tmp, lo, so
 def head_cl_cmax(n, dtype, dec=False):
     """Largest C whose tile (x: TT * n * ceil(C/V1/CL) * V1 elements; decode: plus phi's n * n *
     ceil(C/V1/CL) * V1 f32) fits CL_SMEM (CLD_SMEM)."""
-    v1, tt, _ = head_tiles(n)
+    v1, tt = cl_v1(n), head_tiles(n)[1]
     per = tt * n * ESIZE[dtype] + (n * n * 4 if dec else 0)
     cmax = CL * ((CLD_SMEM if dec else CL_SMEM) // per - v1)
     return cmax - cmax % 8
@@ -836,7 +843,7 @@ def head_tile_dots(k, dtype, addr, tstep, V, ph, SS, P):
 
 
 def head_cl_kernel(dtype, n, dec=False):
-    V1, TT, _ = head_tiles(n)
+    V1, TT = cl_v1(n), head_tiles(n)[1]
     es = ESIZE[dtype]
     RED = TT * (n + 1)
     NPAD = max(32, 1 << (RED - 1).bit_length())
@@ -913,11 +920,19 @@ def head_cl_kernel(dtype, n, dec=False):
             a = p(f"xa{tt}")
             k.e(f"add.u64 {a}, {rows[tt]}, {xo};")
             xvs.append(load_row(k, dtype, f"xv{tt}", a, V1))
-        aphi = [p(f"aphi{i}") for i in range(n)]
-        k.e(f"mov.u64 {aphi[0]}, {pa};")
-        for o in range(1, n):
-            k.e(f"add.u64 {aphi[o]}, {aphi[o - 1]}, {kb};")
-        ph = [load_f32_run(k, f"ph{o}_", aphi[o], V1) for o in range(n)]
+        if n <= 8:
+            aphi = [p(f"aphi{i}") for i in range(n)]
+            k.e(f"mov.u64 {aphi[0]}, {pa};")
+            for o in range(1, n):
+                k.e(f"add.u64 {aphi[o]}, {aphi[o - 1]}, {kb};")
+            ph = [load_f32_run(k, f"ph{o}_", aphi[o], V1) for o in range(n)]
+        else:
+            # one running address (n 64-bit addresses would cost 2n registers)
+            ph = []
+            for o in range(n):
+                if o:
+                    k.e(f"add.u64 {pa}, {pa}, {kb};")
+                ph.append(load_f32_run(k, f"ph{o}_", pa, V1))
         k.comment(f"tile offset of (tt, i, q): ((tt n + i) mmax + q) V1 esize")
         so_ = u("tso")
         k.e(f"mad.lo.u32 {so_}, {ii}, {mmax}, {q};")
@@ -1349,7 +1364,7 @@ def write_head():
 //   2 CTAs/SM took it from 53% to 56%); n=32: 12x floor (phi, 5 MB, re-read per 2-token CTA).
 //   Round 8: still the kernel for T > 512 (n <= 4), T > 256 (n = 8) and every T at n >= 16.
 //
-// mhc_head_cl_* / mhc_head_cld_* (n <= 8): a thread-block CLUSTER of 8 CTAs (.reqnctapercluster)
+// mhc_head_cl_* (every n) / mhc_head_cld_* (n <= 8): a thread-block CLUSTER of 8 CTAs (.reqnctapercluster)
 //   per TT-token tile; CTA r (%cluster_ctarank) owns chunks [r cc/8, (r+1) cc/8) of the cc = C/V1
 //   chunks of every stream, 128 threads. Phase 1 items (stream i, chunk): phi[o][i C + chunk] for
 //   the n outputs in registers serve the TT tokens; the tile's x (TT x n x its chunks) is parked in
@@ -1360,7 +1375,10 @@ def write_head():
 //   distributed shared memory (mapa + ld.shared::cluster) in rank order, so every CTA derives
 //   the same bits of h; phase 2 mixes the CTA's chunks from the tile; a second cluster barrier
 //   (arrive after the remote reads, wait before exit) keeps part[] alive for the readers.
-//   Registers: 128 (n <= 4, 4 CTAs/SM), 168 (n = 8). Shared: x tile <= 112 KiB (cl), x + phi
+//   n = 16 / 32 (cl only): V1 = 2 (a bf16 word), one running phi address. H100, bf16, C = 1280,
+//   n = 32, us back-to-back: T = 1 127 -> 20.4, T = 16 122 -> 20.0, T = 64 116 -> 24.7, T = 256
+//   115 -> 70.9 (against the one-CTA-per-tile kernel, which pulls phi's 5.2 MB per 2 tokens).
+//   Registers: 128 (n <= 4, 4 CTAs/SM), 168 (n >= 8). Shared: x tile <= 112 KiB (cl), x + phi
 //   <= 200 KiB (cld); larger C falls back to mhc_head_*. Arguments: HeadArgs with kchunks =
 //   chunks per CTA (ceil(cc / 8)) and cchunks = cc; grid = ceil(T / TT) * 8.
 // Measured (H200, round 8, bf16, copy 4187 GB/s; us stream / back-to-back / graph):
@@ -1405,7 +1423,7 @@ def write_head():
     out.append(".extern .shared .align 16 .b8 hcl_x[];\n")
     for dec in [False, True]:
         for dtype in DTYPES:
-            for n in CL_NS:
+            for n in (CLD_NS if dec else CL_NS):
                 nm, txt = head_cl_kernel(dtype, n, dec)
                 out.append(txt)
     out.append(".extern .shared .align 16 .b8 hpc_x[];\n")
@@ -2377,13 +2395,14 @@ def manifest():
     for dtype in DTYPES:
         for n in CL_NS:
             v1, tt, v2 = head_tiles(n)
-            entry(f"head_cld_{dtype}_n{n}", "head", ["v4", "paper"], "head", f"mhc_head_cld_{dtype}_n{n}", [dtype],
-                  [n], (1, CLD_TMAX), tt, CL_THREADS,
-                  f"head decode for n={n}: the cluster kernel with phi's slice also copied to shared memory up front "
-                  f"(one memory round trip per CTA)",
-                  c=f"c = {{ multiple_of = 8, min = 64, max = {head_cl_cmax(n, dtype, True)} }}",
-                  cap=128 if n <= 4 else 168, params=head_p + " (kchunks = chunks per CTA, cchunks = C/V1)",
-                  wave_us=0.4)
+            if n in CLD_NS:
+                entry(f"head_cld_{dtype}_n{n}", "head", ["v4", "paper"], "head", f"mhc_head_cld_{dtype}_n{n}", [dtype],
+                      [n], (1, CLD_TMAX), tt, CL_THREADS,
+                      f"head decode for n={n}: the cluster kernel with phi's slice also copied to shared memory up "
+                      f"front (one memory round trip per CTA)",
+                      c=f"c = {{ multiple_of = 8, min = 64, max = {head_cl_cmax(n, dtype, True)} }}",
+                      cap=128 if n <= 4 else 168, params=head_p + " (kchunks = chunks per CTA, cchunks = C/V1)",
+                      wave_us=0.4)
             entry(f"head_cl_{dtype}_n{n}", "head", ["v4", "paper"], "head", f"mhc_head_cl_{dtype}_n{n}", [dtype], [n],
                   (1, CL_TMAX[n]), tt, CL_THREADS,
                   f"head for n={n}: a cluster of {CL} CTAs per {tt}-token tile, CTA r owns channel range r (its x "

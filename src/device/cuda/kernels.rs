@@ -212,17 +212,20 @@ fn build() -> Vec<KernelDesc> {
     }
     // head on a cluster of HEAD_CLUSTER CTAs per token tile (n <= 8; head.ptx, head.rs); the
     // decode variant (`cld`) stages phi's slice in shared memory too.
-    for (prefix, phi_in_shared, smem) in [("mhc_head_cl_", false, HEAD_CL_SMEM), ("mhc_head_cld_", true, HEAD_CLD_SMEM)]
+    // n = 16 / 32 have only `cl` (the decode variant's phi slice outgrows shared memory).
+    let cl_ns: [&[usize]; 2] = [&[1, 2, 4, 8, 16, 32], &[1, 2, 4, 8]];
+    for ((prefix, phi_in_shared, smem), ns) in
+        [("mhc_head_cl_", false, HEAD_CL_SMEM), ("mhc_head_cld_", true, HEAD_CLD_SMEM)].into_iter().zip(cl_ns)
     {
         for dtype in dtypes {
-            for n in [1, 2, 4, 8] {
+            for &n in ns {
                 t.push(KernelDesc {
                     tokens_per_cta: (64 / n).min(8),
                     max_dynamic_shared: smem,
                     cluster: HEAD_CLUSTER,
                     phi_in_shared,
                     tile_in_shared: true,
-                    ..head(dtype, n, prefix, head_v1(n), 128)
+                    ..head(dtype, n, prefix, head_cl_v1(n), 128)
                 });
             }
         }
@@ -486,6 +489,17 @@ pub const fn head_v1(n: usize) -> usize {
     let v = 32 / n;
     if v > 8 {
         8
+    } else {
+        v
+    }
+}
+
+/// Phase-1 chunk of the cluster head kernels: [`head_v1`], but at least one 32-bit word of bf16
+/// (gen_forward.py `cl_v1`: n = 16 / 32 read 2 elements).
+pub const fn head_cl_v1(n: usize) -> usize {
+    let v = head_v1(n);
+    if v < 2 {
+        2
     } else {
         v
     }

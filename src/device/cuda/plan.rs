@@ -624,9 +624,17 @@ mod tests {
             entries(Stage::Head, Config::new(8, 1280), Dtype::Bf16, 8192).unwrap(),
             vec![(16, "mhc_head_cld_bf16_n8"), (256, "mhc_head_cl_bf16_n8"), (usize::MAX, "mhc_head_bf16_n8")]
         );
-        // n = 16, 32, a tile beyond shared memory and C below one chunk per CTA keep the
-        // one-CTA-per-tile kernel.
-        assert_eq!(entries(Stage::Head, Config::new(32, 1280), Dtype::Bf16, 64).unwrap()[0].1, "mhc_head_bf16_n32");
+        // n = 16, 32: the cluster kernel (no decode variant) up to 256 tokens, then one CTA per
+        // tile; a tile beyond shared memory and C below one chunk per CTA keep the latter.
+        for n in [16, 32] {
+            assert_eq!(
+                entries(Stage::Head, Config::new(n, 1280), Dtype::Bf16, 8192).unwrap(),
+                vec![
+                    (256, format!("mhc_head_cl_bf16_n{n}").as_str()),
+                    (usize::MAX, format!("mhc_head_bf16_n{n}").as_str())
+                ]
+            );
+        }
         assert_eq!(
             entries(Stage::Head, Config::new(4, 7168), Dtype::F32, 64).unwrap(),
             vec![(16, "mhc_head_cld_f32_n4"), (usize::MAX, "mhc_head_f32_n4")]
