@@ -182,13 +182,22 @@ fn gpu_head_cluster_shapes_match_reference() {
     check_head_shapes(&gpu, &shapes, (5, 8, 1280));
 }
 
-/// The cluster head kernel at n = 16 / 32 (V1 = 2, no decode variant): T = 1, partial tiles,
-/// the C = 1280 of MATH.md, C = 64 (one chunk per CTA for n = 32, bf16), up to its 256 tokens.
+/// The cluster head kernels at n = 16 / 32 (V1 = 2; 16-CTA clusters up to 16 tokens, 8-CTA
+/// ones above): T = 1, partial tiles, the C = 1280 of MATH.md, C = 64 (two chunks per CTA of a
+/// 16-CTA cluster), T = 17 and 256 (the 8-CTA kernel).
 #[test]
 fn gpu_head_cluster_wide_n_match_reference() {
     let Some(gpu) = gpu() else { return };
-    let shapes =
-        [(1, 32, 1280), (3, 32, 1280), (16, 32, 1280), (1, 16, 1280), (7, 16, 4096), (5, 32, 64), (256, 32, 1280)];
+    let shapes = [
+        (1, 32, 1280),
+        (3, 32, 1280),
+        (16, 32, 1280),
+        (17, 32, 1280),
+        (1, 16, 1280),
+        (7, 16, 4096),
+        (5, 32, 64),
+        (256, 32, 1280),
+    ];
     check_head_shapes(&gpu, &shapes, (9, 32, 1280));
 }
 

@@ -588,6 +588,11 @@ def head_kernel(dtype, n):
 
 # head, cluster variant (n <= 8): a cluster of CL CTAs per token tile, CTA r owning chunk range r
 CL = 8  # CTAs per cluster (the portable maximum)
+
+
+CL16_NS = [16, 32]  # mhc_head_cl16_*: 16-CTA clusters (non-portable) for T <= CLD_TMAX
+# (n >= 16: phi, n x nC f32, is what a decode cluster pulls; H100 n = 32 T = 1 20.4 -> 13.7 us,
+# but T = 64 24.7 -> 27.3 and T = 256 70.9 -> 92.0 us: fewer clusters are resident)
 CL_THREADS = 128
 CL_NS = [1, 2, 4, 8, 16, 32]
 CLD_NS = [1, 2, 4, 8]  # the decode variant's phi slice (n x n x chunks) outgrows shared memory above
@@ -676,7 +681,7 @@ def cluster_reduce(k, P, SS, TT, n, NW, tid, lane, warp, tmp, pr, part_off=None,
     return pa32
 
 
-def cluster_coeffs(k, TT, n, tid, tmp, pr, pa32, psc, pbase, inv_k, eps_n, eps_hc, gather=None):
+def cluster_coeffs(k, TT, n, tid, tmp, pr, pa32, psc, pbase, inv_k, eps_n, eps_hc, gather=None, cl=CL):
     """After the cluster barrier: threads tt n + i < TT n sum the CL CTAs' part[] (at pa32 in
     every CTA) in rank order through distributed shared memory and write h[tt][i] to shs[]; the
     same bits in every CTA. Ends with bar.sync. gather(ttr, ir, sp, sss): emits the sums sp, sss
@@ -688,7 +693,7 @@ def cluster_coeffs(k, TT, n, tid, tmp, pr, pa32, psc, pbase, inv_k, eps_n, eps_h
         k.comment("cluster barrier: every CTA's part[] is visible to the cluster (release / acquire)")
         k.e("barrier.cluster.arrive.release;")
         k.e("barrier.cluster.wait.acquire;")
-    k.comment(f"threads j = tt n + i < {TT * n}: sum the {CL} CTAs' partials in rank order (distributed shared")
+    k.comment(f"threads j = tt n + i < {TT * n}: sum the {cl} CTAs' partials in rank order (distributed shared")
     k.comment("memory), then h = sigma((P inv_rms) scale + base[i]) + eps_hc: the same bits in every CTA")
     k.e(f"setp.ge.u32 {pr}, {tid}, {TT * n};")
     k.e(f"@{pr} bra COEF_END;")
@@ -700,11 +705,11 @@ def cluster_coeffs(k, TT, n, tid, tmp, pr, pa32, psc, pbase, inv_k, eps_n, eps_h
     if gather is not None:
         gather(ttr, ir, sp, sss)
     else:
-        cluster_sum_dsmem(k, TT, n, ttr, ir, sp, sss, pa32)
+        cluster_sum_dsmem(k, TT, n, ttr, ir, sp, sss, pa32, cl)
     head_coeff(k, tid, tmp, ir, sp, sss, psc, pbase, inv_k, eps_n, eps_hc)
 
 
-def cluster_sum_dsmem(k, TT, n, ttr, ir, sp, sss, pa32):
+def cluster_sum_dsmem(k, TT, n, ttr, ir, sp, sss, pa32, cl=CL):
     """sp, sss = the CL CTAs' part[] entries of (token ttr, projection ir) and (ttr, squares), read
     through distributed shared memory and summed in rank order."""
     f = lambda s: k.r("f32", s)
@@ -715,7 +720,7 @@ def cluster_sum_dsmem(k, TT, n, ttr, ir, sp, sss, pa32):
     k.e(f"mad.lo.u32 {iss}, {ttr}, {n + 1}, {n};")
     k.e(f"mad.lo.u32 {iss}, {iss}, 4, {pa32};")
     pw, ra = f("rpv"), u("ra")
-    for r in range(CL):
+    for r in range(cl):
         k.e(f"mapa.shared::cluster.u32 {ra}, {ip}, {r};")
         if r == 0:
             k.e(f"ld.shared::cluster.f32 {sp}, [{ra}];")
@@ -818,12 +823,12 @@ def head_mix(k, dtype, n, V, TT, threads, tid, it, q, m, t0, tokens, tmp, lo, so
     k.label("P2_END")
 
 
-def head_cl_cmax(n, dtype, dec=False):
+def head_cl_cmax(n, dtype, dec=False, cl=CL):
     """Largest C whose tile (x: TT * n * ceil(C/V1/CL) * V1 elements; decode: plus phi's n * n *
     ceil(C/V1/CL) * V1 f32) fits CL_SMEM (CLD_SMEM)."""
     v1, tt = cl_v1(n), head_tiles(n)[1]
     per = tt * n * ESIZE[dtype] + (n * n * 4 if dec else 0)
-    cmax = CL * ((CLD_SMEM if dec else CL_SMEM) // per - v1)
+    cmax = cl * ((CLD_SMEM if dec else CL_SMEM) // per - v1)
     return cmax - cmax % 8
 
 
@@ -842,14 +847,14 @@ def head_tile_dots(k, dtype, addr, tstep, V, ph, SS, P):
                 k.e(f"fma.rn.f32 {P[tt][o]}, {ph[o][v]}, {xv[v]}, {P[tt][o]};")
 
 
-def head_cl_kernel(dtype, n, dec=False):
+def head_cl_kernel(dtype, n, dec=False, CLn=CL):
     V1, TT = cl_v1(n), head_tiles(n)[1]
     es = ESIZE[dtype]
     RED = TT * (n + 1)
     NPAD = max(32, 1 << (RED - 1).bit_length())
     W = NPAD // 32  # partials per lane after the reduce-scatter
     NW = CL_THREADS // 32
-    name = f"mhc_head_cl{'d' if dec else ''}_{dtype}_n{n}"
+    name = f"mhc_head_cl{'d' if dec else '' if CLn == CL else CLn}_{dtype}_n{n}"
     k = K()
     p = lambda s: k.r("b64", s)
     u = lambda s: k.r("b32", s)
@@ -864,12 +869,12 @@ def head_cl_kernel(dtype, n, dec=False):
     k.e(f"mov.u32 {rank}, %cluster_ctarank;")
     k.e(f"mov.u32 {tile}, %clusterid.x;")
     k.e(f"mul.lo.u32 {t0}, {tile}, {TT};")
-    k.comment(f"chunks (of V1={V1} channels) [lo, hi) of this CTA: lo = rank * cch / {CL}")
+    k.comment(f"chunks (of V1={V1} channels) [lo, hi) of this CTA: lo = rank * cch / {CLn}")
     k.e(f"mul.lo.u32 {lo}, {rank}, {cch};")
-    k.e(f"div.u32 {lo}, {lo}, {CL};")
+    k.e(f"div.u32 {lo}, {lo}, {CLn};")
     k.e(f"add.u32 {tmp}, {rank}, 1;")
     k.e(f"mul.lo.u32 {hi}, {tmp}, {cch};")
-    k.e(f"div.u32 {hi}, {hi}, {CL};")
+    k.e(f"div.u32 {hi}, {hi}, {CLn};")
     k.e(f"sub.u32 {m}, {hi}, {lo};")
     last = u("tlast")
     k.e(f"sub.u32 {last}, {tokens}, 1;")
@@ -1061,7 +1066,7 @@ def head_cl_kernel(dtype, n, dec=False):
         k.e("bra.uni P1_LOOP;")
     k.label("P1_END")
     pa32 = cluster_reduce(k, P, SS, TT, n, NW, tid, lane, warp, tmp, pr)
-    cluster_coeffs(k, TT, n, tid, tmp, pr, pa32, psc, pbase, inv_k, eps_n, eps_hc)
+    cluster_coeffs(k, TT, n, tid, tmp, pr, pa32, psc, pbase, inv_k, eps_n, eps_hc, cl=CLn)
     k.comment("done with the other CTAs' part[]: arrive now, wait before exit (they must not vanish early)")
     k.e("barrier.cluster.arrive.release;")
     def cl_tile_row(ttu, q_):
@@ -1082,7 +1087,7 @@ def head_cl_kernel(dtype, n, dec=False):
 )
 .reqntid {CL_THREADS}, 1, 1
 .maxnreg {128 if n <= 4 else 168}
-.reqnctapercluster {CL}, 1, 1
+.reqnctapercluster {CLn}, 1, 1
 {{
     .shared .align 16 .f32 sred[{NW * NPAD}];
     .shared .align 16 .f32 part[{RED}];
@@ -1426,6 +1431,10 @@ def write_head():
             for n in (CLD_NS if dec else CL_NS):
                 nm, txt = head_cl_kernel(dtype, n, dec)
                 out.append(txt)
+    for dtype in DTYPES:
+        for n in CL16_NS:
+            nm, txt = head_cl_kernel(dtype, n, CLn=16)
+            out.append(txt)
     out.append(".extern .shared .align 16 .b8 hpc_x[];\n")
     for cl, tt in PC_SHAPES:
         for dtype in DTYPES:
@@ -2411,6 +2420,13 @@ def manifest():
                   c=f"c = {{ multiple_of = 8, min = 64, max = {head_cl_cmax(n, dtype)} }}",
                   cap=128 if n <= 4 else 168, params=head_p + " (kchunks = chunks per CTA, cchunks = C/V1)",
                   wave_us=0.5)
+            if n in CL16_NS:
+                entry(f"head_cl16_{dtype}_n{n}", "head", ["v4", "paper"], "head", f"mhc_head_cl16_{dtype}_n{n}",
+                      [dtype], [n], (1, CLD_TMAX), tt, CL_THREADS,
+                      f"head decode for n={n}: the cluster kernel on 16 CTAs (non-portable cluster): phi's "
+                      f"{n * n * 4} bytes per channel is what the cluster pulls",
+                      c=f"c = {{ multiple_of = 8, min = 64, max = {head_cl_cmax(n, dtype, cl=16)} }}",
+                      cap=168, params=head_p + " (kchunks = chunks per CTA, cchunks = C/V1)", wave_us=0.4)
     for cl, tt in PC_SHAPES:
         for dtype in DTYPES:
             for n in PC_NS:

@@ -210,19 +210,25 @@ fn build() -> Vec<KernelDesc> {
             t.push(KernelDesc { tokens_per_cta: (64 / n).min(8), ..head(dtype, n, "mhc_head_", vchan(n), 256) });
         }
     }
-    // head on a cluster of HEAD_CLUSTER CTAs per token tile (n <= 8; head.ptx, head.rs); the
+    // head on a cluster of CTAs per token tile (head.ptx, head.rs); the
     // decode variant (`cld`) stages phi's slice in shared memory too.
-    // n = 16 / 32 have only `cl` (the decode variant's phi slice outgrows shared memory).
-    let cl_ns: [&[usize]; 2] = [&[1, 2, 4, 8, 16, 32], &[1, 2, 4, 8]];
-    for ((prefix, phi_in_shared, smem), ns) in
-        [("mhc_head_cl_", false, HEAD_CL_SMEM), ("mhc_head_cld_", true, HEAD_CLD_SMEM)].into_iter().zip(cl_ns)
+    // n = 16 / 32 have no `cld` (its phi slice outgrows shared memory) but `cl16`, the same
+    // kernel as `cl` on 16-CTA clusters, for decode sizes.
+    let cl_ns: [&[usize]; 3] = [&[1, 2, 4, 8, 16, 32], &[1, 2, 4, 8], &[16, 32]];
+    for ((prefix, phi_in_shared, smem, cluster), ns) in [
+        ("mhc_head_cl_", false, HEAD_CL_SMEM, HEAD_CLUSTER),
+        ("mhc_head_cld_", true, HEAD_CLD_SMEM, HEAD_CLUSTER),
+        ("mhc_head_cl16_", false, HEAD_CL_SMEM, 16),
+    ]
+    .into_iter()
+    .zip(cl_ns)
     {
         for dtype in dtypes {
             for &n in ns {
                 t.push(KernelDesc {
                     tokens_per_cta: (64 / n).min(8),
                     max_dynamic_shared: smem,
-                    cluster: HEAD_CLUSTER,
+                    cluster,
                     phi_in_shared,
                     tile_in_shared: true,
                     ..head(dtype, n, prefix, head_cl_v1(n), 128)

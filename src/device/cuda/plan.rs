@@ -624,15 +624,15 @@ mod tests {
             entries(Stage::Head, Config::new(8, 1280), Dtype::Bf16, 8192).unwrap(),
             vec![(16, "mhc_head_cld_bf16_n8"), (256, "mhc_head_cl_bf16_n8"), (usize::MAX, "mhc_head_bf16_n8")]
         );
-        // n = 16, 32: the cluster kernel (no decode variant) up to 256 tokens, then one CTA per
-        // tile; a tile beyond shared memory and C below one chunk per CTA keep the latter.
+        // n = 16, 32: 16-CTA clusters up to 16 tokens, 8-CTA clusters up to 256 (measured), then
+        // one CTA per tile; a tile beyond shared memory and C below one chunk per CTA keep the
+        // latter.
         for n in [16, 32] {
+            let (cl16, cl, one) =
+                (format!("mhc_head_cl16_bf16_n{n}"), format!("mhc_head_cl_bf16_n{n}"), format!("mhc_head_bf16_n{n}"));
             assert_eq!(
                 entries(Stage::Head, Config::new(n, 1280), Dtype::Bf16, 8192).unwrap(),
-                vec![
-                    (256, format!("mhc_head_cl_bf16_n{n}").as_str()),
-                    (usize::MAX, format!("mhc_head_bf16_n{n}").as_str())
-                ]
+                vec![(16, cl16.as_str()), (256, cl.as_str()), (usize::MAX, one.as_str())]
             );
         }
         assert_eq!(
