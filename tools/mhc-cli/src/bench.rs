@@ -404,7 +404,8 @@ fn bench_case(
     };
     let bytes = match stage {
         Stage::Post => (t * (2 * k + c) * es + t * (n + n * n) * 4) as f64,
-        Stage::Head => (t * (k + c) * es) as f64,
+        // phi (n x nC f32) moves at least once too: at decode sizes of n = 32 it is most of the bytes
+        Stage::Head => (t * (k + c) * es + n * k * 4) as f64,
         Stage::Static => (2 * t * k * es) as f64,
         Stage::Pre => (t * (k + c) * es + cfg.m() * k * 4) as f64,
         Stage::PostPre => (t * 2 * (k + c) * es + cfg.m() * k * 4) as f64,
