@@ -240,16 +240,21 @@ pub(crate) fn launch_shape(
     one(blocks.div_ceil(steps), steps * CTA_STEP)
 }
 
+/// Partial blocks the prefill workspace holds for the wide shapes (n >= 8, T > 64): K splits
+/// per tile are at most this over the tiles (n = 8, T = 256: 3 CTAs per tile without K splits
+/// took 92 us on the H100).
+const WIDE_PREFILL_BLOCKS: usize = 128;
+
 /// n >= 8 while the grid would leave SMs idle: slice the logit groups and split K so that the
 /// CTAs (at most `sms / tiles` per tile) each do the least work (groups x K steps); K splits
-/// are bounded by the workspace's partial blocks and by [`WIDE_PARTIAL_BYTES`] (decode) or
-/// are 1 (prefill: one partial block per tile). Ties go to fewer CTAs.
+/// are bounded by the workspace's partial blocks and by [`WIDE_PARTIAL_BYTES`] (decode) or by
+/// [`WIDE_PREFILL_BLOCKS`] (prefill). Ties go to fewer CTAs.
 fn wide_shape(cfg: &Config, t: usize, sms: usize, blocks: usize, ngr: usize) -> LaunchShape {
     let tiles = t.div_ceil(TILE_TOKENS);
     let target = (sms / tiles).max(1);
     let rows = t.min(TILE_TOKENS);
     let ks_cap = if t > DECODE_MAX_TOKENS {
-        1 // the prefill workspace holds one partial block per tile where logits span groups
+        (WIDE_PREFILL_BLOCKS / tiles).clamp(1, split_cap(cfg))
     } else {
         (WIDE_PARTIAL_BYTES / (rows * ldp(cfg) * 4)).clamp(1, split_cap(cfg))
     };
@@ -298,6 +303,9 @@ pub(crate) fn ws_layout(cfg: &Config, max_tokens: usize) -> WsLayout {
     let mut part_bytes = decode_tiles * split_cap(cfg) * block;
     if max_tokens > DECODE_MAX_TOKENS {
         part_bytes = part_bytes.max(tiles.min(PREFILL_SPLIT_TILES) * prefill_split(cfg) * block);
+        if ldp > 32 {
+            part_bytes = part_bytes.max(WIDE_PREFILL_BLOCKS.min(tiles * split_cap(cfg)) * block);
+        }
     }
     let cnt = 0;
     let part = round256(tiles * 16);
@@ -765,7 +773,11 @@ mod tests {
                         assert!(tiles * sh.ctas <= 132, "{what}: more CTAs than SMs");
                     }
                     if t > DECODE_MAX_TOKENS {
-                        assert!(sh.ksplits <= PREFILL_SPLIT, "{what}");
+                        if groups_ok && ngr > 1 {
+                            assert!(tiles * sh.ksplits <= WIDE_PREFILL_BLOCKS.max(tiles), "{what}");
+                        } else {
+                            assert!(sh.ksplits <= PREFILL_SPLIT, "{what}");
+                        }
                     }
                     let lay = ws_layout(&cfg, t);
                     assert!(lay.part >= tiles * 16, "counters");
