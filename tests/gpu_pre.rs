@@ -1324,6 +1324,34 @@ fn bench_pre_wide() {
     }
 }
 
+/// The plan's choice against the general kernel's split prefill shape (up to `sms / tiles` CTAs
+/// per tile) at few tiles: median us back-to-back, input sets rotated past L2.
+#[test]
+#[ignore]
+fn bench_pre_split_prefill() {
+    let Some(dev) = gpu() else { return };
+    let s = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("bench_pre_split_prefill");
+    println!("| C | T | auto us | general us |");
+    println!("|---|---|---|---|");
+    for c in [4096, 7168] {
+        for t in [65, 128, 256, 512, 1024] {
+            let cfg = Config::new(4, c);
+            let per_set = t * cfg.k() * 2 + cfg.m() * cfg.k() * 4;
+            let sets = (120_000_000 / per_set).clamp(2, 16);
+            let mut r = ready(&dev, &mut rng, cfg, Dtype::Bf16, t, sets);
+            let mut us = [0.0; 2];
+            for (i, mode) in [Mode::Auto, Mode::General].into_iter().enumerate() {
+                for j in 0..3 {
+                    r.launch_mode(&s, j, mode).unwrap();
+                }
+                us[i] = time_calls(&dev, &s, 51, 5, |j| r.launch_mode(&s, j, mode));
+            }
+            println!("| {c} | {t} | {:.2} | {:.2} |", us[0], us[1]);
+        }
+    }
+}
+
 /// The plan's choice at decode shapes (the mid / mid16 entries where C >= 512, the decode
 /// entry below) against the general kernel: median us per call back-to-back on a stream and
 /// inside a CUDA graph (replays of one call per input set; input sets rotated so phi + x exceed

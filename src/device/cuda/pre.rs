@@ -169,18 +169,20 @@ fn split_cap(cfg: &Config) -> usize {
     (PARTIAL_BYTES_TARGET / (ldp(cfg) * 4)).clamp(1, SPLIT_MAX).min(blocks)
 }
 
-/// Most CTAs per 32-token tile in the prefill shape (when the logits fit one group, n <= 4):
-/// each reduces a part of K, so several SMs pull a tile at once and the tile's re-read for the
-/// pre-mix (by the last of them) finds it in L2; the last CTA finishes the tile alone. Used
-/// only while the grid would otherwise leave SMs idle (measured on H200, notes/cuda-pre.md:
-/// T = 256 91 -> 59 us, T = 1024 100 -> 69 us; at T = 8192, 4 splits cost 253 -> 311 us).
-const PREFILL_SPLIT: usize = 4;
-/// Tiles up to which the prefill shape splits (bounds the workspace's partial blocks).
+/// Partial blocks of the split prefill shape over all tiles (when the logits fit one group,
+/// n <= 4): each CTA of a tile reduces a part of K, so several SMs pull a tile at once and the
+/// tile's re-read for the pre-mix finds it in L2. Used only while the grid would otherwise
+/// leave SMs idle, up to `sms / tiles` CTAs per tile (measured on H200, notes/cuda-pre.md:
+/// T = 256 91 -> 59 us, T = 1024 100 -> 69 us with 4 per tile; at T = 8192, 4 splits cost
+/// 253 -> 311 us).
+const PREFILL_SPLIT_BLOCKS: usize = 256;
+/// Tiles up to which the prefill shape splits.
 const PREFILL_SPLIT_TILES: usize = 64;
 
-fn prefill_split(cfg: &Config) -> usize {
+/// Most CTAs per tile of the split prefill shape for `tiles` tiles.
+fn prefill_split(cfg: &Config, tiles: usize) -> usize {
     if ldp(cfg) == 32 {
-        PREFILL_SPLIT.min(jlen(cfg).div_ceil(CTA_STEP))
+        (PREFILL_SPLIT_BLOCKS / tiles.max(1)).clamp(1, SPLIT_MAX).min(jlen(cfg).div_ceil(CTA_STEP))
     } else {
         1
     }
@@ -228,7 +230,7 @@ pub(crate) fn launch_shape(
         return one(1, blocks * CTA_STEP);
     }
     let target = if t > DECODE_MAX_TOKENS {
-        let cap = if tiles <= PREFILL_SPLIT_TILES { prefill_split(cfg) } else { 1 };
+        let cap = if tiles <= PREFILL_SPLIT_TILES { prefill_split(cfg, tiles) } else { 1 };
         let auto = if tiles * 2 <= sms { (sms / tiles).max(1) } else { 1 };
         split_target.unwrap_or(auto).clamp(1, cap)
     } else {
@@ -302,7 +304,8 @@ pub(crate) fn ws_layout(cfg: &Config, max_tokens: usize) -> WsLayout {
     let decode_tiles = tiles.min(DECODE_MAX_TOKENS / TILE_TOKENS);
     let mut part_bytes = decode_tiles * split_cap(cfg) * block;
     if max_tokens > DECODE_MAX_TOKENS {
-        part_bytes = part_bytes.max(tiles.min(PREFILL_SPLIT_TILES) * prefill_split(cfg) * block);
+        // (a launch of fewer tokens may split its tiles further: tiles x splits <= the blocks)
+        part_bytes = part_bytes.max(PREFILL_SPLIT_BLOCKS.min(tiles * prefill_split(cfg, 1)) * block);
         if ldp > 32 {
             part_bytes = part_bytes.max(WIDE_PREFILL_BLOCKS.min(tiles * split_cap(cfg)) * block);
         }
@@ -754,7 +757,7 @@ mod tests {
             let cfg = Config::new(n, c);
             let j = jlen(&cfg);
             let ngr = ldp(&cfg) / 32;
-            for t in [1, 2, 3, 16, 17, 33, 64, 65, 256, 1000, 2048, 2049] {
+            for t in [1, 2, 3, 16, 17, 33, 64, 65, 100, 256, 1000, 1600, 1920, 2048, 2049] {
                 for groups_ok in [false, true] {
                     let sh = launch_shape(&cfg, t, None, 132, groups_ok);
                     let what = format!("n={n} c={c} t={t} groups_ok={groups_ok}: {sh:?}");
@@ -776,13 +779,31 @@ mod tests {
                         if groups_ok && ngr > 1 {
                             assert!(tiles * sh.ksplits <= WIDE_PREFILL_BLOCKS.max(tiles), "{what}");
                         } else {
-                            assert!(sh.ksplits <= PREFILL_SPLIT, "{what}");
+                            assert!(tiles * sh.ksplits <= PREFILL_SPLIT_BLOCKS.max(tiles), "{what}");
                         }
                     }
                     let lay = ws_layout(&cfg, t);
                     assert!(lay.part >= tiles * 16, "counters");
                     if sh.ctas > 1 {
                         assert!(lay.part + tiles * sh.ksplits * (32 * ldp(&cfg) + 32) * 4 <= lay.p, "{what}");
+                    }
+                }
+            }
+        }
+        // a plan's workspace (sized for its most tokens) holds the partial blocks of every
+        // smaller launch too
+        for (n, c) in [(4, 4096), (4, 7168), (8, 1280), (32, 1280), (2, 64)] {
+            let cfg = Config::new(n, c);
+            let block = (32 * ldp(&cfg) + 32) * 4;
+            for max_t in [1, 16, 64, 65, 100, 1000, 1600, 2049, 8192] {
+                let lay = ws_layout(&cfg, max_t);
+                for t in (1..=max_t).step_by(7).chain([max_t]) {
+                    for groups_ok in [false, true] {
+                        let sh = launch_shape(&cfg, t, None, 132, groups_ok);
+                        if sh.ctas > 1 {
+                            let need = t.div_ceil(TILE_TOKENS) * sh.ksplits * block;
+                            assert!(lay.part + need <= lay.p, "n={n} c={c} max_t={max_t} t={t}: {sh:?}");
+                        }
                     }
                 }
             }
