@@ -201,6 +201,13 @@ fn gpu_head_cluster_wide_n_match_reference() {
     check_head_shapes(&gpu, &shapes, (9, 32, 1280));
 }
 
+/// The n = 32 cluster head kernels at small C (16- and 8-CTA clusters), for compute-sanitizer.
+#[test]
+fn gpu_head_wide_n_sanitizer_smoke() {
+    let Some(gpu) = gpu() else { return };
+    check_head_shapes(&gpu, &[(1, 32, 64), (17, 32, 64), (3, 16, 64)], (2, 32, 64));
+}
+
 /// head on each (T, n, C) of `shapes` (phi ~ 0.02) and on `large_logits` with phi ~ 0.5 (the
 /// sigmoids near saturation), both dtypes, against the f64 reference.
 fn check_head_shapes(gpu: &CudaRunner, shapes: &[(usize, usize, usize)], large_logits: (usize, usize, usize)) {

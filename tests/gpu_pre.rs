@@ -608,6 +608,27 @@ fn mid_sanitizer_smoke() {
     }
 }
 
+/// Small shapes of the general kernel's wide launch shapes (n >= 8: logit-group slices, decode
+/// and few-tile prefill with K splits; the register Sinkhorn) and of the split prefill at few
+/// tiles (n = 4, f32: up to sms / tiles CTAs per tile), for compute-sanitizer.
+#[test]
+fn wide_n_sanitizer_smoke() {
+    let Some(dev) = gpu() else { return };
+    let stream = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("wide_n_sanitizer_smoke");
+    for dtype in DTYPES {
+        for (n, c, t) in [(8, 256, 3), (8, 256, 100), (32, 64, 1), (16, 64, 70)] {
+            check_pre(
+                &dev,
+                &stream,
+                &mut rng,
+                &Shape { x_pad: 8, ..Shape::new(n, c, t, Formulation::DeepSeekV4, dtype) },
+            );
+        }
+    }
+    check_pre(&dev, &stream, &mut rng, &Shape::new(4, 1280, 100, Formulation::Paper, Dtype::F32));
+}
+
 /// The persistent-cluster kernel (asm/ptx/sm90/pre_pc.ptx) at the shapes it is selected for
 /// (bf16, n = 4, C % 128 == 0 up to 4096, T >= 65, and T = 17..64 where C < 512): partial last
 /// tiles, every run count per warp (C = 128 .. 4096), phi ~ 0.5, gamma_k, strided x and a; and
