@@ -52,6 +52,48 @@ def sum_splits(lbl):
     bra {lbl}_1;
 {lbl}_D:"""
 
+V4_TEMPS = [["%f50", "%f51", "%f52", "%f53"], ["%f54", "%f55", "%f56", "%f57"], ["%f58", "%f59", "%f60", "%f61"],
+            ["%f62", "%f63", "%f15", "%f16"], ["%f17", "%f18", "%f19", "%f20"], ["%f21", "%f22", "%f23", "%f24"],
+            ["%f25", "%f26", "%f27", "%f28"], ["%f29", "%f30", "%f31", "%f32"]]
+
+def sum_splits_v4(lbl):
+    # %f3..%f6 = sum over the K splits s = 0..nks-1 of the quad at [%rd14 + s*%rd11], each lane
+    # of the quad in s order (the bits of sum_splits), 8 quads in flight: the n >= 8 reduce was
+    # one L2 round trip per element and split batch (n = 32, T = 64: ~950 per thread).
+    L = [f"""    mov.f32 %f3, 0f00000000;
+    mov.f32 %f4, 0f00000000;
+    mov.f32 %f5, 0f00000000;
+    mov.f32 %f6, 0f00000000;
+    mov.u32 %r39, 0;
+{lbl}_8:
+    add.u32 %r41, %r39, 8;
+    setp.gt.u32 %p10, %r41, %nks;
+    @%p10 bra {lbl}_1;
+    mov.u64 %rd16, %rd14;"""]
+    for i, q in enumerate(V4_TEMPS):
+        if i:
+            L.append("    add.u64 %rd16, %rd16, %rd11;")
+        L.append(f"    ld.global.cg.v4.f32 {{{', '.join(q)}}}, [%rd16];")
+    L.append("    add.u64 %rd14, %rd16, %rd11;")
+    for q in V4_TEMPS:
+        for c in range(4):
+            L.append(f"    add.f32 %f{3 + c}, %f{3 + c}, {q[c]};")
+    L.append(f"""    mov.u32 %r39, %r41;
+    bra {lbl}_8;
+{lbl}_1:
+    setp.ge.u32 %p10, %r39, %nks;
+    @%p10 bra {lbl}_D;
+    ld.global.cg.v4.f32 {{%f50, %f51, %f52, %f53}}, [%rd14];
+    add.f32 %f3, %f3, %f50;
+    add.f32 %f4, %f4, %f51;
+    add.f32 %f5, %f5, %f52;
+    add.f32 %f6, %f6, %f53;
+    add.u64 %rd14, %rd14, %rd11;
+    add.u32 %r39, %r39, 1;
+    bra {lbl}_1;
+{lbl}_D:""")
+    return "\n".join(L)
+
 def mix_chunk(bf):
     L = []
     e = L.append
@@ -194,16 +236,16 @@ ARRIVED:
     mul.wide.u32 %rd12, %r35, 4;
     add.u64 %rd12, %wsp, %rd12;
 {red.red_quads()}
-    mov.u32 %r36, %tx;
+    shl.b32 %r36, %tx, 2;                   // quads of P (rows x ldp, ldp % 32 == 0)
 RED_P:
     setp.ge.u32 %p9, %r36, %r34;
     @%p9 bra RED_P_DONE;
     mul.wide.u32 %rd13, %r36, 4;
     add.u64 %rd14, %rd10, %rd13;
-{sum_splits('SUMP')}
+{sum_splits_v4('SUMP')}
     add.u64 %rd15, %rd12, %rd13;
-    st.global.f32 [%rd15], %f3;
-    add.u32 %r36, %r36, 256;
+    st.global.v4.f32 [%rd15], {{%f3, %f4, %f5, %f6}};
+    add.u32 %r36, %r36, 1024;
     bra RED_P;
 RED_P_DONE:
     setp.ge.u32 %p9, %tx, %rows;
