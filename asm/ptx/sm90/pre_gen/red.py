@@ -2,6 +2,12 @@
 # quads, 4 split groups (warps 0-1, 2-3, 4-5, 6-7 -> group = tx / 64) each summing splits
 # g = p, p+4, ... in order with 8 loads in flight, group sums combined in group order through
 # shared memory: deterministic, ~ splits/32 L2 round trips instead of splits/8.
+# The 8 quads of f32 registers the reductions load into (free after the K loop).
+V4_TEMPS = [["%f50", "%f51", "%f52", "%f53"], ["%f54", "%f55", "%f56", "%f57"], ["%f58", "%f59", "%f60", "%f61"],
+            ["%f62", "%f63", "%f15", "%f16"], ["%f17", "%f18", "%f19", "%f20"], ["%f21", "%f22", "%f23", "%f24"],
+            ["%f25", "%f26", "%f27", "%f28"], ["%f29", "%f30", "%f31", "%f32"]]
+
+
 def red_quads():
     return """    setp.ne.u32 %p9, %ldp, 32;
     @%p9 bra RED_SCALAR;
@@ -51,11 +57,7 @@ RQ_8:
     add.u64 %rd16, %rd16, %rd11;
     ld.global.cg.v4.f32 {%f29, %f30, %f31, %f32}, [%rd16];
     add.u64 %rd14, %rd16, %rd11;
-""" + "\n".join(
-        f"    add.f32 %f{3+c}, %f{3+c}, {r};" for quad in [
-            ["%f50", "%f51", "%f52", "%f53"], ["%f54", "%f55", "%f56", "%f57"], ["%f58", "%f59", "%f60", "%f61"],
-            ["%f62", "%f63", "%f15", "%f16"], ["%f17", "%f18", "%f19", "%f20"], ["%f21", "%f22", "%f23", "%f24"],
-            ["%f25", "%f26", "%f27", "%f28"], ["%f29", "%f30", "%f31", "%f32"]] for c, r in enumerate(quad)) + """
+""" + "\n".join(f"    add.f32 %f{3+c}, %f{3+c}, {r};" for quad in V4_TEMPS for c, r in enumerate(quad)) + """
     add.u32 %r40, %r40, 32;
     bra RQ_8;
 RQ_1:

@@ -52,9 +52,7 @@ def sum_splits(lbl):
     bra {lbl}_1;
 {lbl}_D:"""
 
-V4_TEMPS = [["%f50", "%f51", "%f52", "%f53"], ["%f54", "%f55", "%f56", "%f57"], ["%f58", "%f59", "%f60", "%f61"],
-            ["%f62", "%f63", "%f15", "%f16"], ["%f17", "%f18", "%f19", "%f20"], ["%f21", "%f22", "%f23", "%f24"],
-            ["%f25", "%f26", "%f27", "%f28"], ["%f29", "%f30", "%f31", "%f32"]]
+V4_TEMPS = red.V4_TEMPS
 
 def sum_splits_v4(lbl):
     # %f3..%f6 = sum over the K splits s = 0..nks-1 of the quad at [%rd14 + s*%rd11], each lane
