@@ -1345,6 +1345,38 @@ fn bench_pre_wide() {
     }
 }
 
+/// The general kernel's tuning flags at n = 8 / 32 (C = 1280): prefetch on / off, and (split
+/// prefill) all CTAs of a tile pre-mixing (claim) or the last one alone; median us back-to-back.
+#[test]
+#[ignore]
+fn bench_pre_wide_tuning() {
+    let Some(dev) = gpu() else { return };
+    let s = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("bench_pre_wide_tuning");
+    println!("| n | T | auto | prefetch, claim | prefetch | no prefetch, claim | no prefetch |");
+    println!("|---|---|---|---|---|---|---|");
+    for (n, t) in [(8, 1), (8, 16), (8, 64), (8, 256), (8, 1024), (32, 1), (32, 16), (32, 64), (32, 256), (32, 1024)] {
+        let cfg = Config::new(n, 1280);
+        let per_set = t * cfg.k() * 2 + cfg.m() * cfg.k() * 4;
+        let sets = (120_000_000 / per_set).clamp(1, 16);
+        let mut r = ready(&dev, &mut rng, cfg, Dtype::Bf16, t, sets);
+        let mut row = Vec::new();
+        for i in 0..3 {
+            r.launch_mode(&s, i, Mode::Auto).unwrap();
+        }
+        row.push(time_calls(&dev, &s, 21, 3, |i| r.launch_mode(&s, i, Mode::Auto)));
+        for (prefetch, claim) in [(true, true), (true, false), (false, true), (false, false)] {
+            let v = PreVariant { prefetch, claim, ..Default::default() };
+            for i in 0..3 {
+                r.launch_variant(&s, i, v).unwrap();
+            }
+            row.push(time_calls(&dev, &s, 21, 3, |i| r.launch_variant(&s, i, v)));
+        }
+        let cells: Vec<String> = row.iter().map(|us| format!("{us:.1}")).collect();
+        println!("| {n} | {t} | {} |", cells.join(" | "));
+    }
+}
+
 /// The plan's choice against the general kernel's split prefill shape (up to `sms / tiles` CTAs
 /// per tile) at few tiles: median us back-to-back, input sets rotated past L2.
 #[test]

@@ -111,8 +111,16 @@ const FLAG_GROUPS_SHIFT: u32 = 16;
 /// prefetch; one CTA per tile (T >= 4096 at C = 4096) runs the general loop without prefetch
 /// (the fast loop measured ~1 % slower and prefetch 3-12 % slower there: the loop is bound by
 /// memory, not by issue). f32 (n <= 4): prefetch (T = 8192 476 -> 447 us).
+/// n >= 8 (H100, `bench_pre_wide_tuning`, bf16 C = 1280, us): prefetch off everywhere (n = 32
+/// T = 64 / 256 / 1024 229 / 508 / 1985 -> 208 / 425 / 1417: the hints only add traffic beside
+/// a phi stream of megabytes); split prefill tiles pre-mixed by all their CTAs up to
+/// [`WIDE_CLAIM_MAX_TOKENS`] (T = 256: 424.7 claim vs 445.7 alone), by the last one above
+/// (T = 1024: 1417 alone vs 1435; n = 8 67.0 vs 76.4).
 fn default_variant(dt: Dtype, n: usize, t: usize, splits: usize) -> PreVariant {
     let split_prefill = splits > 1 && t > DECODE_MAX_TOKENS;
+    if dt == Dtype::Bf16 && n > 4 {
+        return PreVariant { claim: split_prefill && t <= WIDE_CLAIM_MAX_TOKENS, ..Default::default() };
+    }
     if dt == Dtype::Bf16 {
         let latency = t <= DECODE_MAX_TOKENS || split_prefill;
         PreVariant { prefetch: latency, fast_k: latency, claim: split_prefill, ..Default::default() }
@@ -120,6 +128,9 @@ fn default_variant(dt: Dtype, n: usize, t: usize, splits: usize) -> PreVariant {
         PreVariant { prefetch: n <= 4, ..Default::default() }
     }
 }
+
+/// Largest T whose split prefill tiles (n >= 8, bf16) are pre-mixed by all their CTAs.
+const WIDE_CLAIM_MAX_TOKENS: usize = 512;
 
 /// Tuning of one launch of the general `pre` kernel ([`PreKernel::General`]; benchmarks and
 /// time attribution).
@@ -832,6 +843,10 @@ mod tests {
         // bf16 decode: fast loop and prefetch, the decode scheme (claim is for prefill only)
         let v = default_variant(Dtype::Bf16, 4, 16, 32);
         assert!(v.fast_k && v.prefetch && !v.claim);
+        // bf16 n >= 8: no prefetch; claim at few tiles only
+        let v = default_variant(Dtype::Bf16, 32, 16, 132);
+        assert!(!v.prefetch && !v.fast_k && !v.claim);
+        assert!(default_variant(Dtype::Bf16, 8, 256, 15).claim && !default_variant(Dtype::Bf16, 8, 1024, 4).claim);
         // f32: prefetch for n <= 4 only
         assert!(default_variant(Dtype::F32, 4, 8192, 1).prefetch);
         assert!(!default_variant(Dtype::F32, 32, 1024, 1).prefetch);
