@@ -17,8 +17,12 @@
 //!   for the pre-mix. The last CTA to leave resets the counters, so the workspace is reusable.
 //! - **prefill** (larger T): one CTA per 32-token tile over the whole reduction (tensor cores:
 //!   bf16 `mma.sync` with `phi` split in bf16 hi + lo for bf16 storage, 3xTF32 for f32 storage);
-//!   up to 4 CTAs per tile while the grid would leave SMs idle, the tile's pre-mix then shared
-//!   by all of them (`pre`) or done by the last one (`post_pre`).
+//!   up to `sms / tiles` CTAs per tile while the grid would leave SMs idle, the tile's pre-mix
+//!   then shared by all of them or done by the last one ([`default_variant`]).
+//!
+//! At n >= 8 (more than one group of 32 logits) `pre`'s launches also slice the logit groups
+//! over the CTAs of each K split while SMs would idle ([`LaunchShape`]: n = 32 T = 16 ran one
+//! CTA per tile for 4.9 ms before, 134 us with 132 CTAs).
 //!
 //! `post_pre` runs the same kernel text from its own entries `mhc_post_pre_sm90_*` (the producer
 //! K loop). The K loop variant (general / fast) and prefetching are chosen per launch by
