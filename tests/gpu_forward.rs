@@ -123,6 +123,12 @@ fn cases() -> Vec<(usize, usize, usize)> {
     }
     v.push((64, 8, 7168));
     v.push((1, 32, 1280));
+    // the lane-per-stream decode kernels (n = 16 / 32, T <= 16): partial CTAs, C = 64 / 1288;
+    // and the V = 2 kernel past them
+    v.push((16, 32, 1280));
+    v.push((5, 16, 1288));
+    v.push((9, 32, 64));
+    v.push((300, 32, 64));
     small(v, |&(t, n, c)| t * n * c)
 }
 

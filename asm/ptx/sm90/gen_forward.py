@@ -314,6 +314,105 @@ def post_kernel(form, dtype, n, V=None):
 """
 
 
+LK_NS = [16, 32]  # post "lk" variants: lane = output stream
+LK_GROUP = 8  # streams whose x chunk and coefficient loads are issued together
+# Largest T of the _lk variants: H100, bf16, n = 32, C = 1280, us back-to-back, against the V = 2
+# kernel: T = 1 / 4 / 16 4.8 / 8.3 / 9.5 vs 6.7 / 11.2 / 12.1; T = 64 / 256 / 8192 19.9 / 52.9 /
+# 1465 vs 13.6 / 46.3 / 1222 (ptxas keeps it at 32 registers by issuing the x loads of a group
+# as it consumes them: latency-bound once every SM is busy).
+LK_TMAX = 16
+
+
+def post_lane_kernel(form, dtype, n):
+    """post for n >= 16: n threads per (token, 16-byte chunk), thread k computes output stream k
+    over all n input streams. The x chunk of stream j is one 16-byte load that the n lanes of a
+    chunk share (one request per warp), the coefficient h_res[j][k] (V4) / h_res[k][j] (Paper) a
+    4-byte load per lane; ~50 registers instead of the V = 2 kernel's 130 (n*V accumulators and
+    x values), so many more warps hide the memory latency. Same FMA order as post_kernel (h_post
+    f first, then j = 0..n-1): the same bits."""
+    name = f"mhc_post_{form}_{dtype}_n{n}_lk"
+    es = ESIZE[dtype]
+    V = 16 // es
+    lg = n.bit_length() - 1
+    k = K()
+    p = lambda s: k.r("b64", s)
+    u = lambda s: k.r("b32", s)
+    px, pf, php, phr, po = p("px"), p("pf"), p("php"), p("phr"), p("po")
+    sx, sf, so = p("sx"), p("sf"), p("so")
+    items, chunks, cbytes = u("items"), u("chunks"), u("cbytes")
+    for reg, off, ty in [(px, 0, "u64"), (pf, 8, "u64"), (php, 16, "u64"), (phr, 24, "u64"), (po, 32, "u64"),
+                         (sx, 40, "u64"), (sf, 48, "u64"), (so, 56, "u64"), (items, 64, "u32"),
+                         (chunks, 68, "u32"), (cbytes, 72, "u32")]:
+        k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    k.grid_dependency()
+    gid, tid, ctaid, ntid, item, kk, t, ch, tmp = (u(x) for x in ["gid", "tid", "ctaid", "ntid", "item", "kk", "t",
+                                                                   "ch", "tmp"])
+    pr = k.r("pred", "p")
+    k.comment(f"thread = (item = token x chunk of {V} channels, output stream k = gid % {n})")
+    k.e(f"mov.u32 {tid}, %tid.x;")
+    k.e(f"mov.u32 {ctaid}, %ctaid.x;")
+    k.e(f"mov.u32 {ntid}, %ntid.x;")
+    k.e(f"mad.lo.u32 {gid}, {ctaid}, {ntid}, {tid};")
+    k.e(f"shr.u32 {item}, {gid}, {lg};")
+    k.e(f"and.b32 {kk}, {gid}, {n - 1};")
+    k.e(f"setp.ge.u32 {pr}, {item}, {items};")
+    k.e(f"@{pr} bra DONE;")
+    k.e(f"div.u32 {t}, {item}, {chunks};")
+    k.e(f"mul.lo.u32 {tmp}, {t}, {chunks};")
+    k.e(f"sub.u32 {ch}, {item}, {tmp};")
+    t64, cb, cb64, k64 = p("t64"), p("cb"), p("cb64"), p("k64")
+    k.e(f"cvt.u64.u32 {t64}, {t};")
+    k.e(f"mul.wide.u32 {cb}, {ch}, 16;")
+    k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
+    k.e(f"cvt.u64.u32 {k64}, {kk};")
+    ax, af, ao, ahp, ahr = p("ax"), p("af"), p("ao"), p("ahp"), p("ahr")
+    k.e(f"mad.lo.u64 {ax}, {t64}, {sx}, {px};")
+    k.e(f"add.u64 {ax}, {ax}, {cb};")
+    k.e(f"mad.lo.u64 {af}, {t64}, {sf}, {pf};")
+    k.e(f"add.u64 {af}, {af}, {cb};")
+    k.e(f"mad.lo.u64 {ao}, {t64}, {so}, {po};")
+    k.e(f"add.u64 {ao}, {ao}, {cb};")
+    k.e(f"mad.lo.u64 {ao}, {k64}, {cb64}, {ao};          // out[t][k][chunk]")
+    k.e(f"mad.lo.u64 {ahp}, {t64}, {n * 4}, {php};")
+    k.e(f"mad.lo.u64 {ahp}, {k64}, 4, {ahp};")
+    k.e(f"mad.lo.u64 {ahr}, {t64}, {n * n * 4}, {phr};")
+    if form == "v4":
+        k.e(f"mad.lo.u64 {ahr}, {k64}, 4, {ahr};             // h_res[t][j][k]: + 4 n j")
+        hstep = 4 * n
+    else:
+        k.e(f"mad.lo.u64 {ahr}, {k64}, {4 * n}, {ahr};       // h_res[t][k][j]: + 4 j")
+        hstep = 4
+    fv = load_row(k, dtype, "f", af, V)
+    hp = k.r("f32", "hp")
+    k.e(f"ld.global.nc.f32 {hp}, [{ahp}];")
+    acc = [k.r("f32", f"acc{v}") for v in range(V)]
+    for v in range(V):
+        k.e(f"mul.f32 {acc[v]}, {hp}, {fv[v]};")
+    for g in range(0, n, LK_GROUP):
+        k.comment(f"streams {g}..{g + LK_GROUP - 1}: every load first, then the FMAs in stream order")
+        xs, hs = [], []
+        for j in range(g, g + LK_GROUP):
+            xs.append(load_row(k, dtype, f"x{j - g}", ax, V, off=0))
+            h = k.r("f32", f"h{j - g}")
+            k.e(f"ld.global.nc.f32 {h}, [{ahr}+{hstep * j}];")
+            hs.append(h)
+            k.e(f"add.u64 {ax}, {ax}, {cb64};")
+        for i in range(LK_GROUP):
+            for v in range(V):
+                k.e(f"fma.rn.f32 {acc[v]}, {hs[i]}, {xs[i][v]}, {acc[v]};")
+    store_row(k, dtype, acc, ao, tag="o")
+    k.label("DONE")
+    k.e("ret;")
+    return name, f""".visible .entry {name}(
+    .param .align 8 .b8 args[80]
+)
+.maxntid 256, 1, 1
+{{
+{k.body()}
+}}
+"""
+
+
 def write_post():
     out = [PROLOGUE, """
 // ==============================================================================================
@@ -354,6 +453,19 @@ def write_post():
         for dtype in DTYPES:
             for n in [1, 2, 4]:
                 nm, txt = post_kernel(form, dtype, n, V=2)
+                names.append(nm)
+                out.append(txt)
+    out.append("""
+// ----------------------------------------------------------------------------------------------
+// Lane-per-stream variants (n = 16 / 32, `_lk`): n threads per (token, 16-byte chunk), thread k
+// writes output stream k. The n lanes of a chunk share each x load (one request per warp) and
+// load their own coefficient; ~50 registers against the V = 2 kernel's 130, so enough warps are
+// resident to hide DRAM latency. Same FMA order as the kernels above: the same bits.
+""")
+    for form in ["v4", "paper"]:
+        for dtype in DTYPES:
+            for n in LK_NS:
+                nm, txt = post_lane_kernel(form, dtype, n)
                 names.append(nm)
                 out.append(txt)
     open(os.path.join(HERE, "post.ptx"), "w").write("\n".join(out))
@@ -2400,6 +2512,14 @@ def manifest():
                 entry(f"post_{form}_{dtype}_n{n}_decode", "post", [form], "post", f"mhc_post_{form}_{dtype}_n{n}_v2",
                       [dtype], [n], (1, 16), 1, 128,
                       "post for T <= 16: 2 channels per thread, 4x the CTAs of the general kernel", params=post_p)
+    for form in ["v4", "paper"]:
+        for dtype in DTYPES:
+            for n in LK_NS:
+                entry(f"post_{form}_{dtype}_n{n}_lk", "post", [form], "post", f"mhc_post_{form}_{dtype}_n{n}_lk",
+                      [dtype], [n], (1, LK_TMAX), 1, 128,
+                      f"post decode for n={n}: n threads per (token, 16-byte chunk), lane k writes output stream "
+                      f"k, the lanes share each x load (H100 n=32 T=1 / 16: 4.8 / 9.5 us vs 6.7 / 12.1)",
+                      params=post_p + " (items = T * C / V, V = 16 / esize; n threads per item)", wave_us=0.05)
     head_p = "HeadArgs { x, phi, scale, base, out: u64, x_stride, out_stride: u64, tokens, cbytes, kchunks, cchunks: u32, eps_norm, eps_hc, inv_k: f32, pad: u32 } (88 B)"
     for dtype in DTYPES:
         for n in CL_NS:

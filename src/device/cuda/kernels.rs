@@ -54,6 +54,9 @@ pub struct KernelDesc {
     pub v: usize,
     /// Tokens per CTA (head).
     pub tokens_per_cta: usize,
+    /// Threads per work item (post: an item is a token x a chunk of `v` channels; the `_lk`
+    /// kernels put n threads on it, one per output stream).
+    pub item_threads: u32,
     /// Threads per CTA the kernel is launched with.
     pub threads: u32,
     /// Dynamic shared memory the kernel may ask for (bytes; 0 = none).
@@ -163,6 +166,7 @@ fn row(
         param_bytes,
         v,
         tokens_per_cta: 1,
+        item_threads: 1,
         threads,
         max_dynamic_shared: 0,
         max_tokens: usize::MAX,
@@ -198,6 +202,23 @@ fn build() -> Vec<KernelDesc> {
             for n in [1, 2, 4] {
                 let entry = name("mhc_post_", format!("{fname}_{}_n{n}_v2", dtype.name()));
                 t.push(KernelDesc { formulation: Some(form), max_tokens: 16, ..post(dtype, n, entry, 2) });
+            }
+        }
+    }
+    // post decode for n = 16 / 32 (T <= 16, measured): n threads per item, lane k writes output
+    // stream k (post.ptx `_lk`).
+    for (form, fname) in forms {
+        for dtype in dtypes {
+            for n in [16, 32] {
+                let entry = name("mhc_post_", format!("{fname}_{}_n{n}_lk", dtype.name()));
+                let v = 16 / dtype.size();
+                let lk = KernelDesc {
+                    formulation: Some(form),
+                    item_threads: n as u32,
+                    max_tokens: 16,
+                    ..post(dtype, n, entry, v)
+                };
+                t.push(lk);
             }
         }
     }

@@ -58,8 +58,8 @@ impl Plan {
         let chunks = c / b.desc.v;
         let items = t
             .checked_mul(chunks)
-            .filter(|&i| i <= u32::MAX as usize)
-            .ok_or_else(|| crate::Error::shape("x", "T * C / V < 2^32", t))?;
+            .filter(|&i| i.checked_mul(b.desc.item_threads as usize).is_some_and(|th| th <= u32::MAX as usize))
+            .ok_or_else(|| crate::Error::shape("x", "T * C / V threads per item < 2^32", t))?;
         let args = PostArgs {
             x: x.ptr,
             f: f.ptr,
@@ -75,7 +75,7 @@ impl Plan {
             pad: 0,
         };
         let block = b.desc.threads;
-        let grid = (items as u32).div_ceil(block);
+        let grid = (items as u32 * b.desc.item_threads).div_ceil(block);
         Ok(Some(PreparedPost { bucket: b, grid, block, args }))
     }
 }
