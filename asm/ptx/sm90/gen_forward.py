@@ -316,23 +316,26 @@ def post_kernel(form, dtype, n, V=None):
 
 LK_NS = [16, 32]  # post "lk" variants: lane = output stream
 LK_GROUP = 8  # streams whose x chunk and coefficient loads are issued together
-# Largest T of the _lk variants: H100, bf16, n = 32, C = 1280, us back-to-back, against the V = 2
-# kernel: T = 1 / 4 / 16 4.8 / 8.3 / 9.5 vs 6.7 / 11.2 / 12.1; T = 64 / 256 / 8192 19.9 / 52.9 /
-# 1465 vs 13.6 / 46.3 / 1222 (ptxas keeps it at 32 registers by issuing the x loads of a group
-# as it consumes them: latency-bound once every SM is busy).
+# Largest T of the _lk variants (H100, bf16, n = 32, C = 1280, us back-to-back). Against the V = 2
+# kernel: T = 1 / 4 / 16 3.2 / 5.2 / 8.6 vs 6.7 / 11.2 / 12.1, but T = 64 / 8192 19.3 / 1888 vs
+# 13.6 / 1222: every lane unpacks the same x words, so with every SM busy it is issue-bound.
 LK_TMAX = 16
+# Bytes of x per thread and stream: 8 (2 words) let ptxas keep a group's 8 x loads in flight in
+# its 32 registers (10 loads before the first FMA); with 16 it issued them as the FMAs consumed
+# them (T = 1 / 4 / 16 4.8 / 8.3 / 9.4 us).
+LK_BYTES = 8
 
 
 def post_lane_kernel(form, dtype, n):
-    """post for n >= 16: n threads per (token, 16-byte chunk), thread k computes output stream k
-    over all n input streams. The x chunk of stream j is one 16-byte load that the n lanes of a
-    chunk share (one request per warp), the coefficient h_res[j][k] (V4) / h_res[k][j] (Paper) a
-    4-byte load per lane; ~50 registers instead of the V = 2 kernel's 130 (n*V accumulators and
-    x values), so many more warps hide the memory latency. Same FMA order as post_kernel (h_post
+    """post for n >= 16: n threads per (token, LK_BYTES chunk), thread k computes output stream k
+    over all n input streams. The x chunk of stream j is one load that the n lanes of a chunk
+    share (one request per warp), the coefficient h_res[j][k] (V4) / h_res[k][j] (Paper) a
+    4-byte load per lane; 32 registers instead of the V = 2 kernel's 130 (n*V accumulators and
+    x values), so a few tokens spread over many more warps. Same FMA order as post_kernel (h_post
     f first, then j = 0..n-1): the same bits."""
     name = f"mhc_post_{form}_{dtype}_n{n}_lk"
     es = ESIZE[dtype]
-    V = 16 // es
+    V = LK_BYTES // es
     lg = n.bit_length() - 1
     k = K()
     p = lambda s: k.r("b64", s)
@@ -362,7 +365,7 @@ def post_lane_kernel(form, dtype, n):
     k.e(f"sub.u32 {ch}, {item}, {tmp};")
     t64, cb, cb64, k64 = p("t64"), p("cb"), p("cb64"), p("k64")
     k.e(f"cvt.u64.u32 {t64}, {t};")
-    k.e(f"mul.wide.u32 {cb}, {ch}, 16;")
+    k.e(f"mul.wide.u32 {cb}, {ch}, {LK_BYTES};")
     k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
     k.e(f"cvt.u64.u32 {k64}, {kk};")
     ax, af, ao, ahp, ahr = p("ax"), p("af"), p("ao"), p("ahp"), p("ahr")
@@ -457,10 +460,12 @@ def write_post():
                 out.append(txt)
     out.append("""
 // ----------------------------------------------------------------------------------------------
-// Lane-per-stream variants (n = 16 / 32, `_lk`): n threads per (token, 16-byte chunk), thread k
-// writes output stream k. The n lanes of a chunk share each x load (one request per warp) and
-// load their own coefficient; ~50 registers against the V = 2 kernel's 130, so enough warps are
-// resident to hide DRAM latency. Same FMA order as the kernels above: the same bits.
+// Lane-per-stream decode variants (n = 16 / 32, T <= 16, `_lk`): n threads per (token, 8-byte
+// chunk), thread k writes output stream k. The n lanes of a chunk share each x load (one request
+// per warp) and load their own coefficient; 32 registers against the V = 2 kernel's 130, so a
+// few tokens spread over many more warps. Same FMA order as the kernels above: the same bits.
+// H100 bf16 n = 32 C = 1280, us back-to-back: T = 1 / 4 / 16 3.2 / 5.2 / 8.6 (V = 2: 6.7 / 11.2 /
+// 12.1); slower from T = 64 on (every lane unpacks the same x words).
 """)
     for form in ["v4", "paper"]:
         for dtype in DTYPES:
@@ -2517,8 +2522,8 @@ def manifest():
             for n in LK_NS:
                 entry(f"post_{form}_{dtype}_n{n}_lk", "post", [form], "post", f"mhc_post_{form}_{dtype}_n{n}_lk",
                       [dtype], [n], (1, LK_TMAX), 1, 128,
-                      f"post decode for n={n}: n threads per (token, 16-byte chunk), lane k writes output stream "
-                      f"k, the lanes share each x load (H100 n=32 T=1 / 16: 4.8 / 9.5 us vs 6.7 / 12.1)",
+                      f"post decode for n={n}: n threads per (token, 8-byte chunk), lane k writes output stream "
+                      f"k, the lanes share each x load (H100 n=32 T=1 / 16: 3.2 / 8.6 us vs 6.7 / 12.1)",
                       params=post_p + " (items = T * C / V, V = 16 / esize; n threads per item)", wave_us=0.05)
     head_p = "HeadArgs { x, phi, scale, base, out: u64, x_stride, out_stride: u64, tokens, cbytes, kchunks, cchunks: u32, eps_norm, eps_hc, inv_k: f32, pad: u32 } (88 B)"
     for dtype in DTYPES:

@@ -211,7 +211,7 @@ fn build() -> Vec<KernelDesc> {
         for dtype in dtypes {
             for n in [16, 32] {
                 let entry = name("mhc_post_", format!("{fname}_{}_n{n}_lk", dtype.name()));
-                let v = 16 / dtype.size();
+                let v = 8 / dtype.size();
                 let lk = KernelDesc {
                     formulation: Some(form),
                     item_threads: n as u32,
