@@ -223,6 +223,20 @@ POST_ARGS = """// struct PostArgs (80 bytes, src/device/cuda/kernels.rs):
 //   +64 items (T * chunks)  +68 chunks (C / V)  +72 cbytes (C * esize)  +76 pad   (u32)"""
 
 
+def post_params(k):
+    """The PostArgs loads (post.ptx header) and the grid dependency: px, pf, php, phr, po, sx, sf,
+    so (u64), items, chunks, cbytes (u32)."""
+    p = lambda s: k.r("b64", s)
+    u = lambda s: k.r("b32", s)
+    regs = [(p(nm), off, "u64") for nm, off in [("px", 0), ("pf", 8), ("php", 16), ("phr", 24), ("po", 32),
+                                                 ("sx", 40), ("sf", 48), ("so", 56)]]
+    regs += [(u(nm), off, "u32") for nm, off in [("items", 64), ("chunks", 68), ("cbytes", 72)]]
+    for reg, off, ty in regs:
+        k.e(f"ld.param.{ty} {reg}, [args+{off}];")
+    k.grid_dependency()
+    return [r for r, _, _ in regs]
+
+
 def post_kernel(form, dtype, n, V=None):
     name = f"mhc_post_{form}_{dtype}_n{n}" + (f"_v{V}" if V else "")
     V = V or vchan(n)
@@ -230,14 +244,7 @@ def post_kernel(form, dtype, n, V=None):
     k = K()
     p = lambda s: k.r("b64", s)
     u = lambda s: k.r("b32", s)
-    px, pf, php, phr, po = p("px"), p("pf"), p("php"), p("phr"), p("po")
-    sx, sf, so = p("sx"), p("sf"), p("so")
-    items, chunks, cbytes = u("items"), u("chunks"), u("cbytes")
-    for reg, off, ty in [(px, 0, "u64"), (pf, 8, "u64"), (php, 16, "u64"), (phr, 24, "u64"), (po, 32, "u64"),
-                         (sx, 40, "u64"), (sf, 48, "u64"), (so, 56, "u64"), (items, 64, "u32"),
-                         (chunks, 68, "u32"), (cbytes, 72, "u32")]:
-        k.e(f"ld.param.{ty} {reg}, [args+{off}];")
-    k.grid_dependency()
+    px, pf, php, phr, po, sx, sf, so, items, chunks, cbytes = post_params(k)
     gid, tid, ctaid, ntid, t, ch, tmp = u("gid"), u("tid"), u("ctaid"), u("ntid"), u("t"), u("ch"), u("tmp")
     pr = k.r("pred", "p")
     k.comment("one thread = one token t and one chunk of V channels, all n streams")
@@ -340,14 +347,7 @@ def post_lane_kernel(form, dtype, n):
     k = K()
     p = lambda s: k.r("b64", s)
     u = lambda s: k.r("b32", s)
-    px, pf, php, phr, po = p("px"), p("pf"), p("php"), p("phr"), p("po")
-    sx, sf, so = p("sx"), p("sf"), p("so")
-    items, chunks, cbytes = u("items"), u("chunks"), u("cbytes")
-    for reg, off, ty in [(px, 0, "u64"), (pf, 8, "u64"), (php, 16, "u64"), (phr, 24, "u64"), (po, 32, "u64"),
-                         (sx, 40, "u64"), (sf, 48, "u64"), (so, 56, "u64"), (items, 64, "u32"),
-                         (chunks, 68, "u32"), (cbytes, 72, "u32")]:
-        k.e(f"ld.param.{ty} {reg}, [args+{off}];")
-    k.grid_dependency()
+    px, pf, php, phr, po, sx, sf, so, items, chunks, cbytes = post_params(k)
     gid, tid, ctaid, ntid, item, kk, t, ch, tmp = (u(x) for x in ["gid", "tid", "ctaid", "ntid", "item", "kk", "t",
                                                                    "ch", "tmp"])
     pr = k.r("pred", "p")
