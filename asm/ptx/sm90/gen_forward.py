@@ -237,6 +237,20 @@ def post_params(k):
     return [r for r, _, _ in regs]
 
 
+def post_entry(name, k):
+    """Closes a post kernel body (DONE: ret) and wraps it in its entry (PostArgs, <= 256 threads)."""
+    k.label("DONE")
+    k.e("ret;")
+    return name, f""".visible .entry {name}(
+    .param .align 8 .b8 args[80]
+)
+.maxntid 256, 1, 1
+{{
+{k.body()}
+}}
+"""
+
+
 def post_kernel(form, dtype, n, V=None):
     name = f"mhc_post_{form}_{dtype}_n{n}" + (f"_v{V}" if V else "")
     V = V or vchan(n)
@@ -309,16 +323,7 @@ def post_kernel(form, dtype, n, V=None):
                 for v in range(V):
                     k.e(f"fma.rn.f32 {acc[v]}, {rr[j]}, {xs[j][v]}, {acc[v]};")
             store_row(k, dtype, acc, aos[i], tag=f"o{i}")
-    k.label("DONE")
-    k.e("ret;")
-    return name, f""".visible .entry {name}(
-    .param .align 8 .b8 args[80]
-)
-.maxntid 256, 1, 1
-{{
-{k.body()}
-}}
-"""
+    return post_entry(name, k)
 
 
 LK_NS = [16, 32]  # post "lk" variants: lane = output stream
@@ -404,16 +409,7 @@ def post_lane_kernel(form, dtype, n):
             for v in range(V):
                 k.e(f"fma.rn.f32 {acc[v]}, {hs[i]}, {xs[i][v]}, {acc[v]};")
     store_row(k, dtype, acc, ao, tag="o")
-    k.label("DONE")
-    k.e("ret;")
-    return name, f""".visible .entry {name}(
-    .param .align 8 .b8 args[80]
-)
-.maxntid 256, 1, 1
-{{
-{k.body()}
-}}
-"""
+    return post_entry(name, k)
 
 
 def write_post():
