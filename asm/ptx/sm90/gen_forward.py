@@ -237,12 +237,13 @@ def post_params(k):
     return [r for r, _, _ in regs]
 
 
-def post_entry(name, k):
-    """Closes a post kernel body (DONE: ret) and wraps it in its entry (PostArgs, <= 256 threads)."""
+def plain_entry(name, k, arg_bytes):
+    """Closes a kernel body (DONE: ret) and wraps it in an entry of one `arg_bytes` parameter
+    block and at most 256 threads (post: PostArgs, 80 bytes; expand: ExpandArgs, 48)."""
     k.label("DONE")
     k.e("ret;")
     return name, f""".visible .entry {name}(
-    .param .align 8 .b8 args[80]
+    .param .align 8 .b8 args[{arg_bytes}]
 )
 .maxntid 256, 1, 1
 {{
@@ -323,7 +324,7 @@ def post_kernel(form, dtype, n, V=None):
                 for v in range(V):
                     k.e(f"fma.rn.f32 {acc[v]}, {rr[j]}, {xs[j][v]}, {acc[v]};")
             store_row(k, dtype, acc, aos[i], tag=f"o{i}")
-    return post_entry(name, k)
+    return plain_entry(name, k, 80)
 
 
 LK_NS = [16, 32]  # post "lk" variants: lane = output stream
@@ -409,7 +410,7 @@ def post_lane_kernel(form, dtype, n):
             for v in range(V):
                 k.e(f"fma.rn.f32 {acc[v]}, {hs[i]}, {xs[i][v]}, {acc[v]};")
     store_row(k, dtype, acc, ao, tag="o")
-    return post_entry(name, k)
+    return plain_entry(name, k, 80)
 
 
 def write_post():
@@ -2426,16 +2427,7 @@ def expand_kernel(dtype):
     k.e(f"add.u32 {j}, {j}, 1;")
     k.e(f"setp.lt.u32 {pr}, {j}, {n};")
     k.e(f"@{pr} bra LOOP;")
-    k.label("DONE")
-    k.e("ret;")
-    return name, f""".visible .entry {name}(
-    .param .align 8 .b8 args[48]
-)
-.maxntid 256, 1, 1
-{{
-{k.body()}
-}}
-"""
+    return plain_entry(name, k, 48)
 
 
 def write_expand():

@@ -231,10 +231,9 @@ fn build() -> Vec<KernelDesc> {
             t.push(KernelDesc { tokens_per_cta: (64 / n).min(8), ..head(dtype, n, "mhc_head_", vchan(n), 256) });
         }
     }
-    // head on a cluster of CTAs per token tile (head.ptx, head.rs); the
-    // decode variant (`cld`) stages phi's slice in shared memory too.
-    // n = 16 / 32 have no `cld` (its phi slice outgrows shared memory) but `cl16`, the same
-    // kernel as `cl` on 16-CTA clusters, for decode sizes.
+    // head on a cluster of CTAs per token tile (head.ptx, head.rs); the decode variant (`cld`)
+    // stages phi's slice in shared memory too. n = 16 / 32 have no `cld` (its phi slice outgrows
+    // shared memory) but `cl16`, the same kernel as `cl` on 16-CTA clusters, for decode sizes.
     let cl_ns: [&[usize]; 3] = [&[1, 2, 4, 8, 16, 32], &[1, 2, 4, 8], &[16, 32]];
     for ((prefix, phi_in_shared, smem, cluster), ns) in [
         ("mhc_head_cl_", false, HEAD_CL_SMEM, HEAD_CLUSTER),

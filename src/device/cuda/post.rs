@@ -59,7 +59,7 @@ impl Plan {
         let items = t
             .checked_mul(chunks)
             .filter(|&i| i.checked_mul(b.desc.item_threads as usize).is_some_and(|th| th <= u32::MAX as usize))
-            .ok_or_else(|| crate::Error::shape("x", "T * C / V threads per item < 2^32", t))?;
+            .ok_or_else(|| crate::Error::shape("x", "T * C / V * (threads per item) < 2^32", t))?;
         let args = PostArgs {
             x: x.ptr,
             f: f.ptr,

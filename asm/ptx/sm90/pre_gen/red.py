@@ -8,6 +8,15 @@ V4_TEMPS = [["%f50", "%f51", "%f52", "%f53"], ["%f54", "%f55", "%f56", "%f57"], 
             ["%f25", "%f26", "%f27", "%f28"], ["%f29", "%f30", "%f31", "%f32"]]
 
 
+# One split's quad at [%rd14] added into %f3..%f6; %rd14 steps to the next split (%rd11 apart).
+ADD_ONE_QUAD = """    ld.global.cg.v4.f32 {%f50, %f51, %f52, %f53}, [%rd14];
+    add.f32 %f3, %f3, %f50;
+    add.f32 %f4, %f4, %f51;
+    add.f32 %f5, %f5, %f52;
+    add.f32 %f6, %f6, %f53;
+    add.u64 %rd14, %rd14, %rd11;"""
+
+
 def red_quads():
     return """    setp.ne.u32 %p9, %ldp, 32;
     @%p9 bra RED_SCALAR;
@@ -63,12 +72,7 @@ RQ_8:
 RQ_1:
     setp.ge.u32 %p10, %r40, %nks;
     @%p10 bra RQ_ST;
-    ld.global.cg.v4.f32 {%f50, %f51, %f52, %f53}, [%rd14];
-    add.f32 %f3, %f3, %f50;
-    add.f32 %f4, %f4, %f51;
-    add.f32 %f5, %f5, %f52;
-    add.f32 %f6, %f6, %f53;
-    add.u64 %rd14, %rd14, %rd11;
+""" + ADD_ONE_QUAD + """
     add.u32 %r40, %r40, 4;
     bra RQ_1;
 RQ_ST:

@@ -81,12 +81,7 @@ def sum_splits_v4(lbl):
 {lbl}_1:
     setp.ge.u32 %p10, %r39, %nks;
     @%p10 bra {lbl}_D;
-    ld.global.cg.v4.f32 {{%f50, %f51, %f52, %f53}}, [%rd14];
-    add.f32 %f3, %f3, %f50;
-    add.f32 %f4, %f4, %f51;
-    add.f32 %f5, %f5, %f52;
-    add.f32 %f6, %f6, %f53;
-    add.u64 %rd14, %rd14, %rd11;
+{red.ADD_ONE_QUAD}
     add.u32 %r39, %r39, 1;
     bra {lbl}_1;
 {lbl}_D:""")
