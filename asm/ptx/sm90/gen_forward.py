@@ -237,6 +237,16 @@ def post_params(k):
     return [r for r, _, _ in regs]
 
 
+def post_rows(k, t64, cb, x, f, o, xname, oname):
+    """Addresses of token t64's chunk (byte offset cb) in the x, f and out rows; x, f, o are
+    (base, row stride) register pairs."""
+    regs = (k.r("b64", xname), k.r("b64", "af"), k.r("b64", oname))
+    for reg, (base, stride) in zip(regs, (x, f, o)):
+        k.e(f"mad.lo.u64 {reg}, {t64}, {stride}, {base};")
+        k.e(f"add.u64 {reg}, {reg}, {cb};")
+    return regs
+
+
 def plain_entry(name, k, arg_bytes):
     """Closes a kernel body (DONE: ret) and wraps it in an entry of one `arg_bytes` parameter
     block and at most 256 threads (post: PostArgs, 80 bytes; expand: ExpandArgs, 48)."""
@@ -276,13 +286,8 @@ def post_kernel(form, dtype, n, V=None):
     k.e(f"cvt.u64.u32 {t64}, {t};")
     k.e(f"mul.wide.u32 {cb}, {ch}, {V * es};")
     k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
-    ax, af, ao, ahp, ahr = p("ax0"), p("af"), p("ao0"), p("ahp"), p("ahr")
-    k.e(f"mad.lo.u64 {ax}, {t64}, {sx}, {px};")
-    k.e(f"add.u64 {ax}, {ax}, {cb};")
-    k.e(f"mad.lo.u64 {af}, {t64}, {sf}, {pf};")
-    k.e(f"add.u64 {af}, {af}, {cb};")
-    k.e(f"mad.lo.u64 {ao}, {t64}, {so}, {po};")
-    k.e(f"add.u64 {ao}, {ao}, {cb};")
+    ax, af, ao = post_rows(k, t64, cb, (px, sx), (pf, sf), (po, so), "ax0", "ao0")
+    ahp, ahr = p("ahp"), p("ahr")
     k.e(f"mad.lo.u64 {ahp}, {t64}, {n * 4}, {php};")
     k.e(f"mad.lo.u64 {ahr}, {t64}, {n * n * 4}, {phr};")
     k.comment(f"issue every load of the chunk first: n={n} x vectors + f ({(n + 1) * V * es} bytes in flight)")
@@ -374,13 +379,8 @@ def post_lane_kernel(form, dtype, n):
     k.e(f"mul.wide.u32 {cb}, {ch}, {LK_BYTES};")
     k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
     k.e(f"cvt.u64.u32 {k64}, {kk};")
-    ax, af, ao, ahp, ahr = p("ax"), p("af"), p("ao"), p("ahp"), p("ahr")
-    k.e(f"mad.lo.u64 {ax}, {t64}, {sx}, {px};")
-    k.e(f"add.u64 {ax}, {ax}, {cb};")
-    k.e(f"mad.lo.u64 {af}, {t64}, {sf}, {pf};")
-    k.e(f"add.u64 {af}, {af}, {cb};")
-    k.e(f"mad.lo.u64 {ao}, {t64}, {so}, {po};")
-    k.e(f"add.u64 {ao}, {ao}, {cb};")
+    ax, af, ao = post_rows(k, t64, cb, (px, sx), (pf, sf), (po, so), "ax", "ao")
+    ahp, ahr = p("ahp"), p("ahr")
     k.e(f"mad.lo.u64 {ao}, {k64}, {cb64}, {ao};          // out[t][k][chunk]")
     k.e(f"mad.lo.u64 {ahp}, {t64}, {n * 4}, {php};")
     k.e(f"mad.lo.u64 {ahp}, {k64}, 4, {ahp};")
