@@ -1666,38 +1666,53 @@ def static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr):
         k.e(f"mul.f32 {kr[i]}, {kr[i]}, 0f3FB8AA3B;")
         k.e(f"ex2.approx.ftz.f32 {kr[i]}, {kr[i]};")
     oc, orow, dot, den, rc = f("own_c"), f("own_r"), f("dot"), f("den"), f("rcpv")
-    k.comment("c and r start at 1; lane j keeps own_c = c_j and own_r = r_j; the others' values are")
-    k.comment("fetched by shfl.idx inside the dot products (no n-vectors held: fewer registers)")
+    k.comment("c and r start at 1; lane j keeps own_c = c_j and own_r = r_j. Each half step publishes")
+    k.comment("the vector it reads in ss_h (r at floats 0..n-1, c at 64..64+n-1; h_post sits between) and")
+    k.comment("every lane reads it back by broadcast 16-byte loads: n/4 loads per dot product where")
+    k.comment(f"shfl.idx took n shuffles (H100, n = 32: 20 iterations ~8 us -> measured below).")
+    k.comment("Two buffers, so one bar.warp.sync per half step orders the writes before the reads and")
+    k.comment("the reads of a buffer before its next write (a whole half step later).")
     k.e(f"mov.f32 {oc}, 0f3F800000;")
     k.e(f"mov.f32 {orow}, 0f3F800000;")
-    tv = [f(f"gv{q}") for q in range(4)]
+    pv = k.r("pred", "pvec")
+    k.e(f"setp.lt.u32 {pv}, {lane}, {n};")
+    va = p("veca")
+    k.e(f"add.u64 {va}, {sH}, {la};")
+    nch = 8 if n >= 32 else 4
 
-    def dot4(vec_a, src, tag):
-        """dot = sum_i a_i src[lane i] in 4 interleaved chains summed pairwise (fixed order)."""
-        ch = [f(f"{tag}{q}") for q in range(4)]
-        for i in range(n):
-            t_ = tv[i % 4]
-            k.e(f"shfl.sync.idx.b32 {t_}, {src}, {i}, 0x1f, 0xffffffff;")
-            if i < 4:
-                k.e(f"mul.f32 {ch[i]}, {vec_a[i]}, {t_};")
-            else:
-                k.e(f"fma.rn.f32 {ch[i % 4]}, {vec_a[i]}, {t_}, {ch[i % 4]};")
-        k.e(f"add.f32 {ch[0]}, {ch[0]}, {ch[1]};")
-        k.e(f"add.f32 {ch[2]}, {ch[2]}, {ch[3]};")
-        k.e(f"add.f32 {dot}, {ch[0]}, {ch[2]};")
+    def dot_shared(vec_a, off, tag):
+        """dot = sum_i a_i v_i, v read from ss_h at byte offset off, in nch interleaved chains
+        summed pairwise (a fixed order)."""
+        ch = [f(f"{tag}{q}") for q in range(nch)]
+        for h in range(0, n, 16):  # 16 values at a time: fewer live registers beside K's 2n
+            v = load_f32_run(k, f"{tag}v", sH, min(16, n), off=off + 4 * h, space="shared")
+            for i in range(h, min(n, h + 16)):
+                if i < nch:
+                    k.e(f"mul.f32 {ch[i]}, {vec_a[i]}, {v[i - h]};")
+                else:
+                    k.e(f"fma.rn.f32 {ch[i % nch]}, {vec_a[i]}, {v[i - h]}, {ch[i % nch]};")
+        while len(ch) > 1:
+            for q in range(len(ch) // 2):
+                k.e(f"add.f32 {ch[q]}, {ch[q]}, {ch[q + len(ch) // 2]};")
+            ch = ch[: len(ch) // 2]
+        k.e(f"mov.f32 {dot}, {ch[0]};")
 
     k.e(f"mov.u32 {it}, 0;")
     k.label("SK_LOOP")
     k.e(f"setp.ge.u32 {pr}, {it}, {iters};")
     k.e(f"@{pr} bra SK_END;")
     k.comment("column step: colsum_j = c_j (K[:, j] . r); c_j /= colsum_j + eps_hc")
-    dot4(kc, orow, "dc")
+    k.e(f"@{pv} st.shared.f32 [{va}], {orow};")
+    k.e("bar.warp.sync 0xffffffff;")
+    dot_shared(kc, 0, "dc")
     k.e(f"mul.f32 {den}, {dot}, {oc};")
     k.e(f"add.f32 {den}, {den}, {eps_hc};")
     rcp_fast(k, rc, den, "sc")
     k.e(f"mul.f32 {oc}, {oc}, {rc};")
     k.comment("row step: rowsum_j = r_j (K[j, :] . c); r_j /= rowsum_j + eps_hc")
-    dot4(kr, oc, "dr")
+    k.e(f"@{pv} st.shared.f32 [{va}+256], {oc};")
+    k.e("bar.warp.sync 0xffffffff;")
+    dot_shared(kr, 256, "dr")
     k.e(f"mul.f32 {den}, {dot}, {orow};")
     k.e(f"add.f32 {den}, {den}, {eps_hc};")
     rcp_fast(k, rc, den, "sr")
@@ -1743,9 +1758,13 @@ def st_shared_f32(k, vals, addr):
         i += w
 
 
-def static_rms(k, ss, lane, warp, pw, sR, ndw, inv_c, eps_f, barrier_note=None, barrier="barrier.sync 0;"):
+def static_rms(k, ss, lane, warp, pw, sR, ndw, inv_c, eps_f, barrier_note=None, barrier="barrier.sync 0;",
+               cluster=1, tid=None):
     """PA_END of both static kernels: the CTA's sum of squares in a fixed order (butterflies,
-    then the ndw data warps through shared memory, barrier 0), returns r = 1/sqrt(mean + eps_f)."""
+    then the ndw data warps through shared memory, barrier 0), returns r = 1/sqrt(mean + eps_f).
+    cluster > 1 (static_mma_cl): the CTAs' sums are exchanged through distributed shared memory
+    (ss_cl, cluster barrier) and added in rank order, the same bits in every CTA; the caller waits
+    on the cluster barrier once more before exiting (the others read its ss_cl)."""
     k.label("PA_END")
     warp_allreduce(k, ss, "ssr")
     k.e(f"setp.eq.u32 {pw}, {lane}, 0;")
@@ -1761,6 +1780,22 @@ def static_rms(k, ss, lane, warp, pw, sR, ndw, inv_c, eps_f, barrier_note=None, 
     k.e(f"mov.f32 {tot}, {red[0]};")
     for w in range(1, ndw):
         k.e(f"add.f32 {tot}, {tot}, {red[w]};")
+    if cluster > 1:
+        k.comment(f"the {cluster} CTAs of the token: thread 0 publishes this CTA's sum in ss_cl; after the cluster")
+        k.comment("barrier (release / acquire) every thread adds the CTAs' sums in rank order")
+        k.e(f"setp.eq.u32 {pw}, {tid}, 0;")
+        cl32, ra, rv = k.r("b32", "cla32"), k.r("b32", "clra"), k.r("f32", "clv")
+        k.e(f"mov.u32 {cl32}, ss_cl;")
+        k.e(f"@{pw} st.shared.f32 [{cl32}], {tot};")
+        k.e("barrier.cluster.arrive.release;")
+        k.e("barrier.cluster.wait.acquire;")
+        for r in range(cluster):
+            k.e(f"mapa.shared::cluster.u32 {ra}, {cl32}, {r};")
+            k.e(f"ld.shared::cluster.f32 {tot if r == 0 else rv}, [{ra}];")
+            if r:
+                k.e(f"add.f32 {tot}, {tot}, {rv};")
+        k.comment("done reading the other CTAs' ss_cl: arrive now, wait before exit")
+        k.e("barrier.cluster.arrive.release;")
     k.comment("r = 1 / sqrt(mean(a^2) + eps_f)")
     k.e(f"fma.rn.f32 {rr}, {tot}, {inv_c}, {eps_f};")
     k.e(f"sqrt.rn.f32 {rr}, {rr};")
@@ -1795,21 +1830,28 @@ def static_streams(k, dtype, n, V, ho, Rm, sS, xs, yv, oa, cb64):
 
 
 def static_hpre_and_coeffs(k, n, warp, cw, lane, phpl, phol, phrl, iters, eps_hc, sS, sH, it, pr, hpre_note,
-                           warp_notes):
+                           warp_notes, hpre_first=True):
     """Every thread: h_pre[j] = sigma(H_pre[j]) in registers (returned); warp cw: h_post and h_res
-    into shared memory (static_coeffs); all threads meet again at COEF_WAIT."""
-    k.comment(hpre_note)
-    hp = [k.r("f32", f"hpre{j}") for j in range(n)]
-    hl = load_f32_run(k, "hlg", phpl, n)
-    for j in range(n):
-        sigmoid(k, hp[j], hl[j], f"hs{j}", fast=True)
+    into shared memory (static_coeffs); all threads meet again at COEF_WAIT. hpre_first=False
+    computes h_pre after COEF_WAIT, so its n registers are not live across the Sinkhorn."""
+
+    def hpre():
+        k.comment(hpre_note)
+        hp = [k.r("f32", f"hpre{j}") for j in range(n)]
+        hl = load_f32_run(k, "hlg", phpl, n)
+        for j in range(n):
+            sigmoid(k, hp[j], hl[j], f"hs{j}", fast=True)
+        return hp
+
+    if hpre_first:
+        hp = hpre()
     for note in warp_notes:
         k.comment(note)
     k.e(f"setp.ne.u32 {pr}, {warp}, {cw};")
     k.e(f"@{pr} bra COEF_WAIT;")
     static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr)
     k.label("COEF_WAIT")
-    return hp
+    return hp if hpre_first else hpre()
 
 
 def static_kernel(dtype, n):
@@ -1929,7 +1971,7 @@ def static_kernel(dtype, n):
 .reqntid {NT}, 1, 1
 {maxnreg}{{
     .shared .align 16 .f32 ss_res[{n * n}];
-    .shared .align 16 .f32 ss_h[64];
+    .shared .align 16 .f32 ss_h[96];
     .shared .align 16 .f32 ss_red[{NT // 32}];
 {k.body()}
 }}
@@ -2146,7 +2188,7 @@ def static_cl_kernel(dtype, n):
 .reqntid {NT}, 1, 1
 {".maxnreg 64" + chr(10) if n <= 2 else ""}{{
     .shared .align 16 .f32 ss_res[{n * n}];
-    .shared .align 16 .f32 ss_h[64];
+    .shared .align 16 .f32 ss_h[96];
     .shared .align 16 .f32 ss_red[{NT // 32}];
     .shared .align 8 .b64 cpbar;
 {k.body()}
@@ -2294,11 +2336,259 @@ def static_pr_kernel(dtype, n):
 .reqntid {NT}, 1, 1
 {{
     .shared .align 16 .f32 ss_res[{n * n}];
-    .shared .align 16 .f32 ss_h[64];
+    .shared .align 16 .f32 ss_h[96];
     .shared .align 16 .f32 ss_red[{NT // 32}];
     .shared .align 8 .b64 st_mbar[{S}];
     .shared .align 8 .b64 st_cfbar;
 {k.body()}
+}}
+"""
+
+
+
+# static on tensor cores (bf16, n = 16, 32): one token per CTA as static_cl (x tile in shared
+# memory by cp.async, the coefficient warp beside the copies), phase B as out = H X + h_post y with
+# H X on mma.sync m16n8k16 (A = h_res split into bf16 hi + lo, B = the x tile by ldmatrix.trans,
+# f32 accumulation): n^2 = 1024 FMAs per channel at n = 32 were the persistent kernel's bound.
+ST_MMA_NS = [16, 32]
+# CTAs per token (thread-block cluster; the sum of squares over DSMEM) and the token counts each
+# serves: few tokens spread over more SMs, so that each SM moves fewer bytes.
+# The selector takes the largest cluster whose range holds T and whose C granule (8 x cluster)
+# divides C: the smaller wave_us of the larger cluster decides where ranges overlap.
+ST_MMA_CLUSTERS = [1, 2, 4]
+ST_MMA_TOKENS = {4: (1, 66), 2: (1, 132), 1: (1, 2147483647)}
+ST_MMA_WAVE_US = {4: 0.2, 2: 0.25, 1: 0.3}
+ST_MMA_SMEM = 200 * 1024
+ST_MMA_MAXNREG = 96  # 2 CTAs of 9 warps per SM: 5 warps on one sub-partition x 32 x 96 <= 16384
+ST_MMA_PAD = 16  # bytes after each x row: rows 16 bytes apart mod 128, so ldmatrix's 8 rows hit 8 bank groups
+
+
+def static_mma_cmax(n):
+    """Largest C whose a[] and gamma (f32) and padded x tile (n rows of 2 C + ST_MMA_PAD bytes) fit
+    ST_MMA_SMEM."""
+    cmax = (ST_MMA_SMEM - n * ST_MMA_PAD) // (2 * n + 8)
+    return cmax - cmax % 8
+
+
+def static_mma_kernel(n, R=1):
+    dtype, es, V = "bf16", 2, vchan(n)
+    DT, NT = st_threads(n)
+    NW = DT // 32
+    cw = NW
+    MT = n // 16  # 16-row m-tiles of the output streams = 16-deep k-steps of the input streams
+    name = f"mhc_static_mma_bf16_n{n}" if R == 1 else f"mhc_static_mma_cl{R}_bf16_n{n}"
+    k = K()
+    p = lambda s: k.r("b64", s)
+    u = lambda s: k.r("b32", s)
+    f = lambda s: k.r("f32", s)
+    (px, phpl, phol, phrl, pg, po, sx, so, tokens, cbytes, cchunks, iters, m, eps_hc, eps_f,
+     inv_c) = static_tile_args(k)
+    tid, lane, warp, q, it, tok, tmp = (u(x) for x in ["tid", "lane", "warp", "q", "it", "tok", "tmp"])
+    pr, pw, p1 = k.r("pred", "p"), k.r("pred", "pw"), k.r("pred", "p1")
+    k.e(f"mov.u32 {tid}, %tid.x;")
+    k.e(f"and.b32 {lane}, {tid}, 31;")
+    k.e(f"shr.u32 {warp}, {tid}, 5;")
+    sb = u("sb")
+    if R == 1:
+        k.e(f"mov.u32 {tok}, %ctaid.x;")
+        k.e(f"mov.u32 {sb}, {cbytes};")
+    else:
+        rank = u("rank")
+        k.comment(f"a cluster of {R} CTAs per token: CTA r owns channels [r C/{R}, (r + 1) C/{R}) (sb bytes of each row)")
+        k.e(f"mov.u32 {tok}, %clusterid.x;")
+        k.e(f"mov.u32 {rank}, %cluster_ctarank;")
+        k.e(f"shr.u32 {sb}, {cbytes}, {R.bit_length() - 1};")
+    sS, sH, sR = p("sS"), p("sH"), p("sR")
+    k.e(f"mov.u64 {sS}, ss_res;")
+    k.e(f"mov.u64 {sH}, ss_h;")
+    k.e(f"mov.u64 {sR}, ss_red;")
+    t64, xrow, orow, cb64 = p("t64"), p("xrow"), p("orow"), p("cb64")
+    k.e(f"cvt.u64.u32 {t64}, {tok};")
+    k.e(f"mad.lo.u64 {xrow}, {t64}, {sx}, {px};")
+    k.e(f"mad.lo.u64 {orow}, {t64}, {so}, {po};")
+    k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
+    if R > 1:
+        k.e(f"mul.lo.u32 {tmp}, {rank}, {sb};")
+        k.e(f"cvt.u64.u32 {t64}, {tmp};")
+        k.e(f"add.u64 {xrow}, {xrow}, {t64};")
+        k.e(f"add.u64 {orow}, {orow}, {t64};")
+        k.e(f"add.u64 {t64}, {t64}, {t64};")
+        k.e(f"add.u64 {pg}, {pg}, {t64};")
+    sA, sG, sX, pitch, units = u("sA"), u("sG"), u("sX"), u("pitch"), u("units")
+    k.comment(f"dynamic shared memory: a[C] (f32), gamma[C] (f32), then the x tile: n rows of C bf16, each")
+    k.comment(f"followed by {ST_MMA_PAD} bytes")
+    k.e(f"mov.u32 {sA}, st_dyn;")
+    k.e(f"mad.lo.u32 {sG}, {m}, {V * 4}, {sA};")
+    k.e(f"mad.lo.u32 {sX}, {sb}, 2, {sG};")
+    k.e(f"add.u32 {pitch}, {sb}, {ST_MMA_PAD};")
+    k.e(f"shr.u32 {units}, {sb}, 4;")
+    cpb = u("cpbar")
+    k.e(f"mov.u32 {cpb}, cpbar;")
+    k.comment(f"cpbar counts the {DT} data threads' copies (cp.async.mbarrier.arrive.noinc): initialised by")
+    k.comment("thread 0 before anyone arrives (barrier 0)")
+    k.e(f"setp.ne.u32 {pr}, {tid}, 0;")
+    k.e(f"@{pr} bra INIT_END;")
+    k.e(f"mbarrier.init.shared::cta.b64 [{cpb}], {DT};")
+    k.label("INIT_END")
+    k.e("barrier.sync 0;")
+    k.comment(f"data threads (tid < {DT}): every stream's row to the tile in 16-byte cp.async units")
+    k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
+    k.e(f"@{pr} bra CP_END;")
+    ii, src, dst, a64 = u("ii"), p("src"), u("dst"), p("a64")
+    k.e(f"mov.u32 {ii}, 0;")
+    k.e(f"mov.u64 {src}, {xrow};")
+    k.comment("gamma first (this CTA's channels, f32: 2 sb bytes), so phase B's epilogue has no global load")
+    gu = u("gunits")
+    k.e(f"shr.u32 {gu}, {sb}, 3;")
+    k.e(f"mov.u32 {q}, {tid};")
+    k.label("CPG_UNIT")
+    k.e(f"setp.ge.u32 {pr}, {q}, {gu};")
+    k.e(f"@{pr} bra CPG_END;")
+    k.e(f"mul.wide.u32 {a64}, {q}, 16;")
+    k.e(f"add.u64 {a64}, {a64}, {pg};")
+    k.e(f"mad.lo.u32 {tmp}, {q}, 16, {sG};")
+    k.e(f"cp.async.cg.shared.global [{tmp}], [{a64}], 16;")
+    k.e(f"add.u32 {q}, {q}, {DT};")
+    k.e(f"bra.uni CPG_UNIT;")
+    k.label("CPG_END")
+    k.e(f"mov.u32 {dst}, {sX};")
+    static_copy_rows(k, n, DT, tid, q, units, src, dst, a64, ii, tmp, cb64, pitch, pr, "CP")
+    k.comment("this thread's arrival on cpbar fires when all its copies have landed")
+    k.e(f"cp.async.mbarrier.arrive.noinc.shared::cta.b64 [{cpb}];")
+    k.label("CP_END")
+    hp = static_hpre_and_coeffs(k, n, warp, cw, lane, phpl, phol, phrl, iters, eps_hc, sS, sH, it, pr,
+                                "every thread: h_pre[j] = sigma(H_pre[j]) in registers",
+                                [f"warp {cw}: h_post and h_res while the copies fly; it joins at the reduction barrier"],
+                                hpre_first=False)
+    ss = f("ss")
+    k.e(f"mov.f32 {ss}, 0f00000000;")
+    k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
+    k.e(f"@{pr} bra PA_END;")
+    k.comment("data threads: cpbar's phase 0 completes when every data thread's copies have landed")
+    ok = k.r("pred", "cpok")
+    k.label("CP_WAIT")
+    k.e(f"mbarrier.try_wait.parity.shared::cta.b64 {ok}, [{cpb}], 0;")
+    k.e(f"@!{ok} bra CP_WAIT;")
+    static_phase_a(k, dtype, n, V, tid, q, m, DT, sX, pitch, hp, ss, sA, pr, "tile")
+    rr = static_rms(k, ss, lane, warp, pw, sR, NW, inv_c, eps_f,
+                    "barrier 0 (all threads): the warp sums, a[], and the coefficient warp's h_post, h_res",
+                    cluster=R, tid=tid)
+    k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
+    k.e(f"@{pr} bra PB_END;")
+    g, t2 = u("g"), u("t2")
+    k.e(f"shr.u32 {g}, {lane}, 2;")
+    k.e(f"and.b32 {t2}, {lane}, 3;")
+    k.e(f"shl.b32 {t2}, {t2}, 1;")
+    k.comment(f"A = h_res as m16n8k16 fragments, {MT} x {MT} tiles: lane (g, t) holds rows g, g + 8 and columns")
+    k.comment("2t, 2t + 1, 2t + 8, 2t + 9 of each; hi = bf16(h), lo = bf16(h - hi) (|h - hi - lo| <= 2^-16 |h|)")
+    ra, e0, e1, h0, h1 = p("ra"), f("ae0"), f("ae1"), f("ah0"), f("ah1")
+    k.e(f"mad.lo.u32 {tmp}, {g}, {n}, {t2};")
+    k.e(f"mul.wide.u32 {ra}, {tmp}, 4;")
+    k.e(f"add.u64 {ra}, {ra}, {sS};")
+    Ahi = [[[u(f"ah{mt}_{ks}_{r}") for r in range(4)] for ks in range(MT)] for mt in range(MT)]
+    Alo = [[[u(f"al{mt}_{ks}_{r}") for r in range(4)] for ks in range(MT)] for mt in range(MT)]
+    for mt in range(MT):
+        for ks in range(MT):
+            for r in range(4):
+                off = 4 * ((16 * mt + 8 * (r & 1)) * n + 16 * ks + 8 * (r >> 1))
+                k.e(f"ld.shared.v2.f32 {{{e0}, {e1}}}, [{ra}+{off}];")
+                k.e(f"cvt.rn.bf16x2.f32 {Ahi[mt][ks][r]}, {e1}, {e0};")
+                k.e(f"shl.b32 {h0}, {Ahi[mt][ks][r]}, 16;")
+                k.e(f"and.b32 {h1}, {Ahi[mt][ks][r]}, 0xffff0000;")
+                k.e(f"sub.f32 {e0}, {e0}, {h0};")
+                k.e(f"sub.f32 {e1}, {e1}, {h1};")
+                k.e(f"cvt.rn.bf16x2.f32 {Alo[mt][ks][r]}, {e1}, {e0};")
+    k.comment("h_post of this lane's output rows g + 8 h + 16 mt")
+    rh = p("rh")
+    k.e(f"mul.wide.u32 {rh}, {g}, 4;")
+    k.e(f"add.u64 {rh}, {rh}, {sH};")
+    hq = [[f(f"hq{mt}_{h}") for h in range(2)] for mt in range(MT)]
+    for mt in range(MT):
+        for h in range(2):
+            k.e(f"ld.shared.f32 {hq[mt][h]}, [{rh}+{128 + 4 * (16 * mt + 8 * h)}];")
+    xl, ntiles, lr, nt1 = u("xl"), u("ntiles"), u("lr"), u("nt1")
+    k.comment(f"ldmatrix row addresses: lane l gives x row (stream) l mod {n} of the 8-channel tile")
+    k.e(f"and.b32 {lr}, {lane}, {n - 1};")
+    k.e(f"mad.lo.u32 {xl}, {lr}, {pitch}, {sX};")
+    k.e(f"shr.u32 {ntiles}, {sb}, 4;")
+    og, cb8 = p("og"), p("cb8")
+    k.comment("this lane's output: row g of stream-major out (row i + 8 is 8 C bf16 further)")
+    k.e(f"mul.wide.u32 {og}, {g}, {cbytes};")
+    k.e(f"add.u64 {og}, {og}, {orow};")
+    k.e(f"mul.wide.u32 {cb8}, {cbytes}, 8;")
+    zero = f("zero")
+    k.e(f"mov.f32 {zero}, 0f00000000;")
+    k.comment(f"phase B: warp w takes the 8-channel tiles w + {2 * NW} j and w + {NW} + {2 * NW} j (the second")
+    k.comment("predicated off past the last tile; its reads clamped to the first's)")
+    k.e(f"mov.u32 {it}, {warp};")
+    k.label("PB_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {it}, {ntiles};")
+    k.e(f"@{pr} bra PB_END;")
+    k.e(f"add.u32 {nt1}, {it}, {NW};")
+    k.e(f"setp.lt.u32 {p1}, {nt1}, {ntiles};")
+    k.e(f"selp.b32 {nt1}, {nt1}, {it}, {p1};")
+    nts = [it, nt1]
+    B = [[u(f"b{x}_{r}") for r in range(2 * MT)] for x in range(2)]
+    xa = u("xa")
+    for x in range(2):
+        k.e(f"mad.lo.u32 {xa}, {nts[x]}, 16, {xl};")
+        shape = "x4" if MT == 2 else "x2"
+        k.e(f"ldmatrix.sync.aligned.m8n8.{shape}.trans.shared.b16 {{{', '.join(B[x])}}}, [{xa}];")
+    k.comment("one accumulator chain per (tile, m-tile): hi then lo of each k-step (a fixed order)")
+    acc = {}
+    for x in range(2):
+        for mt in range(MT):
+            d = [f(f"c{x}{mt}_{r}") for r in range(4)]
+            acc[x, mt] = d
+            first = True
+            for ks in range(MT):
+                for A in (Ahi, Alo):
+                    cin = ", ".join([zero] * 4) if first else ", ".join(d)
+                    first = False
+                    k.e(f"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{', '.join(d)}}}, "
+                        f"{{{', '.join(A[mt][ks])}}}, {{{B[x][2 * ks]}, {B[x][2 * ks + 1]}}}, {{{cin}}};")
+    ch, aa, ga, oa, w = u("ch"), u("aa"), u("ga"), p("oa"), u("w")
+    av, gv, yv, vv = [f(f"ya{i}") for i in range(2)], [f(f"yg{i}") for i in range(2)], [f(f"y{i}") for i in range(2)], \
+        [f(f"v{i}") for i in range(2)]
+    for x in range(2):
+        if x:
+            k.e(f"@!{p1} bra PB_NEXT;")
+        k.comment(f"tile {x}: channels 8 nt + 2t, + 1; y = a gamma r; out = H x (hi + lo) + h_post y")
+        k.e(f"mad.lo.u32 {ch}, {nts[x]}, 8, {t2};")
+        k.e(f"mad.lo.u32 {aa}, {ch}, 4, {sA};")
+        k.e(f"ld.shared.v2.f32 {{{av[0]}, {av[1]}}}, [{aa}];")
+        k.e(f"mad.lo.u32 {ga}, {ch}, 4, {sG};")
+        k.e(f"ld.shared.v2.f32 {{{gv[0]}, {gv[1]}}}, [{ga}];")
+        for i in range(2):
+            k.e(f"mul.f32 {yv[i]}, {av[i]}, {gv[i]};")
+            k.e(f"mul.f32 {yv[i]}, {yv[i]}, {rr};")
+        k.e(f"mad.wide.u32 {oa}, {ch}, 2, {og};")
+        for mt in range(MT):
+            for h in range(2):
+                for i in range(2):
+                    k.e(f"fma.rn.f32 {vv[i]}, {hq[mt][h]}, {yv[i]}, {acc[x, mt][2 * h + i]};")
+                k.e(f"cvt.rn.bf16x2.f32 {w}, {vv[1]}, {vv[0]};")
+                k.e(f"st.global.b32 [{oa}], {w};")
+                if (mt, h) != (MT - 1, 1):
+                    k.e(f"add.u64 {oa}, {oa}, {cb8};")
+    k.label("PB_NEXT")
+    k.e(f"add.u32 {it}, {it}, {2 * NW};")
+    k.e("bra.uni PB_LOOP;")
+    k.label("PB_END")
+    if R > 1:
+        k.e("barrier.cluster.wait.acquire;")
+    k.e("ret;")
+    return name, f""".visible .entry {name}(
+    .param .align 8 .b8 args[96]
+)
+.reqntid {NT}, 1, 1
+{f".reqnctapercluster {R}, 1, 1{chr(10)}" if R > 1 else ""}.maxnreg {ST_MMA_MAXNREG}
+{{
+    .shared .align 16 .f32 ss_res[{n * n}];
+    .shared .align 16 .f32 ss_h[96];
+    .shared .align 16 .f32 ss_red[{NT // 32}];
+    .shared .align 8 .b64 cpbar;
+{"    .shared .align 4 .f32 ss_cl;" + chr(10) if R > 1 else ""}{k.body()}
 }}
 """
 
@@ -2372,6 +2662,10 @@ def write_static():
     for dtype in DTYPES:
         for n in ST_CL_NS:
             nm, txt = static_pr_kernel(dtype, n)
+            out.append(txt)
+    for R in ST_MMA_CLUSTERS:
+        for n in ST_MMA_NS:
+            nm, txt = static_mma_kernel(n, R)
             out.append(txt)
     open(os.path.join(HERE, "static.ptx"), "w").write("\n".join(out))
 
@@ -2581,6 +2875,16 @@ def manifest():
                   "coefficient warp computes h_post and h_res during the copy",
                   c=f"c = {{ multiple_of = 8, min = 8, max = {static_cl_cmax(n, dtype)} }}",
                   params=static_p + " (pad = chunks per CTA)", wave_us=0.5)
+    for R in ST_MMA_CLUSTERS:
+        for n in ST_MMA_NS:
+            cl = "" if R == 1 else f"cl{R}_"
+            per = "one token per CTA" if R == 1 else f"a cluster of {R} CTAs per token (C/{R} channels each)"
+            entry(f"static_mma_{cl}bf16_n{n}", "static", ["v4", "paper"], "static", f"mhc_static_mma_{cl}bf16_n{n}",
+                  ["bf16"], [n], ST_MMA_TOKENS[R], 1, st_threads(n)[1],
+                  f"static layer for n={n}: {per}, x copied to shared memory by cp.async once, h_res x on tensor "
+                  "cores (mma.sync bf16, h_res split hi + lo, f32 accumulation)",
+                  c=f"c = {{ multiple_of = {8 * R}, min = {8 * R}, max = {static_mma_cmax(n) * R // (8 * R) * (8 * R)} }}",
+                  params=static_p + " (pad = C/V/cluster)", wave_us=ST_MMA_WAVE_US[R])
     for dtype in DTYPES:
         entry(f"expand_{dtype}", "expand", ["v4", "paper"], "expand", f"mhc_expand_{dtype}", [dtype],
               list(range(1, 33)), (1, tmax), 1, 256,

@@ -73,8 +73,13 @@ pub struct KernelDesc {
     pub cluster: u32,
     /// Cluster head only: the CTA also copies its slice of phi to shared memory (decode variant).
     pub phi_in_shared: bool,
-    /// The CTA copies its token tile to dynamic shared memory once (cluster head, `static_cl`).
+    /// The CTA copies its token tile to dynamic shared memory once (cluster head, `static_cl`,
+    /// `static_mma`).
     pub tile_in_shared: bool,
+    /// Bytes left after each stream row of that tile (`static_mma`: [`STATIC_MMA_ROW_PAD`]).
+    pub tile_row_pad: usize,
+    /// The CTA also copies gamma (C f32) beside that tile (`static_mma`).
+    pub gamma_in_shared: bool,
     /// Launched cooperatively (`cuLaunchCooperativeKernel`): the kernel has a grid-wide
     /// arrival, so every CTA must be resident at once. The driver then starts the grid only
     /// when all of it fits (two such grids on two streams cannot each hold half the SMs and
@@ -174,6 +179,8 @@ fn row(
         cluster: 1,
         phi_in_shared: false,
         tile_in_shared: false,
+        tile_row_pad: 0,
+        gamma_in_shared: false,
         cooperative: false,
         persistent: false,
         grid_dependency: true,
@@ -296,6 +303,20 @@ fn build() -> Vec<KernelDesc> {
                     ..static_row(dtype, n, prefix)
                 });
             }
+        }
+    }
+    // static on tensor cores (bf16, n = 16, 32): a token per CTA (or per cluster of 2 / 4 CTAs,
+    // each with C / cluster channels) as static_cl, H X by mma.sync.
+    for (prefix, cluster) in [("mhc_static_mma_", 1), ("mhc_static_mma_cl2_", 2), ("mhc_static_mma_cl4_", 4)] {
+        for n in [16, 32] {
+            t.push(KernelDesc {
+                max_dynamic_shared: STATIC_MMA_SMEM,
+                cluster,
+                tile_in_shared: true,
+                tile_row_pad: STATIC_MMA_ROW_PAD,
+                gamma_in_shared: true,
+                ..static_row(Dtype::Bf16, n, prefix)
+            });
         }
     }
     for dtype in dtypes {
@@ -423,6 +444,11 @@ pub const fn static_threads(n: usize) -> u32 {
 /// Largest token tile (a[] and x, dynamic shared memory) of a `static_cl` CTA (gen_forward.py
 /// `ST_CL_SMEM`; the manifest's C range keeps below it).
 pub const STATIC_CL_SMEM: u32 = 100 * 1024;
+/// Largest token tile (a[], gamma and the padded x rows) of a `static_mma` CTA, and the bytes after
+/// each x row (gen_forward.py `ST_MMA_SMEM`, `ST_MMA_PAD`: rows 16 bytes apart modulo 128, so the
+/// eight rows of an ldmatrix hit eight bank groups).
+pub const STATIC_MMA_SMEM: u32 = 200 * 1024;
+pub const STATIC_MMA_ROW_PAD: usize = 16;
 /// Stages of the `static_pr` token ring and the most dynamic shared memory it may ask for (a[]
 /// and the stages; gen_forward.py `ST_PR_STAGES`, `ST_PR_SMEM`).
 pub const STATIC_PR_STAGES: usize = 3;

@@ -658,12 +658,32 @@ mod tests {
             let r = entries(Stage::Static, Config::new(n, c), dtype, 4096).unwrap();
             assert!(r.iter().all(|e| e.1.starts_with("mhc_static_cl_")), "n={n} C={c} {dtype}: {r:?}");
         }
-        // n >= 16 (no token-tile kernel: a channel-split cluster version measured 2-4x slower), or
-        // C beyond the tile: the persistent kernel.
-        for (n, c) in [(16, 1296), (32, 1280), (32, 1288), (4, 16384)] {
-            let r = entries(Stage::Static, Config::new(n, c), Dtype::Bf16, 64).unwrap();
-            assert_eq!(r[0].1, format!("mhc_static_bf16_n{n}"));
+        // bf16 n >= 16: tensor cores (static_mma) at every T where its tile fits (C <= 2832 at
+        // n = 32, 5112 at n = 16 for one CTA per token): clusters of 4 CTAs per token up to 66
+        // tokens, of 2 up to 132, where C is a multiple of 8 x the cluster.
+        let mma = |n: usize, cl: &str| format!("mhc_static_mma_{cl}bf16_n{n}");
+        for (n, c, want) in [
+            (32, 1280, vec![(66, "cl4_"), (132, "cl2_"), (usize::MAX, "")]),
+            (16, 1296, vec![(132, "cl2_"), (usize::MAX, "")]),
+            (32, 2832, vec![(132, "cl2_"), (usize::MAX, "")]),
+            (16, 5112, vec![(usize::MAX, "")]),
+            (32, 1288, vec![(usize::MAX, "")]),
+            (32, 8, vec![(usize::MAX, "")]),
+        ] {
+            let r = entries(Stage::Static, Config::new(n, c), Dtype::Bf16, 8192).unwrap();
+            let want: Vec<(usize, String)> = want.into_iter().map(|(t, cl)| (t, mma(n, cl))).collect();
+            let got: Vec<(usize, String)> = r.into_iter().map(|(t, e)| (t, e.to_string())).collect();
+            assert_eq!(got, want, "n={n} C={c}");
         }
+        // f32 n >= 16, or C beyond the tile: the persistent kernel.
+        for (n, c, dtype) in
+            [(16, 1296, Dtype::F32), (32, 1280, Dtype::F32), (32, 2840, Dtype::Bf16), (16, 5128, Dtype::Bf16)]
+        {
+            let r = entries(Stage::Static, Config::new(n, c), dtype, 64).unwrap();
+            assert_eq!(r[0].1, format!("mhc_static_{}_n{n}", dtype.name()), "n={n} C={c} {dtype}");
+        }
+        let r = entries(Stage::Static, Config::new(4, 16384), Dtype::Bf16, 64).unwrap();
+        assert_eq!(r[0].1, "mhc_static_bf16_n4");
     }
 
     #[test]

@@ -85,22 +85,35 @@ impl Plan {
             return self.launch(stream, b, grid, b.desc.threads, smem as u32, &args);
         }
         if b.desc.tile_in_shared {
-            // static_cl: one token per CTA; a[] (f32) and the token's x (n streams, storage dtype)
-            // in shared memory, copied in 16-byte units (C * esize is a multiple of 16).
-            let m = c / b.desc.v;
-            let smem = m * b.desc.v * (4 + n * dt.size());
-            if (c * dt.size()) % 16 != 0 || smem > b.desc.max_dynamic_shared as usize {
-                let why = format!("a token tile of {smem} bytes");
+            // static_cl, static_mma: one token per CTA; a[] (f32), gamma (static_mma) and the
+            // token's x (n streams, storage dtype, tile_row_pad bytes after each) in shared
+            // memory, copied in 16-byte units (C * esize is a multiple of 16).
+            // static_mma_cl*: a cluster of CTAs per token, each with C / cluster channels.
+            let cluster = b.desc.cluster as usize;
+            let slice = c / cluster;
+            let smem = tile_bytes(b.desc, slice, n, dt);
+            if slice * cluster != c || (slice * dt.size()) % 16 != 0 || smem > b.desc.max_dynamic_shared as usize {
+                let why = format!("{cluster} token tiles of {slice} channels, {smem} bytes each");
                 return Err(self.shape_refused(Stage::Static, b.desc.entry, why));
             }
-            args.pad = m as u32;
-            return self.launch(stream, b, t as u32, b.desc.threads, smem as u32, &args);
+            args.pad = (slice / b.desc.v) as u32;
+            let grid = (t * cluster) as u32;
+            return self.launch(stream, b, grid, b.desc.threads, smem as u32, &args);
         }
         let smem = (c * 4) as u32 + b.func.static_shared_bytes;
         let ctas = self.dev.sm_count() * resident_ctas(b.func.registers, b.desc.threads, smem);
         let grid = (t as u32).min(ctas);
         self.launch(stream, b, grid, b.desc.threads, (c * 4) as u32, &args)
     }
+}
+
+/// Dynamic shared memory of the one-token kernels (`static_cl`, `static_mma`): a[C] (f32), gamma
+/// (C f32) where the kernel stages it, and the token's n rows of C (storage dtype), each followed
+/// by `tile_row_pad` bytes.
+pub(super) fn tile_bytes(desc: &super::kernels::KernelDesc, c: usize, n: usize, dt: crate::config::Dtype) -> usize {
+    let m = c / desc.v;
+    let gamma = if desc.gamma_in_shared { c * 4 } else { 0 };
+    m * desc.v * 4 + gamma + n * (m * desc.v * dt.size() + desc.tile_row_pad)
 }
 
 /// Dynamic shared memory of the `static_pr` token ring: a[C] (f32) and [`STATIC_PR_STAGES`]
@@ -128,5 +141,19 @@ mod tests {
         };
         let seen = assert_c_range_is_what_fits(|d| d.token_ring, fits);
         assert_eq!(seen, 8, "bf16 and f32, n = 1, 2, 4, 8");
+    }
+
+    /// The same for the one-token kernels (`static_cl`, `static_mma`) and their tile.
+    #[test]
+    fn token_tile_c_range_is_what_the_launch_accepts() {
+        // As the launch: C splits into `cluster` slices of whole 8-channel tiles, and the tile fits.
+        let fits = |desc: &KernelDesc, c: usize| {
+            let cluster = desc.cluster as usize;
+            c % (8 * cluster) == 0
+                && tile_bytes(desc, c / cluster, desc.n, desc.dtype) <= desc.max_dynamic_shared as usize
+        };
+        let one_token = |d: &KernelDesc| d.stage == crate::config::Stage::Static && d.tile_in_shared && !d.token_ring;
+        let seen = assert_c_range_is_what_fits(one_token, fits);
+        assert_eq!(seen, 14, "static_cl: bf16 and f32, n = 1, 2, 4, 8; static_mma(_cl2, _cl4): bf16, n = 16, 32");
     }
 }

@@ -44,7 +44,8 @@ pub struct Args {
     /// Only the n = 4 shapes (quicker).
     #[arg(long)]
     pub quick: bool,
-    /// Only these token counts (comma-separated; default: 1, 4, 16, 64, 256, 1024, 4096, 8192).
+    /// Only these token counts (comma-separated; default: 1, 4, 16, 64, 256, 1024, 4096, 8192);
+    /// static: each mHC.cu config's (C, n) at these counts instead of the configs' own.
     #[arg(long)]
     pub tokens: Option<String>,
     /// Launch overlap with the previous kernel (programmatic dependent launch): off, or launch
@@ -144,8 +145,19 @@ pub fn main(args: Args) -> Result<(), String> {
                 (64, 1280, 32),
                 (128, 1280, 32),
             ] {
-                if !args.quick || n == 4 {
-                    shapes.push((t, n, c, Formulation::Paper));
+                if args.quick && n != 4 {
+                    continue;
+                }
+                // --tokens: each config's (C, n) at the given token counts instead.
+                match &args.tokens {
+                    None => shapes.push((t, n, c, Formulation::Paper)),
+                    Some(_) => {
+                        for &t in &ts {
+                            if !shapes.iter().any(|s| *s == (t, n, c, Formulation::Paper)) {
+                                shapes.push((t, n, c, Formulation::Paper));
+                            }
+                        }
+                    }
                 }
             }
         } else {
