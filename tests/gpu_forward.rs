@@ -436,7 +436,7 @@ fn gpu_static_matches_reference() {
     // The tensor-core kernels (bf16, n = 16, 32; one CTA or a cluster of 2 / 4 per token): C at
     // the one-CTA limits (2832 / 5112) and one past (2840: the persistent kernel), one 8-channel
     // tile per CTA (C = 8; C = 32 on 4 CTAs), an odd tile count (the second tile of a warp's pair
-    // predicated off), T at the cluster boundaries (66 / 67, 132 / 133).
+    // predicated off), T at the cluster boundaries (33 / 34, 66 / 67).
     shapes.extend([
         (3, 2832, 32),
         (2, 2840, 32),
@@ -445,10 +445,10 @@ fn gpu_static_matches_reference() {
         (3, 8, 16),
         (5, 1272, 32),
         (300, 136, 32),
-        (66, 96, 32),
-        (67, 96, 32),
-        (132, 64, 16),
-        (133, 64, 16),
+        (33, 96, 32),
+        (34, 96, 32),
+        (66, 64, 16),
+        (67, 64, 16),
     ]);
     // The persistent token ring (n <= 8, every T where its ring fits): token counts that do not
     // divide among the CTAs, fewer tokens than CTAs, C = 8 and 64 (one chunk per thread or
@@ -491,7 +491,7 @@ fn gpu_static_bf16_rounds_once() {
         (3, 264, 16),
         (2, 8, 32),
         (2, 1280, 32),
-        (70, 96, 32),
+        (40, 96, 32),
         (3, 1296, 16),
         (4, 520, 4),
         (3, 256, 8),

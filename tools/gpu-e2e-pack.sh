@@ -19,6 +19,8 @@ add() { # stage T n C
 }
 for st in pre post post_pre head static expand; do add "$st" 17 4 1280; add "$st" 3 8 256; done
 for st in post head static expand; do add "$st" 2 32 64; done
+# static on tensor cores: 2-CTA clusters (T = 40, n = 32) and one CTA per token (T = 70, n = 16)
+add static 40 32 128; add static 70 16 64
 for st in pre post_pre; do add "$st" 2 4 4096; done
 cat > gpu-pack/e2e.sh <<'RUN'
 #!/usr/bin/env bash

@@ -1573,10 +1573,11 @@ def static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr):
     """The coefficient warp of the static kernels: h_post = 2 sigma(H_post) into ss_h[32..32+n) and
     h_res = Sinkhorn(H_res) (Paper start and order) into ss_res (row-major); ends by branching to
     COEF_WAIT. n <= 4: lane 0 alone, S in n*n registers. n >= 8: the scaling-vector form
-    S = diag(r) K diag(c), K = exp(Z - colmax): lane j holds column j and row j of K and the whole
-    r and c (4n registers); a column step updates c_j from K[:, j] . r, a row step r_i from
-    K[i, :] . c, each followed by an all-gather of the n new values (shfl.idx). The same divisions
-    as the Paper's, rearranged (f32 rounding only)."""
+    S = diag(r) K diag(c), K = exp(Z - colmax): lane j holds column j and row j of K and r_j,
+    c_j; a column step updates c_j from K[:, j] . r, a row step r_i from
+    K[i, :] . c, each preceded by publishing the vector it reads in ss_h (r at floats 0..n-1, c
+    at 64..) and read back by broadcast loads. The same divisions as the Paper's, rearranged (f32
+    rounding only)."""
     f = lambda s: k.r("f32", s)
     u = lambda s: k.r("b32", s)
     p = lambda s: k.r("b64", s)
@@ -1669,7 +1670,7 @@ def static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr):
     k.comment("c and r start at 1; lane j keeps own_c = c_j and own_r = r_j. Each half step publishes")
     k.comment("the vector it reads in ss_h (r at floats 0..n-1, c at 64..64+n-1; h_post sits between) and")
     k.comment("every lane reads it back by broadcast 16-byte loads: n/4 loads per dot product where")
-    k.comment(f"shfl.idx took n shuffles (H100, n = 32: 20 iterations ~8 us -> measured below).")
+    k.comment(f"shfl.idx took n shuffles (H100, n = 32, 20 iterations: ~8 us -> ~0.8 us).")
     k.comment("Two buffers, so one bar.warp.sync per half step orders the writes before the reads and")
     k.comment("the reads of a buffer before its next write (a whole half step later).")
     k.e(f"mov.f32 {oc}, 0f3F800000;")
@@ -2093,6 +2094,45 @@ def static_copy_rows(k, n, DT, tid, q, units, src, dst, a64, ii, tmp, cb64, seg,
     k.e(f"@{pr} bra {tag}_STREAM;")
 
 
+def static_token_rows(k, tok, px, sx, po, so, cbytes):
+    """The shared-memory pointers of the static tile kernels (ss_res, ss_h, ss_red) and token tok's
+    x and out rows; returns sS, sH, sR, t64, xrow, orow, cb64 (cbytes as u64)."""
+    p = lambda s: k.r("b64", s)
+    sS, sH, sR = p("sS"), p("sH"), p("sR")
+    k.e(f"mov.u64 {sS}, ss_res;")
+    k.e(f"mov.u64 {sH}, ss_h;")
+    k.e(f"mov.u64 {sR}, ss_red;")
+    t64, xrow, orow, cb64 = p("t64"), p("xrow"), p("orow"), p("cb64")
+    k.e(f"cvt.u64.u32 {t64}, {tok};")
+    k.e(f"mad.lo.u64 {xrow}, {t64}, {sx}, {px};")
+    k.e(f"mad.lo.u64 {orow}, {t64}, {so}, {po};")
+    k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
+    return sS, sH, sR, t64, xrow, orow, cb64
+
+
+def static_cpbar_init(k, DT, tid, pr):
+    """cpbar (the tile kernels' copy barrier) initialised by thread 0 for the DT data threads'
+    arrivals, before barrier 0; returns its address register."""
+    cpb = k.r("b32", "cpbar")
+    k.e(f"mov.u32 {cpb}, cpbar;")
+    k.comment(f"cpbar counts the {DT} data threads' copies (cp.async.mbarrier.arrive.noinc): initialised by")
+    k.comment("thread 0 before anyone arrives (barrier 0)")
+    k.e(f"setp.ne.u32 {pr}, {tid}, 0;")
+    k.e(f"@{pr} bra INIT_END;")
+    k.e(f"mbarrier.init.shared::cta.b64 [{cpb}], {DT};")
+    k.label("INIT_END")
+    k.e("barrier.sync 0;")
+    return cpb
+
+
+def static_cp_wait(k, cpb):
+    """Spins until cpbar's phase 0 completes: every data thread's copies have landed."""
+    ok = k.r("pred", "cpok")
+    k.label("CP_WAIT")
+    k.e(f"mbarrier.try_wait.parity.shared::cta.b64 {ok}, [{cpb}], 0;")
+    k.e(f"@!{ok} bra CP_WAIT;")
+
+
 def static_cl_kernel(dtype, n):
     V = vchan(n)
     es = ESIZE[dtype]
@@ -2116,15 +2156,7 @@ def static_cl_kernel(dtype, n):
     k.e(f"mov.u32 {tok}, %ctaid.x;")
     k.comment(f"this CTA: token tok, chunks [lo, lo + m) of V={V} channels (m = C/V/{R})")
     k.e(f"mul.lo.u32 {lo}, {rank}, {m};")
-    sS, sH, sR = p("sS"), p("sH"), p("sR")
-    k.e(f"mov.u64 {sS}, ss_res;")
-    k.e(f"mov.u64 {sH}, ss_h;")
-    k.e(f"mov.u64 {sR}, ss_red;")
-    t64, xrow, orow, cb64 = p("t64"), p("xrow"), p("orow"), p("cb64")
-    k.e(f"cvt.u64.u32 {t64}, {tok};")
-    k.e(f"mad.lo.u64 {xrow}, {t64}, {sx}, {px};")
-    k.e(f"mad.lo.u64 {orow}, {t64}, {so}, {po};")
-    k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
+    sS, sH, sR, t64, xrow, orow, cb64 = static_token_rows(k, tok, px, sx, po, so, cbytes)
     k.e(f"mad.wide.u32 {xrow}, {lo}, {V * es}, {xrow};")
     k.e(f"mad.wide.u32 {orow}, {lo}, {V * es}, {orow};")
     sA, sX, seg, units = u("sA"), u("sX"), u("seg"), u("units")
@@ -2134,15 +2166,7 @@ def static_cl_kernel(dtype, n):
     k.e(f"add.u32 {sX}, {sA}, {seg};")
     k.e(f"mul.lo.u32 {seg}, {m}, {V * es};")
     k.e(f"shr.u32 {units}, {seg}, 4;")
-    cpb = u("cpbar")
-    k.e(f"mov.u32 {cpb}, cpbar;")
-    k.comment(f"cpbar counts the {DT} data threads' copies (cp.async.mbarrier.arrive.noinc): initialised by")
-    k.comment("thread 0 before anyone arrives (barrier 0)")
-    k.e(f"setp.ne.u32 {pr}, {tid}, 0;")
-    k.e(f"@{pr} bra INIT_END;")
-    k.e(f"mbarrier.init.shared::cta.b64 [{cpb}], {DT};")
-    k.label("INIT_END")
-    k.e("barrier.sync 0;")
+    cpb = static_cpbar_init(k, DT, tid, pr)
     k.comment(f"data threads (tid < {DT}): every stream's segment to the tile in 16-byte cp.async units")
     k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
     k.e(f"@{pr} bra CP_END;")
@@ -2164,10 +2188,7 @@ def static_cl_kernel(dtype, n):
     k.comment(f"data threads: cpbar's phase 0 completes when every data thread's copies have landed: the")
     k.comment("tile is complete (an mbarrier, not a named barrier: the coefficient warp passes the same")
     k.comment("barriers as the data warps, which racecheck's barrier model needs)")
-    ok = k.r("pred", "cpok")
-    k.label("CP_WAIT")
-    k.e(f"mbarrier.try_wait.parity.shared::cta.b64 {ok}, [{cpb}], 0;")
-    k.e(f"@!{ok} bra CP_WAIT;")
+    static_cp_wait(k, cpb)
     aa = static_phase_a(k, dtype, n, V, tid, q, m, DT, sX, seg, hp, ss, sA, pr, "tile")
     rr = static_rms(k, ss, lane, warp, pw, sR, DT // 32, inv_c, eps_f,
                     "barrier 0 (all threads): the warp sums, a[], and the coefficient warp's h_post, h_res")
@@ -2352,11 +2373,12 @@ def static_pr_kernel(dtype, n):
 # f32 accumulation): n^2 = 1024 FMAs per channel at n = 32 were the persistent kernel's bound.
 ST_MMA_NS = [16, 32]
 # CTAs per token (thread-block cluster; the sum of squares over DSMEM) and the token counts each
-# serves: few tokens spread over more SMs, so that each SM moves fewer bytes.
+# serves: few tokens spread over more SMs, so that each SM moves fewer bytes, at most one CTA per
+# SM (H100, n = 32 C = 1280: T = 64 on 4-CTA clusters took 24.3 us against 14.8 on one CTA).
 # The selector takes the largest cluster whose range holds T and whose C granule (8 x cluster)
 # divides C: the smaller wave_us of the larger cluster decides where ranges overlap.
 ST_MMA_CLUSTERS = [1, 2, 4]
-ST_MMA_TOKENS = {4: (1, 66), 2: (1, 132), 1: (1, 2147483647)}
+ST_MMA_TOKENS = {4: (1, 33), 2: (1, 66), 1: (1, 2147483647)}
 ST_MMA_WAVE_US = {4: 0.2, 2: 0.25, 1: 0.3}
 ST_MMA_SMEM = 200 * 1024
 ST_MMA_MAXNREG = 96  # 2 CTAs of 9 warps per SM: 5 warps on one sub-partition x 32 x 96 <= 16384
@@ -2398,15 +2420,7 @@ def static_mma_kernel(n, R=1):
         k.e(f"mov.u32 {tok}, %clusterid.x;")
         k.e(f"mov.u32 {rank}, %cluster_ctarank;")
         k.e(f"shr.u32 {sb}, {cbytes}, {R.bit_length() - 1};")
-    sS, sH, sR = p("sS"), p("sH"), p("sR")
-    k.e(f"mov.u64 {sS}, ss_res;")
-    k.e(f"mov.u64 {sH}, ss_h;")
-    k.e(f"mov.u64 {sR}, ss_red;")
-    t64, xrow, orow, cb64 = p("t64"), p("xrow"), p("orow"), p("cb64")
-    k.e(f"cvt.u64.u32 {t64}, {tok};")
-    k.e(f"mad.lo.u64 {xrow}, {t64}, {sx}, {px};")
-    k.e(f"mad.lo.u64 {orow}, {t64}, {so}, {po};")
-    k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
+    sS, sH, sR, t64, xrow, orow, cb64 = static_token_rows(k, tok, px, sx, po, so, cbytes)
     if R > 1:
         k.e(f"mul.lo.u32 {tmp}, {rank}, {sb};")
         k.e(f"cvt.u64.u32 {t64}, {tmp};")
@@ -2422,15 +2436,7 @@ def static_mma_kernel(n, R=1):
     k.e(f"mad.lo.u32 {sX}, {sb}, 2, {sG};")
     k.e(f"add.u32 {pitch}, {sb}, {ST_MMA_PAD};")
     k.e(f"shr.u32 {units}, {sb}, 4;")
-    cpb = u("cpbar")
-    k.e(f"mov.u32 {cpb}, cpbar;")
-    k.comment(f"cpbar counts the {DT} data threads' copies (cp.async.mbarrier.arrive.noinc): initialised by")
-    k.comment("thread 0 before anyone arrives (barrier 0)")
-    k.e(f"setp.ne.u32 {pr}, {tid}, 0;")
-    k.e(f"@{pr} bra INIT_END;")
-    k.e(f"mbarrier.init.shared::cta.b64 [{cpb}], {DT};")
-    k.label("INIT_END")
-    k.e("barrier.sync 0;")
+    cpb = static_cpbar_init(k, DT, tid, pr)
     k.comment(f"data threads (tid < {DT}): every stream's row to the tile in 16-byte cp.async units")
     k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
     k.e(f"@{pr} bra CP_END;")
@@ -2465,10 +2471,7 @@ def static_mma_kernel(n, R=1):
     k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
     k.e(f"@{pr} bra PA_END;")
     k.comment("data threads: cpbar's phase 0 completes when every data thread's copies have landed")
-    ok = k.r("pred", "cpok")
-    k.label("CP_WAIT")
-    k.e(f"mbarrier.try_wait.parity.shared::cta.b64 {ok}, [{cpb}], 0;")
-    k.e(f"@!{ok} bra CP_WAIT;")
+    static_cp_wait(k, cpb)
     static_phase_a(k, dtype, n, V, tid, q, m, DT, sX, pitch, hp, ss, sA, pr, "tile")
     rr = static_rms(k, ss, lane, warp, pw, sR, NW, inv_c, eps_f,
                     "barrier 0 (all threads): the warp sums, a[], and the coefficient warp's h_post, h_res",
@@ -2611,9 +2614,11 @@ def write_static():
 //   n >= 16), so the data warps start on the first token at once and the phase-A barrier of the
 //   first token publishes h_post and h_res. n <= 4: lane 0 alone, S in n*n registers; n >= 8: the
 //   scaling-vector form S = diag(r) K diag(c), K = exp(Z - colmax) (the Paper's divisions
-//   rearranged), lane j holding column j and row j of K, r_j and c_j, the other lanes' values
-//   fetched by shfl.idx inside the dot products. Every reciprocal of the prologue is
-//   rcp.approx + one Newton step (h_pre's sigmoids too).
+//   rearranged), lane j holding column j and row j of K, r_j and c_j; each half step publishes
+//   the vector it reads in ss_h and every lane reads it back by broadcast 16-byte loads (n/4
+//   loads per dot product; round 10, H100 n = 32: 20 iterations ~8 us with n shfl.idx per dot
+//   product, ~0.8 us now). Every reciprocal of the prologue is rcp.approx + one Newton step
+//   (h_pre's sigmoids too).
 // Register plan: x n*V, a/y/acc V each, h_pre and h_post n each; h_res in registers for n <= 2,
 //   else read row by row from shared memory (broadcast 16-byte loads).
 // Bytes: HBM floor = 2 T n C esize (x read once, out written once).
@@ -2627,8 +2632,27 @@ def write_static():
 //   publishes h_post and h_res, phase B reads x and a[] from shared memory: x is read from HBM
 //   once. Dynamic shared memory: a[C] f32 then x[n][C]; StaticArgs.pad = C/V.
 //   A channel-split cluster version for n = 16, 32 (R = 2, 4 CTAs per token, sum of squares over
-//   DSMEM) measured 2-4x slower than the persistent kernel (n^2 FMAs per channel, a Sinkhorn per
-//   CTA) and is not built.
+//   DSMEM) on FMAs measured 2-4x slower than the persistent kernel (n^2 FMAs per channel, a
+//   Sinkhorn per CTA); on tensor cores it is mhc_static_mma_cl* below.
+//
+// mhc_static_mma_* (bf16, n = 16, 32; round 10): static_cl's shape on tensor cores. One token per
+//   CTA (mhc_static_mma_*) or per cluster of 2 / 4 CTAs (_cl2_, _cl4_: CTA r owns C/R channels;
+//   the sum of squares goes through DSMEM, ss_cl, added in rank order) so that few tokens still
+//   spread over the SMs (T <= 33: 4 CTAs per token, <= 66: 2, then 1: at most one CTA per SM
+//   measured best). 8 data warps + the coefficient warp. The data warps copy gamma and the
+//   token's n rows (16 bytes of padding after each, so the 8 rows of an ldmatrix hit 8 bank
+//   groups) to shared memory by cp.async; phase A as static_cl; phase B: out = H X + h_post y
+//   with H X on mma.sync m16n8k16 (A = h_res as bf16 hi + lo fragments, |h - hi - lo| <= 2^-16
+//   |h|; B = the x tile by ldmatrix.trans; one f32 accumulator chain per tile and m-tile, hi then
+//   lo of each k-step), a warp taking two 8-channel tiles per step. The persistent kernel spent
+//   n^2 = 1024 FMAs per channel (2048 FMAs and 256 shared loads per thread and 2 channels).
+//   Registers: 96 (.maxnreg: two 9-warp CTAs per SM), no spills; h_pre is computed after the
+//   coefficient warp's branch so its n registers are not live across the Sinkhorn.
+// Measured (H100, round 10, bf16, C = 1280, copy 2970 GB/s; us back-to-back / graph; persistent
+//   kernel before): n = 32 T = 1 9.9 / 9.5 (~20.5), T = 32 13.7 / 13.3 (20.3 / 19.9), T = 64
+//   14.2 / 13.9 (20.9 / 20.7), T = 128 19.8 (21.0), T = 1024 117 (47% of copy), T = 8192 909
+//   (50%). Still 4-12x the floor at T <= 64: one CTA's chain (copy, coefficient prologue and
+//   Sinkhorn, phase A, barrier, phase B, stores) is ~8 us even at T = 1 with 20 KB per CTA.
 //
 // mhc_static_pr_* (n <= 8, T >= 1024, C up to what a[] and 3 tiles fit in 160 KiB): PERSISTENT
 //   CTAs (as many as the SMs hold) walk the tokens ctaid, ctaid + nctaid, ...; each token's n

@@ -153,7 +153,7 @@ pub fn main(args: Args) -> Result<(), String> {
                     None => shapes.push((t, n, c, Formulation::Paper)),
                     Some(_) => {
                         for &t in &ts {
-                            if !shapes.iter().any(|s| *s == (t, n, c, Formulation::Paper)) {
+                            if !shapes.contains(&(t, n, c, Formulation::Paper)) {
                                 shapes.push((t, n, c, Formulation::Paper));
                             }
                         }
