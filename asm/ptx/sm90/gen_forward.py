@@ -1569,7 +1569,7 @@ STATIC_ARGS = """// struct StaticArgs (96 bytes):
 // dynamic shared memory: C * 4 bytes (a[c] of the current token)"""
 
 
-def static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr):
+def static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr, done="COEF_WAIT"):
     """The coefficient warp of the static kernels: h_post = 2 sigma(H_post) into ss_h[32..32+n) and
     h_res = Sinkhorn(H_res) (Paper start and order) into ss_res (row-major); ends by branching to
     COEF_WAIT. n <= 4: lane 0 alone, S in n*n registers. n >= 8: the scaling-vector form
@@ -1584,7 +1584,7 @@ def static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr):
     if n <= 4:
         k.comment("n <= 4: lane 0 alone, S in n*n registers (Paper start and order)")
         k.e(f"setp.ne.u32 {pr}, {lane}, 0;")
-        k.e(f"@{pr} bra COEF_WAIT;")
+        k.e(f"@{pr} bra {done};")
         zl = load_f32_run(k, "zl", phol, n)
         for i in range(n):
             hq = f(f"hpost_c{i}")
@@ -1628,7 +1628,7 @@ def static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr):
         for i in range(n):
             for j in range(n):
                 k.e(f"st.shared.f32 [{sS}+{4 * (i * n + j)}], {S[i][j]};")
-        k.e("bra COEF_WAIT;")
+        k.e(f"bra {done};")
         return
     k.comment(f"n = {n}: every lane runs (full-mask shuffles); lane l works on index j = min(l, n-1)")
     j_, la = u("cj"), p("cla")
@@ -1731,7 +1731,7 @@ def static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr):
         k.e(f"mul.f32 {sv}, {sv}, {kc[i]};")
         k.e(f"mul.f32 {sv}, {sv}, {oc};")
         k.e(f"@{pr} st.shared.f32 [{ca}+{4 * i * n}], {sv};")
-    k.e("bra COEF_WAIT;")
+    k.e(f"bra {done};")
 
 
 def static_premix(k, n, V, hp, xs, ss):
@@ -1831,10 +1831,11 @@ def static_streams(k, dtype, n, V, ho, Rm, sS, xs, yv, oa, cb64):
 
 
 def static_hpre_and_coeffs(k, n, warp, cw, lane, phpl, phol, phrl, iters, eps_hc, sS, sH, it, pr, hpre_note,
-                           warp_notes, hpre_first=True):
+                           warp_notes, hpre_first=True, coef_enter=(), coef_leave=()):
     """Every thread: h_pre[j] = sigma(H_pre[j]) in registers (returned); warp cw: h_post and h_res
     into shared memory (static_coeffs); all threads meet again at COEF_WAIT. hpre_first=False
-    computes h_pre after COEF_WAIT, so its n registers are not live across the Sinkhorn."""
+    computes h_pre after COEF_WAIT, so its n registers are not live across the Sinkhorn.
+    coef_enter / coef_leave: instructions the coefficient warp runs before / after its work."""
 
     def hpre():
         k.comment(hpre_note)
@@ -1850,7 +1851,13 @@ def static_hpre_and_coeffs(k, n, warp, cw, lane, phpl, phol, phrl, iters, eps_hc
         k.comment(note)
     k.e(f"setp.ne.u32 {pr}, {warp}, {cw};")
     k.e(f"@{pr} bra COEF_WAIT;")
-    static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr)
+    for line in coef_enter:
+        k.e(line)
+    static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr, done="COEF_DONE" if coef_leave else "COEF_WAIT")
+    if coef_leave:
+        k.label("COEF_DONE")
+        for line in coef_leave:
+            k.e(line)
     k.label("COEF_WAIT")
     return hp if hpre_first else hpre()
 
@@ -2372,6 +2379,7 @@ def static_pr_kernel(dtype, n):
 # H X on mma.sync m16n8k16 (A = h_res split into bf16 hi + lo, B = the x tile by ldmatrix.trans,
 # f32 accumulation): n^2 = 1024 FMAs per channel at n = 32 were the persistent kernel's bound.
 ST_MMA_NS = [16, 32]
+ST_MMA_CP_ASYNC = os.environ.get("MHC_STATIC_MMA_CP_ASYNC") == "1"
 # CTAs per token (thread-block cluster; the sum of squares over DSMEM) and the token counts each
 # serves: few tokens spread over more SMs, so that each SM moves fewer bytes, at most one CTA per
 # SM (H100, n = 32 C = 1280: T = 64 on 4-CTA clusters took 24.3 us against 14.8 on one CTA).
@@ -2436,46 +2444,101 @@ def static_mma_kernel(n, R=1):
     k.e(f"mad.lo.u32 {sX}, {sb}, 2, {sG};")
     k.e(f"add.u32 {pitch}, {sb}, {ST_MMA_PAD};")
     k.e(f"shr.u32 {units}, {sb}, 4;")
-    cpb = static_cpbar_init(k, DT, tid, pr)
-    k.comment(f"data threads (tid < {DT}): every stream's row to the tile in 16-byte cp.async units")
-    k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
-    k.e(f"@{pr} bra CP_END;")
-    ii, src, dst, a64 = u("ii"), p("src"), u("dst"), p("a64")
-    k.e(f"mov.u32 {ii}, 0;")
-    k.e(f"mov.u64 {src}, {xrow};")
-    k.comment("gamma first (this CTA's channels, f32: 2 sb bytes), so phase B's epilogue has no global load")
-    gu = u("gunits")
-    k.e(f"shr.u32 {gu}, {sb}, 3;")
-    k.e(f"mov.u32 {q}, {tid};")
-    k.label("CPG_UNIT")
-    k.e(f"setp.ge.u32 {pr}, {q}, {gu};")
-    k.e(f"@{pr} bra CPG_END;")
-    k.e(f"mul.wide.u32 {a64}, {q}, 16;")
-    k.e(f"add.u64 {a64}, {a64}, {pg};")
-    k.e(f"mad.lo.u32 {tmp}, {q}, 16, {sG};")
-    k.e(f"cp.async.cg.shared.global [{tmp}], [{a64}], 16;")
-    k.e(f"add.u32 {q}, {q}, {DT};")
-    k.e(f"bra.uni CPG_UNIT;")
-    k.label("CPG_END")
-    k.e(f"mov.u32 {dst}, {sX};")
-    static_copy_rows(k, n, DT, tid, q, units, src, dst, a64, ii, tmp, cb64, pitch, pr, "CP")
-    k.comment("this thread's arrival on cpbar fires when all its copies have landed")
-    k.e(f"cp.async.mbarrier.arrive.noinc.shared::cta.b64 [{cpb}];")
-    k.label("CP_END")
+    if ST_MMA_CP_ASYNC:
+        # Sanitizer builds only (MHC_STATIC_MMA_CP_ASYNC=1): compute-sanitizer racecheck waits forever
+        # on cp.async.bulk's complete_tx; this is round 9's 16-byte cp.async copy, same barriers.
+        cpb = static_cpbar_init(k, DT, tid, pr)
+        k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
+        k.e(f"@{pr} bra CP_END;")
+        ii, src, dst, a64 = u("ii"), p("src"), u("dst"), p("a64")
+        gu = u("gunits")
+        k.e(f"shr.u32 {gu}, {sb}, 3;")
+        k.e(f"mov.u32 {q}, {tid};")
+        k.label("CPG_UNIT")
+        k.e(f"setp.ge.u32 {pr}, {q}, {gu};")
+        k.e(f"@{pr} bra CPG_END;")
+        k.e(f"mul.wide.u32 {a64}, {q}, 16;")
+        k.e(f"add.u64 {a64}, {a64}, {pg};")
+        k.e(f"mad.lo.u32 {tmp}, {q}, 16, {sG};")
+        k.e(f"cp.async.cg.shared.global [{tmp}], [{a64}], 16;")
+        k.e(f"add.u32 {q}, {q}, {DT};")
+        k.e("bra.uni CPG_UNIT;")
+        k.label("CPG_END")
+        k.e(f"mov.u32 {ii}, 0;")
+        k.e(f"mov.u64 {src}, {xrow};")
+        k.e(f"mov.u32 {dst}, {sX};")
+        static_copy_rows(k, n, DT, tid, q, units, src, dst, a64, ii, tmp, cb64, pitch, pr, "CP")
+        k.e(f"cp.async.mbarrier.arrive.noinc.shared::cta.b64 [{cpb}];")
+        k.label("CP_END")
+    else:
+        cpb = u("cpbar")
+        k.e(f"mov.u32 {cpb}, cpbar;")
+        k.comment("cpbar: one arrival (thread 0, with the tile's byte count) and the bulk copies' complete_tx;")
+        k.comment("initialised by thread 0 before barrier 0")
+        k.e(f"setp.ne.u32 {pr}, {tid}, 0;")
+        k.e(f"@{pr} bra INIT_END;")
+        k.e(f"mbarrier.init.shared::cta.b64 [{cpb}], 1;")
+        k.e("fence.mbarrier_init.release.cluster;")
+        k.label("INIT_END")
+        k.e("barrier.sync 0;")
+        k.comment(f"bulk copies (cp.async.bulk, complete_tx on cpbar): lane 0 of data warp w copies stream rows")
+        k.comment(f"w, w + {NW}, ... (sb bytes each) and warp 0 also gamma (2 sb bytes). Round 10: the 16-byte")
+        k.comment("cp.async loop over the rows issued one copy per row every ~190 ns per thread (globaltimer stamps,")
+        k.comment("T = 1, 4-CTA clusters: 6.4 us to issue 20 KB)")
+        k.e(f"setp.ne.u32 {pr}, {tid}, 0;")
+        k.e(f"@{pr} bra CP_EXPECT_END;")
+        tb, st64 = u("tbytes"), p("cpst")
+        k.e(f"mul.lo.u32 {tb}, {sb}, {n + 2};")
+        k.e(f"mbarrier.arrive.expect_tx.shared::cta.b64 {st64}, [{cpb}], {tb};")
+        k.label("CP_EXPECT_END")
+        k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
+        k.e(f"@{pr} bra CP_END;")
+        k.e(f"setp.ne.u32 {pr}, {lane}, 0;")
+        k.e(f"@{pr} bra CP_END;")
+        k.e(f"setp.ne.u32 {pr}, {warp}, 0;")
+        k.e(f"@{pr} bra CPG_END;")
+        gb = u("gbytes")
+        k.e(f"add.u32 {gb}, {sb}, {sb};")
+        k.e(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [{sG}], [{pg}], {gb}, [{cpb}];")
+        k.label("CPG_END")
+        ii, src, dst = u("ii"), p("src"), u("dst")
+        k.e(f"mov.u32 {ii}, {warp};")
+        k.e(f"mul.wide.u32 {src}, {warp}, {cbytes};")
+        k.e(f"add.u64 {src}, {src}, {xrow};")
+        k.e(f"mad.lo.u32 {dst}, {warp}, {pitch}, {sX};")
+        cbw, pw8 = p("cbw"), u("pitchw")
+        k.e(f"mul.wide.u32 {cbw}, {cbytes}, {NW};")
+        k.e(f"mul.lo.u32 {pw8}, {pitch}, {NW};")
+        k.label("CP_ROW")
+        k.e(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [{dst}], [{src}], {sb}, [{cpb}];")
+        k.e(f"add.u64 {src}, {src}, {cbw};")
+        k.e(f"add.u32 {dst}, {dst}, {pw8};")
+        k.e(f"add.u32 {ii}, {ii}, {NW};")
+        k.e(f"setp.lt.u32 {pr}, {ii}, {n};")
+        k.e(f"@{pr} bra CP_ROW;")
+        k.label("CP_END")
     hp = static_hpre_and_coeffs(k, n, warp, cw, lane, phpl, phol, phrl, iters, eps_hc, sS, sH, it, pr,
                                 "every thread: h_pre[j] = sigma(H_pre[j]) in registers",
                                 [f"warp {cw}: h_post and h_res while the copies fly; it joins at the reduction barrier"],
-                                hpre_first=False)
+                                hpre_first=False,
+                                coef_leave=["barrier.cluster.arrive.release;      // phase 1: the ss exchange",
+                                            "barrier.cluster.wait.acquire;",
+                                            "barrier.cluster.arrive.release;      // phase 2: exit guard"]
+                                if R > 1 else ())
     ss = f("ss")
     k.e(f"mov.f32 {ss}, 0f00000000;")
     k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
-    k.e(f"@{pr} bra PA_END;")
-    k.comment("data threads: cpbar's phase 0 completes when every data thread's copies have landed")
+    k.e(f"@{pr} bra COEF_BAR;")
+    k.comment("data threads: cpbar's phase 0 completes when thread 0 has arrived and every byte has landed")
     static_cp_wait(k, cpb)
     static_phase_a(k, dtype, n, V, tid, q, m, DT, sX, pitch, hp, ss, sA, pr, "tile")
     rr = static_rms(k, ss, lane, warp, pw, sR, NW, inv_c, eps_f,
-                    "barrier 0 (all threads): the warp sums, a[], and the coefficient warp's h_post, h_res",
-                    cluster=R, tid=tid)
+                    f"barrier 1 (the {DT} data threads): the warp sums; the sum of squares does not wait for the "
+                    "Sinkhorn (round 10: 1.6 us of the T = 1 chain when it did)",
+                    barrier=f"barrier.sync 1, {DT};", cluster=R, tid=tid)
+    k.label("COEF_BAR")
+    k.comment("barrier 0 (all threads): a[], and the coefficient warp's h_post and h_res")
+    k.e("barrier.sync 0;")
     k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
     k.e(f"@{pr} bra PB_END;")
     g, t2 = u("g"), u("t2")

@@ -40,7 +40,10 @@ impl Plan {
         let t = x.layout.tokens;
         let b = self.bucket(Stage::Static, t)?;
         let align = (b.desc.v * dt.size()).min(16);
-        x.check("x", dt, t, n * c, align)?;
+        // The token-tile kernels copy x rows to shared memory in 16-byte units (static_cl,
+        // static_pr: cp.async; static_mma: cp.async.bulk).
+        let x_align = if b.desc.tile_in_shared { 16 } else { align };
+        x.check("x", dt, t, n * c, x_align)?;
         out.check("out", dt, t, n * c, align)?;
         h_pre_logits.check_dense_f32("h_pre_logits", 1, n)?;
         h_post_logits.check_dense_f32("h_post_logits", 1, n)?;
