@@ -699,6 +699,37 @@ fn gpu_bad_views_are_rejected_before_launch() {
     // Nothing was launched: the output still holds the poison everywhere.
     s.synchronize().unwrap();
     assert!(download(&out, dtype, t * n * c).unwrap().iter().all(|v| v.is_nan()));
+    // static n = 32 (bf16: the tensor-core kernel copies x rows in 16-byte units): x 4 bytes in
+    // (enough for 2 channels per thread) or a row stride 4 bytes past 16 is refused, out untouched.
+    {
+        let (t, n, c) = (2, 32, 64);
+        let plan = Plan::new(dev, Config::new(n, c), dtype, t).unwrap();
+        let xb = DeviceBuffer::alloc(dev, t * (n * c + 2) * 2 + 16).unwrap();
+        let par: Vec<DeviceBuffer> =
+            [n, n, n * n, c].iter().map(|&l| DeviceBuffer::alloc(dev, l * 4).unwrap()).collect();
+        let mut sout = DeviceBuffer::alloc(dev, t * n * c * 2).unwrap();
+        sout.fill_u32(&s, nan_pattern(dtype)).unwrap();
+        let call = |x: &mhc::device::DeviceTensor<'_>, out: &mut DeviceBuffer| {
+            plan.static_layer(
+                &s,
+                x,
+                &par[0].view(Dtype::F32, Layout::dense(1, n)),
+                &par[1].view(Dtype::F32, Layout::dense(1, n)),
+                &par[2].view(Dtype::F32, Layout::dense(n, n)),
+                &par[3].view(Dtype::F32, Layout::dense(1, c)),
+                &mut out.view_mut(dtype, Layout::streams(t, n, c)),
+            )
+        };
+        // SAFETY: the view is only validated (and rejected) by the op, never dereferenced.
+        let x4 = unsafe {
+            mhc::device::DeviceTensor::from_raw(xb.device_ptr() + 4, t * n * c, dtype, Layout::streams(t, n, c))
+        };
+        assert!(matches!(call(&x4, &mut sout), Err(Error::Alignment { required: 16, .. })));
+        let xs = xb.view(dtype, Layout::streams(t, n, c).with_stride(n * c + 2));
+        assert!(matches!(call(&xs, &mut sout), Err(Error::Alignment { required: 16, .. })));
+        s.synchronize().unwrap();
+        assert!(download(&sout, dtype, t * n * c).unwrap().iter().all(|v| v.is_nan()));
+    }
     // C not a multiple of 8: every stage says NoVariant, with the reason.
     let odd = Plan::new(dev, Config::new(4, 100), dtype, 8).unwrap();
     for stage in [Stage::Post, Stage::Head, Stage::Static, Stage::Expand] {

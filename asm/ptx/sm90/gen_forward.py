@@ -2379,7 +2379,6 @@ def static_pr_kernel(dtype, n):
 # H X on mma.sync m16n8k16 (A = h_res split into bf16 hi + lo, B = the x tile by ldmatrix.trans,
 # f32 accumulation): n^2 = 1024 FMAs per channel at n = 32 were the persistent kernel's bound.
 ST_MMA_NS = [16, 32]
-ST_MMA_CP_ASYNC = os.environ.get("MHC_STATIC_MMA_CP_ASYNC") == "1"
 # CTAs per token (thread-block cluster; the sum of squares over DSMEM) and the token counts each
 # serves: few tokens spread over more SMs, so that each SM moves fewer bytes, at most one CTA per
 # SM (H100, n = 32 C = 1280: T = 64 on 4-CTA clusters took 24.3 us against 14.8 on one CTA).
@@ -2444,79 +2443,52 @@ def static_mma_kernel(n, R=1):
     k.e(f"mad.lo.u32 {sX}, {sb}, 2, {sG};")
     k.e(f"add.u32 {pitch}, {sb}, {ST_MMA_PAD};")
     k.e(f"shr.u32 {units}, {sb}, 4;")
-    if ST_MMA_CP_ASYNC:
-        # Sanitizer builds only (MHC_STATIC_MMA_CP_ASYNC=1): compute-sanitizer racecheck waits forever
-        # on cp.async.bulk's complete_tx; this is round 9's 16-byte cp.async copy, same barriers.
-        cpb = static_cpbar_init(k, DT, tid, pr)
-        k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
-        k.e(f"@{pr} bra CP_END;")
-        ii, src, dst, a64 = u("ii"), p("src"), u("dst"), p("a64")
-        gu = u("gunits")
-        k.e(f"shr.u32 {gu}, {sb}, 3;")
-        k.e(f"mov.u32 {q}, {tid};")
-        k.label("CPG_UNIT")
-        k.e(f"setp.ge.u32 {pr}, {q}, {gu};")
-        k.e(f"@{pr} bra CPG_END;")
-        k.e(f"mul.wide.u32 {a64}, {q}, 16;")
-        k.e(f"add.u64 {a64}, {a64}, {pg};")
-        k.e(f"mad.lo.u32 {tmp}, {q}, 16, {sG};")
-        k.e(f"cp.async.cg.shared.global [{tmp}], [{a64}], 16;")
-        k.e(f"add.u32 {q}, {q}, {DT};")
-        k.e("bra.uni CPG_UNIT;")
-        k.label("CPG_END")
-        k.e(f"mov.u32 {ii}, 0;")
-        k.e(f"mov.u64 {src}, {xrow};")
-        k.e(f"mov.u32 {dst}, {sX};")
-        static_copy_rows(k, n, DT, tid, q, units, src, dst, a64, ii, tmp, cb64, pitch, pr, "CP")
-        k.e(f"cp.async.mbarrier.arrive.noinc.shared::cta.b64 [{cpb}];")
-        k.label("CP_END")
-    else:
-        cpb = u("cpbar")
-        k.e(f"mov.u32 {cpb}, cpbar;")
-        k.comment("cpbar: one arrival (thread 0, with the tile's byte count) and the bulk copies' complete_tx;")
-        k.comment("initialised by thread 0 before barrier 0")
-        k.e(f"setp.ne.u32 {pr}, {tid}, 0;")
-        k.e(f"@{pr} bra INIT_END;")
-        k.e(f"mbarrier.init.shared::cta.b64 [{cpb}], 1;")
-        k.e("fence.mbarrier_init.release.cluster;")
-        k.label("INIT_END")
-        k.e("barrier.sync 0;")
-        k.comment(f"bulk copies (cp.async.bulk, complete_tx on cpbar): lane 0 of data warp w copies stream rows")
-        k.comment(f"w, w + {NW}, ... (sb bytes each) and warp 0 also gamma (2 sb bytes). Round 10: the 16-byte")
-        k.comment("cp.async loop over the rows issued one copy per row every ~190 ns per thread (globaltimer stamps,")
-        k.comment("T = 1, 4-CTA clusters: 6.4 us to issue 20 KB)")
-        k.e(f"setp.ne.u32 {pr}, {tid}, 0;")
-        k.e(f"@{pr} bra CP_EXPECT_END;")
-        tb, st64 = u("tbytes"), p("cpst")
-        k.e(f"mul.lo.u32 {tb}, {sb}, {n + 2};")
-        k.e(f"mbarrier.arrive.expect_tx.shared::cta.b64 {st64}, [{cpb}], {tb};")
-        k.label("CP_EXPECT_END")
-        k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
-        k.e(f"@{pr} bra CP_END;")
-        k.e(f"setp.ne.u32 {pr}, {lane}, 0;")
-        k.e(f"@{pr} bra CP_END;")
-        k.e(f"setp.ne.u32 {pr}, {warp}, 0;")
-        k.e(f"@{pr} bra CPG_END;")
-        gb = u("gbytes")
-        k.e(f"add.u32 {gb}, {sb}, {sb};")
-        k.e(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [{sG}], [{pg}], {gb}, [{cpb}];")
-        k.label("CPG_END")
-        ii, src, dst = u("ii"), p("src"), u("dst")
-        k.e(f"mov.u32 {ii}, {warp};")
-        k.e(f"mul.wide.u32 {src}, {warp}, {cbytes};")
-        k.e(f"add.u64 {src}, {src}, {xrow};")
-        k.e(f"mad.lo.u32 {dst}, {warp}, {pitch}, {sX};")
-        cbw, pw8 = p("cbw"), u("pitchw")
-        k.e(f"mul.wide.u32 {cbw}, {cbytes}, {NW};")
-        k.e(f"mul.lo.u32 {pw8}, {pitch}, {NW};")
-        k.label("CP_ROW")
-        k.e(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [{dst}], [{src}], {sb}, [{cpb}];")
-        k.e(f"add.u64 {src}, {src}, {cbw};")
-        k.e(f"add.u32 {dst}, {dst}, {pw8};")
-        k.e(f"add.u32 {ii}, {ii}, {NW};")
-        k.e(f"setp.lt.u32 {pr}, {ii}, {n};")
-        k.e(f"@{pr} bra CP_ROW;")
-        k.label("CP_END")
+    cpb = u("cpbar")
+    k.e(f"mov.u32 {cpb}, cpbar;")
+    k.comment("cpbar: one arrival (thread 0, with the tile's byte count) and the bulk copies' complete_tx;")
+    k.comment("initialised by thread 0 before barrier 0")
+    k.e(f"setp.ne.u32 {pr}, {tid}, 0;")
+    k.e(f"@{pr} bra INIT_END;")
+    k.e(f"mbarrier.init.shared::cta.b64 [{cpb}], 1;")
+    k.e("fence.mbarrier_init.release.cluster;")
+    k.label("INIT_END")
+    k.e("barrier.sync 0;")
+    k.comment(f"bulk copies (cp.async.bulk, complete_tx on cpbar): lane 0 of data warp w copies stream rows")
+    k.comment(f"w, w + {NW}, ... (sb bytes each) and warp 0 also gamma (2 sb bytes). Round 10: the 16-byte")
+    k.comment("cp.async loop over the rows issued one copy per row every ~190 ns per thread (globaltimer stamps,")
+    k.comment("T = 1, 4-CTA clusters: 6.4 us to issue 20 KB)")
+    k.e(f"setp.ne.u32 {pr}, {tid}, 0;")
+    k.e(f"@{pr} bra CP_EXPECT_END;")
+    tb, st64 = u("tbytes"), p("cpst")
+    k.e(f"mul.lo.u32 {tb}, {sb}, {n + 2};")
+    k.e(f"mbarrier.arrive.expect_tx.shared::cta.b64 {st64}, [{cpb}], {tb};")
+    k.label("CP_EXPECT_END")
+    k.e(f"setp.ge.u32 {pr}, {tid}, {DT};")
+    k.e(f"@{pr} bra CP_END;")
+    k.e(f"setp.ne.u32 {pr}, {lane}, 0;")
+    k.e(f"@{pr} bra CP_END;")
+    k.e(f"setp.ne.u32 {pr}, {warp}, 0;")
+    k.e(f"@{pr} bra CPG_END;")
+    gb = u("gbytes")
+    k.e(f"add.u32 {gb}, {sb}, {sb};")
+    k.e(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [{sG}], [{pg}], {gb}, [{cpb}];")
+    k.label("CPG_END")
+    ii, src, dst = u("ii"), p("src"), u("dst")
+    k.e(f"mov.u32 {ii}, {warp};")
+    k.e(f"mul.wide.u32 {src}, {warp}, {cbytes};")
+    k.e(f"add.u64 {src}, {src}, {xrow};")
+    k.e(f"mad.lo.u32 {dst}, {warp}, {pitch}, {sX};")
+    cbw, pw8 = p("cbw"), u("pitchw")
+    k.e(f"mul.wide.u32 {cbw}, {cbytes}, {NW};")
+    k.e(f"mul.lo.u32 {pw8}, {pitch}, {NW};")
+    k.label("CP_ROW")
+    k.e(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [{dst}], [{src}], {sb}, [{cpb}];")
+    k.e(f"add.u64 {src}, {src}, {cbw};")
+    k.e(f"add.u32 {dst}, {dst}, {pw8};")
+    k.e(f"add.u32 {ii}, {ii}, {NW};")
+    k.e(f"setp.lt.u32 {pr}, {ii}, {n};")
+    k.e(f"@{pr} bra CP_ROW;")
+    k.label("CP_END")
     hp = static_hpre_and_coeffs(k, n, warp, cw, lane, phpl, phol, phrl, iters, eps_hc, sS, sH, it, pr,
                                 "every thread: h_pre[j] = sigma(H_pre[j]) in registers",
                                 [f"warp {cw}: h_post and h_res while the copies fly; it joins at the reduction barrier"],
@@ -2702,20 +2674,25 @@ def write_static():
 //   CTA (mhc_static_mma_*) or per cluster of 2 / 4 CTAs (_cl2_, _cl4_: CTA r owns C/R channels;
 //   the sum of squares goes through DSMEM, ss_cl, added in rank order) so that few tokens still
 //   spread over the SMs (T <= 33: 4 CTAs per token, <= 66: 2, then 1: at most one CTA per SM
-//   measured best). 8 data warps + the coefficient warp. The data warps copy gamma and the
-//   token's n rows (16 bytes of padding after each, so the 8 rows of an ldmatrix hit 8 bank
-//   groups) to shared memory by cp.async; phase A as static_cl; phase B: out = H X + h_post y
-//   with H X on mma.sync m16n8k16 (A = h_res as bf16 hi + lo fragments, |h - hi - lo| <= 2^-16
-//   |h|; B = the x tile by ldmatrix.trans; one f32 accumulator chain per tile and m-tile, hi then
-//   lo of each k-step), a warp taking two 8-channel tiles per step. The persistent kernel spent
-//   n^2 = 1024 FMAs per channel (2048 FMAs and 256 shared loads per thread and 2 channels).
+//   measured best). 8 data warps + the coefficient warp. Lane 0 of each data warp copies stream
+//   rows (and warp 0 gamma) to shared memory by cp.async.bulk, complete_tx on one mbarrier (16
+//   bytes of padding after each row, so the 8 rows of an ldmatrix hit 8 bank groups); phase A as
+//   static_cl; the sum of squares is reduced by the data warps alone (barrier 1) and, for
+//   clusters, exchanged while the coefficient warp still runs the Sinkhorn; barrier 0 then
+//   publishes h_res and h_post; phase B: out = H X + h_post y with H X on mma.sync m16n8k16
+//   (A = h_res as bf16 hi + lo fragments, |h - hi - lo| <= 2^-16 |h|; B = the x tile by
+//   ldmatrix.trans; one f32 accumulator chain per tile and m-tile, hi then lo of each k-step), a
+//   warp taking two 8-channel tiles per step. The persistent kernel spent n^2 = 1024 FMAs per
+//   channel (2048 FMAs and 256 shared loads per thread and 2 channels).
 //   Registers: 96 (.maxnreg: two 9-warp CTAs per SM), no spills; h_pre is computed after the
 //   coefficient warp's branch so its n registers are not live across the Sinkhorn.
-// Measured (H100, round 10, bf16, C = 1280, copy 2970 GB/s; us back-to-back / graph; persistent
-//   kernel before): n = 32 T = 1 9.9 / 9.5 (~20.5), T = 32 13.7 / 13.3 (20.3 / 19.9), T = 64
-//   14.2 / 13.9 (20.9 / 20.7), T = 128 19.8 (21.0), T = 1024 117 (47% of copy), T = 8192 909
-//   (50%). Still 4-12x the floor at T <= 64: one CTA's chain (copy, coefficient prologue and
-//   Sinkhorn, phase A, barrier, phase B, stores) is ~8 us even at T = 1 with 20 KB per CTA.
+// Measured (H100, round 10, bf16, C = 1280, copy 2970-2990 GB/s; us back-to-back / graph;
+//   persistent kernel before): n = 32 T = 1 8.7 / 8.4 (~20.5), T = 32 12.7 / 12.2 (20.3 / 19.9),
+//   T = 64 14.2 / 12.8 (20.9 / 20.7), T = 128 19.4 (21.0), T = 1024 114 (48% of copy), T = 8192
+//   809 (55%). globaltimer stamps of one CTA at T = 1 (4-CTA clusters; a timing build of the same
+//   phases): copies issued 0.6 us,
+//   landed 0.9, phase A done 2.0, the coefficient warp's K built 1.1 and Sinkhorn done 5.2 (20
+//   iterations, ~0.2 us each: the chain that bounds T <= 64), mma phase 6.0 -> 7.3.
 //
 // mhc_static_pr_* (n <= 8, T >= 1024, C up to what a[] and 3 tiles fit in 160 KiB): PERSISTENT
 //   CTAs (as many as the SMs hold) walk the tokens ctaid, ctaid + nctaid, ...; each token's n
