@@ -2381,11 +2381,13 @@ def static_pr_kernel(dtype, n):
 ST_MMA_NS = [16, 32]
 # CTAs per token (thread-block cluster; the sum of squares over DSMEM) and the token counts each
 # serves: few tokens spread over more SMs, so that each SM moves fewer bytes, at most one CTA per
-# SM (H100, n = 32 C = 1280: T = 64 on 4-CTA clusters took 24.3 us against 14.8 on one CTA).
+# SM (H100, n = 32 C = 1280: T = 64 on 4-CTA clusters took 24.3 us against 14.8 on one CTA;
+# back-to-back us for 4 / 2 / 1 CTAs per token: T = 16 9.6 / 11.0 / 12.1, T = 24 11.8 / 11.3 / 12.5
+# (graph 10.0 / 10.9 / 12.1), T = 32 12.7 / 11.5 / 12.7, T = 64 - / 14.3 / 13.8, T = 96 - / 20.4 / 17.4).
 # The selector takes the largest cluster whose range holds T and whose C granule (8 x cluster)
 # divides C: the smaller wave_us of the larger cluster decides where ranges overlap.
 ST_MMA_CLUSTERS = [1, 2, 4]
-ST_MMA_TOKENS = {4: (1, 33), 2: (1, 66), 1: (1, 2147483647)}
+ST_MMA_TOKENS = {4: (1, 24), 2: (1, 66), 1: (1, 2147483647)}
 ST_MMA_WAVE_US = {4: 0.2, 2: 0.25, 1: 0.3}
 ST_MMA_SMEM = 200 * 1024
 ST_MMA_MAXNREG = 96  # 2 CTAs of 9 warps per SM: 5 warps on one sub-partition x 32 x 96 <= 16384
@@ -2673,8 +2675,8 @@ def write_static():
 // mhc_static_mma_* (bf16, n = 16, 32; round 10): static_cl's shape on tensor cores. One token per
 //   CTA (mhc_static_mma_*) or per cluster of 2 / 4 CTAs (_cl2_, _cl4_: CTA r owns C/R channels;
 //   the sum of squares goes through DSMEM, ss_cl, added in rank order) so that few tokens still
-//   spread over the SMs (T <= 33: 4 CTAs per token, <= 66: 2, then 1: at most one CTA per SM
-//   measured best). 8 data warps + the coefficient warp. Lane 0 of each data warp copies stream
+//   spread over the SMs (T <= 24: 4 CTAs per token, <= 66: 2, then 1: measured per T, see
+//   ST_MMA_TOKENS). 8 data warps + the coefficient warp. Lane 0 of each data warp copies stream
 //   rows (and warp 0 gamma) to shared memory by cp.async.bulk, complete_tx on one mbarrier (16
 //   bytes of padding after each row, so the 8 rows of an ldmatrix hit 8 bank groups); phase A as
 //   static_cl; the sum of squares is reduced by the data warps alone (barrier 1) and, for
@@ -2687,7 +2689,7 @@ def write_static():
 //   Registers: 96 (.maxnreg: two 9-warp CTAs per SM), no spills; h_pre is computed after the
 //   coefficient warp's branch so its n registers are not live across the Sinkhorn.
 // Measured (H100, round 10, bf16, C = 1280, copy 2970-2990 GB/s; us back-to-back / graph;
-//   persistent kernel before): n = 32 T = 1 8.7 / 8.4 (~20.5), T = 32 12.7 / 12.2 (20.3 / 19.9),
+//   persistent kernel before): n = 32 T = 1 8.7 / 8.4 (~20.5), T = 32 11.5 / 11.0 (20.3 / 19.9),
 //   T = 64 14.2 / 12.8 (20.9 / 20.7), T = 128 19.4 (21.0), T = 1024 114 (48% of copy), T = 8192
 //   809 (55%). globaltimer stamps of one CTA at T = 1 (4-CTA clusters; a timing build of the same
 //   phases): copies issued 0.6 us,

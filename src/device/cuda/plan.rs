@@ -659,11 +659,11 @@ mod tests {
             assert!(r.iter().all(|e| e.1.starts_with("mhc_static_cl_")), "n={n} C={c} {dtype}: {r:?}");
         }
         // bf16 n >= 16: tensor cores (static_mma) at every T where its tile fits (C <= 2832 at
-        // n = 32, 5112 at n = 16 for one CTA per token): clusters of 4 CTAs per token up to 33
-        // tokens, of 2 up to 66 (one CTA per SM), where C is a multiple of 8 x the cluster.
+        // n = 32, 5112 at n = 16 for one CTA per token): clusters of 4 CTAs per token up to 24
+        // tokens, of 2 up to 66 (measured per T), where C is a multiple of 8 x the cluster.
         let mma = |n: usize, cl: &str| format!("mhc_static_mma_{cl}bf16_n{n}");
         for (n, c, want) in [
-            (32, 1280, vec![(33, "cl4_"), (66, "cl2_"), (usize::MAX, "")]),
+            (32, 1280, vec![(24, "cl4_"), (66, "cl2_"), (usize::MAX, "")]),
             (16, 1296, vec![(66, "cl2_"), (usize::MAX, "")]),
             (32, 2832, vec![(66, "cl2_"), (usize::MAX, "")]),
             (16, 5112, vec![(usize::MAX, "")]),
