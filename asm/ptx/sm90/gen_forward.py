@@ -262,6 +262,28 @@ def plain_entry(name, k, arg_bytes):
 """
 
 
+def post_thread_id(k, tid, ctaid, ntid, gid):
+    """gid = the thread's index in the grid."""
+    k.e(f"mov.u32 {tid}, %tid.x;")
+    k.e(f"mov.u32 {ctaid}, %ctaid.x;")
+    k.e(f"mov.u32 {ntid}, %ntid.x;")
+    k.e(f"mad.lo.u32 {gid}, {ctaid}, {ntid}, {tid};")
+
+
+def post_token_chunk(k, item, chunks, t, ch, tmp, chunk_bytes, cbytes):
+    """Item -> token t and chunk ch (item = t chunks + ch); returns t64, the chunk's byte offset
+    cb and cbytes as u64."""
+    p = lambda s: k.r("b64", s)
+    k.e(f"div.u32 {t}, {item}, {chunks};")
+    k.e(f"mul.lo.u32 {tmp}, {t}, {chunks};")
+    k.e(f"sub.u32 {ch}, {item}, {tmp};")
+    t64, cb, cb64 = p("t64"), p("cb"), p("cb64")
+    k.e(f"cvt.u64.u32 {t64}, {t};")
+    k.e(f"mul.wide.u32 {cb}, {ch}, {chunk_bytes};")
+    k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
+    return t64, cb, cb64
+
+
 def post_kernel(form, dtype, n, V=None):
     name = f"mhc_post_{form}_{dtype}_n{n}" + (f"_v{V}" if V else "")
     V = V or vchan(n)
@@ -273,19 +295,10 @@ def post_kernel(form, dtype, n, V=None):
     gid, tid, ctaid, ntid, t, ch, tmp = u("gid"), u("tid"), u("ctaid"), u("ntid"), u("t"), u("ch"), u("tmp")
     pr = k.r("pred", "p")
     k.comment("one thread = one token t and one chunk of V channels, all n streams")
-    k.e(f"mov.u32 {tid}, %tid.x;")
-    k.e(f"mov.u32 {ctaid}, %ctaid.x;")
-    k.e(f"mov.u32 {ntid}, %ntid.x;")
-    k.e(f"mad.lo.u32 {gid}, {ctaid}, {ntid}, {tid};")
+    post_thread_id(k, tid, ctaid, ntid, gid)
     k.e(f"setp.ge.u32 {pr}, {gid}, {items};")
     k.e(f"@{pr} bra DONE;")
-    k.e(f"div.u32 {t}, {gid}, {chunks};")
-    k.e(f"mul.lo.u32 {tmp}, {t}, {chunks};")
-    k.e(f"sub.u32 {ch}, {gid}, {tmp};")
-    t64, cb, cb64 = p("t64"), p("cb"), p("cb64")
-    k.e(f"cvt.u64.u32 {t64}, {t};")
-    k.e(f"mul.wide.u32 {cb}, {ch}, {V * es};")
-    k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
+    t64, cb, cb64 = post_token_chunk(k, gid, chunks, t, ch, tmp, V * es, cbytes)
     ax, af, ao = post_rows(k, t64, cb, (px, sx), (pf, sf), (po, so), "ax0", "ao0")
     ahp, ahr = p("ahp"), p("ahr")
     k.e(f"mad.lo.u64 {ahp}, {t64}, {n * 4}, {php};")
@@ -363,21 +376,13 @@ def post_lane_kernel(form, dtype, n):
                                                                    "ch", "tmp"])
     pr = k.r("pred", "p")
     k.comment(f"thread = (item = token x chunk of {V} channels, output stream k = gid % {n})")
-    k.e(f"mov.u32 {tid}, %tid.x;")
-    k.e(f"mov.u32 {ctaid}, %ctaid.x;")
-    k.e(f"mov.u32 {ntid}, %ntid.x;")
-    k.e(f"mad.lo.u32 {gid}, {ctaid}, {ntid}, {tid};")
+    post_thread_id(k, tid, ctaid, ntid, gid)
     k.e(f"shr.u32 {item}, {gid}, {lg};")
     k.e(f"and.b32 {kk}, {gid}, {n - 1};")
     k.e(f"setp.ge.u32 {pr}, {item}, {items};")
     k.e(f"@{pr} bra DONE;")
-    k.e(f"div.u32 {t}, {item}, {chunks};")
-    k.e(f"mul.lo.u32 {tmp}, {t}, {chunks};")
-    k.e(f"sub.u32 {ch}, {item}, {tmp};")
-    t64, cb, cb64, k64 = p("t64"), p("cb"), p("cb64"), p("k64")
-    k.e(f"cvt.u64.u32 {t64}, {t};")
-    k.e(f"mul.wide.u32 {cb}, {ch}, {LK_BYTES};")
-    k.e(f"cvt.u64.u32 {cb64}, {cbytes};")
+    t64, cb, cb64 = post_token_chunk(k, item, chunks, t, ch, tmp, LK_BYTES, cbytes)
+    k64 = p("k64")
     k.e(f"cvt.u64.u32 {k64}, {kk};")
     ax, af, ao = post_rows(k, t64, cb, (px, sx), (pf, sf), (po, so), "ax", "ao")
     ahp, ahr = p("ahp"), p("ahr")
@@ -2437,14 +2442,13 @@ def static_mma_kernel(n, R=1):
         k.e(f"add.u64 {orow}, {orow}, {t64};")
         k.e(f"add.u64 {t64}, {t64}, {t64};")
         k.e(f"add.u64 {pg}, {pg}, {t64};")
-    sA, sG, sX, pitch, units = u("sA"), u("sG"), u("sX"), u("pitch"), u("units")
+    sA, sG, sX, pitch = u("sA"), u("sG"), u("sX"), u("pitch")
     k.comment(f"dynamic shared memory: a[C] (f32), gamma[C] (f32), then the x tile: n rows of C bf16, each")
     k.comment(f"followed by {ST_MMA_PAD} bytes")
     k.e(f"mov.u32 {sA}, st_dyn;")
     k.e(f"mad.lo.u32 {sG}, {m}, {V * 4}, {sA};")
     k.e(f"mad.lo.u32 {sX}, {sb}, 2, {sG};")
     k.e(f"add.u32 {pitch}, {sb}, {ST_MMA_PAD};")
-    k.e(f"shr.u32 {units}, {sb}, 4;")
     cpb = u("cpbar")
     k.e(f"mov.u32 {cpb}, cpbar;")
     k.comment("cpbar: one arrival (thread 0, with the tile's byte count) and the bulk copies' complete_tx;")
