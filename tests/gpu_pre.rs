@@ -264,6 +264,8 @@ struct Shape {
     claim: bool,
     /// The general K loop where the fast one would run (PreVariant::fast_k = false).
     general_k: bool,
+    /// The GEMM kernel at any T (PreKernel::Gemm).
+    gemm: bool,
 }
 
 impl Shape {
@@ -282,6 +284,7 @@ impl Shape {
             ctas: None,
             claim: false,
             general_k: false,
+            gemm: false,
         }
     }
     fn cfg(&self) -> Config {
@@ -386,6 +389,7 @@ fn check_pre_kernel(
         let mut views = out.views(&cfg, sh.dtype, t);
         let tuning = PreVariant { claim: sh.claim, prefetch: true, fast_k: !sh.general_k, ..Default::default() };
         let kernel = match (sh.split, sh.ctas, sh.claim || sh.general_k) {
+            _ if sh.gemm => PreKernel::Gemm,
             (split, _, true) => PreKernel::General { split, tuning: Some(tuning) },
             (Some(s), _, false) => PreKernel::General { split: Some(s), tuning: None },
             (None, Some(ctas), false) => PreKernel::Decode { ctas },
@@ -686,6 +690,65 @@ fn cluster_sanitizer_smoke() {
     }
 }
 
+/// The GEMM kernel (asm/ptx/sm90/pre_gemm.ptx: bf16, n = 16 / 32, no gamma_k / gamma_f), forced
+/// at every T: one partial token tile and several (T = 1 .. 1000), K split 1 .. 16 ways (the
+/// host's choice by T), C = 64 / 72 / 1280 (K a multiple of the 64-element stage, not of 128),
+/// logits past M in the last logit tile, strided x and a, phi ~ 0.5, both formulations; then
+/// where the plan selects it, and the configurations it must leave to the general kernel.
+#[test]
+fn pre_gemm_kernel_shapes() {
+    let Some(dev) = gpu() else { return };
+    let stream = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("pre_gemm");
+    let uses = |sh: &Shape| Plan::new(&dev, sh.cfg(), sh.dtype, sh.t).unwrap().pre_uses_gemm_kernel(sh.t);
+    for form in FORMS {
+        let bf = |n, c, t| Shape { gemm: true, ..Shape::new(n, c, t, form, Dtype::Bf16) };
+        let mut shapes = Vec::new();
+        for n in [16, 32] {
+            for (c, t) in [(1280, 1), (64, 3), (72, 17), (1280, 129), (64, 130), (72, 1000)] {
+                shapes.push(bf(n, c, t));
+            }
+            shapes.push(Shape { phi_std: 0.5, ..bf(n, 1280, 40) });
+            shapes.push(Shape { x_pad: 8, ..bf(n, 72, 200) });
+            shapes.push(Shape { phi_std: 0.5, ..bf(n, 64, 1000) });
+        }
+        shapes.push(bf(32, 1280, 300));
+        for sh in shapes {
+            check_pre(&dev, &stream, &mut rng, &sh);
+        }
+        // The plan's choice: from gemm_min_tokens(n) on.
+        let auto = |n, c, t| Shape::new(n, c, t, form, Dtype::Bf16);
+        for sh in [auto(32, 64, 512), auto(32, 64, 1000), auto(16, 64, 2048)] {
+            assert!(uses(&sh), "{}: GEMM kernel selected", sh.label());
+        }
+        check_pre(&dev, &stream, &mut rng, &auto(32, 72, 600));
+        for sh in [
+            auto(32, 64, 511),
+            auto(16, 64, 2047),
+            auto(8, 64, 8192),
+            auto(4, 64, 8192),
+            Shape::new(32, 64, 1000, form, Dtype::F32),
+            Shape { gamma_k: true, ..auto(32, 64, 1000) },
+            Shape { gamma_f: true, ..auto(32, 64, 1000) },
+        ] {
+            assert!(!uses(&sh), "{}: GEMM kernel not selected", sh.label());
+        }
+    }
+}
+
+/// Small launches of the GEMM kernel (K split, two token tiles, strided rows) for
+/// compute-sanitizer; also checked against the reference.
+#[test]
+fn gemm_sanitizer_smoke() {
+    let Some(dev) = gpu() else { return };
+    let stream = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("gemm_sanitizer_smoke");
+    for (n, c, t, form) in [(32, 64, 130, Formulation::Paper), (16, 72, 3, Formulation::DeepSeekV4)] {
+        let sh = Shape { x_pad: 8, gemm: true, ..Shape::new(n, c, t, form, Dtype::Bf16) };
+        check_pre(&dev, &stream, &mut rng, &sh);
+    }
+}
+
 #[test]
 fn pre_options_strides_and_forced_splits() {
     let Some(dev) = gpu() else { return };
@@ -890,6 +953,8 @@ enum Mode {
     Split(usize),
     /// The decode kernel over about this many CTAs.
     Decode(usize),
+    /// The GEMM kernel at any T.
+    Gemm,
 }
 
 impl Ready {
@@ -906,6 +971,7 @@ impl Ready {
             Mode::General => PreKernel::General { split: None, tuning: None },
             Mode::Split(sp) => PreKernel::General { split: Some(sp), tuning: None },
             Mode::Decode(ctas) => PreKernel::Decode { ctas },
+            Mode::Gemm => PreKernel::Gemm,
         };
         self.plan.pre_with(s, &self.ws, &x, &params, &mut views, kernel)
     }
@@ -962,7 +1028,9 @@ fn pre_is_deterministic_and_graph_capturable() {
     let s = Stream::new(&dev).unwrap();
     let mut rng = common::rng("pre_determinism");
     for dtype in DTYPES {
-        for (n, c, t) in [(4, 4096, 16), (4, 7168, 3), (4, 4096, 1), (2, 1288, 9), (4, 4096, 1000), (8, 1280, 64)] {
+        for (n, c, t) in
+            [(4, 4096, 16), (4, 7168, 3), (4, 4096, 1), (2, 1288, 9), (4, 4096, 1000), (8, 1280, 64), (32, 64, 600)]
+        {
             let cfg = Config::new(n, c);
             let mut r = ready(&dev, &mut rng, cfg, dtype, t, 1);
             r.out.poison(&s, dtype);
@@ -1341,6 +1409,40 @@ fn bench_pre_wide() {
                 let us = time_calls(&dev, &s, 21, 5, &mut f);
                 println!("| {n} | {t} | {what} | {us:.2} |");
             }
+        }
+    }
+}
+
+/// The GEMM kernel (forced) against the general kernel at n = 16 / 32, C = 1280,
+/// bf16: median us per call back-to-back, inputs rotated past L2 where they fit.
+/// `MHC_GEMM_TOKENS=1,64` limits the token counts.
+#[test]
+#[ignore]
+fn bench_pre_gemm() {
+    let Some(dev) = gpu() else { return };
+    let s = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("bench_pre_gemm");
+    let tokens: Vec<usize> = std::env::var("MHC_GEMM_TOKENS")
+        .map(|v| v.split(',').filter_map(|t| t.trim().parse().ok()).collect())
+        .unwrap_or_else(|_| vec![1, 16, 64, 256, 1024, 4096, 8192]);
+    println!("| n | T | GEMM kernel us | general kernel us | speed-up |");
+    println!("|---|---|---|---|---|");
+    for n in [16, 32] {
+        for &t in &tokens {
+            let cfg = Config::new(n, 1280);
+            let per_set = t * cfg.k() * 2 + cfg.m() * cfg.k() * 4;
+            let sets = (120_000_000 / per_set).clamp(1, 8);
+            let mut r = ready(&dev, &mut rng, cfg, Dtype::Bf16, t, sets);
+            let calls = if n * t >= 32 * 1024 { 2 } else { 5 };
+            let mut us = [0.0; 2];
+            for (slot, mode) in [(0, Mode::Gemm), (1, Mode::General)] {
+                let mut f = |i: usize| r.launch_mode(&s, i, mode);
+                for i in 0..2 {
+                    f(i).unwrap();
+                }
+                us[slot] = time_calls(&dev, &s, 11, calls, &mut f);
+            }
+            println!("| {n} | {t} | {:.2} | {:.2} | {:.2}x |", us[0], us[1], us[1] / us[0]);
         }
     }
 }

@@ -17,6 +17,7 @@ cp -r asm "$tmp/"
     python3 asm/ptx/sm90/pre_gen/gen.py asm/ptx/sm90/pre.ptx
     python3 asm/ptx/sm90/gen_pre_decode.py
     python3 asm/ptx/sm90/gen_pre_pc.py
+    python3 asm/ptx/sm90/gen_pre_gemm.py
 )
 if ! diff -r -q -x __pycache__ asm "$tmp/asm"; then
     echo "check-ptx-templates: the files above differ from what their template scripts write" >&2

@@ -21,6 +21,7 @@ pub static IMAGES: &[EmbeddedImage] = &[
     EmbeddedImage { path: "asm/bin/sm90/post.cubin", bytes: include_bytes!("../../asm/bin/sm90/post.cubin") },
     EmbeddedImage { path: "asm/bin/sm90/pre.cubin", bytes: include_bytes!("../../asm/bin/sm90/pre.cubin") },
     EmbeddedImage { path: "asm/bin/sm90/pre_decode.cubin", bytes: include_bytes!("../../asm/bin/sm90/pre_decode.cubin") },
+    EmbeddedImage { path: "asm/bin/sm90/pre_gemm.cubin", bytes: include_bytes!("../../asm/bin/sm90/pre_gemm.cubin") },
     EmbeddedImage { path: "asm/bin/sm90/pre_pc.cubin", bytes: include_bytes!("../../asm/bin/sm90/pre_pc.cubin") },
     EmbeddedImage { path: "asm/bin/sm90/static.cubin", bytes: include_bytes!("../../asm/bin/sm90/static.cubin") },
 ];

@@ -25,8 +25,9 @@ pub const IMG_PRE: usize = 4;
 pub const IMG_COEFFS: usize = 5;
 pub const IMG_PRE_DECODE: usize = 6;
 pub const IMG_PRE_PC: usize = 7;
+pub const IMG_PRE_GEMM: usize = 8;
 
-pub static IMAGES: [Image; 8] = [
+pub static IMAGES: [Image; 9] = [
     Image { name: "asm/bin/sm90/post.cubin", bytes: include_bytes!("../../../asm/bin/sm90/post.cubin") },
     Image { name: "asm/bin/sm90/head.cubin", bytes: include_bytes!("../../../asm/bin/sm90/head.cubin") },
     Image { name: "asm/bin/sm90/static.cubin", bytes: include_bytes!("../../../asm/bin/sm90/static.cubin") },
@@ -35,6 +36,7 @@ pub static IMAGES: [Image; 8] = [
     Image { name: "asm/bin/sm90/coeffs.cubin", bytes: include_bytes!("../../../asm/bin/sm90/coeffs.cubin") },
     Image { name: "asm/bin/sm90/pre_decode.cubin", bytes: include_bytes!("../../../asm/bin/sm90/pre_decode.cubin") },
     Image { name: "asm/bin/sm90/pre_pc.cubin", bytes: include_bytes!("../../../asm/bin/sm90/pre_pc.cubin") },
+    Image { name: "asm/bin/sm90/pre_gemm.cubin", bytes: include_bytes!("../../../asm/bin/sm90/pre_gemm.cubin") },
 ];
 
 /// One kernel of the table.
@@ -112,6 +114,8 @@ pub enum PreFamily {
     Mid,
     /// pre_pc.ptx: persistent 16-CTA clusters.
     Cluster,
+    /// pre_gemm.ptx: n = 8 / 16 / 32 as a tiled GEMM, the last CTA of a token tile finishes it.
+    Gemm,
 }
 
 pub const NS: [usize; 6] = [1, 2, 4, 8, 16, 32];
@@ -372,6 +376,28 @@ fn build() -> Vec<KernelDesc> {
             super::pre_pc::PC_THREADS,
         )
     });
+    // pre for n = 8 / 16 / 32 (bf16, no gamma_k / gamma_f): 128-token x 128-logit GEMM tiles
+    // through a shared-memory ring, K split while SMs would idle (pre_gemm.rs); selected before
+    // the general kernel where it applies (`pre_gemm_unsupported`, checked by `reject`).
+    for (n, entry) in super::pre_gemm::GEMM_NS.into_iter().zip(super::pre_gemm::GEMM_ENTRIES) {
+        t.push(KernelDesc {
+            tokens_per_cta: super::pre_gemm::GEMM_TILE_TOKENS,
+            min_tokens: super::pre_gemm::gemm_min_tokens(n),
+            max_dynamic_shared: super::pre_gemm::GEMM_SHARED,
+            tile_in_shared: true,
+            pre_family: PreFamily::Gemm,
+            ..row(
+                Stage::Pre,
+                Dtype::Bf16,
+                n,
+                entry,
+                IMG_PRE_GEMM,
+                size_of::<super::pre_gemm::PreGemmArgs>(),
+                8,
+                super::pre_gemm::GEMM_THREADS,
+            )
+        });
+    }
     // pre and post_pre: one kernel family, any n, both formulations (run-time flags); pre.rs.
     for stage in [Stage::Pre, Stage::PostPre] {
         let entries = if stage == Stage::PostPre { super::pre::POST_DTYPES } else { super::pre::DTYPES };
@@ -617,12 +643,13 @@ mod tests {
                 e if e.starts_with("mhc_pre_decode_") => PreFamily::Decode,
                 e if e.starts_with("mhc_pre_mid") => PreFamily::Mid,
                 e if e == super::super::pre_pc::PC_ENTRY => PreFamily::Cluster,
+                e if e.starts_with("mhc_pre_gemm_") => PreFamily::Gemm,
                 _ => PreFamily::General,
             };
             assert_eq!(d.pre_family, want, "{}", d.entry);
             assert!(d.stage == Stage::Pre || d.pre_family == PreFamily::General, "{}", d.entry);
         }
-        for family in [PreFamily::Decode, PreFamily::Mid, PreFamily::Cluster] {
+        for family in [PreFamily::Decode, PreFamily::Mid, PreFamily::Cluster, PreFamily::Gemm] {
             assert!(kernels().iter().any(|d| d.pre_family == family), "no {family:?} row");
         }
     }

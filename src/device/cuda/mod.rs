@@ -75,6 +75,7 @@ mod post;
 mod post_pre;
 mod pre;
 mod pre_decode;
+mod pre_gemm;
 mod pre_pc;
 pub mod runner;
 mod static_layer;

@@ -259,6 +259,11 @@ fn reject(desc: &KernelDesc, dev: &CudaDevice, cfg: &Config, dtype: Dtype) -> Op
             return Some(format!("{}: {why}", desc.entry));
         }
     }
+    if desc.stage == Stage::Pre && desc.pre_family == PreFamily::Gemm {
+        if let Some(why) = super::pre_gemm::pre_gemm_unsupported(cfg) {
+            return Some(format!("{}: {why}", desc.entry));
+        }
+    }
     if desc.stage == Stage::Pre && desc.pre_family == PreFamily::Decode {
         if let Some(why) = super::pre_decode::decode_unsupported(cfg, dev.sm_count() as usize) {
             return Some(format!("{}: {why}", desc.entry));
@@ -428,14 +433,15 @@ impl Plan {
         }
     }
 
-    /// The `pre` bucket of kernel family `family` that covers `tokens`, if the plan has one
-    /// (the automatic choice, [`Plan::bucket`], is the first covering bucket).
-    pub(crate) fn pre_family_bucket(&self, family: PreFamily, tokens: usize) -> Option<&Bucket> {
+    /// The `pre` bucket of kernel family `family` that covers `tokens` (`None`: whatever token
+    /// range it is selected for), if the plan has one (the automatic choice, [`Plan::bucket`], is
+    /// the first covering bucket).
+    pub(crate) fn pre_family_bucket(&self, family: PreFamily, tokens: Option<usize>) -> Option<&Bucket> {
         self.stages[stage_index(Stage::Pre)]
             .as_ref()
             .ok()?
             .iter()
-            .find(|b| b.desc.pre_family == family && b.desc.min_tokens <= tokens && tokens <= b.max_tokens)
+            .find(|b| b.desc.pre_family == family && tokens.is_none_or(|t| b.desc.min_tokens <= t && t <= b.max_tokens))
     }
 
     /// The bucket of `stage` that serves every token count (the last one).
@@ -514,10 +520,10 @@ impl Plan {
 
 /// Workspace a stage needs; stages that keep no partials across CTAs need none. The `pre`
 /// decode kernel (split-K partials and counters) adds its formula here.
-fn stage_workspace(stage: Stage, cfg: &Config, _dtype: Dtype, max_tokens: usize, _dev: &CudaDevice) -> usize {
+fn stage_workspace(stage: Stage, cfg: &Config, dtype: Dtype, max_tokens: usize, _dev: &CudaDevice) -> usize {
     match stage {
         Stage::Post | Stage::Head | Stage::Static | Stage::Expand => 0,
-        Stage::Pre | Stage::PostPre => super::pre::workspace_bytes(cfg, max_tokens),
+        Stage::Pre | Stage::PostPre => super::pre::workspace_bytes(cfg, dtype, max_tokens),
         _ => 0,
     }
 }

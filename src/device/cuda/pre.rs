@@ -305,6 +305,9 @@ pub(crate) struct WsLayout {
     /// Past the general kernel's regions, so neither kernel ever sees the other's leftovers.
     pub dsync: usize,
     pub dpart: usize,
+    /// The GEMM kernel's counters, partial sums of squares and partial logits (pre_gemm.rs),
+    /// past every other region; inside `total` only where a bf16 plan may select that kernel.
+    pub gemm: super::pre_gemm::GemmWs,
     pub total: usize,
 }
 
@@ -312,7 +315,7 @@ fn round256(b: usize) -> usize {
     b.div_ceil(256) * 256
 }
 
-pub(crate) fn ws_layout(cfg: &Config, max_tokens: usize) -> WsLayout {
+pub(crate) fn ws_layout(cfg: &Config, dtype: Dtype, max_tokens: usize) -> WsLayout {
     let ldp = ldp(cfg);
     let block = (32 * ldp + 32) * 4;
     let tiles = max_tokens.div_ceil(TILE_TOKENS).max(1);
@@ -331,17 +334,24 @@ pub(crate) fn ws_layout(cfg: &Config, max_tokens: usize) -> WsLayout {
     let ss = p + round256(max_tokens * ldp * 4);
     let dsync = ss + round256(max_tokens * 4);
     let dpart = dsync + 256 + MID_HPRE_COPIES * MID_MAX_TOKENS * 4 * 8;
-    let total = if cfg.n <= DECODE_MAX_N && !cfg.gamma_f {
+    let mut total = if cfg.n <= DECODE_MAX_N && !cfg.gamma_f {
         dpart + round256(DECODE_MAX_CTAS * max_tokens.min(MID_MAX_TOKENS) * 32 * 8)
     } else {
         dsync
     };
-    WsLayout { cnt, part, p, ss, dsync, dpart, total }
+    let gemm = super::pre_gemm::gemm_ws(cfg, max_tokens, total);
+    if dtype == Dtype::Bf16
+        && super::pre_gemm::GEMM_NS.contains(&cfg.n)
+        && super::pre_gemm::pre_gemm_unsupported(cfg).is_none()
+    {
+        total = gemm.total;
+    }
+    WsLayout { cnt, part, p, ss, dsync, dpart, gemm, total }
 }
 
 /// Workspace bytes of `pre` and `post_pre` (plan.rs sizes the plan's workspace with it).
-pub(crate) fn workspace_bytes(cfg: &Config, max_tokens: usize) -> usize {
-    ws_layout(cfg, max_tokens).total
+pub(crate) fn workspace_bytes(cfg: &Config, dtype: Dtype, max_tokens: usize) -> usize {
+    ws_layout(cfg, dtype, max_tokens).total
 }
 
 /// The parameters of `pre` on the device: `phi [M, n*C]`, `scale [3]`, `base [M]`, and
@@ -414,6 +424,9 @@ pub enum PreKernel {
     /// The decode (or, for T > 16, mid) kernel over about `ctas` CTAs (`Err(NoVariant)` where the
     /// plan has none for T; the mid kernel needs at least T CTAs).
     Decode { ctas: usize },
+    /// The GEMM kernel (pre_gemm.rs) at any T, also below the token counts the plan gives it
+    /// (`Err(NoVariant)` where the configuration has none).
+    Gemm,
 }
 
 impl Plan {
@@ -468,6 +481,12 @@ impl Plan {
         self.bucket(Stage::Pre, tokens).is_ok_and(|b| b.desc.pre_family == PreFamily::Cluster)
     }
 
+    /// Whether `pre` at `tokens` tokens runs the GEMM kernel (tests, benchmarks).
+    #[doc(hidden)]
+    pub fn pre_uses_gemm_kernel(&self, tokens: usize) -> bool {
+        self.bucket(Stage::Pre, tokens).is_ok_and(|b| b.desc.pre_family == PreFamily::Gemm)
+    }
+
     /// Enqueues a `pre` call that [`Plan::pre_checked`] accepted (`b`, `chk`) on these views.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn pre_enqueue(
@@ -488,11 +507,12 @@ impl Plan {
         let decode = matches!(family, PreFamily::Decode | PreFamily::Mid);
         match kernel {
             PreKernel::Auto if family == PreFamily::Cluster => self.pre_pc_launch(stream, x, params, out, b, chk),
+            PreKernel::Auto if family == PreFamily::Gemm => self.pre_gemm_launch(stream, ws, x, params, out, b, chk),
             PreKernel::Auto if decode => self.pre_decode_launch(stream, ws, x, params, out, b, None, chk),
             PreKernel::Decode { ctas } if decode => {
                 // The decode kernel itself where the plan has it for T (it may sit behind the
                 // mid kernel's bucket), else the mid kernel.
-                let b = self.pre_family_bucket(PreFamily::Decode, chk.t).unwrap_or(b);
+                let b = self.pre_family_bucket(PreFamily::Decode, Some(chk.t)).unwrap_or(b);
                 self.pre_decode_launch(stream, ws, x, params, out, b, Some(ctas), chk)
             }
             PreKernel::Decode { .. } => Err(Error::NoVariant {
@@ -501,6 +521,15 @@ impl Plan {
                 shape: format!("T={}", chk.t),
                 rejected: vec!["the plan has no decode kernel for this configuration and T".into()],
             }),
+            PreKernel::Gemm => {
+                let b = self.pre_family_bucket(PreFamily::Gemm, None).ok_or_else(|| Error::NoVariant {
+                    stage: Stage::Pre.name().into(),
+                    arch: self.dev.arch().name().into(),
+                    shape: format!("n={} C={} {}", self.cfg.n, self.cfg.c, self.dtype),
+                    rejected: vec!["the plan has no GEMM kernel for this configuration".into()],
+                })?;
+                self.pre_gemm_launch(stream, ws, x, params, out, b, chk)
+            }
             PreKernel::Auto => self.pre_general_launch(stream, ws, x, params, out, None, None, None, chk),
             PreKernel::General { split, tuning } => {
                 self.pre_general_launch(stream, ws, x, params, out, None, split, tuning, chk)
@@ -556,7 +585,7 @@ impl Plan {
         out.h_post.check_dense_f32("h_post", t, n)?;
         out.h_res.check_dense_f32("h_res", t, n * n)?;
         out.inv_rms.check_dense_f32("inv_rms", t, 1)?;
-        let lay = ws_layout(cfg, self.max_tokens);
+        let lay = ws_layout(cfg, dt, self.max_tokens);
         if ws.bytes() < lay.total {
             return Err(Error::shape("workspace", format!(">= {} bytes", lay.total), ws.bytes()));
         }
@@ -755,7 +784,7 @@ impl Plan {
     /// tokens `0..t` (debugging and tests of the projection; synchronous).
     #[doc(hidden)]
     pub fn debug_logits(&self, ws: &Workspace, t: usize) -> Result<(Vec<f32>, Vec<f32>)> {
-        let lay = ws_layout(&self.cfg, self.max_tokens);
+        let lay = ws_layout(&self.cfg, self.dtype, self.max_tokens);
         let all: Vec<f32> = ws.buf.to_vec()?;
         let l = ldp(&self.cfg);
         Ok((all[lay.p / 4..lay.p / 4 + t * l].to_vec(), all[lay.ss / 4..lay.ss / 4 + t].to_vec()))
@@ -797,7 +826,7 @@ mod tests {
                             assert!(tiles * sh.ksplits <= PREFILL_SPLIT_BLOCKS.max(tiles), "{what}");
                         }
                     }
-                    let lay = ws_layout(&cfg, t);
+                    let lay = ws_layout(&cfg, Dtype::Bf16, t);
                     assert!(lay.part >= tiles * 16, "counters");
                     if sh.ctas > 1 {
                         assert!(lay.part + tiles * sh.ksplits * (32 * ldp(&cfg) + 32) * 4 <= lay.p, "{what}");
@@ -811,7 +840,7 @@ mod tests {
             let cfg = Config::new(n, c);
             let block = (32 * ldp(&cfg) + 32) * 4;
             for max_t in [1, 16, 64, 65, 100, 1000, 1600, 2049, 8192] {
-                let lay = ws_layout(&cfg, max_t);
+                let lay = ws_layout(&cfg, Dtype::Bf16, max_t);
                 for t in (1..=max_t).step_by(7).chain([max_t]) {
                     for groups_ok in [false, true] {
                         let sh = launch_shape(&cfg, t, None, 132, groups_ok);

@@ -253,7 +253,7 @@ impl Plan {
         let mid = self.pre_uses_mid_kernel(t);
         let shape = if mid { mid_shape(&self.cfg, sms, t, None) } else { decode_shape(&self.cfg, sms, t, None) };
         let (s, _) = shape.ok_or_else(|| Error::shape("tokens", "a decode or mid shape".to_string(), t))?;
-        let lay = super::pre::ws_layout(&self.cfg, self.max_tokens);
+        let lay = super::pre::ws_layout(&self.cfg, self.dtype, self.max_tokens);
         let all: Vec<u64> = ws.buf.to_vec()?;
         let base = (lay.dpart + s * t * 256) / 8;
         if all.len() < base + 16 * s {

@@ -1,0 +1,254 @@
+//! `pre` for n = 8 / 16 / 32 as a tiled GEMM (asm/ptx/sm90/pre_gemm.ptx, entries
+//! `mhc_pre_gemm_bf16_n{8,16,32}`): bf16 storage, no gamma_k / gamma_f. At n = 32 the mixing
+//! projection is [T x 40960] x [40960 x 1088] (C = 1280): tensor-core work that the general
+//! kernel's 32 x 32 tiles turn into 68 GB of L2 traffic at T = 8192. A CTA owns a
+//! [`GEMM_TILE_TOKENS`]-token x [`GEMM_TILE_LOGITS`]-logit tile and a slice of K (the host splits
+//! K while the grid would leave SMs idle), streams x and phi through a shared-memory ring and
+//! writes partial logits to the workspace; the last CTA of a token tile sums the K splits in
+//! order, runs the coefficients and the Sinkhorn, and mixes `a`. The plan selects it where
+//! [`pre_gemm_unsupported`] is `None`; the general kernel (pre.rs) serves the rest.
+
+use super::memory::DeviceTensor;
+use super::plan::{Bucket, Plan, Workspace};
+use super::pre::{Checked, PreOutViews, PreParamViews, FLAG_PAPER};
+use super::stream::Stream;
+use crate::config::Config;
+use crate::error::{Error, Result};
+
+/// Tokens and logits of a CTA's tile, K elements per ring stage (gen_pre_gemm.py `TM`, `TN`, `KS`).
+pub const GEMM_TILE_TOKENS: usize = 128;
+pub const GEMM_TILE_LOGITS: usize = 128;
+pub const GEMM_STAGE_K: usize = 64;
+pub const GEMM_THREADS: u32 = 256;
+/// The ring's dynamic shared memory: 3 stages of 128 x-rows (64 bf16 + 16 B) and 128 phi-rows
+/// (64 f32 + 32 B).
+pub const GEMM_SHARED: u32 = 3 * (128 * (64 * 2 + 16) + 128 * (64 * 4 + 32));
+/// Most K splits of one launch; the workspace holds at most `max(tiles, GEMM_MIN_SLABS)`
+/// partial slabs (a slab: one token tile's partial logits of one K split).
+pub const GEMM_MAX_SPLITS: usize = 16;
+pub const GEMM_MIN_SLABS: usize = 64;
+/// The n the kernel is specialised for (one entry each; at n = 8 the general kernel was faster
+/// at every T measured, H100, C = 1280).
+pub const GEMM_NS: [usize; 2] = [16, 32];
+/// The entries, by n.
+pub(crate) const GEMM_ENTRIES: [&str; 2] = ["mhc_pre_gemm_bf16_n16", "mhc_pre_gemm_bf16_n32"];
+
+/// Smallest T the plan gives the kernel at n (below it the general kernel is as fast or faster:
+/// `bench_pre_gemm`, H100, C = 1280).
+pub const fn gemm_min_tokens(n: usize) -> usize {
+    if n >= 32 {
+        512
+    } else {
+        2048
+    }
+}
+
+/// Arguments of `mhc_pre_gemm_bf16_n*` (one `.param .align 8 .b8 args[136]`; offsets in the
+/// header of asm/ptx/sm90/pre_gemm.ptx).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PreGemmArgs {
+    pub x: u64,
+    pub phi: u64,
+    pub scale: u64,
+    pub base: u64,
+    pub a: u64,
+    pub h_pre: u64,
+    pub h_post: u64,
+    pub h_res: u64,
+    pub inv_rms: u64,
+    /// One u32 arrival counter per token tile (zero between calls).
+    pub ws_cnt: u64,
+    /// Partial sums of squares `[slab][128]` f32.
+    pub ws_ss: u64,
+    /// Partial logits `[slab][128][NT * 128]` f32, slab = ks * tiles + tile.
+    pub ws_p: u64,
+    pub tokens: u32,
+    pub c: u32,
+    /// Row strides in elements.
+    pub x_stride: u32,
+    pub a_stride: u32,
+    pub ksplit: u32,
+    /// Ring stages (64 K-elements each) per split.
+    pub kstages: u32,
+    pub iters: u32,
+    /// 1 = Paper formulation.
+    pub flags: u32,
+    pub eps_norm: f32,
+    pub eps_hc: f32,
+}
+const _: () = assert!(std::mem::size_of::<PreGemmArgs>() == 136);
+
+/// Logit tiles of n (M = n^2 + 2n logits in tiles of 128).
+pub const fn logit_tiles(n: usize) -> usize {
+    (n * n + 2 * n).div_ceil(GEMM_TILE_LOGITS)
+}
+
+/// Why the GEMM kernel cannot run `cfg` (`None`: it can; the dtype and n are the table's).
+pub(crate) fn pre_gemm_unsupported(cfg: &Config) -> Option<String> {
+    if cfg.gamma_k {
+        return Some("gamma_k (not folded into the ring's phi): general kernel".into());
+    }
+    if cfg.gamma_f {
+        return Some("gamma_f (F-pre-norm): general kernel".into());
+    }
+    if cfg.c % 8 != 0 {
+        return Some(format!("C = {} is not a multiple of 8", cfg.c));
+    }
+    None
+}
+
+/// Measured cost model of one launch (H100): a CTA streams a 64-element ring stage of its tile
+/// in about [`STAGE_US`]; the finisher reads each K split of a token's logits in one L2 round
+/// trip (~[`SPLIT_READ_US`], a warp's 16 tokens one after the other).
+const STAGE_US: f64 = 2.0;
+const SPLIT_READ_US: f64 = 0.5;
+
+/// K splits of a launch of `t` tokens on `sms` SMs (one CTA per SM): the count in
+/// 1..=[`GEMM_MAX_SPLITS`] with the shortest estimated time (waves x stages per split, plus the
+/// finisher's reads of the splits), no more slabs than the workspace holds.
+pub(crate) fn gemm_splits(n: usize, c: usize, t: usize, sms: usize) -> usize {
+    let tiles = t.div_ceil(GEMM_TILE_TOKENS).max(1);
+    let stages = n * c / GEMM_STAGE_K;
+    let ctas = tiles * logit_tiles(n);
+    let slabs = tiles.max(GEMM_MIN_SLABS);
+    let per_warp = t.min(GEMM_TILE_TOKENS).div_ceil(8) as f64;
+    let mut best = (f64::MAX, 1);
+    for s in 1..=GEMM_MAX_SPLITS.min(stages.max(1)) {
+        if tiles * s > slabs {
+            break;
+        }
+        let (s_eff, per) = split_stages(stages, s);
+        let waves = (ctas * s_eff).div_ceil(sms.max(1)) as f64;
+        let cost = waves * per as f64 * STAGE_US + per_warp * s_eff as f64 * SPLIT_READ_US;
+        if cost < best.0 {
+            best = (cost, s_eff);
+        }
+    }
+    best.1
+}
+
+/// `(splits, stages per split)` for `want` splits of `stages` ring stages: every split owns at
+/// least one stage (9 stages in 8 splits are 5 splits of 2 and 1).
+pub(crate) fn split_stages(stages: usize, want: usize) -> (usize, usize) {
+    let per = stages.div_ceil(want.max(1));
+    (stages.div_ceil(per), per)
+}
+
+/// The kernel's workspace: counters, then partial sums of squares, then partial logits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct GemmWs {
+    pub cnt: usize,
+    pub ss: usize,
+    pub p: usize,
+    pub total: usize,
+}
+
+fn round256(b: usize) -> usize {
+    b.div_ceil(256) * 256
+}
+
+/// The GEMM kernel's region of the workspace, starting at byte `at`, for up to `max_tokens`.
+pub(crate) fn gemm_ws(cfg: &Config, max_tokens: usize, at: usize) -> GemmWs {
+    let tiles = max_tokens.div_ceil(GEMM_TILE_TOKENS).max(1);
+    let slabs = tiles.max(GEMM_MIN_SLABS.min(tiles * GEMM_MAX_SPLITS));
+    let cnt = round256(at);
+    let ss = cnt + round256(tiles * 4);
+    let p = ss + round256(slabs * GEMM_TILE_TOKENS * 4);
+    let total = p + slabs * GEMM_TILE_TOKENS * logit_tiles(cfg.n) * GEMM_TILE_LOGITS * 4;
+    GemmWs { cnt, ss, p, total }
+}
+
+impl Plan {
+    /// The GEMM kernel's launch (bucket `b` is its row) on views [`Plan::pre_checked`] accepted
+    /// (`chk`, T > 0).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn pre_gemm_launch(
+        &self,
+        stream: &Stream,
+        ws: &Workspace,
+        x: &DeviceTensor<'_>,
+        params: &PreParamViews<'_>,
+        out: &mut PreOutViews<'_>,
+        b: &Bucket,
+        chk: &Checked,
+    ) -> Result<()> {
+        let cfg = &self.cfg;
+        let t = chk.t;
+        let tiles = t.div_ceil(GEMM_TILE_TOKENS);
+        let stages = cfg.k() / GEMM_STAGE_K;
+        let (splits, kstages) = split_stages(stages, gemm_splits(cfg.n, cfg.c, t, self.dev.sm_count() as usize));
+        let grid = (tiles * logit_tiles(cfg.n))
+            .checked_mul(splits)
+            .filter(|&g| g <= i32::MAX as usize)
+            .ok_or_else(|| Error::shape("x", "fewer than 2^31 CTAs", t))?;
+        let lay = chk.lay.gemm;
+        let wsp = ws.device_ptr();
+        let args = PreGemmArgs {
+            x: x.ptr,
+            phi: params.phi.ptr,
+            scale: params.scale.ptr,
+            base: params.base.ptr,
+            a: out.a.ptr,
+            h_pre: out.h_pre.ptr,
+            h_post: out.h_post.ptr,
+            h_res: out.h_res.ptr,
+            inv_rms: out.inv_rms.ptr,
+            ws_cnt: wsp + lay.cnt as u64,
+            ws_ss: wsp + lay.ss as u64,
+            ws_p: wsp + lay.p as u64,
+            tokens: t as u32,
+            c: cfg.c as u32,
+            x_stride: x.layout.row_stride as u32,
+            a_stride: out.a.layout.row_stride as u32,
+            ksplit: splits as u32,
+            kstages: kstages as u32,
+            iters: cfg.sinkhorn_iters,
+            flags: chk.flags & FLAG_PAPER,
+            eps_norm: cfg.eps_norm as f32,
+            eps_hc: cfg.eps_hc as f32,
+        };
+        self.launch(stream, b, grid as u32, b.desc.threads, GEMM_SHARED, &args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_fill_the_device_and_stay_in_the_workspace() {
+        // n = 32, C = 1280 on 132 SMs: 9 logit tiles per token tile.
+        assert_eq!(gemm_splits(32, 1280, 8192, 132), 1, "T = 8192: 576 CTAs already");
+        assert_eq!(gemm_splits(32, 1280, 1, 132), 14, "T = 1: 9 x 14 CTAs, one wave");
+        for t in (1..30_000usize).step_by(97) {
+            let tiles = t.div_ceil(GEMM_TILE_TOKENS);
+            let s = gemm_splits(32, 1280, t, 132);
+            assert!((1..=GEMM_MAX_SPLITS).contains(&s));
+            assert!(tiles * s <= tiles.max(GEMM_MIN_SLABS), "T {t} splits {s}");
+        }
+        // Every split owns at least one stage, and together they own every stage once.
+        for (n, c) in [(8, 8), (16, 8), (32, 8), (8, 72), (16, 72), (32, 1280), (32, 64)] {
+            let stages = n * c / GEMM_STAGE_K;
+            for t in [1, 130, 300, 8192] {
+                let (s, per) = split_stages(stages, gemm_splits(n, c, t, 132));
+                assert!((s - 1) * per < stages && s * per >= stages, "n {n} C {c}: {s} x {per} of {stages}");
+            }
+        }
+        assert_eq!(split_stages(9, 8), (5, 2));
+    }
+
+    #[test]
+    fn the_ring_fits_and_the_workspace_holds_every_slab() {
+        assert!(GEMM_SHARED as usize <= 227 * 1024 - 128);
+        let cfg = Config::new(32, 1280);
+        let w = gemm_ws(&cfg, 8192, 1000);
+        assert_eq!(w.cnt, 1024);
+        assert_eq!(w.total - w.p, 64 * 128 * 9 * 128 * 4);
+        let w1 = gemm_ws(&cfg, 1, 0);
+        assert_eq!(w1.total - w1.p, 16 * 128 * 9 * 128 * 4, "one tile, 16 splits");
+        assert!(pre_gemm_unsupported(&cfg).is_none());
+        assert!(pre_gemm_unsupported(&Config { gamma_k: true, ..cfg }).is_some());
+        assert!(pre_gemm_unsupported(&Config { gamma_f: true, ..cfg }).is_some());
+    }
+}
