@@ -18,11 +18,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 EXP = set(filter(None, os.environ.get("GEMM_EXP", "").split(",")))  # timing experiments only
 
 NS = [16, 32]  # n = 8: the general kernel (pre.ptx) was faster at every T measured
-TM = 128           # tokens per CTA tile (2 warp rows x 4 m-tiles of 16)
+TM = 256           # tokens per CTA tile (4 warp rows x 4 m-tiles of 16)
 TN = 128           # logits per CTA tile (4 warp columns x 4 n-tiles of 8)
 KS = 64            # K elements per ring stage
 STAGES = 3
-THREADS = 256
+THREADS = 512
+NWARPS = THREADS // 32
+TM_SHIFT = TM.bit_length() - 1
+AU = TM * (KS * 2 // 16) // THREADS      # 16-byte x chunks per thread and stage
+A_STEP = THREADS // (KS * 2 // 16)       # token rows between a thread's chunks
+BU = TN * (KS * 4 // 16) // THREADS      # 16-byte phi chunks per thread and stage
+B_STEP = THREADS // (KS * 4 // 16)       # logit rows between a thread's chunks
+FLUSH = False      # per-stage f32 running sums (registers: only at 256 threads)
 A_ROW = KS * 2 + 16          # bytes per token row of a stage (x, bf16) + 16: conflict-free ldmatrix
 B_ROW = KS * 4 + 32          # bytes per logit row of a stage (phi, f32) + 32: conflict-free 8-byte loads
 A_BYTES = TM * A_ROW         # 18432
@@ -52,7 +59,7 @@ def warp_floats(n):
 
 def fin_bytes(n):
     """The finisher's shared memory: 8 warp buffers, then h_pre of the tile's tokens [TM][n]."""
-    return 8 * warp_floats(n) * 4 + TM * n * 4
+    return NWARPS * warp_floats(n) * 4 + TM * n * 4
 
 
 HEADER = f"""\
@@ -74,13 +81,19 @@ HEADER = f"""\
 //         host splits K while the grid would leave SMs idle). {THREADS} threads, 1 CTA per SM.
 // RING    {STAGES} stages of {KS} K-elements: x [{TM}][{KS}] bf16 ({A_ROW} B rows) and phi [{TN}][{KS}] f32
 //         ({B_ROW} B rows), {RING_BYTES} B of dynamic shared memory, filled by 16-byte cp.async
-//         (4 x-chunks and 8 phi-chunks per thread); rows past T or M are zero-filled.
+//         ({AU} x-chunks and {BU} phi-chunks per thread); rows past T or M are zero-filled.
 // MMA     m16n8k16 bf16 -> f32. Warp w: tokens 64 (w / 4) .. +63 (4 m-tiles, A by ldmatrix.x4),
 //         logits 32 (w % 4) .. +31 (4 n-tiles). phi is f32: each B fragment is split at use
 //         into bf16 hi + lo (two mma per k16: x is exact in bf16, phi to 2^-17). Warps whose
 //         logits all lie past M skip the mma (n = 32: the last tile holds 64 logits).
-// ACCUM   each stage's 8-long mma chain starts from zero and is added (IEEE) into f32 running
-//         sums: the tensor-core accumulation over all of K (5120 mma at n = 32) is not f32-exact.
+// ACCUM   one tensor-core f32 accumulator chain per split over its K (5120 mma at n = 32 unsplit).
+//         Measured (H100, phi ~ 0.5, n = 32, C = 1280, K = 40960): worst coefficient error
+//         2.7e-4 against the f64 reference (tolerance 1e-3), the same order as with per-stage
+//         f32 running sums (1.5e-4), which need 64 more registers: at 128-token tiles they cost
+//         the 256-token tile (phi read from L2 half as often: 6.40 -> 5.77 ms at T = 8192).
+// REGS    512 threads: at most 128 registers (ptxas: 123 n = 16, 126 n = 32, no local memory).
+//         The thread / block coordinates are read again after the K loop and the shared-memory
+//         addresses recomputed from %tid.x where used: kept live across the loop they spilled.
 // SS      the nt = 0 CTAs also sum x^2 of their tokens from the ring (thread: half a row).
 // OUT     partial logits [ks][tt][{TM}][NT * {TN}] f32 and sums of squares [ks][tt][{TM}] in the
 //         workspace, plain stores (each word written by one CTA).
@@ -90,6 +103,13 @@ HEADER = f"""\
 //         holds column j and row j of S; each step's 1 / (sum + eps) factors are published in
 //         shared memory and read back by broadcast 16-byte loads); then every thread mixes
 //         (token, 8-channel) items: a = sum_i h_pre[i] x[i] in stream order, rounded once.
+// MEASURED H100 (bench_pre_gemm, C = 1280, bf16, us per call back-to-back, against pre.ptx):
+//         n = 32 T = 1024 1245 vs 1390, 2048 1844 vs 2622, 8192 5772 vs 13190; n = 16 T = 8192
+//         1434 vs 1857. Timing builds at 128-token tiles (T = 8192, n = 32): loads only 3.94 ms
+//         (17 GB from L2 at ~4.3 TB/s), mma and conversions only 4.78 ms (the hi/lo split doubles
+//         the mma.sync work), both 6.56 ms. The plan selects it from 1024 (n = 32) / 4096
+//         (n = 16) tokens. Next: wgmma with phi converted once per stage into shared memory, and
+//         a finisher that mixes with more bytes in flight (one CTA mixes a 21 MB tile: the tail).
 // PARAMS  one .param block of 136 bytes = src/device/cuda/pre_gemm.rs PreGemmArgs:
 //         0 x, 8 phi, 16 scale, 24 base, 32 a, 40 h_pre, 48 h_post, 56 h_res, 64 inv_rms,
 //         72 ws_cnt, 80 ws_ss, 88 ws_p (u64); 96 T, C, x_stride, a_stride (elements), ksplit,
@@ -124,24 +144,30 @@ def gemm_kernel(n):
     pr = k.r("pred", "p")
     a = args(k)
     k.grid_dependency()
-    tid, lane, warp, wm, wn, g, q = (u(x) for x in ["tid", "lane", "warp", "wm", "wn", "g", "q"])
-    k.e(f"mov.u32 {tid}, %tid.x;")
-    k.e(f"and.b32 {lane}, {tid}, 31;")
-    k.e(f"shr.u32 {warp}, {tid}, 5;")
-    k.e(f"shr.u32 {wm}, {warp}, 2;")
-    k.e(f"and.b32 {wn}, {warp}, 3;")
-    k.e(f"shr.u32 {g}, {lane}, 2;")
-    k.e(f"and.b32 {q}, {lane}, 3;")
+    tmp, tmp2 = u("tmp"), u("tmp2")
 
-    k.comment("block -> (token tile tt, logit tile nt, K split ks); ntt = ceil(T / 128)")
-    bid, tt, nt, ks, ntt, tmp, tmp2 = (u(x) for x in ["bid", "tt", "nt", "ks", "ntt", "tmp", "tmp2"])
-    k.e(f"mov.u32 {bid}, %ctaid.x;")
-    k.e(f"rem.u32 {ks}, {bid}, {a['ksplit']};")
-    k.e(f"div.u32 {tmp}, {bid}, {a['ksplit']};")
-    k.e(f"rem.u32 {nt}, {tmp}, {NT};")
-    k.e(f"div.u32 {tt}, {tmp}, {NT};")
-    k.e(f"add.u32 {ntt}, {a['tokens']}, {TM - 1};")
-    k.e(f"shr.u32 {ntt}, {ntt}, 7;")
+    def ids(sfx):
+        """Thread and block coordinates. Read again after the K loop (sfx "_e") instead of kept
+        live across it: the loop needs every register of the 128 that 512 threads allow."""
+        r = {x: u(x + sfx) for x in ["tid", "lane", "warp", "wm", "wn", "g", "q", "bid", "tt", "nt", "ks", "ntt"]}
+        k.e(f"mov.u32 {r['tid']}, %tid.x;")
+        k.e(f"and.b32 {r['lane']}, {r['tid']}, 31;")
+        k.e(f"shr.u32 {r['warp']}, {r['tid']}, 5;")
+        k.e(f"shr.u32 {r['wm']}, {r['warp']}, 2;")
+        k.e(f"and.b32 {r['wn']}, {r['warp']}, 3;")
+        k.e(f"shr.u32 {r['g']}, {r['lane']}, 2;")
+        k.e(f"and.b32 {r['q']}, {r['lane']}, 3;")
+        k.comment(f"block -> (token tile tt, logit tile nt, K split ks); ntt = ceil(T / {TM})")
+        k.e(f"mov.u32 {r['bid']}, %ctaid.x;")
+        k.e(f"rem.u32 {r['ks']}, {r['bid']}, {a['ksplit']};")
+        k.e(f"div.u32 {tmp}, {r['bid']}, {a['ksplit']};")
+        k.e(f"rem.u32 {r['nt']}, {tmp}, {NT};")
+        k.e(f"div.u32 {r['tt']}, {tmp}, {NT};")
+        k.e(f"add.u32 {r['ntt']}, {a['tokens']}, {TM - 1};")
+        k.e(f"shr.u32 {r['ntt']}, {r['ntt']}, {TM_SHIFT};")
+        return [r[x] for x in ["tid", "lane", "warp", "wm", "wn", "g", "q", "tt", "nt", "ks", "ntt"]]
+
+    tid, lane, warp, wm, wn, g, q, tt, nt, ks, ntt = ids("")
     kk, kb, ke, nst = u("kk"), u("kb"), u("ke"), u("nst")
     k.comment("K = n C; this split's ring stages [ks * kstages, min(ks * kstages + kstages, K / 64))")
     k.e(f"mul.lo.u32 {kk}, {a['cc']}, {n};")
@@ -155,79 +181,122 @@ def gemm_kernel(n):
     sm = u("sm")
     k.e(f"mov.u32 {sm}, dsm;")
 
-    k.comment("cp.async sources: x chunks u = 0..3 (row tid/8 + 32u, 16-byte column tid%8),")
-    k.comment("phi chunks u = 0..7 (row tid/16 + 16u, column tid%16); invalid rows zero-filled")
+    k.comment(f"cp.async sources: x chunks i < {AU} (token row tid/8 + {A_STEP} i, 16-byte column tid%8),")
+    k.comment(f"phi chunks i < {BU} (logit row tid/16 + {B_STEP} i, column tid%16): one running pointer")
+    k.comment("per operand, a row stride and the count of valid rows (the rest zero-filled, reading nothing)")
     xsb, kbytes = p("xsb"), p("kbytes")
     k.e(f"mul.wide.u32 {xsb}, {a['xs']}, 2;")
     k.e(f"mul.wide.u32 {kbytes}, {kk}, 4;")
-    srcA = [p(f"srcA{i}") for i in range(4)]
-    szA = [u(f"szA{i}") for i in range(4)]
     row, col = u("row"), u("col")
     t64 = p("t64")
+
+    def sources(tag, first, limit, step, rows_of, base, stride_b, colbytes, kstep):
+        """(pointer at the thread's first row and this split's first stage, row stride in bytes,
+        valid rows): valid = the count of i with first + step i < limit."""
+        src, st, nv = p(f"src{tag}"), u(f"stride{tag}"), u(f"nv{tag}")
+        k.e(f"sub.u32 {nv}, {limit}, {first};")
+        k.e(f"setp.le.u32 {pr}, {limit}, {first};")
+        k.e(f"add.u32 {nv}, {nv}, {step - 1};")
+        k.e(f"div.u32 {nv}, {nv}, {step};")
+        k.e(f"min.u32 {nv}, {nv}, {rows_of};")
+        k.e(f"@{pr} mov.u32 {nv}, 0;")
+        k.e(f"cvt.u64.u32 {t64}, {first};")
+        k.e(f"mad.lo.u64 {src}, {t64}, {stride_b}, {base};")
+        k.e(f"mul.wide.u32 {t64}, {col}, 16;")
+        k.e(f"add.u64 {src}, {src}, {t64};")
+        k.e(f"mul.wide.u32 {t64}, {kb}, {kstep};")
+        k.e(f"add.u64 {src}, {src}, {t64};")
+        k.e(f"cvt.u32.u64 {st}, {stride_b};")
+        k.e(f"mul.lo.u32 {st}, {st}, {step};")
+        return src, st, nv
+
+    first = u("first")
     k.e(f"shr.u32 {row}, {tid}, 3;")
     k.e(f"and.b32 {col}, {tid}, 7;")
-    for i in range(4):
-        tok = u(f"tokA{i}")
-        k.e(f"shl.b32 {tok}, {tt}, 7;")
-        k.e(f"add.u32 {tok}, {tok}, {row};")
-        k.e(f"add.u32 {tok}, {tok}, {32 * i};")
-        k.e(f"setp.lt.u32 {pr}, {tok}, {a['tokens']};")
-        k.e(f"selp.u32 {szA[i]}, 16, 0, {pr};")
-        k.e(f"selp.u32 {tok}, {tok}, 0, {pr};")
-        k.e(f"cvt.u64.u32 {t64}, {tok};")
-        k.e(f"mad.lo.u64 {srcA[i]}, {t64}, {xsb}, {a['px']};")
-        k.e(f"mul.wide.u32 {t64}, {col}, 16;")
-        k.e(f"add.u64 {srcA[i]}, {srcA[i]}, {t64};")
-        k.e(f"mul.wide.u32 {t64}, {kb}, 128;")
-        k.e(f"add.u64 {srcA[i]}, {srcA[i]}, {t64};")
-        k.e(f"@!{pr} mov.u64 {srcA[i]}, {a['px']};")
-    dstA = u("dstA")
-    k.e(f"mad.lo.u32 {dstA}, {row}, {A_ROW}, {sm};")
-    k.e(f"mad.lo.u32 {dstA}, {col}, 16, {dstA};")
-    srcB = [p(f"srcB{i}") for i in range(8)]
-    szB = [u(f"szB{i}") for i in range(8)]
+    k.e(f"shl.b32 {first}, {tt}, {TM_SHIFT};")
+    k.e(f"add.u32 {first}, {first}, {row};")
+    srcA, strA, nvA = sources("A", first, a["tokens"], A_STEP, AU, a["px"], xsb, 16, KS * 2)
     k.e(f"shr.u32 {row}, {tid}, 4;")
     k.e(f"and.b32 {col}, {tid}, 15;")
-    for i in range(8):
-        lg = u(f"lgB{i}")
-        k.e(f"shl.b32 {lg}, {nt}, 7;")
-        k.e(f"add.u32 {lg}, {lg}, {row};")
-        k.e(f"add.u32 {lg}, {lg}, {16 * i};")
-        k.e(f"setp.lt.u32 {pr}, {lg}, {M};")
-        k.e(f"selp.u32 {szB[i]}, 16, 0, {pr};")
-        k.e(f"selp.u32 {lg}, {lg}, 0, {pr};")
-        k.e(f"cvt.u64.u32 {t64}, {lg};")
-        k.e(f"mad.lo.u64 {srcB[i]}, {t64}, {kbytes}, {a['pphi']};")
-        k.e(f"mul.wide.u32 {t64}, {col}, 16;")
-        k.e(f"add.u64 {srcB[i]}, {srcB[i]}, {t64};")
-        k.e(f"mul.wide.u32 {t64}, {kb}, 256;")
-        k.e(f"add.u64 {srcB[i]}, {srcB[i]}, {t64};")
-        k.e(f"@!{pr} mov.u64 {srcB[i]}, {a['pphi']};")
-    dstB = u("dstB")
-    k.e(f"mad.lo.u32 {dstB}, {row}, {B_ROW}, {sm};")
-    k.e(f"mad.lo.u32 {dstB}, {col}, 16, {dstB};")
-    k.e(f"add.u32 {dstB}, {dstB}, {A_BYTES};")
+    k.e(f"shl.b32 {first}, {nt}, 7;")
+    k.e(f"add.u32 {first}, {first}, {row};")
+    srcB, strB, nvB = sources("B", first, M, B_STEP, BU, a["pphi"], kbytes, 16, KS * 4)
 
     ld_it, slot = u("ld_it"), u("slot")
+    rt, r0, r1 = u("rt"), u("r0"), u("r1")
+
+    def smem_addr(dst, what):
+        """A shared-memory address of this thread, computed from %tid.x where it is used (kept in
+        registers across the K loop they spilled at 128 per thread): the ring chunk it copies
+        ("x", "phi"), its ldmatrix row ("afrag"), its phi fragment ("bfrag"), its half row of
+        squares ("ss")."""
+        k.e(f"mov.u32 {rt}, %tid.x;")
+        if what == "x":
+            k.e(f"shr.u32 {r0}, {rt}, 3;")
+            k.e(f"and.b32 {r1}, {rt}, 7;")
+            k.e(f"mov.u32 {dst}, dsm;")
+            k.e(f"mad.lo.u32 {dst}, {r0}, {A_ROW}, {dst};")
+            k.e(f"mad.lo.u32 {dst}, {r1}, 16, {dst};")
+        elif what == "phi":
+            k.e(f"shr.u32 {r0}, {rt}, 4;")
+            k.e(f"and.b32 {r1}, {rt}, 15;")
+            k.e(f"mov.u32 {dst}, dsm;")
+            k.e(f"add.u32 {dst}, {dst}, {A_BYTES};")
+            k.e(f"mad.lo.u32 {dst}, {r0}, {B_ROW}, {dst};")
+            k.e(f"mad.lo.u32 {dst}, {r1}, 16, {dst};")
+        elif what == "afrag":
+            k.comment("ldmatrix.x4 row (lane % 8) + 8 ((lane / 8) % 2) of warp row wm, k half 8 (lane / 16)")
+            k.e(f"and.b32 {r0}, {rt}, 7;")
+            k.e(f"bfe.u32 {r1}, {rt}, 3, 1;")
+            k.e(f"mad.lo.u32 {r0}, {r1}, 8, {r0};")
+            k.e(f"bfe.u32 {r1}, {rt}, 7, 3;")
+            k.e(f"mad.lo.u32 {r0}, {r1}, 64, {r0};")
+            k.e(f"mov.u32 {dst}, dsm;")
+            k.e(f"mad.lo.u32 {dst}, {r0}, {A_ROW}, {dst};")
+            k.e(f"bfe.u32 {r1}, {rt}, 4, 1;")
+            k.e(f"mad.lo.u32 {dst}, {r1}, 16, {dst};")
+        elif what == "bfrag":
+            k.comment("phi row 32 wn + g (wn = warp % 4, g = lane / 4), k pair 2q (q = lane % 4)")
+            k.e(f"bfe.u32 {r0}, {rt}, 5, 2;")
+            k.e(f"bfe.u32 {r1}, {rt}, 2, 3;")
+            k.e(f"mad.lo.u32 {r0}, {r0}, 32, {r1};")
+            k.e(f"mov.u32 {dst}, dsm;")
+            k.e(f"add.u32 {dst}, {dst}, {A_BYTES};")
+            k.e(f"mad.lo.u32 {dst}, {r0}, {B_ROW}, {dst};")
+            k.e(f"and.b32 {r1}, {rt}, 3;")
+            k.e(f"mad.lo.u32 {dst}, {r1}, 8, {dst};")
+        else:
+            k.e(f"shr.u32 {r0}, {rt}, 1;")
+            k.e(f"mov.u32 {dst}, dsm;")
+            k.e(f"mad.lo.u32 {dst}, {r0}, {A_ROW}, {dst};")
+            k.e(f"and.b32 {r1}, {rt}, 1;")
+            k.e(f"mad.lo.u32 {dst}, {r1}, 64, {dst};")
 
     def issue_stage(lbl):
-        """cp.async of ring stage ld_it into its slot (ld_it % STAGES); advances the sources.
-        Invalid rows keep their (valid) base address: src-size 0 reads nothing."""
+        """cp.async of ring stage ld_it into its slot (ld_it % STAGES), then the sources advance
+        one stage. Invalid rows copy from the operand's base with src-size 0 (nothing read)."""
         k.e(f"rem.u32 {slot}, {ld_it}, {STAGES};")
         k.e(f"mul.lo.u32 {slot}, {slot}, {STAGE_BYTES};")
         da, db = u("da"), u("db")
-        k.e(f"add.u32 {da}, {dstA}, {slot};")
-        k.e(f"add.u32 {db}, {dstB}, {slot};")
-        for i in range(4):
-            k.e(f"cp.async.cg.shared.global [{da}+{32 * i * A_ROW}], [{srcA[i]}], 16, {szA[i]};")
-        for i in range(8):
-            k.e(f"cp.async.cg.shared.global [{db}+{16 * i * B_ROW}], [{srcB[i]}], 16, {szB[i]};")
-        for i in range(4):
-            k.e(f"setp.ne.u32 {pr}, {szA[i]}, 0;")
-            k.e(f"@{pr} add.u64 {srcA[i]}, {srcA[i]}, {KS * 2};")
-        for i in range(8):
-            k.e(f"setp.ne.u32 {pr}, {szB[i]}, 0;")
-            k.e(f"@{pr} add.u64 {srcB[i]}, {srcB[i]}, {KS * 4};")
+        smem_addr(da, "x")
+        smem_addr(db, "phi")
+        k.e(f"add.u32 {da}, {da}, {slot};")
+        k.e(f"add.u32 {db}, {db}, {slot};")
+        cur, use, sz = p("cur"), p("use"), u("csz")
+        for (src, st, nv, dst, step, rowb, n_, base) in [
+            (srcA, strA, nvA, da, A_STEP, A_ROW, AU, a["px"]),
+            (srcB, strB, nvB, db, B_STEP, B_ROW, BU, a["pphi"]),
+        ]:
+            k.e(f"mov.u64 {cur}, {src};")
+            for i in range(n_):
+                k.e(f"setp.gt.u32 {pr}, {nv}, {i};")
+                k.e(f"selp.u32 {sz}, 16, 0, {pr};")
+                k.e(f"selp.b64 {use}, {cur}, {base}, {pr};")
+                k.e(f"cp.async.cg.shared.global [{dst}+{step * i * rowb}], [{use}], 16, {sz};")
+                if i + 1 < n_:
+                    k.e(f"mad.wide.u32 {cur}, {st}, 1, {cur};")
+        k.e(f"add.u64 {srcA}, {srcA}, {KS * 2};")
+        k.e(f"add.u64 {srcB}, {srcB}, {KS * 4};")
 
     k.comment(f"prologue: stages 0..{STAGES - 2} in flight (one commit group each, empty past the split)")
     k.e(f"mov.u32 {ld_it}, 0;")
@@ -239,22 +308,6 @@ def gemm_kernel(n):
         k.e("cp.async.commit_group;")
         k.e(f"add.u32 {ld_it}, {ld_it}, 1;")
 
-    k.comment("fragment addresses: ldmatrix.x4 row (lane % 8) + 8 ((lane / 8) % 2), k half 8 (lane / 16);")
-    k.comment("phi row 32 wn + g, k pair 2q")
-    aoff, boff = u("aoff"), u("boff")
-    k.e(f"and.b32 {tmp}, {lane}, 7;")
-    k.e(f"shr.u32 {tmp2}, {lane}, 3;")
-    k.e(f"and.b32 {tmp2}, {tmp2}, 1;")
-    k.e(f"mad.lo.u32 {tmp}, {tmp2}, 8, {tmp};")
-    k.e(f"mad.lo.u32 {tmp}, {wm}, 64, {tmp};")
-    k.e(f"mad.lo.u32 {aoff}, {tmp}, {A_ROW}, {sm};")
-    k.e(f"shr.u32 {tmp}, {lane}, 4;")
-    k.e(f"mad.lo.u32 {aoff}, {tmp}, 16, {aoff};")
-    k.e(f"mad.lo.u32 {tmp}, {wn}, 32, {g};")
-    k.e(f"mad.lo.u32 {boff}, {tmp}, {B_ROW}, {sm};")
-    k.e(f"mad.lo.u32 {boff}, {q}, 8, {boff};")
-    k.e(f"add.u32 {boff}, {boff}, {A_BYTES};")
-
     k.comment("does this warp own a logit below M? (n = 32: the last tile's warps 2, 3 and 6, 7 do not)")
     pmma = k.r("pred", "pmma")
     k.e(f"shl.b32 {tmp}, {nt}, 7;")
@@ -264,21 +317,18 @@ def gemm_kernel(n):
     k.e(f"setp.eq.u32 {pss}, {nt}, 0;")
     ss = f("ss")
     k.e(f"mov.f32 {ss}, 0f00000000;")
-    ssoff = u("ssoff")
-    k.e(f"shr.u32 {tmp}, {tid}, 1;")
-    k.e(f"mad.lo.u32 {ssoff}, {tmp}, {A_ROW}, {sm};")
-    k.e(f"and.b32 {tmp}, {tid}, 1;")
-    k.e(f"mad.lo.u32 {ssoff}, {tmp}, 64, {ssoff};")
 
     run = [[[f(f"run{mi}_{ni}_{e}") for e in range(4)] for ni in range(4)] for mi in range(4)]
     acc = [[[f(f"acc{mi}_{ni}_{e}") for e in range(4)] for ni in range(4)] for mi in range(4)]
-    for mi in range(4):
-        for ni in range(4):
-            for e in range(4):
-                k.e(f"mov.f32 {run[mi][ni][e]}, 0f00000000;")
+    if FLUSH:
+        for mi in range(4):
+            for ni in range(4):
+                for e in range(4):
+                    k.e(f"mov.f32 {run[mi][ni][e]}, 0f00000000;")
     zero = f("zero")
-    k.e(f"mov.f32 {zero}, 0f00000000;")
-    if "noflush" in EXP:
+    if FLUSH:
+        k.e(f"mov.f32 {zero}, 0f00000000;")
+    if not FLUSH:
         for mi in range(4):
             for ni in range(4):
                 for e in range(4):
@@ -291,21 +341,22 @@ def gemm_kernel(n):
     k.e(f"@{pr} bra KDONE;")
     k.e(f"cp.async.wait_group {STAGES - 2};")
     k.e("bar.sync 0;")
-    k.comment("refill the slot every thread finished reading one iteration ago")
+    k.comment(f"refill the slot every thread finished reading one iteration ago (stage it + {STAGES - 1})")
+    k.e(f"add.u32 {ld_it}, {it}, {STAGES - 1};")
     k.e(f"setp.ge.u32 {pr}, {ld_it}, {nst};")
     k.e(f"@{pr} bra KFILLED;")
     if "noload" not in EXP:
         issue_stage("fill")
     k.label("KFILLED")
     k.e("cp.async.commit_group;")
-    k.e(f"add.u32 {ld_it}, {ld_it}, 1;")
     cs = u("cs")
     k.e(f"rem.u32 {cs}, {it}, {STAGES};")
     k.e(f"mul.lo.u32 {cs}, {cs}, {STAGE_BYTES};")
     k.e(f"@!{pss} bra SSDONE;")
     k.comment("sum of squares: thread = half (32 elements) of token row tid / 2")
     sa = u("sa")
-    k.e(f"add.u32 {sa}, {ssoff}, {cs};")
+    smem_addr(sa, "ss")
+    k.e(f"add.u32 {sa}, {sa}, {cs};")
     for h in range(4):
         w = [u(f"sw{i}") for i in range(4)]
         k.e(f"ld.shared.v4.b32 {{{', '.join(w)}}}, [{sa}+{16 * h}];")
@@ -320,8 +371,10 @@ def gemm_kernel(n):
     if "nocompute" in EXP:
         k.e("bra MMADONE;")
     ab, bb = u("ab"), u("bb")
-    k.e(f"add.u32 {ab}, {aoff}, {cs};")
-    k.e(f"add.u32 {bb}, {boff}, {cs};")
+    smem_addr(ab, "afrag")
+    smem_addr(bb, "bfrag")
+    k.e(f"add.u32 {ab}, {ab}, {cs};")
+    k.e(f"add.u32 {bb}, {bb}, {cs};")
     afr = [[u(f"a{mi}_{e}") for e in range(4)] for mi in range(4)]
     for k16 in range(KS // 16):
         for mi in range(4):
@@ -343,12 +396,12 @@ def gemm_kernel(n):
                 k.e(f"cvt.rn.bf16x2.f32 {lo[j]}, {h1}, {h0};")
             for mi in range(4):
                 d = acc[mi][ni]
-                c = [zero] * 4 if k16 == 0 and "noflush" not in EXP else d
+                c = [zero] * 4 if k16 == 0 and FLUSH else d
                 k.e(f"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{', '.join(d)}}}, "
                     f"{{{', '.join(afr[mi])}}}, {{{hi[0]}, {hi[1]}}}, {{{', '.join(c)}}};")
                 k.e(f"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{', '.join(d)}}}, "
                     f"{{{', '.join(afr[mi])}}}, {{{lo[0]}, {lo[1]}}}, {{{', '.join(d)}}};")
-    if "noflush" not in EXP:
+    if FLUSH:
         for mi in range(4):
             for ni in range(4):
                 for e in range(4):
@@ -358,12 +411,20 @@ def gemm_kernel(n):
     k.e("bra KLOOP;")
     k.label("KDONE")
     k.e("cp.async.wait_group 0;")
+    tid, lane, warp, wm, wn, g, q, tt, nt, ks, ntt = ids("_e")
+    sm = u("sm_e")
+    k.e(f"mov.u32 {sm}, dsm;")
+    pmma, pss = k.r("pred", "pmma_e"), k.r("pred", "pss_e")
+    k.e(f"shl.b32 {tmp}, {nt}, 7;")
+    k.e(f"mad.lo.u32 {tmp}, {wn}, 32, {tmp};")
+    k.e(f"setp.lt.u32 {pmma}, {tmp}, {M};")
+    k.e(f"setp.eq.u32 {pss}, {nt}, 0;")
 
     k.comment("partial logits of slab s = ks * ntt + tt: rows = the tile's tokens, MPAD columns")
     slab, prow = u("slab"), p("prow")
     k.e(f"mad.lo.u32 {slab}, {ks}, {ntt}, {tt};")
     k.e(f"@!{pmma} bra STDONE;")
-    k.e(f"shl.b32 {tmp}, {slab}, 7;")
+    k.e(f"shl.b32 {tmp}, {slab}, {TM_SHIFT};")
     k.e(f"mad.lo.u32 {tmp}, {wm}, 64, {tmp};")
     k.e(f"add.u32 {tmp}, {tmp}, {g};")
     k.e(f"mul.wide.u32 {prow}, {tmp}, {MPAD * 4};")
@@ -375,7 +436,7 @@ def gemm_kernel(n):
     k.e(f"add.u64 {prow}, {prow}, {t64};")
     for mi in range(4):
         for ni in range(4):
-            r = acc[mi][ni] if "noflush" in EXP else run[mi][ni]
+            r = acc[mi][ni] if not FLUSH else run[mi][ni]
             base = mi * 16 * MPAD * 4 + ni * 32
             k.e(f"st.global.v2.f32 [{prow}+{base}], {{{r[0]}, {r[1]}}};")
             k.e(f"st.global.v2.f32 [{prow}+{base + 8 * MPAD * 4}], {{{r[2]}, {r[3]}}};")
@@ -388,7 +449,7 @@ def gemm_kernel(n):
     k.e(f"@{pr} bra SSSTORED;")
     k.comment("(even thread: its half first, so every run adds in the same order)")
     k.e(f"add.f32 {ss}, {ss}, {sh};")
-    k.e(f"shl.b32 {tmp}, {slab}, 7;")
+    k.e(f"shl.b32 {tmp}, {slab}, {TM_SHIFT};")
     k.e(f"shr.u32 {tmp2}, {tid}, 1;")
     k.e(f"add.u32 {tmp}, {tmp}, {tmp2};")
     k.e(f"mul.wide.u32 {t64}, {tmp}, 4;")
@@ -426,7 +487,7 @@ def gemm_kernel(n):
     .param .align 8 .b8 args[136]
 )
 .reqntid {THREADS}, 1, 1
-.maxnreg 255
+.maxnreg {65536 // THREADS if THREADS > 256 else 255}
 {{
 {k.body()}
 }}
@@ -445,7 +506,7 @@ def finisher(k, n, a, tid, lane, warp, tt, ntt, sm, tmp, tmp2, t64, pr):
     k.comment(f"finisher: warp buffer = the 2n pre / post z, Z in rows of {ZR} floats, the vectors")
     k.e(f"mad.lo.u32 {wb}, {warp}, {WF * 4}, {sm};")
     hp = u("hp")
-    k.e(f"add.u32 {hp}, {sm}, {8 * WF * 4};")
+    k.e(f"add.u32 {hp}, {sm}, {NWARPS * WF * 4};")
     paper = k.r("pred", "paper")
     k.e(f"and.b32 {tmp}, {a['flags']}, 1;")
     k.e(f"setp.ne.u32 {paper}, {tmp}, 0;")
@@ -465,7 +526,7 @@ def finisher(k, n, a, tid, lane, warp, tt, ntt, sm, tmp, tmp2, t64, pr):
     tl, t = u("tl"), u("t")
     k.e(f"mov.u32 {tl}, {warp};")
     k.label("TOK_LOOP")
-    k.e(f"shl.b32 {t}, {tt}, 7;")
+    k.e(f"shl.b32 {t}, {tt}, {TM_SHIFT};")
     k.e(f"add.u32 {t}, {t}, {tl};")
     k.e(f"setp.ge.u32 {pr}, {t}, {a['tokens']};")
     k.e(f"@{pr} bra TOK_END;")
@@ -473,7 +534,7 @@ def finisher(k, n, a, tid, lane, warp, tt, ntt, sm, tmp, tmp2, t64, pr):
     k.e(f"@{pr} bra TOK_END;")
     k.comment("ss: the K splits in order")
     ssv, ssp, ld_ = f("ssv"), p("ssp"), f("ldv")
-    k.e(f"shl.b32 {tmp}, {tt}, 7;")
+    k.e(f"shl.b32 {tmp}, {tt}, {TM_SHIFT};")
     k.e(f"add.u32 {tmp}, {tmp}, {tl};")
     k.e(f"mul.wide.u32 {ssp}, {tmp}, 4;")
     k.e(f"add.u64 {ssp}, {ssp}, {a['pssw']};")
@@ -502,28 +563,33 @@ def finisher(k, n, a, tid, lane, warp, tt, ntt, sm, tmp, tmp2, t64, pr):
     k.comment("U loads of a split issued before their adds (one L2 round trip per split, not per value)")
     U = -(-M // 32)
     prow = p("prow_f")
-    k.e(f"shl.b32 {tmp}, {tt}, 7;")
+    k.e(f"shl.b32 {tmp}, {tt}, {TM_SHIFT};")
     k.e(f"add.u32 {tmp}, {tmp}, {tl};")
     k.e(f"mul.wide.u32 {prow}, {tmp}, {MPAD * 4};")
     k.e(f"add.u64 {prow}, {prow}, {a['pp']};")
     k.e(f"mul.wide.u32 {t64}, {lane}, 4;")
     k.e(f"add.u64 {prow}, {prow}, {t64};")
+    # at most 18 logits per lane at a time (n = 32: 34 in two passes), so the sums and the loads
+    # in flight stay within the 128-register budget of 512 threads
+    UB = -(-U // -(-U // 18))
     sums = [f(f"zs{u_}") for u_ in range(U)]
-    lds = [f(f"zl{u_}") for u_ in range(U)]
-    for u_ in range(U):
-        k.e(f"mov.f32 {sums[u_]}, 0f00000000;")
+    lds = [f(f"zl{u_}") for u_ in range(UB)]
     pa = p("pza")
-    k.e(f"mov.u64 {pa}, {prow};")
-    k.e(f"mov.u32 {ks_}, 0;")
-    k.label("P_SUM")
-    for u_ in range(U):
-        k.e(f"ld.global.cg.f32 {lds[u_]}, [{pa}+{128 * u_}];")
-    for u_ in range(U):
-        k.e(f"add.f32 {sums[u_]}, {sums[u_]}, {lds[u_]};")
-    k.e(f"add.u64 {pa}, {pa}, {slabstride};")
-    k.e(f"add.u32 {ks_}, {ks_}, 1;")
-    k.e(f"setp.lt.u32 {pr}, {ks_}, {a['ksplit']};")
-    k.e(f"@{pr} bra P_SUM;")
+    for g0 in range(0, U, UB):
+        gl = list(range(g0, min(U, g0 + UB)))
+        for u_ in gl:
+            k.e(f"mov.f32 {sums[u_]}, 0f00000000;")
+        k.e(f"mov.u64 {pa}, {prow};")
+        k.e(f"mov.u32 {ks_}, 0;")
+        k.label(f"P_SUM{g0}")
+        for u_ in gl:
+            k.e(f"ld.global.cg.f32 {lds[u_ - g0]}, [{pa}+{128 * u_}];")
+        for u_ in gl:
+            k.e(f"add.f32 {sums[u_]}, {sums[u_]}, {lds[u_ - g0]};")
+        k.e(f"add.u64 {pa}, {pa}, {slabstride};")
+        k.e(f"add.u32 {ks_}, {ks_}, 1;")
+        k.e(f"setp.lt.u32 {pr}, {ks_}, {a['ksplit']};")
+        k.e(f"@{pr} bra P_SUM{g0};")
     bp = p("bp")
     k.e(f"mul.wide.u32 {bp}, {lane}, 4;")
     k.e(f"add.u64 {bp}, {bp}, {a['pbase']};")
@@ -605,7 +671,7 @@ def finisher(k, n, a, tid, lane, warp, tt, ntt, sm, tmp, tmp2, t64, pr):
 
     sinkhorn(k, n, a, lane, j_, la, wb, paper, plive, t, tmp, t64, pr)
 
-    k.e(f"add.u32 {tl}, {tl}, 8;")
+    k.e(f"add.u32 {tl}, {tl}, {NWARPS};")
     k.e("bra TOK_LOOP;")
     k.label("TOK_END")
     k.e("bar.sync 0;")
@@ -742,7 +808,7 @@ def mix(k, n, a, tid, tt, hp, tmp, tmp2, t64, pr):
     chunks, items, item, nt_ = u("chunks"), u("items"), u("item"), u("ntok")
     k.comment("mix: items (token, 8-channel chunk) of the tile, thread-strided")
     k.e(f"shr.u32 {chunks}, {a['cc']}, 3;")
-    k.e(f"shl.b32 {tmp}, {tt}, 7;")
+    k.e(f"shl.b32 {tmp}, {tt}, {TM_SHIFT};")
     k.e(f"sub.u32 {nt_}, {a['tokens']}, {tmp};")
     k.e(f"min.u32 {nt_}, {nt_}, {TM};")
     k.e(f"mul.lo.u32 {items}, {nt_}, {chunks};")
@@ -757,7 +823,7 @@ def mix(k, n, a, tid, tt, hp, tmp, tmp2, t64, pr):
     k.e(f"div.u32 {tl}, {item}, {chunks};")
     k.e(f"mul.lo.u32 {tmp}, {tl}, {chunks};")
     k.e(f"sub.u32 {ch}, {item}, {tmp};")
-    k.e(f"shl.b32 {t}, {tt}, 7;")
+    k.e(f"shl.b32 {t}, {tt}, {TM_SHIFT};")
     k.e(f"add.u32 {t}, {t}, {tl};")
     k.e(f"mul.wide.u32 {xr}, {t}, {a['xs']};")
     k.e(f"shl.b64 {xr}, {xr}, 1;")
@@ -802,6 +868,9 @@ def mix(k, n, a, tid, tt, hp, tmp, tmp2, t64, pr):
 
 
 def main():
+    assert TM == THREADS // 2, "sum of squares: two threads per token row"
+    assert TM == 64 * (NWARPS // 4) and TN == 32 * 4, "warp grid: 64 tokens x 32 logits per warp"
+    assert not FLUSH or THREADS <= 256, "running sums need 255 registers"
     out = [HEADER, PROLOGUE]
     out.append(".extern .shared .align 128 .b8 dsm[];\n")
     out.append(".shared .align 4 .u32 fin_flag;\n")

@@ -15,14 +15,15 @@ use super::stream::Stream;
 use crate::config::Config;
 use crate::error::{Error, Result};
 
-/// Tokens and logits of a CTA's tile, K elements per ring stage (gen_pre_gemm.py `TM`, `TN`, `KS`).
-pub const GEMM_TILE_TOKENS: usize = 128;
+/// Tokens and logits of a CTA's tile, K elements per ring stage, threads (gen_pre_gemm.py `TM`,
+/// `TN`, `KS`, `THREADS`; 16 warps of 64 tokens x 32 logits).
+pub const GEMM_TILE_TOKENS: usize = 256;
 pub const GEMM_TILE_LOGITS: usize = 128;
 pub const GEMM_STAGE_K: usize = 64;
-pub const GEMM_THREADS: u32 = 256;
-/// The ring's dynamic shared memory: 3 stages of 128 x-rows (64 bf16 + 16 B) and 128 phi-rows
+pub const GEMM_THREADS: u32 = 512;
+/// The ring's dynamic shared memory: 3 stages of 256 x-rows (64 bf16 + 16 B) and 128 phi-rows
 /// (64 f32 + 32 B).
-pub const GEMM_SHARED: u32 = 3 * (128 * (64 * 2 + 16) + 128 * (64 * 4 + 32));
+pub const GEMM_SHARED: u32 = 3 * (256 * (64 * 2 + 16) + 128 * (64 * 4 + 32));
 /// Most K splits of one launch; the workspace holds at most `max(tiles, GEMM_MIN_SLABS)`
 /// partial slabs (a slab: one token tile's partial logits of one K split).
 pub const GEMM_MAX_SPLITS: usize = 16;
@@ -34,12 +35,13 @@ pub const GEMM_NS: [usize; 2] = [16, 32];
 pub(crate) const GEMM_ENTRIES: [&str; 2] = ["mhc_pre_gemm_bf16_n16", "mhc_pre_gemm_bf16_n32"];
 
 /// Smallest T the plan gives the kernel at n (below it the general kernel is as fast or faster:
-/// `bench_pre_gemm`, H100, C = 1280).
+/// `bench_pre_gemm`, H100, C = 1280: n = 32 T = 512 928 vs 770 us, T = 1024 1245 vs 1390;
+/// n = 16 T = 2048 537 vs 494, T = 8192 1434 vs 1857).
 pub const fn gemm_min_tokens(n: usize) -> usize {
     if n >= 32 {
-        512
+        1024
     } else {
-        2048
+        4096
     }
 }
 
@@ -101,7 +103,7 @@ pub(crate) fn pre_gemm_unsupported(cfg: &Config) -> Option<String> {
 /// Measured cost model of one launch (H100): a CTA streams a 64-element ring stage of its tile
 /// in about [`STAGE_US`]; the finisher reads each K split of a token's logits in one L2 round
 /// trip (~[`SPLIT_READ_US`], a warp's 16 tokens one after the other).
-const STAGE_US: f64 = 2.0;
+const STAGE_US: f64 = 3.5;
 const SPLIT_READ_US: f64 = 0.5;
 
 /// K splits of a launch of `t` tokens on `sms` SMs (one CTA per SM): the count in
@@ -112,7 +114,7 @@ pub(crate) fn gemm_splits(n: usize, c: usize, t: usize, sms: usize) -> usize {
     let stages = n * c / GEMM_STAGE_K;
     let ctas = tiles * logit_tiles(n);
     let slabs = tiles.max(GEMM_MIN_SLABS);
-    let per_warp = t.min(GEMM_TILE_TOKENS).div_ceil(8) as f64;
+    let per_warp = t.min(GEMM_TILE_TOKENS).div_ceil(GEMM_THREADS as usize / 32) as f64;
     let mut best = (f64::MAX, 1);
     for s in 1..=GEMM_MAX_SPLITS.min(stages.max(1)) {
         if tiles * s > slabs {
@@ -219,7 +221,7 @@ mod tests {
     #[test]
     fn splits_fill_the_device_and_stay_in_the_workspace() {
         // n = 32, C = 1280 on 132 SMs: 9 logit tiles per token tile.
-        assert_eq!(gemm_splits(32, 1280, 8192, 132), 1, "T = 8192: 576 CTAs already");
+        assert!(gemm_splits(32, 1280, 8192, 132) <= 2, "T = 8192: 288 CTAs already");
         assert_eq!(gemm_splits(32, 1280, 1, 132), 14, "T = 1: 9 x 14 CTAs, one wave");
         for t in (1..30_000usize).step_by(97) {
             let tiles = t.div_ceil(GEMM_TILE_TOKENS);
@@ -244,9 +246,9 @@ mod tests {
         let cfg = Config::new(32, 1280);
         let w = gemm_ws(&cfg, 8192, 1000);
         assert_eq!(w.cnt, 1024);
-        assert_eq!(w.total - w.p, 64 * 128 * 9 * 128 * 4);
+        assert_eq!(w.total - w.p, 64 * GEMM_TILE_TOKENS * 9 * 128 * 4);
         let w1 = gemm_ws(&cfg, 1, 0);
-        assert_eq!(w1.total - w1.p, 16 * 128 * 9 * 128 * 4, "one tile, 16 splits");
+        assert_eq!(w1.total - w1.p, 16 * GEMM_TILE_TOKENS * 9 * 128 * 4, "one tile, 16 splits");
         assert!(pre_gemm_unsupported(&cfg).is_none());
         assert!(pre_gemm_unsupported(&Config { gamma_k: true, ..cfg }).is_some());
         assert!(pre_gemm_unsupported(&Config { gamma_f: true, ..cfg }).is_some());
