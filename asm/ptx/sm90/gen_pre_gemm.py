@@ -37,6 +37,10 @@ B_BYTES = TN * B_ROW         # 36864
 STAGE_BYTES = A_BYTES + B_BYTES
 RING_BYTES = STAGES * STAGE_BYTES
 VEC_FLOATS = 128             # per-warp Sinkhorn vectors (r at 0, c at 64)
+MIXP = 8                     # mix parts per token tile (mixer CTAs per tile)
+PT = TM // MIXP              # tokens per part
+SYNC_WORDS = MIXP + 1        # per tile in the sync region: ready tag, then one claim word per part
+MIX_TIMEOUT_NS = 2_000_000   # a mixer waits at most this long for its tile (then the finisher mixes)
 
 
 def m_of(n):
@@ -101,35 +105,46 @@ HEADER = f"""\
 //         reduces the K splits in ks order (deterministic), then per token (warp per token):
 //         inv_rms, z, h_pre / h_post (lanes < n), Sinkhorn in MATH.md's direct form (lane j
 //         holds column j and row j of S; each step's 1 / (sum + eps) factors are published in
-//         shared memory and read back by broadcast 16-byte loads); then every thread mixes
-//         (token, 8-channel) items: a = sum_i h_pre[i] x[i] in stream order, rounded once.
+//         shared memory and read back by broadcast 16-byte loads); h_pre is then published.
+// MIX     a = sum_i h_pre[i] x[i] in stream order, rounded once, in {MIXP} parts of {PT} tokens per tile
+//         ((token, 8-channel) items over the CTA). {MIXP} mixer CTAs per tile follow the GEMM CTAs
+//         in the grid; mixer p waits (at most {MIX_TIMEOUT_NS // 1000} us, %globaltimer) for its tile's ready
+//         word to hold this launch's tag, claims part p (atom.exch of the tag) and mixes it;
+//         the finisher, after publishing, claims the parts from the last down and mixes those it
+//         wins. Nobody waits for a mixer, so no schedule deadlocks; every part is mixed once.
+// TAGS    tag = the epoch word + 1: every CTA arrives on a grid counter as it leaves, the last
+//         resets it and stores the tag as the next epoch (so ready / claim words never need a
+//         reset: a stale word holds an older tag). Workspace sync region: epoch, grid counter,
+//         then per tile [ready, claim 0..{MIXP - 1}] from word 16.
 // MEASURED H100 (bench_pre_gemm, C = 1280, bf16, us per call back-to-back, against pre.ptx):
-//         n = 32 T = 1024 1245 vs 1390, 2048 1844 vs 2622, 8192 5772 vs 13190; n = 16 T = 8192
-//         1434 vs 1857. Timing builds at 128-token tiles (T = 8192, n = 32): loads only 3.94 ms
-//         (17 GB from L2 at ~4.3 TB/s), mma and conversions only 4.78 ms (the hi/lo split doubles
-//         the mma.sync work), both 6.56 ms. The plan selects it from 1024 (n = 32) / 4096
-//         (n = 16) tokens. Next: wgmma with phi converted once per stage into shared memory, and
-//         a finisher that mixes with more bytes in flight (one CTA mixes a 21 MB tile: the tail).
-// PARAMS  one .param block of 136 bytes = src/device/cuda/pre_gemm.rs PreGemmArgs:
+//         n = 32 T = 512 638 vs 772, 1024 963 vs 1391, 2048 1548 vs 2631, 4096 2916 vs 6603,
+//         8192 5434 vs 13187; n = 16 T = 2048 397 vs 496, 8192 1362 vs 1857. The mixer CTAs
+//         took T = 1024 from 1245 us (the finisher mixing its 21 MB tile alone) to 963. Timing
+//         builds at 128-token tiles (T = 8192, n = 32): loads only 3.94 ms (17 GB from L2 at
+//         ~4.3 TB/s), mma and conversions only 4.78 ms (the hi / lo split doubles the mma.sync
+//         work), both 6.56 ms. The plan selects it from 512 (n = 32) / 2048 (n = 16) tokens.
+//         Next: wgmma with phi converted once per stage into shared memory.
+// PARAMS  one .param block of 144 bytes = src/device/cuda/pre_gemm.rs PreGemmArgs:
 //         0 x, 8 phi, 16 scale, 24 base, 32 a, 40 h_pre, 48 h_post, 56 h_res, 64 inv_rms,
-//         72 ws_cnt, 80 ws_ss, 88 ws_p (u64); 96 T, C, x_stride, a_stride (elements), ksplit,
-//         kstages (ring stages per split), iters, flags (u32); 128 eps_norm, eps_hc (f32).
+//         72 ws_cnt, 80 ws_ss, 88 ws_p, 96 ws_sync (u64); 104 T, C, x_stride, a_stride
+//         (elements), ksplit, kstages (ring stages per split), iters, flags (u32); 136 eps_norm,
+//         eps_hc (f32).
 // =============================================================================================
 """
 
 
 def args(k):
-    names = ["px", "pphi", "pscale", "pbase", "pa", "phpre", "phpost", "phres", "pinv", "pcnt", "pssw", "pp"]
+    names = ["px", "pphi", "pscale", "pbase", "pa", "phpre", "phpost", "phres", "pinv", "pcnt", "pssw", "pp", "psync"]
     regs = {}
     for i, nm in enumerate(names):
         regs[nm] = k.r("b64", nm)
         k.e(f"ld.param.u64 {regs[nm]}, [args+{8 * i}];")
     for i, nm in enumerate(["tokens", "cc", "xs", "as_", "ksplit", "kstages", "iters", "flags"]):
         regs[nm] = k.r("b32", nm)
-        k.e(f"ld.param.u32 {regs[nm]}, [args+{96 + 4 * i}];")
+        k.e(f"ld.param.u32 {regs[nm]}, [args+{104 + 4 * i}];")
     for i, nm in enumerate(["eps_n", "eps_hc"]):
         regs[nm] = k.r("f32", nm)
-        k.e(f"ld.param.f32 {regs[nm]}, [args+{128 + 4 * i}];")
+        k.e(f"ld.param.f32 {regs[nm]}, [args+{136 + 4 * i}];")
     return regs
 
 
@@ -168,6 +183,12 @@ def gemm_kernel(n):
         return [r[x] for x in ["tid", "lane", "warp", "wm", "wn", "g", "q", "tt", "nt", "ks", "ntt"]]
 
     tid, lane, warp, wm, wn, g, q, tt, nt, ks, ntt = ids("")
+    k.comment("blocks past the GEMM grid (ntt * NT * ksplit) are mixers")
+    k.e(f"mul.lo.u32 {tmp}, {ntt}, {NT};")
+    k.e(f"mul.lo.u32 {tmp}, {tmp}, {a['ksplit']};")
+    k.e(f"mov.u32 {tmp2}, %ctaid.x;")
+    k.e(f"setp.ge.u32 {pr}, {tmp2}, {tmp};")
+    k.e(f"@{pr} bra MIXER;")
     kk, kb, ke, nst = u("kk"), u("kb"), u("ke"), u("nst")
     k.comment("K = n C; this split's ring stages [ks * kstages, min(ks * kstages + kstages, K / 64))")
     k.e(f"mul.lo.u32 {kk}, {a['cc']}, {n};")
@@ -478,13 +499,16 @@ def gemm_kernel(n):
     k.e("bar.sync 0;")
     k.e(f"ld.shared.u32 {fin}, [fin_flag];")
     k.e(f"setp.eq.u32 {pr}, {fin}, 0;")
-    k.e(f"@{pr} bra DONE;")
+    k.e(f"@{pr} bra GRID_ARRIVE;")
 
     finisher(k, n, a, tid, lane, warp, tt, ntt, sm, tmp, tmp2, t64, pr)
+    k.e("bra GRID_ARRIVE;")
+    mixer(k, n, a, NT, tmp, tmp2, t64, pr)
+    grid_arrive(k, a, tmp, pr)
     k.label("DONE")
     k.e("ret;")
     return name, f""".visible .entry {name}(
-    .param .align 8 .b8 args[136]
+    .param .align 8 .b8 args[144]
 )
 .reqntid {THREADS}, 1, 1
 .maxnreg {65536 // THREADS if THREADS > 256 else 255}
@@ -675,7 +699,46 @@ def finisher(k, n, a, tid, lane, warp, tt, ntt, sm, tmp, tmp2, t64, pr):
     k.e("bra TOK_LOOP;")
     k.label("TOK_END")
     k.e("bar.sync 0;")
-    mix(k, n, a, tid, tt, hp, tmp, tmp2, t64, pr)
+    u = lambda s_: k.r("b32", s_)
+    tag, sy = u("tag"), k.r("b64", "sy")
+    read_tag(k, a, tag)
+    k.comment("publish: the tile's h_pre (global, every token) is ready for the mixers")
+    sync_words(k, a, tt, sy)
+    k.e(f"setp.ne.u32 {pr}, {tid}, 0;")
+    k.e("fence.acq_rel.gpu;")
+    k.e(f"@!{pr} st.relaxed.gpu.global.u32 [{sy}], {tag};")
+    ntok, part, lo, cnt_, won = u("fntok"), u("part"), u("flo"), u("fcnt"), u("won")
+    k.e(f"shl.b32 {tmp}, {tt}, {TM_SHIFT};")
+    k.e(f"sub.u32 {ntok}, {a['tokens']}, {tmp};")
+    k.e(f"min.u32 {ntok}, {ntok}, {TM};")
+    k.comment(f"claim the parts from the last down (mixers take theirs from the start of the grid's tail)")
+    k.e(f"mov.u32 {part}, {MIXP};")
+    k.label("FPART")
+    k.e(f"sub.u32 {part}, {part}, 1;")
+    k.e(f"mul.lo.u32 {lo}, {part}, {PT};")
+    k.e(f"setp.ge.u32 {pr}, {lo}, {ntok};")
+    k.e(f"@{pr} bra FPART_NEXT;")
+    k.e(f"setp.ne.u32 {pr}, {tid}, 0;")
+    k.e(f"@{pr} bra FPART_CLAIMED;")
+    k.e(f"mad.lo.u32 {tmp}, {part}, 4, 4;")
+    k.e(f"cvt.u64.u32 {t64}, {tmp};")
+    k.e(f"add.u64 {t64}, {t64}, {sy};")
+    k.e(f"atom.relaxed.gpu.global.exch.b32 {won}, [{t64}], {tag};")
+    k.e(f"setp.ne.u32 {pr}, {won}, {tag};")
+    k.e(f"selp.u32 {won}, 1, 0, {pr};")
+    k.e(f"st.shared.u32 [fin_flag], {won};")
+    k.label("FPART_CLAIMED")
+    k.e("bar.sync 0;")
+    k.e(f"ld.shared.u32 {won}, [fin_flag];")
+    k.e("bar.sync 0;")
+    k.e(f"setp.eq.u32 {pr}, {won}, 0;")
+    k.e(f"@{pr} bra FPART_NEXT;")
+    k.e(f"sub.u32 {cnt_}, {ntok}, {lo};")
+    k.e(f"min.u32 {cnt_}, {cnt_}, {PT};")
+    mix(k, n, a, tid, tt, hp, lo, cnt_, tmp, tmp2, t64, pr, "F")
+    k.label("FPART_NEXT")
+    k.e(f"setp.ne.u32 {pr}, {part}, 0;")
+    k.e(f"@{pr} bra FPART;")
 
 
 def sinkhorn(k, n, a, lane, j_, la, wb, paper, plive, t, tmp, t64, pr):
@@ -798,31 +861,136 @@ def sinkhorn(k, n, a, lane, j_, la, wb, paper, plive, t, tmp, t64, pr):
     k.e("bar.warp.sync 0xffffffff;")
 
 
-def mix(k, n, a, tid, tt, hp, tmp, tmp2, t64, pr):
-    """a[t][c..c+8) = sum_i h_pre[t][i] x[t][i][c..c+8) for the tile's tokens: items (token,
-    8-channel chunk) over the CTA, streams in groups of 16 loads in flight; rounded once."""
+def read_tag(k, a, tag):
+    """tag = this launch's epoch word + 1 (the epoch changes only after every CTA has left)."""
+    k.e(f"ld.relaxed.gpu.global.u32 {tag}, [{a['psync']}];")
+    k.e(f"add.u32 {tag}, {tag}, 1;")
+
+
+def sync_words(k, a, tt, sy):
+    """sy = the address of tile tt's ready word (its claim words follow)."""
+    k.e(f"mul.wide.u32 {sy}, {tt}, {4 * SYNC_WORDS};")
+    k.e(f"add.u64 {sy}, {sy}, {a['psync']};")
+    k.e(f"add.u64 {sy}, {sy}, 64;")
+
+
+def mixer(k, n, a, NT, tmp, tmp2, t64, pr):
+    """A mixer CTA: part p of token tile tt (block - the GEMM grid = tt * MIXP + p)."""
+    u = lambda s_: k.r("b32", s_)
+    k.label("MIXER")
+    tid, tt, part, ntok, lo, cnt_, won, tag = (u(x) for x in ["x_tid", "x_tt", "x_part", "x_ntok", "x_lo", "x_cnt", "x_won", "x_tag"])
+    sy = k.r("b64", "x_sy")
+    k.e(f"mov.u32 {tid}, %tid.x;")
+    k.e(f"sub.u32 {tmp2}, {tmp2}, {tmp};")
+    k.e(f"div.u32 {tt}, {tmp2}, {MIXP};")
+    k.e(f"rem.u32 {part}, {tmp2}, {MIXP};")
+    k.e(f"shl.b32 {tmp}, {tt}, {TM_SHIFT};")
+    k.e(f"sub.u32 {ntok}, {a['tokens']}, {tmp};")
+    k.e(f"min.u32 {ntok}, {ntok}, {TM};")
+    k.e(f"mul.lo.u32 {lo}, {part}, {PT};")
+    k.e(f"setp.ge.u32 {pr}, {lo}, {ntok};")
+    k.e(f"@{pr} bra GRID_ARRIVE;")
+    k.e(f"sub.u32 {cnt_}, {ntok}, {lo};")
+    k.e(f"min.u32 {cnt_}, {cnt_}, {PT};")
+    read_tag(k, a, tag)
+    sync_words(k, a, tt, sy)
+    k.e(f"mov.u32 {won}, 0;")
+    k.e(f"setp.ne.u32 {pr}, {tid}, 0;")
+    k.e(f"@{pr} bra MX_CLAIMED;")
+    t0, t1 = k.r("b64", "x_t0"), k.r("b64", "x_t1")
+    rd = u("x_rd")
+    k.e(f"mov.u64 {t0}, %globaltimer;")
+    k.label("MX_WAIT")
+    k.e(f"ld.acquire.gpu.global.u32 {rd}, [{sy}];")
+    k.e(f"setp.eq.u32 {pr}, {rd}, {tag};")
+    k.e(f"@{pr} bra MX_READY;")
+    k.e(f"mov.u64 {t1}, %globaltimer;")
+    k.e(f"sub.u64 {t1}, {t1}, {t0};")
+    k.e(f"setp.gt.u64 {pr}, {t1}, {MIX_TIMEOUT_NS};")
+    k.e(f"@{pr} bra MX_SAY;")
+    k.e("nanosleep.u32 256;")
+    k.e("bra MX_WAIT;")
+    k.label("MX_READY")
+    k.e(f"mad.lo.u32 {tmp}, {part}, 4, 4;")
+    k.e(f"cvt.u64.u32 {t64}, {tmp};")
+    k.e(f"add.u64 {t64}, {t64}, {sy};")
+    k.e(f"atom.relaxed.gpu.global.exch.b32 {won}, [{t64}], {tag};")
+    k.e(f"setp.ne.u32 {pr}, {won}, {tag};")
+    k.e(f"selp.u32 {won}, 1, 0, {pr};")
+    k.label("MX_SAY")
+    k.e(f"st.shared.u32 [fin_flag], {won};")
+    k.label("MX_CLAIMED")
+    k.e("bar.sync 0;")
+    k.e(f"ld.shared.u32 {won}, [fin_flag];")
+    k.e(f"setp.eq.u32 {pr}, {won}, 0;")
+    k.e(f"@{pr} bra GRID_ARRIVE;")
+    k.comment("h_pre of the part's tokens from the output (published before the ready word) to shared")
+    hp, idx, tk, hv = u("x_hp"), u("x_idx"), u("x_tk"), k.r("f32", "x_hv")
+    k.e(f"mov.u32 {hp}, dsm;")
+    k.e(f"mov.u32 {idx}, {tid};")
+    k.label("MX_HP")
+    k.e(f"mul.lo.u32 {tmp}, {cnt_}, {n};")
+    k.e(f"setp.ge.u32 {pr}, {idx}, {tmp};")
+    k.e(f"@{pr} bra MX_HP_DONE;")
+    k.e(f"mad.lo.u32 {tk}, {lo}, {n}, {idx};")
+    k.e(f"shl.b32 {tmp}, {tt}, {TM_SHIFT};")
+    k.e(f"mad.lo.u32 {tmp}, {tmp}, {n}, {tk};")
+    k.e(f"mul.wide.u32 {t64}, {tmp}, 4;")
+    k.e(f"add.u64 {t64}, {t64}, {a['phpre']};")
+    k.e(f"ld.relaxed.gpu.global.f32 {hv}, [{t64}];")
+    k.e(f"mad.lo.u32 {tmp}, {tk}, 4, {hp};")
+    k.e(f"st.shared.f32 [{tmp}], {hv};")
+    k.e(f"add.u32 {idx}, {idx}, {THREADS};")
+    k.e("bra MX_HP;")
+    k.label("MX_HP_DONE")
+    k.e("bar.sync 0;")
+    mix(k, n, a, tid, tt, hp, lo, cnt_, tmp, tmp2, t64, pr, "X")
+
+
+def grid_arrive(k, a, tmp, pr):
+    """Every CTA leaves through here: the last to arrive resets the grid counter and advances the
+    epoch (the next launch's tag)."""
+    k.label("GRID_ARRIVE")
+    k.e("bar.sync 0;")
+    tid, old, tot = k.r("b32", "g_tid"), k.r("b32", "g_old"), k.r("b32", "g_tot")
+    k.e(f"mov.u32 {tid}, %tid.x;")
+    k.e(f"setp.ne.u32 {pr}, {tid}, 0;")
+    k.e(f"@{pr} bra DONE;")
+    k.e(f"atom.relaxed.gpu.global.add.u32 {old}, [{a['psync']}+4], 1;")
+    k.e(f"mov.u32 {tot}, %nctaid.x;")
+    k.e(f"sub.u32 {tot}, {tot}, 1;")
+    k.e(f"setp.ne.u32 {pr}, {old}, {tot};")
+    k.e(f"@{pr} bra DONE;")
+    k.e(f"st.relaxed.gpu.global.u32 [{a['psync']}+4], 0;")
+    k.e(f"ld.relaxed.gpu.global.u32 {old}, [{a['psync']}];")
+    k.e(f"add.u32 {old}, {old}, 1;")
+    k.e(f"st.relaxed.gpu.global.u32 [{a['psync']}], {old};")
+
+
+def mix(k, n, a, tid, tt, hp, lo, cnt, tmp, tmp2, t64, pr, sfx):
+    """a[t][c..c+8) = sum_i h_pre[t][i] x[t][i][c..c+8) for the tile's tokens lo .. lo + cnt - 1
+    (h_pre at hp + 4 n (token in tile)): items (token, 8-channel chunk) over the CTA, streams in
+    groups of 16 loads in flight; rounded once."""
     u = lambda s: k.r("b32", s)
     p = lambda s: k.r("b64", s)
     f = lambda s: k.r("f32", s)
     G = min(n, 16)
-    chunks, items, item, nt_ = u("chunks"), u("items"), u("item"), u("ntok")
-    k.comment("mix: items (token, 8-channel chunk) of the tile, thread-strided")
+    chunks, items, item = u("chunks"), u("items"), u("item")
+    k.comment("mix: items (token, 8-channel chunk) of the part, thread-strided")
     k.e(f"shr.u32 {chunks}, {a['cc']}, 3;")
-    k.e(f"shl.b32 {tmp}, {tt}, {TM_SHIFT};")
-    k.e(f"sub.u32 {nt_}, {a['tokens']}, {tmp};")
-    k.e(f"min.u32 {nt_}, {nt_}, {TM};")
-    k.e(f"mul.lo.u32 {items}, {nt_}, {chunks};")
+    k.e(f"mul.lo.u32 {items}, {cnt}, {chunks};")
     k.e(f"mov.u32 {item}, {tid};")
     tl, ch, t = u("mtl"), u("mch"), u("mt")
     xr, ar = p("xr"), p("ar")
     cstride = p("cstride")
     k.e(f"mul.wide.u32 {cstride}, {a['cc']}, 2;")
-    k.label("MIX_LOOP")
+    k.label(f"MIX_LOOP{sfx}")
     k.e(f"setp.ge.u32 {pr}, {item}, {items};")
-    k.e(f"@{pr} bra MIX_END;")
+    k.e(f"@{pr} bra MIX_END{sfx};")
     k.e(f"div.u32 {tl}, {item}, {chunks};")
     k.e(f"mul.lo.u32 {tmp}, {tl}, {chunks};")
     k.e(f"sub.u32 {ch}, {item}, {tmp};")
+    k.e(f"add.u32 {tl}, {tl}, {lo};")
     k.e(f"shl.b32 {t}, {tt}, {TM_SHIFT};")
     k.e(f"add.u32 {t}, {t}, {tl};")
     k.e(f"mul.wide.u32 {xr}, {t}, {a['xs']};")
@@ -863,8 +1031,8 @@ def mix(k, n, a, tid, tt, hp, tmp, tmp2, t64, pr):
     k.e(f"add.u64 {ar}, {ar}, {t64};")
     k.e(f"st.global.v4.b32 [{ar}], {{{', '.join(o)}}};")
     k.e(f"add.u32 {item}, {item}, {THREADS};")
-    k.e("bra MIX_LOOP;")
-    k.label("MIX_END")
+    k.e(f"bra MIX_LOOP{sfx};")
+    k.label(f"MIX_END{sfx}")
 
 
 def main():

@@ -27,6 +27,9 @@ pub const GEMM_SHARED: u32 = 3 * (256 * (64 * 2 + 16) + 128 * (64 * 4 + 32));
 /// Most K splits of one launch; the workspace holds at most `max(tiles, GEMM_MIN_SLABS)`
 /// partial slabs (a slab: one token tile's partial logits of one K split).
 pub const GEMM_MAX_SPLITS: usize = 16;
+/// Mixer CTAs per token tile after the GEMM grid (gen_pre_gemm.py `MIXP`): each mixes a part of
+/// the tile's tokens once its finisher has published h_pre.
+pub const GEMM_MIX_PARTS: usize = 8;
 pub const GEMM_MIN_SLABS: usize = 64;
 /// The n the kernel is specialised for (one entry each; at n = 8 the general kernel was faster
 /// at every T measured, H100, C = 1280).
@@ -34,18 +37,18 @@ pub const GEMM_NS: [usize; 2] = [16, 32];
 /// The entries, by n.
 pub(crate) const GEMM_ENTRIES: [&str; 2] = ["mhc_pre_gemm_bf16_n16", "mhc_pre_gemm_bf16_n32"];
 
-/// Smallest T the plan gives the kernel at n (below it the general kernel is as fast or faster:
-/// `bench_pre_gemm`, H100, C = 1280: n = 32 T = 512 928 vs 770 us, T = 1024 1245 vs 1390;
-/// n = 16 T = 2048 537 vs 494, T = 8192 1434 vs 1857).
+/// Smallest T the plan gives the kernel at n (below it the general kernel is faster:
+/// `bench_pre_gemm`, H100, C = 1280: n = 32 T = 64 283 vs 209 us, T = 512 638 vs 772;
+/// n = 16 T = 1024 289 vs 270, T = 2048 397 vs 496).
 pub const fn gemm_min_tokens(n: usize) -> usize {
     if n >= 32 {
-        1024
+        512
     } else {
-        4096
+        2048
     }
 }
 
-/// Arguments of `mhc_pre_gemm_bf16_n*` (one `.param .align 8 .b8 args[136]`; offsets in the
+/// Arguments of `mhc_pre_gemm_bf16_n*` (one `.param .align 8 .b8 args[144]`; offsets in the
 /// header of asm/ptx/sm90/pre_gemm.ptx).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
@@ -63,8 +66,11 @@ pub struct PreGemmArgs {
     pub ws_cnt: u64,
     /// Partial sums of squares `[slab][128]` f32.
     pub ws_ss: u64,
-    /// Partial logits `[slab][128][NT * 128]` f32, slab = ks * tiles + tile.
+    /// Partial logits `[slab][256][NT * 128]` f32, slab = ks * tiles + tile.
     pub ws_p: u64,
+    /// The epoch word, the grid's arrival counter, then per token tile its ready word and
+    /// [`GEMM_MIX_PARTS`] claim words from byte 64 (tags: never reset; zero in a fresh workspace).
+    pub ws_sync: u64,
     pub tokens: u32,
     pub c: u32,
     /// Row strides in elements.
@@ -79,7 +85,7 @@ pub struct PreGemmArgs {
     pub eps_norm: f32,
     pub eps_hc: f32,
 }
-const _: () = assert!(std::mem::size_of::<PreGemmArgs>() == 136);
+const _: () = assert!(std::mem::size_of::<PreGemmArgs>() == 144);
 
 /// Logit tiles of n (M = n^2 + 2n logits in tiles of 128).
 pub const fn logit_tiles(n: usize) -> usize {
@@ -140,6 +146,7 @@ pub(crate) fn split_stages(stages: usize, want: usize) -> (usize, usize) {
 /// The kernel's workspace: counters, then partial sums of squares, then partial logits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct GemmWs {
+    pub sync: usize,
     pub cnt: usize,
     pub ss: usize,
     pub p: usize,
@@ -154,11 +161,12 @@ fn round256(b: usize) -> usize {
 pub(crate) fn gemm_ws(cfg: &Config, max_tokens: usize, at: usize) -> GemmWs {
     let tiles = max_tokens.div_ceil(GEMM_TILE_TOKENS).max(1);
     let slabs = tiles.max(GEMM_MIN_SLABS.min(tiles * GEMM_MAX_SPLITS));
-    let cnt = round256(at);
+    let sync = round256(at);
+    let cnt = sync + round256(64 + tiles * (GEMM_MIX_PARTS + 1) * 4);
     let ss = cnt + round256(tiles * 4);
     let p = ss + round256(slabs * GEMM_TILE_TOKENS * 4);
     let total = p + slabs * GEMM_TILE_TOKENS * logit_tiles(cfg.n) * GEMM_TILE_LOGITS * 4;
-    GemmWs { cnt, ss, p, total }
+    GemmWs { sync, cnt, ss, p, total }
 }
 
 impl Plan {
@@ -182,6 +190,7 @@ impl Plan {
         let (splits, kstages) = split_stages(stages, gemm_splits(cfg.n, cfg.c, t, self.dev.sm_count() as usize));
         let grid = (tiles * logit_tiles(cfg.n))
             .checked_mul(splits)
+            .and_then(|g| g.checked_add(tiles * GEMM_MIX_PARTS))
             .filter(|&g| g <= i32::MAX as usize)
             .ok_or_else(|| Error::shape("x", "fewer than 2^31 CTAs", t))?;
         let lay = chk.lay.gemm;
@@ -199,6 +208,7 @@ impl Plan {
             ws_cnt: wsp + lay.cnt as u64,
             ws_ss: wsp + lay.ss as u64,
             ws_p: wsp + lay.p as u64,
+            ws_sync: wsp + lay.sync as u64,
             tokens: t as u32,
             c: cfg.c as u32,
             x_stride: x.layout.row_stride as u32,
@@ -245,7 +255,8 @@ mod tests {
         assert!(GEMM_SHARED as usize <= 227 * 1024 - 128);
         let cfg = Config::new(32, 1280);
         let w = gemm_ws(&cfg, 8192, 1000);
-        assert_eq!(w.cnt, 1024);
+        assert_eq!(w.sync, 1024);
+        assert_eq!(w.cnt, 1024 + 1280, "64 bytes + 32 tiles x 9 words, rounded to 256");
         assert_eq!(w.total - w.p, 64 * GEMM_TILE_TOKENS * 9 * 128 * 4);
         let w1 = gemm_ws(&cfg, 1, 0);
         assert_eq!(w1.total - w1.p, 16 * GEMM_TILE_TOKENS * 9 * 128 * 4, "one tile, 16 splits");
