@@ -720,12 +720,7 @@ def finisher(k, n, a, tid, lane, warp, tt, ntt, sm, tmp, tmp2, t64, pr):
     k.e(f"@{pr} bra FPART_NEXT;")
     k.e(f"setp.ne.u32 {pr}, {tid}, 0;")
     k.e(f"@{pr} bra FPART_CLAIMED;")
-    k.e(f"mad.lo.u32 {tmp}, {part}, 4, 4;")
-    k.e(f"cvt.u64.u32 {t64}, {tmp};")
-    k.e(f"add.u64 {t64}, {t64}, {sy};")
-    k.e(f"atom.relaxed.gpu.global.exch.b32 {won}, [{t64}], {tag};")
-    k.e(f"setp.ne.u32 {pr}, {won}, {tag};")
-    k.e(f"selp.u32 {won}, 1, 0, {pr};")
+    claim(k, part, sy, tag, won, tmp, t64, pr)
     k.e(f"st.shared.u32 [fin_flag], {won};")
     k.label("FPART_CLAIMED")
     k.e("bar.sync 0;")
@@ -739,6 +734,20 @@ def finisher(k, n, a, tid, lane, warp, tt, ntt, sm, tmp, tmp2, t64, pr):
     k.label("FPART_NEXT")
     k.e(f"setp.ne.u32 {pr}, {part}, 0;")
     k.e(f"@{pr} bra FPART;")
+
+
+def line_max(k, m, vals):
+    """m = the largest of vals (a fixed order)."""
+    k.e(f"mov.f32 {m}, {vals[0]};")
+    for v in vals[1:]:
+        k.e(f"max.f32 {m}, {m}, {v};")
+
+
+def exp_shifted(k, r, shift):
+    """r = exp(r - shift) as 2^((r - shift) log2 e); ex2.approx without ftz keeps tiny entries."""
+    k.e(f"sub.f32 {r}, {r}, {shift};")
+    k.e(f"mul.f32 {r}, {r}, 0f3FB8AA3B;")
+    k.e(f"ex2.approx.f32 {r}, {r};")
 
 
 def sinkhorn(k, n, a, lane, j_, la, wb, paper, plive, t, tmp, t64, pr):
@@ -768,29 +777,19 @@ def sinkhorn(k, n, a, lane, j_, la, wb, paper, plive, t, tmp, t64, pr):
     m, mi, ri = f("zmax"), f("zmi"), f("rinv_i")
     k.e(f"@!{paper} bra SK_V4START;")
     k.comment("Paper: S = exp(Z - colmax); column j's max here, row j's entries need column i's max")
-    k.e(f"mov.f32 {m}, {col[0]};")
-    for i in range(1, n):
-        k.e(f"max.f32 {m}, {m}, {col[i]};")
+    line_max(k, m, col)
     for i in range(n):
-        k.e(f"sub.f32 {col[i]}, {col[i]}, {m};")
-        k.e(f"mul.f32 {col[i]}, {col[i]}, 0f3FB8AA3B;")
-        k.e(f"ex2.approx.f32 {col[i]}, {col[i]};")
+        exp_shifted(k, col[i], m)
     for i in range(n):
         k.e(f"shfl.sync.idx.b32 {mi}, {m}, {i}, 0x1f, 0xffffffff;")
-        k.e(f"sub.f32 {row[i]}, {row[i]}, {mi};")
-        k.e(f"mul.f32 {row[i]}, {row[i]}, 0f3FB8AA3B;")
-        k.e(f"ex2.approx.f32 {row[i]}, {row[i]};")
+        exp_shifted(k, row[i], mi)
     k.e("bra SK_STARTED;")
     k.label("SK_V4START")
     k.comment("V4: S = softmax_row(Z) + eps: row j's max and 1 / sum here, column j's entries need row i's")
     rs, rinv = f("rsum"), f("rinv")
-    k.e(f"mov.f32 {m}, {row[0]};")
-    for i in range(1, n):
-        k.e(f"max.f32 {m}, {m}, {row[i]};")
+    line_max(k, m, row)
     for i in range(n):
-        k.e(f"sub.f32 {row[i]}, {row[i]}, {m};")
-        k.e(f"mul.f32 {row[i]}, {row[i]}, 0f3FB8AA3B;")
-        k.e(f"ex2.approx.f32 {row[i]}, {row[i]};")
+        exp_shifted(k, row[i], m)
     tree_sum(k, rs, row, "rs")
     k.e(f"rcp.rn.f32 {rinv}, {rs};")
     for i in range(n):
@@ -798,9 +797,7 @@ def sinkhorn(k, n, a, lane, j_, la, wb, paper, plive, t, tmp, t64, pr):
     for i in range(n):
         k.e(f"shfl.sync.idx.b32 {mi}, {m}, {i}, 0x1f, 0xffffffff;")
         k.e(f"shfl.sync.idx.b32 {ri}, {rinv}, {i}, 0x1f, 0xffffffff;")
-        k.e(f"sub.f32 {col[i]}, {col[i]}, {mi};")
-        k.e(f"mul.f32 {col[i]}, {col[i]}, 0f3FB8AA3B;")
-        k.e(f"ex2.approx.f32 {col[i]}, {col[i]};")
+        exp_shifted(k, col[i], mi)
         k.e(f"fma.rn.f32 {col[i]}, {col[i]}, {ri}, {a['eps_hc']};")
     k.label("SK_STARTED")
 
@@ -874,6 +871,17 @@ def sync_words(k, a, tt, sy):
     k.e(f"add.u64 {sy}, {sy}, 64;")
 
 
+def claim(k, part, sy, tag, won, tmp, t64, pr):
+    """won = 1 if this thread took mix part `part` of the tile whose sync words start at sy (the
+    exchange returns an older tag exactly once per launch), else 0."""
+    k.e(f"mad.lo.u32 {tmp}, {part}, 4, 4;")
+    k.e(f"cvt.u64.u32 {t64}, {tmp};")
+    k.e(f"add.u64 {t64}, {t64}, {sy};")
+    k.e(f"atom.relaxed.gpu.global.exch.b32 {won}, [{t64}], {tag};")
+    k.e(f"setp.ne.u32 {pr}, {won}, {tag};")
+    k.e(f"selp.u32 {won}, 1, 0, {pr};")
+
+
 def mixer(k, n, a, NT, tmp, tmp2, t64, pr):
     """A mixer CTA: part p of token tile tt (block - the GEMM grid = tt * MIXP + p)."""
     u = lambda s_: k.r("b32", s_)
@@ -911,12 +919,7 @@ def mixer(k, n, a, NT, tmp, tmp2, t64, pr):
     k.e("nanosleep.u32 256;")
     k.e("bra MX_WAIT;")
     k.label("MX_READY")
-    k.e(f"mad.lo.u32 {tmp}, {part}, 4, 4;")
-    k.e(f"cvt.u64.u32 {t64}, {tmp};")
-    k.e(f"add.u64 {t64}, {t64}, {sy};")
-    k.e(f"atom.relaxed.gpu.global.exch.b32 {won}, [{t64}], {tag};")
-    k.e(f"setp.ne.u32 {pr}, {won}, {tag};")
-    k.e(f"selp.u32 {won}, 1, 0, {pr};")
+    claim(k, part, sy, tag, won, tmp, t64, pr)
     k.label("MX_SAY")
     k.e(f"st.shared.u32 [fin_flag], {won};")
     k.label("MX_CLAIMED")
