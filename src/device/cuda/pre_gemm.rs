@@ -1,12 +1,14 @@
-//! `pre` for n = 8 / 16 / 32 as a tiled GEMM (asm/ptx/sm90/pre_gemm.ptx, entries
-//! `mhc_pre_gemm_bf16_n{8,16,32}`): bf16 storage, no gamma_k / gamma_f. At n = 32 the mixing
+//! `pre` for n = 16 / 32 as a tiled GEMM (asm/ptx/sm90/pre_gemm.ptx, entries
+//! `mhc_pre_gemm_bf16_n{16,32}`): bf16 storage, no gamma_k / gamma_f. At n = 32 the mixing
 //! projection is [T x 40960] x [40960 x 1088] (C = 1280): tensor-core work that the general
 //! kernel's 32 x 32 tiles turn into 68 GB of L2 traffic at T = 8192. A CTA owns a
 //! [`GEMM_TILE_TOKENS`]-token x [`GEMM_TILE_LOGITS`]-logit tile and a slice of K (the host splits
 //! K while the grid would leave SMs idle), streams x and phi through a shared-memory ring and
 //! writes partial logits to the workspace; the last CTA of a token tile sums the K splits in
-//! order, runs the coefficients and the Sinkhorn, and mixes `a`. The plan selects it where
-//! [`pre_gemm_unsupported`] is `None`; the general kernel (pre.rs) serves the rest.
+//! order, runs the coefficients and the Sinkhorn and publishes h_pre; [`GEMM_MIX_PARTS`] mixer
+//! CTAs per tile after the GEMM grid (and the finisher, for parts nobody claimed) mix `a`. The
+//! plan selects it from [`gemm_min_tokens`] where [`pre_gemm_unsupported`] is `None`; the
+//! general kernel (pre.rs) serves the rest.
 
 use super::memory::DeviceTensor;
 use super::plan::{Bucket, Plan, Workspace};
@@ -64,7 +66,7 @@ pub struct PreGemmArgs {
     pub inv_rms: u64,
     /// One u32 arrival counter per token tile (zero between calls).
     pub ws_cnt: u64,
-    /// Partial sums of squares `[slab][128]` f32.
+    /// Partial sums of squares `[slab][256]` f32.
     pub ws_ss: u64,
     /// Partial logits `[slab][256][NT * 128]` f32, slab = ks * tiles + tile.
     pub ws_p: u64,
