@@ -17,7 +17,7 @@ from gen_forward import K, PROLOGUE, rcp_fast, sigmoid, tree_sum
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXP = set(filter(None, os.environ.get("GEMM_EXP", "").split(",")))  # timing experiments only
 
-NS = [16, 32]  # n = 8: the general kernel (pre.ptx) was faster at every T measured
+NS = [16, 32]  # n = 8: the general kernel (pre.ptx) is faster at every T measured (T = 8192 398 vs 421 us)
 TM = 256           # tokens per CTA tile (4 warp rows x 4 m-tiles of 16)
 TN = 128           # logits per CTA tile (4 warp columns x 4 n-tiles of 8)
 KS = 64            # K elements per ring stage
