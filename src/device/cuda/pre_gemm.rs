@@ -188,6 +188,10 @@ impl Plan {
     ) -> Result<()> {
         let cfg = &self.cfg;
         let t = chk.t;
+        // The kernel indexes h_res (T x n^2 words) in 32 bits.
+        if t.saturating_mul(cfg.n * cfg.n) > u32::MAX as usize {
+            return Err(Error::shape("x", "T x n^2 below 2^32 (GEMM kernel)", t));
+        }
         let tiles = t.div_ceil(GEMM_TILE_TOKENS);
         let stages = cfg.k() / GEMM_STAGE_K;
         let (splits, kstages) = split_stages(stages, gemm_splits(cfg.n, cfg.c, t, self.dev.sm_count() as usize));
