@@ -119,7 +119,8 @@ HEADER = f"""\
 // MEASURED H100 (bench_pre_gemm, C = 1280, bf16, us per call back-to-back, against pre.ptx):
 //         n = 32 T = 512 638 vs 772, 1024 963 vs 1391, 2048 1548 vs 2631, 4096 2916 vs 6603,
 //         8192 5434 vs 13187; n = 16 T = 2048 397 vs 496, 8192 1362 vs 1857. The mixer CTAs
-//         took T = 1024 from 1245 us (the finisher mixing its 21 MB tile alone) to 963. Timing
+//         took T = 1024 from 1245 us (the finisher mixing its 21 MB tile alone) to 963; room for
+//         96 partial slabs (K split 3 ways at T = 8192) then 4096 / 8192 2748 / 5109 us. Timing
 //         builds at 128-token tiles (T = 8192, n = 32): loads only 3.94 ms (17 GB from L2 at
 //         ~4.3 TB/s), mma and conversions only 4.78 ms (the hi / lo split doubles the mma.sync
 //         work), both 6.56 ms. The plan selects it from 512 (n = 32) / 2048 (n = 16) tokens.
