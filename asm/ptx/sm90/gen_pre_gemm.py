@@ -29,7 +29,6 @@ AU = TM * (KS * 2 // 16) // THREADS      # 16-byte x chunks per thread and stage
 A_STEP = THREADS // (KS * 2 // 16)       # token rows between a thread's chunks
 BU = TN * (KS * 4 // 16) // THREADS      # 16-byte phi chunks per thread and stage
 B_STEP = THREADS // (KS * 4 // 16)       # logit rows between a thread's chunks
-FLUSH = False      # per-stage f32 running sums (registers: only at 256 threads)
 A_ROW = KS * 2 + 16          # bytes per token row of a stage (x, bf16) + 16: conflict-free ldmatrix
 B_ROW = KS * 4 + 32          # bytes per logit row of a stage (phi, f32) + 32: conflict-free 8-byte loads
 A_BYTES = TM * A_ROW         # 18432
@@ -340,21 +339,12 @@ def gemm_kernel(n):
     ss = f("ss")
     k.e(f"mov.f32 {ss}, 0f00000000;")
 
-    run = [[[f(f"run{mi}_{ni}_{e}") for e in range(4)] for ni in range(4)] for mi in range(4)]
+    k.comment("one f32 accumulator chain per output over the split (see ACCUM in the header)")
     acc = [[[f(f"acc{mi}_{ni}_{e}") for e in range(4)] for ni in range(4)] for mi in range(4)]
-    if FLUSH:
-        for mi in range(4):
-            for ni in range(4):
-                for e in range(4):
-                    k.e(f"mov.f32 {run[mi][ni][e]}, 0f00000000;")
-    zero = f("zero")
-    if FLUSH:
-        k.e(f"mov.f32 {zero}, 0f00000000;")
-    if not FLUSH:
-        for mi in range(4):
-            for ni in range(4):
-                for e in range(4):
-                    k.e(f"mov.f32 {acc[mi][ni][e]}, 0f00000000;")
+    for mi in range(4):
+        for ni in range(4):
+            for e in range(4):
+                k.e(f"mov.f32 {acc[mi][ni][e]}, 0f00000000;")
 
     it = u("it")
     k.e(f"mov.u32 {it}, 0;")
@@ -418,16 +408,10 @@ def gemm_kernel(n):
                 k.e(f"cvt.rn.bf16x2.f32 {lo[j]}, {h1}, {h0};")
             for mi in range(4):
                 d = acc[mi][ni]
-                c = [zero] * 4 if k16 == 0 and FLUSH else d
                 k.e(f"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{', '.join(d)}}}, "
-                    f"{{{', '.join(afr[mi])}}}, {{{hi[0]}, {hi[1]}}}, {{{', '.join(c)}}};")
+                    f"{{{', '.join(afr[mi])}}}, {{{hi[0]}, {hi[1]}}}, {{{', '.join(d)}}};")
                 k.e(f"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{', '.join(d)}}}, "
                     f"{{{', '.join(afr[mi])}}}, {{{lo[0]}, {lo[1]}}}, {{{', '.join(d)}}};")
-    if FLUSH:
-        for mi in range(4):
-            for ni in range(4):
-                for e in range(4):
-                    k.e(f"add.f32 {run[mi][ni][e]}, {run[mi][ni][e]}, {acc[mi][ni][e]};")
     k.label("MMADONE")
     k.e(f"add.u32 {it}, {it}, 1;")
     k.e("bra KLOOP;")
@@ -458,7 +442,7 @@ def gemm_kernel(n):
     k.e(f"add.u64 {prow}, {prow}, {t64};")
     for mi in range(4):
         for ni in range(4):
-            r = acc[mi][ni] if not FLUSH else run[mi][ni]
+            r = acc[mi][ni]
             base = mi * 16 * MPAD * 4 + ni * 32
             k.e(f"st.global.v2.f32 [{prow}+{base}], {{{r[0]}, {r[1]}}};")
             k.e(f"st.global.v2.f32 [{prow}+{base + 8 * MPAD * 4}], {{{r[2]}, {r[3]}}};")
@@ -538,7 +522,7 @@ def finisher(k, n, a, tid, lane, warp, tt, ntt, sm, tmp, tmp2, t64, pr):
     sc = [f(f"sc{i}") for i in range(3)]
     for i in range(3):
         k.e(f"ld.global.nc.f32 {sc[i]}, [{a['pscale']}+{4 * i}];")
-    kf, invk = f("kf"), f("invk")
+    kf = f("kf")
     k.e(f"mul.lo.u32 {tmp}, {a['cc']}, {n};")
     k.e(f"cvt.rn.f32.u32 {kf}, {tmp};")
     ks_ = u("ksi")
@@ -1042,7 +1026,6 @@ def mix(k, n, a, tid, tt, hp, lo, cnt, tmp, tmp2, t64, pr, sfx):
 def main():
     assert TM == THREADS // 2, "sum of squares: two threads per token row"
     assert TM == 64 * (NWARPS // 4) and TN == 32 * 4, "warp grid: 64 tokens x 32 logits per warp"
-    assert not FLUSH or THREADS <= 256, "running sums need 255 registers"
     out = [HEADER, PROLOGUE]
     out.append(".extern .shared .align 128 .b8 dsm[];\n")
     out.append(".shared .align 4 .u32 fin_flag;\n")
