@@ -677,6 +677,107 @@ fn pre_cluster_kernel_shapes() {
     }
 }
 
+/// The fused persistent-cluster `post_pre` (pre_pc.ptx `mhc_post_pre_pc16_bf16_n4`) on one shape:
+/// the same bits as `post`, then `pre`, for `x'` (pads between its rows untouched) and every
+/// output; `x`, `f` and `x_out` rows strided. The caller checks the reference separately.
+fn post_pre_cluster_matches_pair(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testing::Rng, sh: &Shape) {
+    let cfg = sh.cfg();
+    let (t, n, c, k) = (sh.t, cfg.n, cfg.c, cfg.k());
+    let dtype = sh.dtype;
+    let post = PostCase::random(rng, cfg, t);
+    let pre = stored(PreCase::random(rng, cfg, t, sh.phi_std), dtype);
+    let x: Vec<f64> = post.x.iter().map(|&v| round(dtype, v)).collect();
+    let din = dev_in(dev, &PreCase { x, ..pre.clone() }, dtype, k + sh.x_pad);
+    let (f_stride, xo_stride) = (c + 24, k + 16);
+    let f = upload(dev, dtype, &strided(&post.f, t, c, f_stride, 1e30)).unwrap();
+    let hp = upload(dev, Dtype::F32, &post.h_post).unwrap();
+    let hr = upload(dev, Dtype::F32, &post.h_res).unwrap();
+    let plan = Plan::new(dev, cfg, dtype, t).unwrap();
+    assert!(plan.post_pre_uses_cluster_kernel(t), "{}: fused cluster kernel selected", sh.label());
+    let ws = plan.new_workspace().unwrap();
+    let x = din.x.view(dtype, din.x_layout);
+    let params = din.params(&cfg);
+    let fv = f.view(dtype, Layout::dense(t, c).with_stride(f_stride));
+    let hpv = hp.view(Dtype::F32, Layout::dense(t, n));
+    let hrv = hr.view(Dtype::F32, Layout::dense(t, n * n));
+    let xo_bytes = ((t - 1) * xo_stride + k) * dtype.size();
+    let run = |fused: bool| {
+        let mut xo = DeviceBuffer::alloc(dev, xo_bytes).unwrap();
+        xo.fill_u32(stream, nan_pattern(dtype)).unwrap();
+        let mut out = alloc_out(dev, &cfg, dtype, t, c + sh.x_pad);
+        out.poison(stream, dtype);
+        {
+            let xl = Layout::dense(t, k).with_stride(xo_stride);
+            let mut views = out.views(&cfg, dtype, t);
+            if fused {
+                let pin = PostInViews { f: fv, h_post: hpv, h_res: hrv };
+                plan.post_pre(stream, &ws, &x, &pin, &mut xo.view_mut(dtype, xl), &params, &mut views)
+            } else {
+                plan.post(stream, &x, &fv, &hpv, &hrv, &mut xo.view_mut(dtype, xl))
+                    .and_then(|_| plan.pre(stream, &ws, &xo.view(dtype, xl), &params, &mut views))
+            }
+            .unwrap_or_else(|e| panic!("post_pre {} (fused {fused}): {e}", sh.label()));
+        }
+        stream.synchronize().unwrap();
+        (xo.to_vec::<u8>().unwrap(), out.bits())
+    };
+    let (xo_fused, out_fused) = run(true);
+    let (xo_pair, out_pair) = run(false);
+    assert!(xo_fused == xo_pair, "post_pre {}: fused x' differs from post's (bits, pads included)", sh.label());
+    assert!(out_fused == out_pair, "post_pre {}: fused outputs differ from pre on post's x' (bits)", sh.label());
+    eprintln!("ok  post_pre cluster == post, pre (bits) {}", sh.label());
+}
+
+/// The fused persistent-cluster `post_pre`: against the reference (`check_post_pre`) and bit for
+/// bit against `post` then `pre` at C = 128 .. 4096, partial tiles, strided rows, gamma_k,
+/// phi ~ 0.5, both formulations; then the configurations that keep the pair.
+#[test]
+fn post_pre_cluster_kernel_shapes() {
+    let Some(dev) = gpu() else { return };
+    let stream = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("post_pre_cluster");
+    let uses = |sh: &Shape| Plan::new(&dev, sh.cfg(), sh.dtype, sh.t).unwrap().post_pre_uses_cluster_kernel(sh.t);
+    for form in FORMS {
+        let bf = |c, t| Shape::new(4, c, t, form, Dtype::Bf16);
+        let mut shapes = Vec::new();
+        for (c, t) in [(4096, 65), (4096, 1000), (4096, 1111), (128, 100), (1280, 257), (3968, 97)] {
+            shapes.push(bf(c, t));
+        }
+        shapes.push(Shape { phi_std: 0.5, ..bf(4096, 300) });
+        shapes.push(Shape { gamma_k: true, x_pad: 24, ..bf(1280, 200) });
+        shapes.push(Shape { x_pad: 8, ..bf(4096, 129) });
+        for sh in shapes {
+            assert!(uses(&sh), "{}: fused cluster kernel selected", sh.label());
+            post_pre_cluster_matches_pair(&dev, &stream, &mut rng, &sh);
+            check_post_pre(&dev, &stream, &mut rng, &sh);
+        }
+        for sh in [
+            Shape::new(4, 4096, 1000, form, Dtype::F32),
+            Shape { gamma_f: true, ..bf(4096, 1000) },
+            bf(4224, 1000),
+            bf(7168, 1000),
+            bf(4096, 64),
+            Shape::new(8, 1280, 1000, form, Dtype::Bf16),
+        ] {
+            assert!(!uses(&sh), "{}: fused cluster kernel not selected", sh.label());
+        }
+    }
+}
+
+/// Small launches of the fused persistent-cluster `post_pre` (a partial tile, gamma_k, strided
+/// rows), for compute-sanitizer; also checked against post then pre and the reference.
+#[test]
+fn post_pre_cluster_sanitizer_smoke() {
+    let Some(dev) = gpu() else { return };
+    let stream = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("post_pre_cluster_sanitizer_smoke");
+    for form in FORMS {
+        let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 256, 70, form, Dtype::Bf16) };
+        post_pre_cluster_matches_pair(&dev, &stream, &mut rng, &sh);
+        check_post_pre(&dev, &stream, &mut rng, &sh);
+    }
+}
+
 /// Small launches of the persistent-cluster kernel (a partial tile, gamma_k, strided rows), for
 /// compute-sanitizer; also checked against the reference.
 #[test]

@@ -376,6 +376,27 @@ fn build() -> Vec<KernelDesc> {
             super::pre_pc::PC_THREADS,
         )
     });
+    // post_pre for many tokens, the same shapes: the fused entry of pre_pc.ptx (x' computed in
+    // the ring, never read back); ahead of the general post_pre kernel from 65 tokens.
+    t.push(KernelDesc {
+        tokens_per_cta: super::pre_pc::PC_TILE_TOKENS,
+        min_tokens: super::pre_pc::POST_PRE_PC_MIN_TOKENS,
+        max_dynamic_shared: super::pre_pc::PC_FUSED_MAX_SHARED,
+        cluster: super::pre_pc::PC_CLUSTER,
+        tile_in_shared: true,
+        persistent: true,
+        pre_family: PreFamily::Cluster,
+        ..row(
+            Stage::PostPre,
+            Dtype::Bf16,
+            4,
+            super::pre_pc::POST_PRE_PC_ENTRY,
+            IMG_PRE_PC,
+            size_of::<super::pre_pc::PostPrePcArgs>(),
+            8,
+            super::pre_pc::PC_THREADS,
+        )
+    });
     // pre for n = 8 / 16 / 32 (bf16, no gamma_k / gamma_f): 128-token x 128-logit GEMM tiles
     // through a shared-memory ring, K split while SMs would idle (pre_gemm.rs); selected before
     // the general kernel where it applies (`pre_gemm_unsupported`, checked by `reject`).
@@ -642,12 +663,15 @@ mod tests {
             let want = match d.entry {
                 e if e.starts_with("mhc_pre_decode_") => PreFamily::Decode,
                 e if e.starts_with("mhc_pre_mid") => PreFamily::Mid,
-                e if e == super::super::pre_pc::PC_ENTRY => PreFamily::Cluster,
+                e if e == super::super::pre_pc::PC_ENTRY || e == super::super::pre_pc::POST_PRE_PC_ENTRY => {
+                    PreFamily::Cluster
+                }
                 e if e.starts_with("mhc_pre_gemm_") => PreFamily::Gemm,
                 _ => PreFamily::General,
             };
             assert_eq!(d.pre_family, want, "{}", d.entry);
-            assert!(d.stage == Stage::Pre || d.pre_family == PreFamily::General, "{}", d.entry);
+            let fused_cluster = d.stage == Stage::PostPre && d.pre_family == PreFamily::Cluster;
+            assert!(d.stage == Stage::Pre || fused_cluster || d.pre_family == PreFamily::General, "{}", d.entry);
         }
         for family in [PreFamily::Decode, PreFamily::Mid, PreFamily::Cluster, PreFamily::Gemm] {
             assert!(kernels().iter().any(|d| d.pre_family == family), "no {family:?} row");

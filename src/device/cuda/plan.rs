@@ -254,7 +254,7 @@ fn reject(desc: &KernelDesc, dev: &CudaDevice, cfg: &Config, dtype: Dtype) -> Op
     if desc.stage == Stage::Static && cfg.c * 4 > dev.max_shared_per_block() as usize {
         return Some(format!("{}: a[C] does not fit in shared memory", desc.entry));
     }
-    if desc.stage == Stage::Pre && desc.pre_family == PreFamily::Cluster {
+    if matches!(desc.stage, Stage::Pre | Stage::PostPre) && desc.pre_family == PreFamily::Cluster {
         if let Some(why) = super::pre_pc::pre_pc_unsupported(cfg) {
             return Some(format!("{}: {why}", desc.entry));
         }
@@ -320,7 +320,7 @@ impl Plan {
                 let resident_ctas = if desc.persistent {
                     // Persistent clusters (pre_pc): as many as the device holds with the ring
                     // this configuration needs.
-                    let shared = super::pre_pc::ring_bytes(cfg.c) as u32;
+                    let shared = super::pre_pc::stage_ring_bytes(stage, cfg.c) as u32;
                     match ffi::occupancy_max_active_clusters(func.raw, desc.threads, shared, desc.cluster)? {
                         n if n > 0 => n as u32 * desc.cluster,
                         _ => {

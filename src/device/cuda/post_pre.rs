@@ -1,9 +1,14 @@
 //! `post_pre` (MATH.md "Fused post+pre"): layer l's post `x' = h_post f + h_res-mix(x)` and
 //! layer l+1's `pre` on `x'`.
 //!
-//! [`Plan::post_pre`] enqueues the `post` kernel, then the `pre` kernel on the stored `x'` (two
-//! launches, one call: everything is checked before the first; graph-capturable). The results
-//! are those of `post` then `pre`, bit for bit, by construction.
+//! [`Plan::post_pre`] runs, where the plan has it for T (bf16, n = 4, C % 128 == 0 up to 4096, no
+//! gamma_f, T >= 65: where the persistent-cluster kernel serves `pre`), the fused entry of
+//! pre_pc.ptx: one launch that computes `x'` in its shared-memory ring, stores it and runs `pre`
+//! on it, so `x'` is never read back (pre_pc.rs). Its `x'` has the post kernel's bits (same
+//! operation order) and its `pre` outputs the `pre` kernel's on that `x'`. Elsewhere it enqueues
+//! the `post` kernel, then the `pre` kernel on the stored `x'` (two launches, one call:
+//! everything is checked before the first; graph-capturable), whose results are those of `post`
+//! then `pre`, bit for bit, by construction.
 //!
 //! The fused kernel (one launch, the `pre` family's entries `mhc_post_pre_sm90_*`: its producer
 //! computes each 8-channel chunk of `x'` from `x` and `f`, stores it and feeds the same rounded
@@ -18,6 +23,7 @@ use super::memory::{DeviceTensor, DeviceTensorMut};
 use super::plan::{Plan, Workspace};
 use super::pre::{fits_u32, PostIn, PreKernel, PreOutViews, PreParamViews};
 use super::stream::Stream;
+use super::kernels::PreFamily;
 use crate::config::Stage;
 use crate::error::Result;
 
@@ -26,9 +32,10 @@ pub type PostInViews<'a> = crate::device::view::PostInViews<'a, super::memory::D
 
 impl Plan {
     /// Enqueues `x_out = post(x, f, h_post, h_res)` followed by `pre(x_out)` (layer l+1's
-    /// parameters `params`, outputs `out`) on `stream`: the `post` kernel, then the `pre`
-    /// kernel (module docs: measured faster than the fused kernel). `x_out` must not overlap
-    /// `x`. Checks as [`Plan::post`] and [`Plan::pre`]; on error nothing is enqueued.
+    /// parameters `params`, outputs `out`) on `stream`: the fused persistent-cluster kernel
+    /// where the plan has it for T ([`Plan::post_pre_uses_cluster_kernel`]), else the `post`
+    /// kernel, then the `pre` kernel (module docs). `x_out` must not overlap `x`. Checks as
+    /// [`Plan::post`] and [`Plan::pre`]; on error nothing is enqueued.
     #[allow(clippy::too_many_arguments)]
     pub fn post_pre(
         &self,
@@ -42,13 +49,26 @@ impl Plan {
     ) -> Result<()> {
         self.post_pre_inputs(x, post, x_out)?;
         let prepared = self.post_prepared(x, &post.f, &post.h_post, &post.h_res, x_out)?;
+        let t = x.layout.tokens;
+        if self.post_pre_uses_cluster_kernel(t) {
+            fits_u32("x_out", t, x_out.layout.row_stride, self.cfg.n * self.cfg.c)?;
+            fits_u32("f", t, post.f.layout.row_stride, self.cfg.c)?;
+            let (b, chk) = self.pre_checked(Stage::PostPre, ws, x, params, out)?;
+            return self.post_pre_pc_launch(stream, x, post, x_out, params, out, b, &chk);
+        }
         let (b, chk) = self.pre_checked(Stage::Pre, ws, &x_out.as_view(), params, out)?;
         let Some(p) = prepared else { return Ok(()) };
         self.launch(stream, p.bucket, p.grid, p.block, 0, &p.args)?;
         self.pre_enqueue(stream, ws, &x_out.as_view(), params, out, PreKernel::Auto, b, &chk)
     }
 
-    /// [`Plan::post_pre`] as the fused kernel: one launch (benchmarks, tests). `split` forces
+    /// Whether `post_pre` at `tokens` tokens runs the fused persistent-cluster kernel (one
+    /// launch; else `post`, then `pre`).
+    pub fn post_pre_uses_cluster_kernel(&self, tokens: usize) -> bool {
+        self.bucket(Stage::PostPre, tokens).is_ok_and(|b| b.desc.pre_family == PreFamily::Cluster)
+    }
+
+    /// [`Plan::post_pre`] as the general fused kernel: one launch (benchmarks, tests). `split` forces
     /// its CTAs per 32-token tile; `batched = false` forces the per-slot producer where the
     /// batched one would run (bf16, n <= 4): both must give the same bits.
     #[doc(hidden)]

@@ -7,16 +7,26 @@
 //! has written its channels of `a`: x is read from memory once and phi once per kernel. The
 //! partial logits meet through distributed shared memory. The plan selects it where
 //! [`pre_pc_unsupported`] is `None`; the general kernel (pre.rs) serves the rest.
+//!
+//! The same file's second entry, `mhc_post_pre_pc16_bf16_n4`, is `post_pre` in one pass: its ring
+//! also brings layer l's `f` slice and `h_post` / `h_res` rows, the math warps compute
+//! `x' = post(x)` in the stage (the post kernel's operation order, so the same bits), store it to
+//! `x_out`, and the projection and the mix run on it: `x'` is never read back ([`Plan::post_pre`]
+//! runs it from [`POST_PRE_PC_MIN_TOKENS`] tokens where this kernel serves `pre`).
 
-use super::memory::DeviceTensor;
+use super::memory::{DeviceTensor, DeviceTensorMut};
 use super::plan::{Bucket, Plan};
+use super::post_pre::PostInViews;
 use super::pre::{Checked, PreOutViews, PreParamViews};
+use super::pre_decode::PreDecodeArgs;
 use super::stream::Stream;
-use crate::config::Config;
+use crate::config::{Config, Stage};
 use crate::error::Result;
 
 /// The kernel's entry (asm/ptx/sm90/gen_pre_pc.py).
 pub(crate) const PC_ENTRY: &str = "mhc_pre_pc16_bf16_n4";
+/// The fused `post_pre` entry of the same file.
+pub(crate) const POST_PRE_PC_ENTRY: &str = "mhc_post_pre_pc16_bf16_n4";
 /// CTAs per cluster (a non-portable size: the device allows it on the function when it loads it).
 pub const PC_CLUSTER: u32 = 16;
 /// Tokens per tile (= the cluster size: CTA r finishes token r of every tile).
@@ -33,12 +43,50 @@ pub const PC_MAX_C: usize = 4096;
 pub const PC_MAX_SHARED: u32 = ring_bytes(PC_MAX_C) as u32;
 /// Below this many tokens the decode kernel serves (T <= 16).
 pub const PC_MIN_TOKENS: usize = super::pre_decode::DECODE_KERNEL_MAX_TOKENS + 1;
+/// The fused `post_pre` entry serves from here; below, `post` then the mid kernel (which serves
+/// `pre` up to [`super::pre_decode::MID_MAX_TOKENS`] tokens wherever C >= 512).
+pub const POST_PRE_PC_MIN_TOKENS: usize = super::pre_decode::MID_MAX_TOKENS + 1;
+/// Fused entry: bytes of one token's layer-l coefficients in a stage (h_post[4], h_res[4][4], f32).
+pub const PC_POST_COEF_BYTES: usize = 80;
+/// The fused entry's ring at [`PC_MAX_C`].
+pub const PC_FUSED_MAX_SHARED: u32 = fused_ring_bytes(PC_MAX_C) as u32;
 
 /// Dynamic shared memory of the kernel at C: [`PC_STAGES`] stages of [`PC_TILE_TOKENS`] token
 /// rows, each the CTA's 4 stream slices (C/16 channels, bf16) and a pad.
 pub const fn ring_bytes(c: usize) -> usize {
     PC_STAGES * PC_TILE_TOKENS * (c / 2 + PC_ROW_PAD)
 }
+
+/// The fused entry's ring: each token row also holds the token's f slice (C/16 channels, bf16),
+/// and each stage ends with the tile's h_post / h_res rows.
+pub const fn fused_ring_bytes(c: usize) -> usize {
+    PC_STAGES * PC_TILE_TOKENS * (c / 2 + c / 8 + PC_ROW_PAD + PC_POST_COEF_BYTES)
+}
+
+/// The ring of a cluster row of `stage` (`pre`: [`ring_bytes`], `post_pre`: [`fused_ring_bytes`]).
+pub const fn stage_ring_bytes(stage: Stage, c: usize) -> usize {
+    match stage {
+        Stage::PostPre => fused_ring_bytes(c),
+        _ => ring_bytes(c),
+    }
+}
+
+/// The fused entry's arguments: the `pre` side as the other entry's, then layer l's post inputs
+/// and `x'` (asm/ptx/sm90/gen_pre_pc.py `A_F` ..).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PostPrePcArgs {
+    /// `x` here is layer l's residual (post's input), `x_stride` its row stride.
+    pub pre: PreDecodeArgs,
+    pub f: u64,
+    pub h_post_in: u64,
+    pub h_res_in: u64,
+    pub x_out: u64,
+    /// Row strides in elements.
+    pub f_stride: u32,
+    pub x_out_stride: u32,
+}
+const _: () = assert!(std::mem::size_of::<PostPrePcArgs>() == 184);
 
 /// Why the persistent-cluster kernel cannot run `cfg` (`None`: it can; the dtype and n are the
 /// kernel table's to match).
@@ -69,6 +117,32 @@ impl Plan {
         let args = self.pre_decode_args(x, params, out, chk);
         self.launch(stream, b, b.resident_ctas, b.desc.threads, ring_bytes(self.cfg.c) as u32, &args)
     }
+
+    /// The fused `post_pre` entry's launch (bucket `b`, `Stage::PostPre`) on views
+    /// [`Plan::post_pre`] checked for both sides (`chk` from the `pre` side on `x`, T > 0).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn post_pre_pc_launch(
+        &self,
+        stream: &Stream,
+        x: &DeviceTensor<'_>,
+        post: &PostInViews<'_>,
+        x_out: &DeviceTensorMut<'_>,
+        params: &PreParamViews<'_>,
+        out: &mut PreOutViews<'_>,
+        b: &Bucket,
+        chk: &Checked,
+    ) -> Result<()> {
+        let args = PostPrePcArgs {
+            pre: self.pre_decode_args(x, params, out, chk),
+            f: post.f.ptr,
+            h_post_in: post.h_post.ptr,
+            h_res_in: post.h_res.ptr,
+            x_out: x_out.ptr,
+            f_stride: post.f.layout.row_stride as u32,
+            x_out_stride: x_out.layout.row_stride as u32,
+        };
+        self.launch(stream, b, b.resident_ctas, b.desc.threads, fused_ring_bytes(self.cfg.c) as u32, &args)
+    }
 }
 
 #[cfg(test)]
@@ -85,16 +159,20 @@ mod tests {
         assert!(pre_pc_unsupported(&Config::new(4, 1288)).is_some());
         assert!(pre_pc_unsupported(&Config::new(4, 4224)).is_some());
         assert!(pre_pc_unsupported(&Config { gamma_f: true, ..Config::new(4, 4096) }).is_some());
+        // gen_pre_pc.py: stage = 16 rows of C/2 + C/8 + 64 bytes, then 16 x 80 bytes
+        assert_eq!(PC_FUSED_MAX_SHARED, 4 * (16 * (2048 + 512 + 64) + 16 * 80));
+        assert!(PC_FUSED_MAX_SHARED as usize + 35_840 <= 227 * 1024, "fused ring + static shared memory fit");
     }
 
     /// The manifest's C range is exactly what the plan accepts for this kernel.
     #[test]
     fn c_range_is_what_the_plan_accepts() {
         use crate::device::cuda::kernels::assert_c_range_is_what_fits;
-        let fits = |_: &crate::device::cuda::kernels::KernelDesc, c: usize| {
-            pre_pc_unsupported(&Config::new(4, c)).is_none() && ring_bytes(c) <= PC_MAX_SHARED as usize
+        let fits = |d: &crate::device::cuda::kernels::KernelDesc, c: usize| {
+            pre_pc_unsupported(&Config::new(4, c)).is_none()
+                && stage_ring_bytes(d.stage, c) <= d.max_dynamic_shared as usize
         };
         use crate::device::cuda::kernels::PreFamily;
-        assert_eq!(assert_c_range_is_what_fits(|d| d.pre_family == PreFamily::Cluster, fits), 1);
+        assert_eq!(assert_c_range_is_what_fits(|d| d.pre_family == PreFamily::Cluster, fits), 2);
     }
 }
