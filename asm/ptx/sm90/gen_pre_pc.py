@@ -20,6 +20,8 @@ TT = 16        # tokens per tile (= CL: CTA r finishes token r of every tile)
 NW = 8         # math warps; warps NW, NW + 1 are the coefficient warps (alternate tiles)
 NCW = 2
 THREADS = 32 * (NW + NCW)
+NPW = 2        # fused entry: post warps (x' = post(x) of each landed stage, ahead of the math warps)
+THREADS_F = THREADS + 32 * NPW
 BAR2 = 32 * (NW + 1)  # barrier 2: the math warps and the coefficient warp of the round
 RMAX = 4       # 32-element runs of the K slice per math warp: C <= 1024 * RMAX (10 warps: <= 168 registers)
 STAGES = 4
@@ -92,7 +94,7 @@ HEADER = f"""\
 //         73 per cluster at T = 8192): ~3.3 us, of which the mma phase ~0.8 (tensor pipe), the
 //         mix ~0.4, barriers ~1 (waiting for the slowest warp / CTA of the lockstep cluster).
 //         Rounds and attribution: notes/cuda-pre.md, round 11. PC_EXP=nosink,nomma,nomix
-//         builds timing-only variants.
+//         (and, for the fused entry, noxf, noxo) builds timing-only variants.
 // =============================================================================================
 .version 8.8
 .target sm_90a
@@ -104,12 +106,11 @@ HEADER = f"""\
 FUSED_REGS = """
     .reg .b32 %cfs;                         // this copier's stream (f chunks: passes p with p % 4 == it)
     .reg .pred %p_f;
-    .reg .f32 %ff<4>;
-    .reg .f32 %xf<16>;
+    .reg .f32 %ff<8>;
+    .reg .f32 %xf<32>;
     .reg .f32 %hr<4>;
-    .reg .b32 %xq<2>;
-    .reg .b32 %xo<8>;
-    .reg .pred %p_xo;
+    .reg .b32 %xq<4>;
+    .reg .b32 %xo<16>;
     .reg .b64 %xob, %xos;"""
 F_ROW = """
     add.u32 %tstride, %tstride, %C8;        // + the token's f slice (C/16 channels) after its 4 x slices"""
@@ -158,15 +159,17 @@ def wait_gather(e, tag):
 
 
 def post_transform():
-    """Fused entry, after the stage of tile %tile landed: x' = post(x, f, h_post, h_res) (MATH.md
-    stage 4, post.ptx's operation order: h_post[k] f, then + R(j, k) x_j for j = 0..3, so the bits
-    equal the post kernel's) over the mix's items (token %mtk + p mtp, 8-channel chunk %mch of
-    the CTA's slice), in place in the stage and to x_out (tokens < T); then barrier 1, so the
-    mma and the mix see x'. Half an item (4 channels) at a time: V4 walks j (R(j, .) = row j of
-    h_res, 16 accumulators), Paper walks the output stream i (row i, 4 accumulators)."""
+    """Fused entry, post warps, after the stage of tile %tile landed: x' = post(x, f, h_post,
+    h_res) (MATH.md stage 4, post.ptx's operation order: h_post[k] f, then + R(j, k) x_j for
+    j = 0..3, so the bits equal the post kernel's) over the items (token %mtk + p mtp, 8-channel
+    chunk %mch of the CTA's slice), in place in the stage and to x_out (tokens < T); then an
+    arrival on xready[%stage]. A whole item at a time: every x_j and f chunk is loaded and
+    widened first (so the in-place stores cannot clobber an input), then V4 walks j (row j of
+    h_res: R(j, .)), Paper the output stream i (row i); 16-byte stores."""
     L = []
     e = L.append
-    e(f"""    // ---- post: x' of tile %tile in place (and to x_out), the mix's items
+    skip = "\n    bra XF_END;" if "noxf" in EXP else ""
+    e(f"""    // ---- post: x' of tile %tile in place (and to x_out){skip}
     @!%p_mx bra XF_END;
     mad.lo.u32 %r7, %mtk, %tstride, %st0;
     mad.lo.u32 %r7, %mch, 16, %r7;          // &x[tk][stream 0][8 mch]
@@ -194,68 +197,55 @@ XF_LOOP:
     add.u32 %r11, %r10, %C8;
     add.u32 %r12, %r11, %C8;
     add.u32 %r13, %r12, %C8;                // x_1, x_2, x_3, f
-    ld.shared.v4.f32 {{%w0, %w1, %w2, %w3}}, [%r8];   // h_post
-    setp.ge.u32 %p_xo, %r6, %T;              // past the last token: nothing to x_out
-    @%p_paper bra XF_PAPER;""")
+    ld.shared.v4.f32 {{%w0, %w1, %w2, %w3}}, [%r8];   // h_post""")
     xr = ["%r7", "%r10", "%r11", "%r12"]
 
-    def unpack(dst, base):
-        for u in range(2):
+    def widen(dst, base, addr):
+        e(f"    ld.shared.v4.b32 {{%xq0, %xq1, %xq2, %xq3}}, [{addr}];")
+        for u in range(4):
             e(f"""    shl.b32 %r14, %xq{u}, 16;
     mov.b32 {dst}{base + 2 * u}, %r14;
     and.b32 %r14, %xq{u}, -65536;
     mov.b32 {dst}{base + 2 * u + 1}, %r14;""")
 
-    def store_half(h, tag):
-        """The half's 4 output streams (2 words each) to the stage and, for tokens < T, to x_out:
-        stored at once (8-byte stores) so that no output word stays live beside phi."""
+    widen("%ff", 0, "%r13")
+    for j in range(4):
+        widen("%xf", 8 * j, xr[j])
+    e("    @%p_paper bra XF_PAPER;")
+    # V4: out[k] = h_post[k] f + sum_j h_res[j][k] x_j (32 accumulators: stream k x channel c)
+    for k in range(4):
+        for c in range(8):
+            e(f"    mul.rn.f32 %acc{8 * k + c}, %w{k}, %ff{c};")
+    for j in range(4):
+        e(f"    ld.shared.v4.f32 {{%hr0, %hr1, %hr2, %hr3}}, [%r8+{16 + 16 * j}];   // h_res[j][.]")
         for k in range(4):
-            e(f"    st.shared.v2.b32 [{xr[k]}+{8 * h}], {{%xo{2 * k}, %xo{2 * k + 1}}};")
-        e(f"""    @%p_xo bra {tag};
-    add.u64 %rd1, %xob, {8 * h};""")
-        for k in range(4):
-            if k:
-                e("    add.u64 %rd1, %rd1, %rd3;")
-            e(f"    st.global.v2.b32 [%rd1], {{%xo{2 * k}, %xo{2 * k + 1}}};")
-        e(f"{tag}:")
-
-    for form in ("V4", "PAPER"):
-        if form == "PAPER":
-            e("XF_PAPER:")
-        for h in range(2):
-            e(f"    ld.shared.v2.b32 {{%xq0, %xq1}}, [%r13+{8 * h}];")
-            unpack("%ff", 0)
-            if form == "V4":
-                for k in range(4):
-                    for c in range(4):
-                        e(f"    mul.rn.f32 %acc{4 * k + c}, %w{k}, %ff{c};")
-                for j in range(4):
-                    e(f"""    ld.shared.v4.f32 {{%hr0, %hr1, %hr2, %hr3}}, [%r8+{16 + 16 * j}];   // h_res[j][.]
-    ld.shared.v2.b32 {{%xq0, %xq1}}, [{xr[j]}+{8 * h}];""")
-                    unpack("%xf", 0)
-                    for k in range(4):
-                        for c in range(4):
-                            e(f"    fma.rn.f32 %acc{4 * k + c}, %hr{k}, %xf{c}, %acc{4 * k + c};")
-                for k in range(4):
-                    e(f"""    cvt.rn.bf16x2.f32 %xo{2 * k}, %acc{4 * k + 1}, %acc{4 * k};
-    cvt.rn.bf16x2.f32 %xo{2 * k + 1}, %acc{4 * k + 3}, %acc{4 * k + 2};""")
-                store_half(h, f"XF_V{h}")
-            else:
-                for j in range(4):
-                    e(f"    ld.shared.v2.b32 {{%xq0, %xq1}}, [{xr[j]}+{8 * h}];")
-                    unpack("%xf", 4 * j)
-                for i in range(4):
-                    e(f"    ld.shared.v4.f32 {{%hr0, %hr1, %hr2, %hr3}}, [%r8+{16 + 16 * i}];   // h_res[i][.]")
-                    for c in range(4):
-                        e(f"    mul.rn.f32 %acc{c}, %w{i}, %ff{c};")
-                    for j in range(4):
-                        for c in range(4):
-                            e(f"    fma.rn.f32 %acc{c}, %hr{j}, %xf{4 * j + c}, %acc{c};")
-                    e(f"""    cvt.rn.bf16x2.f32 %xo{2 * i}, %acc1, %acc0;
-    cvt.rn.bf16x2.f32 %xo{2 * i + 1}, %acc3, %acc2;""")
-                store_half(h, f"XF_P{h}")
-        if form == "V4":
-            e("    bra XF_NEXT;")
+            for c in range(8):
+                e(f"    fma.rn.f32 %acc{8 * k + c}, %hr{k}, %xf{8 * j + c}, %acc{8 * k + c};")
+    for k in range(4):
+        for u in range(4):
+            e(f"    cvt.rn.bf16x2.f32 %xo{4 * k + u}, %acc{8 * k + 2 * u + 1}, %acc{8 * k + 2 * u};")
+    e("    bra XF_STORE;")
+    # Paper: out[i] = h_post[i] f + sum_j h_res[i][j] x_j (8 accumulators per output stream)
+    e("XF_PAPER:")
+    for i in range(4):
+        e(f"    ld.shared.v4.f32 {{%hr0, %hr1, %hr2, %hr3}}, [%r8+{16 + 16 * i}];   // h_res[i][.]")
+        for c in range(8):
+            e(f"    mul.rn.f32 %acc{c}, %w{i}, %ff{c};")
+        for j in range(4):
+            for c in range(8):
+                e(f"    fma.rn.f32 %acc{c}, %hr{j}, %xf{8 * j + c}, %acc{c};")
+        for u in range(4):
+            e(f"    cvt.rn.bf16x2.f32 %xo{4 * i + u}, %acc{2 * u + 1}, %acc{2 * u};")
+    e("XF_STORE:")
+    for k in range(4):
+        e(f"    st.shared.v4.b32 [{xr[k]}], {{%xo{4 * k}, %xo{4 * k + 1}, %xo{4 * k + 2}, %xo{4 * k + 3}}};")
+    e(f"""    setp.ge.u32 %p1, %r6, %T;               // past the last token: nothing to x_out
+    @%p1 bra XF_NEXT;{chr(10) + "    bra XF_NEXT;" if "noxo" in EXP else ""}
+    mov.u64 %rd1, %xob;""")
+    for k in range(4):
+        if k:
+            e("    add.u64 %rd1, %rd1, %rd3;")
+        e(f"    st.global.v4.b32 [%rd1], {{%xo{4 * k}, %xo{4 * k + 1}, %xo{4 * k + 2}, %xo{4 * k + 3}}};")
     e(f"""XF_NEXT:
     add.u64 %xob, %xob, %xos;
     mad.lo.u32 %r7, %mtp, %tstride, %r7;
@@ -264,9 +254,54 @@ XF_LOOP:
     add.u32 %it, %it, %mtp;
     bra XF_LOOP;
 XF_END:
-    barrier.sync 1, {NW * 32};              // x' complete in the stage
+    mov.u32 %r1, xready;
+    mad.lo.u32 %r1, %stage, 8, %r1;
+    mbarrier.arrive.shared::cta.b64 %mbs, [%r1];   // x' of this thread's items is in the stage
 """)
     return "\n".join(L)
+
+
+def post_warps():
+    """Fused entry, warps NW + NCW ..: for every tile of the cluster in order, wait for its stage
+    (full[s]), compute x' over 64 threads (items: token %mtk + p mtp, chunk %mch) and arrive on
+    xready[s], which the math warps wait for instead of full[s]. They run up to the ring's depth
+    ahead of the math warps, so the post math overlaps the mma, exchange and mix of earlier
+    tiles (in the math warps it cost 1.2 us per 16-token tile, H100)."""
+    return f"""
+    // ================= post warps: x' of each landed stage ======================================
+POST_WARP:
+    sub.u32 %r1, %tx, {32 * (NW + NCW)};
+    shr.u32 %r2, %C, 7;                     // cpt: 16-byte chunks per stream slice
+    mov.u32 %mtp, {NPW * 32};
+    div.u32 %mtp, %mtp, %r2;                // tokens per pass
+    mul.lo.u32 %r3, %mtp, %r2;
+    setp.lt.u32 %p_mx, %r1, %r3;
+    div.u32 %mtk, %r1, %r2;
+    mul.lo.u32 %r3, %mtk, %r2;
+    sub.u32 %mch, %r1, %r3;
+    mov.u32 %tile, %cid;
+    mov.u32 %stage, 0;
+    mov.u32 %phb, 0;
+POST_LOOP:
+    setp.ge.u32 %p1, %tile, %ntiles;
+    @%p1 bra TILE_END;
+    mad.lo.u32 %st0, %stage, %sstage, %dsm;
+    mov.u32 %r1, full;
+    mad.lo.u32 %r1, %stage, 8, %r1;
+    shr.u32 %r2, %phb, %stage;
+    and.b32 %r2, %r2, 1;
+POST_WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1], %r2;
+    @!%p1 bra POST_WAIT;
+    mov.u32 %r2, 1;
+    shl.b32 %r2, %r2, %stage;
+    xor.b32 %phb, %phb, %r2;
+{post_transform()}
+    add.u32 %tile, %tile, %ncl;
+    add.u32 %stage, %stage, 1;
+    setp.eq.u32 %p1, %stage, {STAGES};
+    selp.u32 %stage, 0, %stage, %p1;
+    bra.uni POST_LOOP;"""
 
 
 def kernel(fused):
@@ -279,7 +314,7 @@ def kernel(fused):
     e(f""".visible .entry {name}(
     .param .align 8 .b8 p_args[{arg_bytes}]
 )
-.reqntid {THREADS}, 1, 1
+.reqntid {THREADS_F if fused else THREADS}, 1, 1
 .reqnctapercluster {CL}, 1, 1
 {{
     .reg .pred %p<8>;
@@ -297,7 +332,7 @@ def kernel(fused):
     .reg .b32 %xa<4>;
     .reg .b32 %xb<4>;
     .reg .f32 %pv<4>;
-    .reg .f32 %acc<24>;
+    .reg .f32 %acc<{32 if fused else 24}>;
     .reg .f32 %gr<8>;
     .reg .f32 %ss0, %ss1;
     .reg .f32 %v<4>;
@@ -353,6 +388,9 @@ def kernel(fused):
     @%p1 bra INIT_END;""")
     for s in range(STAGES):
         e(f"    mbarrier.init.shared::cta.b64 [full+{8 * s}], {NW * 32};")
+    if fused:
+        for s_ in range(STAGES):
+            e(f"    mbarrier.init.shared::cta.b64 [xready+{8 * s_}], {NPW * 32};")
     e("""    mbarrier.init.shared::cta.b64 [gbar], 1;
     mbarrier.init.shared::cta.b64 [gbar+8], 1;
     fence.mbarrier_init.release.cluster;
@@ -504,6 +542,9 @@ BASE_END:
     cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%r10];
 {tag}_END:""")
 
+    if fused:
+        e(f"""    setp.ge.u32 %p1, %warp, {NW + NCW};
+    @%p1 bra POST_WARP;""")
     e("""    @!%p_math bra COEF_WARP;
     // ================= math warps: phi fragments of runs w + 8j into registers ==============""")
     for j in range(RMAX):
@@ -609,7 +650,7 @@ TILE_LOOP:
     setp.lt.u32 %p_cur, %tile, %ntiles;
     @!%p_cur bra MMA_END;
     mad.lo.u32 %st0, %stage, %sstage, %dsm;
-    mov.u32 %r1, full;
+    mov.u32 %r1, {"xready" if fused else "full"};{"                  // x' in the stage (the post warps)" if fused else ""}
     mad.lo.u32 %r1, %stage, 8, %r1;
     shr.u32 %r2, %phb, %stage;
     and.b32 %r2, %r2, 1;
@@ -619,7 +660,7 @@ FULL_WAIT:
     mov.u32 %r2, 1;
     shl.b32 %r2, %r2, %stage;
     xor.b32 %phb, %phb, %r2;
-{post_transform() if fused else ""}    // mma: A = x (rows = tokens g, g+8), B = phi (columns = logits 8nb + g), D = acc[nb]""")
+    // mma: A = x (rows = tokens g, g+8), B = phi (columns = logits 8nb + g), D = acc[nb]""")
     for i in range(24):
         e(f"    mov.f32 %acc{i}, 0f00000000;")
     for i in range(8):
@@ -934,7 +975,7 @@ ROW_END:
     add.u32 %kk, %kk, 2;
     setp.le.u32 %p1, %kk, %nr;
     @%p1 bra COEF_LOOP;
-    bra TILE_END;
+    bra TILE_END;{post_warps() if fused else ""}
 TILE_END:
     // leave together (no CTA's shared memory may vanish while the cluster still runs)
     barrier.cluster.arrive.release;
@@ -956,6 +997,7 @@ def main():
 .shared .align 16 .b8 sm_base[128];       // base[24]
 .shared .align 8 .b64 full[{STAGES}];
 .shared .align 8 .b64 gbar[2];
+.shared .align 8 .b64 xready[{STAGES}];      // fused entry: x' of stage s computed (the post warps)
 .extern .shared .align 128 .b8 dsm[];     // the ring: {STAGES} stages of {TT} x (C/2 + {PAD}) bytes (fused: rows C/2 + C/8 + {PAD}, + {HC_TILE})
 
 """

@@ -394,7 +394,7 @@ fn build() -> Vec<KernelDesc> {
             IMG_PRE_PC,
             size_of::<super::pre_pc::PostPrePcArgs>(),
             8,
-            super::pre_pc::PC_THREADS,
+            super::pre_pc::PC_FUSED_THREADS,
         )
     });
     // pre for n = 8 / 16 / 32 (bf16, no gamma_k / gamma_f): 128-token x 128-logit GEMM tiles

@@ -19,11 +19,11 @@
 //! 2611 vs 95 + 526; n = 32 T = 8192 297,557 vs 1,140 + 12,216 (the fused producer recomputes
 //! x' for each of the 34 logit groups). bf16 with n <= 4 uses the batched producer.
 
+use super::kernels::PreFamily;
 use super::memory::{DeviceTensor, DeviceTensorMut};
 use super::plan::{Plan, Workspace};
 use super::pre::{fits_u32, PostIn, PreKernel, PreOutViews, PreParamViews};
 use super::stream::Stream;
-use super::kernels::PreFamily;
 use crate::config::Stage;
 use crate::error::Result;
 

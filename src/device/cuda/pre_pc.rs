@@ -33,6 +33,9 @@ pub const PC_CLUSTER: u32 = 16;
 pub const PC_TILE_TOKENS: usize = 16;
 /// Threads per CTA: 8 math warps and 2 coefficient warps (alternate tiles).
 pub const PC_THREADS: u32 = 320;
+/// Threads of the fused `post_pre` entry: also 2 post warps, which compute x' in each stage as it
+/// lands, ahead of the math warps.
+pub const PC_FUSED_THREADS: u32 = PC_THREADS + 64;
 /// Stages of the x ring and the bytes after each token row of a stage (gen_pre_pc.py).
 pub const PC_STAGES: usize = 4;
 pub const PC_ROW_PAD: usize = 64;
