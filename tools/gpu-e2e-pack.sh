@@ -24,6 +24,8 @@ add static 40 32 128; add static 70 16 64
 for st in pre post_pre; do add "$st" 2 4 4096; done
 # pre on the GEMM kernel (n = 32 from 1024 tokens; C = 8 keeps the .npy inputs small, h_res is 8 MB)
 add pre 1024 32 8
+# post_pre on the fused persistent-cluster kernel (bf16, n = 4, C % 128 == 0, T >= 65)
+add post_pre 100 4 1280
 cat > gpu-pack/e2e.sh <<'RUN'
 #!/usr/bin/env bash
 # mhc run --device cuda on every e2e case, both formulations, f32 and bf16, vs the cpu reference.

@@ -40,7 +40,8 @@ HEADER = f"""\
 // =============================================================================================
 // pre_pc.ptx -- mHC `pre` (MATH.md stages 1-3) for MANY tokens on sm_90a: persistent clusters
 // of {CL} CTAs, bf16 storage, n = 4 (M = 24 logits), C a multiple of 128 up to {C_MAX}, no gamma_f.
-// Entry: mhc_pre_pc16_bf16_n4. The general kernel (pre.ptx) serves every other shape.
+// Entries: mhc_pre_pc16_bf16_n4 (pre) and mhc_post_pre_pc16_bf16_n4 (post_pre, FUSED below). The
+// general kernel (pre.ptx) serves every other shape.
 //
 // WHY     pre.ptx's prefill reads x twice (K loop, then the pre-mix: the 1 MB tile misses L2)
 //         and pulls the whole phi (1.5 MB) from L2 per 32-token tile: 42% of copy at T = 8192.
@@ -94,7 +95,27 @@ HEADER = f"""\
 //         73 per cluster at T = 8192): ~3.3 us, of which the mma phase ~0.8 (tensor pipe), the
 //         mix ~0.4, barriers ~1 (waiting for the slowest warp / CTA of the lockstep cluster).
 //         Rounds and attribution: notes/cuda-pre.md, round 11. PC_EXP=nosink,nomma,nomix
-//         (and, for the fused entry, noxf, noxo) builds timing-only variants.
+//         (and, for the fused entry, noxf, noxo, xfhalf) builds timing-only variants.
+// FUSED   mhc_post_pre_pc16_bf16_n4 (PostPrePcArgs, {FUSED_ARG_BYTES} bytes: PreDecodeArgs with x = layer l's
+//         residual, then 144 f, 152 h_post_in, 160 h_res_in, 168 x_out, 176 f_stride, 180
+//         x_out_stride): post_pre in one pass, x' never read back. Each token row of a stage
+//         also holds the token's f slice (C/16 channels after the 4 x slices; a stream-s copier
+//         copies it on the passes p with p % 4 == s), and each stage ends with the tile's
+//         h_post / h_res rows ({HC} bytes per token, threads < {TT * 5}). {NPW} more warps ({THREADS_F}
+//         threads; 168 registers still fit 12 warps): for every tile of the cluster they wait for
+//         full[s], compute x' = post(x) of the whole tile in the stage (whole 8-channel items,
+//         16-byte accesses, the post kernel's operation order: bit-identical to post.ptx) and
+//         store it to x_out, then arrive on xready[s], which the math warps wait for instead of
+//         full[s]; running up to the ring's depth ahead, the post math overlaps the math warps'
+//         mma, exchange and mix. The pre half is the entry above, unchanged.
+//         MEASURED (H100, T = 8192, C = 4096, us; post then pre 438): x' in the math warps
+//         after full[s] (half items, 8-byte accesses: 167 registers) 351; 2 post warps, half
+//         items 318; the math warps taking tokens 8..15 of each tile 353 (their share costs
+//         more than the post warps' relief); 2 post warps, whole items **306** (72.5% of copy).
+//         Timing builds of the 306 us kernel: no x' stores 301, the post warps on half the
+//         tokens 284, no post math at all (noxf) 262: the SM is issue-bound, the post math
+//         (~240 instructions per 8-channel item, 512 items per tile at C = 4096) costs what
+//         it issues, wherever it runs.
 // =============================================================================================
 .version 8.8
 .target sm_90a
@@ -191,7 +212,7 @@ def post_transform():
     mul.wide.u32 %rd3, %C, 2;               // a stream of x_out
     mov.u32 %it, %mtk;
 XF_LOOP:
-    setp.ge.u32 %p1, %it, {TT};
+    setp.ge.u32 %p1, %it, {TT // 2 if "xfhalf" in EXP else TT};
     @%p1 bra XF_END;
     add.u32 %r10, %r7, %C8;
     add.u32 %r11, %r10, %C8;

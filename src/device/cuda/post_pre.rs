@@ -5,7 +5,8 @@
 //! gamma_f, T >= 65: where the persistent-cluster kernel serves `pre`), the fused entry of
 //! pre_pc.ptx: one launch that computes `x'` in its shared-memory ring, stores it and runs `pre`
 //! on it, so `x'` is never read back (pre_pc.rs). Its `x'` has the post kernel's bits (same
-//! operation order) and its `pre` outputs the `pre` kernel's on that `x'`. Elsewhere it enqueues
+//! operation order) and its `pre` outputs the `pre` kernel's on that `x'` (H100, n = 4, C = 4096,
+//! T = 8192: 306 us against 438 for the pair). Elsewhere it enqueues
 //! the `post` kernel, then the `pre` kernel on the stored `x'` (two launches, one call:
 //! everything is checked before the first; graph-capturable), whose results are those of `post`
 //! then `pre`, bit for bit, by construction.
