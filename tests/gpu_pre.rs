@@ -1958,3 +1958,54 @@ fn profile_decode_phases() {
         }
     }
 }
+
+/// `mhc inspect --explain` reports `planned_kernels` (the plan's selection without a device):
+/// it must name exactly the kernels a plan on this GPU launches (the inspector once named the
+/// GEMM kernel for n = 32 below 512 tokens, where the plan ran the general one).
+#[test]
+fn planned_kernels_match_the_plan() {
+    use mhc::device::cuda::planned_kernels;
+    use mhc::Stage;
+    let Some(dev) = gpu() else { return };
+    let first = |plan: &Plan, stage: Stage, t: usize| -> Option<&'static str> {
+        let buckets = plan.buckets(stage).ok()?;
+        buckets.iter().find(|b| b.desc.min_tokens <= t && t <= b.max_tokens).map(|b| b.desc.entry)
+    };
+    let mut checked = 0;
+    for n in [1, 4, 8, 16, 32] {
+        for c in [256, 1280, 4096, 7168] {
+            for dtype in [Dtype::Bf16, Dtype::F32] {
+                for (gamma_k, gamma_f) in [(false, false), (true, false), (false, true)] {
+                    let mut cfg = Config::new(n, c);
+                    cfg.gamma_k = gamma_k;
+                    cfg.gamma_f = gamma_f;
+                    let plan = Plan::new(&dev, cfg, dtype, 8192).unwrap();
+                    for stage in [Stage::Pre, Stage::Post, Stage::PostPre, Stage::Head, Stage::Static, Stage::Expand] {
+                        for t in [1, 8, 9, 16, 17, 64, 65, 256, 511, 512, 2047, 2048, 8192] {
+                            let want: Option<Vec<&str>> = if stage == Stage::PostPre {
+                                if plan.post_pre_uses_cluster_kernel(t) {
+                                    first(&plan, stage, t).map(|e| vec![e])
+                                } else {
+                                    first(&plan, Stage::Post, t)
+                                        .zip(first(&plan, Stage::Pre, t))
+                                        .map(|(a, b)| vec![a, b])
+                                }
+                            } else {
+                                first(&plan, stage, t).map(|e| vec![e])
+                            };
+                            let got = planned_kernels(&dev.limits(), &cfg, dtype, stage, t)
+                                .ok()
+                                .map(|k| k.into_iter().map(|k| k.entry).collect::<Vec<_>>());
+                            assert_eq!(
+                                got, want,
+                                "{stage} T={t} n={n} C={c} {dtype} gamma_k={gamma_k} gamma_f={gamma_f}"
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    println!("{checked} (stage, shape) pairs: the inspector names the plan's kernels");
+}

@@ -191,6 +191,14 @@ impl CudaDevice {
     pub fn l2_bytes(&self) -> u32 {
         self.inner.l2_bytes
     }
+    /// What a plan's selection reads from this device.
+    pub fn limits(&self) -> super::plan::DeviceLimits {
+        super::plan::DeviceLimits {
+            arch: self.arch(),
+            sm_count: self.sm_count(),
+            max_shared_per_block: self.max_shared_per_block(),
+        }
+    }
     /// Driver version as the driver encodes it (e.g. 13000 for 13.0).
     pub fn driver_version(&self) -> i32 {
         self.inner.driver_version

@@ -83,7 +83,7 @@ mod stream;
 
 pub use device::{CudaArch, CudaDevice, Function};
 pub use memory::{DeviceBuffer, DeviceTensor, DeviceTensorMut};
-pub use plan::{Bucket, Overlap, Plan, Workspace};
+pub use plan::{planned_kernels, Bucket, DeviceLimits, Overlap, Plan, PlannedKernel, Workspace};
 pub use post_pre::PostInViews;
 pub use pre::{PreKernel, PreOutViews, PreParamViews, PreVariant};
 pub use runner::CudaRunner;

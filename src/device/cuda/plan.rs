@@ -25,6 +25,25 @@ pub struct Bucket {
     pub resident_ctas: u32,
 }
 
+/// What a plan's selection reads from a device, so that the same selection can run without
+/// one (`mhc inspect --explain`, [`planned_kernels`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceLimits {
+    pub arch: super::device::CudaArch,
+    pub sm_count: u32,
+    /// Largest dynamic shared memory a block may opt into.
+    pub max_shared_per_block: u32,
+}
+
+impl DeviceLimits {
+    /// The architecture's flagship part (sm_90a: H100 / H200 SXM, 132 SMs, 227 KiB per block).
+    pub fn flagship(arch: super::device::CudaArch) -> Self {
+        match arch {
+            super::device::CudaArch::Sm90a => DeviceLimits { arch, sm_count: 132, max_shared_per_block: 227 * 1024 },
+        }
+    }
+}
+
 /// A configuration on a device: kernels chosen and loaded for every stage the device has for it.
 /// Whether a plan's launches may overlap the kernel before them on the stream (programmatic
 /// dependent launch, sm_90+). Every stage kernel begins with `griddepcontrol.wait`, which holds
@@ -107,7 +126,7 @@ fn select_buckets(
     let mut buckets = Vec::with_capacity(ranges.len());
     for (max, slot) in ranges {
         // The table's hard limits must agree with the manifest's (C granule, shared memory).
-        if let Some(why) = reject(&KERNELS[slot], dev, cfg, dtype) {
+        if let Some(why) = reject(&KERNELS[slot], &dev.limits(), cfg, dtype) {
             return Ok(Err(Error::NoVariant {
                 stage: stage.name().into(),
                 arch: dev.arch().name().into(),
@@ -226,9 +245,127 @@ fn registry_ranges(
     Ok(Ok(ranges))
 }
 
+/// One kernel a plan launches for a stage call, as [`planned_kernels`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedKernel {
+    /// The stage whose bucket it is (`post_pre` without its fused kernel: `post`, then `pre`).
+    pub stage: Stage,
+    pub entry: &'static str,
+    /// The code object it is in (repository path).
+    pub image: &'static str,
+    /// The rule that chose it.
+    pub rule: String,
+}
+
+/// The kernels a plan for `cfg` in `dtype` launches for one `stage` call at `tokens` tokens on a
+/// device with `limits`, in launch order, each with the rule that chose it: the plan's own
+/// selection ([`registry_ranges`] for [`REGISTRY_STAGES`], [`table_rows`] and [`Plan::bucket`]'s
+/// first covering bucket for the others), run without a device (`mhc inspect --explain`). It
+/// assumes what only a device can say: the images load and a persistent kernel's cluster fits.
+pub fn planned_kernels(
+    limits: &DeviceLimits,
+    cfg: &Config,
+    dtype: Dtype,
+    stage: Stage,
+    tokens: usize,
+) -> Result<Vec<PlannedKernel>> {
+    cfg.validate()?;
+    if tokens == 0 {
+        return Err(Error::shape("tokens", ">= 1", tokens));
+    }
+    let no_variant = |rejected: Vec<String>| Error::NoVariant {
+        stage: stage.name().into(),
+        arch: limits.arch.name().into(),
+        shape: format!("T={tokens} n={} C={} {dtype} {}", cfg.n, cfg.c, cfg.formulation),
+        rejected,
+    };
+    let planned = |slot: usize, rule: String| {
+        let d = &KERNELS[slot];
+        PlannedKernel { stage, entry: d.entry, image: super::kernels::IMAGES[d.image].name, rule }
+    };
+    if REGISTRY_STAGES.contains(&stage) {
+        let ranges = registry_ranges(limits.arch, cfg, dtype, stage, tokens)??;
+        let Some(&(_, slot)) = ranges.last() else { return Err(no_variant(vec![])) };
+        if let Some(why) = reject(&KERNELS[slot], limits, cfg, dtype) {
+            return Err(no_variant(vec![why]));
+        }
+        return Ok(vec![planned(
+            slot,
+            "the loader's selector over asm/variants.toml (filter, cost model, tuned table)".into(),
+        )]);
+    }
+    let (rows, rejected) = table_rows(limits, cfg, dtype, stage, |_| Ok(Ok(())))?;
+    let covering = rows.iter().enumerate().find(|(_, &(s, _))| {
+        let d = &KERNELS[s];
+        d.min_tokens <= tokens && tokens <= d.max_tokens
+    });
+    if stage == Stage::PostPre && !covering.is_some_and(|(_, &(s, _))| KERNELS[s].pre_family == PreFamily::Cluster) {
+        // Plan::post_pre: the fused kernel where the table has it for T, else post, then pre.
+        let mut kernels = planned_kernels(limits, cfg, dtype, Stage::Post, tokens)?;
+        kernels.extend(planned_kernels(limits, cfg, dtype, Stage::Pre, tokens)?);
+        return Ok(kernels);
+    }
+    let Some((i, &(slot, _))) = covering else { return Err(no_variant(rejected)) };
+    let d = &KERNELS[slot];
+    let max = if d.max_tokens == usize::MAX { "any".to_string() } else { d.max_tokens.to_string() };
+    let rule = format!(
+        "the CUDA kernel table (src/device/cuda/kernels.rs): bucket {} of {}, the first whose range T = {}..={max} covers T",
+        i + 1,
+        rows.len(),
+        d.min_tokens
+    );
+    Ok(vec![planned(slot, rule)])
+}
+
+/// [`table_rows`]' answer: the kept rows (slot, what `admit` gave) in bucket order, and why the
+/// others were left out.
+type TableRows<V> = (Vec<(usize, V)>, Vec<String>);
+
+/// The kernel-table rows of a table stage (one not in [`REGISTRY_STAGES`]) that a plan keeps for
+/// `cfg` in `dtype`, in the order [`Plan::bucket`] tries them (smallest token range first; of
+/// equal ends, the one starting later first; then [`decode_behind_mid`]), and why the others
+/// are left out. `admit(slot)` is the device's own check of a row that passed [`reject`] (it
+/// loads the function and sizes persistent grids): `Ok(Ok(v))` keeps the row with `v`,
+/// `Ok(Err(why))` leaves it out.
+fn table_rows<V>(
+    limits: &DeviceLimits,
+    cfg: &Config,
+    dtype: Dtype,
+    stage: Stage,
+    mut admit: impl FnMut(usize) -> Result<std::result::Result<V, String>>,
+) -> Result<TableRows<V>> {
+    let mut rejected = Vec::new();
+    let mut rows: Vec<(usize, V)> = Vec::new();
+    for (slot, desc) in KERNELS.iter().enumerate() {
+        if desc.stage != stage {
+            continue;
+        }
+        if let Some(why) = reject(desc, limits, cfg, dtype) {
+            rejected.push(why);
+            continue;
+        }
+        let same_kind = |&(s, _): &(usize, V)| {
+            let d = &KERNELS[s];
+            d.max_tokens == desc.max_tokens && d.min_tokens == desc.min_tokens && d.pre_family == desc.pre_family
+        };
+        if rows.iter().any(same_kind) {
+            // An earlier table row of the same kind already serves this token range (ties:
+            // table order).
+            continue;
+        }
+        match admit(slot)? {
+            Ok(v) => rows.push((slot, v)),
+            Err(why) => rejected.push(why),
+        }
+    }
+    rows.sort_by_key(|&(s, _)| (KERNELS[s].max_tokens, std::cmp::Reverse(KERNELS[s].min_tokens)));
+    decode_behind_mid(&mut rows, |&(s, _)| (KERNELS[s].pre_family, KERNELS[s].min_tokens, KERNELS[s].max_tokens));
+    Ok((rows, rejected))
+}
+
 /// Why `desc` cannot run `cfg` in `dtype`, or `None` if it can (the hard constraints).
-fn reject(desc: &KernelDesc, dev: &CudaDevice, cfg: &Config, dtype: Dtype) -> Option<String> {
-    if desc.arch != dev.arch() {
+fn reject(desc: &KernelDesc, dev: &DeviceLimits, cfg: &Config, dtype: Dtype) -> Option<String> {
+    if desc.arch != dev.arch {
         return Some(format!("{}: built for {}", desc.entry, desc.arch));
     }
     if desc.dtype != dtype {
@@ -251,7 +388,7 @@ fn reject(desc: &KernelDesc, dev: &CudaDevice, cfg: &Config, dtype: Dtype) -> Op
     if desc.stage == Stage::Static && cfg.c > super::kernels::STATIC_MAX_C {
         return Some(format!("{}: C > {}", desc.entry, super::kernels::STATIC_MAX_C));
     }
-    if desc.stage == Stage::Static && cfg.c * 4 > dev.max_shared_per_block() as usize {
+    if desc.stage == Stage::Static && cfg.c * 4 > dev.max_shared_per_block as usize {
         return Some(format!("{}: a[C] does not fit in shared memory", desc.entry));
     }
     if matches!(desc.stage, Stage::Pre | Stage::PostPre) && desc.pre_family == PreFamily::Cluster {
@@ -265,12 +402,12 @@ fn reject(desc: &KernelDesc, dev: &CudaDevice, cfg: &Config, dtype: Dtype) -> Op
         }
     }
     if desc.stage == Stage::Pre && desc.pre_family == PreFamily::Decode {
-        if let Some(why) = super::pre_decode::decode_unsupported(cfg, dev.sm_count() as usize) {
+        if let Some(why) = super::pre_decode::decode_unsupported(cfg, dev.sm_count as usize) {
             return Some(format!("{}: {why}", desc.entry));
         }
     }
     if desc.stage == Stage::Pre && desc.pre_family == PreFamily::Mid {
-        if let Some(why) = super::pre_decode::mid_unsupported(cfg, dev.sm_count() as usize) {
+        if let Some(why) = super::pre_decode::mid_unsupported(cfg, dev.sm_count as usize) {
             return Some(format!("{}: {why}", desc.entry));
         }
     }
@@ -297,25 +434,9 @@ impl Plan {
                 stages.push(entry);
                 continue;
             }
-            let mut rejected = Vec::new();
-            let mut buckets: Vec<Bucket> = Vec::new();
-            for (slot, desc) in KERNELS.iter().enumerate() {
-                if desc.stage != stage {
-                    continue;
-                }
-                if let Some(why) = reject(desc, dev, &cfg, dtype) {
-                    rejected.push(why);
-                    continue;
-                }
-                if buckets.iter().any(|b| {
-                    b.max_tokens == desc.max_tokens
-                        && b.desc.min_tokens == desc.min_tokens
-                        && b.desc.pre_family == desc.pre_family
-                }) {
-                    // An earlier table row of the same kind already serves this token range
-                    // (ties: table order).
-                    continue;
-                }
+            let limits = dev.limits();
+            let (rows, mut rejected) = table_rows(&limits, &cfg, dtype, stage, |slot| {
+                let desc = &KERNELS[slot];
                 let func = dev.function(slot)?;
                 let resident_ctas = if desc.persistent {
                     // Persistent clusters (pre_pc): as many as the device holds with the ring
@@ -324,16 +445,26 @@ impl Plan {
                     match ffi::occupancy_max_active_clusters(func.raw, desc.threads, shared, desc.cluster)? {
                         n if n > 0 => n as u32 * desc.cluster,
                         _ => {
-                            rejected
-                                .push(format!("{}: no cluster of {} CTAs fits this device", desc.entry, desc.cluster));
-                            continue;
+                            return Ok(Err(format!(
+                                "{}: no cluster of {} CTAs fits this device",
+                                desc.entry, desc.cluster
+                            )))
                         }
                     }
                 } else {
                     0
                 };
-                buckets.push(Bucket { max_tokens: desc.max_tokens, desc, func, resident_ctas });
-            }
+                Ok(Ok((func, resident_ctas)))
+            })?;
+            let buckets: Vec<Bucket> = rows
+                .into_iter()
+                .map(|(slot, (func, resident_ctas))| Bucket {
+                    max_tokens: KERNELS[slot].max_tokens,
+                    desc: &KERNELS[slot],
+                    func,
+                    resident_ctas,
+                })
+                .collect();
             let entry = if buckets.is_empty() {
                 if rejected.is_empty() {
                     rejected.push(format!("no CUDA kernel implements {stage} yet"));
@@ -345,10 +476,7 @@ impl Plan {
                     rejected,
                 })
             } else {
-                // Smallest range first (of equal ends, the one starting later first); the last
-                // bucket must cover every token count.
-                buckets.sort_by_key(|b| (b.max_tokens, std::cmp::Reverse(b.desc.min_tokens)));
-                decode_behind_mid(&mut buckets, |b| (b.desc.pre_family, b.desc.min_tokens, b.max_tokens));
+                // The last bucket must cover every token count.
                 if buckets.last().is_some_and(|b| b.max_tokens != usize::MAX) {
                     rejected.push(format!(
                         "no {stage} variant covers more than {} tokens",
@@ -690,6 +818,42 @@ mod tests {
         }
         let r = entries(Stage::Static, Config::new(4, 16384), Dtype::Bf16, 64).unwrap();
         assert_eq!(r[0].1, "mhc_static_bf16_n4");
+    }
+
+    fn planned(n: usize, c: usize, dtype: Dtype, stage: Stage, t: usize) -> Vec<&'static str> {
+        let limits = DeviceLimits::flagship(CudaArch::Sm90a);
+        planned_kernels(&limits, &Config::new(n, c), dtype, stage, t).unwrap().into_iter().map(|k| k.entry).collect()
+    }
+
+    #[test]
+    fn planned_kernels_follow_the_table_and_the_registry() {
+        use Stage::{Post, PostPre, Pre};
+        // pre, n = 4, C = 4096: mid16 up to 8 tokens, mid up to 64 (the decode kernel behind
+        // it), then the persistent clusters.
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 1), ["mhc_pre_mid16_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 9), ["mhc_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 64), ["mhc_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 65), ["mhc_pre_pc16_bf16_n4"]);
+        // C < 512: no mid kernel; the decode kernel, then the cluster kernel.
+        assert_eq!(planned(4, 256, Dtype::Bf16, Pre, 16), ["mhc_pre_decode_sm90_bf16"]);
+        // GEMM pre from gemm_min_tokens(n) on (n = 32: 512, n = 16: 2048), the general kernel
+        // below (what `mhc inspect` used to get wrong: the cost model named the GEMM kernel).
+        for (n, from) in [(32, 512), (16, 2048)] {
+            assert_eq!(planned(n, 1280, Dtype::Bf16, Pre, from - 1), ["mhc_pre_sm90_bf16"], "n={n}");
+            assert_eq!(planned(n, 1280, Dtype::Bf16, Pre, from), [format!("mhc_pre_gemm_bf16_n{n}")], "n={n}");
+        }
+        assert_eq!(planned(32, 1280, Dtype::F32, Pre, 8192), ["mhc_pre_sm90_f32"]);
+        // post_pre: the fused cluster kernel from 65 tokens, else post then pre.
+        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 65), ["mhc_post_pre_pc16_bf16_n4"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 64), ["mhc_post_v4_bf16_n4", "mhc_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 7168, Dtype::Bf16, PostPre, 8192), ["mhc_post_v4_bf16_n4", "mhc_pre_sm90_bf16"]);
+        // Registry stages: the same ranges as the plan's buckets.
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Post, 16), ["mhc_post_v4_bf16_n4_v2"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Post, 17), ["mhc_post_v4_bf16_n4"]);
+        // Bad input is an error, not a panic.
+        let limits = DeviceLimits::flagship(CudaArch::Sm90a);
+        assert!(planned_kernels(&limits, &Config::new(4, 100), Dtype::Bf16, Pre, 1).is_err());
+        assert!(planned_kernels(&limits, &Config::new(4, 4096), Dtype::Bf16, Pre, 0).is_err());
     }
 
     #[test]

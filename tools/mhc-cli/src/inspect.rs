@@ -51,6 +51,12 @@ pub struct Args {
     /// SM / CU count of the device (default: the architecture's flagship part).
     #[arg(long)]
     pub units: Option<u32>,
+    /// The layer applies the pre-norm weight gamma_k (CUDA plan only).
+    #[arg(long)]
+    pub gamma_k: bool,
+    /// The layer applies the F-pre-norm gamma_f (CUDA plan only).
+    #[arg(long)]
+    pub gamma_f: bool,
 }
 
 pub fn main(args: Args) -> Result<(), String> {
@@ -199,13 +205,76 @@ fn explain(args: &Args) -> Result<(), String> {
     if let Some(units) = args.units {
         selector = selector.with_units(units);
     }
-    match selector.select(arch, stage, &shape, &budget) {
+    let selection = selector.select(arch, stage, &shape, &budget);
+    if arch == Arch::Sm90a {
+        if let Ok(stage) = stage.parse::<mhc::Stage>() {
+            return explain_cuda_plan(args, stage, selection);
+        }
+    }
+    match selection {
         Ok(selection) => {
             print!("{}", selection.explain());
             Ok(())
         }
         Err(no) => Err(no.to_string()),
     }
+}
+
+/// sm_90a: what the CUDA plan launches (`mhc::device::cuda::planned_kernels`: the plan's own
+/// selection without a device), then the manifest selector's reasoning. For `post`, `head`,
+/// `static` and `expand` the plan follows that selector; the other stages' kernels are chosen by
+/// the CUDA kernel table, and the cost model's pick is only advisory there.
+fn explain_cuda_plan(
+    args: &Args,
+    stage: mhc::Stage,
+    selection: Result<mhc_loader::Selection<'_>, mhc_loader::NoVariant>,
+) -> Result<(), String> {
+    use mhc::device::cuda::{planned_kernels, CudaArch, DeviceLimits};
+    let (Some(tokens), Some(n), Some(c)) = (args.tokens, args.n, args.c) else {
+        return Err("--explain needs --tokens, --n and --c".into());
+    };
+    let dtype: mhc::Dtype = args.dtype.parse().map_err(|e: mhc::Error| e.to_string())?;
+    let mut cfg = mhc::Config::new(n as usize, c as usize);
+    if let Some(f) = &args.formulation {
+        cfg = cfg.with_formulation(f.parse().map_err(|e: mhc::Error| e.to_string())?);
+    }
+    cfg.gamma_k = args.gamma_k;
+    cfg.gamma_f = args.gamma_f;
+    let mut limits = DeviceLimits::flagship(CudaArch::Sm90a);
+    if let Some(units) = args.units {
+        limits.sm_count = units;
+    }
+    let tokens = usize::try_from(tokens).map_err(|_| format!("--tokens {tokens} does not fit this host"))?;
+    let gammas = match (cfg.gamma_k, cfg.gamma_f) {
+        (false, false) => "no gamma",
+        (true, false) => "gamma_k",
+        (false, true) => "gamma_f",
+        (true, true) => "gamma_k + gamma_f",
+    };
+    println!(
+        "the CUDA plan for {stage} at T={tokens} n={n} C={c} {dtype} {} ({gammas}, {} SMs) launches:",
+        cfg.formulation, limits.sm_count
+    );
+    match planned_kernels(&limits, &cfg, dtype, stage, tokens) {
+        Ok(kernels) => {
+            for k in &kernels {
+                println!("  {} ({}; {} bucket): {}", k.entry, k.image, k.stage, k.rule);
+            }
+        }
+        Err(e) => println!("  nothing: {e}"),
+    }
+    let advisory = !matches!(stage, mhc::Stage::Post | mhc::Stage::Head | mhc::Stage::Static | mhc::Stage::Expand);
+    println!();
+    if advisory {
+        println!("the manifest's cost model (advisory for {stage} on CUDA: the kernel table above decides):");
+    } else {
+        println!("the manifest selector the plan follows for {stage}:");
+    }
+    match selection {
+        Ok(selection) => print!("{}", selection.explain()),
+        Err(no) => println!("{no}"),
+    }
+    Ok(())
 }
 
 #[cfg(test)]
