@@ -259,7 +259,7 @@ pub struct PlannedKernel {
 
 /// The kernels a plan for `cfg` in `dtype` launches for one `stage` call at `tokens` tokens on a
 /// device with `limits`, in launch order, each with the rule that chose it: the plan's own
-/// selection ([`registry_ranges`] for [`REGISTRY_STAGES`], [`table_rows`] and [`Plan::bucket`]'s
+/// selection (`registry_ranges` for `post`, `head`, `static` and `expand`; `table_rows` and the
 /// first covering bucket for the others), run without a device (`mhc inspect --explain`). It
 /// assumes what only a device can say: the images load and a persistent kernel's cluster fits.
 pub fn planned_kernels(
