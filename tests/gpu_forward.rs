@@ -155,6 +155,27 @@ fn gpu_post_matches_reference() {
     }
 }
 
+/// The tensor-core post kernels (bf16, n = 16 / 32, T >= 65; post.ptx `mhc_post_mma_*`): one
+/// 8-channel tile (C = 8: only warp 0 works, its second tile clamped), an odd tile count
+/// (C = 24), the MATH.md C = 1280, and the largest C whose x tile fits (3512 at n = 32, 7032 at
+/// n = 16), both formulations (V4 applies h_res transposed).
+#[test]
+fn gpu_post_mma_shapes_match_reference() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng::new(seed());
+    let dev = gpu.device();
+    for form in [Formulation::DeepSeekV4, Formulation::Paper] {
+        let shapes = [(65, 32, 8), (80, 32, 24), (100, 16, 1280), (65, 32, 3512), (66, 16, 7032), (1024, 32, 1280)];
+        for (t, n, c) in small(shapes.to_vec(), |&(t, n, c)| t * n * c) {
+            let cfg = Config::new(n, c).with_formulation(form);
+            let plan = Plan::new(dev, cfg, Dtype::Bf16, t).unwrap();
+            let entry = plan.buckets(Stage::Post).unwrap().iter().find(|b| b.max_tokens >= t).unwrap().desc.entry;
+            assert!(entry.starts_with("mhc_post_mma_"), "n={n} C={c} T={t}: {entry}");
+            check_stage(&gpu, Stage::Post, &cfg, Dtype::Bf16, t, 0.02, &mut rng);
+        }
+    }
+}
+
 #[test]
 fn gpu_head_matches_reference() {
     let Some(gpu) = gpu() else { return };
@@ -563,8 +584,8 @@ fn gpu_strided_rows_and_padding_untouched() {
     let dev = gpu.device();
     let mut rng = Rng::new(seed());
     let s = Stream::new(dev).unwrap();
-    for dtype in [Dtype::Bf16, Dtype::F32] {
-        let (t, n, c) = (5, 4, 1280);
+    // n = 32 bf16 at T = 70: the tensor-core kernel (bulk row copies from padded rows).
+    for (dtype, t, n, c) in [(Dtype::Bf16, 5, 4, 1280), (Dtype::F32, 5, 4, 1280), (Dtype::Bf16, 70, 32, 1280)] {
         let xs = n * c + 24; // padded rows (48 / 96 extra bytes: still 16-byte aligned)
         let cfg = Config::new(n, c);
         let plan = Plan::new(dev, cfg, dtype, t).unwrap();
@@ -605,6 +626,7 @@ fn gpu_deterministic_bits() {
     let mut rng = Rng::new(seed());
     for (stage, t, n, c) in [
         (Stage::Post, 64, 4, 4096),
+        (Stage::Post, 70, 32, 1280),
         (Stage::Head, 64, 4, 4096),
         (Stage::Head, 3, 8, 1280),
         (Stage::Static, 320, 4, 1280),

@@ -418,6 +418,238 @@ def post_lane_kernel(form, dtype, n):
     return plain_entry(name, k, 80)
 
 
+POST_MMA_NS = [16, 32]
+POST_MMA_THREADS = 256
+POST_MMA_SMEM = 220 * 1024  # the x tile's bytes at most (dynamic shared memory)
+POST_MMA_PAD = 16  # bytes after each x row (conflict-free ldmatrix, as static_mma)
+POST_MMA_MAXNREG = 96  # 2 CTAs of 8 warps per SM
+# Smallest T the plan gives the tensor-core post: one CTA per token leaves SMs idle below ~2 waves'
+# worth (H100 bf16 n = 32 C = 1280, us per call, V = 2 kernel / this one: T = 48 16.5 / 19.9, 64
+# 17.0 / 20.5, 80 23.6 / 21.2, 128 28.1 / 23.3, 256 49.3 / 29.9).
+POST_MMA_TMIN = 65
+
+
+def post_mma_cmax(n):
+    """Largest C whose padded x tile (n rows of 2 C + POST_MMA_PAD bytes) fits POST_MMA_SMEM."""
+    cmax = (POST_MMA_SMEM - n * POST_MMA_PAD) // (2 * n)
+    return cmax - cmax % 8
+
+
+def post_mma_kernel(form, n):
+    """post for bf16, n = 16 / 32 on tensor cores: one CTA per token; the token's x (n rows of C
+    bf16) lands in shared memory by bulk copies (rows padded by POST_MMA_PAD bytes), h_res and
+    h_post through shared memory; out = A x + h_post f with A = h_res (Paper) or h_res^T (V4) as
+    m16n8k16 fragments split into bf16 hi + lo (|h - hi - lo| <= 2^-16 |h|; x is exact in bf16),
+    f32 accumulation in a fixed order (hi then lo per k-step), B = 8-channel tiles of x by
+    ldmatrix.trans. The V = 2 kernel spent n^2 FMAs per channel with h_res re-read by every
+    thread. PostArgs as the other post kernels, with items = T (one CTA per token) and chunks =
+    C / 8 (the 8-channel tiles)."""
+    MT = n // 16
+    NW = POST_MMA_THREADS // 32
+    name = f"mhc_post_mma_{form}_bf16_n{n}"
+    k = K()
+    p = lambda s: k.r("b64", s)
+    u = lambda s: k.r("b32", s)
+    f = lambda s: k.r("f32", s)
+    px, pf, php, phr, po, sx, sf, so, items, chunks, cbytes = post_params(k)
+    tid, lane, warp, tok, tmp, it = (u(x) for x in ["tid", "lane", "warp", "tok", "tmp", "it"])
+    pr, p1 = k.r("pred", "p"), k.r("pred", "p1")
+    k.e(f"mov.u32 {tid}, %tid.x;")
+    k.e(f"and.b32 {lane}, {tid}, 31;")
+    k.e(f"shr.u32 {warp}, {tid}, 5;")
+    k.e(f"mov.u32 {tok}, %ctaid.x;")
+    t64, xrow, frow, orow = p("t64"), p("xrow"), p("frow"), p("orow")
+    k.e(f"cvt.u64.u32 {t64}, {tok};")
+    k.e(f"mad.lo.u64 {xrow}, {t64}, {sx}, {px};")
+    k.e(f"mad.lo.u64 {frow}, {t64}, {sf}, {pf};")
+    k.e(f"mad.lo.u64 {orow}, {t64}, {so}, {po};")
+    sX, pitch, cpb = u("sX"), u("pitch"), u("cpbar")
+    k.comment(f"dynamic shared memory: the x tile, n rows of C bf16 each followed by {POST_MMA_PAD} bytes")
+    k.e(f"mov.u32 {sX}, pm_dyn;")
+    k.e(f"add.u32 {pitch}, {cbytes}, {POST_MMA_PAD};")
+    k.e(f"mov.u32 {cpb}, pm_cpbar;")
+    k.comment("cpbar: one arrival (thread 0, with the tile's byte count) and the bulk copies' complete_tx;")
+    k.comment("initialised by thread 0 before barrier 0")
+    k.e(f"setp.ne.u32 {pr}, {tid}, 0;")
+    k.e(f"@{pr} bra INIT_END;")
+    k.e(f"mbarrier.init.shared::cta.b64 [{cpb}], 1;")
+    k.e("fence.mbarrier_init.release.cluster;")
+    k.label("INIT_END")
+    k.e("barrier.sync 0;")
+    tb, st64 = u("tbytes"), p("cpst")
+    k.e(f"setp.ne.u32 {pr}, {tid}, 0;")
+    k.e(f"@{pr} bra CP_EXPECT_END;")
+    k.e(f"mul.lo.u32 {tb}, {cbytes}, {n};")
+    k.e(f"mbarrier.arrive.expect_tx.shared::cta.b64 {st64}, [{cpb}], {tb};")
+    k.label("CP_EXPECT_END")
+    k.comment(f"lane 0 of warp w bulk-copies stream rows w, w + {NW}, ... (cbytes each)")
+    k.e(f"setp.ne.u32 {pr}, {lane}, 0;")
+    k.e(f"@{pr} bra CP_END;")
+    ii, src, dst, cbw, pw8 = u("ii"), p("src"), u("dst"), p("cbw"), u("pitchw")
+    k.e(f"mov.u32 {ii}, {warp};")
+    k.e(f"mul.wide.u32 {src}, {warp}, {cbytes};")
+    k.e(f"add.u64 {src}, {src}, {xrow};")
+    k.e(f"mad.lo.u32 {dst}, {warp}, {pitch}, {sX};")
+    k.e(f"mul.wide.u32 {cbw}, {cbytes}, {NW};")
+    k.e(f"mul.lo.u32 {pw8}, {pitch}, {NW};")
+    k.label("CP_ROW")
+    k.e(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [{dst}], [{src}], {cbytes}, [{cpb}];")
+    k.e(f"add.u64 {src}, {src}, {cbw};")
+    k.e(f"add.u32 {dst}, {dst}, {pw8};")
+    k.e(f"add.u32 {ii}, {ii}, {NW};")
+    k.e(f"setp.lt.u32 {pr}, {ii}, {n};")
+    k.e(f"@{pr} bra CP_ROW;")
+    k.label("CP_END")
+    k.comment(f"h_res ({n * n} f32) and h_post ({n}) -> shared memory, one float4 per thread, while the rows fly")
+    ga, sa = p("ga"), u("sa")
+    v4 = [f(f"hv{i}") for i in range(4)]
+    k.e(f"setp.ge.u32 {pr}, {tid}, {n * n // 4};")
+    k.e(f"@{pr} bra HR_END;")
+    k.e(f"mad.lo.u64 {ga}, {t64}, {n * n * 4}, {phr};")
+    k.e(f"mad.wide.u32 {ga}, {tid}, 16, {ga};")
+    k.e(f"ld.global.nc.v4.f32 {{{', '.join(v4)}}}, [{ga}];")
+    k.e(f"mov.u32 {sa}, pm_hres;")
+    k.e(f"mad.lo.u32 {sa}, {tid}, 16, {sa};")
+    k.e(f"st.shared.v4.f32 [{sa}], {{{', '.join(v4)}}};")
+    k.label("HR_END")
+    k.e(f"setp.ge.u32 {pr}, {tid}, {n // 4};")
+    k.e(f"@{pr} bra HP_END;")
+    k.e(f"mad.lo.u64 {ga}, {t64}, {n * 4}, {php};")
+    k.e(f"mad.wide.u32 {ga}, {tid}, 16, {ga};")
+    k.e(f"ld.global.nc.v4.f32 {{{', '.join(v4)}}}, [{ga}];")
+    k.e(f"mov.u32 {sa}, pm_hpost;")
+    k.e(f"mad.lo.u32 {sa}, {tid}, 16, {sa};")
+    k.e(f"st.shared.v4.f32 [{sa}], {{{', '.join(v4)}}};")
+    k.label("HP_END")
+    k.e("barrier.sync 0;")
+    g, t2 = u("g"), u("t2")
+    k.e(f"shr.u32 {g}, {lane}, 2;")
+    k.e(f"and.b32 {t2}, {lane}, 3;")
+    k.e(f"shl.b32 {t2}, {t2}, 1;")
+    what = "h_res" if form == "paper" else "h_res^T (V4: out[k] = sum_j h_res[j][k] x[j])"
+    k.comment(f"A = {what} as m16n8k16 fragments, {MT} x {MT} tiles: lane (g, t) holds rows g, g + 8 and")
+    k.comment("columns 2t, 2t + 1, 2t + 8, 2t + 9 of each; hi = bf16(a), lo = bf16(a - hi)")
+    e0, e1, h0, h1, ra = f("ae0"), f("ae1"), f("ah0"), f("ah1"), u("ra")
+    k.e(f"mov.u32 {ra}, pm_hres;")
+    if form == "paper":
+        k.e(f"mad.lo.u32 {tmp}, {g}, {n}, {t2};")      # element (row g, column 2t)
+    else:
+        k.e(f"mad.lo.u32 {tmp}, {t2}, {n}, {g};")      # A[g][2t] = h_res[2t][g]
+    k.e(f"mad.lo.u32 {ra}, {tmp}, 4, {ra};")
+    Ahi = [[[u(f"ah{mt}_{ks}_{r}") for r in range(4)] for ks in range(MT)] for mt in range(MT)]
+    Alo = [[[u(f"al{mt}_{ks}_{r}") for r in range(4)] for ks in range(MT)] for mt in range(MT)]
+    for mt in range(MT):
+        for ks in range(MT):
+            for r in range(4):
+                row, col = 16 * mt + 8 * (r & 1), 16 * ks + 8 * (r >> 1)
+                if form == "paper":
+                    k.e(f"ld.shared.v2.f32 {{{e0}, {e1}}}, [{ra}+{4 * (row * n + col)}];")
+                else:
+                    k.e(f"ld.shared.f32 {e0}, [{ra}+{4 * (col * n + row)}];")
+                    k.e(f"ld.shared.f32 {e1}, [{ra}+{4 * ((col + 1) * n + row)}];")
+                k.e(f"cvt.rn.bf16x2.f32 {Ahi[mt][ks][r]}, {e1}, {e0};")
+                k.e(f"shl.b32 {h0}, {Ahi[mt][ks][r]}, 16;")
+                k.e(f"and.b32 {h1}, {Ahi[mt][ks][r]}, 0xffff0000;")
+                k.e(f"sub.f32 {e0}, {e0}, {h0};")
+                k.e(f"sub.f32 {e1}, {e1}, {h1};")
+                k.e(f"cvt.rn.bf16x2.f32 {Alo[mt][ks][r]}, {e1}, {e0};")
+    k.comment("h_post of this lane's output rows g + 8 h + 16 mt")
+    rh = u("rh")
+    k.e(f"mov.u32 {rh}, pm_hpost;")
+    k.e(f"mad.lo.u32 {rh}, {g}, 4, {rh};")
+    hq = [[f(f"hq{mt}_{h}") for h in range(2)] for mt in range(MT)]
+    for mt in range(MT):
+        for h in range(2):
+            k.e(f"ld.shared.f32 {hq[mt][h]}, [{rh}+{4 * (16 * mt + 8 * h)}];")
+    xl, lr, nt1 = u("xl"), u("lr"), u("nt1")
+    k.comment(f"ldmatrix row addresses: lane l gives x row (stream) l mod {n} of the 8-channel tile")
+    k.e(f"and.b32 {lr}, {lane}, {n - 1};")
+    k.e(f"mad.lo.u32 {xl}, {lr}, {pitch}, {sX};")
+    og, cb8 = p("og"), p("cb8")
+    k.comment("this lane's output: row g of the stream-major out row (row i + 8 is 8 C bf16 further)")
+    k.e(f"mul.wide.u32 {og}, {g}, {cbytes};")
+    k.e(f"add.u64 {og}, {og}, {orow};")
+    k.e(f"mul.wide.u32 {cb8}, {cbytes}, 8;")
+    zero = f("zero")
+    k.e(f"mov.f32 {zero}, 0f00000000;")
+    cpok = k.r("pred", "cpok")
+    k.comment("cpbar's phase 0 completes when thread 0 has arrived and every row has landed")
+    k.label("CP_WAIT")
+    k.e(f"mbarrier.try_wait.parity.shared::cta.b64 {cpok}, [{cpb}], 0;")
+    k.e(f"@!{cpok} bra CP_WAIT;")
+    k.comment(f"warp w takes the 8-channel tiles w + {2 * NW} j and w + {NW} + {2 * NW} j (the second")
+    k.comment("predicated off past the last tile; its reads clamped to the first's)")
+    k.e(f"mov.u32 {it}, {warp};")
+    k.label("PB_LOOP")
+    k.e(f"setp.ge.u32 {pr}, {it}, {chunks};")
+    k.e(f"@{pr} bra DONE;")
+    k.e(f"add.u32 {nt1}, {it}, {NW};")
+    k.e(f"setp.lt.u32 {p1}, {nt1}, {chunks};")
+    k.e(f"selp.b32 {nt1}, {nt1}, {it}, {p1};")
+    nts = [it, nt1]
+    B = [[u(f"b{x}_{r}") for r in range(2 * MT)] for x in range(2)]
+    xa = u("xa")
+    fw = [u(f"fw{x}") for x in range(2)]
+    ch = [u(f"ch{x}") for x in range(2)]
+    fa = p("fa")
+    for x in range(2):
+        k.e(f"mad.lo.u32 {ch[x]}, {nts[x]}, 8, {t2};")
+        k.e(f"mad.wide.u32 {fa}, {ch[x]}, 2, {frow};")
+        k.e(f"ld.global.nc.b32 {fw[x]}, [{fa}];            // f[ch], f[ch + 1]")
+        k.e(f"mad.lo.u32 {xa}, {nts[x]}, 16, {xl};")
+        shape = "x4" if MT == 2 else "x2"
+        k.e(f"ldmatrix.sync.aligned.m8n8.{shape}.trans.shared.b16 {{{', '.join(B[x])}}}, [{xa}];")
+    k.comment("one accumulator chain per (tile, m-tile): hi then lo of each k-step (a fixed order)")
+    acc = {}
+    for x in range(2):
+        for mt in range(MT):
+            d = [f(f"c{x}{mt}_{r}") for r in range(4)]
+            acc[x, mt] = d
+            first = True
+            for ks in range(MT):
+                for A in (Ahi, Alo):
+                    cin = ", ".join([zero] * 4) if first else ", ".join(d)
+                    first = False
+                    k.e(f"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{', '.join(d)}}}, "
+                        f"{{{', '.join(A[mt][ks])}}}, {{{B[x][2 * ks]}, {B[x][2 * ks + 1]}}}, {{{cin}}};")
+    oa, w = p("oa"), u("w")
+    fv, vv = [f(f"fv{i}") for i in range(2)], [f(f"v{i}") for i in range(2)]
+    for x in range(2):
+        if x:
+            k.e(f"@!{p1} bra PB_NEXT;")
+        k.comment(f"tile {x}: channels ch, ch + 1; out = A x (hi + lo) + h_post f")
+        k.e(f"shl.b32 {tmp}, {fw[x]}, 16;")
+        k.e(f"mov.b32 {fv[0]}, {tmp};")
+        k.e(f"and.b32 {tmp}, {fw[x]}, 0xffff0000;")
+        k.e(f"mov.b32 {fv[1]}, {tmp};")
+        k.e(f"mad.wide.u32 {oa}, {ch[x]}, 2, {og};")
+        for mt in range(MT):
+            for h in range(2):
+                for i in range(2):
+                    k.e(f"fma.rn.f32 {vv[i]}, {hq[mt][h]}, {fv[i]}, {acc[x, mt][2 * h + i]};")
+                k.e(f"cvt.rn.bf16x2.f32 {w}, {vv[1]}, {vv[0]};")
+                k.e(f"st.global.b32 [{oa}], {w};")
+                if (mt, h) != (MT - 1, 1):
+                    k.e(f"add.u64 {oa}, {oa}, {cb8};")
+    k.label("PB_NEXT")
+    k.e(f"add.u32 {it}, {it}, {2 * NW};")
+    k.e("bra.uni PB_LOOP;")
+    k.label("DONE")
+    k.e("ret;")
+    return name, f""".visible .entry {name}(
+    .param .align 8 .b8 args[80]
+)
+.reqntid {POST_MMA_THREADS}, 1, 1
+.maxnreg {POST_MMA_MAXNREG}
+{{
+    .shared .align 16 .b8 pm_hres[{n * n * 4}];
+    .shared .align 16 .b8 pm_hpost[{n * 4}];
+    .shared .align 8 .b64 pm_cpbar;
+{k.body()}
+}}
+"""
+
+
 def write_post():
     out = [PROLOGUE, """
 // ==============================================================================================
@@ -475,6 +707,26 @@ def write_post():
                 nm, txt = post_lane_kernel(form, dtype, n)
                 names.append(nm)
                 out.append(txt)
+    out.append(f"""
+// ----------------------------------------------------------------------------------------------
+// Tensor-core variants (bf16, n = 16 / 32, `mhc_post_mma_*`, T >= {POST_MMA_TMIN}): one CTA of
+// {POST_MMA_THREADS} threads per token; the token's x rows land in shared memory by cp.async.bulk (rows
+// padded by {POST_MMA_PAD} bytes: conflict-free ldmatrix), h_res / h_post through shared memory;
+// out = A x + h_post f on mma.sync m16n8k16 with A = h_res (Paper) or h_res^T (V4) split into
+// bf16 hi + lo (x exact in bf16; |a - hi - lo| <= 2^-16 |a|), f32 accumulation in a fixed order.
+// PostArgs with items = T, chunks = C / 8. C <= {post_mma_cmax(32)} at n = 32, {post_mma_cmax(16)} at n = 16 (the tile);
+// rows, f and out 16-byte aligned. The V = 2 kernel above spends n^2 FMAs per channel and
+// re-reads h_res (4 KB at n = 32) in every thread: H100 n = 32 C = 1280 T = 8192 1226 us (2.6x
+// its floor). Measured (H100, copy 2978 GB/s, n = 32, C = 1280, V4, us per call, before -> after):
+// T = 256 49.6 -> 29.8, 1024 159.6 -> 93.3, 4096 616.9 -> 333.1, 8192 1226.3 -> 641.5 (73.2% of
+// copy, 1.36x the floor; was 2.62x). 74 registers, no local memory.
+.extern .shared .align 128 .b8 pm_dyn[];
+""")
+    for form in ["v4", "paper"]:
+        for n in POST_MMA_NS:
+            nm, txt = post_mma_kernel(form, n)
+            names.append(nm)
+            out.append(txt)
     open(os.path.join(HERE, "post.ptx"), "w").write("\n".join(out))
     return names
 
@@ -2862,7 +3114,8 @@ def manifest():
                 entry(f"post_{form}_{dtype}_n{n}", "post", [form], "post", f"mhc_post_{form}_{dtype}_n{n}", [dtype], [n],
                       (1, tmax), 1, 128,
                       f"post for n={n}: one thread per token x {vchan(n)} channels over all n streams, all loads first",
-                      prefer=(17, tmax) if n <= 4 else None, params=post_p)
+                      prefer=(17, tmax) if n <= 4 else (1, POST_MMA_TMIN - 1) if n in POST_MMA_NS and dtype == "bf16"
+                      else None, params=post_p)
     for form in ["v4", "paper"]:
         for dtype in DTYPES:
             for n in [1, 2, 4]:
@@ -2877,6 +3130,14 @@ def manifest():
                       f"post decode for n={n}: n threads per (token, 8-byte chunk), lane k writes output stream "
                       f"k, the lanes share each x load (H100 n=32 T=1 / 16: 3.2 / 8.6 us vs 6.7 / 12.1)",
                       params=post_p + " (items = T * C / V, V = 16 / esize; n threads per item)", wave_us=0.05)
+    for form in ["v4", "paper"]:
+        for n in POST_MMA_NS:
+            entry(f"post_mma_{form}_bf16_n{n}", "post", [form], "post", f"mhc_post_mma_{form}_bf16_n{n}", ["bf16"], [n],
+                  (POST_MMA_TMIN, tmax), 1, POST_MMA_THREADS,
+                  f"post for n={n} on tensor cores: one CTA per token, x rows in shared memory by bulk copies, "
+                  f"out = h_res x (mma.sync bf16, h_res split hi + lo, f32 accumulation) + h_post f",
+                  c=f"c = {{ multiple_of = 8, min = 8, max = {post_mma_cmax(n)} }}",
+                  params=post_p + " (items = T: one CTA per token; chunks = C / 8)")
     head_p = "HeadArgs { x, phi, scale, base, out: u64, x_stride, out_stride: u64, tokens, cbytes, kchunks, cchunks: u32, eps_norm, eps_hc, inv_k: f32, pad: u32 } (88 B)"
     for dtype in DTYPES:
         for n in CL_NS:

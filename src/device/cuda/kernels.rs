@@ -233,6 +233,21 @@ fn build() -> Vec<KernelDesc> {
             }
         }
     }
+    // post on tensor cores (bf16, n = 16 / 32; the manifest gives it T >= 65 and the C its x tile
+    // fits): one CTA per token, the token's x in shared memory, h_res x by mma.sync (post.ptx
+    // `mhc_post_mma_*`).
+    for (form, fname) in forms {
+        for n in [16, 32] {
+            let entry = name("mhc_post_mma_", format!("{fname}_bf16_n{n}"));
+            t.push(KernelDesc {
+                formulation: Some(form),
+                max_dynamic_shared: POST_MMA_SMEM,
+                tile_in_shared: true,
+                tile_row_pad: POST_MMA_ROW_PAD,
+                ..row(Stage::Post, Dtype::Bf16, n, entry, IMG_POST, size_of::<PostArgs>(), 8, 256)
+            });
+        }
+    }
     let head = |dtype: Dtype, n, prefix, v, threads| {
         let entry = name(prefix, format!("{}_n{n}", dtype.name()));
         row(Stage::Head, dtype, n, entry, IMG_HEAD, size_of::<HeadArgs>(), v, threads)
@@ -495,6 +510,11 @@ pub const STATIC_CL_SMEM: u32 = 100 * 1024;
 /// each x row (gen_forward.py `ST_MMA_SMEM`, `ST_MMA_PAD`: rows 16 bytes apart modulo 128, so the
 /// eight rows of an ldmatrix hit eight bank groups).
 pub const STATIC_MMA_SMEM: u32 = 200 * 1024;
+/// Dynamic shared memory the tensor-core post kernels may ask for (gen_forward.py POST_MMA_SMEM):
+/// the token's x tile, n rows of C bf16 each followed by [`POST_MMA_ROW_PAD`] bytes.
+pub const POST_MMA_SMEM: u32 = 220 * 1024;
+/// Bytes after each x row of that tile (gen_forward.py POST_MMA_PAD).
+pub const POST_MMA_ROW_PAD: usize = 16;
 pub const STATIC_MMA_ROW_PAD: usize = 16;
 /// Stages of the `static_pr` token ring and the most dynamic shared memory it may ask for (a[]
 /// and the stages; gen_forward.py `ST_PR_STAGES`, `ST_PR_SMEM`).

@@ -724,6 +724,22 @@ mod tests {
         assert_eq!(entries(Stage::Post, cfg, Dtype::Bf16, 8).unwrap(), vec![(usize::MAX, "mhc_post_v4_bf16_n4_v2")]);
         let paper = cfg.with_formulation(Formulation::Paper);
         assert_eq!(entries(Stage::Post, paper, Dtype::F32, 100).unwrap()[1].1, "mhc_post_paper_f32_n4");
+        // n = 32: lane-per-stream decode up to 16 tokens, the V = 2 kernel up to 64, then tensor
+        // cores (bf16, where the x tile fits shared memory).
+        assert_eq!(
+            entries(Stage::Post, Config::new(32, 1280), Dtype::Bf16, 8192).unwrap(),
+            vec![
+                (16, "mhc_post_v4_bf16_n32_lk"),
+                (64, "mhc_post_v4_bf16_n32"),
+                (usize::MAX, "mhc_post_mma_v4_bf16_n32")
+            ]
+        );
+        let paper16 = Config::new(16, 7032).with_formulation(Formulation::Paper);
+        assert_eq!(entries(Stage::Post, paper16, Dtype::Bf16, 8192).unwrap()[2].1, "mhc_post_mma_paper_bf16_n16");
+        for (n, c, dtype) in [(32, 1280, Dtype::F32), (32, 3520, Dtype::Bf16), (16, 7040, Dtype::Bf16)] {
+            let last = entries(Stage::Post, Config::new(n, c), dtype, 8192).unwrap().last().unwrap().1;
+            assert_eq!(last, format!("mhc_post_v4_{}_n{n}", dtype.name()), "n={n} C={c} {dtype}");
+        }
         // n = 8 has one kernel for every T.
         assert_eq!(
             entries(Stage::Post, Config::new(8, 1280), Dtype::Bf16, 8192).unwrap(),

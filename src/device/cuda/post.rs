@@ -25,7 +25,7 @@ impl Plan {
         out: &mut DeviceTensorMut<'_>,
     ) -> Result<()> {
         match self.post_prepared(x, f, h_post, h_res, out)? {
-            Some(p) => self.launch(stream, p.bucket, p.grid, p.block, 0, &p.args),
+            Some(p) => self.launch(stream, p.bucket, p.grid, p.block, p.shared, &p.args),
             None => Ok(()),
         }
     }
@@ -56,10 +56,15 @@ impl Plan {
             return Ok(None);
         }
         let chunks = c / b.desc.v;
-        let items = t
-            .checked_mul(chunks)
-            .filter(|&i| i.checked_mul(b.desc.item_threads as usize).is_some_and(|th| th <= u32::MAX as usize))
-            .ok_or_else(|| crate::Error::shape("x", "T * C / V * (threads per item) < 2^32", t))?;
+        // The tensor-core kernels (`tile_in_shared`) take one CTA per token: items = T.
+        let mma = b.desc.tile_in_shared;
+        let items = if mma {
+            t
+        } else {
+            t.checked_mul(chunks)
+                .filter(|&i| i.checked_mul(b.desc.item_threads as usize).is_some_and(|th| th <= u32::MAX as usize))
+                .ok_or_else(|| crate::Error::shape("x", "T * C / V * (threads per item) < 2^32", t))?
+        };
         let args = PostArgs {
             x: x.ptr,
             f: f.ptr,
@@ -75,8 +80,21 @@ impl Plan {
             pad: 0,
         };
         let block = b.desc.threads;
-        let grid = (items as u32 * b.desc.item_threads).div_ceil(block);
-        Ok(Some(PreparedPost { bucket: b, grid, block, args }))
+        let (grid, shared) = if mma {
+            // The x tile: n rows of C elements, each followed by the row pad.
+            let tile = n * (c * dt.size() + b.desc.tile_row_pad);
+            if tile > b.desc.max_dynamic_shared as usize {
+                return Err(self.shape_refused(
+                    Stage::Post,
+                    b.desc.entry,
+                    format!("C = {c}: the x tile exceeds shared memory"),
+                ));
+            }
+            (items as u32, tile as u32)
+        } else {
+            ((items as u32 * b.desc.item_threads).div_ceil(block), 0)
+        };
+        Ok(Some(PreparedPost { bucket: b, grid, block, shared, args }))
     }
 }
 
@@ -85,5 +103,7 @@ pub(super) struct PreparedPost<'p> {
     pub bucket: &'p super::plan::Bucket,
     pub grid: u32,
     pub block: u32,
+    /// Dynamic shared memory (bytes; the tensor-core kernels' x tile).
+    pub shared: u32,
     pub args: PostArgs,
 }

@@ -59,7 +59,7 @@ impl Plan {
         }
         let (b, chk) = self.pre_checked(Stage::Pre, ws, &x_out.as_view(), params, out)?;
         let Some(p) = prepared else { return Ok(()) };
-        self.launch(stream, p.bucket, p.grid, p.block, 0, &p.args)?;
+        self.launch(stream, p.bucket, p.grid, p.block, p.shared, &p.args)?;
         self.pre_enqueue(stream, ws, &x_out.as_view(), params, out, PreKernel::Auto, b, &chk)
     }
 
