@@ -10,7 +10,7 @@ output (no dates, no paths).
 
 import os
 
-from gen_pre_decode import COEF_REGS, GRID_DEPENDENCY, coef_body, inv_rms, load_args, post_body, sigmoid
+from gen_pre_decode import COEF_REGS, GRID_DEPENDENCY, LOG2E, inv_rms, load_args, post_body, sigmoid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXP = set(filter(None, os.environ.get("PC_EXP", "").split(",")))  # timing experiments only
@@ -69,7 +69,7 @@ HEADER = f"""\
 //         in) is split into bf16 hi + lo (x is exact in bf16, phi to 2^-17). Odd runs accumulate
 //         apart (two chains). ss = the diagonal of the Gram matrix x x^T from 4 more mma per run
 //         (the unpack + FMA version made the phase issue-bound).
-// REGS    phi fragments 24 per run x {RMAX} = {24 * RMAX}; ptxas 12.9: 159 registers, no local memory;
+// REGS    phi fragments 24 per run x {RMAX} = {24 * RMAX}; ptxas 12.9: 163 registers, no local memory;
 //         10 warps put 3 on one SM sub-partition: 16K registers / 96 threads caps a thread at 168.
 // REDUCE  warp partials -> red[w][token][28] (logits 0..23, ss at 24); threads < 112 add the 8
 //         warps in order into psum[token][7] (float4); after barrier 2 all 256 math threads
@@ -111,7 +111,8 @@ HEADER = f"""\
 //         MEASURED (H100, T = 8192, C = 4096, us; post then pre 438): x' in the math warps
 //         after full[s] (half items, 8-byte accesses: 167 registers) 351; 2 post warps, half
 //         items 318; the math warps taking tokens 8..15 of each tile 353 (their share costs
-//         more than the post warps' relief); 2 post warps, whole items **306** (72.5% of copy).
+//         more than the post warps' relief); 2 post warps, whole items 306 (72.5% of copy);
+//         with the lane-parallel Sinkhorn (COEFS) **301** (75.1%).
 //         Timing builds of the 306 us kernel: no x' stores 301, the post warps on half the
 //         tokens 284, no post math at all (noxf) 262: the SM is issue-bound, the post math
 //         (~240 instructions per 8-channel item, 512 items per tile at C = 4096) costs what
@@ -177,6 +178,87 @@ def wait_gather(e, tag):
 {tag}:
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [%gbb], %r8;
     @!%p1 bra {tag};""")
+
+
+def coef_lanes():
+    """h_res of the CTA's own token by 16 lanes: lane l holds S[l / 4][l % 4] and the line sums are
+    shfl.bfly butterflies (row: lane xor 1, 2; column: xor 4, 8) that add in the decode kernel's
+    tree order ((a + b) + (c + d)), so h_res has coef_body's bits (gen_pre_decode.py), in 14
+    instructions per Sinkhorn iteration instead of ~72 on one lane: the Sinkhorn's issue slots
+    cost the tile loop ~0.5 us per tile (PC_EXP=nosink, notes/cuda-pre.md round 16)."""
+    n = 4
+    L = []
+    e = L.append
+
+    def bfly(op, v, offs, tag):
+        for off in offs:
+            e(f"""    mov.b32 %r16, {v};
+    shfl.sync.bfly.b32 %r16, %r16, {off}, 31, 0xffff;
+    mov.b32 %g3, %r16;
+    {op}.f32 {v}, {v}, %g3;""")
+
+    def exp_minus_max(offs):
+        e("    mov.f32 %mx, %S0;")
+        bfly("max", "%mx", offs, "MX")
+        e(f"""    sub.f32 %S0, %S0, %mx;
+    fma.rn.f32 %S0, %S0, {LOG2E}, 0f42800000;
+    ex2.approx.ftz.f32 %S0, %S0;
+    mul.f32 %S0, %S0, 0f1F800000;""")
+
+    def normalize(offs):
+        e("    mov.f32 %sum, %S0;")
+        bfly("add", "%sum", offs, "SUM")
+        e("""    add.f32 %sum, %sum, %eps_hc;
+    rcp.approx.ftz.f32 %rc, %sum;
+    mul.f32 %S0, %S0, %rc;""")
+
+    rows, cols = (1, 2), (4, 8)
+    e(f"""PC_CBL:
+    // lane l < 16: S = the h_res logit (l / 4, l % 4) -> z
+    shl.b32 %r16, %lane, 2;
+    add.u32 %r17, %r16, %lgb;
+    ld.shared.f32 %g1, [%r17+{4 * (1 + 2 * n)}];
+    mov.u32 %r17, sm_base;
+    add.u32 %r17, %r17, %r16;
+    ld.shared.f32 %g2, [%r17+{4 * 2 * n}];
+    mul.f32 %g1, %g1, %inv_t;
+    fma.rn.f32 %S0, %g1, %sc2, %g2;
+    @%p_paper bra PC_CBL_PAPER;
+    // V4: each row exp(z - max) / sum + eps""")
+    exp_minus_max(rows)
+    e("    mov.f32 %sum, %S0;")
+    bfly("add", "%sum", rows, "RS")
+    e("""    rcp.approx.ftz.f32 %rc, %sum;
+    fma.rn.f32 %S0, %S0, %rc, %eps_hc;
+    // V4: cols, (iters - 1) x (rows, cols)
+    setp.eq.u32 %p1, %iters, 0;
+    @%p1 bra PC_CBL_OUT;""")
+    normalize(cols)
+    e("""    mov.u32 %it, 1;
+PC_CBL_V4L:
+    setp.ge.u32 %p1, %it, %iters;
+    @%p1 bra PC_CBL_OUT;""")
+    normalize(rows)
+    normalize(cols)
+    e("""    add.u32 %it, %it, 1;
+    bra PC_CBL_V4L;
+PC_CBL_PAPER:
+    // Paper: each column exp(z - max); then iters x (cols, rows)""")
+    exp_minus_max(cols)
+    e("""    mov.u32 %it, 0;
+PC_CBL_PL:
+    setp.ge.u32 %p1, %it, %iters;
+    @%p1 bra PC_CBL_OUT;""")
+    normalize(cols)
+    normalize(rows)
+    e("""    add.u32 %it, %it, 1;
+    bra PC_CBL_PL;
+PC_CBL_OUT:
+    mul.wide.u32 %rd1, %lane, 4;
+    add.u64 %rd1, %hro, %rd1;
+    st.global.f32 [%rd1], %S0;
+    bra PC_CB_DONE;""")
+    return "\n".join(L)
 
 
 def post_transform():
@@ -980,7 +1062,7 @@ ROW_END:
     shl.b32 %r12, %r12, 4;
     add.u32 %r12, %r12, %rank;              // token of tile kk-1
     setp.ge.u32 %p1, %r12, %T;
-    setp.ge.or.u32 %p1, %lane, 2, %p1;
+    setp.gt.or.u32 %p1, %lane, 16, %p1;     // lanes 0..15: the Sinkhorn; lane 16: h_post
     @%p1 bra PC_CB_DONE;
     ld.shared.f32 %f1, [%lgb];
 {inv_rms("%f1", "%inv_t")}
@@ -988,9 +1070,9 @@ ROW_END:
     add.u64 %hpo, %hpost, %rd1;
     mul.wide.u32 %rd1, %r12, 64;
     add.u64 %hro, %hres, %rd1;
-    setp.ne.u32 %p1, %lane, 0;
+    setp.eq.u32 %p1, %lane, 16;
     @%p1 bra PC_CP_4;""")
-    e(coef_body(4).replace("CB_", "PC_CB_").replace("[sm_lg+", "[%lgb+"))
+    e(coef_lanes())
     e(post_body(4).replace("CB_", "PC_CB_").replace("CP_", "PC_CP_").replace("[sm_lg+", "[%lgb+"))
     e(f"""PC_CB_DONE:
     add.u32 %kk, %kk, 2;
