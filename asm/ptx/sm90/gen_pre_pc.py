@@ -21,6 +21,10 @@ NW = 8         # math warps; warps NW, NW + 1 are the coefficient warps (alterna
 NCW = 2
 THREADS = 32 * (NW + NCW)
 NPW = 2        # fused entry: post warps (x' = post(x) of each landed stage, ahead of the math warps)
+# fused entry: tokens of each tile whose x' the coefficient warp of the tile's parity computes (the
+# last CWT of the tile; the post warps take the others), so the post math is spread over all four
+# SM sub-partitions instead of the post warps' two (notes/cuda-pre.md, round 18)
+CWT = int(os.environ.get("PC_CWT", "4"))
 THREADS_F = THREADS + 32 * NPW
 BAR2 = 32 * (NW + 1)  # barrier 2: the math warps and the coefficient warp of the round
 RMAX = 4       # 32-element runs of the K slice per math warp: C <= 1024 * RMAX (10 warps: <= 168 registers)
@@ -112,7 +116,11 @@ HEADER = f"""\
 //         after full[s] (half items, 8-byte accesses: 167 registers) 351; 2 post warps, half
 //         items 318; the math warps taking tokens 8..15 of each tile 353 (their share costs
 //         more than the post warps' relief); 2 post warps, whole items 306 (72.5% of copy);
-//         with the lane-parallel Sinkhorn (COEFS) **301** (75.1%).
+//         with the lane-parallel Sinkhorn (COEFS) 301 (75.1%). The coefficient warp of round
+//         kk (now idle most of the round) takes the last {CWT} tokens of tile kk before its
+//         barrier 2 (PC_CWT; the post warps the other {TT - CWT}), so the post math spreads over
+//         all four SM sub-partitions: **289** (78%); PC_CWT = 2 / 3 / 5 / 6 / 8: 296 / 299 /
+//         293 / 306 / 330 (a larger share puts the coefficient warp on the math warps' path).
 //         Timing builds of the 306 us kernel: no x' stores 301, the post warps on half the
 //         tokens 284, no post math at all (noxf) 262: the SM is issue-bound, the post math
 //         (~240 instructions per 8-channel item, 512 items per tile at C = 4096) costs what
@@ -133,7 +141,8 @@ FUSED_REGS = """
     .reg .f32 %hr<4>;
     .reg .b32 %xq<4>;
     .reg .b32 %xo<16>;
-    .reg .b64 %xob, %xos;"""
+    .reg .b64 %xob, %xos;
+    .reg .b32 %tend;                        // post loop: tokens below %tend"""
 F_ROW = """
     add.u32 %tstride, %tstride, %C8;        // + the token's f slice (C/16 channels) after its 4 x slices"""
 F_STAGE = f"""
@@ -261,7 +270,7 @@ PC_CBL_OUT:
     return "\n".join(L)
 
 
-def post_transform():
+def post_transform(tag="XF"):
     """Fused entry, post warps, after the stage of tile %tile landed: x' = post(x, f, h_post,
     h_res) (MATH.md stage 4, post.ptx's operation order: h_post[k] f, then + R(j, k) x_j for
     j = 0..3, so the bits equal the post kernel's) over the items (token %mtk + p mtp, 8-channel
@@ -272,6 +281,7 @@ def post_transform():
     L = []
     e = L.append
     skip = "\n    bra XF_END;" if "noxf" in EXP else ""
+    # tokens %mtk + p mtp < %tend of the tile
     e(f"""    // ---- post: x' of tile %tile in place (and to x_out){skip}
     @!%p_mx bra XF_END;
     mad.lo.u32 %r7, %mtk, %tstride, %st0;
@@ -294,7 +304,7 @@ def post_transform():
     mul.wide.u32 %rd3, %C, 2;               // a stream of x_out
     mov.u32 %it, %mtk;
 XF_LOOP:
-    setp.ge.u32 %p1, %it, {TT // 2 if "xfhalf" in EXP else TT};
+    setp.ge.u32 %p1, %it, %tend;
     @%p1 bra XF_END;
     add.u32 %r10, %r7, %C8;
     add.u32 %r11, %r10, %C8;
@@ -361,7 +371,47 @@ XF_END:
     mad.lo.u32 %r1, %stage, 8, %r1;
     mbarrier.arrive.shared::cta.b64 %mbs, [%r1];   // x' of this thread's items is in the stage
 """)
-    return "\n".join(L)
+    return "\n".join(L).replace("XF_", f"{tag}_")
+
+
+def coef_post_prologue():
+    """Fused entry, coefficient warp: its items of x' (tokens TT - CWT .. TT - 1 of each tile of its
+    parity, 8-channel chunk %mch; 32 threads)."""
+    assert CWT <= TT
+    return f"""
+    // x' share: tokens {TT - CWT} .. {TT - 1} of the tiles of this warp's rounds
+    shr.u32 %r2, %C, 7;                     // cpt: 16-byte chunks per stream slice
+    mov.u32 %mtp, 32;
+    div.u32 %mtp, %mtp, %r2;                // tokens per pass
+    mul.lo.u32 %r3, %mtp, %r2;
+    setp.lt.u32 %p_mx, %lane, %r3;
+    div.u32 %mtk, %lane, %r2;
+    mul.lo.u32 %r3, %mtk, %r2;
+    sub.u32 %mch, %lane, %r3;
+    add.u32 %mtk, %mtk, {TT - CWT};
+    mov.u32 %tend, {TT};"""
+
+
+def coef_post_share():
+    """Fused entry, coefficient warp, top of round kk: its share of x' of tile kk (if the cluster
+    has one), before barrier 2 of round kk: the math warps wait for it (xready) before the mma
+    of tile kk, and it starts right after the round kk - 2 coefficients."""
+    assert STAGES == 4
+    return f"""
+    setp.ge.u32 %p1, %kk, %nr;              // round nr only finishes tile nr - 1
+    @%p1 bra CX_SKIP;
+    and.b32 %stage, %kk, {STAGES - 1};
+    mad.lo.u32 %st0, %stage, %sstage, %dsm;
+    mad.lo.u32 %tile, %kk, %ncl, %cid;
+    mov.u32 %r1, full;
+    mad.lo.u32 %r1, %stage, 8, %r1;
+    shr.u32 %r2, %kk, 2;
+    and.b32 %r2, %r2, 1;                    // fill kk / {STAGES} of the stage: that phase's parity
+CX_WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1], %r2;
+    @!%p1 bra CX_WAIT;
+{post_transform("CX")}
+CX_SKIP:"""
 
 
 def post_warps():
@@ -382,6 +432,7 @@ POST_WARP:
     div.u32 %mtk, %r1, %r2;
     mul.lo.u32 %r3, %mtk, %r2;
     sub.u32 %mch, %r1, %r3;
+    mov.u32 %tend, {(TT - CWT) // 2 if "xfhalf" in EXP else TT - CWT};  // tokens 0 .. TT - CWT - 1 of each tile
     mov.u32 %tile, %cid;
     mov.u32 %stage, 0;
     mov.u32 %phb, 0;
@@ -493,7 +544,7 @@ def kernel(fused):
         e(f"    mbarrier.init.shared::cta.b64 [full+{8 * s}], {NW * 32};")
     if fused:
         for s_ in range(STAGES):
-            e(f"    mbarrier.init.shared::cta.b64 [xready+{8 * s_}], {NPW * 32};")
+            e(f"    mbarrier.init.shared::cta.b64 [xready+{8 * s_}], {NPW * 32 + (32 if CWT else 0)};")
     e("""    mbarrier.init.shared::cta.b64 [gbar], 1;
     mbarrier.init.shared::cta.b64 [gbar+8], 1;
     fence.mbarrier_init.release.cluster;
@@ -1025,10 +1076,10 @@ COEF_WARP:
     sub.u32 %nr, %nr, 1;
     div.u32 %nr, %nr, %ncl;
     add.u32 %nr, %nr, 1;
-COEF_CHECK:
+COEF_CHECK:{coef_post_prologue() if fused and CWT else ""}
     setp.gt.u32 %p1, %kk, %nr;
     @%p1 bra TILE_END;
-COEF_LOOP:
+COEF_LOOP:{coef_post_share() if fused and CWT else ""}
     bar.warp.sync -1;
     setp.eq.u32 %p1, %kk, 0;
     @%p1 bra ROW_END;""")
