@@ -425,8 +425,10 @@ POST_MMA_PAD = 16  # bytes after each x row (conflict-free ldmatrix, as static_m
 POST_MMA_MAXNREG = 96  # 2 CTAs of 8 warps per SM
 # Smallest T the plan gives the tensor-core post: one CTA per token leaves SMs idle below ~2 waves'
 # worth (H100 bf16 n = 32 C = 1280, us per call, V = 2 kernel / this one: T = 48 16.5 / 19.9, 64
-# 17.0 / 20.5, 80 23.6 / 21.2, 128 28.1 / 23.3, 256 49.3 / 29.9).
-POST_MMA_TMIN = 65
+# 17.0 / 20.5, 80 23.6 / 21.2, 128 28.1 / 23.3, 256 49.3 / 29.9). n = 16 (C = 1280, V4; the V = 4
+# kernel moves 2x the channels per thread there): T = 256 20.7 / 21.6, 384 23.5 / 24.8, 448
+# 29.5 / 26.4, 512 31.2 / 28.2, 1024 52.0 / 49.3, 8192 370.9 / 294.3 (thirteenth session).
+POST_MMA_TMIN = {16: 400, 32: 65}
 
 
 def post_mma_cmax(n):
@@ -709,7 +711,7 @@ def write_post():
                 out.append(txt)
     out.append(f"""
 // ----------------------------------------------------------------------------------------------
-// Tensor-core variants (bf16, n = 16 / 32, `mhc_post_mma_*`, T >= {POST_MMA_TMIN}): one CTA of
+// Tensor-core variants (bf16, n = 16 / 32, `mhc_post_mma_*`, T >= {POST_MMA_TMIN[16]} / {POST_MMA_TMIN[32]}): one CTA of
 // {POST_MMA_THREADS} threads per token; the token's x rows land in shared memory by cp.async.bulk (rows
 // padded by {POST_MMA_PAD} bytes: conflict-free ldmatrix), h_res / h_post through shared memory;
 // out = A x + h_post f on mma.sync m16n8k16 with A = h_res (Paper) or h_res^T (V4) split into
@@ -3114,7 +3116,7 @@ def manifest():
                 entry(f"post_{form}_{dtype}_n{n}", "post", [form], "post", f"mhc_post_{form}_{dtype}_n{n}", [dtype], [n],
                       (1, tmax), 1, 128,
                       f"post for n={n}: one thread per token x {vchan(n)} channels over all n streams, all loads first",
-                      prefer=(17, tmax) if n <= 4 else (1, POST_MMA_TMIN - 1) if n in POST_MMA_NS and dtype == "bf16"
+                      prefer=(17, tmax) if n <= 4 else (1, POST_MMA_TMIN[n] - 1) if n in POST_MMA_NS and dtype == "bf16"
                       else None, params=post_p)
     for form in ["v4", "paper"]:
         for dtype in DTYPES:
@@ -3133,7 +3135,7 @@ def manifest():
     for form in ["v4", "paper"]:
         for n in POST_MMA_NS:
             entry(f"post_mma_{form}_bf16_n{n}", "post", [form], "post", f"mhc_post_mma_{form}_bf16_n{n}", ["bf16"], [n],
-                  (POST_MMA_TMIN, tmax), 1, POST_MMA_THREADS,
+                  (POST_MMA_TMIN[n], tmax), 1, POST_MMA_THREADS,
                   f"post for n={n} on tensor cores: one CTA per token, x rows in shared memory by bulk copies, "
                   f"out = h_res x (mma.sync bf16, h_res split hi + lo, f32 accumulation) + h_post f",
                   c=f"c = {{ multiple_of = 8, min = 8, max = {post_mma_cmax(n)} }}",

@@ -44,6 +44,9 @@ pub struct Args {
     /// Only the n = 4 shapes (quicker).
     #[arg(long)]
     pub quick: bool,
+    /// The wide-n shapes besides n = 4, at C = 1280 (comma-separated; not with --quick).
+    #[arg(long, default_value = "8,32")]
+    pub wide_n: String,
     /// Only these token counts (comma-separated; default: 1, 4, 16, 64, 256, 1024, 4096, 8192);
     /// static: each mHC.cu config's (C, n) at these counts instead of the configs' own.
     #[arg(long)]
@@ -130,6 +133,11 @@ pub fn main(args: Args) -> Result<(), String> {
             .collect::<Result<_, _>>()?,
         None => vec![1, 4, 16, 64, 256, 1024, 4096, 8192],
     };
+    let wide_n: Vec<usize> = args
+        .wide_n
+        .split(',')
+        .map(|v| v.trim().parse::<usize>().map_err(|e| format!("--wide-n {v:?}: {e}")))
+        .collect::<Result<_, _>>()?;
     let mut rows = Vec::new();
     for &stage in &stages {
         let mut shapes: Vec<(usize, usize, usize, Formulation)> = Vec::new();
@@ -173,7 +181,7 @@ pub fn main(args: Args) -> Result<(), String> {
                     }
                 }
                 if !args.quick && form == Formulation::DeepSeekV4 {
-                    for n in [8, 32] {
+                    for &n in &wide_n {
                         for &t in &ts {
                             shapes.push((t, n, 1280, form));
                         }
