@@ -26,8 +26,10 @@ for st in pre post_pre; do add "$st" 2 4 4096; done
 add pre 1024 32 8
 # post_pre on the fused persistent-cluster kernel (bf16, n = 4, C % 128 == 0, T >= 65)
 add post_pre 100 4 1280
-# post on tensor cores (bf16, n = 32, T >= 65)
+# post on tensor cores (bf16, n = 32 from T = 65)
 add post 70 32 64
+# post on tensor cores at n = 16 (from T = 400)
+add post 400 16 64
 cat > gpu-pack/e2e.sh <<'RUN'
 #!/usr/bin/env bash
 # mhc run --device cuda on every e2e case, both formulations, f32 and bf16, vs the cpu reference.
