@@ -94,6 +94,8 @@ struct Row {
     us: f64,
     us_b2b: f64,
     us_graph: Option<f64>,
+    /// One device-to-device copy of the same bytes (half read, half written), timed as `us`.
+    copy_us: f64,
 }
 
 pub fn main(args: Args) -> Result<(), String> {
@@ -119,7 +121,8 @@ pub fn main(args: Args) -> Result<(), String> {
         launch_us.graph
     );
     println!(
-        "floor_us = bytes / copy bandwidth + the smallest kernel in a graph; x_flr = us / floor_us, x_flr_g = us_graph / floor_us"
+        "floor_us = bytes / copy bandwidth + the smallest kernel in a graph; x_flr = us / floor_us, x_flr_g = us_graph / floor_us; \
+         copy_us = one copy of the same bytes (half read, half written) timed as us, x_cp = us / copy_us"
     );
     let stages: Vec<Stage> = args
         .stages
@@ -213,15 +216,29 @@ pub fn main(args: Args) -> Result<(), String> {
 fn print_row(r: &Row, copy_bw: f64, launch: Launch, header: bool) {
     if header {
         println!(
-            "{:<8} {:<5} {:>5} {:>3} {:>5} {:>9} {:>9} {:>9} {:>8} {:>6} {:>8} {:>6} {:>7}  variant",
-            "stage", "form", "T", "n", "C", "us", "us_b2b", "us_graph", "GB/s", "%copy", "floor_us", "x_flr", "x_flr_g"
+            "{:<8} {:<5} {:>5} {:>3} {:>5} {:>9} {:>9} {:>9} {:>8} {:>6} {:>8} {:>6} {:>7} {:>8} {:>5}  variant",
+            "stage",
+            "form",
+            "T",
+            "n",
+            "C",
+            "us",
+            "us_b2b",
+            "us_graph",
+            "GB/s",
+            "%copy",
+            "floor_us",
+            "x_flr",
+            "x_flr_g",
+            "copy_us",
+            "x_cp"
         );
     }
     let gbs = r.bytes / (r.us * 1e-6) / 1e9;
     let floor = launch.floor(r.bytes, copy_bw);
     let x_graph = r.us_graph.map(|g| format!("{:.2}", g / floor));
     println!(
-        "{:<8} {:<5} {:>5} {:>3} {:>5} {:>9.2} {:>9.2} {:>9} {:>8.0} {:>5.1}% {:>8.2} {:>6.2} {:>7}  {}",
+        "{:<8} {:<5} {:>5} {:>3} {:>5} {:>9.2} {:>9.2} {:>9} {:>8.0} {:>5.1}% {:>8.2} {:>6.2} {:>7} {:>8.2} {:>5.2}  {}",
         r.stage.name(),
         r.formulation.to_string(),
         r.t,
@@ -235,6 +252,8 @@ fn print_row(r: &Row, copy_bw: f64, launch: Launch, header: bool) {
         floor,
         r.us / floor,
         x_graph.unwrap_or_else(|| "-".into()),
+        r.copy_us,
+        r.us / r.copy_us,
         r.variant
     );
 }
@@ -544,7 +563,27 @@ fn bench_case(
     let us_b2b = time_b2b(dev, s, runs, &mut call)?;
     // Graph replay for small T: 100 captured calls, replayed 5 times.
     let us_graph = if t <= GRAPH_MAX_TOKENS { Some(time_graph(dev, s, 5, &mut call)?) } else { None };
-    Ok(Row { stage, formulation: cfg.formulation, t, n, c, variant, bytes, us, us_b2b, us_graph })
+    let copy_us = same_size_copy_us(dev, s, bytes, runs)?;
+    Ok(Row { stage, formulation: cfg.formulation, t, n, c, variant, bytes, us, us_b2b, us_graph, copy_us })
+}
+
+/// Median time of one device-to-device copy that moves `bytes` in all (half read, half
+/// written), timed like a case's `us` (events around each call) and rotated over enough buffers
+/// that its reads miss L2: the yardstick of the case's own size, whose launch, ramp-up and tail
+/// the 1 GiB copy's bandwidth averages away.
+fn same_size_copy_us(dev: &CudaDevice, s: &Stream, bytes: f64, runs: usize) -> mhc::Result<f64> {
+    let half = ((bytes / 2.0) as usize).max(1).div_ceil(256) * 256;
+    let sets = ((2 * dev.l2_bytes() as usize).div_ceil(half) + 1).clamp(2, 64);
+    let alloc = || (0..sets).map(|_| DeviceBuffer::alloc(dev, half)).collect::<mhc::Result<Vec<_>>>();
+    let (src, dst) = (alloc()?, alloc()?);
+    for b in &src {
+        b.fill_u32(s, 0x3f80_0000)?;
+    }
+    let mut call = |i: usize| dst[i % sets].copy_from(s, &src[i % sets], half);
+    for i in 0..sets {
+        call(i)?;
+    }
+    time_single(dev, s, runs, &mut call)
 }
 
 fn json(dev: &CudaDevice, copy_bw: f64, launch: Launch, dtype: Dtype, overlap: Overlap, rows: &[Row]) -> String {
@@ -571,7 +610,7 @@ fn json(dev: &CudaDevice, copy_bw: f64, launch: Launch, dtype: Dtype, overlap: O
             s,
             "{}\n  {{\"name\": \"cuda_{}_{}_{}_T{}_n{}_C{}\", \"stage\": \"{}\", \"formulation\": \"{}\", \"T\": {}, \"n\": {}, \"C\": {}, \
              \"variant\": \"{}\", \"bytes\": {}, \"us\": {:.3}, \"us_b2b\": {:.3}, \"us_graph\": {}, \"gbps\": {:.1}, \
-             \"pct_copy\": {:.1}, \"transfer_us\": {:.3}, \"floor_us\": {:.3}}}",
+             \"pct_copy\": {:.1}, \"transfer_us\": {:.3}, \"floor_us\": {:.3}, \"copy_same_us\": {:.3}}}",
             if i == 0 { "" } else { "," },
             dev.arch(),
             r.stage.name(),
@@ -592,7 +631,8 @@ fn json(dev: &CudaDevice, copy_bw: f64, launch: Launch, dtype: Dtype, overlap: O
             gbs,
             100.0 * gbs * 1e9 / copy_bw,
             r.bytes / copy_bw * 1e6,
-            floor
+            floor,
+            r.copy_us
         );
     }
     s.push_str("\n]}\n");
