@@ -233,9 +233,9 @@ fn build() -> Vec<KernelDesc> {
             }
         }
     }
-    // post on tensor cores (bf16, n = 16 / 32; the manifest gives it T >= 65 at n = 32, T >= 400 at n = 16, and the C its x tile
-    // fits): one CTA per token, the token's x in shared memory, h_res x by mma.sync (post.ptx
-    // `mhc_post_mma_*`).
+    // post on tensor cores (bf16, n = 16 / 32; the manifest gives it T >= 65 at n = 32, T >= 400
+    // at n = 16, and the C its x tile fits): one CTA per token, the token's x in shared memory,
+    // h_res x by mma.sync (post.ptx `mhc_post_mma_*`).
     for (form, fname) in forms {
         for n in [16, 32] {
             let entry = name("mhc_post_mma_", format!("{fname}_bf16_n{n}"));
