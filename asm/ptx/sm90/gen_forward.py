@@ -247,15 +247,20 @@ def post_rows(k, t64, cb, x, f, o, xname, oname):
     return regs
 
 
-def plain_entry(name, k, arg_bytes):
+def plain_entry(name, k, arg_bytes, latency_bound=False):
     """Closes a kernel body (DONE: ret) and wraps it in an entry of one `arg_bytes` parameter
-    block and at most 256 threads (post: PostArgs, 80 bytes; expand: ExpandArgs, 48)."""
+    block and at most 256 threads (post: PostArgs, 80 bytes; expand: ExpandArgs, 48).
+    latency_bound: `.minnctapersm 1`, so ptxas stops fitting the kernel to 32 registers (full
+    occupancy) and issues every load before the math: the V4 post decode kernel had sunk two of
+    its x loads behind the first FMAs, three HBM round trips in a row (H100 T = 16 in a graph
+    2.11 us, Paper 1.74)."""
     k.label("DONE")
     k.e("ret;")
+    occupancy = "\n.minnctapersm 1" if latency_bound else ""
     return name, f""".visible .entry {name}(
     .param .align 8 .b8 args[{arg_bytes}]
 )
-.maxntid 256, 1, 1
+.maxntid 256, 1, 1{occupancy}
 {{
 {k.body()}
 }}
@@ -342,7 +347,8 @@ def post_kernel(form, dtype, n, V=None):
                 for v in range(V):
                     k.e(f"fma.rn.f32 {acc[v]}, {rr[j]}, {xs[j][v]}, {acc[v]};")
             store_row(k, dtype, acc, aos[i], tag=f"o{i}")
-    return plain_entry(name, k, 80)
+    # the decode variants (T <= 16, `_v2`) are latency-bound: one wave, every load up front
+    return plain_entry(name, k, 80, latency_bound=name.endswith("_v2"))
 
 
 LK_NS = [16, 32]  # post "lk" variants: lane = output stream
