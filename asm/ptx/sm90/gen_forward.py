@@ -352,14 +352,16 @@ def post_kernel(form, dtype, n, V=None):
 
 
 LK_NS = [16, 32]  # post "lk" variants: lane = output stream
-LK_GROUP = 8  # streams whose x chunk and coefficient loads are issued together
+LK_GROUP = 8  # streams whose x chunk and coefficient loads are written together (ptxas hoists them all)
 # Largest T of the _lk variants (H100, bf16, n = 32, C = 1280, us back-to-back). Against the V = 2
 # kernel: T = 1 / 4 / 16 3.2 / 5.2 / 8.6 vs 6.7 / 11.2 / 12.1, but T = 64 / 8192 19.3 / 1888 vs
 # 13.6 / 1222: every lane unpacks the same x words, so with every SM busy it is issue-bound.
 LK_TMAX = 16
-# Bytes of x per thread and stream: 8 (2 words) let ptxas keep a group's 8 x loads in flight in
-# its 32 registers (10 loads before the first FMA); with 16 it issued them as the FMAs consumed
-# them (T = 1 / 4 / 16 4.8 / 8.3 / 9.4 us).
+# Bytes of x per thread and stream. At 32 registers (ptxas's full-occupancy fit) 8 bytes kept a
+# group's 8 x loads in flight, 16 issued them as the FMAs consumed them (T = 1 / 4 / 16 4.8 / 8.3
+# / 9.4 us). With `.minnctapersm 1` (latency_bound: 113 registers, every load of all n streams
+# before the first FMA; runtime round 12) 8 bytes stays faster than 16 (H100 n = 32 in a graph:
+# T = 1 / 4 1.57 / 2.96 vs 1.91 / 3.61 us; was 2.68 / 4.74 at 32 registers).
 LK_BYTES = 8
 
 
@@ -421,7 +423,7 @@ def post_lane_kernel(form, dtype, n):
             for v in range(V):
                 k.e(f"fma.rn.f32 {acc[v]}, {hs[i]}, {xs[i][v]}, {acc[v]};")
     store_row(k, dtype, acc, ao, tag="o")
-    return plain_entry(name, k, 80)
+    return plain_entry(name, k, 80, latency_bound=True)
 
 
 POST_MMA_NS = [16, 32]
