@@ -719,7 +719,7 @@ mod tests {
         let cfg = Config::new(4, 4096);
         assert_eq!(
             entries(Stage::Post, cfg, Dtype::Bf16, 8192).unwrap(),
-            vec![(16, "mhc_post_v4_bf16_n4_v2"), (usize::MAX, "mhc_post_v4_bf16_n4")]
+            vec![(64, "mhc_post_v4_bf16_n4_v2"), (usize::MAX, "mhc_post_v4_bf16_n4")]
         );
         assert_eq!(entries(Stage::Post, cfg, Dtype::Bf16, 8).unwrap(), vec![(usize::MAX, "mhc_post_v4_bf16_n4_v2")]);
         let paper = cfg.with_formulation(Formulation::Paper);
@@ -864,11 +864,11 @@ mod tests {
         assert_eq!(planned(32, 1280, Dtype::F32, Pre, 8192), ["mhc_pre_sm90_f32"]);
         // post_pre: the fused cluster kernel from 65 tokens, else post then pre.
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 65), ["mhc_post_pre_pc16_bf16_n4"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 64), ["mhc_post_v4_bf16_n4", "mhc_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 64), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_mid_sm90_bf16"]);
         assert_eq!(planned(4, 7168, Dtype::Bf16, PostPre, 8192), ["mhc_post_v4_bf16_n4", "mhc_pre_sm90_bf16"]);
         // Registry stages: the same ranges as the plan's buckets.
-        assert_eq!(planned(4, 4096, Dtype::Bf16, Post, 16), ["mhc_post_v4_bf16_n4_v2"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, Post, 17), ["mhc_post_v4_bf16_n4"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Post, 64), ["mhc_post_v4_bf16_n4_v2"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Post, 65), ["mhc_post_v4_bf16_n4"]);
         // Bad input is an error, not a panic.
         let limits = DeviceLimits::flagship(CudaArch::Sm90a);
         assert!(planned_kernels(&limits, &Config::new(4, 100), Dtype::Bf16, Pre, 1).is_err());
