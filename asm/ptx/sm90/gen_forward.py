@@ -698,7 +698,7 @@ def write_post():
 """)
     for form in ["v4", "paper"]:
         for dtype in DTYPES:
-            for n in [1, 2, 4]:
+            for n in [1, 2, 4, 8]:
                 nm, txt = post_kernel(form, dtype, n, V=2)
                 names.append(nm)
                 out.append(txt)
@@ -3124,11 +3124,11 @@ def manifest():
                 entry(f"post_{form}_{dtype}_n{n}", "post", [form], "post", f"mhc_post_{form}_{dtype}_n{n}", [dtype], [n],
                       (1, tmax), 1, 128,
                       f"post for n={n}: one thread per token x {vchan(n)} channels over all n streams, all loads first",
-                      prefer=(65, tmax) if n <= 4 else (1, POST_MMA_TMIN[n] - 1) if n in POST_MMA_NS and dtype == "bf16"
+                      prefer=(65, tmax) if n <= 8 else (1, POST_MMA_TMIN[n] - 1) if n in POST_MMA_NS and dtype == "bf16"
                       else None, params=post_p)
     for form in ["v4", "paper"]:
         for dtype in DTYPES:
-            for n in [1, 2, 4]:
+            for n in [1, 2, 4, 8]:
                 entry(f"post_{form}_{dtype}_n{n}_decode", "post", [form], "post", f"mhc_post_{form}_{dtype}_n{n}_v2",
                       [dtype], [n], (1, 64), 1, 128,
                       "post for T <= 64: 2 channels per thread, 4x the CTAs of the general kernel, every load first "

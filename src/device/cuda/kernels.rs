@@ -207,12 +207,13 @@ fn build() -> Vec<KernelDesc> {
             }
         }
     }
-    // Decode variants of post (V = 2: 4x the threads for a few tokens), n <= 4, T <= 16.
+    // Decode variants of post (V = 2: 4x the threads for a few tokens, every load first), n <= 8,
+    // T <= 64 (the manifest's range).
     for (form, fname) in forms {
         for dtype in dtypes {
-            for n in [1, 2, 4] {
+            for n in [1, 2, 4, 8] {
                 let entry = name("mhc_post_", format!("{fname}_{}_n{n}_v2", dtype.name()));
-                t.push(KernelDesc { formulation: Some(form), max_tokens: 16, ..post(dtype, n, entry, 2) });
+                t.push(KernelDesc { formulation: Some(form), max_tokens: 64, ..post(dtype, n, entry, 2) });
             }
         }
     }

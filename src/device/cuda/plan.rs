@@ -743,10 +743,10 @@ mod tests {
             let last = entries(Stage::Post, Config::new(n, c), dtype, 8192).unwrap().last().unwrap().1;
             assert_eq!(last, format!("mhc_post_v4_{}_n{n}", dtype.name()), "n={n} C={c} {dtype}");
         }
-        // n = 8 has one kernel for every T.
+        // n = 8: the decode kernel up to 64 tokens, then the general one.
         assert_eq!(
             entries(Stage::Post, Config::new(8, 1280), Dtype::Bf16, 8192).unwrap(),
-            vec![(usize::MAX, "mhc_post_v4_bf16_n8")]
+            vec![(64, "mhc_post_v4_bf16_n8_v2"), (usize::MAX, "mhc_post_v4_bf16_n8")]
         );
     }
 
