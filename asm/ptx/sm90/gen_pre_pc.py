@@ -242,27 +242,24 @@ def coef_lanes():
     // V4: cols, (iters - 1) x (rows, cols)
     setp.eq.u32 %p1, %iters, 0;
     @%p1 bra PC_CBL_OUT;""")
-    normalize(cols)
-    e("""    mov.u32 %it, 1;
-PC_CBL_V4L:
+    def iterate(label, start, first, second):
+        """%it = start .. iters - 1: normalize the `first` lines, then the `second`."""
+        e(f"""    mov.u32 %it, {start};
+{label}:
     setp.ge.u32 %p1, %it, %iters;
     @%p1 bra PC_CBL_OUT;""")
-    normalize(rows)
+        normalize(first)
+        normalize(second)
+        e(f"""    add.u32 %it, %it, 1;
+    bra {label};""")
+
     normalize(cols)
-    e("""    add.u32 %it, %it, 1;
-    bra PC_CBL_V4L;
-PC_CBL_PAPER:
+    iterate("PC_CBL_V4L", 1, rows, cols)
+    e("""PC_CBL_PAPER:
     // Paper: each column exp(z - max); then iters x (cols, rows)""")
     exp_minus_max(cols)
-    e("""    mov.u32 %it, 0;
-PC_CBL_PL:
-    setp.ge.u32 %p1, %it, %iters;
-    @%p1 bra PC_CBL_OUT;""")
-    normalize(cols)
-    normalize(rows)
-    e("""    add.u32 %it, %it, 1;
-    bra PC_CBL_PL;
-PC_CBL_OUT:
+    iterate("PC_CBL_PL", 0, cols, rows)
+    e("""PC_CBL_OUT:
     mul.wide.u32 %rd1, %lane, 4;
     add.u64 %rd1, %hro, %rd1;
     st.global.f32 [%rd1], %S0;
@@ -374,20 +371,27 @@ XF_END:
     return "\n".join(L).replace("XF_", f"{tag}_")
 
 
+def post_items(thread, threads):
+    """x' items of `threads` threads (`thread`: this one's index among them): %mch = its 8-channel
+    chunk of the CTA's slice, %mtk its first token, %mtp tokens per pass, %p_mx whether it has
+    items at all (C / 128 chunks per stream slice)."""
+    return f"""
+    shr.u32 %r2, %C, 7;                     // cpt: 16-byte chunks per stream slice
+    mov.u32 %mtp, {threads};
+    div.u32 %mtp, %mtp, %r2;                // tokens per pass
+    mul.lo.u32 %r3, %mtp, %r2;
+    setp.lt.u32 %p_mx, {thread}, %r3;
+    div.u32 %mtk, {thread}, %r2;
+    mul.lo.u32 %r3, %mtk, %r2;
+    sub.u32 %mch, {thread}, %r3;"""
+
+
 def coef_post_prologue():
     """Fused entry, coefficient warp: its items of x' (tokens TT - CWT .. TT - 1 of each tile of its
     parity, 8-channel chunk %mch; 32 threads)."""
     assert CWT <= TT
     return f"""
-    // x' share: tokens {TT - CWT} .. {TT - 1} of the tiles of this warp's rounds
-    shr.u32 %r2, %C, 7;                     // cpt: 16-byte chunks per stream slice
-    mov.u32 %mtp, 32;
-    div.u32 %mtp, %mtp, %r2;                // tokens per pass
-    mul.lo.u32 %r3, %mtp, %r2;
-    setp.lt.u32 %p_mx, %lane, %r3;
-    div.u32 %mtk, %lane, %r2;
-    mul.lo.u32 %r3, %mtk, %r2;
-    sub.u32 %mch, %lane, %r3;
+    // x' share: tokens {TT - CWT} .. {TT - 1} of the tiles of this warp's rounds{post_items("%lane", 32)}
     add.u32 %mtk, %mtk, {TT - CWT};
     mov.u32 %tend, {TT};"""
 
@@ -423,15 +427,7 @@ def post_warps():
     return f"""
     // ================= post warps: x' of each landed stage ======================================
 POST_WARP:
-    sub.u32 %r1, %tx, {32 * (NW + NCW)};
-    shr.u32 %r2, %C, 7;                     // cpt: 16-byte chunks per stream slice
-    mov.u32 %mtp, {NPW * 32};
-    div.u32 %mtp, %mtp, %r2;                // tokens per pass
-    mul.lo.u32 %r3, %mtp, %r2;
-    setp.lt.u32 %p_mx, %r1, %r3;
-    div.u32 %mtk, %r1, %r2;
-    mul.lo.u32 %r3, %mtk, %r2;
-    sub.u32 %mch, %r1, %r3;
+    sub.u32 %r1, %tx, {32 * (NW + NCW)};{post_items("%r1", NPW * 32)}
     mov.u32 %tend, {(TT - CWT) // 2 if "xfhalf" in EXP else TT - CWT};  // tokens 0 .. TT - CWT - 1 of each tile
     mov.u32 %tile, %cid;
     mov.u32 %stage, 0;
