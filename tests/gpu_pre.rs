@@ -677,9 +677,11 @@ fn pre_cluster_kernel_shapes() {
     }
 }
 
-/// The fused persistent-cluster `post_pre` (pre_pc.ptx `mhc_post_pre_pc16_bf16_n4`) on one shape:
-/// the same bits as `post`, then `pre`, for `x'` (pads between its rows untouched) and every
-/// output; `x`, `f` and `x_out` rows strided. The caller checks the reference separately.
+/// The fused persistent-cluster `post_pre` (pre_pc.ptx `mhc_post_pre_pc16_bf16_n4`) on one shape
+/// against `post`, then `pre`: `x'` within one bf16 rounding step (x' on the tensor cores there,
+/// f32 FMAs in post.ptx), at most 1% of it apart, pads between its rows untouched; where x' is the
+/// same, the same output bits. `x`, `f` and `x_out` rows strided. The caller checks the reference
+/// separately.
 fn post_pre_cluster_matches_pair(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testing::Rng, sh: &Shape) {
     let cfg = sh.cfg();
     let (t, n, c, k) = (sh.t, cfg.n, cfg.c, cfg.k());
@@ -723,13 +725,36 @@ fn post_pre_cluster_matches_pair(dev: &CudaDevice, stream: &Stream, rng: &mut re
     };
     let (xo_fused, out_fused) = run(true);
     let (xo_pair, out_pair) = run(false);
-    assert!(xo_fused == xo_pair, "post_pre {}: fused x' differs from post's (bits, pads included)", sh.label());
-    assert!(out_fused == out_pair, "post_pre {}: fused outputs differ from pre on post's x' (bits)", sh.label());
-    eprintln!("ok  post_pre cluster == post, pre (bits) {}", sh.label());
+    // The fused entry computes x' on the tensor cores (h_res and h_post split into bf16 hi + lo,
+    // f32 accumulation), post.ptx with f32 FMAs: the f32 sums agree to ~2^-17, so a stored bf16
+    // x' may sit one rounding step apart; pads (outside each row's nC values) stay untouched.
+    assert_eq!(dtype, Dtype::Bf16, "the fused cluster kernel is bf16 only");
+    let word = |b: &[u8], i: usize| u16::from_le_bytes([b[2 * i], b[2 * i + 1]]);
+    let mut differ = 0usize;
+    for i in 0..xo_fused.len() / 2 {
+        let (a, b) = (word(&xo_fused, i), word(&xo_pair, i));
+        if a == b {
+            continue;
+        }
+        assert!(i % xo_stride < k, "post_pre {}: fused x' wrote pad element {i}", sh.label());
+        let (fa, fb) = (f32::from_bits((a as u32) << 16), f32::from_bits((b as u32) << 16));
+        assert!(
+            (fa - fb).abs() <= fa.abs().max(fb.abs()) / 128.0 + 1.0 / 4096.0,
+            "post_pre {}: fused x'[{i}] = {fa} against post's {fb} (more than one bf16 step)",
+            sh.label()
+        );
+        differ += 1;
+    }
+    let total = t * k;
+    assert!(differ * 100 <= total, "post_pre {}: {differ} of {total} x' values one bf16 step apart", sh.label());
+    if differ == 0 {
+        assert!(out_fused == out_pair, "post_pre {}: same x', yet the outputs differ (bits)", sh.label());
+    }
+    eprintln!("ok  post_pre cluster ~ post, pre: {differ} of {total} x' values one bf16 step apart {}", sh.label());
 }
 
-/// The fused persistent-cluster `post_pre`: against the reference (`check_post_pre`) and bit for
-/// bit against `post` then `pre` at C = 128 .. 4096, partial tiles, strided rows, gamma_k,
+/// The fused persistent-cluster `post_pre`: against the reference (`check_post_pre`) and against
+/// `post` then `pre` at C = 128 .. 4096, partial tiles, strided rows, gamma_k,
 /// phi ~ 0.5, both formulations; then the configurations that keep the pair.
 #[test]
 fn post_pre_cluster_kernel_shapes() {

@@ -21,10 +21,11 @@ NW = 8         # math warps; warps NW, NW + 1 are the coefficient warps (alterna
 NCW = 2
 THREADS = 32 * (NW + NCW)
 NPW = 2        # fused entry: post warps (x' = post(x) of each landed stage, ahead of the math warps)
-# fused entry: tokens of each tile whose x' the coefficient warp of the tile's parity computes (the
-# last CWT of the tile; the post warps take the others), so the post math is spread over all four
-# SM sub-partitions instead of the post warps' two (notes/cuda-pre.md, round 18)
-CWT = int(os.environ.get("PC_CWT", "4"))
+# fused entry: tokens of each tile (a multiple of 4: whole 4-token groups) whose x' the coefficient
+# warp of the tile's parity computes (the last CWT of the tile; the post warps take the others).
+# Round 18 spread the FMA post math over the SM sub-partitions this way (CWT = 4); with x' on the
+# tensor cores (round 19) the post warps keep up alone and 0 is fastest (notes/cuda-pre.md)
+CWT = int(os.environ.get("PC_CWT", "0"))
 THREADS_F = THREADS + 32 * NPW
 BAR2 = 32 * (NW + 1)  # barrier 2: the math warps and the coefficient warp of the round
 RMAX = 4       # 32-element runs of the K slice per math warp: C <= 1024 * RMAX (10 warps: <= 168 registers)
@@ -99,32 +100,38 @@ HEADER = f"""\
 //         73 per cluster at T = 8192): ~3.3 us, of which the mma phase ~0.8 (tensor pipe), the
 //         mix ~0.4, barriers ~1 (waiting for the slowest warp / CTA of the lockstep cluster).
 //         Rounds and attribution: notes/cuda-pre.md, round 11. PC_EXP=nosink,nomma,nomix
-//         (and, for the fused entry, noxf, noxo, xfhalf) builds timing-only variants.
+//         (and, for the fused entry, noxf, noxo) builds timing-only variants.
 // FUSED   mhc_post_pre_pc16_bf16_n4 (PostPrePcArgs, {FUSED_ARG_BYTES} bytes: PreDecodeArgs with x = layer l's
 //         residual, then 144 f, 152 h_post_in, 160 h_res_in, 168 x_out, 176 f_stride, 180
 //         x_out_stride): post_pre in one pass, x' never read back. Each token row of a stage
 //         also holds the token's f slice (C/16 channels after the 4 x slices; a stream-s copier
 //         copies it on the passes p with p % 4 == s), and each stage ends with the tile's
-//         h_post / h_res rows ({HC} bytes per token, threads < {TT * 5}). {NPW} more warps ({THREADS_F}
-//         threads; 168 registers still fit 12 warps): for every tile of the cluster they wait for
-//         full[s], compute x' = post(x) of the whole tile in the stage (whole 8-channel items,
-//         16-byte accesses, the post kernel's operation order: bit-identical to post.ptx) and
-//         store it to x_out, then arrive on xready[s], which the math warps wait for instead of
-//         full[s]; running up to the ring's depth ahead, the post math overlaps the math warps'
-//         mma, exchange and mix. The pre half is the entry above, unchanged.
+//         h_post / h_res rows ({HC} bytes per token, threads < {TT * 5}). Each slice is followed by 16
+//         bytes (the 4 streams of a token on different banks) and the row by a pad that keeps
+//         it 4 mod 8 in 16-byte units (the math warps' fragment loads shift by stream: %xadj).
+//         {NPW} more warps ({THREADS_F} threads; 168 registers still fit 12 warps): for every tile of
+//         the cluster they wait for full[s], compute x' = post(x) of the tile in the stage and
+//         arrive on xready[s], which the math warps wait for instead of full[s]; running up to
+//         the ring's depth ahead, the post math overlaps the math warps' mma, exchange and mix.
+//         The math warps' mix stores x' to x_out (16-byte stores) as it reads it.
+// XPOST   x' on the tensor cores, per 4-token group and 8-channel n-tile: D[16 x 8] (rows:
+//         token tl, stream k) = A2 B2 (m16n8k8: h_post hi / lo x f) + A_lo B + A_hi B
+//         (m16n8k16: B = the group's x rows (tl, j) by ldmatrix.trans, A = the block diagonal
+//         of the 4 tokens' h_res (V4 R[j][k], Paper R[k][j]) in bf16 hi + lo: coefficients to
+//         2^-17, products exact, f32 accumulation), then bf16 and stmatrix over the rows it
+//         read. Four n-tiles per loop trip (four independent chains). x' agrees with post.ptx's
+//         f32 FMAs to ~2^-17: about 0.1% of the stored bf16 values one rounding step apart.
 //         MEASURED (H100, T = 8192, C = 4096, us; post then pre 438): x' in the math warps
 //         after full[s] (half items, 8-byte accesses: 167 registers) 351; 2 post warps, half
 //         items 318; the math warps taking tokens 8..15 of each tile 353 (their share costs
 //         more than the post warps' relief); 2 post warps, whole items 306 (72.5% of copy);
-//         with the lane-parallel Sinkhorn (COEFS) 301 (75.1%). The coefficient warp of round
-//         kk (now idle most of the round) takes the last {CWT} tokens of tile kk before its
-//         barrier 2 (PC_CWT; the post warps the other {TT - CWT}), so the post math spreads over
-//         all four SM sub-partitions: **289** (78%); PC_CWT = 2 / 3 / 5 / 6 / 8: 296 / 299 /
-//         293 / 306 / 330 (a larger share puts the coefficient warp on the math warps' path).
-//         Timing builds of the 306 us kernel: no x' stores 301, the post warps on half the
-//         tokens 284, no post math at all (noxf) 262: the SM is issue-bound, the post math
-//         (~240 instructions per 8-channel item, 512 items per tile at C = 4096) costs what
-//         it issues, wherever it runs.
+//         with the lane-parallel Sinkhorn (COEFS) 301 (75.1%); the coefficient warp of round
+//         kk taking the last 4 tokens of tile kk (FMA post math on all four sub-partitions)
+//         288-291 (78%). x' on the tensor cores: one n-tile per loop trip and x_out stored from
+//         the D fragments (4-byte stores, 8 rows per instruction) 419; four n-tiles per trip
+//         310 (CWT 0) / 332 (4) / 352 (8); x_out stored by the mix instead **276-279** (CWT 0,
+//         80.7-81.3% of copy) / 283-284 (CWT 4); the previous build 288-291 in the same runs.
+//         T = 1024: 52.4-53.5 (was 55.5-56.0).
 // =============================================================================================
 .version 8.8
 .target sm_90a
@@ -136,15 +143,40 @@ HEADER = f"""\
 FUSED_REGS = """
     .reg .b32 %cfs;                         // this copier's stream (f chunks: passes p with p % 4 == it)
     .reg .pred %p_f;
-    .reg .f32 %ff<8>;
-    .reg .f32 %xf<32>;
-    .reg .f32 %hr<4>;
-    .reg .b32 %xq<4>;
-    .reg .b32 %xo<16>;
-    .reg .b64 %xob, %xos;
-    .reg .b32 %tend;                        // post loop: tokens below %tend"""
+    .reg .b32 %SS, %NT, %xadj;              // stream slice stride, n-tiles per slice, math lanes' run shifts
+    .reg .b32 %xg, %xnt, %xn0, %xn1, %pxa, %pfa, %xlr, %xlf, %hta, %hro0, %hrs, %hpk, %zr;
+    .reg .b32 %ah0, %ah1, %al0, %al1, %a20, %a21, %xm<12>, %xv<8>;
+    .reg .f32 %xd<16>, %xr<4>, %xh<2>, %fz;
+    .reg .pred %p_nz, %p_qe, %p_qlo, %p_hi16;"""
+# fused rows: the 4 x slices and the f slice, each C/16 channels + 16 bytes (so the 4 streams of a
+# token fall on different banks for the x' ldmatrix / stmatrix), then a pad that makes the row
+# stride 4 mod 8 in 16-byte units (the math warps' fragment loads: tokens g and g + 1 on
+# different bank halves)
 F_ROW = """
-    add.u32 %tstride, %tstride, %C8;        // + the token's f slice (C/16 channels) after its 4 x slices"""
+    shr.u32 %SS, %C, 3;
+    add.u32 %SS, %SS, 16;                   // stream slice stride: C/16 channels + 16 bytes
+    shr.u32 %NT, %C, 7;                     // 8-channel n-tiles per slice
+    mul.lo.u32 %tstride, %SS, 5;            // 4 x slices, the f slice
+    add.u32 %r1, %NT, 1;
+    mul.lo.u32 %r1, %r1, 5;
+    mov.u32 %r2, 4;
+    sub.u32 %r2, %r2, %r1;
+    and.b32 %r2, %r2, 7;
+    mad.lo.u32 %tstride, %r2, 16, %tstride; // row / 16 bytes = 4 mod 8"""
+XADJ = """
+    // fused rows: stream slice s starts 16 s bytes later; lane q's chunk of run w + 8j is chunk
+    // 4 (w + 8j) + q of the K slice, in stream (4 (w + 8j) + q) / (C / 128): byte j of %xadj
+    mov.u32 %xadj, 0;""" + "".join(f"""
+    add.u32 %r1, %warp, {NW * j};
+    shl.b32 %r1, %r1, 2;
+    add.u32 %r1, %r1, %q;
+    div.u32 %r1, %r1, %NT;
+    min.u32 %r1, %r1, 3;                    // (runs past the slice load nothing)
+    shl.b32 %r1, %r1, {4 + 8 * j};
+    or.b32 %xadj, %xadj, %r1;""" for j in range(RMAX))
+ROW = f"""
+    shr.u32 %tstride, %C, 1;
+    add.u32 %tstride, %tstride, {PAD};      // token row of a stage (bytes)"""
 F_STAGE = f"""
     add.u32 %sstage, %sstage, {HC_TILE};           // + h_post / h_res of the {TT} tokens ({HC} bytes each)"""
 
@@ -267,133 +299,184 @@ def coef_lanes():
     return "\n".join(L)
 
 
-def post_transform(tag="XF"):
-    """Fused entry, post warps, after the stage of tile %tile landed: x' = post(x, f, h_post,
-    h_res) (MATH.md stage 4, post.ptx's operation order: h_post[k] f, then + R(j, k) x_j for
-    j = 0..3, so the bits equal the post kernel's) over the items (token %mtk + p mtp, 8-channel
-    chunk %mch of the CTA's slice), in place in the stage and to x_out (tokens < T); then an
-    arrival on xready[%stage]. A whole item at a time: every x_j and f chunk is loaded and
-    widened first (so the in-place stores cannot clobber an input), then V4 walks j (row j of
-    h_res: R(j, .)), Paper the output stream i (row i); 16-byte stores."""
+def post_lane_consts(pw, nw):
+    """Fused entry, a warp that computes x' (`pw`: its index among the warps sharing the n-tiles):
+    the lane constants of post_mma (row offsets of its ldmatrix / stmatrix lane, its h_res /
+    h_post words, its n-tile range)."""
+    return f"""
+    // x' lane constants: lane l gives row (token l/4 % 4, stream l % 4) to ldmatrix / stmatrix
+    // and f row (token l % 4); fragment lane (g, q) reads R words (token g/4, k = g % 4, j = 2(q%2) +
+    // 0/1) and h_post[token g/4][k]
+    mul.lo.u32 %xn0, {pw}, %NT;
+    add.u32 %xn1, %xn0, %NT;
+    div.u32 %xn0, %xn0, {nw};               // this warp's n-tiles: [pw NT / nw, (pw + 1) NT / nw)
+    div.u32 %xn1, %xn1, {nw};
+    mov.b32 %zr, 0;
+    mov.f32 %fz, 0f00000000;
+    shr.u32 %r2, %lane, 2;
+    and.b32 %r2, %r2, 3;
+    and.b32 %r3, %lane, 3;
+    mul.lo.u32 %xlr, %r2, %tstride;
+    mad.lo.u32 %xlr, %r3, %SS, %xlr;        // x row (token l/4 % 4, stream l % 4)
+    shr.u32 %r4, %lane, 4;
+    mad.lo.u32 %xlr, %r4, 16, %xlr;         // lanes 16..31: the next n-tile (ldmatrix / stmatrix .x4)
+    shl.b32 %r4, %SS, 2;
+    mad.lo.u32 %xlf, %r3, %tstride, %r4;    // f row (token l % 4)
+    shr.u32 %r4, %lane, 3;
+    and.b32 %r4, %r4, 1;
+    mad.lo.u32 %xlf, %r4, 16, %xlf;         // lanes 8..15: the next n-tile (f's ldmatrix .x2)
+    shr.u32 %r2, %gq, 2;                    // g / 4: token of row g (0, 1)
+    and.b32 %r3, %gq, 3;                    // k
+    mul.lo.u32 %hta, %r2, {HC};
+    shl.b32 %hpk, %r3, 2;                   // h_post[k]
+    and.b32 %r4, %q, 1;
+    shl.b32 %r4, %r4, 1;                    // j0 = 2 (q % 2)
+    shl.b32 %r5, %r4, 4;
+    add.u32 %r5, %r5, %hpk;                 // V4: R[j0][k] at 16 j0 + 4 k (column k)
+    shl.b32 %r6, %r3, 4;
+    shl.b32 %r7, %r4, 2;
+    add.u32 %r6, %r6, %r7;                  // Paper: R[k][j0] at 16 k + 4 j0 (row k)
+    selp.u32 %hro0, %r6, %r5, %p_paper;
+    add.u32 %hro0, %hro0, 16;               // h_res after h_post[4]
+    selp.u32 %hrs, 4, 16, %p_paper;         // to j0 + 1
+    shr.u32 %r4, %q, 1;
+    setp.eq.u32 %p_nz, %r2, %r4;            // the block-diagonal: row token = column token
+    and.b32 %r4, %q, 1;
+    setp.eq.u32 %p_qe, %r4, 0;
+    setp.lt.u32 %p_qlo, %q, 2;              // k8 columns 0..3: hi parts, 4..7: lo parts
+    setp.ne.u32 %p_hi16, %r2, 0;"""
+
+
+def post_mma(tag, nw, g_lo, g_hi):
+    """Fused entry, after the stage of tile %tile landed (%st0): x' = post(x, f, h_post, h_res)
+    (MATH.md stage 4) of the 4-token groups g_lo .. g_hi - 1 of the tile, on the tensor cores,
+    in place in the stage (the mix stores it to x_out); then an arrival on xready[%stage].
+    Per group and 8-channel n-tile nt (this warp takes [pw NT / nw, (pw + 1) NT / nw), four at
+    a time while it can):
+      D[16 x 8] = A2 . B2 (m16n8k8) + A_lo . B + A_hi . B (m16n8k16), rows (token tl, stream k),
+    B = x rows (tl, j) (ldmatrix.trans; K order 4 tl + j), A = the block-diagonal of the 4
+    tokens' R (V4: R[j][k], Paper: R[k][j]) split into bf16 hi + lo (R to 2^-17: x is exact in
+    bf16, the products exact, f32 accumulation), B2 = f of the 4 tokens twice, A2 = their h_post
+    hi (columns 0..3) and lo (4..7). D -> bf16 -> stmatrix over the x rows it was read from."""
     L = []
     e = L.append
-    skip = "\n    bra XF_END;" if "noxf" in EXP else ""
-    # tokens %mtk + p mtp < %tend of the tile
-    e(f"""    // ---- post: x' of tile %tile in place (and to x_out){skip}
-    @!%p_mx bra XF_END;
-    mad.lo.u32 %r7, %mtk, %tstride, %st0;
-    mad.lo.u32 %r7, %mch, 16, %r7;          // &x[tk][stream 0][8 mch]
-    mad.lo.u32 %r8, %tstride, {TT}, %st0;
-    mad.lo.u32 %r8, %mtk, {HC}, %r8;         // &(h_post, h_res)[tk]
-    shl.b32 %r6, %tile, 4;
-    add.u32 %r6, %r6, %mtk;                 // token
-    ld.param.u32 %r9, [p_args+{A_XOS}];
-    ld.param.u64 %xob, [p_args+{A_XO}];
-    mul.wide.u32 %rd1, %r6, %r9;
-    shl.b64 %rd1, %rd1, 1;
-    add.u64 %xob, %xob, %rd1;
-    shl.b32 %r10, %mch, 3;
-    mad.lo.u32 %r10, %rank, %C16, %r10;
-    mul.wide.u32 %rd1, %r10, 2;
-    add.u64 %xob, %xob, %rd1;               // &x_out[token][stream 0][r C/16 + 8 mch]
-    mul.wide.u32 %xos, %mtp, %r9;
-    shl.b64 %xos, %xos, 1;                  // a step of mtp rows
-    mul.wide.u32 %rd3, %C, 2;               // a stream of x_out
-    mov.u32 %it, %mtk;
-XF_LOOP:
-    setp.ge.u32 %p1, %it, %tend;
-    @%p1 bra XF_END;
-    add.u32 %r10, %r7, %C8;
-    add.u32 %r11, %r10, %C8;
-    add.u32 %r12, %r11, %C8;
-    add.u32 %r13, %r12, %C8;                // x_1, x_2, x_3, f
-    ld.shared.v4.f32 {{%w0, %w1, %w2, %w3}}, [%r8];   // h_post""")
-    xr = ["%r7", "%r10", "%r11", "%r12"]
+    if g_lo >= g_hi:
+        return f"""    mov.u32 %r1, xready;
+    mad.lo.u32 %r1, %stage, 8, %r1;
+    mbarrier.arrive.shared::cta.b64 %mbs, [%r1];   // no x' share"""
+    skip = "\n    bra XM_END;" if "noxf" in EXP else ""
+    e(f"""    // ---- post: x' of 4-token groups {g_lo} .. {g_hi - 1} of tile %tile (in place){skip}
+    mov.u32 %xg, {g_lo};
+XM_G:
+    shl.b32 %r2, %xg, 2;                    // tb: the group's first token in the tile
+    mad.lo.u32 %r3, %tstride, {TT}, %st0;
+    mad.lo.u32 %r3, %r2, {HC}, %r3;
+    add.u32 %r4, %r3, %hta;                 // (h_post, h_res) of token tb + g/4
+    add.u32 %r5, %r4, %hro0;
+    ld.shared.f32 %xr0, [%r5];
+    ld.shared.f32 %xr2, [%r5+{2 * HC}];
+    add.u32 %r5, %r5, %hrs;
+    ld.shared.f32 %xr1, [%r5];
+    ld.shared.f32 %xr3, [%r5+{2 * HC}];
+    add.u32 %r5, %r4, %hpk;
+    ld.shared.f32 %xh0, [%r5];
+    ld.shared.f32 %xh1, [%r5+{2 * HC}];""")
+    for d, a, b in (("0", "%xr0", "%xr1"), ("1", "%xr2", "%xr3")):
+        e(f"""    cvt.rn.bf16x2.f32 %ah{d}, {b}, {a};
+    shl.b32 %r6, %ah{d}, 16;
+    mov.b32 %f0, %r6;
+    sub.f32 %f0, {a}, %f0;
+    and.b32 %r6, %ah{d}, -65536;
+    mov.b32 %f1, %r6;
+    sub.f32 %f1, {b}, %f1;
+    cvt.rn.bf16x2.f32 %al{d}, %f1, %f0;
+    selp.b32 %ah{d}, %ah{d}, 0, %p_nz;
+    selp.b32 %al{d}, %al{d}, 0, %p_nz;""")
+    for d, h in (("0", "%xh0"), ("1", "%xh1")):
+        keep = "%r6, 0" if d == "0" else "0, %r6"
+        e(f"""    cvt.rn.bf16x2.f32 %r6, %fz, {h};        // bf16(h_post) in the low half
+    shl.b32 %r7, %r6, 16;
+    mov.b32 %f0, %r7;
+    sub.f32 %f0, {h}, %f0;
+    cvt.rn.bf16x2.f32 %r7, %fz, %f0;        // its lo part
+    selp.b32 %r6, %r6, %r7, %p_qlo;
+    @%p_hi16 shl.b32 %r6, %r6, 16;          // column of token g/4 (odd: the high half)
+    selp.b32 %a2{d}, {keep}, %p_qe;          // row g: q even; row g + 8: q odd""")
+    def tiles(n):
+        """x' of n (1 or 4) consecutive n-tiles from %pxa / %pfa: loads, then the n mma chains
+        interleaved, then the stores (x4 / x2 loads cover two n-tiles: lanes 16.. / 8.. add 16)."""
+        T_ = []
+        if n == 1:
+            T_.append("    ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%xm0, %xm1}, [%pxa];")
+            T_.append("    ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%xm2}, [%pfa];")
+            B = [("%xm0", "%xm1", "%xm2")]
+        else:
+            for h in range(n // 2):
+                m = 6 * h
+                T_.append(f"    ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{%xm{m}, %xm{m + 1}, %xm{m + 2}, %xm{m + 3}}}, [%pxa+{32 * h}];")
+                T_.append(f"    ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {{%xm{m + 4}, %xm{m + 5}}}, [%pfa+{32 * h}];")
+            B = []
+            for h in range(n // 2):
+                m = 6 * h
+                B += [(f"%xm{m}", f"%xm{m + 1}", f"%xm{m + 4}"), (f"%xm{m + 2}", f"%xm{m + 3}", f"%xm{m + 5}")]
+        D = [", ".join(f"%xd{4 * i + c}" for c in range(4)) for i in range(n)]
+        for i in range(n):
+            T_.append(f"    mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {{{D[i]}}}, {{%a20, %a21}}, {{{B[i][2]}}}, {{%fz, %fz, %fz, %fz}};")
+        for part in ("al", "ah"):
+            for i in range(n):
+                T_.append(f"    mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{D[i]}}}, {{%{part}0, %zr, %zr, %{part}1}}, {{{B[i][0]}, {B[i][1]}}}, {{{D[i]}}};")
+        for i in range(n):
+            T_.append(f"    cvt.rn.bf16x2.f32 %xv{2 * i}, %xd{4 * i + 1}, %xd{4 * i};")
+            T_.append(f"    cvt.rn.bf16x2.f32 %xv{2 * i + 1}, %xd{4 * i + 3}, %xd{4 * i + 2};")
+        if n == 1:
+            T_.append("    stmatrix.sync.aligned.m8n8.x2.shared.b16 [%pxa], {%xv0, %xv1};")
+        else:
+            for h in range(n // 2):
+                v = 4 * h
+                T_.append(f"    stmatrix.sync.aligned.m8n8.x4.shared.b16 [%pxa+{32 * h}], {{%xv{v}, %xv{v + 1}, %xv{v + 2}, %xv{v + 3}}};")
+        return "\n".join(T_)
 
-    def widen(dst, base, addr):
-        e(f"    ld.shared.v4.b32 {{%xq0, %xq1, %xq2, %xq3}}, [{addr}];")
-        for u in range(4):
-            e(f"""    shl.b32 %r14, %xq{u}, 16;
-    mov.b32 {dst}{base + 2 * u}, %r14;
-    and.b32 %r14, %xq{u}, -65536;
-    mov.b32 {dst}{base + 2 * u + 1}, %r14;""")
-
-    widen("%ff", 0, "%r13")
-    for j in range(4):
-        widen("%xf", 8 * j, xr[j])
-    e("    @%p_paper bra XF_PAPER;")
-    # V4: out[k] = h_post[k] f + sum_j h_res[j][k] x_j (32 accumulators: stream k x channel c)
-    for k in range(4):
-        for c in range(8):
-            e(f"    mul.rn.f32 %acc{8 * k + c}, %w{k}, %ff{c};")
-    for j in range(4):
-        e(f"    ld.shared.v4.f32 {{%hr0, %hr1, %hr2, %hr3}}, [%r8+{16 + 16 * j}];   // h_res[j][.]")
-        for k in range(4):
-            for c in range(8):
-                e(f"    fma.rn.f32 %acc{8 * k + c}, %hr{k}, %xf{8 * j + c}, %acc{8 * k + c};")
-    for k in range(4):
-        for u in range(4):
-            e(f"    cvt.rn.bf16x2.f32 %xo{4 * k + u}, %acc{8 * k + 2 * u + 1}, %acc{8 * k + 2 * u};")
-    e("    bra XF_STORE;")
-    # Paper: out[i] = h_post[i] f + sum_j h_res[i][j] x_j (8 accumulators per output stream)
-    e("XF_PAPER:")
-    for i in range(4):
-        e(f"    ld.shared.v4.f32 {{%hr0, %hr1, %hr2, %hr3}}, [%r8+{16 + 16 * i}];   // h_res[i][.]")
-        for c in range(8):
-            e(f"    mul.rn.f32 %acc{c}, %w{i}, %ff{c};")
-        for j in range(4):
-            for c in range(8):
-                e(f"    fma.rn.f32 %acc{c}, %hr{j}, %xf{8 * j + c}, %acc{c};")
-        for u in range(4):
-            e(f"    cvt.rn.bf16x2.f32 %xo{4 * i + u}, %acc{2 * u + 1}, %acc{2 * u};")
-    e("XF_STORE:")
-    for k in range(4):
-        e(f"    st.shared.v4.b32 [{xr[k]}], {{%xo{4 * k}, %xo{4 * k + 1}, %xo{4 * k + 2}, %xo{4 * k + 3}}};")
-    e(f"""    setp.ge.u32 %p1, %r6, %T;               // past the last token: nothing to x_out
-    @%p1 bra XF_NEXT;{chr(10) + "    bra XF_NEXT;" if "noxo" in EXP else ""}
-    mov.u64 %rd1, %xob;""")
-    for k in range(4):
-        if k:
-            e("    add.u64 %rd1, %rd1, %rd3;")
-        e(f"    st.global.v4.b32 [%rd1], {{%xo{4 * k}, %xo{4 * k + 1}, %xo{4 * k + 2}, %xo{4 * k + 3}}};")
-    e(f"""XF_NEXT:
-    add.u64 %xob, %xob, %xos;
-    mad.lo.u32 %r7, %mtp, %tstride, %r7;
-    mad.lo.u32 %r8, %mtp, {HC}, %r8;
-    add.u32 %r6, %r6, %mtp;
-    add.u32 %it, %it, %mtp;
-    bra XF_LOOP;
-XF_END:
+    e(f"""    mad.lo.u32 %r8, %r2, %tstride, %st0;
+    mad.lo.u32 %r9, %xn0, 16, %r8;
+    add.u32 %pxa, %r9, %xlr;
+    add.u32 %pfa, %r9, %xlf;
+    mov.u32 %xnt, %xn0;
+XM_Q:
+    // four n-tiles at once (independent mma chains: one tile's chain alone is latency-bound)
+    add.u32 %r12, %xnt, 4;
+    setp.gt.u32 %p1, %r12, %xn1;
+    @%p1 bra XM_N;
+{tiles(4)}
+    add.u32 %pxa, %pxa, 64;
+    add.u32 %pfa, %pfa, 64;
+    mov.u32 %xnt, %r12;
+    bra XM_Q;
+XM_N:
+    setp.ge.u32 %p1, %xnt, %xn1;
+    @%p1 bra XM_GN;
+{tiles(1)}
+    add.u32 %pxa, %pxa, 16;
+    add.u32 %pfa, %pfa, 16;
+    add.u32 %xnt, %xnt, 1;
+    bra XM_N;
+XM_GN:
+    add.u32 %xg, %xg, 1;
+    setp.lt.u32 %p1, %xg, {g_hi};
+    @%p1 bra XM_G;
+XM_END:
     mov.u32 %r1, xready;
     mad.lo.u32 %r1, %stage, 8, %r1;
-    mbarrier.arrive.shared::cta.b64 %mbs, [%r1];   // x' of this thread's items is in the stage
+    mbarrier.arrive.shared::cta.b64 %mbs, [%r1];   // x' of this warp's n-tiles is in the stage
 """)
-    return "\n".join(L).replace("XF_", f"{tag}_")
-
-
-def post_items(thread, threads):
-    """x' items of `threads` threads (`thread`: this one's index among them): %mch = its 8-channel
-    chunk of the CTA's slice, %mtk its first token, %mtp tokens per pass, %p_mx whether it has
-    items at all (C / 128 chunks per stream slice)."""
-    return f"""
-    shr.u32 %r2, %C, 7;                     // cpt: 16-byte chunks per stream slice
-    mov.u32 %mtp, {threads};
-    div.u32 %mtp, %mtp, %r2;                // tokens per pass
-    mul.lo.u32 %r3, %mtp, %r2;
-    setp.lt.u32 %p_mx, {thread}, %r3;
-    div.u32 %mtk, {thread}, %r2;
-    mul.lo.u32 %r3, %mtk, %r2;
-    sub.u32 %mch, {thread}, %r3;"""
+    return "\n".join(L).replace("XM_", f"{tag}_")
 
 
 def coef_post_prologue():
-    """Fused entry, coefficient warp: its items of x' (tokens TT - CWT .. TT - 1 of each tile of its
-    parity, 8-channel chunk %mch; 32 threads)."""
-    assert CWT <= TT
+    """Fused entry, coefficient warp: the lane constants of its x' share (the last CWT / 4
+    4-token groups of each tile of its parity, every n-tile)."""
+    assert CWT % 4 == 0 and CWT <= TT
     return f"""
-    // x' share: tokens {TT - CWT} .. {TT - 1} of the tiles of this warp's rounds{post_items("%lane", 32)}
-    add.u32 %mtk, %mtk, {TT - CWT};
-    mov.u32 %tend, {TT};"""
+    // x' share: tokens {TT - CWT} .. {TT - 1} of the tiles of this warp's rounds{post_lane_consts(0, 1)}"""
 
 
 def coef_post_share():
@@ -414,21 +497,20 @@ def coef_post_share():
 CX_WAIT:
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1], %r2;
     @!%p1 bra CX_WAIT;
-{post_transform("CX")}
+{post_mma("CX", 1, (TT - CWT) // 4, TT // 4)}
 CX_SKIP:"""
 
 
 def post_warps():
     """Fused entry, warps NW + NCW ..: for every tile of the cluster in order, wait for its stage
-    (full[s]), compute x' over 64 threads (items: token %mtk + p mtp, chunk %mch) and arrive on
-    xready[s], which the math warps wait for instead of full[s]. They run up to the ring's depth
-    ahead of the math warps, so the post math overlaps the mma, exchange and mix of earlier
-    tiles (in the math warps it cost 1.2 us per 16-token tile, H100)."""
+    (full[s]), compute x' of its first (TT - CWT) / 4 4-token groups (the n-tiles alternate
+    between the warps) and arrive on xready[s], which the math warps wait for instead of
+    full[s]. They run up to the ring's depth ahead of the math warps, so the post math overlaps
+    the mma, exchange and mix of earlier tiles."""
     return f"""
     // ================= post warps: x' of each landed stage ======================================
 POST_WARP:
-    sub.u32 %r1, %tx, {32 * (NW + NCW)};{post_items("%r1", NPW * 32)}
-    mov.u32 %tend, {(TT - CWT) // 2 if "xfhalf" in EXP else TT - CWT};  // tokens 0 .. TT - CWT - 1 of each tile
+    sub.u32 %r1, %warp, {NW + NCW};{post_lane_consts("%r1", NPW)}
     mov.u32 %tile, %cid;
     mov.u32 %stage, 0;
     mov.u32 %phb, 0;
@@ -446,7 +528,7 @@ POST_WAIT:
     mov.u32 %r2, 1;
     shl.b32 %r2, %r2, %stage;
     xor.b32 %phb, %phb, %r2;
-{post_transform()}
+{post_mma("XF", NPW, 0, (TT - CWT) // 4)}
     add.u32 %tile, %tile, %ncl;
     add.u32 %stage, %stage, 1;
     setp.eq.u32 %p1, %stage, {STAGES};
@@ -460,6 +542,7 @@ def kernel(fused):
     L = []
     e = L.append
     name = "mhc_post_pre_pc16_bf16_n4" if fused else "mhc_pre_pc16_bf16_n4"
+    SREG = "%SS" if fused else "%C8"  # stream slice stride in a stage row
     arg_bytes = FUSED_ARG_BYTES if fused else 144
     e(f""".visible .entry {name}(
     .param .align 8 .b8 p_args[{arg_bytes}]
@@ -482,7 +565,7 @@ def kernel(fused):
     .reg .b32 %xa<4>;
     .reg .b32 %xb<4>;
     .reg .f32 %pv<4>;
-    .reg .f32 %acc<{32 if fused else 24}>;
+    .reg .f32 %acc<24>;
     .reg .f32 %gr<8>;
     .reg .f32 %ss0, %ss1;
     .reg .f32 %v<4>;
@@ -525,8 +608,7 @@ def kernel(fused):
     shr.u32 %C16, %C, 4;                    // channels per CTA and stream
     shr.u32 %C8, %C, 3;                     // bytes of one stream slice
     shr.u32 %NR, %C, 7;                     // 32-element runs per CTA (C/4 / 32)
-    shr.u32 %tstride, %C, 1;{F_ROW if fused else ""}
-    add.u32 %tstride, %tstride, {PAD};      // token row of a stage (bytes)
+{(F_ROW if fused else ROW).lstrip(chr(10))}
     shl.b32 %sstage, %tstride, 4;           // stage bytes ({TT} rows){F_STAGE if fused else ""}
     add.u32 %ntiles, %T, {TT - 1};
     shr.u32 %ntiles, %ntiles, 4;
@@ -585,7 +667,7 @@ BASE_END:
     shl.b64 %rd6, %rd6, 1;                  // f: a step of tps rows
     mov.u32 %r19, 4;
     sub.u32 %r19, %r19, %cfs;
-    mul.lo.u32 %r19, %r19, %C8;             // stage: f's slice is x slice 4 of the row
+    mul.lo.u32 %r19, %r19, %SS;             // stage: f's slice is x slice 4 of the row
     mov.u32 %r13, 0;                        // pass
 """ if fused else ""
         F_FAST = f"""
@@ -613,7 +695,7 @@ BASE_END:
     add.u64 %rd5, %rd5, %rd6;
     mov.u32 %r19, 4;
     sub.u32 %r19, %r19, %cfs;
-    mad.lo.u32 %r19, %r19, %C8, %r16;
+    mad.lo.u32 %r19, %r19, %SS, %r16;
     cp.async.cg.shared.global [%r19], [%rd5], 16;
 {tag}_PF:""" if fused else ""
         F_HC = f"""
@@ -771,7 +853,7 @@ GK{j}_{ri}:""")
     add.u32 %cgo, %cgo, %r6;
     shl.b32 %cgo, %cgo, 1;                  // byte offset in an x row
     mul.lo.u32 %cso, %ctk, %tstride;
-    mad.lo.u32 %cso, %r4, %C8, %cso;
+    mad.lo.u32 %cso, %r4, {SREG}, %cso;
     mad.lo.u32 %cso, %r5, 16, %cso;         // byte offset in a stage
     shr.u32 %r1, %C, 7;                     // cpt
     mov.u32 %mtp, {NW * 32};
@@ -793,7 +875,7 @@ GK{j}_{ri}:""")
     shl.b32 %r1, %q, 4;
     mad.lo.u32 %xw, %gq, %tstride, %r1;
     shl.b32 %r1, %warp, 6;
-    add.u32 %xw, %xw, %r1;                  // token g's row + lane q's 16 bytes + this warp's first run
+    add.u32 %xw, %xw, %r1;                  // token g's row + lane q's 16 bytes + this warp's first run{XADJ if fused else ""}
     // ================= the tile loop: iteration kk computes tile kk's partials and pushes
     // them, then finishes tile kk-1 (its pushes had a whole mma phase to arrive) =============
 TILE_LOOP:
@@ -819,7 +901,15 @@ FULL_WAIT:
     mad.lo.u32 %r4, %tstride, 8, %r3;       // token g + 8""")
     for j in range(RMAX):
         base = 24 * j
-        e(f"""    @!%pj{j} bra MMA_{j}_END;
+        if fused:  # the run's stream shift (fused rows: 16 bytes after each stream slice)
+            e(f"""    @!%pj{j} bra MMA_{j}_END;
+    bfe.u32 %r5, %xadj, {8 * j}, 8;
+    add.u32 %r6, %r3, %r5;
+    add.u32 %r7, %r4, %r5;
+    ld.shared.v4.b32 {{%xa0, %xa1, %xa2, %xa3}}, [%r6+{64 * NW * j}];
+    ld.shared.v4.b32 {{%xb0, %xb1, %xb2, %xb3}}, [%r7+{64 * NW * j}];""")
+        else:
+            e(f"""    @!%pj{j} bra MMA_{j}_END;
     ld.shared.v4.b32 {{%xa0, %xa1, %xa2, %xa3}}, [%r3+{64 * NW * j}];
     ld.shared.v4.b32 {{%xb0, %xb1, %xb2, %xb3}}, [%r4+{64 * NW * j}];""")
         # ss on the tensor cores: the Gram matrix x x^T of the tile (B = the same x fragments,
@@ -1018,12 +1108,25 @@ MIX_LOOP:{NOMIX}
     @%p1 bra MIX_END;
     mov.u32 %r5, %r7;
     ld.shared.v4.f32 {{%w0, %w1, %w2, %w3}}, [%r8];""")
+    if fused and "noxo" not in EXP:
+        e(f"""    // fused entry: x' of this chunk to x_out too (16-byte stores, consecutive lanes adjacent)
+    ld.param.u32 %r14, [p_args+{A_XOS}];
+    ld.param.u64 %rd4, [p_args+{A_XO}];
+    mul.wide.u32 %rd5, %r6, %r14;
+    shl.b64 %rd5, %rd5, 1;
+    add.u64 %rd4, %rd4, %rd5;
+    add.u64 %rd4, %rd4, %rd2;               // &x_out[token][stream 0][r C/16 + 8 ch]
+    mul.wide.u32 %rd5, %C, 2;""")
     for j in range(8):
         e(f"    mov.f32 %mo{j}, 0f00000000;")
     for i in range(4):
         if i:
-            e("    add.u32 %r5, %r5, %C8;")
+            e(f"    add.u32 %r5, %r5, {SREG};")
         e(f"    ld.shared.v4.b32 {{%xa0, %xa1, %xa2, %xa3}}, [%r5];")
+        if fused and "noxo" not in EXP:
+            if i:
+                e("    add.u64 %rd4, %rd4, %rd5;")
+            e("    st.global.v4.b32 [%rd4], {%xa0, %xa1, %xa2, %xa3};")
         for u in range(4):
             e(f"""    shl.b32 %r9, %xa{u}, 16;
     mov.b32 %f0, %r9;

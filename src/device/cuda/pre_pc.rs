@@ -60,10 +60,19 @@ pub const fn ring_bytes(c: usize) -> usize {
     PC_STAGES * PC_TILE_TOKENS * (c / 2 + PC_ROW_PAD)
 }
 
-/// The fused entry's ring: each token row also holds the token's f slice (C/16 channels, bf16),
-/// and each stage ends with the tile's h_post / h_res rows.
+/// The fused entry's token row (gen_pre_pc.py `F_ROW`): the 4 x slices and the f slice, each C/16
+/// channels (bf16) and 16 bytes (so x' reads the 4 streams of a token from different banks), then
+/// a pad that makes the row 4 mod 8 in 16-byte units (tokens g and g + 1 of the math warps'
+/// fragment loads on different bank halves). C is a multiple of 128.
+pub const fn fused_row_bytes(c: usize) -> usize {
+    let units = 5 * (c / 128 + 1);
+    16 * (units + (4 + 8 - units % 8) % 8)
+}
+
+/// The fused entry's ring: token rows of [`fused_row_bytes`], and each stage ends with the tile's
+/// h_post / h_res rows.
 pub const fn fused_ring_bytes(c: usize) -> usize {
-    PC_STAGES * PC_TILE_TOKENS * (c / 2 + c / 8 + PC_ROW_PAD + PC_POST_COEF_BYTES)
+    PC_STAGES * PC_TILE_TOKENS * (fused_row_bytes(c) + PC_POST_COEF_BYTES)
 }
 
 /// The ring of a cluster row of `stage` (`pre`: [`ring_bytes`], `post_pre`: [`fused_ring_bytes`]).
@@ -162,8 +171,15 @@ mod tests {
         assert!(pre_pc_unsupported(&Config::new(4, 1288)).is_some());
         assert!(pre_pc_unsupported(&Config::new(4, 4224)).is_some());
         assert!(pre_pc_unsupported(&Config { gamma_f: true, ..Config::new(4, 4096) }).is_some());
-        // gen_pre_pc.py: stage = 16 rows of C/2 + C/8 + 64 bytes, then 16 x 80 bytes
-        assert_eq!(PC_FUSED_MAX_SHARED, 4 * (16 * (2048 + 512 + 64) + 16 * 80));
+        // gen_pre_pc.py: stage = 16 rows of 5 (C/8 + 16) bytes + pad (row / 16 = 4 mod 8), then
+        // 16 x 80 bytes
+        assert_eq!(fused_row_bytes(4096), 5 * 528 + 112);
+        assert_eq!(fused_row_bytes(128), 5 * 32 + 16 * 2);
+        for c in (128..=4096).step_by(128) {
+            let row = fused_row_bytes(c);
+            assert!(row >= 5 * (c / 8 + 16) && row < 5 * (c / 8 + 16) + 128 && (row / 16) % 8 == 4, "C = {c}");
+        }
+        assert_eq!(PC_FUSED_MAX_SHARED, 4 * (16 * 2752 + 16 * 80));
         assert!(PC_FUSED_MAX_SHARED as usize + 35_840 <= 227 * 1024, "fused ring + static shared memory fit");
     }
 
