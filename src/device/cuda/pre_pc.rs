@@ -9,10 +9,12 @@
 //! [`pre_pc_unsupported`] is `None`; the general kernel (pre.rs) serves the rest.
 //!
 //! The same file's second entry, `mhc_post_pre_pc16_bf16_n4`, is `post_pre` in one pass: its ring
-//! also brings layer l's `f` slice and `h_post` / `h_res` rows, the math warps compute
-//! `x' = post(x)` in the stage (the post kernel's operation order, so the same bits), store it to
-//! `x_out`, and the projection and the mix run on it: `x'` is never read back ([`Plan::post_pre`]
-//! runs it from [`POST_PRE_PC_MIN_TOKENS`] tokens where this kernel serves `pre`).
+//! also brings layer l's `f` slice and `h_post` / `h_res` rows, two post warps compute
+//! `x' = post(x)` in the stage on the tensor cores (h_res / h_post in bf16 hi + lo, f32
+//! accumulation: the stored bf16 x' matches the post kernel's f32 FMAs except ~0.1% of values one
+//! rounding step apart), the projection runs on it and the mix stores it to `x_out`: `x'` is never
+//! read back ([`Plan::post_pre`] runs it from [`POST_PRE_PC_MIN_TOKENS`] tokens where this kernel
+//! serves `pre`). Its stage rows pad each stream slice ([`fused_row_bytes`]).
 
 use super::memory::{DeviceTensor, DeviceTensorMut};
 use super::plan::{Bucket, Plan};
