@@ -27,6 +27,8 @@ NPW = 2        # fused entry: post warps (x' = post(x) of each landed stage, ahe
 # tensor cores (round 19) the post warps keep up alone and 0 is fastest (notes/cuda-pre.md)
 CWT = int(os.environ.get("PC_CWT", "0"))
 THREADS_F = THREADS + 32 * NPW
+NMW = 2        # pre entry: mix warps (the pre-mix and the ring's fills, beside the math warps)
+THREADS_P = THREADS + 32 * NMW
 BAR2 = 32 * (NW + 1)  # barrier 2: the math warps and the coefficient warp of the round
 RMAX = 4       # 32-element runs of the K slice per math warp: C <= 1024 * RMAX (10 warps: <= 168 registers)
 STAGES = 4
@@ -56,10 +58,15 @@ HEADER = f"""\
 //         shared memory until its own channels of `a` are written.
 // GRID    clusters of {CL} CTAs, as many as the device holds at once (cuOccupancyMaxActiveClusters:
 //         7 on an H100 = 112 CTAs); cluster c walks the {TT}-token tiles c, c + #clusters, ...
-//         {THREADS} threads: warps 0..{NW - 1} math, warps {NW}, {NW + 1} coefficients (alternate tiles).
+//         {THREADS_P} threads: warps 0..{NW - 1} math, warps {NW}, {NW + 1} coefficients (alternate tiles),
+//         warps {NW + NCW}, {NW + NCW + 1} mix (the ring's fills and the pre-mix; the fused entry has post
+//         warps there and its math warps mix and refill).
 // LOOP    iteration k: wait stage k; mma of tile k -> partials; push them (DSMEM); sum tile k-1's
-//         gathered partials (pushed one iteration ago), h_pre; mix tile k-1; refill its stage
-//         with tile k-1+{STAGES}. The exchange latency hides behind a whole iteration.
+//         gathered partials (pushed one iteration ago), h_pre -> shs[(k-1) & 1], arriving on
+//         hready[(k-1) & 1]. The exchange latency hides behind a whole iteration. The mix warps
+//         then mix tile k-1, arrive on mixed[(k-1) & 1] (shs may be rewritten: the h_pre writers
+//         of round k+1 wait for it) and refill its stage with tile k-1+{STAGES}, while the math
+//         warps go on with tile k+1.
 // RING    {STAGES} stages in dynamic shared memory, stage = {TT} token rows of C/2 + {PAD} bytes (the
 //         CTA's 4 stream slices, contiguous; the pad shifts banks for the fragment loads),
 //         filled by 16-byte cp.async (a fixed chunk per thread) with
@@ -90,7 +97,9 @@ HEADER = f"""\
 //         order), then lane 0 Sinkhorn -> h_res and lane 1 h_post (the decode kernel's bodies),
 //         overlapping the next two iterations.
 // MIX     a[t][c] = sum_i h_pre[t][i] x[t][i][c] over the CTA's channels, a fixed 16-byte chunk
-//         per thread; then barrier 1 (math warps) frees the stage.
+//         per thread; then a barrier of the mixing threads frees the stage. The mix warps copy
+//         as {NW * 32} virtual threads (4 chunk mappings each, full[s] counts the same 256
+//         arrivals as when the math warps filled the ring).
 // PARAMS  PreDecodeArgs (144 bytes, src/device/cuda/pre_decode.rs): 0 x, 8 phi, 16 scale,
 //         24 base, 32 gamma_k, 40 a, 48 h_pre, 56 h_post, 64 h_res, 72 inv_rms (80, 88 unused);
 //         96 T, n, C, M, x_stride, a_stride, (cpc unused), iters, flags (bit 0 Paper, bit 1
@@ -99,7 +108,9 @@ HEADER = f"""\
 //         kernel 270 us), T = 4096 128 us, 1024 44 us, 256 22 us, 64 15 us. Per tile (16 tokens,
 //         73 per cluster at T = 8192): ~3.3 us, of which the mma phase ~0.8 (tensor pipe), the
 //         mix ~0.4, barriers ~1 (waiting for the slowest warp / CTA of the lockstep cluster).
-//         Rounds and attribution: notes/cuda-pre.md, round 11. PC_EXP=nosink,nomma,nomix
+//         Rounds and attribution: notes/cuda-pre.md, round 11. Round 20 (mix warps: the math
+//         warps no longer mix or refill; same bits): T = 8192 202 -> **190 us** (55.5% -> 59.5%),
+//         1024 40.0 -> 37.1, 256 21.8 -> 20.0, 100 15.7 -> 14.4. PC_EXP=nosink,nomma,nomix
 //         (and, for the fused entry, noxf, noxo) builds timing-only variants.
 // FUSED   mhc_post_pre_pc16_bf16_n4 (PostPrePcArgs, {FUSED_ARG_BYTES} bytes: PreDecodeArgs with x = layer l's
 //         residual, then 144 f, 152 h_post_in, 160 h_res_in, 168 x_out, 176 f_stride, 180
@@ -543,11 +554,12 @@ def kernel(fused):
     e = L.append
     name = "mhc_post_pre_pc16_bf16_n4" if fused else "mhc_pre_pc16_bf16_n4"
     SREG = "%SS" if fused else "%C8"  # stream slice stride in a stage row
+    MIXW = not fused  # the pre entry's mix warps take the mix and the fills off the math warps
     arg_bytes = FUSED_ARG_BYTES if fused else 144
     e(f""".visible .entry {name}(
     .param .align 8 .b8 p_args[{arg_bytes}]
 )
-.reqntid {THREADS_F if fused else THREADS}, 1, 1
+.reqntid {THREADS_F if fused else THREADS_P}, 1, 1
 .reqnctapercluster {CL}, 1, 1
 {{
     .reg .pred %p<8>;
@@ -582,7 +594,9 @@ def kernel(fused):
     .reg .f32 %hss, %invk;
     .reg .b32 %ctps, %ctk, %cgo, %cso;
     .reg .pred %p_cp, %p_mx;
-    .reg .b32 %mtp, %mtk, %mch;
+    .reg .b32 %mtp, %mtk, %mch, %tm, %tv;
+    .reg .b32 %csov<4>, %cgov<4>, %ctkv<4>;
+    .reg .pred %p_cpv<4>;
     .reg .b64 %hpo, %hro, %mbs;{FUSED_REGS if fused else ""}
 {load_args(skip=("%part", "%sync", "%cpc"))}{NOSINK}
 {GRID_DEPENDENCY}
@@ -620,6 +634,10 @@ def kernel(fused):
     @%p1 bra INIT_END;""")
     for s in range(STAGES):
         e(f"    mbarrier.init.shared::cta.b64 [full+{8 * s}], {NW * 32};")
+    if MIXW:
+        for b_ in range(2):
+            e(f"""    mbarrier.init.shared::cta.b64 [hready+{8 * b_}], {TT};
+    mbarrier.init.shared::cta.b64 [mixed+{8 * b_}], {NMW * 32};""")
     if fused:
         for s_ in range(STAGES):
             e(f"    mbarrier.init.shared::cta.b64 [xready+{8 * s_}], {NPW * 32 + (32 if CWT else 0)};")
@@ -777,6 +795,9 @@ BASE_END:
     if fused:
         e(f"""    setp.ge.u32 %p1, %warp, {NW + NCW};
     @%p1 bra POST_WARP;""")
+    if MIXW:
+        e(f"""    setp.ge.u32 %p1, %warp, {NW + NCW};
+    @%p1 bra MIX_WARP;""")
     e("""    @!%p_math bra COEF_WARP;
     // ================= math warps: phi fragments of runs w + 8j into registers ==============""")
     for j in range(RMAX):
@@ -832,17 +853,19 @@ GK{j}_{ri}:""")
             e(f"    mov.b32 %ph{r_}, 0;")
         e(f"PHI{j}_END:")
 
-    e(f"""    // ---- copy mapping: ipt = C/32 16-byte chunks per token row (4 streams x C/128); thread t
+    def mapping(tid, nthr):
+        """The copy (issue) and mix item mappings of `nthr` threads, `tid` this one's index."""
+        return f"""    // ---- copy mapping: ipt = C/32 16-byte chunks per token row (4 streams x C/128); thread t
     // < tps ipt (tps = 256 / ipt tokens per pass) copies chunk t % ipt of tokens t / ipt + p tps
     shr.u32 %r1, %C, 5;                     // ipt
-    mov.u32 %ctps, {NW * 32};
+    mov.u32 %ctps, {nthr};
     div.u32 %ctps, %ctps, %r1;
     mul.lo.u32 %r2, %ctps, %r1;
-    setp.lt.u32 %p_cp, %tx, %r2;
-    div.u32 %ctk, %tx, %r1;
+    setp.lt.u32 %p_cp, {tid}, %r2;
+    div.u32 %ctk, {tid}, %r1;
     setp.lt.and.u32 %p_cp, %ctk, {TT}, %p_cp; // C < 512: a pass holds more than the tile
     mul.lo.u32 %r2, %ctk, %r1;
-    sub.u32 %r2, %tx, %r2;                  // chunk of the row
+    sub.u32 %r2, {tid}, %r2;                  // chunk of the row
     shr.u32 %r3, %C, 7;                     // chunks per stream slice
     div.u32 %r4, %r2, %r3;                  // stream
 {"    mov.u32 %cfs, %r4;" + chr(10) if fused else ""}    mul.lo.u32 %r5, %r4, %r3;
@@ -856,18 +879,24 @@ GK{j}_{ri}:""")
     mad.lo.u32 %cso, %r4, {SREG}, %cso;
     mad.lo.u32 %cso, %r5, 16, %cso;         // byte offset in a stage
     shr.u32 %r1, %C, 7;                     // cpt
-    mov.u32 %mtp, {NW * 32};
+    mov.u32 %mtp, {nthr};
     div.u32 %mtp, %mtp, %r1;
     mul.lo.u32 %r2, %mtp, %r1;
-    setp.lt.u32 %p_mx, %tx, %r2;
-    div.u32 %mtk, %tx, %r1;
+    setp.lt.u32 %p_mx, {tid}, %r2;
+    div.u32 %mtk, {tid}, %r1;
     mul.lo.u32 %r2, %mtk, %r1;
-    sub.u32 %mch, %tx, %r2;
-    // ---- prologue: tiles cid + j ncl into stages j < {STAGES}""")
-    for j in range(STAGES):
-        e(f"""    mad.lo.u32 %r20, %ncl, {j}, %cid;
+    sub.u32 %mch, {tid}, %r2;
+    // ---- prologue: tiles cid + j ncl into stages j < {STAGES}"""
+
+    def prologue_fill(tag):
+        for j in range(STAGES):
+            e(f"""    mad.lo.u32 %r20, %ncl, {j}, %cid;
     mov.u32 %r21, {j};""")
-        issue("%r20", "%r21", f"PRO{j}")
+            issue("%r20", "%r21", f"{tag}{j}")
+
+    if not MIXW:
+        e(mapping("%tx", NW * 32))
+        prologue_fill("PRO")
     e(f"""    mov.u32 %tile, %cid;
     mov.u32 %stage, 0;
     mov.u32 %kk, 0;
@@ -1026,13 +1055,36 @@ WSUM_END:
 {sigmoid("%f5", f"%w{i}")}
     @!%p_paper add.f32 %w{i}, %w{i}, %eps_hc;
     @%p2 st.global.f32 [%rd2+{4 * i}], %w{i};""")
-    e(f"""    mov.u32 %r14, shs;
-    mad.lo.u32 %r14, %r12, 16, %r14;
-    st.shared.v4.f32 [%r14], {{%w0, %w1, %w2, %w3}};
-HPRE_END:
+    if MIXW:
+        e(f"""    // shs[p] (p = round kk-1's parity) is free once the mix warps mixed round kk-3
+    sub.u32 %r15, %kk, 1;
+    and.b32 %r16, %r15, 1;                  // p
+    shr.u32 %r17, %r15, 1;                  // this is use u of shs[p]
+    setp.eq.u32 %p3, %r17, 0;
+    @%p3 bra SHS_FREE;
+    sub.u32 %r17, %r17, 1;
+    and.b32 %r17, %r17, 1;                  // parity of mixed[p]'s phase u - 1
+    mov.u32 %r18, mixed;
+    mad.lo.u32 %r18, %r16, 8, %r18;
+SHS_WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p3, [%r18], %r17;
+    @!%p3 bra SHS_WAIT;
+SHS_FREE:
+    mov.u32 %r14, shs;
+    mad.lo.u32 %r14, %r16, {TT * 16}, %r14;""")
+    else:
+        e("    mov.u32 %r14, shs;")
+    e(f"""    mad.lo.u32 %r14, %r12, 16, %r14;
+    st.shared.v4.f32 [%r14], {{%w0, %w1, %w2, %w3}};""")
+    if MIXW:
+        e("""    // h_pre of this token of round kk-1 is in shs[p]: one of hready[p]'s 16 arrivals
+    mov.u32 %r18, hready;
+    mad.lo.u32 %r18, %r16, 8, %r18;
+    mbarrier.arrive.shared::cta.b64 %mbs, [%r18];""")
+    e(f"""HPRE_END:
     // gat[(kk-1) & 1] is read (math warps and the round's coefficient warp), psum and shs written
-    barrier.sync 2, {BAR2};
-    // ---- push tile kk's partials: f = 0 (h_pre logits) and 6 (ss) to every CTA, f = 1..5 to
+    barrier.sync 2, {BAR2};""")
+    e(f"""    // ---- push tile kk's partials: f = 0 (h_pre logits) and 6 (ss) to every CTA, f = 1..5 to
     // CTA tk; thread 0 arms gbar[kk & 1] for the {CL * SLOTS * 16} bytes every CTA sends here
     and.b32 %r8, %kk, 1;
     mov.u32 %gab, gat;
@@ -1076,17 +1128,24 @@ PJ{i}_GO:
     mapa.shared::cluster.u32 %r14, %r13, %r16;
     mapa.shared::cluster.u32 %r15, %gbb, %r16;
     st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%r14], {{%pv0, %pv1, %pv2, %pv3}}, [%r15];""")
-    e(f"""PUSH_END:
-    // ---- mix tile kk-1: thread t < mtp cpt (cpt = C/128 chunks per token and slice, mtp = 256 /
-    // cpt tokens per pass) takes chunk %mch of tokens %mtk + p mtp
+    def mix_code(mw):
+        """The pre-mix of tile %ptile from stage %pstage: math warps (iteration kk >= 1, shs) or,
+        mw, the mix warps (shs[%r19], any round); its labels MIX_*."""
+        M = []
+        em = M.append
+        SKIP0 = "" if mw else """
     setp.eq.u32 %p1, %kk, 0;
-    @%p1 bra MIX_END;
+    @%p1 bra MIX_END;"""
+        SHSP = f"""
+    mad.lo.u32 %r8, %r19, {TT * 16}, %r8;   // shs[p]""" if mw else ""
+        em(f"""    // ---- mix tile ptile (stage pstage): thread t < mtp cpt (cpt = C/128 chunks per token and
+    // slice, mtp = threads / cpt tokens per pass) takes chunk %mch of tokens %mtk + p mtp{SKIP0}
     @!%p_mx bra MIX_END;
     shl.b32 %r3, %ptile, 4;                 // t0
     mad.lo.u32 %r7, %pstage, %sstage, %dsm;
     mad.lo.u32 %r7, %mtk, %tstride, %r7;
     mad.lo.u32 %r7, %mch, 16, %r7;          // &x[tk][stream 0][8 ch]
-    mov.u32 %r8, shs;
+    mov.u32 %r8, shs;{SHSP}
     mad.lo.u32 %r8, %mtk, 16, %r8;          // &h_pre[tk]
     add.u32 %r6, %r3, %mtk;                 // token
     ld.param.u32 %r9, [p_args+116];
@@ -1108,8 +1167,8 @@ MIX_LOOP:{NOMIX}
     @%p1 bra MIX_END;
     mov.u32 %r5, %r7;
     ld.shared.v4.f32 {{%w0, %w1, %w2, %w3}}, [%r8];""")
-    if fused and "noxo" not in EXP:
-        e(f"""    // fused entry: x' of this chunk to x_out too (16-byte stores, consecutive lanes adjacent)
+        if fused and "noxo" not in EXP:
+            em(f"""    // fused entry: x' of this chunk to x_out too (16-byte stores, consecutive lanes adjacent)
     ld.param.u32 %r14, [p_args+{A_XOS}];
     ld.param.u64 %rd4, [p_args+{A_XO}];
     mul.wide.u32 %rd5, %r6, %r14;
@@ -1117,39 +1176,44 @@ MIX_LOOP:{NOMIX}
     add.u64 %rd4, %rd4, %rd5;
     add.u64 %rd4, %rd4, %rd2;               // &x_out[token][stream 0][r C/16 + 8 ch]
     mul.wide.u32 %rd5, %C, 2;""")
-    for j in range(8):
-        e(f"    mov.f32 %mo{j}, 0f00000000;")
-    for i in range(4):
-        if i:
-            e(f"    add.u32 %r5, %r5, {SREG};")
-        e(f"    ld.shared.v4.b32 {{%xa0, %xa1, %xa2, %xa3}}, [%r5];")
-        if fused and "noxo" not in EXP:
+        for j in range(8):
+            em(f"    mov.f32 %mo{j}, 0f00000000;")
+        for i in range(4):
             if i:
-                e("    add.u64 %rd4, %rd4, %rd5;")
-            e("    st.global.v4.b32 [%rd4], {%xa0, %xa1, %xa2, %xa3};")
-        for u in range(4):
-            e(f"""    shl.b32 %r9, %xa{u}, 16;
+                em(f"    add.u32 %r5, %r5, {SREG};")
+            em(f"    ld.shared.v4.b32 {{%xa0, %xa1, %xa2, %xa3}}, [%r5];")
+            if fused and "noxo" not in EXP:
+                if i:
+                    em("    add.u64 %rd4, %rd4, %rd5;")
+                em("    st.global.v4.b32 [%rd4], {%xa0, %xa1, %xa2, %xa3};")
+            for u in range(4):
+                em(f"""    shl.b32 %r9, %xa{u}, 16;
     mov.b32 %f0, %r9;
     and.b32 %r9, %xa{u}, -65536;
     mov.b32 %f1, %r9;
     fma.rn.f32 %mo{2 * u}, %w{i}, %f0, %mo{2 * u};
     fma.rn.f32 %mo{2 * u + 1}, %w{i}, %f1, %mo{2 * u + 1};""")
-    for j in range(4):
-        e(f"    cvt.rn.bf16x2.f32 %r{10 + j}, %mo{2 * j + 1}, %mo{2 * j};")
-    e(f"""    st.global.v4.b32 [%rd1], {{%r10, %r11, %r12, %r13}};
+        for j in range(4):
+            em(f"    cvt.rn.bf16x2.f32 %r{10 + j}, %mo{2 * j + 1}, %mo{2 * j};")
+        em(f"""    st.global.v4.b32 [%rd1], {{%r10, %r11, %r12, %r13}};
     add.u64 %rd1, %rd1, %rd3;
     mad.lo.u32 %r7, %mtp, %tstride, %r7;
     mad.lo.u32 %r8, %mtp, 16, %r8;
     add.u32 %r6, %r6, %mtp;
     add.u32 %it, %it, %mtp;
-    bra MIX_LOOP;
-MIX_END:
-    // stage pstage is free once every math warp is here: refill it with tile kk-1+{STAGES}
+    bra MIX_LOOP;""")
+        em("MIX_END:")
+        return "\n".join(M)
+
+    e("PUSH_END:")
+    if not MIXW:
+        e(mix_code(False))
+        e(f"""    // stage pstage is free once every math warp is here: refill it with tile kk-1+{STAGES}
     barrier.sync 1, {NW * 32};
     setp.eq.u32 %p1, %kk, 0;
     @%p1 bra REFILL_END;
     mad.lo.u32 %r20, %ncl, {STAGES}, %ptile;""")
-    issue("%r20", "%pstage", "REFILL")
+        issue("%r20", "%pstage", "REFILL")
     e(f"""    @!%p_cur bra TILE_END;
     mov.u32 %ptile, %tile;
     mov.u32 %pstage, %stage;
@@ -1228,8 +1292,73 @@ ROW_END:
     add.u32 %kk, %kk, 2;
     setp.le.u32 %p1, %kk, %nr;
     @%p1 bra COEF_LOOP;
-    bra TILE_END;{post_warps() if fused else ""}
-TILE_END:
+    bra TILE_END;{post_warps() if fused else ""}""")
+    if MIXW:
+        e(f"""
+    // ================= mix warps: the ring's fills and the pre-mix of every tile ================
+    // Round j (tile cid + j ncl, stage j % {STAGES}): wait hready[j & 1] (the math warps wrote its
+    // h_pre to shs[j & 1]), mix it, arrive on mixed[j & 1] (shs[j & 1] may be rewritten), refill
+    // the stage with round j + {STAGES}. Off the math warps, the mix overlaps their next rounds.
+MIX_WARP:
+    sub.u32 %tm, %tx, {32 * (NW + NCW)};""")
+        # the copies: each mix thread stands for {NW * 32 // (NMW * 32)} of the math warps' copier
+        # threads (virtual thread tm + {NMW * 32} v: the same chunk mapping and fill count as the
+        # fused entry's), its registers suffixed v
+        VT = NW * 32 // (NMW * 32)
+        sfx = lambda text, v: (text.replace("%cso", f"%csov{v}").replace("%cgo", f"%cgov{v}")
+                               .replace("%ctk", f"%ctkv{v}").replace("%p_cp", f"%p_cpv{v}"))
+        for v in range(VT):
+            e(f"    add.u32 %tv, %tm, {NMW * 32 * v};")
+            e(sfx(mapping("%tv", NW * 32), v))
+        e(mapping("%tm", NMW * 32))         # the mix items (its copy registers unused)
+        e(f"""    shr.u32 %r1, %C, 5;
+    mov.u32 %ctps, {NW * 32};
+    div.u32 %ctps, %ctps, %r1;              // the fills' tokens per pass (virtual threads)""")
+
+        def fill(tile_reg, stage_reg, tag):
+            for v in range(VT):
+                n0 = len(L)
+                issue(tile_reg, stage_reg, f"{tag}V{v}")
+                for i in range(n0, len(L)):
+                    L[i] = sfx(L[i], v)
+
+        for j in range(STAGES):
+            e(f"""    mad.lo.u32 %r20, %ncl, {j}, %cid;
+    mov.u32 %r21, {j};""")
+            fill("%r20", "%r21", f"PRO{j}")
+        e(f"""    mov.u32 %nr, 0;
+    setp.le.u32 %p1, %ntiles, %cid;
+    @%p1 bra TILE_END;
+    sub.u32 %nr, %ntiles, %cid;
+    sub.u32 %nr, %nr, 1;
+    div.u32 %nr, %nr, %ncl;
+    add.u32 %nr, %nr, 1;                    // this cluster's rounds
+    mov.u32 %kk, 0;
+MW_LOOP:
+    setp.ge.u32 %p1, %kk, %nr;
+    @%p1 bra TILE_END;
+    and.b32 %r19, %kk, 1;                   // p
+    shr.u32 %r2, %kk, 1;
+    and.b32 %r2, %r2, 1;
+    mov.u32 %r1, hready;
+    mad.lo.u32 %r1, %r19, 8, %r1;
+MW_WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1], %r2;
+    @!%p1 bra MW_WAIT;
+    mad.lo.u32 %ptile, %kk, %ncl, %cid;
+    and.b32 %pstage, %kk, {STAGES - 1};""")
+        e(mix_code(True))
+        e(f"""    // the stage's chunks are refilled by other threads than the ones that mixed them
+    barrier.sync 3, {NMW * 32};
+    mov.u32 %r1, mixed;
+    and.b32 %r19, %kk, 1;
+    mad.lo.u32 %r1, %r19, 8, %r1;
+    mbarrier.arrive.shared::cta.b64 %mbs, [%r1];   // this thread's reads of shs[p] and the stage are done
+    mad.lo.u32 %r20, %ncl, {STAGES}, %ptile;""")
+        fill("%r20", "%pstage", "REFILL")
+        e("""    add.u32 %kk, %kk, 1;
+    bra.uni MW_LOOP;""")
+    e(f"""TILE_END:
     // leave together (no CTA's shared memory may vanish while the cluster still runs)
     barrier.cluster.arrive.release;
     barrier.cluster.wait.acquire;
@@ -1244,14 +1373,16 @@ def main():
     text += f"""
 .shared .align 16 .b8 red[{NW * TT * 28 * 4}];        // warp partials [{NW}][{TT}][28]
 .shared .align 16 .b8 gat[{2 * CL * SLOTS * 16}];       // gathered partials [2][{CL}][{SLOTS}] float4
-.shared .align 16 .b8 shs[{TT * 16}];
+.shared .align 16 .b8 shs[{2 * TT * 16}];          // h_pre [2][{TT}][4] (the pre entry's mix warps: by round parity)
 .shared .align 16 .b8 psum[{TT * 7 * 16}];       // this CTA's partials of the tile [{TT}][7] float4           // h_pre [{TT}][4]
 .shared .align 16 .b8 sm_lg[{NCW * 128}];         // per coefficient warp: the own token's row (ss, logits)
 .shared .align 16 .b8 sm_base[128];       // base[24]
 .shared .align 8 .b64 full[{STAGES}];
 .shared .align 8 .b64 gbar[2];
 .shared .align 8 .b64 xready[{STAGES}];      // fused entry: x' of stage s computed (the post warps)
-.extern .shared .align 128 .b8 dsm[];     // the ring: {STAGES} stages of {TT} x (C/2 + {PAD}) bytes (fused: rows C/2 + C/8 + {PAD}, + {HC_TILE})
+.shared .align 8 .b64 hready[2];             // pre entry: h_pre of the round of this parity in shs
+.shared .align 8 .b64 mixed[2];              // pre entry: the mix warps are done with shs[parity]
+.extern .shared .align 128 .b8 dsm[];     // the ring: {STAGES} stages of {TT} x (C/2 + {PAD}) bytes (fused: rows of 5 (C/8 + 16) bytes and a pad, + {HC_TILE})
 
 """
     text += kernel(False)
