@@ -797,9 +797,12 @@ fn post_pre_cluster_sanitizer_smoke() {
     let stream = Stream::new(&dev).unwrap();
     let mut rng = common::rng("post_pre_cluster_sanitizer_smoke");
     for form in FORMS {
-        let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 256, 70, form, Dtype::Bf16) };
-        post_pre_cluster_matches_pair(&dev, &stream, &mut rng, &sh);
-        check_post_pre(&dev, &stream, &mut rng, &sh);
+        // T = 70: the `m` entry (post warps mix); T = 500: the entry whose math warps mix
+        for t in [70, 500] {
+            let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 256, t, form, Dtype::Bf16) };
+            post_pre_cluster_matches_pair(&dev, &stream, &mut rng, &sh);
+            check_post_pre(&dev, &stream, &mut rng, &sh);
+        }
     }
 }
 

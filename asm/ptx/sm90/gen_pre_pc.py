@@ -47,7 +47,7 @@ HEADER = f"""\
 // =============================================================================================
 // pre_pc.ptx -- mHC `pre` (MATH.md stages 1-3) for MANY tokens on sm_90a: persistent clusters
 // of {CL} CTAs, bf16 storage, n = 4 (M = 24 logits), C a multiple of 128 up to {C_MAX}, no gamma_f.
-// Entries: mhc_pre_pc16_bf16_n4 (pre) and mhc_post_pre_pc16_bf16_n4 (post_pre, FUSED below). The
+// Entries: mhc_pre_pc16_bf16_n4 (pre), mhc_post_pre_pc16_bf16_n4 and _pc16m_ (post_pre, FUSED). The
 // general kernel (pre.ptx) serves every other shape.
 //
 // WHY     pre.ptx's prefill reads x twice (K loop, then the pre-mix: the 1 MB tile misses L2)
@@ -125,6 +125,12 @@ HEADER = f"""\
 //         arrive on xready[s], which the math warps wait for instead of full[s]; running up to
 //         the ring's depth ahead, the post math overlaps the math warps' mma, exchange and mix.
 //         The math warps' mix stores x' to x_out (16-byte stores) as it reads it.
+//         mhc_post_pre_pc16m_bf16_n4 (T <= 448): the post warps also fill the ring and mix each
+//         tile (as the pre entry's mix warps: hready / mixed), x' of round m + 3 after the mix of
+//         round m; T = 65 / 128 / 256 / 448 16.7 / 20.1 / 25.3 / 31.0 us against 18.3 / 22.6 /
+//         28.3 / 32.7, but T = 1024 / 8192 64 / 407 against 52 / 277 (x', the mix and the fills
+//         of every tile on two warps). An order x' of round j, then the mix of round j - 3 and
+//         the refill of round j + 1 waited a whole load per step: 498 us at T = 8192.
 // XPOST   x' on the tensor cores, per 4-token group and 8-channel n-tile: D[16 x 8] (rows:
 //         token tl, stream k) = A2 B2 (m16n8k8: h_post hi / lo x f) + A_lo B + A_hi B
 //         (m16n8k16: B = the group's x rows (tl, j) by ldmatrix.trans, A = the block diagonal
@@ -547,14 +553,14 @@ POST_WAIT:
     bra.uni POST_LOOP;"""
 
 
-def kernel(fused):
+def kernel(fused, mixw):
     NOSINK = "\n    mov.u32 %iters, 0;" if "nosink" in EXP else ""
     NOMIX = "\n    bra MIX_END;" if "nomix" in EXP else ""
     L = []
     e = L.append
-    name = "mhc_post_pre_pc16_bf16_n4" if fused else "mhc_pre_pc16_bf16_n4"
+    name = ("mhc_post_pre_pc16m_bf16_n4" if mixw else "mhc_post_pre_pc16_bf16_n4") if fused else "mhc_pre_pc16_bf16_n4"
     SREG = "%SS" if fused else "%C8"  # stream slice stride in a stage row
-    MIXW = not fused  # the pre entry's mix warps take the mix and the fills off the math warps
+    MIXW = mixw  # the mix and the ring's fills run beside the math warps (pre: mix warps; fused: the post warps)
     arg_bytes = FUSED_ARG_BYTES if fused else 144
     e(f""".visible .entry {name}(
     .param .align 8 .b8 p_args[{arg_bytes}]
@@ -595,7 +601,7 @@ def kernel(fused):
     .reg .b32 %ctps, %ctk, %cgo, %cso;
     .reg .pred %p_cp, %p_mx;
     .reg .b32 %mtp, %mtk, %mch, %tm, %tv;
-    .reg .b32 %csov<4>, %cgov<4>, %ctkv<4>;
+    .reg .b32 %csov<4>, %cgov<4>, %ctkv<4>, %cfsv<4>, %tvv<4>;
     .reg .pred %p_cpv<4>;
     .reg .b64 %hpo, %hro, %mbs;{FUSED_REGS if fused else ""}
 {load_args(skip=("%part", "%sync", "%cpc"))}{NOSINK}
@@ -795,7 +801,7 @@ BASE_END:
     if fused:
         e(f"""    setp.ge.u32 %p1, %warp, {NW + NCW};
     @%p1 bra POST_WARP;""")
-    if MIXW:
+    if MIXW and not fused:
         e(f"""    setp.ge.u32 %p1, %warp, {NW + NCW};
     @%p1 bra MIX_WARP;""")
     e("""    @!%p_math bra COEF_WARP;
@@ -1292,8 +1298,17 @@ ROW_END:
     add.u32 %kk, %kk, 2;
     setp.le.u32 %p1, %kk, %nr;
     @%p1 bra COEF_LOOP;
-    bra TILE_END;{post_warps() if fused else ""}""")
-    if MIXW:
+    bra TILE_END;{post_warps() if fused and not MIXW else ""}""")
+    if MIXW and fused:
+        e(f"""
+    // ================= post warps: the ring's fills, x' of each landed stage, the pre-mix =======
+    // Step j: x' of round j (wait full[j % {STAGES}], arrive on xready), then round j - 3: wait
+    // hready[(j-3) & 1], mix it (and store x' to x_out), arrive on mixed, refill its stage with
+    // round j + 1. x' runs up to 3 rounds ahead of the math warps, the mix behind them.
+POST_WARP:
+    sub.u32 %r1, %warp, {NW + NCW};{post_lane_consts("%r1", NPW)}
+    sub.u32 %tm, %tx, {32 * (NW + NCW)};""")
+    elif MIXW:
         e(f"""
     // ================= mix warps: the ring's fills and the pre-mix of every tile ================
     // Round j (tile cid + j ncl, stage j % {STAGES}): wait hready[j & 1] (the math warps wrote its
@@ -1301,15 +1316,17 @@ ROW_END:
     // the stage with round j + {STAGES}. Off the math warps, the mix overlaps their next rounds.
 MIX_WARP:
     sub.u32 %tm, %tx, {32 * (NW + NCW)};""")
+    if MIXW:
         # the copies: each mix thread stands for {NW * 32 // (NMW * 32)} of the math warps' copier
         # threads (virtual thread tm + {NMW * 32} v: the same chunk mapping and fill count as the
         # fused entry's), its registers suffixed v
         VT = NW * 32 // (NMW * 32)
         sfx = lambda text, v: (text.replace("%cso", f"%csov{v}").replace("%cgo", f"%cgov{v}")
-                               .replace("%ctk", f"%ctkv{v}").replace("%p_cp", f"%p_cpv{v}"))
+                               .replace("%ctk", f"%ctkv{v}").replace("%p_cp", f"%p_cpv{v}")
+                               .replace("%cfs", f"%cfsv{v}").replace("%tx", f"%tvv{v}"))
         for v in range(VT):
-            e(f"    add.u32 %tv, %tm, {NMW * 32 * v};")
-            e(sfx(mapping("%tv", NW * 32), v))
+            e(f"    add.u32 %tvv{v}, %tm, {NMW * 32 * v};")
+            e(sfx(mapping(f"%tvv{v}", NW * 32), v))
         e(mapping("%tm", NMW * 32))         # the mix items (its copy registers unused)
         e(f"""    shr.u32 %r1, %C, 5;
     mov.u32 %ctps, {NW * 32};
@@ -1332,8 +1349,62 @@ MIX_WARP:
     sub.u32 %nr, %ntiles, %cid;
     sub.u32 %nr, %nr, 1;
     div.u32 %nr, %nr, %ncl;
-    add.u32 %nr, %nr, 1;                    // this cluster's rounds
+    add.u32 %nr, %nr, 1;                    // this cluster's rounds""")
+        if fused:
+            def xprime(tag, round_reg):
+                """x' of round `round_reg` (if < nr): wait for its stage, post_mma, xready."""
+                return f"""    setp.ge.u32 %p1, {round_reg}, %nr;
+    @%p1 bra {tag}_SKIP;
+    and.b32 %stage, {round_reg}, {STAGES - 1};
+    mad.lo.u32 %tile, {round_reg}, %ncl, %cid;
+    mad.lo.u32 %st0, %stage, %sstage, %dsm;
+    mov.u32 %r1, full;
+    mad.lo.u32 %r1, %stage, 8, %r1;
+    shr.u32 %r2, {round_reg}, 2;
+    and.b32 %r2, %r2, 1;                    // fill round / {STAGES} of the stage
+{tag}_FULL:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1], %r2;
+    @!%p1 bra {tag}_FULL;
+{post_mma(tag, NPW, 0, (TT - CWT) // 4)}
+{tag}_SKIP:"""
+            e(f"""    // x' of rounds 0, 1, 2 (their stages come from the first fills)
+    mov.u32 %r23, 0;
+PW_PRO:
+{xprime("XP", "%r23")}
+    add.u32 %r23, %r23, 1;
+    setp.lt.u32 %p1, %r23, 3;
+    @%p1 bra.uni PW_PRO;
+    // round m: the mix (round m's h_pre comes at the end of the math warps' round m + 1), the
+    // refill with round m + {STAGES}, then x' of round m + 3 (refilled one step ago)
     mov.u32 %kk, 0;
+PW_LOOP:
+    setp.ge.u32 %p1, %kk, %nr;
+    @%p1 bra TILE_END;
+    and.b32 %r19, %kk, 1;
+    shr.u32 %r2, %kk, 1;
+    and.b32 %r2, %r2, 1;
+    mov.u32 %r1, hready;
+    mad.lo.u32 %r1, %r19, 8, %r1;
+PW_WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1], %r2;
+    @!%p1 bra PW_WAIT;
+    mad.lo.u32 %ptile, %kk, %ncl, %cid;
+    and.b32 %pstage, %kk, {STAGES - 1};""")
+            e(mix_code(True))
+            e(f"""    // the stage's chunks are refilled by other threads than the ones that mixed them
+    barrier.sync 3, {NMW * 32};
+    mov.u32 %r1, mixed;
+    and.b32 %r19, %kk, 1;
+    mad.lo.u32 %r1, %r19, 8, %r1;
+    mbarrier.arrive.shared::cta.b64 %mbs, [%r1];
+    mad.lo.u32 %r20, %ncl, {STAGES}, %ptile;""")
+            fill("%r20", "%pstage", "REFILL")
+            e(f"""    add.u32 %r23, %kk, 3;
+{xprime("XF", "%r23")}
+    add.u32 %kk, %kk, 1;
+    bra.uni PW_LOOP;""")
+        else:
+            e(f"""    mov.u32 %kk, 0;
 MW_LOOP:
     setp.ge.u32 %p1, %kk, %nr;
     @%p1 bra TILE_END;
@@ -1347,16 +1418,16 @@ MW_WAIT:
     @!%p1 bra MW_WAIT;
     mad.lo.u32 %ptile, %kk, %ncl, %cid;
     and.b32 %pstage, %kk, {STAGES - 1};""")
-        e(mix_code(True))
-        e(f"""    // the stage's chunks are refilled by other threads than the ones that mixed them
+            e(mix_code(True))
+            e(f"""    // the stage's chunks are refilled by other threads than the ones that mixed them
     barrier.sync 3, {NMW * 32};
     mov.u32 %r1, mixed;
     and.b32 %r19, %kk, 1;
     mad.lo.u32 %r1, %r19, 8, %r1;
     mbarrier.arrive.shared::cta.b64 %mbs, [%r1];   // this thread's reads of shs[p] and the stage are done
     mad.lo.u32 %r20, %ncl, {STAGES}, %ptile;""")
-        fill("%r20", "%pstage", "REFILL")
-        e("""    add.u32 %kk, %kk, 1;
+            fill("%r20", "%pstage", "REFILL")
+            e("""    add.u32 %kk, %kk, 1;
     bra.uni MW_LOOP;""")
     e(f"""TILE_END:
     // leave together (no CTA's shared memory may vanish while the cluster still runs)
@@ -1385,8 +1456,9 @@ def main():
 .extern .shared .align 128 .b8 dsm[];     // the ring: {STAGES} stages of {TT} x (C/2 + {PAD}) bytes (fused: rows of 5 (C/8 + 16) bytes and a pad, + {HC_TILE})
 
 """
-    text += kernel(False)
-    text += "\n" + kernel(True)
+    text += kernel(False, True)
+    text += "\n" + kernel(True, False)
+    text += "\n" + kernel(True, True)
     out = os.path.join(HERE, "pre_pc.ptx")
     with open(out, "w") as f:
         f.write(text)

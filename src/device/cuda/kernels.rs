@@ -393,26 +393,33 @@ fn build() -> Vec<KernelDesc> {
         )
     });
     // post_pre for many tokens, the same shapes: the fused entry of pre_pc.ptx (x' computed in
-    // the ring, never read back); ahead of the general post_pre kernel from 65 tokens.
-    t.push(KernelDesc {
-        tokens_per_cta: super::pre_pc::PC_TILE_TOKENS,
-        min_tokens: super::pre_pc::POST_PRE_PC_MIN_TOKENS,
-        max_dynamic_shared: super::pre_pc::PC_FUSED_MAX_SHARED,
-        cluster: super::pre_pc::PC_CLUSTER,
-        tile_in_shared: true,
-        persistent: true,
-        pre_family: PreFamily::Cluster,
-        ..row(
-            Stage::PostPre,
-            Dtype::Bf16,
-            4,
-            super::pre_pc::POST_PRE_PC_ENTRY,
-            IMG_PRE_PC,
-            size_of::<super::pre_pc::PostPrePcArgs>(),
-            8,
-            super::pre_pc::PC_FUSED_THREADS,
-        )
-    });
+    // the ring, never read back); ahead of the general post_pre kernel from 65 tokens. Up to
+    // POST_PRE_PCM_MAX_TOKENS its `m` entry (the post warps also mix and fill the ring).
+    for (entry, max_tokens) in [
+        (super::pre_pc::POST_PRE_PCM_ENTRY, super::pre_pc::POST_PRE_PCM_MAX_TOKENS),
+        (super::pre_pc::POST_PRE_PC_ENTRY, usize::MAX),
+    ] {
+        t.push(KernelDesc {
+            tokens_per_cta: super::pre_pc::PC_TILE_TOKENS,
+            min_tokens: super::pre_pc::POST_PRE_PC_MIN_TOKENS,
+            max_tokens,
+            max_dynamic_shared: super::pre_pc::PC_FUSED_MAX_SHARED,
+            cluster: super::pre_pc::PC_CLUSTER,
+            tile_in_shared: true,
+            persistent: true,
+            pre_family: PreFamily::Cluster,
+            ..row(
+                Stage::PostPre,
+                Dtype::Bf16,
+                4,
+                entry,
+                IMG_PRE_PC,
+                size_of::<super::pre_pc::PostPrePcArgs>(),
+                8,
+                super::pre_pc::PC_FUSED_THREADS,
+            )
+        });
+    }
     // pre for n = 8 / 16 / 32 (bf16, no gamma_k / gamma_f): 128-token x 128-logit GEMM tiles
     // through a shared-memory ring, K split while SMs would idle (pre_gemm.rs); selected before
     // the general kernel where it applies (`pre_gemm_unsupported`, checked by `reject`).
@@ -684,7 +691,13 @@ mod tests {
             let want = match d.entry {
                 e if e.starts_with("mhc_pre_decode_") => PreFamily::Decode,
                 e if e.starts_with("mhc_pre_mid") => PreFamily::Mid,
-                e if e == super::super::pre_pc::PC_ENTRY || e == super::super::pre_pc::POST_PRE_PC_ENTRY => {
+                e if [
+                    super::super::pre_pc::PC_ENTRY,
+                    super::super::pre_pc::POST_PRE_PC_ENTRY,
+                    super::super::pre_pc::POST_PRE_PCM_ENTRY,
+                ]
+                .contains(&e) =>
+                {
                     PreFamily::Cluster
                 }
                 e if e.starts_with("mhc_pre_gemm_") => PreFamily::Gemm,

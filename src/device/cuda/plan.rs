@@ -862,8 +862,12 @@ mod tests {
             assert_eq!(planned(n, 1280, Dtype::Bf16, Pre, from), [format!("mhc_pre_gemm_bf16_n{n}")], "n={n}");
         }
         assert_eq!(planned(32, 1280, Dtype::F32, Pre, 8192), ["mhc_pre_sm90_f32"]);
-        // post_pre: the fused cluster kernel from 65 tokens, else post then pre.
-        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 65), ["mhc_post_pre_pc16_bf16_n4"]);
+        // post_pre: the fused cluster kernel from 65 tokens (its `m` entry to 448), else post
+        // then pre.
+        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 65), ["mhc_post_pre_pc16m_bf16_n4"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 448), ["mhc_post_pre_pc16m_bf16_n4"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 449), ["mhc_post_pre_pc16_bf16_n4"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 8192), ["mhc_post_pre_pc16_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 64), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_mid_sm90_bf16"]);
         assert_eq!(planned(4, 7168, Dtype::Bf16, PostPre, 8192), ["mhc_post_v4_bf16_n4", "mhc_pre_sm90_bf16"]);
         // Registry stages: the same ranges as the plan's buckets.

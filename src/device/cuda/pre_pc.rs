@@ -29,6 +29,14 @@ use crate::error::Result;
 pub(crate) const PC_ENTRY: &str = "mhc_pre_pc16_bf16_n4";
 /// The fused `post_pre` entry of the same file.
 pub(crate) const POST_PRE_PC_ENTRY: &str = "mhc_post_pre_pc16_bf16_n4";
+/// The fused entry for fewer tokens: its post warps also mix each tile and fill the ring (the math
+/// warps only project and exchange), which wins while a cluster walks few tiles (H100, C = 4096,
+/// T = 65 / 128 / 384 / 512: 16.8 / 20.1 / 30.9 / 36.3 us against 18.4 / 22.7 / 31.5-32.9 /
+/// 36.1-36.4) and loses beyond (T = 768 / 1024 / 8192: 48 / 64 / 407 against 44 / 52 / 277: the
+/// two post warps then carry x', the mix and the fills of every tile).
+pub(crate) const POST_PRE_PCM_ENTRY: &str = "mhc_post_pre_pc16m_bf16_n4";
+/// Largest T of [`POST_PRE_PCM_ENTRY`].
+pub const POST_PRE_PCM_MAX_TOKENS: usize = 448;
 /// CTAs per cluster (a non-portable size: the device allows it on the function when it loads it).
 pub const PC_CLUSTER: u32 = 16;
 /// Tokens per tile (= the cluster size: CTA r finishes token r of every tile).
@@ -195,6 +203,6 @@ mod tests {
                 && stage_ring_bytes(d.stage, c) <= d.max_dynamic_shared as usize
         };
         use crate::device::cuda::kernels::PreFamily;
-        assert_eq!(assert_c_range_is_what_fits(|d| d.pre_family == PreFamily::Cluster, fits), 2);
+        assert_eq!(assert_c_range_is_what_fits(|d| d.pre_family == PreFamily::Cluster, fits), 3);
     }
 }
