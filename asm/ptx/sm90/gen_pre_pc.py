@@ -1350,6 +1350,36 @@ MIX_WARP:
     sub.u32 %nr, %nr, 1;
     div.u32 %nr, %nr, %ncl;
     add.u32 %nr, %nr, 1;                    // this cluster's rounds""")
+        def mix_rounds(tag, after):
+            """Rounds kk = 0 .. nr - 1: wait hready[kk & 1], mix the tile, free shs and the stage
+            (mixed[kk & 1]), refill the stage with round kk + STAGES; then `after`."""
+            e(f"""    mov.u32 %kk, 0;
+{tag}_LOOP:
+    setp.ge.u32 %p1, %kk, %nr;
+    @%p1 bra TILE_END;
+    and.b32 %r19, %kk, 1;                   // p
+    shr.u32 %r2, %kk, 1;
+    and.b32 %r2, %r2, 1;
+    mov.u32 %r1, hready;
+    mad.lo.u32 %r1, %r19, 8, %r1;
+{tag}_WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1], %r2;
+    @!%p1 bra {tag}_WAIT;
+    mad.lo.u32 %ptile, %kk, %ncl, %cid;
+    and.b32 %pstage, %kk, {STAGES - 1};""")
+            e(mix_code(True))
+            e(f"""    // the stage's chunks are refilled by other threads than the ones that mixed them
+    barrier.sync 3, {NMW * 32};
+    mov.u32 %r1, mixed;
+    and.b32 %r19, %kk, 1;
+    mad.lo.u32 %r1, %r19, 8, %r1;
+    mbarrier.arrive.shared::cta.b64 %mbs, [%r1];   // this thread's reads of shs[p] and the stage are done
+    mad.lo.u32 %r20, %ncl, {STAGES}, %ptile;""")
+            fill("%r20", "%pstage", "REFILL")
+            e(f"""{after}
+    add.u32 %kk, %kk, 1;
+    bra.uni {tag}_LOOP;""")
+
         if fused:
             def xprime(tag, round_reg):
                 """x' of round `round_reg` (if < nr): wait for its stage, post_mma, xready."""
@@ -1375,60 +1405,11 @@ PW_PRO:
     setp.lt.u32 %p1, %r23, 3;
     @%p1 bra.uni PW_PRO;
     // round m: the mix (round m's h_pre comes at the end of the math warps' round m + 1), the
-    // refill with round m + {STAGES}, then x' of round m + 3 (refilled one step ago)
-    mov.u32 %kk, 0;
-PW_LOOP:
-    setp.ge.u32 %p1, %kk, %nr;
-    @%p1 bra TILE_END;
-    and.b32 %r19, %kk, 1;
-    shr.u32 %r2, %kk, 1;
-    and.b32 %r2, %r2, 1;
-    mov.u32 %r1, hready;
-    mad.lo.u32 %r1, %r19, 8, %r1;
-PW_WAIT:
-    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1], %r2;
-    @!%p1 bra PW_WAIT;
-    mad.lo.u32 %ptile, %kk, %ncl, %cid;
-    and.b32 %pstage, %kk, {STAGES - 1};""")
-            e(mix_code(True))
-            e(f"""    // the stage's chunks are refilled by other threads than the ones that mixed them
-    barrier.sync 3, {NMW * 32};
-    mov.u32 %r1, mixed;
-    and.b32 %r19, %kk, 1;
-    mad.lo.u32 %r1, %r19, 8, %r1;
-    mbarrier.arrive.shared::cta.b64 %mbs, [%r1];
-    mad.lo.u32 %r20, %ncl, {STAGES}, %ptile;""")
-            fill("%r20", "%pstage", "REFILL")
-            e(f"""    add.u32 %r23, %kk, 3;
-{xprime("XF", "%r23")}
-    add.u32 %kk, %kk, 1;
-    bra.uni PW_LOOP;""")
+    // refill with round m + {STAGES}, then x' of round m + 3 (refilled one step ago)""")
+            mix_rounds("PW", f"""    add.u32 %r23, %kk, 3;
+{xprime("XF", "%r23")}""")
         else:
-            e(f"""    mov.u32 %kk, 0;
-MW_LOOP:
-    setp.ge.u32 %p1, %kk, %nr;
-    @%p1 bra TILE_END;
-    and.b32 %r19, %kk, 1;                   // p
-    shr.u32 %r2, %kk, 1;
-    and.b32 %r2, %r2, 1;
-    mov.u32 %r1, hready;
-    mad.lo.u32 %r1, %r19, 8, %r1;
-MW_WAIT:
-    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1], %r2;
-    @!%p1 bra MW_WAIT;
-    mad.lo.u32 %ptile, %kk, %ncl, %cid;
-    and.b32 %pstage, %kk, {STAGES - 1};""")
-            e(mix_code(True))
-            e(f"""    // the stage's chunks are refilled by other threads than the ones that mixed them
-    barrier.sync 3, {NMW * 32};
-    mov.u32 %r1, mixed;
-    and.b32 %r19, %kk, 1;
-    mad.lo.u32 %r1, %r19, 8, %r1;
-    mbarrier.arrive.shared::cta.b64 %mbs, [%r1];   // this thread's reads of shs[p] and the stage are done
-    mad.lo.u32 %r20, %ncl, {STAGES}, %ptile;""")
-            fill("%r20", "%pstage", "REFILL")
-            e("""    add.u32 %kk, %kk, 1;
-    bra.uni MW_LOOP;""")
+            mix_rounds("MW", "")
     e(f"""TILE_END:
     // leave together (no CTA's shared memory may vanish while the cluster still runs)
     barrier.cluster.arrive.release;
