@@ -600,7 +600,7 @@ def kernel(fused, mixw):
     .reg .f32 %hss, %invk;
     .reg .b32 %ctps, %ctk, %cgo, %cso;
     .reg .pred %p_cp, %p_mx;
-    .reg .b32 %mtp, %mtk, %mch, %tm, %tv;
+    .reg .b32 %mtp, %mtk, %mch, %tm;
     .reg .b32 %csov<4>, %cgov<4>, %ctkv<4>, %cfsv<4>, %tvv<4>;
     .reg .pred %p_cpv<4>;
     .reg .b64 %hpo, %hro, %mbs;{FUSED_REGS if fused else ""}
