@@ -561,6 +561,7 @@ def kernel(fused, mixw):
     name = ("mhc_post_pre_pc16m_bf16_n4" if mixw else "mhc_post_pre_pc16_bf16_n4") if fused else "mhc_pre_pc16_bf16_n4"
     SREG = "%SS" if fused else "%C8"  # stream slice stride in a stage row
     MIXW = mixw  # the mix and the ring's fills run beside the math warps (pre: mix warps; fused: the post warps)
+    MIXERS = 32 * (NPW if fused else NMW)  # with MIXW: the threads that mix (and fill the ring)
     arg_bytes = FUSED_ARG_BYTES if fused else 144
     e(f""".visible .entry {name}(
     .param .align 8 .b8 p_args[{arg_bytes}]
@@ -643,7 +644,7 @@ def kernel(fused, mixw):
     if MIXW:
         for b_ in range(2):
             e(f"""    mbarrier.init.shared::cta.b64 [hready+{8 * b_}], {TT};
-    mbarrier.init.shared::cta.b64 [mixed+{8 * b_}], {NMW * 32};""")
+    mbarrier.init.shared::cta.b64 [mixed+{8 * b_}], {MIXERS};""")
     if fused:
         for s_ in range(STAGES):
             e(f"    mbarrier.init.shared::cta.b64 [xready+{8 * s_}], {NPW * 32 + (32 if CWT else 0)};")
@@ -1317,17 +1318,17 @@ POST_WARP:
 MIX_WARP:
     sub.u32 %tm, %tx, {32 * (NW + NCW)};""")
     if MIXW:
-        # the copies: each mix thread stands for {NW * 32 // (NMW * 32)} of the math warps' copier
-        # threads (virtual thread tm + {NMW * 32} v: the same chunk mapping and fill count as the
+        # the copies: each mixing thread stands for NW * 32 // MIXERS of the math warps' copier
+        # threads (virtual thread tm + MIXERS v: the same chunk mapping and fill count as the
         # fused entry's), its registers suffixed v
-        VT = NW * 32 // (NMW * 32)
+        VT = NW * 32 // MIXERS
         sfx = lambda text, v: (text.replace("%cso", f"%csov{v}").replace("%cgo", f"%cgov{v}")
                                .replace("%ctk", f"%ctkv{v}").replace("%p_cp", f"%p_cpv{v}")
                                .replace("%cfs", f"%cfsv{v}").replace("%tx", f"%tvv{v}"))
         for v in range(VT):
-            e(f"    add.u32 %tvv{v}, %tm, {NMW * 32 * v};")
+            e(f"    add.u32 %tvv{v}, %tm, {MIXERS * v};")
             e(sfx(mapping(f"%tvv{v}", NW * 32), v))
-        e(mapping("%tm", NMW * 32))         # the mix items (its copy registers unused)
+        e(mapping("%tm", MIXERS))           # the mix items (its copy registers unused)
         e(f"""    shr.u32 %r1, %C, 5;
     mov.u32 %ctps, {NW * 32};
     div.u32 %ctps, %ctps, %r1;              // the fills' tokens per pass (virtual threads)""")
@@ -1369,7 +1370,7 @@ MIX_WARP:
     and.b32 %pstage, %kk, {STAGES - 1};""")
             e(mix_code(True))
             e(f"""    // the stage's chunks are refilled by other threads than the ones that mixed them
-    barrier.sync 3, {NMW * 32};
+    barrier.sync 3, {MIXERS};
     mov.u32 %r1, mixed;
     and.b32 %r19, %kk, 1;
     mad.lo.u32 %r1, %r19, 8, %r1;
