@@ -1175,7 +1175,9 @@ MIX_LOOP:{NOMIX}
     mov.u32 %r5, %r7;
     ld.shared.v4.f32 {{%w0, %w1, %w2, %w3}}, [%r8];""")
         if fused and "noxo" not in EXP:
-            em(f"""    // fused entry: x' of this chunk to x_out too (16-byte stores, consecutive lanes adjacent)
+            em(f"""    // fused entry: x' of this chunk to x_out too (16-byte stores, consecutive lanes adjacent);
+    // the row pointer is rebuilt per item from the parameters, not carried: in the pc16 entry
+    // the math warps mix, and they sit at 163 of the 168 registers 12 warps allow
     ld.param.u32 %r14, [p_args+{A_XOS}];
     ld.param.u64 %rd4, [p_args+{A_XO}];
     mul.wide.u32 %rd5, %r6, %r14;

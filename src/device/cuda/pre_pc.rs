@@ -44,8 +44,9 @@ pub const PC_TILE_TOKENS: usize = 16;
 /// Threads per CTA: 8 math warps, 2 coefficient warps (alternate tiles) and 2 mix warps (the
 /// ring's fills and the pre-mix of each tile, beside the math warps' next tiles).
 pub const PC_THREADS: u32 = 384;
-/// Threads of the fused `post_pre` entry: 8 math warps, 2 coefficient warps and 2 post warps,
-/// which compute x' in each stage as it lands, ahead of the math warps (the math warps mix).
+/// Threads of the fused `post_pre` entries: 8 math warps, 2 coefficient warps and 2 post warps,
+/// which compute x' in each stage as it lands, ahead of the math warps. The math warps mix (and
+/// refill) in [`POST_PRE_PC_ENTRY`], the post warps in [`POST_PRE_PCM_ENTRY`].
 pub const PC_FUSED_THREADS: u32 = 384;
 /// Stages of the x ring and the bytes after each token row of a stage (gen_pre_pc.py).
 pub const PC_STAGES: usize = 4;
