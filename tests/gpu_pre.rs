@@ -1907,6 +1907,126 @@ fn profile_pre() {
     s.synchronize().unwrap();
 }
 
+/// Where a round of the cluster kernel (`pre_pc`, pre entry) goes, phase by phase, at
+/// T = `MHC_PROFILE_T` (default 8192), C = 4096, bf16. Needs a timing build: `PC_EXP=stamps
+/// python3 asm/ptx/sm90/gen_pre_pc.py`, `mhc asm`, then this test (`--ignored
+/// profile_pc_phases`); a normal build prints meaningless numbers. Per phase: the median and
+/// 90th percentile over CTAs and steady rounds (4 .. rounds - 3) of the cycles (%clock64, one SM's
+/// clock) from the phase's start to its end.
+#[test]
+#[ignore]
+fn profile_pc_phases() {
+    use mhc::device::cuda::PC_STAMP_ROUNDS;
+    let Some(dev) = gpu() else { return };
+    let s = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("profile_pc_phases");
+    let t: usize = std::env::var("MHC_PROFILE_T").ok().and_then(|v| v.parse().ok()).unwrap_or(8192);
+    let mut r = ready(&dev, &mut rng, Config::new(4, 4096), Dtype::Bf16, t, 4);
+    assert!(r.plan.pre_uses_cluster_kernel(t), "T = {t} does not run pre_pc");
+    let buckets = r.plan.buckets(mhc::Stage::Pre).unwrap();
+    let ctas = buckets.iter().find(|b| b.desc.min_tokens <= t && t <= b.max_tokens).unwrap().resident_ctas as usize;
+    let need = (ctas * PC_STAMP_ROUNDS * 256).max(r.plan.workspace_bytes());
+    r.ws = Workspace::from_buffer(&r.plan, DeviceBuffer::alloc(&dev, need).unwrap()).unwrap();
+    let tiles = t.div_ceil(16);
+    let ncl = ctas / 16;
+    // (name, from stamp, to stamp, round offset of `to`): stamps of gen_pre_pc.py (math thread
+    // 0: 0 loop top, 1 stage landed, 2 mma stored, 3 barrier 1, 4 warp sums, 7 barrier 2, 8
+    // pushed; the first h_pre thread (warp HW0, lane 0): 5 gather landed, 6 h_pre written;
+    // coefficient lane 0: 9 gather landed, 10 row summed, 11 barrier 2, 12 Sinkhorn done; mix
+    // thread 0: 13 h_pre ready, 14 mixed, 15 refilled)
+    let phases: [(&str, usize, usize, usize); 17] = [
+        ("round (loop top to loop top)", 0, 0, 1),
+        ("math: wait stage", 0, 1, 0),
+        ("math: mma + partial stores", 1, 2, 0),
+        ("math: barrier 1", 2, 3, 0),
+        ("math: warp sums", 3, 4, 0),
+        ("math: warp sums -> barrier 2 exit", 4, 7, 0),
+        ("h_pre warps: barrier 1 -> gather landed", 3, 5, 0),
+        ("h_pre warps: h_pre", 5, 6, 0),
+        ("math: pushes", 7, 8, 0),
+        ("math: pushed -> next loop top", 8, 0, 1),
+        ("coef: loop top -> gather landed", 0, 9, 0),
+        ("coef: own row sums", 9, 10, 0),
+        ("coef: barrier 2", 10, 11, 0),
+        ("coef: Sinkhorn + h_post", 11, 12, 0),
+        ("mix: h_pre written (round k+1) -> seen", 6, 13, 0),
+        ("mix: mix", 13, 14, 0),
+        ("mix: refill", 14, 15, 0),
+    ];
+    for round in 0..3 {
+        for i in 0..8 {
+            r.launch_mode(&s, i, Mode::Auto).unwrap();
+        }
+        s.synchronize().unwrap();
+        let st = r.plan.debug_pc_stamps(&r.ws, ctas).unwrap();
+        println!("T={t} C=4096 bf16 launch batch {round}: {ctas} CTAs, {ncl} clusters, {tiles} tiles");
+        let rounds_of = |cta: usize| {
+            let cid = cta / 16;
+            if tiles > cid {
+                (tiles - cid - 1) / ncl + 1
+            } else {
+                0
+            }
+        };
+        for (name, a, b, off) in phases {
+            let mut cyc = Vec::new();
+            for cta in 0..ctas {
+                let nr = rounds_of(cta).min(PC_STAMP_ROUNDS);
+                for k in 4..nr.saturating_sub(3) {
+                    // mix stamps of round k follow the math warps' h_pre of round k + 1
+                    let (ka, kb) = if a == 6 && b == 13 { (k + 1, k) } else { (k, k + off) };
+                    let sa = st[cta * PC_STAMP_ROUNDS + ka][a].1;
+                    let sb = st[cta * PC_STAMP_ROUNDS + kb][b].1;
+                    cyc.push(sb.wrapping_sub(sa) as i64);
+                }
+            }
+            cyc.sort();
+            if cyc.is_empty() {
+                continue;
+            }
+            println!(
+                "  {name:>40}: median {:6} p10 {:6} p90 {:6} cycles ({} samples)",
+                cyc[cyc.len() / 2],
+                cyc[cyc.len() / 10],
+                cyc[cyc.len() * 9 / 10],
+                cyc.len()
+            );
+        }
+        // the lockstep: per cluster and round, the spread of barrier 2's exit over its CTAs (ns)
+        let mut spread = Vec::new();
+        for cl in 0..ncl {
+            let nr = rounds_of(16 * cl).min(PC_STAMP_ROUNDS);
+            for k in 4..nr.saturating_sub(3) {
+                let ts: Vec<u64> = (0..16).map(|c| st[(16 * cl + c) * PC_STAMP_ROUNDS + k][7].0).collect();
+                spread.push(ts.iter().max().unwrap() - ts.iter().min().unwrap());
+            }
+        }
+        spread.sort();
+        if !spread.is_empty() {
+            println!(
+                "  barrier 2 exit spread over a cluster's CTAs: median {} ns, p90 {} ns",
+                spread[spread.len() / 2],
+                spread[spread.len() * 9 / 10]
+            );
+        }
+        // wall time of a round from %globaltimer (ns), for the cycles-to-time conversion
+        let mut per = Vec::new();
+        for cta in 0..ctas {
+            let nr = rounds_of(cta).min(PC_STAMP_ROUNDS);
+            if nr > 10 {
+                let a = st[cta * PC_STAMP_ROUNDS + 4][0];
+                let b = st[cta * PC_STAMP_ROUNDS + nr - 4][0];
+                per.push(((b.0 - a.0) as f64 / (nr - 8) as f64, (b.1 - a.1) as f64 / (nr - 8) as f64));
+            }
+        }
+        per.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+        if !per.is_empty() {
+            let m = per[per.len() / 2];
+            println!("  round: {:.0} ns = {:.0} cycles ({:.2} GHz)", m.0, m.1, m.1 / m.0);
+        }
+    }
+}
+
 /// Where the decode kernel's time goes, phase by phase, at T = 1 and 16 (C = 4096, bf16). Needs a
 /// timing build: `EXP=stamps python3 asm/ptx/sm90/gen_pre_decode.py`, `mhc asm`, then this test
 /// (`--ignored profile_decode_phases`); a normal build prints meaningless numbers. For each

@@ -33,9 +33,14 @@ BAR2 = 32 * (NW + 1)  # barrier 2: the math warps and the coefficient warp of th
 RMAX = 4       # 32-element runs of the K slice per math warp: C <= 1024 * RMAX (10 warps: <= 168 registers)
 STAGES = 4
 PAD = 64       # bytes after each token row of a stage (bank shift for the fragment loads)
-BJOBS = 2 * TT * CL  # push jobs: (h_pre logits, ss) of every token to every CTA
+# gather float4 slots per source: the h_pre logits of each token, the ss of tokens 4i..4i+3, then
+# the receiver's own token's other 5 float4s (logits 4..23)
+SS_SLOT = TT
+OWN_SLOT = TT + TT // 4
+SLOTS = OWN_SLOT + 5
+BJOBS = OWN_SLOT * CL  # push jobs: the h_pre logits and ss slots to every CTA
 OJOBS = 5 * TT       # and the other 5 float4s of token j to CTA j
-SLOTS = 2 * TT + 5  # gather float4 slots per source: (h_pre logits, ss) per token, then own token's 5
+HW0 = NW // 2        # math warps HW0.. compute h_pre (4 tokens each) while warps < HW0 sum the partials
 C_MAX = 1024 * RMAX
 HC = 80        # fused entry: bytes of one token's layer-l coefficients in a stage (h_post[4], h_res[4][4])
 HC_TILE = TT * HC
@@ -84,18 +89,22 @@ HEADER = f"""\
 // REGS    phi fragments 24 per run x {RMAX} = {24 * RMAX}; ptxas 12.9: 163 registers, no local memory;
 //         10 warps put 3 on one SM sub-partition: 16K registers / 96 threads caps a thread at 168.
 // REDUCE  warp partials -> red[w][token][28] (logits 0..23, ss at 24); threads < 112 add the 8
-//         warps in order into psum[token][7] (float4); after barrier 2 all 256 math threads
-//         st.async the float4s to the CTAs that need them: (h_pre logits, ss) of every token to
-//         all {CL} CTAs, the h_post / h_res float4s of token j only to CTA j; completion: bytes on
-//         the receiver's mbarrier gbar[b] (b = tile parity, {CL}x{SLOTS}x16 bytes). No cluster barrier in
-//         the loop: a CTA fills gat[b] of tile k+1 only after it got every CTA's tile k
-//         partials, which each sends after its barrier 2 of iteration k, i.e. after it read
-//         gat[b] (tile k-1).
-// COEFS   math warp w: tokens 2w, 2w + 1 of tile k-1: 2 loads + a fixed 8-lane butterfly over the
-//         {CL} sources (same bits in every CTA), inv_rms (rsqrt.approx) and h_pre (-> shs; CTA j
-//         stores token j's). Coefficient warp {NW} + (k & 1): the own token's row (sources in rank
-//         order), then lane 0 Sinkhorn -> h_res and lane 1 h_post (the decode kernel's bodies),
-//         overlapping the next two iterations.
+//         warps in order into psum[token][7] (float4; the ss into pss[token]); after barrier 2
+//         all 256 math threads st.async the float4s to the CTAs that need them: each token's
+//         h_pre logits and the ss of 4 tokens per float4 to all {CL} CTAs, the h_post / h_res
+//         float4s of token j only to CTA j ({BJOBS + OJOBS} pushes; ss packed 4 to a float4 since
+//         round 21: was 592); completion: bytes on the receiver's mbarrier gbar[b] (b = tile
+//         parity, {CL}x{SLOTS}x16 bytes). No cluster barrier in the loop: a CTA fills gat[b] of tile
+//         k+1 only after it got every CTA's tile k partials, which each sends after its barrier 2
+//         of iteration k, i.e. after it read gat[b] (tile k-1).
+// COEFS   math warps {HW0}..{NW - 1} (while warps < {HW0} sum the partials): 4 tokens of tile k-1 each,
+//         lane 8 t + g: 4 loads + a fixed 8-lane butterfly over the {CL} sources (same bits in
+//         every CTA), inv_rms (rsqrt.approx) and h_pre (-> shs; CTA j stores token j's). Before
+//         round 21 every math warp did 2 tokens after the sums (phase stamps, notes/cuda-pre.md).
+//         Coefficient warp {NW} + (k & 1): the own token's row (sources in rank order), then lanes
+//         0..15 Sinkhorn -> h_res and lane 16 h_post (the decode kernel's bodies), overlapping
+//         the next two iterations. PC_EXP=stamps records the phases (tests/gpu_pre.rs
+//         profile_pc_phases).
 // MIX     a[t][c] = sum_i h_pre[t][i] x[t][i][c] over the CTA's channels, a fixed 16-byte chunk
 //         per thread; then a barrier of the mixing threads frees the stage. The mix warps copy
 //         as {NW * 32} virtual threads (4 chunk mappings each, full[s] counts the same 256
@@ -237,6 +246,46 @@ def wait_gather(e, tag):
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [%gbb], %r8;
     @!%p1 bra {tag};""")
 
+
+
+STAMP_REGS = """
+    .reg .b64 %stb, %sgt, %sck, %sad;
+    .reg .b32 %srr;
+    .reg .pred %pst;"""
+STAMP_LOAD = """
+    ld.param.u64 %stb, [p_args+80];         // EXP=stamps: the debug buffer"""
+STAMP_ROUNDS = 96  # EXP=stamps: rounds recorded per CTA (T = 8192: 73 per cluster)
+_stamp_ids = [0]
+
+
+def stamp(k, who):
+    """EXP=stamps (pre entry only; timing builds): one thread writes (%globaltimer, %clock64) of
+    round %kk at stamp k to the debug buffer at PreDecodeArgs + 80 (the workspace):
+    u64 pairs [ctaid][STAMP_ROUNDS][16]. `who`: "math" (thread 0), "coef" (lane 0 of the round's
+    coefficient warp), "mix" (the first mix thread). Empty in normal builds; read by
+    tests/gpu_pre.rs profile_pc_phases."""
+    if "stamps" not in EXP:
+        return ""
+    _stamp_ids[0] += 1
+    lab = f"PST{_stamp_ids[0]}"
+    cond = {"math": "setp.ne.u32 %pst, %tx, 0;",
+            "hpre": f"setp.ne.u32 %pst, %tx, {32 * HW0};",
+            "coef": "setp.ne.u32 %pst, %lane, 0;",
+            "mix": f"setp.ne.u32 %pst, %tx, {32 * (NW + NCW)};"}[who]
+    return f"""
+    // ---- EXP stamp {k} ({who})
+    {cond}
+    setp.ge.or.u32 %pst, %kk, {STAMP_ROUNDS}, %pst;
+    @%pst bra {lab};
+    mov.u64 %sgt, %globaltimer;
+    mov.u64 %sck, %clock64;
+    mov.u32 %srr, %ctaid.x;
+    mad.lo.u32 %srr, %srr, {STAMP_ROUNDS}, %kk;
+    mad.lo.u32 %srr, %srr, 16, {k};
+    mul.wide.u32 %sad, %srr, 16;
+    add.u64 %sad, %stb, %sad;
+    st.global.v2.u64 [%sad], {{%sgt, %sck}};
+{lab}:"""
 
 def coef_lanes():
     """h_res of the CTA's own token by 16 lanes: lane l holds S[l / 4][l % 4] and the line sums are
@@ -562,6 +611,8 @@ def kernel(fused, mixw):
     SREG = "%SS" if fused else "%C8"  # stream slice stride in a stage row
     MIXW = mixw  # the mix and the ring's fills run beside the math warps (pre: mix warps; fused: the post warps)
     MIXERS = 32 * (NPW if fused else NMW)  # with MIXW: the threads that mix (and fill the ring)
+    STAMPS = "stamps" in EXP and not fused
+    st = stamp if STAMPS else (lambda k, who: "")
     arg_bytes = FUSED_ARG_BYTES if fused else 144
     e(f""".visible .entry {name}(
     .param .align 8 .b8 p_args[{arg_bytes}]
@@ -604,9 +655,9 @@ def kernel(fused, mixw):
     .reg .b32 %mtp, %mtk, %mch, %tm;
     .reg .b32 %csov<4>, %cgov<4>, %ctkv<4>, %cfsv<4>, %tvv<4>;
     .reg .pred %p_cpv<4>;
-    .reg .b64 %hpo, %hro, %mbs;{FUSED_REGS if fused else ""}
+    .reg .b64 %hpo, %hro, %mbs;{FUSED_REGS if fused else ""}{STAMP_REGS if STAMPS else ""}
 {load_args(skip=("%part", "%sync", "%cpc"))}{NOSINK}
-{GRID_DEPENDENCY}
+{GRID_DEPENDENCY}{STAMP_LOAD if STAMPS else ""}
     mov.u32 %tx, %tid.x;
     shr.u32 %warp, %tx, 5;
     and.b32 %lane, %tx, 31;
@@ -914,7 +965,7 @@ GK{j}_{ri}:""")
     add.u32 %xw, %xw, %r1;                  // token g's row + lane q's 16 bytes + this warp's first run{XADJ if fused else ""}
     // ================= the tile loop: iteration kk computes tile kk's partials and pushes
     // them, then finishes tile kk-1 (its pushes had a whole mma phase to arrive) =============
-TILE_LOOP:
+TILE_LOOP:{st(0, "math")}
     setp.lt.u32 %p_cur, %tile, %ntiles;
     @!%p_cur bra MMA_END;
     mad.lo.u32 %st0, %stage, %sstage, %dsm;
@@ -924,7 +975,7 @@ TILE_LOOP:
     and.b32 %r2, %r2, 1;
 FULL_WAIT:
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1], %r2;
-    @!%p1 bra FULL_WAIT;
+    @!%p1 bra FULL_WAIT;{st(1, "math")}
     mov.u32 %r2, 1;
     shl.b32 %r2, %r2, %stage;
     xor.b32 %phb, %phb, %r2;
@@ -990,9 +1041,9 @@ FULL_WAIT:
     e(f"""    shr.u32 %r5, %gq, 1;
     setp.eq.u32 %p1, %q, %r5;
     @%p1 st.shared.f32 [%r6+96], %ss0;
-    @%p1 st.shared.f32 [%r6+{8 * 112 + 96}], %ss1;
+    @%p1 st.shared.f32 [%r6+{8 * 112 + 96}], %ss1;{st(2, "math")}
 MMA_END:
-    barrier.sync 1, {NW * 32};
+    barrier.sync 1, {NW * 32};{st(3, "math")}
     // ---- threads < 112: (token tk = t / 7, float4 f = t % 7) summed over the 8 warps in order
     // (pushed after barrier 2)
     setp.lt.u32 %p_push, %tx, {TT * 7};
@@ -1007,42 +1058,59 @@ MMA_END:
     ordered_sum(e, "%r11", TT * 112, NW, "WSUM")
     e(f"""    mov.u32 %r12, psum;
     mad.lo.u32 %r12, %tx, 16, %r12;
-    st.shared.v4.f32 [%r12], {{%v0, %v1, %v2, %v3}};   // psum[tk][f]
-WSUM_END:
-    // ---- every math warp w: tile kk-1's tokens 2w, 2w + 1 (b' = (kk-1) & 1). Lane = 16 j + 8 part
-    // + g: gat[b'][2g, 2g + 1][2 (2w + j) + part] added, then a butterfly over the 8 lanes g
-    // (a fixed tree of commutative adds: the same bits in every lane and every CTA)
+    setp.eq.u32 %p1, %r10, 6;
+    @!%p1 st.shared.v4.f32 [%r12], {{%v0, %v1, %v2, %v3}};   // psum[tk][f]
+    mov.u32 %r12, pss;
+    mad.lo.u32 %r12, %r9, 4, %r12;
+    @%p1 st.shared.f32 [%r12], %v0;         // f = 6: ss -> pss[tk] (pushed 4 tokens per float4)
+WSUM_END:{st(4, "math")}
+    // ---- math warps w >= HW0 (while warps < HW0 sum the partials above): tile kk-1's tokens
+    // 4 (w - HW0) + t (b' = (kk-1) & 1). Lane = 8 t + g: the h_pre logits (slot tk) and the ss
+    // (slot SS_SLOT + w - HW0, component t) of sources 2g and 2g + 1 added, then a butterfly over
+    // the 8 lanes g (a fixed tree of commutative adds: the same bits in every lane and every CTA)
     setp.eq.u32 %p1, %kk, 0;
+    setp.lt.or.u32 %p1, %warp, {HW0}, %p1;
     @%p1 bra HPRE_END;""")
     wait_gather(e, "GAT_WAIT0")
-    e(f"""    shr.u32 %r9, %lane, 3;                  // 2 j + part
-    shl.b32 %r10, %warp, 2;
-    add.u32 %r9, %r9, %r10;                 // slot 2 token + part
-    and.b32 %r10, %lane, 7;                 // g
+    if STAMPS:
+        e(stamp(5, "hpre"))
+    e(f"""    and.b32 %r10, %lane, 7;                 // g
+    shr.u32 %r11, %lane, 3;                 // t
+    sub.u32 %r13, %warp, {HW0};
+    shl.b32 %r12, %r13, 2;
+    add.u32 %r12, %r12, %r11;               // tk
     mul.lo.u32 %r10, %r10, {2 * SLOTS * 16};
-    mad.lo.u32 %r9, %r9, 16, %r10;
-    add.u32 %r9, %r9, %gab;
+    add.u32 %r10, %r10, %gab;               // source 2g
+    mad.lo.u32 %r9, %r12, 16, %r10;
     ld.shared.v4.f32 {{%v0, %v1, %v2, %v3}}, [%r9];
-    ld.shared.v4.f32 {{%w0, %w1, %w2, %w3}}, [%r9+{SLOTS * 16}];""")
+    ld.shared.v4.f32 {{%w0, %w1, %w2, %w3}}, [%r9+{SLOTS * 16}];
+    mad.lo.u32 %r9, %r13, 16, %r10;
+    ld.shared.v4.f32 {{%u0, %u1, %u2, %u3}}, [%r9+{SS_SLOT * 16}];
+    ld.shared.v4.f32 {{%y0, %y1, %y2, %y3}}, [%r9+{(SS_SLOT + SLOTS) * 16}];
+    setp.eq.u32 %p1, %r11, 1;
+    @%p1 mov.f32 %u0, %u1;
+    @%p1 mov.f32 %y0, %y1;
+    setp.eq.u32 %p1, %r11, 2;
+    @%p1 mov.f32 %u0, %u2;
+    @%p1 mov.f32 %y0, %y2;
+    setp.eq.u32 %p1, %r11, 3;
+    @%p1 mov.f32 %u0, %u3;
+    @%p1 mov.f32 %y0, %y3;
+    add.f32 %hss, %u0, %y0;""")
     for c in range(4):
         e(f"    add.f32 %v{c}, %v{c}, %w{c};")
     for off in (1, 2, 4):
-        for c in range(4):
-            e(f"    shfl.sync.bfly.b32 %r11, %v{c}, {off}, 31, -1;")
+        for v in ("%v0", "%v1", "%v2", "%v3", "%hss"):
+            e(f"    shfl.sync.bfly.b32 %r11, {v}, {off}, 31, -1;")
             e(f"    mov.b32 %f0, %r11;")
-            e(f"    add.f32 %v{c}, %v{c}, %f0;")
-    e(f"""    mov.b32 %r10, %v0;
-    shfl.sync.bfly.b32 %r10, %r10, 8, 31, -1;
-    mov.b32 %hss, %r10;                     // ss of the token (for the part-0 lanes)
-    and.b32 %r11, %lane, 15;
+            e(f"    add.f32 {v}, {v}, %f0;")
+    e(f"""    and.b32 %r11, %lane, 7;
     setp.ne.u32 %p1, %r11, 0;
     @%p1 bra HPRE_END;
-    // lanes 0 and 16: inv_rms and h_pre of token 2w + j (-> shs; CTA tk stores token tk's)
+    // lanes 8 t: inv_rms and h_pre of token tk (-> shs; CTA tk stores token tk's)
     mul.f32 %f3, %hss, %invk;
     add.f32 %f3, %f3, %eps_norm;
     rsqrt.approx.f32 %f3, %f3;              // inv_rms (2 ulp: the bf16 kernel's tolerance is 1e-3)
-    shr.u32 %r12, %lane, 4;
-    mad.lo.u32 %r12, %warp, 2, %r12;        // tk
     shl.b32 %r13, %ptile, 4;
     add.u32 %r13, %r13, %r12;               // token
     setp.lt.u32 %p2, %r13, %T;
@@ -1088,11 +1156,12 @@ SHS_FREE:
     mov.u32 %r18, hready;
     mad.lo.u32 %r18, %r16, 8, %r18;
     mbarrier.arrive.shared::cta.b64 %mbs, [%r18];""")
-    e(f"""HPRE_END:
+    e(f"""HPRE_END:{st(6, "hpre")}
     // gat[(kk-1) & 1] is read (math warps and the round's coefficient warp), psum and shs written
-    barrier.sync 2, {BAR2};""")
-    e(f"""    // ---- push tile kk's partials: f = 0 (h_pre logits) and 6 (ss) to every CTA, f = 1..5 to
-    // CTA tk; thread 0 arms gbar[kk & 1] for the {CL * SLOTS * 16} bytes every CTA sends here
+    barrier.sync 2, {BAR2};{st(7, "math")}""")
+    e(f"""    // ---- push tile kk's partials: slots s < {OWN_SLOT} (each token's h_pre logits, then the ss of 4
+    // tokens per float4) to every CTA, float4s 1..5 of token tk to CTA tk; thread 0 arms
+    // gbar[kk & 1] for the {CL * SLOTS * 16} bytes every CTA sends here
     and.b32 %r8, %kk, 1;
     mov.u32 %gab, gat;
     mad.lo.u32 %gab, %r8, {CL * SLOTS * 16}, %gab;
@@ -1101,8 +1170,8 @@ SHS_FREE:
     setp.eq.u32 %p1, %tx, 0;
     and.pred %p1, %p1, %p_cur;
     @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [%gbb], {CL * SLOTS * 16};
-    // jobs j = tid + 256 i < {BJOBS + OJOBS}: j < {BJOBS}: float4 s = j / {CL} (token s / 2; h_pre
-    // logits or ss) to CTA j % {CL}; else jj = j - {BJOBS}: token jj / 5, float4 1 + jj % 5 to CTA jj / 5
+    // jobs j = tid + 256 i < {BJOBS + OJOBS}: j < {BJOBS}: slot s = j / {CL} to CTA j % {CL}; else
+    // jj = j - {BJOBS}: token jj / 5, float4 1 + jj % 5 to CTA jj / 5 (slot {OWN_SLOT} + jj % 5)
     @!%p_cur bra PUSH_END;""")
     for i in range((BJOBS + OJOBS + NW * 32 - 1) // (NW * 32)):
         e(f"""    add.u32 %r9, %tx, {i * NW * 32};
@@ -1112,23 +1181,26 @@ SHS_FREE:
     @!%p3 bra PJ{i}_OWN;
     shr.u32 %r10, %r9, 4;                   // s
     and.b32 %r16, %r9, {CL - 1};            // destination
-    shr.u32 %r11, %r10, 1;                  // token
-    and.b32 %r12, %r10, 1;
-    mul.lo.u32 %r12, %r12, 6;               // f = 0 or 6
+    mov.u32 %r14, psum;
+    mul.lo.u32 %r13, %r10, {7 * 16};
+    add.u32 %r14, %r14, %r13;               // s < {SS_SLOT}: psum[s][0]
+    setp.ge.u32 %p3, %r10, {SS_SLOT};
+    mov.u32 %r13, pss;
+    mad.lo.u32 %r13, %r10, 16, %r13;
+    @%p3 sub.u32 %r14, %r13, {SS_SLOT * 16}; // else pss[4 (s - {SS_SLOT})..]
     bra PJ{i}_GO;
 PJ{i}_OWN:
     sub.u32 %r9, %r9, {BJOBS};
     div.u32 %r11, %r9, 5;                   // token
     mul.lo.u32 %r12, %r11, 5;
-    sub.u32 %r12, %r9, %r12;
-    add.u32 %r12, %r12, 1;                  // f = 1..5
-    add.u32 %r10, %r12, 31;                 // slot 32 + f - 1 (s + 0 below)
+    sub.u32 %r12, %r9, %r12;                // f - 1
+    add.u32 %r10, %r12, {OWN_SLOT};           // slot
     mov.u32 %r16, %r11;
-PJ{i}_GO:
-    // slot in the receiver: f = 0 -> 2 token, 6 -> 2 token + 1, else 32 + f - 1 (= r10 here)
     mad.lo.u32 %r13, %r11, 7, %r12;
     mov.u32 %r14, psum;
     mad.lo.u32 %r14, %r13, 16, %r14;
+    add.u32 %r14, %r14, 16;                 // psum[token][f]
+PJ{i}_GO:
     ld.shared.v4.f32 {{%pv0, %pv1, %pv2, %pv3}}, [%r14];
     mad.lo.u32 %r13, %rank, {SLOTS}, %r10;
     mad.lo.u32 %r13, %r13, 16, %gab;
@@ -1214,7 +1286,7 @@ MIX_LOOP:{NOMIX}
         em("MIX_END:")
         return "\n".join(M)
 
-    e("PUSH_END:")
+    e("PUSH_END:" + st(8, "math"))
     if not MIXW:
         e(mix_code(False))
         e(f"""    // stage pstage is free once every math warp is here: refill it with tile kk-1+{STAGES}
@@ -1256,17 +1328,27 @@ COEF_LOOP:{coef_post_share() if fused and CWT else ""}
     setp.eq.u32 %p1, %kk, 0;
     @%p1 bra ROW_END;""")
     wait_gather(e, "GAT_WAIT1")
-    e(f"""    // lanes 0..4: float4 1 + lane of the own token (logits 4 + 4 lane ..); lane 5: ss
+    if STAMPS:
+        e(stamp(9, "coef"))
+    e(f"""    // lanes 0..4: float4 1 + lane of the own token (logits 4 + 4 lane ..); lane 5: ss (component
+    // rank % 4 of slot {SS_SLOT} + rank / 4)
     setp.ge.u32 %p1, %lane, 6;
     @%p1 bra ROW_END;
-    add.u32 %r9, %lane, 32;
+    add.u32 %r9, %lane, {OWN_SLOT};
     setp.eq.u32 %p2, %lane, 5;
-    shl.b32 %r10, %rank, 1;
-    add.u32 %r10, %r10, 1;
+    shr.u32 %r10, %rank, 2;
+    add.u32 %r10, %r10, {SS_SLOT};
     @%p2 mov.u32 %r9, %r10;
     mad.lo.u32 %r9, %r9, 16, %gab;""")
     ordered_sum(e, "%r9", SLOTS * 16, CL, "GSUM1")
     e(f"""    // sm_lg[c]: [0] ss, [1 + m] logit m
+    and.b32 %r11, %rank, 3;
+    setp.eq.and.u32 %p1, %r11, 1, %p2;
+    @%p1 mov.f32 %v0, %v1;
+    setp.eq.and.u32 %p1, %r11, 2, %p2;
+    @%p1 mov.f32 %v0, %v2;
+    setp.eq.and.u32 %p1, %r11, 3, %p2;
+    @%p1 mov.f32 %v0, %v3;
     mov.u32 %r11, %lgb;
     @%p2 st.shared.f32 [%r11], %v0;
     @%p2 bra ROW_END;
@@ -1275,9 +1357,9 @@ COEF_LOOP:{coef_post_share() if fused and CWT else ""}
     st.shared.f32 [%r11+24], %v1;
     st.shared.f32 [%r11+28], %v2;
     st.shared.f32 [%r11+32], %v3;
-ROW_END:
+ROW_END:{st(10, "coef")}
     bar.warp.sync -1;
-    barrier.sync 2, {BAR2};
+    barrier.sync 2, {BAR2};{st(11, "coef")}
     setp.eq.u32 %p1, %kk, 0;
     @%p1 bra PC_CB_DONE;
     sub.u32 %r12, %kk, 1;
@@ -1297,7 +1379,7 @@ ROW_END:
     @%p1 bra PC_CP_4;""")
     e(coef_lanes())
     e(post_body(4).replace("CB_", "PC_CB_").replace("CP_", "PC_CP_").replace("[sm_lg+", "[%lgb+"))
-    e(f"""PC_CB_DONE:
+    e(f"""PC_CB_DONE:{st(12, "coef")}
     add.u32 %kk, %kk, 2;
     setp.le.u32 %p1, %kk, %nr;
     @%p1 bra COEF_LOOP;
@@ -1367,10 +1449,12 @@ MIX_WARP:
     mad.lo.u32 %r1, %r19, 8, %r1;
 {tag}_WAIT:
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1], %r2;
-    @!%p1 bra {tag}_WAIT;
+    @!%p1 bra {tag}_WAIT;{st(13, "mix")}
     mad.lo.u32 %ptile, %kk, %ncl, %cid;
     and.b32 %pstage, %kk, {STAGES - 1};""")
             e(mix_code(True))
+            if STAMPS:
+                e(stamp(14, "mix"))
             e(f"""    // the stage's chunks are refilled by other threads than the ones that mixed them
     barrier.sync 3, {MIXERS};
     mov.u32 %r1, mixed;
@@ -1379,6 +1463,8 @@ MIX_WARP:
     mbarrier.arrive.shared::cta.b64 %mbs, [%r1];   // this thread's reads of shs[p] and the stage are done
     mad.lo.u32 %r20, %ncl, {STAGES}, %ptile;""")
             fill("%r20", "%pstage", "REFILL")
+            if STAMPS:
+                e(stamp(15, "mix"))
             e(f"""{after}
     add.u32 %kk, %kk, 1;
     bra.uni {tag}_LOOP;""")
@@ -1429,6 +1515,7 @@ def main():
 .shared .align 16 .b8 red[{NW * TT * 28 * 4}];        // warp partials [{NW}][{TT}][28]
 .shared .align 16 .b8 gat[{2 * CL * SLOTS * 16}];       // gathered partials [2][{CL}][{SLOTS}] float4
 .shared .align 16 .b8 shs[{2 * TT * 16}];          // h_pre [2][{TT}][4] (the pre entry's mix warps: by round parity)
+.shared .align 16 .b8 pss[{TT * 4}];            // this CTA's ss of the tile's tokens
 .shared .align 16 .b8 psum[{TT * 7 * 16}];       // this CTA's partials of the tile [{TT}][7] float4           // h_pre [{TT}][4]
 .shared .align 16 .b8 sm_lg[{NCW * 128}];         // per coefficient warp: the own token's row (ss, logits)
 .shared .align 16 .b8 sm_base[128];       // base[24]

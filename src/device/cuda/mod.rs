@@ -86,5 +86,6 @@ pub use memory::{DeviceBuffer, DeviceTensor, DeviceTensorMut};
 pub use plan::{planned_kernels, Bucket, DeviceLimits, Overlap, Plan, PlannedKernel, Workspace};
 pub use post_pre::PostInViews;
 pub use pre::{PreKernel, PreOutViews, PreParamViews, PreVariant};
+pub use pre_pc::PC_STAMP_ROUNDS;
 pub use runner::CudaRunner;
 pub use stream::{Event, Graph, Stream};

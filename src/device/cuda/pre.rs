@@ -506,7 +506,7 @@ impl Plan {
         let family = b.desc.pre_family;
         let decode = matches!(family, PreFamily::Decode | PreFamily::Mid);
         match kernel {
-            PreKernel::Auto if family == PreFamily::Cluster => self.pre_pc_launch(stream, x, params, out, b, chk),
+            PreKernel::Auto if family == PreFamily::Cluster => self.pre_pc_launch(stream, ws, x, params, out, b, chk),
             PreKernel::Auto if family == PreFamily::Gemm => self.pre_gemm_launch(stream, ws, x, params, out, b, chk),
             PreKernel::Auto if decode => self.pre_decode_launch(stream, ws, x, params, out, b, None, chk),
             PreKernel::Decode { ctas } if decode => {

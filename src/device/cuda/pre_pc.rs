@@ -17,13 +17,13 @@
 //! serves `pre`). Its stage rows pad each stream slice ([`fused_row_bytes`]).
 
 use super::memory::{DeviceTensor, DeviceTensorMut};
-use super::plan::{Bucket, Plan};
+use super::plan::{Bucket, Plan, Workspace};
 use super::post_pre::PostInViews;
 use super::pre::{Checked, PreOutViews, PreParamViews};
 use super::pre_decode::PreDecodeArgs;
 use super::stream::Stream;
 use crate::config::{Config, Stage};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// The kernel's entry (asm/ptx/sm90/gen_pre_pc.py).
 pub(crate) const PC_ENTRY: &str = "mhc_pre_pc16_bf16_n4";
@@ -37,6 +37,8 @@ pub(crate) const POST_PRE_PC_ENTRY: &str = "mhc_post_pre_pc16_bf16_n4";
 pub(crate) const POST_PRE_PCM_ENTRY: &str = "mhc_post_pre_pc16m_bf16_n4";
 /// Largest T of [`POST_PRE_PCM_ENTRY`].
 pub const POST_PRE_PCM_MAX_TOKENS: usize = 448;
+/// Rounds per CTA a timing build records (gen_pre_pc.py `STAMP_ROUNDS`).
+pub const PC_STAMP_ROUNDS: usize = 96;
 /// CTAs per cluster (a non-portable size: the device allows it on the function when it loads it).
 pub const PC_CLUSTER: u32 = 16;
 /// Tokens per tile (= the cluster size: CTA r finishes token r of every tile).
@@ -127,9 +129,11 @@ pub(crate) fn pre_pc_unsupported(cfg: &Config) -> Option<String> {
 impl Plan {
     /// The persistent-cluster kernel's launch (bucket `b` is its row, with its resident CTA
     /// count) on views [`Plan::pre_checked`] accepted (`chk`, T > 0).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn pre_pc_launch(
         &self,
         stream: &Stream,
+        ws: &Workspace,
         x: &DeviceTensor<'_>,
         params: &PreParamViews<'_>,
         out: &mut PreOutViews<'_>,
@@ -138,8 +142,27 @@ impl Plan {
     ) -> Result<()> {
         // The plan selected this kernel only where `pre_pc_unsupported` is None (plan.rs
         // `reject`), and a plan's configuration never changes: nothing to re-check here.
-        let args = self.pre_decode_args(x, params, out, chk);
+        let mut args = self.pre_decode_args(x, params, out, chk);
+        // Only timing builds (PC_EXP=stamps) write here: the phase stamps of
+        // `debug_pc_stamps`. The kernel uses no workspace.
+        args.ws_part = ws.device_ptr();
         self.launch(stream, b, b.resident_ctas, b.desc.threads, ring_bytes(self.cfg.c) as u32, &args)
+    }
+
+    /// The phase stamps a timing build of the pre entry (`PC_EXP=stamps python3
+    /// asm/ptx/sm90/gen_pre_pc.py`, then `mhc asm`) left in `ws`: per CTA (`ctas` of them) and
+    /// round (< [`PC_STAMP_ROUNDS`]), 16 (%globaltimer, %clock64) pairs (gen_pre_pc.py `stamp`).
+    /// A normal build writes none: the words are whatever the workspace held.
+    #[doc(hidden)]
+    pub fn debug_pc_stamps(&self, ws: &Workspace, ctas: usize) -> Result<Vec<[(u64, u64); 16]>> {
+        let need = ctas * PC_STAMP_ROUNDS * 16 * 16;
+        if ws.bytes() < need {
+            return Err(Error::shape("workspace", format!(">= {need} bytes for the stamps"), ws.bytes()));
+        }
+        let all: Vec<u64> = ws.buf.to_vec()?;
+        Ok((0..ctas * PC_STAMP_ROUNDS)
+            .map(|r| std::array::from_fn(|k| (all[(16 * r + k) * 2], all[(16 * r + k) * 2 + 1])))
+            .collect())
     }
 
     /// The fused `post_pre` entry's launch (bucket `b`, `Stage::PostPre`) on views
