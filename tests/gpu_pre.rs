@@ -647,12 +647,29 @@ fn pre_cluster_kernel_shapes() {
     for b in plan.buckets(mhc::Stage::Pre).unwrap() {
         eprintln!("pre bucket ..={}: {} ({} resident CTAs)", b.max_tokens, b.desc.entry, b.resident_ctas);
     }
+    // C a multiple of 1024: the entry whose ring TMA fills; other C: the cp.async entry.
+    for (c, entry) in [(4096, "mhc_pre_pc16t_bf16_n4"), (1024, "mhc_pre_pc16t_bf16_n4"), (1280, "mhc_pre_pc16_bf16_n4")]
+    {
+        let plan = Plan::new(&dev, Config::new(4, c), Dtype::Bf16, 1000).unwrap();
+        let b = plan.buckets(mhc::Stage::Pre).unwrap();
+        let b = b.iter().find(|b| b.desc.min_tokens <= 1000 && 1000 <= b.max_tokens).unwrap();
+        assert_eq!(b.desc.entry, entry, "C = {c}");
+    }
     for form in FORMS {
         let bf = |n, c, t| Shape::new(n, c, t, form, Dtype::Bf16);
         let mut shapes = Vec::new();
-        for (c, t) in
-            [(4096, 65), (4096, 1000), (4096, 4099), (128, 33), (384, 100), (1280, 257), (2048, 80), (3968, 97)]
-        {
+        for (c, t) in [
+            (4096, 65),
+            (4096, 1000),
+            (4096, 4099),
+            (128, 33),
+            (384, 100),
+            (1280, 257),
+            (2048, 80),
+            (3968, 97),
+            (1024, 300),
+            (3072, 150),
+        ] {
             shapes.push(bf(4, c, t));
         }
         shapes.push(Shape { phi_std: 0.5, ..bf(4, 4096, 1000) });
@@ -813,7 +830,8 @@ fn cluster_sanitizer_smoke() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
     let mut rng = common::rng("cluster_sanitizer_smoke");
-    for (c, t) in [(256, 40), (128, 17)] {
+    // the cp.async entry (C = 256, 128) and the TMA entry (C = 1024: a partial last tile)
+    for (c, t) in [(256, 40), (128, 17), (1024, 37)] {
         let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, c, t, Formulation::DeepSeekV4, Dtype::Bf16) };
         check_pre(&dev, &stream, &mut rng, &sh);
     }

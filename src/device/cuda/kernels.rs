@@ -372,26 +372,24 @@ fn build() -> Vec<KernelDesc> {
     few_token(&mut t, pd::MID_DTYPES, PreFamily::Mid, mid_max, mid_max, pd::MID_SMEM);
     // pre for many tokens (bf16, n = 4, C % 128 == 0, C <= 4096, no gamma_f): persistent
     // clusters of 16 CTAs, phi in registers, x read once (pre_pc.rs); selected before the
-    // general kernel where it applies (`pre_pc_unsupported`, checked by `reject`).
-    t.push(KernelDesc {
-        tokens_per_cta: super::pre_pc::PC_TILE_TOKENS,
-        min_tokens: super::pre_pc::PC_MIN_TOKENS,
-        max_dynamic_shared: super::pre_pc::PC_MAX_SHARED,
-        cluster: super::pre_pc::PC_CLUSTER,
-        tile_in_shared: true,
-        persistent: true,
-        pre_family: PreFamily::Cluster,
-        ..row(
-            Stage::Pre,
-            Dtype::Bf16,
-            4,
-            super::pre_pc::PC_ENTRY,
-            IMG_PRE_PC,
-            size_of::<super::pre_decode::PreDecodeArgs>(),
-            8,
-            super::pre_pc::PC_THREADS,
-        )
-    });
+    // general kernel where it applies (`pre_pc_unsupported`, checked by `reject`). First its TMA
+    // entry (C % 1024 == 0, `pre_pc_tma_unsupported`: the ring filled by tensor copies), then the
+    // cp.async one for the other C.
+    for (entry, shared, args) in [
+        (super::pre_pc::PC_TMA_ENTRY, super::pre_pc::PC_TMA_MAX_SHARED, size_of::<super::pre_pc::PreTmaArgs>()),
+        (super::pre_pc::PC_ENTRY, super::pre_pc::PC_MAX_SHARED, size_of::<super::pre_decode::PreDecodeArgs>()),
+    ] {
+        t.push(KernelDesc {
+            tokens_per_cta: super::pre_pc::PC_TILE_TOKENS,
+            min_tokens: super::pre_pc::PC_MIN_TOKENS,
+            max_dynamic_shared: shared,
+            cluster: super::pre_pc::PC_CLUSTER,
+            tile_in_shared: true,
+            persistent: true,
+            pre_family: PreFamily::Cluster,
+            ..row(Stage::Pre, Dtype::Bf16, 4, entry, IMG_PRE_PC, args, 8, super::pre_pc::PC_THREADS)
+        });
+    }
     // post_pre for many tokens, the same shapes: the fused entry of pre_pc.ptx (x' computed in
     // the ring, never read back); ahead of the general post_pre kernel from 65 tokens. Up to
     // POST_PRE_PCM_MAX_TOKENS its `m` entry (the post warps also mix and fill the ring).
@@ -693,6 +691,7 @@ mod tests {
                 e if e.starts_with("mhc_pre_mid") => PreFamily::Mid,
                 e if [
                     super::super::pre_pc::PC_ENTRY,
+                    super::super::pre_pc::PC_TMA_ENTRY,
                     super::super::pre_pc::POST_PRE_PC_ENTRY,
                     super::super::pre_pc::POST_PRE_PCM_ENTRY,
                 ]

@@ -395,6 +395,11 @@ fn reject(desc: &KernelDesc, dev: &DeviceLimits, cfg: &Config, dtype: Dtype) -> 
         if let Some(why) = super::pre_pc::pre_pc_unsupported(cfg) {
             return Some(format!("{}: {why}", desc.entry));
         }
+        if desc.entry == super::pre_pc::PC_TMA_ENTRY {
+            if let Some(why) = super::pre_pc::pre_pc_tma_unsupported(cfg) {
+                return Some(format!("{}: {why}", desc.entry));
+            }
+        }
     }
     if desc.stage == Stage::Pre && desc.pre_family == PreFamily::Gemm {
         if let Some(why) = super::pre_gemm::pre_gemm_unsupported(cfg) {
@@ -441,7 +446,7 @@ impl Plan {
                 let resident_ctas = if desc.persistent {
                     // Persistent clusters (pre_pc): as many as the device holds with the ring
                     // this configuration needs.
-                    let shared = super::pre_pc::stage_ring_bytes(stage, cfg.c) as u32;
+                    let shared = super::pre_pc::entry_ring_bytes(desc.entry, cfg.c) as u32;
                     match ffi::occupancy_max_active_clusters(func.raw, desc.threads, shared, desc.cluster)? {
                         n if n > 0 => n as u32 * desc.cluster,
                         _ => {
@@ -852,7 +857,9 @@ mod tests {
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 1), ["mhc_pre_mid16_sm90_bf16"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 9), ["mhc_pre_mid_sm90_bf16"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 64), ["mhc_pre_mid_sm90_bf16"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 65), ["mhc_pre_pc16_bf16_n4"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 65), ["mhc_pre_pc16t_bf16_n4"]);
+        // C not a multiple of 1024: the cluster kernel's cp.async entry.
+        assert_eq!(planned(4, 1280, Dtype::Bf16, Pre, 65), ["mhc_pre_pc16_bf16_n4"]);
         // C < 512: no mid kernel; the decode kernel, then the cluster kernel.
         assert_eq!(planned(4, 256, Dtype::Bf16, Pre, 16), ["mhc_pre_decode_sm90_bf16"]);
         // GEMM pre from gemm_min_tokens(n) on (n = 32: 512, n = 16: 2048), the general kernel

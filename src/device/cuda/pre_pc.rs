@@ -22,11 +22,16 @@ use super::post_pre::PostInViews;
 use super::pre::{Checked, PreOutViews, PreParamViews};
 use super::pre_decode::PreDecodeArgs;
 use super::stream::Stream;
-use crate::config::{Config, Stage};
+use crate::config::Config;
 use crate::error::{Error, Result};
 
 /// The kernel's entry (asm/ptx/sm90/gen_pre_pc.py).
 pub(crate) const PC_ENTRY: &str = "mhc_pre_pc16_bf16_n4";
+/// The entry whose ring is filled by TMA (the tensor map of x in its arguments), for C a multiple
+/// of [`PC_TMA_C_MULTIPLE`]: one thread issues a stage's copies, so the mix warps only mix.
+pub(crate) const PC_TMA_ENTRY: &str = "mhc_pre_pc16t_bf16_n4";
+/// The TMA entry's C granularity: its boxes are 64 channels of each CTA's C/16.
+pub const PC_TMA_C_MULTIPLE: usize = 1024;
 /// The fused `post_pre` entry of the same file.
 pub(crate) const POST_PRE_PC_ENTRY: &str = "mhc_post_pre_pc16_bf16_n4";
 /// The fused entry for fewer tokens: its post warps also mix each tile and fill the ring (the math
@@ -74,6 +79,14 @@ pub const fn ring_bytes(c: usize) -> usize {
     PC_STAGES * PC_TILE_TOKENS * (c / 2 + PC_ROW_PAD)
 }
 
+/// The TMA entry's ring: stages of [`PC_TILE_TOKENS`] tokens x C/2 bytes (no pad: the 128-byte
+/// swizzle spreads the banks), and 1 KB to align the ring to the swizzle's 1024-byte period.
+pub const fn tma_ring_bytes(c: usize) -> usize {
+    PC_STAGES * PC_TILE_TOKENS * (c / 2) + 1024
+}
+/// The TMA entry's ring at [`PC_MAX_C`].
+pub const PC_TMA_MAX_SHARED: u32 = tma_ring_bytes(PC_MAX_C) as u32;
+
 /// The fused entry's token row (gen_pre_pc.py `F_ROW`): the 4 x slices and the f slice, each C/16
 /// channels (bf16) and 16 bytes (so x' reads the 4 streams of a token from different banks), then
 /// a pad that makes the row 4 mod 8 in 16-byte units (tokens g and g + 1 of the math warps'
@@ -89,10 +102,12 @@ pub const fn fused_ring_bytes(c: usize) -> usize {
     PC_STAGES * PC_TILE_TOKENS * (fused_row_bytes(c) + PC_POST_COEF_BYTES)
 }
 
-/// The ring of a cluster row of `stage` (`pre`: [`ring_bytes`], `post_pre`: [`fused_ring_bytes`]).
-pub const fn stage_ring_bytes(stage: Stage, c: usize) -> usize {
-    match stage {
-        Stage::PostPre => fused_ring_bytes(c),
+/// The ring of the cluster row with entry `entry` (`pre`: [`ring_bytes`], its TMA entry:
+/// [`tma_ring_bytes`], `post_pre`: [`fused_ring_bytes`]).
+pub fn entry_ring_bytes(entry: &str, c: usize) -> usize {
+    match entry {
+        PC_TMA_ENTRY => tma_ring_bytes(c),
+        POST_PRE_PC_ENTRY | POST_PRE_PCM_ENTRY => fused_ring_bytes(c),
         _ => ring_bytes(c),
     }
 }
@@ -113,6 +128,30 @@ pub struct PostPrePcArgs {
     pub x_out_stride: u32,
 }
 const _: () = assert!(std::mem::size_of::<PostPrePcArgs>() == 184);
+
+/// The TMA entry's parameter bank: its one parameter (`p_args`: the other pre entry's arguments,
+/// then at 192 the tensor map of x, gen_pre_pc.py `A_TMAP`) is 64-byte aligned, as a tensor map
+/// must be, and sm_90's parameters start 16 bytes past a 64-byte boundary, so ptxas puts it 48
+/// bytes in. The launcher points the driver at each parameter's offset in this struct (the loader
+/// reads the offsets and the bank size, 368, from the cubin and checks them at load).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PreTmaArgs {
+    pub lead: [u8; 48],
+    pub pre: PreDecodeArgs,
+    pub pad: [u8; 48],
+    pub tmap: [u64; 16],
+}
+const _: () = assert!(std::mem::size_of::<PreTmaArgs>() == 368);
+const _: () = assert!(std::mem::offset_of!(PreTmaArgs, tmap) == 48 + 192);
+
+/// Why the TMA entry cannot run `cfg` (beyond [`pre_pc_unsupported`]).
+pub(crate) fn pre_pc_tma_unsupported(cfg: &Config) -> Option<String> {
+    if cfg.c % PC_TMA_C_MULTIPLE != 0 {
+        return Some(format!("C = {} is not a multiple of {PC_TMA_C_MULTIPLE} (64-channel TMA boxes)", cfg.c));
+    }
+    None
+}
 
 /// Why the persistent-cluster kernel cannot run `cfg` (`None`: it can; the dtype and n are the
 /// kernel table's to match).
@@ -146,6 +185,10 @@ impl Plan {
         // Only timing builds (PC_EXP=stamps) write here: the phase stamps of
         // `debug_pc_stamps`. The kernel uses no workspace.
         args.ws_part = ws.device_ptr();
+        if b.desc.entry == PC_TMA_ENTRY {
+            let args = PreTmaArgs { lead: [0; 48], pre: args, pad: [0; 48], tmap: x_tensor_map(x, self.cfg.c, chk.t)? };
+            return self.launch(stream, b, b.resident_ctas, b.desc.threads, tma_ring_bytes(self.cfg.c) as u32, &args);
+        }
         self.launch(stream, b, b.resident_ctas, b.desc.threads, ring_bytes(self.cfg.c) as u32, &args)
     }
 
@@ -192,6 +235,38 @@ impl Plan {
     }
 }
 
+/// The TMA entry's tensor map of x (bf16): dimension 0 the 4C elements of a token row, dimension 1
+/// the T tokens (row stride from the view); boxes of 64 elements x 16 tokens with the 128-byte
+/// swizzle (gen_pre_pc.py `TMA_XW`), tokens past T read as zeros. The views were checked (rows
+/// 16-byte aligned, fewer than 2^32 elements), which is what the encoding requires.
+fn x_tensor_map(x: &DeviceTensor<'_>, c: usize, t: usize) -> Result<[u64; 16]> {
+    use cudarc::driver::sys;
+    let mut map = sys::CUtensorMap { opaque: [0; 16] };
+    let dims: [u64; 2] = [4 * c as u64, t as u64];
+    let strides: [u64; 1] = [x.layout.row_stride as u64 * 2];
+    let boxes: [u32; 2] = [64, PC_TILE_TOKENS as u32];
+    let steps: [u32; 2] = [1, 1];
+    // SAFETY: every pointer covers the rank (2) it is read for; the map is written into `map`.
+    let status = unsafe {
+        sys::cuTensorMapEncodeTiled(
+            &mut map,
+            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            2,
+            x.ptr as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            steps.as_ptr(),
+            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    super::ffi::check("cuTensorMapEncodeTiled", status)?;
+    Ok(map.opaque)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,10 +298,13 @@ mod tests {
     fn c_range_is_what_the_plan_accepts() {
         use crate::device::cuda::kernels::assert_c_range_is_what_fits;
         let fits = |d: &crate::device::cuda::kernels::KernelDesc, c: usize| {
-            pre_pc_unsupported(&Config::new(4, c)).is_none()
-                && stage_ring_bytes(d.stage, c) <= d.max_dynamic_shared as usize
+            let cfg = Config::new(4, c);
+            let tma_ok = d.entry != PC_TMA_ENTRY || pre_pc_tma_unsupported(&cfg).is_none();
+            pre_pc_unsupported(&cfg).is_none()
+                && tma_ok
+                && entry_ring_bytes(d.entry, c) <= d.max_dynamic_shared as usize
         };
         use crate::device::cuda::kernels::PreFamily;
-        assert_eq!(assert_c_range_is_what_fits(|d| d.pre_family == PreFamily::Cluster, fits), 3);
+        assert_eq!(assert_c_range_is_what_fits(|d| d.pre_family == PreFamily::Cluster, fits), 4);
     }
 }
