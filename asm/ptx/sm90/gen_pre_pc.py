@@ -41,6 +41,10 @@ SLOTS = OWN_SLOT + 5
 BJOBS = OWN_SLOT * CL  # push jobs: the h_pre logits and ss slots to every CTA
 OJOBS = 5 * TT       # and the other 5 float4s of token j to CTA j
 HW0 = NW // 2        # math warps HW0.. compute h_pre (4 tokens each) while warps < HW0 sum the partials
+# TMA entry (HX): each CTA sends token j's 7 float4s (logits 0..23, ss) to CTA j only; CTA j's
+# coefficient warp computes h_pre of token j and sends it to every CTA (hin, by tile mod HXB)
+HX_SLOTS = 7
+HXB = 8              # hin buffers: > the ring's depth + 1 (a CTA's mix of tile m precedes every CTA's h_pre of m + HXB)
 C_MAX = 1024 * RMAX
 HC = 80        # fused entry: bytes of one token's layer-l coefficients in a stage (h_post[4], h_res[4][4])
 HC_TILE = TT * HC
@@ -94,6 +98,17 @@ HEADER = f"""\
 //         ~2500 cycles a round on the fills behind ~1700 of mixing, and the math warps waited
 //         ~750 cycles a round for their stage (phase stamps, notes/cuda-pre.md round 21);
 //         H100, T = 8192, C = 4096: 185.6 -> 162.9 us (60.7% -> 69.6% of copy).
+// HX      the TMA entry also exchanges h_pre instead of the h_pre logits: threads < 224 sum the
+//         partials of warps 0..3 and 4..7 (psum[2]); after barrier 2 threads < 112 add the halves
+//         and send token j's 7 float4s (logits 0..23, ss) to CTA j only ({TT * 7} st.async, was
+//         400). CTA j's coefficient warp sums its token's row (sources in rank order), computes
+//         inv_rms and h_pre, stores them, and sends h_pre to every CTA (lane l to CTA l:
+//         hin[tile % {HXB}][j], completing hbar[tile % {HXB}]), then runs the Sinkhorn. The math warps
+//         no longer wait for the gather or compute h_pre; the mix warps wait hbar (armed at init
+//         for tiles 0..{HXB - 1}, re-armed after each mix for tile + {HXB}). {HXB} buffers suffice: a CTA's
+//         h_pre of tile m + {HXB} follows every CTA's partials of it, each pushed after its stage of
+//         tile m + {HXB} landed, i.e. after its mix of tile m + {HXB - STAGES} > m. H100, T = 8192,
+//         C = 4096: 162.9 -> 150.9 us (75.0% of copy); round 3891 -> 3349 cycles.
 // MMA     m16n8k16 bf16 -> f32, A = x (rows = the tile's 16 tokens: g, g + 8), B = phi (columns
 //         = logits 8nb + g, nb < 3: 24 exactly), lane = 4g + q. K order permuted identically in
 //         A and B: the slice is cut in 32-element runs, lane q owns elements 8q..8q+7 of each
@@ -272,13 +287,26 @@ def ordered_sum(e, addr, stride, count, tag):
     @%ps bra.uni {tag};""")
 
 
-def wait_gather(e, tag):
+def arm_gather(slots):
+    """%gab / %gbb = gat / gbar of tile kk (buffer kk & 1); thread 0 arms gbar for the CL x slots
+    float4s every CTA sends here (tile kk exists: %p_cur)."""
+    return f"""    and.b32 %r8, %kk, 1;
+    mov.u32 %gab, gat;
+    mad.lo.u32 %gab, %r8, {CL * slots * 16}, %gab;
+    mov.u32 %gbb, gbar;
+    mad.lo.u32 %gbb, %r8, 8, %gbb;
+    setp.eq.u32 %p1, %tx, 0;
+    and.pred %p1, %p1, %p_cur;
+    @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [%gbb], {CL * slots * 16};"""
+
+
+def wait_gather(e, tag, slots=SLOTS):
     """%gab / %gbb = gat / gbar of tile kk-1 (buffer (kk-1) & 1), then wait for its phase
     ((kk-1) >> 1 parity): every CTA's partials of that tile have landed."""
     e(f"""    sub.u32 %r8, %kk, 1;
     and.b32 %r9, %r8, 1;
     mov.u32 %gab, gat;
-    mad.lo.u32 %gab, %r9, {CL * SLOTS * 16}, %gab;
+    mad.lo.u32 %gab, %r9, {CL * slots * 16}, %gab;
     mov.u32 %gbb, gbar;
     mad.lo.u32 %gbb, %r9, 8, %gbb;
     bfe.u32 %r8, %r8, 1, 1;
@@ -655,6 +683,43 @@ def kernel(fused, mixw, tma=False):
     MIXW = mixw  # the mix and the ring's fills run beside the math warps (pre: mix warps; fused: the post warps)
     MIXERS = 32 * (NPW if fused else NMW)  # with MIXW: the threads that mix (and fill the ring)
     STAMPS = "stamps" in EXP and not fused
+    HX = tma  # h_pre exchanged (the TMA entry; see HX_SLOTS)
+    HXS = "".join(f"""
+    ld.shared.f32 %f4, [%lgb+{4 * (1 + i)}];
+    ld.shared.f32 %f6, [sm_base+{4 * i}];
+    mul.f32 %f5, %f4, %f2;
+    fma.rn.f32 %f5, %f5, %sc0, %f6;
+{sigmoid("%f5", f"%w{i}")}
+    @!%p_paper add.f32 %w{i}, %w{i}, %eps_hc;""" for i in range(4))
+    HX_BCAST = f"""
+    // h_pre of the own token (lanes 0..15 alike) -> hin[(kk-1) % {HXB}][rank] of CTA lane (every
+    // CTA's mix waits for all {CL}, past T too); lane 0 stores it and inv_rms (tokens < T)
+    setp.ge.u32 %p1, %lane, {CL};
+    @%p1 bra HX_BC_END;
+    ld.shared.f32 %f1, [%lgb];
+{inv_rms("%f1", "%f2")}{HXS}
+    sub.u32 %r13, %kk, 1;
+    and.b32 %r13, %r13, {HXB - 1};
+    mov.u32 %r14, hin;
+    mad.lo.u32 %r14, %r13, {TT * 16}, %r14;
+    mad.lo.u32 %r14, %rank, 16, %r14;
+    mov.u32 %r15, hbar;
+    mad.lo.u32 %r15, %r13, 8, %r15;
+    mapa.shared::cluster.u32 %r14, %r14, %lane;
+    mapa.shared::cluster.u32 %r15, %r15, %lane;
+    st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%r14], {{%w0, %w1, %w2, %w3}}, [%r15];
+    setp.ne.u32 %p1, %lane, 0;
+    setp.ge.or.u32 %p1, %r12, %T, %p1;
+    @%p1 bra HX_BC_END;
+    mul.wide.u32 %rd1, %r12, 4;
+    ld.param.u64 %rd2, [p_args+72];
+    add.u64 %rd2, %rd2, %rd1;
+    st.global.f32 [%rd2], %f2;
+    mul.wide.u32 %rd1, %r12, 16;
+    ld.param.u64 %rd2, [p_args+48];
+    add.u64 %rd2, %rd2, %rd1;
+    st.global.v4.f32 [%rd2], {{%w0, %w1, %w2, %w3}};
+HX_BC_END:"""
     st = stamp if STAMPS else (lambda k, who: "")
     arg_bytes = FUSED_ARG_BYTES if fused else (TMA_ARG_BYTES if tma else 144)
     e(f""".visible .entry {name}(
@@ -739,6 +804,11 @@ def kernel(fused, mixw, tma=False):
         for b_ in range(2):
             e(f"""    mbarrier.init.shared::cta.b64 [hready+{8 * b_}], {TT};
     mbarrier.init.shared::cta.b64 [mixed+{8 * b_}], {MIXERS};""")
+    if HX:
+        # hbar[b]: one arrival (the mix warps' arming, here for tiles 0..HXB-1, then after each mix)
+        for b_ in range(HXB):
+            e(f"""    mbarrier.init.shared::cta.b64 [hbar+{8 * b_}], 1;
+    mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [hbar+{8 * b_}], {TT * 16};""")
     if fused:
         for s_ in range(STAGES):
             e(f"    mbarrier.init.shared::cta.b64 [xready+{8 * s_}], {NPW * 32 + (32 if CWT else 0)};")
@@ -1097,8 +1167,33 @@ FULL_WAIT:
     @%p1 st.shared.f32 [%r6+96], %ss0;
     @%p1 st.shared.f32 [%r6+{8 * 112 + 96}], %ss1;{st(2, "math")}
 MMA_END:
-    barrier.sync 1, {NW * 32};{st(3, "math")}
-    // ---- threads < 112: (token tk = t / 7, float4 f = t % 7) summed over the 8 warps in order
+    barrier.sync 1, {NW * 32};{st(3, "math")}""")
+    if HX:
+        e(f"""    // ---- threads t < 224: half h = t / 112 of the warps (4h .. 4h + 3), (token tk, float4 f) of
+    // j = t % 112 summed in order -> psum[h][tk][f] (the pushers add the halves: a fixed order)
+    setp.lt.u32 %p_push, %tx, {2 * TT * 7};
+    and.pred %p_push, %p_push, %p_cur;
+    @!%p_push bra WSUM_END;
+    setp.ge.u32 %p1, %tx, {TT * 7};
+    selp.u32 %r12, {TT * 7}, 0, %p1;
+    sub.u32 %r13, %tx, %r12;                // j
+    div.u32 %r9, %r13, 7;                   // tk
+    mul.lo.u32 %r10, %r9, 7;
+    sub.u32 %r10, %r13, %r10;               // f
+    mov.u32 %r11, red;
+    mad.lo.u32 %r11, %r9, 112, %r11;
+    mad.lo.u32 %r11, %r10, 16, %r11;
+    selp.u32 %r14, {4 * TT * 112}, 0, %p1;
+    add.u32 %r11, %r11, %r14;               // warp 4h""")
+        ordered_sum(e, "%r11", TT * 112, NW // 2, "WSUM")
+        e(f"""    mov.u32 %r12, psum;
+    mad.lo.u32 %r12, %tx, 16, %r12;         // psum[h][tk][f] (psum and psumb contiguous)
+    st.shared.v4.f32 [%r12], {{%v0, %v1, %v2, %v3}};
+WSUM_END:{st(4, "math")}""")
+    # HX: the math warps neither sum for h_pre nor compute it (the coefficient warp of the token's
+    # CTA does): what the other entries emit from here to HPRE_END is dropped below
+    n_old = len(L)
+    e(f"""    // ---- threads < 112: (token tk = t / 7, float4 f = t % 7) summed over the 8 warps in order
     // (pushed after barrier 2)
     setp.lt.u32 %p_push, %tx, {TT * 7};
     and.pred %p_push, %p_push, %p_cur;
@@ -1210,25 +1305,45 @@ SHS_FREE:
     mov.u32 %r18, hready;
     mad.lo.u32 %r18, %r16, 8, %r18;
     mbarrier.arrive.shared::cta.b64 %mbs, [%r18];""")
+    if HX:
+        del L[n_old:]
     e(f"""HPRE_END:{st(6, "hpre")}
     // gat[(kk-1) & 1] is read (math warps and the round's coefficient warp), psum and shs written
     barrier.sync 2, {BAR2};{st(7, "math")}""")
-    e(f"""    // ---- push tile kk's partials: slots s < {OWN_SLOT} (each token's h_pre logits, then the ss of 4
+    if HX:
+        e(f"""    // ---- push tile kk's partials: thread t < {TT * 7}: float4 f = t % 7 of token tk = t / 7 (the two
+    // halves added) to CTA tk's gat[kk & 1][rank][f]; thread 0 arms gbar[kk & 1] for the
+    // {CL * HX_SLOTS * 16} bytes every CTA sends here
+{arm_gather(HX_SLOTS)}
+    setp.lt.u32 %p2, %tx, {TT * 7};
+    and.pred %p2, %p2, %p_cur;
+    @!%p2 bra PUSH_END;
+    mov.u32 %r14, psum;
+    mad.lo.u32 %r14, %tx, 16, %r14;
+    ld.shared.v4.f32 {{%pv0, %pv1, %pv2, %pv3}}, [%r14];
+    ld.shared.v4.f32 {{%v0, %v1, %v2, %v3}}, [%r14+{TT * 7 * 16}];
+    add.f32 %pv0, %pv0, %v0;
+    add.f32 %pv1, %pv1, %v1;
+    add.f32 %pv2, %pv2, %v2;
+    add.f32 %pv3, %pv3, %v3;
+    div.u32 %r16, %tx, 7;                   // tk: the destination
+    mul.lo.u32 %r12, %r16, 7;
+    sub.u32 %r12, %tx, %r12;                // f
+    mad.lo.u32 %r13, %rank, {HX_SLOTS}, %r12;
+    mad.lo.u32 %r13, %r13, 16, %gab;
+    mapa.shared::cluster.u32 %r14, %r13, %r16;
+    mapa.shared::cluster.u32 %r15, %gbb, %r16;
+    st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%r14], {{%pv0, %pv1, %pv2, %pv3}}, [%r15];""")
+    else:
+        e(f"""    // ---- push tile kk's partials: slots s < {OWN_SLOT} (each token's h_pre logits, then the ss of 4
     // tokens per float4) to every CTA, float4s 1..5 of token tk to CTA tk; thread 0 arms
     // gbar[kk & 1] for the {CL * SLOTS * 16} bytes every CTA sends here
-    and.b32 %r8, %kk, 1;
-    mov.u32 %gab, gat;
-    mad.lo.u32 %gab, %r8, {CL * SLOTS * 16}, %gab;
-    mov.u32 %gbb, gbar;
-    mad.lo.u32 %gbb, %r8, 8, %gbb;
-    setp.eq.u32 %p1, %tx, 0;
-    and.pred %p1, %p1, %p_cur;
-    @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [%gbb], {CL * SLOTS * 16};
+{arm_gather(SLOTS)}
     // jobs j = tid + 256 i < {BJOBS + OJOBS}: j < {BJOBS}: slot s = j / {CL} to CTA j % {CL}; else
     // jj = j - {BJOBS}: token jj / 5, float4 1 + jj % 5 to CTA jj / 5 (slot {OWN_SLOT} + jj % 5)
     @!%p_cur bra PUSH_END;""")
-    for i in range((BJOBS + OJOBS + NW * 32 - 1) // (NW * 32)):
-        e(f"""    add.u32 %r9, %tx, {i * NW * 32};
+        for i in range((BJOBS + OJOBS + NW * 32 - 1) // (NW * 32)):
+            e(f"""    add.u32 %r9, %tx, {i * NW * 32};
     setp.ge.u32 %p2, %r9, {BJOBS + OJOBS};
     @%p2 bra PUSH_END;
     setp.lt.u32 %p3, %r9, {BJOBS};
@@ -1243,7 +1358,7 @@ SHS_FREE:
     mad.lo.u32 %r13, %r10, 16, %r13;
     @%p3 sub.u32 %r14, %r13, {SS_SLOT * 16}; // else pss[4 (s - {SS_SLOT})..]
     bra PJ{i}_GO;
-PJ{i}_OWN:
+    PJ{i}_OWN:
     sub.u32 %r9, %r9, {BJOBS};
     div.u32 %r11, %r9, 5;                   // token
     mul.lo.u32 %r12, %r11, 5;
@@ -1254,7 +1369,7 @@ PJ{i}_OWN:
     mov.u32 %r14, psum;
     mad.lo.u32 %r14, %r13, 16, %r14;
     add.u32 %r14, %r14, 16;                 // psum[token][f]
-PJ{i}_GO:
+    PJ{i}_GO:
     ld.shared.v4.f32 {{%pv0, %pv1, %pv2, %pv3}}, [%r14];
     mad.lo.u32 %r13, %rank, {SLOTS}, %r10;
     mad.lo.u32 %r13, %r13, 16, %gab;
@@ -1293,13 +1408,13 @@ PJ{i}_GO:
     setp.eq.u32 %p1, %kk, 0;
     @%p1 bra MIX_END;"""
         SHSP = f"""
-    mad.lo.u32 %r8, %r19, {TT * 16}, %r8;   // shs[p]""" if mw else ""
+    mad.lo.u32 %r8, %r19, {TT * 16}, %r8;   // {"hin[kk % HXB]" if HX else "shs[p]"}""" if mw else ""
         em(f"""    // ---- mix tile ptile (stage pstage): thread t < mtp cpt (cpt = C/128 chunks per token and
     // slice, mtp = threads / cpt tokens per pass) takes chunk %mch of tokens %mtk + p mtp{SKIP0}
     @!%p_mx bra MIX_END;
     shl.b32 %r3, %ptile, 4;                 // t0
     mad.lo.u32 %r7, %pstage, %sstage, %dsm;{MIX_BASE}
-    mov.u32 %r8, shs;{SHSP}
+    mov.u32 %r8, {"hin" if HX else "shs"};{SHSP}
     mad.lo.u32 %r8, %mtk, 16, %r8;          // &h_pre[tk]
     add.u32 %r6, %r3, %mtk;                 // token
     ld.param.u32 %r9, [p_args+116];
@@ -1401,10 +1516,31 @@ COEF_LOOP:{coef_post_share() if fused and CWT else ""}
     bar.warp.sync -1;
     setp.eq.u32 %p1, %kk, 0;
     @%p1 bra ROW_END;""")
-    wait_gather(e, "GAT_WAIT1")
+    wait_gather(e, "GAT_WAIT1", HX_SLOTS if HX else SLOTS)
     if STAMPS:
         e(stamp(9, "coef"))
-    e(f"""    // lanes 0..4: float4 1 + lane of the own token (logits 4 + 4 lane ..); lane 5: ss (component
+    def row_store(off):
+        """%v0..3 of this lane -> sm_lg[c] at byte off + 16 lane; the ss lane (%p2): %v0 -> [0]."""
+        return f"""
+    mov.u32 %r11, %lgb;
+    @%p2 st.shared.f32 [%r11], %v0;
+    @%p2 bra ROW_END;
+    mad.lo.u32 %r11, %lane, 16, %r11;
+    st.shared.f32 [%r11+{off}], %v0;
+    st.shared.f32 [%r11+{off + 4}], %v1;
+    st.shared.f32 [%r11+{off + 8}], %v2;
+    st.shared.f32 [%r11+{off + 12}], %v3;"""
+
+    if HX:
+        e(f"""    // lanes 0..5: float4 lane of the own token (logits 4 lane ..), lane 6: ss, summed over the
+    // sources in rank order -> sm_lg[c]: [0] ss, [1 + m] logit m
+    setp.ge.u32 %p1, %lane, {HX_SLOTS};
+    @%p1 bra ROW_END;
+    mad.lo.u32 %r9, %lane, 16, %gab;""")
+        ordered_sum(e, "%r9", HX_SLOTS * 16, CL, "GSUM1")
+        e("    setp.eq.u32 %p2, %lane, 6;" + row_store(4))
+    else:
+        e(f"""    // lanes 0..4: float4 1 + lane of the own token (logits 4 + 4 lane ..); lane 5: ss (component
     // rank % 4 of slot {SS_SLOT} + rank / 4)
     setp.ge.u32 %p1, %lane, 6;
     @%p1 bra ROW_END;
@@ -1414,24 +1550,16 @@ COEF_LOOP:{coef_post_share() if fused and CWT else ""}
     add.u32 %r10, %r10, {SS_SLOT};
     @%p2 mov.u32 %r9, %r10;
     mad.lo.u32 %r9, %r9, 16, %gab;""")
-    ordered_sum(e, "%r9", SLOTS * 16, CL, "GSUM1")
-    e(f"""    // sm_lg[c]: [0] ss, [1 + m] logit m
+        ordered_sum(e, "%r9", SLOTS * 16, CL, "GSUM1")
+        e("""    // sm_lg[c]: [0] ss, [1 + m] logit m
     and.b32 %r11, %rank, 3;
     setp.eq.and.u32 %p1, %r11, 1, %p2;
     @%p1 mov.f32 %v0, %v1;
     setp.eq.and.u32 %p1, %r11, 2, %p2;
     @%p1 mov.f32 %v0, %v2;
     setp.eq.and.u32 %p1, %r11, 3, %p2;
-    @%p1 mov.f32 %v0, %v3;
-    mov.u32 %r11, %lgb;
-    @%p2 st.shared.f32 [%r11], %v0;
-    @%p2 bra ROW_END;
-    mad.lo.u32 %r11, %lane, 16, %r11;
-    st.shared.f32 [%r11+20], %v0;
-    st.shared.f32 [%r11+24], %v1;
-    st.shared.f32 [%r11+28], %v2;
-    st.shared.f32 [%r11+32], %v3;
-ROW_END:{st(10, "coef")}
+    @%p1 mov.f32 %v0, %v3;""" + row_store(20))
+    e(f"""ROW_END:{st(10, "coef")}
     bar.warp.sync -1;
     barrier.sync 2, {BAR2};{st(11, "coef")}
     setp.eq.u32 %p1, %kk, 0;
@@ -1439,7 +1567,7 @@ ROW_END:{st(10, "coef")}
     sub.u32 %r12, %kk, 1;
     mad.lo.u32 %r12, %r12, %ncl, %cid;      // tile kk-1
     shl.b32 %r12, %r12, 4;
-    add.u32 %r12, %r12, %rank;              // token of tile kk-1
+    add.u32 %r12, %r12, %rank;              // token of tile kk-1{HX_BCAST if HX else ""}
     setp.ge.u32 %p1, %r12, %T;
     setp.gt.or.u32 %p1, %lane, 16, %p1;     // lanes 0..15: the Sinkhorn; lane 16: h_post
     @%p1 bra PC_CB_DONE;
@@ -1552,15 +1680,20 @@ MIX_WARP:
         def mix_rounds(tag, after):
             """Rounds kk = 0 .. nr - 1: wait hready[kk & 1], mix the tile, free shs and the stage
             (mixed[kk & 1]), refill the stage with round kk + STAGES; then `after`."""
+            WAIT_ON = (f"""    and.b32 %r19, %kk, {HXB - 1};             // hin / hbar buffer
+    shr.u32 %r2, %kk, {HXB.bit_length() - 1};
+    and.b32 %r2, %r2, 1;
+    mov.u32 %r1, hbar;
+    mad.lo.u32 %r1, %r19, 8, %r1;""" if HX else """    and.b32 %r19, %kk, 1;                   // p
+    shr.u32 %r2, %kk, 1;
+    and.b32 %r2, %r2, 1;
+    mov.u32 %r1, hready;
+    mad.lo.u32 %r1, %r19, 8, %r1;""")
             e(f"""    mov.u32 %kk, 0;
 {tag}_LOOP:
     setp.ge.u32 %p1, %kk, %nr;
     @%p1 bra TILE_END;
-    and.b32 %r19, %kk, 1;                   // p
-    shr.u32 %r2, %kk, 1;
-    and.b32 %r2, %r2, 1;
-    mov.u32 %r1, hready;
-    mad.lo.u32 %r1, %r19, 8, %r1;
+{WAIT_ON}
 {tag}_WAIT:
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1], %r2;
     @!%p1 bra {tag}_WAIT;{st(13, "mix")}
@@ -1569,7 +1702,17 @@ MIX_WARP:
             e(mix_code(True))
             if STAMPS:
                 e(stamp(14, "mix"))
-            e(f"""    // the stage's chunks are refilled by other threads than the ones that mixed them
+            if HX:
+                e(f"""    // hin[kk % {HXB}] and the stage are read (every mixer): re-arm hbar for tile kk + {HXB}, refill
+    barrier.sync 3, {MIXERS};
+    setp.eq.u32 %p1, %tm, 0;
+    and.b32 %r19, %kk, {HXB - 1};
+    mov.u32 %r1, hbar;
+    mad.lo.u32 %r1, %r19, 8, %r1;
+    @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [%r1], {TT * 16};
+    mad.lo.u32 %r20, %ncl, {STAGES}, %ptile;""")
+            else:
+                e(f"""    // the stage's chunks are refilled by other threads than the ones that mixed them
     barrier.sync 3, {MIXERS};
     mov.u32 %r1, mixed;
     and.b32 %r19, %kk, 1;
@@ -1630,7 +1773,7 @@ def main():
 .shared .align 16 .b8 gat[{2 * CL * SLOTS * 16}];       // gathered partials [2][{CL}][{SLOTS}] float4
 .shared .align 16 .b8 shs[{2 * TT * 16}];          // h_pre [2][{TT}][4] (the pre entry's mix warps: by round parity)
 .shared .align 16 .b8 pss[{TT * 4}];            // this CTA's ss of the tile's tokens
-.shared .align 16 .b8 psum[{TT * 7 * 16}];       // this CTA's partials of the tile [{TT}][7] float4           // h_pre [{TT}][4]
+.shared .align 16 .b8 psum[{2 * TT * 7 * 16}];       // this CTA's partials of the tile [{TT}][7] float4           // h_pre [{TT}][4]
 .shared .align 16 .b8 sm_lg[{NCW * 128}];         // per coefficient warp: the own token's row (ss, logits)
 .shared .align 16 .b8 sm_base[128];       // base[24]
 .shared .align 8 .b64 full[{STAGES}];
@@ -1638,6 +1781,8 @@ def main():
 .shared .align 8 .b64 xready[{STAGES}];      // fused entry: x' of stage s computed (the post warps)
 .shared .align 8 .b64 hready[2];             // pre entry: h_pre of the round of this parity in shs
 .shared .align 8 .b64 mixed[2];              // pre entry: the mix warps are done with shs[parity]
+.shared .align 16 .b8 hin[{HXB * TT * 16}];         // TMA entry: h_pre [tile % {HXB}][token] (CTA j sends token j's)
+.shared .align 8 .b64 hbar[{HXB}];           // TMA entry: hin[b] complete ({TT} x 16 bytes)
 .extern .shared .align 1024 .b8 dsm[];     // the ring: {STAGES} stages of {TT} x (C/2 + {PAD}) bytes (fused: rows of 5 (C/8 + 16) bytes and a pad, + {HC_TILE})
 
 """
