@@ -26,6 +26,7 @@ for st in pre post_pre; do add "$st" 2 4 4096; done
 add pre 1024 32 8
 # post_pre on the fused persistent-cluster kernel (bf16, n = 4, C % 128 == 0, T >= 65)
 add post_pre 100 4 1280
+add pre 80 4 4096       # the cluster kernel's TMA entry (C % 1024 == 0; T > 64: past the mid kernel)
 # post on tensor cores (bf16, n = 32 from T = 65)
 add post 70 32 64
 # post on tensor cores at n = 16 (from T = 400)
