@@ -6,7 +6,10 @@
 //! (bf16 hi + lo mma fragments) and its slice of x in a ring of shared-memory stages until it
 //! has written its channels of `a`: x is read from memory once and phi once per kernel. The
 //! partial logits meet through distributed shared memory. The plan selects it where
-//! [`pre_pc_unsupported`] is `None`; the general kernel (pre.rs) serves the rest.
+//! [`pre_pc_unsupported`] is `None`; the general kernel (pre.rs) serves the rest. Where C is a
+//! multiple of [`PC_TMA_C_MULTIPLE`] it runs the entry [`PC_TMA_ENTRY`] instead: its ring is
+//! filled by tensor copies (the tensor map of x, encoded per launch on the host, travels in
+//! [`PreTmaArgs`]) and each token's CTA computes its h_pre and sends it to the others.
 //!
 //! The same file's second entry, `mhc_post_pre_pc16_bf16_n4`, is `post_pre` in one pass: its ring
 //! also brings layer l's `f` slice and `h_post` / `h_res` rows, two post warps compute
