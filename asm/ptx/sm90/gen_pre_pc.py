@@ -1195,10 +1195,10 @@ MMA_END:
     mad.lo.u32 %r12, %tx, 16, %r12;         // psum[h][tk][f] (psum and psumb contiguous)
     st.shared.v4.f32 [%r12], {{%v0, %v1, %v2, %v3}};
 WSUM_END:{st(4, "math")}""")
-    # HX: the math warps neither sum for h_pre nor compute it (the coefficient warp of the token's
-    # CTA does): what the other entries emit from here to HPRE_END is dropped below
-    n_old = len(L)
-    e(f"""    // ---- threads < 112: (token tk = t / 7, float4 f = t % 7) summed over the 8 warps in order
+    def sums_and_h_pre():
+        """The cp.async entries: threads < 112 sum the 8 warps' partials of tile kk, warps HW0..
+        compute h_pre of tile kk-1 from the gathered logits (HX: the token's CTA does, see HX)."""
+        e(f"""    // ---- threads < 112: (token tk = t / 7, float4 f = t % 7) summed over the 8 warps in order
     // (pushed after barrier 2)
     setp.lt.u32 %p_push, %tx, {TT * 7};
     and.pred %p_push, %p_push, %p_cur;
@@ -1209,8 +1209,8 @@ WSUM_END:{st(4, "math")}""")
     mov.u32 %r11, red;
     mad.lo.u32 %r11, %r9, 112, %r11;
     mad.lo.u32 %r11, %r10, 16, %r11;""")
-    ordered_sum(e, "%r11", TT * 112, NW, "WSUM")
-    e(f"""    mov.u32 %r12, psum;
+        ordered_sum(e, "%r11", TT * 112, NW, "WSUM")
+        e(f"""    mov.u32 %r12, psum;
     mad.lo.u32 %r12, %tx, 16, %r12;
     setp.eq.u32 %p1, %r10, 6;
     @!%p1 st.shared.v4.f32 [%r12], {{%v0, %v1, %v2, %v3}};   // psum[tk][f]
@@ -1225,10 +1225,10 @@ WSUM_END:{st(4, "math")}
     setp.eq.u32 %p1, %kk, 0;
     setp.lt.or.u32 %p1, %warp, {HW0}, %p1;
     @%p1 bra HPRE_END;""")
-    wait_gather(e, "GAT_WAIT0")
-    if STAMPS:
-        e(stamp(5, "hpre"))
-    e(f"""    and.b32 %r10, %lane, 7;                 // g
+        wait_gather(e, "GAT_WAIT0")
+        if STAMPS:
+            e(stamp(5, "hpre"))
+        e(f"""    and.b32 %r10, %lane, 7;                 // g
     shr.u32 %r11, %lane, 3;                 // t
     sub.u32 %r13, %warp, {HW0};
     shl.b32 %r12, %r13, 2;
@@ -1251,14 +1251,14 @@ WSUM_END:{st(4, "math")}
     @%p1 mov.f32 %u0, %u3;
     @%p1 mov.f32 %y0, %y3;
     add.f32 %hss, %u0, %y0;""")
-    for c in range(4):
-        e(f"    add.f32 %v{c}, %v{c}, %w{c};")
-    for off in (1, 2, 4):
-        for v in ("%v0", "%v1", "%v2", "%v3", "%hss"):
-            e(f"    shfl.sync.bfly.b32 %r11, {v}, {off}, 31, -1;")
-            e(f"    mov.b32 %f0, %r11;")
-            e(f"    add.f32 {v}, {v}, %f0;")
-    e(f"""    and.b32 %r11, %lane, 7;
+        for c in range(4):
+            e(f"    add.f32 %v{c}, %v{c}, %w{c};")
+        for off in (1, 2, 4):
+            for v in ("%v0", "%v1", "%v2", "%v3", "%hss"):
+                e(f"    shfl.sync.bfly.b32 %r11, {v}, {off}, 31, -1;")
+                e(f"    mov.b32 %f0, %r11;")
+                e(f"    add.f32 {v}, {v}, %f0;")
+        e(f"""    and.b32 %r11, %lane, 7;
     setp.ne.u32 %p1, %r11, 0;
     @%p1 bra HPRE_END;
     // lanes 8 t: inv_rms and h_pre of token tk (-> shs; CTA tk stores token tk's)
@@ -1277,15 +1277,15 @@ WSUM_END:{st(4, "math")}
     mul.wide.u32 %rd1, %r13, 16;
     ld.param.u64 %rd2, [p_args+48];
     add.u64 %rd2, %rd2, %rd1;""")
-    for i in range(4):
-        e(f"""    ld.shared.f32 %f4, [sm_base+{4 * i}];
+        for i in range(4):
+            e(f"""    ld.shared.f32 %f4, [sm_base+{4 * i}];
     mul.f32 %f5, %v{i}, %f3;
     fma.rn.f32 %f5, %f5, %sc0, %f4;
 {sigmoid("%f5", f"%w{i}")}
     @!%p_paper add.f32 %w{i}, %w{i}, %eps_hc;
     @%p2 st.global.f32 [%rd2+{4 * i}], %w{i};""")
-    if MIXW:
-        e(f"""    // shs[p] (p = round kk-1's parity) is free once the mix warps mixed round kk-3
+        if MIXW:
+            e(f"""    // shs[p] (p = round kk-1's parity) is free once the mix warps mixed round kk-3
     sub.u32 %r15, %kk, 1;
     and.b32 %r16, %r15, 1;                  // p
     shr.u32 %r17, %r15, 1;                  // this is use u of shs[p]
@@ -1301,17 +1301,18 @@ SHS_WAIT:
 SHS_FREE:
     mov.u32 %r14, shs;
     mad.lo.u32 %r14, %r16, {TT * 16}, %r14;""")
-    else:
-        e("    mov.u32 %r14, shs;")
-    e(f"""    mad.lo.u32 %r14, %r12, 16, %r14;
+        else:
+            e("    mov.u32 %r14, shs;")
+        e(f"""    mad.lo.u32 %r14, %r12, 16, %r14;
     st.shared.v4.f32 [%r14], {{%w0, %w1, %w2, %w3}};""")
-    if MIXW:
-        e("""    // h_pre of this token of round kk-1 is in shs[p]: one of hready[p]'s 16 arrivals
+        if MIXW:
+            e("""    // h_pre of this token of round kk-1 is in shs[p]: one of hready[p]'s 16 arrivals
     mov.u32 %r18, hready;
     mad.lo.u32 %r18, %r16, 8, %r18;
     mbarrier.arrive.shared::cta.b64 %mbs, [%r18];""")
-    if HX:
-        del L[n_old:]
+
+    if not HX:
+        sums_and_h_pre()
     e(f"""HPRE_END:{st(6, "hpre")}
     // gat[(kk-1) & 1] is read (math warps and the round's coefficient warp), psum and shs written
     barrier.sync 2, {BAR2};{st(7, "math")}""")
