@@ -1949,7 +1949,8 @@ fn profile_pc_phases() {
     let ncl = ctas / 16;
     // (name, from stamp, to stamp, round offset of `to`): stamps of gen_pre_pc.py (math thread
     // 0: 0 loop top, 1 stage landed, 2 mma stored, 3 barrier 1, 4 warp sums, 7 barrier 2, 8
-    // pushed; the first h_pre thread (warp HW0, lane 0): 5 gather landed, 6 h_pre written;
+    // pushed; the first h_pre thread (warp HW0, lane 0; not in the TMA entry, whose
+    // coefficient warps compute h_pre): 5 gather landed, 6 h_pre written;
     // coefficient lane 0: 9 gather landed, 10 row summed, 11 barrier 2, 12 Sinkhorn done; mix
     // thread 0: 13 h_pre ready, 14 mixed, 15 refilled)
     let phases: [(&str, usize, usize, usize); 17] = [
@@ -1995,11 +1996,16 @@ fn profile_pc_phases() {
                     let (ka, kb) = if a == 6 && b == 13 { (k + 1, k) } else { (k, k + off) };
                     let sa = st[cta * PC_STAMP_ROUNDS + ka][a].1;
                     let sb = st[cta * PC_STAMP_ROUNDS + kb][b].1;
-                    cyc.push(sb.wrapping_sub(sa) as i64);
+                    // A stamp this entry does not write holds stale words: skip the pair.
+                    let d = sb.wrapping_sub(sa) as i64;
+                    if sa != 0 && sb != 0 && (-100_000_000..100_000_000).contains(&d) {
+                        cyc.push(d);
+                    }
                 }
             }
             cyc.sort();
             if cyc.is_empty() {
+                println!("  {name:>40}: not recorded by this entry");
                 continue;
             }
             println!(
