@@ -120,8 +120,9 @@ HEADER = f"""\
 //         in) is split into bf16 hi + lo (x is exact in bf16, phi to 2^-17). Odd runs accumulate
 //         apart (two chains). ss = the diagonal of the Gram matrix x x^T from 4 more mma per run
 //         (the unpack + FMA version made the phase issue-bound).
-// REGS    phi fragments 24 per run x {RMAX} = {24 * RMAX}; ptxas 12.9: 163 registers, no local memory;
-//         10 warps put 3 on one SM sub-partition: 16K registers / 96 threads caps a thread at 168.
+// REGS    phi fragments 24 per run x {RMAX} = {24 * RMAX}; ptxas 12.9: 161-165 registers (the TMA
+//         entry 159), no local memory; 12 warps put 3 on one SM sub-partition: 16K registers / 96
+//         threads caps a thread at 168.
 // REDUCE  warp partials -> red[w][token][28] (logits 0..23, ss at 24); threads < 112 add the 8
 //         warps in order into psum[token][7] (float4; the ss into pss[token]); after barrier 2
 //         all 256 math threads st.async the float4s to the CTAs that need them: each token's
@@ -1791,7 +1792,7 @@ def main():
 .shared .align 16 .b8 gat[{2 * CL * SLOTS * 16}];       // gathered partials [2][{CL}][{SLOTS}] float4
 .shared .align 16 .b8 shs[{2 * TT * 16}];          // h_pre [2][{TT}][4] (the pre entry's mix warps: by round parity)
 .shared .align 16 .b8 pss[{TT * 4}];            // this CTA's ss of the tile's tokens
-.shared .align 16 .b8 psum[{2 * TT * 7 * 16}];       // this CTA's partials of the tile [{TT}][7] float4           // h_pre [{TT}][4]
+.shared .align 16 .b8 psum[{2 * TT * 7 * 16}];       // this CTA's partials of the tile [{TT}][7] float4 (TMA entry: [2] halves of the warps)
 .shared .align 16 .b8 sm_lg[{NCW * 128}];         // per coefficient warp: the own token's row (ss, logits)
 .shared .align 16 .b8 sm_base[128];       // base[24]
 .shared .align 8 .b64 full[{STAGES}];
