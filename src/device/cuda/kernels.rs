@@ -370,53 +370,47 @@ fn build() -> Vec<KernelDesc> {
     // its h_pre; ahead of the decode kernel, pre_pc and the general kernel wherever it runs.
     let mid_max = pd::MID_MAX_TOKENS;
     few_token(&mut t, pd::MID_DTYPES, PreFamily::Mid, mid_max, mid_max, pd::MID_SMEM);
+    use super::pre_pc as pc;
+    // A persistent-cluster row of pre_pc.ptx: `stage`, `entry`, T range, ring, argument bytes,
+    // threads.
+    let cluster_row = |stage, entry, min_tokens, max_tokens, shared, args, threads| KernelDesc {
+        tokens_per_cta: pc::PC_TILE_TOKENS,
+        min_tokens,
+        max_tokens,
+        max_dynamic_shared: shared,
+        cluster: pc::PC_CLUSTER,
+        tile_in_shared: true,
+        persistent: true,
+        pre_family: PreFamily::Cluster,
+        ..row(stage, Dtype::Bf16, 4, entry, IMG_PRE_PC, args, 8, threads)
+    };
+    let (pre_args, tma_args) = (size_of::<super::pre_decode::PreDecodeArgs>(), size_of::<pc::PreTmaArgs>());
     // pre for many tokens (bf16, n = 4, C % 128 == 0, C <= 4096, no gamma_f): persistent
     // clusters of 16 CTAs, phi in registers, x read once (pre_pc.rs); selected before the
     // general kernel where it applies (`pre_pc_unsupported`, checked by `reject`). First its TMA
     // entry (C % 1024 == 0, `pre_pc_tma_unsupported`: the ring filled by tensor copies), then the
     // cp.async one for the other C.
-    for (entry, shared, args) in [
-        (super::pre_pc::PC_TMA_ENTRY, super::pre_pc::PC_TMA_MAX_SHARED, size_of::<super::pre_pc::PreTmaArgs>()),
-        (super::pre_pc::PC_ENTRY, super::pre_pc::PC_MAX_SHARED, size_of::<super::pre_decode::PreDecodeArgs>()),
-    ] {
-        t.push(KernelDesc {
-            tokens_per_cta: super::pre_pc::PC_TILE_TOKENS,
-            min_tokens: super::pre_pc::PC_MIN_TOKENS,
-            max_dynamic_shared: shared,
-            cluster: super::pre_pc::PC_CLUSTER,
-            tile_in_shared: true,
-            persistent: true,
-            pre_family: PreFamily::Cluster,
-            ..row(Stage::Pre, Dtype::Bf16, 4, entry, IMG_PRE_PC, args, 8, super::pre_pc::PC_THREADS)
-        });
+    for (entry, shared, args) in
+        [(pc::PC_TMA_ENTRY, pc::PC_TMA_MAX_SHARED, tma_args), (pc::PC_ENTRY, pc::PC_MAX_SHARED, pre_args)]
+    {
+        t.push(cluster_row(Stage::Pre, entry, pc::PC_MIN_TOKENS, usize::MAX, shared, args, pc::PC_THREADS));
     }
     // post_pre for many tokens, the same shapes: the fused entry of pre_pc.ptx (x' computed in
     // the ring, never read back); ahead of the general post_pre kernel from 65 tokens. Up to
     // POST_PRE_PCM_MAX_TOKENS its `m` entry (the post warps also mix and fill the ring).
-    for (entry, max_tokens) in [
-        (super::pre_pc::POST_PRE_PCM_ENTRY, super::pre_pc::POST_PRE_PCM_MAX_TOKENS),
-        (super::pre_pc::POST_PRE_PC_ENTRY, usize::MAX),
-    ] {
-        t.push(KernelDesc {
-            tokens_per_cta: super::pre_pc::PC_TILE_TOKENS,
-            min_tokens: super::pre_pc::POST_PRE_PC_MIN_TOKENS,
+    for (entry, max_tokens) in
+        [(pc::POST_PRE_PCM_ENTRY, pc::POST_PRE_PCM_MAX_TOKENS), (pc::POST_PRE_PC_ENTRY, usize::MAX)]
+    {
+        let (shared, args) = (pc::PC_FUSED_MAX_SHARED, size_of::<pc::PostPrePcArgs>());
+        t.push(cluster_row(
+            Stage::PostPre,
+            entry,
+            pc::POST_PRE_PC_MIN_TOKENS,
             max_tokens,
-            max_dynamic_shared: super::pre_pc::PC_FUSED_MAX_SHARED,
-            cluster: super::pre_pc::PC_CLUSTER,
-            tile_in_shared: true,
-            persistent: true,
-            pre_family: PreFamily::Cluster,
-            ..row(
-                Stage::PostPre,
-                Dtype::Bf16,
-                4,
-                entry,
-                IMG_PRE_PC,
-                size_of::<super::pre_pc::PostPrePcArgs>(),
-                8,
-                super::pre_pc::PC_FUSED_THREADS,
-            )
-        });
+            shared,
+            args,
+            pc::PC_FUSED_THREADS,
+        ));
     }
     // pre for n = 8 / 16 / 32 (bf16, no gamma_k / gamma_f): 128-token x 128-logit GEMM tiles
     // through a shared-memory ring, K split while SMs would idle (pre_gemm.rs); selected before
