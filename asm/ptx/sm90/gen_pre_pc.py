@@ -10,7 +10,7 @@ output (no dates, no paths).
 
 import os
 
-from gen_pre_decode import COEF_REGS, GRID_DEPENDENCY, LOG2E, inv_rms, load_args, post_body, sigmoid
+from gen_pre_decode import COEF_REGS, GRID_DEPENDENCY, LOG2E, inv_rms, load_args, sigmoid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXP = set(filter(None, os.environ.get("PC_EXP", "").split(",")))  # timing experiments only
@@ -431,7 +431,22 @@ def coef_lanes():
     ld.shared.f32 %g2, [%r18+{4 * (2 * n + j)}];
     mul.f32 %g1, %g1, %inv_t;
     fma.rn.f32 %S{j}, %g1, %sc2, %g2;""")
-    e("""    @%p_paper bra PC_CBL_PAPER;
+    e(f"""    // h_post[i] = 2 sigma(z_post i) (post_body's operations: the same bits) beside the Sinkhorn,
+    // whose chain hides it (lane 16 computed it before: a divergent path the warp ran apart)
+    shl.b32 %r22, %lane, 2;
+    add.u32 %r23, %r22, %lgb;
+    ld.shared.f32 %tr6, [%r23+{4 * (1 + n)}];
+    mov.u32 %r23, sm_base;
+    add.u32 %r23, %r23, %r22;
+    ld.shared.f32 %tr7, [%r23+{4 * n}];
+    mul.f32 %tr6, %tr6, %inv_t;
+    fma.rn.f32 %tr6, %tr6, %sc1, %tr7;
+{sigmoid("%tr6", "%tr7")}
+    add.f32 %tr7, %tr7, %tr7;
+    cvt.u64.u32 %rd2, %r22;
+    add.u64 %rd2, %hpo, %rd2;
+    st.global.f32 [%rd2], %tr7;
+    @%p_paper bra PC_CBL_PAPER;
     // V4: each row exp(z - max) / sum + eps""")
     row_tree("max", "%mx")
     exp_shift("%mx")
@@ -1618,10 +1633,7 @@ COEF_LOOP:{coef_post_share() if fused and CWT else ""}
     shl.b32 %r12, %r12, 4;
     add.u32 %r12, %r12, %rank;              // token of tile kk-1{HX_BCAST if HX else ""}
     setp.ge.u32 %p1, %r12, %T;
-    setp.gt.or.u32 %p1, %lane, 16, %p1;     // lanes 0..3: the Sinkhorn; lane 16: h_post
-    setp.lt.u32 %p2, %lane, 16;
-    setp.ge.and.u32 %p2, %lane, 4, %p2;
-    or.pred %p1, %p1, %p2;
+    setp.ge.or.u32 %p1, %lane, 4, %p1;      // lanes 0..3: the Sinkhorn and h_post
     @%p1 bra PC_CB_DONE;
     ld.shared.f32 %f1, [%lgb];
 {inv_rms("%f1", "%inv_t")}
@@ -1629,10 +1641,8 @@ COEF_LOOP:{coef_post_share() if fused and CWT else ""}
     add.u64 %hpo, %hpost, %rd1;
     mul.wide.u32 %rd1, %r12, 64;
     add.u64 %hro, %hres, %rd1;
-    setp.eq.u32 %p1, %lane, 16;
-    @%p1 bra PC_CP_4;""")
+""")
     e(coef_lanes())
-    e(post_body(4).replace("CB_", "PC_CB_").replace("CP_", "PC_CP_").replace("[sm_lg+", "[%lgb+"))
     e(f"""PC_CB_DONE:{st(12, "coef")}
     add.u32 %kk, %kk, 2;
     setp.le.u32 %p1, %kk, %nr;
