@@ -1379,20 +1379,18 @@ SHS_FREE:
     // gat[(kk-1) & 1] is read (math warps and the round's coefficient warp), psum and shs written
     barrier.sync 2, {BAR2};{st(7, "math")}""")
     if HX:
-        e(f"""    // ---- push tile kk's partials: one bulk copy per token (lanes 0..3 of warps 0..3) sends its 7
+        e(f"""    // ---- push tile kk's partials: one bulk copy per token (lanes 0..{TT // NW - 1} of every math warp: the
+    // lanes of a warp issue them one after another, 4 per warp took ~580 cycles) sends its 7
     // float4s from psumf[kk % {PSF}] to CTA tk's gat[kk & 1][rank] (was one st.async per float4: 641
     // cycles a round); thread 0 arms gbar[kk & 1] for the {CL * HX_SLOTS * 16} bytes every CTA sends here
 {arm_gather(HX_SLOTS)}
-    setp.ge.u32 %p2, %tx, 128;
-    not.pred %p3, %p_cur;
-    or.pred %p2, %p2, %p3;
-    setp.ge.or.u32 %p2, %lane, 4, %p2;
+    not.pred %p2, %p_cur;
+    setp.ge.or.u32 %p2, %lane, {TT // NW}, %p2;
     @%p2 bra PUSH_END;
     and.b32 %r13, %kk, {PSF - 1};
     mov.u32 %r14, psumf;
     mad.lo.u32 %r13, %r13, {TT * 7 * 16}, %r14;   // psumf[kk % {PSF}]
-    shl.b32 %r16, %warp, 2;
-    add.u32 %r16, %r16, %lane;              // tk: the destination
+    mad.lo.u32 %r16, %lane, {NW}, %warp;    // tk: the destination
     mad.lo.u32 %r14, %r16, {HX_SLOTS * 16}, %r13;
     mad.lo.u32 %r12, %rank, {HX_SLOTS * 16}, %gab;
     mapa.shared::cluster.u32 %r15, %r12, %r16;
