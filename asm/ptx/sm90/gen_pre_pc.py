@@ -112,9 +112,9 @@ HEADER = f"""\
 //         {HXG} gat buffers: CTA X pushes tile m in its round m after its barrier 2 of round m - 1,
 //         where its coefficient warp had the gather of tile m - 2, which includes our push of
 //         tile m - 2, sent after our barrier 2 of round m - 3, where our coefficient warp had read
-//         tile m - 4 (gat[m % {HXG}]) and seen gbar[m % {HXG}]'s phase for it complete; thread 0
-//         re-arms gbar[m % {HXG}] after barrier 2 of round m (a push landing before the arming only
-//         takes tx-count below zero: the phase needs the arrival).
+//         tile m - 4 (gat[m % {HXG}]) and seen gbar[m % {HXG}]'s phase for it complete. The warp that
+//         sees a phase complete arms it for tile + {HXG} (tiles 0..{HXG - 1}: at init): a push landing
+//         before the arming only takes tx-count below zero (the phase needs the arrival).
 //         Measured (H100, T = 8192, C = 4096): h_pre exchanged 162.9 -> 150.9 us (75.0% of copy),
 //         round 3891 -> 3349 cycles; pushes as bulk copies after barrier 2 148.8 us; the halves
 //         added in the warp sums and pushed from there: see notes/cuda-pre.md round 22.
@@ -848,8 +848,9 @@ HX_BC_END:"""
     sub.u32 %tlast, %T, 1;
     mov.u32 %dsm, dsm;{TMA_DSM if tma else ""}
     // mbarriers: full[s] (TMA: two arrivals, the mix warps' armings; else the math threads'
-    // noinc cp.async arrivals), gbar[b] (one arrival: thread 0's
-    // arming); initialised and fenced before any CTA of the cluster may signal them
+    // noinc cp.async arrivals), gbar[b] (one arrival: thread 0's arming each round; TMA: armed
+    // here, then by the coefficient warp that waited the phase); initialised and fenced before
+    // any CTA of the cluster may signal them
     setp.ne.u32 %p1, %tx, 0;
     @%p1 bra INIT_END;""")
     for s in range(STAGES):
@@ -868,6 +869,8 @@ HX_BC_END:"""
             e(f"    mbarrier.init.shared::cta.b64 [xready+{8 * s_}], {NPW * 32 + (32 if CWT else 0)};")
     for b_ in range(HXG if HX else 2):
         e(f"    mbarrier.init.shared::cta.b64 [gbar+{8 * b_}], 1;")
+        if HX:  # armed here for tiles 0..HXG-1, then by the coefficient warp that waited the phase
+            e(f"    mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [gbar+{8 * b_}], {CL * HX_SLOTS * 16};")
     e("""    fence.mbarrier_init.release.cluster;
 INIT_END:
     // base[24] -> shared (warp NW's coefficient bodies read sm_base)
@@ -1385,9 +1388,7 @@ SHS_FREE:
     // gat of tile kk-1 is read (math warps and the round's coefficient warp), psum and shs written
     barrier.sync 2, {BAR2};{st(7, "math")}""")
     if HX:
-        e(f"""    // ---- thread 0 arms gbar[kk % {HXG}] for the {CL * HX_SLOTS * 16} bytes every CTA sends here (its
-    // st.async may land before: the phase cannot complete before this arrival)
-{arm_gather(HX_SLOTS, HXG)}""")
+        pass  # gbar is re-armed by the coefficient warp that waited it (off the math warps)
     else:
         e(f"""    // ---- push tile kk's partials: slots s < {OWN_SLOT} (each token's h_pre logits, then the ss of 4
     // tokens per float4) to every CTA, float4s 1..5 of token tk to CTA tk; thread 0 arms
@@ -1571,6 +1572,11 @@ COEF_LOOP:{coef_post_share() if fused and CWT else ""}
     setp.eq.u32 %p1, %kk, 0;
     @%p1 bra ROW_END;""")
     wait_gather(e, "GAT_WAIT1", HX_SLOTS if HX else SLOTS, HXG if HX else 2)
+    if HX:
+        e(f"""    // gbar[(kk-1) % {HXG}]'s phase for tile kk-1 is complete: arm it for tile kk-1+{HXG} (the pushes
+    // of that tile may land before: the phase cannot complete before this arrival)
+    setp.eq.u32 %p1, %lane, 0;
+    @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [%gbb], {CL * HX_SLOTS * 16};""")
     if STAMPS:
         e(stamp(9, "coef"))
     def row_store(off):
