@@ -31,7 +31,8 @@ use crate::error::{Error, Result};
 /// The kernel's entry (asm/ptx/sm90/gen_pre_pc.py).
 pub(crate) const PC_ENTRY: &str = "mhc_pre_pc16_bf16_n4";
 /// The entry whose ring is filled by TMA (the tensor map of x in its arguments), for C a multiple
-/// of [`PC_TMA_C_MULTIPLE`]: one thread issues a stage's copies, so the mix warps only mix.
+/// of [`PC_TMA_C_MULTIPLE`]: lane 0 of each mix warp issues half of a stage's copies, so the mix
+/// warps only mix.
 pub(crate) const PC_TMA_ENTRY: &str = "mhc_pre_pc16t_bf16_n4";
 /// The TMA entry's C granularity: its boxes are 64 channels of each CTA's C/16.
 pub const PC_TMA_C_MULTIPLE: usize = 1024;
