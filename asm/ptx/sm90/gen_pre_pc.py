@@ -143,8 +143,8 @@ HEADER = f"""\
 //         every CTA), inv_rms (rsqrt.approx) and h_pre (-> shs; CTA j stores token j's). Before
 //         round 21 every math warp did 2 tokens after the sums (phase stamps, notes/cuda-pre.md).
 //         Coefficient warp {NW} + (k & 1): the own token's row (sources in rank order), then lanes
-//         0..15 Sinkhorn -> h_res and lane 16 h_post (the decode kernel's bodies), overlapping
-//         the next two iterations. PC_EXP=stamps records the phases (tests/gpu_pre.rs
+//         0..3 h_post and the Sinkhorn -> h_res (a row each; the decode kernel's operations and
+//         bits), overlapping the next two iterations. PC_EXP=stamps records the phases (tests/gpu_pre.rs
 //         profile_pc_phases).
 // MIX     a[t][c] = sum_i h_pre[t][i] x[t][i][c] over the CTA's channels, a fixed 16-byte chunk
 //         per thread; then a barrier of the mixing threads frees the stage. The mix warps copy
@@ -1834,7 +1834,7 @@ def main():
 .shared .align 16 .b8 gat[{2 * CL * SLOTS * 16}];       // gathered partials [2][{CL}][{SLOTS}] float4
 .shared .align 16 .b8 shs[{2 * TT * 16}];          // h_pre [2][{TT}][4] (the pre entry's mix warps: by round parity)
 .shared .align 16 .b8 pss[{TT * 4}];            // this CTA's ss of the tile's tokens
-.shared .align 16 .b8 psum[{2 * TT * 7 * 16}];       // this CTA's partials of the tile [{TT}][7] float4 (TMA entry: [2] halves of the warps)
+.shared .align 16 .b8 psum[{TT * 7 * 16}];       // the cp.async entries: this CTA's partials of the tile [{TT}][7] float4
 .shared .align 16 .b8 sm_lg[{NCW * 128}];         // per coefficient warp: the own token's row (ss, logits)
 .shared .align 16 .b8 sm_base[128];       // base[24]
 .shared .align 8 .b64 full[{STAGES}];
