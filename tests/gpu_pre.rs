@@ -2048,6 +2048,29 @@ fn profile_pc_phases() {
             let m = per[per.len() / 2];
             println!("  round: {:.0} ns = {:.0} cycles ({:.2} GHz)", m.0, m.1, m.1 / m.0);
         }
+        // fill and drain of the last launch: the last stamp row holds each CTA's entry (slot 15,
+        // after the grid dependency), each warp's arrival at the end (slot w) and the exit past
+        // the closing cluster barrier (slot 12); us after the earliest entry
+        let last = |cta: usize, slot: usize| st[cta * PC_STAMP_ROUNDS + PC_STAMP_ROUNDS - 1][slot].0;
+        let t0 = (0..ctas).map(|c| last(c, 15)).min().unwrap();
+        let us = |v: u64| v.wrapping_sub(t0) as i64 as f64 / 1000.0;
+        let spread = |name: &str, v: Vec<u64>| {
+            let mut v: Vec<f64> = v.into_iter().map(us).collect();
+            v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            println!("  {name:>40}: min {:8.2} median {:8.2} max {:8.2} us", v[0], v[v.len() / 2], v[v.len() - 1]);
+        };
+        spread("entry (after the grid dependency)", (0..ctas).map(|c| last(c, 15)).collect());
+        spread("round 0 loop top (math)", (0..ctas).map(|c| st[c * PC_STAMP_ROUNDS][0].0).collect());
+        spread("round 0 stage landed (math)", (0..ctas).map(|c| st[c * PC_STAMP_ROUNDS][1].0).collect());
+        let last_round = |c: usize| rounds_of(c).clamp(1, PC_STAMP_ROUNDS - 1) - 1;
+        spread("last round loop top (math)", (0..ctas).map(|c| st[c * PC_STAMP_ROUNDS + last_round(c)][0].0).collect());
+        spread(
+            "math warps at the end (latest warp)",
+            (0..ctas).map(|c| (0..8).map(|w| last(c, w)).max().unwrap()).collect(),
+        );
+        spread("coefficient warps at the end", (0..ctas).map(|c| last(c, 8).max(last(c, 9))).collect());
+        spread("mix warps at the end", (0..ctas).map(|c| last(c, 10).max(last(c, 11))).collect());
+        spread("past the closing cluster barrier", (0..ctas).map(|c| last(c, 12)).collect());
     }
 }
 

@@ -367,6 +367,29 @@ def stamp(k, who):
     st.global.v2.u64 [%sad], {{%sgt, %sck}};
 {lab}:"""
 
+def exit_stamps(at):
+    """EXP=stamps: (%globaltimer, %clock64) in the last stamp row (STAMP_ROUNDS - 1, beyond the
+    rounds profiled): "entry" slot 15 (thread 0, after the grid dependency), "warp" slot w (lane
+    0 of warp w reaching the end), "cluster" slot 12 (thread 0 past the closing cluster barrier).
+    tests/gpu_pre.rs profile_pc_phases prints them as the kernel's fill and drain."""
+    cond, slot = {"entry": ("setp.ne.u32 %pst, %tx, 0;", "15"),
+                  "warp": ("setp.ne.u32 %pst, %lane, 0;", "%warp"),
+                  "cluster": ("setp.ne.u32 %pst, %tx, 0;", "12")}[at]
+    return f"""
+    // ---- EXP stamp: {at}
+    {cond}
+    @%pst bra PSX_{at};
+    mov.u64 %sgt, %globaltimer;
+    mov.u64 %sck, %clock64;
+    mov.u32 %srr, %ctaid.x;
+    mad.lo.u32 %srr, %srr, {STAMP_ROUNDS}, {STAMP_ROUNDS - 1};
+    mad.lo.u32 %srr, %srr, 16, {slot};
+    mul.wide.u32 %sad, %srr, 16;
+    add.u64 %sad, %stb, %sad;
+    st.global.v2.u64 [%sad], {{%sgt, %sck}};
+PSX_{at}:"""
+
+
 def coef_lanes():
     """h_res of the CTA's own token by 4 lanes: lane i holds row i of S (S0..S3). A row's sum is
     local, ((a + b) + (c + d)); a column's is a shfl.bfly butterfly over lanes xor 1, 2 of the 4
@@ -818,7 +841,7 @@ HX_BC_END:"""
     .reg .pred %p_cpv<4>;
     .reg .b64 %hpo, %hro, %mbs;{FUSED_REGS if fused else ""}{STAMP_REGS if STAMPS else ""}
 {load_args(skip=("%part", "%sync", "%cpc"))}{NOSINK}
-{GRID_DEPENDENCY}{STAMP_LOAD if STAMPS else ""}
+{GRID_DEPENDENCY}{STAMP_LOAD + exit_stamps("entry") if STAMPS else ""}
     mov.u32 %tx, %tid.x;
     shr.u32 %warp, %tx, 5;
     and.b32 %lane, %tx, 31;
@@ -1817,10 +1840,10 @@ PW_PRO:
 {xprime("XF", "%r23")}""")
         else:
             mix_rounds("MW", "")
-    e(f"""TILE_END:
+    e(f"""TILE_END:{exit_stamps("warp") if STAMPS else ""}
     // leave together (no CTA's shared memory may vanish while the cluster still runs)
     barrier.cluster.arrive.release;
-    barrier.cluster.wait.acquire;
+    barrier.cluster.wait.acquire;{exit_stamps("cluster") if STAMPS else ""}
     ret;
 }}
 """)
