@@ -162,7 +162,10 @@ HEADER = f"""\
 //         warps no longer mix or refill; same bits): T = 8192 202 -> **190 us** (55.5% -> 59.5%),
 //         1024 40.0 -> 37.1, 256 21.8 -> 20.0, 100 15.7 -> 14.4. Round 21: h_pre beside the
 //         warp sums (same bits) 186 us; the TMA entry 162.9; with HX **150.9 us (75.0%)**, T = 4096
-//         84.4, 1024 33.6, 256 19.1; post_pre 276 -> 263 us. PC_EXP=nosink,nomma,nomix,stamps
+//         84.4, 1024 33.6, 256 19.1; post_pre 276 -> 263 us. Round 22 (sixteenth session, same
+//         bits: two copy issuers, pushes by st.async from the warp sums, 4-lane Sinkhorn):
+//         **140.3-142.2 us (79.2-80.4%)**, T = 4096 80.3, 1024 33.2, 256 19.1; ~15.2 ns per token
+//         (91% of copy) plus ~18 us per call. PC_EXP=nosink,nomma,nomix,stamps
 //         (and, for the fused entry, noxf, noxo) builds timing-only variants.
 // FUSED   mhc_post_pre_pc16_bf16_n4 (PostPrePcArgs, {FUSED_ARG_BYTES} bytes: PreDecodeArgs with x = layer l's
 //         residual, then 144 f, 152 h_post_in, 160 h_res_in, 168 x_out, 176 f_stride, 180
