@@ -94,8 +94,8 @@ HEADER = f"""\
 //         rows with the 128-byte swizzle (chunk c of row R at c xor R % 8; the ring 1024-byte
 //         aligned), no pad. Lane 0 of each mix warp arms full[s] (2 arrivals) for its two
 //         streams' 4C bytes and issues their C/1024 x 2 tensor copies (64 channels x {TT}
-//         tokens; tokens past T read as zeros). Run w + 8j of a math warp is block j, stream w / 2, channels 32 (w % 2)..;
-//         phi's fragments follow the same order. Why: with cp.async the two mix warps spent
+//         tokens; tokens past T read as zeros). Run w + 8j of a math warp is block j, stream
+//         w / 2, channels 32 (w % 2)..; phi's fragments follow the same order. Why: with cp.async the two mix warps spent
 //         ~2500 cycles a round on the fills behind ~1700 of mixing, and the math warps waited
 //         ~750 cycles a round for their stage (phase stamps, notes/cuda-pre.md round 21);
 //         H100, T = 8192, C = 4096: 185.6 -> 162.9 us (60.7% -> 69.6% of copy).
@@ -302,10 +302,10 @@ def ordered_sum(e, addr, stride, count, tag):
     @%ps bra.uni {tag};""")
 
 
-def arm_gather(slots, nbuf=2):
-    """%gab / %gbb = gat / gbar of tile kk (buffer kk % nbuf); thread 0 arms gbar for the CL x slots
-    float4s every CTA sends here (tile kk exists: %p_cur)."""
-    return f"""    and.b32 %r8, %kk, {nbuf - 1};
+def arm_gather(slots):
+    """%gab / %gbb = gat / gbar of tile kk (buffer kk & 1); thread 0 arms gbar for the CL x slots
+    float4s every CTA sends here (tile kk exists: %p_cur; the cp.async entries)."""
+    return f"""    and.b32 %r8, %kk, 1;
     mov.u32 %gab, gat;
     mad.lo.u32 %gab, %r8, {CL * slots * 16}, %gab;
     mov.u32 %gbb, gbar;
@@ -399,13 +399,13 @@ def coef_lanes():
     column values at once, which adds in the same tree order, so h_res has coef_body's bits
     (gen_pre_decode.py). Round 17 spread the Sinkhorn over 16 lanes (one element each, ~22
     instructions per iteration instead of ~72 on one lane) because its issue slots held up the
-    tile loop; since the fifteenth session its latency is what counts (two rounds per token:
-    5982 of 6700 cycles, notes/cuda-pre.md round 22). Here a row step has no shuffle and a column
-    step's 4 shuffles per level are independent: about half the chain at ~36 instructions."""
+    tile loop; since the fifteenth session its latency is what counts (two rounds per token).
+    Here a row step has no shuffle and a column step's 4 shuffles per level are independent
+    (~36 instructions per iteration), yet the phase only went 5982 -> 5813 cycles: each shfl and
+    MUFU.RCP waits in the MIO queue the other warps keep busy (notes/cuda-pre.md round 22)."""
     n = 4
     L = []
     e = L.append
-    S = [f"%S{j}" for j in range(n)]
 
     def row_tree(op, dst):
         e(f"""    {op}.f32 %tr4, %S0, %S1;
@@ -415,7 +415,7 @@ def coef_lanes():
     def col_bfly(op, dst):
         """dst_j = op over the 4 lanes of S_j, in the order ((lane 0, 1), (lane 2, 3))."""
         for j in range(n):
-            e(f"    mov.f32 %ls{j}, %S{j};" if dst == "%ls" else f"    mov.f32 {dst}{j}, %S{j};")
+            e(f"    mov.f32 {dst}{j}, %S{j};")
         for off in (1, 2):
             for j in range(n):
                 e(f"    shfl.sync.bfly.b32 %tr{j}, {dst}{j}, {off}, 31, 0xf;")
@@ -1413,9 +1413,7 @@ SHS_FREE:
     e(f"""HPRE_END:{st(6, "hpre")}
     // gat of tile kk-1 is read (math warps and the round's coefficient warp), psum and shs written
     barrier.sync 2, {BAR2};{st(7, "math")}""")
-    if HX:
-        pass  # gbar is re-armed by the coefficient warp that waited it (off the math warps)
-    else:
+    if not HX:  # (HX pushes from the warp sums; its gbar is armed by the coefficient warp)
         e(f"""    // ---- push tile kk's partials: slots s < {OWN_SLOT} (each token's h_pre logits, then the ss of 4
     // tokens per float4) to every CTA, float4s 1..5 of token tk to CTA tk; thread 0 arms
     // gbar[kk & 1] for the {CL * SLOTS * 16} bytes every CTA sends here
