@@ -2054,23 +2054,23 @@ fn profile_pc_phases() {
         let last = |cta: usize, slot: usize| st[cta * PC_STAMP_ROUNDS + PC_STAMP_ROUNDS - 1][slot].0;
         let t0 = (0..ctas).map(|c| last(c, 15)).min().unwrap();
         let us = |v: u64| v.wrapping_sub(t0) as i64 as f64 / 1000.0;
-        let spread = |name: &str, v: Vec<u64>| {
+        let show = |name: &str, v: Vec<u64>| {
             let mut v: Vec<f64> = v.into_iter().map(us).collect();
             v.sort_by(|a, b| a.partial_cmp(b).unwrap());
             println!("  {name:>40}: min {:8.2} median {:8.2} max {:8.2} us", v[0], v[v.len() / 2], v[v.len() - 1]);
         };
-        spread("entry (after the grid dependency)", (0..ctas).map(|c| last(c, 15)).collect());
-        spread("round 0 loop top (math)", (0..ctas).map(|c| st[c * PC_STAMP_ROUNDS][0].0).collect());
-        spread("round 0 stage landed (math)", (0..ctas).map(|c| st[c * PC_STAMP_ROUNDS][1].0).collect());
+        show("entry (after the grid dependency)", (0..ctas).map(|c| last(c, 15)).collect());
+        show("round 0 loop top (math)", (0..ctas).map(|c| st[c * PC_STAMP_ROUNDS][0].0).collect());
+        show("round 0 stage landed (math)", (0..ctas).map(|c| st[c * PC_STAMP_ROUNDS][1].0).collect());
         let last_round = |c: usize| rounds_of(c).clamp(1, PC_STAMP_ROUNDS - 1) - 1;
-        spread("last round loop top (math)", (0..ctas).map(|c| st[c * PC_STAMP_ROUNDS + last_round(c)][0].0).collect());
-        spread(
+        show("last round loop top (math)", (0..ctas).map(|c| st[c * PC_STAMP_ROUNDS + last_round(c)][0].0).collect());
+        show(
             "math warps at the end (latest warp)",
             (0..ctas).map(|c| (0..8).map(|w| last(c, w)).max().unwrap()).collect(),
         );
-        spread("coefficient warps at the end", (0..ctas).map(|c| last(c, 8).max(last(c, 9))).collect());
-        spread("mix warps at the end", (0..ctas).map(|c| last(c, 10).max(last(c, 11))).collect());
-        spread("past the closing cluster barrier", (0..ctas).map(|c| last(c, 12)).collect());
+        show("coefficient warps at the end", (0..ctas).map(|c| last(c, 8).max(last(c, 9))).collect());
+        show("mix warps at the end", (0..ctas).map(|c| last(c, 10).max(last(c, 11))).collect());
+        show("past the closing cluster barrier", (0..ctas).map(|c| last(c, 12)).collect());
     }
 }
 
