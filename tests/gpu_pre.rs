@@ -1990,7 +1990,7 @@ fn profile_pc_phases() {
         for (name, a, b, off) in phases {
             let mut cyc = Vec::new();
             for cta in 0..ctas {
-                let nr = rounds_of(cta).min(PC_STAMP_ROUNDS);
+                let nr = rounds_of(cta).min(PC_STAMP_ROUNDS - 3);
                 for k in 4..nr.saturating_sub(3) {
                     // mix stamps of round k follow the math warps' h_pre of round k + 1
                     let (ka, kb) = if a == 6 && b == 13 { (k + 1, k) } else { (k, k + off) };
@@ -2019,7 +2019,7 @@ fn profile_pc_phases() {
         // the lockstep: per cluster and round, the spread of barrier 2's exit over its CTAs (ns)
         let mut spread = Vec::new();
         for cl in 0..ncl {
-            let nr = rounds_of(16 * cl).min(PC_STAMP_ROUNDS);
+            let nr = rounds_of(16 * cl).min(PC_STAMP_ROUNDS - 3);
             for k in 4..nr.saturating_sub(3) {
                 let ts: Vec<u64> = (0..16).map(|c| st[(16 * cl + c) * PC_STAMP_ROUNDS + k][7].0).collect();
                 spread.push(ts.iter().max().unwrap() - ts.iter().min().unwrap());
@@ -2036,7 +2036,7 @@ fn profile_pc_phases() {
         // wall time of a round from %globaltimer (ns), for the cycles-to-time conversion
         let mut per = Vec::new();
         for cta in 0..ctas {
-            let nr = rounds_of(cta).min(PC_STAMP_ROUNDS);
+            let nr = rounds_of(cta).min(PC_STAMP_ROUNDS - 3);
             if nr > 10 {
                 let a = st[cta * PC_STAMP_ROUNDS + 4][0];
                 let b = st[cta * PC_STAMP_ROUNDS + nr - 4][0];
@@ -2048,21 +2048,44 @@ fn profile_pc_phases() {
             let m = per[per.len() / 2];
             println!("  round: {:.0} ns = {:.0} cycles ({:.2} GHz)", m.0, m.1, m.1 / m.0);
         }
-        // fill and drain of the last launch: the last stamp row holds each CTA's entry (slot 15,
-        // after the grid dependency), each warp's arrival at the end (slot w) and the exit past
-        // the closing cluster barrier (slot 12); us after the earliest entry
-        let last = |cta: usize, slot: usize| st[cta * PC_STAMP_ROUNDS + PC_STAMP_ROUNDS - 1][slot].0;
-        let t0 = (0..ctas).map(|c| last(c, 15)).min().unwrap();
+        // fill and drain of the last launch (gen_pre_pc.py exit_stamps): row 95 holds each CTA's
+        // arrival before the grid dependency (slot 13), the previous launch's exit (slot 14),
+        // the entry after the dependency (slot 15), each warp's arrival at the end (slot w) and
+        // the exit past the closing cluster barrier (slot 12); row 94 the opening cluster
+        // barrier (slots 12, 13) and each warp's prologue end (slot w: a math warp's phi
+        // fragments, a mix warp's first fills); row 93 thread 0's phi runs; us after the
+        // earliest arrival
+        let row = |cta: usize, r: usize, slot: usize| st[cta * PC_STAMP_ROUNDS + PC_STAMP_ROUNDS - r][slot].0;
+        let last = |cta: usize, slot: usize| row(cta, 1, slot);
+        let t0 = (0..ctas).map(|c| last(c, 13)).min().unwrap();
         let us = |v: u64| v.wrapping_sub(t0) as i64 as f64 / 1000.0;
         let show = |name: &str, v: Vec<u64>| {
             let mut v: Vec<f64> = v.into_iter().map(us).collect();
             v.sort_by(|a, b| a.partial_cmp(b).unwrap());
             println!("  {name:>40}: min {:8.2} median {:8.2} max {:8.2} us", v[0], v[v.len() / 2], v[v.len() - 1]);
         };
+        show("previous launch's exit", (0..ctas).map(|c| last(c, 14)).collect());
+        show("arrival (before the grid dependency)", (0..ctas).map(|c| last(c, 13)).collect());
         show("entry (after the grid dependency)", (0..ctas).map(|c| last(c, 15)).collect());
+        show("opening cluster barrier: arrive", (0..ctas).map(|c| row(c, 2, 12)).collect());
+        show("opening cluster barrier: passed", (0..ctas).map(|c| row(c, 2, 13)).collect());
+        show(
+            "phi fragments loaded (latest math warp)",
+            (0..ctas).map(|c| (0..8).map(|w| row(c, 2, w)).max().unwrap()).collect(),
+        );
+        show("first fills issued (mix warps)", (0..ctas).map(|c| row(c, 2, 10).max(row(c, 2, 11))).collect());
+        // row 93: thread 0's phi fragments, run by run (8: start; 2j: its split begins; 2j + 1: split done),
+        // the first mix thread (9: start; 10: first fills)
+        show("mix: start (first mix thread)", (0..ctas).map(|c| row(c, 3, 9)).collect());
+        show("mix: first fills start", (0..ctas).map(|c| row(c, 3, 10)).collect());
+        show("phi: start (thread 0)", (0..ctas).map(|c| row(c, 3, 8)).collect());
+        for j in 0..4 {
+            show(&format!("phi run {j}: split begins"), (0..ctas).map(|c| row(c, 3, 2 * j)).collect());
+            show(&format!("phi run {j}: split"), (0..ctas).map(|c| row(c, 3, 2 * j + 1)).collect());
+        }
         show("round 0 loop top (math)", (0..ctas).map(|c| st[c * PC_STAMP_ROUNDS][0].0).collect());
         show("round 0 stage landed (math)", (0..ctas).map(|c| st[c * PC_STAMP_ROUNDS][1].0).collect());
-        let last_round = |c: usize| rounds_of(c).clamp(1, PC_STAMP_ROUNDS - 1) - 1;
+        let last_round = |c: usize| rounds_of(c).clamp(1, PC_STAMP_ROUNDS - 3) - 1;
         show("last round loop top (math)", (0..ctas).map(|c| st[c * PC_STAMP_ROUNDS + last_round(c)][0].0).collect());
         show(
             "math warps at the end (latest warp)",

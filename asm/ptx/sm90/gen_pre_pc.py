@@ -358,7 +358,7 @@ def stamp(k, who):
     return f"""
     // ---- EXP stamp {k} ({who})
     {cond}
-    setp.ge.or.u32 %pst, %kk, {STAMP_ROUNDS}, %pst;
+    setp.ge.or.u32 %pst, %kk, {STAMP_ROUNDS - 3}, %pst;  // rows 93..95: fill and drain
     @%pst bra {lab};
     mov.u64 %sgt, %globaltimer;
     mov.u64 %sck, %clock64;
@@ -370,27 +370,79 @@ def stamp(k, who):
     st.global.v2.u64 [%sad], {{%sgt, %sck}};
 {lab}:"""
 
-def exit_stamps(at):
-    """EXP=stamps: (%globaltimer, %clock64) in the last stamp row (STAMP_ROUNDS - 1, beyond the
-    rounds profiled): "entry" slot 15 (thread 0, after the grid dependency), "warp" slot w (lane
-    0 of warp w reaching the end), "cluster" slot 12 (thread 0 past the closing cluster barrier).
-    tests/gpu_pre.rs profile_pc_phases prints them as the kernel's fill and drain."""
-    cond, slot = {"entry": ("setp.ne.u32 %pst, %tx, 0;", "15"),
-                  "warp": ("setp.ne.u32 %pst, %lane, 0;", "%warp"),
-                  "cluster": ("setp.ne.u32 %pst, %tx, 0;", "12")}[at]
+PHI_TO_L2 = """
+    // phi's slice of this CTA (rows 0..23 x streams 0..3, C/16 floats each at i C + r C/16)
+    // and gamma_k's (4 streams) -> L2, before the grid dependency: a prefetch moves no data
+    // into the CTA, so it may run ahead of the previous kernel's writes (L2 is where those
+    // writes land); the fragment loads after the wait then hit L2. Without it they waited
+    // on HBM in the prologue (stamps, round 23). C % 128 == 0: 16-byte aligned, C/4 bytes.
+    mov.u32 %r1, %tid.x;
+    setp.ge.u32 %p1, %r1, 100;
+    @%p1 bra PHI_L2_END;
+    shr.u32 %r2, %r1, 2;                    // row (24, 25: gamma_k)
+    and.b32 %r3, %r1, 3;                    // stream
+    mov.u32 %r6, %cluster_ctarank;
+    shr.u32 %r7, %C, 4;
+    mul.lo.u32 %r5, %r3, %C;
+    mad.lo.u32 %r5, %r6, %r7, %r5;          // i C + r C/16
+    shr.u32 %r8, %C, 2;                     // bytes
+    setp.ge.u32 %p1, %r2, 24;
+    @%p1 bra PHI_L2_GK;
+    shl.b32 %r4, %C, 2;
+    mad.lo.u32 %r5, %r2, %r4, %r5;          // + row K
+    mul.wide.u32 %rd1, %r5, 4;
+    add.u64 %rd1, %phi, %rd1;
+    cp.async.bulk.prefetch.L2.global [%rd1], %r8;
+    bra.uni PHI_L2_END;
+PHI_L2_GK:
+    and.b32 %r4, %flags, 2;
+    setp.eq.u32 %p1, %r4, 0;
+    @%p1 bra PHI_L2_END;
+    mul.wide.u32 %rd1, %r5, 4;
+    add.u64 %rd1, %gk, %rd1;
+    cp.async.bulk.prefetch.L2.global [%rd1], %r8;
+PHI_L2_END:"""
+TMAP_PREFETCH = f"""
+    setp.eq.u32 %p1, %r1, 100;              // x's tensor map -> the descriptor cache
+    @%p1 prefetch.param.tensormap [p_args+{A_TMAP}];"""
+
+
+def exit_stamps(at, tag="", at_slot=None):
+    """EXP=stamps: (%globaltimer, %clock64) of the fill and drain in the last two stamp rows
+    (beyond the rounds profiled; row 95 = STAMP_ROUNDS - 1, row 94 = STAMP_ROUNDS - 2):
+    row 95: "prewait" slot 13 (thread 0 before the grid dependency; it first copies the previous
+    launch's slot 12 to slot 14), "entry" slot 15 (thread 0 after it), "warp" slot w (lane 0 of
+    warp w reaching the end), "cluster" slot 12 (thread 0 past the closing cluster barrier);
+    row 94: "init" slot 12 (thread 0 before the opening cluster barrier), "clustered" slot 13
+    (after it), "ready" slot w (lane 0 of warp w: a math warp's phi fragments loaded, a mix
+    warp's first fills issued); row 93: "phi" slot at_slot (thread 0: 8 before the fragments,
+    2j where run j's split begins, 2j + 1 where it ends), "mix" slot at_slot (the first mix
+    thread: 9 at its start, 10 before the first fills). tests/gpu_pre.rs profile_pc_phases
+    prints them."""
+    tid0 = "setp.ne.u32 %pst, %tx, 0;"
+    lane0 = "setp.ne.u32 %pst, %lane, 0;"
+    cond, row, slot = {"prewait": ("mov.u32 %srr, %tid.x;\n    setp.ne.u32 %pst, %srr, 0;", 1, "13"),
+                       "entry": (tid0, 1, "15"), "warp": (lane0, 1, "%warp"),
+                       "cluster": (tid0, 1, "12"), "init": (tid0, 2, "12"),
+                       "clustered": (tid0, 2, "13"), "ready": (lane0, 2, "%warp"),
+                       "phi": (tid0, 3, at_slot),
+                       "mix": (f"setp.ne.u32 %pst, %tx, {32 * (NW + NCW)};", 3, at_slot)}[at]
+    copy_prev = """
+    ld.global.v2.u64 {%sgt, %sck}, [%sad+-16];   // the previous launch's slot 12 (its exit)
+    st.global.v2.u64 [%sad+16], {%sgt, %sck};""" if at == "prewait" else ""
     return f"""
     // ---- EXP stamp: {at}
     {cond}
-    @%pst bra PSX_{at};
-    mov.u64 %sgt, %globaltimer;
-    mov.u64 %sck, %clock64;
+    @%pst bra PSX_{at}{tag};
     mov.u32 %srr, %ctaid.x;
-    mad.lo.u32 %srr, %srr, {STAMP_ROUNDS}, {STAMP_ROUNDS - 1};
+    mad.lo.u32 %srr, %srr, {STAMP_ROUNDS}, {STAMP_ROUNDS - row};
     mad.lo.u32 %srr, %srr, 16, {slot};
     mul.wide.u32 %sad, %srr, 16;
-    add.u64 %sad, %stb, %sad;
+    add.u64 %sad, %stb, %sad;{copy_prev}
+    mov.u64 %sgt, %globaltimer;
+    mov.u64 %sck, %clock64;
     st.global.v2.u64 [%sad], {{%sgt, %sck}};
-PSX_{at}:"""
+PSX_{at}{tag}:"""
 
 
 def coef_lanes():
@@ -812,7 +864,7 @@ HX_BC_END:"""
     .reg .pred %pj<{RMAX}>;
     .reg .b32 %r<24>;
     .reg .b64 %rd<8>;
-    .reg .f32 %f<16>;
+    .reg .f32 %f<{32 * RMAX}>, %fs<2>;
     .reg .b64 %x, %phi, %scale, %base, %gk, %a, %hpre, %hpost, %hres, %inv, %xsb, %asb;
     .reg .b32 %T, %n, %C, %M, %xs, %as, %iters, %flags, %K, %C16, %C8, %NR, %tstride, %sstage;
     .reg .f32 %eps_norm, %eps_hc, %sc0, %sc1, %sc2;
@@ -844,10 +896,11 @@ HX_BC_END:"""
     .reg .pred %p_cpv<4>;
     .reg .b64 %hpo, %hro, %mbs;{FUSED_REGS if fused else ""}{STAMP_REGS if STAMPS else ""}
 {load_args(skip=("%part", "%sync", "%cpc"))}{NOSINK}
-{GRID_DEPENDENCY}{STAMP_LOAD + exit_stamps("entry") if STAMPS else ""}
+{STAMP_LOAD + exit_stamps("prewait") if STAMPS else ""}{PHI_TO_L2}{TMAP_PREFETCH if tma else ""}
+{GRID_DEPENDENCY}
     mov.u32 %tx, %tid.x;
     shr.u32 %warp, %tx, 5;
-    and.b32 %lane, %tx, 31;
+    and.b32 %lane, %tx, 31;{exit_stamps("entry") if STAMPS else ""}
     shr.u32 %gq, %lane, 2;
     and.b32 %q, %lane, 3;
     setp.lt.u32 %p_math, %warp, {NW};
@@ -909,9 +962,9 @@ INIT_END:
     mov.u32 %r2, sm_base;
     add.u32 %r2, %r2, %r1;
     st.shared.f32 [%r2], %f1;
-BASE_END:
+BASE_END:""" + (exit_stamps("init") if STAMPS else "") + """
     barrier.cluster.arrive.release;
-    barrier.cluster.wait.acquire;""")
+    barrier.cluster.wait.acquire;""" + (exit_stamps("clustered") if STAMPS else ""))
 
     # ---------------------------------------------------------------------------------------
     def issue(tile_reg, stage_reg, tag):
@@ -1054,15 +1107,19 @@ BASE_END:
     @%p1 bra MIX_WARP;""")
     e("""    @!%p_math bra COEF_WARP;
     // ================= math warps: phi fragments of runs w + 8j into registers ==============""")
+    if STAMPS:
+        e(exit_stamps("phi", "_s", 8))
+    # pass 1: every run's loads (phi: rows g, g+8, 16+g x 8 floats; gamma_k: 8 floats) issued
+    # before any is used. The fragments are the prologue's critical path: loaded run by run
+    # (one trip each, three before round 23) they took 6 us, the later runs queued behind
+    # the first fills' traffic (stamps, round 23); issued at once they land before it.
     for j in range(RMAX):
         e(f"""    // run j = {j}: rho = w + {NW * j}
     add.u32 %r1, %warp, {NW * j};
-    setp.lt.u32 %pj{j}, %r1, %NR;""")
-        base = 24 * j
-        regs_all = list(range(base, base + 24))
-        e(f"    @!%pj{j} bra PHI{j}_ZERO;")
+    setp.lt.u32 %pj{j}, %r1, %NR;
+    @!%pj{j} bra PHL{j}_END;""")
         if tma:
-            e("""    bfe.u32 %r3, %r1, 1, 2;                 // TMA entry: stream i = (rho / 2) % 4
+            e(f"""    bfe.u32 %r3, %r1, 1, 2;                 // TMA entry: stream i = (rho / 2) % 4
     shr.u32 %r4, %r1, 3;
     shl.b32 %r4, %r4, 6;                    // block rho / 8: channels 64 (rho / 8) ..
     and.b32 %r2, %r1, 1;
@@ -1078,44 +1135,57 @@ BASE_END:
     sub.u32 %r4, %r2, %r4;                  // local channel
     mad.lo.u32 %r5, %rank, %C16, %r4;
     mad.lo.u32 %r5, %r3, %C, %r5;           // k = i C + r C/16 + cl""")
-        # rows g, g+8, 16+g -> 3 x 8 floats
         for ri, roff in enumerate((0, 8, 16)):
+            f0 = 24 * j + 8 * ri
             e(f"""    add.u32 %r6, %gq, {roff};
     mad.lo.u32 %r6, %r6, %K, %r5;
     mul.wide.u32 %rd1, %r6, 4;
     add.u64 %rd1, %phi, %rd1;
-    ld.global.nc.v4.f32 {{%f0, %f1, %f2, %f3}}, [%rd1];
-    ld.global.nc.v4.f32 {{%f4, %f5, %f6, %f7}}, [%rd1+16];
-    @!%p_gk bra GK{j}_{ri};
+    ld.global.nc.v4.f32 {{%f{f0}, %f{f0 + 1}, %f{f0 + 2}, %f{f0 + 3}}}, [%rd1];
+    ld.global.nc.v4.f32 {{%f{f0 + 4}, %f{f0 + 5}, %f{f0 + 6}, %f{f0 + 7}}}, [%rd1+16];""")
+            if "nophi" in EXP:  # timing experiment: the fragments from a register, not memory
+                L[-1] = "\n".join(ln for ln in L[-1].split("\n") if "ld.global" not in ln)
+                e("\n".join(f"    mov.b32 %f{f0 + m}, %r6;" for m in range(8)))
+        g0 = 24 * RMAX + 8 * j
+        e(f"""    @!%p_gk bra PHL{j}_END;
     mul.wide.u32 %rd1, %r5, 4;
     add.u64 %rd1, %gk, %rd1;
-    ld.global.nc.v4.f32 {{%f8, %f9, %f10, %f11}}, [%rd1];
-    mul.f32 %f0, %f0, %f8;
-    mul.f32 %f1, %f1, %f9;
-    mul.f32 %f2, %f2, %f10;
-    mul.f32 %f3, %f3, %f11;
-    ld.global.nc.v4.f32 {{%f8, %f9, %f10, %f11}}, [%rd1+16];
-    mul.f32 %f4, %f4, %f8;
-    mul.f32 %f5, %f5, %f9;
-    mul.f32 %f6, %f6, %f10;
-    mul.f32 %f7, %f7, %f11;
-GK{j}_{ri}:""")
+    ld.global.nc.v4.f32 {{%f{g0}, %f{g0 + 1}, %f{g0 + 2}, %f{g0 + 3}}}, [%rd1];
+    ld.global.nc.v4.f32 {{%f{g0 + 4}, %f{g0 + 5}, %f{g0 + 6}, %f{g0 + 7}}}, [%rd1+16];
+PHL{j}_END:""")
+    # pass 2: times gamma_k, then the split into hi and lo bf16 words
+    for j in range(RMAX):
+        base = 24 * j
+        g0 = 24 * RMAX + 8 * j
+        e(f"""    @!%pj{j} bra PHI{j}_ZERO;
+    @!%p_gk bra GK{j};""")
+        for m in range(24):
+            e(f"    mul.f32 %f{base + m}, %f{base + m}, %f{g0 + m % 8};")
+        e(f"GK{j}:")
+        if STAMPS:
+            e(exit_stamps("phi", f"_i{j}", 2 * j))
+        for ri in range(3):
             for m in range(4):
                 hi = base + ri * 4 + m          # hi words: 0..11 of the run
                 lo = base + 12 + ri * 4 + m     # lo words: 12..23
-                e(f"""    cvt.rn.bf16x2.f32 %ph{hi}, %f{2 * m + 1}, %f{2 * m};
+                x0, x1 = base + 8 * ri + 2 * m, base + 8 * ri + 2 * m + 1
+                e(f"""    cvt.rn.bf16x2.f32 %ph{hi}, %f{x1}, %f{x0};
     shl.b32 %r7, %ph{hi}, 16;
-    mov.b32 %f12, %r7;
+    mov.b32 %fs0, %r7;
     and.b32 %r7, %ph{hi}, -65536;
-    mov.b32 %f13, %r7;
-    sub.f32 %f12, %f{2 * m}, %f12;
-    sub.f32 %f13, %f{2 * m + 1}, %f13;
-    cvt.rn.bf16x2.f32 %ph{lo}, %f13, %f12;""")
+    mov.b32 %fs1, %r7;
+    sub.f32 %fs0, %f{x0}, %fs0;
+    sub.f32 %fs1, %f{x1}, %fs1;
+    cvt.rn.bf16x2.f32 %ph{lo}, %fs1, %fs0;""")
         e(f"    bra PHI{j}_END;")
         e(f"PHI{j}_ZERO:")
-        for r_ in regs_all:
+        for r_ in range(base, base + 24):
             e(f"    mov.b32 %ph{r_}, 0;")
         e(f"PHI{j}_END:")
+        if STAMPS:
+            e(exit_stamps("phi", f"_e{j}", 2 * j + 1))
+    if STAMPS:
+        e(exit_stamps("ready", "_phi"))
 
     def mapping(tid, nthr):
         """The copy (issue) and mix item mappings of `nthr` threads, `tid` this one's index."""
@@ -1685,6 +1755,8 @@ POST_WARP:
     // the stage with round j + {STAGES}. Off the math warps, the mix overlaps their next rounds.
 MIX_WARP:
     sub.u32 %tm, %tx, {32 * (NW + NCW)};""")
+        if STAMPS:
+            e(exit_stamps("mix", "_start", 9))
     if MIXW:
         # the copies: each mixing thread stands for NW * 32 // MIXERS of the math warps' copier
         # threads (virtual thread tm + MIXERS v: the same chunk mapping and fill count as the
@@ -1751,10 +1823,14 @@ MIX_WARP:
     @%p2 bra {tag}_BLK;
 {tag}_END:""")
 
+        if STAMPS:
+            e(exit_stamps("mix", "_pro", 10))
         for j in range(STAGES):
             e(f"""    mad.lo.u32 %r20, %ncl, {j}, %cid;
     mov.u32 %r21, {j};""")
             fill("%r20", "%r21", f"PRO{j}")
+        if STAMPS:
+            e(exit_stamps("ready", "_fill"))
         e(f"""    mov.u32 %nr, 0;
     setp.le.u32 %p1, %ntiles, %cid;
     @%p1 bra TILE_END;
