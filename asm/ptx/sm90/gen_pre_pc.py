@@ -337,6 +337,7 @@ STAMP_REGS = """
     .reg .pred %pst;"""
 STAMP_LOAD = """
     ld.param.u64 %stb, [p_args+80];         // EXP=stamps: the debug buffer"""
+PHI_BAR = 4  # named barrier: the math warps' phi fragments are in (the mix warps fill stages 1..)
 STAMP_ROUNDS = 96  # EXP=stamps: rounds recorded per CTA (T = 8192: 73 per cluster)
 _stamp_ids = [0]
 
@@ -963,8 +964,7 @@ INIT_END:
     add.u32 %r2, %r2, %r1;
     st.shared.f32 [%r2], %f1;
 BASE_END:""" + (exit_stamps("init") if STAMPS else "") + """
-    barrier.cluster.arrive.release;
-    barrier.cluster.wait.acquire;""" + (exit_stamps("clustered") if STAMPS else ""))
+    barrier.cluster.arrive.release;         // the math warps wait after phi's loads are issued""")
 
     # ---------------------------------------------------------------------------------------
     def issue(tile_reg, stage_reg, tag):
@@ -1099,13 +1099,7 @@ BASE_END:""" + (exit_stamps("init") if STAMPS else "") + """
     cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%r10];
 {tag}_END:""")
 
-    if fused:
-        e(f"""    setp.ge.u32 %p1, %warp, {NW + NCW};
-    @%p1 bra POST_WARP;""")
-    if MIXW and not fused:
-        e(f"""    setp.ge.u32 %p1, %warp, {NW + NCW};
-    @%p1 bra MIX_WARP;""")
-    e("""    @!%p_math bra COEF_WARP;
+    e("""    @!%p_math bra CLUSTER_WAIT;
     // ================= math warps: phi fragments of runs w + 8j into registers ==============""")
     if STAMPS:
         e(exit_stamps("phi", "_s", 8))
@@ -1153,6 +1147,19 @@ BASE_END:""" + (exit_stamps("init") if STAMPS else "") + """
     ld.global.nc.v4.f32 {{%f{g0}, %f{g0 + 1}, %f{g0 + 2}, %f{g0 + 3}}}, [%rd1];
     ld.global.nc.v4.f32 {{%f{g0 + 4}, %f{g0 + 5}, %f{g0 + 6}, %f{g0 + 7}}}, [%rd1+16];
 PHL{j}_END:""")
+    # the opening cluster barrier's wait, with phi's loads in flight (they need no peer)
+    e("""    barrier.cluster.wait.acquire;""" + (exit_stamps("clustered") if STAMPS else "") + """
+    bra.uni PHI_SPLIT;
+CLUSTER_WAIT:
+    barrier.cluster.wait.acquire;""")
+    if fused:
+        e(f"""    setp.ge.u32 %p1, %warp, {NW + NCW};
+    @%p1 bra POST_WARP;""")
+    if MIXW and not fused:
+        e(f"""    setp.ge.u32 %p1, %warp, {NW + NCW};
+    @%p1 bra MIX_WARP;""")
+    e("""    bra.uni COEF_WARP;
+PHI_SPLIT:""")
     # pass 2: times gamma_k, then the split into hi and lo bf16 words
     for j in range(RMAX):
         base = 24 * j
@@ -1184,6 +1191,8 @@ PHL{j}_END:""")
         e(f"PHI{j}_END:")
         if STAMPS:
             e(exit_stamps("phi", f"_e{j}", 2 * j + 1))
+    if MIXW and not fused and "nophibar" not in EXP:
+        e(f"""    barrier.arrive {PHI_BAR}, {NW * 32 + MIXERS};      // phi is in: the mix warps fill stages 1..""")
     if STAMPS:
         e(exit_stamps("ready", "_phi"))
 
@@ -1829,6 +1838,8 @@ MIX_WARP:
             e(f"""    mad.lo.u32 %r20, %ncl, {j}, %cid;
     mov.u32 %r21, {j};""")
             fill("%r20", "%r21", f"PRO{j}")
+            if j == 0 and not fused and "nophibar" not in EXP:  # round 0 needs stage 0 and phi: stages 1.. wait for phi
+                e(f"""    barrier.sync {PHI_BAR}, {NW * 32 + MIXERS};         // the math warps' phi fragments are in""")
         if STAMPS:
             e(exit_stamps("ready", "_fill"))
         e(f"""    mov.u32 %nr, 0;
