@@ -165,8 +165,21 @@ HEADER = f"""\
 //         84.4, 1024 33.6, 256 19.1; post_pre 276 -> 263 us. Round 22 (sixteenth session, same
 //         bits: two copy issuers, pushes by st.async from the warp sums, 4-lane Sinkhorn):
 //         **140.3-142.2 us (79.2-80.4%)**, T = 4096 80.3, 1024 33.2, 256 19.1; ~15.2 ns per token
-//         (91% of copy) plus ~18 us per call. PC_EXP=nosink,nomma,nomix,stamps
+//         (91% of copy) plus ~18 us per call. Round 23 (seventeenth / eighteenth sessions, same
+//         bits: PROLOGUE below): **138.3-139.5 us (80.9-81.4%)**, T = 4096 76.6-77.2, 1024
+//         29.4-30.5, 256 17.7. PC_EXP=nosink,nomma,nomix,stamps
 //         (and, for the fused entry, noxf, noxo) builds timing-only variants.
+// PROLOGUE before griddepcontrol.wait, threads < 100 prefetch the CTA's phi and gamma_k slices
+//         to L2 (a prefetch moves nothing into the CTA, so it may run ahead of the previous
+//         kernel's writes) and the TMA entry prefetches x's tensor map. After it, the math warps
+//         arrive on the opening cluster barrier, issue all four runs' phi loads at once, then wait
+//         for the cluster and split them into hi / lo; the mix warps fill stage 0 and wait on
+//         named barrier PHI_BAR for the phi fragments before stages 1.. (the first fills no
+//         longer compete with phi for the SM's inbound bandwidth). Stamps (round 23): the
+//         math warps spent 6-7 us loading phi run by run behind the first fills. H100,
+//         C = 4096, T = 8192 / 1024 / 256: 141.2-141.9 / 33.0 / 18.8 -> 138.3-139.8 / 30.1-30.5 /
+//         17.5 us (the L2 prefetch and the one-pass loads), then PHI_BAR 139.3-140.4 ->
+//         138.3-139.5 at T = 8192 (T = 256 17.5 -> 17.7).
 // FUSED   mhc_post_pre_pc16_bf16_n4 (PostPrePcArgs, {FUSED_ARG_BYTES} bytes: PreDecodeArgs with x = layer l's
 //         residual, then 144 f, 152 h_post_in, 160 h_res_in, 168 x_out, 176 f_stride, 180
 //         x_out_stride): post_pre in one pass, x' never read back. Each token row of a stage
