@@ -1979,6 +1979,8 @@ fn profile_pc_phases() {
         s.synchronize().unwrap();
         let st = r.plan.debug_pc_stamps(&r.ws, ctas).unwrap();
         println!("T={t} C=4096 bf16 launch batch {round}: {ctas} CTAs, {ncl} clusters, {tiles} tiles");
+        // rows 0 .. ROUND_ROWS hold rounds; the last three the fill and drain (gen_pre_pc.py exit_stamps)
+        const ROUND_ROWS: usize = PC_STAMP_ROUNDS - 3;
         let rounds_of = |cta: usize| {
             let cid = cta / 16;
             if tiles > cid {
@@ -1990,7 +1992,7 @@ fn profile_pc_phases() {
         for (name, a, b, off) in phases {
             let mut cyc = Vec::new();
             for cta in 0..ctas {
-                let nr = rounds_of(cta).min(PC_STAMP_ROUNDS - 3);
+                let nr = rounds_of(cta).min(ROUND_ROWS);
                 for k in 4..nr.saturating_sub(3) {
                     // mix stamps of round k follow the math warps' h_pre of round k + 1
                     let (ka, kb) = if a == 6 && b == 13 { (k + 1, k) } else { (k, k + off) };
@@ -2019,7 +2021,7 @@ fn profile_pc_phases() {
         // the lockstep: per cluster and round, the spread of barrier 2's exit over its CTAs (ns)
         let mut spread = Vec::new();
         for cl in 0..ncl {
-            let nr = rounds_of(16 * cl).min(PC_STAMP_ROUNDS - 3);
+            let nr = rounds_of(16 * cl).min(ROUND_ROWS);
             for k in 4..nr.saturating_sub(3) {
                 let ts: Vec<u64> = (0..16).map(|c| st[(16 * cl + c) * PC_STAMP_ROUNDS + k][7].0).collect();
                 spread.push(ts.iter().max().unwrap() - ts.iter().min().unwrap());
@@ -2036,7 +2038,7 @@ fn profile_pc_phases() {
         // wall time of a round from %globaltimer (ns), for the cycles-to-time conversion
         let mut per = Vec::new();
         for cta in 0..ctas {
-            let nr = rounds_of(cta).min(PC_STAMP_ROUNDS - 3);
+            let nr = rounds_of(cta).min(ROUND_ROWS);
             if nr > 10 {
                 let a = st[cta * PC_STAMP_ROUNDS + 4][0];
                 let b = st[cta * PC_STAMP_ROUNDS + nr - 4][0];
@@ -2085,7 +2087,7 @@ fn profile_pc_phases() {
         }
         show("round 0 loop top (math)", (0..ctas).map(|c| st[c * PC_STAMP_ROUNDS][0].0).collect());
         show("round 0 stage landed (math)", (0..ctas).map(|c| st[c * PC_STAMP_ROUNDS][1].0).collect());
-        let last_round = |c: usize| rounds_of(c).clamp(1, PC_STAMP_ROUNDS - 3) - 1;
+        let last_round = |c: usize| rounds_of(c).clamp(1, ROUND_ROWS) - 1;
         show("last round loop top (math)", (0..ctas).map(|c| st[c * PC_STAMP_ROUNDS + last_round(c)][0].0).collect());
         show(
             "math warps at the end (latest warp)",

@@ -167,7 +167,7 @@ HEADER = f"""\
 //         **140.3-142.2 us (79.2-80.4%)**, T = 4096 80.3, 1024 33.2, 256 19.1; ~15.2 ns per token
 //         (91% of copy) plus ~18 us per call. Round 23 (seventeenth / eighteenth sessions, same
 //         bits: PROLOGUE below): **138.3-139.5 us (80.9-81.4%)**, T = 4096 76.6-77.2, 1024
-//         29.4-30.5, 256 17.7. PC_EXP=nosink,nomma,nomix,stamps
+//         29.4-30.5, 256 17.7. PC_EXP=nosink,nomma,nomix,stamps,nophi,nophibar
 //         (and, for the fused entry, noxf, noxo) builds timing-only variants.
 // PROLOGUE before griddepcontrol.wait, threads < 100 prefetch the CTA's phi and gamma_k slices
 //         to L2 (a prefetch moves nothing into the CTA, so it may run ahead of the previous
@@ -1112,6 +1112,9 @@ BASE_END:""" + (exit_stamps("init") if STAMPS else "") + """
     cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%r10];
 {tag}_END:""")
 
+    # PHI_BAR (pre entries): the mix warps fill stage 0, then wait for phi before stages 1..
+    phi_bar = MIXW and not fused and "nophibar" not in EXP
+    phi_bar_threads = NW * 32 + MIXERS
     e("""    @!%p_math bra CLUSTER_WAIT;
     // ================= math warps: phi fragments of runs w + 8j into registers ==============""")
     if STAMPS:
@@ -1145,14 +1148,14 @@ BASE_END:""" + (exit_stamps("init") if STAMPS else "") + """
         for ri, roff in enumerate((0, 8, 16)):
             f0 = 24 * j + 8 * ri
             e(f"""    add.u32 %r6, %gq, {roff};
-    mad.lo.u32 %r6, %r6, %K, %r5;
-    mul.wide.u32 %rd1, %r6, 4;
+    mad.lo.u32 %r6, %r6, %K, %r5;""")
+            if "nophi" in EXP:  # timing experiment: the fragments from a register, not memory
+                e("\n".join(f"    mov.b32 %f{f0 + m}, %r6;" for m in range(8)))
+            else:
+                e(f"""    mul.wide.u32 %rd1, %r6, 4;
     add.u64 %rd1, %phi, %rd1;
     ld.global.nc.v4.f32 {{%f{f0}, %f{f0 + 1}, %f{f0 + 2}, %f{f0 + 3}}}, [%rd1];
     ld.global.nc.v4.f32 {{%f{f0 + 4}, %f{f0 + 5}, %f{f0 + 6}, %f{f0 + 7}}}, [%rd1+16];""")
-            if "nophi" in EXP:  # timing experiment: the fragments from a register, not memory
-                L[-1] = "\n".join(ln for ln in L[-1].split("\n") if "ld.global" not in ln)
-                e("\n".join(f"    mov.b32 %f{f0 + m}, %r6;" for m in range(8)))
         g0 = 24 * RMAX + 8 * j
         e(f"""    @!%p_gk bra PHL{j}_END;
     mul.wide.u32 %rd1, %r5, 4;
@@ -1204,8 +1207,8 @@ PHI_SPLIT:""")
         e(f"PHI{j}_END:")
         if STAMPS:
             e(exit_stamps("phi", f"_e{j}", 2 * j + 1))
-    if MIXW and not fused and "nophibar" not in EXP:
-        e(f"""    barrier.arrive {PHI_BAR}, {NW * 32 + MIXERS};      // phi is in: the mix warps fill stages 1..""")
+    if phi_bar:
+        e(f"""    barrier.arrive {PHI_BAR}, {phi_bar_threads};      // phi is in: the mix warps fill stages 1..""")
     if STAMPS:
         e(exit_stamps("ready", "_phi"))
 
@@ -1851,8 +1854,8 @@ MIX_WARP:
             e(f"""    mad.lo.u32 %r20, %ncl, {j}, %cid;
     mov.u32 %r21, {j};""")
             fill("%r20", "%r21", f"PRO{j}")
-            if j == 0 and not fused and "nophibar" not in EXP:  # round 0 needs stage 0 and phi: stages 1.. wait for phi
-                e(f"""    barrier.sync {PHI_BAR}, {NW * 32 + MIXERS};         // the math warps' phi fragments are in""")
+            if j == 0 and phi_bar:  # round 0 needs stage 0 and phi: stages 1.. wait for phi
+                e(f"""    barrier.sync {PHI_BAR}, {phi_bar_threads};         // the math warps' phi fragments are in""")
         if STAMPS:
             e(exit_stamps("ready", "_fill"))
         e(f"""    mov.u32 %nr, 0;
