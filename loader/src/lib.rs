@@ -3,7 +3,7 @@
 //!
 //! Data flows one way: `asm/bin/*` images (embedded by [`embedded`], a table `mhc asm`
 //! generates) -> [`parse`] -> [`KernelInfo`] -> the [`registry`] joins them with
-//! `asm/variants.toml` ([`manifest`]) -> [`select()`] picks a variant for an
+//! `asm/catalogue.toml` ([`manifest`]) -> [`select()`] picks a variant for an
 //! (arch, stage, shape, budget), consulting the [`tuning`] tables.
 //!
 //! Stages are plain strings here (`"pre"`, `"post"`, `"coeffs"`, ...) so that this crate does not
@@ -14,7 +14,6 @@ mod amdgpu;
 pub mod arch;
 mod cubin;
 pub mod embedded;
-mod embedded_images;
 pub mod image;
 pub mod manifest;
 pub mod registry;
@@ -31,7 +30,7 @@ pub use tuning::TunedTable;
 /// Everything the loader can report.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Error {
-    /// `asm/variants.toml` is malformed.
+    /// `asm/catalogue.toml` is malformed.
     #[error(transparent)]
     Manifest(#[from] ManifestError),
     /// An image is missing, malformed, or disagrees with the manifest.

@@ -1,4 +1,4 @@
-//! `asm/variants.toml`: one `[[variant]]` table per kernel variant (format in asm/README.md).
+//! `asm/catalogue.toml`: one `[[variant]]` table per kernel variant (format in asm/README.md).
 //!
 //! Parsing is strict (unknown keys are errors) and every field is validated here, once, so the
 //! registry and the selector can trust the entries.
@@ -8,10 +8,10 @@ use serde::Deserialize;
 use std::fmt::Write as _;
 
 /// Where the manifest lives, relative to the repository root.
-pub const MANIFEST_PATH: &str = "asm/variants.toml";
+pub const MANIFEST_PATH: &str = mhc_kernels::CATALOGUE_PATH;
 
 /// The manifest text compiled into the crate.
-pub const EMBEDDED_MANIFEST: &str = include_str!("../../asm/variants.toml");
+pub const EMBEDDED_MANIFEST: &str = mhc_kernels::CATALOGUE;
 
 /// A manifest problem, naming the variant (or the line) and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

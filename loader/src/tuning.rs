@@ -1,5 +1,5 @@
-//! Tuned tables: `tuning/<arch>.toml`, written by the tuner, read here. Each `[[entry]]` says
-//! which variant won for one key, with the evidence (format in tuning/README.md):
+//! Tuned tables: `asm/tuning/<arch>.toml`, written by the tuner, read here. Each `[[entry]]` says
+//! which variant won for one key, with the evidence (format in asm/tuning/README.md):
 //!
 //! key:   arch, units (SM/CU count of the GPU it was measured on), stage, dtype,
 //!        tokens / c bucketed up to a power of two ([`bucket`]), n exact
@@ -15,11 +15,7 @@ use crate::Error;
 use serde::Deserialize;
 
 /// The tuned tables compiled into the crate, one per architecture (may be empty).
-pub const EMBEDDED_TABLES: [(&str, &str); 3] = [
-    ("tuning/sm_90a.toml", include_str!("../../tuning/sm_90a.toml")),
-    ("tuning/sm_100a.toml", include_str!("../../tuning/sm_100a.toml")),
-    ("tuning/gfx942.toml", include_str!("../../tuning/gfx942.toml")),
-];
+pub const EMBEDDED_TABLES: [(&str, &str); 3] = mhc_kernels::TUNED_TABLES;
 
 /// Size bucket of a tuning key: `x` rounded up to a power of two (1, 2, 4, ...).
 pub fn bucket(x: u64) -> u64 {

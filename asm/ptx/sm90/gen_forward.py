@@ -3080,7 +3080,7 @@ if __name__ == "__main__":
 
 # ----------------------------------------------------------------------------------------------
 # the manifest entries of these kernels (printed by `gen_forward.py --manifest`, kept in
-# asm/variants.toml between the BEGIN/END markers; `mhc asm --update-manifest` fills `expect`)
+# asm/catalogue.toml between the BEGIN/END markers; `mhc asm --update-manifest` fills `expect`)
 
 def manifest():
     out = ["# BEGIN gen_forward.py (sm_90a post/head/static/expand; regenerate with --manifest)"]
@@ -3238,7 +3238,7 @@ def manifest():
 
 
 if __name__ == "__main__" and len(__import__("sys").argv) > 1 and __import__("sys").argv[1] == "--manifest":
-    path = os.path.join(HERE, "..", "..", "variants.toml")
+    path = os.path.join(HERE, "..", "..", "catalogue.toml")
     text = open(path).read()
     block = manifest()
     b, e = "# BEGIN gen_forward.py", "# END gen_forward.py\n"

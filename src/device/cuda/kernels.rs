@@ -740,7 +740,7 @@ mod tests {
         assert!(checked > 100, "only {checked} overlapped rows");
     }
 
-    /// The loader selects post/head/static/expand from asm/variants.toml by entry symbol: every
+    /// The loader selects post/head/static/expand from asm/catalogue.toml by entry symbol: every
     /// sm_90a manifest variant of those stages needs a launch row here, and every such row a
     /// manifest variant (else the plan reports a build inconsistency at run time).
     #[test]
@@ -760,7 +760,7 @@ mod tests {
         for d in kernels().iter().filter(|d| stages.contains(&d.stage)) {
             assert!(
                 reg.variants().iter().any(|v| v.entry.entry == d.entry && v.entry.stage == d.stage.name()),
-                "table row {} is not in asm/variants.toml",
+                "table row {} is not in asm/catalogue.toml",
                 d.entry
             );
         }

@@ -44,7 +44,7 @@
 //!   (`pre.rs`; its decode kernel in `pre_decode.rs`, its persistent-cluster kernel for many tokens
 //!   in `pre_pc.rs`), `post_pre` (`post_pre.rs`: post then pre,
 //!   the fused kernel as `post_pre_fused`). Post, head, static and expand are chosen per token
-//!   range by `mhc_loader::select` from `asm/variants.toml`; the other stages by the kernel table.
+//!   range by `mhc_loader::select` from `asm/catalogue.toml`; the other stages by the kernel table.
 //! - [`CudaRunner`]: the `StageRunner` of `mhc run --device cuda` (upload in the dtype, poison
 //!   outputs with NaN, one launch, download).
 //!

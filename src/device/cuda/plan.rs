@@ -101,7 +101,7 @@ pub(crate) const fn stage_index(s: Stage) -> usize {
     }
 }
 
-/// Stages whose variants are chosen by the loader's selector from `asm/variants.toml` (filter ->
+/// Stages whose variants are chosen by the loader's selector from `asm/catalogue.toml` (filter ->
 /// cost model -> tuned override); the others are matched in the kernel table below.
 const REGISTRY_STAGES: [Stage; 4] = [Stage::Post, Stage::Head, Stage::Static, Stage::Expand];
 
@@ -194,7 +194,7 @@ fn registry_ranges(
         super::device::CudaArch::Sm90a => Arch::Sm90a,
     };
     let registry = Registry::embedded()
-        .map_err(|e| Error::BadCodeObject { image: "asm/variants.toml".into(), reason: e.to_string() })?;
+        .map_err(|e| Error::BadCodeObject { image: "asm/catalogue.toml".into(), reason: e.to_string() })?;
     // Every token count where a variant's range starts or ends is a boundary: the last count
     // before a range starts (tokens.min - 1) and a range's last count (tokens.max).
     let mut bounds: Vec<u64> = registry
@@ -221,7 +221,7 @@ fn registry_ranges(
                     rejected: nv.reasons(),
                 }))
             }
-            Err(e) => return Err(Error::BadCodeObject { image: "asm/variants.toml".into(), reason: e.to_string() }),
+            Err(e) => return Err(Error::BadCodeObject { image: "asm/catalogue.toml".into(), reason: e.to_string() }),
         };
         let entry = sel.variant.entry.entry.as_str();
         let slot =
@@ -291,7 +291,7 @@ pub fn planned_kernels(
         }
         return Ok(vec![planned(
             slot,
-            "the loader's selector over asm/variants.toml (filter, cost model, tuned table)".into(),
+            "the loader's selector over asm/catalogue.toml (filter, cost model, tuned table)".into(),
         )]);
     }
     let (rows, rejected) = table_rows(limits, cfg, dtype, stage, |_| Ok(Ok(())))?;

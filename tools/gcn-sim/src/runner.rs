@@ -250,7 +250,7 @@ fn select(stage: Stage, cfg: &Config, dtype: Dtype, t: usize) -> Result<Selected
             }
             Err(Error::NoVariant { stage: nv.stage, arch: nv.arch, shape: nv.shape, rejected })
         }
-        Err(e) => Err(Error::BadCodeObject { image: "asm/variants.toml".into(), reason: e.to_string() }),
+        Err(e) => Err(Error::BadCodeObject { image: "asm/catalogue.toml".into(), reason: e.to_string() }),
     }
 }
 

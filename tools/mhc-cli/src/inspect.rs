@@ -24,7 +24,7 @@ pub struct Args {
     /// Architecture: sm_90a, sm_100a, gfx942 (or a gcnArchName like gfx942:sramecc+:xnack-).
     #[arg(long)]
     pub arch: Option<String>,
-    /// Stage name as in asm/variants.toml (pre, post, coeffs, ...).
+    /// Stage name as in asm/catalogue.toml (pre, post, coeffs, ...).
     #[arg(long)]
     pub stage: Option<String>,
     /// Tokens T.
