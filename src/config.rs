@@ -112,7 +112,7 @@ impl Stage {
         Stage::HeadBackward,
         Stage::StaticBackward,
     ];
-    /// The name used on the command line and in the variant manifest.
+    /// The name used on the command line and in the variant catalogue.
     pub const fn name(self) -> &'static str {
         match self {
             Stage::Pre => "pre",

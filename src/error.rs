@@ -36,7 +36,7 @@ pub enum Error {
     /// A parameter holds NaN or infinity.
     #[error("{tensor} holds a non-finite value at index {index}")]
     NonFinite { tensor: &'static str, index: usize },
-    /// An embedded or user-supplied code object is malformed or does not match the manifest.
+    /// An embedded or user-supplied code object is malformed or does not match the catalogue.
     #[error("bad code object {image}: {reason}")]
     BadCodeObject { image: String, reason: String },
 }

@@ -18,11 +18,11 @@
 //!    bw       = DRAM bytes per us x min(1, active / units)   (a few blocks cannot saturate DRAM:
 //!               each SM/CU streams at most its share; this is what split-K buys at small T)
 //!    cost     = wave_us x waves + bytes / bw + (split > 1 ? SPLIT_US : 0)
-//!               (wave_us: the variant's `wave_us` from the manifest, else WAVE_US)
+//!               (wave_us: the variant's `wave_us` from the catalogue, else WAVE_US)
 //!    cost    *= OUTSIDE_PREFERRED when T is outside the variant's prefer_tokens range
 //!    ```
 //!    `units` is the device's SM/CU count when given, else the flagship part's
-//!    ([`Arch::default_compute_units`]). Ties keep manifest order (stable sort).
+//!    ([`Arch::default_compute_units`]). Ties keep catalogue order (stable sort).
 //! 3. **Override**: if a tuned table has an entry for (arch, units, stage, dtype, bucket(T), n,
 //!    bucket(C)) whose variant passed the filters, it wins; a tuned variant that was filtered
 //!    out is reported in `warnings`.
@@ -50,11 +50,24 @@ pub struct Shape {
     pub dtype: String,
     /// `v4` or `paper`; `None` accepts either.
     pub formulation: Option<String>,
+    /// Optional inputs the call has (`gamma_k`, `gamma_f`): a variant must handle each.
+    pub options: Vec<String>,
 }
 
 impl Shape {
     pub fn new(tokens: u64, n: u32, c: u64, dtype: &str) -> Shape {
-        Shape { tokens, n, c, dtype: dtype.to_string(), formulation: None }
+        Shape { tokens, n, c, dtype: dtype.to_string(), formulation: None, options: Vec::new() }
+    }
+
+    /// The same shape with the optional input `option` (`gamma_k`, `gamma_f`).
+    pub fn with_option(mut self, option: &str) -> Shape {
+        self.options.push(option.to_string());
+        self
+    }
+
+    /// The same shape at `tokens` tokens.
+    pub fn at(&self, tokens: u64) -> Shape {
+        Shape { tokens, ..self.clone() }
     }
 
     pub fn with_formulation(mut self, f: &str) -> Shape {
@@ -77,6 +90,9 @@ impl fmt::Display for Shape {
         if let Some(form) = &self.formulation {
             write!(f, " {form}")?;
         }
+        for o in &self.options {
+            write!(f, " +{o}")?;
+        }
         Ok(())
     }
 }
@@ -91,18 +107,65 @@ pub struct Budget {
 /// Why a variant was rejected.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reason {
-    Stage { variant: String },
-    Arch { variant: Arch, device: Arch },
-    Formulation { wanted: String, supported: Vec<String> },
-    Dtype { wanted: String, supported: Vec<String> },
-    N { n: u32, supported: Vec<u32> },
-    CMultiple { c: u64, multiple_of: u64 },
-    CRange { c: u64, min: u64, max: u64 },
-    Tokens { t: u64, min: u64, max: u64 },
-    RegisterBudget { uses: u32, budget: u32 },
-    RegisterFile { registers: u32, threads: u32, file: u32 },
-    SharedBudget { uses: u32, budget: u32 },
-    SharedArch { uses: u32, max: u32 },
+    Stage {
+        variant: String,
+    },
+    Arch {
+        variant: Arch,
+        device: Arch,
+    },
+    Formulation {
+        wanted: String,
+        supported: Vec<String>,
+    },
+    Dtype {
+        wanted: String,
+        supported: Vec<String>,
+    },
+    N {
+        n: u32,
+        supported: Vec<u32>,
+    },
+    CMultiple {
+        c: u64,
+        multiple_of: u64,
+    },
+    CRange {
+        c: u64,
+        min: u64,
+        max: u64,
+    },
+    Tokens {
+        t: u64,
+        min: u64,
+        max: u64,
+    },
+    Option {
+        option: String,
+        supported: Vec<String>,
+    },
+    RegisterBudget {
+        uses: u32,
+        budget: u32,
+    },
+    RegisterFile {
+        registers: u32,
+        threads: u32,
+        file: u32,
+    },
+    SharedBudget {
+        uses: u32,
+        budget: u32,
+    },
+    SharedArch {
+        uses: u32,
+        max: u32,
+    },
+    /// The device's own limits for this launch (SM count, occupancy, shared memory for this C),
+    /// as the runtime's launcher reports them.
+    Launch {
+        why: String,
+    },
 }
 
 impl fmt::Display for Reason {
@@ -120,6 +183,14 @@ impl fmt::Display for Reason {
             Reason::CMultiple { c, multiple_of } => write!(f, "C={c} is not a multiple of {multiple_of}"),
             Reason::CRange { c, min, max } => write!(f, "C={c} outside {min}..={max}"),
             Reason::Tokens { t, min, max } => write!(f, "T={t} outside its token range {min}..={max}"),
+            Reason::Option { option, supported } => {
+                if supported.is_empty() {
+                    write!(f, "{option} not supported (has no optional inputs)")
+                } else {
+                    write!(f, "{option} not supported (has {})", supported.join(", "))
+                }
+            }
+            Reason::Launch { why } => write!(f, "{why}"),
             Reason::RegisterBudget { uses, budget } => {
                 write!(f, "uses {uses} registers per thread, over the budget of {budget}")
             }
@@ -147,6 +218,8 @@ pub struct Rejection {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
     pub id: String,
+    /// The variant's measured preference (higher first, then cost).
+    pub rank: u32,
     pub cost_us: f64,
     pub waves: u64,
     pub bytes: u64,
@@ -207,7 +280,7 @@ pub struct Selection<'r> {
     pub units: u32,
     /// Admissible variants, cheapest first.
     pub candidates: Vec<Candidate>,
-    /// Rejected variants of this stage, in manifest order.
+    /// Rejected variants of this stage, in catalogue order.
     pub rejected: Vec<Rejection>,
     pub other_stages: usize,
     /// Tuned entries that were ignored, and why.
@@ -239,8 +312,9 @@ impl Selection<'_> {
         s.push_str("candidates (estimated cost):\n");
         for c in &self.candidates {
             s.push_str(&format!(
-                "  {:<28} {:>9.2} us  waves {:>4}  {:>12} B{}\n",
+                "  {:<32} rank {:>2} {:>9.2} us  waves {:>4}  {:>12} B{}\n",
                 c.id,
+                c.rank,
                 c.cost_us,
                 c.waves,
                 c.bytes,
@@ -289,6 +363,21 @@ impl<'r> Selector<'r> {
     }
 
     pub fn select(&self, arch: Arch, stage: &str, shape: &Shape, budget: &Budget) -> Result<Selection<'r>, NoVariant> {
+        self.select_with(arch, stage, shape, budget, &|_| Ok(()))
+    }
+
+    /// [`Selector::select`] with the device's own limits: `admit(variant)` is asked for every
+    /// variant that passed the catalogue's filters, last, and an `Err(why)` rejects it with
+    /// [`Reason::Launch`] (the runtime's launchers know what the catalogue cannot: the SM count,
+    /// cluster occupancy, the shared memory a C needs on this device).
+    pub fn select_with(
+        &self,
+        arch: Arch,
+        stage: &str,
+        shape: &Shape,
+        budget: &Budget,
+        admit: &dyn Fn(&Variant) -> Result<(), String>,
+    ) -> Result<Selection<'r>, NoVariant> {
         let units = self.units.unwrap_or_else(|| arch.default_compute_units()).max(1);
         let mut rejected = Vec::new();
         let mut other_stages = 0;
@@ -298,13 +387,14 @@ impl<'r> Selector<'r> {
                 other_stages += 1;
                 continue;
             }
-            match filter(v, arch, shape, budget) {
+            match filter(v, arch, shape, budget).and_then(|()| admit(v).map_err(|why| Reason::Launch { why })) {
                 Err(reason) => rejected.push(Rejection { id: v.id().to_string(), reason }),
                 Ok(()) => admissible.push((index, v, score(v, arch, units, shape))),
             }
         }
-        // Stable: equal costs keep manifest order.
-        admissible.sort_by(|a, b| a.2.cost_us.total_cmp(&b.2.cost_us).then(a.0.cmp(&b.0)));
+        // Highest rank first, then the lowest cost; equal ones keep catalogue order.
+        admissible
+            .sort_by(|a, b| b.2.rank.cmp(&a.2.rank).then(a.2.cost_us.total_cmp(&b.2.cost_us)).then(a.0.cmp(&b.0)));
         let Some(&(_, best, _)) = admissible.first() else {
             return Err(NoVariant {
                 stage: stage.to_string(),
@@ -361,6 +451,63 @@ impl<'r> Selector<'r> {
     }
 }
 
+/// One token range of a stage and the selection that serves it ([`Selector::buckets`]).
+#[derive(Debug, Clone)]
+pub struct TokenBucket<'r> {
+    /// Largest token count of the range (`u64::MAX` for the last, open-ended one); the range
+    /// begins after the previous bucket's `max_tokens`.
+    pub max_tokens: u64,
+    /// The selection at the range's last listed count (the same variant serves all of it).
+    pub selection: Selection<'r>,
+}
+
+impl<'r> Selector<'r> {
+    /// The variant of `stage` for every token count `1..=max_tokens`, as contiguous ranges.
+    /// The selection is made at every count where it can change: where a variant of the stage
+    /// begins or ends its token range (`tokens.min - 1`, `tokens.max`), at every power of two
+    /// (the tuned tables' token buckets) and at `max_tokens`; consecutive counts with the same
+    /// winner merge, and the last range is open-ended. A count with no admissible variant makes
+    /// the whole stage `NoVariant` (its rejections say why).
+    pub fn buckets(
+        &self,
+        arch: Arch,
+        stage: &str,
+        shape: &Shape,
+        budget: &Budget,
+        max_tokens: u64,
+        admit: &dyn Fn(&Variant) -> Result<(), String>,
+    ) -> Result<Vec<TokenBucket<'r>>, NoVariant> {
+        let max_tokens = max_tokens.max(1);
+        let mut bounds: Vec<u64> = self
+            .registry
+            .variants()
+            .iter()
+            .filter(|v| v.entry.stage == stage && v.arch.runs_on(arch))
+            .flat_map(|v| [v.entry.tokens.min.saturating_sub(1), v.entry.tokens.max])
+            .chain((0..64).map(|k| 1u64 << k))
+            .filter(|&t| t >= 1 && t < max_tokens)
+            .collect();
+        bounds.push(max_tokens);
+        bounds.sort_unstable();
+        bounds.dedup();
+        let mut out: Vec<TokenBucket<'r>> = Vec::new();
+        for t in bounds {
+            let sel = self.select_with(arch, stage, &shape.at(t), budget, admit)?;
+            match out.last_mut() {
+                Some(last) if last.selection.variant.id() == sel.variant.id() => {
+                    last.max_tokens = t;
+                    last.selection = sel;
+                }
+                _ => out.push(TokenBucket { max_tokens: t, selection: sel }),
+            }
+        }
+        if let Some(last) = out.last_mut() {
+            last.max_tokens = u64::MAX;
+        }
+        Ok(out)
+    }
+}
+
 /// The hard constraints, in a fixed order; the first failure is the reason.
 fn filter(v: &Variant, arch: Arch, shape: &Shape, budget: &Budget) -> Result<(), Reason> {
     let e = &v.entry;
@@ -383,6 +530,9 @@ fn filter(v: &Variant, arch: Arch, shape: &Shape, budget: &Budget) -> Result<(),
     }
     if shape.c < e.c.min || shape.c > e.c.max {
         return Err(Reason::CRange { c: shape.c, min: e.c.min, max: e.c.max });
+    }
+    if let Some(o) = shape.options.iter().find(|o| !e.options.contains(o)) {
+        return Err(Reason::Option { option: o.clone(), supported: e.options.clone() });
     }
     if !e.tokens.contains(shape.tokens) {
         return Err(Reason::Tokens { t: shape.tokens, min: e.tokens.min, max: e.tokens.max });
@@ -438,7 +588,7 @@ fn score(v: &Variant, arch: Arch, units: u32, shape: &Shape) -> Candidate {
     if !in_preferred_range {
         cost *= OUTSIDE_PREFERRED;
     }
-    Candidate { id: e.id.clone(), cost_us: cost, waves, bytes, in_preferred_range }
+    Candidate { id: e.id.clone(), rank: e.rank, cost_us: cost, waves, bytes, in_preferred_range }
 }
 
 static EMBEDDED_SELECTOR: std::sync::OnceLock<Result<Selector<'static>, Error>> = std::sync::OnceLock::new();

@@ -101,7 +101,7 @@ impl TunedTable {
             if e.units == 0 {
                 return Err(at("units must be >= 1"));
             }
-            if !crate::manifest::DTYPES.contains(&e.dtype.as_str()) {
+            if !crate::catalogue::DTYPES.contains(&e.dtype.as_str()) {
                 return Err(at("dtype must be f32 or bf16"));
             }
             if e.stage.is_empty() || e.variant.is_empty() {
@@ -145,7 +145,7 @@ impl TunedTable {
         let mut warnings = Vec::new();
         for e in &self.entries {
             let problem = match registry.get(&e.variant) {
-                None => Some(format!("variant {:?} is not in the manifest", e.variant)),
+                None => Some(format!("variant {:?} is not in the catalogue", e.variant)),
                 Some(v) if v.entry.stage != e.stage => {
                     Some(format!("variant {:?} is not a {} variant", e.variant, e.stage))
                 }

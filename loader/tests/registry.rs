@@ -1,31 +1,31 @@
-//! The manifest against the embedded images, `mhc asm --update-manifest`'s rewrite, the tuned
+//! The catalogue against the embedded images, `mhc asm --update-catalogue`'s rewrite, the tuned
 //! tables, and every selection path on fake variants (including a decoy that is cheap on paper
 //! but must never win where it does not apply).
 
-use mhc_loader::manifest::{self, rewrite_expectations};
+use mhc_loader::catalogue::{self, rewrite_expectations};
 use mhc_loader::select::{Choice, Reason};
 use mhc_loader::tuning::{bucket, TunedTable};
 use mhc_loader::{Arch, Budget, Registry, Selector, Shape};
 
-/// Every manifest entry matches its embedded image: symbol present, resources and kernarg size
+/// Every catalogue entry matches its embedded image: symbol present, resources and kernarg size
 /// as recorded, sha256 as recorded. On failure it prints the line to paste (or run
-/// `mhc asm --update-manifest`).
+/// `mhc asm --update-catalogue`).
 #[test]
 fn every_variant_matches_its_embedded_image() {
-    let entries = manifest::parse(manifest::EMBEDDED_MANIFEST).unwrap();
+    let entries = catalogue::parse(catalogue::EMBEDDED_CATALOGUE).unwrap();
     let mut problems = Vec::new();
     for v in &entries {
         let Some(img) = mhc_loader::embedded::image(&v.file) else {
             problems.push(format!("{}: {} is not embedded (run `mhc asm`)", v.id, v.file));
             continue;
         };
-        match manifest::measure(img.bytes, &v.entry) {
+        match catalogue::measure(img.bytes, &v.entry) {
             Ok(actual) if actual == v.expect => {}
             Ok(actual) => problems.push(format!(
-                "{}: recorded {:?}\n  the image gives: {}\n  (run `mhc asm --update-manifest`)",
+                "{}: recorded {:?}\n  the image gives: {}\n  (run `mhc asm --update-catalogue`)",
                 v.id,
                 v.expect,
-                manifest::expect_line(&actual)
+                catalogue::expect_line(&actual)
             )),
             Err(e) => problems.push(format!("{}: {e}", v.id)),
         }
@@ -50,19 +50,19 @@ fn the_embedded_tuned_tables_are_valid() {
 }
 
 #[test]
-fn update_manifest_rewrites_only_the_expect_lines() {
+fn update_catalogue_rewrites_only_the_expect_lines() {
     let cubin = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fx_sm90.cubin")).unwrap();
     let text = "# keep me\n[[variant]]\nid = \"a\"\nstage = \"post\"\nformulations = [\"v4\"]\narch = \"sm_90a\"\n\
         file = \"asm/bin/sm90/fx.cubin\"\nentry = \"fx_smem\"\ndtypes = [\"f32\"]\nn = [4]\n\
         c = { multiple_of = 1, min = 1, max = 10 }\ntokens = { min = 1, max = 10 }\ntile = { tokens = 1 }\n\
-        threads = 128\nwhy = \"test\"\n\n[[variant]]\nid = \"b\" # comment\nstage = \"post\"\nformulations = [\"v4\"]\n\
+        threads = 128\nlaunch = \"post\"\nwhy = \"test\"\n\n[[variant]]\nid = \"b\" # comment\nstage = \"post\"\nformulations = [\"v4\"]\n\
         arch = \"sm_90a\"\nfile = \"asm/bin/sm90/fx.cubin\"\nentry = \"fx_vadd\"\ndtypes = [\"f32\"]\nn = [4]\n\
         c = { multiple_of = 1, min = 1, max = 10 }\ntokens = { min = 1, max = 10 }\ntile = { tokens = 1 }\n\
-        threads = 256\nwhy = \"test\"\nexpect = { registers = 1, shared_bytes = 0, local_bytes = 0, kernarg_bytes = 0, sha256 = \"\" }\n";
+        threads = 256\nlaunch = \"post\"\nwhy = \"test\"\nexpect = { registers = 1, shared_bytes = 0, local_bytes = 0, kernarg_bytes = 0, sha256 = \"\" }\n";
     let (new, report) =
         rewrite_expectations(text, |f| (f == "asm/bin/sm90/fx.cubin").then_some(cubin.as_slice())).unwrap();
     assert_eq!(report.len(), 2);
-    let v = manifest::parse(&new).unwrap();
+    let v = catalogue::parse(&new).unwrap();
     assert_eq!((v[0].expect.registers, v[0].expect.shared_bytes, v[0].expect.local_bytes), (14, 1024, 64));
     assert_eq!((v[1].expect.registers, v[1].expect.kernarg_bytes), (12, 28));
     assert_eq!(v[1].expect.sha256, mhc_loader::sha256_hex(&cubin));
@@ -100,6 +100,7 @@ tokens = { min = 1, max = 256 }
 prefer_tokens = { min = 1, max = 64 }
 tile = { tokens = 1, split = 16 }
 threads = 256
+launch = "fake"
 why = "decode: split the K reduction over many blocks"
 expect = { registers = 64, shared_bytes = 8192, local_bytes = 0, kernarg_bytes = 96, sha256 = "" }
 
@@ -117,6 +118,7 @@ tokens = { min = 1, max = 100000000 }
 prefer_tokens = { min = 65, max = 100000000 }
 tile = { tokens = 64 }
 threads = 256
+launch = "fake"
 why = "prefill: 64-token tiles with mma"
 expect = { registers = 168, shared_bytes = 100000, local_bytes = 0, kernarg_bytes = 96, sha256 = "" }
 
@@ -134,6 +136,7 @@ tokens = { min = 1, max = 100000000 }
 tile = { tokens = 1 }
 threads = 128
 x_passes = 2
+launch = "fake"
 why = "fallback for any n and C"
 expect = { registers = 40, shared_bytes = 0, local_bytes = 0, kernarg_bytes = 96, sha256 = "" }
 
@@ -151,6 +154,7 @@ tokens = { min = 1, max = 100000000 }
 tile = { tokens = 100000 }
 threads = 128
 x_passes = 0
+launch = "fake"
 why = "decoy: cheapest on paper, narrow constraints"
 expect = { registers = 200, shared_bytes = 0, local_bytes = 0, kernarg_bytes = 96, sha256 = "" }
 
@@ -167,6 +171,7 @@ c = { multiple_of = 1, min = 1, max = 1000000 }
 tokens = { min = 1, max = 100000000 }
 tile = { tokens = 1 }
 threads = 256
+launch = "fake"
 why = "another stage"
 expect = { registers = 32, shared_bytes = 0, local_bytes = 0, kernarg_bytes = 64, sha256 = "" }
 
@@ -183,6 +188,7 @@ c = { multiple_of = 1, min = 1, max = 1000000 }
 tokens = { min = 1, max = 100000000 }
 tile = { tokens = 1 }
 threads = 256
+launch = "fake"
 why = "AMD"
 expect = { registers = 32, shared_bytes = 0, local_bytes = 0, kernarg_bytes = 96, sha256 = "" }
 "#;
@@ -298,7 +304,7 @@ fn no_variant_lists_every_rejection() {
 
 #[test]
 fn ties_break_by_manifest_order_and_results_are_deterministic() {
-    // Two identical variants: the first in the manifest wins, every time.
+    // Two identical variants: the first in the catalogue wins, every time.
     let block = FAKE.split("[[variant]]").nth(3).unwrap();
     let text = format!("[[variant]]{}[[variant]]{}", block, block.replace("pre_generic", "pre_generic_twin"));
     let reg = Registry::from_expectations(&text).unwrap();
@@ -353,7 +359,7 @@ fn tuned_entries_override_the_model_when_admissible_and_fresh() {
     assert_eq!(s.warnings.len(), 1);
     // Unknown variants too.
     let t = TunedTable::parse("t.toml", &table("gone", &sha, 8)).unwrap();
-    assert!(Selector::new(&reg).with_table(&t).warnings()[0].contains("not in the manifest"));
+    assert!(Selector::new(&reg).with_table(&t).warnings()[0].contains("not in the catalogue"));
 }
 
 #[test]
@@ -429,4 +435,61 @@ fn the_embedded_coeffs_variants_are_selectable() {
         assert_eq!(s.variant.resources.kernarg_bytes, 80, "CoeffsArgs is 80 bytes");
         assert!(s.candidates.iter().any(|c| c.id.ends_with("_warp")), "the fallback stays admissible");
     }
+}
+
+/// A rank puts a variant ahead of the cost model, among the variants that pass the filters
+/// only; options the call has reject variants that lack them; the device's own limits
+/// (`admit`) reject with the launcher's reason.
+#[test]
+fn rank_options_and_device_limits_decide_before_the_cost_model() {
+    let none = Budget::default();
+    let ranked = FAKE.replace("entry = \"pre_generic\"", "entry = \"pre_generic\"\nrank = 5\noptions = [\"gamma_k\"]");
+    let text = ranked.replace("sha256 = \"\"", &format!("sha256 = \"{}\"", "ab".repeat(32)));
+    let reg = Registry::from_expectations(&text).unwrap();
+    let sel = Selector::new(&reg);
+    // Cheaper by the model, but of lower rank: the fallback wins wherever it passes.
+    let s = sel.select(Arch::Sm90a, "pre", &Shape::new(8192, 4, 4096, "bf16"), &none).unwrap();
+    assert_eq!(s.variant.id(), "pre_generic", "{}", s.explain());
+    assert_eq!(s.candidates[0].rank, 5);
+    // gamma_k is an option only the fallback has.
+    let s = sel.select(Arch::Sm90a, "pre", &Shape::new(7, 4, 4096, "bf16").with_option("gamma_k"), &none).unwrap();
+    assert_eq!(s.variant.id(), "pre_generic");
+    assert!(s
+        .rejected
+        .iter()
+        .any(|r| r.id == "pre_split" && r.reason == Reason::Option { option: "gamma_k".into(), supported: vec![] }));
+    // gamma_f: nobody has it.
+    let e = sel.select(Arch::Sm90a, "pre", &Shape::new(7, 4, 4096, "bf16").with_option("gamma_f"), &none).unwrap_err();
+    assert!(e.to_string().contains("gamma_f not supported"), "{e}");
+    // The device refuses the fallback: the cost model decides among the rest.
+    let admit = |v: &mhc_loader::Variant| {
+        if v.id() == "pre_generic" {
+            Err("needs more SMs".to_string())
+        } else {
+            Ok(())
+        }
+    };
+    let s = sel.select_with(Arch::Sm90a, "pre", &Shape::new(7, 4, 4096, "bf16"), &none, &admit).unwrap();
+    assert_eq!(s.variant.id(), "pre_split");
+    assert!(s.rejected.iter().any(|r| r.id == "pre_generic" && r.reason.to_string() == "needs more SMs"));
+}
+
+/// Buckets cover every token count once, in order, each the selector's own answer there.
+#[test]
+fn buckets_are_the_selection_at_every_token_count() {
+    let reg = fake();
+    let sel = Selector::new(&reg);
+    let none = Budget::default();
+    let shape = Shape::new(1, 4, 4096, "bf16");
+    let buckets = sel.buckets(Arch::Sm90a, "pre", &shape, &none, 100_000, &|_| Ok(())).unwrap();
+    assert_eq!(buckets.last().unwrap().max_tokens, u64::MAX);
+    assert!(buckets.windows(2).all(|w| w[0].max_tokens < w[1].max_tokens));
+    assert!(buckets.windows(2).all(|w| w[0].selection.variant.id() != w[1].selection.variant.id()));
+    let at = |t: u64| buckets.iter().find(|b| t <= b.max_tokens).unwrap().selection.variant.id().to_string();
+    for t in [1, 2, 63, 64, 65, 100, 256, 257, 1000, 4096, 100_000] {
+        assert_eq!(at(t), pick(&reg, &shape.at(t), &none), "T = {t}");
+    }
+    // A count where nothing passes makes the whole stage NoVariant.
+    assert!(sel.buckets(Arch::Sm90a, "pre", &Shape::new(1, 16, 4100, "bf16"), &none, 64, &|_| Ok(())).is_ok());
+    assert!(sel.buckets(Arch::Sm90a, "nope", &shape, &none, 64, &|_| Ok(())).is_err());
 }

@@ -26,7 +26,7 @@ impl CudaArch {
             ))),
         }
     }
-    /// Manifest name (`sm_90a`).
+    /// Catalogue name (`sm_90a`).
     pub const fn name(self) -> &'static str {
         match self {
             CudaArch::Sm90a => "sm_90a",

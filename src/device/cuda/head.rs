@@ -141,7 +141,7 @@ mod tests {
     use super::*;
     use crate::device::cuda::kernels::assert_c_range_is_what_fits;
 
-    /// The manifest's C range of every persistent head kernel is exactly what the launcher
+    /// The catalogue's C range of every persistent head kernel is exactly what the launcher
     /// accepts: at `c.max` the items per CTA and the ring fit, 8 channels more and one of them
     /// does not (so the selector never picks a kernel the launch would refuse, and the range is
     /// not smaller than the kernel allows).

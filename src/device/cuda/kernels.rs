@@ -208,7 +208,7 @@ fn build() -> Vec<KernelDesc> {
         }
     }
     // Decode variants of post (V = 2: 4x the threads for a few tokens, every load first), n <= 8,
-    // T <= 64 (the manifest's range).
+    // T <= 64 (the catalogue's range).
     for (form, fname) in forms {
         for dtype in dtypes {
             for n in [1, 2, 4, 8] {
@@ -234,7 +234,7 @@ fn build() -> Vec<KernelDesc> {
             }
         }
     }
-    // post on tensor cores (bf16, n = 16 / 32; the manifest gives it T >= 65 at n = 32, T >= 400
+    // post on tensor cores (bf16, n = 16 / 32; the catalogue gives it T >= 65 at n = 32, T >= 400
     // at n = 16, and the C its x tile fits): one CTA per token, the token's x in shared memory,
     // h_res x by mma.sync (post.ptx `mhc_post_mma_*`).
     for (form, fname) in forms {
@@ -479,7 +479,7 @@ const _: () = assert!(std::mem::size_of::<CoeffsArgs>() == 80);
 /// CTAs per cluster of the cluster head kernels (`mhc_head_cl_*`).
 pub const HEAD_CLUSTER: u32 = 8;
 /// Largest x tile (dynamic shared memory) of a cluster head CTA: two CTAs per SM still fit
-/// (gen_forward.py `CL_SMEM`; the manifest's C range of those variants keeps below it).
+/// (gen_forward.py `CL_SMEM`; the catalogue's C range of those variants keeps below it).
 pub const HEAD_CL_SMEM: u32 = 112 * 1024;
 /// The same for the decode variant (x tile and phi slice; gen_forward.py `CLD_SMEM`).
 pub const HEAD_CLD_SMEM: u32 = 200 * 1024;
@@ -504,7 +504,7 @@ pub const fn static_threads(n: usize) -> u32 {
 }
 
 /// Largest token tile (a[] and x, dynamic shared memory) of a `static_cl` CTA (gen_forward.py
-/// `ST_CL_SMEM`; the manifest's C range keeps below it).
+/// `ST_CL_SMEM`; the catalogue's C range keeps below it).
 pub const STATIC_CL_SMEM: u32 = 100 * 1024;
 /// Largest token tile (a[], gamma and the padded x rows) of a `static_mma` CTA, and the bytes after
 /// each x row (gen_forward.py `ST_MMA_SMEM`, `ST_MMA_PAD`: rows 16 bytes apart modulo 128, so the
@@ -624,7 +624,7 @@ pub const fn head_cl_v1(n: usize) -> usize {
     }
 }
 
-/// Test support: for every kernel `select` picks, the manifest's C range must be exactly what
+/// Test support: for every kernel `select` picks, the catalogue's C range must be exactly what
 /// `fits(desc, C)` (the launcher's limits) accepts at its ends: `c.min` and `c.max` fit, and
 /// `c.max + 8` does not (the selector never picks a kernel the launch would refuse, and the
 /// range is not smaller than the kernel allows). Returns how many kernels were checked.
@@ -639,7 +639,7 @@ pub(crate) fn assert_c_range_is_what_fits(
         let v = registry.variants().iter().find(|v| v.entry.entry == desc.entry).unwrap();
         let (lo, hi) = (v.entry.c.min as usize, v.entry.c.max as usize);
         assert!(fits(desc, lo) && fits(desc, hi), "{}: C {lo}..={hi} must launch", desc.entry);
-        assert!(!fits(desc, hi + 8), "{}: C = {} launches too, the manifest range is short", desc.entry, hi + 8);
+        assert!(!fits(desc, hi + 8), "{}: C = {} launches too, the catalogue range is short", desc.entry, hi + 8);
         seen += 1;
     }
     seen
@@ -741,8 +741,8 @@ mod tests {
     }
 
     /// The loader selects post/head/static/expand from asm/catalogue.toml by entry symbol: every
-    /// sm_90a manifest variant of those stages needs a launch row here, and every such row a
-    /// manifest variant (else the plan reports a build inconsistency at run time).
+    /// sm_90a catalogue variant of those stages needs a launch row here, and every such row a
+    /// catalogue variant (else the plan reports a build inconsistency at run time).
     #[test]
     fn manifest_and_table_agree() {
         let reg = mhc_loader::Registry::embedded().unwrap();
@@ -751,7 +751,7 @@ mod tests {
             if let Some(&st) = stages.iter().find(|s| s.name() == v.entry.stage) {
                 assert!(
                     kernels().iter().any(|d| d.stage == st && d.entry == v.entry.entry),
-                    "manifest variant {} ({}) has no launch row",
+                    "catalogue variant {} ({}) has no launch row",
                     v.id(),
                     v.entry.entry
                 );

@@ -106,12 +106,12 @@ pub(crate) const fn stage_index(s: Stage) -> usize {
 const REGISTRY_STAGES: [Stage; 4] = [Stage::Post, Stage::Head, Stage::Static, Stage::Expand];
 
 /// Buckets of `stage` for token counts `1..=max_tokens`: the loader's `select` is asked at every
-/// token range boundary of the manifest's variants (a variant's `tokens.max`, and the count
+/// token range boundary of the catalogue's variants (a variant's `tokens.max`, and the count
 /// before its `tokens.min`, below `max_tokens`) and at `max_tokens`; consecutive boundaries with
 /// the same winner merge. The winner's entry symbol names its launch row in the kernel table
 /// (argument struct, tile).
 /// `Ok(Err(NoVariant))`: no variant for this configuration (reported by the op); `Err`: the
-/// build is inconsistent (manifest, images or table disagree).
+/// build is inconsistent (catalogue, images or table disagree).
 fn select_buckets(
     dev: &CudaDevice,
     cfg: &Config,
@@ -125,7 +125,7 @@ fn select_buckets(
     };
     let mut buckets = Vec::with_capacity(ranges.len());
     for (max, slot) in ranges {
-        // The table's hard limits must agree with the manifest's (C granule, shared memory).
+        // The table's hard limits must agree with the catalogue's (C granule, shared memory).
         if let Some(why) = reject(&KERNELS[slot], &dev.limits(), cfg, dtype) {
             return Ok(Err(Error::NoVariant {
                 stage: stage.name().into(),
@@ -595,7 +595,7 @@ impl Plan {
         self.stages[stage_index(stage)].as_deref().map_err(Clone::clone)
     }
 
-    /// The error of a launch whose kernel cannot take this plan's shape (a limit the manifest's
+    /// The error of a launch whose kernel cannot take this plan's shape (a limit the catalogue's
     /// ranges should already exclude; reported before anything is launched).
     pub(crate) fn shape_refused(&self, stage: Stage, entry: &str, why: String) -> Error {
         Error::NoVariant {

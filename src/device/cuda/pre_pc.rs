@@ -297,7 +297,7 @@ mod tests {
         assert!(PC_FUSED_MAX_SHARED as usize + 36_096 <= 227 * 1024, "fused ring + static shared memory fit");
     }
 
-    /// The manifest's C range is exactly what the plan accepts for this kernel.
+    /// The catalogue's C range is exactly what the plan accepts for this kernel.
     #[test]
     fn c_range_is_what_the_plan_accepts() {
         use crate::device::cuda::kernels::assert_c_range_is_what_fits;

@@ -135,7 +135,7 @@ mod tests {
     use super::*;
     use crate::device::cuda::kernels::{assert_c_range_is_what_fits, KernelDesc};
 
-    /// The manifest's C range of every `static_pr` kernel is exactly what its ring allows: at
+    /// The catalogue's C range of every `static_pr` kernel is exactly what its ring allows: at
     /// `c.max` the ring fits, 8 channels more it does not.
     #[test]
     fn token_ring_c_range_is_what_the_launch_accepts() {

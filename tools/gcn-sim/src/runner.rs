@@ -225,11 +225,11 @@ impl GcnSimRunner {
 /// What the selector chose (the parts the runner needs).
 #[derive(Debug, Clone)]
 struct Selected {
-    /// The manifest's split factor of the chosen variant (1: one workgroup per token tile).
+    /// The catalogue's split factor of the chosen variant (1: one workgroup per token tile).
     split: u32,
 }
 
-/// Selects the gfx942 variant for `stage` through the loader's selector (manifest filters,
+/// Selects the gfx942 variant for `stage` through the loader's selector (catalogue filters,
 /// cost model, tuned tables), mapping its rejection list to `Error::NoVariant`.
 fn select(stage: Stage, cfg: &Config, dtype: Dtype, t: usize) -> Result<Selected> {
     let arch = mhc_loader::Arch::Gfx942(mhc_loader::AmdFeatures::ANY);
@@ -380,7 +380,7 @@ impl GcnSimRunner {
     fn pre(&self, cfg: &Config, dtype: Dtype, inputs: &Named, t: usize, selection: Selected) -> Result<Named> {
         let mut dev = Dev::new(dtype);
         let xa = dev.act("x", &inputs["x"].data);
-        // The manifest's split variant spreads K over workgroups; the tokens variant does not.
+        // The catalogue's split variant spreads K over workgroups; the tokens variant does not.
         let runner = GcnSimRunner {
             splits: self.splits.or((selection.split <= 1).then_some(1)),
             last_stats: RefCell::new(Vec::new()),
@@ -514,7 +514,7 @@ impl StageRunner for GcnSimRunner {
             // Nothing to launch: every output is empty.
             return Ok(sig.outputs.iter().map(|p| (p.name.to_string(), Array::new(p.shape(0), vec![]))).collect());
         }
-        // The variant manifest decides, as on a device: the selector's hard filters (stage, n,
+        // The variant catalogue decides, as on a device: the selector's hard filters (stage, n,
         // C, dtype, formulation) and cost model pick the variant; its rejections become the
         // NoVariant error.
         let selection = select(stage, cfg, dtype, t)?;

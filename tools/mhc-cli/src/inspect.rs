@@ -81,12 +81,13 @@ struct Row {
 }
 
 fn rows() -> Result<Vec<Row>, String> {
-    let manifest = mhc_loader::manifest::parse(mhc_loader::manifest::EMBEDDED_MANIFEST).map_err(|e| e.to_string())?;
+    let catalogue =
+        mhc_loader::catalogue::parse(mhc_loader::catalogue::EMBEDDED_CATALOGUE).map_err(|e| e.to_string())?;
     let mut rows = Vec::new();
     for img in mhc_loader::embedded::IMAGES {
         let object = mhc_loader::parse(img.bytes).map_err(|e| format!("{}: {e}", img.path))?;
         for k in object.kernels {
-            let stage = manifest.iter().find(|v| v.file == img.path && v.entry == k.name).map(|v| v.stage.clone());
+            let stage = catalogue.iter().find(|v| v.file == img.path && v.entry == k.name).map(|v| v.stage.clone());
             rows.push(Row { image: img.path, arch: object.arch.name(), stage, kernel: k });
         }
     }
@@ -221,7 +222,7 @@ fn explain(args: &Args) -> Result<(), String> {
 }
 
 /// sm_90a: what the CUDA plan launches (`mhc::device::cuda::planned_kernels`: the plan's own
-/// selection without a device), then the manifest selector's reasoning. For `post`, `head`,
+/// selection without a device), then the catalogue selector's reasoning. For `post`, `head`,
 /// `static` and `expand` the plan follows that selector; the other stages' kernels are chosen by
 /// the CUDA kernel table, and the cost model's pick is only advisory there.
 fn explain_cuda_plan(
@@ -266,9 +267,9 @@ fn explain_cuda_plan(
     let advisory = !matches!(stage, mhc::Stage::Post | mhc::Stage::Head | mhc::Stage::Static | mhc::Stage::Expand);
     println!();
     if advisory {
-        println!("the manifest's cost model (advisory for {stage} on CUDA: the kernel table above decides):");
+        println!("the catalogue's cost model (advisory for {stage} on CUDA: the kernel table above decides):");
     } else {
-        println!("the manifest selector the plan follows for {stage}:");
+        println!("the catalogue selector the plan follows for {stage}:");
     }
     match selection {
         Ok(selection) => print!("{}", selection.explain()),

@@ -7,19 +7,19 @@ use crate::arch::Arch;
 use serde::Deserialize;
 use std::fmt::Write as _;
 
-/// Where the manifest lives, relative to the repository root.
-pub const MANIFEST_PATH: &str = mhc_kernels::CATALOGUE_PATH;
+/// Where the catalogue lives, relative to the repository root.
+pub const CATALOGUE_PATH: &str = mhc_kernels::CATALOGUE_PATH;
 
-/// The manifest text compiled into the crate.
-pub const EMBEDDED_MANIFEST: &str = mhc_kernels::CATALOGUE;
+/// The catalogue text compiled into the crate.
+pub const EMBEDDED_CATALOGUE: &str = mhc_kernels::CATALOGUE;
 
-/// A manifest problem, naming the variant (or the line) and what is wrong.
+/// A catalogue problem, naming the variant (or the line) and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{MANIFEST_PATH}: {0}")]
-pub struct ManifestError(pub String);
+#[error("{CATALOGUE_PATH}: {0}")]
+pub struct CatalogueError(pub String);
 
-fn err<T>(s: impl Into<String>) -> Result<T, ManifestError> {
-    Err(ManifestError(s.into()))
+fn err<T>(s: impl Into<String>) -> Result<T, CatalogueError> {
+    Err(CatalogueError(s.into()))
 }
 
 /// An inclusive range of a size (C or T).
@@ -59,8 +59,80 @@ fn one() -> u32 {
     1
 }
 
+/// A property of a variant's launch ([`Geometry::traits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trait {
+    /// Launched cooperatively: the kernel has a grid-wide arrival, so the driver starts the grid
+    /// only when all of it is resident (two such grids on two streams cannot deadlock).
+    Cooperative,
+    /// Persistent CTAs (whole clusters): the grid is as many as the device holds at once (sized
+    /// when the plan is built), each walking the token tiles with a fixed stride.
+    Persistent,
+    /// Persistent CTAs streaming their tokens through a ring of shared-memory stages; the grid is
+    /// as many CTAs as the SMs hold.
+    TokenRing,
+    /// The kernel waits for the previous kernel on the stream (`griddepcontrol.wait`) before its
+    /// first global memory access, so it may be launched as a programmatic dependent launch.
+    GridDependency,
+    /// The CTA copies its token tile to dynamic shared memory once.
+    TileInShared,
+    /// The CTA also stages its slice of phi in shared memory.
+    PhiInShared,
+    /// The CTA also copies gamma (C f32) beside its tile.
+    GammaInShared,
+}
+
+/// What a launcher reads from a variant besides its tile and block size: the numbers the kernel
+/// was generated with, so no launch code repeats the generator's tile math.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Geometry {
+    /// Channels one thread covers in the per-channel loops.
+    #[serde(default = "one")]
+    pub channels_per_thread: u32,
+    /// Threads that share one work item (a token x a chunk of channels).
+    #[serde(default = "one")]
+    pub threads_per_item: u32,
+    /// CTAs per thread-block cluster (the kernel's `.reqnctapercluster`); the grid is a multiple.
+    #[serde(default = "one")]
+    pub cluster: u32,
+    /// Most dynamic shared memory the kernel may ask for, bytes.
+    #[serde(default)]
+    pub dynamic_shared_max: u32,
+    /// Bytes after each stream row of a tile staged in shared memory.
+    #[serde(default)]
+    pub row_pad: u32,
+    #[serde(default)]
+    pub traits: Vec<Trait>,
+    /// Other variants (ids) whose kernels this variant's launch also runs (e.g. the
+    /// coefficient kernel in front of a gfx942 static layer); the runtime loads them with it.
+    #[serde(default)]
+    pub companions: Vec<String>,
+}
+
+impl Default for Geometry {
+    fn default() -> Self {
+        Geometry {
+            channels_per_thread: 1,
+            threads_per_item: 1,
+            cluster: 1,
+            dynamic_shared_max: 0,
+            row_pad: 0,
+            traits: Vec::new(),
+            companions: Vec::new(),
+        }
+    }
+}
+
+impl Geometry {
+    pub fn has(&self, t: Trait) -> bool {
+        self.traits.contains(&t)
+    }
+}
+
 /// The resources and image hash a variant is recorded with; a test compares them with what the
-/// loader reads from the embedded image (`mhc asm --update-manifest` rewrites them).
+/// loader reads from the embedded image (`mhc asm --update-catalogue` rewrites them).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Expect {
@@ -117,6 +189,23 @@ pub struct VariantEntry {
     /// The kernel's parameter block, as the `#[repr(C)]` struct a launcher builds.
     #[serde(default)]
     pub params: Option<String>,
+    /// The launcher of the vendor runtime that builds this variant's arguments and grid
+    /// (`[a-z0-9_]+`, e.g. `post`, `head`, `pre_mid`, `gfx942_pre`); the runtime maps it onto its
+    /// own launch code, and an unknown name is a build inconsistency its tests report.
+    pub launch: String,
+    /// Measured preference ahead of the cost model: among the variants that pass the filters the
+    /// highest rank wins, and the cost model orders variants of equal rank. For kernels whose
+    /// time is set by latency (grid-wide polls, barriers, a Sinkhorn per token) rather than by the
+    /// bytes the cost model counts; default 0.
+    #[serde(default)]
+    pub rank: u32,
+    /// Optional inputs the kernel handles (`gamma_k`, `gamma_f`); a call that has one the
+    /// variant lacks rejects it.
+    #[serde(default)]
+    pub options: Vec<String>,
+    /// What the launcher reads besides the tile and the block size.
+    #[serde(default)]
+    pub geometry: Geometry,
     /// One line: why this variant exists.
     pub why: String,
     /// Recorded resources and sha256 of the image.
@@ -145,21 +234,34 @@ struct File {
 
 pub const FORMULATIONS: [&str; 2] = ["v4", "paper"];
 pub const DTYPES: [&str; 2] = ["f32", "bf16"];
+/// The optional inputs a variant may handle (`options`).
+pub const OPTIONS: [&str; 2] = ["gamma_k", "gamma_f"];
 
-/// Parses and validates a manifest.
-pub fn parse(text: &str) -> Result<Vec<VariantEntry>, ManifestError> {
-    let file: File = toml::from_str(text).map_err(|e| ManifestError(e.to_string()))?;
-    let mut ids = std::collections::BTreeSet::new();
+/// Parses and validates a catalogue.
+pub fn parse(text: &str) -> Result<Vec<VariantEntry>, CatalogueError> {
+    let file: File = toml::from_str(text).map_err(|e| CatalogueError(e.to_string()))?;
+    let mut ids = std::collections::BTreeMap::new();
     for v in &file.variant {
         validate(v)?;
-        if !ids.insert(v.id.as_str()) {
+        if ids.insert(v.id.as_str(), v.arch.as_str()).is_some() {
             return err(format!("variant id {:?} appears twice", v.id));
+        }
+    }
+    for v in &file.variant {
+        for c in &v.geometry.companions {
+            match ids.get(c.as_str()) {
+                None => return err(format!("variant {:?}: companion {c:?} is not a variant", v.id)),
+                Some(&arch) if arch != v.arch => {
+                    return err(format!("variant {:?}: companion {c:?} is for {arch}, not {}", v.id, v.arch))
+                }
+                Some(_) => {}
+            }
         }
     }
     Ok(file.variant)
 }
 
-fn validate(v: &VariantEntry) -> Result<(), ManifestError> {
+fn validate(v: &VariantEntry) -> Result<(), CatalogueError> {
     let id = &v.id;
     let bad = |what: &str| err(format!("variant {id:?}: {what}"));
     if id.is_empty() || !id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
@@ -171,7 +273,7 @@ fn validate(v: &VariantEntry) -> Result<(), ManifestError> {
     if v.formulations.is_empty() || v.formulations.iter().any(|f| !FORMULATIONS.contains(&f.as_str())) {
         return bad("formulations must be a non-empty subset of [\"v4\", \"paper\"]");
     }
-    let arch = Arch::parse(&v.arch).map_err(|e| ManifestError(format!("variant {id:?}: {e}")))?;
+    let arch = Arch::parse(&v.arch).map_err(|e| CatalogueError(format!("variant {id:?}: {e}")))?;
     let prefix = format!("asm/bin/{}/", arch.dir());
     if !v.file.starts_with(&prefix) || v.file.contains("..") {
         return bad(&format!("file must be under {prefix}"));
@@ -205,12 +307,27 @@ fn validate(v: &VariantEntry) -> Result<(), ManifestError> {
     if v.wave_us.is_some_and(|w| !(w.is_finite() && w > 0.0)) {
         return bad("wave_us must be finite and > 0");
     }
+    let name_ok =
+        |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if !name_ok(&v.launch) {
+        return bad("launch must be a non-empty [a-z0-9_] launcher name");
+    }
+    if v.options.iter().any(|o| !OPTIONS.contains(&o.as_str())) {
+        return bad("options must be a subset of [\"gamma_k\", \"gamma_f\"]");
+    }
+    let g = &v.geometry;
+    if g.channels_per_thread == 0 || g.threads_per_item == 0 || g.cluster == 0 || g.cluster > 16 {
+        return bad("geometry needs channels_per_thread, threads_per_item >= 1 and cluster in 1..=16");
+    }
+    if g.dynamic_shared_max > arch.max_shared_per_block() {
+        return bad("geometry.dynamic_shared_max exceeds the architecture's shared memory per block");
+    }
     if v.why.trim().is_empty() || v.why.contains('\n') {
         return bad("why must be one non-empty line");
     }
     let sha = &v.expect.sha256;
     if !sha.is_empty() && (sha.len() != 64 || !sha.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())) {
-        return bad("expect.sha256 must be 64 lowercase hex digits (or empty before `mhc asm --update-manifest`)");
+        return bad("expect.sha256 must be 64 lowercase hex digits (or empty before `mhc asm --update-catalogue`)");
     }
     Ok(())
 }
@@ -242,7 +359,7 @@ pub fn measure(image: &[u8], entry: &str) -> Result<Expect, String> {
 pub fn rewrite_expectations<'a>(
     text: &str,
     image: impl Fn(&str) -> Option<&'a [u8]>,
-) -> Result<(String, Vec<String>), ManifestError> {
+) -> Result<(String, Vec<String>), CatalogueError> {
     let variants = parse(text)?;
     let lines: Vec<&str> = text.lines().collect();
     // Line ranges of the [[variant]] tables, in order (they match `variants` one to one).
@@ -257,8 +374,8 @@ pub fn rewrite_expectations<'a>(
     for (k, v) in variants.iter().enumerate().rev() {
         let start = starts[k];
         let end = starts.get(k + 1).copied().unwrap_or(lines.len());
-        let bytes = image(&v.file).ok_or_else(|| ManifestError(format!("variant {:?}: no image {}", v.id, v.file)))?;
-        let e = measure(bytes, &v.entry).map_err(|m| ManifestError(format!("variant {:?}: {m}", v.id)))?;
+        let bytes = image(&v.file).ok_or_else(|| CatalogueError(format!("variant {:?}: no image {}", v.id, v.file)))?;
+        let e = measure(bytes, &v.entry).map_err(|m| CatalogueError(format!("variant {:?}: {m}", v.id)))?;
         let line = expect_line(&e);
         let mut r = String::new();
         let _ = write!(
@@ -308,6 +425,7 @@ c = { multiple_of = 8, min = 8, max = 65536 }
 tokens = { min = 1, max = 1000000 }
 tile = { tokens = 1 }
 threads = 256
+launch = "post"
 why = "baseline"
 "#;
 
@@ -319,6 +437,15 @@ why = "baseline"
         assert_eq!(v[0].x_passes, 1);
         assert_eq!(v[0].prefer_tokens(), v[0].tokens);
         assert_eq!(v[0].arch(), Arch::Sm90a);
+        assert_eq!((v[0].rank, v[0].geometry.cluster, v[0].geometry.channels_per_thread), (0, 1, 1));
+        assert!(v[0].options.is_empty() && v[0].geometry.traits.is_empty());
+        let with = ONE.replace(
+            "launch = \"post\"",
+            "launch = \"post\"\nrank = 3\noptions = [\"gamma_k\"]\ngeometry = { cluster = 8, traits = [\"persistent\", \"grid_dependency\"] }",
+        );
+        let v = parse(&with).unwrap();
+        assert_eq!((v[0].rank, v[0].geometry.cluster), (3, 8));
+        assert!(v[0].geometry.has(Trait::Persistent) && !v[0].geometry.has(Trait::Cooperative));
         for (from, to, what) in [
             ("id = \"post_a\"", "id = \"Post A\"", "id"),
             ("\"v4\", \"paper\"", "\"v5\"", "formulations"),
@@ -333,6 +460,11 @@ why = "baseline"
             ("why = \"baseline\"", "why = \"x\"\nbogus = 1", "unknown field"),
             ("dtypes = [\"f32\", \"bf16\"]", "dtypes = [\"f16\"]", "dtypes"),
             ("threads = 256", "threads = 256\nwave_us = -1.0", "wave_us"),
+            ("launch = \"post\"", "launch = \"Post\"", "launch"),
+            ("launch = \"post\"", "launch = \"post\"\noptions = [\"gamma_x\"]", "options"),
+            ("launch = \"post\"", "launch = \"post\"\ngeometry = { cluster = 0 }", "cluster"),
+            ("launch = \"post\"", "launch = \"post\"\ngeometry = { traits = [\"fast\"] }", "unknown variant"),
+            ("launch = \"post\"", "launch = \"post\"\ngeometry = { companions = [\"nope\"] }", "companion"),
         ] {
             let text = ONE.replace(from, to);
             let text = if what == "ignored" { text.replace("max = 1000000", "max = 2") } else { text };
