@@ -81,6 +81,9 @@ pub enum Trait {
     PhiInShared,
     /// The CTA also copies gamma (C f32) beside its tile.
     GammaInShared,
+    /// Kept for comparison (measured slower than the alternative the runtime uses): the
+    /// selector passes it over unless a call asks for its launcher.
+    OnRequest,
 }
 
 /// What a launcher reads from a variant besides its tile and block size: the numbers the kernel

@@ -52,16 +52,25 @@ pub struct Shape {
     pub formulation: Option<String>,
     /// Optional inputs the call has (`gamma_k`, `gamma_f`): a variant must handle each.
     pub options: Vec<String>,
+    /// Only variants of this launcher (benchmarks and tests that ask for one kernel family);
+    /// variants kept for comparison (`on_request`) are eligible only this way.
+    pub launch: Option<String>,
 }
 
 impl Shape {
     pub fn new(tokens: u64, n: u32, c: u64, dtype: &str) -> Shape {
-        Shape { tokens, n, c, dtype: dtype.to_string(), formulation: None, options: Vec::new() }
+        Shape { tokens, n, c, dtype: dtype.to_string(), formulation: None, options: Vec::new(), launch: None }
     }
 
     /// The same shape with the optional input `option` (`gamma_k`, `gamma_f`).
     pub fn with_option(mut self, option: &str) -> Shape {
         self.options.push(option.to_string());
+        self
+    }
+
+    /// The same shape, asking for the variants of launcher `launch` only.
+    pub fn with_launch(mut self, launch: &str) -> Shape {
+        self.launch = Some(launch.to_string());
         self
     }
 
@@ -92,6 +101,9 @@ impl fmt::Display for Shape {
         }
         for o in &self.options {
             write!(f, " +{o}")?;
+        }
+        if let Some(l) = &self.launch {
+            write!(f, " (launcher {l})")?;
         }
         Ok(())
     }
@@ -144,6 +156,13 @@ pub enum Reason {
         option: String,
         supported: Vec<String>,
     },
+    /// The call asked for another launcher.
+    Launcher {
+        wanted: String,
+        has: String,
+    },
+    /// Kept for comparison: chosen only when asked for by launcher.
+    OnRequest,
     RegisterBudget {
         uses: u32,
         budget: u32,
@@ -191,6 +210,8 @@ impl fmt::Display for Reason {
                 }
             }
             Reason::Launch { why } => write!(f, "{why}"),
+            Reason::Launcher { wanted, has } => write!(f, "launcher {has}, not the requested {wanted}"),
+            Reason::OnRequest => write!(f, "kept for comparison, run only when asked for by launcher"),
             Reason::RegisterBudget { uses, budget } => {
                 write!(f, "uses {uses} registers per thread, over the budget of {budget}")
             }
@@ -457,8 +478,9 @@ pub struct TokenBucket<'r> {
     /// Largest token count of the range (`u64::MAX` for the last, open-ended one); the range
     /// begins after the previous bucket's `max_tokens`.
     pub max_tokens: u64,
-    /// The selection at the range's last listed count (the same variant serves all of it).
-    pub selection: Selection<'r>,
+    /// The selection at the range's last listed count (the same variant serves all of it), or
+    /// why no variant serves these counts.
+    pub selection: Result<Selection<'r>, NoVariant>,
 }
 
 impl<'r> Selector<'r> {
@@ -466,8 +488,7 @@ impl<'r> Selector<'r> {
     /// The selection is made at every count where it can change: where a variant of the stage
     /// begins or ends its token range (`tokens.min - 1`, `tokens.max`), at every power of two
     /// (the tuned tables' token buckets) and at `max_tokens`; consecutive counts with the same
-    /// winner merge, and the last range is open-ended. A count with no admissible variant makes
-    /// the whole stage `NoVariant` (its rejections say why).
+    /// answer (the same winner, or none) merge, and the last range is open-ended.
     pub fn buckets(
         &self,
         arch: Arch,
@@ -476,7 +497,7 @@ impl<'r> Selector<'r> {
         budget: &Budget,
         max_tokens: u64,
         admit: &dyn Fn(&Variant) -> Result<(), String>,
-    ) -> Result<Vec<TokenBucket<'r>>, NoVariant> {
+    ) -> Vec<TokenBucket<'r>> {
         let max_tokens = max_tokens.max(1);
         let mut bounds: Vec<u64> = self
             .registry
@@ -490,11 +511,12 @@ impl<'r> Selector<'r> {
         bounds.push(max_tokens);
         bounds.sort_unstable();
         bounds.dedup();
+        let id = |s: &Result<Selection<'r>, NoVariant>| s.as_ref().ok().map(|s| s.variant.id().to_string());
         let mut out: Vec<TokenBucket<'r>> = Vec::new();
         for t in bounds {
-            let sel = self.select_with(arch, stage, &shape.at(t), budget, admit)?;
+            let sel = self.select_with(arch, stage, &shape.at(t), budget, admit);
             match out.last_mut() {
-                Some(last) if last.selection.variant.id() == sel.variant.id() => {
+                Some(last) if id(&last.selection) == id(&sel) => {
                     last.max_tokens = t;
                     last.selection = sel;
                 }
@@ -504,7 +526,7 @@ impl<'r> Selector<'r> {
         if let Some(last) = out.last_mut() {
             last.max_tokens = u64::MAX;
         }
-        Ok(out)
+        out
     }
 }
 
@@ -513,6 +535,13 @@ fn filter(v: &Variant, arch: Arch, shape: &Shape, budget: &Budget) -> Result<(),
     let e = &v.entry;
     if !v.arch.runs_on(arch) {
         return Err(Reason::Arch { variant: v.arch, device: arch });
+    }
+    match &shape.launch {
+        Some(wanted) if *wanted != e.launch => {
+            return Err(Reason::Launcher { wanted: wanted.clone(), has: e.launch.clone() })
+        }
+        None if e.geometry.has(crate::catalogue::Trait::OnRequest) => return Err(Reason::OnRequest),
+        _ => {}
     }
     if let Some(f) = &shape.formulation {
         if !e.formulations.contains(f) {

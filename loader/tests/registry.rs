@@ -481,15 +481,20 @@ fn buckets_are_the_selection_at_every_token_count() {
     let sel = Selector::new(&reg);
     let none = Budget::default();
     let shape = Shape::new(1, 4, 4096, "bf16");
-    let buckets = sel.buckets(Arch::Sm90a, "pre", &shape, &none, 100_000, &|_| Ok(())).unwrap();
+    let buckets = sel.buckets(Arch::Sm90a, "pre", &shape, &none, 100_000, &|_| Ok(()));
     assert_eq!(buckets.last().unwrap().max_tokens, u64::MAX);
     assert!(buckets.windows(2).all(|w| w[0].max_tokens < w[1].max_tokens));
-    assert!(buckets.windows(2).all(|w| w[0].selection.variant.id() != w[1].selection.variant.id()));
-    let at = |t: u64| buckets.iter().find(|b| t <= b.max_tokens).unwrap().selection.variant.id().to_string();
+    let id = |b: &mhc_loader::TokenBucket| b.selection.as_ref().unwrap().variant.id().to_string();
+    assert!(buckets.windows(2).all(|w| id(&w[0]) != id(&w[1])));
+    let at = |t: u64| id(buckets.iter().find(|b| t <= b.max_tokens).unwrap());
     for t in [1, 2, 63, 64, 65, 100, 256, 257, 1000, 4096, 100_000] {
         assert_eq!(at(t), pick(&reg, &shape.at(t), &none), "T = {t}");
     }
-    // A count where nothing passes makes the whole stage NoVariant.
-    assert!(sel.buckets(Arch::Sm90a, "pre", &Shape::new(1, 16, 4100, "bf16"), &none, 64, &|_| Ok(())).is_ok());
-    assert!(sel.buckets(Arch::Sm90a, "nope", &shape, &none, 64, &|_| Ok(())).is_err());
+    // Counts where nothing passes are ranges of their own, with the reasons.
+    let split_only = |v: &mhc_loader::Variant| if v.id() == "pre_split" { Ok(()) } else { Err("not here".into()) };
+    let gaps = sel.buckets(Arch::Sm90a, "pre", &shape, &none, 1000, &split_only);
+    assert_eq!(gaps.len(), 2, "pre_split to 256 tokens, then nothing");
+    assert_eq!((gaps[0].max_tokens, id(&gaps[0]).as_str()), (256, "pre_split"));
+    assert!(gaps[1].selection.as_ref().unwrap_err().to_string().contains("T=1000 outside its token range"));
+    assert!(sel.buckets(Arch::Sm90a, "nope", &shape, &none, 64, &|_| Ok(()))[0].selection.is_err());
 }
