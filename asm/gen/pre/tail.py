@@ -1,6 +1,5 @@
-import red
-import mix
-import small
+from . import mix, red, small
+from .. import coeffs_shfl
 def sigmoid(src, dst):
     # sigma(z) = 1 / (1 + 2^(-z log2 e)); ex2.approx has ~2 ulp relative error, the reciprocal is IEEE.
     return f"""    mul.f32 {dst}, {src}, 0fBFB8AA3B;
@@ -162,11 +161,9 @@ def y_chunk(bf):
     return "\n".join(L)
 
 SK_NS = (8, 16, 32)
-# Outer registers the coefficient body reads, renamed so they do not meet the kernel's own
-# (%hpre / %hpost are the kernel's base pointers; the body's are the token's rows).
-SK_RENAME = {k: "sk_" + k for k in (
-    "active", "head", "paper", "eps", "pre_eps", "s0", "s1", "s2", "BASE", "basel", "inv_rms",
-    "prow", "prowl", "hpre", "hpost", "hresl", "off", "a64", "bit1", "bit2", "bit4", "bit8", "bit16")}
+# The coefficient body's outer registers are named sk_* here, so they do not meet the kernel's
+# own (%hpre / %hpost are the kernel's base pointers; the body's are the token's rows).
+SK = "sk_"
 
 def sk_regs():
     return """    .reg .pred %sk_active, %sk_head, %sk_paper, %sk_bit1, %sk_bit2, %sk_bit4, %sk_bit8, %sk_bit16;
@@ -181,16 +178,13 @@ def sk_bits():
     return "\n".join(L)
 
 def sk_dispatch():
-    import os, sys
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-    import gen_coeffs_shfl as G
     L = []
     for n in SK_NS:
         L.append(f"    setp.eq.u32 %p14, %n, {n};")
         L.append(f"    @%p14 bra SK_BODY_{n};")
     L.append("    bra COEF_NEXT;                          // (n > 4 is always 8, 16 or 32)")
     for n in SK_NS:
-        L.append(G.body(n, done="COEF_NEXT", prefix="SK_", rename=SK_RENAME, pload="ld.global.cg.f32"))
+        L.append(coeffs_shfl.body(n, done="COEF_NEXT", labels="SK_", outer=SK, pload="ld.global.cg.f32"))
     return "\n".join(L)
 
 def tail(dt):

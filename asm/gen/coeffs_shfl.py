@@ -10,11 +10,7 @@ unrolled per n, hence a generator. Run it after editing, then `mhc asm`:
 Deterministic output (no dates, no paths).
 """
 
-import os
-import re
-
 NS = [8, 16, 32]
-HERE = os.path.dirname(os.path.abspath(__file__))
 LOG2E = "0f3FB8AA3B"
 NEG_LOG2E = "0fBFB8AA3B"
 ONE = "0f3F800000"
@@ -55,30 +51,25 @@ def log2(x):
     return x.bit_length() - 1
 
 
-def body(n, done="DONE", prefix="", rename=None, pload="ld.global.f32"):
-    """The token body for n, ending in `bra {done}`. Embedding (pre.ptx's general kernel):
-    `prefix` goes before every label, `rename` maps the outer registers the body reads
-    (name -> name, without %), and `pload` is the load instruction for P's row."""
-    text = _body(n)
-    text = re.sub(r"\bbra DONE;", f"bra {done};", text)
-    text = re.sub(r"\b(BODY_|N\d+_)", lambda m: prefix + m.group(1), text)
-    text = text.replace("ld.global.f32 %g, [%prowl", f"{pload} %g, [%prowl")
-    text = text.replace("ld.global.f32 %g, [%a64]", f"{pload} %g, [%a64]")
-    if rename:
-        text = re.sub(r"%(\w+)", lambda m: "%" + rename.get(m.group(1), m.group(1)), text)
-    return text
+# The registers a token body reads from its caller (named `outer + name` there).
+OUTER = ("active", "head", "paper", "eps", "pre_eps", "s0", "s1", "s2", "BASE", "basel", "inv_rms", "prow",
+         "prowl", "hpre", "hpost", "hresl", "off", "a64", "bit1", "bit2", "bit4", "bit8", "bit16")
 
 
-def _body(n):
+def body(n, done="DONE", labels="", outer="", pload="ld.global.f32"):
+    """The token body for n, ending in `bra {done}`. The caller's registers it reads are named
+    `%{outer}<name>` (OUTER), its labels start with `labels`, and `pload` is the load instruction
+    for P's row (pre.ptx's general kernel embeds it with outer = labels = "SK_"-style prefixes)."""
     R = n * n // 32
     ln, lr = log2(n), log2(R)
     shift = ln - lr  # lane holding row i of register r: (l & hi) | (r << shift)
     hi = 31 & ~(n - 1)
+    o = {name: f"%{outer}{name}" for name in OUTER}
     out = []
     w = out.append
-    L = f"N{n}_"
+    L = f"{labels}N{n}_"
     S = [f"%S{r}" for r in range(R)]
-    w(f"BODY_{n}:")
+    w(f"{labels}BODY_{n}:")
     w("    {")
     w(f"    .reg .f32 %S<{R}>;")
     w(f"    .reg .f32 %T<{max(1, R // 2)}>;")
@@ -89,42 +80,42 @@ def _body(n):
     w(f"    and.b32 %hibase, %lane, {hi};")
 
     w("    // h_pre (and h_post): lane k < n")
-    w(f"    @!%active bra {L}PRE_DONE;")
-    w("    mul.wide.u32 %off, %lane, 4;")
-    w("    add.s64 %a64, %prow, %off;")
-    w("    ld.global.f32 %g, [%a64];")
-    w("    add.s64 %a64, %BASE, %off;")
-    w("    ld.global.f32 %b, [%a64];")
-    w("    mul.f32 %g, %g, %inv_rms;")
-    w("    fma.rn.f32 %x, %g, %s0, %b;")
+    w(f"    @!{o['active']} bra {L}PRE_DONE;")
+    w(f"    mul.wide.u32 {o['off']}, %lane, 4;")
+    w(f"    add.s64 {o['a64']}, {o['prow']}, {o['off']};")
+    w(f"    {pload} %g, [{o['a64']}];")
+    w(f"    add.s64 {o['a64']}, {o['BASE']}, {o['off']};")
+    w(f"    ld.global.f32 %b, [{o['a64']}];")
+    w(f"    mul.f32 %g, %g, {o['inv_rms']};")
+    w(f"    fma.rn.f32 %x, %g, {o['s0']}, %b;")
     w(f"    mul.f32 %x, %x, {NEG_LOG2E};")
     w("    ex2.approx.f32 %x, %x;")
     w(f"    add.f32 %x, %x, {ONE};")
     w("    rcp.approx.ftz.f32 %x, %x;")
-    w("    add.f32 %x, %x, %pre_eps;")
-    w("    add.s64 %a64, %hpre, %off;")
-    w("    st.global.f32 [%a64], %x;")
-    w(f"    @%head bra {L}PRE_DONE;")
-    w(f"    ld.global.f32 %g, [%prowl+{4 * n}];")
-    w(f"    ld.global.f32 %b, [%basel+{4 * n}];")
-    w("    mul.f32 %g, %g, %inv_rms;")
-    w("    fma.rn.f32 %x, %g, %s1, %b;")
+    w(f"    add.f32 %x, %x, {o['pre_eps']};")
+    w(f"    add.s64 {o['a64']}, {o['hpre']}, {o['off']};")
+    w(f"    st.global.f32 [{o['a64']}], %x;")
+    w(f"    @{o['head']} bra {L}PRE_DONE;")
+    w(f"    {pload} %g, [{o['prowl']}+{4 * n}];")
+    w(f"    ld.global.f32 %b, [{o['basel']}+{4 * n}];")
+    w(f"    mul.f32 %g, %g, {o['inv_rms']};")
+    w(f"    fma.rn.f32 %x, %g, {o['s1']}, %b;")
     w(f"    mul.f32 %x, %x, {NEG_LOG2E};")
     w("    ex2.approx.f32 %x, %x;")
     w(f"    add.f32 %x, %x, {ONE};")
     w("    rcp.approx.ftz.f32 %x, %x;")
     w("    add.f32 %x, %x, %x;")
-    w("    add.s64 %a64, %hpost, %off;")
-    w("    st.global.f32 [%a64], %x;")
+    w(f"    add.s64 {o['a64']}, {o['hpost']}, {o['off']};")
+    w(f"    st.global.f32 [{o['a64']}], %x;")
     w(f"{L}PRE_DONE:")
-    w("    @%head bra DONE;                       // warp-uniform")
+    w(f"    @{o['head']} bra {done};                       // warp-uniform")
 
     w("    // Z: register r = element lane + 32 r (coalesced)")
     for r in range(R):
-        w(f"    ld.global.f32 %g, [%prowl+{4 * (2 * n + 32 * r)}];")
-        w(f"    ld.global.f32 %b, [%basel+{4 * (2 * n + 32 * r)}];")
-        w("    mul.f32 %g, %g, %inv_rms;")
-        w(f"    fma.rn.f32 {S[r]}, %g, %s2, %b;")
+        w(f"    {pload} %g, [{o['prowl']}+{4 * (2 * n + 32 * r)}];")
+        w(f"    ld.global.f32 %b, [{o['basel']}+{4 * (2 * n + 32 * r)}];")
+        w(f"    mul.f32 %g, %g, {o['inv_rms']};")
+        w(f"    fma.rn.f32 {S[r]}, %g, {o['s2']}, %b;")
 
     def tree(regs, op, dst):
         """dst = op over regs, pairwise (uses %u temporaries)."""
@@ -161,8 +152,8 @@ def _body(n):
                 for r in range(half):
                     lo, up = vals[r], vals[r + half]
                     # Lanes with bit k set keep the upper half and send the lower one.
-                    w(f"    selp.f32 %send, {lo}, {up}, %bit{k};")
-                    w(f"    selp.f32 %keep, {up}, {lo}, %bit{k};")
+                    w(f"    selp.f32 %send, {lo}, {up}, {o[f'bit{k}']};")
+                    w(f"    selp.f32 %keep, {up}, {lo}, {o[f'bit{k}']};")
                     w(f"    shfl.sync.bfly.b32 %rv, %send, {k}, 0x1f, 0xffffffff;")
                     w(f"    {op}.f32 %T{r}, %keep, %rv;")
                 vals = [f"%T{r}" for r in range(half)]
@@ -183,7 +174,7 @@ def _body(n):
 
     def rows_normalize():
         row_reduce("add")
-        w("    add.f32 %T0, %T0, %eps;")
+        w(f"    add.f32 %T0, %T0, {o['eps']};")
         w("    rcp.approx.ftz.f32 %T0, %T0;")
         for r in range(R):
             from_row_holder("%T0", r, "%y")
@@ -191,12 +182,12 @@ def _body(n):
 
     def cols_normalize():
         col_reduce("add", "%x")
-        w("    add.f32 %x, %x, %eps;")
+        w(f"    add.f32 %x, %x, {o['eps']};")
         w("    rcp.approx.ftz.f32 %x, %x;")
         for r in range(R):
             w(f"    mul.f32 {S[r]}, {S[r]}, %x;")
 
-    w(f"    @%paper bra {L}START_PAPER;")
+    w(f"    @{o['paper']} bra {L}START_PAPER;")
     w("    // V4 start: softmax of each row, plus eps")
     row_reduce("max")
     for r in range(R):
@@ -208,7 +199,7 @@ def _body(n):
     w("    rcp.approx.ftz.f32 %T0, %T0;")
     for r in range(R):
         from_row_holder("%T0", r, "%y")
-        w(f"    fma.rn.f32 {S[r]}, {S[r]}, %y, %eps;")
+        w(f"    fma.rn.f32 {S[r]}, {S[r]}, %y, {o['eps']};")
     w(f"    bra {L}START_DONE;")
     w(f"{L}START_PAPER:")
     w("    // Paper start: exp(Z - max of each column)")
@@ -229,12 +220,12 @@ def _body(n):
     w("    add.u32 %k, %k, 1;")
     w(f"    bra {L}ITER;")
     w(f"{L}ITER_DONE:")
-    w(f"    @!%paper bra {L}STORE;")
+    w(f"    @!{o['paper']} bra {L}STORE;")
     rows_normalize()
     w(f"{L}STORE:")
     for r in range(R):
-        w(f"    st.global.f32 [%hresl+{4 * 32 * r}], {S[r]};")
-    w("    bra DONE;")
+        w(f"    st.global.f32 [{o['hresl']}+{4 * 32 * r}], {S[r]};")
+    w(f"    bra {done};")
     w("    }")
     return "\n".join(out) + "\n"
 
@@ -350,11 +341,7 @@ def kernel(target):
     return text
 
 
-def main():
-    for folder, target in [("sm90", "sm_90a"), ("sm100", "sm_100a")]:
-        with open(os.path.join(HERE, folder, "coeffs_shfl.ptx"), "w") as f:
-            f.write(kernel(target))
-
-
-if __name__ == "__main__":
-    main()
+def generate(experiments):
+    """coeffs_shfl.ptx for sm_90a and sm_100a (no experiments)."""
+    return {f"asm/ptx/{folder}/coeffs_shfl.ptx": kernel(target)
+            for folder, target in [("sm90", "sm_90a"), ("sm100", "sm_100a")]}

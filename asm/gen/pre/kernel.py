@@ -4,9 +4,10 @@
 # having no macros, would otherwise spell out line by line. Modules: kloop (pipelined K loop),
 # red (split-sum of the decode partials), small (n <= 4 coefficients), mix (pre-mix), tail
 # (everything after the projection), funcs.ptx.in (shared memory and .func helpers).
-import os, sys
+import os
+from . import kloop, mix, small, tail
+from . import post as producer
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 
 HEADER = open(os.path.join(HERE, 'header.txt')).read()
 
@@ -68,18 +69,15 @@ def entry(dt, post):
         e("    .reg .b32 %pl<16>;")
         e("    .reg .f32 %pf<32>;")
         e("    .reg .f32 %gkv<8>;")
-    import kloop
     e(kloop.regs(bf))
     e(kloop.fast_regs())
-    import mix
     e(mix.mix_regs(bf))
     e("    .reg .b64 %x, %f_, %hpost_in, %hres_in, %xo, %phi, %scale, %base, %gk, %gf, %a, %y, %hpre, %hpost, %hres, %inv, %wsp, %wss, %wspart, %wscnt;")
     e("    .reg .b32 %T, %n, %C, %K, %M, %ldp, %xs, %fs, %xos, %as, %ys, %kslice, %splits, %iters, %flags;")
     e("    .reg .f32 %eps_norm, %eps_hc, %eps_f, %sc0, %sc1, %sc2;")
     e("    .reg .b32 %tx, %warp, %lane, %g, %q, %q8, %tile, %gidx, %t0, %rows, %jlen, %jbeg, %jend, %jb, %mg, %ngr;")
     e("    .reg .b32 %blk, %cbk, %ii, %cc, %kk, %gsn, %ksp, %gsl, %nks, %mg0, %mgend;")
-    import tail as T0
-    e(T0.sk_regs())
+    e(tail.sk_regs())
     e("    .reg .b64 %koff, %kof4, %xrow0, %xstep, %frow0, %xorow0, %hprow0, %hrrow0, %prow0, %pstep, %cnt;")
     off = 0
     for p in u64:
@@ -318,8 +316,7 @@ def entry(dt, post):
                 e(f"    call ({outs}), post_chunk_f32, (%rd9, %frow0, %hprow0, %hrrow0, %rd3, %n, %C, %ii, %cc, %r5);")
             e(f"PROD_SKIP{s}:")
         if bf:
-            import post
-            e(post.pb(bf))
+            e(producer.pb(bf))
         e("PROD_DONE:")
         # ---- sum of squares (first logit group only)
         e("    @!%p_mg0 bra SS_DONE;")
@@ -497,13 +494,14 @@ WR_GO:
     setp.lt.u32 %p4, %mg, %mgend;
     @%p4 bra MG_LOOP;
 """)
-    import tail as T_
-    e(T_.tail(dt))
+    e(tail.tail(dt))
     e("}")
     pbf32 = "" if bf else "\n    setp.ne.u32 %p_pb, 0, 0;                // f32: no batched producer (register cap)"
     fastf32 = "" if bf else "\n    setp.ne.u32 %p_fast, 0, 0;              // f32: no fast K loop"
     return "\n".join(L).replace("%POSTCMP%", POSTCMP).replace("%PBF32%", pbf32).replace("%FASTF32%", fastf32)
 
-funcs = open(os.path.join(HERE, 'funcs.ptx.in')).read()
-out = HEADER + funcs + "\n" + "\n\n".join(entry(dt, post) for post in (False, True) for dt in ('bf16', 'f32')) + "\n"
-open(sys.argv[1], 'w').write(out)
+def generate(experiments):
+    """pre.ptx (no experiments)."""
+    funcs = open(os.path.join(HERE, 'funcs.ptx.in')).read()
+    out = HEADER + funcs + "\n" + "\n\n".join(entry(dt, post) for post in (False, True) for dt in ('bf16', 'f32')) + "\n"
+    return {"asm/ptx/sm90/pre.ptx": out}

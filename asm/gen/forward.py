@@ -9,9 +9,8 @@ block by block; this script only repeats it for the 60 specialisations. The .ptx
 sources `mhc asm` assembles; re-run `python3 asm/ptx/sm90/gen_forward.py` after editing this file.
 """
 
-import os
+from . import catalogue
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 NS = [1, 2, 4, 8, 16, 32]
 DTYPES = ["bf16", "f32"]
 ESIZE = {"bf16": 2, "f32": 4}
@@ -737,8 +736,7 @@ def write_post():
             nm, txt = post_mma_kernel(form, n)
             names.append(nm)
             out.append(txt)
-    open(os.path.join(HERE, "post.ptx"), "w").write("\n".join(out))
-    return names
+    return "\n".join(out)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1822,7 +1820,7 @@ def write_head():
             for n in PC_NS:
                 nm, txt = head_pc_kernel(dtype, n, cl, tt)
                 out.append(txt)
-    open(os.path.join(HERE, "head.ptx"), "w").write("\n".join(out))
+    return "\n".join(out)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -2999,7 +2997,7 @@ def write_static():
         for n in ST_MMA_NS:
             nm, txt = static_mma_kernel(n, R)
             out.append(txt)
-    open(os.path.join(HERE, "static.ptx"), "w").write("\n".join(out))
+    return "\n".join(out)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -3068,54 +3066,34 @@ def write_expand():
 """ + EXPAND_ARGS + "\n"]
     for dtype in DTYPES:
         out.append(expand_kernel(dtype)[1])
-    open(os.path.join(HERE, "expand.ptx"), "w").write("\n".join(out))
+    return "\n".join(out)
 
 
-if __name__ == "__main__":
-    write_post()
-    write_head()
-    write_static()
-    write_expand()
+def generate(experiments):
+    """post.ptx, head.ptx, static.ptx and expand.ptx (no experiments)."""
+    return {"asm/ptx/sm90/post.ptx": write_post(), "asm/ptx/sm90/head.ptx": write_head(),
+            "asm/ptx/sm90/static.ptx": write_static(), "asm/ptx/sm90/expand.ptx": write_expand()}
 
 
 # ----------------------------------------------------------------------------------------------
-# the manifest entries of these kernels (printed by `gen_forward.py --manifest`, kept in
-# asm/catalogue.toml between the BEGIN/END markers; `mhc asm --update-manifest` fills `expect`)
+# the catalogue rows of these kernels (asm/catalogue.toml, section "forward")
 
-def manifest():
-    out = ["# BEGIN gen_forward.py (sm_90a post/head/static/expand; regenerate with --manifest)"]
-    big = "c = { multiple_of = 8, min = 8, max = 1048576 }"
+ST_MAX_C = 32768  # static (persistent): a[C] f32 in dynamic shared memory
 
-    def entry(id_, stage, forms, file, entry_, dtypes, ns, tokens, tile, threads, why, c=big, prefer=None, cap=None,
-              params=None, xp=1, wave_us=None):
-        e = [
-            "[[variant]]",
-            f'id = "{id_}"',
-            f'stage = "{stage}"',
-            "formulations = [" + ", ".join(f'"{f}"' for f in forms) + "]",
-            'arch = "sm_90a"',
-            f'file = "asm/bin/sm90/{file}.cubin"',
-            f'entry = "{entry_}"',
-            "dtypes = [" + ", ".join(f'"{d}"' for d in dtypes) + "]",
-            "n = [" + ", ".join(str(n) for n in ns) + "]",
-            c,
-            f"tokens = {{ min = {tokens[0]}, max = {tokens[1]} }}",
-        ]
-        if prefer:
-            e.append(f"prefer_tokens = {{ min = {prefer[0]}, max = {prefer[1]} }}")
-        e += [f"tile = {{ tokens = {tile} }}", f"threads = {threads}"]
-        if cap:
-            e.append(f"register_cap = {cap}")
-        if xp != 1:
-            e.append(f"x_passes = {xp}")
-        if wave_us:
-            e.append(f"wave_us = {wave_us}")
-        if params:
-            e.append(f'params = "{params}"')
-        e += [f'why = "{why}"', 'expect = { registers = 0, shared_bytes = 0, local_bytes = 0, kernarg_bytes = 0, sha256 = "" }']
-        out.append("")
-        out.extend(e)
 
+def catalogue_rows():
+    out = []
+    big = (8, 8, 1048576)
+    gd = "grid_dependency"
+
+    def entry(id_, stage, forms, file, entry_, dtypes, ns, tokens, tile, threads, why, launch, geom, c=big,
+              prefer=None, cap=None, params=None, xp=1, wave_us=None):
+        out.append(catalogue.row(id_, stage, forms, "sm_90a", f"asm/bin/sm90/{file}.cubin", entry_, dtypes, ns, c,
+                                 tokens, tile, threads, why, launch, prefer_tokens=prefer, register_cap=cap,
+                                 x_passes=xp if xp != 1 else None, wave_us=wave_us, params=params,
+                                 geometry=geom))
+
+    G = catalogue.geometry
     tmax = 2147483647
     post_p = "PostArgs { x, f, h_post, h_res, out: u64, x_stride, f_stride, out_stride: u64, items, chunks, cbytes, pad: u32 } (80 B)"
     for form in ["v4", "paper"]:
@@ -3124,6 +3102,7 @@ def manifest():
                 entry(f"post_{form}_{dtype}_n{n}", "post", [form], "post", f"mhc_post_{form}_{dtype}_n{n}", [dtype], [n],
                       (1, tmax), 1, 128,
                       f"post for n={n}: one thread per token x {vchan(n)} channels over all n streams, all loads first",
+                      "post", G(channels_per_thread=vchan(n), traits=[gd]),
                       prefer=(65, tmax) if n <= 8 else (1, POST_MMA_TMIN[n] - 1) if n in POST_MMA_NS and dtype == "bf16"
                       else None, params=post_p)
     for form in ["v4", "paper"]:
@@ -3133,22 +3112,25 @@ def manifest():
                       [dtype], [n], (1, 64), 1, 128,
                       "post for T <= 64: 2 channels per thread, 4x the CTAs of the general kernel, every load first "
                       "(H100 bf16 n = 4 in a graph, vs the general kernel: T = 17 1.72 / 2.15 us, 32 2.08 / 2.43, "
-                      "64 2.91 / 3.10 at C = 4096)", params=post_p)
+                      "64 2.91 / 3.10 at C = 4096)", "post", G(channels_per_thread=2, traits=[gd]), params=post_p)
     for form in ["v4", "paper"]:
         for dtype in DTYPES:
             for n in LK_NS:
                 entry(f"post_{form}_{dtype}_n{n}_lk", "post", [form], "post", f"mhc_post_{form}_{dtype}_n{n}_lk",
                       [dtype], [n], (1, LK_TMAX), 1, 128,
                       f"post decode for n={n}: n threads per (token, 8-byte chunk), lane k writes output stream "
-                      f"k, the lanes share each x load (H100 n=32 T=1 / 16: 3.2 / 8.6 us vs 6.7 / 12.1)",
+                      f"k, the lanes share each x load (H100 n=32 T=1 / 16: 3.2 / 8.6 us vs 6.7 / 12.1)", "post",
+                      G(channels_per_thread=LK_BYTES // ESIZE[dtype], threads_per_item=n, traits=[gd]),
                       params=post_p + " (items = T * C / V, V = 16 / esize; n threads per item)", wave_us=0.05)
     for form in ["v4", "paper"]:
         for n in POST_MMA_NS:
             entry(f"post_mma_{form}_bf16_n{n}", "post", [form], "post", f"mhc_post_mma_{form}_bf16_n{n}", ["bf16"], [n],
                   (POST_MMA_TMIN[n], tmax), 1, POST_MMA_THREADS,
                   f"post for n={n} on tensor cores: one CTA per token, x rows in shared memory by bulk copies, "
-                  f"out = h_res x (mma.sync bf16, h_res split hi + lo, f32 accumulation) + h_post f",
-                  c=f"c = {{ multiple_of = 8, min = 8, max = {post_mma_cmax(n)} }}",
+                  f"out = h_res x (mma.sync bf16, h_res split hi + lo, f32 accumulation) + h_post f", "post",
+                  G(channels_per_thread=8, dynamic_shared_max=POST_MMA_SMEM, row_pad=POST_MMA_PAD,
+                    traits=[gd, "tile_in_shared"]),
+                  c=(8, 8, post_mma_cmax(n)),
                   params=post_p + " (items = T: one CTA per token; chunks = C / 8)")
     head_p = "HeadArgs { x, phi, scale, base, out: u64, x_stride, out_stride: u64, tokens, cbytes, kchunks, cchunks: u32, eps_norm, eps_hc, inv_k: f32, pad: u32 } (88 B)"
     for dtype in DTYPES:
@@ -3158,24 +3140,29 @@ def manifest():
                 entry(f"head_cld_{dtype}_n{n}", "head", ["v4", "paper"], "head", f"mhc_head_cld_{dtype}_n{n}", [dtype],
                       [n], (1, CLD_TMAX), tt, CL_THREADS,
                       f"head decode for n={n}: the cluster kernel with phi's slice also copied to shared memory up "
-                      f"front (one memory round trip per CTA)",
-                      c=f"c = {{ multiple_of = 8, min = 64, max = {head_cl_cmax(n, dtype, True)} }}",
+                      f"front (one memory round trip per CTA)", "head",
+                      G(channels_per_thread=cl_v1(n), cluster=CL, dynamic_shared_max=CLD_SMEM,
+                        traits=[gd, "tile_in_shared", "phi_in_shared"]),
+                      c=(8, 64, head_cl_cmax(n, dtype, True)),
                       cap=128 if n <= 4 else 168, params=head_p + " (kchunks = chunks per CTA, cchunks = C/V1)",
                       wave_us=0.4)
             entry(f"head_cl_{dtype}_n{n}", "head", ["v4", "paper"], "head", f"mhc_head_cl_{dtype}_n{n}", [dtype], [n],
                   (1, CL_TMAX[n]), tt, CL_THREADS,
                   f"head for n={n}: a cluster of {CL} CTAs per {tt}-token tile, CTA r owns channel range r (its x "
                   f"copied to shared memory by cp.async, read once), partials combined in rank order through "
-                  f"distributed shared memory",
-                  c=f"c = {{ multiple_of = 8, min = 64, max = {head_cl_cmax(n, dtype)} }}",
+                  f"distributed shared memory", "head",
+                  G(channels_per_thread=cl_v1(n), cluster=CL, dynamic_shared_max=CL_SMEM, traits=[gd, "tile_in_shared"]),
+                  c=(8, 64, head_cl_cmax(n, dtype)),
                   cap=128 if n <= 4 else 168, params=head_p + " (kchunks = chunks per CTA, cchunks = C/V1)",
                   wave_us=0.5)
             if n in CL16_NS:
                 entry(f"head_cl16_{dtype}_n{n}", "head", ["v4", "paper"], "head", f"mhc_head_cl16_{dtype}_n{n}",
                       [dtype], [n], (1, CLD_TMAX), tt, CL_THREADS,
                       f"head decode for n={n}: the cluster kernel on 16 CTAs (non-portable cluster): phi's "
-                      f"{n * n * 4} bytes per channel is what the cluster pulls",
-                      c=f"c = {{ multiple_of = 8, min = 64, max = {head_cl_cmax(n, dtype, cl=16)} }}",
+                      f"{n * n * 4} bytes per channel is what the cluster pulls", "head",
+                      G(channels_per_thread=cl_v1(n), cluster=16, dynamic_shared_max=CL_SMEM,
+                        traits=[gd, "tile_in_shared"]),
+                      c=(8, 64, head_cl_cmax(n, dtype, cl=16)),
                       cap=168, params=head_p + " (kchunks = chunks per CTA, cchunks = C/V1)", wave_us=0.4)
     for cl, tt in PC_SHAPES:
         for dtype in DTYPES:
@@ -3184,8 +3171,10 @@ def manifest():
                       [dtype], [n], (PC_TMIN, tmax), tt, PC_THREADS,
                       f"head for n={n}, many tokens: persistent clusters of {cl} CTAs walk the {tt}-token tiles, "
                       f"phi in registers for the whole kernel, x through a ring of {PC_STAGES} shared-memory stages "
-                      f"(cp.async), partials pushed to every CTA (st.async + mbarrier)",
-                      c=f"c = {{ multiple_of = 8, min = 64, max = {head_pc_cmax(n, dtype, cl, tt)} }}",
+                      f"(cp.async), partials pushed to every CTA (st.async + mbarrier)", "head",
+                      G(channels_per_thread=16 // ESIZE[dtype], cluster=cl, dynamic_shared_max=PC_SMEM,
+                        traits=["persistent", gd, "tile_in_shared"]),
+                      c=(8, 64, head_pc_cmax(n, dtype, cl, tt)),
                       params=head_p + " (kchunks = 16-byte chunks per CTA, cchunks = C/V, V = 16 / esize)",
                       wave_us=0.05 if cl == 4 else 0.1)
     for dtype in DTYPES:
@@ -3194,29 +3183,33 @@ def manifest():
             entry(f"head_{dtype}_n{n}", "head", ["v4", "paper"], "head", f"mhc_head_{dtype}_n{n}", [dtype], [n],
                   (1, tmax), tt, THREADS,
                   f"head for n={n}: {tt} tokens per CTA share each phi chunk (registers), deterministic CTA reduction",
-                  cap=128, params=head_p)
+                  "head", G(channels_per_thread=vchan(n), traits=[gd]), cap=128, params=head_p)
     static_p = "StaticArgs { x, h_pre_logits, h_post_logits, h_res_logits, gamma, out: u64, x_stride, out_stride: u64, tokens, cbytes, cchunks, iters: u32, eps_hc, eps_f, inv_c: f32, pad: u32 } (96 B)"
     for dtype in DTYPES:
         for n in NS:
             entry(f"static_{dtype}_n{n}", "static", ["v4", "paper"], "static", f"mhc_static_{dtype}_n{n}", [dtype], [n],
                   (1, tmax), 1, st_threads(n)[1],
                   f"static layer for n={n}: persistent CTAs, coefficients from the logits once per CTA, a[C] in shared memory",
-                  c="c = { multiple_of = 8, min = 8, max = 32768 }", params=static_p)
+                  "static", G(channels_per_thread=vchan(n), dynamic_shared_max=4 * ST_MAX_C, traits=[gd]),
+                  c=(8, 8, ST_MAX_C), params=static_p)
     for dtype in DTYPES:
         for n in ST_CL_NS:
             entry(f"static_pr_{dtype}_n{n}", "static", ["v4", "paper"], "static", f"mhc_static_pr_{dtype}_n{n}",
                   [dtype], [n], (ST_PR_TMIN, tmax), 1, st_threads(n)[1],
                   f"static layer for n={n}, many tokens: resident CTAs walk the tokens, x through a ring of "
                   f"{ST_PR_STAGES} shared-memory stages (cp.async, one mbarrier each), h_post and h_res once per CTA",
-                  c=f"c = {{ multiple_of = 8, min = 8, max = {static_pr_cmax(n, dtype)} }}",
+                  "static", G(channels_per_thread=vchan(n), dynamic_shared_max=ST_PR_SMEM,
+                              traits=["token_ring", gd, "tile_in_shared"]),
+                  c=(8, 8, static_pr_cmax(n, dtype)),
                   params=static_p + " (pad = C/V)", wave_us=0.05)
     for dtype in DTYPES:
         for n in ST_CL_NS:
             entry(f"static_cl_{dtype}_n{n}", "static", ["v4", "paper"], "static", f"mhc_static_cl_{dtype}_n{n}", [dtype],
                   [n], (1, tmax), 1, st_threads(n)[1],
                   f"static layer for n={n}: one token per CTA, x copied to shared memory by cp.async once, a "
-                  "coefficient warp computes h_post and h_res during the copy",
-                  c=f"c = {{ multiple_of = 8, min = 8, max = {static_cl_cmax(n, dtype)} }}",
+                  "coefficient warp computes h_post and h_res during the copy", "static",
+                  G(channels_per_thread=vchan(n), dynamic_shared_max=ST_CL_SMEM, traits=[gd, "tile_in_shared"]),
+                  c=(8, 8, static_cl_cmax(n, dtype)),
                   params=static_p + " (pad = chunks per CTA)", wave_us=0.5)
     for R in ST_MMA_CLUSTERS:
         for n in ST_MMA_NS:
@@ -3225,25 +3218,15 @@ def manifest():
             entry(f"static_mma_{cl}bf16_n{n}", "static", ["v4", "paper"], "static", f"mhc_static_mma_{cl}bf16_n{n}",
                   ["bf16"], [n], ST_MMA_TOKENS[R], 1, st_threads(n)[1],
                   f"static layer for n={n}: {per}, x copied to shared memory by cp.async once, h_res x on tensor "
-                  "cores (mma.sync bf16, h_res split hi + lo, f32 accumulation)",
-                  c=f"c = {{ multiple_of = {8 * R}, min = {8 * R}, max = {static_mma_cmax(n) * R // (8 * R) * (8 * R)} }}",
+                  "cores (mma.sync bf16, h_res split hi + lo, f32 accumulation)", "static",
+                  G(channels_per_thread=vchan(n), cluster=R if R > 1 else None, dynamic_shared_max=ST_MMA_SMEM,
+                    row_pad=ST_MMA_PAD, traits=[gd, "tile_in_shared", "gamma_in_shared"]),
+                  c=(8 * R, 8 * R, static_mma_cmax(n) * R // (8 * R) * (8 * R)),
                   params=static_p + " (pad = C/V/cluster)", wave_us=ST_MMA_WAVE_US[R])
     for dtype in DTYPES:
         entry(f"expand_{dtype}", "expand", ["v4", "paper"], "expand", f"mhc_expand_{dtype}", [dtype],
               list(range(1, 33)), (1, tmax), 1, 256,
-              "expand: 8 channels per thread loaded once, stored n times", xp=0,
+              "expand: 8 channels per thread loaded once, stored n times", "expand",
+              G(channels_per_thread=8, traits=[gd]), xp=0,
               params="ExpandArgs { e, out: u64, e_stride, out_stride: u64, items, chunks, cbytes, n: u32 } (48 B)")
-    out.append("# END gen_forward.py")
-    return "\n".join(out) + "\n"
-
-
-if __name__ == "__main__" and len(__import__("sys").argv) > 1 and __import__("sys").argv[1] == "--manifest":
-    path = os.path.join(HERE, "..", "..", "catalogue.toml")
-    text = open(path).read()
-    block = manifest()
-    b, e = "# BEGIN gen_forward.py", "# END gen_forward.py\n"
-    if b in text:
-        text = text[: text.index(b)] + block + text[text.index(e) + len(e):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    open(path, "w").write(text)
+    return out

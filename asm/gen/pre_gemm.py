@@ -10,12 +10,10 @@ indexing, would otherwise repeat line by line. The header below is the design do
 Deterministic output (no dates, no paths).
 """
 
-import os
 
-from gen_forward import K, PROLOGUE, rcp_fast, sigmoid, tree_sum
+from .forward import K, PROLOGUE, rcp_fast, sigmoid, tree_sum
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-EXP = set(filter(None, os.environ.get("GEMM_EXP", "").split(",")))  # timing experiments only
+EXP = frozenset()  # timing experiments only (set by generate())
 
 NS = [16, 32]  # n = 8: the general kernel (pre.ptx) is faster at every T measured (T = 8192 398 vs 421 us)
 TM = 256           # tokens per CTA tile (4 warp rows x 4 m-tiles of 16)
@@ -1033,10 +1031,11 @@ def main():
         assert fin_bytes(n) <= RING_BYTES
         _, text = gemm_kernel(n)
         out.append("\n" + text)
-    path = os.path.join(HERE, "pre_gemm.ptx")
-    with open(path, "w") as fh:
-        fh.write("".join(out))
+    return "".join(out)
 
 
-if __name__ == "__main__":
-    main()
+def generate(experiments):
+    """pre_gemm.ptx; experiments: noload, nocompute (timing builds)."""
+    global EXP
+    EXP = frozenset(experiments)
+    return {"asm/ptx/sm90/pre_gemm.ptx": main()}

@@ -8,12 +8,10 @@ decode kernel's (gen_pre_decode.py). The header below is the design document. De
 output (no dates, no paths).
 """
 
-import os
 
-from gen_pre_decode import COEF_REGS, GRID_DEPENDENCY, LOG2E, inv_rms, load_args, sigmoid
+from .pre_decode import COEF_REGS, GRID_DEPENDENCY, LOG2E, inv_rms, load_args, sigmoid
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-EXP = set(filter(None, os.environ.get("PC_EXP", "").split(",")))  # timing experiments only
+EXP = frozenset()  # timing experiments only (set by generate())
 
 CL = 16        # CTAs per cluster (non-portable size: the plan allows it on the function)
 TT = 16        # tokens per tile (= CL: CTA r finishes token r of every tile)
@@ -25,7 +23,7 @@ NPW = 2        # fused entry: post warps (x' = post(x) of each landed stage, ahe
 # warp of the tile's parity computes (the last CWT of the tile; the post warps take the others).
 # Round 18 spread the FMA post math over the SM sub-partitions this way (CWT = 4); with x' on the
 # tensor cores (round 19) the post warps keep up alone and 0 is fastest (notes/cuda-pre.md)
-CWT = int(os.environ.get("PC_CWT", "0"))
+CWT = 0
 THREADS_F = THREADS + 32 * NPW
 NMW = 2        # pre entry: mix warps (the pre-mix and the ring's fills, beside the math warps)
 THREADS_P = THREADS + 32 * NMW
@@ -1978,10 +1976,14 @@ def main():
     text += "\n" + kernel(False, True, tma=True)
     text += "\n" + kernel(True, False)
     text += "\n" + kernel(True, True)
-    out = os.path.join(HERE, "pre_pc.ptx")
-    with open(out, "w") as f:
-        f.write(text)
+    return text
 
 
-if __name__ == "__main__":
-    main()
+def generate(experiments):
+    """pre_pc.ptx; experiments: nosink, nomma, nomix, stamps, nophi, nophibar, noxf, noxo,
+    cwt=N (timing builds)."""
+    global EXP, CWT
+    EXP = frozenset(k for k in experiments if k != "cwt")
+    CWT = int(experiments.get("cwt") or 0)
+    _stamp_ids[0] = 0
+    return {"asm/ptx/sm90/pre_pc.ptx": main()}
