@@ -16,7 +16,7 @@ import os
 import sys
 import tempfile
 
-from . import catalogue, coeffs_shfl, coeffs_thread, forward, pre_decode, pre_gemm, pre_pc
+from . import catalogue, coeffs_shfl, coeffs_thread, expand, head, post, pre_decode, pre_gemm, pre_pc, static
 from .pre import kernel as pre_kernel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -27,7 +27,10 @@ OUT = "asm/gen/out"
 FAMILIES = {
     "coeffs_thread": (coeffs_thread.generate, {}),
     "coeffs_shfl": (coeffs_shfl.generate, {}),
-    "forward": (forward.generate, {}),
+    "post": (post.generate, {}),
+    "head": (head.generate, {}),
+    "static": (static.generate, {}),
+    "expand": (expand.generate, {}),
     "pre": (pre_kernel.generate, {}),
     "pre_decode": (pre_decode.generate, {
         "stamps": "the decode / mid entries write (%globaltimer, %clock64) at 8 phase boundaries per CTA "
@@ -77,7 +80,10 @@ def generate_all():
 
 def catalogue_sections():
     return [
-        ("forward", "sm_90a post/head/static/expand", [], forward.catalogue_rows()),
+        ("post", "sm_90a post.ptx", [], post.catalogue_rows()),
+        ("head", "sm_90a head.ptx", [], head.catalogue_rows()),
+        ("static", "sm_90a static.ptx", [], static.catalogue_rows()),
+        ("expand", "sm_90a expand.ptx", [], expand.catalogue_rows()),
     ]
 
 
