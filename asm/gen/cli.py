@@ -16,7 +16,7 @@ import os
 import sys
 import tempfile
 
-from . import catalogue, coeffs_shfl, coeffs_thread, expand, head, post, pre_decode, pre_gemm, pre_pc, static
+from . import catalogue, coeffs, expand, head, post, pre_decode, pre_gemm, pre_pc, static
 from .pre import kernel as pre_kernel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -25,8 +25,7 @@ OUT = "asm/gen/out"
 
 # family -> (its generate(experiments) function, its experiments: name -> what it does)
 FAMILIES = {
-    "coeffs_thread": (coeffs_thread.generate, {}),
-    "coeffs_shfl": (coeffs_shfl.generate, {}),
+    "coeffs": (coeffs.generate, {}),
     "post": (post.generate, {}),
     "head": (head.generate, {}),
     "static": (static.generate, {}),

@@ -1,22 +1,25 @@
-# pre_gen: writes asm/ptx/sm90/pre.ptx (run: python3 asm/ptx/sm90/pre_gen/gen.py asm/ptx/sm90/pre.ptx).
-# The kernel is written by hand here as PTX text; Python only expands the regular unrolled
-# blocks (mma grids over m-tiles x n-tiles, register lists, the 16-register Sinkhorn) that PTX,
-# having no macros, would otherwise spell out line by line. Modules: kloop (pipelined K loop),
-# red (split-sum of the decode partials), small (n <= 4 coefficients), mix (pre-mix), tail
-# (everything after the projection), funcs.ptx.in (shared memory and .func helpers).
+"""The general pre / post_pre kernel family (MATH.md stages 1-3): asm/ptx/sm90/pre.ptx.
+
+The kernel is written by hand as PTX text; Python expands the regular unrolled blocks (mma grids
+over m-tiles x n-tiles, register lists, the coefficient bodies). Modules: kloop (the pre entry's
+software-pipelined and fast K loops), producer (the post_pre entry's K loop, x' = post(x, f) per
+chunk), red (the last decode CTA's split sums), coefs (the coefficients), mix (the pre-mix),
+tail (everything after the projection); header.txt (the design notes) and funcs.ptx.in (shared
+memory and the .func producers) are copied into the file verbatim.
+"""
+
 import os
-from . import kloop, mix, small, tail
-from . import post as producer
+
+from .. import ptx
+from ..blocks import butterfly
+from . import coefs, kloop, mix, producer, tail
+from .kloop import ACC
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-HEADER = open(os.path.join(HERE, 'header.txt')).read()
-
-def regs(prefix, n):
-    return [f"%{prefix}{i}" for i in range(n)]
-
-ACC = regs('acc', 32)
-SS = regs('ss', 4)
+SS = [f"%ss{i}" for i in range(4)]
 TREE = ACC + SS
+
 
 def params():
     u64 = ['x','f','hpost_in','hres_in','xo','phi','scale','base','gk','gf','a','y','hpre','hpost','hres','inv','wsp','wss','wspart','wscnt']
@@ -24,20 +27,11 @@ def params():
     f32 = ['eps_norm','eps_hc','eps_f']
     return u64, u32, f32
 
-def entry(dt, post):
-    bf = dt == 'bf16'
-    esz = 2 if bf else 4
-    V = 8 if bf else 4          # elements per 16-byte chunk in the pre-mix
+
+def declarations(bf):
+    """The entry's register declarations (every name the templates use)."""
     L = []
     e = L.append
-    u64, u32, f32 = params()
-    POSTCMP = "eq" if post else "ne"
-    name = f"mhc_post_pre_sm90_{dt}" if post else f"mhc_pre_sm90_{dt}"
-    e(f".visible .entry {name}(")
-    e("    .param .align 8 .b8 p_args[232]")
-    e(")")
-    e(".maxntid 256, 1, 1")
-    e("{")
     e("    .reg .pred %p<40>;")
     e("    .reg .pred %pr<4>;")
     e("    .reg .pred %pmv<4>;")
@@ -77,25 +71,38 @@ def entry(dt, post):
     e("    .reg .f32 %eps_norm, %eps_hc, %eps_f, %sc0, %sc1, %sc2;")
     e("    .reg .b32 %tx, %warp, %lane, %g, %q, %q8, %tile, %gidx, %t0, %rows, %jlen, %jbeg, %jend, %jb, %mg, %ngr;")
     e("    .reg .b32 %blk, %cbk, %ii, %cc, %kk, %gsn, %ksp, %gsl, %nks, %mg0, %mgend;")
-    e(tail.sk_regs())
+    e(coefs.sk_regs())
     e("    .reg .b64 %koff, %kof4, %xrow0, %xstep, %frow0, %xorow0, %hprow0, %hrrow0, %prow0, %pstep, %cnt;")
+    return "\n".join(L)
+
+
+def load_params():
+    """The PreArgs loads (232 bytes; header.txt, PARAMS)."""
+    L = []
+    u64, u32, f32 = params()
     off = 0
     for p in u64:
         nm = '%f_' if p == 'f' else f'%{p}'
-        e(f"    ld.param.u64 {nm}, [p_args+{off}];")
+        L.append(f"    ld.param.u64 {nm}, [p_args+{off}];")
         off += 8
     for p in u32:
-        e(f"    ld.param.u32 %{p}, [p_args+{off}];")
+        L.append(f"    ld.param.u32 %{p}, [p_args+{off}];")
         off += 4
     for p in f32:
-        e(f"    ld.param.f32 %{p}, [p_args+{off}];")
+        L.append(f"    ld.param.f32 %{p}, [p_args+{off}];")
         off += 4
     assert off == 232
-    # PDL (programmatic dependent launch): wait for the stream's previous kernel before the first
-    # global access, then let the next kernel be scheduled (no-ops in a plain launch).
-    e("    griddepcontrol.wait;")
-    e("    griddepcontrol.launch_dependents;")
-    e("""
+    return "\n".join(L)
+
+
+def setup(bf, post):
+    """Thread mapping, tile and split of this CTA, the flags, the j-space slice and the logit
+    groups. The entry fixes post (pre: never, post_pre: always); f32 has no batched producer and
+    no fast K loop (both exceed the register cap)."""
+    postcmp = "eq" if post else "ne"
+    pbf32 = "" if bf else "\n    setp.ne.u32 %p_pb, 0, 0;                // f32: no batched producer (register cap)"
+    fastf32 = "" if bf else "\n    setp.ne.u32 %p_fast, 0, 0;              // f32: no fast K loop"
+    return f"""
     // ---- thread mapping: 8 warps; lane = 4*g + q (g: mma group = token row / logit column, q: thread in group)
     mov.u32 %tx, %tid.x;
     shr.u32 %warp, %tx, 5;
@@ -128,7 +135,7 @@ def entry(dt, post):
     setp.ne.u32 %p_gk, %r0, 0;
     and.b32 %r0, %flags, 4;
     setp.ne.u32 %p_gf, %r0, 0;
-    setp.%POSTCMP%.u32 %p_post, 0, 0;            // the entry decides (pre: never; post_pre: always; flag 8 is informative)
+    setp.{postcmp}.u32 %p_post, 0, 0;            // the entry decides (pre: never; post_pre: always; flag 8 is informative)
     and.b32 %r0, %flags, 16;
     setp.ne.u32 %p_solo, %r0, 0;            // split prefill: the last CTA finishes its tile alone
     and.pred %p_claim, %p_split, !%p_solo;  // decode: CTAs claim tokens for the pre-mix
@@ -136,7 +143,7 @@ def entry(dt, post):
     setp.ne.u32 %p_pb, %r0, 0;
     setp.le.u32 %p0, %n, 4;
     and.pred %p_pb, %p_pb, %p0;             // post_pre, n <= 4: batched producer (flag 64)
-    and.pred %p_pb, %p_pb, %p_post;%PBF32%
+    and.pred %p_pb, %p_pb, %p_post;{pbf32}
     and.b32 %r0, %flags, 128;
     setp.ne.u32 %p_pf, %r0, 0;              // flag 128: prefetch x (L2) and phi (L1) PF_STEPS ahead
     and.b32 %r0, %flags, 256;               // flag 256: the fast K loop, where its conditions hold
@@ -145,9 +152,9 @@ def entry(dt, post):
     and.pred %p_fast, %p_fast, !%p_post;
     and.b32 %r0, %C, 31;
     setp.eq.u32 %p0, %r0, 0;
-    and.pred %p_fast, %p_fast, %p0;%FASTF32%
+    and.pred %p_fast, %p_fast, %p0;{fastf32}
     setp.eq.u32 %p0, %n, 4;
-    and.pred %p_fast, %p_fast, %p0;%FASTF32%
+    and.pred %p_fast, %p_fast, %p0;{fastf32}
     ld.global.nc.f32 %sc0, [%scale];
     ld.global.nc.f32 %sc1, [%scale+4];
     ld.global.nc.f32 %sc2, [%scale+8];
@@ -169,8 +176,13 @@ def entry(dt, post):
     div.u32 %r0, %r0, %gsn;                 // groups per slice (the host makes no slice empty)
     mul.lo.u32 %mg0, %gsl, %r0;
     add.u32 %mgend, %mg0, %r0;
-    min.u32 %mgend, %mgend, %ngr;           // this CTA's logit groups [mg0, mgend)""")
-    # row slots
+    min.u32 %mgend, %mgend, %ngr;           // this CTA's logit groups [mg0, mgend)"""
+
+
+def row_slots(esz):
+    """The tile's 4 row slots (token t0 + g + 8 s), x row pointers, the sums of squares."""
+    L = []
+    e = L.append
     for s in range(4):
         e(f"""    // row slot {s}: token t0 + g + {8*s}
     add.u32 %r1, %g, {8*s};
@@ -184,6 +196,14 @@ def entry(dt, post):
     mul.wide.u32 %pstep, %K, 32;            // phi: 8 logit rows per n-tile""")
     for i in range(4):
         e(f"    mov.f32 %ss{i}, 0f00000000;")
+    return "\n".join(L)
+
+
+def group_head():
+    """Top of the loop over this CTA's logit groups (32 logits, 4 n-tiles): accumulators, the
+    running sums, the n-tiles' phi rows."""
+    L = []
+    e = L.append
     e("    mov.u32 %mg, %mg0;")
     e("MG_LOOP:")
     e("    setp.eq.u32 %p_mg0, %mg, 0;")
@@ -202,222 +222,33 @@ def entry(dt, post):
             e("""    mul.wide.u32 %rd1, %r1, %K;
     shl.b64 %rd1, %rd1, 2;
     add.u64 %prow0, %phi, %rd1;             // phi row of n-tile 0; n-tile nt adds nt * pstep""")
-    if post:
-        e("""    // post_pre entry: the producer K loop (x' = post(x, f) per chunk)
-        // ---- batched post producer: stage the tile's h_post / h_res rows in smem_hp (free until
-        //      the pre-mix): row r = [h_post[t0+r][0..n), h_res[t0+r][0..n*n)], E = n + n*n floats
-        @!%p_pb bra PB_STAGED;
-        mul.lo.u32 %r2, %n, %n;
-        add.u32 %pbE, %r2, %n;
-        mul.lo.u32 %r4, %pbE, 32;
-        mov.u32 %r5, %tx;
-    PB_ST:
-        setp.ge.u32 %p4, %r5, %r4;
-        @%p4 bra PB_ST_DONE;
-        div.u32 %r6, %r5, %pbE;                 // tile row
-        mul.lo.u32 %r7, %r6, %pbE;
-        sub.u32 %r7, %r5, %r7;                  // element of the row
-        add.u32 %r8, %r6, %t0;                  // token
-        setp.lt.u32 %p5, %r8, %T;
-        setp.lt.u32 %p6, %r7, %n;
-        mad.lo.u32 %r9, %r8, %n, %r7;
-        mad.lo.u32 %r10, %r8, %r2, %r7;
-        sub.u32 %r10, %r10, %n;
-        mul.wide.u32 %rd1, %r9, 4;
-        add.u64 %rd1, %hpost_in, %rd1;
-        mul.wide.u32 %rd2, %r10, 4;
-        add.u64 %rd2, %hres_in, %rd2;
-        selp.b64 %rd1, %rd1, %rd2, %p6;
-        mov.f32 %f2, 0f00000000;
-        @%p5 ld.global.nc.f32 %f2, [%rd1];
-        shl.b32 %r11, %r5, 2;
-        mov.u32 %r12, smem_hp;
-        add.u32 %r11, %r11, %r12;
-        st.shared.f32 [%r11], %f2;
-        add.u32 %r5, %r5, 256;
-        bra PB_ST;
-    PB_ST_DONE:
-        bar.sync 0;
-        // h_res walk of output stream i: V4 h_res[j][i] (start n + i, step n), Paper h_res[i][j] (n + i*n, 1)
-        mov.u32 %pbhs, %n;
-        @%p_paper mov.u32 %pbhs, 1;
-        shl.b32 %pbhs, %pbhs, 2;
-        setp.lt.u32 %pnj0, 0, %n;
-        setp.lt.u32 %pnj1, 1, %n;
-        setp.lt.u32 %pnj2, 2, %n;
-        setp.lt.u32 %pnj3, 3, %n;
-    PB_STAGED:
-        shl.b32 %r1, %warp, 5;
-        add.u32 %jb, %jbeg, %r1;
-    K_LOOP:
-        setp.ge.u32 %p0, %jb, %jend;
-        @%p0 bra K_DONE;
-        shr.u32 %blk, %jb, 5;
-        div.u32 %cbk, %blk, %n;
-        mul.lo.u32 %r1, %cbk, %n;
-        sub.u32 %ii, %blk, %r1;                 // stream i of this block
-        shl.b32 %cc, %cbk, 5;
-        add.u32 %cc, %cc, %q8;                  // this lane's 8 channels c .. c+7
-        setp.lt.u32 %p_k, %cc, %C;
-        mad.lo.u32 %kk, %ii, %C, %cc;           // k = i*C + c
-        mul.wide.u32 %koff, %kk, %ESZ%;
-        mul.wide.u32 %kof4, %kk, 4;""".replace('%ESZ%', str(esz)))
-        # ---- producer
-        if bf:
-            for s in range(4):
-                for j in range(4):
-                    e(f"    mov.b32 %xa{4*s+j}, 0;")
-        else:
-            for i in range(32):
-                e(f"    mov.f32 %xr{i}, 0f00000000;")
-        e("    @%p_post bra PROD_POST;")
-        for s in range(4):
-            if s == 2:
-                e("    @!%p_mt1 bra PROD_DONE;")
-            e(f"    and.pred %p1, %pr{s}, %p_k;")
-            e(f"    add.u64 %rd2, %xrow0, %koff;" + "".join("\n    add.u64 %rd2, %rd2, %xstep;" for _ in range(s)))
-            if bf:
-                e(f"    @%p1 ld.global.nc.v4.b32 {{%xa{4*s}, %xa{4*s+1}, %xa{4*s+2}, %xa{4*s+3}}}, [%rd2];")
-            else:
-                e(f"    @%p1 ld.global.nc.v4.f32 {{%xr{8*s}, %xr{8*s+1}, %xr{8*s+2}, %xr{8*s+3}}}, [%rd2];")
-                e(f"    @%p1 ld.global.nc.v4.f32 {{%xr{8*s+4}, %xr{8*s+5}, %xr{8*s+6}, %xr{8*s+7}}}, [%rd2+16];")
-        e("    bra PROD_DONE;")
-        e("PROD_POST:                              // post_pre: x' = post(x, f) for this chunk, stored, and fed to the mma")
-        if bf:
-            e("    @%p_pb bra PROD_PB;")
-        e("    selp.u32 %r5, 1, 0, %p_paper;")
-        for s in range(4):
-            if s == 2:
-                e("    @!%p_mt1 bra PROD_DONE;")
-            e(f"    and.pred %p1, %pr{s}, %p_k;")
-            e(f"    @!%p1 bra PROD_SKIP{s};")
-            # post-side row pointers of this slot, formed here so they hold no registers elsewhere
-            e(f"""    add.u32 %r6, %g, {8*s};
-        add.u32 %r6, %r6, %t0;
-        mul.lo.u32 %r2, %r6, %fs;
-        mul.wide.u32 %rd1, %r2, {esz};
-        add.u64 %frow0, %f_, %rd1;
-        mul.lo.u32 %r2, %r6, %xos;
-        mul.wide.u32 %rd1, %r2, {esz};
-        add.u64 %xorow0, %xo, %rd1;
-        mul.lo.u32 %r2, %r6, %n;
-        mul.wide.u32 %rd1, %r2, 4;
-        add.u64 %hprow0, %hpost_in, %rd1;
-        mul.lo.u32 %r2, %r2, %n;
-        mul.wide.u32 %rd1, %r2, 4;
-        add.u64 %hrrow0, %hres_in, %rd1;""")
-            e(f"    add.u64 %rd3, %xorow0, %koff;")
-            e(f"    mov.u64 %rd9, %xrow0;" + "".join("\n    add.u64 %rd9, %rd9, %xstep;" for _ in range(s)))
-            if bf:
-                outs = ", ".join(f"%xa{4*s+j}" for j in range(4))
-                e(f"    call ({outs}), post_chunk_bf16, (%rd9, %frow0, %hprow0, %hrrow0, %rd3, %n, %C, %ii, %cc, %r5);")
-            else:
-                outs = ", ".join(f"%xr{8*s+j}" for j in range(8))
-                e(f"    call ({outs}), post_chunk_f32, (%rd9, %frow0, %hprow0, %hrrow0, %rd3, %n, %C, %ii, %cc, %r5);")
-            e(f"PROD_SKIP{s}:")
-        if bf:
-            e(producer.pb(bf))
-        e("PROD_DONE:")
-        # ---- sum of squares (first logit group only)
-        e("    @!%p_mg0 bra SS_DONE;")
-        for s in range(4):
-            if bf:
-                for j in range(4):
-                    e(f"    shl.b32 %r10, %xa{4*s+j}, 16;")
-                    e(f"    and.b32 %r11, %xa{4*s+j}, 0xffff0000;")
-                    e(f"    fma.rn.f32 %ss{s}, %r10, %r10, %ss{s};")
-                    e(f"    fma.rn.f32 %ss{s}, %r11, %r11, %ss{s};")
-            else:
-                for j in range(8):
-                    e(f"    fma.rn.f32 %ss{s}, %xr{8*s+j}, %xr{8*s+j}, %ss{s};")
-        e("SS_DONE:")
-        # ---- phi, gamma_k, split, mma
-        if bf:
-            e("    mov.f32 %gkv0, 0f3F800000;")
-            for j in range(1, 8):
-                e(f"    mov.f32 %gkv{j}, 0f3F800000;")
-            e("    and.pred %p2, %p_gk, %p_k;")
-            e("    add.u64 %rd4, %gk, %kof4;")
-            e("    @%p2 ld.global.nc.v4.f32 {%gkv0, %gkv1, %gkv2, %gkv3}, [%rd4];")
-            e("    @%p2 ld.global.nc.v4.f32 {%gkv4, %gkv5, %gkv6, %gkv7}, [%rd4+16];")
-            for nt in range(4):
-                e(f"    // n-tile {nt}: phi[m][k..k+7] (times gamma_k) split into bf16 hi + lo")
-                for j in range(8):
-                    e(f"    mov.f32 %pf{j}, 0f00000000;")
-                e(f"    and.pred %p3, %pmv{nt}, %p_k;")
-                e(f"    add.u64 %rd5, %prow0, %kof4;" + "".join("\n    add.u64 %rd5, %rd5, %pstep;" for _ in range(nt)))
-                e("    @%p3 ld.global.nc.v4.f32 {%pf0, %pf1, %pf2, %pf3}, [%rd5];")
-                e("    @%p3 ld.global.nc.v4.f32 {%pf4, %pf5, %pf6, %pf7}, [%rd5+16];")
-                for j in range(8):
-                    e(f"    mul.f32 %pf{j}, %pf{j}, %gkv{j};")
-                for u in range(4):
-                    b = 4*nt + u
-                    e(f"    cvt.rn.bf16x2.f32 %bh{b}, %pf{2*u+1}, %pf{2*u};")
-                    e(f"    shl.b32 %r12, %bh{b}, 16;")
-                    e(f"    and.b32 %r13, %bh{b}, 0xffff0000;")
-                    e(f"    sub.f32 %f0, %pf{2*u}, %r12;")
-                    e(f"    sub.f32 %f1, %pf{2*u+1}, %r13;")
-                    e(f"    cvt.rn.bf16x2.f32 %bl{b}, %f1, %f0;")
-            for mt in range(2):
-                if mt == 1:
-                    e("    @!%p_mt1 bra MMA_DONE;")
-                for nt in range(4):
-                    a0 = 4*mt*4  # unused
-                    c = [ACC[mt*16 + nt*4 + j] for j in range(4)]
-                    cs = "{" + ", ".join(c) + "}"
-                    s0, s1 = 2*mt, 2*mt+1
-                    A1 = f"{{%xa{4*s0}, %xa{4*s1}, %xa{4*s0+1}, %xa{4*s1+1}}}"
-                    A2 = f"{{%xa{4*s0+2}, %xa{4*s1+2}, %xa{4*s0+3}, %xa{4*s1+3}}}"
-                    for A, pair in ((A1, (0, 1)), (A2, (2, 3))):
-                        for B in ('bh', 'bl'):
-                            Bs = f"{{%{B}{4*nt+pair[0]}, %{B}{4*nt+pair[1]}}}"
-                            e(f"    mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {cs}, {A}, {Bs}, {cs};")
-            e("MMA_DONE:")
-        else:
-            for h in range(2):
-                e(f"    // ---- half {h}: lane elements {4*h}..{4*h+3}; 3xTF32 (hi*hi + hi*lo + lo*hi)")
-                for s in range(4):
-                    for j in range(4):
-                        e(f"    cvt.rna.tf32.f32 %xh{4*s+j}, %xr{8*s+4*h+j};")
-                        e(f"    sub.f32 %xl{4*s+j}, %xr{8*s+4*h+j}, %xh{4*s+j};")
-                e("    mov.f32 %gkv0, 0f3F800000;")
-                for j in range(1, 4):
-                    e(f"    mov.f32 %gkv{j}, 0f3F800000;")
-                e("    and.pred %p2, %p_gk, %p_k;")
-                e("    add.u64 %rd4, %gk, %kof4;")
-                e(f"    @%p2 ld.global.nc.v4.f32 {{%gkv0, %gkv1, %gkv2, %gkv3}}, [%rd4+{16*h}];")
-                for nt in range(4):
-                    for j in range(4):
-                        e(f"    mov.f32 %pf{j}, 0f00000000;")
-                    e(f"    and.pred %p3, %pmv{nt}, %p_k;")
-                    e(f"    add.u64 %rd5, %prow0, %kof4;" + "".join("\n    add.u64 %rd5, %rd5, %pstep;" for _ in range(nt)))
-                    e(f"    @%p3 ld.global.nc.v4.f32 {{%pf0, %pf1, %pf2, %pf3}}, [%rd5+{16*h}];")
-                    for j in range(4):
-                        e(f"    mul.f32 %pf{j}, %pf{j}, %gkv{j};")
-                        e(f"    cvt.rna.tf32.f32 %ph{4*nt+j}, %pf{j};")
-                        e(f"    sub.f32 %pl{4*nt+j}, %pf{j}, %ph{4*nt+j};")
-                for line in kloop.tf32_mma(f"MMA_DONE{h}"):
-                    e(line)
-        e(kloop.flush('P'))
-        e("""    add.u32 %jb, %jb, 256;
-        bra K_LOOP;""")
+    return "\n".join(L)
 
-    else:
-        if bf:
-            e("    @%p_fast bra KF_START;")
-        e(kloop.pipelined(bf))
-        if bf:
-            # (f32: the fast loop spills at the register cap, ptxas 12.9: f32 keeps the general loop)
-            e(kloop.fast(bf))
+
+def pre_k_loop(bf):
+    """The pre entry's K loop: the fast loop where flag 256 and its conditions hold (bf16), else
+    the general software-pipelined loop."""
+    L = []
+    if bf:
+        L.append("    @%p_fast bra KF_START;")
+    L.append(kloop.pipelined(bf))
+    if bf:
+        # (f32: the fast loop spills at the register cap, ptxas 12.9: f32 keeps the general loop)
+        L.append(kloop.fast(bf))
+    return "\n".join(L)
+
+
+def reduce_partials():
+    """After the K loop: the running sums folded in, ss over the 4 lanes of a group, the CTA's
+    8 warps summed by a fixed tree in shared memory."""
+    L = []
+    e = L.append
     e("K_DONE:")
     e(kloop.tot_finish())
     e("""
     // ---- sum of squares: reduce over the 4 lanes of a group (same token row), fixed butterfly""")
     for s in range(4):
-        e(f"    shfl.sync.bfly.b32 %r10, %ss{s}, 1, 31, -1;")
-        e(f"    add.f32 %ss{s}, %ss{s}, %r10;")
-        e(f"    shfl.sync.bfly.b32 %r10, %ss{s}, 2, 31, -1;")
-        e(f"    add.f32 %ss{s}, %ss{s}, %r10;")
+        e(butterfly(f"%ss{s}", "%r10", (1, 2), clamp="31", mask="-1"))
     e("""    // ---- CTA reduction of the 8 warps' partial sums, fixed tree (4+4, 2+2, 1+1): deterministic
     mov.u32 %r20, smem_big;
     mov.u32 %r21, 4;
@@ -445,6 +276,14 @@ TREE:
     for r, R in enumerate(TREE):
         e(f"    ld.shared.f32 %f2, [%r23+{r*128}];")
         e(f"    add.f32 {R}, {R}, %f2;")
+    return "\n".join(L)
+
+
+def write_partials():
+    """Warp 0 writes the CTA's sums: decode to its partial block, prefill to the tile's rows of
+    P and ss; then the next logit group."""
+    L = []
+    e = L.append
     e("""TREE_NEXT:
     bar.sync 0;
     shr.u32 %r21, %r21, 1;
@@ -494,14 +333,24 @@ WR_GO:
     setp.lt.u32 %p4, %mg, %mgend;
     @%p4 bra MG_LOOP;
 """)
-    e(tail.tail(dt))
-    e("}")
-    pbf32 = "" if bf else "\n    setp.ne.u32 %p_pb, 0, 0;                // f32: no batched producer (register cap)"
-    fastf32 = "" if bf else "\n    setp.ne.u32 %p_fast, 0, 0;              // f32: no fast K loop"
-    return "\n".join(L).replace("%POSTCMP%", POSTCMP).replace("%PBF32%", pbf32).replace("%FASTF32%", fastf32)
+    return "\n".join(L)
+
+
+def entry(dt, post):
+    """mhc_pre_sm90_<dt> (the pre K loop) or mhc_post_pre_sm90_<dt> (the producer K loop)."""
+    bf = dt == 'bf16'
+    esz = 2 if bf else 4
+    name = f"mhc_post_pre_sm90_{dt}" if post else f"mhc_pre_sm90_{dt}"
+    parts = [f".visible .entry {name}(", "    .param .align 8 .b8 p_args[232]", ")", ".maxntid 256, 1, 1", "{",
+             declarations(bf), load_params(), ptx.grid_dependency(None), setup(bf, post), row_slots(esz), group_head(),
+             producer.k_loop(bf, esz) if post else pre_k_loop(bf),
+             reduce_partials(), write_partials(), tail.tail(dt), "}"]
+    return "\n".join(parts)
+
 
 def generate(experiments):
     """pre.ptx (no experiments)."""
+    header = open(os.path.join(HERE, 'header.txt')).read()
     funcs = open(os.path.join(HERE, 'funcs.ptx.in')).read()
-    out = HEADER + funcs + "\n" + "\n\n".join(entry(dt, post) for post in (False, True) for dt in ('bf16', 'f32')) + "\n"
+    out = header + funcs + "\n" + "\n\n".join(entry(dt, post) for post in (False, True) for dt in ('bf16', 'f32')) + "\n"
     return {"asm/ptx/sm90/pre.ptx": out}

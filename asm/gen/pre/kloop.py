@@ -1,3 +1,5 @@
+from ..blocks import MMA_BF16, MMA_TF32, mma, split_bf16
+
 # The software-pipelined K loop of the pre (non-post) path: the loads of step j+1 (x rows, phi
 # rows, gamma_k) are issued into the other register set before the mma work of step j.
 ACC = [f"%acc{i}" for i in range(32)]
@@ -53,11 +55,12 @@ def load_set(bf, S):
             e(f"    @%p1 ld.global.nc.v4.f32 {{%xr{S}{8*s+4}, %xr{S}{8*s+5}, %xr{S}{8*s+6}, %xr{S}{8*s+7}}}, [%rd2+16];")
     return "\n".join(L)
 
-def sum_squares(bf, S, lbl, tag):
-    """The step's sum of squares (logit group 0 only), skipped to label {tag}_{lbl} otherwise."""
+def sum_squares(bf, S, done):
+    """The step's sum of squares of register set S (logit group 0 only), skipped to label done
+    otherwise."""
     L = []
     e = L.append
-    e(f"    @!%p_mg0 bra {tag}_{lbl};")
+    e(f"    @!%p_mg0 bra {done};")
     for s in range(4):
         if bf:
             for j in range(4):
@@ -68,7 +71,7 @@ def sum_squares(bf, S, lbl, tag):
         else:
             for j in range(8):
                 e(f"    fma.rn.f32 %ss{s}, %xr{S}{8*s+j}, %xr{S}{8*s+j}, %ss{s};")
-    e(f"{tag}_{lbl}:")
+    e(f"{done}:")
     return L
 
 def bf16_mma(S, lbl, tag, gamma_k):
@@ -82,28 +85,37 @@ def bf16_mma(S, lbl, tag, gamma_k):
             for j in range(8):
                 e(f"    @%p_gk mul.f32 %pf{S}{8*nt+j}, %pf{S}{8*nt+j}, %gk{S}{j};")
         for u in range(4):
-            b = 4*nt + u
-            e(f"    {G}cvt.rn.bf16x2.f32 %bh{b}, %pf{S}{8*nt+2*u+1}, %pf{S}{8*nt+2*u};")
-            e(f"    {G}shl.b32 %r12, %bh{b}, 16;")
-            e(f"    {G}and.b32 %r13, %bh{b}, 0xffff0000;")
-            e(f"    {G}sub.f32 %f0, %pf{S}{8*nt+2*u}, %r12;")
-            e(f"    {G}sub.f32 %f1, %pf{S}{8*nt+2*u+1}, %r13;")
-            e(f"    {G}cvt.rn.bf16x2.f32 %bl{b}, %f1, %f0;")
+            e(split_phi(4*nt + u, f"%pf{S}{8*nt+2*u}", f"%pf{S}{8*nt+2*u+1}", G))
+    L += mma_grid(f"%xa{S}", f"{tag}_{lbl}", skip_nt3=True)
+    return L
+
+
+def split_phi(b, x0, x1, guard=""):
+    """phi's pair (x0, x1) into the bf16 hi / lo mma words %bh{b} / %bl{b}."""
+    return split_bf16(f"%bh{b}", f"%bl{b}", x0, x1, "%r12", "%r13", "%f0", "%f1", guard)
+
+
+def mma_grid(xa, done, skip_nt3):
+    """The step's m16n8k16 grid: 2 m-tiles (row slots 2mt, 2mt + 1 of the x words xa<16>) x 4
+    n-tiles x 2 k16-blocks x (phi hi, phi lo) into the accumulators; the second m-tile is
+    skipped to done when empty (then label done); skip_nt3: n-tile 3's mma predicated on
+    %p_nt3 (it holds no logit when M <= 24)."""
+    L = []
+    e = L.append
     for mt in range(2):
         if mt == 1:
-            e(f"    @!%p_mt1 bra {tag}_{lbl};")
+            e(f"    @!%p_mt1 bra {done};")
         for nt in range(4):
             c = [ACC[mt*16 + nt*4 + j] for j in range(4)]
-            cs = "{" + ", ".join(c) + "}"
             s0, s1 = 2*mt, 2*mt+1
-            A1 = f"{{%xa{S}{4*s0}, %xa{S}{4*s1}, %xa{S}{4*s0+1}, %xa{S}{4*s1+1}}}"
-            A2 = f"{{%xa{S}{4*s0+2}, %xa{S}{4*s1+2}, %xa{S}{4*s0+3}, %xa{S}{4*s1+3}}}"
+            A1 = [f"{xa}{4*s0}", f"{xa}{4*s1}", f"{xa}{4*s0+1}", f"{xa}{4*s1+1}"]
+            A2 = [f"{xa}{4*s0+2}", f"{xa}{4*s1+2}", f"{xa}{4*s0+3}", f"{xa}{4*s1+3}"]
             for A, pair in ((A1, (0, 1)), (A2, (2, 3))):
                 for B in ('bh', 'bl'):
-                    Bs = f"{{%{B}{4*nt+pair[0]}, %{B}{4*nt+pair[1]}}}"
-                    G = "@%p_nt3 " if nt == 3 else ""
-                    e(f"    {G}mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {cs}, {A}, {Bs}, {cs};")
-    e(f"{tag}_{lbl}:")
+                    Bs = [f"%{B}{4*nt+pair[0]}", f"%{B}{4*nt+pair[1]}"]
+                    G = "@%p_nt3 " if nt == 3 and skip_nt3 else ""
+                    e(f"    {G}{mma(MMA_BF16, c, A, Bs, c)}")
+    e(f"{done}:")
     return L
 
 def tf32_mma(done):
@@ -125,12 +137,12 @@ def tf32_mma(done):
                 Bh = f"{{%ph{4*nt+2*u}, %ph{4*nt+2*u+1}}}"
                 Bl = f"{{%pl{4*nt+2*u}, %pl{4*nt+2*u+1}}}"
                 for A, B in ((Ah, Bh), (Ah, Bl), (Al, Bh)):
-                    e(f"    mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {cs}, {A}, {B}, {cs};")
+                    e(f"    {mma(MMA_TF32, cs, A, B, cs)}")
     e(f"{done}:")
     return L
 
 def compute_set(bf, S, lbl):
-    L = sum_squares(bf, S, lbl, "SSX")
+    L = sum_squares(bf, S, f"SSX_{lbl}")
     e = L.append
     if bf:
         L += bf16_mma(S, lbl, "MMX", gamma_k=True)
@@ -169,13 +181,13 @@ def compute_set(bf, S, lbl):
 
 FLUSH_EVERY = 4   # steps between flushes of the mma accumulators (a power of 2)
 
-def flush(lbl):
+def flush(lbl, every=FLUSH_EVERY):
     # Tensor-core f32 accumulation truncates; a long chain of mma into one accumulator drifts
     # (measured: 1.6e-5 on h_post at K = 16384, f32, one CTA per tile). Every FLUSH_EVERY steps
     # the 32 accumulators are added (IEEE fadd) into this warp's running sums in shared memory
     # (smem_big[warp][reg][lane], free during the K loop) and restarted from 0.
     L = [f"""    add.u32 %nstep, %nstep, 1;
-    and.b32 %r14, %nstep, {FLUSH_EVERY - 1};
+    and.b32 %r14, %nstep, {every - 1};
     setp.ne.u32 %p25, %r14, 0;
     @%p25 bra FL_SKIP_{lbl};"""]
     for r in range(32):
@@ -308,10 +320,10 @@ def fast_load(bf, S):
 def fast_compute(bf, S, lbl):
     """The fast loop's step (bf16, n = 4, no gamma_k): as compute_set without the gamma_k work."""
     assert bf
-    return "\n".join(sum_squares(bf, S, lbl, "SSF") + bf16_mma(S, lbl, "MMF", gamma_k=False))
+    return "\n".join(sum_squares(bf, S, f"SSF_{lbl}") + bf16_mma(S, lbl, "MMF", gamma_k=False))
 
 def flush_fast(bf, lbl):
-    return flush(lbl).replace(f"and.b32 %r14, %nstep, {FLUSH_EVERY - 1};", f"and.b32 %r14, %nstep, {FLUSH_FAST[bf] - 1};")
+    return flush(lbl, FLUSH_FAST[bf])
 
 def advance(esz):
     # the lane's next K step: channel + 256/n (stream unchanged)

@@ -1,12 +1,5 @@
-from . import mix, red, small
-from .. import coeffs_shfl
-def sigmoid(src, dst):
-    # sigma(z) = 1 / (1 + 2^(-z log2 e)); ex2.approx has ~2 ulp relative error, the reciprocal is IEEE.
-    return f"""    mul.f32 {dst}, {src}, 0fBFB8AA3B;
-    ex2.approx.f32 {dst}, {dst};
-    add.f32 {dst}, {dst}, 0f3F800000;
-    rcp.rn.f32 {dst}, {dst};"""
-
+from ..blocks import butterfly
+from . import coefs, mix, red
 def sum_splits(lbl):
     # %f3 = sum over the K splits s = 0..nks-1 of [%rd14 + s*%rd11], in s order, 8 loads in flight.
     return f"""    mov.f32 %f3, 0f00000000;
@@ -160,33 +153,6 @@ def y_chunk(bf):
         e("    st.global.v4.f32 [%rd43], {%f40, %f41, %f42, %f43};")
     return "\n".join(L)
 
-SK_NS = (8, 16, 32)
-# The coefficient body's outer registers are named sk_* here, so they do not meet the kernel's
-# own (%hpre / %hpost are the kernel's base pointers; the body's are the token's rows).
-SK = "sk_"
-
-def sk_regs():
-    return """    .reg .pred %sk_active, %sk_head, %sk_paper, %sk_bit1, %sk_bit2, %sk_bit4, %sk_bit8, %sk_bit16;
-    .reg .f32 %sk_eps, %sk_pre_eps, %sk_s0, %sk_s1, %sk_s2, %sk_inv_rms;
-    .reg .b64 %sk_BASE, %sk_basel, %sk_prow, %sk_prowl, %sk_hpre, %sk_hpost, %sk_hresl, %sk_off, %sk_a64;"""
-
-def sk_bits():
-    L = []
-    for b in (1, 2, 4, 8, 16):
-        L.append(f"    and.b32 %r45, %lane, {b};")
-        L.append(f"    setp.ne.u32 %sk_bit{b}, %r45, 0;")
-    return "\n".join(L)
-
-def sk_dispatch():
-    L = []
-    for n in SK_NS:
-        L.append(f"    setp.eq.u32 %p14, %n, {n};")
-        L.append(f"    @%p14 bra SK_BODY_{n};")
-    L.append("    bra COEF_NEXT;                          // (n > 4 is always 8, 16 or 32)")
-    for n in SK_NS:
-        L.append(coeffs_shfl.body(n, done="COEF_NEXT", labels="SK_", outer=SK, pload="ld.global.cg.f32"))
-    return "\n".join(L)
-
 def tail(dt):
     bf = dt == 'bf16'
     esz = 2 if bf else 4
@@ -248,59 +214,8 @@ RED_P_DONE:
     st.global.f32 [%rd15], %f3;
 RED_S_DONE:
     bar.sync 0;
-COEF:
-    bar.sync 0;                             // P / ss rows written by warp 0 (or the reduction)
-    setp.le.u32 %p_small, %n, 4;
-    @%p_small bra COEF_SMALL;
-    // ---- coefficients, n in {{8, 16, 32}}: warp w handles the tile's tokens w, w+8, w+16, w+24,
-    //      the n x n matrix in the warp's registers (gen_coeffs_shfl.py's body: row / column sums
-    //      by shuffles, one rcp.approx per line; the shared-memory walk with div.rn per element it
-    //      replaces took ~1.1 us per Sinkhorn iteration at n = 8, H100)
-    cvt.rn.f32.u32 %f8, %K;
-    setp.eq.u32 %p13, %lane, 0;
-    setp.lt.u32 %sk_active, %lane, %n;
-    setp.ne.u32 %sk_head, 0, 0;
-    mov.pred %sk_paper, %p_paper;
-    mov.f32 %sk_eps, %eps_hc;
-    selp.f32 %sk_pre_eps, 0f00000000, %eps_hc, %p_paper;
-    mov.f32 %sk_s0, %sc0;
-    mov.f32 %sk_s1, %sc1;
-    mov.f32 %sk_s2, %sc2;
-    mov.u64 %sk_BASE, %base;
-    mul.wide.u32 %sk_off, %lane, 4;
-    add.u64 %sk_basel, %base, %sk_off;
-{sk_bits()}
-    mov.u32 %r46, %warp;
-COEF_LOOP:
-    setp.ge.u32 %p12, %r46, %rows;
-    @%p12 bra COEF_DONE;
-    add.u32 %r47, %t0, %r46;
-    mul.wide.u32 %rd17, %r47, 4;
-    add.u64 %rd18, %wss, %rd17;
-    ld.global.cg.f32 %f9, [%rd18];
-    div.rn.f32 %f9, %f9, %f8;
-    add.f32 %f9, %f9, %eps_norm;
-    sqrt.rn.f32 %f9, %f9;
-    rcp.rn.f32 %sk_inv_rms, %f9;            // inv_rms = 1 / sqrt(ss / K + eps_norm)
-    add.u64 %rd19, %inv, %rd17;
-    @%p13 st.global.f32 [%rd19], %sk_inv_rms;
-    mul.lo.u32 %r48, %r47, %ldp;
-    mul.wide.u32 %rd20, %r48, 4;
-    add.u64 %sk_prow, %wsp, %rd20;          // P row of the token
-    add.u64 %sk_prowl, %sk_prow, %sk_off;
-    mul.lo.u32 %r49, %r47, %n;
-    mul.wide.u32 %rd24, %r49, 4;
-    add.u64 %sk_hpre, %hpre, %rd24;
-    add.u64 %sk_hpost, %hpost, %rd24;
-    mul.lo.u32 %r49, %r49, %n;
-    mul.wide.u32 %rd24, %r49, 4;
-    add.u64 %sk_hresl, %hres, %rd24;
-    add.u64 %sk_hresl, %sk_hresl, %sk_off;
-{sk_dispatch()}
-COEF_NEXT:
-    add.u32 %r46, %r46, 8;
-    bra COEF_LOOP;
-{small.coef_small(sigmoid)}
+{coefs.wide()}
+{coefs.small()}
 COEF_DONE:
     @!%p_split bra COEF_SYNC_TILE;
     // ---- decode: coefficients are out; release them to the waiting CTAs
@@ -355,16 +270,7 @@ WAIT_SYNC:
     mul.wide.u32 %rd34, %r65, {esz};
     add.u64 %rd35, %a, %rd34;               // its a row
     // ---- F-pre-norm: CTA sum of a^2 (warp butterfly, then warps in order)
-    shfl.sync.bfly.b32 %r68, %f14, 16, 31, -1;
-    add.f32 %f14, %f14, %r68;
-    shfl.sync.bfly.b32 %r68, %f14, 8, 31, -1;
-    add.f32 %f14, %f14, %r68;
-    shfl.sync.bfly.b32 %r68, %f14, 4, 31, -1;
-    add.f32 %f14, %f14, %r68;
-    shfl.sync.bfly.b32 %r68, %f14, 2, 31, -1;
-    add.f32 %f14, %f14, %r68;
-    shfl.sync.bfly.b32 %r68, %f14, 1, 31, -1;
-    add.f32 %f14, %f14, %r68;
+{butterfly("%f14", "%r68", clamp="31", mask="-1")}
     setp.eq.u32 %p22, %lane, 0;
     mov.u32 %r68, smem_red;
     shl.b32 %r69, %warp, 2;

@@ -1,0 +1,278 @@
+"""Every Sinkhorn form the kernels use (MATH.md stage 2): the start matrix and the alternating
+line normalisations S /= (line sum + eps_hc), in both formulations' orders:
+
+  V4:    S = softmax_row(Z) + eps, then a column step, then (iters - 1) x (row step, column step)
+  Paper: S = exp(Z - colmax(Z)), then iters x (column step, row step)
+
+(equivalently for the Paper: a column step, (iters - 1) x (row, column), a last row step). The
+forms differ in where the matrix lives and who sums a line:
+
+  per_thread        one thread, the n x n matrix in registers, formulation at run time
+                    (coeffs_thread.ptx)
+  per_warp          one warp, register r of lane l holds element l + 32 r; line sums by
+                    shuffles (coeffs_shfl.ptx; pre.ptx's n >= 8 coefficients)
+  per_thread_padded one thread, a 4 x 4 matrix padded with zeros for n < 4 (pre.ptx, n <= 4)
+  unrolled          one thread, one unrolled body per n, the exponent shifted so that denormal
+                    results survive ex2.ftz (pre_decode.ptx)
+  four_lanes        lane i < 4 holds row i; column sums by a 2-level butterfly (pre_pc.ptx)
+  lane0             lane 0 of a warp, Paper only (static.ptx, n <= 4)
+  scaling_vectors   S = diag(r) K diag(c), lane j keeping column and row j of K (static.ptx,
+                    n >= 8)
+  lane_column_row   lane j keeps column j and row j of S itself (pre_gemm.ptx)
+
+Every line sum is a pairwise tree (blocks.pairwise) or a fixed butterfly: the same bits in every
+run. Reciprocals are rcp.approx (every divisor is >= eps_hc or a softmax sum >= 1), with a
+Newton step where a form needs f32 accuracy.
+"""
+
+from .blocks import LOG2E, NEG_INF, ZERO, loop_head, loop_tail, pairwise
+
+
+def per_thread(n, s, w, labels):
+    """One thread's n x n matrix s(i, j) (registers), the formulation by %paper at run time;
+    ends at {labels}STORE with S final. Temporaries %mx, %sum, %rcp, %t<n - 1>, %k, %q; eps in
+    %eps, the iteration count in %iters."""
+    w(f"    @%paper bra {labels}START_PAPER;")
+    w("    // V4 start: softmax of each row, plus eps")
+    for i in range(n):
+        w(f"    mov.f32 %mx, {NEG_INF};")
+        for j in range(n):
+            w(f"    max.f32 %mx, %mx, {s(i, j)};")
+        w(f"    mov.f32 %sum, {ZERO};")
+        for j in range(n):
+            w(f"    sub.f32 {s(i, j)}, {s(i, j)}, %mx;")
+            w(f"    mul.f32 {s(i, j)}, {s(i, j)}, {LOG2E};")
+            w(f"    ex2.approx.f32 {s(i, j)}, {s(i, j)};")
+            w(f"    add.f32 %sum, %sum, {s(i, j)};")
+        w("    rcp.approx.ftz.f32 %rcp, %sum;")
+        for j in range(n):
+            w(f"    fma.rn.f32 {s(i, j)}, {s(i, j)}, %rcp, %eps;")
+    w(f"    bra {labels}START_DONE;")
+    w(f"{labels}START_PAPER:")
+    w("    // Paper start: exp(Z - max of each column)")
+    for j in range(n):
+        w(f"    mov.f32 %mx, {NEG_INF};")
+        for i in range(n):
+            w(f"    max.f32 %mx, %mx, {s(i, j)};")
+        for i in range(n):
+            w(f"    sub.f32 {s(i, j)}, {s(i, j)}, %mx;")
+            w(f"    mul.f32 {s(i, j)}, {s(i, j)}, {LOG2E};")
+            w(f"    ex2.approx.f32 {s(i, j)}, {s(i, j)};")
+    w(f"{labels}START_DONE:")
+
+    def normalize(cells):
+        # pairwise: a dependency chain of log2(n) adds instead of n
+        w(pairwise(cells, lambda d, i, seq: f"%t{seq}", dst="%sum", plus="%eps")[0])
+        w("    rcp.approx.ftz.f32 %rcp, %sum;")
+        for c in cells:
+            w(f"    mul.f32 {c}, {c}, %rcp;")
+
+    def cols():
+        for j in range(n):
+            normalize([s(i, j) for i in range(n)])
+
+    def rows():
+        for i in range(n):
+            normalize([s(i, j) for j in range(n)])
+
+    alternate(w, labels, cols, rows, "%k", "%q")
+
+
+def alternate(w, labels, cols, rows, counter, pred, paper="%paper"):
+    """The run-time-formulation schedule: C, (iters - 1) x (R, C), then R for the Paper (paper:
+    the predicate); ends at {labels}STORE."""
+    w("    // Sinkhorn: C, (iters - 1) x (R, C), then R for Paper")
+    cols()
+    w(loop_head(counter, 1, "%iters", pred, f"{labels}ITER", f"{labels}ITER_DONE"))
+    rows()
+    cols()
+    w(loop_tail(counter, f"{labels}ITER"))
+    w(f"{labels}ITER_DONE:")
+    w(f"    @!{paper} bra {labels}STORE;")
+    rows()
+    w(f"{labels}STORE:")
+
+
+class PerWarp:
+    """One warp's n x n matrix (n = 8, 16, 32) in R = n*n/32 registers %S<R> per lane: register r
+    of lane l holds element l + 32 r of the row-major matrix (column l & (n-1), row
+    (l >> log2 n) + (32/n) r). Column sums: the lane's R registers (pairwise), then an xor
+    all-reduce over lane bits log2 n .. 4. Row sums: a reduce-scatter butterfly over lane bits
+    0 .. log2 n - 1 (each lane keeps half of its partial sums and receives the partner's copy of
+    that half), after which every lane holds the sum of one row; register r then fetches its
+    row's value from the lane holding it (shfl.idx). o maps the caller's registers (eps, paper,
+    bit<k> lane-bit predicates) to their names; temporaries %T, %u, %rv, %send, %keep, %src,
+    %x, %y, %m, %k, %q, %hibase."""
+
+    def __init__(self, n, w, o, labels):
+        self.n, self.w, self.o, self.labels = n, w, o, labels
+        self.R = n * n // 32
+        ln, lr = n.bit_length() - 1, self.R.bit_length() - 1
+        self.shift = ln - lr  # lane holding row i of register r: (l & hi) | (r << shift)
+        self.S = [f"%S{r}" for r in range(self.R)]
+
+    def tree(self, regs, op, dst):
+        """dst = op over regs, pairwise (%u temporaries)."""
+        self.w(pairwise(regs, lambda d, i, seq: f"%u{seq}", op=op, dst=dst)[0])
+
+    def col_reduce(self, op, dst):
+        """dst = op over this lane's column (all lanes of the same column agree)."""
+        w = self.w
+        self.tree(self.S, op, dst)
+        k = self.n
+        while k < 32:
+            w(f"    shfl.sync.bfly.b32 %rv, {dst}, {k}, 0x1f, 0xffffffff;")
+            w(f"    {op}.f32 {dst}, {dst}, %rv;")
+            k *= 2
+
+    def row_reduce(self, op):
+        """%T0 = op over the row this lane ends up holding."""
+        w, o = self.w, self.o
+        c = self.R
+        vals = self.S
+        k = self.n // 2
+        first = True
+        while k >= 1:
+            if c > 1:
+                half = c // 2
+                for r in range(half):
+                    lo, up = vals[r], vals[r + half]
+                    # Lanes with bit k set keep the upper half and send the lower one.
+                    w(f"    selp.f32 %send, {lo}, {up}, {o[f'bit{k}']};")
+                    w(f"    selp.f32 %keep, {up}, {lo}, {o[f'bit{k}']};")
+                    w(f"    shfl.sync.bfly.b32 %rv, %send, {k}, 0x1f, 0xffffffff;")
+                    w(f"    {op}.f32 %T{r}, %keep, %rv;")
+                vals = [f"%T{r}" for r in range(half)]
+                c = half
+            else:
+                if first:
+                    w(f"    mov.f32 %T0, {vals[0]};")
+                    vals = ["%T0"]
+                w(f"    shfl.sync.bfly.b32 %rv, %T0, {k}, 0x1f, 0xffffffff;")
+                w(f"    {op}.f32 %T0, %T0, %rv;")
+            first = False
+            k //= 2
+
+    def from_row_holder(self, value, r, dst):
+        """dst = `value` of the lane holding the row of register r."""
+        self.w(f"    add.u32 %src, %hibase, {r << self.shift};")
+        self.w(f"    shfl.sync.idx.b32 {dst}, {value}, %src, 0x1f, 0xffffffff;")
+
+    def rows(self):
+        w = self.w
+        self.row_reduce("add")
+        w(f"    add.f32 %T0, %T0, {self.o['eps']};")
+        w("    rcp.approx.ftz.f32 %T0, %T0;")
+        for r in range(self.R):
+            self.from_row_holder("%T0", r, "%y")
+            w(f"    mul.f32 {self.S[r]}, {self.S[r]}, %y;")
+
+    def cols(self):
+        w = self.w
+        self.col_reduce("add", "%x")
+        w(f"    add.f32 %x, %x, {self.o['eps']};")
+        w("    rcp.approx.ftz.f32 %x, %x;")
+        for r in range(self.R):
+            w(f"    mul.f32 {self.S[r]}, {self.S[r]}, %x;")
+
+    def sinkhorn(self):
+        """Start (V4 or Paper, by the caller's paper predicate) and iterations; ends at
+        {labels}STORE with S final."""
+        w, o, S, L = self.w, self.o, self.S, self.labels
+        w(f"    @{o['paper']} bra {L}START_PAPER;")
+        w("    // V4 start: softmax of each row, plus eps")
+        self.row_reduce("max")
+        for r in range(self.R):
+            self.from_row_holder("%T0", r, "%m")
+            w(f"    sub.f32 {S[r]}, {S[r]}, %m;")
+            w(f"    mul.f32 {S[r]}, {S[r]}, {LOG2E};")
+            w(f"    ex2.approx.f32 {S[r]}, {S[r]};")
+        self.row_reduce("add")
+        w("    rcp.approx.ftz.f32 %T0, %T0;")
+        for r in range(self.R):
+            self.from_row_holder("%T0", r, "%y")
+            w(f"    fma.rn.f32 {S[r]}, {S[r]}, %y, {o['eps']};")
+        w(f"    bra {L}START_DONE;")
+        w(f"{L}START_PAPER:")
+        w("    // Paper start: exp(Z - max of each column)")
+        self.col_reduce("max", "%x")
+        for r in range(self.R):
+            w(f"    sub.f32 {S[r]}, {S[r]}, %x;")
+            w(f"    mul.f32 {S[r]}, {S[r]}, {LOG2E};")
+            w(f"    ex2.approx.f32 {S[r]}, {S[r]};")
+        w(f"{L}START_DONE:")
+        alternate(w, L, self.cols, self.rows, "%k", "%q", o["paper"])
+
+
+def v4_iterations(w, cols, rows, counter, pred, top, out, zero_check=None):
+    """V4 after its start: a column step, then (iters - 1) x (row step, column step); leaves to
+    out. zero_check: a predicate register to skip everything when iters = 0."""
+    if zero_check:
+        w(f"    setp.eq.u32 {zero_check}, %iters, 0;\n    @{zero_check} bra {out};")
+    cols()
+    w(loop_head(counter, 1, "%iters", pred, top, out))
+    rows()
+    cols()
+    w(loop_tail(counter, top))
+
+
+def paper_iterations(w, cols, rows, counter, pred, top, out):
+    """The Paper after its start: iters x (column step, row step); leaves to out."""
+    w(loop_head(counter, 0, "%iters", pred, top, out))
+    cols()
+    rows()
+    w(loop_tail(counter, top))
+
+
+def per_thread_padded(w, rcp):
+    """One thread's matrix in 16 registers %sk<16> (row-major 4 x 4; the entries outside n x n
+    held at 0: %pv<k> is false there), the formulation by %p_paper; every line sum in index
+    order, then + eps_hc, rcp(dst, src) (a Newton-refined reciprocal), a multiply. Ends at CS_OUT
+    with S final. Temporaries %f10, %f25..%f30, %r53, %p15."""
+    for i in range(4):
+        r = [f"%sk{4*i+j}" for j in range(4)]
+        w(f"    max.f32 %f25, {r[0]}, {r[1]};")
+        w(f"    max.f32 %f26, {r[2]}, {r[3]};")
+        w(f"    max.f32 %f25, %f25, %f26;")
+        for j in range(4):
+            w(f"    sub.f32 %f10, {r[j]}, %f25;")
+            w(f"    mul.f32 %f10, %f10, {LOG2E};")
+            w(f"    ex2.approx.f32 %f10, %f10;")
+            w(f"    selp.f32 {r[j]}, %f10, 0f00000000, %pv{4*i+j};")
+        w(f"    add.f32 %f26, {r[0]}, {r[1]};")
+        w(f"    add.f32 %f26, %f26, {r[2]};")
+        w(f"    add.f32 %f26, %f26, {r[3]};")
+        w(rcp("%f30", "%f26"))
+        for j in range(4):
+            w(f"    mul.f32 %f10, {r[j]}, %f30;")
+            w(f"    add.f32 %f10, %f10, %eps_hc;")
+            w(f"    selp.f32 {r[j]}, %f10, 0f00000000, %pv{4*i+j};")
+
+    def line_step(cells_of, scale_of):
+        # S[line] /= (sum in index order + eps); padded entries are 0 and stay 0
+        for a in range(4):
+            c = cells_of(a)
+            w(f"    add.f32 %f10, {c[0]}, {c[1]};")
+            w(f"    add.f32 %f10, %f10, {c[2]};")
+            w(f"    add.f32 %f10, %f10, {c[3]};")
+            w(f"    add.f32 %f10, %f10, %eps_hc;")
+            w(rcp(f"%f{27+a}", "%f10"))
+        for a in range(4):
+            for b in range(4):
+                w(f"    mul.f32 {scale_of(a, b)}, {scale_of(a, b)}, %f{27+a};")
+
+    cols = lambda: line_step(lambda j: [f"%sk{4*i+j}" for i in range(4)], lambda j, i: f"%sk{4*i+j}")
+    rows = lambda: line_step(lambda i: [f"%sk{4*i+j}" for j in range(4)], lambda i, j: f"%sk{4*i+j}")
+    v4_iterations(w, cols, rows, "%r53", "%p15", "CS_V4_LOOP", "CS_OUT")
+    w("CS_PAPER:")
+    for j in range(4):
+        c = [f"%sk{4*i+j}" for i in range(4)]
+        w(f"    max.f32 %f25, {c[0]}, {c[1]};")
+        w(f"    max.f32 %f26, {c[2]}, {c[3]};")
+        w(f"    max.f32 %f25, %f25, %f26;")
+        for i in range(4):
+            w(f"    sub.f32 %f10, {c[i]}, %f25;")
+            w(f"    mul.f32 %f10, %f10, {LOG2E};")
+            w(f"    ex2.approx.f32 %f10, %f10;")
+            w(f"    selp.f32 {c[i]}, %f10, 0f00000000, %pv{4*i+j};")
+    paper_iterations(w, cols, rows, "%r53", "%p15", "CS_P_LOOP", "CS_OUT")
