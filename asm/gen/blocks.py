@@ -173,3 +173,22 @@ def k_tree_sum(k, dst, vals, tag):
 def k_warp_sum(k, v, tag):
     """v = the sum over the warp's 32 lanes (butterfly; the partner's value in %{tag}_sh)."""
     k.raw(butterfly(v, k.reg("f32", f"{tag}_sh")))
+
+
+def line_max(m, cells):
+    """m = the largest of cells (a fixed order)."""
+    return lines(f"mov.f32 {m}, {cells[0]};", *(f"max.f32 {m}, {m}, {c};" for c in cells[1:]))
+
+
+def exp_shift(dst, x, shift, ex2="ex2.approx.f32", keep_denormals=False):
+    """dst = exp(x - shift) = 2^((x - shift) log2 e). keep_denormals: ex2.approx.ftz of the
+    exponent + 64, then times 2^-64: the non-ftz value down to the denormals (a Paper column of
+    exp(-100)s must stay nonzero: the row steps divide by rowsum + eps and grow it back),
+    without the denormal fix-up sequence ptxas wraps around a non-ftz MUFU.EX2 (~500 cycles of
+    a coefficient thread's chain, H100)."""
+    if keep_denormals:
+        return lines(f"sub.f32 {dst}, {x}, {shift};",
+                     f"fma.rn.f32 {dst}, {dst}, {LOG2E}, 0f42800000;",
+                     f"ex2.approx.ftz.f32 {dst}, {dst};",
+                     f"mul.f32 {dst}, {dst}, 0f1F800000;")
+    return lines(f"sub.f32 {dst}, {x}, {shift};", f"mul.f32 {dst}, {dst}, {LOG2E};", f"{ex2} {dst}, {dst};")

@@ -1,11 +1,15 @@
-#!/usr/bin/env python3
-"""Writes asm/ptx/sm90/pre_decode.ptx (run: python3 asm/ptx/sm90/gen_pre_decode.py, then `mhc asm`).
+"""`pre` for few tokens (n <= 4), sm_90a: asm/ptx/sm90/pre_decode.ptx (the decode, mid and
+mid16 entries, bf16 and f32 storage).
 
 The kernel is written by hand here as PTX text; Python only spells out the unrolled blocks
 (load slots, the per-token-class FMA bodies, the n x n Sinkhorn per n) that PTX, having no
 macros and no register indexing, would otherwise repeat line by line. The header below is the
-design document. Deterministic output (no dates, no paths).
+design document.
 """
+
+from . import sinkhorn
+from .blocks import MMA_BF16, butterfly, mma, read_clocks, sigmoid as sigmoid_block, split_bf16_via
+from .ptx import PDL_NOTES_STREAM, grid_dependency
 
 
 # Timing-only builds: EXP=stamps makes the decode / mid entries write (%globaltimer, %clock64)
@@ -155,8 +159,6 @@ HPRE_COPIES = 8      # copies of the mid kernel's tagged h_pre (pre_decode.rs MI
 # f32 (its own region: the 32-token FMA passes read phi_s after a pass stores its sums).
 MID_PHI, MID_X, MID_RED = 0, 24960, 24960 + MID_TOKENS * ROW
 MID_SMEM = MID_RED + 8 * MID_TOKENS * 132
-LOG2E = "0f3FB8AA3B"
-NEG_LOG2E = "0fBFB8AA3B"
 
 
 # The PreDecodeArgs block (src/device/cuda/pre_decode.rs), shared with pre_pc.ptx (gen_pre_pc.py):
@@ -179,21 +181,24 @@ COEF_REGS = """    .reg .f32 %S<16>;
     .reg .f32 %g<4>;"""
 
 
-# Programmatic dependent launch: after the parameter loads, before the first global access
-# (src/device/cuda/plan.rs `Overlap`, notes/cuda-pdl.md); shared with gen_pre_pc.py.
-GRID_DEPENDENCY = """    griddepcontrol.wait;                    // PDL: the stream's previous kernel is complete
-    griddepcontrol.launch_dependents;       // PDL: the next kernel may be scheduled"""
+# Programmatic dependent launch (ptx.grid_dependency); shared with pre_pc.
+GRID_DEPENDENCY = grid_dependency(PDL_NOTES_STREAM)
 
 
 class Build:
-    """What differs between the entries besides their token rows: where the phi / x slices and
-    the partial sums live (static symbols, or offsets in the mid entry's dynamic shared memory)
-    and the timing stamps (the pre_decode.stamps / mixsplit experiments)."""
+    """One entry of the file: storage dtype, decode or mid, its token rows (tm), where the phi / x
+    slices and the partial sums live (static symbols, or offsets in the mid entry's dynamic
+    shared memory) and the timing stamps (the pre_decode.stamps / mixsplit experiments)."""
 
-    def __init__(self, dynamic, experiments):
-        self.dynamic = dynamic
-        self.exp = experiments
-        self.hpre = "sm_hpre_mid" if dynamic else "sm_hpre"
+    def __init__(self, dt, mid, tm, experiments):
+        self.dt, self.mid, self.tm, self.exp = dt, mid, tm, experiments
+        self.bf = dt == "bf16"
+        self.esz = 2 if self.bf else 4
+        self.wide = tm > 16  # 32-token projection bodies (mid, T > 16)
+        self.kind = ("mid" if self.wide else "mid16") if mid else "decode"
+        self.dynamic = mid and self.wide
+        self.stamps = "stamps" in experiments
+        self.hpre = "sm_hpre_mid" if self.dynamic else "sm_hpre"
 
     def smem(self, reg, region):
         """reg = the address of shared region phi (phi_s), x (x_s) or red (the partial sums)."""
@@ -214,10 +219,7 @@ def load_args(skip=()):
 def sigmoid(src, dst):
     # 1 / (1 + 2^(-z log2 e)); the divisor is >= 1, so rcp.approx is within 1 ulp (rcp.rn is a
     # multi-instruction IEEE sequence on the coefficient thread's critical path)
-    return f"""    mul.f32 {dst}, {src}, {NEG_LOG2E};
-    ex2.approx.ftz.f32 {dst}, {dst};
-    add.f32 {dst}, {dst}, 0f3F800000;
-    rcp.approx.ftz.f32 {dst}, {dst};"""
+    return sigmoid_block(dst, src, ex2="ex2.approx.ftz.f32", rcp="rcp.approx.ftz.f32")
 
 
 def red_row(b, tm, pred):
@@ -255,13 +257,6 @@ def inv_rms(ss, dst):
     coefficient thread's critical path (H100 phase stamps, notes/cuda-pre.md round 12)."""
     return f"""    fma.rn.f32 {dst}, {ss}, %invk, %eps_norm;
     rsqrt.approx.f32 {dst}, {dst};"""
-
-
-def rcp_nr(dst, src):
-    # dst = 1/src on the Sinkhorn's critical path: the MUFU approximation alone (1 ulp; every
-    # divisor is >= eps_hc or a softmax sum >= 1), as coeffs_thread.ptx (measured max abs error
-    # 2.2e-7 on the coefficients); a Newton step would add two dependent FMAs per line step.
-    return f"    rcp.approx.ftz.f32 {dst}, {src};"
 
 
 def stream_of(elem, dst, comment=""):
@@ -553,14 +548,7 @@ ML_{tag}:""")
         for h in range(2):
             k = 2 * nb + h
             e(f"""    ld.shared.v2.f32 {{%f1, %f2}}, [%pa0+{nb * 8 * ROW + 32 * h}];
-    cvt.rn.bf16x2.f32 %bh{k}, %f2, %f1;
-    shl.b32 %r3, %bh{k}, 16;
-    mov.b32 %f3, %r3;
-    and.b32 %r3, %bh{k}, -65536;
-    mov.b32 %f4, %r3;
-    sub.f32 %f1, %f1, %f3;
-    sub.f32 %f2, %f2, %f4;
-    cvt.rn.bf16x2.f32 %bl{k}, %f2, %f1;""")
+{split_bf16_via(f"%bh{k}", f"%bl{k}", "%f1", "%f2", "%r3", "%f3", "%f4")}""")
     for mt in range(mt_n):
         o = mt * 16 * ROW
         for i, (dr, dk) in enumerate(((0, 0), (8, 0), (0, 32), (8, 32))):
@@ -569,19 +557,16 @@ ML_{tag}:""")
     fma.rn.f32 %sst{2 * mt + (1 if dr else 0)}, %f5, %f5, %sst{2 * mt + (1 if dr else 0)};
     fma.rn.f32 %sst{2 * mt + (1 if dr else 0)}, %f6, %f6, %sst{2 * mt + (1 if dr else 0)};""")
         for nb in range(3):
-            d = ", ".join(f"%acc{12 * mt + 4 * nb + c}" for c in range(4))
+            d = [f"%acc{12 * mt + 4 * nb + c}" for c in range(4)]
             for part in ("bh", "bl"):
-                e(f"    mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{d}}}, "
-                  f"{{%ab0, %ab1, %ab2, %ab3}}, {{%{part}{2 * nb}, %{part}{2 * nb + 1}}}, {{{d}}};")
+                e(f"    {mma(MMA_BF16, d, [f'%ab{i}' for i in range(4)], [f'%{part}{2 * nb}', f'%{part}{2 * nb + 1}'], d)}")
     e(f"""    add.u32 %xa, %xa, 64;
     add.u32 %pa0, %pa0, 64;
     add.u32 %it, %it, 16;
     setp.lt.u32 %p1, %it, %LW;
     @%p1 bra ML_{tag};""")
     for j in range(2 * mt_n):
-        for off in (1, 2):
-            e(f"""    shfl.sync.bfly.b32 %f3, %sst{j}, {off}, 31, -1;
-    add.f32 %sst{j}, %sst{j}, %f3;""")
+        e(butterfly(f"%sst{j}", "%f3", (1, 2), clamp="31", mask="-1"))
     e(f"""    // red[w*{tm} + t][r]: D rows g, g + 8 of m-tile mt = tokens 16 mt + g (+ 8), columns
     // 2q, 2q + 1 of block nb = logits 8 nb + 2q (+ 1) -> r = 1 + logit; ss (r = 0) from lane q = 0
 {red_row(b, tm, "%p2")}
@@ -756,11 +741,12 @@ def epoch_bump():
     @%p1 st.relaxed.gpu.global.u32 [%sync], %tag;   // next call: tag + 1"""
 
 
-def post_body(n):
-    # h_post = 2 sigma(z_post) (decode kernels: thread 64, beside thread 0's Sinkhorn; pre_pc: lane 1)
+def post_body(n, lbl):
+    """h_post = 2 sigma(z_post) of the token (decode kernels: thread 64, beside thread 0's
+    Sinkhorn); labels {lbl}_CP_<n>, leaves to {lbl}_CB_DONE."""
     L = []
     e = L.append
-    e(f"CP_{n}:")
+    e(f"{lbl}_CP_{n}:")
     for k in range(n):
         e(f"""    ld.shared.f32 %g1, [sm_lg+{4*(1+n+k)}];
     ld.shared.f32 %g2, [sm_base+{4*(n+k)}];
@@ -769,118 +755,26 @@ def post_body(n):
 {sigmoid('%g1', '%g3')}
     add.f32 %g3, %g3, %g3;
     st.global.f32 [%hpo+{4*k}], %g3;""")
-    e("    bra CB_DONE;")
+    e(f"    bra {lbl}_CB_DONE;")
     return "\n".join(L)
 
 
-def coef_body(n):
-    m = n * n + 2 * n
+def coef_body(n, lbl):
+    """h_res of the token: Z from its row (sm_lg) and base, the Sinkhorn (sinkhorn.unrolled) in
+    %S<n*n>, stored at %hro; labels {lbl}_CB_<n>..., leaves to {lbl}_CB_DONE."""
     L = []
     e = L.append
-    e(f"CB_{n}:")
+    e(f"{lbl}_CB_{n}:")
     for q in range(n * n):
         e(f"""    ld.shared.f32 %g1, [sm_lg+{4*(1+2*n+q)}];
     ld.shared.f32 %g2, [sm_base+{4*(2*n+q)}];
     mul.f32 %g1, %g1, %inv_t;
     fma.rn.f32 %S{q}, %g1, %sc2, %g2;""")
-
-    def s(i, j):
-        return f"%S{i*n + j}"
-
-    def exp_minus_max(cells):
-        """cells = exp(cells - max(cells)) (the start matrix's shift: a row for V4, a column
-        for the Paper)."""
-        e(f"    mov.f32 %mx, {cells[0]};")
-        for c in cells[1:]:
-            e(f"    max.f32 %mx, %mx, {c};")
-        # 2^((c - max) log2 e) as ex2.ftz of the exponent + 64, then * 2^-64: the same value as
-        # the non-ftz ex2 down to the denormals (a Paper column of exp(-100)s must stay nonzero:
-        # the row steps divide by rowsum + eps and grow it back), without the denormal
-        # fix-up sequence ptxas wraps around a non-ftz MUFU.EX2 (~500 cycles of the coefficient
-        # thread, H100 stamps, notes/cuda-pre.md round 13)
-        for c in cells:
-            e(f"    sub.f32 {c}, {c}, %mx;")
-            e(f"    fma.rn.f32 {c}, {c}, {LOG2E}, 0f42800000;")
-            e(f"    ex2.approx.ftz.f32 {c}, {c};")
-            e(f"    mul.f32 {c}, {c}, 0f1F800000;")
-
-    e(f"    @%p_paper bra CB_{n}_PAPER;")
-    for i in range(n):
-        exp_minus_max([s(i, j) for j in range(n)])
-        tree([s(i, j) for j in range(n)], "%sum", e, eps=False)
-        e(rcp_nr("%rc", "%sum"))
-        for j in range(n):
-            e(f"    fma.rn.f32 {s(i, j)}, {s(i, j)}, %rc, %eps_hc;")
-    e(f"    bra CB_{n}_START;")
-    e(f"CB_{n}_PAPER:")
-    for j in range(n):
-        exp_minus_max([s(i, j) for i in range(n)])
-    e(f"CB_{n}_START:")
-
-    def normalize(cells, slot):
-        tree(cells, f"%ls{slot}", e, eps=True)
-    def cols():
-        for j in range(n):
-            normalize([s(i, j) for i in range(n)], j)
-        for j in range(n):
-            e(rcp_nr(f"%lr{j}", f"%ls{j}"))
-        for j in range(n):
-            for i in range(n):
-                e(f"    mul.f32 {s(i, j)}, {s(i, j)}, %lr{j};")
-    def rows():
-        for i in range(n):
-            normalize([s(i, j) for j in range(n)], i)
-        for i in range(n):
-            e(rcp_nr(f"%lr{i}", f"%ls{i}"))
-        for i in range(n):
-            for j in range(n):
-                e(f"    mul.f32 {s(i, j)}, {s(i, j)}, %lr{i};")
-    # V4: cols, (iters-1) x (rows, cols).  Paper: iters x (cols, rows).
-    e(f"""    @%p_paper bra CB_{n}_P;
-    setp.eq.u32 %p1, %iters, 0;
-    @%p1 bra CB_{n}_OUT;""")
-    cols()
-    e(f"""    mov.u32 %it, 1;
-CB_{n}_V4L:
-    setp.ge.u32 %p1, %it, %iters;
-    @%p1 bra CB_{n}_OUT;""")
-    rows()
-    cols()
-    e(f"""    add.u32 %it, %it, 1;
-    bra CB_{n}_V4L;
-CB_{n}_P:
-    mov.u32 %it, 0;
-CB_{n}_PL:
-    setp.ge.u32 %p1, %it, %iters;
-    @%p1 bra CB_{n}_OUT;""")
-    cols()
-    rows()
-    e(f"""    add.u32 %it, %it, 1;
-    bra CB_{n}_PL;
-CB_{n}_OUT:""")
+    sinkhorn.unrolled(n, lambda i, j: f"%S{i*n + j}", e, f"{lbl}_CB_{n}_")
     for q in range(n * n):
         e(f"    st.global.f32 [%hro+{4*q}], %S{q};")
-    e("    bra CB_DONE;")
+    e(f"    bra {lbl}_CB_DONE;")
     return "\n".join(L)
-
-
-def tree(cells, dst, e, eps):
-    level = list(cells)
-    k = 0
-    while len(level) > 1:
-        nxt = []
-        for a, b in zip(level[0::2], level[1::2]):
-            t = f"%tr{k}"
-            k += 1
-            e(f"    add.f32 {t}, {a}, {b};")
-            nxt.append(t)
-        if len(level) % 2:
-            nxt.append(level[-1])
-        level = nxt
-    if eps:
-        e(f"    add.f32 {dst}, {level[0]}, %eps_hc;")
-    else:
-        e(f"    mov.f32 {dst}, {level[0]};")
 
 
 def stamp(k, thread, exp):
@@ -893,8 +787,7 @@ def stamp(k, thread, exp):
     // ---- EXP stamp {k}
     setp.eq.u32 %pst, %tx, {thread};
     @!%pst bra STAMP{k}_END;
-    mov.u64 %sg, %globaltimer;
-    mov.u64 %sc, %clock64;
+{read_clocks("%sg", "%sc")}
     mul.lo.u32 %sr, %S, %T;
     shl.b32 %sr, %sr, 1;                    // past the partial rows (8-byte tagged words)
     mov.u32 %sq, %ctaid.x;
@@ -960,12 +853,18 @@ def entry(dt, mid=False, tm=None, exp=frozenset()):
     """The decode entry (T <= 16; mid=False) or a mid entry (the token owner publishes h_pre):
     tm = MID_TOKENS token rows (dynamic shared memory, tensor-core projection above 16 tokens)
     or 16 (mid16: the decode entry's static shared memory)."""
-    bf = dt == "bf16"
-    esz = 2 if bf else 4
-    tm = tm or (MID_TOKENS if mid else 16)
-    wide = tm > 16                          # 32-token projection bodies (mid, T > 16)
-    kind = ("mid" if wide else "mid16") if mid else "decode"
-    b = Build(mid and wide, exp)
+    b = Build(dt, mid, tm or (MID_TOKENS if mid else 16), exp)
+    parts = [declarations(b), setup(b), projection(b), partial_rows(b)]
+    parts.append(mid_tail(b, b.bf) if mid else decode_tail(b))
+    return "\n".join(parts)
+
+
+def declarations(b):
+    """The entry line and its register declarations, then the parameters and the thread ids."""
+    bf, tm, wide, mid, exp = b.bf, b.tm, b.wide, b.mid, b.exp
+    kind, dt = b.kind, b.dt
+    L = []
+    e = L.append
     # published by the load phase's barrier 0: decode sm_hmb (warps 1..3, 5..7 have h_pre in
     # shared memory), mid sm_hmb2 (warps 1..7 copied the tagged h_pre to shared memory)
     HMB = ("    @%p1 mbarrier.init.shared::cta.b64 [sm_hmb2], 224;" if mid else
@@ -977,8 +876,6 @@ def entry(dt, mid=False, tm=None, exp=frozenset()):
     # one CTA per SM (the design: 8 warps, every CTA co-resident); without it ptxas 12.9 held
     # the mid bf16 entry to 80 registers and the decode f32 entry to 128, and both spilled
     MINCTA = "\n.minnctapersm 1"
-    L = []
-    e = L.append
     e(f""".visible .entry mhc_pre_{kind}_sm90_{dt}(
     .param .align 8 .b8 p_args[144]
 )
@@ -1041,15 +938,30 @@ def entry(dt, mid=False, tm=None, exp=frozenset()):
     setp.ne.u32 %p_paper, %r1, 0;
     and.b32 %r1, %flags, 2;
     setp.ne.u32 %p_gk, %r1, 0;""")
+    return "\n".join(L)
+
+
+def setup(b):
+    """The grid dependency, this call's tag, the slices in shared memory (phase 1)."""
+    bf, tm, stamps = b.bf, b.tm, b.stamps
+    L = []
+    e = L.append
     e(GRID_DEPENDENCY)
     e("""    ld.relaxed.gpu.global.u32 %tag, [%sync];
     add.u32 %tag, %tag, 1;                  // this call's tag (header, TAGS)""")
-    stamps = "stamps" in exp
     if stamps:
         e("    mov.u32 %S, %nctaid.x;" + b.stamp(0, 0))
     e(load_phase(b, bf, tm))
     if stamps:
         e(b.stamp(1, 0))
+    return "\n".join(L)
+
+
+def projection(b):
+    """Phase 2: the partial logits, one body per token class."""
+    bf, tm, wide = b.bf, b.tm, b.wide
+    L = []
+    e = L.append
     e("""    ld.global.nc.f32 %sc0, [%scale];
     ld.global.nc.f32 %sc1, [%scale+4];
     ld.global.nc.f32 %sc2, [%scale+8];
@@ -1073,6 +985,14 @@ def entry(dt, mid=False, tm=None, exp=frozenset()):
     if wide:
         for k in (2, 4):
             e(mma_tile(b, k, tm) if bf else fma_tile(b, k, tm))
+    return "\n".join(L)
+
+
+def partial_rows(b):
+    """Phase 3: this CTA's partial rows to the workspace, tagged."""
+    tm = b.tm
+    L = []
+    e = L.append
     e("""FMA_DONE:
     barrier.sync 0;""" + b.stamp(2, 0) + """
     // ================= phase 3: this CTA's partial rows -> workspace, tagged ====================
@@ -1108,9 +1028,14 @@ PW{j}:""")
     # No grid arrival: every reader polls the tagged words it needs (header, TAGS). The barrier
     # keeps the red rows (aliasing phi_s) read before phase 5 reuses shared memory.
     e("""    barrier.sync 0;""" + b.stamp(3, 0))
-    if mid:
-        e(mid_tail(b, bf))
-        return "\n".join(L)
+    return "\n".join(L)
+
+
+def decode_tail(b):
+    """The decode entry after phase 3: phases 4 and 5, further tokens, exit."""
+    bf, stamps = b.bf, b.stamps
+    L = []
+    e = L.append
     e("""    // ================= loads of phases 4 (first token group) and 5, in flight together ========
     mov.u32 %tok, %ctaid.x;
     setp.lt.u32 %p5, %tx, 32;
@@ -1160,6 +1085,8 @@ FLOOP:
     add.u32 %tok, %tok, %S;
     bra FLOOP;""")
     e(EXIT)
+
+
     return "\n".join(L)
 
 
@@ -1406,8 +1333,8 @@ def coef_call(lbl):
     @%p1 bra {lbl}_CP_2;
     bra {lbl}_CP_1;""")
     for n in (1, 2, 3, 4):
-        e(coef_body(n).replace("CB_", f"{lbl}_CB_"))
-        e(post_body(n).replace("CB_", f"{lbl}_CB_").replace("CP_", f"{lbl}_CP_"))
+        e(coef_body(n, lbl))
+        e(post_body(n, lbl))
     e(f"{lbl}_CB_DONE:")
     return "\n".join(L)
 

@@ -9,7 +9,8 @@ output (no dates, no paths).
 """
 
 
-from .pre_decode import COEF_REGS, GRID_DEPENDENCY, LOG2E, inv_rms, load_args, sigmoid
+from .blocks import LOG2E
+from .pre_decode import COEF_REGS, GRID_DEPENDENCY, inv_rms, load_args, sigmoid
 
 EXP = frozenset()  # timing experiments only (set by generate())
 

@@ -25,7 +25,7 @@ run. Reciprocals are rcp.approx (every divisor is >= eps_hc or a softmax sum >= 
 Newton step where a form needs f32 accuracy.
 """
 
-from .blocks import LOG2E, NEG_INF, ZERO, loop_head, loop_tail, pairwise
+from .blocks import LOG2E, NEG_INF, ZERO, exp_shift, line_max, loop_head, loop_tail, pairwise
 
 
 def per_thread(n, s, w, labels):
@@ -276,3 +276,49 @@ def per_thread_padded(w, rcp):
             w(f"    ex2.approx.f32 %f10, %f10;")
             w(f"    selp.f32 {c[i]}, %f10, 0f00000000, %pv{4*i+j};")
     paper_iterations(w, cols, rows, "%r53", "%p15", "CS_P_LOOP", "CS_OUT")
+
+
+def unrolled(n, s, w, labels):
+    """One thread's n x n matrix s(i, j) (registers), one unrolled body per n, the formulation
+    by %p_paper; exp with its denormals kept (blocks.exp_shift); every line summed pairwise
+    (%tr temporaries) into %ls<j> (+ eps_hc), then rcp.approx.ftz into %lr<j> (1 ulp; every
+    divisor is >= eps_hc or a softmax sum >= 1: no Newton step on this critical path), then the
+    multiplies. Leaves to {labels}OUT with S final. Temporaries %mx, %sum, %rc, %it, %p1."""
+    def exp_minus_max(cells):
+        # the start matrix's shift: a row for V4, a column for the Paper
+        w(line_max("%mx", cells))
+        for c in cells:
+            w(exp_shift(c, c, "%mx", keep_denormals=True))
+
+    def tree(cells, dst, eps):
+        w(pairwise(cells, lambda d, i, seq: f"%tr{seq}", dst=dst, plus="%eps_hc" if eps else None)[0])
+
+    w(f"    @%p_paper bra {labels}PAPER;")
+    for i in range(n):
+        exp_minus_max([s(i, j) for j in range(n)])
+        tree([s(i, j) for j in range(n)], "%sum", eps=False)
+        w("    rcp.approx.ftz.f32 %rc, %sum;")
+        for j in range(n):
+            w(f"    fma.rn.f32 {s(i, j)}, {s(i, j)}, %rc, %eps_hc;")
+    w(f"    bra {labels}START;")
+    w(f"{labels}PAPER:")
+    for j in range(n):
+        exp_minus_max([s(i, j) for i in range(n)])
+    w(f"{labels}START:")
+
+    def line_steps(cells_of, cell):
+        for a in range(n):
+            tree(cells_of(a), f"%ls{a}", eps=True)
+        for a in range(n):
+            w(f"    rcp.approx.ftz.f32 %lr{a}, %ls{a};")
+        for a in range(n):
+            for b in range(n):
+                w(f"    mul.f32 {cell(a, b)}, {cell(a, b)}, %lr{a};")
+
+    cols = lambda: line_steps(lambda j: [s(i, j) for i in range(n)], lambda j, i: s(i, j))
+    rows = lambda: line_steps(lambda i: [s(i, j) for j in range(n)], lambda i, j: s(i, j))
+    w(f"    @%p_paper bra {labels}P;")
+    v4_iterations(w, cols, rows, "%it", "%p1", f"{labels}V4L", f"{labels}OUT", zero_check="%p1")
+    w(f"{labels}P:")
+    paper_iterations(w, cols, rows, "%it", "%p1", f"{labels}PL", f"{labels}OUT")
+    w(f"{labels}OUT:")
