@@ -9,10 +9,11 @@ output (no dates, no paths).
 """
 
 
+from types import SimpleNamespace
+
 from .blocks import LOG2E
 from .pre_decode import COEF_REGS, GRID_DEPENDENCY, inv_rms, load_args, sigmoid
 
-EXP = frozenset()  # timing experiments only (set by generate())
 
 CL = 16        # CTAs per cluster (non-portable size: the plan allows it on the function)
 TT = 16        # tokens per tile (= CL: CTA r finishes token r of every tile)
@@ -24,7 +25,6 @@ NPW = 2        # fused entry: post warps (x' = post(x) of each landed stage, ahe
 # warp of the tile's parity computes (the last CWT of the tile; the post warps take the others).
 # Round 18 spread the FMA post math over the SM sub-partitions this way (CWT = 4); with x' on the
 # tensor cores (round 19) the post warps keep up alone and 0 is fastest (notes/cuda-pre.md)
-CWT = 0
 THREADS_F = THREADS + 32 * NPW
 NMW = 2        # pre entry: mix warps (the pre-mix and the ring's fills, beside the math warps)
 THREADS_P = THREADS + 32 * NMW
@@ -351,37 +351,7 @@ STAMP_LOAD = """
     ld.param.u64 %stb, [p_args+80];         // EXP=stamps: the debug buffer"""
 PHI_BAR = 4  # named barrier: the math warps' phi fragments are in (the mix warps fill stages 1..)
 STAMP_ROUNDS = 96  # EXP=stamps: rounds recorded per CTA (T = 8192: 73 per cluster)
-_stamp_ids = [0]
 
-
-def stamp(k, who):
-    """EXP=stamps (pre entry only; timing builds): one thread writes (%globaltimer, %clock64) of
-    round %kk at stamp k to the debug buffer at PreDecodeArgs + 80 (the workspace):
-    u64 pairs [ctaid][STAMP_ROUNDS][16]. `who`: "math" (thread 0), "coef" (lane 0 of the round's
-    coefficient warp), "mix" (the first mix thread). Empty in normal builds; read by
-    tests/gpu_pre.rs profile_pc_phases."""
-    if "stamps" not in EXP:
-        return ""
-    _stamp_ids[0] += 1
-    lab = f"PST{_stamp_ids[0]}"
-    cond = {"math": "setp.ne.u32 %pst, %tx, 0;",
-            "hpre": f"setp.ne.u32 %pst, %tx, {32 * HW0};",
-            "coef": "setp.ne.u32 %pst, %lane, 0;",
-            "mix": f"setp.ne.u32 %pst, %tx, {32 * (NW + NCW)};"}[who]
-    return f"""
-    // ---- EXP stamp {k} ({who})
-    {cond}
-    setp.ge.or.u32 %pst, %kk, {STAMP_ROUNDS - 3}, %pst;  // rows 93..95: fill and drain
-    @%pst bra {lab};
-    mov.u64 %sgt, %globaltimer;
-    mov.u64 %sck, %clock64;
-    mov.u32 %srr, %ctaid.x;
-    mad.lo.u32 %srr, %srr, {STAMP_ROUNDS}, %kk;
-    mad.lo.u32 %srr, %srr, 16, {k};
-    mul.wide.u32 %sad, %srr, 16;
-    add.u64 %sad, %stb, %sad;
-    st.global.v2.u64 [%sad], {{%sgt, %sck}};
-{lab}:"""
 
 PHI_TO_L2 = """
     // phi's slice of this CTA (rows 0..23 x streams 0..3, C/16 floats each at i C + r C/16)
@@ -625,7 +595,7 @@ def post_lane_consts(pw, nw):
     setp.ne.u32 %p_hi16, %r2, 0;"""
 
 
-def post_mma(tag, nw, g_lo, g_hi):
+def post_mma(k, tag, nw, g_lo, g_hi):
     """Fused entry, after the stage of tile %tile landed (%st0): x' = post(x, f, h_post, h_res)
     (MATH.md stage 4) of the 4-token groups g_lo .. g_hi - 1 of the tile, on the tensor cores,
     in place in the stage (the mix stores it to x_out); then an arrival on xready[%stage].
@@ -642,7 +612,7 @@ def post_mma(tag, nw, g_lo, g_hi):
         return f"""    mov.u32 %r1, xready;
     mad.lo.u32 %r1, %stage, 8, %r1;
     mbarrier.arrive.shared::cta.b64 %mbs, [%r1];   // no x' share"""
-    skip = "\n    bra XM_END;" if "noxf" in EXP else ""
+    skip = "\n    bra XM_END;" if "noxf" in k.exp else ""
     e(f"""    // ---- post: x' of 4-token groups {g_lo} .. {g_hi - 1} of tile %tile (in place){skip}
     mov.u32 %xg, {g_lo};
 XM_G:
@@ -749,15 +719,15 @@ XM_END:
     return "\n".join(L).replace("XM_", f"{tag}_")
 
 
-def coef_post_prologue():
+def coef_post_prologue(k):
     """Fused entry, coefficient warp: the lane constants of its x' share (the last CWT / 4
     4-token groups of each tile of its parity, every n-tile)."""
-    assert CWT % 4 == 0 and CWT <= TT
+    assert k.cwt % 4 == 0 and k.cwt <= TT
     return f"""
-    // x' share: tokens {TT - CWT} .. {TT - 1} of the tiles of this warp's rounds{post_lane_consts(0, 1)}"""
+    // x' share: tokens {TT - k.cwt} .. {TT - 1} of the tiles of this warp's rounds{post_lane_consts(0, 1)}"""
 
 
-def coef_post_share():
+def coef_post_share(k):
     """Fused entry, coefficient warp, top of round kk: its share of x' of tile kk (if the cluster
     has one), before barrier 2 of round kk: the math warps wait for it (xready) before the mma
     of tile kk, and it starts right after the round kk - 2 coefficients."""
@@ -775,11 +745,11 @@ def coef_post_share():
 CX_WAIT:
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1], %r2;
     @!%p1 bra CX_WAIT;
-{post_mma("CX", 1, (TT - CWT) // 4, TT // 4)}
+{post_mma(k, "CX", 1, (TT - k.cwt) // 4, TT // 4)}
 CX_SKIP:"""
 
 
-def post_warps():
+def post_warps(k):
     """Fused entry, warps NW + NCW ..: for every tile of the cluster in order, wait for its stage
     (full[s]), compute x' of its first (TT - CWT) / 4 4-token groups (the n-tiles alternate
     between the warps) and arrive on xready[s], which the math warps wait for instead of
@@ -806,7 +776,7 @@ POST_WAIT:
     mov.u32 %r2, 1;
     shl.b32 %r2, %r2, %stage;
     xor.b32 %phb, %phb, %r2;
-{post_mma("XF", NPW, 0, (TT - CWT) // 4)}
+{post_mma(k, "XF", NPW, 0, (TT - k.cwt) // 4)}
     add.u32 %tile, %tile, %ncl;
     add.u32 %stage, %stage, 1;
     setp.eq.u32 %p1, %stage, {STAGES};
@@ -814,20 +784,85 @@ POST_WAIT:
     bra.uni POST_LOOP;"""
 
 
-def kernel(fused, mixw, tma=False):
-    NOSINK = "\n    mov.u32 %iters, 0;" if "nosink" in EXP else ""
-    NOMIX = "\n    bra MIX_END;" if "nomix" in EXP else ""
-    L = []
-    e = L.append
-    name = ("mhc_post_pre_pc16m_bf16_n4" if mixw else "mhc_post_pre_pc16_bf16_n4") if fused else "mhc_pre_pc16_bf16_n4"
-    if tma:
-        assert mixw and not fused
-        name = "mhc_pre_pc16t_bf16_n4"
-    SREG = "%SS" if fused else "%C8"  # stream slice stride in a stage row
-    MIXW = mixw  # the mix and the ring's fills run beside the math warps (pre: mix warps; fused: the post warps)
-    MIXERS = 32 * (NPW if fused else NMW)  # with MIXW: the threads that mix (and fill the ring)
-    STAMPS = "stamps" in EXP and not fused
-    HX = tma  # h_pre exchanged (the TMA entry; see HX_SLOTS)
+class Entry:
+    """One entry of pre_pc.ptx under construction: its kind (fused post_pre or pre; mix warps;
+    TMA-filled ring with the h_pre exchange), the experiments it is built with, and its text."""
+
+    def __init__(self, fused, mixw, tma, exp, cwt, stamp_ids):
+        self.fused, self.mixw, self.tma, self.exp, self.cwt = fused, mixw, tma, exp, cwt
+        self.stamp_ids = stamp_ids  # PST label numbers: unique over the file
+        self.L = []
+        self.e = self.L.append
+        self.NOSINK = "\n    mov.u32 %iters, 0;" if "nosink" in exp else ""
+        self.NOMIX = "\n    bra MIX_END;" if "nomix" in exp else ""
+        name = ("mhc_post_pre_pc16m_bf16_n4" if mixw else "mhc_post_pre_pc16_bf16_n4") if fused else "mhc_pre_pc16_bf16_n4"
+        if tma:
+            assert mixw and not fused
+            name = "mhc_pre_pc16t_bf16_n4"
+        self.name = name
+        self.SREG = "%SS" if fused else "%C8"  # stream slice stride in a stage row
+        # the mix and the ring's fills run beside the math warps (pre: mix warps; fused: the post warps)
+        self.MIXW = mixw
+        self.MIXERS = 32 * (NPW if fused else NMW)  # with MIXW: the threads that mix (and fill the ring)
+        self.STAMPS = "stamps" in exp and not fused
+        self.HX = tma  # h_pre exchanged (the TMA entry; see HX_SLOTS)
+        self.arg_bytes = FUSED_ARG_BYTES if fused else (TMA_ARG_BYTES if tma else 144)
+        # PHI_BAR (pre entries): the mix warps fill stage 0, then wait for phi before stages 1..
+        self.phi_bar = mixw and not fused and "nophibar" not in exp
+        self.phi_bar_threads = NW * 32 + self.MIXERS
+        # the mixers' copies: each mixing thread stands for NW * 32 // MIXERS of the math warps'
+        # copier threads (virtual thread tm + MIXERS v: the same chunk mapping and fill count as
+        # the fused entry's), its registers suffixed v
+        self.VT = NW * 32 // self.MIXERS
+
+    def st(self, idx, who):
+        """A round stamp of the stamps experiment (pre entries only), else nothing."""
+        return self.stamp(idx, who) if self.STAMPS else ""
+
+    def stamp(self, idx, who):
+        """EXP=stamps (pre entry only; timing builds): one thread writes (%globaltimer, %clock64) of
+    round %kk at stamp k to the debug buffer at PreDecodeArgs + 80 (the workspace):
+    u64 pairs [ctaid][STAMP_ROUNDS][16]. `who`: "math" (thread 0), "coef" (lane 0 of the round's
+    coefficient warp), "mix" (the first mix thread). Empty in normal builds; read by
+    tests/gpu_pre.rs profile_pc_phases."""
+        if "stamps" not in self.exp:
+            return ""
+        self.stamp_ids[0] += 1
+        lab = f"PST{self.stamp_ids[0]}"
+        cond = {"math": "setp.ne.u32 %pst, %tx, 0;",
+                "hpre": f"setp.ne.u32 %pst, %tx, {32 * HW0};",
+                "coef": "setp.ne.u32 %pst, %lane, 0;",
+                "mix": f"setp.ne.u32 %pst, %tx, {32 * (NW + NCW)};"}[who]
+        return f"""
+    // ---- EXP stamp {idx} ({who})
+    {cond}
+    setp.ge.or.u32 %pst, %kk, {STAMP_ROUNDS - 3}, %pst;  // rows 93..95: fill and drain
+    @%pst bra {lab};
+    mov.u64 %sgt, %globaltimer;
+    mov.u64 %sck, %clock64;
+    mov.u32 %srr, %ctaid.x;
+    mad.lo.u32 %srr, %srr, {STAMP_ROUNDS}, %kk;
+    mad.lo.u32 %srr, %srr, 16, {idx};
+    mul.wide.u32 %sad, %srr, 16;
+    add.u64 %sad, %stb, %sad;
+    st.global.v2.u64 [%sad], {{%sgt, %sck}};
+{lab}:"""
+
+    def text(self):
+        return "\n".join(self.L)
+
+
+def copy_regs(v=None):
+    """The registers of a copier thread's chunk mapping (issue, mapping): its own, or those of
+    virtual copier v of a mixing thread (suffixed v)."""
+    sfx = "" if v is None else f"v{v}"
+    return SimpleNamespace(cso=f"%cso{sfx}", cgo=f"%cgo{sfx}", ctk=f"%ctk{sfx}", p_cp=f"%p_cp{sfx}",
+                           cfs=f"%cfs{sfx}", tx="%tx" if v is None else f"%tvv{v}")
+
+
+def hx_broadcast(k):
+    """TMA entry, coefficient warp: h_pre of the own token to every CTA's hin (HX in the header);
+    lane 0 stores it and inv_rms."""
     HXS = "".join(f"""
     ld.shared.f32 %f4, [%lgb+{4 * (1 + i)}];
     ld.shared.f32 %f6, [sm_base+{4 * i}];
@@ -864,8 +899,13 @@ def kernel(fused, mixw, tma=False):
     add.u64 %rd2, %rd2, %rd1;
     st.global.v4.f32 [%rd2], {{%w0, %w1, %w2, %w3}};
 HX_BC_END:"""
-    st = stamp if STAMPS else (lambda k, who: "")
-    arg_bytes = FUSED_ARG_BYTES if fused else (TMA_ARG_BYTES if tma else 144)
+    return HX_BCAST
+
+
+def entry_start(k):
+    """The entry line, the registers, the parameters, the prologue's prefetches and the mbarriers."""
+    NOSINK, e, name, fused, tma, MIXW, MIXERS, STAMPS, HX = k.NOSINK, k.e, k.name, k.fused, k.tma, k.MIXW, k.MIXERS, k.STAMPS, k.HX
+    arg_bytes = k.arg_bytes
     e(f""".visible .entry {name}(
     .param .align {64 if tma else 8} .b8 p_args[{arg_bytes}]
 )
@@ -958,7 +998,7 @@ HX_BC_END:"""
     mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [hbar+{8 * b_}], {TT * 16};""")
     if fused:
         for s_ in range(STAGES):
-            e(f"    mbarrier.init.shared::cta.b64 [xready+{8 * s_}], {NPW * 32 + (32 if CWT else 0)};")
+            e(f"    mbarrier.init.shared::cta.b64 [xready+{8 * s_}], {NPW * 32 + (32 if k.cwt else 0)};")
     for b_ in range(HXG if HX else 2):
         e(f"    mbarrier.init.shared::cta.b64 [gbar+{8 * b_}], 1;")
         if HX:  # armed here for tiles 0..HXG-1, then by the coefficient warp that waited the phase
@@ -978,9 +1018,9 @@ INIT_END:
 BASE_END:""" + (exit_stamps("init") if STAMPS else "") + """
     barrier.cluster.arrive.release;         // the math warps wait after phi's loads are issued""")
 
-    # ---------------------------------------------------------------------------------------
-    def issue(tile_reg, stage_reg, tag):
-        """Every math thread: its 16-byte cp.async copies of tile tile_reg into stage
+
+def issue(k, tile_reg, stage_reg, tag, v=None):
+    """Every math thread: its 16-byte cp.async copies of tile tile_reg into stage
         stage_reg (a fixed (stream, chunk) per thread, tokens %ctk + p %ctps), then
         cp.async.mbarrier.arrive.noinc on full[stage] (256 arrivals complete it); nothing past
         the last tile. (cp.async.bulk was measured slower: one bulk copy per (token, stream)
@@ -989,60 +1029,62 @@ BASE_END:""" + (exit_stamps("init") if STAMPS else "") + """
         Fused entry: a copier of stream s also copies the f chunk (same chunk of the slice, same
         token) on the passes p with p % 4 == s (every f chunk exactly once, spread over the
         streams), and threads < {TT} x 5 copy one 16-byte chunk of the tile's h_post / h_res."""
-        F_FAST_PRE = f"""    // f: the same chunk of f's slice (cgo less the stream's offset), rows step by f_stride
+    R = copy_regs(v)
+    e, fused = k.e, k.fused
+    F_FAST_PRE = f"""    // f: the same chunk of f's slice (cgo less the stream's offset), rows step by f_stride
     ld.param.u32 %r18, [p_args+{A_FS}];
     ld.param.u64 %rd5, [p_args+{A_F}];
     mul.wide.u32 %rd6, %r14, %r18;
     shl.b64 %rd6, %rd6, 1;
     add.u64 %rd5, %rd5, %rd6;
-    mul.lo.u32 %r19, %cfs, %C;
+    mul.lo.u32 %r19, {R.cfs}, %C;
     shl.b32 %r19, %r19, 1;
-    sub.u32 %r19, %cgo, %r19;
+    sub.u32 %r19, {R.cgo}, %r19;
     cvt.u64.u32 %rd6, %r19;
     add.u64 %rd5, %rd5, %rd6;               // &f[first token][r C/16 + 8 chunk]
     mul.wide.u32 %rd6, %ctps, %r18;
     shl.b64 %rd6, %rd6, 1;                  // f: a step of tps rows
     mov.u32 %r19, 4;
-    sub.u32 %r19, %r19, %cfs;
+    sub.u32 %r19, %r19, {R.cfs};
     mul.lo.u32 %r19, %r19, %SS;             // stage: f's slice is x slice 4 of the row
     mov.u32 %r13, 0;                        // pass
 """ if fused else ""
-        F_FAST = f"""
+    F_FAST = f"""
     and.b32 %r11, %r13, 3;
-    setp.eq.u32 %p_f, %r11, %cfs;
+    setp.eq.u32 %p_f, %r11, {R.cfs};
     add.u32 %r11, %r16, %r19;
     @%p_f cp.async.cg.shared.global [%r11], [%rd5], 16;
     add.u64 %rd5, %rd5, %rd6;
     add.u32 %r13, %r13, 1;""" if fused else ""
-        F_PASS = f"""
-    sub.u32 %r11, %r12, %ctk;
+    F_PASS = f"""
+    sub.u32 %r11, %r12, {R.ctk};
     div.u32 %r11, %r11, %ctps;              // pass (the last tile only)
     and.b32 %r11, %r11, 3;
-    setp.eq.u32 %p_f, %r11, %cfs;
+    setp.eq.u32 %p_f, %r11, {R.cfs};
     @!%p_f bra {tag}_PF;
     ld.param.u32 %r18, [p_args+{A_FS}];
     ld.param.u64 %rd5, [p_args+{A_F}];
     mul.wide.u32 %rd6, %r15, %r18;
     shl.b64 %rd6, %rd6, 1;
     add.u64 %rd5, %rd5, %rd6;
-    mul.lo.u32 %r19, %cfs, %C;
+    mul.lo.u32 %r19, {R.cfs}, %C;
     shl.b32 %r19, %r19, 1;
-    sub.u32 %r19, %cgo, %r19;
+    sub.u32 %r19, {R.cgo}, %r19;
     cvt.u64.u32 %rd6, %r19;
     add.u64 %rd5, %rd5, %rd6;
     mov.u32 %r19, 4;
-    sub.u32 %r19, %r19, %cfs;
+    sub.u32 %r19, %r19, {R.cfs};
     mad.lo.u32 %r19, %r19, %SS, %r16;
     cp.async.cg.shared.global [%r19], [%rd5], 16;
 {tag}_PF:""" if fused else ""
-        F_HC = f"""
+    F_HC = f"""
 {tag}_HC:
     // h_post (chunk 0) / h_res rows (chunks 1..4) of token tx / 5 -> stage + {TT} rows + 80 tk + 16 c
-    setp.ge.u32 %p3, %tx, {TT * 5};
+    setp.ge.u32 %p3, {R.tx}, {TT * 5};
     @%p3 bra {tag}_ARRIVE;
-    div.u32 %r12, %tx, 5;
+    div.u32 %r12, {R.tx}, 5;
     mul.lo.u32 %r13, %r12, 5;
-    sub.u32 %r13, %tx, %r13;                // chunk c
+    sub.u32 %r13, {R.tx}, %r13;                // chunk c
     shl.b32 %r14, {tile_reg}, 4;
     add.u32 %r14, %r14, %r12;
     min.u32 %r14, %r14, %tlast;             // token (clamped)
@@ -1058,17 +1100,17 @@ BASE_END:""" + (exit_stamps("init") if STAMPS else "") + """
     @!%p3 add.u64 %rd2, %rd2, %rd3;
     mad.lo.u32 %r16, {stage_reg}, %sstage, %dsm;
     mad.lo.u32 %r16, %tstride, {TT}, %r16;
-    mad.lo.u32 %r16, %tx, 16, %r16;
+    mad.lo.u32 %r16, {R.tx}, 16, %r16;
     cp.async.cg.shared.global [%r16], [%rd2], 16;""" if fused else ""
-        e(f"""    // ---- refill: tile {tile_reg} -> stage {stage_reg}
+    e(f"""    // ---- refill: tile {tile_reg} -> stage {stage_reg}
     setp.ge.u32 %p2, {tile_reg}, %ntiles;
     @%p2 bra {tag}_END;
     mad.lo.u32 %r16, {stage_reg}, %sstage, %dsm;
-    add.u32 %r16, %r16, %cso;               // this thread's chunk of token %ctk in the stage
-    @!%p_cp bra {tag}_{"HC" if fused else "ARRIVE"};
+    add.u32 %r16, %r16, {R.cso};               // this thread's chunk of token {R.ctk} in the stage
+    @!{R.p_cp} bra {tag}_{"HC" if fused else "ARRIVE"};
     shl.b32 %r14, {tile_reg}, 4;
-    add.u32 %r14, %r14, %ctk;               // token of the first pass
-    mov.u32 %r12, %ctk;
+    add.u32 %r14, %r14, {R.ctk};               // token of the first pass
+    mov.u32 %r12, {R.ctk};
     ld.param.u32 %r17, [p_args+112];        // x row stride (elements; parameters are re-read
     ld.param.u64 %rd4, [p_args+0];          // where used: fewer live registers beside phi)
     shl.b32 %r15, {tile_reg}, 4;
@@ -1079,7 +1121,7 @@ BASE_END:""" + (exit_stamps("init") if STAMPS else "") + """
     mul.wide.u32 %rd2, %r14, %r17;
     shl.b64 %rd2, %rd2, 1;
     add.u64 %rd2, %rd2, %rd4;
-    cvt.u64.u32 %rd3, %cgo;
+    cvt.u64.u32 %rd3, {R.cgo};
     add.u64 %rd2, %rd2, %rd3;
     mul.wide.u32 %rd3, %ctps, %r17;
     shl.b64 %rd3, %rd3, 1;
@@ -1097,7 +1139,7 @@ BASE_END:""" + (exit_stamps("init") if STAMPS else "") + """
     mul.wide.u32 %rd2, %r15, %r17;
     shl.b64 %rd2, %rd2, 1;
     add.u64 %rd2, %rd2, %rd4;
-    cvt.u64.u32 %rd3, %cgo;
+    cvt.u64.u32 %rd3, {R.cgo};
     add.u64 %rd2, %rd2, %rd3;
     cp.async.cg.shared.global [%r16], [%rd2], 16;{F_PASS if fused else ""}
     add.u32 %r12, %r12, %ctps;
@@ -1111,9 +1153,11 @@ BASE_END:""" + (exit_stamps("init") if STAMPS else "") + """
     cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%r10];
 {tag}_END:""")
 
-    # PHI_BAR (pre entries): the mix warps fill stage 0, then wait for phi before stages 1..
-    phi_bar = MIXW and not fused and "nophibar" not in EXP
-    phi_bar_threads = NW * 32 + MIXERS
+
+def phi_fragments(k):
+    """Math warps: phi's slice (times gamma_k) as bf16 hi / lo mma fragments in registers; the
+    other warps wait for the opening cluster barrier and go to their own loops."""
+    e, fused, tma, MIXW, STAMPS, phi_bar, phi_bar_threads = k.e, k.fused, k.tma, k.MIXW, k.STAMPS, k.phi_bar, k.phi_bar_threads
     e("""    @!%p_math bra CLUSTER_WAIT;
     // ================= math warps: phi fragments of runs w + 8j into registers ==============""")
     if STAMPS:
@@ -1148,7 +1192,7 @@ BASE_END:""" + (exit_stamps("init") if STAMPS else "") + """
             f0 = 24 * j + 8 * ri
             e(f"""    add.u32 %r6, %gq, {roff};
     mad.lo.u32 %r6, %r6, %K, %r5;""")
-            if "nophi" in EXP:  # timing experiment: the fragments from a register, not memory
+            if "nophi" in k.exp:  # timing experiment: the fragments from a register, not memory
                 e("\n".join(f"    mov.b32 %f{f0 + m}, %r6;" for m in range(8)))
             else:
                 e(f"""    mul.wide.u32 %rd1, %r6, 4;
@@ -1211,31 +1255,34 @@ PHI_SPLIT:""")
     if STAMPS:
         e(exit_stamps("ready", "_phi"))
 
-    def mapping(tid, nthr):
-        """The copy (issue) and mix item mappings of `nthr` threads, `tid` this one's index."""
-        return f"""    // ---- copy mapping: ipt = C/32 16-byte chunks per token row (4 streams x C/128); thread t
+
+def mapping(k, tid, nthr, v=None):
+    """The copy (issue) and mix item mappings of `nthr` threads, `tid` this one's index."""
+    R = copy_regs(v)
+    fused, SREG = k.fused, k.SREG
+    return f"""    // ---- copy mapping: ipt = C/32 16-byte chunks per token row (4 streams x C/128); thread t
     // < tps ipt (tps = 256 / ipt tokens per pass) copies chunk t % ipt of tokens t / ipt + p tps
     shr.u32 %r1, %C, 5;                     // ipt
     mov.u32 %ctps, {nthr};
     div.u32 %ctps, %ctps, %r1;
     mul.lo.u32 %r2, %ctps, %r1;
-    setp.lt.u32 %p_cp, {tid}, %r2;
-    div.u32 %ctk, {tid}, %r1;
-    setp.lt.and.u32 %p_cp, %ctk, {TT}, %p_cp; // C < 512: a pass holds more than the tile
-    mul.lo.u32 %r2, %ctk, %r1;
+    setp.lt.u32 {R.p_cp}, {tid}, %r2;
+    div.u32 {R.ctk}, {tid}, %r1;
+    setp.lt.and.u32 {R.p_cp}, {R.ctk}, {TT}, {R.p_cp}; // C < 512: a pass holds more than the tile
+    mul.lo.u32 %r2, {R.ctk}, %r1;
     sub.u32 %r2, {tid}, %r2;                  // chunk of the row
     shr.u32 %r3, %C, 7;                     // chunks per stream slice
     div.u32 %r4, %r2, %r3;                  // stream
-{"    mov.u32 %cfs, %r4;" + chr(10) if fused else ""}    mul.lo.u32 %r5, %r4, %r3;
+{"    mov.u32 " + R.cfs + ", %r4;" + chr(10) if fused else ""}    mul.lo.u32 %r5, %r4, %r3;
     sub.u32 %r5, %r2, %r5;                  // chunk of the slice
-    mul.lo.u32 %cgo, %r4, %C;
-    mad.lo.u32 %cgo, %rank, %C16, %cgo;
+    mul.lo.u32 {R.cgo}, %r4, %C;
+    mad.lo.u32 {R.cgo}, %rank, %C16, {R.cgo};
     shl.b32 %r6, %r5, 3;
-    add.u32 %cgo, %cgo, %r6;
-    shl.b32 %cgo, %cgo, 1;                  // byte offset in an x row
-    mul.lo.u32 %cso, %ctk, %tstride;
-    mad.lo.u32 %cso, %r4, {SREG}, %cso;
-    mad.lo.u32 %cso, %r5, 16, %cso;         // byte offset in a stage
+    add.u32 {R.cgo}, {R.cgo}, %r6;
+    shl.b32 {R.cgo}, {R.cgo}, 1;                  // byte offset in an x row
+    mul.lo.u32 {R.cso}, {R.ctk}, %tstride;
+    mad.lo.u32 {R.cso}, %r4, {SREG}, {R.cso};
+    mad.lo.u32 {R.cso}, %r5, 16, {R.cso};         // byte offset in a stage
     shr.u32 %r1, %C, 7;                     // cpt
     mov.u32 %mtp, {nthr};
     div.u32 %mtp, %mtp, %r1;
@@ -1246,15 +1293,22 @@ PHI_SPLIT:""")
     sub.u32 %mch, {tid}, %r2;
     // ---- prologue: tiles cid + j ncl into stages j < {STAGES}"""
 
-    def prologue_fill(tag):
-        for j in range(STAGES):
-            e(f"""    mad.lo.u32 %r20, %ncl, {j}, %cid;
-    mov.u32 %r21, {j};""")
-            issue("%r20", "%r21", f"{tag}{j}")
 
+def prologue_fill(k, tag):
+    e = k.e
+    for j in range(STAGES):
+        e(f"""    mad.lo.u32 %r20, %ncl, {j}, %cid;
+    mov.u32 %r21, {j};""")
+        issue(k, "%r20", "%r21", f"{tag}{j}")
+
+
+def tile_loop(k):
+    """The prologue fills (math warps fill the ring themselves), then the round loop: wait for the
+    stage, the projection's mma of the tile and the warp partials."""
+    e, fused, tma, MIXW, st = k.e, k.fused, k.tma, k.MIXW, k.st
     if not MIXW:
-        e(mapping("%tx", NW * 32))
-        prologue_fill("PRO")
+        e(mapping(k, "%tx", NW * 32))
+        prologue_fill(k, "PRO")
     e(f"""    mov.u32 %tile, %cid;
     mov.u32 %stage, 0;
     mov.u32 %kk, 0;
@@ -1309,7 +1363,7 @@ FULL_WAIT:
             for nt, src in ((0, "%xa"), (1, "%xb")):
                 acc = ", ".join(f"%gr{4 * nt + i}" for i in range(4))
                 e(f"    mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{acc}}}, {A}, {{{src}{2 * kb}, {src}{2 * kb + 1}}}, {{{acc}}};")
-        if "nomma" in EXP:
+        if "nomma" in k.exp:
             e(f"MMA_{j}_END:")
             continue
         for kb in range(2):
@@ -1345,6 +1399,11 @@ FULL_WAIT:
     @%p1 st.shared.f32 [%r6+{8 * 112 + 96}], %ss1;{st(2, "math")}
 MMA_END:
     barrier.sync 1, {NW * 32};{st(3, "math")}""")
+
+
+def warp_sums_hx(k):
+    """TMA entry: the warp partials summed and pushed to the token's CTA (HX in the header)."""
+    e, HX, st = k.e, k.HX, k.st
     if HX:
         e(f"""    // ---- threads t < 224 (warps 0..6): lane l sums half h = l / 16 of the warps (4h .. 4h + 3)
     // for j = 16 w + l % 16 = (token tk = j / 7, float4 f = j % 7) in order; lane l + 16 hands its
@@ -1386,10 +1445,13 @@ MMA_END:
     mapa.shared::cluster.u32 %r15, %r15, %r9;
     st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%r14], {{%v0, %v1, %v2, %v3}}, [%r15];
 WSUM_END:{st(4, "math")}""")
-    def sums_and_h_pre():
-        """The cp.async entries: threads < 112 sum the 8 warps' partials of tile kk, warps HW0..
+
+
+def sums_and_h_pre(k):
+    """The cp.async entries: threads < 112 sum the 8 warps' partials of tile kk, warps HW0..
         compute h_pre of tile kk-1 from the gathered logits (HX: the token's CTA does, see HX)."""
-        e(f"""    // ---- threads < 112: (token tk = t / 7, float4 f = t % 7) summed over the 8 warps in order
+    e, MIXW, STAMPS, st = k.e, k.MIXW, k.STAMPS, k.st
+    e(f"""    // ---- threads < 112: (token tk = t / 7, float4 f = t % 7) summed over the 8 warps in order
     // (pushed after barrier 2)
     setp.lt.u32 %p_push, %tx, {TT * 7};
     and.pred %p_push, %p_push, %p_cur;
@@ -1400,8 +1462,8 @@ WSUM_END:{st(4, "math")}""")
     mov.u32 %r11, red;
     mad.lo.u32 %r11, %r9, 112, %r11;
     mad.lo.u32 %r11, %r10, 16, %r11;""")
-        ordered_sum(e, "%r11", TT * 112, NW, "WSUM")
-        e(f"""    mov.u32 %r12, psum;
+    ordered_sum(e, "%r11", TT * 112, NW, "WSUM")
+    e(f"""    mov.u32 %r12, psum;
     mad.lo.u32 %r12, %tx, 16, %r12;
     setp.eq.u32 %p1, %r10, 6;
     @!%p1 st.shared.v4.f32 [%r12], {{%v0, %v1, %v2, %v3}};   // psum[tk][f]
@@ -1416,10 +1478,10 @@ WSUM_END:{st(4, "math")}
     setp.eq.u32 %p1, %kk, 0;
     setp.lt.or.u32 %p1, %warp, {HW0}, %p1;
     @%p1 bra HPRE_END;""")
-        wait_gather(e, "GAT_WAIT0")
-        if STAMPS:
-            e(stamp(5, "hpre"))
-        e(f"""    and.b32 %r10, %lane, 7;                 // g
+    wait_gather(e, "GAT_WAIT0")
+    if STAMPS:
+        e(k.stamp(5, "hpre"))
+    e(f"""    and.b32 %r10, %lane, 7;                 // g
     shr.u32 %r11, %lane, 3;                 // t
     sub.u32 %r13, %warp, {HW0};
     shl.b32 %r12, %r13, 2;
@@ -1442,14 +1504,14 @@ WSUM_END:{st(4, "math")}
     @%p1 mov.f32 %u0, %u3;
     @%p1 mov.f32 %y0, %y3;
     add.f32 %hss, %u0, %y0;""")
-        for c in range(4):
-            e(f"    add.f32 %v{c}, %v{c}, %w{c};")
-        for off in (1, 2, 4):
-            for v in ("%v0", "%v1", "%v2", "%v3", "%hss"):
-                e(f"    shfl.sync.bfly.b32 %r11, {v}, {off}, 31, -1;")
-                e(f"    mov.b32 %f0, %r11;")
-                e(f"    add.f32 {v}, {v}, %f0;")
-        e(f"""    and.b32 %r11, %lane, 7;
+    for c in range(4):
+        e(f"    add.f32 %v{c}, %v{c}, %w{c};")
+    for off in (1, 2, 4):
+        for v in ("%v0", "%v1", "%v2", "%v3", "%hss"):
+            e(f"    shfl.sync.bfly.b32 %r11, {v}, {off}, 31, -1;")
+            e(f"    mov.b32 %f0, %r11;")
+            e(f"    add.f32 {v}, {v}, %f0;")
+    e(f"""    and.b32 %r11, %lane, 7;
     setp.ne.u32 %p1, %r11, 0;
     @%p1 bra HPRE_END;
     // lanes 8 t: inv_rms and h_pre of token tk (-> shs; CTA tk stores token tk's)
@@ -1468,15 +1530,15 @@ WSUM_END:{st(4, "math")}
     mul.wide.u32 %rd1, %r13, 16;
     ld.param.u64 %rd2, [p_args+48];
     add.u64 %rd2, %rd2, %rd1;""")
-        for i in range(4):
-            e(f"""    ld.shared.f32 %f4, [sm_base+{4 * i}];
+    for i in range(4):
+        e(f"""    ld.shared.f32 %f4, [sm_base+{4 * i}];
     mul.f32 %f5, %v{i}, %f3;
     fma.rn.f32 %f5, %f5, %sc0, %f4;
 {sigmoid("%f5", f"%w{i}")}
     @!%p_paper add.f32 %w{i}, %w{i}, %eps_hc;
     @%p2 st.global.f32 [%rd2+{4 * i}], %w{i};""")
-        if MIXW:
-            e(f"""    // shs[p] (p = round kk-1's parity) is free once the mix warps mixed round kk-3
+    if MIXW:
+        e(f"""    // shs[p] (p = round kk-1's parity) is free once the mix warps mixed round kk-3
     sub.u32 %r15, %kk, 1;
     and.b32 %r16, %r15, 1;                  // p
     shr.u32 %r17, %r15, 1;                  // this is use u of shs[p]
@@ -1492,18 +1554,23 @@ SHS_WAIT:
 SHS_FREE:
     mov.u32 %r14, shs;
     mad.lo.u32 %r14, %r16, {TT * 16}, %r14;""")
-        else:
-            e("    mov.u32 %r14, shs;")
-        e(f"""    mad.lo.u32 %r14, %r12, 16, %r14;
+    else:
+        e("    mov.u32 %r14, shs;")
+    e(f"""    mad.lo.u32 %r14, %r12, 16, %r14;
     st.shared.v4.f32 [%r14], {{%w0, %w1, %w2, %w3}};""")
-        if MIXW:
-            e("""    // h_pre of this token of round kk-1 is in shs[p]: one of hready[p]'s 16 arrivals
+    if MIXW:
+        e("""    // h_pre of this token of round kk-1 is in shs[p]: one of hready[p]'s 16 arrivals
     mov.u32 %r18, hready;
     mad.lo.u32 %r18, %r16, 8, %r18;
     mbarrier.arrive.shared::cta.b64 %mbs, [%r18];""")
 
+
+def exchange(k):
+    """h_pre of the previous tile done, barrier 2, and (cp.async entries) the pushes of this tile's
+    partials."""
+    e, HX, st = k.e, k.HX, k.st
     if not HX:
-        sums_and_h_pre()
+        sums_and_h_pre(k)
     e(f"""HPRE_END:{st(6, "hpre")}
     // gat of tile kk-1 is read (math warps and the round's coefficient warp), psum and shs written
     barrier.sync 2, {BAR2};{st(7, "math")}""")
@@ -1549,40 +1616,43 @@ SHS_FREE:
     mapa.shared::cluster.u32 %r14, %r13, %r16;
     mapa.shared::cluster.u32 %r15, %gbb, %r16;
     st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%r14], {{%pv0, %pv1, %pv2, %pv3}}, [%r15];""")
-    def mix_code(mw):
-        """The pre-mix of tile %ptile from stage %pstage: math warps (iteration kk >= 1, shs) or,
+
+
+def mix_code(k, mw):
+    """The pre-mix of tile %ptile from stage %pstage: math warps (iteration kk >= 1, shs) or,
         mw, the mix warps (shs[%r19], any round); its labels MIX_*."""
-        M = []
-        em = M.append
-        # stage address of the item's 16 bytes of stream 0 (%r5) and the step to the next stream
-        if tma:  # block mch / 8, row (stream, token it), chunk (mch % 8) xor (it % 8)
-            MIX_BASE = f"""
+    NOMIX, fused, tma, SREG, HX = k.NOMIX, k.fused, k.tma, k.SREG, k.HX
+    M = []
+    em = M.append
+    # stage address of the item's 16 bytes of stream 0 (%r5) and the step to the next stream
+    if tma:  # block mch / 8, row (stream, token it), chunk (mch % 8) xor (it % 8)
+        MIX_BASE = f"""
     shr.u32 %r16, %mch, 3;
     mad.lo.u32 %r7, %r16, {TBLK}, %r7;      // the chunk's 64-channel block
     and.b32 %r16, %mch, 7;                  // its chunk of a 128-byte row"""
-            MIX_ITEM = """
+        MIX_ITEM = """
     and.b32 %r17, %it, 7;
     xor.b32 %r17, %r17, %r16;
     shl.b32 %r17, %r17, 4;
     mad.lo.u32 %r5, %it, 128, %r7;
     add.u32 %r5, %r5, %r17;                 // &x[it][stream 0][8 ch] (swizzled)"""
-            MIX_NEXT = ""
-            XS = TT * 128
-        else:
-            MIX_BASE = """
+        MIX_NEXT = ""
+        XS = TT * 128
+    else:
+        MIX_BASE = """
     mad.lo.u32 %r7, %mtk, %tstride, %r7;
     mad.lo.u32 %r7, %mch, 16, %r7;          // &x[tk][stream 0][8 ch]"""
-            MIX_ITEM = """
+        MIX_ITEM = """
     mov.u32 %r5, %r7;"""
-            MIX_NEXT = """
+        MIX_NEXT = """
     mad.lo.u32 %r7, %mtp, %tstride, %r7;"""
-            XS = SREG
-        SKIP0 = "" if mw else """
+        XS = SREG
+    SKIP0 = "" if mw else """
     setp.eq.u32 %p1, %kk, 0;
     @%p1 bra MIX_END;"""
-        SHSP = f"""
+    SHSP = f"""
     mad.lo.u32 %r8, %r19, {TT * 16}, %r8;   // {"hin[kk % HXB]" if HX else "shs[p]"}""" if mw else ""
-        em(f"""    // ---- mix tile ptile (stage pstage): thread t < mtp cpt (cpt = C/128 chunks per token and
+    em(f"""    // ---- mix tile ptile (stage pstage): thread t < mtp cpt (cpt = C/128 chunks per token and
     // slice, mtp = threads / cpt tokens per pass) takes chunk %mch of tokens %mtk + p mtp{SKIP0}
     @!%p_mx bra MIX_END;
     shl.b32 %r3, %ptile, 4;                 // t0
@@ -1609,8 +1679,8 @@ MIX_LOOP:{NOMIX}
     @%p1 bra MIX_END;
 {MIX_ITEM.lstrip(chr(10))}
     ld.shared.v4.f32 {{%w0, %w1, %w2, %w3}}, [%r8];""")
-        if fused and "noxo" not in EXP:
-            em(f"""    // fused entry: x' of this chunk to x_out too (16-byte stores, consecutive lanes adjacent);
+    if fused and "noxo" not in k.exp:
+        em(f"""    // fused entry: x' of this chunk to x_out too (16-byte stores, consecutive lanes adjacent);
     // the row pointer is rebuilt per item from the parameters, not carried: in the pc16 entry
     // the math warps mix, and they sit at 163 of the 168 registers 12 warps allow
     ld.param.u32 %r14, [p_args+{A_XOS}];
@@ -1620,43 +1690,48 @@ MIX_LOOP:{NOMIX}
     add.u64 %rd4, %rd4, %rd5;
     add.u64 %rd4, %rd4, %rd2;               // &x_out[token][stream 0][r C/16 + 8 ch]
     mul.wide.u32 %rd5, %C, 2;""")
-        for j in range(8):
-            em(f"    mov.f32 %mo{j}, 0f00000000;")
-        for i in range(4):
+    for j in range(8):
+        em(f"    mov.f32 %mo{j}, 0f00000000;")
+    for i in range(4):
+        if i:
+            em(f"    add.u32 %r5, %r5, {XS};")
+        em(f"    ld.shared.v4.b32 {{%xa0, %xa1, %xa2, %xa3}}, [%r5];")
+        if fused and "noxo" not in k.exp:
             if i:
-                em(f"    add.u32 %r5, %r5, {XS};")
-            em(f"    ld.shared.v4.b32 {{%xa0, %xa1, %xa2, %xa3}}, [%r5];")
-            if fused and "noxo" not in EXP:
-                if i:
-                    em("    add.u64 %rd4, %rd4, %rd5;")
-                em("    st.global.v4.b32 [%rd4], {%xa0, %xa1, %xa2, %xa3};")
-            for u in range(4):
-                em(f"""    shl.b32 %r9, %xa{u}, 16;
+                em("    add.u64 %rd4, %rd4, %rd5;")
+            em("    st.global.v4.b32 [%rd4], {%xa0, %xa1, %xa2, %xa3};")
+        for u in range(4):
+            em(f"""    shl.b32 %r9, %xa{u}, 16;
     mov.b32 %f0, %r9;
     and.b32 %r9, %xa{u}, -65536;
     mov.b32 %f1, %r9;
     fma.rn.f32 %mo{2 * u}, %w{i}, %f0, %mo{2 * u};
     fma.rn.f32 %mo{2 * u + 1}, %w{i}, %f1, %mo{2 * u + 1};""")
-        for j in range(4):
-            em(f"    cvt.rn.bf16x2.f32 %r{10 + j}, %mo{2 * j + 1}, %mo{2 * j};")
-        em(f"""    st.global.v4.b32 [%rd1], {{%r10, %r11, %r12, %r13}};
+    for j in range(4):
+        em(f"    cvt.rn.bf16x2.f32 %r{10 + j}, %mo{2 * j + 1}, %mo{2 * j};")
+    em(f"""    st.global.v4.b32 [%rd1], {{%r10, %r11, %r12, %r13}};
     add.u64 %rd1, %rd1, %rd3;{MIX_NEXT}
     mad.lo.u32 %r8, %mtp, 16, %r8;
     add.u32 %r6, %r6, %mtp;
     add.u32 %it, %it, %mtp;
     bra MIX_LOOP;""")
-        em("MIX_END:")
-        return "\n".join(M)
+    em("MIX_END:")
+    return "\n".join(M)
 
+
+def round_end(k):
+    """The math warps' mix and refill (pre entries without mix warps), the next round; then the
+    coefficient warp's loop head."""
+    e, fused, MIXW, st = k.e, k.fused, k.MIXW, k.st
     e("PUSH_END:" + st(8, "math"))
     if not MIXW:
-        e(mix_code(False))
+        e(mix_code(k, False))
         e(f"""    // stage pstage is free once every math warp is here: refill it with tile kk-1+{STAGES}
     barrier.sync 1, {NW * 32};
     setp.eq.u32 %p1, %kk, 0;
     @%p1 bra REFILL_END;
     mad.lo.u32 %r20, %ncl, {STAGES}, %ptile;""")
-        issue("%r20", "%pstage", "REFILL")
+        issue(k, "%r20", "%pstage", "REFILL")
     e(f"""    @!%p_cur bra TILE_END;
     mov.u32 %ptile, %tile;
     mov.u32 %pstage, %stage;
@@ -1682,13 +1757,19 @@ COEF_WARP:
     sub.u32 %nr, %nr, 1;
     div.u32 %nr, %nr, %ncl;
     add.u32 %nr, %nr, 1;
-COEF_CHECK:{coef_post_prologue() if fused and CWT else ""}
+COEF_CHECK:{coef_post_prologue(k) if fused and k.cwt else ""}
     setp.gt.u32 %p1, %kk, %nr;
     @%p1 bra TILE_END;
-COEF_LOOP:{coef_post_share() if fused and CWT else ""}
+COEF_LOOP:{coef_post_share(k) if fused and k.cwt else ""}
     bar.warp.sync -1;
     setp.eq.u32 %p1, %kk, 0;
     @%p1 bra ROW_END;""")
+
+
+def coef_warp(k):
+    """The round's coefficient warp: the own token's row, barrier 2, inv_rms, h_post and the
+    Sinkhorn (4 lanes)."""
+    e, fused, MIXW, STAMPS, HX, st = k.e, k.fused, k.MIXW, k.STAMPS, k.HX, k.st
     wait_gather(e, "GAT_WAIT1", HX_SLOTS if HX else SLOTS, HXG if HX else 2)
     if HX:
         e(f"""    // gbar[(kk-1) % {HXG}]'s phase for tile kk-1 is complete: arm it for tile kk-1+{HXG} (the pushes
@@ -1696,7 +1777,7 @@ COEF_LOOP:{coef_post_share() if fused and CWT else ""}
     setp.eq.u32 %p1, %lane, 0;
     @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [%gbb], {CL * HX_SLOTS * 16};""")
     if STAMPS:
-        e(stamp(9, "coef"))
+        e(k.stamp(9, "coef"))
     def row_store(off):
         """%v0..3 of this lane -> sm_lg[c] at byte off + 16 lane; the ss lane (%p2): %v0 -> [0]."""
         return f"""
@@ -1745,7 +1826,7 @@ COEF_LOOP:{coef_post_share() if fused and CWT else ""}
     sub.u32 %r12, %kk, 1;
     mad.lo.u32 %r12, %r12, %ncl, %cid;      // tile kk-1
     shl.b32 %r12, %r12, 4;
-    add.u32 %r12, %r12, %rank;              // token of tile kk-1{HX_BCAST if HX else ""}
+    add.u32 %r12, %r12, %rank;              // token of tile kk-1{hx_broadcast(k) if HX else ""}
     setp.ge.u32 %p1, %r12, %T;
     setp.ge.or.u32 %p1, %lane, 4, %p1;      // lanes 0..3: the Sinkhorn and h_post
     @%p1 bra PC_CB_DONE;
@@ -1761,7 +1842,13 @@ COEF_LOOP:{coef_post_share() if fused and CWT else ""}
     add.u32 %kk, %kk, 2;
     setp.le.u32 %p1, %kk, %nr;
     @%p1 bra COEF_LOOP;
-    bra TILE_END;{post_warps() if fused and not MIXW else ""}""")
+    bra TILE_END;{post_warps(k) if fused and not MIXW else ""}""")
+
+
+def side_warps(k):
+    """The warps beside the math and coefficient warps: the pre entry's mix warps or the fused
+    entry's post warps (the ring's fills, x', the pre-mix)."""
+    e, fused, tma, MIXW, MIXERS, STAMPS, phi_bar, phi_bar_threads, VT = k.e, k.fused, k.tma, k.MIXW, k.MIXERS, k.STAMPS, k.phi_bar, k.phi_bar_threads, k.VT
     if MIXW and fused:
         e(f"""
     // ================= post warps: the ring's fills, x' of each landed stage, the pre-mix =======
@@ -1782,18 +1869,11 @@ MIX_WARP:
         if STAMPS:
             e(exit_stamps("mix", "_start", 9))
     if MIXW:
-        # the copies: each mixing thread stands for NW * 32 // MIXERS of the math warps' copier
-        # threads (virtual thread tm + MIXERS v: the same chunk mapping and fill count as the
-        # fused entry's), its registers suffixed v
-        VT = NW * 32 // MIXERS
-        sfx = lambda text, v: (text.replace("%cso", f"%csov{v}").replace("%cgo", f"%cgov{v}")
-                               .replace("%ctk", f"%ctkv{v}").replace("%p_cp", f"%p_cpv{v}")
-                               .replace("%cfs", f"%cfsv{v}").replace("%tx", f"%tvv{v}"))
         if not tma:
             for v in range(VT):
                 e(f"    add.u32 %tvv{v}, %tm, {MIXERS * v};")
-                e(sfx(mapping(f"%tvv{v}", NW * 32), v))
-        e(mapping("%tm", MIXERS))           # the mix items (its copy registers unused)
+                e(mapping(k, f"%tvv{v}", NW * 32, v))
+        e(mapping(k, "%tm", MIXERS))           # the mix items (its copy registers unused)
         if tma:
             e(f"""    mov.u64 %rd7, p_args;
     cvta.param.u64 %rd7, %rd7;
@@ -1803,24 +1883,58 @@ MIX_WARP:
     mov.u32 %ctps, {NW * 32};
     div.u32 %ctps, %ctps, %r1;              // the fills' tokens per pass (virtual threads)""")
 
-        def fill(tile_reg, stage_reg, tag):
-            if tma:
-                tma_fill(tile_reg, stage_reg, tag)
-                return
-            for v in range(VT):
-                n0 = len(L)
-                issue(tile_reg, stage_reg, f"{tag}V{v}")
-                for i in range(n0, len(L)):
-                    L[i] = sfx(L[i], v)
 
-        def tma_fill(tile_reg, stage_reg, tag):
-            """TMA entry: lane 0 of each mix warp arms full[stage] (two arrivals) for its half of the
+        if STAMPS:
+            e(exit_stamps("mix", "_pro", 10))
+        for j in range(STAGES):
+            e(f"""    mad.lo.u32 %r20, %ncl, {j}, %cid;
+    mov.u32 %r21, {j};""")
+            fill(k, "%r20", "%r21", f"PRO{j}")
+            if j == 0 and phi_bar:  # round 0 needs stage 0 and phi: stages 1.. wait for phi
+                e(f"""    barrier.sync {PHI_BAR}, {phi_bar_threads};         // the math warps' phi fragments are in""")
+        if STAMPS:
+            e(exit_stamps("ready", "_fill"))
+        e(f"""    mov.u32 %nr, 0;
+    setp.le.u32 %p1, %ntiles, %cid;
+    @%p1 bra TILE_END;
+    sub.u32 %nr, %ntiles, %cid;
+    sub.u32 %nr, %nr, 1;
+    div.u32 %nr, %nr, %ncl;
+    add.u32 %nr, %nr, 1;                    // this cluster's rounds""")
+        if fused:
+            e(f"""    // x' of rounds 0, 1, 2 (their stages come from the first fills)
+    mov.u32 %r23, 0;
+PW_PRO:
+{xprime(k, "XP", "%r23")}
+    add.u32 %r23, %r23, 1;
+    setp.lt.u32 %p1, %r23, 3;
+    @%p1 bra.uni PW_PRO;
+    // round m: the mix (round m's h_pre comes at the end of the math warps' round m + 1), the
+    // refill with round m + {STAGES}, then x' of round m + 3 (refilled one step ago)""")
+            mix_rounds(k, "PW", f"""    add.u32 %r23, %kk, 3;
+{xprime(k, "XF", "%r23")}""")
+        else:
+            mix_rounds(k, "MW", "")
+
+
+def fill(k, tile_reg, stage_reg, tag):
+    tma, VT = k.tma, k.VT
+    if tma:
+        tma_fill(k, tile_reg, stage_reg, tag)
+        return
+    for v in range(VT):
+        issue(k, tile_reg, stage_reg, f"{tag}V{v}", v)
+
+
+def tma_fill(k, tile_reg, stage_reg, tag):
+    """TMA entry: lane 0 of each mix warp arms full[stage] (two arrivals) for its half of the
             stage, 4C bytes, and copies it: streams 2 w .. 2 w + 1 of tile tile_reg, C/1024 blocks
             of 64 channels x 16 tokens each (tokens past T read as zeros; nothing is stored for
             them); nothing past the last tile. One thread issuing all 16 copies of a stage
             (C = 4096) spent ~1200 cycles a round on them and barrier 3 behind it (stamps,
             notes/cuda-pre.md round 21); split, each warp's lane 0 issues 8."""
-            e(f"""    // ---- fill: tile {tile_reg} -> stage {stage_reg} (TMA)
+    e = k.e
+    e(f"""    // ---- fill: tile {tile_reg} -> stage {stage_reg} (TMA)
     and.b32 %r16, %tm, 31;
     setp.ne.u32 %p2, %r16, 0;
     setp.ge.or.u32 %p2, {tile_reg}, %ntiles, %p2;
@@ -1847,27 +1961,12 @@ MIX_WARP:
     @%p2 bra {tag}_BLK;
 {tag}_END:""")
 
-        if STAMPS:
-            e(exit_stamps("mix", "_pro", 10))
-        for j in range(STAGES):
-            e(f"""    mad.lo.u32 %r20, %ncl, {j}, %cid;
-    mov.u32 %r21, {j};""")
-            fill("%r20", "%r21", f"PRO{j}")
-            if j == 0 and phi_bar:  # round 0 needs stage 0 and phi: stages 1.. wait for phi
-                e(f"""    barrier.sync {PHI_BAR}, {phi_bar_threads};         // the math warps' phi fragments are in""")
-        if STAMPS:
-            e(exit_stamps("ready", "_fill"))
-        e(f"""    mov.u32 %nr, 0;
-    setp.le.u32 %p1, %ntiles, %cid;
-    @%p1 bra TILE_END;
-    sub.u32 %nr, %ntiles, %cid;
-    sub.u32 %nr, %nr, 1;
-    div.u32 %nr, %nr, %ncl;
-    add.u32 %nr, %nr, 1;                    // this cluster's rounds""")
-        def mix_rounds(tag, after):
-            """Rounds kk = 0 .. nr - 1: wait hready[kk & 1], mix the tile, free shs and the stage
+
+def mix_rounds(k, tag, after):
+    """Rounds kk = 0 .. nr - 1: wait hready[kk & 1], mix the tile, free shs and the stage
             (mixed[kk & 1]), refill the stage with round kk + STAGES; then `after`."""
-            WAIT_ON = (f"""    and.b32 %r19, %kk, {HXB - 1};             // hin / hbar buffer
+    e, MIXERS, STAMPS, HX, st = k.e, k.MIXERS, k.STAMPS, k.HX, k.st
+    WAIT_ON = (f"""    and.b32 %r19, %kk, {HXB - 1};             // hin / hbar buffer
     shr.u32 %r2, %kk, {HXB.bit_length() - 1};
     and.b32 %r2, %r2, 1;
     mov.u32 %r1, hbar;
@@ -1876,7 +1975,7 @@ MIX_WARP:
     and.b32 %r2, %r2, 1;
     mov.u32 %r1, hready;
     mad.lo.u32 %r1, %r19, 8, %r1;""")
-            e(f"""    mov.u32 %kk, 0;
+    e(f"""    mov.u32 %kk, 0;
 {tag}_LOOP:
     setp.ge.u32 %p1, %kk, %nr;
     @%p1 bra TILE_END;
@@ -1886,11 +1985,11 @@ MIX_WARP:
     @!%p1 bra {tag}_WAIT;{st(13, "mix")}
     mad.lo.u32 %ptile, %kk, %ncl, %cid;
     and.b32 %pstage, %kk, {STAGES - 1};""")
-            e(mix_code(True))
-            if STAMPS:
-                e(stamp(14, "mix"))
-            if HX:
-                e(f"""    // hin[kk % {HXB}] and the stage are read (every mixer): re-arm hbar for tile kk + {HXB}, refill
+    e(mix_code(k, True))
+    if STAMPS:
+        e(k.stamp(14, "mix"))
+    if HX:
+        e(f"""    // hin[kk % {HXB}] and the stage are read (every mixer): re-arm hbar for tile kk + {HXB}, refill
     barrier.sync 3, {MIXERS};
     setp.eq.u32 %p1, %tm, 0;
     and.b32 %r19, %kk, {HXB - 1};
@@ -1898,25 +1997,25 @@ MIX_WARP:
     mad.lo.u32 %r1, %r19, 8, %r1;
     @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [%r1], {TT * 16};
     mad.lo.u32 %r20, %ncl, {STAGES}, %ptile;""")
-            else:
-                e(f"""    // the stage's chunks are refilled by other threads than the ones that mixed them
+    else:
+        e(f"""    // the stage's chunks are refilled by other threads than the ones that mixed them
     barrier.sync 3, {MIXERS};
     mov.u32 %r1, mixed;
     and.b32 %r19, %kk, 1;
     mad.lo.u32 %r1, %r19, 8, %r1;
     mbarrier.arrive.shared::cta.b64 %mbs, [%r1];   // this thread's reads of shs[p] and the stage are done
     mad.lo.u32 %r20, %ncl, {STAGES}, %ptile;""")
-            fill("%r20", "%pstage", "REFILL")
-            if STAMPS:
-                e(stamp(15, "mix"))
-            e(f"""{after}
+    fill(k, "%r20", "%pstage", "REFILL")
+    if STAMPS:
+        e(k.stamp(15, "mix"))
+    e(f"""{after}
     add.u32 %kk, %kk, 1;
     bra.uni {tag}_LOOP;""")
 
-        if fused:
-            def xprime(tag, round_reg):
-                """x' of round `round_reg` (if < nr): wait for its stage, post_mma, xready."""
-                return f"""    setp.ge.u32 %p1, {round_reg}, %nr;
+
+def xprime(k, tag, round_reg):
+    """x' of round `round_reg` (if < nr): wait for its stage, post_mma, xready."""
+    return f"""    setp.ge.u32 %p1, {round_reg}, %nr;
     @%p1 bra {tag}_SKIP;
     and.b32 %stage, {round_reg}, {STAGES - 1};
     mad.lo.u32 %tile, {round_reg}, %ncl, %cid;
@@ -1928,21 +2027,13 @@ MIX_WARP:
 {tag}_FULL:
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1], %r2;
     @!%p1 bra {tag}_FULL;
-{post_mma(tag, NPW, 0, (TT - CWT) // 4)}
+{post_mma(k, tag, NPW, 0, (TT - k.cwt) // 4)}
 {tag}_SKIP:"""
-            e(f"""    // x' of rounds 0, 1, 2 (their stages come from the first fills)
-    mov.u32 %r23, 0;
-PW_PRO:
-{xprime("XP", "%r23")}
-    add.u32 %r23, %r23, 1;
-    setp.lt.u32 %p1, %r23, 3;
-    @%p1 bra.uni PW_PRO;
-    // round m: the mix (round m's h_pre comes at the end of the math warps' round m + 1), the
-    // refill with round m + {STAGES}, then x' of round m + 3 (refilled one step ago)""")
-            mix_rounds("PW", f"""    add.u32 %r23, %kk, 3;
-{xprime("XF", "%r23")}""")
-        else:
-            mix_rounds("MW", "")
+
+
+def exit_cluster(k):
+    """TILE_END: every warp leaves together with the cluster."""
+    e, STAMPS = k.e, k.STAMPS
     e(f"""TILE_END:{exit_stamps("warp") if STAMPS else ""}
     // leave together (no CTA's shared memory may vanish while the cluster still runs)
     barrier.cluster.arrive.release;
@@ -1950,10 +2041,20 @@ PW_PRO:
     ret;
 }}
 """)
-    text = "\n".join(L)
-    return text
 
-def main():
+
+def kernel(fused, mixw, tma=False, exp=frozenset(), cwt=0, stamp_ids=None):
+    """One entry: pre (mix warps; tma: the ring filled by TMA, h_pre exchanged) or the fused
+    post_pre (mixw: its post warps also mix and fill the ring)."""
+    k = Entry(fused, mixw, tma, exp, cwt, stamp_ids if stamp_ids is not None else [0])
+    for part_ in (entry_start, phi_fragments, tile_loop, warp_sums_hx, exchange, round_end, coef_warp,
+                  side_warps, exit_cluster):
+        part_(k)
+    return k.text()
+
+
+def main(exp=frozenset(), cwt=0):
+    ids = [0]  # PST label numbers of the stamps experiment, unique over the file
     text = HEADER
     text += f"""
 .shared .align 16 .b8 red[{NW * TT * 28 * 4}];        // warp partials [{NW}][{TT}][28]
@@ -1973,18 +2074,15 @@ def main():
 .extern .shared .align 1024 .b8 dsm[];     // the ring: {STAGES} stages of {TT} x (C/2 + {PAD}) bytes (fused: rows of 5 (C/8 + 16) bytes and a pad, + {HC_TILE})
 
 """
-    text += kernel(False, True)
-    text += "\n" + kernel(False, True, tma=True)
-    text += "\n" + kernel(True, False)
-    text += "\n" + kernel(True, True)
+    text += kernel(False, True, exp=exp, cwt=cwt, stamp_ids=ids)
+    text += "\n" + kernel(False, True, tma=True, exp=exp, cwt=cwt, stamp_ids=ids)
+    text += "\n" + kernel(True, False, exp=exp, cwt=cwt, stamp_ids=ids)
+    text += "\n" + kernel(True, True, exp=exp, cwt=cwt, stamp_ids=ids)
     return text
 
 
 def generate(experiments):
     """pre_pc.ptx; experiments: nosink, nomma, nomix, stamps, nophi, nophibar, noxf, noxo,
     cwt=N (timing builds)."""
-    global EXP, CWT
-    EXP = frozenset(k for k in experiments if k != "cwt")
-    CWT = int(experiments.get("cwt") or 0)
-    _stamp_ids[0] = 0
-    return {"asm/ptx/sm90/pre_pc.ptx": main()}
+    exp = frozenset(k for k in experiments if k != "cwt")
+    return {"asm/ptx/sm90/pre_pc.ptx": main(exp, int(experiments.get("cwt") or 0))}
