@@ -11,7 +11,8 @@ Deterministic output (no dates, no paths).
 """
 
 
-from .blocks import k_rcp_newton, k_sigmoid, k_tree_sum
+from . import sinkhorn
+from .blocks import k_sigmoid
 from .ptx import Kernel, entry, prologue
 
 EXP = frozenset()  # timing experiments only (set by generate())
@@ -670,7 +671,7 @@ def finisher(k, n, a, tid, lane, warp, tt, ntt, sm, tmp, tmp2, t64, pr):
     k.ins(f"mad.lo.u32 {tmp}, {tmp}, 4, {hp};")
     k.ins(f"@{plive} st.shared.f32 [{tmp}], {hpre};")
 
-    sinkhorn(k, n, a, lane, j_, la, wb, paper, plive, t, tmp, t64, pr)
+    coefficient_matrix(k, n, a, lane, j_, la, wb, paper, plive, t, tmp, t64, pr)
 
     k.ins(f"add.u32 {tl}, {tl}, {NWARPS};")
     k.ins("bra TOK_LOOP;")
@@ -713,21 +714,7 @@ def finisher(k, n, a, tid, lane, warp, tt, ntt, sm, tmp, tmp2, t64, pr):
     k.ins(f"@{pr} bra FPART;")
 
 
-def line_max(k, m, vals):
-    """m = the largest of vals (a fixed order)."""
-    k.ins(f"mov.f32 {m}, {vals[0]};")
-    for v in vals[1:]:
-        k.ins(f"max.f32 {m}, {m}, {v};")
-
-
-def exp_shifted(k, r, shift):
-    """r = exp(r - shift) as 2^((r - shift) log2 e); ex2.approx without ftz keeps tiny entries."""
-    k.ins(f"sub.f32 {r}, {r}, {shift};")
-    k.ins(f"mul.f32 {r}, {r}, 0f3FB8AA3B;")
-    k.ins(f"ex2.approx.f32 {r}, {r};")
-
-
-def sinkhorn(k, n, a, lane, j_, la, wb, paper, plive, t, tmp, t64, pr):
+def coefficient_matrix(k, n, a, lane, j_, la, wb, paper, plive, t, tmp, t64, pr):
     """h_res of the warp's token from Z in the warp buffer, in the direct form of MATH.md: lane j
     holds column j of S (col[i] = S[i][j]) and row j (row[i] = S[j][i]), so each S[i][j] lives in
     two lanes and both copies take the same operations (identical bits). Start: V4 S =
@@ -751,79 +738,7 @@ def sinkhorn(k, n, a, lane, j_, la, wb, paper, plive, t, tmp, t64, pr):
     k.ins(f"mad.lo.u32 {ra}, {j_}, {ZR * 4}, {wb};")
     for i in range(0, n, 4):
         k.ins(f"ld.shared.v4.f32 {{{', '.join(row[i:i + 4])}}}, [{ra}+{4 * (zoff + i)}];")
-    m, mi, ri = f("zmax"), f("zmi"), f("rinv_i")
-    k.ins(f"@!{paper} bra SK_V4START;")
-    k.comment("Paper: S = exp(Z - colmax); column j's max here, row j's entries need column i's max")
-    line_max(k, m, col)
-    for i in range(n):
-        exp_shifted(k, col[i], m)
-    for i in range(n):
-        k.ins(f"shfl.sync.idx.b32 {mi}, {m}, {i}, 0x1f, 0xffffffff;")
-        exp_shifted(k, row[i], mi)
-    k.ins("bra SK_STARTED;")
-    k.label("SK_V4START")
-    k.comment("V4: S = softmax_row(Z) + eps: row j's max and 1 / sum here, column j's entries need row i's")
-    rs, rinv = f("rsum"), f("rinv")
-    line_max(k, m, row)
-    for i in range(n):
-        exp_shifted(k, row[i], m)
-    k_tree_sum(k, rs, row, "rs")
-    k.ins(f"rcp.rn.f32 {rinv}, {rs};")
-    for i in range(n):
-        k.ins(f"fma.rn.f32 {row[i]}, {row[i]}, {rinv}, {a['eps_hc']};")
-    for i in range(n):
-        k.ins(f"shfl.sync.idx.b32 {mi}, {m}, {i}, 0x1f, 0xffffffff;")
-        k.ins(f"shfl.sync.idx.b32 {ri}, {rinv}, {i}, 0x1f, 0xffffffff;")
-        exp_shifted(k, col[i], mi)
-        k.ins(f"fma.rn.f32 {col[i]}, {col[i]}, {ri}, {a['eps_hc']};")
-    k.label("SK_STARTED")
-
-    sm_, fac = f("sk_sum"), f("sk_fac")
-    va, vb = u("veca"), u("vecb")
-    k.ins(f"add.u32 {vb}, {wb}, {4 * (2 * n + n * ZR)};")
-    k.ins(f"add.u32 {va}, {vb}, {la};")
-
-    def step(own, other, off, tag):
-        """own /= sum(own) + eps (this lane's line), other[i] /= the factor lane i published."""
-        k_tree_sum(k, sm_, own, f"{tag}t")
-        k.ins(f"add.f32 {sm_}, {sm_}, {a['eps_hc']};")
-        k_rcp_newton(k, fac, sm_, f"{tag}r")
-        for i in range(n):
-            k.ins(f"mul.f32 {own[i]}, {own[i]}, {fac};")
-        k.ins(f"@{plive} st.shared.f32 [{va}+{off}], {fac};")
-        k.ins("bar.warp.sync 0xffffffff;")
-        fv = [f(f"{tag}f{i}") for i in range(min(n, 16))]
-        for h in range(0, n, 16):
-            for i in range(0, min(16, n), 4):
-                k.ins(f"ld.shared.v4.f32 {{{', '.join(fv[i:i + 4])}}}, [{vb}+{off + 4 * (h + i)}];")
-            for i in range(h, min(n, h + 16)):
-                k.ins(f"mul.f32 {other[i]}, {other[i]}, {fv[i - h]};")
-
-    def col_step():
-        k.comment("column step: S[:, j] /= colsum_j + eps (lane j's column; the row copies by f_j)")
-        step(col, row, 0, "cs")
-
-    def row_step():
-        k.comment("row step: S[j, :] /= rowsum_j + eps (lane j's row; the column copies by g_j)")
-        step(row, col, 256, "rs")
-
-    loops, it = u("sk_loops"), u("sk_it")
-    k.comment("Paper: iters x (column, row); V4: max(iters - 1, 0) x (column, row) + a last column step")
-    k.ins(f"mov.u32 {loops}, {a['iters']};")
-    k.ins(f"@!{paper} max.u32 {loops}, {loops}, 1;")
-    k.ins(f"@!{paper} sub.u32 {loops}, {loops}, 1;")
-    k.ins(f"mov.u32 {it}, 0;")
-    k.label("SK_LOOP")
-    k.ins(f"setp.ge.u32 {pr}, {it}, {loops};")
-    k.ins(f"@{pr} bra SK_LAST;")
-    col_step()
-    row_step()
-    k.ins(f"add.u32 {it}, {it}, 1;")
-    k.ins("bra SK_LOOP;")
-    k.label("SK_LAST")
-    k.ins(f"@{paper} bra SK_END;")
-    col_step()
-    k.label("SK_END")
+    sinkhorn.lane_column_row(k, n, col, row, paper, plive, la, wb, 4 * (2 * n + n * ZR), a["eps_hc"], a["iters"], pr)
     k.comment("lane j < n writes column j: h_res[t][i][j] = S[i][j]")
     hr = k.reg("b64", "hra")
     k.ins(f"mul.lo.u32 {tmp}, {t}, {n * n};")

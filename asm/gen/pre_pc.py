@@ -11,7 +11,7 @@ output (no dates, no paths).
 
 from types import SimpleNamespace
 
-from .blocks import LOG2E
+from . import sinkhorn
 from .pre_decode import COEF_REGS, GRID_DEPENDENCY, inv_rms, load_args, sigmoid
 
 
@@ -442,46 +442,6 @@ def coef_lanes():
     L = []
     e = L.append
 
-    def row_tree(op, dst):
-        e(f"""    {op}.f32 %tr4, %S0, %S1;
-    {op}.f32 %tr5, %S2, %S3;
-    {op}.f32 {dst}, %tr4, %tr5;""")
-
-    def col_bfly(op, dst):
-        """dst_j = op over the 4 lanes of S_j, in the order ((lane 0, 1), (lane 2, 3))."""
-        for j in range(n):
-            e(f"    mov.f32 {dst}{j}, %S{j};")
-        for off in (1, 2):
-            for j in range(n):
-                e(f"    shfl.sync.bfly.b32 %tr{j}, {dst}{j}, {off}, 31, 0xf;")
-            for j in range(n):
-                e(f"    {op}.f32 {dst}{j}, {dst}{j}, %tr{j};")
-
-    def exp_shift(mx):
-        """S_j = exp(S_j - max) (ex2.ftz of the exponent + 64, times 2^-64: the values down to
-        the denormals)."""
-        for j in range(n):
-            m = mx if isinstance(mx, str) else mx[j]
-            e(f"""    sub.f32 %S{j}, %S{j}, {m};
-    fma.rn.f32 %S{j}, %S{j}, {LOG2E}, 0f42800000;
-    ex2.approx.ftz.f32 %S{j}, %S{j};
-    mul.f32 %S{j}, %S{j}, 0f1F800000;""")
-
-    def norm_rows():
-        row_tree("add", "%sum")
-        e("""    add.f32 %sum, %sum, %eps_hc;
-    rcp.approx.ftz.f32 %rc, %sum;""")
-        for j in range(n):
-            e(f"    mul.f32 %S{j}, %S{j}, %rc;")
-
-    def norm_cols():
-        col_bfly("add", "%ls")
-        for j in range(n):
-            e(f"""    add.f32 %ls{j}, %ls{j}, %eps_hc;
-    rcp.approx.ftz.f32 %lr{j}, %ls{j};""")
-        for j in range(n):
-            e(f"    mul.f32 %S{j}, %S{j}, %lr{j};")
-
     e(f"""PC_CBL:
     // lane i < 4: S_j = the h_res logit (i, j) -> z
     shl.b32 %r16, %lane, 4;
@@ -507,39 +467,9 @@ def coef_lanes():
     add.f32 %tr7, %tr7, %tr7;
     cvt.u64.u32 %rd2, %r22;
     add.u64 %rd2, %hpo, %rd2;
-    st.global.f32 [%rd2], %tr7;
-    @%p_paper bra PC_CBL_PAPER;
-    // V4: each row exp(z - max) / sum + eps""")
-    row_tree("max", "%mx")
-    exp_shift("%mx")
-    row_tree("add", "%sum")
-    e("    rcp.approx.ftz.f32 %rc, %sum;")
-    for j in range(n):
-        e(f"    fma.rn.f32 %S{j}, %S{j}, %rc, %eps_hc;")
-    e("""    // V4: cols, (iters - 1) x (rows, cols)
-    setp.eq.u32 %p1, %iters, 0;
-    @%p1 bra PC_CBL_OUT;""")
-
-    def iterate(label, start, first, second):
-        """%it = start .. iters - 1: normalize the `first` lines, then the `second`."""
-        e(f"""    mov.u32 %it, {start};
-{label}:
-    setp.ge.u32 %p1, %it, %iters;
-    @%p1 bra PC_CBL_OUT;""")
-        first()
-        second()
-        e(f"""    add.u32 %it, %it, 1;
-    bra {label};""")
-
-    norm_cols()
-    iterate("PC_CBL_V4L", 1, norm_rows, norm_cols)
-    e("""PC_CBL_PAPER:
-    // Paper: each column exp(z - max); then iters x (cols, rows)""")
-    col_bfly("max", "%lr")
-    exp_shift([f"%lr{j}" for j in range(n)])
-    iterate("PC_CBL_PL", 0, norm_cols, norm_rows)
-    e("""PC_CBL_OUT:
-    mul.wide.u32 %rd1, %lane, 16;
+    st.global.f32 [%rd2], %tr7;""")
+    sinkhorn.four_lanes(e)
+    e("""    mul.wide.u32 %rd1, %lane, 16;
     add.u64 %rd1, %hro, %rd1;""")
     for j in range(n):
         e(f"    st.global.f32 [%rd1+{4 * j}], %S{j};")

@@ -25,7 +25,8 @@ run. Reciprocals are rcp.approx (every divisor is >= eps_hc or a softmax sum >= 
 Newton step where a form needs f32 accuracy.
 """
 
-from .blocks import LOG2E, NEG_INF, ZERO, exp_shift, line_max, loop_head, loop_tail, pairwise
+from .blocks import LOG2E, NEG_INF, ZERO, exp_shift, k_rcp_newton, k_tree_sum, line_max, loop_head, loop_tail, pairwise
+from .rows import load_f32_run
 
 
 def per_thread(n, s, w, labels):
@@ -322,3 +323,259 @@ def unrolled(n, s, w, labels):
     w(f"{labels}P:")
     paper_iterations(w, cols, rows, "%it", "%p1", f"{labels}PL", f"{labels}OUT")
     w(f"{labels}OUT:")
+
+
+def lane0(k, n, S, eps_hc, it, pr):
+    """One lane's n x n matrix S[i][j] (registers of Kernel k; n <= 4), the Paper only: S =
+    exp(Z - colmax), then iters x (column step, row step), each line summed pairwise, + eps_hc,
+    a Newton-refined reciprocal, the multiplies. Ends at SK_END."""
+    m = k.reg("f32", "zmax")
+    for j in range(n):
+        k.raw(line_max(m, [S[i][j] for i in range(n)]))
+        for i in range(n):
+            k.raw(exp_shift(S[i][j], S[i][j], m, ex2="ex2.approx.ftz.f32"))
+    k.comment("iters x (column step, row step): S /= (sum + eps_hc), reciprocal then multiply")
+    sums, rcps = [k.reg("f32", f"sks{j}") for j in range(n)], [k.reg("f32", f"skr{j}") for j in range(n)]
+
+    def cols():
+        for j in range(n):
+            k_tree_sum(k, sums[j], [S[i][j] for i in range(n)], f"ct{j}_")
+            k.ins(f"add.f32 {sums[j]}, {sums[j]}, {eps_hc};")
+            k_rcp_newton(k, rcps[j], sums[j], f"cr{j}")
+        for j in range(n):
+            for i in range(n):
+                k.ins(f"mul.f32 {S[i][j]}, {S[i][j]}, {rcps[j]};")
+
+    def rows():
+        for i in range(n):
+            k_tree_sum(k, sums[i], S[i], f"rt{i}_")
+            k.ins(f"add.f32 {sums[i]}, {sums[i]}, {eps_hc};")
+            k_rcp_newton(k, rcps[i], sums[i], f"rr{i}")
+        for i in range(n):
+            for j in range(n):
+                k.ins(f"mul.f32 {S[i][j]}, {S[i][j]}, {rcps[i]};")
+
+    paper_iterations(k.raw, cols, rows, it, pr, "SK_LOOP", "SK_END")
+    k.label("SK_END")
+
+
+def scaling_vectors(k, n, kc, kr, lane, sH, la, eps_hc, it, pr):
+    """The Paper's Sinkhorn of a warp (n >= 8) as S = diag(r) K diag(c), K = exp(Z - colmax):
+    lane j holds column j (kc) and row j (kr) of Z, turned into K here, and r_j, c_j (returned:
+    the registers own_c, own_r). A column step updates c_j from K[:, j] . r, a row step r_j from
+    K[j, :] . c, each preceded by publishing the vector it reads in ss_h (sH; r at floats 0..n-1,
+    c at 64..; la = 4 j) and read back by broadcast loads. The same divisions as the Paper's,
+    rearranged (f32 rounding only). Ends at SK_END."""
+    f = lambda s: k.reg("f32", s)
+    p = lambda s: k.reg("b64", s)
+    m = f("zmax")
+    k.raw(line_max(m, kc))
+    for i in range(n):
+        k.raw(exp_shift(kc[i], kc[i], m, ex2="ex2.approx.ftz.f32"))
+    k.comment("K[j][i'] = exp(Z[j][i'] - colmax[i']): the column maxima gathered from their lanes")
+    mj = f("mj")
+    for i in range(n):
+        k.ins(f"shfl.sync.idx.b32 {mj}, {m}, {i}, 0x1f, 0xffffffff;")
+        k.raw(exp_shift(kr[i], kr[i], mj, ex2="ex2.approx.ftz.f32"))
+    oc, orow, dot, den, rc = f("own_c"), f("own_r"), f("dot"), f("den"), f("rcpv")
+    k.comment("c and r start at 1; lane j keeps own_c = c_j and own_r = r_j. Each half step publishes")
+    k.comment("the vector it reads in ss_h (r at floats 0..n-1, c at 64..64+n-1; h_post sits between) and")
+    k.comment("every lane reads it back by broadcast 16-byte loads: n/4 loads per dot product where")
+    k.comment(f"shfl.idx took n shuffles (H100, n = 32, 20 iterations: ~8 us -> ~0.8 us).")
+    k.comment("Two buffers, so one bar.warp.sync per half step orders the writes before the reads and")
+    k.comment("the reads of a buffer before its next write (a whole half step later).")
+    k.ins(f"mov.f32 {oc}, 0f3F800000;")
+    k.ins(f"mov.f32 {orow}, 0f3F800000;")
+    pv = k.reg("pred", "pvec")
+    k.ins(f"setp.lt.u32 {pv}, {lane}, {n};")
+    va = p("veca")
+    k.ins(f"add.u64 {va}, {sH}, {la};")
+    nch = 8 if n >= 32 else 4
+
+    def dot_shared(vec_a, off, tag):
+        """dot = sum_i a_i v_i, v read from ss_h at byte offset off, in nch interleaved chains
+        summed pairwise (a fixed order)."""
+        ch = [f(f"{tag}{q}") for q in range(nch)]
+        for h in range(0, n, 16):  # 16 values at a time: fewer live registers beside K's 2n
+            v = load_f32_run(k, f"{tag}v", sH, min(16, n), off=off + 4 * h, space="shared")
+            for i in range(h, min(n, h + 16)):
+                if i < nch:
+                    k.ins(f"mul.f32 {ch[i]}, {vec_a[i]}, {v[i - h]};")
+                else:
+                    k.ins(f"fma.rn.f32 {ch[i % nch]}, {vec_a[i]}, {v[i - h]}, {ch[i % nch]};")
+        while len(ch) > 1:
+            for q in range(len(ch) // 2):
+                k.ins(f"add.f32 {ch[q]}, {ch[q]}, {ch[q + len(ch) // 2]};")
+            ch = ch[: len(ch) // 2]
+        k.ins(f"mov.f32 {dot}, {ch[0]};")
+
+    def col_step():
+        k.comment("column step: colsum_j = c_j (K[:, j] . r); c_j /= colsum_j + eps_hc")
+        k.ins(f"@{pv} st.shared.f32 [{va}], {orow};")
+        k.ins("bar.warp.sync 0xffffffff;")
+        dot_shared(kc, 0, "dc")
+        k.ins(f"mul.f32 {den}, {dot}, {oc};")
+        k.ins(f"add.f32 {den}, {den}, {eps_hc};")
+        k_rcp_newton(k, rc, den, "sc")
+        k.ins(f"mul.f32 {oc}, {oc}, {rc};")
+
+    def row_step():
+        k.comment("row step: rowsum_j = r_j (K[j, :] . c); r_j /= rowsum_j + eps_hc")
+        k.ins(f"@{pv} st.shared.f32 [{va}+256], {oc};")
+        k.ins("bar.warp.sync 0xffffffff;")
+        dot_shared(kr, 256, "dr")
+        k.ins(f"mul.f32 {den}, {dot}, {orow};")
+        k.ins(f"add.f32 {den}, {den}, {eps_hc};")
+        k_rcp_newton(k, rc, den, "sr")
+        k.ins(f"mul.f32 {orow}, {orow}, {rc};")
+
+    paper_iterations(k.raw, col_step, row_step, it, pr, "SK_LOOP", "SK_END")
+    k.label("SK_END")
+    return oc, orow
+
+
+def lane_column_row(k, n, col, row, paper, plive, la, wb, vec_off, eps_hc, iters, pr):
+    """A warp's n x n matrix in the direct form of MATH.md: lane j holds column j of S (col[i] =
+    S[i][j]) and row j (row[i] = S[j][i]), so each S[i][j] lives in two lanes and both copies
+    take the same operations (identical bits). Start: V4 S = softmax_row(Z) + eps, Paper S =
+    exp(Z - colmax) (ex2.approx without ftz: tiny entries kept). Column step: lane j sums its
+    column (fixed tree), f_j = 1 / (sum + eps) (Newton-refined) scales it and is published in the
+    warp's vector buffer (wb + vec_off; la = 4 j; plive: lanes j < n), every lane scales its row
+    copy by f (16-byte broadcast loads); the row step likewise. Paper: iters x (column, row); V4:
+    column, (iters - 1) x (row, column). (The scaling-vector form S = diag(r) K diag(c)
+    overflowed r where a row of K held only denormal entries: NaN at phi ~ 0.5.) Ends at SK_END."""
+    f = lambda s: k.reg("f32", s)
+    u = lambda s: k.reg("b32", s)
+    m, mi, ri = f("zmax"), f("zmi"), f("rinv_i")
+    k.ins(f"@!{paper} bra SK_V4START;")
+    k.comment("Paper: S = exp(Z - colmax); column j's max here, row j's entries need column i's max")
+    k.raw(line_max(m, col))
+    for i in range(n):
+        k.raw(exp_shift(col[i], col[i], m))
+    for i in range(n):
+        k.ins(f"shfl.sync.idx.b32 {mi}, {m}, {i}, 0x1f, 0xffffffff;")
+        k.raw(exp_shift(row[i], row[i], mi))
+    k.ins("bra SK_STARTED;")
+    k.label("SK_V4START")
+    k.comment("V4: S = softmax_row(Z) + eps: row j's max and 1 / sum here, column j's entries need row i's")
+    rs, rinv = f("rsum"), f("rinv")
+    k.raw(line_max(m, row))
+    for i in range(n):
+        k.raw(exp_shift(row[i], row[i], m))
+    k_tree_sum(k, rs, row, "rs")
+    k.ins(f"rcp.rn.f32 {rinv}, {rs};")
+    for i in range(n):
+        k.ins(f"fma.rn.f32 {row[i]}, {row[i]}, {rinv}, {eps_hc};")
+    for i in range(n):
+        k.ins(f"shfl.sync.idx.b32 {mi}, {m}, {i}, 0x1f, 0xffffffff;")
+        k.ins(f"shfl.sync.idx.b32 {ri}, {rinv}, {i}, 0x1f, 0xffffffff;")
+        k.raw(exp_shift(col[i], col[i], mi))
+        k.ins(f"fma.rn.f32 {col[i]}, {col[i]}, {ri}, {eps_hc};")
+    k.label("SK_STARTED")
+
+    sm_, fac = f("sk_sum"), f("sk_fac")
+    va, vb = u("veca"), u("vecb")
+    k.ins(f"add.u32 {vb}, {wb}, {vec_off};")
+    k.ins(f"add.u32 {va}, {vb}, {la};")
+
+    def step(own, other, off, tag):
+        """own /= sum(own) + eps (this lane's line), other[i] /= the factor lane i published."""
+        k_tree_sum(k, sm_, own, f"{tag}t")
+        k.ins(f"add.f32 {sm_}, {sm_}, {eps_hc};")
+        k_rcp_newton(k, fac, sm_, f"{tag}r")
+        for i in range(n):
+            k.ins(f"mul.f32 {own[i]}, {own[i]}, {fac};")
+        k.ins(f"@{plive} st.shared.f32 [{va}+{off}], {fac};")
+        k.ins("bar.warp.sync 0xffffffff;")
+        fv = [f(f"{tag}f{i}") for i in range(min(n, 16))]
+        for h in range(0, n, 16):
+            for i in range(0, min(16, n), 4):
+                k.ins(f"ld.shared.v4.f32 {{{', '.join(fv[i:i + 4])}}}, [{vb}+{off + 4 * (h + i)}];")
+            for i in range(h, min(n, h + 16)):
+                k.ins(f"mul.f32 {other[i]}, {other[i]}, {fv[i - h]};")
+
+    def col_step():
+        k.comment("column step: S[:, j] /= colsum_j + eps (lane j's column; the row copies by f_j)")
+        step(col, row, 0, "cs")
+
+    def row_step():
+        k.comment("row step: S[j, :] /= rowsum_j + eps (lane j's row; the column copies by g_j)")
+        step(row, col, 256, "rs")
+
+    loops, it = u("sk_loops"), u("sk_it")
+    k.comment("Paper: iters x (column, row); V4: max(iters - 1, 0) x (column, row) + a last column step")
+    k.ins(f"mov.u32 {loops}, {iters};")
+    k.ins(f"@!{paper} max.u32 {loops}, {loops}, 1;")
+    k.ins(f"@!{paper} sub.u32 {loops}, {loops}, 1;")
+    k.raw(loop_head(it, 0, loops, pr, "SK_LOOP", "SK_LAST"))
+    col_step()
+    row_step()
+    k.raw(loop_tail(it, "SK_LOOP"))
+    k.label("SK_LAST")
+    k.ins(f"@{paper} bra SK_END;")
+    col_step()
+    k.label("SK_END")
+
+
+def four_lanes(e):
+    """One token's 4 x 4 matrix over 4 lanes: lane i holds row i of S in %S0..%S3, the
+    formulation by %p_paper. A row's sum is local, ((a + b) + (c + d)); a column's is a
+    shfl.bfly butterfly over lanes xor 1, 2 of the 4 column values at once, which adds in the
+    same tree order, so the result has `unrolled`'s bits. A row step has no shuffle and a
+    column step's 4 shuffles per level are independent (~36 instructions per iteration against
+    ~72 on one lane). Temporaries %tr<6>, %ls<4>, %lr<4>, %mx, %sum, %rc, %it, %p1; ends at
+    PC_CBL_OUT."""
+    n = 4
+    e("""    @%p_paper bra PC_CBL_PAPER;
+    // V4: each row exp(z - max) / sum + eps""")
+
+    def row_tree(op, dst):
+        e(f"""    {op}.f32 %tr4, %S0, %S1;
+    {op}.f32 %tr5, %S2, %S3;
+    {op}.f32 {dst}, %tr4, %tr5;""")
+
+    def col_bfly(op, dst):
+        """dst_j = op over the 4 lanes of S_j, in the order ((lane 0, 1), (lane 2, 3))."""
+        for j in range(n):
+            e(f"    mov.f32 {dst}{j}, %S{j};")
+        for off in (1, 2):
+            for j in range(n):
+                e(f"    shfl.sync.bfly.b32 %tr{j}, {dst}{j}, {off}, 31, 0xf;")
+            for j in range(n):
+                e(f"    {op}.f32 {dst}{j}, {dst}{j}, %tr{j};")
+
+    def exp_all(mx):
+        """S_j = exp(S_j - max) with the denormals kept (blocks.exp_shift)."""
+        for j in range(n):
+            m = mx if isinstance(mx, str) else mx[j]
+            e(exp_shift(f"%S{j}", f"%S{j}", m, keep_denormals=True))
+
+    def norm_rows():
+        row_tree("add", "%sum")
+        e("""    add.f32 %sum, %sum, %eps_hc;
+    rcp.approx.ftz.f32 %rc, %sum;""")
+        for j in range(n):
+            e(f"    mul.f32 %S{j}, %S{j}, %rc;")
+
+    def norm_cols():
+        col_bfly("add", "%ls")
+        for j in range(n):
+            e(f"""    add.f32 %ls{j}, %ls{j}, %eps_hc;
+    rcp.approx.ftz.f32 %lr{j}, %ls{j};""")
+        for j in range(n):
+            e(f"    mul.f32 %S{j}, %S{j}, %lr{j};")
+
+    row_tree("max", "%mx")
+    exp_all("%mx")
+    row_tree("add", "%sum")
+    e("    rcp.approx.ftz.f32 %rc, %sum;")
+    for j in range(n):
+        e(f"    fma.rn.f32 %S{j}, %S{j}, %rc, %eps_hc;")
+    e("    // V4: cols, (iters - 1) x (rows, cols)")
+    v4_iterations(e, norm_cols, norm_rows, "%it", "%p1", "PC_CBL_V4L", "PC_CBL_OUT", zero_check="%p1")
+    e("""PC_CBL_PAPER:
+    // Paper: each column exp(z - max); then iters x (cols, rows)""")
+    col_bfly("max", "%lr")
+    exp_all([f"%lr{j}" for j in range(n)])
+    paper_iterations(e, norm_cols, norm_rows, "%it", "%p1", "PC_CBL_PL", "PC_CBL_OUT")
+    e("PC_CBL_OUT:")

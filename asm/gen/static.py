@@ -2,8 +2,8 @@
 asm/ptx/sm90/static.ptx. Persistent CTAs (mhc_static_*), one token per CTA with x in shared
 memory (mhc_static_cl_*), a token ring (mhc_static_pr_*) and tensor cores (mhc_static_mma_*)."""
 
-from . import catalogue
-from .blocks import k_rcp_newton, k_sigmoid, k_tree_sum, k_warp_sum
+from . import catalogue, sinkhorn
+from .blocks import k_sigmoid, k_warp_sum
 from .ptx import Kernel, entry, prologue
 from .rows import ld_shared_row, load_f32_run, load_row, st_shared_f32, store_row
 from .shapes import DTYPES, ESIZE, NS, TMAX, vchan
@@ -51,38 +51,7 @@ def static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr, done="C
             k.ins(f"st.shared.f32 [{sH}+{128 + 4 * i}], {hq};")
         Z = load_f32_run(k, "z", phrl, n * n)
         S = [[Z[i * n + j] for j in range(n)] for i in range(n)]
-        m = f("zmax")
-        for j in range(n):
-            k.ins(f"mov.f32 {m}, {S[0][j]};")
-            for i in range(1, n):
-                k.ins(f"max.f32 {m}, {m}, {S[i][j]};")
-            for i in range(n):
-                k.ins(f"sub.f32 {S[i][j]}, {S[i][j]}, {m};")
-                k.ins(f"mul.f32 {S[i][j]}, {S[i][j]}, 0f3FB8AA3B;")
-                k.ins(f"ex2.approx.ftz.f32 {S[i][j]}, {S[i][j]};")
-        k.comment("iters x (column step, row step): S /= (sum + eps_hc), reciprocal then multiply")
-        k.ins(f"mov.u32 {it}, 0;")
-        k.label("SK_LOOP")
-        k.ins(f"setp.ge.u32 {pr}, {it}, {iters};")
-        k.ins(f"@{pr} bra SK_END;")
-        sums, rcps = [f(f"sks{j}") for j in range(n)], [f(f"skr{j}") for j in range(n)]
-        for j in range(n):
-            k_tree_sum(k, sums[j], [S[i][j] for i in range(n)], f"ct{j}_")
-            k.ins(f"add.f32 {sums[j]}, {sums[j]}, {eps_hc};")
-            k_rcp_newton(k, rcps[j], sums[j], f"cr{j}")
-        for j in range(n):
-            for i in range(n):
-                k.ins(f"mul.f32 {S[i][j]}, {S[i][j]}, {rcps[j]};")
-        for i in range(n):
-            k_tree_sum(k, sums[i], S[i], f"rt{i}_")
-            k.ins(f"add.f32 {sums[i]}, {sums[i]}, {eps_hc};")
-            k_rcp_newton(k, rcps[i], sums[i], f"rr{i}")
-        for i in range(n):
-            for j in range(n):
-                k.ins(f"mul.f32 {S[i][j]}, {S[i][j]}, {rcps[i]};")
-        k.ins(f"add.u32 {it}, {it}, 1;")
-        k.ins("bra SK_LOOP;")
-        k.label("SK_END")
+        sinkhorn.lane0(k, n, S, eps_hc, it, pr)
         for i in range(n):
             for j in range(n):
                 k.ins(f"st.shared.f32 [{sS}+{4 * (i * n + j)}], {S[i][j]};")
@@ -109,76 +78,7 @@ def static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr, done="C
     k.ins(f"mul.wide.u32 {ra}, {j_}, {4 * n};")
     k.ins(f"add.u64 {ra}, {ra}, {phrl};")
     kr = load_f32_run(k, "kr", ra, n)
-    m = f("zmax")
-    k.ins(f"mov.f32 {m}, {kc[0]};")
-    for i in range(1, n):
-        k.ins(f"max.f32 {m}, {m}, {kc[i]};")
-    for i in range(n):
-        k.ins(f"sub.f32 {kc[i]}, {kc[i]}, {m};")
-        k.ins(f"mul.f32 {kc[i]}, {kc[i]}, 0f3FB8AA3B;")
-        k.ins(f"ex2.approx.ftz.f32 {kc[i]}, {kc[i]};")
-    k.comment("K[j][i'] = exp(Z[j][i'] - colmax[i']): the column maxima gathered from their lanes")
-    mj = f("mj")
-    for i in range(n):
-        k.ins(f"shfl.sync.idx.b32 {mj}, {m}, {i}, 0x1f, 0xffffffff;")
-        k.ins(f"sub.f32 {kr[i]}, {kr[i]}, {mj};")
-        k.ins(f"mul.f32 {kr[i]}, {kr[i]}, 0f3FB8AA3B;")
-        k.ins(f"ex2.approx.ftz.f32 {kr[i]}, {kr[i]};")
-    oc, orow, dot, den, rc = f("own_c"), f("own_r"), f("dot"), f("den"), f("rcpv")
-    k.comment("c and r start at 1; lane j keeps own_c = c_j and own_r = r_j. Each half step publishes")
-    k.comment("the vector it reads in ss_h (r at floats 0..n-1, c at 64..64+n-1; h_post sits between) and")
-    k.comment("every lane reads it back by broadcast 16-byte loads: n/4 loads per dot product where")
-    k.comment(f"shfl.idx took n shuffles (H100, n = 32, 20 iterations: ~8 us -> ~0.8 us).")
-    k.comment("Two buffers, so one bar.warp.sync per half step orders the writes before the reads and")
-    k.comment("the reads of a buffer before its next write (a whole half step later).")
-    k.ins(f"mov.f32 {oc}, 0f3F800000;")
-    k.ins(f"mov.f32 {orow}, 0f3F800000;")
-    pv = k.reg("pred", "pvec")
-    k.ins(f"setp.lt.u32 {pv}, {lane}, {n};")
-    va = p("veca")
-    k.ins(f"add.u64 {va}, {sH}, {la};")
-    nch = 8 if n >= 32 else 4
-
-    def dot_shared(vec_a, off, tag):
-        """dot = sum_i a_i v_i, v read from ss_h at byte offset off, in nch interleaved chains
-        summed pairwise (a fixed order)."""
-        ch = [f(f"{tag}{q}") for q in range(nch)]
-        for h in range(0, n, 16):  # 16 values at a time: fewer live registers beside K's 2n
-            v = load_f32_run(k, f"{tag}v", sH, min(16, n), off=off + 4 * h, space="shared")
-            for i in range(h, min(n, h + 16)):
-                if i < nch:
-                    k.ins(f"mul.f32 {ch[i]}, {vec_a[i]}, {v[i - h]};")
-                else:
-                    k.ins(f"fma.rn.f32 {ch[i % nch]}, {vec_a[i]}, {v[i - h]}, {ch[i % nch]};")
-        while len(ch) > 1:
-            for q in range(len(ch) // 2):
-                k.ins(f"add.f32 {ch[q]}, {ch[q]}, {ch[q + len(ch) // 2]};")
-            ch = ch[: len(ch) // 2]
-        k.ins(f"mov.f32 {dot}, {ch[0]};")
-
-    k.ins(f"mov.u32 {it}, 0;")
-    k.label("SK_LOOP")
-    k.ins(f"setp.ge.u32 {pr}, {it}, {iters};")
-    k.ins(f"@{pr} bra SK_END;")
-    k.comment("column step: colsum_j = c_j (K[:, j] . r); c_j /= colsum_j + eps_hc")
-    k.ins(f"@{pv} st.shared.f32 [{va}], {orow};")
-    k.ins("bar.warp.sync 0xffffffff;")
-    dot_shared(kc, 0, "dc")
-    k.ins(f"mul.f32 {den}, {dot}, {oc};")
-    k.ins(f"add.f32 {den}, {den}, {eps_hc};")
-    k_rcp_newton(k, rc, den, "sc")
-    k.ins(f"mul.f32 {oc}, {oc}, {rc};")
-    k.comment("row step: rowsum_j = r_j (K[j, :] . c); r_j /= rowsum_j + eps_hc")
-    k.ins(f"@{pv} st.shared.f32 [{va}+256], {oc};")
-    k.ins("bar.warp.sync 0xffffffff;")
-    dot_shared(kr, 256, "dr")
-    k.ins(f"mul.f32 {den}, {dot}, {orow};")
-    k.ins(f"add.f32 {den}, {den}, {eps_hc};")
-    k_rcp_newton(k, rc, den, "sr")
-    k.ins(f"mul.f32 {orow}, {orow}, {rc};")
-    k.ins(f"add.u32 {it}, {it}, 1;")
-    k.ins("bra SK_LOOP;")
-    k.label("SK_END")
+    oc, orow = sinkhorn.scaling_vectors(k, n, kc, kr, lane, sH, la, eps_hc, it, pr)
     k.comment("lane j < n writes column j: S[i][j] = r_i K[i][j] c_j (r_i fetched from lane i)")
     ca = p("ca")
     k.ins(f"add.u64 {ca}, {sS}, {la};")
