@@ -3,7 +3,7 @@
 Each kernel is specialised on n (1, 2, 4, 8, 16, 32), the storage dtype and the formulation, so
 that every per-stream value lives in a named register and every loop over streams is unrolled."""
 
-from . import catalogue
+from . import catalogue, resmix
 from .ptx import Kernel, entry, plain_entry, prologue
 from .rows import load_f32_run, load_row, store_row
 from .shapes import DTYPES, ESIZE, NS, TMAX, vchan
@@ -318,23 +318,7 @@ def post_mma_kernel(form, n):
     else:
         k.ins(f"mad.lo.u32 {tmp}, {t2}, {n}, {g};")      # A[g][2t] = h_res[2t][g]
     k.ins(f"mad.lo.u32 {ra}, {tmp}, 4, {ra};")
-    Ahi = [[[u(f"ah{mt}_{ks}_{r}") for r in range(4)] for ks in range(MT)] for mt in range(MT)]
-    Alo = [[[u(f"al{mt}_{ks}_{r}") for r in range(4)] for ks in range(MT)] for mt in range(MT)]
-    for mt in range(MT):
-        for ks in range(MT):
-            for r in range(4):
-                row, col = 16 * mt + 8 * (r & 1), 16 * ks + 8 * (r >> 1)
-                if form == "paper":
-                    k.ins(f"ld.shared.v2.f32 {{{e0}, {e1}}}, [{ra}+{4 * (row * n + col)}];")
-                else:
-                    k.ins(f"ld.shared.f32 {e0}, [{ra}+{4 * (col * n + row)}];")
-                    k.ins(f"ld.shared.f32 {e1}, [{ra}+{4 * ((col + 1) * n + row)}];")
-                k.ins(f"cvt.rn.bf16x2.f32 {Ahi[mt][ks][r]}, {e1}, {e0};")
-                k.ins(f"shl.b32 {h0}, {Ahi[mt][ks][r]}, 16;")
-                k.ins(f"and.b32 {h1}, {Ahi[mt][ks][r]}, 0xffff0000;")
-                k.ins(f"sub.f32 {e0}, {e0}, {h0};")
-                k.ins(f"sub.f32 {e1}, {e1}, {h1};")
-                k.ins(f"cvt.rn.bf16x2.f32 {Alo[mt][ks][r]}, {e1}, {e0};")
+    Ahi, Alo = resmix.hres_fragments(k, n, MT, ra, e0, e1, h0, h1, transposed=form != "paper")
     k.comment("h_post of this lane's output rows g + 8 h + 16 mt")
     rh = u("rh")
     k.ins(f"mov.u32 {rh}, pm_hpost;")
@@ -379,21 +363,9 @@ def post_mma_kernel(form, n):
         k.ins(f"mad.wide.u32 {fa}, {ch[x]}, 2, {frow};")
         k.ins(f"ld.global.nc.b32 {fw[x]}, [{fa}];            // f[ch], f[ch + 1]")
         k.ins(f"mad.lo.u32 {xa}, {nts[x]}, 16, {xl};")
-        shape = "x4" if MT == 2 else "x2"
-        k.ins(f"ldmatrix.sync.aligned.m8n8.{shape}.trans.shared.b16 {{{', '.join(B[x])}}}, [{xa}];")
+        resmix.ldmatrix_tile(k, MT, B[x], xa)
     k.comment("one accumulator chain per (tile, m-tile): hi then lo of each k-step (a fixed order)")
-    acc = {}
-    for x in range(2):
-        for mt in range(MT):
-            d = [f(f"c{x}{mt}_{r}") for r in range(4)]
-            acc[x, mt] = d
-            first = True
-            for ks in range(MT):
-                for A in (Ahi, Alo):
-                    cin = ", ".join([zero] * 4) if first else ", ".join(d)
-                    first = False
-                    k.ins(f"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{', '.join(d)}}}, "
-                        f"{{{', '.join(A[mt][ks])}}}, {{{B[x][2 * ks]}, {B[x][2 * ks + 1]}}}, {{{cin}}};")
+    acc = resmix.mma_chains(k, MT, B, Ahi, Alo, zero)
     oa, w = p("oa"), u("w")
     fv, vv = [f(f"fv{i}") for i in range(2)], [f(f"v{i}") for i in range(2)]
     for x in range(2):

@@ -12,7 +12,7 @@ Deterministic output (no dates, no paths).
 
 
 from . import sinkhorn
-from .blocks import k_sigmoid
+from .blocks import MMA_BF16, k_sigmoid, mma, split_bf16
 from .ptx import Kernel, entry, prologue
 
 EXP = frozenset()  # timing experiments only (set by generate())
@@ -400,18 +400,11 @@ def gemm_kernel(n):
             for j in range(2):
                 x0, x1 = b[2 * j], b[2 * j + 1]
                 h0, h1 = f("bhf0"), f("bhf1")
-                k.ins(f"cvt.rn.bf16x2.f32 {hi[j]}, {x1}, {x0};")
-                k.ins(f"shl.b32 {h0}, {hi[j]}, 16;")
-                k.ins(f"and.b32 {h1}, {hi[j]}, 0xffff0000;")
-                k.ins(f"sub.f32 {h0}, {x0}, {h0};")
-                k.ins(f"sub.f32 {h1}, {x1}, {h1};")
-                k.ins(f"cvt.rn.bf16x2.f32 {lo[j]}, {h1}, {h0};")
+                k.raw(split_bf16(hi[j], lo[j], x0, x1, h0, h1, h0, h1))
             for mi in range(4):
                 d = acc[mi][ni]
-                k.ins(f"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{', '.join(d)}}}, "
-                    f"{{{', '.join(afr[mi])}}}, {{{hi[0]}, {hi[1]}}}, {{{', '.join(d)}}};")
-                k.ins(f"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{', '.join(d)}}}, "
-                    f"{{{', '.join(afr[mi])}}}, {{{lo[0]}, {lo[1]}}}, {{{', '.join(d)}}};")
+                k.ins(mma(MMA_BF16, d, afr[mi], hi, d))
+                k.ins(mma(MMA_BF16, d, afr[mi], lo, d))
     k.label("MMADONE")
     k.ins(f"add.u32 {it}, {it}, 1;")
     k.ins("bra KLOOP;")

@@ -12,6 +12,7 @@ output (no dates, no paths).
 from types import SimpleNamespace
 
 from . import sinkhorn
+from .blocks import MMA_BF16, MMA_BF16_K8, mma, split_bf16_via
 from .pre_decode import COEF_REGS, GRID_DEPENDENCY, inv_rms, load_args, sigmoid
 
 
@@ -560,14 +561,7 @@ XM_G:
     ld.shared.f32 %xh0, [%r5];
     ld.shared.f32 %xh1, [%r5+{2 * HC}];""")
     for d, a, b in (("0", "%xr0", "%xr1"), ("1", "%xr2", "%xr3")):
-        e(f"""    cvt.rn.bf16x2.f32 %ah{d}, {b}, {a};
-    shl.b32 %r6, %ah{d}, 16;
-    mov.b32 %f0, %r6;
-    sub.f32 %f0, {a}, %f0;
-    and.b32 %r6, %ah{d}, -65536;
-    mov.b32 %f1, %r6;
-    sub.f32 %f1, {b}, %f1;
-    cvt.rn.bf16x2.f32 %al{d}, %f1, %f0;
+        e(f"""{split_bf16_via(f"%ah{d}", f"%al{d}", a, b, "%r6", "%f0", "%f1", "%f0", "%f1", interleaved=True)}
     selp.b32 %ah{d}, %ah{d}, 0, %p_nz;
     selp.b32 %al{d}, %al{d}, 0, %p_nz;""")
     for d, h in (("0", "%xh0"), ("1", "%xh1")):
@@ -597,12 +591,12 @@ XM_G:
             for h in range(n // 2):
                 m = 6 * h
                 B += [(f"%xm{m}", f"%xm{m + 1}", f"%xm{m + 4}"), (f"%xm{m + 2}", f"%xm{m + 3}", f"%xm{m + 5}")]
-        D = [", ".join(f"%xd{4 * i + c}" for c in range(4)) for i in range(n)]
+        D = [[f"%xd{4 * i + c}" for c in range(4)] for i in range(n)]
         for i in range(n):
-            T_.append(f"    mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {{{D[i]}}}, {{%a20, %a21}}, {{{B[i][2]}}}, {{%fz, %fz, %fz, %fz}};")
+            T_.append(f"    {mma(MMA_BF16_K8, D[i], ['%a20', '%a21'], [B[i][2]], ['%fz'] * 4)}")
         for part in ("al", "ah"):
             for i in range(n):
-                T_.append(f"    mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{D[i]}}}, {{%{part}0, %zr, %zr, %{part}1}}, {{{B[i][0]}, {B[i][1]}}}, {{{D[i]}}};")
+                T_.append(f"    {mma(MMA_BF16, D[i], [f'%{part}0', '%zr', '%zr', f'%{part}1'], B[i][:2], D[i])}")
         for i in range(n):
             T_.append(f"    cvt.rn.bf16x2.f32 %xv{2 * i}, %xd{4 * i + 1}, %xd{4 * i};")
             T_.append(f"    cvt.rn.bf16x2.f32 %xv{2 * i + 1}, %xd{4 * i + 3}, %xd{4 * i + 2};")
@@ -1165,14 +1159,7 @@ PHI_SPLIT:""")
                 hi = base + ri * 4 + m          # hi words: 0..11 of the run
                 lo = base + 12 + ri * 4 + m     # lo words: 12..23
                 x0, x1 = base + 8 * ri + 2 * m, base + 8 * ri + 2 * m + 1
-                e(f"""    cvt.rn.bf16x2.f32 %ph{hi}, %f{x1}, %f{x0};
-    shl.b32 %r7, %ph{hi}, 16;
-    mov.b32 %fs0, %r7;
-    and.b32 %r7, %ph{hi}, -65536;
-    mov.b32 %fs1, %r7;
-    sub.f32 %fs0, %f{x0}, %fs0;
-    sub.f32 %fs1, %f{x1}, %fs1;
-    cvt.rn.bf16x2.f32 %ph{lo}, %fs1, %fs0;""")
+                e(split_bf16_via(f"%ph{hi}", f"%ph{lo}", f"%f{x0}", f"%f{x1}", "%r7", "%fs0", "%fs1", "%fs0", "%fs1"))
         e(f"    bra PHI{j}_END;")
         e(f"PHI{j}_ZERO:")
         for r_ in range(base, base + 24):
@@ -1291,8 +1278,8 @@ FULL_WAIT:
         for kb in range(2):
             A = f"{{%xa{2 * kb}, %xb{2 * kb}, %xa{2 * kb + 1}, %xb{2 * kb + 1}}}"
             for nt, src in ((0, "%xa"), (1, "%xb")):
-                acc = ", ".join(f"%gr{4 * nt + i}" for i in range(4))
-                e(f"    mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{acc}}}, {A}, {{{src}{2 * kb}, {src}{2 * kb + 1}}}, {{{acc}}};")
+                acc = [f"%gr{4 * nt + i}" for i in range(4)]
+                e(f"    {mma(MMA_BF16, acc, A, [f'{src}{2 * kb}', f'{src}{2 * kb + 1}'], acc)}")
         if "nomma" in k.exp:
             e(f"MMA_{j}_END:")
             continue
@@ -1301,8 +1288,8 @@ FULL_WAIT:
             for part in range(2):
                 for nb in range(3):
                     w0 = base + 12 * part + 4 * nb + 2 * kb
-                    acc = ", ".join(f"%acc{12 * (j % 2) + 4 * nb + i}" for i in range(4))
-                    e(f"    mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{acc}}}, {A}, {{%ph{w0}, %ph{w0 + 1}}}, {{{acc}}};")
+                    acc = [f"%acc{12 * (j % 2) + 4 * nb + i}" for i in range(4)]
+                    e(f"    {mma(MMA_BF16, acc, A, [f'%ph{w0}', f'%ph{w0 + 1}'], acc)}")
         e(f"MMA_{j}_END:")
     e("    // odd runs accumulated apart (two chains per logit tile in flight); joined in fixed order")
     for i in range(12):

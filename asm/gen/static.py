@@ -2,7 +2,7 @@
 asm/ptx/sm90/static.ptx. Persistent CTAs (mhc_static_*), one token per CTA with x in shared
 memory (mhc_static_cl_*), a token ring (mhc_static_pr_*) and tensor cores (mhc_static_mma_*)."""
 
-from . import catalogue, sinkhorn
+from . import catalogue, resmix, sinkhorn
 from .blocks import k_sigmoid, k_warp_sum
 from .ptx import Kernel, entry, prologue
 from .rows import ld_shared_row, load_f32_run, load_row, st_shared_f32, store_row
@@ -844,19 +844,7 @@ def static_mma_kernel(n, R=1):
     k.ins(f"mad.lo.u32 {tmp}, {g}, {n}, {t2};")
     k.ins(f"mul.wide.u32 {ra}, {tmp}, 4;")
     k.ins(f"add.u64 {ra}, {ra}, {sS};")
-    Ahi = [[[u(f"ah{mt}_{ks}_{r}") for r in range(4)] for ks in range(MT)] for mt in range(MT)]
-    Alo = [[[u(f"al{mt}_{ks}_{r}") for r in range(4)] for ks in range(MT)] for mt in range(MT)]
-    for mt in range(MT):
-        for ks in range(MT):
-            for r in range(4):
-                off = 4 * ((16 * mt + 8 * (r & 1)) * n + 16 * ks + 8 * (r >> 1))
-                k.ins(f"ld.shared.v2.f32 {{{e0}, {e1}}}, [{ra}+{off}];")
-                k.ins(f"cvt.rn.bf16x2.f32 {Ahi[mt][ks][r]}, {e1}, {e0};")
-                k.ins(f"shl.b32 {h0}, {Ahi[mt][ks][r]}, 16;")
-                k.ins(f"and.b32 {h1}, {Ahi[mt][ks][r]}, 0xffff0000;")
-                k.ins(f"sub.f32 {e0}, {e0}, {h0};")
-                k.ins(f"sub.f32 {e1}, {e1}, {h1};")
-                k.ins(f"cvt.rn.bf16x2.f32 {Alo[mt][ks][r]}, {e1}, {e0};")
+    Ahi, Alo = resmix.hres_fragments(k, n, MT, ra, e0, e1, h0, h1)
     k.comment("h_post of this lane's output rows g + 8 h + 16 mt")
     rh = p("rh")
     k.ins(f"mul.wide.u32 {rh}, {g}, 4;")
@@ -891,21 +879,9 @@ def static_mma_kernel(n, R=1):
     xa = u("xa")
     for x in range(2):
         k.ins(f"mad.lo.u32 {xa}, {nts[x]}, 16, {xl};")
-        shape = "x4" if MT == 2 else "x2"
-        k.ins(f"ldmatrix.sync.aligned.m8n8.{shape}.trans.shared.b16 {{{', '.join(B[x])}}}, [{xa}];")
+        resmix.ldmatrix_tile(k, MT, B[x], xa)
     k.comment("one accumulator chain per (tile, m-tile): hi then lo of each k-step (a fixed order)")
-    acc = {}
-    for x in range(2):
-        for mt in range(MT):
-            d = [f(f"c{x}{mt}_{r}") for r in range(4)]
-            acc[x, mt] = d
-            first = True
-            for ks in range(MT):
-                for A in (Ahi, Alo):
-                    cin = ", ".join([zero] * 4) if first else ", ".join(d)
-                    first = False
-                    k.ins(f"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{', '.join(d)}}}, "
-                        f"{{{', '.join(A[mt][ks])}}}, {{{B[x][2 * ks]}, {B[x][2 * ks + 1]}}}, {{{cin}}};")
+    acc = resmix.mma_chains(k, MT, B, Ahi, Alo, zero)
     ch, aa, ga, oa, w = u("ch"), u("aa"), u("ga"), p("oa"), u("w")
     av, gv, yv, vv = [f(f"ya{i}") for i in range(2)], [f(f"yg{i}") for i in range(2)], [f(f"y{i}") for i in range(2)], \
         [f(f"v{i}") for i in range(2)]
