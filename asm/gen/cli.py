@@ -16,7 +16,7 @@ import os
 import sys
 import tempfile
 
-from . import catalogue, coeffs, expand, head, post, pre_decode, pre_gemm, pre_pc, static
+from . import catalogue, coeffs, expand, head, post, pre_decode, pre_gemm, pre_pc, rust_abi, static
 from .pre import kernel as pre_kernel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -72,6 +72,7 @@ def generate_all():
     files = {}
     for family, (gen, _) in FAMILIES.items():
         files.update(gen({}))
+    files.update(rust_abi.generate())
     with open(os.path.join(ROOT, CATALOGUE)) as f:
         files[CATALOGUE] = catalogue.generate(f.read(), catalogue_sections())
     return files

@@ -5,6 +5,7 @@ CoeffsArgs block as separate parameters (coeffs.ptx, the hand-written fallback, 
 and specialise an unrolled body per n behind a branch on the run-time n."""
 
 from . import sinkhorn
+from .abi import COEFFS, PTX_TYPES
 from .blocks import sigmoid
 
 TARGETS = [("sm90", "sm_90a"), ("sm100", "sm_100a")]
@@ -37,22 +38,8 @@ THREAD_HEADER = """\
 //   >= eps_hc or >= 1, far from subnormal); line sums are pairwise trees (chain log2 n, not n).
 // Requirements: as mhc_coeffs; n must be 1, 2 or 4 (any other n exits at once).
 //
-// Parameter block (80 bytes, identical to mhc_coeffs and asm/gcn/gfx942/coeffs.s):
-//   #[repr(C)] struct CoeffsArgs {{
-//       p: *const f32,        //  0  [T, p_stride] raw projections
-//       inv_rms: *const f32,  //  8  [T]
-//       scale: *const f32,    // 16  [3] ([1] in head mode)
-//       base: *const f32,     // 24  [M]
-//       h_pre: *mut f32,      // 32  [T, n]
-//       h_post: *mut f32,     // 40  [T, n]
-//       h_res: *mut f32,      // 48  [T, n, n]
-//       tokens: u32,          // 56
-//       streams: u32,         // 60  n
-//       iters: u32,           // 64
-//       eps_hc: f32,          // 68
-//       flags: u32,           // 72  bit 0 Paper, bit 1 head mode
-//       p_stride: u32,        // 76  elements between rows of P
-//   }}
+// Parameter block ({size} bytes, identical to mhc_coeffs and asm/gcn/gfx942/coeffs.s):
+{cstruct}
 // Measured: see asm/README.md ("coeffs").
 
 .version 8.7
@@ -93,32 +80,13 @@ SHFL_HEADER = """\
 
 
 # The parameters (CoeffsArgs, one .param each) and their loads, shared by both entries.
-PARAMS = """    .param .u64 p_p,
-    .param .u64 p_inv_rms,
-    .param .u64 p_scale,
-    .param .u64 p_base,
-    .param .u64 p_h_pre,
-    .param .u64 p_h_post,
-    .param .u64 p_h_res,
-    .param .u32 p_tokens,
-    .param .u32 p_streams,
-    .param .u32 p_iters,
-    .param .f32 p_eps_hc,
-    .param .u32 p_flags,
-    .param .u32 p_p_stride"""
+PARAMS = COEFFS.param_list()
 
-LOAD_PARAMS = """    ld.param.u32 %n, [p_streams];
-    ld.param.u32 %iters, [p_iters];
-    ld.param.f32 %eps, [p_eps_hc];
-    ld.param.u32 %flags, [p_flags];
-    ld.param.u32 %pstride, [p_p_stride];
-    ld.param.u64 %P, [p_p];
-    ld.param.u64 %INV, [p_inv_rms];
-    ld.param.u64 %SCALE, [p_scale];
-    ld.param.u64 %BASE, [p_base];
-    ld.param.u64 %HPRE, [p_h_pre];
-    ld.param.u64 %HPOST, [p_h_post];
-    ld.param.u64 %HRES, [p_h_res];
+# CoeffsArgs field -> register, in load order (the token count is loaded first, by itself)
+PARAM_REGS = {"streams": "%n", "iters": "%iters", "eps_hc": "%eps", "flags": "%flags", "p_stride": "%pstride", "p": "%P",
+              "inv_rms": "%INV", "scale": "%SCALE", "base": "%BASE", "h_pre": "%HPRE", "h_post": "%HPOST",
+              "h_res": "%HRES"}
+LOAD_PARAMS = "\n".join(f"    ld.param.{PTX_TYPES[COEFFS.field(f).ty]} {r}, [p_{f}];" for f, r in PARAM_REGS.items()) + """
     cvta.to.global.u64 %P, %P;
     cvta.to.global.u64 %INV, %INV;
     cvta.to.global.u64 %SCALE, %SCALE;
@@ -200,7 +168,7 @@ def thread_body(n):
 
 
 def thread_kernel(target):
-    text = THREAD_HEADER.format(target=target)
+    text = THREAD_HEADER.format(target=target, size=COEFFS.size, cstruct=COEFFS.c_struct())
     text += f"""
 .visible .entry mhc_coeffs_thread(
 {PARAMS}

@@ -1,13 +1,15 @@
 """expand (MATH.md "Expand", the first layer), sm_90a: asm/ptx/sm90/expand.ptx."""
 
+from .abi import EXPAND
 from . import catalogue
 from .ptx import Kernel, plain_entry, prologue
 from .shapes import DTYPES, ESIZE, TMAX
 
 
-EXPAND_ARGS = """// struct ExpandArgs (48 bytes):
-//   +0 e  +8 out (u64)  +16 e_stride  +24 out_stride (u64 bytes)
-//   +32 items (T * C/8)  +36 chunks (C/8)  +40 cbytes  +44 n   (u32)"""
+EXPAND_ARGS = "\n".join([
+    f"// struct ExpandArgs ({EXPAND.size} bytes):",
+    "//   " + EXPAND.header_line(["e", "out", " (u64)", "e_stride", "out_stride", " (u64 bytes)"]),
+    "//   " + EXPAND.header_line(["items", "chunks", "cbytes", "n", "   (u32)"])])
 
 
 def expand_kernel(dtype):
@@ -18,9 +20,8 @@ def expand_kernel(dtype):
     u = lambda s: k.reg("b32", s)
     pe, po, se, so = p("pe"), p("po"), p("se"), p("so")
     items, chunks, cbytes, n = u("items"), u("chunks"), u("cbytes"), u("n")
-    for reg, off, ty in [(pe, 0, "u64"), (po, 8, "u64"), (se, 16, "u64"), (so, 24, "u64"), (items, 32, "u32"),
-                         (chunks, 36, "u32"), (cbytes, 40, "u32"), (n, 44, "u32")]:
-        k.ins(f"ld.param.{ty} {reg}, [args+{off}];")
+    EXPAND.ld_params({"e": pe, "out": po, "e_stride": se, "out_stride": so, "items": items, "chunks": chunks,
+                      "cbytes": cbytes, "n": n}, emit=k.ins)
     k.grid_dependency()
     gid, tid, ctaid, ntid, t, ch, tmp, j = (u(s) for s in ["gid", "tid", "ctaid", "ntid", "t", "ch", "tmp", "j"])
     pr = k.reg("pred", "p")
@@ -53,7 +54,7 @@ def expand_kernel(dtype):
     k.ins(f"add.u32 {j}, {j}, 1;")
     k.ins(f"setp.lt.u32 {pr}, {j}, {n};")
     k.ins(f"@{pr} bra LOOP;")
-    return plain_entry(name, k, 48)
+    return plain_entry(name, k, EXPAND.size)
 
 
 def ptx_text():
@@ -94,5 +95,5 @@ def catalogue_rows():
               list(range(1, 33)), (1, TMAX), 1, 256,
               "expand: 8 channels per thread loaded once, stored n times", "expand",
               G(channels_per_thread=8, traits=[gd]), xp=0,
-              params="ExpandArgs { e, out: u64, e_stride, out_stride: u64, items, chunks, cbytes, n: u32 } (48 B)")
+              params=EXPAND.oneline())
     return out

@@ -3,6 +3,7 @@
 One CTA per token tile (mhc_head_*), a cluster per tile (mhc_head_cl*), and persistent clusters
 walking the tiles (mhc_head_pc*), each specialised on n and the storage dtype."""
 
+from .abi import HEAD
 from . import catalogue
 from .blocks import k_sigmoid, k_warp_sum
 from .ptx import Kernel, entry, prologue
@@ -12,11 +13,12 @@ from .shapes import DTYPES, ESIZE, NS, TMAX, vchan
 THREADS = 256  # mhc_head_*: one CTA of 8 warps (reqntid)
 
 
-HEAD_ARGS = """// struct HeadArgs (88 bytes):
-//   +0 x  +8 phi  +16 scale  +24 base  +32 out       (u64)
-//   +40 x_stride  +48 out_stride                      (u64 bytes)
-//   +56 tokens  +60 cbytes  +64 kchunks (nC/V1)  +68 cchunks (C/V2)   (u32)
-//   +72 eps_norm  +76 eps_hc  +80 inv_k (1/(nC))  +84 pad             (f32)"""
+HEAD_ARGS = "\n".join([
+    f"// struct HeadArgs ({HEAD.size} bytes):",
+    "//   " + HEAD.header_line(["x", "phi", "scale", "base", "out", "       (u64)"]),
+    "//   " + HEAD.header_line(["x_stride", "out_stride", "                      (u64 bytes)"]),
+    "//   " + HEAD.header_line(["tokens", "cbytes", "kchunks", "cchunks", "   (u32)"]),
+    "//   " + HEAD.header_line(["eps_norm", "eps_hc", "inv_k", "pad", "             (f32)"])])
 
 
 def head_tiles(n):
@@ -30,14 +32,13 @@ def head_params(k, kname, cname):
     p = lambda s: k.reg("b64", s)
     u = lambda s: k.reg("b32", s)
     f = lambda s: k.reg("f32", s)
-    regs = [p(s) for s in ["px", "pphi", "psc", "pbase", "po", "sx", "so"]]
-    regs += [u(s) for s in ["tokens", "cbytes", kname, cname]] + [f(s) for s in ["eps_n", "eps_hc", "inv_k"]]
-    for i, reg in enumerate(regs):
-        ty = "u64" if i < 7 else ("u32" if i < 11 else "f32")
-        off = 8 * i if i < 7 else 56 + 4 * (i - 7)
-        k.ins(f"ld.param.{ty} {reg}, [args+{off}];")
+    regs = {"x": p("px"), "phi": p("pphi"), "scale": p("psc"), "base": p("pbase"), "out": p("po"),
+            "x_stride": p("sx"), "out_stride": p("so"), "tokens": u("tokens"), "cbytes": u("cbytes"),
+            "kchunks": u(kname), "cchunks": u(cname), "eps_norm": f("eps_n"), "eps_hc": f("eps_hc"),
+            "inv_k": f("inv_k")}
+    HEAD.ld_params(regs, emit=k.ins)
     k.grid_dependency()
-    return regs
+    return list(regs.values())
 
 
 def head_kernel(dtype, n):
@@ -215,7 +216,7 @@ def head_kernel(dtype, n):
     k.ins("bra.uni P2_LOOP;")
     k.label("P2_END")
     k.ins("ret;")
-    return name, entry(name, k.body(), 88, [f".reqntid {THREADS}, 1, 1", ".maxnreg 128"],
+    return name, entry(name, k.body(), HEAD.size, [f".reqntid {THREADS}, 1, 1", ".maxnreg 128"],
                        [f".shared .align 16 .f32 sred[{(THREADS // 32) * RED}];", f".shared .align 16 .f32 shs[{TT * n}];"])
 
 
@@ -715,7 +716,7 @@ def head_cl_kernel(dtype, n, dec=False, CLn=CL):
     head_mix(k, dtype, n, V1, TT, CL_THREADS, tid, it, q, m, t0, tokens, tmp, lo, so, po, pr, cl_tile_row, "tile")
     k.ins("barrier.cluster.wait.acquire;")
     k.ins("ret;")
-    return name, entry(name, k.body(), 88, [f".reqntid {CL_THREADS}, 1, 1", f".maxnreg {128 if n <= 4 else 168}",
+    return name, entry(name, k.body(), HEAD.size, [f".reqntid {CL_THREADS}, 1, 1", f".maxnreg {128 if n <= 4 else 168}",
                                             f".reqnctapercluster {CLn}, 1, 1"],
                        [f".shared .align 16 .f32 sred[{NW * NPAD}];", f".shared .align 16 .f32 part[{RED}];",
                         f".shared .align 16 .f32 shs[{TT * n}];"])
@@ -956,7 +957,7 @@ def head_pc_kernel(dtype, n, CL, TT):
     k.ins("barrier.cluster.arrive.release;")
     k.ins("barrier.cluster.wait.acquire;")
     k.ins("ret;")
-    return name, entry(name, k.body(), 88, [f".reqntid {PC_THREADS}, 1, 1", ".maxnreg 128",
+    return name, entry(name, k.body(), HEAD.size, [f".reqntid {PC_THREADS}, 1, 1", ".maxnreg 128",
                                             f".reqnctapercluster {CL}, 1, 1"],
                        [f".shared .align 16 .f32 sred[{NW * max(32, 1 << (RED - 1).bit_length())}];",
                         ".shared .align 8 .b64 gbar[2];", f".shared .align 16 .f32 gat[{2 * CL * RED}];",
@@ -1077,7 +1078,7 @@ def catalogue_rows():
                                  geometry=geom))
 
     G = catalogue.geometry
-    head_p = "HeadArgs { x, phi, scale, base, out: u64, x_stride, out_stride: u64, tokens, cbytes, kchunks, cchunks: u32, eps_norm, eps_hc, inv_k: f32, pad: u32 } (88 B)"
+    head_p = HEAD.oneline()
     for dtype in DTYPES:
         for n in CL_NS:
             v1, tt, v2 = head_tiles(n)

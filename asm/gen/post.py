@@ -3,16 +3,18 @@
 Each kernel is specialised on n (1, 2, 4, 8, 16, 32), the storage dtype and the formulation, so
 that every per-stream value lives in a named register and every loop over streams is unrolled."""
 
+from .abi import POST
 from . import catalogue, resmix
 from .ptx import Kernel, entry, plain_entry, prologue
 from .rows import load_f32_run, load_row, store_row
 from .shapes import DTYPES, ESIZE, NS, TMAX, vchan
 
 
-POST_ARGS = """// struct PostArgs (80 bytes, src/device/cuda/kernels.rs):
-//   +0 x  +8 f  +16 h_post  +24 h_res  +32 out          (u64 device addresses)
-//   +40 x_stride  +48 f_stride  +56 out_stride          (u64, bytes between token rows)
-//   +64 items (T * chunks)  +68 chunks (C / V)  +72 cbytes (C * esize)  +76 pad   (u32)"""
+POST_ARGS = "\n".join([
+    f"// struct PostArgs ({POST.size} bytes, src/device/cuda/kernels.rs):",
+    "//   " + POST.header_line(["x", "f", "h_post", "h_res", "out", "          (u64 device addresses)"]),
+    "//   " + POST.header_line(["x_stride", "f_stride", "out_stride", "          (u64, bytes between token rows)"]),
+    "//   " + POST.header_line(["items", "chunks", "cbytes", "pad", "   (u32)"])])
 
 
 def post_params(k):
@@ -20,13 +22,12 @@ def post_params(k):
     so (u64), items, chunks, cbytes (u32)."""
     p = lambda s: k.reg("b64", s)
     u = lambda s: k.reg("b32", s)
-    regs = [(p(nm), off, "u64") for nm, off in [("px", 0), ("pf", 8), ("php", 16), ("phr", 24), ("po", 32),
-                                                 ("sx", 40), ("sf", 48), ("so", 56)]]
-    regs += [(u(nm), off, "u32") for nm, off in [("items", 64), ("chunks", 68), ("cbytes", 72)]]
-    for reg, off, ty in regs:
-        k.ins(f"ld.param.{ty} {reg}, [args+{off}];")
+    regs = {"x": p("px"), "f": p("pf"), "h_post": p("php"), "h_res": p("phr"), "out": p("po"), "x_stride": p("sx"),
+            "f_stride": p("sf"), "out_stride": p("so"), "items": u("items"), "chunks": u("chunks"),
+            "cbytes": u("cbytes")}
+    POST.ld_params(regs, emit=k.ins)
     k.grid_dependency()
-    return [r for r, _, _ in regs]
+    return list(regs.values())
 
 
 def post_rows(k, t64, cb, x, f, o, xname, oname):
@@ -120,7 +121,7 @@ def post_kernel(form, dtype, n, V=None):
                     k.ins(f"fma.rn.f32 {acc[v]}, {rr[j]}, {xs[j][v]}, {acc[v]};")
             store_row(k, dtype, acc, aos[i], tag=f"o{i}")
     # the decode variants (T <= 16, `_v2`) are latency-bound: one wave, every load up front
-    return plain_entry(name, k, 80, latency_bound=name.endswith("_v2"))
+    return plain_entry(name, k, POST.size, latency_bound=name.endswith("_v2"))
 
 
 LK_NS = [16, 32]  # post "lk" variants: lane = output stream
@@ -195,7 +196,7 @@ def post_lane_kernel(form, dtype, n):
             for v in range(V):
                 k.ins(f"fma.rn.f32 {acc[v]}, {hs[i]}, {xs[i][v]}, {acc[v]};")
     store_row(k, dtype, acc, ao, tag="o")
-    return plain_entry(name, k, 80, latency_bound=True)
+    return plain_entry(name, k, POST.size, latency_bound=True)
 
 
 POST_MMA_NS = [16, 32]
@@ -390,7 +391,7 @@ def post_mma_kernel(form, n):
     k.ins("bra.uni PB_LOOP;")
     k.label("DONE")
     k.ins("ret;")
-    return name, entry(name, k.body(), 80, [f".reqntid {POST_MMA_THREADS}, 1, 1", f".maxnreg {POST_MMA_MAXNREG}"],
+    return name, entry(name, k.body(), POST.size, [f".reqntid {POST_MMA_THREADS}, 1, 1", f".maxnreg {POST_MMA_MAXNREG}"],
                        [f".shared .align 16 .b8 pm_hres[{n * n * 4}];", f".shared .align 16 .b8 pm_hpost[{n * 4}];",
                         ".shared .align 8 .b64 pm_cpbar;"])
 
@@ -493,7 +494,7 @@ def catalogue_rows():
                                  geometry=geom))
 
     G = catalogue.geometry
-    post_p = "PostArgs { x, f, h_post, h_res, out: u64, x_stride, f_stride, out_stride: u64, items, chunks, cbytes, pad: u32 } (80 B)"
+    post_p = POST.oneline()
     for form in ["v4", "paper"]:
         for dtype in DTYPES:
             for n in NS:

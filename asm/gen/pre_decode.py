@@ -8,6 +8,7 @@ design document.
 """
 
 from . import sinkhorn
+from .abi import PRE_DECODE
 from .blocks import MMA_BF16, butterfly, mma, read_clocks, sigmoid as sigmoid_block, split_bf16_via
 from .ptx import PDL_NOTES_STREAM, grid_dependency
 
@@ -146,6 +147,12 @@ HEADER = """\
 """
 
 FULL_SLOTS = 5       # phase 5: subsets of 32 -> S <= 160
+DECODE_TOKENS = 16   # token rows of the decode and mid16 entries (static shared memory)
+MAX_N = 4            # streams: M = n*n + 2n <= 24 logits (phi_s rows)
+MAX_CPC = 64         # channels per CTA: the shared rows hold n x 64 elements (260 floats)
+MAX_CTAS = 144       # CTAs of a launch: every CTA co-resident, one per SM (phases 4 / 5 read up to 160)
+MID16_TOKENS = 8     # the mid16 entries serve T = 1..8 (ahead of the mid entries there, H100 in a graph)
+CATALOGUE_SMS = 132  # the SM count the catalogue's C ranges assume (H100 / H200): C <= 64 x 132
 ROW = 1040           # bytes per shared row (260 floats)
 RED = 132            # bytes per red[w][t] row (33 floats: lanes that differ only in the token
                      # store to different banks; a 128-byte row made those stores 8- to 16-way
@@ -161,15 +168,11 @@ MID_PHI, MID_X, MID_RED = 0, 24960, 24960 + MID_TOKENS * ROW
 MID_SMEM = MID_RED + 8 * MID_TOKENS * 132
 
 
-# The PreDecodeArgs block (src/device/cuda/pre_decode.rs), shared with pre_pc.ptx (gen_pre_pc.py):
-# (type, register, offset) of every field (pad at 140 aside).
-ARGS = [("u64", "%x", 0), ("u64", "%phi", 8), ("u64", "%scale", 16), ("u64", "%base", 24),
-        ("u64", "%gk", 32), ("u64", "%a", 40), ("u64", "%hpre", 48), ("u64", "%hpost", 56),
-        ("u64", "%hres", 64), ("u64", "%inv", 72), ("u64", "%part", 80), ("u64", "%sync", 88),
-        ("u32", "%T", 96), ("u32", "%n", 100), ("u32", "%C", 104), ("u32", "%M", 108),
-        ("u32", "%xs", 112), ("u32", "%as", 116), ("u32", "%cpc", 120), ("u32", "%iters", 124),
-        ("u32", "%flags", 128), ("f32", "%eps_norm", 132), ("f32", "%eps_hc", 136)]
-
+# The PreDecodeArgs fields' registers (pad aside); shared with pre_pc.ptx (gen pre_pc).
+ARG_REGS = {f.name: "%" + {"gamma_k": "gk", "inv_rms": "inv", "ws_part": "part", "ws_sync": "sync", "tokens": "T",
+                           "c": "C", "m": "M", "x_stride": "xs", "a_stride": "as", "h_pre": "hpre",
+                           "h_post": "hpost", "h_res": "hres"}.get(f.name, f.name)
+            for f in PRE_DECODE.fields if f.name != "pad"}
 
 # Registers the Sinkhorn / h_post bodies (coef_body, post_body) use besides the caller's
 # %inv_t, %hpo, %hro (declared by each kernel that emits them).
@@ -212,8 +215,9 @@ class Build:
 
 
 def load_args(skip=()):
-    """ld.param of the ARGS fields into their registers, except the registers in skip."""
-    return "\n".join(f"    ld.param.{t} {r}, [p_args+{o}];" for t, r, o in ARGS if r not in skip)
+    """ld.param of the PreDecodeArgs fields into their registers, except the registers in skip."""
+    regs = {f: r for f, r in ARG_REGS.items() if r not in skip}
+    return "\n".join("    " + line for line in PRE_DECODE.ld_params(regs, base="p_args"))
 
 
 def sigmoid(src, dst):
@@ -853,7 +857,7 @@ def entry(dt, mid=False, tm=None, exp=frozenset()):
     """The decode entry (T <= 16; mid=False) or a mid entry (the token owner publishes h_pre):
     tm = MID_TOKENS token rows (dynamic shared memory, tensor-core projection above 16 tokens)
     or 16 (mid16: the decode entry's static shared memory)."""
-    b = Build(dt, mid, tm or (MID_TOKENS if mid else 16), exp)
+    b = Build(dt, mid, tm or (MID_TOKENS if mid else DECODE_TOKENS), exp)
     parts = [declarations(b), setup(b), projection(b), partial_rows(b)]
     parts.append(mid_tail(b, b.bf) if mid else decode_tail(b))
     return "\n".join(parts)
@@ -877,7 +881,7 @@ def declarations(b):
     # the mid bf16 entry to 80 registers and the decode f32 entry to 128, and both spilled
     MINCTA = "\n.minnctapersm 1"
     e(f""".visible .entry mhc_pre_{kind}_sm90_{dt}(
-    .param .align 8 .b8 p_args[144]
+    .param .align 8 .b8 p_args[{PRE_DECODE.size}]
 )
 .reqntid 256, 1, 1{MINCTA}
 {{
@@ -1365,7 +1369,7 @@ def main(exp=frozenset()):
 // ---- the mid16 entries: the mid kernel for T <= 16 in the decode entry's static shared memory ----
 """
     for dt in ("bf16", "f32"):
-        text += "\n" + entry(dt, mid=True, tm=16, exp=exp)
+        text += "\n" + entry(dt, mid=True, tm=DECODE_TOKENS, exp=exp)
     return text
 
 

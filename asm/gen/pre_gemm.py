@@ -12,6 +12,7 @@ Deterministic output (no dates, no paths).
 
 
 from . import sinkhorn
+from .abi import PRE_GEMM
 from .blocks import MMA_BF16, k_sigmoid, mma, split_bf16
 from .ptx import Kernel, entry, prologue
 
@@ -37,6 +38,14 @@ STAGE_BYTES = A_BYTES + B_BYTES
 RING_BYTES = STAGES * STAGE_BYTES
 VEC_FLOATS = 128             # per-warp Sinkhorn vectors (r at 0, c at 64)
 MIXP = 8                     # mix parts per token tile (mixer CTAs per tile)
+MAX_SPLITS = 16              # K splits of one launch at most (the host splits K while SMs would idle)
+
+
+def gemm_min_tokens(n):
+    """Smallest T the plan gives the kernel at n (below it the general kernel is faster: H100,
+    C = 1280: n = 32 T = 64 283 vs 209 us, T = 512 638 vs 772; n = 16 T = 1024 289 vs 270,
+    T = 2048 397 vs 496)."""
+    return 512 if n >= 32 else 2048
 PT = TM // MIXP              # tokens per part
 SYNC_WORDS = MIXP + 1        # per tile in the sync region: ready tag, then one claim word per part
 MIX_TIMEOUT_NS = 2_000_000   # a mixer waits at most this long for its tile (then the finisher mixes)
@@ -133,18 +142,21 @@ HEADER = f"""\
 """
 
 
+# PreGemmArgs field -> this kernel's register (the names the code below uses)
+ARG_REGS = {"x": "px", "phi": "pphi", "scale": "pscale", "base": "pbase", "a": "pa", "h_pre": "phpre",
+            "h_post": "phpost", "h_res": "phres", "inv_rms": "pinv", "ws_cnt": "pcnt", "ws_ss": "pssw", "ws_p": "pp",
+            "ws_sync": "psync", "tokens": "tokens", "c": "cc", "x_stride": "xs", "a_stride": "as_",
+            "ksplit": "ksplit", "kstages": "kstages", "iters": "iters", "flags": "flags", "eps_norm": "eps_n",
+            "eps_hc": "eps_hc"}
+
+
 def args(k):
-    names = ["px", "pphi", "pscale", "pbase", "pa", "phpre", "phpost", "phres", "pinv", "pcnt", "pssw", "pp", "psync"]
+    """The PreGemmArgs loads; register name -> register."""
     regs = {}
-    for i, nm in enumerate(names):
-        regs[nm] = k.reg("b64", nm)
-        k.ins(f"ld.param.u64 {regs[nm]}, [args+{8 * i}];")
-    for i, nm in enumerate(["tokens", "cc", "xs", "as_", "ksplit", "kstages", "iters", "flags"]):
-        regs[nm] = k.reg("b32", nm)
-        k.ins(f"ld.param.u32 {regs[nm]}, [args+{104 + 4 * i}];")
-    for i, nm in enumerate(["eps_n", "eps_hc"]):
-        regs[nm] = k.reg("f32", nm)
-        k.ins(f"ld.param.f32 {regs[nm]}, [args+{136 + 4 * i}];")
+    for fld in PRE_GEMM.fields:
+        nm = ARG_REGS[fld.name]
+        regs[nm] = k.reg({"u64": "b64", "u32": "b32", "f32": "f32"}[fld.ty], nm)
+        PRE_GEMM.ld_params({fld.name: regs[nm]}, emit=k.ins)
     return regs
 
 
@@ -485,7 +497,7 @@ def gemm_kernel(n):
     grid_arrive(k, a, tmp, pr)
     k.label("DONE")
     k.ins("ret;")
-    return name, entry(name, k.body(), 144, [f".reqntid {THREADS}, 1, 1",
+    return name, entry(name, k.body(), PRE_GEMM.size, [f".reqntid {THREADS}, 1, 1",
                                              f".maxnreg {65536 // THREADS if THREADS > 256 else 255}"])
 
 

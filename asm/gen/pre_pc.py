@@ -12,6 +12,7 @@ output (no dates, no paths).
 from types import SimpleNamespace
 
 from . import sinkhorn
+from .abi import POST_PRE_PC, PRE_DECODE, TMA_PARAM_BYTES, TMA_TMAP
 from .blocks import MMA_BF16, MMA_BF16_K8, mma, split_bf16_via
 from .pre_decode import COEF_REGS, GRID_DEPENDENCY, inv_rms, load_args, sigmoid
 
@@ -50,11 +51,36 @@ C_MAX = 1024 * RMAX
 HC = 80        # fused entry: bytes of one token's layer-l coefficients in a stage (h_post[4], h_res[4][4])
 HC_TILE = TT * HC
 # fused entry: PostPrePcArgs (src/device/cuda/pre_pc.rs) = PreDecodeArgs (144 bytes), then
-A_F, A_HPI, A_HRI, A_XO, A_FS, A_XOS, FUSED_ARG_BYTES = 144, 152, 160, 168, 176, 180, 184
+A_F, A_HPI, A_HRI, A_XO, A_FS, A_XOS = (POST_PRE_PC.offset(f) for f in ("f", "h_post_in", "h_res_in", "x_out", "f_stride",
+                                                                        "x_out_stride"))
+FUSED_ARG_BYTES = POST_PRE_PC.size
+ARG = {f.name: f.off for f in PRE_DECODE.fields}  # PreDecodeArgs offsets (the other entries' p_args)
 # TMA entry (mhc_pre_pc16t_bf16_n4): PreTmaArgs = PreDecodeArgs, then at 192 the CUtensorMap of x
 # (2D: the 4C elements of a token row x T rows, box 64 x 16, 128-byte swizzle; pre_pc.rs)
-A_TMAP, TMA_ARG_BYTES = 192, 320
+A_TMAP, TMA_ARG_BYTES = TMA_TMAP, TMA_PARAM_BYTES
 TBOX = 64      # channels per TMA box (128 bytes: the swizzle span)
+TMA_C_MULTIPLE = TBOX * CL  # the TMA entry's C granularity: 64-channel boxes of each CTA's C/16
+ENTRY_PRE, ENTRY_PRE_TMA = "mhc_pre_pc16_bf16_n4", "mhc_pre_pc16t_bf16_n4"
+ENTRY_POST_PRE, ENTRY_POST_PRE_M = "mhc_post_pre_pc16_bf16_n4", "mhc_post_pre_pc16m_bf16_n4"
+PCM_MAX_TOKENS = 448  # the fused entry with mixing post warps wins up to here (H100, C = 4096)
+# The ring's dynamic shared memory at C (Rust expressions over c and the constants above; "/" is
+# integer division): the pre entry's stages of TT token rows (4 stream slices and a pad), the TMA
+# entry's (no pad; 1 KB to align the ring to the swizzle's 1024-byte period), the fused entry's
+# rows (5 slices of C/16 channels + 16 bytes, padded to 4 mod 8 in 16-byte units) and h_post /
+# h_res per token.
+RING_FORMULAS = {
+    "ring_bytes": "PC_STAGES * PC_TILE_TOKENS * (c / 2 + PC_ROW_PAD)",
+    "tma_ring_bytes": "PC_STAGES * PC_TILE_TOKENS * (c / 2) + 1024",
+    "fused_row_bytes": "16 * (5 * (c / 128 + 1) + (4 + 8 - 5 * (c / 128 + 1) % 8) % 8)",
+    "fused_ring_bytes": "PC_STAGES * PC_TILE_TOKENS * (fused_row_bytes(c) + PC_POST_COEF_BYTES)",
+}
+
+
+def ring(name, c):
+    """RING_FORMULAS[name] at c."""
+    env = {"PC_STAGES": STAGES, "PC_TILE_TOKENS": TT, "PC_ROW_PAD": PAD, "PC_POST_COEF_BYTES": HC, "c": c,
+           "fused_row_bytes": lambda c_: ring("fused_row_bytes", c_)}
+    return eval(RING_FORMULAS[name].replace("/", "//"), {}, env)
 TBLK = 4 * TT * 2 * TBOX  # one block of a stage: [stream 4][token 16][64 channels], 8 KB
 
 HEADER = f"""\
@@ -348,8 +374,8 @@ STAMP_REGS = """
     .reg .b64 %stb, %sgt, %sck, %sad;
     .reg .b32 %srr;
     .reg .pred %pst;"""
-STAMP_LOAD = """
-    ld.param.u64 %stb, [p_args+80];         // EXP=stamps: the debug buffer"""
+STAMP_LOAD = f"""
+    ld.param.u64 %stb, [p_args+{PRE_DECODE.offset('ws_part')}];         // EXP=stamps: the debug buffer"""
 PHI_BAR = 4  # named barrier: the math warps' phi fragments are in (the mix warps fill stages 1..)
 STAMP_ROUNDS = 96  # EXP=stamps: rounds recorded per CTA (T = 8192: 73 per cluster)
 
@@ -730,7 +756,7 @@ class Entry:
         self.MIXERS = 32 * (NPW if fused else NMW)  # with MIXW: the threads that mix (and fill the ring)
         self.STAMPS = "stamps" in exp and not fused
         self.HX = tma  # h_pre exchanged (the TMA entry; see HX_SLOTS)
-        self.arg_bytes = FUSED_ARG_BYTES if fused else (TMA_ARG_BYTES if tma else 144)
+        self.arg_bytes = FUSED_ARG_BYTES if fused else (TMA_ARG_BYTES if tma else PRE_DECODE.size)
         # PHI_BAR (pre entries): the mix warps fill stage 0, then wait for phi before stages 1..
         self.phi_bar = mixw and not fused and "nophibar" not in exp
         self.phi_bar_threads = NW * 32 + self.MIXERS
@@ -815,11 +841,11 @@ def hx_broadcast(k):
     setp.ge.or.u32 %p1, %r12, %T, %p1;
     @%p1 bra HX_BC_END;
     mul.wide.u32 %rd1, %r12, 4;
-    ld.param.u64 %rd2, [p_args+72];
+    ld.param.u64 %rd2, [p_args+{ARG['inv_rms']}];
     add.u64 %rd2, %rd2, %rd1;
     st.global.f32 [%rd2], %f2;
     mul.wide.u32 %rd1, %r12, 16;
-    ld.param.u64 %rd2, [p_args+48];
+    ld.param.u64 %rd2, [p_args+{ARG['h_pre']}];
     add.u64 %rd2, %rd2, %rd1;
     st.global.v4.f32 [%rd2], {{%w0, %w1, %w2, %w3}};
 HX_BC_END:"""
@@ -1035,8 +1061,8 @@ def issue(k, tile_reg, stage_reg, tag, v=None):
     shl.b32 %r14, {tile_reg}, 4;
     add.u32 %r14, %r14, {R.ctk};               // token of the first pass
     mov.u32 %r12, {R.ctk};
-    ld.param.u32 %r17, [p_args+112];        // x row stride (elements; parameters are re-read
-    ld.param.u64 %rd4, [p_args+0];          // where used: fewer live registers beside phi)
+    ld.param.u32 %r17, [p_args+{ARG['x_stride']}];        // x row stride (elements; parameters are re-read
+    ld.param.u64 %rd4, [p_args+{ARG['x']}];          // where used: fewer live registers beside phi)
     shl.b32 %r15, {tile_reg}, 4;
     add.u32 %r15, %r15, {TT - 1};
     setp.gt.u32 %p3, %r15, %tlast;
@@ -1441,11 +1467,11 @@ WSUM_END:{st(4, "math")}
     setp.eq.u32 %p3, %r12, %rank;
     and.pred %p2, %p2, %p3;                 // CTA tk stores token tk's h_pre and inv_rms
     mul.wide.u32 %rd1, %r13, 4;
-    ld.param.u64 %rd2, [p_args+72];
+    ld.param.u64 %rd2, [p_args+{ARG['inv_rms']}];
     add.u64 %rd2, %rd2, %rd1;
     @%p2 st.global.f32 [%rd2], %f3;
     mul.wide.u32 %rd1, %r13, 16;
-    ld.param.u64 %rd2, [p_args+48];
+    ld.param.u64 %rd2, [p_args+{ARG['h_pre']}];
     add.u64 %rd2, %rd2, %rd1;""")
     for i in range(4):
         e(f"""    ld.shared.f32 %f4, [sm_base+{4 * i}];
@@ -1577,10 +1603,10 @@ def mix_code(k, mw):
     mov.u32 %r8, {"hin" if HX else "shs"};{SHSP}
     mad.lo.u32 %r8, %mtk, 16, %r8;          // &h_pre[tk]
     add.u32 %r6, %r3, %mtk;                 // token
-    ld.param.u32 %r9, [p_args+116];
+    ld.param.u32 %r9, [p_args+{ARG['a_stride']}];
     mul.wide.u32 %rd1, %r6, %r9;
     shl.b64 %rd1, %rd1, 1;
-    ld.param.u64 %rd2, [p_args+40];
+    ld.param.u64 %rd2, [p_args+{ARG['a']}];
     add.u64 %rd1, %rd1, %rd2;
     shl.b32 %r10, %mch, 3;
     mad.lo.u32 %r10, %rank, %C16, %r10;

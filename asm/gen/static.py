@@ -2,6 +2,7 @@
 asm/ptx/sm90/static.ptx. Persistent CTAs (mhc_static_*), one token per CTA with x in shared
 memory (mhc_static_cl_*), a token ring (mhc_static_pr_*) and tensor cores (mhc_static_mma_*)."""
 
+from .abi import STATIC
 from . import catalogue, resmix, sinkhorn
 from .blocks import k_sigmoid, k_warp_sum
 from .ptx import Kernel, entry, prologue
@@ -19,12 +20,13 @@ def st_threads(n):
     return dt, dt + 32
 
 
-STATIC_ARGS = """// struct StaticArgs (96 bytes):
-//   +0 x  +8 h_pre_logits  +16 h_post_logits  +24 h_res_logits  +32 gamma  +40 out   (u64)
-//   +48 x_stride  +56 out_stride                                                  (u64 bytes)
-//   +64 tokens  +68 cbytes  +72 cchunks (C/V)  +76 iters                            (u32)
-//   +80 eps_hc  +84 eps_f  +88 inv_c (1/C)  +92 pad                                 (f32)
-// dynamic shared memory: C * 4 bytes (a[c] of the current token)"""
+STATIC_ARGS = "\n".join([
+    f"// struct StaticArgs ({STATIC.size} bytes):",
+    "//   " + STATIC.header_line(["x", "h_pre_logits", "h_post_logits", "h_res_logits", "gamma", "out", "   (u64)"]),
+    "//   " + STATIC.header_line(["x_stride", "out_stride", " " * 50 + "(u64 bytes)"]),
+    "//   " + STATIC.header_line(["tokens", "cbytes", "cchunks", "iters", " " * 28 + "(u32)"]),
+    "//   " + STATIC.header_line(["eps_hc", "eps_f", "inv_c", "pad", " " * 33 + "(f32)"]),
+    "// dynamic shared memory: C * 4 bytes (a[c] of the current token)"])
 
 
 def static_coeffs(k, n, lane, phol, phrl, iters, eps_hc, sS, sH, it, pr, done="COEF_WAIT"):
@@ -222,11 +224,9 @@ def static_kernel(dtype, n):
     px, phpl, phol, phrl, pg, po, sx, so = (p(s) for s in ["px", "phpl", "phol", "phrl", "pg", "po", "sx", "so"])
     tokens, cbytes, cchunks, iters = u("tokens"), u("cbytes"), u("cchunks"), u("iters")
     eps_hc, eps_f, inv_c = f("eps_hc"), f("eps_f"), f("inv_c")
-    for reg, off, ty in [(px, 0, "u64"), (phpl, 8, "u64"), (phol, 16, "u64"), (phrl, 24, "u64"), (pg, 32, "u64"),
-                         (po, 40, "u64"), (sx, 48, "u64"), (so, 56, "u64"), (tokens, 64, "u32"), (cbytes, 68, "u32"),
-                         (cchunks, 72, "u32"), (iters, 76, "u32"), (eps_hc, 80, "f32"), (eps_f, 84, "f32"),
-                         (inv_c, 88, "f32")]:
-        k.ins(f"ld.param.{ty} {reg}, [args+{off}];")
+    STATIC.ld_params({"x": px, "h_pre_logits": phpl, "h_post_logits": phol, "h_res_logits": phrl, "gamma": pg,
+                    "out": po, "x_stride": sx, "out_stride": so, "tokens": tokens, "cbytes": cbytes,
+                    "cchunks": cchunks, "iters": iters, "eps_hc": eps_hc, "eps_f": eps_f, "inv_c": inv_c}, emit=k.ins)
     k.grid_dependency()
     tid, lane, warp, q, it, t = u("tid"), u("lane"), u("warp"), u("q"), u("it"), u("t")
     pr, pw = k.reg("pred", "p"), k.reg("pred", "pw")
@@ -319,7 +319,7 @@ def static_kernel(dtype, n):
     k.ins("bra.uni TOK_LOOP;")
     k.label("TOK_END")
     k.ins("ret;")
-    return name, entry(name, k.body(), 96, [f".reqntid {NT}, 1, 1"] + ([maxnreg] if maxnreg else []),
+    return name, entry(name, k.body(), STATIC.size, [f".reqntid {NT}, 1, 1"] + ([maxnreg] if maxnreg else []),
                        [f".shared .align 16 .f32 ss_res[{n * n}];", ".shared .align 16 .f32 ss_h[96];",
                         f".shared .align 16 .f32 ss_red[{NT // 32}];"])
 
@@ -346,11 +346,9 @@ def static_tile_args(k):
     px, phpl, phol, phrl, pg, po, sx, so = (p(s) for s in ["px", "phpl", "phol", "phrl", "pg", "po", "sx", "so"])
     tokens, cbytes, cchunks, iters, m = u("tokens"), u("cbytes"), u("cchunks"), u("iters"), u("m")
     eps_hc, eps_f, inv_c = f("eps_hc"), f("eps_f"), f("inv_c")
-    for reg, off, ty in [(px, 0, "u64"), (phpl, 8, "u64"), (phol, 16, "u64"), (phrl, 24, "u64"), (pg, 32, "u64"),
-                         (po, 40, "u64"), (sx, 48, "u64"), (so, 56, "u64"), (tokens, 64, "u32"), (cbytes, 68, "u32"),
-                         (cchunks, 72, "u32"), (iters, 76, "u32"), (eps_hc, 80, "f32"), (eps_f, 84, "f32"),
-                         (inv_c, 88, "f32"), (m, 92, "u32")]:
-        k.ins(f"ld.param.{ty} {reg}, [args+{off}];")
+    STATIC.ld_params({"x": px, "h_pre_logits": phpl, "h_post_logits": phol, "h_res_logits": phrl, "gamma": pg,
+                    "out": po, "x_stride": sx, "out_stride": so, "tokens": tokens, "cbytes": cbytes,
+                    "cchunks": cchunks, "iters": iters, "eps_hc": eps_hc, "eps_f": eps_f, "inv_c": inv_c, "pad": m}, emit=k.ins)
     k.grid_dependency()
     return px, phpl, phol, phrl, pg, po, sx, so, tokens, cbytes, cchunks, iters, m, eps_hc, eps_f, inv_c
 
@@ -548,7 +546,7 @@ def static_cl_kernel(dtype, n):
     static_phase_b(k, dtype, n, V, tid, it, q, itemsb, DT, sX, seg, aa, sA, pg, rr, ho, Rm if n <= 2 else None, sS,
                    orow, cb64, pr, lo=(lo, tmp))
     k.ins("ret;")
-    return name, entry(name, k.body(), 96, [f".reqntid {NT}, 1, 1"] + ([".maxnreg 64"] if n <= 2 else []),
+    return name, entry(name, k.body(), STATIC.size, [f".reqntid {NT}, 1, 1"] + ([".maxnreg 64"] if n <= 2 else []),
                        [f".shared .align 16 .f32 ss_res[{n * n}];", ".shared .align 16 .f32 ss_h[96];",
                         f".shared .align 16 .f32 ss_red[{NT // 32}];", ".shared .align 8 .b64 cpbar;"])
 
@@ -687,7 +685,7 @@ def static_pr_kernel(dtype, n):
     k.ins("bra.uni TOK_LOOP;")
     k.label("TOK_END")
     k.ins("ret;")
-    return name, entry(name, k.body(), 96, [f".reqntid {NT}, 1, 1"],
+    return name, entry(name, k.body(), STATIC.size, [f".reqntid {NT}, 1, 1"],
                        [f".shared .align 16 .f32 ss_res[{n * n}];", ".shared .align 16 .f32 ss_h[96];",
                         f".shared .align 16 .f32 ss_red[{NT // 32}];", f".shared .align 8 .b64 st_mbar[{S}];",
                         ".shared .align 8 .b64 st_cfbar;"])
@@ -914,7 +912,7 @@ def static_mma_kernel(n, R=1):
         k.ins("barrier.cluster.wait.acquire;")
     k.ins("ret;")
     cluster = [f".reqnctapercluster {R}, 1, 1"] if R > 1 else []
-    return name, entry(name, k.body(), 96, [f".reqntid {NT}, 1, 1"] + cluster + [f".maxnreg {ST_MMA_MAXNREG}"],
+    return name, entry(name, k.body(), STATIC.size, [f".reqntid {NT}, 1, 1"] + cluster + [f".maxnreg {ST_MMA_MAXNREG}"],
                        [f".shared .align 16 .f32 ss_res[{n * n}];", ".shared .align 16 .f32 ss_h[96];",
                         f".shared .align 16 .f32 ss_red[{NT // 32}];", ".shared .align 8 .b64 cpbar;"]
                        + ([".shared .align 4 .f32 ss_cl;"] if R > 1 else []))
@@ -1041,7 +1039,7 @@ def catalogue_rows():
                                  geometry=geom))
 
     G = catalogue.geometry
-    static_p = "StaticArgs { x, h_pre_logits, h_post_logits, h_res_logits, gamma, out: u64, x_stride, out_stride: u64, tokens, cbytes, cchunks, iters: u32, eps_hc, eps_f, inv_c: f32, pad: u32 } (96 B)"
+    static_p = STATIC.oneline()
     for dtype in DTYPES:
         for n in NS:
             entry(f"static_{dtype}_n{n}", "static", ["v4", "paper"], "static", f"mhc_static_{dtype}_n{n}", [dtype], [n],

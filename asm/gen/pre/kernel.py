@@ -11,8 +11,11 @@ memory and the .func producers) are copied into the file verbatim.
 import os
 
 from .. import ptx
+from ..abi import PRE
 from ..blocks import butterfly
 from . import coefs, kloop, mix, producer, tail
+from .constants import (FLAG_DBG_NO_K, FLAG_FAST_K, FLAG_GAMMA_F, FLAG_GAMMA_K, FLAG_GROUPS_SHIFT,
+                        FLAG_PAPER, FLAG_POST_BATCH, FLAG_PREFETCH, FLAG_SOLO, TILE_TOKENS)
 from .kloop import ACC
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -21,11 +24,13 @@ SS = [f"%ss{i}" for i in range(4)]
 TREE = ACC + SS
 
 
-def params():
-    u64 = ['x','f','hpost_in','hres_in','xo','phi','scale','base','gk','gf','a','y','hpre','hpost','hres','inv','wsp','wss','wspart','wscnt']
-    u32 = ['T','n','C','K','M','ldp','xs','fs','xos','as','ys','kslice','splits','iters','flags']
-    f32 = ['eps_norm','eps_hc','eps_f']
-    return u64, u32, f32
+# The PreArgs fields' registers in the templates
+ARG_REGS = dict(zip(
+    [f.name for f in PRE.fields],
+    ['%x', '%f_', '%hpost_in', '%hres_in', '%xo', '%phi', '%scale', '%base', '%gk', '%gf', '%a', '%y', '%hpre',
+     '%hpost', '%hres', '%inv', '%wsp', '%wss', '%wspart', '%wscnt',
+     '%T', '%n', '%C', '%K', '%M', '%ldp', '%xs', '%fs', '%xos', '%as', '%ys', '%kslice', '%splits', '%iters', '%flags',
+     '%eps_norm', '%eps_hc', '%eps_f']))
 
 
 def declarations(bf):
@@ -77,22 +82,8 @@ def declarations(bf):
 
 
 def load_params():
-    """The PreArgs loads (232 bytes; header.txt, PARAMS)."""
-    L = []
-    u64, u32, f32 = params()
-    off = 0
-    for p in u64:
-        nm = '%f_' if p == 'f' else f'%{p}'
-        L.append(f"    ld.param.u64 {nm}, [p_args+{off}];")
-        off += 8
-    for p in u32:
-        L.append(f"    ld.param.u32 %{p}, [p_args+{off}];")
-        off += 4
-    for p in f32:
-        L.append(f"    ld.param.f32 %{p}, [p_args+{off}];")
-        off += 4
-    assert off == 232
-    return "\n".join(L)
+    """The PreArgs loads (header.txt, PARAMS)."""
+    return "\n".join("    " + line for line in PRE.ld_params(ARG_REGS, base="p_args"))
 
 
 def setup(bf, post):
@@ -117,36 +108,36 @@ def setup(bf, post):
     sub.u32 %gidx, %r0, %r1;
     // logit-group slices (flags bits 16..23; n >= 8 decode): the tile's CTA gidx = K split ksp
     // x group slice gsl; nks K splits, each with its own partial block
-    shr.u32 %gsn, %flags, 16;
+    shr.u32 %gsn, %flags, {FLAG_GROUPS_SHIFT};
     and.b32 %gsn, %gsn, 255;
     max.u32 %gsn, %gsn, 1;
     div.u32 %ksp, %gidx, %gsn;
     mul.lo.u32 %r1, %ksp, %gsn;
     sub.u32 %gsl, %gidx, %r1;
     div.u32 %nks, %splits, %gsn;
-    shl.b32 %t0, %tile, 5;                  // first token of this CTA's 32-token tile
+    shl.b32 %t0, %tile, {TILE_TOKENS.bit_length() - 1};                  // first token of this CTA's 32-token tile
     sub.u32 %rows, %T, %t0;
     min.u32 %rows, %rows, 32;               // tokens in this tile
     setp.gt.u32 %p_mt1, %rows, 16;          // second 16-row mma tile in use
     setp.gt.u32 %p_split, %splits, 1;       // decode mode: the reduction is split across the grid
-    and.b32 %r0, %flags, 1;
+    and.b32 %r0, %flags, {FLAG_PAPER};
     setp.ne.u32 %p_paper, %r0, 0;
-    and.b32 %r0, %flags, 2;
+    and.b32 %r0, %flags, {FLAG_GAMMA_K};
     setp.ne.u32 %p_gk, %r0, 0;
-    and.b32 %r0, %flags, 4;
+    and.b32 %r0, %flags, {FLAG_GAMMA_F};
     setp.ne.u32 %p_gf, %r0, 0;
     setp.{postcmp}.u32 %p_post, 0, 0;            // the entry decides (pre: never; post_pre: always; flag 8 is informative)
-    and.b32 %r0, %flags, 16;
+    and.b32 %r0, %flags, {FLAG_SOLO};
     setp.ne.u32 %p_solo, %r0, 0;            // split prefill: the last CTA finishes its tile alone
     and.pred %p_claim, %p_split, !%p_solo;  // decode: CTAs claim tokens for the pre-mix
-    and.b32 %r0, %flags, 64;
+    and.b32 %r0, %flags, {FLAG_POST_BATCH};
     setp.ne.u32 %p_pb, %r0, 0;
     setp.le.u32 %p0, %n, 4;
     and.pred %p_pb, %p_pb, %p0;             // post_pre, n <= 4: batched producer (flag 64)
     and.pred %p_pb, %p_pb, %p_post;{pbf32}
-    and.b32 %r0, %flags, 128;
+    and.b32 %r0, %flags, {FLAG_PREFETCH};
     setp.ne.u32 %p_pf, %r0, 0;              // flag 128: prefetch x (L2) and phi (L1) PF_STEPS ahead
-    and.b32 %r0, %flags, 256;               // flag 256: the fast K loop, where its conditions hold
+    and.b32 %r0, %flags, {FLAG_FAST_K};               // flag 256: the fast K loop, where its conditions hold
     setp.ne.u32 %p_fast, %r0, 0;
     and.pred %p_fast, %p_fast, !%p_gk;
     and.pred %p_fast, %p_fast, !%p_post;
@@ -167,7 +158,7 @@ def setup(bf, post):
     mul.lo.u32 %jbeg, %ksp, %kslice;
     add.u32 %jend, %jbeg, %kslice;
     min.u32 %jend, %jend, %jlen;
-    and.b32 %r0, %flags, 1024;              // attribution only (Plan::pre_attribution): no K loop
+    and.b32 %r0, %flags, {FLAG_DBG_NO_K};              // attribution only (Plan::pre_attribution): no K loop
     setp.ne.u32 %p0, %r0, 0;
     @%p0 mov.u32 %jend, %jbeg;
     shr.u32 %ngr, %ldp, 5;                  // logit groups of 32 (4 mma n-tiles)
@@ -341,7 +332,7 @@ def entry(dt, post):
     bf = dt == 'bf16'
     esz = 2 if bf else 4
     name = f"mhc_post_pre_sm90_{dt}" if post else f"mhc_pre_sm90_{dt}"
-    parts = [f".visible .entry {name}(", "    .param .align 8 .b8 p_args[232]", ")", ".maxntid 256, 1, 1", "{",
+    parts = [f".visible .entry {name}(", f"    .param .align 8 .b8 p_args[{PRE.size}]", ")", ".maxntid 256, 1, 1", "{",
              declarations(bf), load_params(), ptx.grid_dependency(None), setup(bf, post), row_slots(esz), group_head(),
              producer.k_loop(bf, esz) if post else pre_k_loop(bf),
              reduce_partials(), write_partials(), tail.tail(dt), "}"]

@@ -2,6 +2,8 @@
 # items spread over the CTA, NI items per thread per pass, the n stream loads of all items
 # issued before their FMAs (groups of 4 streams), so 4*NI 16-byte loads are in flight per thread
 # (NI = 4: 64 KB per CTA; it was 2 items, 32 KB, latency-bound: notes/cuda-pre.md round 8).
+from .constants import FLAG_DBG_NO_MIX
+
 NI = 4
 IT = "ABCD"
 def mix(bf, esz):
@@ -9,7 +11,7 @@ def mix(bf, esz):
     L = []
     e = L.append
     e(f"""MIX:
-    and.b32 %r58, %flags, 512;              // attribution only (Plan::pre_attribution): no pre-mix
+    and.b32 %r58, %flags, {FLAG_DBG_NO_MIX};              // attribution only (Plan::pre_attribution): no pre-mix
     setp.ne.u32 %p19, %r58, 0;
     @%p19 bra EXIT;
     mov.u32 %r58, 0;
