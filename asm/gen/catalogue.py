@@ -38,10 +38,11 @@ def geometry(channels_per_thread=None, threads_per_item=None, cluster=None, dyna
 
 def row(id, stage, formulations, arch, file, entry, dtypes, n, c, tokens, tile, threads, why, launch,
         prefer_tokens=None, register_cap=None, x_passes=None, wave_us=None, params=None, rank=None,
-        options=None, geometry=None):
+        options=None, geometry=None, comment=()):
     """One [[variant]] table without its expect line. c: (multiple_of, min, max); tokens,
-    prefer_tokens: (min, max); tile: tokens per block or (tokens, split)."""
-    lines = [
+    prefer_tokens: (min, max); tile: tokens per block or (tokens, split); comment: lines of the
+    comment above it."""
+    lines = [f"# {line}" for line in comment] + [
         "[[variant]]",
         f'id = "{id}"',
         f'stage = "{stage}"',

@@ -84,6 +84,12 @@ def catalogue_sections():
         ("head", "sm_90a head.ptx", [], head.catalogue_rows()),
         ("static", "sm_90a static.ptx", [], static.catalogue_rows()),
         ("expand", "sm_90a expand.ptx", [], expand.catalogue_rows()),
+        ("coeffs_sm90", "sm_90a coeffs_thread.ptx / coeffs_shfl.ptx", [], coeffs.catalogue_rows("sm_90a")),
+        ("coeffs_sm100", "sm_100a coeffs_thread.ptx / coeffs_shfl.ptx", [], coeffs.catalogue_rows("sm_100a")),
+        ("pre", "sm_90a pre.ptx", [], pre_kernel.catalogue_rows()),
+        ("pre_decode", "sm_90a pre_decode.ptx", [], pre_decode.catalogue_rows()),
+        ("pre_pc", "sm_90a pre_pc.ptx", [], pre_pc.catalogue_rows()),
+        ("pre_gemm", "sm_90a pre_gemm.ptx", [], pre_gemm.catalogue_rows()),
     ]
 
 

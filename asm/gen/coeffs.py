@@ -4,7 +4,7 @@ mhc_coeffs_shfl (one token per warp, n = 8, 16, 32; coeffs_shfl.ptx). Both read 
 CoeffsArgs block as separate parameters (coeffs.ptx, the hand-written fallback, does the same)
 and specialise an unrolled body per n behind a branch on the run-time n."""
 
-from . import sinkhorn
+from . import catalogue, sinkhorn
 from .abi import COEFFS, PTX_TYPES
 from .blocks import sigmoid
 
@@ -359,3 +359,22 @@ def generate(experiments):
         files[f"asm/ptx/{folder}/coeffs_thread.ptx"] = thread_kernel(target)
         files[f"asm/ptx/{folder}/coeffs_shfl.ptx"] = shfl_kernel(target)
     return files
+
+
+def catalogue_rows(arch):
+    """The catalogue rows of the two generated coefficient kernels for arch (sm_90a / sm_100a);
+    the hand-written fallback's row (coeffs_<arch>_warp) follows them in the catalogue."""
+    folder = {"sm_90a": "sm90", "sm_100a": "sm100"}[arch]
+    short = folder
+    every_c, every_t = (1, 1, 4294967295), (1, 4294967295)
+    params = f"{COEFFS.name} ({COEFFS.size} B, as coeffs_{short}_warp)"
+    return [
+        catalogue.row(f"coeffs_{short}_thread", "coeffs", ["v4", "paper"], arch, f"asm/bin/{folder}/coeffs_thread.cubin",
+                      "mhc_coeffs_thread", ["f32", "bf16"], THREAD_NS, every_c, every_t, 128, 128,
+                      "n <= 4: one token per thread, matrix in registers: 4.0 / 6.6 us at T=1 / 8192 (n=4, H200, launch "
+                      "incl.) vs 12.7 / 35.9 us for coeffs_warp", "coeffs", x_passes=0, wave_us=0.6, params=params),
+        catalogue.row(f"coeffs_{short}_shfl", "coeffs", ["v4", "paper"], arch, f"asm/bin/{folder}/coeffs_shfl.cubin",
+                      "mhc_coeffs_shfl", ["f32", "bf16"], SHFL_NS, every_c, every_t, 4, 128,
+                      "n >= 8: one token per warp, matrix in registers, shuffles: n=32 11.0 / 65 us at T=1 / 8192 (H200, "
+                      "launch incl.) vs 54 / 175 us for coeffs_warp", "coeffs", x_passes=0, wave_us=2.0, params=params),
+    ]

@@ -10,3 +10,4 @@ FLAG_FAST_K = 256      # bf16, n = 4, C % 32 == 0, no gamma_k: the fast K loop (
 FLAG_DBG_NO_MIX = 512  # time attribution only: skip the pre-mix
 FLAG_DBG_NO_K = 1024   # time attribution only: skip the K loop (the logits are zeros)
 FLAG_GROUPS_SHIFT = 16  # bits 16..23: logit-group slices per K split (0 = 1)
+MAX_C = 131072  # the largest C the catalogue offers the pre / post_pre rows
