@@ -64,7 +64,7 @@ def ptx_text():
 // Tile: one thread = one token x 8 channels; it loads 16/32 bytes once and stores them n times
 //   (n is a run-time argument: a store loop, nothing to specialise). Grid = ceil(T C/8 / 256).
 // Register plan: 4 (bf16) or 8 (f32) data words, addresses. Bytes: T C esize (1 + n).
-// Measured (H200, round 2): T=8192 n=4 C=4096 bf16 87 us = 91% of copy; T=1 3.0 us back-to-back,
+// Measured (H200): T=8192 n=4 C=4096 bf16 87 us = 91% of copy; T=1 3.0 us back-to-back,
 //   1.2 us in a graph.
 """ + EXPAND_ARGS + "\n"]
     for dtype in DTYPES:

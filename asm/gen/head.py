@@ -225,8 +225,9 @@ CL = 8  # CTAs per cluster (the portable maximum)
 
 
 CL16_NS = [16, 32]  # mhc_head_cl16_*: 16-CTA clusters (non-portable) for T <= CLD_TMAX
-# (n >= 16: phi, n x nC f32, is what a decode cluster pulls; H100 n = 32 T = 1 20.4 -> 13.7 us,
-# but T = 64 24.7 -> 27.3 and T = 256 70.9 -> 92.0 us: fewer clusters are resident)
+# (n >= 16: phi, n x nC f32, is what a decode cluster pulls; H100 n = 32, 16- against 8-CTA
+# clusters: T = 1 13.7 against 20.4 us, but T = 64 27.3 against 24.7 and T = 256 92.0 against
+# 70.9 us: fewer clusters are resident)
 CL_THREADS = 128
 CL_NS = [1, 2, 4, 8, 16, 32]
 CLD_NS = [1, 2, 4, 8]  # the decode variant's phi slice (n x n x chunks) outgrows shared memory above
@@ -235,8 +236,8 @@ CL_SMEM = 112 * 1024  # largest x tile (dynamic shared memory): two CTAs per SM 
 
 CLD_SMEM = 200 * 1024  # decode variant: x tile and phi slice (few CTAs: one per SM is fine)
 CLD_TMAX = 16  # decode variant up to this many tokens
-# Largest T of the cluster variant per n (H200, rounds 6 and 8: the one-CTA-per-tile kernel is as
-# fast or faster above; n = 8 loses from T = 1024 on).
+# Largest T of the cluster variant per n (H200: the one-CTA-per-tile kernel is as fast or faster
+# above; n = 8 loses from T = 1024 on).
 CL_TMAX = {1: 512, 2: 512, 4: 512, 8: 256, 16: 256, 32: 256}
 
 
@@ -533,7 +534,7 @@ def head_cl_kernel(dtype, n, dec=False, CLn=CL):
             k.ins(f"mov.f32 {P[tt][i]}, 0f00000000;")
     if not dec:
         k.comment("(the x tile is loaded into registers and stored to shared memory: measured faster than")
-        k.comment("cp.async for this variant, H200 rounds 6-7)")
+        k.comment("cp.async for this variant, H200)")
         items = u("items")
         k.ins(f"mul.lo.u32 {items}, {m}, {n};")
         k.comment(f"phase 1: items (stream i, chunk lo+q), i = item / m. Each loads phi[o][i C + chunk] for the")
@@ -793,7 +794,7 @@ def head_pc_kernel(dtype, n, CL, TT):
     xt, sb, tstep = u("xt"), u("sbytes"), u("tstep")
     k.ins(f"mov.u32 {xt}, hpc_x;")
     k.comment(f"a stage holds the tile's slice: offset tt tstep + (i mmax + q) 16 with tstep = (n mmax + 1) 16:")
-    k.comment(f"a 16-byte pad per token row (measured 140.3 -> 135.4 us at T=8192 C=4096); {PC_STAGES} stages")
+    k.comment(f"a 16-byte pad per token row (135.4 us, 140.3 unpadded, at T=8192 C=4096); {PC_STAGES} stages")
     k.ins(f"mad.lo.u32 {tstep}, {mmax}, {n}, 1;")
     k.ins(f"shl.b32 {tstep}, {tstep}, 4;")
     k.ins(f"mul.lo.u32 {sb}, {tstep}, {TT};")
@@ -967,7 +968,7 @@ def head_pc_kernel(dtype, n, CL, TT):
 def ptx_text():
     out = [prologue("8.8"), """
 // ==============================================================================================
-// head (MATH.md "Head", DeepSeek-V4 hc_head), sm_90a. Written by gen_forward.py.
+// head (MATH.md "Head", DeepSeek-V4 hc_head), sm_90a. Written by python3 -m asm.gen (asm/gen/head.py).
 //   inv_rms = 1/sqrt(sum_k v[k]^2 / K + eps_norm);  g_i = (v . phi_i) inv_rms
 //   h_i = sigma(g_i scale + base_i) + eps_hc;       out[c] = sum_i h_i x[i][c]
 // Tile: one CTA of 256 threads = TT tokens (TT = min(8, 64/n)). Phase 1 walks the flattened
@@ -980,10 +981,10 @@ def ptx_text():
 //   V2 = min(8, 64/n) channels and writes out.
 // Register plan: phi n*V1, P TT*n, ss TT, x V1 (phase 1); h n, x n*V2, acc V2 (phase 2).
 // Bytes: HBM floor = T (nC + C) esize; phi and the re-read come from L2.
-// Measured (H200, round 5): T=8192 n=4 C=4096 142 us = 56% of copy (1.79x floor): each CTA
-//   alternates a DRAM phase and an L2 phase, so DRAM idles part of the time (`.maxnreg 128` for
-//   2 CTAs/SM took it from 53% to 56%); n=32: 12x floor (phi, 5 MB, re-read per 2-token CTA).
-//   Round 8: still the kernel for T > 512 (n <= 4), T > 256 (n = 8) and every T at n >= 16.
+// Measured (H200): T=8192 n=4 C=4096 142 us = 56% of copy (1.79x floor): each CTA alternates a
+//   DRAM phase and an L2 phase, so DRAM idles part of the time (`.maxnreg 128` for 2 CTAs/SM:
+//   56% against 53%); n=32: 12x floor (phi, 5 MB, re-read per 2-token CTA). The kernel for
+//   T > 512 (n <= 4), T > 256 (n = 8) and every T at n >= 16.
 //
 // mhc_head_cl_* (every n) / mhc_head_cld_* (n <= 8): a thread-block CLUSTER of 8 CTAs (.reqnctapercluster)
 //   per TT-token tile; CTA r (%cluster_ctarank) owns chunks [r cc/8, (r+1) cc/8) of the cc = C/V1
@@ -1002,12 +1003,12 @@ def ptx_text():
 //   Registers: 128 (n <= 4, 4 CTAs/SM), 168 (n >= 8). Shared: x tile <= 112 KiB (cl), x + phi
 //   <= 200 KiB (cld); larger C falls back to mhc_head_*. Arguments: HeadArgs with kchunks =
 //   chunks per CTA (ceil(cc / 8)) and cchunks = cc; grid = ceil(T / TT) * 8.
-// Measured (H200, round 8, bf16, copy 4187 GB/s; us stream / back-to-back / graph):
+// Measured (H200, bf16, copy 4187 GB/s; us stream / back-to-back / graph; mhc_head_* -> cluster):
 //   n=4 C=4096: T=1 15.4 -> 7.9 / 5.7 / 4.8 (cld), T=16 18.1 -> 8.2 / 6.4 / 5.3, T=64 18.2 ->
 //   8.9, T=256 18.9 -> 10.9 (cl); C=7168: T=1 22.9 -> 9.6 / 7.8 / 6.9, T=256 29.0 -> 14.8;
 //   n=8 C=1280: T=1 17.3 -> 8.0 / 6.0 / 5.2, T=256 19.2 -> 11.3. At T >= 1024 the cluster kernel
 //   is no faster (T=8192 C=4096: 140.6 us with register loads, 149.3 with cp.async, vs 142.2):
-//   keeping x on chip did not lift the 56% ceiling (rounds 6-8, notes/cuda-runtime.md).
+//   keeping x on chip does not lift the 56% ceiling (notes/cuda-runtime.md).
 //
 // mhc_head_pc4_* / mhc_head_pc8_* (n <= 4, T > 512): PERSISTENT clusters of R = 4 / 8 CTAs x
 //   256 threads, as many as the device holds at once (cuOccupancyMaxActiveClusters; grid = that
@@ -1022,16 +1023,16 @@ def ptx_text():
 //   (b = tile index mod 2); threads tt n + i wait on their own gbar[b] (armed by thread 0 with
 //   expect_tx) and sum the 8 ranks in order from local shared memory: deterministic, and no
 //   cluster barrier in the loop (barrier.cluster.arrive.release is a MEMBAR.ALL.GPU, which
-//   waited for the in-flight ring copies: 153.8 us with it). Reuse of gat[b] is safe by
+//   waits for the in-flight ring copies: 153.8 us with it). Reuse of gat[b] is safe by
 //   causality: a CTA sends tile k's partials only after receiving every CTA's tile k-1, which
 //   each sends after reading its gat[b] of tile k-2. Registers: phi 2 x n x V, P TT (n+1);
 //   .maxnreg 128 (n = 4 uses 128: 2 CTAs per SM at C = 4096).
-// Measured (H100, 2026-11-22, bf16, copy 2979 GB/s): T=8192 C=4096 pc4 130.3 us = 86.4% of copy
+// Measured (H100, bf16, copy 2979 GB/s): T=8192 C=4096 pc4 130.3 us = 86.4% of copy
 //   (8-CTA clusters with 8-token tiles: 135.4 us = 82.7%; mhc_head_bf16_n4: 195.6 us, 57%),
 //   T=4096 71.5 us (79%); C=7168 T=8192 pc8 232.3 us = 84.8% (with 8-token tiles 243-248 us: a
 //   168 KB ring, one CTA per SM). ncu (8-CTA clusters, T=1024): 30 clusters resident (240 CTAs,
-//   2 per SM: 12 SMs idle), which the 4-CTA clusters avoid. Tried: phase 1 of tile k+1 during tile k's cluster barrier (158 us, and racecheck
-//   hazards), 4 stages (1 CTA per SM at C=4096: 230 us), phase 1 on tensor cores (bf16 mma
+//   2 per SM: 12 SMs idle), which the 4-CTA clusters avoid. Alternatives measured slower: phase 1
+//   of tile k+1 during tile k's cluster barrier (158 us, and racecheck hazards), 4 stages (1 CTA per SM at C=4096: 230 us), phase 1 on tensor cores (bf16 mma
 //   m16n8k16, phi hi + lo, the squares from x times x; lane-per-item copies in 32-byte pieces:
 //   154 us, notes/cuda-bench-h100-head-pcm-tried.txt; the kernel is not instruction-bound),
 //   cp.async.cg.L2::256B (no change); pc4 below T = 513 (T=64 10.1 us, T=256 14.7 us: the

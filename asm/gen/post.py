@@ -133,8 +133,8 @@ LK_TMAX = 16
 # Bytes of x per thread and stream. At 32 registers (ptxas's full-occupancy fit) 8 bytes kept a
 # group's 8 x loads in flight, 16 issued them as the FMAs consumed them (T = 1 / 4 / 16 4.8 / 8.3
 # / 9.4 us). With `.minnctapersm 1` (latency_bound: 113 registers, every load of all n streams
-# before the first FMA; runtime round 12) 8 bytes stays faster than 16 (H100 n = 32 in a graph:
-# T = 1 / 4 1.57 / 2.96 vs 1.91 / 3.61 us; was 2.68 / 4.74 at 32 registers).
+# before the first FMA) 8 bytes stays faster than 16 (H100 n = 32 in a graph: T = 1 / 4 1.57 /
+# 2.96 vs 1.91 / 3.61 us; 2.68 / 4.74 at 32 registers).
 LK_BYTES = 8
 
 
@@ -208,7 +208,7 @@ POST_MMA_MAXNREG = 96  # 2 CTAs of 8 warps per SM
 # worth (H100 bf16 n = 32 C = 1280, us per call, V = 2 kernel / this one: T = 48 16.5 / 19.9, 64
 # 17.0 / 20.5, 80 23.6 / 21.2, 128 28.1 / 23.3, 256 49.3 / 29.9). n = 16 (C = 1280, V4; the V = 4
 # kernel moves 2x the channels per thread there): T = 256 20.7 / 21.6, 384 23.5 / 24.8, 448
-# 29.5 / 26.4, 512 31.2 / 28.2, 1024 52.0 / 49.3, 8192 370.9 / 294.3 (thirteenth session).
+# 29.5 / 26.4, 512 31.2 / 28.2, 1024 52.0 / 49.3, 8192 370.9 / 294.3.
 POST_MMA_TMIN = {16: 400, 32: 65}
 
 
@@ -399,7 +399,7 @@ def post_mma_kernel(form, n):
 def ptx_text():
     out = [prologue("8.8"), """
 // ==============================================================================================
-// post (MATH.md stage 4, the residual merge), sm_90a. Written by gen_forward.py (see there why).
+// post (MATH.md stage 4, the residual merge), sm_90a. Written by python3 -m asm.gen (asm/gen/post.py).
 //   V4:    x'[t][k][c] = h_post[t,k] f[t][c] + sum_j h_res[t][j][k] x[t][j][c]
 //   Paper: x'[t][i][c] = h_post[t,i] f[t][c] + sum_j h_res[t][i][j] x[t][j][c]
 // Tile: one thread = one token x one chunk of V channels (V = min(8, 64/n): 8 for n <= 8, 4 at
@@ -412,7 +412,7 @@ def ptx_text():
 // Bytes: per token (n+1) C esize read + n C esize written + 4(n + n^2) coefficients; the floor
 //   is that over the measured copy bandwidth. All loads of a chunk are issued before the first
 //   FMA: (n+1) x 16 bytes in flight per thread.
-// Measured (H200, copy 4228 GB/s, bf16, notes/cuda-runtime.md round 5): T=8192 n=4 C=4096 V4
+// Measured (H200, copy 4228 GB/s, bf16, notes/cuda-runtime.md): T=8192 n=4 C=4096 V4
 //   145.1 us = 98.5% of copy (1.01x floor), C=7168 99.9%; n=8 C=1280 89.7%; n=32 C=1280 29%
 //   (3.45x floor: 130-150 registers). Decode (V=2 variants): T<=16 3.5-5.2 us back-to-back,
 //   1.27-2.56 us per call in a CUDA graph (an empty kernel: 0.85-0.96 us).
@@ -463,9 +463,9 @@ def ptx_text():
 // PostArgs with items = T, chunks = C / 8. C <= {post_mma_cmax(32)} at n = 32, {post_mma_cmax(16)} at n = 16 (the tile);
 // rows, f and out 16-byte aligned. The V = 2 kernel above spends n^2 FMAs per channel and
 // re-reads h_res (4 KB at n = 32) in every thread: H100 n = 32 C = 1280 T = 8192 1226 us (2.6x
-// its floor). Measured (H100, copy 2978 GB/s, n = 32, C = 1280, V4, us per call, before -> after):
-// T = 256 49.6 -> 29.8, 1024 159.6 -> 93.3, 4096 616.9 -> 333.1, 8192 1226.3 -> 641.5 (73.2% of
-// copy, 1.36x the floor; was 2.62x). 74 registers, no local memory.
+// its floor). Measured (H100, copy 2978 GB/s, n = 32, C = 1280, V4, us per call, the V = 2 kernel
+// -> this one): T = 256 49.6 -> 29.8, 1024 159.6 -> 93.3, 4096 616.9 -> 333.1, 8192 1226.3 -> 641.5
+// (73.2% of copy, 1.36x the floor against 2.62x). 74 registers, no local memory.
 .extern .shared .align 128 .b8 pm_dyn[];
 """)
     for form in ["v4", "paper"]:

@@ -110,9 +110,9 @@ def plain_entry(name, k, arg_bytes, latency_bound=False):
     """Closes a kernel body (DONE: ret) and wraps it in an entry of one `arg_bytes` parameter
     block and at most 256 threads (post: PostArgs, 80 bytes; expand: ExpandArgs, 48).
     latency_bound: `.minnctapersm 1`, so ptxas stops fitting the kernel to 32 registers (full
-    occupancy) and issues every load before the math: the V4 post decode kernel had sunk two of
-    its x loads behind the first FMAs, three HBM round trips in a row (H100 T = 16 in a graph
-    2.11 us, Paper 1.74)."""
+    occupancy) and issues every load before the math: fitted to 32 registers, the V4 post decode
+    kernel sinks two of its x loads behind the first FMAs, three HBM round trips in a row (H100
+    T = 16 in a graph 2.11 us, Paper 1.74)."""
     k.label("DONE")
     k.ins("ret;")
     occupancy = [".minnctapersm 1"] if latency_bound else []

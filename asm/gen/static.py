@@ -326,7 +326,7 @@ def static_kernel(dtype, n):
 
 # static, one token per CTA (n <= 8): x copied to shared memory by cp.async once, the coefficient
 # warp overlapping the copy. n = 16, 32 keep the persistent kernel: a channel-split cluster variant
-# (R = 2, 4 CTAs per token) was measured 2-4x slower there (rounds 7-8, notes/cuda-runtime.md).
+# (R = 2, 4 CTAs per token) measures 2-4x slower there (notes/cuda-runtime.md).
 ST_CL_NS = [1, 2, 4, 8]
 ST_CL_SMEM = 100 * 1024
 
@@ -773,8 +773,8 @@ def static_mma_kernel(n, R=1):
     k.label("INIT_END")
     k.ins("barrier.sync 0;")
     k.comment(f"bulk copies (cp.async.bulk, complete_tx on cpbar): lane 0 of data warp w copies stream rows")
-    k.comment(f"w, w + {NW}, ... (sb bytes each) and warp 0 also gamma (2 sb bytes). Round 10: the 16-byte")
-    k.comment("cp.async loop over the rows issued one copy per row every ~190 ns per thread (globaltimer stamps,")
+    k.comment(f"w, w + {NW}, ... (sb bytes each) and warp 0 also gamma (2 sb bytes). A 16-byte cp.async")
+    k.comment("loop over the rows issues one copy per row every ~190 ns per thread (globaltimer stamps,")
     k.comment("T = 1, 4-CTA clusters: 6.4 us to issue 20 KB)")
     k.ins(f"setp.ne.u32 {pr}, {tid}, 0;")
     k.ins(f"@{pr} bra CP_EXPECT_END;")
@@ -825,7 +825,7 @@ def static_mma_kernel(n, R=1):
     static_phase_a(k, dtype, n, V, tid, q, m, DT, sX, pitch, hp, ss, sA, pr, "tile")
     rr = static_rms(k, ss, lane, warp, pw, sR, NW, inv_c, eps_f,
                     f"barrier 1 (the {DT} data threads): the warp sums; the sum of squares does not wait for the "
-                    "Sinkhorn (round 10: 1.6 us of the T = 1 chain when it did)",
+                    "Sinkhorn (waiting costs 1.6 us of the T = 1 chain)",
                     barrier=f"barrier.sync 1, {DT};", cluster=R, tid=tid)
     k.label("COEF_BAR")
     k.comment("barrier 0 (all threads): a[], and the coefficient warp's h_post and h_res")
@@ -921,7 +921,7 @@ def static_mma_kernel(n, R=1):
 def ptx_text():
     out = [prologue("8.8"), """
 // ==============================================================================================
-// static layer (MATH.md "Static layer", the mHC.cu parity layer), sm_90a. Written by gen_forward.py.
+// static layer (MATH.md "Static layer", the mHC.cu parity layer), sm_90a. Written by python3 -m asm.gen (asm/gen/static.py).
 //   h_pre = sigma(H_pre), h_post = 2 sigma(H_post), h_res = Sinkhorn_paper(H_res), shared by all
 //   tokens and computed on the device from the logits (no host read):
 //   a = sum_i h_pre[i] x[i];  y = a gamma / sqrt(mean(a^2) + eps_f);
@@ -932,14 +932,14 @@ def ptx_text():
 //   dynamic) and the sum of squares, reduced deterministically (butterflies, then the data warps
 //   in order); phase B re-reads x (L1/L2) and writes every stream. h_pre is computed by every
 //   thread (registers).
-//   Rounds 6-8: the prologue runs in an extra coefficient warp (CTA = 4 data warps + 1; 8 + 1 for
+//   The prologue runs in an extra coefficient warp (CTA = 4 data warps + 1; 8 + 1 for
 //   n >= 16), so the data warps start on the first token at once and the phase-A barrier of the
 //   first token publishes h_post and h_res. n <= 4: lane 0 alone, S in n*n registers; n >= 8: the
 //   scaling-vector form S = diag(r) K diag(c), K = exp(Z - colmax) (the Paper's divisions
 //   rearranged), lane j holding column j and row j of K, r_j and c_j; each half step publishes
 //   the vector it reads in ss_h and every lane reads it back by broadcast 16-byte loads (n/4
-//   loads per dot product; round 10, H100 n = 32: 20 iterations ~8 us with n shfl.idx per dot
-//   product, ~0.8 us now). Every reciprocal of the prologue is rcp.approx + one Newton step
+//   loads per dot product; H100 n = 32: 20 iterations ~0.8 us, ~8 us with n shfl.idx per dot
+//   product). Every reciprocal of the prologue is rcp.approx + one Newton step
 //   (h_pre's sigmoids too).
 // Register plan: x n*V, a/y/acc V each, h_pre and h_post n each; h_res in registers for n <= 2,
 //   else read row by row from shared memory (broadcast 16-byte loads).
@@ -949,15 +949,16 @@ def ptx_text():
 //   (grid = T), 4 data warps + the coefficient warp. The data warps copy the token's n stream rows
 //   to shared memory by cp.async.cg (16-byte units), so the whole row is in flight at once while
 //   the coefficient warp runs; once the mbarrier cpbar has seen every data thread's copies land
-//   (cp.async.mbarrier.arrive.noinc; it replaced a named barrier of the data warps, which left
-//   racecheck reporting a RAW hazard on ss_red that the SASS did not show), phase A reads the tile into a[] (shared) and the sum of squares, barrier 0 (all warps) also
+//   (cp.async.mbarrier.arrive.noinc; a named barrier of the data warps instead leaves racecheck
+//   reporting a RAW hazard on ss_red that the SASS does not show), phase A reads the tile into
+//   a[] (shared) and the sum of squares, barrier 0 (all warps) also
 //   publishes h_post and h_res, phase B reads x and a[] from shared memory: x is read from HBM
 //   once. Dynamic shared memory: a[C] f32 then x[n][C]; StaticArgs.pad = C/V.
 //   A channel-split cluster version for n = 16, 32 (R = 2, 4 CTAs per token, sum of squares over
 //   DSMEM) on FMAs measured 2-4x slower than the persistent kernel (n^2 FMAs per channel, a
 //   Sinkhorn per CTA); on tensor cores it is mhc_static_mma_cl* below.
 //
-// mhc_static_mma_* (bf16, n = 16, 32; round 10): static_cl's shape on tensor cores. One token per
+// mhc_static_mma_* (bf16, n = 16, 32): static_cl's shape on tensor cores. One token per
 //   CTA (mhc_static_mma_*) or per cluster of 2 / 4 CTAs (_cl2_, _cl4_: CTA r owns C/R channels;
 //   the sum of squares goes through DSMEM, ss_cl, added in rank order) so that few tokens still
 //   spread over the SMs (T <= 24: 4 CTAs per token, <= 66: 2, then 1: measured per T, see
@@ -969,12 +970,12 @@ def ptx_text():
 //   publishes h_res and h_post; phase B: out = H X + h_post y with H X on mma.sync m16n8k16
 //   (A = h_res as bf16 hi + lo fragments, |h - hi - lo| <= 2^-16 |h|; B = the x tile by
 //   ldmatrix.trans; one f32 accumulator chain per tile and m-tile, hi then lo of each k-step), a
-//   warp taking two 8-channel tiles per step. The persistent kernel spent n^2 = 1024 FMAs per
+//   warp taking two 8-channel tiles per step. The persistent kernel spends n^2 = 1024 FMAs per
 //   channel (2048 FMAs and 256 shared loads per thread and 2 channels).
 //   Registers: 96 (.maxnreg: two 9-warp CTAs per SM), no spills; h_pre is computed after the
 //   coefficient warp's branch so its n registers are not live across the Sinkhorn.
-// Measured (H100, round 10, bf16, C = 1280, copy 2970-2990 GB/s; us back-to-back / graph;
-//   persistent kernel before): n = 32 T = 1 8.7 / 8.4 (~20.5), T = 32 11.5 / 11.0 (20.3 / 19.9),
+// Measured (H100, bf16, C = 1280, copy 2970-2990 GB/s; us back-to-back / graph; the persistent
+//   kernel in parentheses): n = 32 T = 1 8.7 / 8.4 (~20.5), T = 32 11.5 / 11.0 (20.3 / 19.9),
 //   T = 64 14.2 / 12.8 (20.9 / 20.7), T = 128 19.4 (21.0), T = 1024 114 (48% of copy), T = 8192
 //   809 (55%). globaltimer stamps of one CTA at T = 1 (4-CTA clusters; a timing build of the same
 //   phases): copies issued 0.6 us,
@@ -989,17 +990,16 @@ def ptx_text():
 //   h_res once per CTA, arrives on st_cfbar and leaves; the data warps wait on it before their
 //   first phase B. Per token: phase A (a[] and the warp sums), barrier 1 (128 data threads), rms,
 //   phase B from the stage and a[], barrier 1, refill of the stage with the token 3 ahead.
-// Measured (H100, 2026-11-22, bf16, copy 2994 GB/s; us stream / back-to-back): (2560,1280,4)
-//   25.7 -> 23.8 / 22.5 (73.6% of copy; static_cl before), (1280,2560,4) 27.0 -> 25.7 / 24.4
+// Measured (H100, bf16, copy 2994 GB/s; us stream / back-to-back; static_cl -> static_pr):
+//   (2560,1280,4) 25.7 -> 23.8 / 22.5 (73.6% of copy), (1280,2560,4) 27.0 -> 25.7 / 24.4
 //   (68.1%). At these sizes each CTA sees ~3 tokens (6 CTAs per SM by shared memory): the
 //   Sinkhorn once per CTA and fewer CTA launches are the gain; launch and ramp (~3 us) remain.
-// Measured (H200, round 8, bf16, copy 4187 GB/s; us stream / back-to-back; round 5 before):
-//   (320,1280,4) 12.3 -> 9.0 / 7.5; (512,1920,4) 13.7 -> 10.7 / 9.2; (1280,2560,4) 23.9 -> 23.5 /
-//   22.3; (2560,1280,4) 26.0 -> 23.8 / 22.7 (static_cl); (128,1280,8) 13.6 -> 9.6 / 8.3;
-//   (256,1280,8) 14.8 -> 10.3 / 8.9 (static_cl); (32,1280,32) 38.4 -> 23.0 / 21.6; (64,1280,32)
-//   38.7 -> 23.3 / 21.8; (128,1280,32) 39.3 -> 23.8 / 22.3 (persistent). Launch yardstick of the
-//   run: 4.3 us back-to-back, so the 1.5x-launch goal (~5.7 us) is still missed (by 1.8-3.5 us at
-//   n <= 8, ~16 us at n = 32, where n^2 = 1024 FMAs per channel and the 32 x 32 Sinkhorn remain).
+// Measured (H200, bf16, copy 4187 GB/s; us stream / back-to-back): (320,1280,4) 9.0 / 7.5;
+//   (512,1920,4) 10.7 / 9.2; (1280,2560,4) 23.5 / 22.3; (2560,1280,4) 23.8 / 22.7 (static_cl);
+//   (128,1280,8) 9.6 / 8.3; (256,1280,8) 10.3 / 8.9 (static_cl); (32,1280,32) 23.0 / 21.6;
+//   (64,1280,32) 23.3 / 21.8; (128,1280,32) 23.8 / 22.3 (persistent). An empty launch: 4.3 us
+//   back-to-back; these stay 1.8-3.5 us above 1.5x that at n <= 8, ~16 us at n = 32 (n^2 = 1024
+//   FMAs per channel and the 32 x 32 Sinkhorn).
 """ + STATIC_ARGS + "\n", ".extern .shared .align 16 .f32 ss_a[];\n"]
     for dtype in DTYPES:
         for n in NS:

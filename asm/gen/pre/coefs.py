@@ -42,9 +42,9 @@ def wide():
     setp.le.u32 %p_small, %n, 4;
     @%p_small bra COEF_SMALL;
     // ---- coefficients, n in {{8, 16, 32}}: warp w handles the tile's tokens w, w+8, w+16, w+24,
-    //      the n x n matrix in the warp's registers (gen_coeffs_shfl.py's body: row / column sums
-    //      by shuffles, one rcp.approx per line; the shared-memory walk with div.rn per element it
-    //      replaces took ~1.1 us per Sinkhorn iteration at n = 8, H100)
+    //      the n x n matrix in the warp's registers (the coeffs_shfl warp body: row / column sums
+    //      by shuffles, one rcp.approx per line; a shared-memory walk with div.rn per element
+    //      takes ~1.1 us per Sinkhorn iteration at n = 8, H100)
     cvt.rn.f32.u32 %f8, %K;
     setp.eq.u32 %p13, %lane, 0;
     setp.lt.u32 %sk_active, %lane, %n;

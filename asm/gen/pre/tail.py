@@ -48,8 +48,8 @@ V4_TEMPS = red.V4_TEMPS
 
 def sum_splits_v4(lbl):
     # %f3..%f6 = sum over the K splits s = 0..nks-1 of the quad at [%rd14 + s*%rd11], each lane
-    # of the quad in s order (the bits of sum_splits), 8 quads in flight: the n >= 8 reduce was
-    # one L2 round trip per element and split batch (n = 32, T = 64: ~950 per thread).
+    # of the quad in s order (the bits of sum_splits), 8 quads in flight: one L2 round trip per element and
+    # split batch would be ~950 per thread (n = 32, T = 64).
     L = [f"""    mov.f32 %f3, 0f00000000;
     mov.f32 %f4, 0f00000000;
     mov.f32 %f5, 0f00000000;
