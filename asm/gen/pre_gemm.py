@@ -159,23 +159,34 @@ def args(k):
     return regs
 
 
-def gemm_kernel(n):
-    M, NT = m_of(n), nt_of(n)
-    MPAD = NT * TN
-    name = f"mhc_pre_gemm_bf16_n{n}"
-    k = Kernel()
-    u = lambda s: k.reg("b32", s)
-    p = lambda s: k.reg("b64", s)
-    f = lambda s: k.reg("f32", s)
-    pr = k.reg("pred", "p")
-    a = args(k)
-    k.grid_dependency()
-    tmp, tmp2 = u("tmp"), u("tmp2")
+class GemmKernel:
+    """mhc_pre_gemm_bf16_n{n}: the GEMM CTAs (ring prologue, K loop, partial logits, arrival),
+    then the finisher and the mixer CTAs. The methods emit the parts in kernel order."""
 
-    def ids(sfx):
+    def __init__(self, n):
+        self.n = n
+        self.M, self.NT = m_of(n), nt_of(n)
+        self.MPAD = self.NT * TN
+        self.k = k = Kernel()
+        self.pr = k.reg("pred", "p")
+        self.a = args(k)
+        k.grid_dependency()
+        self.tmp, self.tmp2 = self.u("tmp"), self.u("tmp2")
+
+    def u(self, s):
+        return self.k.reg("b32", s)
+
+    def p(self, s):
+        return self.k.reg("b64", s)
+
+    def f(self, s):
+        return self.k.reg("f32", s)
+
+    def ids(self, sfx):
         """Thread and block coordinates. Read again after the K loop (sfx "_e") instead of kept
         live across it: the loop needs every register of the 128 that 512 threads allow."""
-        r = {x: u(x + sfx) for x in ["tid", "lane", "warp", "wm", "wn", "g", "q", "bid", "tt", "nt", "ks", "ntt"]}
+        k, a, tmp = self.k, self.a, self.tmp
+        r = {x: self.u(x + sfx) for x in ["tid", "lane", "warp", "wm", "wn", "g", "q", "bid", "tt", "nt", "ks", "ntt"]}
         k.ins(f"mov.u32 {r['tid']}, %tid.x;")
         k.ins(f"and.b32 {r['lane']}, {r['tid']}, 31;")
         k.ins(f"shr.u32 {r['warp']}, {r['tid']}, 5;")
@@ -187,45 +198,40 @@ def gemm_kernel(n):
         k.ins(f"mov.u32 {r['bid']}, %ctaid.x;")
         k.ins(f"rem.u32 {r['ks']}, {r['bid']}, {a['ksplit']};")
         k.ins(f"div.u32 {tmp}, {r['bid']}, {a['ksplit']};")
-        k.ins(f"rem.u32 {r['nt']}, {tmp}, {NT};")
-        k.ins(f"div.u32 {r['tt']}, {tmp}, {NT};")
+        k.ins(f"rem.u32 {r['nt']}, {tmp}, {self.NT};")
+        k.ins(f"div.u32 {r['tt']}, {tmp}, {self.NT};")
         k.ins(f"add.u32 {r['ntt']}, {a['tokens']}, {TM - 1};")
         k.ins(f"shr.u32 {r['ntt']}, {r['ntt']}, {TM_SHIFT};")
-        return [r[x] for x in ["tid", "lane", "warp", "wm", "wn", "g", "q", "tt", "nt", "ks", "ntt"]]
+        (self.tid, self.lane, self.warp, self.wm, self.wn, self.g, self.q, self.tt, self.nt, self.ks,
+         self.ntt) = [r[x] for x in ["tid", "lane", "warp", "wm", "wn", "g", "q", "tt", "nt", "ks", "ntt"]]
 
-    tid, lane, warp, wm, wn, g, q, tt, nt, ks, ntt = ids("")
-    k.comment("blocks past the GEMM grid (ntt * NT * ksplit) are mixers")
-    k.ins(f"mul.lo.u32 {tmp}, {ntt}, {NT};")
-    k.ins(f"mul.lo.u32 {tmp}, {tmp}, {a['ksplit']};")
-    k.ins(f"mov.u32 {tmp2}, %ctaid.x;")
-    k.ins(f"setp.ge.u32 {pr}, {tmp2}, {tmp};")
-    k.ins(f"@{pr} bra MIXER;")
-    kk, kb, ke, nst = u("kk"), u("kb"), u("ke"), u("nst")
-    k.comment("K = n C; this split's ring stages [ks * kstages, min(ks * kstages + kstages, K / 64))")
-    k.ins(f"mul.lo.u32 {kk}, {a['cc']}, {n};")
-    k.ins(f"mul.lo.u32 {kb}, {ks}, {a['kstages']};")
-    k.ins(f"add.u32 {ke}, {kb}, {a['kstages']};")
-    k.ins(f"shr.u32 {tmp}, {kk}, 6;")
-    k.ins(f"min.u32 {ke}, {ke}, {tmp};")
-    k.ins(f"max.u32 {ke}, {ke}, {kb};")
-    k.ins(f"sub.u32 {nst}, {ke}, {kb};")
+    def split_range(self):
+        """Mixer CTAs branch away; the GEMM CTAs find their K split's ring stages [kb, ke)."""
+        k, a, tmp, tmp2, pr, n = self.k, self.a, self.tmp, self.tmp2, self.pr, self.n
+        k.comment("blocks past the GEMM grid (ntt * NT * ksplit) are mixers")
+        k.ins(f"mul.lo.u32 {tmp}, {self.ntt}, {self.NT};")
+        k.ins(f"mul.lo.u32 {tmp}, {tmp}, {a['ksplit']};")
+        k.ins(f"mov.u32 {tmp2}, %ctaid.x;")
+        k.ins(f"setp.ge.u32 {pr}, {tmp2}, {tmp};")
+        k.ins(f"@{pr} bra MIXER;")
+        kk, kb, ke, nst = self.u("kk"), self.u("kb"), self.u("ke"), self.u("nst")
+        k.comment("K = n C; this split's ring stages [ks * kstages, min(ks * kstages + kstages, K / 64))")
+        k.ins(f"mul.lo.u32 {kk}, {a['cc']}, {n};")
+        k.ins(f"mul.lo.u32 {kb}, {self.ks}, {a['kstages']};")
+        k.ins(f"add.u32 {ke}, {kb}, {a['kstages']};")
+        k.ins(f"shr.u32 {tmp}, {kk}, 6;")
+        k.ins(f"min.u32 {ke}, {ke}, {tmp};")
+        k.ins(f"max.u32 {ke}, {ke}, {kb};")
+        k.ins(f"sub.u32 {nst}, {ke}, {kb};")
+        self.kk, self.kb, self.nst = kk, kb, nst
+        self.sm = self.u("sm")
+        k.ins(f"mov.u32 {self.sm}, dsm;")
 
-    sm = u("sm")
-    k.ins(f"mov.u32 {sm}, dsm;")
-
-    k.comment(f"cp.async sources: x chunks i < {AU} (token row tid/8 + {A_STEP} i, 16-byte column tid%8),")
-    k.comment(f"phi chunks i < {BU} (logit row tid/16 + {B_STEP} i, column tid%16): one running pointer")
-    k.comment("per operand, a row stride and the count of valid rows (the rest zero-filled, reading nothing)")
-    xsb, kbytes = p("xsb"), p("kbytes")
-    k.ins(f"mul.wide.u32 {xsb}, {a['xs']}, 2;")
-    k.ins(f"mul.wide.u32 {kbytes}, {kk}, 4;")
-    row, col = u("row"), u("col")
-    t64 = p("t64")
-
-    def sources(tag, first, limit, step, rows_of, base, stride_b, colbytes, kstep):
+    def sources(self, tag, first, limit, step, rows_of, base, stride_b, kstep):
         """(pointer at the thread's first row and this split's first stage, row stride in bytes,
         valid rows): valid = the count of i with first + step i < limit."""
-        src, st, nv = p(f"src{tag}"), u(f"stride{tag}"), u(f"nv{tag}")
+        k, pr, t64, col = self.k, self.pr, self.t64, self.col
+        src, st, nv = self.p(f"src{tag}"), self.u(f"stride{tag}"), self.u(f"nv{tag}")
         k.ins(f"sub.u32 {nv}, {limit}, {first};")
         k.ins(f"setp.le.u32 {pr}, {limit}, {first};")
         k.ins(f"add.u32 {nv}, {nv}, {step - 1};")
@@ -236,32 +242,43 @@ def gemm_kernel(n):
         k.ins(f"mad.lo.u64 {src}, {t64}, {stride_b}, {base};")
         k.ins(f"mul.wide.u32 {t64}, {col}, 16;")
         k.ins(f"add.u64 {src}, {src}, {t64};")
-        k.ins(f"mul.wide.u32 {t64}, {kb}, {kstep};")
+        k.ins(f"mul.wide.u32 {t64}, {self.kb}, {kstep};")
         k.ins(f"add.u64 {src}, {src}, {t64};")
         k.ins(f"cvt.u32.u64 {st}, {stride_b};")
         k.ins(f"mul.lo.u32 {st}, {st}, {step};")
         return src, st, nv
 
-    first = u("first")
-    k.ins(f"shr.u32 {row}, {tid}, 3;")
-    k.ins(f"and.b32 {col}, {tid}, 7;")
-    k.ins(f"shl.b32 {first}, {tt}, {TM_SHIFT};")
-    k.ins(f"add.u32 {first}, {first}, {row};")
-    srcA, strA, nvA = sources("A", first, a["tokens"], A_STEP, AU, a["px"], xsb, 16, KS * 2)
-    k.ins(f"shr.u32 {row}, {tid}, 4;")
-    k.ins(f"and.b32 {col}, {tid}, 15;")
-    k.ins(f"shl.b32 {first}, {nt}, 7;")
-    k.ins(f"add.u32 {first}, {first}, {row};")
-    srcB, strB, nvB = sources("B", first, M, B_STEP, BU, a["pphi"], kbytes, 16, KS * 4)
+    def copy_sources(self):
+        """The running cp.async source pointer, row stride and valid row count of x and of phi."""
+        k, a = self.k, self.a
+        k.comment(f"cp.async sources: x chunks i < {AU} (token row tid/8 + {A_STEP} i, 16-byte column tid%8),")
+        k.comment(f"phi chunks i < {BU} (logit row tid/16 + {B_STEP} i, column tid%16): one running pointer")
+        k.comment("per operand, a row stride and the count of valid rows (the rest zero-filled, reading nothing)")
+        xsb, kbytes = self.p("xsb"), self.p("kbytes")
+        k.ins(f"mul.wide.u32 {xsb}, {a['xs']}, 2;")
+        k.ins(f"mul.wide.u32 {kbytes}, {self.kk}, 4;")
+        row, self.col = self.u("row"), self.u("col")
+        self.t64 = self.p("t64")
+        first = self.u("first")
+        k.ins(f"shr.u32 {row}, {self.tid}, 3;")
+        k.ins(f"and.b32 {self.col}, {self.tid}, 7;")
+        k.ins(f"shl.b32 {first}, {self.tt}, {TM_SHIFT};")
+        k.ins(f"add.u32 {first}, {first}, {row};")
+        self.A = self.sources("A", first, a["tokens"], A_STEP, AU, a["px"], xsb, KS * 2)
+        k.ins(f"shr.u32 {row}, {self.tid}, 4;")
+        k.ins(f"and.b32 {self.col}, {self.tid}, 15;")
+        k.ins(f"shl.b32 {first}, {self.nt}, 7;")
+        k.ins(f"add.u32 {first}, {first}, {row};")
+        self.B = self.sources("B", first, self.M, B_STEP, BU, a["pphi"], kbytes, KS * 4)
+        self.ld_it, self.slot = self.u("ld_it"), self.u("slot")
+        self.rt, self.r0, self.r1 = self.u("rt"), self.u("r0"), self.u("r1")
 
-    ld_it, slot = u("ld_it"), u("slot")
-    rt, r0, r1 = u("rt"), u("r0"), u("r1")
-
-    def smem_addr(dst, what):
+    def smem_addr(self, dst, what):
         """A shared-memory address of this thread, computed from %tid.x where it is used (kept in
         registers across the K loop they spilled at 128 per thread): the ring chunk it copies
         ("x", "phi"), its ldmatrix row ("afrag"), its phi fragment ("bfrag"), its half row of
         squares ("ss")."""
+        k, rt, r0, r1 = self.k, self.rt, self.r0, self.r1
         k.ins(f"mov.u32 {rt}, %tid.x;")
         if what == "x":
             k.ins(f"shr.u32 {r0}, {rt}, 3;")
@@ -304,20 +321,21 @@ def gemm_kernel(n):
             k.ins(f"and.b32 {r1}, {rt}, 1;")
             k.ins(f"mad.lo.u32 {dst}, {r1}, 64, {dst};")
 
-    def issue_stage(lbl):
+    def issue_stage(self):
         """cp.async of ring stage ld_it into its slot (ld_it % STAGES), then the sources advance
         one stage. Invalid rows copy from the operand's base with src-size 0 (nothing read)."""
-        k.ins(f"rem.u32 {slot}, {ld_it}, {STAGES};")
+        k, a, pr, slot = self.k, self.a, self.pr, self.slot
+        k.ins(f"rem.u32 {slot}, {self.ld_it}, {STAGES};")
         k.ins(f"mul.lo.u32 {slot}, {slot}, {STAGE_BYTES};")
-        da, db = u("da"), u("db")
-        smem_addr(da, "x")
-        smem_addr(db, "phi")
+        da, db = self.u("da"), self.u("db")
+        self.smem_addr(da, "x")
+        self.smem_addr(db, "phi")
         k.ins(f"add.u32 {da}, {da}, {slot};")
         k.ins(f"add.u32 {db}, {db}, {slot};")
-        cur, use, sz = p("cur"), p("use"), u("csz")
-        for (src, st, nv, dst, step, rowb, n_, base) in [
-            (srcA, strA, nvA, da, A_STEP, A_ROW, AU, a["px"]),
-            (srcB, strB, nvB, db, B_STEP, B_ROW, BU, a["pphi"]),
+        cur, use, sz = self.p("cur"), self.p("use"), self.u("csz")
+        for ((src, st, nv), dst, step, rowb, n_, base) in [
+            (self.A, da, A_STEP, A_ROW, AU, a["px"]),
+            (self.B, db, B_STEP, B_ROW, BU, a["pphi"]),
         ]:
             k.ins(f"mov.u64 {cur}, {src};")
             for i in range(n_):
@@ -327,395 +345,485 @@ def gemm_kernel(n):
                 k.ins(f"cp.async.cg.shared.global [{dst}+{step * i * rowb}], [{use}], 16, {sz};")
                 if i + 1 < n_:
                     k.ins(f"mad.wide.u32 {cur}, {st}, 1, {cur};")
-        k.ins(f"add.u64 {srcA}, {srcA}, {KS * 2};")
-        k.ins(f"add.u64 {srcB}, {srcB}, {KS * 4};")
+        k.ins(f"add.u64 {self.A[0]}, {self.A[0]}, {KS * 2};")
+        k.ins(f"add.u64 {self.B[0]}, {self.B[0]}, {KS * 4};")
 
-    k.comment(f"prologue: stages 0..{STAGES - 2} in flight (one commit group each, empty past the split)")
-    k.ins(f"mov.u32 {ld_it}, 0;")
-    for s in range(STAGES - 1):
-        k.ins(f"setp.ge.u32 {pr}, {ld_it}, {nst};")
-        k.ins(f"@{pr} bra PRO_{s};")
-        issue_stage(f"pro{s}")
-        k.label(f"PRO_{s}")
-        k.ins("cp.async.commit_group;")
-        k.ins(f"add.u32 {ld_it}, {ld_it}, 1;")
+    def ring_prologue(self):
+        k, pr = self.k, self.pr
+        k.comment(f"prologue: stages 0..{STAGES - 2} in flight (one commit group each, empty past the split)")
+        k.ins(f"mov.u32 {self.ld_it}, 0;")
+        for s in range(STAGES - 1):
+            k.ins(f"setp.ge.u32 {pr}, {self.ld_it}, {self.nst};")
+            k.ins(f"@{pr} bra PRO_{s};")
+            self.issue_stage()
+            k.label(f"PRO_{s}")
+            k.ins("cp.async.commit_group;")
+            k.ins(f"add.u32 {self.ld_it}, {self.ld_it}, 1;")
 
-    k.comment("does this warp own a logit below M? (n = 32: the last tile's warps 2, 3 and 6, 7 do not)")
-    pmma = k.reg("pred", "pmma")
-    k.ins(f"shl.b32 {tmp}, {nt}, 7;")
-    k.ins(f"mad.lo.u32 {tmp}, {wn}, 32, {tmp};")
-    k.ins(f"setp.lt.u32 {pmma}, {tmp}, {M};")
-    pss = k.reg("pred", "pss")
-    k.ins(f"setp.eq.u32 {pss}, {nt}, 0;")
-    ss = f("ss")
-    k.ins(f"mov.f32 {ss}, 0f00000000;")
+    def roles(self, sfx):
+        """pmma: this warp owns a logit below M; pss: this CTA (logit tile 0) sums the squares."""
+        k, tmp = self.k, self.tmp
+        self.pmma = k.reg("pred", "pmma" + sfx)
+        if not sfx:
+            k.comment("does this warp own a logit below M? (n = 32: the last tile's warps 2, 3 and 6, 7 do not)")
+        k.ins(f"shl.b32 {tmp}, {self.nt}, 7;")
+        k.ins(f"mad.lo.u32 {tmp}, {self.wn}, 32, {tmp};")
+        k.ins(f"setp.lt.u32 {self.pmma}, {tmp}, {self.M};")
+        self.pss = k.reg("pred", "pss" + sfx)
+        k.ins(f"setp.eq.u32 {self.pss}, {self.nt}, 0;")
 
-    k.comment("one f32 accumulator chain per output over the split (see ACCUM in the header)")
-    acc = [[[f(f"acc{mi}_{ni}_{e}") for e in range(4)] for ni in range(4)] for mi in range(4)]
-    for mi in range(4):
-        for ni in range(4):
-            for e in range(4):
-                k.ins(f"mov.f32 {acc[mi][ni][e]}, 0f00000000;")
-
-    it = u("it")
-    k.ins(f"mov.u32 {it}, 0;")
-    k.label("KLOOP")
-    k.ins(f"setp.ge.u32 {pr}, {it}, {nst};")
-    k.ins(f"@{pr} bra KDONE;")
-    k.ins(f"cp.async.wait_group {STAGES - 2};")
-    k.ins("bar.sync 0;")
-    k.comment(f"refill the slot every thread finished reading one iteration ago (stage it + {STAGES - 1})")
-    k.ins(f"add.u32 {ld_it}, {it}, {STAGES - 1};")
-    k.ins(f"setp.ge.u32 {pr}, {ld_it}, {nst};")
-    k.ins(f"@{pr} bra KFILLED;")
-    if "noload" not in EXP:
-        issue_stage("fill")
-    k.label("KFILLED")
-    k.ins("cp.async.commit_group;")
-    cs = u("cs")
-    k.ins(f"rem.u32 {cs}, {it}, {STAGES};")
-    k.ins(f"mul.lo.u32 {cs}, {cs}, {STAGE_BYTES};")
-    k.ins(f"@!{pss} bra SSDONE;")
-    k.comment("sum of squares: thread = half (32 elements) of token row tid / 2")
-    sa = u("sa")
-    smem_addr(sa, "ss")
-    k.ins(f"add.u32 {sa}, {sa}, {cs};")
-    for h in range(4):
-        w = [u(f"sw{i}") for i in range(4)]
-        k.ins(f"ld.shared.v4.b32 {{{', '.join(w)}}}, [{sa}+{16 * h}];")
-        for i in range(4):
-            v0, v1 = f("sv0"), f("sv1")
-            k.ins(f"shl.b32 {v0}, {w[i]}, 16;")
-            k.ins(f"and.b32 {v1}, {w[i]}, 0xffff0000;")
-            k.ins(f"fma.rn.f32 {ss}, {v0}, {v0}, {ss};")
-            k.ins(f"fma.rn.f32 {ss}, {v1}, {v1}, {ss};")
-    k.label("SSDONE")
-    k.ins(f"@!{pmma} bra MMADONE;")
-    if "nocompute" in EXP:
-        k.ins("bra MMADONE;")
-    ab, bb = u("ab"), u("bb")
-    smem_addr(ab, "afrag")
-    smem_addr(bb, "bfrag")
-    k.ins(f"add.u32 {ab}, {ab}, {cs};")
-    k.ins(f"add.u32 {bb}, {bb}, {cs};")
-    afr = [[u(f"a{mi}_{e}") for e in range(4)] for mi in range(4)]
-    for k16 in range(KS // 16):
+    def k_loop(self):
+        """The K loop over the split's ring stages: refill, sum of squares, mma."""
+        k, pr = self.k, self.pr
+        self.ss = self.f("ss")
+        k.ins(f"mov.f32 {self.ss}, 0f00000000;")
+        k.comment("one f32 accumulator chain per output over the split (see ACCUM in the header)")
+        self.acc = [[[self.f(f"acc{mi}_{ni}_{e}") for e in range(4)] for ni in range(4)] for mi in range(4)]
         for mi in range(4):
-            k.ins(f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{', '.join(afr[mi])}}}, [{ab}+{mi * 16 * A_ROW + k16 * 32}];")
-        for ni in range(4):
-            b = [f(f"bf{i}") for i in range(4)]
-            off = ni * 8 * B_ROW + k16 * 64
-            k.ins(f"ld.shared.v2.f32 {{{b[0]}, {b[1]}}}, [{bb}+{off}];")
-            k.ins(f"ld.shared.v2.f32 {{{b[2]}, {b[3]}}}, [{bb}+{off + 32}];")
-            hi, lo = [u("bh0"), u("bh1")], [u("bl0"), u("bl1")]
-            for j in range(2):
-                x0, x1 = b[2 * j], b[2 * j + 1]
-                h0, h1 = f("bhf0"), f("bhf1")
-                k.raw(split_bf16(hi[j], lo[j], x0, x1, h0, h1, h0, h1))
+            for ni in range(4):
+                for e in range(4):
+                    k.ins(f"mov.f32 {self.acc[mi][ni][e]}, 0f00000000;")
+        it = self.u("it")
+        k.ins(f"mov.u32 {it}, 0;")
+        k.label("KLOOP")
+        k.ins(f"setp.ge.u32 {pr}, {it}, {self.nst};")
+        k.ins(f"@{pr} bra KDONE;")
+        k.ins(f"cp.async.wait_group {STAGES - 2};")
+        k.ins("bar.sync 0;")
+        k.comment(f"refill the slot every thread finished reading one iteration ago (stage it + {STAGES - 1})")
+        k.ins(f"add.u32 {self.ld_it}, {it}, {STAGES - 1};")
+        k.ins(f"setp.ge.u32 {pr}, {self.ld_it}, {self.nst};")
+        k.ins(f"@{pr} bra KFILLED;")
+        if "noload" not in EXP:
+            self.issue_stage()
+        k.label("KFILLED")
+        k.ins("cp.async.commit_group;")
+        cs = self.u("cs")
+        k.ins(f"rem.u32 {cs}, {it}, {STAGES};")
+        k.ins(f"mul.lo.u32 {cs}, {cs}, {STAGE_BYTES};")
+        self.stage_squares(cs)
+        self.stage_mma(cs)
+        k.ins(f"add.u32 {it}, {it}, 1;")
+        k.ins("bra KLOOP;")
+        k.label("KDONE")
+        k.ins("cp.async.wait_group 0;")
+
+    def stage_squares(self, cs):
+        k, u, f, ss = self.k, self.u, self.f, self.ss
+        k.ins(f"@!{self.pss} bra SSDONE;")
+        k.comment("sum of squares: thread = half (32 elements) of token row tid / 2")
+        sa = u("sa")
+        self.smem_addr(sa, "ss")
+        k.ins(f"add.u32 {sa}, {sa}, {cs};")
+        for h in range(4):
+            w = [u(f"sw{i}") for i in range(4)]
+            k.ins(f"ld.shared.v4.b32 {{{', '.join(w)}}}, [{sa}+{16 * h}];")
+            for i in range(4):
+                v0, v1 = f("sv0"), f("sv1")
+                k.ins(f"shl.b32 {v0}, {w[i]}, 16;")
+                k.ins(f"and.b32 {v1}, {w[i]}, 0xffff0000;")
+                k.ins(f"fma.rn.f32 {ss}, {v0}, {v0}, {ss};")
+                k.ins(f"fma.rn.f32 {ss}, {v1}, {v1}, {ss};")
+        k.label("SSDONE")
+
+    def stage_mma(self, cs):
+        """The stage's 64 K elements on the tensor cores: A = x (ldmatrix), B = phi split into
+        bf16 hi + lo, two mma per (m-tile, n-tile) and 16 elements."""
+        k, u, f, acc = self.k, self.u, self.f, self.acc
+        k.ins(f"@!{self.pmma} bra MMADONE;")
+        if "nocompute" in EXP:
+            k.ins("bra MMADONE;")
+        ab, bb = u("ab"), u("bb")
+        self.smem_addr(ab, "afrag")
+        self.smem_addr(bb, "bfrag")
+        k.ins(f"add.u32 {ab}, {ab}, {cs};")
+        k.ins(f"add.u32 {bb}, {bb}, {cs};")
+        afr = [[u(f"a{mi}_{e}") for e in range(4)] for mi in range(4)]
+        for k16 in range(KS // 16):
             for mi in range(4):
-                d = acc[mi][ni]
-                k.ins(mma(MMA_BF16, d, afr[mi], hi, d))
-                k.ins(mma(MMA_BF16, d, afr[mi], lo, d))
-    k.label("MMADONE")
-    k.ins(f"add.u32 {it}, {it}, 1;")
-    k.ins("bra KLOOP;")
-    k.label("KDONE")
-    k.ins("cp.async.wait_group 0;")
-    tid, lane, warp, wm, wn, g, q, tt, nt, ks, ntt = ids("_e")
-    sm = u("sm_e")
-    k.ins(f"mov.u32 {sm}, dsm;")
-    pmma, pss = k.reg("pred", "pmma_e"), k.reg("pred", "pss_e")
-    k.ins(f"shl.b32 {tmp}, {nt}, 7;")
-    k.ins(f"mad.lo.u32 {tmp}, {wn}, 32, {tmp};")
-    k.ins(f"setp.lt.u32 {pmma}, {tmp}, {M};")
-    k.ins(f"setp.eq.u32 {pss}, {nt}, 0;")
+                k.ins(f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{', '.join(afr[mi])}}}, [{ab}+{mi * 16 * A_ROW + k16 * 32}];")
+            for ni in range(4):
+                b = [f(f"bf{i}") for i in range(4)]
+                off = ni * 8 * B_ROW + k16 * 64
+                k.ins(f"ld.shared.v2.f32 {{{b[0]}, {b[1]}}}, [{bb}+{off}];")
+                k.ins(f"ld.shared.v2.f32 {{{b[2]}, {b[3]}}}, [{bb}+{off + 32}];")
+                hi, lo = [u("bh0"), u("bh1")], [u("bl0"), u("bl1")]
+                for j in range(2):
+                    x0, x1 = b[2 * j], b[2 * j + 1]
+                    h0, h1 = f("bhf0"), f("bhf1")
+                    k.raw(split_bf16(hi[j], lo[j], x0, x1, h0, h1, h0, h1))
+                for mi in range(4):
+                    d = acc[mi][ni]
+                    k.ins(mma(MMA_BF16, d, afr[mi], hi, d))
+                    k.ins(mma(MMA_BF16, d, afr[mi], lo, d))
+        k.label("MMADONE")
 
-    k.comment("partial logits of slab s = ks * ntt + tt: rows = the tile's tokens, MPAD columns")
-    slab, prow = u("slab"), p("prow")
-    k.ins(f"mad.lo.u32 {slab}, {ks}, {ntt}, {tt};")
-    k.ins(f"@!{pmma} bra STDONE;")
-    k.ins(f"shl.b32 {tmp}, {slab}, {TM_SHIFT};")
-    k.ins(f"mad.lo.u32 {tmp}, {wm}, 64, {tmp};")
-    k.ins(f"add.u32 {tmp}, {tmp}, {g};")
-    k.ins(f"mul.wide.u32 {prow}, {tmp}, {MPAD * 4};")
-    k.ins(f"add.u64 {prow}, {prow}, {a['pp']};")
-    k.ins(f"shl.b32 {tmp}, {nt}, 7;")
-    k.ins(f"mad.lo.u32 {tmp}, {wn}, 32, {tmp};")
-    k.ins(f"mad.lo.u32 {tmp}, {q}, 2, {tmp};")
-    k.ins(f"mul.wide.u32 {t64}, {tmp}, 4;")
-    k.ins(f"add.u64 {prow}, {prow}, {t64};")
-    for mi in range(4):
-        for ni in range(4):
-            r = acc[mi][ni]
-            base = mi * 16 * MPAD * 4 + ni * 32
-            k.ins(f"st.global.v2.f32 [{prow}+{base}], {{{r[0]}, {r[1]}}};")
-            k.ins(f"st.global.v2.f32 [{prow}+{base + 8 * MPAD * 4}], {{{r[2]}, {r[3]}}};")
-    k.label("STDONE")
-    k.ins(f"@!{pss} bra SSSTORED;")
-    sh = f("ssh")
-    k.ins(f"shfl.sync.bfly.b32 {sh}, {ss}, 1, 0x1f, 0xffffffff;")
-    k.ins(f"and.b32 {tmp}, {tid}, 1;")
-    k.ins(f"setp.ne.u32 {pr}, {tmp}, 0;")
-    k.ins(f"@{pr} bra SSSTORED;")
-    k.comment("(even thread: its half first, so every run adds in the same order)")
-    k.ins(f"add.f32 {ss}, {ss}, {sh};")
-    k.ins(f"shl.b32 {tmp}, {slab}, {TM_SHIFT};")
-    k.ins(f"shr.u32 {tmp2}, {tid}, 1;")
-    k.ins(f"add.u32 {tmp}, {tmp}, {tmp2};")
-    k.ins(f"mul.wide.u32 {t64}, {tmp}, 4;")
-    k.ins(f"add.u64 {t64}, {t64}, {a['pssw']};")
-    k.ins(f"st.global.f32 [{t64}], {ss};")
-    k.label("SSSTORED")
+    def store_partials(self):
+        """The split's partial logits (slab ks * ntt + tt of ws_p) and, from logit tile 0, the
+        tile's sums of squares (ws_ss)."""
+        k, a, tmp, tmp2, t64, pr = self.k, self.a, self.tmp, self.tmp2, self.t64, self.pr
+        MPAD = self.MPAD
+        k.comment("partial logits of slab s = ks * ntt + tt: rows = the tile's tokens, MPAD columns")
+        slab, prow = self.u("slab"), self.p("prow")
+        k.ins(f"mad.lo.u32 {slab}, {self.ks}, {self.ntt}, {self.tt};")
+        k.ins(f"@!{self.pmma} bra STDONE;")
+        k.ins(f"shl.b32 {tmp}, {slab}, {TM_SHIFT};")
+        k.ins(f"mad.lo.u32 {tmp}, {self.wm}, 64, {tmp};")
+        k.ins(f"add.u32 {tmp}, {tmp}, {self.g};")
+        k.ins(f"mul.wide.u32 {prow}, {tmp}, {MPAD * 4};")
+        k.ins(f"add.u64 {prow}, {prow}, {a['pp']};")
+        k.ins(f"shl.b32 {tmp}, {self.nt}, 7;")
+        k.ins(f"mad.lo.u32 {tmp}, {self.wn}, 32, {tmp};")
+        k.ins(f"mad.lo.u32 {tmp}, {self.q}, 2, {tmp};")
+        k.ins(f"mul.wide.u32 {t64}, {tmp}, 4;")
+        k.ins(f"add.u64 {prow}, {prow}, {t64};")
+        for mi in range(4):
+            for ni in range(4):
+                r = self.acc[mi][ni]
+                base = mi * 16 * MPAD * 4 + ni * 32
+                k.ins(f"st.global.v2.f32 [{prow}+{base}], {{{r[0]}, {r[1]}}};")
+                k.ins(f"st.global.v2.f32 [{prow}+{base + 8 * MPAD * 4}], {{{r[2]}, {r[3]}}};")
+        k.label("STDONE")
+        k.ins(f"@!{self.pss} bra SSSTORED;")
+        ss, sh = self.ss, self.f("ssh")
+        k.ins(f"shfl.sync.bfly.b32 {sh}, {ss}, 1, 0x1f, 0xffffffff;")
+        k.ins(f"and.b32 {tmp}, {self.tid}, 1;")
+        k.ins(f"setp.ne.u32 {pr}, {tmp}, 0;")
+        k.ins(f"@{pr} bra SSSTORED;")
+        k.comment("(even thread: its half first, so every run adds in the same order)")
+        k.ins(f"add.f32 {ss}, {ss}, {sh};")
+        k.ins(f"shl.b32 {tmp}, {slab}, {TM_SHIFT};")
+        k.ins(f"shr.u32 {tmp2}, {self.tid}, 1;")
+        k.ins(f"add.u32 {tmp}, {tmp}, {tmp2};")
+        k.ins(f"mul.wide.u32 {t64}, {tmp}, 4;")
+        k.ins(f"add.u64 {t64}, {t64}, {a['pssw']};")
+        k.ins(f"st.global.f32 [{t64}], {ss};")
+        k.label("SSSTORED")
 
-    k.comment("arrival: the last of the NT * ksplit CTAs of tile tt finishes it (and resets the counter)")
-    k.ins("bar.sync 0;")
-    fin = u("fin")
-    cnt = p("cnt")
-    k.ins(f"setp.ne.u32 {pr}, {tid}, 0;")
-    k.ins(f"@{pr} bra ARRIVED;")
-    k.ins(f"mul.wide.u32 {cnt}, {tt}, 4;")
-    k.ins(f"add.u64 {cnt}, {cnt}, {a['pcnt']};")
-    k.ins("fence.acq_rel.gpu;")
-    k.ins(f"atom.global.add.u32 {fin}, [{cnt}], 1;")
-    k.ins(f"mul.lo.u32 {tmp}, {a['ksplit']}, {NT};")
-    k.ins(f"sub.u32 {tmp}, {tmp}, 1;")
-    k.ins(f"setp.eq.u32 {pr}, {fin}, {tmp};")
-    k.ins(f"selp.u32 {fin}, 1, 0, {pr};")
-    k.ins(f"@{pr} st.global.u32 [{cnt}], 0;")
-    k.ins("fence.acq_rel.gpu;")
-    k.ins(f"st.shared.u32 [fin_flag], {fin};")
-    k.label("ARRIVED")
-    k.ins("bar.sync 0;")
-    k.ins(f"ld.shared.u32 {fin}, [fin_flag];")
-    k.ins(f"setp.eq.u32 {pr}, {fin}, 0;")
-    k.ins(f"@{pr} bra GRID_ARRIVE;")
+    def tile_arrival(self):
+        """The last of the tile's NT * ksplit CTAs goes on to finish it; the others to GRID_ARRIVE."""
+        k, a, tmp, pr = self.k, self.a, self.tmp, self.pr
+        k.comment("arrival: the last of the NT * ksplit CTAs of tile tt finishes it (and resets the counter)")
+        k.ins("bar.sync 0;")
+        fin = self.u("fin")
+        cnt = self.p("cnt")
+        k.ins(f"setp.ne.u32 {pr}, {self.tid}, 0;")
+        k.ins(f"@{pr} bra ARRIVED;")
+        k.ins(f"mul.wide.u32 {cnt}, {self.tt}, 4;")
+        k.ins(f"add.u64 {cnt}, {cnt}, {a['pcnt']};")
+        k.ins("fence.acq_rel.gpu;")
+        k.ins(f"atom.global.add.u32 {fin}, [{cnt}], 1;")
+        k.ins(f"mul.lo.u32 {tmp}, {a['ksplit']}, {self.NT};")
+        k.ins(f"sub.u32 {tmp}, {tmp}, 1;")
+        k.ins(f"setp.eq.u32 {pr}, {fin}, {tmp};")
+        k.ins(f"selp.u32 {fin}, 1, 0, {pr};")
+        k.ins(f"@{pr} st.global.u32 [{cnt}], 0;")
+        k.ins("fence.acq_rel.gpu;")
+        k.ins(f"st.shared.u32 [fin_flag], {fin};")
+        k.label("ARRIVED")
+        k.ins("bar.sync 0;")
+        k.ins(f"ld.shared.u32 {fin}, [fin_flag];")
+        k.ins(f"setp.eq.u32 {pr}, {fin}, 0;")
+        k.ins(f"@{pr} bra GRID_ARRIVE;")
 
-    finisher(k, n, a, tid, lane, warp, tt, ntt, sm, tmp, tmp2, t64, pr)
-    k.ins("bra GRID_ARRIVE;")
-    mixer(k, n, a, NT, tmp, tmp2, t64, pr)
-    grid_arrive(k, a, tmp, pr)
-    k.label("DONE")
-    k.ins("ret;")
-    return name, entry(name, k.body(), PRE_GEMM.size, [f".reqntid {THREADS}, 1, 1",
-                                             f".maxnreg {65536 // THREADS if THREADS > 256 else 255}"])
+    def build(self):
+        k, a, tmp, tmp2, pr = self.k, self.a, self.tmp, self.tmp2, self.pr
+        self.ids("")
+        self.split_range()
+        self.copy_sources()
+        self.ring_prologue()
+        self.roles("")
+        self.k_loop()
+        self.ids("_e")
+        self.sm = self.u("sm_e")
+        k.ins(f"mov.u32 {self.sm}, dsm;")
+        self.roles("_e")
+        self.store_partials()
+        self.tile_arrival()
+        Finisher(k, self.n, a, self.tid, self.lane, self.warp, self.tt, self.ntt, self.sm, tmp, tmp2,
+                 self.t64, pr).emit()
+        k.ins("bra GRID_ARRIVE;")
+        mixer(k, self.n, a, self.NT, tmp, tmp2, self.t64, pr)
+        grid_arrive(k, a, tmp, pr)
+        k.label("DONE")
+        k.ins("ret;")
+        name = f"mhc_pre_gemm_bf16_n{self.n}"
+        return name, entry(name, k.body(), PRE_GEMM.size, [f".reqntid {THREADS}, 1, 1",
+                                                 f".maxnreg {65536 // THREADS if THREADS > 256 else 255}"])
 
 
-def finisher(k, n, a, tid, lane, warp, tt, ntt, sm, tmp, tmp2, t64, pr):
-    M, NT = m_of(n), nt_of(n)
-    MPAD = NT * TN
-    ZR = zrow(n)
-    u = lambda s: k.reg("b32", s)
-    p = lambda s: k.reg("b64", s)
-    f = lambda s: k.reg("f32", s)
-    WF = warp_floats(n)
-    wb = u("wb")
-    k.comment(f"finisher: warp buffer = the 2n pre / post z, Z in rows of {ZR} floats, the vectors")
-    k.ins(f"mad.lo.u32 {wb}, {warp}, {WF * 4}, {sm};")
-    hp = u("hp")
-    k.ins(f"add.u32 {hp}, {sm}, {NWARPS * WF * 4};")
-    paper = k.reg("pred", "paper")
-    k.ins(f"and.b32 {tmp}, {a['flags']}, 1;")
-    k.ins(f"setp.ne.u32 {paper}, {tmp}, 0;")
-    sc = [f(f"sc{i}") for i in range(3)]
-    for i in range(3):
-        k.ins(f"ld.global.nc.f32 {sc[i]}, [{a['pscale']}+{4 * i}];")
-    kf = f("kf")
-    k.ins(f"mul.lo.u32 {tmp}, {a['cc']}, {n};")
-    k.ins(f"cvt.rn.f32.u32 {kf}, {tmp};")
-    ks_ = u("ksi")
-    slabstride = p("slabst")
-    k.comment("slab s = ks * ntt + tt: P rows 128 * MPAD floats apart per slab")
-    k.ins(f"mul.wide.u32 {slabstride}, {ntt}, {TM * MPAD * 4};")
-    ssstride = p("ssst")
-    k.ins(f"mul.wide.u32 {ssstride}, {ntt}, {TM * 4};")
+def gemm_kernel(n):
+    return GemmKernel(n).build()
 
-    tl, t = u("tl"), u("t")
-    k.ins(f"mov.u32 {tl}, {warp};")
-    k.label("TOK_LOOP")
-    k.ins(f"shl.b32 {t}, {tt}, {TM_SHIFT};")
-    k.ins(f"add.u32 {t}, {t}, {tl};")
-    k.ins(f"setp.ge.u32 {pr}, {t}, {a['tokens']};")
-    k.ins(f"@{pr} bra TOK_END;")
-    k.ins(f"setp.ge.u32 {pr}, {tl}, {TM};")
-    k.ins(f"@{pr} bra TOK_END;")
-    k.comment("ss: the K splits in order")
-    ssv, ssp, ld_ = f("ssv"), p("ssp"), f("ldv")
-    k.ins(f"shl.b32 {tmp}, {tt}, {TM_SHIFT};")
-    k.ins(f"add.u32 {tmp}, {tmp}, {tl};")
-    k.ins(f"mul.wide.u32 {ssp}, {tmp}, 4;")
-    k.ins(f"add.u64 {ssp}, {ssp}, {a['pssw']};")
-    k.ins(f"mov.f32 {ssv}, 0f00000000;")
-    k.ins(f"mov.u32 {ks_}, 0;")
-    k.label("SS_SUM")
-    k.ins(f"ld.global.cg.f32 {ld_}, [{ssp}];")
-    k.ins(f"add.f32 {ssv}, {ssv}, {ld_};")
-    k.ins(f"add.u64 {ssp}, {ssp}, {ssstride};")
-    k.ins(f"add.u32 {ks_}, {ks_}, 1;")
-    k.ins(f"setp.lt.u32 {pr}, {ks_}, {a['ksplit']};")
-    k.ins(f"@{pr} bra SS_SUM;")
-    inv = f("inv")
-    k.comment("inv_rms = 1 / sqrt(ss / K + eps_norm) (IEEE division, square root and reciprocal)")
-    k.ins(f"div.rn.f32 {inv}, {ssv}, {kf};")
-    k.ins(f"add.f32 {inv}, {inv}, {a['eps_n']};")
-    k.ins(f"sqrt.rn.f32 {inv}, {inv};")
-    k.ins(f"rcp.rn.f32 {inv}, {inv};")
-    k.ins(f"setp.eq.u32 {pr}, {lane}, 0;")
-    k.ins(f"mul.wide.u32 {t64}, {t}, 4;")
-    k.ins(f"add.u64 {t64}, {t64}, {a['pinv']};")
-    k.ins(f"@{pr} st.global.f32 [{t64}], {inv};")
 
-    k.comment("z[m] = (sum over splits of P[m]) * inv_rms * scale[sel] + base[m] into the warp buffer")
-    k.comment("(pre / post at floats 0..2n-1, Z[i][j] at 2n + i * ZR + j); lane's m = lane + 32u, all")
-    k.comment("U loads of a split issued before their adds (one L2 round trip per split, not per value)")
-    U = -(-M // 32)
-    prow = p("prow_f")
-    k.ins(f"shl.b32 {tmp}, {tt}, {TM_SHIFT};")
-    k.ins(f"add.u32 {tmp}, {tmp}, {tl};")
-    k.ins(f"mul.wide.u32 {prow}, {tmp}, {MPAD * 4};")
-    k.ins(f"add.u64 {prow}, {prow}, {a['pp']};")
-    k.ins(f"mul.wide.u32 {t64}, {lane}, 4;")
-    k.ins(f"add.u64 {prow}, {prow}, {t64};")
-    # at most 18 logits per lane at a time (n = 32: 34 in two passes), so the sums and the loads
-    # in flight stay within the 128-register budget of 512 threads
-    UB = -(-U // -(-U // 18))
-    sums = [f(f"zs{u_}") for u_ in range(U)]
-    lds = [f(f"zl{u_}") for u_ in range(UB)]
-    pa = p("pza")
-    for g0 in range(0, U, UB):
-        gl = list(range(g0, min(U, g0 + UB)))
-        for u_ in gl:
-            k.ins(f"mov.f32 {sums[u_]}, 0f00000000;")
-        k.ins(f"mov.u64 {pa}, {prow};")
+class Finisher:
+    """The last CTA of a token tile: per token (one warp each), the K splits' sums of squares and
+    partial logits summed in split order, inv_rms, h_pre / h_post / h_res (Sinkhorn), then the
+    tile published to the mixers and the parts no mixer claimed mixed here."""
+
+    def __init__(self, k, n, a, tid, lane, warp, tt, ntt, sm, tmp, tmp2, t64, pr):
+        self.k, self.n, self.a = k, n, a
+        self.tid, self.lane, self.warp, self.tt, self.ntt, self.sm = tid, lane, warp, tt, ntt, sm
+        self.tmp, self.tmp2, self.t64, self.pr = tmp, tmp2, t64, pr
+        self.M, self.MPAD, self.ZR = m_of(n), nt_of(n) * TN, zrow(n)
+
+    def u(self, s):
+        return self.k.reg("b32", s)
+
+    def p(self, s):
+        return self.k.reg("b64", s)
+
+    def f(self, s):
+        return self.k.reg("f32", s)
+
+    def emit(self):
+        self.setup()
+        self.token_loop_head()
+        self.inv_rms()
+        self.sum_logits()
+        self.store_z()
+        self.h_pre_post()
+        coefficient_matrix(self.k, self.n, self.a, self.lane, self.j_, self.la, self.wb, self.paper,
+                           self.plive, self.t, self.tmp, self.t64, self.pr)
+        self.k.ins(f"add.u32 {self.tl}, {self.tl}, {NWARPS};")
+        self.k.ins("bra TOK_LOOP;")
+        self.k.label("TOK_END")
+        self.k.ins("bar.sync 0;")
+        self.mix_unclaimed_parts()
+
+    def setup(self):
+        k, a, n, tmp = self.k, self.a, self.n, self.tmp
+        WF = warp_floats(n)
+        self.wb = wb = self.u("wb")
+        k.comment(f"finisher: warp buffer = the 2n pre / post z, Z in rows of {self.ZR} floats, the vectors")
+        k.ins(f"mad.lo.u32 {wb}, {self.warp}, {WF * 4}, {self.sm};")
+        self.hp = self.u("hp")
+        k.ins(f"add.u32 {self.hp}, {self.sm}, {NWARPS * WF * 4};")
+        self.paper = k.reg("pred", "paper")
+        k.ins(f"and.b32 {tmp}, {a['flags']}, 1;")
+        k.ins(f"setp.ne.u32 {self.paper}, {tmp}, 0;")
+        self.sc = [self.f(f"sc{i}") for i in range(3)]
+        for i in range(3):
+            k.ins(f"ld.global.nc.f32 {self.sc[i]}, [{a['pscale']}+{4 * i}];")
+        self.kf = self.f("kf")
+        k.ins(f"mul.lo.u32 {tmp}, {a['cc']}, {n};")
+        k.ins(f"cvt.rn.f32.u32 {self.kf}, {tmp};")
+        self.ks_ = self.u("ksi")
+        self.slabstride = self.p("slabst")
+        k.comment("slab s = ks * ntt + tt: P rows 128 * MPAD floats apart per slab")
+        k.ins(f"mul.wide.u32 {self.slabstride}, {self.ntt}, {TM * self.MPAD * 4};")
+        self.ssstride = self.p("ssst")
+        k.ins(f"mul.wide.u32 {self.ssstride}, {self.ntt}, {TM * 4};")
+
+    def token_loop_head(self):
+        """Warp w takes the tile's tokens w, w + 16, ...: tl (in the tile), t (in the batch)."""
+        k, pr = self.k, self.pr
+        self.tl, self.t = tl, t = self.u("tl"), self.u("t")
+        k.ins(f"mov.u32 {tl}, {self.warp};")
+        k.label("TOK_LOOP")
+        k.ins(f"shl.b32 {t}, {self.tt}, {TM_SHIFT};")
+        k.ins(f"add.u32 {t}, {t}, {tl};")
+        k.ins(f"setp.ge.u32 {pr}, {t}, {self.a['tokens']};")
+        k.ins(f"@{pr} bra TOK_END;")
+        k.ins(f"setp.ge.u32 {pr}, {tl}, {TM};")
+        k.ins(f"@{pr} bra TOK_END;")
+
+    def inv_rms(self):
+        k, a, tmp, t64, pr, ks_ = self.k, self.a, self.tmp, self.t64, self.pr, self.ks_
+        k.comment("ss: the K splits in order")
+        ssv, ssp, ld_ = self.f("ssv"), self.p("ssp"), self.f("ldv")
+        k.ins(f"shl.b32 {tmp}, {self.tt}, {TM_SHIFT};")
+        k.ins(f"add.u32 {tmp}, {tmp}, {self.tl};")
+        k.ins(f"mul.wide.u32 {ssp}, {tmp}, 4;")
+        k.ins(f"add.u64 {ssp}, {ssp}, {a['pssw']};")
+        k.ins(f"mov.f32 {ssv}, 0f00000000;")
         k.ins(f"mov.u32 {ks_}, 0;")
-        k.label(f"P_SUM{g0}")
-        for u_ in gl:
-            k.ins(f"ld.global.cg.f32 {lds[u_ - g0]}, [{pa}+{128 * u_}];")
-        for u_ in gl:
-            k.ins(f"add.f32 {sums[u_]}, {sums[u_]}, {lds[u_ - g0]};")
-        k.ins(f"add.u64 {pa}, {pa}, {slabstride};")
+        k.label("SS_SUM")
+        k.ins(f"ld.global.cg.f32 {ld_}, [{ssp}];")
+        k.ins(f"add.f32 {ssv}, {ssv}, {ld_};")
+        k.ins(f"add.u64 {ssp}, {ssp}, {self.ssstride};")
         k.ins(f"add.u32 {ks_}, {ks_}, 1;")
         k.ins(f"setp.lt.u32 {pr}, {ks_}, {a['ksplit']};")
-        k.ins(f"@{pr} bra P_SUM{g0};")
-    bp = p("bp")
-    k.ins(f"mul.wide.u32 {bp}, {lane}, 4;")
-    k.ins(f"add.u64 {bp}, {bp}, {a['pbase']};")
-    zv, bv = f("zv"), f("bv")
-    for u_ in range(U):
-        m0 = 32 * u_
-        if m0 >= M:
-            break
-        live = M - m0 < 32
-        if live:
-            k.ins(f"setp.lt.u32 {pr}, {lane}, {M - m0};")
-            k.ins(f"@!{pr} bra Z_SKIP{u_};")
-        k.ins(f"ld.global.nc.f32 {bv}, [{bp}+{4 * m0}];")
-        k.ins(f"mul.f32 {zv}, {sums[u_]}, {inv};")
-        # the 32 logits m0 .. m0 + 31 lie in one region: pre (m < n), post (< 2n) or Z rows
-        sel = lambda m: 0 if m < n else (1 if m < 2 * n else 2)
-        if sel(m0) == sel(min(m0 + 31, M - 1)):
-            k.ins(f"fma.rn.f32 {zv}, {zv}, {sc[sel(m0)]}, {bv};")
-            if m0 < 2 * n:
-                k.ins(f"mad.lo.u32 {tmp}, {lane}, 4, {wb};")
-                k.ins(f"st.shared.f32 [{tmp}+{4 * m0}], {zv};")
+        k.ins(f"@{pr} bra SS_SUM;")
+        self.inv = inv = self.f("inv")
+        k.comment("inv_rms = 1 / sqrt(ss / K + eps_norm) (IEEE division, square root and reciprocal)")
+        k.ins(f"div.rn.f32 {inv}, {ssv}, {self.kf};")
+        k.ins(f"add.f32 {inv}, {inv}, {a['eps_n']};")
+        k.ins(f"sqrt.rn.f32 {inv}, {inv};")
+        k.ins(f"rcp.rn.f32 {inv}, {inv};")
+        k.ins(f"setp.eq.u32 {pr}, {self.lane}, 0;")
+        k.ins(f"mul.wide.u32 {t64}, {self.t}, 4;")
+        k.ins(f"add.u64 {t64}, {t64}, {a['pinv']};")
+        k.ins(f"@{pr} st.global.f32 [{t64}], {inv};")
+
+    def sum_logits(self):
+        """sums[u] = logit lane + 32 u of the token, summed over the K splits in order."""
+        k, a, tmp, t64, pr, ks_ = self.k, self.a, self.tmp, self.t64, self.pr, self.ks_
+        k.comment("z[m] = (sum over splits of P[m]) * inv_rms * scale[sel] + base[m] into the warp buffer")
+        k.comment("(pre / post at floats 0..2n-1, Z[i][j] at 2n + i * ZR + j); lane's m = lane + 32u, all")
+        k.comment("U loads of a split issued before their adds (one L2 round trip per split, not per value)")
+        self.U = U = -(-self.M // 32)
+        prow = self.p("prow_f")
+        k.ins(f"shl.b32 {tmp}, {self.tt}, {TM_SHIFT};")
+        k.ins(f"add.u32 {tmp}, {tmp}, {self.tl};")
+        k.ins(f"mul.wide.u32 {prow}, {tmp}, {self.MPAD * 4};")
+        k.ins(f"add.u64 {prow}, {prow}, {a['pp']};")
+        k.ins(f"mul.wide.u32 {t64}, {self.lane}, 4;")
+        k.ins(f"add.u64 {prow}, {prow}, {t64};")
+        # at most 18 logits per lane at a time (n = 32: 34 in two passes), so the sums and the loads
+        # in flight stay within the 128-register budget of 512 threads
+        UB = -(-U // -(-U // 18))
+        self.sums = sums = [self.f(f"zs{u_}") for u_ in range(U)]
+        lds = [self.f(f"zl{u_}") for u_ in range(UB)]
+        pa = self.p("pza")
+        for g0 in range(0, U, UB):
+            gl = list(range(g0, min(U, g0 + UB)))
+            for u_ in gl:
+                k.ins(f"mov.f32 {sums[u_]}, 0f00000000;")
+            k.ins(f"mov.u64 {pa}, {prow};")
+            k.ins(f"mov.u32 {ks_}, 0;")
+            k.label(f"P_SUM{g0}")
+            for u_ in gl:
+                k.ins(f"ld.global.cg.f32 {lds[u_ - g0]}, [{pa}+{128 * u_}];")
+            for u_ in gl:
+                k.ins(f"add.f32 {sums[u_]}, {sums[u_]}, {lds[u_ - g0]};")
+            k.ins(f"add.u64 {pa}, {pa}, {self.slabstride};")
+            k.ins(f"add.u32 {ks_}, {ks_}, 1;")
+            k.ins(f"setp.lt.u32 {pr}, {ks_}, {a['ksplit']};")
+            k.ins(f"@{pr} bra P_SUM{g0};")
+
+    def store_z(self):
+        """z = sum * inv_rms * scale[region] + base into the warp buffer (pre, post, Z rows)."""
+        k, n, lane, tmp, pr = self.k, self.n, self.lane, self.tmp, self.pr
+        bp = self.p("bp")
+        k.ins(f"mul.wide.u32 {bp}, {lane}, 4;")
+        k.ins(f"add.u64 {bp}, {bp}, {self.a['pbase']};")
+        zv, bv = self.f("zv"), self.f("bv")
+        for u_ in range(self.U):
+            m0 = 32 * u_
+            if m0 >= self.M:
+                break
+            live = self.M - m0 < 32
+            if live:
+                k.ins(f"setp.lt.u32 {pr}, {lane}, {self.M - m0};")
+                k.ins(f"@!{pr} bra Z_SKIP{u_};")
+            k.ins(f"ld.global.nc.f32 {bv}, [{bp}+{4 * m0}];")
+            k.ins(f"mul.f32 {zv}, {self.sums[u_]}, {self.inv};")
+            # the 32 logits m0 .. m0 + 31 lie in one region: pre (m < n), post (< 2n) or Z rows
+            sel = lambda m: 0 if m < n else (1 if m < 2 * n else 2)
+            if sel(m0) == sel(min(m0 + 31, self.M - 1)):
+                self.store_z_region(m0, zv, bv, sel(m0))
             else:
-                # Z[i][j] with i, j = (m - 2n) / n, % n
-                k.ins(f"add.u32 {tmp}, {lane}, {m0 - 2 * n};")
-                k.ins(f"shr.u32 {tmp2}, {tmp}, {n.bit_length() - 1};")
-                k.ins(f"and.b32 {tmp}, {tmp}, {n - 1};")
-                k.ins(f"mad.lo.u32 {tmp}, {tmp2}, {ZR}, {tmp};")
-                k.ins(f"mad.lo.u32 {tmp}, {tmp}, 4, {wb};")
-                k.ins(f"st.shared.f32 [{tmp}+{8 * n}], {zv};")
+                self.store_z_mixed(u_, m0, zv, bv)
+            if live:
+                k.label(f"Z_SKIP{u_}")
+        k.ins("bar.warp.sync 0xffffffff;")
+
+    def store_z_region(self, m0, zv, bv, region):
+        """32 logits of one region: one scale, one address formula."""
+        k, n, lane, wb, tmp, tmp2 = self.k, self.n, self.lane, self.wb, self.tmp, self.tmp2
+        k.ins(f"fma.rn.f32 {zv}, {zv}, {self.sc[region]}, {bv};")
+        if m0 < 2 * n:
+            k.ins(f"mad.lo.u32 {tmp}, {lane}, 4, {wb};")
+            k.ins(f"st.shared.f32 [{tmp}+{4 * m0}], {zv};")
         else:
-            # n = 8 / 16: one warp of logits spans regions; per-lane selection
-            m_ = u("zm")
-            scs = f("scs")
-            k.ins(f"add.u32 {m_}, {lane}, {m0};")
-            k.ins(f"setp.lt.u32 {pr}, {m_}, {n};")
-            k.ins(f"selp.f32 {scs}, {sc[0]}, {sc[1]}, {pr};")
-            k.ins(f"setp.lt.u32 {pr}, {m_}, {2 * n};")
-            k.ins(f"selp.f32 {scs}, {scs}, {sc[2]}, {pr};")
-            k.ins(f"fma.rn.f32 {zv}, {zv}, {scs}, {bv};")
-            zi = u("zi")
-            k.ins(f"mov.u32 {zi}, {m_};")
-            k.ins(f"@{pr} bra Z_IDX{u_};")
-            k.ins(f"sub.u32 {tmp}, {m_}, {2 * n};")
+            # Z[i][j] with i, j = (m - 2n) / n, % n
+            k.ins(f"add.u32 {tmp}, {lane}, {m0 - 2 * n};")
             k.ins(f"shr.u32 {tmp2}, {tmp}, {n.bit_length() - 1};")
             k.ins(f"and.b32 {tmp}, {tmp}, {n - 1};")
-            k.ins(f"mad.lo.u32 {zi}, {tmp2}, {ZR}, {tmp};")
-            k.ins(f"add.u32 {zi}, {zi}, {2 * n};")
-            k.label(f"Z_IDX{u_}")
-            k.ins(f"mad.lo.u32 {tmp}, {zi}, 4, {wb};")
-            k.ins(f"st.shared.f32 [{tmp}], {zv};")
-        if live:
-            k.label(f"Z_SKIP{u_}")
-    k.ins("bar.warp.sync 0xffffffff;")
+            k.ins(f"mad.lo.u32 {tmp}, {tmp2}, {self.ZR}, {tmp};")
+            k.ins(f"mad.lo.u32 {tmp}, {tmp}, 4, {wb};")
+            k.ins(f"st.shared.f32 [{tmp}+{8 * n}], {zv};")
 
-    k.comment("h_pre / h_post: lane l < n (lanes >= n repeat lane n - 1, nothing stored)")
-    j_, la = u("cj"), u("la")
-    plive = k.reg("pred", "plive")
-    k.ins(f"min.u32 {j_}, {lane}, {n - 1};")
-    k.ins(f"setp.lt.u32 {plive}, {lane}, {n};")
-    k.ins(f"shl.b32 {la}, {j_}, 2;")
-    zp, zq, hpre, hpost = f("zpre"), f("zpost"), f("hpre"), f("hpost")
-    k.ins(f"add.u32 {tmp}, {wb}, {la};")
-    k.ins(f"ld.shared.f32 {zp}, [{tmp}];")
-    k.ins(f"ld.shared.f32 {zq}, [{tmp}+{4 * n}];")
-    k_sigmoid(k, hpre, zp, "sgp")
-    k.ins(f"@!{paper} add.f32 {hpre}, {hpre}, {a['eps_hc']};")
-    k_sigmoid(k, hpost, zq, "sgq")
-    k.ins(f"add.f32 {hpost}, {hpost}, {hpost};")
-    ho = p("ho")
-    k.ins(f"mad.lo.u32 {tmp}, {t}, {n}, {j_};")
-    k.ins(f"mul.wide.u32 {ho}, {tmp}, 4;")
-    k.ins(f"add.u64 {t64}, {ho}, {a['phpre']};")
-    k.ins(f"@{plive} st.global.f32 [{t64}], {hpre};")
-    k.ins(f"add.u64 {t64}, {ho}, {a['phpost']};")
-    k.ins(f"@{plive} st.global.f32 [{t64}], {hpost};")
-    k.ins(f"mad.lo.u32 {tmp}, {tl}, {n}, {j_};")
-    k.ins(f"mad.lo.u32 {tmp}, {tmp}, 4, {hp};")
-    k.ins(f"@{plive} st.shared.f32 [{tmp}], {hpre};")
+    def store_z_mixed(self, u_, m0, zv, bv):
+        """n = 8 / 16: one warp of logits spans regions; per-lane selection."""
+        k, n, lane, tmp, tmp2, pr, sc = self.k, self.n, self.lane, self.tmp, self.tmp2, self.pr, self.sc
+        m_ = self.u("zm")
+        scs = self.f("scs")
+        k.ins(f"add.u32 {m_}, {lane}, {m0};")
+        k.ins(f"setp.lt.u32 {pr}, {m_}, {n};")
+        k.ins(f"selp.f32 {scs}, {sc[0]}, {sc[1]}, {pr};")
+        k.ins(f"setp.lt.u32 {pr}, {m_}, {2 * n};")
+        k.ins(f"selp.f32 {scs}, {scs}, {sc[2]}, {pr};")
+        k.ins(f"fma.rn.f32 {zv}, {zv}, {scs}, {bv};")
+        zi = self.u("zi")
+        k.ins(f"mov.u32 {zi}, {m_};")
+        k.ins(f"@{pr} bra Z_IDX{u_};")
+        k.ins(f"sub.u32 {tmp}, {m_}, {2 * n};")
+        k.ins(f"shr.u32 {tmp2}, {tmp}, {n.bit_length() - 1};")
+        k.ins(f"and.b32 {tmp}, {tmp}, {n - 1};")
+        k.ins(f"mad.lo.u32 {zi}, {tmp2}, {self.ZR}, {tmp};")
+        k.ins(f"add.u32 {zi}, {zi}, {2 * n};")
+        k.label(f"Z_IDX{u_}")
+        k.ins(f"mad.lo.u32 {tmp}, {zi}, 4, {self.wb};")
+        k.ins(f"st.shared.f32 [{tmp}], {zv};")
 
-    coefficient_matrix(k, n, a, lane, j_, la, wb, paper, plive, t, tmp, t64, pr)
+    def h_pre_post(self):
+        k, n, a, lane, tmp, t64 = self.k, self.n, self.a, self.lane, self.tmp, self.t64
+        k.comment("h_pre / h_post: lane l < n (lanes >= n repeat lane n - 1, nothing stored)")
+        self.j_, self.la = j_, la = self.u("cj"), self.u("la")
+        self.plive = plive = k.reg("pred", "plive")
+        k.ins(f"min.u32 {j_}, {lane}, {n - 1};")
+        k.ins(f"setp.lt.u32 {plive}, {lane}, {n};")
+        k.ins(f"shl.b32 {la}, {j_}, 2;")
+        zp, zq, hpre, hpost = self.f("zpre"), self.f("zpost"), self.f("hpre"), self.f("hpost")
+        k.ins(f"add.u32 {tmp}, {self.wb}, {la};")
+        k.ins(f"ld.shared.f32 {zp}, [{tmp}];")
+        k.ins(f"ld.shared.f32 {zq}, [{tmp}+{4 * n}];")
+        k_sigmoid(k, hpre, zp, "sgp")
+        k.ins(f"@!{self.paper} add.f32 {hpre}, {hpre}, {a['eps_hc']};")
+        k_sigmoid(k, hpost, zq, "sgq")
+        k.ins(f"add.f32 {hpost}, {hpost}, {hpost};")
+        ho = self.p("ho")
+        k.ins(f"mad.lo.u32 {tmp}, {self.t}, {n}, {j_};")
+        k.ins(f"mul.wide.u32 {ho}, {tmp}, 4;")
+        k.ins(f"add.u64 {t64}, {ho}, {a['phpre']};")
+        k.ins(f"@{plive} st.global.f32 [{t64}], {hpre};")
+        k.ins(f"add.u64 {t64}, {ho}, {a['phpost']};")
+        k.ins(f"@{plive} st.global.f32 [{t64}], {hpost};")
+        k.ins(f"mad.lo.u32 {tmp}, {self.tl}, {n}, {j_};")
+        k.ins(f"mad.lo.u32 {tmp}, {tmp}, 4, {self.hp};")
+        k.ins(f"@{plive} st.shared.f32 [{tmp}], {hpre};")
 
-    k.ins(f"add.u32 {tl}, {tl}, {NWARPS};")
-    k.ins("bra TOK_LOOP;")
-    k.label("TOK_END")
-    k.ins("bar.sync 0;")
-    u = lambda s_: k.reg("b32", s_)
-    tag, sy = u("tag"), k.reg("b64", "sy")
-    read_tag(k, a, tag)
-    k.comment("publish: the tile's h_pre (global, every token) is ready for the mixers")
-    sync_words(k, a, tt, sy)
-    k.ins(f"setp.ne.u32 {pr}, {tid}, 0;")
-    k.ins("fence.acq_rel.gpu;")
-    k.ins(f"@!{pr} st.relaxed.gpu.global.u32 [{sy}], {tag};")
-    ntok, part, lo, cnt_, won = u("fntok"), u("part"), u("flo"), u("fcnt"), u("won")
-    k.ins(f"shl.b32 {tmp}, {tt}, {TM_SHIFT};")
-    k.ins(f"sub.u32 {ntok}, {a['tokens']}, {tmp};")
-    k.ins(f"min.u32 {ntok}, {ntok}, {TM};")
-    k.comment(f"claim the parts from the last down (mixers take theirs from the start of the grid's tail)")
-    k.ins(f"mov.u32 {part}, {MIXP};")
-    k.label("FPART")
-    k.ins(f"sub.u32 {part}, {part}, 1;")
-    k.ins(f"mul.lo.u32 {lo}, {part}, {PT};")
-    k.ins(f"setp.ge.u32 {pr}, {lo}, {ntok};")
-    k.ins(f"@{pr} bra FPART_NEXT;")
-    k.ins(f"setp.ne.u32 {pr}, {tid}, 0;")
-    k.ins(f"@{pr} bra FPART_CLAIMED;")
-    claim(k, part, sy, tag, won, tmp, t64, pr)
-    k.ins(f"st.shared.u32 [fin_flag], {won};")
-    k.label("FPART_CLAIMED")
-    k.ins("bar.sync 0;")
-    k.ins(f"ld.shared.u32 {won}, [fin_flag];")
-    k.ins("bar.sync 0;")
-    k.ins(f"setp.eq.u32 {pr}, {won}, 0;")
-    k.ins(f"@{pr} bra FPART_NEXT;")
-    k.ins(f"sub.u32 {cnt_}, {ntok}, {lo};")
-    k.ins(f"min.u32 {cnt_}, {cnt_}, {PT};")
-    mix(k, n, a, tid, tt, hp, lo, cnt_, tmp, tmp2, t64, pr, "F")
-    k.label("FPART_NEXT")
-    k.ins(f"setp.ne.u32 {pr}, {part}, 0;")
-    k.ins(f"@{pr} bra FPART;")
+    def mix_unclaimed_parts(self):
+        """Publish the tile's h_pre, then claim the mix parts from the last down and mix those won."""
+        k, a, tt, tid, tmp, tmp2, t64, pr = (self.k, self.a, self.tt, self.tid, self.tmp, self.tmp2,
+                                             self.t64, self.pr)
+        u = self.u
+        tag, sy = u("tag"), k.reg("b64", "sy")
+        read_tag(k, a, tag)
+        k.comment("publish: the tile's h_pre (global, every token) is ready for the mixers")
+        sync_words(k, a, tt, sy)
+        k.ins(f"setp.ne.u32 {pr}, {tid}, 0;")
+        k.ins("fence.acq_rel.gpu;")
+        k.ins(f"@!{pr} st.relaxed.gpu.global.u32 [{sy}], {tag};")
+        ntok, part, lo, cnt_, won = u("fntok"), u("part"), u("flo"), u("fcnt"), u("won")
+        k.ins(f"shl.b32 {tmp}, {tt}, {TM_SHIFT};")
+        k.ins(f"sub.u32 {ntok}, {a['tokens']}, {tmp};")
+        k.ins(f"min.u32 {ntok}, {ntok}, {TM};")
+        k.comment("claim the parts from the last down (mixers take theirs from the start of the grid's tail)")
+        k.ins(f"mov.u32 {part}, {MIXP};")
+        k.label("FPART")
+        k.ins(f"sub.u32 {part}, {part}, 1;")
+        k.ins(f"mul.lo.u32 {lo}, {part}, {PT};")
+        k.ins(f"setp.ge.u32 {pr}, {lo}, {ntok};")
+        k.ins(f"@{pr} bra FPART_NEXT;")
+        k.ins(f"setp.ne.u32 {pr}, {tid}, 0;")
+        k.ins(f"@{pr} bra FPART_CLAIMED;")
+        claim(k, part, sy, tag, won, tmp, t64, pr)
+        k.ins(f"st.shared.u32 [fin_flag], {won};")
+        k.label("FPART_CLAIMED")
+        k.ins("bar.sync 0;")
+        k.ins(f"ld.shared.u32 {won}, [fin_flag];")
+        k.ins("bar.sync 0;")
+        k.ins(f"setp.eq.u32 {pr}, {won}, 0;")
+        k.ins(f"@{pr} bra FPART_NEXT;")
+        k.ins(f"sub.u32 {cnt_}, {ntok}, {lo};")
+        k.ins(f"min.u32 {cnt_}, {cnt_}, {PT};")
+        mix(k, self.n, a, tid, tt, self.hp, lo, cnt_, tmp, tmp2, t64, pr, "F")
+        k.label("FPART_NEXT")
+        k.ins(f"setp.ne.u32 {pr}, {part}, 0;")
+        k.ins(f"@{pr} bra FPART;")
 
 
 def coefficient_matrix(k, n, a, lane, j_, la, wb, paper, plive, t, tmp, t64, pr):
