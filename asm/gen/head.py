@@ -41,183 +41,262 @@ def head_params(k, kname, cname):
     return list(regs.values())
 
 
-def head_kernel(dtype, n):
-    V1, TT, V2 = head_tiles(n)
-    es = ESIZE[dtype]
-    RED = TT * (n + 1)
-    name = f"mhc_head_{dtype}_n{n}"
-    k = Kernel()
-    p = lambda s: k.reg("b64", s)
-    u = lambda s: k.reg("b32", s)
-    px, pphi, psc, pbase, po, sx, so, tokens, cbytes, kchunks, cchunks, eps_n, eps_hc, inv_k = head_params(
-        k, "kchunks", "cchunks")
-    tid, ctaid, t0, lane, warp, q, tmp = u("tid"), u("ctaid"), u("t0"), u("lane"), u("warp"), u("q"), u("tmp")
-    pr = k.reg("pred", "p")
-    k.ins(f"mov.u32 {tid}, %tid.x;")
-    k.ins(f"mov.u32 {ctaid}, %ctaid.x;")
-    k.ins(f"and.b32 {lane}, {tid}, 31;")
-    k.ins(f"shr.u32 {warp}, {tid}, 5;")
-    k.ins(f"mul.lo.u32 {t0}, {ctaid}, {TT};")
-    last = u("tlast")
-    k.ins(f"sub.u32 {last}, {tokens}, 1;")
-    k.comment(f"token rows of the tile; rows past T are clamped to T-1 (computed, never stored)")
+def token_rows(k, TT, t0, last, sx, px):
+    """The x row addresses of the tile's TT tokens; rows past T clamped to T-1."""
+    k.comment("token rows of the tile; rows past T are clamped to T-1 (computed, never stored)")
     rows = []
     for tt in range(TT):
-        tk, t64, a = u(f"tk{tt}"), p(f"tk64_{tt}"), p(f"row{tt}")
+        tk, t64, a = k.reg("b32", f"tk{tt}"), k.reg("b64", f"tk64_{tt}"), k.reg("b64", f"row{tt}")
         k.ins(f"add.u32 {tk}, {t0}, {tt};")
         k.ins(f"min.u32 {tk}, {tk}, {last};")
         k.ins(f"cvt.u64.u32 {t64}, {tk};")
         k.ins(f"mad.lo.u64 {a}, {t64}, {sx}, {px};")
         rows.append(a)
-    phis = p("phistride")
-    k.ins(f"mul.wide.u32 {phis}, {kchunks}, {V1 * 4};")
+    return rows
+
+
+def tile_sums(k, TT, n):
+    """The tile's projection and square-sum accumulators P[tt][i], SS[tt] (declared, not zeroed)."""
     P = [[k.reg("f32", f"P{tt}_{i}") for i in range(n)] for tt in range(TT)]
     SS = [k.reg("f32", f"ss{tt}") for tt in range(TT)]
-    for tt in range(TT):
+    return P, SS
+
+
+def zero_tile_sums(k, P, SS):
+    for tt in range(len(SS)):
         k.ins(f"mov.f32 {SS[tt]}, 0f00000000;")
-        for i in range(n):
+        for i in range(len(P[tt])):
             k.ins(f"mov.f32 {P[tt][i]}, 0f00000000;")
-    k.comment(f"phase 1: P[t][i] = sum_k x[t][k] phi[i][k], ss[t] = sum_k x^2; thread walks k in chunks")
-    k.comment(f"of V1={V1}; phi[i][chunk] for all i stays in registers and serves all {TT} tokens")
-    k.ins(f"mov.u32 {q}, {tid};")
-    k.label("P1_LOOP")
-    k.ins(f"setp.ge.u32 {pr}, {q}, {kchunks};")
-    k.ins(f"@{pr} bra P1_END;")
-    qo, qx = p("qo"), p("qx")
-    k.ins(f"mul.wide.u32 {qo}, {q}, {V1 * 4};")
-    k.ins(f"mul.wide.u32 {qx}, {q}, {V1 * es};")
-    aphi = [p(f"aphi{i}") for i in range(n)]
-    k.ins(f"add.u64 {aphi[0]}, {pphi}, {qo};")
-    for i in range(1, n):
-        k.ins(f"add.u64 {aphi[i]}, {aphi[i - 1]}, {phis};")
-    xvs = []
-    for tt in range(TT):
-        a = p(f"xa{tt}")
-        k.ins(f"add.u64 {a}, {rows[tt]}, {qx};")
-        xvs.append(load_row(k, dtype, f"xv{tt}", a, V1))
-    ph = [load_f32_run(k, f"ph{i}_", aphi[i], V1) for i in range(n)]
-    for tt in range(TT):
-        xv = xvs[tt]
-        for v in range(V1):
-            k.ins(f"fma.rn.f32 {SS[tt]}, {xv[v]}, {xv[v]}, {SS[tt]};")
-        for i in range(n):
+
+
+def cta_chunk_range(k, rank, cch, cl, lo, hi, m, tmp):
+    """[lo, hi) = the chunks of cluster rank `rank` of cl (m = hi - lo)."""
+    k.ins(f"mul.lo.u32 {lo}, {rank}, {cch};")
+    k.ins(f"div.u32 {lo}, {lo}, {cl};")
+    k.ins(f"add.u32 {tmp}, {rank}, 1;")
+    k.ins(f"mul.lo.u32 {hi}, {tmp}, {cch};")
+    k.ins(f"div.u32 {hi}, {hi}, {cl};")
+    k.ins(f"sub.u32 {m}, {hi}, {lo};")
+
+
+def phi_rows(k, n, pa, kb, V, tag):
+    """phi[o][chunk] of the n outputs (V f32 each) from pa, rows kb bytes apart, into registers."""
+    aphi = [k.reg("b64", f"aphi{i}") for i in range(n)]
+    k.ins(f"mov.u64 {aphi[0]}, {pa};")
+    for o in range(1, n):
+        k.ins(f"add.u64 {aphi[o]}, {aphi[o - 1]}, {kb};")
+    return [load_f32_run(k, f"{tag}{o}_", aphi[o], V) for o in range(n)]
+
+
+class HeadKernel:
+    """mhc_head_{dtype}_n{n}: one CTA of THREADS per token tile of TT tokens. Phase 1 walks K in
+    chunks of V1 (projections and squares of the TT tokens), a CTA reduction, the coefficients,
+    phase 2 mixes the tile (items of V2 channels, U per thread)."""
+
+    def __init__(self, dtype, n):
+        self.dtype, self.n = dtype, n
+        self.V1, self.TT, self.V2 = head_tiles(n)
+        self.es = ESIZE[dtype]
+        self.RED = self.TT * (n + 1)
+        self.k = k = Kernel()
+        (self.px, self.pphi, self.psc, self.pbase, self.po, self.sx, self.so, self.tokens, self.cbytes,
+         self.kchunks, self.cchunks, self.eps_n, self.eps_hc, self.inv_k) = head_params(k, "kchunks", "cchunks")
+        u = self.u
+        self.tid, self.ctaid, self.t0, self.lane, self.warp, self.q, self.tmp = (
+            u("tid"), u("ctaid"), u("t0"), u("lane"), u("warp"), u("q"), u("tmp"))
+        self.pr = k.reg("pred", "p")
+
+    def u(self, s):
+        return self.k.reg("b32", s)
+
+    def p(self, s):
+        return self.k.reg("b64", s)
+
+    def setup(self):
+        k = self.k
+        k.ins(f"mov.u32 {self.tid}, %tid.x;")
+        k.ins(f"mov.u32 {self.ctaid}, %ctaid.x;")
+        k.ins(f"and.b32 {self.lane}, {self.tid}, 31;")
+        k.ins(f"shr.u32 {self.warp}, {self.tid}, 5;")
+        k.ins(f"mul.lo.u32 {self.t0}, {self.ctaid}, {self.TT};")
+        self.last = self.u("tlast")
+        k.ins(f"sub.u32 {self.last}, {self.tokens}, 1;")
+        self.rows = token_rows(k, self.TT, self.t0, self.last, self.sx, self.px)
+        self.phis = self.p("phistride")
+        k.ins(f"mul.wide.u32 {self.phis}, {self.kchunks}, {self.V1 * 4};")
+        self.P, self.SS = tile_sums(k, self.TT, self.n)
+        zero_tile_sums(k, self.P, self.SS)
+
+    def phase1(self):
+        k, n, V1, TT, q, pr, p = self.k, self.n, self.V1, self.TT, self.q, self.pr, self.p
+        k.comment("phase 1: P[t][i] = sum_k x[t][k] phi[i][k], ss[t] = sum_k x^2; thread walks k in chunks")
+        k.comment(f"of V1={V1}; phi[i][chunk] for all i stays in registers and serves all {TT} tokens")
+        k.ins(f"mov.u32 {q}, {self.tid};")
+        k.label("P1_LOOP")
+        k.ins(f"setp.ge.u32 {pr}, {q}, {self.kchunks};")
+        k.ins(f"@{pr} bra P1_END;")
+        qo, qx = p("qo"), p("qx")
+        k.ins(f"mul.wide.u32 {qo}, {q}, {V1 * 4};")
+        k.ins(f"mul.wide.u32 {qx}, {q}, {V1 * self.es};")
+        aphi = [p(f"aphi{i}") for i in range(n)]
+        k.ins(f"add.u64 {aphi[0]}, {self.pphi}, {qo};")
+        for i in range(1, n):
+            k.ins(f"add.u64 {aphi[i]}, {aphi[i - 1]}, {self.phis};")
+        xvs = []
+        for tt in range(TT):
+            a = p(f"xa{tt}")
+            k.ins(f"add.u64 {a}, {self.rows[tt]}, {qx};")
+            xvs.append(load_row(k, self.dtype, f"xv{tt}", a, V1))
+        ph = [load_f32_run(k, f"ph{i}_", aphi[i], V1) for i in range(n)]
+        for tt in range(TT):
+            xv = xvs[tt]
             for v in range(V1):
-                k.ins(f"fma.rn.f32 {P[tt][i]}, {ph[i][v]}, {xv[v]}, {P[tt][i]};")
-    k.ins(f"add.u32 {q}, {q}, {THREADS};")
-    k.ins("bra.uni P1_LOOP;")
-    k.label("P1_END")
-    k.comment("deterministic CTA reduction: butterfly in each warp, then warps summed in order 0..7")
-    vals = []
-    for tt in range(TT):
-        vals += P[tt] + [SS[tt]]
-    for idx, v in enumerate(vals):
-        k_warp_sum(k, v, f"rd{idx}")
-    pl = k.reg("pred", "lane0")
-    k.ins(f"setp.eq.u32 {pl}, {lane}, 0;")
-    sbase = p("sbase")
-    k.ins(f"mul.wide.u32 {sbase}, {warp}, {RED * 4};")
-    red = p("red")
-    k.ins(f"mov.u64 {red}, sred;")
-    k.ins(f"add.u64 {sbase}, {sbase}, {red};")
-    for idx, v in enumerate(vals):
-        k.ins(f"@{pl} st.shared.f32 [{sbase}+{idx * 4}], {v};")
-    k.ins("bar.sync 0;")
-    k.comment(f"threads tt*n+i < TT*n: coefficient h[tt][i] = sigma((P * inv_rms) * scale + base[i]) + eps_hc")
-    k.ins(f"setp.ge.u32 {pr}, {tid}, {TT * n};")
-    k.ins(f"@{pr} bra COEF_END;")
-    ttr, ir = u("ctt"), u("ci")
-    lg = {1: 0, 2: 1, 4: 2, 8: 3, 16: 4, 32: 5}[n]
-    k.ins(f"shr.u32 {ttr}, {tid}, {lg};")
-    k.ins(f"and.b32 {ir}, {tid}, {n - 1};")
-    ip, iss = u("ip"), u("iss")
-    k.ins(f"mad.lo.u32 {ip}, {ttr}, {n + 1}, {ir};")
-    k.ins(f"mad.lo.u32 {iss}, {ttr}, {n + 1}, {n};")
-    sp, sss, pw = k.reg("f32", "sump"), k.reg("f32", "sums"), k.reg("f32", "pw")
-    k.ins(f"mov.f32 {sp}, 0f00000000;")
-    k.ins(f"mov.f32 {sss}, 0f00000000;")
-    a1, a2 = p("ra1"), p("ra2")
-    k.ins(f"mul.wide.u32 {a1}, {ip}, 4;")
-    k.ins(f"add.u64 {a1}, {a1}, {red};")
-    k.ins(f"mul.wide.u32 {a2}, {iss}, 4;")
-    k.ins(f"add.u64 {a2}, {a2}, {red};")
-    for w in range(THREADS // 32):
-        k.ins(f"ld.shared.f32 {pw}, [{a1}+{w * RED * 4}];")
-        k.ins(f"add.f32 {sp}, {sp}, {pw};")
-        k.ins(f"ld.shared.f32 {pw}, [{a2}+{w * RED * 4}];")
-        k.ins(f"add.f32 {sss}, {sss}, {pw};")
+                k.ins(f"fma.rn.f32 {self.SS[tt]}, {xv[v]}, {xv[v]}, {self.SS[tt]};")
+            for i in range(n):
+                for v in range(V1):
+                    k.ins(f"fma.rn.f32 {self.P[tt][i]}, {ph[i][v]}, {xv[v]}, {self.P[tt][i]};")
+        k.ins(f"add.u32 {q}, {q}, {THREADS};")
+        k.ins("bra.uni P1_LOOP;")
+        k.label("P1_END")
 
-    def store_h(h):
-        hsa, ha = p("hsa"), p("ha")
+    def cta_reduce(self):
+        """Butterfly in each warp, lane 0 stores the warp's sums to sred[warp]."""
+        k, p, RED = self.k, self.p, self.RED
+        k.comment("deterministic CTA reduction: butterfly in each warp, then warps summed in order 0..7")
+        vals = []
+        for tt in range(self.TT):
+            vals += self.P[tt] + [self.SS[tt]]
+        for idx, v in enumerate(vals):
+            k_warp_sum(k, v, f"rd{idx}")
+        pl = k.reg("pred", "lane0")
+        k.ins(f"setp.eq.u32 {pl}, {self.lane}, 0;")
+        sbase = p("sbase")
+        k.ins(f"mul.wide.u32 {sbase}, {self.warp}, {RED * 4};")
+        self.red = red = p("red")
+        k.ins(f"mov.u64 {red}, sred;")
+        k.ins(f"add.u64 {sbase}, {sbase}, {red};")
+        for idx, v in enumerate(vals):
+            k.ins(f"@{pl} st.shared.f32 [{sbase}+{idx * 4}], {v};")
+        k.ins("bar.sync 0;")
+
+    def coefficients(self):
+        """Threads tt n + i < TT n: the 8 warps' sums in order, then h[tt][i] into shs[]."""
+        k, n, p, tid, pr, RED = self.k, self.n, self.p, self.tid, self.pr, self.RED
+        k.comment("threads tt*n+i < TT*n: coefficient h[tt][i] = sigma((P * inv_rms) * scale + base[i]) + eps_hc")
+        k.ins(f"setp.ge.u32 {pr}, {tid}, {self.TT * n};")
+        k.ins(f"@{pr} bra COEF_END;")
+        ttr, ir = self.u("ctt"), self.u("ci")
+        lg = {1: 0, 2: 1, 4: 2, 8: 3, 16: 4, 32: 5}[n]
+        k.ins(f"shr.u32 {ttr}, {tid}, {lg};")
+        k.ins(f"and.b32 {ir}, {tid}, {n - 1};")
+        ip, iss = self.u("ip"), self.u("iss")
+        k.ins(f"mad.lo.u32 {ip}, {ttr}, {n + 1}, {ir};")
+        k.ins(f"mad.lo.u32 {iss}, {ttr}, {n + 1}, {n};")
+        sp, sss, pw = k.reg("f32", "sump"), k.reg("f32", "sums"), k.reg("f32", "pw")
+        k.ins(f"mov.f32 {sp}, 0f00000000;")
+        k.ins(f"mov.f32 {sss}, 0f00000000;")
+        a1, a2 = p("ra1"), p("ra2")
+        k.ins(f"mul.wide.u32 {a1}, {ip}, 4;")
+        k.ins(f"add.u64 {a1}, {a1}, {self.red};")
+        k.ins(f"mul.wide.u32 {a2}, {iss}, 4;")
+        k.ins(f"add.u64 {a2}, {a2}, {self.red};")
+        for w in range(THREADS // 32):
+            k.ins(f"ld.shared.f32 {pw}, [{a1}+{w * RED * 4}];")
+            k.ins(f"add.f32 {sp}, {sp}, {pw};")
+            k.ins(f"ld.shared.f32 {pw}, [{a2}+{w * RED * 4}];")
+            k.ins(f"add.f32 {sss}, {sss}, {pw};")
+
+        def store_h(h):
+            hsa, ha = p("hsa"), p("ha")
+            k.ins(f"mov.u64 {hsa}, shs;")
+            k.ins(f"mul.wide.u32 {ha}, {tid}, 4;")
+            k.ins(f"add.u64 {ha}, {ha}, {hsa};")
+            k.ins(f"st.shared.f32 [{ha}], {h};")
+
+        head_coeff(k, tid, self.tmp, ir, sp, sss, self.psc, self.pbase, self.inv_k, self.eps_n, self.eps_hc,
+                   store=store_h)
+
+    def phase2(self):
+        k, n, V2, TT, q, pr, p, u = self.k, self.n, self.V2, self.TT, self.q, self.pr, self.p, self.u
+        hsa = p("hsa")
+        U = max(1, min(4, 64 // (n * V2)))
+        k.comment(f"phase 2: out[t][c] = sum_i h[t][i] x[t][i][c]. Items (tt, chunk of V2={V2} channels) of the")
+        k.comment(f"whole tile are flattened and taken {U} at a time per thread, all loads of the {U} items issued")
+        k.comment("before any FMA: the x rows were read in phase 1 moments ago, so these are L2/L1 hits whose")
+        k.comment("latency the unrolling hides. Item tokens past T are clamped for the loads and not stored.")
         k.ins(f"mov.u64 {hsa}, shs;")
-        k.ins(f"mul.wide.u32 {ha}, {tid}, 4;")
-        k.ins(f"add.u64 {ha}, {ha}, {hsa};")
-        k.ins(f"st.shared.f32 [{ha}], {h};")
+        cb64 = p("cb64")
+        k.ins(f"cvt.u64.u32 {cb64}, {self.cbytes};")
+        items2 = u("items2")
+        k.ins(f"mul.lo.u32 {items2}, {self.cchunks}, {TT};")
+        k.ins(f"mov.u32 {q}, {self.tid};")
+        k.label("P2_LOOP")
+        k.ins(f"setp.ge.u32 {pr}, {q}, {items2};")
+        k.ins(f"@{pr} bra P2_END;")
+        loads = [self.phase2_item(uu, items2, hsa, cb64) for uu in range(U)]
+        for uu, (valid, hv, xs, orow) in enumerate(loads):
+            acc = [k.reg("f32", f"oacc{uu}_{v}") for v in range(V2)]
+            for v in range(V2):
+                k.ins(f"mul.f32 {acc[v]}, {hv[0]}, {xs[0][v]};")
+            for i in range(1, n):
+                for v in range(V2):
+                    k.ins(f"fma.rn.f32 {acc[v]}, {hv[i]}, {xs[i][v]}, {acc[v]};")
+            k.ins(f"@!{valid} bra P2_SKIP{uu};")
+            store_row(k, self.dtype, acc, orow, tag=f"ho{uu}")
+            k.label(f"P2_SKIP{uu}")
+        k.ins(f"add.u32 {q}, {q}, {U * THREADS};")
+        k.ins("bra.uni P2_LOOP;")
+        k.label("P2_END")
 
-    head_coeff(k, tid, tmp, ir, sp, sss, psc, pbase, inv_k, eps_n, eps_hc, store=store_h)
-    hsa = p("hsa")
-    U = max(1, min(4, 64 // (n * V2)))
-    k.comment(f"phase 2: out[t][c] = sum_i h[t][i] x[t][i][c]. Items (tt, chunk of V2={V2} channels) of the")
-    k.comment(f"whole tile are flattened and taken {U} at a time per thread, all loads of the {U} items issued")
-    k.comment("before any FMA: the x rows were read in phase 1 moments ago, so these are L2/L1 hits whose")
-    k.comment("latency the unrolling hides. Item tokens past T are clamped for the loads and not stored.")
-    k.ins(f"mov.u64 {hsa}, shs;")
-    cb64 = p("cb64")
-    k.ins(f"cvt.u64.u32 {cb64}, {cbytes};")
-    items2 = u("items2")
-    k.ins(f"mul.lo.u32 {items2}, {cchunks}, {TT};")
-    k.ins(f"mov.u32 {q}, {tid};")
-    k.label("P2_LOOP")
-    k.ins(f"setp.ge.u32 {pr}, {q}, {items2};")
-    k.ins(f"@{pr} bra P2_END;")
-    valid, xs_u, hv_u, orow_u = [], [], [], []
-    for uu in range(U):
+    def phase2_item(self, uu, items2, hsa, cb64):
+        """Item q + uu THREADS: its validity, h of its token, its n x rows and its output row."""
+        k, n, V2, p, u, tmp = self.k, self.n, self.V2, self.p, self.u, self.tmp
         it, ttu, chu, tok = u(f"it{uu}"), u(f"ttu{uu}"), u(f"chu{uu}"), u(f"tok{uu}")
         pv = k.reg("pred", f"pv{uu}")
-        k.ins(f"add.u32 {it}, {q}, {uu * THREADS};")
+        k.ins(f"add.u32 {it}, {self.q}, {uu * THREADS};")
         k.ins(f"setp.lt.u32 {pv}, {it}, {items2};")
-        k.ins(f"div.u32 {ttu}, {it}, {cchunks};")
-        k.ins(f"mul.lo.u32 {tmp}, {ttu}, {cchunks};")
+        k.ins(f"div.u32 {ttu}, {it}, {self.cchunks};")
+        k.ins(f"mul.lo.u32 {tmp}, {ttu}, {self.cchunks};")
         k.ins(f"sub.u32 {chu}, {it}, {tmp};")
-        k.ins(f"min.u32 {ttu}, {ttu}, {TT - 1};")
-        k.ins(f"add.u32 {tok}, {t0}, {ttu};")
+        k.ins(f"min.u32 {ttu}, {ttu}, {self.TT - 1};")
+        k.ins(f"add.u32 {tok}, {self.t0}, {ttu};")
         pt = k.reg("pred", f"pt{uu}")
-        k.ins(f"setp.lt.u32 {pt}, {tok}, {tokens};")
+        k.ins(f"setp.lt.u32 {pt}, {tok}, {self.tokens};")
         k.ins(f"and.pred {pv}, {pv}, {pt};")
-        k.ins(f"min.u32 {tok}, {tok}, {last};")
+        k.ins(f"min.u32 {tok}, {tok}, {self.last};")
         t64, xr, orr, co = p(f"t64_{uu}"), p(f"xr{uu}"), p(f"or{uu}"), p(f"co{uu}")
         k.ins(f"cvt.u64.u32 {t64}, {tok};")
-        k.ins(f"mul.wide.u32 {co}, {chu}, {V2 * es};")
-        k.ins(f"mad.lo.u64 {xr}, {t64}, {sx}, {px};")
+        k.ins(f"mul.wide.u32 {co}, {chu}, {V2 * self.es};")
+        k.ins(f"mad.lo.u64 {xr}, {t64}, {self.sx}, {self.px};")
         k.ins(f"add.u64 {xr}, {xr}, {co};")
-        k.ins(f"mad.lo.u64 {orr}, {t64}, {so}, {po};")
+        k.ins(f"mad.lo.u64 {orr}, {t64}, {self.so}, {self.po};")
         k.ins(f"add.u64 {orr}, {orr}, {co};")
         ha = p(f"hta{uu}")
         k.ins(f"mul.wide.u32 {ha}, {ttu}, {4 * n};")
         k.ins(f"add.u64 {ha}, {ha}, {hsa};")
-        hv_u.append(load_f32_run(k, f"hv{uu}_", ha, n, space="shared"))
+        hv = load_f32_run(k, f"hv{uu}_", ha, n, space="shared")
         xa = [p(f"x2a{uu}_{i}") for i in range(n)]
         k.ins(f"mov.u64 {xa[0]}, {xr};")
         for i in range(1, n):
             k.ins(f"add.u64 {xa[i]}, {xa[i - 1]}, {cb64};")
-        xs_u.append([load_row(k, dtype, f"y{uu}_{i}", xa[i], V2) for i in range(n)])
-        valid.append(pv)
-        orow_u.append(orr)
-    for uu in range(U):
-        acc = [k.reg("f32", f"oacc{uu}_{v}") for v in range(V2)]
-        for v in range(V2):
-            k.ins(f"mul.f32 {acc[v]}, {hv_u[uu][0]}, {xs_u[uu][0][v]};")
-        for i in range(1, n):
-            for v in range(V2):
-                k.ins(f"fma.rn.f32 {acc[v]}, {hv_u[uu][i]}, {xs_u[uu][i][v]}, {acc[v]};")
-        k.ins(f"@!{valid[uu]} bra P2_SKIP{uu};")
-        store_row(k, dtype, acc, orow_u[uu], tag=f"ho{uu}")
-        k.label(f"P2_SKIP{uu}")
-    k.ins(f"add.u32 {q}, {q}, {U * THREADS};")
-    k.ins("bra.uni P2_LOOP;")
-    k.label("P2_END")
-    k.ins("ret;")
-    return name, entry(name, k.body(), HEAD.size, [f".reqntid {THREADS}, 1, 1", ".maxnreg 128"],
-                       [f".shared .align 16 .f32 sred[{(THREADS // 32) * RED}];", f".shared .align 16 .f32 shs[{TT * n}];"])
+        xs = [load_row(k, self.dtype, f"y{uu}_{i}", xa[i], V2) for i in range(n)]
+        return pv, hv, xs, orr
+
+    def build(self):
+        self.setup()
+        self.phase1()
+        self.cta_reduce()
+        self.coefficients()
+        self.phase2()
+        self.k.ins("ret;")
+        name = f"mhc_head_{self.dtype}_n{self.n}"
+        return name, entry(name, self.k.body(), HEAD.size, [f".reqntid {THREADS}, 1, 1", ".maxnreg 128"],
+                           [f".shared .align 16 .f32 sred[{(THREADS // 32) * self.RED}];",
+                            f".shared .align 16 .f32 shs[{self.TT * self.n}];"])
+
+
+def head_kernel(dtype, n):
+    return HeadKernel(dtype, n).build()
 
 
 # head, cluster variant (n <= 8): a cluster of CL CTAs per token tile, CTA r owning chunk range r
@@ -482,245 +561,252 @@ def head_tile_dots(k, dtype, addr, tstep, V, ph, SS, P):
                 k.ins(f"fma.rn.f32 {P[tt][o]}, {ph[o][v]}, {xv[v]}, {P[tt][o]};")
 
 
-def head_cl_kernel(dtype, n, dec=False, CLn=CL):
-    V1, TT = cl_v1(n), head_tiles(n)[1]
-    es = ESIZE[dtype]
-    RED = TT * (n + 1)
-    NPAD = max(32, 1 << (RED - 1).bit_length())
-    W = NPAD // 32  # partials per lane after the reduce-scatter
-    NW = CL_THREADS // 32
-    name = f"mhc_head_cl{'d' if dec else '' if CLn == CL else CLn}_{dtype}_n{n}"
-    k = Kernel()
-    p = lambda s: k.reg("b64", s)
-    u = lambda s: k.reg("b32", s)
-    f = lambda s: k.reg("f32", s)
-    px, pphi, psc, pbase, po, sx, so, tokens, cbytes, mmax, cch, eps_n, eps_hc, inv_k = head_params(k, "mmax", "cch")
-    tid, lane, warp, rank, tile, t0, tmp = u("tid"), u("lane"), u("warp"), u("rank"), u("tile"), u("t0"), u("tmp")
-    lo, hi, m, it, ii, q = u("lo"), u("hi"), u("m"), u("it"), u("ii"), u("q")
-    pr = k.reg("pred", "p")
-    k.ins(f"mov.u32 {tid}, %tid.x;")
-    k.ins(f"and.b32 {lane}, {tid}, 31;")
-    k.ins(f"shr.u32 {warp}, {tid}, 5;")
-    k.ins(f"mov.u32 {rank}, %cluster_ctarank;")
-    k.ins(f"mov.u32 {tile}, %clusterid.x;")
-    k.ins(f"mul.lo.u32 {t0}, {tile}, {TT};")
-    k.comment(f"chunks (of V1={V1} channels) [lo, hi) of this CTA: lo = rank * cch / {CLn}")
-    k.ins(f"mul.lo.u32 {lo}, {rank}, {cch};")
-    k.ins(f"div.u32 {lo}, {lo}, {CLn};")
-    k.ins(f"add.u32 {tmp}, {rank}, 1;")
-    k.ins(f"mul.lo.u32 {hi}, {tmp}, {cch};")
-    k.ins(f"div.u32 {hi}, {hi}, {CLn};")
-    k.ins(f"sub.u32 {m}, {hi}, {lo};")
-    last = u("tlast")
-    k.ins(f"sub.u32 {last}, {tokens}, 1;")
-    k.comment("token rows of the tile; rows past T are clamped to T-1 (computed, never stored)")
-    rows = []
-    for tt in range(TT):
-        tk, t64, a = u(f"tk{tt}"), p(f"tk64_{tt}"), p(f"row{tt}")
-        k.ins(f"add.u32 {tk}, {t0}, {tt};")
-        k.ins(f"min.u32 {tk}, {tk}, {last};")
-        k.ins(f"cvt.u64.u32 {t64}, {tk};")
-        k.ins(f"mad.lo.u64 {a}, {t64}, {sx}, {px};")
-        rows.append(a)
-    kb = p("kbytes")
-    k.ins(f"mul.wide.u32 {kb}, {cch}, {n * V1 * 4};")
-    xt = u("xt")
-    k.ins(f"mov.u32 {xt}, hcl_x;")
-    P = [[f(f"P{tt}_{i}") for i in range(n)] for tt in range(TT)]
-    SS = [f(f"ss{tt}") for tt in range(TT)]
-    for tt in range(TT):
-        k.ins(f"mov.f32 {SS[tt]}, 0f00000000;")
-        for i in range(n):
-            k.ins(f"mov.f32 {P[tt][i]}, 0f00000000;")
-    if not dec:
+class HeadClKernel:
+    """mhc_head_cl*_{dtype}_n{n}: a cluster of cl CTAs per token tile, CTA r owning chunk range r
+    of every stream. Phase 1 parks the x tile in shared memory (registers, or cp.async with the
+    phi slice too in the decode variant), the cluster sums the CTAs' partials in rank order, and
+    phase 2 mixes the tile from shared memory."""
+
+    def __init__(self, dtype, n, dec, cl):
+        self.dtype, self.n, self.dec, self.cl = dtype, n, dec, cl
+        self.V1, self.TT = cl_v1(n), head_tiles(n)[1]
+        self.es = ESIZE[dtype]
+        self.RED = self.TT * (n + 1)
+        self.NPAD = max(32, 1 << (self.RED - 1).bit_length())
+        self.NW = CL_THREADS // 32
+        self.k = k = Kernel()
+        (self.px, self.pphi, self.psc, self.pbase, self.po, self.sx, self.so, self.tokens, self.cbytes,
+         self.mmax, self.cch, self.eps_n, self.eps_hc, self.inv_k) = head_params(k, "mmax", "cch")
+        u = self.u
+        self.tid, self.lane, self.warp, self.rank, self.tile, self.t0, self.tmp = (
+            u("tid"), u("lane"), u("warp"), u("rank"), u("tile"), u("t0"), u("tmp"))
+        self.lo, self.hi, self.m, self.it, self.ii, self.q = u("lo"), u("hi"), u("m"), u("it"), u("ii"), u("q")
+        self.pr = k.reg("pred", "p")
+
+    def u(self, s):
+        return self.k.reg("b32", s)
+
+    def p(self, s):
+        return self.k.reg("b64", s)
+
+    def setup(self):
+        k, n, V1, TT, tid, tmp = self.k, self.n, self.V1, self.TT, self.tid, self.tmp
+        k.ins(f"mov.u32 {tid}, %tid.x;")
+        k.ins(f"and.b32 {self.lane}, {tid}, 31;")
+        k.ins(f"shr.u32 {self.warp}, {tid}, 5;")
+        k.ins(f"mov.u32 {self.rank}, %cluster_ctarank;")
+        k.ins(f"mov.u32 {self.tile}, %clusterid.x;")
+        k.ins(f"mul.lo.u32 {self.t0}, {self.tile}, {TT};")
+        k.comment(f"chunks (of V1={V1} channels) [lo, hi) of this CTA: lo = rank * cch / {self.cl}")
+        cta_chunk_range(k, self.rank, self.cch, self.cl, self.lo, self.hi, self.m, tmp)
+        last = self.u("tlast")
+        k.ins(f"sub.u32 {last}, {self.tokens}, 1;")
+        self.rows = token_rows(k, TT, self.t0, last, self.sx, self.px)
+        self.kb = self.p("kbytes")
+        k.ins(f"mul.wide.u32 {self.kb}, {self.cch}, {n * V1 * 4};")
+        self.xt = self.u("xt")
+        k.ins(f"mov.u32 {self.xt}, hcl_x;")
+        self.P, self.SS = tile_sums(k, TT, n)
+        zero_tile_sums(k, self.P, self.SS)
+
+    def item_chunk(self):
+        """(i, q) of item `it` (stream i = it / m, chunk lo + q), the global offset of its x chunk
+        and the address of phi[0][i C + chunk]."""
+        k, m, ii, q, tmp, V1 = self.k, self.m, self.ii, self.q, self.tmp, self.V1
+        k.ins(f"div.u32 {ii}, {self.it}, {m};")
+        k.ins(f"mul.lo.u32 {tmp}, {ii}, {m};")
+        k.ins(f"sub.u32 {q}, {self.it}, {tmp};")
+        c = self.u("cg")
+        k.ins(f"add.u32 {c}, {self.lo}, {q};")
+        xo, pa = self.p("xo"), self.p("pa")
+        k.ins(f"mul.wide.u32 {xo}, {ii}, {self.cbytes};")
+        k.ins(f"mad.wide.u32 {xo}, {c}, {V1 * self.es}, {xo};")
+        k.ins(f"mad.lo.u32 {tmp}, {ii}, {self.cch}, {c};")
+        k.ins(f"mul.wide.u32 {pa}, {tmp}, {V1 * 4};")
+        k.ins(f"add.u64 {pa}, {pa}, {self.pphi};")
+        return xo, pa
+
+    def tile_offset(self):
+        """The item's offset in the x tile (token 0): ((i mmax + q) V1 esize) + the tile base."""
+        k, V1 = self.k, self.V1
+        so_ = self.u("tso")
+        k.ins(f"mad.lo.u32 {so_}, {self.ii}, {self.mmax}, {self.q};")
+        k.ins(f"mul.lo.u32 {so_}, {so_}, {V1 * self.es};")
+        k.ins(f"add.u32 {so_}, {so_}, {self.xt};")
+        return so_
+
+    def phase1_registers(self):
+        """Phase 1 with the x chunks loaded into registers, used, and parked in the tile."""
+        k, n, V1, TT, it, pr, p = self.k, self.n, self.V1, self.TT, self.it, self.pr, self.p
         k.comment("(the x tile is loaded into registers and stored to shared memory: measured faster than")
         k.comment("cp.async for this variant, H200)")
-        items = u("items")
-        k.ins(f"mul.lo.u32 {items}, {m}, {n};")
-        k.comment(f"phase 1: items (stream i, chunk lo+q), i = item / m. Each loads phi[o][i C + chunk] for the")
+        items = self.u("items")
+        k.ins(f"mul.lo.u32 {items}, {self.m}, {n};")
+        k.comment("phase 1: items (stream i, chunk lo+q), i = item / m. Each loads phi[o][i C + chunk] for the")
         k.comment(f"n outputs o once (n*V1 registers) for the {TT} tokens, accumulates the partial projections and")
         k.comment("sums of squares, and parks the raw x chunk of every token in the tile (shared memory)")
-        k.ins(f"mov.u32 {it}, {tid};")
+        k.ins(f"mov.u32 {it}, {self.tid};")
         k.label("P1_LOOP")
         k.ins(f"setp.ge.u32 {pr}, {it}, {items};")
         k.ins(f"@{pr} bra P1_END;")
-        k.ins(f"div.u32 {ii}, {it}, {m};")
-        k.ins(f"mul.lo.u32 {tmp}, {ii}, {m};")
-        k.ins(f"sub.u32 {q}, {it}, {tmp};")
-        c = u("cg")
-        k.ins(f"add.u32 {c}, {lo}, {q};")
-        xo, pa = p("xo"), p("pa")
-        k.ins(f"mul.wide.u32 {xo}, {ii}, {cbytes};")
-        k.ins(f"mad.wide.u32 {xo}, {c}, {V1 * es}, {xo};")
-        k.ins(f"mad.lo.u32 {tmp}, {ii}, {cch}, {c};")
-        k.ins(f"mul.wide.u32 {pa}, {tmp}, {V1 * 4};")
-        k.ins(f"add.u64 {pa}, {pa}, {pphi};")
+        xo, pa = self.item_chunk()
         xvs = []
         for tt in range(TT):
             a = p(f"xa{tt}")
-            k.ins(f"add.u64 {a}, {rows[tt]}, {xo};")
-            xvs.append(load_row(k, dtype, f"xv{tt}", a, V1))
+            k.ins(f"add.u64 {a}, {self.rows[tt]}, {xo};")
+            xvs.append(load_row(k, self.dtype, f"xv{tt}", a, V1))
         if n <= 8:
-            aphi = [p(f"aphi{i}") for i in range(n)]
-            k.ins(f"mov.u64 {aphi[0]}, {pa};")
-            for o in range(1, n):
-                k.ins(f"add.u64 {aphi[o]}, {aphi[o - 1]}, {kb};")
-            ph = [load_f32_run(k, f"ph{o}_", aphi[o], V1) for o in range(n)]
+            ph = phi_rows(k, n, pa, self.kb, V1, "ph")
         else:
             # one running address (n 64-bit addresses would cost 2n registers)
             ph = []
             for o in range(n):
                 if o:
-                    k.ins(f"add.u64 {pa}, {pa}, {kb};")
+                    k.ins(f"add.u64 {pa}, {pa}, {self.kb};")
                 ph.append(load_f32_run(k, f"ph{o}_", pa, V1))
-        k.comment(f"tile offset of (tt, i, q): ((tt n + i) mmax + q) V1 esize")
-        so_ = u("tso")
-        k.ins(f"mad.lo.u32 {so_}, {ii}, {mmax}, {q};")
-        k.ins(f"mul.lo.u32 {so_}, {so_}, {V1 * es};")
-        k.ins(f"add.u32 {so_}, {so_}, {xt};")
-        tstep = u("tstep")
-        k.ins(f"mul.lo.u32 {tstep}, {mmax}, {n * V1 * es};")
+        k.comment("tile offset of (tt, i, q): ((tt n + i) mmax + q) V1 esize")
+        so_ = self.tile_offset()
+        tstep = self.u("tstep")
+        k.ins(f"mul.lo.u32 {tstep}, {self.mmax}, {n * V1 * self.es};")
         for tt in range(TT):
-            xv = xvs[tt]
-            if dtype == "bf16":
-                words = [f"%xv{tt}_w{w}" for w in range(V1 // 2)]
-            else:
-                words = xv
-            if tt:
-                k.ins(f"add.u32 {so_}, {so_}, {tstep};")
-            for w0 in range(0, len(words), 4):
-                grp = words[w0:w0 + 4]
-                ty = "b32" if dtype == "bf16" else "f32"
-                if len(grp) == 1:
-                    k.ins(f"st.shared.{ty} [{so_}+{4 * w0}], {grp[0]};")
-                else:
-                    k.ins(f"st.shared.v{len(grp)}.{ty} [{so_}+{4 * w0}], {{{', '.join(grp)}}};")
-            for v in range(V1):
-                k.ins(f"fma.rn.f32 {SS[tt]}, {xv[v]}, {xv[v]}, {SS[tt]};")
-            for o in range(n):
-                for v in range(V1):
-                    k.ins(f"fma.rn.f32 {P[tt][o]}, {ph[o][v]}, {xv[v]}, {P[tt][o]};")
+            self.park_and_dot(tt, xvs[tt], ph, so_, tstep)
         k.ins(f"add.u32 {it}, {it}, {CL_THREADS};")
         k.ins("bra.uni P1_LOOP;")
-    else:
+
+    def park_and_dot(self, tt, xv, ph, so_, tstep):
+        """Token tt's chunk (registers xv) into the tile at so_ (advanced by tstep), then into its
+        sum of squares and projections."""
+        k, n, V1, SS, P = self.k, self.n, self.V1, self.SS, self.P
+        words = [f"%xv{tt}_w{w}" for w in range(V1 // 2)] if self.dtype == "bf16" else xv
+        if tt:
+            k.ins(f"add.u32 {so_}, {so_}, {tstep};")
+        for w0 in range(0, len(words), 4):
+            grp = words[w0:w0 + 4]
+            ty = "b32" if self.dtype == "bf16" else "f32"
+            if len(grp) == 1:
+                k.ins(f"st.shared.{ty} [{so_}+{4 * w0}], {grp[0]};")
+            else:
+                k.ins(f"st.shared.v{len(grp)}.{ty} [{so_}+{4 * w0}], {{{', '.join(grp)}}};")
+        for v in range(V1):
+            k.ins(f"fma.rn.f32 {SS[tt]}, {xv[v]}, {xv[v]}, {SS[tt]};")
+        for o in range(n):
+            for v in range(V1):
+                k.ins(f"fma.rn.f32 {P[tt][o]}, {ph[o][v]}, {xv[v]}, {P[tt][o]};")
+
+    def cp_async(self, dst, src, nbytes):
+        off = 0
+        while off < nbytes:
+            w = min(16, nbytes - off)
+            mode = "cg" if w == 16 else "ca"
+            self.k.ins(f"cp.async.{mode}.shared.global [{dst}+{off}], [{src}+{off}], {w};")
+            off += w
+
+    def phase1_copies(self):
+        """Decode variant: every item's x chunks and phi slice copied into shared memory by
+        cp.async first, then phase 1 from shared memory."""
+        k, n, V1, TT, it, pr, u = self.k, self.n, self.V1, self.TT, self.it, self.pr, self.u
         items = u("items")
-        k.ins(f"mul.lo.u32 {items}, {m}, {n};")
+        k.ins(f"mul.lo.u32 {items}, {self.m}, {n};")
         tstep, pt, pstep = u("tstep"), u("pt"), u("pstep")
-        k.ins(f"mul.lo.u32 {tstep}, {mmax}, {n * V1 * es};")
-        if dec:
-            k.ins(f"mul.lo.u32 {pt}, {tstep}, {TT};")
-            k.ins(f"add.u32 {pt}, {pt}, {xt};")
-            k.ins(f"mul.lo.u32 {pstep}, {mmax}, {n * V1 * 4};")
-
-        def item_addrs():
-            """(i, q) of item `it`, the global offsets of its x chunk and of phi[0][i C + chunk]."""
-            k.ins(f"div.u32 {ii}, {it}, {m};")
-            k.ins(f"mul.lo.u32 {tmp}, {ii}, {m};")
-            k.ins(f"sub.u32 {q}, {it}, {tmp};")
-            c = u("cg")
-            k.ins(f"add.u32 {c}, {lo}, {q};")
-            xo, pa = p("xo"), p("pa")
-            k.ins(f"mul.wide.u32 {xo}, {ii}, {cbytes};")
-            k.ins(f"mad.wide.u32 {xo}, {c}, {V1 * es}, {xo};")
-            k.ins(f"mad.lo.u32 {tmp}, {ii}, {cch}, {c};")
-            k.ins(f"mul.wide.u32 {pa}, {tmp}, {V1 * 4};")
-            k.ins(f"add.u64 {pa}, {pa}, {pphi};")
-            so_ = u("tso")
-            k.ins(f"mad.lo.u32 {so_}, {ii}, {mmax}, {q};")
-            k.ins(f"mul.lo.u32 {so_}, {so_}, {V1 * es};")
-            k.ins(f"add.u32 {so_}, {so_}, {xt};")
-            return xo, pa, so_
-
-        def cp_async(dst, src, nbytes):
-            off = 0
-            while off < nbytes:
-                w = min(16, nbytes - off)
-                mode = "cg" if w == 16 else "ca"
-                k.ins(f"cp.async.{mode}.shared.global [{dst}+{off}], [{src}+{off}], {w};")
-                off += w
-
+        k.ins(f"mul.lo.u32 {tstep}, {self.mmax}, {n * V1 * self.es};")
+        k.ins(f"mul.lo.u32 {pt}, {tstep}, {TT};")
+        k.ins(f"add.u32 {pt}, {pt}, {self.xt};")
+        k.ins(f"mul.lo.u32 {pstep}, {self.mmax}, {n * V1 * 4};")
         k.comment(f"issue: every item's x chunk of the {TT} tokens goes to the tile by cp.async (no registers, the")
-        k.comment("whole tile in flight at once)" + ("; the phi chunks of its n outputs too (decode: one round trip)"
-                                                     if dec else ""))
-        k.comment(f"tile offset of (tt, i, q): ((tt n + i) mmax + q) V1 esize" +
-                  ("; phi tile after it: ((o n + i) mmax + q) V1 4" if dec else ""))
-        k.ins(f"mov.u32 {it}, {tid};")
+        k.comment("whole tile in flight at once); the phi chunks of its n outputs too (decode: one round trip)")
+        k.comment("tile offset of (tt, i, q): ((tt n + i) mmax + q) V1 esize; phi tile after it: ((o n + i) mmax + q) V1 4")
+        k.ins(f"mov.u32 {it}, {self.tid};")
         k.label("CP_LOOP")
         k.ins(f"setp.ge.u32 {pr}, {it}, {items};")
         k.ins(f"@{pr} bra CP_END;")
-        xo, pa, so_ = item_addrs()
-        ds, sa = u("cpd"), p("cps")
+        xo, pa = self.item_chunk()
+        so_ = self.tile_offset()
+        ds, sa = u("cpd"), self.p("cps")
         for tt in range(TT):
-            k.ins(f"add.u64 {sa}, {rows[tt]}, {xo};")
+            k.ins(f"add.u64 {sa}, {self.rows[tt]}, {xo};")
             if tt == 0:
                 k.ins(f"mov.u32 {ds}, {so_};")
             else:
                 k.ins(f"add.u32 {ds}, {ds}, {tstep};")
-            cp_async(ds, sa, V1 * es)
-        if dec:
-            k.ins(f"mad.lo.u32 {ds}, {ii}, {mmax}, {q};")
-            k.ins(f"mul.lo.u32 {ds}, {ds}, {V1 * 4};")
-            k.ins(f"add.u32 {ds}, {ds}, {pt};")
-            k.ins(f"mov.u64 {sa}, {pa};")
-            for o in range(n):
-                if o:
-                    k.ins(f"add.u32 {ds}, {ds}, {pstep};")
-                    k.ins(f"add.u64 {sa}, {sa}, {kb};")
-                cp_async(ds, sa, V1 * 4)
+            self.cp_async(ds, sa, V1 * self.es)
+        self.phi_slice_offset(ds, pt)
+        k.ins(f"mov.u64 {sa}, {pa};")
+        for o in range(n):
+            if o:
+                k.ins(f"add.u32 {ds}, {ds}, {pstep};")
+                k.ins(f"add.u64 {sa}, {sa}, {self.kb};")
+            self.cp_async(ds, sa, V1 * 4)
         k.ins(f"add.u32 {it}, {it}, {CL_THREADS};")
         k.ins("bra.uni CP_LOOP;")
         k.label("CP_END")
         k.ins("cp.async.commit_group;")
-        k.comment(f"phase 1: items (stream i, chunk lo+q), i = item / m, the same items as issued (so each thread")
-        k.comment(f"waits only for its own copies). phi[o][i C + chunk] of the n outputs (n*V1 registers) serves")
+        k.comment("phase 1: items (stream i, chunk lo+q), i = item / m, the same items as issued (so each thread")
+        k.comment("waits only for its own copies). phi[o][i C + chunk] of the n outputs (n*V1 registers) serves")
         k.comment(f"the {TT} tokens: partial projections and sums of squares")
-        k.ins(f"mov.u32 {it}, {tid};")
+        k.ins(f"mov.u32 {it}, {self.tid};")
         k.label("P1_LOOP")
         k.ins(f"setp.ge.u32 {pr}, {it}, {items};")
         k.ins(f"@{pr} bra P1_END;")
-        xo, pa, so_ = item_addrs()
-        if dec:
-            k.ins("cp.async.wait_group 0;")
-            k.ins(f"mad.lo.u32 {ds}, {ii}, {mmax}, {q};")
-            k.ins(f"mul.lo.u32 {ds}, {ds}, {V1 * 4};")
-            k.ins(f"add.u32 {ds}, {ds}, {pt};")
-            ph = []
-            for o in range(n):
-                if o:
-                    k.ins(f"add.u32 {ds}, {ds}, {pstep};")
-                ph.append(load_f32_run(k, f"ph{o}_", ds, V1, space="shared"))
-        else:
-            aphi = [p(f"aphi{i}") for i in range(n)]
-            k.ins(f"mov.u64 {aphi[0]}, {pa};")
-            for o in range(1, n):
-                k.ins(f"add.u64 {aphi[o]}, {aphi[o - 1]}, {kb};")
-            ph = [load_f32_run(k, f"ph{o}_", aphi[o], V1) for o in range(n)]
-            k.ins("cp.async.wait_group 0;")
-        head_tile_dots(k, dtype, so_, tstep, V1, ph, SS, P)
+        self.item_chunk()
+        so_ = self.tile_offset()
+        k.ins("cp.async.wait_group 0;")
+        self.phi_slice_offset(ds, pt)
+        ph = []
+        for o in range(n):
+            if o:
+                k.ins(f"add.u32 {ds}, {ds}, {pstep};")
+            ph.append(load_f32_run(k, f"ph{o}_", ds, V1, space="shared"))
+        head_tile_dots(k, self.dtype, so_, tstep, V1, ph, self.SS, self.P)
         k.ins(f"add.u32 {it}, {it}, {CL_THREADS};")
         k.ins("bra.uni P1_LOOP;")
-    k.label("P1_END")
-    pa32 = cluster_reduce(k, P, SS, TT, n, NW, tid, lane, warp, tmp, pr)
-    cluster_coeffs(k, TT, n, tid, tmp, pr, pa32, psc, pbase, inv_k, eps_n, eps_hc, cl=CLn)
-    k.comment("done with the other CTAs' part[]: arrive now, wait before exit (they must not vanish early)")
-    k.ins("barrier.cluster.arrive.release;")
-    def cl_tile_row(ttu, q_):
-        ta, sstep = u("ta"), None
-        k.ins(f"mul.lo.u32 {ta}, {ttu}, {n};")
-        k.ins(f"mad.lo.u32 {ta}, {ta}, {mmax}, {q_};")
-        k.ins(f"mul.lo.u32 {ta}, {ta}, {V1 * es};")
-        k.ins(f"add.u32 {ta}, {ta}, {xt};")
+
+    def phi_slice_offset(self, ds, pt):
+        """ds = the item's phi slot for output 0 in the phi tile at pt: ((i mmax + q) V1 4)."""
+        k = self.k
+        k.ins(f"mad.lo.u32 {ds}, {self.ii}, {self.mmax}, {self.q};")
+        k.ins(f"mul.lo.u32 {ds}, {ds}, {self.V1 * 4};")
+        k.ins(f"add.u32 {ds}, {ds}, {pt};")
+
+    def tile_row(self, ttu, q_):
+        """Phase 2's address of (token ttu, stream 0, chunk q_) in the tile, and the stream step."""
+        k, u = self.k, self.u
+        ta = u("ta")
+        k.ins(f"mul.lo.u32 {ta}, {ttu}, {self.n};")
+        k.ins(f"mad.lo.u32 {ta}, {ta}, {self.mmax}, {q_};")
+        k.ins(f"mul.lo.u32 {ta}, {ta}, {self.V1 * self.es};")
+        k.ins(f"add.u32 {ta}, {ta}, {self.xt};")
         sstep = u("sstep")
-        k.ins(f"mul.lo.u32 {sstep}, {mmax}, {V1 * es};")
+        k.ins(f"mul.lo.u32 {sstep}, {self.mmax}, {self.V1 * self.es};")
         return ta, sstep
 
-    head_mix(k, dtype, n, V1, TT, CL_THREADS, tid, it, q, m, t0, tokens, tmp, lo, so, po, pr, cl_tile_row, "tile")
-    k.ins("barrier.cluster.wait.acquire;")
-    k.ins("ret;")
-    return name, entry(name, k.body(), HEAD.size, [f".reqntid {CL_THREADS}, 1, 1", f".maxnreg {128 if n <= 4 else 168}",
-                                            f".reqnctapercluster {CLn}, 1, 1"],
-                       [f".shared .align 16 .f32 sred[{NW * NPAD}];", f".shared .align 16 .f32 part[{RED}];",
-                        f".shared .align 16 .f32 shs[{TT * n}];"])
+    def build(self):
+        k, n, TT, tid, tmp, pr = self.k, self.n, self.TT, self.tid, self.tmp, self.pr
+        self.setup()
+        if self.dec:
+            self.phase1_copies()
+        else:
+            self.phase1_registers()
+        k.label("P1_END")
+        pa32 = cluster_reduce(k, self.P, self.SS, TT, n, self.NW, tid, self.lane, self.warp, tmp, pr)
+        cluster_coeffs(k, TT, n, tid, tmp, pr, pa32, self.psc, self.pbase, self.inv_k, self.eps_n, self.eps_hc,
+                       cl=self.cl)
+        k.comment("done with the other CTAs' part[]: arrive now, wait before exit (they must not vanish early)")
+        k.ins("barrier.cluster.arrive.release;")
+        head_mix(k, self.dtype, n, self.V1, TT, CL_THREADS, tid, self.it, self.q, self.m, self.t0, self.tokens,
+                 tmp, self.lo, self.so, self.po, pr, self.tile_row, "tile")
+        k.ins("barrier.cluster.wait.acquire;")
+        k.ins("ret;")
+        name = f"mhc_head_cl{'d' if self.dec else '' if self.cl == CL else self.cl}_{self.dtype}_n{n}"
+        return name, entry(name, k.body(), HEAD.size,
+                           [f".reqntid {CL_THREADS}, 1, 1", f".maxnreg {128 if n <= 4 else 168}",
+                            f".reqnctapercluster {self.cl}, 1, 1"],
+                           [f".shared .align 16 .f32 sred[{self.NW * self.NPAD}];",
+                            f".shared .align 16 .f32 part[{self.RED}];",
+                            f".shared .align 16 .f32 shs[{TT * n}];"])
+
+
+def head_cl_kernel(dtype, n, dec=False, CLn=CL):
+    return HeadClKernel(dtype, n, dec, CLn).build()
 
 
 # head, persistent cluster variant (n <= 4, large T): PC clusters of CL CTAs stay resident and walk
@@ -747,179 +833,182 @@ def head_pc_cmax(n, dtype, cl, tt):
     return cl * per_cta * v
 
 
-def head_pc_kernel(dtype, n, CL, TT):
-    es = ESIZE[dtype]
-    V = 16 // es  # elements of a 16-byte chunk
-    NW = PC_THREADS // 32
-    RED = TT * (n + 1)
-    name = f"mhc_head_pc{CL}_{dtype}_n{n}"
-    k = Kernel()
-    p = lambda s: k.reg("b64", s)
-    u = lambda s: k.reg("b32", s)
-    f = lambda s: k.reg("f32", s)
-    px, pphi, psc, pbase, po, sx, so, tokens, cbytes, mmax, cch, eps_n, eps_hc, inv_k = head_params(k, "mmax", "cch")
-    tid, lane, warp, rank, cid, ncl = u("tid"), u("lane"), u("warp"), u("rank"), u("cid"), u("ncl")
-    lo, hi, m, tmp, it, q, ii = u("lo"), u("hi"), u("m"), u("tmp"), u("it"), u("q"), u("ii")
-    pr = k.reg("pred", "p")
-    k.ins(f"mov.u32 {tid}, %tid.x;")
-    k.ins(f"and.b32 {lane}, {tid}, 31;")
-    k.ins(f"shr.u32 {warp}, {tid}, 5;")
-    k.ins(f"mov.u32 {rank}, %cluster_ctarank;")
-    k.ins(f"mov.u32 {cid}, %clusterid.x;")
-    k.ins(f"mov.u32 {ncl}, %nclusterid.x;")
-    gb, ga = u("gbar"), u("gat")
-    k.ins(f"mov.u32 {gb}, gbar;")
-    k.ins(f"mov.u32 {ga}, gat;")
-    k.comment("the two gather mbarriers (one arrival per phase: this CTA's arming), initialised before any")
-    k.comment("CTA of the cluster may signal them")
-    k.ins(f"setp.ne.u32 {pr}, {tid}, 0;")
-    k.ins(f"@{pr} bra INIT_END;")
-    k.ins(f"mbarrier.init.shared::cta.b64 [{gb}], 1;")
-    k.ins(f"mbarrier.init.shared::cta.b64 [{gb}+8], 1;")
-    k.ins("fence.mbarrier_init.release.cluster;")
-    k.label("INIT_END")
-    k.ins("barrier.cluster.arrive.release;")
-    k.ins("barrier.cluster.wait.acquire;")
-    k.comment(f"16-byte chunks [lo, hi) of every stream belong to this CTA: lo = rank * cch / {CL}")
-    k.ins(f"mul.lo.u32 {lo}, {rank}, {cch};")
-    k.ins(f"div.u32 {lo}, {lo}, {CL};")
-    k.ins(f"add.u32 {tmp}, {rank}, 1;")
-    k.ins(f"mul.lo.u32 {hi}, {tmp}, {cch};")
-    k.ins(f"div.u32 {hi}, {hi}, {CL};")
-    k.ins(f"sub.u32 {m}, {hi}, {lo};")
-    ntiles, last = u("ntiles"), u("tlast")
-    k.ins(f"add.u32 {ntiles}, {tokens}, {TT - 1};")
-    k.ins(f"div.u32 {ntiles}, {ntiles}, {TT};")
-    k.ins(f"sub.u32 {last}, {tokens}, 1;")
-    xt, sb, tstep = u("xt"), u("sbytes"), u("tstep")
-    k.ins(f"mov.u32 {xt}, hpc_x;")
-    k.comment(f"a stage holds the tile's slice: offset tt tstep + (i mmax + q) 16 with tstep = (n mmax + 1) 16:")
-    k.comment(f"a 16-byte pad per token row (135.4 us, 140.3 unpadded, at T=8192 C=4096); {PC_STAGES} stages")
-    k.ins(f"mad.lo.u32 {tstep}, {mmax}, {n}, 1;")
-    k.ins(f"shl.b32 {tstep}, {tstep}, 4;")
-    k.ins(f"mul.lo.u32 {sb}, {tstep}, {TT};")
-    kb = p("kbytes")
-    k.ins(f"mul.wide.u32 {kb}, {cch}, {n * V * 4};")
-    k.comment(f"phase-1 items of this thread: item = tid + {PC_THREADS} s (s < {PC_SLOTS}) is (stream i, chunk lo+q),")
-    k.comment("i = item / m; its global offset in a row, its offset in a stage, and phi[o][i C + chunk] of the")
-    k.comment(f"n outputs, loaded once into registers for the whole kernel ({PC_SLOTS} x n x {V})")
-    items = u("items")
-    k.ins(f"mul.lo.u32 {items}, {m}, {n};")
-    vs, goff, soff, ph = [], [], [], []
-    for s_ in range(PC_SLOTS):
-        pv = k.reg("pred", f"vs{s_}")
-        k.ins(f"add.u32 {it}, {tid}, {s_ * PC_THREADS};")
-        k.ins(f"setp.lt.u32 {pv}, {it}, {items};")
-        k.ins(f"selp.u32 {it}, {it}, 0, {pv};")
-        k.ins(f"div.u32 {ii}, {it}, {m};")
-        k.ins(f"mul.lo.u32 {tmp}, {ii}, {m};")
-        k.ins(f"sub.u32 {q}, {it}, {tmp};")
-        c = u("cg")
-        k.ins(f"add.u32 {c}, {lo}, {q};")
-        go, sof, pa = p(f"goff{s_}"), u(f"soff{s_}"), p("pa")
-        k.ins(f"mul.wide.u32 {go}, {ii}, {cbytes};")
-        k.ins(f"mad.wide.u32 {go}, {c}, 16, {go};")
-        k.ins(f"mad.lo.u32 {sof}, {ii}, {mmax}, {q};")
-        k.ins(f"shl.b32 {sof}, {sof}, 4;")
-        k.ins(f"mad.lo.u32 {tmp}, {ii}, {cch}, {c};")
-        k.ins(f"mul.wide.u32 {pa}, {tmp}, {V * 4};")
-        k.ins(f"add.u64 {pa}, {pa}, {pphi};")
-        regs = []
-        for o in range(n):
-            if o:
-                k.ins(f"add.u64 {pa}, {pa}, {kb};")
-            regs.append(load_f32_run(k, f"ph{s_}_{o}_", pa, V))
-        vs.append(pv); goff.append(go); soff.append(sof); ph.append(regs)
+class HeadPcKernel:
+    """mhc_head_pc{cl}_{dtype}_n{n}: persistent clusters walking the token tiles. Each thread keeps
+    the phi chunks of its PC_SLOTS items in registers; the tiles' x slices stream through a ring of
+    PC_STAGES stages; the CTAs' partials travel by st.async into every CTA's gat[] buffers."""
 
-    def issue(tile_r, stage_r, tag):
+    def __init__(self, dtype, n, cl, TT):
+        self.dtype, self.n, self.cl, self.TT = dtype, n, cl, TT
+        self.es = ESIZE[dtype]
+        self.V = 16 // self.es  # elements of a 16-byte chunk
+        self.NW = PC_THREADS // 32
+        self.RED = TT * (n + 1)
+        self.k = k = Kernel()
+        (self.px, self.pphi, self.psc, self.pbase, self.po, self.sx, self.so, self.tokens, self.cbytes,
+         self.mmax, self.cch, self.eps_n, self.eps_hc, self.inv_k) = head_params(k, "mmax", "cch")
+        u = self.u
+        self.tid, self.lane, self.warp, self.rank, self.cid, self.ncl = (
+            u("tid"), u("lane"), u("warp"), u("rank"), u("cid"), u("ncl"))
+        self.lo, self.hi, self.m, self.tmp, self.it, self.q, self.ii = (
+            u("lo"), u("hi"), u("m"), u("tmp"), u("it"), u("q"), u("ii"))
+        self.pr = k.reg("pred", "p")
+
+    def u(self, s):
+        return self.k.reg("b32", s)
+
+    def p(self, s):
+        return self.k.reg("b64", s)
+
+    def f(self, s):
+        return self.k.reg("f32", s)
+
+    def setup(self):
+        k, tid, pr = self.k, self.tid, self.pr
+        k.ins(f"mov.u32 {tid}, %tid.x;")
+        k.ins(f"and.b32 {self.lane}, {tid}, 31;")
+        k.ins(f"shr.u32 {self.warp}, {tid}, 5;")
+        k.ins(f"mov.u32 {self.rank}, %cluster_ctarank;")
+        k.ins(f"mov.u32 {self.cid}, %clusterid.x;")
+        k.ins(f"mov.u32 {self.ncl}, %nclusterid.x;")
+        self.gb, self.ga = gb, ga = self.u("gbar"), self.u("gat")
+        k.ins(f"mov.u32 {gb}, gbar;")
+        k.ins(f"mov.u32 {ga}, gat;")
+        k.comment("the two gather mbarriers (one arrival per phase: this CTA's arming), initialised before any")
+        k.comment("CTA of the cluster may signal them")
+        k.ins(f"setp.ne.u32 {pr}, {tid}, 0;")
+        k.ins(f"@{pr} bra INIT_END;")
+        k.ins(f"mbarrier.init.shared::cta.b64 [{gb}], 1;")
+        k.ins(f"mbarrier.init.shared::cta.b64 [{gb}+8], 1;")
+        k.ins("fence.mbarrier_init.release.cluster;")
+        k.label("INIT_END")
+        k.ins("barrier.cluster.arrive.release;")
+        k.ins("barrier.cluster.wait.acquire;")
+        k.comment(f"16-byte chunks [lo, hi) of every stream belong to this CTA: lo = rank * cch / {self.cl}")
+        cta_chunk_range(k, self.rank, self.cch, self.cl, self.lo, self.hi, self.m, self.tmp)
+        self.ring_geometry()
+
+    def ring_geometry(self):
+        k, n, TT = self.k, self.n, self.TT
+        self.ntiles, self.last = ntiles, last = self.u("ntiles"), self.u("tlast")
+        k.ins(f"add.u32 {ntiles}, {self.tokens}, {TT - 1};")
+        k.ins(f"div.u32 {ntiles}, {ntiles}, {TT};")
+        k.ins(f"sub.u32 {last}, {self.tokens}, 1;")
+        self.xt, self.sb, self.tstep = xt, sb, tstep = self.u("xt"), self.u("sbytes"), self.u("tstep")
+        k.ins(f"mov.u32 {xt}, hpc_x;")
+        k.comment("a stage holds the tile's slice: offset tt tstep + (i mmax + q) 16 with tstep = (n mmax + 1) 16:")
+        k.comment(f"a 16-byte pad per token row (135.4 us, 140.3 unpadded, at T=8192 C=4096); {PC_STAGES} stages")
+        k.ins(f"mad.lo.u32 {tstep}, {self.mmax}, {n}, 1;")
+        k.ins(f"shl.b32 {tstep}, {tstep}, 4;")
+        k.ins(f"mul.lo.u32 {sb}, {tstep}, {TT};")
+        self.kb = self.p("kbytes")
+        k.ins(f"mul.wide.u32 {self.kb}, {self.cch}, {n * self.V * 4};")
+
+    def slots(self):
+        """The thread's PC_SLOTS items: validity, global and stage offsets, phi in registers."""
+        k, n, V, tmp, it, ii, q = self.k, self.n, self.V, self.tmp, self.it, self.ii, self.q
+        k.comment(f"phase-1 items of this thread: item = tid + {PC_THREADS} s (s < {PC_SLOTS}) is (stream i, chunk lo+q),")
+        k.comment("i = item / m; its global offset in a row, its offset in a stage, and phi[o][i C + chunk] of the")
+        k.comment(f"n outputs, loaded once into registers for the whole kernel ({PC_SLOTS} x n x {V})")
+        items = self.u("items")
+        k.ins(f"mul.lo.u32 {items}, {self.m}, {n};")
+        self.vs, self.goff, self.soff, self.ph = [], [], [], []
+        for s_ in range(PC_SLOTS):
+            pv = k.reg("pred", f"vs{s_}")
+            k.ins(f"add.u32 {it}, {self.tid}, {s_ * PC_THREADS};")
+            k.ins(f"setp.lt.u32 {pv}, {it}, {items};")
+            k.ins(f"selp.u32 {it}, {it}, 0, {pv};")
+            k.ins(f"div.u32 {ii}, {it}, {self.m};")
+            k.ins(f"mul.lo.u32 {tmp}, {ii}, {self.m};")
+            k.ins(f"sub.u32 {q}, {it}, {tmp};")
+            c = self.u("cg")
+            k.ins(f"add.u32 {c}, {self.lo}, {q};")
+            go, sof, pa = self.p(f"goff{s_}"), self.u(f"soff{s_}"), self.p("pa")
+            k.ins(f"mul.wide.u32 {go}, {ii}, {self.cbytes};")
+            k.ins(f"mad.wide.u32 {go}, {c}, 16, {go};")
+            k.ins(f"mad.lo.u32 {sof}, {ii}, {self.mmax}, {q};")
+            k.ins(f"shl.b32 {sof}, {sof}, 4;")
+            k.ins(f"mad.lo.u32 {tmp}, {ii}, {self.cch}, {c};")
+            k.ins(f"mul.wide.u32 {pa}, {tmp}, {V * 4};")
+            k.ins(f"add.u64 {pa}, {pa}, {self.pphi};")
+            regs = []
+            for o in range(n):
+                if o:
+                    k.ins(f"add.u64 {pa}, {pa}, {self.kb};")
+                regs.append(load_f32_run(k, f"ph{s_}_{o}_", pa, V))
+            self.vs.append(pv)
+            self.goff.append(go)
+            self.soff.append(sof)
+            self.ph.append(regs)
+
+    def issue(self, tile_r, stage_r, tag):
         """cp.async of tile tile_r's slice (this thread's items, TT rows) into stage stage_r, then
         commit (an empty group past the last tile keeps the group count uniform)."""
-        k.ins(f"setp.ge.u32 {pr}, {tile_r}, {ntiles};")
+        k, pr, u, p = self.k, self.pr, self.u, self.p
+        k.ins(f"setp.ge.u32 {pr}, {tile_r}, {self.ntiles};")
         k.ins(f"@{pr} bra {tag}_COMMIT;")
         dst, t0, row = u("cpd"), u("ct0"), p("crow")
-        k.ins(f"mad.lo.u32 {dst}, {stage_r}, {sb}, {xt};")
-        k.ins(f"mul.lo.u32 {t0}, {tile_r}, {TT};")
+        k.ins(f"mad.lo.u32 {dst}, {stage_r}, {self.sb}, {self.xt};")
+        k.ins(f"mul.lo.u32 {t0}, {tile_r}, {self.TT};")
         tk, t64, src = u("ctk"), p("ctk64"), p("csrc")
-        for tt in range(TT):
+        for tt in range(self.TT):
             k.ins(f"add.u32 {tk}, {t0}, {tt};")
-            k.ins(f"min.u32 {tk}, {tk}, {last};")
+            k.ins(f"min.u32 {tk}, {tk}, {self.last};")
             k.ins(f"cvt.u64.u32 {t64}, {tk};")
-            k.ins(f"mad.lo.u64 {row}, {t64}, {sx}, {px};")
+            k.ins(f"mad.lo.u64 {row}, {t64}, {self.sx}, {self.px};")
             for s_ in range(PC_SLOTS):
                 d = u("cpdd")
-                k.ins(f"add.u64 {src}, {row}, {goff[s_]};")
-                k.ins(f"add.u32 {d}, {dst}, {soff[s_]};")
-                k.ins(f"@{vs[s_]} cp.async.cg.shared.global [{d}], [{src}], 16;")
-            if tt + 1 < TT:
-                k.ins(f"add.u32 {dst}, {dst}, {tstep};")
+                k.ins(f"add.u64 {src}, {row}, {self.goff[s_]};")
+                k.ins(f"add.u32 {d}, {dst}, {self.soff[s_]};")
+                k.ins(f"@{self.vs[s_]} cp.async.cg.shared.global [{d}], [{src}], 16;")
+            if tt + 1 < self.TT:
+                k.ins(f"add.u32 {dst}, {dst}, {self.tstep};")
         k.label(f"{tag}_COMMIT")
         k.ins("cp.async.commit_group;")
 
-    tile, stage, nxt = u("tile"), u("stage"), u("ntile")
-    k.comment(f"prologue: tiles cid + j ncl into stages j < {PC_STAGES}")
-    k.ins(f"mov.u32 {tile}, {cid};")
-    for j in range(PC_STAGES):
-        k.ins(f"mad.lo.u32 {nxt}, {ncl}, {j}, {cid};")
-        k.ins(f"mov.u32 {stage}, {j};")
-        issue(nxt, stage, f"PRO{j}")
-    k.ins(f"mov.u32 {stage}, 0;")
-    kk = u("kk")
-    k.ins(f"mov.u32 {kk}, 0;")
-    P = [[f(f"P{tt}_{i}") for i in range(n)] for tt in range(TT)]
-    SS = [f(f"ss{tt}") for tt in range(TT)]
-    k.label("TILE_LOOP")
-    k.ins(f"setp.ge.u32 {pr}, {tile}, {ntiles};")
-    k.ins(f"@{pr} bra TILE_END;")
-    k.comment(f"this tile's copies (the oldest of {PC_STAGES} groups) have landed for this thread's own items")
-    k.ins(f"cp.async.wait_group {PC_STAGES - 1};")
-    for tt in range(TT):
-        k.ins(f"mov.f32 {SS[tt]}, 0f00000000;")
-        for i in range(n):
-            k.ins(f"mov.f32 {P[tt][i]}, 0f00000000;")
-    st0 = u("st0")
-    k.ins(f"mad.lo.u32 {st0}, {stage}, {sb}, {xt};")
-    k.comment("phase 1: partial projections and sums of squares of the tile's tokens over this thread's items")
-    for s_ in range(PC_SLOTS):
-        k.ins(f"@!{vs[s_]} bra P1_S{s_}_END;")
-        a = u("xa")
-        k.ins(f"add.u32 {a}, {st0}, {soff[s_]};")
-        head_tile_dots(k, dtype, a, tstep, V, ph[s_], SS, P)
-        k.label(f"P1_S{s_}_END")
-    k.comment("the CTA's partials go to every CTA of the cluster: st.async into gat[b][rank][j] of CTA r,")
-    k.comment("completing bytes on its mbarrier gbar[b] (b = local tile index mod 2). No cluster barrier: a")
-    k.comment("CTA fills gat[b] for tile k only after it received every CTA's partials of tile k-1, which")
-    k.comment("each CTA sends after it has read its gat[b] of tile k-2")
-    b_, gab, gbb = u("gb_b"), u("gat_b"), u("gbar_b")
-    k.ins(f"and.b32 {b_}, {kk}, 1;")
-    k.ins(f"mad.lo.u32 {gab}, {b_}, {CL * RED * 4}, {ga};")
-    k.ins(f"mad.lo.u32 {gbb}, {b_}, 8, {gb};")
+    def ring_prologue(self):
+        k = self.k
+        self.tile, self.stage, self.nxt = tile, stage, nxt = self.u("tile"), self.u("stage"), self.u("ntile")
+        k.comment(f"prologue: tiles cid + j ncl into stages j < {PC_STAGES}")
+        k.ins(f"mov.u32 {tile}, {self.cid};")
+        for j in range(PC_STAGES):
+            k.ins(f"mad.lo.u32 {nxt}, {self.ncl}, {j}, {self.cid};")
+            k.ins(f"mov.u32 {stage}, {j};")
+            self.issue(nxt, stage, f"PRO{j}")
+        k.ins(f"mov.u32 {stage}, 0;")
+        self.kk = self.u("kk")
+        k.ins(f"mov.u32 {self.kk}, 0;")
 
-    def push(acc):
+    def push(self, acc):
+        """Thread j's partial to gat[b][rank][j] of every CTA of the cluster (st.async)."""
+        k, u = self.k, self.u
         la, ra, rb = u("pla"), u("pra"), u("prb")
-        k.ins(f"mad.lo.u32 {la}, {rank}, {RED}, {tid};")
-        k.ins(f"mad.lo.u32 {la}, {la}, 4, {gab};")
-        for r in range(CL):
+        k.ins(f"mad.lo.u32 {la}, {self.rank}, {self.RED}, {self.tid};")
+        k.ins(f"mad.lo.u32 {la}, {la}, 4, {self.gab};")
+        for r in range(self.cl):
             k.ins(f"mapa.shared::cluster.u32 {ra}, {la}, {r};")
-            k.ins(f"mapa.shared::cluster.u32 {rb}, {gbb}, {r};")
+            k.ins(f"mapa.shared::cluster.u32 {rb}, {self.gbb}, {r};")
             k.ins(f"st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [{ra}], {acc}, [{rb}];")
 
-    def gather(ttr, ir, sp, sss):
-        st64, par, ok = p("mbst"), u("par"), k.reg("pred", "wok")
-        k.comment(f"thread 0 arms gbar[b] for the {CL * RED * 4} bytes of this tile (bytes that came early count)")
-        k.ins(f"setp.ne.u32 {ok}, {tid}, 0;")
+    def gather(self, ttr, ir, sp, sss):
+        """Wait for gbar[b], then sp, sss = the cl CTAs' partials in gat[b] summed in rank order."""
+        k, u, n, CL_, RED, gab = self.k, self.u, self.n, self.cl, self.RED, self.gab
+        st64, par, ok = self.p("mbst"), u("par"), k.reg("pred", "wok")
+        k.comment(f"thread 0 arms gbar[b] for the {CL_ * RED * 4} bytes of this tile (bytes that came early count)")
+        k.ins(f"setp.ne.u32 {ok}, {self.tid}, 0;")
         k.ins(f"@{ok} bra ARM_END;")
-        k.ins(f"mbarrier.arrive.expect_tx.shared::cta.b64 {st64}, [{gbb}], {CL * RED * 4};")
+        k.ins(f"mbarrier.arrive.expect_tx.shared::cta.b64 {st64}, [{self.gbb}], {CL_ * RED * 4};")
         k.label("ARM_END")
-        k.ins(f"bfe.u32 {par}, {kk}, 1, 1;")
+        k.ins(f"bfe.u32 {par}, {self.kk}, 1, 1;")
         k.label("GATHER_WAIT")
-        k.ins(f"mbarrier.try_wait.parity.shared::cta.b64 {ok}, [{gbb}], {par};")
+        k.ins(f"mbarrier.try_wait.parity.shared::cta.b64 {ok}, [{self.gbb}], {par};")
         k.ins(f"@!{ok} bra GATHER_WAIT;")
-        ip, iss, pw = u("ip"), u("iss"), f("rpv")
+        ip, iss, pw = u("ip"), u("iss"), self.f("rpv")
         k.ins(f"mad.lo.u32 {ip}, {ttr}, {n + 1}, {ir};")
         k.ins(f"mad.lo.u32 {ip}, {ip}, 4, {gab};")
         k.ins(f"mad.lo.u32 {iss}, {ttr}, {n + 1}, {n};")
         k.ins(f"mad.lo.u32 {iss}, {iss}, 4, {gab};")
-        for r in range(CL):
+        for r in range(CL_):
             dst = sp if r == 0 else pw
             k.ins(f"ld.shared.f32 {dst}, [{ip}+{r * RED * 4}];")
             if r:
@@ -929,40 +1018,85 @@ def head_pc_kernel(dtype, n, CL, TT):
             if r:
                 k.ins(f"add.f32 {sss}, {sss}, {pw};")
 
-    cluster_reduce(k, P, SS, TT, n, NW, tid, lane, warp, tmp, pr, sink=push)
-    cluster_coeffs(k, TT, n, tid, tmp, pr, None, psc, pbase, inv_k, eps_n, eps_hc, gather=gather)
-    t0 = u("t0")
-    k.ins(f"mul.lo.u32 {t0}, {tile}, {TT};")
-
-    def pc_tile_row(ttu, q_):
-        ta, sstep = u("ta"), u("sstep")
-        k.ins(f"mad.lo.u32 {ta}, {ttu}, {tstep}, {st0};")
+    def stage_row(self, ttu, q_):
+        """Phase 2's address of (token ttu, stream 0, chunk q_) in the stage, and the stream step."""
+        k = self.k
+        ta, sstep = self.u("ta"), self.u("sstep")
+        k.ins(f"mad.lo.u32 {ta}, {ttu}, {self.tstep}, {self.st0};")
         k.ins(f"mad.lo.u32 {ta}, {q_}, 16, {ta};")
-        k.ins(f"shl.b32 {sstep}, {mmax}, 4;")
+        k.ins(f"shl.b32 {sstep}, {self.mmax}, 4;")
         return ta, sstep
 
-    head_mix(k, dtype, n, V, TT, PC_THREADS, tid, it, q, m, t0, tokens, tmp, lo, so, po, pr, pc_tile_row, "stage")
-    k.comment(f"the stage and shs[] are free once every thread is here: refill the stage with the tile")
-    k.comment(f"{PC_STAGES} steps ahead")
-    k.ins("bar.sync 0;")
-    k.ins(f"mad.lo.u32 {nxt}, {ncl}, {PC_STAGES}, {tile};")
-    issue(nxt, stage, "REFILL")
-    k.ins(f"add.u32 {tile}, {tile}, {ncl};")
-    k.ins(f"add.u32 {stage}, {stage}, 1;")
-    k.ins(f"setp.eq.u32 {pr}, {stage}, {PC_STAGES};")
-    k.ins(f"selp.u32 {stage}, 0, {stage}, {pr};")
-    k.ins(f"add.u32 {kk}, {kk}, 1;")
-    k.ins("bra.uni TILE_LOOP;")
-    k.label("TILE_END")
-    k.comment("leave together (no CTA's shared memory may vanish while the cluster still runs)")
-    k.ins("barrier.cluster.arrive.release;")
-    k.ins("barrier.cluster.wait.acquire;")
-    k.ins("ret;")
-    return name, entry(name, k.body(), HEAD.size, [f".reqntid {PC_THREADS}, 1, 1", ".maxnreg 128",
-                                            f".reqnctapercluster {CL}, 1, 1"],
-                       [f".shared .align 16 .f32 sred[{NW * max(32, 1 << (RED - 1).bit_length())}];",
-                        ".shared .align 8 .b64 gbar[2];", f".shared .align 16 .f32 gat[{2 * CL * RED}];",
-                        f".shared .align 16 .f32 shs[{TT * n}];"])
+    def tile_loop(self):
+        k, n, TT, pr = self.k, self.n, self.TT, self.pr
+        P, SS = tile_sums(k, TT, n)
+        k.label("TILE_LOOP")
+        k.ins(f"setp.ge.u32 {pr}, {self.tile}, {self.ntiles};")
+        k.ins(f"@{pr} bra TILE_END;")
+        k.comment(f"this tile's copies (the oldest of {PC_STAGES} groups) have landed for this thread's own items")
+        k.ins(f"cp.async.wait_group {PC_STAGES - 1};")
+        zero_tile_sums(k, P, SS)
+        self.st0 = st0 = self.u("st0")
+        k.ins(f"mad.lo.u32 {st0}, {self.stage}, {self.sb}, {self.xt};")
+        k.comment("phase 1: partial projections and sums of squares of the tile's tokens over this thread's items")
+        for s_ in range(PC_SLOTS):
+            k.ins(f"@!{self.vs[s_]} bra P1_S{s_}_END;")
+            a = self.u("xa")
+            k.ins(f"add.u32 {a}, {st0}, {self.soff[s_]};")
+            head_tile_dots(k, self.dtype, a, self.tstep, self.V, self.ph[s_], SS, P)
+            k.label(f"P1_S{s_}_END")
+        k.comment("the CTA's partials go to every CTA of the cluster: st.async into gat[b][rank][j] of CTA r,")
+        k.comment("completing bytes on its mbarrier gbar[b] (b = local tile index mod 2). No cluster barrier: a")
+        k.comment("CTA fills gat[b] for tile k only after it received every CTA's partials of tile k-1, which")
+        k.comment("each CTA sends after it has read its gat[b] of tile k-2")
+        b_, self.gab, self.gbb = self.u("gb_b"), self.u("gat_b"), self.u("gbar_b")
+        k.ins(f"and.b32 {b_}, {self.kk}, 1;")
+        k.ins(f"mad.lo.u32 {self.gab}, {b_}, {self.cl * self.RED * 4}, {self.ga};")
+        k.ins(f"mad.lo.u32 {self.gbb}, {b_}, 8, {self.gb};")
+        cluster_reduce(k, P, SS, TT, n, self.NW, self.tid, self.lane, self.warp, self.tmp, pr, sink=self.push)
+        cluster_coeffs(k, TT, n, self.tid, self.tmp, pr, None, self.psc, self.pbase, self.inv_k, self.eps_n,
+                       self.eps_hc, gather=self.gather)
+        t0 = self.u("t0")
+        k.ins(f"mul.lo.u32 {t0}, {self.tile}, {TT};")
+        head_mix(k, self.dtype, n, self.V, TT, PC_THREADS, self.tid, self.it, self.q, self.m, t0, self.tokens,
+                 self.tmp, self.lo, self.so, self.po, pr, self.stage_row, "stage")
+        self.next_tile()
+
+    def next_tile(self):
+        k, pr, stage = self.k, self.pr, self.stage
+        k.comment("the stage and shs[] are free once every thread is here: refill the stage with the tile")
+        k.comment(f"{PC_STAGES} steps ahead")
+        k.ins("bar.sync 0;")
+        k.ins(f"mad.lo.u32 {self.nxt}, {self.ncl}, {PC_STAGES}, {self.tile};")
+        self.issue(self.nxt, stage, "REFILL")
+        k.ins(f"add.u32 {self.tile}, {self.tile}, {self.ncl};")
+        k.ins(f"add.u32 {stage}, {stage}, 1;")
+        k.ins(f"setp.eq.u32 {pr}, {stage}, {PC_STAGES};")
+        k.ins(f"selp.u32 {stage}, 0, {stage}, {pr};")
+        k.ins(f"add.u32 {self.kk}, {self.kk}, 1;")
+        k.ins("bra.uni TILE_LOOP;")
+        k.label("TILE_END")
+
+    def build(self):
+        k, n, TT, RED = self.k, self.n, self.TT, self.RED
+        self.setup()
+        self.slots()
+        self.ring_prologue()
+        self.tile_loop()
+        k.comment("leave together (no CTA's shared memory may vanish while the cluster still runs)")
+        k.ins("barrier.cluster.arrive.release;")
+        k.ins("barrier.cluster.wait.acquire;")
+        k.ins("ret;")
+        name = f"mhc_head_pc{self.cl}_{self.dtype}_n{n}"
+        return name, entry(name, k.body(), HEAD.size, [f".reqntid {PC_THREADS}, 1, 1", ".maxnreg 128",
+                                                f".reqnctapercluster {self.cl}, 1, 1"],
+                           [f".shared .align 16 .f32 sred[{self.NW * max(32, 1 << (RED - 1).bit_length())}];",
+                            ".shared .align 8 .b64 gbar[2];", f".shared .align 16 .f32 gat[{2 * self.cl * RED}];",
+                            f".shared .align 16 .f32 shs[{TT * n}];"])
+
+
+def head_pc_kernel(dtype, n, CL, TT):
+    return HeadPcKernel(dtype, n, CL, TT).build()
 
 
 def ptx_text():
