@@ -175,6 +175,13 @@ def k_warp_sum(k, v, tag):
     k.raw(butterfly(v, k.reg("f32", f"{tag}_sh")))
 
 
+def k_mbarrier_wait(k, ok, bar, parity, label):
+    """Spin at `label` until the phase of parity `parity` of the mbarrier at [bar] completes."""
+    k.label(label)
+    k.ins(f"mbarrier.try_wait.parity.shared::cta.b64 {ok}, [{bar}], {parity};")
+    k.ins(f"@!{ok} bra {label};")
+
+
 def line_max(m, cells):
     """m = the largest of cells (a fixed order)."""
     return lines(f"mov.f32 {m}, {cells[0]};", *(f"max.f32 {m}, {m}, {c};" for c in cells[1:]))

@@ -5,7 +5,7 @@ walking the tiles (mhc_head_pc*), each specialised on n and the storage dtype.""
 
 from .abi import HEAD
 from . import catalogue
-from .blocks import k_sigmoid, k_warp_sum
+from .blocks import k_mbarrier_wait, k_sigmoid, k_warp_sum
 from .ptx import Kernel, entry, prologue
 from .rows import ld_shared_row, load_f32_run, load_row, store_row
 from .shapes import DTYPES, ESIZE, NS, TMAX, vchan
@@ -402,7 +402,6 @@ def cluster_coeffs(k, TT, n, tid, tmp, pr, pa32, psc, pbase, inv_k, eps_n, eps_h
     of token ttr's projection ir and squares instead (no cluster barrier, no part[])."""
     f = lambda s: k.reg("f32", s)
     u = lambda s: k.reg("b32", s)
-    p = lambda s: k.reg("b64", s)
     if gather is None:
         k.comment("cluster barrier: every CTA's part[] is visible to the cluster (release / acquire)")
         k.ins("barrier.cluster.arrive.release;")
@@ -1000,9 +999,7 @@ class HeadPcKernel:
         k.ins(f"mbarrier.arrive.expect_tx.shared::cta.b64 {st64}, [{self.gbb}], {CL_ * RED * 4};")
         k.label("ARM_END")
         k.ins(f"bfe.u32 {par}, {self.kk}, 1, 1;")
-        k.label("GATHER_WAIT")
-        k.ins(f"mbarrier.try_wait.parity.shared::cta.b64 {ok}, [{self.gbb}], {par};")
-        k.ins(f"@!{ok} bra GATHER_WAIT;")
+        k_mbarrier_wait(k, ok, self.gbb, par, "GATHER_WAIT")
         ip, iss, pw = u("ip"), u("iss"), self.f("rpv")
         k.ins(f"mad.lo.u32 {ip}, {ttr}, {n + 1}, {ir};")
         k.ins(f"mad.lo.u32 {ip}, {ip}, 4, {gab};")

@@ -5,6 +5,7 @@ that every per-stream value lives in a named register and every loop over stream
 
 from .abi import POST
 from . import catalogue, resmix
+from .blocks import k_mbarrier_wait
 from .ptx import Kernel, entry, plain_entry, prologue
 from .rows import load_f32_run, load_row, store_row
 from .shapes import DTYPES, ESIZE, NS, TMAX, vchan
@@ -218,182 +219,168 @@ def post_mma_cmax(n):
     return cmax - cmax % 8
 
 
-def post_mma_kernel(form, n):
+class PostMmaKernel:
     """post for bf16, n = 16 / 32 on tensor cores: one CTA per token; the token's x (n rows of C
     bf16) lands in shared memory by bulk copies (rows padded by POST_MMA_PAD bytes), h_res and
     h_post through shared memory; out = A x + h_post f with A = h_res (Paper) or h_res^T (V4) as
     m16n8k16 fragments split into bf16 hi + lo (|h - hi - lo| <= 2^-16 |h|; x is exact in bf16),
     f32 accumulation in a fixed order (hi then lo per k-step), B = 8-channel tiles of x by
-    ldmatrix.trans. The V = 2 kernel spent n^2 FMAs per channel with h_res re-read by every
-    thread. PostArgs as the other post kernels, with items = T (one CTA per token) and chunks =
-    C / 8 (the 8-channel tiles)."""
-    MT = n // 16
-    NW = POST_MMA_THREADS // 32
-    name = f"mhc_post_mma_{form}_bf16_n{n}"
-    k = Kernel()
-    p = lambda s: k.reg("b64", s)
-    u = lambda s: k.reg("b32", s)
-    f = lambda s: k.reg("f32", s)
-    px, pf, php, phr, po, sx, sf, so, items, chunks, cbytes = post_params(k)
-    tid, lane, warp, tok, tmp, it = (u(x) for x in ["tid", "lane", "warp", "tok", "tmp", "it"])
-    pr, p1 = k.reg("pred", "p"), k.reg("pred", "p1")
-    k.ins(f"mov.u32 {tid}, %tid.x;")
-    k.ins(f"and.b32 {lane}, {tid}, 31;")
-    k.ins(f"shr.u32 {warp}, {tid}, 5;")
-    k.ins(f"mov.u32 {tok}, %ctaid.x;")
-    t64, xrow, frow, orow = p("t64"), p("xrow"), p("frow"), p("orow")
-    k.ins(f"cvt.u64.u32 {t64}, {tok};")
-    k.ins(f"mad.lo.u64 {xrow}, {t64}, {sx}, {px};")
-    k.ins(f"mad.lo.u64 {frow}, {t64}, {sf}, {pf};")
-    k.ins(f"mad.lo.u64 {orow}, {t64}, {so}, {po};")
-    sX, pitch, cpb = u("sX"), u("pitch"), u("cpbar")
-    k.comment(f"dynamic shared memory: the x tile, n rows of C bf16 each followed by {POST_MMA_PAD} bytes")
-    k.ins(f"mov.u32 {sX}, pm_dyn;")
-    k.ins(f"add.u32 {pitch}, {cbytes}, {POST_MMA_PAD};")
-    k.ins(f"mov.u32 {cpb}, pm_cpbar;")
-    k.comment("cpbar: one arrival (thread 0, with the tile's byte count) and the bulk copies' complete_tx;")
-    k.comment("initialised by thread 0 before barrier 0")
-    k.ins(f"setp.ne.u32 {pr}, {tid}, 0;")
-    k.ins(f"@{pr} bra INIT_END;")
-    k.ins(f"mbarrier.init.shared::cta.b64 [{cpb}], 1;")
-    k.ins("fence.mbarrier_init.release.cluster;")
-    k.label("INIT_END")
-    k.ins("barrier.sync 0;")
-    tb, st64 = u("tbytes"), p("cpst")
-    k.ins(f"setp.ne.u32 {pr}, {tid}, 0;")
-    k.ins(f"@{pr} bra CP_EXPECT_END;")
-    k.ins(f"mul.lo.u32 {tb}, {cbytes}, {n};")
-    k.ins(f"mbarrier.arrive.expect_tx.shared::cta.b64 {st64}, [{cpb}], {tb};")
-    k.label("CP_EXPECT_END")
-    k.comment(f"lane 0 of warp w bulk-copies stream rows w, w + {NW}, ... (cbytes each)")
-    k.ins(f"setp.ne.u32 {pr}, {lane}, 0;")
-    k.ins(f"@{pr} bra CP_END;")
-    ii, src, dst, cbw, pw8 = u("ii"), p("src"), u("dst"), p("cbw"), u("pitchw")
-    k.ins(f"mov.u32 {ii}, {warp};")
-    k.ins(f"mul.wide.u32 {src}, {warp}, {cbytes};")
-    k.ins(f"add.u64 {src}, {src}, {xrow};")
-    k.ins(f"mad.lo.u32 {dst}, {warp}, {pitch}, {sX};")
-    k.ins(f"mul.wide.u32 {cbw}, {cbytes}, {NW};")
-    k.ins(f"mul.lo.u32 {pw8}, {pitch}, {NW};")
-    k.label("CP_ROW")
-    k.ins(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [{dst}], [{src}], {cbytes}, [{cpb}];")
-    k.ins(f"add.u64 {src}, {src}, {cbw};")
-    k.ins(f"add.u32 {dst}, {dst}, {pw8};")
-    k.ins(f"add.u32 {ii}, {ii}, {NW};")
-    k.ins(f"setp.lt.u32 {pr}, {ii}, {n};")
-    k.ins(f"@{pr} bra CP_ROW;")
-    k.label("CP_END")
-    k.comment(f"h_res ({n * n} f32) and h_post ({n}) -> shared memory, one float4 per thread, while the rows fly")
-    ga, sa = p("ga"), u("sa")
-    v4 = [f(f"hv{i}") for i in range(4)]
-    k.ins(f"setp.ge.u32 {pr}, {tid}, {n * n // 4};")
-    k.ins(f"@{pr} bra HR_END;")
-    k.ins(f"mad.lo.u64 {ga}, {t64}, {n * n * 4}, {phr};")
-    k.ins(f"mad.wide.u32 {ga}, {tid}, 16, {ga};")
-    k.ins(f"ld.global.nc.v4.f32 {{{', '.join(v4)}}}, [{ga}];")
-    k.ins(f"mov.u32 {sa}, pm_hres;")
-    k.ins(f"mad.lo.u32 {sa}, {tid}, 16, {sa};")
-    k.ins(f"st.shared.v4.f32 [{sa}], {{{', '.join(v4)}}};")
-    k.label("HR_END")
-    k.ins(f"setp.ge.u32 {pr}, {tid}, {n // 4};")
-    k.ins(f"@{pr} bra HP_END;")
-    k.ins(f"mad.lo.u64 {ga}, {t64}, {n * 4}, {php};")
-    k.ins(f"mad.wide.u32 {ga}, {tid}, 16, {ga};")
-    k.ins(f"ld.global.nc.v4.f32 {{{', '.join(v4)}}}, [{ga}];")
-    k.ins(f"mov.u32 {sa}, pm_hpost;")
-    k.ins(f"mad.lo.u32 {sa}, {tid}, 16, {sa};")
-    k.ins(f"st.shared.v4.f32 [{sa}], {{{', '.join(v4)}}};")
-    k.label("HP_END")
-    k.ins("barrier.sync 0;")
-    g, t2 = u("g"), u("t2")
-    k.ins(f"shr.u32 {g}, {lane}, 2;")
-    k.ins(f"and.b32 {t2}, {lane}, 3;")
-    k.ins(f"shl.b32 {t2}, {t2}, 1;")
-    what = "h_res" if form == "paper" else "h_res^T (V4: out[k] = sum_j h_res[j][k] x[j])"
-    k.comment(f"A = {what} as m16n8k16 fragments, {MT} x {MT} tiles: lane (g, t) holds rows g, g + 8 and")
-    k.comment("columns 2t, 2t + 1, 2t + 8, 2t + 9 of each; hi = bf16(a), lo = bf16(a - hi)")
-    e0, e1, h0, h1, ra = f("ae0"), f("ae1"), f("ah0"), f("ah1"), u("ra")
-    k.ins(f"mov.u32 {ra}, pm_hres;")
-    if form == "paper":
-        k.ins(f"mad.lo.u32 {tmp}, {g}, {n}, {t2};")      # element (row g, column 2t)
-    else:
-        k.ins(f"mad.lo.u32 {tmp}, {t2}, {n}, {g};")      # A[g][2t] = h_res[2t][g]
-    k.ins(f"mad.lo.u32 {ra}, {tmp}, 4, {ra};")
-    Ahi, Alo = resmix.hres_fragments(k, n, MT, ra, e0, e1, h0, h1, transposed=form != "paper")
-    k.comment("h_post of this lane's output rows g + 8 h + 16 mt")
-    rh = u("rh")
-    k.ins(f"mov.u32 {rh}, pm_hpost;")
-    k.ins(f"mad.lo.u32 {rh}, {g}, 4, {rh};")
-    hq = [[f(f"hq{mt}_{h}") for h in range(2)] for mt in range(MT)]
-    for mt in range(MT):
-        for h in range(2):
-            k.ins(f"ld.shared.f32 {hq[mt][h]}, [{rh}+{4 * (16 * mt + 8 * h)}];")
-    xl, lr, nt1 = u("xl"), u("lr"), u("nt1")
-    k.comment(f"ldmatrix row addresses: lane l gives x row (stream) l mod {n} of the 8-channel tile")
-    k.ins(f"and.b32 {lr}, {lane}, {n - 1};")
-    k.ins(f"mad.lo.u32 {xl}, {lr}, {pitch}, {sX};")
-    og, cb8 = p("og"), p("cb8")
-    k.comment("this lane's output: row g of the stream-major out row (row i + 8 is 8 C bf16 further)")
-    k.ins(f"mul.wide.u32 {og}, {g}, {cbytes};")
-    k.ins(f"add.u64 {og}, {og}, {orow};")
-    k.ins(f"mul.wide.u32 {cb8}, {cbytes}, 8;")
-    zero = f("zero")
-    k.ins(f"mov.f32 {zero}, 0f00000000;")
-    cpok = k.reg("pred", "cpok")
-    k.comment("cpbar's phase 0 completes when thread 0 has arrived and every row has landed")
-    k.label("CP_WAIT")
-    k.ins(f"mbarrier.try_wait.parity.shared::cta.b64 {cpok}, [{cpb}], 0;")
-    k.ins(f"@!{cpok} bra CP_WAIT;")
-    k.comment(f"warp w takes the 8-channel tiles w + {2 * NW} j and w + {NW} + {2 * NW} j (the second")
-    k.comment("predicated off past the last tile; its reads clamped to the first's)")
-    k.ins(f"mov.u32 {it}, {warp};")
-    k.label("PB_LOOP")
-    k.ins(f"setp.ge.u32 {pr}, {it}, {chunks};")
-    k.ins(f"@{pr} bra DONE;")
-    k.ins(f"add.u32 {nt1}, {it}, {NW};")
-    k.ins(f"setp.lt.u32 {p1}, {nt1}, {chunks};")
-    k.ins(f"selp.b32 {nt1}, {nt1}, {it}, {p1};")
-    nts = [it, nt1]
-    B = [[u(f"b{x}_{r}") for r in range(2 * MT)] for x in range(2)]
-    xa = u("xa")
-    fw = [u(f"fw{x}") for x in range(2)]
-    ch = [u(f"ch{x}") for x in range(2)]
-    fa = p("fa")
-    for x in range(2):
-        k.ins(f"mad.lo.u32 {ch[x]}, {nts[x]}, 8, {t2};")
-        k.ins(f"mad.wide.u32 {fa}, {ch[x]}, 2, {frow};")
-        k.ins(f"ld.global.nc.b32 {fw[x]}, [{fa}];            // f[ch], f[ch + 1]")
-        k.ins(f"mad.lo.u32 {xa}, {nts[x]}, 16, {xl};")
-        resmix.ldmatrix_tile(k, MT, B[x], xa)
-    k.comment("one accumulator chain per (tile, m-tile): hi then lo of each k-step (a fixed order)")
-    acc = resmix.mma_chains(k, MT, B, Ahi, Alo, zero)
-    oa, w = p("oa"), u("w")
-    fv, vv = [f(f"fv{i}") for i in range(2)], [f(f"v{i}") for i in range(2)]
-    for x in range(2):
-        if x:
-            k.ins(f"@!{p1} bra PB_NEXT;")
-        k.comment(f"tile {x}: channels ch, ch + 1; out = A x (hi + lo) + h_post f")
-        k.ins(f"shl.b32 {tmp}, {fw[x]}, 16;")
-        k.ins(f"mov.b32 {fv[0]}, {tmp};")
-        k.ins(f"and.b32 {tmp}, {fw[x]}, 0xffff0000;")
-        k.ins(f"mov.b32 {fv[1]}, {tmp};")
-        k.ins(f"mad.wide.u32 {oa}, {ch[x]}, 2, {og};")
+    ldmatrix.trans. (An FMA form costs n^2 FMAs per channel, h_res re-read by every thread.)
+    PostArgs as the other post kernels, with items = T (one CTA per token) and chunks = C / 8 (the
+    8-channel tiles)."""
+
+    def __init__(self, form, n):
+        self.form, self.n = form, n
+        self.MT = n // 16
+        self.NW = POST_MMA_THREADS // 32
+        self.k = k = Kernel()
+        (self.px, self.pf, self.php, self.phr, self.po, self.sx, self.sf, self.so, self.items, self.chunks,
+         self.cbytes) = post_params(k)
+        self.tid, self.lane, self.warp, self.tok, self.tmp, self.it = (
+            self.u(x) for x in ["tid", "lane", "warp", "tok", "tmp", "it"])
+        self.pr, self.p1 = k.reg("pred", "p"), k.reg("pred", "p1")
+
+    def u(self, s):
+        return self.k.reg("b32", s)
+
+    def p(self, s):
+        return self.k.reg("b64", s)
+
+    def f(self, s):
+        return self.k.reg("f32", s)
+
+    def token_rows(self):
+        k, p = self.k, self.p
+        k.ins(f"mov.u32 {self.tid}, %tid.x;")
+        k.ins(f"and.b32 {self.lane}, {self.tid}, 31;")
+        k.ins(f"shr.u32 {self.warp}, {self.tid}, 5;")
+        k.ins(f"mov.u32 {self.tok}, %ctaid.x;")
+        self.t64, self.xrow, self.frow, self.orow = t64, xrow, frow, orow = p("t64"), p("xrow"), p("frow"), p("orow")
+        k.ins(f"cvt.u64.u32 {t64}, {self.tok};")
+        k.ins(f"mad.lo.u64 {xrow}, {t64}, {self.sx}, {self.px};")
+        k.ins(f"mad.lo.u64 {frow}, {t64}, {self.sf}, {self.pf};")
+        k.ins(f"mad.lo.u64 {orow}, {t64}, {self.so}, {self.po};")
+
+    def copy_tile(self):
+        """The bulk copies of the token's n rows into the tile (complete_tx on cpbar)."""
+        k, u, p, pr, n, cbytes = self.k, self.u, self.p, self.pr, self.n, self.cbytes
+        self.sX, self.pitch, self.cpb = sX, pitch, cpb = u("sX"), u("pitch"), u("cpbar")
+        k.comment(f"dynamic shared memory: the x tile, n rows of C bf16 each followed by {POST_MMA_PAD} bytes")
+        k.ins(f"mov.u32 {sX}, pm_dyn;")
+        k.ins(f"add.u32 {pitch}, {cbytes}, {POST_MMA_PAD};")
+        k.ins(f"mov.u32 {cpb}, pm_cpbar;")
+        resmix.bulk_barrier_init(k, cpb, self.tid, pr)
+        resmix.bulk_expect(k, cpb, self.tid, u("tbytes"), cbytes, n, pr)
+        k.comment(f"lane 0 of warp w bulk-copies stream rows w, w + {self.NW}, ... (cbytes each)")
+        k.ins(f"setp.ne.u32 {pr}, {self.lane}, 0;")
+        k.ins(f"@{pr} bra CP_END;")
+        regs = u("ii"), p("src"), u("dst"), p("cbw"), u("pitchw")
+        resmix.bulk_rows(k, n, self.NW, self.warp, self.xrow, cbytes, pitch, sX, cbytes, cpb, pr, regs)
+
+    def coefficients_to_shared(self):
+        """h_res and h_post of the token into shared memory, one float4 per thread."""
+        k, n, pr, tid = self.k, self.n, self.pr, self.tid
+        k.comment(f"h_res ({n * n} f32) and h_post ({n}) -> shared memory, one float4 per thread, while the rows fly")
+        ga, sa = self.p("ga"), self.u("sa")
+        v4 = [self.f(f"hv{i}") for i in range(4)]
+        for count, src, dst, label in ((n * n, self.phr, "pm_hres", "HR_END"), (n, self.php, "pm_hpost", "HP_END")):
+            k.ins(f"setp.ge.u32 {pr}, {tid}, {count // 4};")
+            k.ins(f"@{pr} bra {label};")
+            k.ins(f"mad.lo.u64 {ga}, {self.t64}, {count * 4}, {src};")
+            k.ins(f"mad.wide.u32 {ga}, {tid}, 16, {ga};")
+            k.ins(f"ld.global.nc.v4.f32 {{{', '.join(v4)}}}, [{ga}];")
+            k.ins(f"mov.u32 {sa}, {dst};")
+            k.ins(f"mad.lo.u32 {sa}, {tid}, 16, {sa};")
+            k.ins(f"st.shared.v4.f32 [{sa}], {{{', '.join(v4)}}};")
+            k.label(label)
+        k.ins("barrier.sync 0;")
+
+    def fragments(self):
+        """A (hi, lo) fragments, the lane's h_post values and its tile / output addresses."""
+        k, n, MT, u, f, tmp = self.k, self.n, self.MT, self.u, self.f, self.tmp
+        self.g, self.t2 = g, t2 = u("g"), u("t2")
+        resmix.lane_group(k, self.lane, g, t2)
+        what = "h_res" if self.form == "paper" else "h_res^T (V4: out[k] = sum_j h_res[j][k] x[j])"
+        k.comment(f"A = {what} as m16n8k16 fragments, {MT} x {MT} tiles: lane (g, t) holds rows g, g + 8 and")
+        k.comment("columns 2t, 2t + 1, 2t + 8, 2t + 9 of each; hi = bf16(a), lo = bf16(a - hi)")
+        e0, e1, h0, h1, ra = f("ae0"), f("ae1"), f("ah0"), f("ah1"), u("ra")
+        k.ins(f"mov.u32 {ra}, pm_hres;")
+        if self.form == "paper":
+            k.ins(f"mad.lo.u32 {tmp}, {g}, {n}, {t2};")      # element (row g, column 2t)
+        else:
+            k.ins(f"mad.lo.u32 {tmp}, {t2}, {n}, {g};")      # A[g][2t] = h_res[2t][g]
+        k.ins(f"mad.lo.u32 {ra}, {tmp}, 4, {ra};")
+        self.Ahi, self.Alo = resmix.hres_fragments(k, n, MT, ra, e0, e1, h0, h1, transposed=self.form != "paper")
+        k.comment("h_post of this lane's output rows g + 8 h + 16 mt")
+        rh = u("rh")
+        k.ins(f"mov.u32 {rh}, pm_hpost;")
+        k.ins(f"mad.lo.u32 {rh}, {g}, 4, {rh};")
+        self.hq = [[f(f"hq{mt}_{h}") for h in range(2)] for mt in range(MT)]
         for mt in range(MT):
             for h in range(2):
-                for i in range(2):
-                    k.ins(f"fma.rn.f32 {vv[i]}, {hq[mt][h]}, {fv[i]}, {acc[x, mt][2 * h + i]};")
-                k.ins(f"cvt.rn.bf16x2.f32 {w}, {vv[1]}, {vv[0]};")
-                k.ins(f"st.global.b32 [{oa}], {w};")
-                if (mt, h) != (MT - 1, 1):
-                    k.ins(f"add.u64 {oa}, {oa}, {cb8};")
-    k.label("PB_NEXT")
-    k.ins(f"add.u32 {it}, {it}, {2 * NW};")
-    k.ins("bra.uni PB_LOOP;")
-    k.label("DONE")
-    k.ins("ret;")
-    return name, entry(name, k.body(), POST.size, [f".reqntid {POST_MMA_THREADS}, 1, 1", f".maxnreg {POST_MMA_MAXNREG}"],
-                       [f".shared .align 16 .b8 pm_hres[{n * n * 4}];", f".shared .align 16 .b8 pm_hpost[{n * 4}];",
-                        ".shared .align 8 .b64 pm_cpbar;"])
+                k.ins(f"ld.shared.f32 {self.hq[mt][h]}, [{rh}+{4 * (16 * mt + 8 * h)}];")
+        self.xl, lr, self.nt1 = u("xl"), u("lr"), u("nt1")
+        resmix.ldmatrix_rows(k, n, self.lane, self.pitch, self.sX, self.xl, lr)
+        self.og, self.cb8, self.zero = resmix.out_rows(k, g, self.orow, self.cbytes, "the stream-major out row")
+
+    def tile_loop(self):
+        """Phase B: two 8-channel tiles per warp and step, out = A x + h_post f."""
+        k, MT, NW, u, p, f, tmp, it = self.k, self.MT, self.NW, self.u, self.p, self.f, self.tmp, self.it
+        cpok = k.reg("pred", "cpok")
+        k.comment("cpbar's phase 0 completes when thread 0 has arrived and every row has landed")
+        k_mbarrier_wait(k, cpok, self.cpb, 0, "CP_WAIT")
+        k.comment(f"warp w takes the 8-channel tiles w + {2 * NW} j and w + {NW} + {2 * NW} j (the second")
+        k.comment("predicated off past the last tile; its reads clamped to the first's)")
+        k.ins(f"mov.u32 {it}, {self.warp};")
+        k.label("PB_LOOP")
+        nts = resmix.tile_pair(k, it, self.nt1, self.p1, NW, self.chunks, "DONE", self.pr)
+        B = [[u(f"b{x}_{r}") for r in range(2 * MT)] for x in range(2)]
+        xa = u("xa")
+        fw = [u(f"fw{x}") for x in range(2)]
+        ch = [u(f"ch{x}") for x in range(2)]
+        fa = p("fa")
+        for x in range(2):
+            k.ins(f"mad.lo.u32 {ch[x]}, {nts[x]}, 8, {self.t2};")
+            k.ins(f"mad.wide.u32 {fa}, {ch[x]}, 2, {self.frow};")
+            k.ins(f"ld.global.nc.b32 {fw[x]}, [{fa}];            // f[ch], f[ch + 1]")
+            k.ins(f"mad.lo.u32 {xa}, {nts[x]}, 16, {self.xl};")
+            resmix.ldmatrix_tile(k, MT, B[x], xa)
+        k.comment("one accumulator chain per (tile, m-tile): hi then lo of each k-step (a fixed order)")
+        acc = resmix.mma_chains(k, MT, B, self.Ahi, self.Alo, self.zero)
+        oa, w = p("oa"), u("w")
+        fv, vv = [f(f"fv{i}") for i in range(2)], [f(f"v{i}") for i in range(2)]
+        for x in range(2):
+            if x:
+                k.ins(f"@!{self.p1} bra PB_NEXT;")
+            k.comment(f"tile {x}: channels ch, ch + 1; out = A x (hi + lo) + h_post f")
+            k.ins(f"shl.b32 {tmp}, {fw[x]}, 16;")
+            k.ins(f"mov.b32 {fv[0]}, {tmp};")
+            k.ins(f"and.b32 {tmp}, {fw[x]}, 0xffff0000;")
+            k.ins(f"mov.b32 {fv[1]}, {tmp};")
+            k.ins(f"mad.wide.u32 {oa}, {ch[x]}, 2, {self.og};")
+            resmix.store_out(k, MT, self.hq, fv, [acc[x, mt] for mt in range(MT)], oa, self.cb8, vv, w)
+        k.label("PB_NEXT")
+        k.ins(f"add.u32 {it}, {it}, {2 * NW};")
+        k.ins("bra.uni PB_LOOP;")
+        k.label("DONE")
+
+    def build(self):
+        self.token_rows()
+        self.copy_tile()
+        self.coefficients_to_shared()
+        self.fragments()
+        self.tile_loop()
+        self.k.ins("ret;")
+        n = self.n
+        name = f"mhc_post_mma_{self.form}_bf16_n{n}"
+        return name, entry(name, self.k.body(), POST.size,
+                           [f".reqntid {POST_MMA_THREADS}, 1, 1", f".maxnreg {POST_MMA_MAXNREG}"],
+                           [f".shared .align 16 .b8 pm_hres[{n * n * 4}];", f".shared .align 16 .b8 pm_hpost[{n * 4}];",
+                            ".shared .align 8 .b64 pm_cpbar;"])
+
+
+def post_mma_kernel(form, n):
+    return PostMmaKernel(form, n).build()
 
 
 def ptx_text():

@@ -694,7 +694,7 @@ class Finisher:
 
     def store_z(self):
         """z = sum * inv_rms * scale[region] + base into the warp buffer (pre, post, Z rows)."""
-        k, n, lane, tmp, pr = self.k, self.n, self.lane, self.tmp, self.pr
+        k, n, lane, pr = self.k, self.n, self.lane, self.pr
         bp = self.p("bp")
         k.ins(f"mul.wide.u32 {bp}, {lane}, 4;")
         k.ins(f"add.u64 {bp}, {bp}, {self.a['pbase']};")

@@ -4,7 +4,7 @@ memory (mhc_static_cl_*), a token ring (mhc_static_pr_*) and tensor cores (mhc_s
 
 from .abi import STATIC
 from . import catalogue, resmix, sinkhorn
-from .blocks import k_sigmoid, k_warp_sum
+from .blocks import k_mbarrier_wait, k_sigmoid, k_warp_sum
 from .ptx import Kernel, entry, prologue
 from .rows import ld_shared_row, load_f32_run, load_row, st_shared_f32, store_row
 from .shapes import DTYPES, ESIZE, NS, TMAX, vchan
@@ -470,10 +470,7 @@ def static_cpbar_init(k, DT, tid, pr):
 
 def static_cp_wait(k, cpb):
     """Spins until cpbar's phase 0 completes: every data thread's copies have landed."""
-    ok = k.reg("pred", "cpok")
-    k.label("CP_WAIT")
-    k.ins(f"mbarrier.try_wait.parity.shared::cta.b64 {ok}, [{cpb}], 0;")
-    k.ins(f"@!{ok} bra CP_WAIT;")
+    k_mbarrier_wait(k, k.reg("pred", "cpok"), cpb, 0, "CP_WAIT")
 
 
 def static_cl_kernel(dtype, n):
@@ -651,9 +648,7 @@ def static_pr_kernel(dtype, n):
     k.ins(f"div.u32 {par}, {kk}, {S};")
     k.ins(f"and.b32 {par}, {par}, 1;")
     k.ins(f"mad.lo.u32 {tmp}, {stage}, 8, {mb};")
-    k.label("ST_WAIT")
-    k.ins(f"mbarrier.try_wait.parity.shared::cta.b64 {ok}, [{tmp}], {par};")
-    k.ins(f"@!{ok} bra ST_WAIT;")
+    k_mbarrier_wait(k, ok, tmp, par, "ST_WAIT")
     k.ins(f"mad.lo.u32 {sb}, {stage}, {tb}, {sX};")
     ss = f("ss")
     k.ins(f"mov.f32 {ss}, 0f00000000;")
@@ -661,9 +656,7 @@ def static_pr_kernel(dtype, n):
     rr = static_rms(k, ss, lane, warp, pw, sR, DT // 32, inv_c, eps_f,
                     f"barrier 1 (the {DT} data threads): the warp sums and a[]", barrier=f"barrier.sync 1, {DT};")
     k.comment("h_post and h_res: the coefficient warp's mbarrier (phase 0; complete after the first token)")
-    k.label("CF_WAIT")
-    k.ins(f"mbarrier.try_wait.parity.shared::cta.b64 {ok}, [{cfb}], 0;")
-    k.ins(f"@!{ok} bra CF_WAIT;")
+    k_mbarrier_wait(k, ok, cfb, 0, "CF_WAIT")
     ho = load_f32_run(k, "hpost", sH, n, off=128, space="shared")
     if n <= 2:
         Rm = [load_f32_run(k, f"R{i}_", sS, n, off=4 * i * n, space="shared") for i in range(n)]
@@ -719,203 +712,210 @@ def static_mma_cmax(n):
     return cmax - cmax % 8
 
 
-def static_mma_kernel(n, R=1):
-    dtype, es, V = "bf16", 2, vchan(n)
-    DT, NT = st_threads(n)
-    NW = DT // 32
-    cw = NW
-    MT = n // 16  # 16-row m-tiles of the output streams = 16-deep k-steps of the input streams
-    name = f"mhc_static_mma_bf16_n{n}" if R == 1 else f"mhc_static_mma_cl{R}_bf16_n{n}"
-    k = Kernel()
-    p = lambda s: k.reg("b64", s)
-    u = lambda s: k.reg("b32", s)
-    f = lambda s: k.reg("f32", s)
-    (px, phpl, phol, phrl, pg, po, sx, so, tokens, cbytes, cchunks, iters, m, eps_hc, eps_f,
-     inv_c) = static_tile_args(k)
-    tid, lane, warp, q, it, tok, tmp = (u(x) for x in ["tid", "lane", "warp", "q", "it", "tok", "tmp"])
-    pr, pw, p1 = k.reg("pred", "p"), k.reg("pred", "pw"), k.reg("pred", "p1")
-    k.ins(f"mov.u32 {tid}, %tid.x;")
-    k.ins(f"and.b32 {lane}, {tid}, 31;")
-    k.ins(f"shr.u32 {warp}, {tid}, 5;")
-    sb = u("sb")
-    if R == 1:
-        k.ins(f"mov.u32 {tok}, %ctaid.x;")
-        k.ins(f"mov.u32 {sb}, {cbytes};")
-    else:
-        rank = u("rank")
-        k.comment(f"a cluster of {R} CTAs per token: CTA r owns channels [r C/{R}, (r + 1) C/{R}) (sb bytes of each row)")
-        k.ins(f"mov.u32 {tok}, %clusterid.x;")
-        k.ins(f"mov.u32 {rank}, %cluster_ctarank;")
-        k.ins(f"shr.u32 {sb}, {cbytes}, {R.bit_length() - 1};")
-    sS, sH, sR, t64, xrow, orow, cb64 = static_token_rows(k, tok, px, sx, po, so, cbytes)
-    if R > 1:
-        k.ins(f"mul.lo.u32 {tmp}, {rank}, {sb};")
-        k.ins(f"cvt.u64.u32 {t64}, {tmp};")
-        k.ins(f"add.u64 {xrow}, {xrow}, {t64};")
-        k.ins(f"add.u64 {orow}, {orow}, {t64};")
-        k.ins(f"add.u64 {t64}, {t64}, {t64};")
-        k.ins(f"add.u64 {pg}, {pg}, {t64};")
-    sA, sG, sX, pitch = u("sA"), u("sG"), u("sX"), u("pitch")
-    k.comment(f"dynamic shared memory: a[C] (f32), gamma[C] (f32), then the x tile: n rows of C bf16, each")
-    k.comment(f"followed by {ST_MMA_PAD} bytes")
-    k.ins(f"mov.u32 {sA}, st_dyn;")
-    k.ins(f"mad.lo.u32 {sG}, {m}, {V * 4}, {sA};")
-    k.ins(f"mad.lo.u32 {sX}, {sb}, 2, {sG};")
-    k.ins(f"add.u32 {pitch}, {sb}, {ST_MMA_PAD};")
-    cpb = u("cpbar")
-    k.ins(f"mov.u32 {cpb}, cpbar;")
-    k.comment("cpbar: one arrival (thread 0, with the tile's byte count) and the bulk copies' complete_tx;")
-    k.comment("initialised by thread 0 before barrier 0")
-    k.ins(f"setp.ne.u32 {pr}, {tid}, 0;")
-    k.ins(f"@{pr} bra INIT_END;")
-    k.ins(f"mbarrier.init.shared::cta.b64 [{cpb}], 1;")
-    k.ins("fence.mbarrier_init.release.cluster;")
-    k.label("INIT_END")
-    k.ins("barrier.sync 0;")
-    k.comment(f"bulk copies (cp.async.bulk, complete_tx on cpbar): lane 0 of data warp w copies stream rows")
-    k.comment(f"w, w + {NW}, ... (sb bytes each) and warp 0 also gamma (2 sb bytes). A 16-byte cp.async")
-    k.comment("loop over the rows issues one copy per row every ~190 ns per thread (globaltimer stamps,")
-    k.comment("T = 1, 4-CTA clusters: 6.4 us to issue 20 KB)")
-    k.ins(f"setp.ne.u32 {pr}, {tid}, 0;")
-    k.ins(f"@{pr} bra CP_EXPECT_END;")
-    tb, st64 = u("tbytes"), p("cpst")
-    k.ins(f"mul.lo.u32 {tb}, {sb}, {n + 2};")
-    k.ins(f"mbarrier.arrive.expect_tx.shared::cta.b64 {st64}, [{cpb}], {tb};")
-    k.label("CP_EXPECT_END")
-    k.ins(f"setp.ge.u32 {pr}, {tid}, {DT};")
-    k.ins(f"@{pr} bra CP_END;")
-    k.ins(f"setp.ne.u32 {pr}, {lane}, 0;")
-    k.ins(f"@{pr} bra CP_END;")
-    k.ins(f"setp.ne.u32 {pr}, {warp}, 0;")
-    k.ins(f"@{pr} bra CPG_END;")
-    gb = u("gbytes")
-    k.ins(f"add.u32 {gb}, {sb}, {sb};")
-    k.ins(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [{sG}], [{pg}], {gb}, [{cpb}];")
-    k.label("CPG_END")
-    ii, src, dst = u("ii"), p("src"), u("dst")
-    k.ins(f"mov.u32 {ii}, {warp};")
-    k.ins(f"mul.wide.u32 {src}, {warp}, {cbytes};")
-    k.ins(f"add.u64 {src}, {src}, {xrow};")
-    k.ins(f"mad.lo.u32 {dst}, {warp}, {pitch}, {sX};")
-    cbw, pw8 = p("cbw"), u("pitchw")
-    k.ins(f"mul.wide.u32 {cbw}, {cbytes}, {NW};")
-    k.ins(f"mul.lo.u32 {pw8}, {pitch}, {NW};")
-    k.label("CP_ROW")
-    k.ins(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [{dst}], [{src}], {sb}, [{cpb}];")
-    k.ins(f"add.u64 {src}, {src}, {cbw};")
-    k.ins(f"add.u32 {dst}, {dst}, {pw8};")
-    k.ins(f"add.u32 {ii}, {ii}, {NW};")
-    k.ins(f"setp.lt.u32 {pr}, {ii}, {n};")
-    k.ins(f"@{pr} bra CP_ROW;")
-    k.label("CP_END")
-    hp = static_hpre_and_coeffs(k, n, warp, cw, lane, phpl, phol, phrl, iters, eps_hc, sS, sH, it, pr,
-                                "every thread: h_pre[j] = sigma(H_pre[j]) in registers",
-                                [f"warp {cw}: h_post and h_res while the copies fly; it joins at the reduction barrier"],
-                                hpre_first=False,
-                                coef_leave=["barrier.cluster.arrive.release;      // phase 1: the ss exchange",
-                                            "barrier.cluster.wait.acquire;",
-                                            "barrier.cluster.arrive.release;      // phase 2: exit guard"]
-                                if R > 1 else ())
-    ss = f("ss")
-    k.ins(f"mov.f32 {ss}, 0f00000000;")
-    k.ins(f"setp.ge.u32 {pr}, {tid}, {DT};")
-    k.ins(f"@{pr} bra COEF_BAR;")
-    k.comment("data threads: cpbar's phase 0 completes when thread 0 has arrived and every byte has landed")
-    static_cp_wait(k, cpb)
-    static_phase_a(k, dtype, n, V, tid, q, m, DT, sX, pitch, hp, ss, sA, pr, "tile")
-    rr = static_rms(k, ss, lane, warp, pw, sR, NW, inv_c, eps_f,
-                    f"barrier 1 (the {DT} data threads): the warp sums; the sum of squares does not wait for the "
-                    "Sinkhorn (waiting costs 1.6 us of the T = 1 chain)",
-                    barrier=f"barrier.sync 1, {DT};", cluster=R, tid=tid)
-    k.label("COEF_BAR")
-    k.comment("barrier 0 (all threads): a[], and the coefficient warp's h_post and h_res")
-    k.ins("barrier.sync 0;")
-    k.ins(f"setp.ge.u32 {pr}, {tid}, {DT};")
-    k.ins(f"@{pr} bra PB_END;")
-    g, t2 = u("g"), u("t2")
-    k.ins(f"shr.u32 {g}, {lane}, 2;")
-    k.ins(f"and.b32 {t2}, {lane}, 3;")
-    k.ins(f"shl.b32 {t2}, {t2}, 1;")
-    k.comment(f"A = h_res as m16n8k16 fragments, {MT} x {MT} tiles: lane (g, t) holds rows g, g + 8 and columns")
-    k.comment("2t, 2t + 1, 2t + 8, 2t + 9 of each; hi = bf16(h), lo = bf16(h - hi) (|h - hi - lo| <= 2^-16 |h|)")
-    ra, e0, e1, h0, h1 = p("ra"), f("ae0"), f("ae1"), f("ah0"), f("ah1")
-    k.ins(f"mad.lo.u32 {tmp}, {g}, {n}, {t2};")
-    k.ins(f"mul.wide.u32 {ra}, {tmp}, 4;")
-    k.ins(f"add.u64 {ra}, {ra}, {sS};")
-    Ahi, Alo = resmix.hres_fragments(k, n, MT, ra, e0, e1, h0, h1)
-    k.comment("h_post of this lane's output rows g + 8 h + 16 mt")
-    rh = p("rh")
-    k.ins(f"mul.wide.u32 {rh}, {g}, 4;")
-    k.ins(f"add.u64 {rh}, {rh}, {sH};")
-    hq = [[f(f"hq{mt}_{h}") for h in range(2)] for mt in range(MT)]
-    for mt in range(MT):
-        for h in range(2):
-            k.ins(f"ld.shared.f32 {hq[mt][h]}, [{rh}+{128 + 4 * (16 * mt + 8 * h)}];")
-    xl, ntiles, lr, nt1 = u("xl"), u("ntiles"), u("lr"), u("nt1")
-    k.comment(f"ldmatrix row addresses: lane l gives x row (stream) l mod {n} of the 8-channel tile")
-    k.ins(f"and.b32 {lr}, {lane}, {n - 1};")
-    k.ins(f"mad.lo.u32 {xl}, {lr}, {pitch}, {sX};")
-    k.ins(f"shr.u32 {ntiles}, {sb}, 4;")
-    og, cb8 = p("og"), p("cb8")
-    k.comment("this lane's output: row g of stream-major out (row i + 8 is 8 C bf16 further)")
-    k.ins(f"mul.wide.u32 {og}, {g}, {cbytes};")
-    k.ins(f"add.u64 {og}, {og}, {orow};")
-    k.ins(f"mul.wide.u32 {cb8}, {cbytes}, 8;")
-    zero = f("zero")
-    k.ins(f"mov.f32 {zero}, 0f00000000;")
-    k.comment(f"phase B: warp w takes the 8-channel tiles w + {2 * NW} j and w + {NW} + {2 * NW} j (the second")
-    k.comment("predicated off past the last tile; its reads clamped to the first's)")
-    k.ins(f"mov.u32 {it}, {warp};")
-    k.label("PB_LOOP")
-    k.ins(f"setp.ge.u32 {pr}, {it}, {ntiles};")
-    k.ins(f"@{pr} bra PB_END;")
-    k.ins(f"add.u32 {nt1}, {it}, {NW};")
-    k.ins(f"setp.lt.u32 {p1}, {nt1}, {ntiles};")
-    k.ins(f"selp.b32 {nt1}, {nt1}, {it}, {p1};")
-    nts = [it, nt1]
-    B = [[u(f"b{x}_{r}") for r in range(2 * MT)] for x in range(2)]
-    xa = u("xa")
-    for x in range(2):
-        k.ins(f"mad.lo.u32 {xa}, {nts[x]}, 16, {xl};")
-        resmix.ldmatrix_tile(k, MT, B[x], xa)
-    k.comment("one accumulator chain per (tile, m-tile): hi then lo of each k-step (a fixed order)")
-    acc = resmix.mma_chains(k, MT, B, Ahi, Alo, zero)
-    ch, aa, ga, oa, w = u("ch"), u("aa"), u("ga"), p("oa"), u("w")
-    av, gv, yv, vv = [f(f"ya{i}") for i in range(2)], [f(f"yg{i}") for i in range(2)], [f(f"y{i}") for i in range(2)], \
-        [f(f"v{i}") for i in range(2)]
-    for x in range(2):
-        if x:
-            k.ins(f"@!{p1} bra PB_NEXT;")
-        k.comment(f"tile {x}: channels 8 nt + 2t, + 1; y = a gamma r; out = H x (hi + lo) + h_post y")
-        k.ins(f"mad.lo.u32 {ch}, {nts[x]}, 8, {t2};")
-        k.ins(f"mad.lo.u32 {aa}, {ch}, 4, {sA};")
-        k.ins(f"ld.shared.v2.f32 {{{av[0]}, {av[1]}}}, [{aa}];")
-        k.ins(f"mad.lo.u32 {ga}, {ch}, 4, {sG};")
-        k.ins(f"ld.shared.v2.f32 {{{gv[0]}, {gv[1]}}}, [{ga}];")
-        for i in range(2):
-            k.ins(f"mul.f32 {yv[i]}, {av[i]}, {gv[i]};")
-            k.ins(f"mul.f32 {yv[i]}, {yv[i]}, {rr};")
-        k.ins(f"mad.wide.u32 {oa}, {ch}, 2, {og};")
+class StaticMmaKernel:
+    """mhc_static_mma[_cl{R}]_bf16_n{n}: static_cl's shape on tensor cores (header of static.ptx):
+    one token per CTA, or per cluster of R CTAs (CTA r owns C/R channels). The token's rows and
+    gamma land by bulk copies while the coefficient warp runs; phase A as static_cl; phase B
+    out = H x + h_post y with H x on mma.sync (h_res split hi + lo)."""
+
+    def __init__(self, n, R):
+        self.n, self.R = n, R
+        self.dtype, self.V = "bf16", vchan(n)
+        self.DT, self.NT = st_threads(n)
+        self.NW = self.DT // 32
+        self.MT = n // 16  # 16-row m-tiles of the output streams = 16-deep k-steps of the input streams
+        self.k = k = Kernel()
+        (self.px, self.phpl, self.phol, self.phrl, self.pg, self.po, self.sx, self.so, self.tokens, self.cbytes,
+         self.cchunks, self.iters, self.m, self.eps_hc, self.eps_f, self.inv_c) = static_tile_args(k)
+        self.tid, self.lane, self.warp, self.q, self.it, self.tok, self.tmp = (
+            self.u(x) for x in ["tid", "lane", "warp", "q", "it", "tok", "tmp"])
+        self.pr, self.pw, self.p1 = k.reg("pred", "p"), k.reg("pred", "pw"), k.reg("pred", "p1")
+
+    def u(self, s):
+        return self.k.reg("b32", s)
+
+    def p(self, s):
+        return self.k.reg("b64", s)
+
+    def f(self, s):
+        return self.k.reg("f32", s)
+
+    def token_slice(self):
+        """The token (cluster) and this CTA's channel slice: sb bytes of each row from rank sb."""
+        k, R, tmp = self.k, self.R, self.tmp
+        k.ins(f"mov.u32 {self.tid}, %tid.x;")
+        k.ins(f"and.b32 {self.lane}, {self.tid}, 31;")
+        k.ins(f"shr.u32 {self.warp}, {self.tid}, 5;")
+        self.sb = sb = self.u("sb")
+        if R == 1:
+            k.ins(f"mov.u32 {self.tok}, %ctaid.x;")
+            k.ins(f"mov.u32 {sb}, {self.cbytes};")
+        else:
+            rank = self.u("rank")
+            k.comment(f"a cluster of {R} CTAs per token: CTA r owns channels [r C/{R}, (r + 1) C/{R}) (sb bytes of each row)")
+            k.ins(f"mov.u32 {self.tok}, %clusterid.x;")
+            k.ins(f"mov.u32 {rank}, %cluster_ctarank;")
+            k.ins(f"shr.u32 {sb}, {self.cbytes}, {R.bit_length() - 1};")
+        (self.sS, self.sH, self.sR, t64, self.xrow, self.orow,
+         self.cb64) = static_token_rows(k, self.tok, self.px, self.sx, self.po, self.so, self.cbytes)
+        if R > 1:
+            k.ins(f"mul.lo.u32 {tmp}, {rank}, {sb};")
+            k.ins(f"cvt.u64.u32 {t64}, {tmp};")
+            k.ins(f"add.u64 {self.xrow}, {self.xrow}, {t64};")
+            k.ins(f"add.u64 {self.orow}, {self.orow}, {t64};")
+            k.ins(f"add.u64 {t64}, {t64}, {t64};")
+            k.ins(f"add.u64 {self.pg}, {self.pg}, {t64};")
+
+    def shared_layout(self):
+        k, u, sb = self.k, self.u, self.sb
+        self.sA, self.sG, self.sX, self.pitch = sA, sG, sX, pitch = u("sA"), u("sG"), u("sX"), u("pitch")
+        k.comment("dynamic shared memory: a[C] (f32), gamma[C] (f32), then the x tile: n rows of C bf16, each")
+        k.comment(f"followed by {ST_MMA_PAD} bytes")
+        k.ins(f"mov.u32 {sA}, st_dyn;")
+        k.ins(f"mad.lo.u32 {sG}, {self.m}, {self.V * 4}, {sA};")
+        k.ins(f"mad.lo.u32 {sX}, {sb}, 2, {sG};")
+        k.ins(f"add.u32 {pitch}, {sb}, {ST_MMA_PAD};")
+        self.cpb = cpb = u("cpbar")
+        k.ins(f"mov.u32 {cpb}, cpbar;")
+        resmix.bulk_barrier_init(k, cpb, self.tid, self.pr)
+
+    def copy_tile(self):
+        """Bulk copies of the slice's n rows (lane 0 of each data warp) and of gamma (warp 0)."""
+        k, u, p, pr, n, NW, sb, cpb = self.k, self.u, self.p, self.pr, self.n, self.NW, self.sb, self.cpb
+        k.comment("bulk copies (cp.async.bulk, complete_tx on cpbar): lane 0 of data warp w copies stream rows")
+        k.comment(f"w, w + {NW}, ... (sb bytes each) and warp 0 also gamma (2 sb bytes). A 16-byte cp.async")
+        k.comment("loop over the rows issues one copy per row every ~190 ns per thread (globaltimer stamps,")
+        k.comment("T = 1, 4-CTA clusters: 6.4 us to issue 20 KB)")
+        resmix.bulk_expect(k, cpb, self.tid, u("tbytes"), sb, n + 2, pr)
+        k.ins(f"setp.ge.u32 {pr}, {self.tid}, {self.DT};")
+        k.ins(f"@{pr} bra CP_END;")
+        k.ins(f"setp.ne.u32 {pr}, {self.lane}, 0;")
+        k.ins(f"@{pr} bra CP_END;")
+        k.ins(f"setp.ne.u32 {pr}, {self.warp}, 0;")
+        k.ins(f"@{pr} bra CPG_END;")
+        gb = u("gbytes")
+        k.ins(f"add.u32 {gb}, {sb}, {sb};")
+        k.ins(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [{self.sG}], [{self.pg}], {gb}, [{cpb}];")
+        k.label("CPG_END")
+        ii, src, dst = u("ii"), p("src"), u("dst")
+        regs = ii, src, dst, p("cbw"), u("pitchw")
+        resmix.bulk_rows(k, n, NW, self.warp, self.xrow, self.cbytes, self.pitch, self.sX, sb, cpb, pr, regs)
+
+    def coefficients_and_phase_a(self):
+        """The coefficient warp's h_post / h_res; the data threads' phase A and rms; barrier 0."""
+        k, n, R, DT, pr, tid = self.k, self.n, self.R, self.DT, self.pr, self.tid
+        hp = static_hpre_and_coeffs(k, n, self.warp, self.NW, self.lane, self.phpl, self.phol, self.phrl, self.iters,
+                                    self.eps_hc, self.sS, self.sH, self.it, pr,
+                                    "every thread: h_pre[j] = sigma(H_pre[j]) in registers",
+                                    [f"warp {self.NW}: h_post and h_res while the copies fly; it joins at the "
+                                     "reduction barrier"],
+                                    hpre_first=False,
+                                    coef_leave=["barrier.cluster.arrive.release;      // phase 1: the ss exchange",
+                                                "barrier.cluster.wait.acquire;",
+                                                "barrier.cluster.arrive.release;      // phase 2: exit guard"]
+                                    if R > 1 else ())
+        ss = self.f("ss")
+        k.ins(f"mov.f32 {ss}, 0f00000000;")
+        k.ins(f"setp.ge.u32 {pr}, {tid}, {DT};")
+        k.ins(f"@{pr} bra COEF_BAR;")
+        k.comment("data threads: cpbar's phase 0 completes when thread 0 has arrived and every byte has landed")
+        static_cp_wait(k, self.cpb)
+        static_phase_a(k, self.dtype, n, self.V, tid, self.q, self.m, DT, self.sX, self.pitch, hp, ss, self.sA, pr,
+                       "tile")
+        self.rr = static_rms(k, ss, self.lane, self.warp, self.pw, self.sR, self.NW, self.inv_c, self.eps_f,
+                             f"barrier 1 (the {DT} data threads): the warp sums; the sum of squares does not wait "
+                             "for the Sinkhorn (waiting costs 1.6 us of the T = 1 chain)",
+                             barrier=f"barrier.sync 1, {DT};", cluster=R, tid=tid)
+        k.label("COEF_BAR")
+        k.comment("barrier 0 (all threads): a[], and the coefficient warp's h_post and h_res")
+        k.ins("barrier.sync 0;")
+
+    def fragments(self):
+        """A = h_res (hi, lo) fragments, h_post of the lane's rows, its tile and output addresses."""
+        k, n, MT, u, p, f, tmp, pr = self.k, self.n, self.MT, self.u, self.p, self.f, self.tmp, self.pr
+        k.ins(f"setp.ge.u32 {pr}, {self.tid}, {self.DT};")
+        k.ins(f"@{pr} bra PB_END;")
+        self.g, self.t2 = g, t2 = u("g"), u("t2")
+        resmix.lane_group(k, self.lane, g, t2)
+        k.comment(f"A = h_res as m16n8k16 fragments, {MT} x {MT} tiles: lane (g, t) holds rows g, g + 8 and columns")
+        k.comment("2t, 2t + 1, 2t + 8, 2t + 9 of each; hi = bf16(h), lo = bf16(h - hi) (|h - hi - lo| <= 2^-16 |h|)")
+        ra, e0, e1, h0, h1 = p("ra"), f("ae0"), f("ae1"), f("ah0"), f("ah1")
+        k.ins(f"mad.lo.u32 {tmp}, {g}, {n}, {t2};")
+        k.ins(f"mul.wide.u32 {ra}, {tmp}, 4;")
+        k.ins(f"add.u64 {ra}, {ra}, {self.sS};")
+        self.Ahi, self.Alo = resmix.hres_fragments(k, n, MT, ra, e0, e1, h0, h1)
+        k.comment("h_post of this lane's output rows g + 8 h + 16 mt")
+        rh = p("rh")
+        k.ins(f"mul.wide.u32 {rh}, {g}, 4;")
+        k.ins(f"add.u64 {rh}, {rh}, {self.sH};")
+        self.hq = [[f(f"hq{mt}_{h}") for h in range(2)] for mt in range(MT)]
         for mt in range(MT):
             for h in range(2):
-                for i in range(2):
-                    k.ins(f"fma.rn.f32 {vv[i]}, {hq[mt][h]}, {yv[i]}, {acc[x, mt][2 * h + i]};")
-                k.ins(f"cvt.rn.bf16x2.f32 {w}, {vv[1]}, {vv[0]};")
-                k.ins(f"st.global.b32 [{oa}], {w};")
-                if (mt, h) != (MT - 1, 1):
-                    k.ins(f"add.u64 {oa}, {oa}, {cb8};")
-    k.label("PB_NEXT")
-    k.ins(f"add.u32 {it}, {it}, {2 * NW};")
-    k.ins("bra.uni PB_LOOP;")
-    k.label("PB_END")
-    if R > 1:
-        k.ins("barrier.cluster.wait.acquire;")
-    k.ins("ret;")
-    cluster = [f".reqnctapercluster {R}, 1, 1"] if R > 1 else []
-    return name, entry(name, k.body(), STATIC.size, [f".reqntid {NT}, 1, 1"] + cluster + [f".maxnreg {ST_MMA_MAXNREG}"],
-                       [f".shared .align 16 .f32 ss_res[{n * n}];", ".shared .align 16 .f32 ss_h[96];",
-                        f".shared .align 16 .f32 ss_red[{NT // 32}];", ".shared .align 8 .b64 cpbar;"]
-                       + ([".shared .align 4 .f32 ss_cl;"] if R > 1 else []))
+                k.ins(f"ld.shared.f32 {self.hq[mt][h]}, [{rh}+{128 + 4 * (16 * mt + 8 * h)}];")
+        self.xl, self.ntiles, lr, self.nt1 = u("xl"), u("ntiles"), u("lr"), u("nt1")
+        resmix.ldmatrix_rows(k, n, self.lane, self.pitch, self.sX, self.xl, lr)
+        k.ins(f"shr.u32 {self.ntiles}, {self.sb}, 4;")
+        self.og, self.cb8, self.zero = resmix.out_rows(k, g, self.orow, self.cbytes, "stream-major out")
+
+    def tile_loop(self):
+        """Phase B: two 8-channel tiles per warp and step, out = H x + h_post y."""
+        k, MT, NW, u, p, f, it = self.k, self.MT, self.NW, self.u, self.p, self.f, self.it
+        k.comment(f"phase B: warp w takes the 8-channel tiles w + {2 * NW} j and w + {NW} + {2 * NW} j (the second")
+        k.comment("predicated off past the last tile; its reads clamped to the first's)")
+        k.ins(f"mov.u32 {it}, {self.warp};")
+        k.label("PB_LOOP")
+        nts = resmix.tile_pair(k, it, self.nt1, self.p1, NW, self.ntiles, "PB_END", self.pr)
+        B = [[u(f"b{x}_{r}") for r in range(2 * MT)] for x in range(2)]
+        xa = u("xa")
+        for x in range(2):
+            k.ins(f"mad.lo.u32 {xa}, {nts[x]}, 16, {self.xl};")
+            resmix.ldmatrix_tile(k, MT, B[x], xa)
+        k.comment("one accumulator chain per (tile, m-tile): hi then lo of each k-step (a fixed order)")
+        acc = resmix.mma_chains(k, MT, B, self.Ahi, self.Alo, self.zero)
+        ch, aa, ga, oa, w = u("ch"), u("aa"), u("ga"), p("oa"), u("w")
+        av, gv = [f(f"ya{i}") for i in range(2)], [f(f"yg{i}") for i in range(2)]
+        yv, vv = [f(f"y{i}") for i in range(2)], [f(f"v{i}") for i in range(2)]
+        for x in range(2):
+            if x:
+                k.ins(f"@!{self.p1} bra PB_NEXT;")
+            k.comment(f"tile {x}: channels 8 nt + 2t, + 1; y = a gamma r; out = H x (hi + lo) + h_post y")
+            k.ins(f"mad.lo.u32 {ch}, {nts[x]}, 8, {self.t2};")
+            k.ins(f"mad.lo.u32 {aa}, {ch}, 4, {self.sA};")
+            k.ins(f"ld.shared.v2.f32 {{{av[0]}, {av[1]}}}, [{aa}];")
+            k.ins(f"mad.lo.u32 {ga}, {ch}, 4, {self.sG};")
+            k.ins(f"ld.shared.v2.f32 {{{gv[0]}, {gv[1]}}}, [{ga}];")
+            for i in range(2):
+                k.ins(f"mul.f32 {yv[i]}, {av[i]}, {gv[i]};")
+                k.ins(f"mul.f32 {yv[i]}, {yv[i]}, {self.rr};")
+            k.ins(f"mad.wide.u32 {oa}, {ch}, 2, {self.og};")
+            resmix.store_out(k, MT, self.hq, yv, [acc[x, mt] for mt in range(MT)], oa, self.cb8, vv, w)
+        k.label("PB_NEXT")
+        k.ins(f"add.u32 {it}, {it}, {2 * NW};")
+        k.ins("bra.uni PB_LOOP;")
+        k.label("PB_END")
+
+    def build(self):
+        k, n, R = self.k, self.n, self.R
+        self.token_slice()
+        self.shared_layout()
+        self.copy_tile()
+        self.coefficients_and_phase_a()
+        self.fragments()
+        self.tile_loop()
+        if R > 1:
+            k.ins("barrier.cluster.wait.acquire;")
+        k.ins("ret;")
+        name = f"mhc_static_mma_bf16_n{n}" if R == 1 else f"mhc_static_mma_cl{R}_bf16_n{n}"
+        cluster = [f".reqnctapercluster {R}, 1, 1"] if R > 1 else []
+        return name, entry(name, k.body(), STATIC.size,
+                           [f".reqntid {self.NT}, 1, 1"] + cluster + [f".maxnreg {ST_MMA_MAXNREG}"],
+                           [f".shared .align 16 .f32 ss_res[{n * n}];", ".shared .align 16 .f32 ss_h[96];",
+                            f".shared .align 16 .f32 ss_red[{self.NT // 32}];", ".shared .align 8 .b64 cpbar;"]
+                           + ([".shared .align 4 .f32 ss_cl;"] if R > 1 else []))
+
+
+def static_mma_kernel(n, R=1):
+    return StaticMmaKernel(n, R).build()
 
 
 def ptx_text():
