@@ -102,13 +102,8 @@ def pb(bf):
     return "\n".join(L)
 
 
-def k_loop(bf, esz):
-    """The post_pre entry's K loop: per K step, x' = post(x, f) of this lane's chunk in each of
-    the 4 row slots (the batched producer for bf16 n <= 4 under flag 64, else a .func call per
-    slot), stored to x' and fed to the sum of squares and the mma with phi (gamma_k folded in)."""
-    L = []
-    e = L.append
-    e("""    // post_pre entry: the producer K loop (x' = post(x, f) per chunk)
+# post_pre entry: the batched producer's staging of h_post / h_res rows (once per tile)
+BATCHED_STAGING = """    // post_pre entry: the producer K loop (x' = post(x, f) per chunk)
         // ---- batched post producer: stage the tile's h_post / h_res rows in smem_hp (free until
         //      the pre-mix): row r = [h_post[t0+r][0..n), h_res[t0+r][0..n*n)], E = n + n*n floats
         @!%p_pb bra PB_STAGED;
@@ -150,8 +145,12 @@ def k_loop(bf, esz):
         setp.lt.u32 %pnj0, 0, %n;
         setp.lt.u32 %pnj1, 1, %n;
         setp.lt.u32 %pnj2, 2, %n;
-        setp.lt.u32 %pnj3, 3, %n;
-    PB_STAGED:
+        setp.lt.u32 %pnj3, 3, %n;"""
+
+
+def step_head(esz):
+    """K_LOOP's head: the step's 8-channel block of stream i, k = i C + c, its byte offsets."""
+    return f"""    PB_STAGED:
         shl.b32 %r1, %warp, 5;
         add.u32 %jb, %jbeg, %r1;
     K_LOOP:
@@ -165,9 +164,15 @@ def k_loop(bf, esz):
         add.u32 %cc, %cc, %q8;                  // this lane's 8 channels c .. c+7
         setp.lt.u32 %p_k, %cc, %C;
         mad.lo.u32 %kk, %ii, %C, %cc;           // k = i*C + c
-        mul.wide.u32 %koff, %kk, %ESZ%;
-        mul.wide.u32 %kof4, %kk, 4;""".replace('%ESZ%', str(esz)))
-    # ---- producer
+        mul.wide.u32 %koff, %kk, {esz};
+        mul.wide.u32 %kof4, %kk, 4;"""
+
+
+def load_slots(bf):
+    """Without post (p_post clear): the x chunk of each of the 4 row slots as stored (zero past
+    the rows / K)."""
+    L = []
+    e = L.append
     if bf:
         for s in range(4):
             for j in range(4):
@@ -187,6 +192,14 @@ def k_loop(bf, esz):
             e(f"    @%p1 ld.global.nc.v4.f32 {{%xr{8*s}, %xr{8*s+1}, %xr{8*s+2}, %xr{8*s+3}}}, [%rd2];")
             e(f"    @%p1 ld.global.nc.v4.f32 {{%xr{8*s+4}, %xr{8*s+5}, %xr{8*s+6}, %xr{8*s+7}}}, [%rd2+16];")
     e("    bra PROD_DONE;")
+    return L
+
+
+def post_slots(bf, esz):
+    """post_pre: x' = post(x, f) of this chunk for each row slot (a .func call per slot, or the
+    batched producer for bf16), stored to x' and kept for the mma."""
+    L = []
+    e = L.append
     e("PROD_POST:                              // post_pre: x' = post(x, f) for this chunk, stored, and fed to the mma")
     if bf:
         e("    @%p_pb bra PROD_PB;")
@@ -222,56 +235,80 @@ def k_loop(bf, esz):
         e(f"PROD_SKIP{s}:")
     if bf:
         e(pb(bf))
-    e("PROD_DONE:")
-    # ---- sum of squares (first logit group only)
-    L += kloop.sum_squares(bf, "", "SS_DONE")
-    # ---- phi, gamma_k, split, mma
-    if bf:
+    return L
+
+
+def phi_bf16():
+    """phi[m][k..k+7] of the 4 n-tiles times gamma_k, split into bf16 hi + lo, and the mma grid."""
+    L = []
+    e = L.append
+    e("    mov.f32 %gkv0, 0f3F800000;")
+    for j in range(1, 8):
+        e(f"    mov.f32 %gkv{j}, 0f3F800000;")
+    e("    and.pred %p2, %p_gk, %p_k;")
+    e("    add.u64 %rd4, %gk, %kof4;")
+    e("    @%p2 ld.global.nc.v4.f32 {%gkv0, %gkv1, %gkv2, %gkv3}, [%rd4];")
+    e("    @%p2 ld.global.nc.v4.f32 {%gkv4, %gkv5, %gkv6, %gkv7}, [%rd4+16];")
+    for nt in range(4):
+        e(f"    // n-tile {nt}: phi[m][k..k+7] (times gamma_k) split into bf16 hi + lo")
+        for j in range(8):
+            e(f"    mov.f32 %pf{j}, 0f00000000;")
+        e(f"    and.pred %p3, %pmv{nt}, %p_k;")
+        e(f"    add.u64 %rd5, %prow0, %kof4;" + "".join("\n    add.u64 %rd5, %rd5, %pstep;" for _ in range(nt)))
+        e("    @%p3 ld.global.nc.v4.f32 {%pf0, %pf1, %pf2, %pf3}, [%rd5];")
+        e("    @%p3 ld.global.nc.v4.f32 {%pf4, %pf5, %pf6, %pf7}, [%rd5+16];")
+        for j in range(8):
+            e(f"    mul.f32 %pf{j}, %pf{j}, %gkv{j};")
+        for u in range(4):
+            e(kloop.split_phi(4*nt + u, f"%pf{2*u}", f"%pf{2*u+1}"))
+    L += kloop.mma_grid("%xa", "MMA_DONE", skip_nt3=False)
+    return L
+
+
+def phi_tf32():
+    """f32 storage: per half of the lane's 8 elements, x and phi (times gamma_k) split for 3xTF32
+    (hi*hi + hi*lo + lo*hi) and the mma."""
+    L = []
+    e = L.append
+    for h in range(2):
+        e(f"    // ---- half {h}: lane elements {4*h}..{4*h+3}; 3xTF32 (hi*hi + hi*lo + lo*hi)")
+        for s in range(4):
+            for j in range(4):
+                e(f"    cvt.rna.tf32.f32 %xh{4*s+j}, %xr{8*s+4*h+j};")
+                e(f"    sub.f32 %xl{4*s+j}, %xr{8*s+4*h+j}, %xh{4*s+j};")
         e("    mov.f32 %gkv0, 0f3F800000;")
-        for j in range(1, 8):
+        for j in range(1, 4):
             e(f"    mov.f32 %gkv{j}, 0f3F800000;")
         e("    and.pred %p2, %p_gk, %p_k;")
         e("    add.u64 %rd4, %gk, %kof4;")
-        e("    @%p2 ld.global.nc.v4.f32 {%gkv0, %gkv1, %gkv2, %gkv3}, [%rd4];")
-        e("    @%p2 ld.global.nc.v4.f32 {%gkv4, %gkv5, %gkv6, %gkv7}, [%rd4+16];")
+        e(f"    @%p2 ld.global.nc.v4.f32 {{%gkv0, %gkv1, %gkv2, %gkv3}}, [%rd4+{16*h}];")
         for nt in range(4):
-            e(f"    // n-tile {nt}: phi[m][k..k+7] (times gamma_k) split into bf16 hi + lo")
-            for j in range(8):
+            for j in range(4):
                 e(f"    mov.f32 %pf{j}, 0f00000000;")
             e(f"    and.pred %p3, %pmv{nt}, %p_k;")
             e(f"    add.u64 %rd5, %prow0, %kof4;" + "".join("\n    add.u64 %rd5, %rd5, %pstep;" for _ in range(nt)))
-            e("    @%p3 ld.global.nc.v4.f32 {%pf0, %pf1, %pf2, %pf3}, [%rd5];")
-            e("    @%p3 ld.global.nc.v4.f32 {%pf4, %pf5, %pf6, %pf7}, [%rd5+16];")
-            for j in range(8):
+            e(f"    @%p3 ld.global.nc.v4.f32 {{%pf0, %pf1, %pf2, %pf3}}, [%rd5+{16*h}];")
+            for j in range(4):
                 e(f"    mul.f32 %pf{j}, %pf{j}, %gkv{j};")
-            for u in range(4):
-                e(kloop.split_phi(4*nt + u, f"%pf{2*u}", f"%pf{2*u+1}"))
-        L += kloop.mma_grid("%xa", "MMA_DONE", skip_nt3=False)
-    else:
-        for h in range(2):
-            e(f"    // ---- half {h}: lane elements {4*h}..{4*h+3}; 3xTF32 (hi*hi + hi*lo + lo*hi)")
-            for s in range(4):
-                for j in range(4):
-                    e(f"    cvt.rna.tf32.f32 %xh{4*s+j}, %xr{8*s+4*h+j};")
-                    e(f"    sub.f32 %xl{4*s+j}, %xr{8*s+4*h+j}, %xh{4*s+j};")
-            e("    mov.f32 %gkv0, 0f3F800000;")
-            for j in range(1, 4):
-                e(f"    mov.f32 %gkv{j}, 0f3F800000;")
-            e("    and.pred %p2, %p_gk, %p_k;")
-            e("    add.u64 %rd4, %gk, %kof4;")
-            e(f"    @%p2 ld.global.nc.v4.f32 {{%gkv0, %gkv1, %gkv2, %gkv3}}, [%rd4+{16*h}];")
-            for nt in range(4):
-                for j in range(4):
-                    e(f"    mov.f32 %pf{j}, 0f00000000;")
-                e(f"    and.pred %p3, %pmv{nt}, %p_k;")
-                e(f"    add.u64 %rd5, %prow0, %kof4;" + "".join("\n    add.u64 %rd5, %rd5, %pstep;" for _ in range(nt)))
-                e(f"    @%p3 ld.global.nc.v4.f32 {{%pf0, %pf1, %pf2, %pf3}}, [%rd5+{16*h}];")
-                for j in range(4):
-                    e(f"    mul.f32 %pf{j}, %pf{j}, %gkv{j};")
-                    e(f"    cvt.rna.tf32.f32 %ph{4*nt+j}, %pf{j};")
-                    e(f"    sub.f32 %pl{4*nt+j}, %pf{j}, %ph{4*nt+j};")
-            for line in kloop.tf32_mma(f"MMA_DONE{h}"):
-                e(line)
+                e(f"    cvt.rna.tf32.f32 %ph{4*nt+j}, %pf{j};")
+                e(f"    sub.f32 %pl{4*nt+j}, %pf{j}, %ph{4*nt+j};")
+        for line in kloop.tf32_mma(f"MMA_DONE{h}"):
+            e(line)
+    return L
+
+
+def k_loop(bf, esz):
+    """The post_pre entry's K loop: per K step, x' = post(x, f) of this lane's chunk in each of
+    the 4 row slots (the batched producer for bf16 n <= 4 under flag 64, else a .func call per
+    slot), stored to x' and fed to the sum of squares and the mma with phi (gamma_k folded in)."""
+    L = [BATCHED_STAGING, step_head(esz)]
+    e = L.append
+    L += load_slots(bf)
+    L += post_slots(bf, esz)
+    e("PROD_DONE:")
+    # ---- sum of squares (first logit group only)
+    L += kloop.sum_squares(bf, "", "SS_DONE")
+    L += phi_bf16() if bf else phi_tf32()
     e(kloop.flush('P'))
     e("""    add.u32 %jb, %jb, 256;
         bra K_LOOP;""")
