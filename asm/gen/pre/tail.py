@@ -153,12 +153,9 @@ def y_chunk(bf):
         e("    st.global.v4.f32 [%rd43], {%f40, %f41, %f42, %f43};")
     return "\n".join(L)
 
-def tail(dt):
-    bf = dt == 'bf16'
-    esz = 2 if bf else 4
-    V = 8 if bf else 4
-    lv = 3 if bf else 2
-    return f"""    // =========================== after the projection ===========================
+def arrival():
+    """Decode: publish this CTA's partials and count the arrivals; all but the last CTA go to WAIT."""
+    return """    // =========================== after the projection ===========================
     @!%p_split bra COEF;
     // ---- decode: publish this CTA's partials (release), count arrivals; the last CTA finishes
     fence.acq_rel.gpu;
@@ -175,8 +172,12 @@ ARRIVED:
     ld.shared.u32 %r32, [smem_flag];
     setp.eq.u32 %p8, %r32, 0;
     @%p8 bra WAIT;                          // (split prefill: WAIT sends non-last CTAs out)
-    fence.acq_rel.gpu;
-    // ---- last CTA: each element of P and ss summed over the splits in split order (deterministic)
+    fence.acq_rel.gpu;"""
+
+
+def split_sums():
+    """The last CTA: every element of P and ss summed over the K splits in split order."""
+    return f"""    // ---- last CTA: each element of P and ss summed over the splits in split order (deterministic)
     shl.b32 %r24, %ldp, 5;
     add.u32 %r24, %r24, 32;
     mul.lo.u32 %r33, %tile, %nks;
@@ -213,10 +214,12 @@ RED_P_DONE:
     add.u64 %rd15, %wss, %rd15;
     st.global.f32 [%rd15], %f3;
 RED_S_DONE:
-    bar.sync 0;
-{coefs.wide()}
-{coefs.small()}
-COEF_DONE:
+    bar.sync 0;"""
+
+
+def release():
+    """Decode: the coefficients are out, released to the waiting CTAs (ready flag at cnt + 12)."""
+    return """COEF_DONE:
     @!%p_split bra COEF_SYNC_TILE;
     // ---- decode: coefficients are out; release them to the waiting CTAs
     fence.acq_rel.gpu;
@@ -228,8 +231,12 @@ COEF_DONE:
     bra MIX;
 COEF_SYNC_TILE:
     bar.sync 0;
-    bra MIX;
-WAIT:
+    bra MIX;"""
+
+
+def wait_for_coefficients():
+    """Decode, not last: a bounded wait for the ready flag, then the pre-mix (or leave on timeout)."""
+    return """WAIT:
     // ---- decode, not last: wait (bounded) for the coefficients, then help with the pre-mix.
     //      A CTA that times out just leaves: the last CTA claims whatever is left, so no
     //      schedule can deadlock. Split prefill (solo): leave at once.
@@ -262,9 +269,12 @@ WAIT_SYNC:
     ld.shared.u32 %r57, [smem_flag+8];
     setp.eq.u32 %p18, %r57, 0;
     @%p18 bra EXIT;
-    fence.acq_rel.gpu;
-{mix.mix(bf, esz)}
-    @!%p_gf bra MIX_NEXT;
+    fence.acq_rel.gpu;"""
+
+
+def f_pre_norm(bf, esz):
+    """y = a gamma_f / sqrt(mean(a^2) + eps_f) of the pass's token (flag gamma_f)."""
+    return f"""    @!%p_gf bra MIX_NEXT;
     add.u32 %r60, %t0, %r59;                // the one token of this pass
     mul.lo.u32 %r65, %r60, %as;
     mul.wide.u32 %rd34, %r65, {esz};
@@ -304,8 +314,12 @@ Y_LOOP:
     bra Y_LOOP;
 MIX_NEXT:
     bar.sync 0;
-    bra MIX_LOOP;
-EXIT:
+    bra MIX_LOOP;"""
+
+
+def exit_reset():
+    """Decode: the last CTA to leave resets the tile's counters for the next launch."""
+    return """EXIT:
     @!%p_split bra RET;
     // ---- decode: the last CTA to leave resets the tile's counters for the next launch
     bar.sync 0;
@@ -317,6 +331,14 @@ EXIT:
     setp.ne.u32 %p23, %r70, %r71;
     @%p23 bra RET;
     mov.u32 %r72, 0;
-    st.global.cg.v4.u32 [%cnt], {{%r72, %r72, %r72, %r72}};
+    st.global.cg.v4.u32 [%cnt], {%r72, %r72, %r72, %r72};
 RET:
     ret;"""
+
+
+def tail(dt):
+    """Everything after the projection: the split reduction, coefficients, pre-mix, F-pre-norm."""
+    bf = dt == 'bf16'
+    esz = 2 if bf else 4
+    return "\n".join([arrival(), split_sums(), coefs.wide(), coefs.small(), release(), wait_for_coefficients(),
+                      mix.mix(bf, esz), f_pre_norm(bf, esz), exit_reset()])
