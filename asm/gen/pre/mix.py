@@ -1,16 +1,18 @@
-# Pre-mix a_t = sum_i h_pre[t,i] x_t[i] over a token range [r0, r1) of the tile: (token, chunk)
-# items spread over the CTA, NI items per thread per pass, the n stream loads of all items
-# issued before their FMAs (groups of 4 streams), so 4*NI 16-byte loads are in flight per thread
-# (NI = 4: 64 KB per CTA; 2 items, 32 KB, are latency-bound: notes/cuda-pre.md).
+"""Pre-mix a_t = sum_i h_pre[t,i] x_t[i] over a token range [r0, r1) of the tile: (token, chunk)
+items spread over the CTA, NI items per thread per pass, the n stream loads of all items issued
+before their FMAs (groups of 4 streams), so 4*NI 16-byte loads are in flight per thread (NI = 4:
+64 KB per CTA; 2 items, 32 KB, are latency-bound: notes/cuda-pre.md)."""
+
 from .constants import FLAG_DBG_NO_MIX
 
 NI = 4
 IT = "ABCD"
-def mix(bf, esz):
-    V = 8 if bf else 4
-    L = []
-    e = L.append
-    e(f"""MIX:
+
+
+def claim_rows(bf, esz):
+    """The token range of this pass (claimed one at a time in decode, the whole tile or one token
+    with the F-pre-norm in prefill), its h_pre rows staged in smem_hp; IT_LOOP's head."""
+    return f"""MIX:
     and.b32 %r58, %flags, {FLAG_DBG_NO_MIX};              // attribution only (Plan::pre_attribution): no pre-mix
     setp.ne.u32 %p19, %r58, 0;
     @%p19 bra EXIT;
@@ -70,15 +72,20 @@ HP_DONE:
     mov.u32 %r67, %tx;
 IT_LOOP:
     setp.ge.u32 %p21, %r67, %r54;
-    @%p21 bra CH_DONE;""")
-    # item k = r67 + 256 k; an invalid item aliases the first (every address stays in range)
+    @%p21 bra CH_DONE;"""
+
+
+def item_addresses(esz):
+    """Item k = r67 + 256 k (an invalid item aliases the first: every address stays in range): its
+    h_pre row in smem_hp, its x source and its a destination."""
+    L = []
+    e = L.append
     for k in range(1, NI):
         e(f"""    add.u32 %r68, %r67, {256 * k};
     setp.lt.u32 %piv{k}, %r68, %r54;
     selp.u32 %mit{k}, %r68, %r67, %piv{k};""")
     e("    mov.u32 %mit0, %r67;")
     for k in range(NI):
-        X = IT[k]
         e(f"""    div.u32 %r72, %mit{k}, %r66;
     mul.lo.u32 %r73, %r72, %r66;
     sub.u32 %r73, %mit{k}, %r73;              // chunk
@@ -96,6 +103,14 @@ IT_LOOP:
     mul.wide.u32 %mdst{k}, %r74, {esz};
     add.u64 %mdst{k}, %mdst{k}, %a;
     add.u64 %mdst{k}, %mdst{k}, %rd49;""")
+    return L
+
+
+def stream_groups(bf):
+    """a of every item over the streams, 4 at a time: the 4 x NI loads first, then the FMAs."""
+    V = 8 if bf else 4
+    L = []
+    e = L.append
     for X in IT[:NI]:
         for j in range(V):
             e(f"    mov.f32 %ma{X}{j}, 0f00000000;")
@@ -136,6 +151,14 @@ MIX_G:""")
     setp.lt.u32 %p24, %r75, %n;
     @%p24 bra MIX_G;
 MIX_G_END:""")
+    return L
+
+
+def store_items(bf):
+    """The items' a chunks stored, and their squares summed for the F-pre-norm."""
+    V = 8 if bf else 4
+    L = []
+    e = L.append
     for k in range(NI):
         X = IT[k]
         pred = "" if k == 0 else f"@%piv{k} "
@@ -155,8 +178,12 @@ MIX_G_END:""")
     add.u32 %r67, %r67, {256 * NI};
     bra IT_LOOP;
 CH_DONE:""")
-    out = "\n".join(L)
-    return out
+    return L
+
+
+def mix(bf, esz):
+    return "\n".join([claim_rows(bf, esz)] + item_addresses(esz) + stream_groups(bf) + store_items(bf))
+
 
 def mix_regs(bf):
     V = 8 if bf else 4
