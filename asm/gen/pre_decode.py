@@ -626,7 +626,7 @@ def mid_tail(b, bf):
     st.global.f32 [%rd3+{4*i}], %f6;
 MID_HT{i}:
 {tag_word("%f6", f"%pw{i}")}""")
-    e(f"""    // the token's 4 tagged words (zeros past n) -> copy c, word 4 tok: sync + 256 + 2048 c + 32 tok
+    e("""    // the token's 4 tagged words (zeros past n) -> copy c, word 4 tok: sync + 256 + 2048 c + 32 tok
     mul.wide.u32 %rd4, %tok, 32;
     add.u64 %rd4, %sync, %rd4;
     add.u64 %rd4, %rd4, 256;""")
@@ -696,7 +696,7 @@ def full_load(lbl, first=True):
     also tells CTA 0 that every CTA has read the epoch (see epoch_bump)."""
     L = []
     e = L.append
-    e(f"""    // ---- phase 5 loads (token %tok): tagged part[(s*T + tok)*32 + 4v .. +3], s = sub + 32k
+    e("""    // ---- phase 5 loads (token %tok): tagged part[(s*T + tok)*32 + 4v .. +3], s = sub + 32k
     setp.lt.u32 %p_tok, %tok, %T;
     and.b32 %r1, %tx, 7;
     shr.u32 %r2, %tx, 3;
@@ -722,7 +722,7 @@ def full_load(lbl, first=True):
         if k < FULL_SLOTS - 1:
             e("    add.u64 %rd3, %rd3, %fs;")
     for k in range(FULL_SLOTS):
-        e(f"    setp.eq.u32 %pq, 0, 0;")
+        e("    setp.eq.u32 %pq, 0, 0;")
         e(tag_ok([f"%fw{4*k+w}" for w in range(4)], "%pq"))
         e(f"    @%pq mov.pred %pg{k}, 0;")
     e("    or.pred %pok, %pg0, %pg1;")

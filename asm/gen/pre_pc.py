@@ -463,7 +463,7 @@ def coef_lanes():
     L = []
     e = L.append
 
-    e(f"""PC_CBL:
+    e("""PC_CBL:
     // lane i < 4: S_j = the h_res logit (i, j) -> z
     shl.b32 %r16, %lane, 4;
     add.u32 %r17, %r16, %lgb;
@@ -560,7 +560,7 @@ def post_mma(k, tag, nw, g_lo, g_hi):
     L = []
     e = L.append
     if g_lo >= g_hi:
-        return f"""    mov.u32 %r1, xready;
+        return """    mov.u32 %r1, xready;
     mad.lo.u32 %r1, %stage, 8, %r1;
     mbarrier.arrive.shared::cta.b64 %mbs, [%r1];   // no x' share"""
     skip = "\n    bra XM_END;" if "noxf" in k.exp else ""
@@ -1116,7 +1116,7 @@ def phi_fragments(k):
     setp.lt.u32 %pj{j}, %r1, %NR;
     @!%pj{j} bra PHL{j}_END;""")
         if tma:
-            e(f"""    bfe.u32 %r3, %r1, 1, 2;                 // TMA entry: stream i = (rho / 2) % 4
+            e("""    bfe.u32 %r3, %r1, 1, 2;                 // TMA entry: stream i = (rho / 2) % 4
     shr.u32 %r4, %r1, 3;
     shl.b32 %r4, %r4, 6;                    // block rho / 8: channels 64 (rho / 8) ..
     and.b32 %r2, %r1, 1;
@@ -1125,7 +1125,7 @@ def phi_fragments(k):
     mad.lo.u32 %r5, %rank, %C16, %r4;
     mad.lo.u32 %r5, %r3, %C, %r5;           // k = i C + r C/16 + cl""")
         else:
-            e(f"""    shl.b32 %r2, %r1, 5;
+            e("""    shl.b32 %r2, %r1, 5;
     mad.lo.u32 %r2, %q, 8, %r2;             // slice element e = 32 rho + 8q
     div.u32 %r3, %r2, %C16;                 // stream i
     mul.lo.u32 %r4, %r3, %C16;
@@ -1446,7 +1446,7 @@ WSUM_END:{st(4, "math")}
     for off in (1, 2, 4):
         for v in ("%v0", "%v1", "%v2", "%v3", "%hss"):
             e(f"    shfl.sync.bfly.b32 %r11, {v}, {off}, 31, -1;")
-            e(f"    mov.b32 %f0, %r11;")
+            e("    mov.b32 %f0, %r11;")
             e(f"    add.f32 {v}, {v}, %f0;")
     e(f"""    and.b32 %r11, %lane, 7;
     setp.ne.u32 %p1, %r11, 0;
@@ -1493,8 +1493,8 @@ SHS_FREE:
     mad.lo.u32 %r14, %r16, {TT * 16}, %r14;""")
     else:
         e("    mov.u32 %r14, shs;")
-    e(f"""    mad.lo.u32 %r14, %r12, 16, %r14;
-    st.shared.v4.f32 [%r14], {{%w0, %w1, %w2, %w3}};""")
+    e("""    mad.lo.u32 %r14, %r12, 16, %r14;
+    st.shared.v4.f32 [%r14], {%w0, %w1, %w2, %w3};""")
     if MIXW:
         e("""    // h_pre of this token of round kk-1 is in shs[p]: one of hready[p]'s 16 arrivals
     mov.u32 %r18, hready;
@@ -1632,7 +1632,7 @@ MIX_LOOP:{NOMIX}
     for i in range(4):
         if i:
             em(f"    add.u32 %r5, %r5, {XS};")
-        em(f"    ld.shared.v4.b32 {{%xa0, %xa1, %xa2, %xa3}}, [%r5];")
+        em("    ld.shared.v4.b32 {%xa0, %xa1, %xa2, %xa3}, [%r5];")
         if fused and "noxo" not in k.exp:
             if i:
                 em("    add.u64 %rd4, %rd4, %rd5;")
@@ -1831,7 +1831,7 @@ MIX_WARP:
                 e(f"""    barrier.sync {PHI_BAR}, {phi_bar_threads};         // the math warps' phi fragments are in""")
         if STAMPS:
             e(exit_stamps("ready", "_fill"))
-        e(f"""    mov.u32 %nr, 0;
+        e("""    mov.u32 %nr, 0;
     setp.le.u32 %p1, %ntiles, %cid;
     @%p1 bra TILE_END;
     sub.u32 %nr, %ntiles, %cid;

@@ -234,11 +234,11 @@ def per_thread_padded(w, rcp):
         r = [f"%sk{4*i+j}" for j in range(4)]
         w(f"    max.f32 %f25, {r[0]}, {r[1]};")
         w(f"    max.f32 %f26, {r[2]}, {r[3]};")
-        w(f"    max.f32 %f25, %f25, %f26;")
+        w("    max.f32 %f25, %f25, %f26;")
         for j in range(4):
             w(f"    sub.f32 %f10, {r[j]}, %f25;")
             w(f"    mul.f32 %f10, %f10, {LOG2E};")
-            w(f"    ex2.approx.f32 %f10, %f10;")
+            w("    ex2.approx.f32 %f10, %f10;")
             w(f"    selp.f32 {r[j]}, %f10, 0f00000000, %pv{4*i+j};")
         w(f"    add.f32 %f26, {r[0]}, {r[1]};")
         w(f"    add.f32 %f26, %f26, {r[2]};")
@@ -246,7 +246,7 @@ def per_thread_padded(w, rcp):
         w(rcp("%f30", "%f26"))
         for j in range(4):
             w(f"    mul.f32 %f10, {r[j]}, %f30;")
-            w(f"    add.f32 %f10, %f10, %eps_hc;")
+            w("    add.f32 %f10, %f10, %eps_hc;")
             w(f"    selp.f32 {r[j]}, %f10, 0f00000000, %pv{4*i+j};")
 
     def line_step(cells_of, scale_of):
@@ -256,7 +256,7 @@ def per_thread_padded(w, rcp):
             w(f"    add.f32 %f10, {c[0]}, {c[1]};")
             w(f"    add.f32 %f10, %f10, {c[2]};")
             w(f"    add.f32 %f10, %f10, {c[3]};")
-            w(f"    add.f32 %f10, %f10, %eps_hc;")
+            w("    add.f32 %f10, %f10, %eps_hc;")
             w(rcp(f"%f{27+a}", "%f10"))
         for a in range(4):
             for b in range(4):
@@ -270,11 +270,11 @@ def per_thread_padded(w, rcp):
         c = [f"%sk{4*i+j}" for i in range(4)]
         w(f"    max.f32 %f25, {c[0]}, {c[1]};")
         w(f"    max.f32 %f26, {c[2]}, {c[3]};")
-        w(f"    max.f32 %f25, %f25, %f26;")
+        w("    max.f32 %f25, %f25, %f26;")
         for i in range(4):
             w(f"    sub.f32 %f10, {c[i]}, %f25;")
             w(f"    mul.f32 %f10, %f10, {LOG2E};")
-            w(f"    ex2.approx.f32 %f10, %f10;")
+            w("    ex2.approx.f32 %f10, %f10;")
             w(f"    selp.f32 {c[i]}, %f10, 0f00000000, %pv{4*i+j};")
     paper_iterations(w, cols, rows, "%r53", "%p15", "CS_P_LOOP", "CS_OUT")
 
@@ -381,7 +381,7 @@ def scaling_vectors(k, n, kc, kr, lane, sH, la, eps_hc, it, pr):
     k.comment("c and r start at 1; lane j keeps own_c = c_j and own_r = r_j. Each half step publishes")
     k.comment("the vector it reads in ss_h (r at floats 0..n-1, c at 64..64+n-1; h_post sits between) and")
     k.comment("every lane reads it back by broadcast 16-byte loads: n/4 loads per dot product where")
-    k.comment(f"shfl.idx took n shuffles (H100, n = 32, 20 iterations: ~8 us -> ~0.8 us).")
+    k.comment("shfl.idx took n shuffles (H100, n = 32, 20 iterations: ~8 us -> ~0.8 us).")
     k.comment("Two buffers, so one bar.warp.sync per half step orders the writes before the reads and")
     k.comment("the reads of a buffer before its next write (a whole half step later).")
     k.ins(f"mov.f32 {oc}, 0f3F800000;")

@@ -308,17 +308,17 @@ WR_GO:
     for s in range(4):
         mt, half = s >> 1, s & 1
         e(f"    add.u32 %r28, %g, {8*s};")
-        e(f"    mad.lo.u32 %r29, %r28, %ldp, %r27;")
-        e(f"    mul.wide.u32 %rd8, %r29, 4;")
-        e(f"    add.u64 %rd8, %rd6, %rd8;")
+        e("    mad.lo.u32 %r29, %r28, %ldp, %r27;")
+        e("    mul.wide.u32 %rd8, %r29, 4;")
+        e("    add.u64 %rd8, %rd6, %rd8;")
         for nt in range(4):
             c0 = ACC[mt*16 + nt*4 + 2*half]
             c1 = ACC[mt*16 + nt*4 + 2*half + 1]
             e(f"    @%pr{s} st.global.v2.f32 [%rd8+{nt*32}], {{{c0}, {c1}}};")
         e(f"    and.pred %p6, %pr{s}, %p_q0;")
-        e(f"    and.pred %p6, %p6, %p_mg0;")
-        e(f"    mul.wide.u32 %rd9, %r28, 4;")
-        e(f"    add.u64 %rd9, %rd7, %rd9;")
+        e("    and.pred %p6, %p6, %p_mg0;")
+        e("    mul.wide.u32 %rd9, %r28, 4;")
+        e("    add.u64 %rd9, %rd7, %rd9;")
         e(f"    @%p6 st.global.f32 [%rd9], %ss{s};")
     e("""WR_DONE:
     add.u32 %mg, %mg, 1;

@@ -27,7 +27,7 @@ def load_set(bf, S):
             e(f"    and.pred %p1, %pr{s}, %p_k;")
             if s >= 2:
                 e("    and.pred %p1, %p1, %p_mt1;")
-            e(f"    add.u64 %rd2, %xrow0, %koff;" + "".join("\n    add.u64 %rd2, %rd2, %xstep;" for _ in range(s)))
+            e("    add.u64 %rd2, %xrow0, %koff;" + "".join("\n    add.u64 %rd2, %rd2, %xstep;" for _ in range(s)))
             e(f"    @%p1 ld.global.nc.v4.b32 {{%xa{S}{4*s}, %xa{S}{4*s+1}, %xa{S}{4*s+2}, %xa{S}{4*s+3}}}, [%rd2];")
         for j in range(8):
             e(f"    mov.f32 %gk{S}{j}, 0f3F800000;")
@@ -39,7 +39,7 @@ def load_set(bf, S):
             for j in range(8):
                 e(f"    mov.f32 %pf{S}{8*nt+j}, 0f00000000;")
             e(f"    and.pred %p3, %pmv{nt}, %p_k;")
-            e(f"    add.u64 %rd5, %prow0, %kof4;" + "".join("\n    add.u64 %rd5, %rd5, %pstep;" for _ in range(nt)))
+            e("    add.u64 %rd5, %prow0, %kof4;" + "".join("\n    add.u64 %rd5, %rd5, %pstep;" for _ in range(nt)))
             b = 8*nt
             e(f"    @%p3 ld.global.nc.v4.f32 {{%pf{S}{b}, %pf{S}{b+1}, %pf{S}{b+2}, %pf{S}{b+3}}}, [%rd5];")
             e(f"    @%p3 ld.global.nc.v4.f32 {{%pf{S}{b+4}, %pf{S}{b+5}, %pf{S}{b+6}, %pf{S}{b+7}}}, [%rd5+16];")
@@ -50,7 +50,7 @@ def load_set(bf, S):
             e(f"    and.pred %p1, %pr{s}, %p_k;")
             if s >= 2:
                 e("    and.pred %p1, %p1, %p_mt1;")
-            e(f"    add.u64 %rd2, %xrow0, %koff;" + "".join("\n    add.u64 %rd2, %rd2, %xstep;" for _ in range(s)))
+            e("    add.u64 %rd2, %xrow0, %koff;" + "".join("\n    add.u64 %rd2, %rd2, %xstep;" for _ in range(s)))
             e(f"    @%p1 ld.global.nc.v4.f32 {{%xr{S}{8*s}, %xr{S}{8*s+1}, %xr{S}{8*s+2}, %xr{S}{8*s+3}}}, [%rd2];")
             e(f"    @%p1 ld.global.nc.v4.f32 {{%xr{S}{8*s+4}, %xr{S}{8*s+5}, %xr{S}{8*s+6}, %xr{S}{8*s+7}}}, [%rd2+16];")
     return "\n".join(L)
@@ -151,8 +151,8 @@ def compute_set(bf, S, lbl):
         # 255-register cap). Addresses recomputed from %jb (the next step's loads are already
         # issued), which frees the registers that would carry them.
         e(addr(4, "%jb"))
-        e(f"    and.pred %p2, %p_gk, %p_k;")
-        e(f"    add.u64 %rd4, %gk, %kof4;")
+        e("    and.pred %p2, %p_gk, %p_k;")
+        e("    add.u64 %rd4, %gk, %kof4;")
         for h in range(2):
             for s in range(4):
                 for j in range(4):
@@ -168,7 +168,7 @@ def compute_set(bf, S, lbl):
                     for j in range(4):
                         e(f"    mov.f32 %pf{b+j}, 0f00000000;")
                     e(f"    and.pred %p3, %pmv{nt}, %p_k;")
-                    e(f"    add.u64 %rd5, %prow0, %kof4;" + "".join("\n    add.u64 %rd5, %rd5, %pstep;" for _ in range(nt)))
+                    e("    add.u64 %rd5, %prow0, %kof4;" + "".join("\n    add.u64 %rd5, %rd5, %pstep;" for _ in range(nt)))
                     e(f"    @%p3 ld.global.nc.v4.f32 {{%pf{b}, %pf{b+1}, %pf{b+2}, %pf{b+3}}}, [%rd5+{16*h}];")
                 for nt in (2*pair, 2*pair+1):
                     b = 4*(nt - 2*pair)
@@ -337,12 +337,12 @@ def fast_prefetch(bf, lbl):
     L.append("    add.u64 %rd6, %kof4, %dk4pf;")
     for s_ in range(4):
         L.append(f"    add.u64 %rd2, %xb{s_}, %rd3;")
-        L.append(f"    prefetch.global.L2 [%rd2];")
+        L.append("    prefetch.global.L2 [%rd2];")
     for nt in range(4):
         if nt == 3:
             continue
         L.append(f"    add.u64 %rd5, %pb{nt}, %rd6;")
-        L.append(f"    prefetch.global.L1 [%rd5];")
+        L.append("    prefetch.global.L1 [%rd5];")
     L.append(f"PFF_SKIP_{lbl}:")
     return "\n".join(L)
 
@@ -350,7 +350,7 @@ def fast(bf):
     esz = 2 if bf else 4
     L = []
     e = L.append
-    e(f"""KF_START:                               // fast K loop (flag 256)
+    e("""KF_START:                               // fast K loop (flag 256)
     shl.b32 %r1, %warp, 5;
     add.u32 %jb, %jbeg, %r1;
     setp.ge.u32 %p0, %jb, %jend;

@@ -120,7 +120,7 @@ MIX_G:""")
     for u in range(4):
         e(f"    add.u32 %r76, %r75, {u};")
         e(f"    setp.lt.u32 %pg{u}, %r76, %n;")
-        e(f"    mul.wide.u32 %rd50, %r76, %C;")
+        e("    mul.wide.u32 %rd50, %r76, %C;")
         e(f"    shl.b64 %rd50, %rd50, {1 if bf else 2};")
         for k in range(NI):
             X = IT[k]
@@ -135,9 +135,9 @@ MIX_G:""")
         for k in range(NI):
             X = IT[k]
             e(f"    add.u32 %r77, %r75, {u};")
-            e(f"    shl.b32 %r77, %r77, 2;")
+            e("    shl.b32 %r77, %r77, 2;")
             e(f"    add.u32 %r77, %r77, %mhp{k};")
-            e(f"    ld.shared.f32 %f48, [%r77];")
+            e("    ld.shared.f32 %f48, [%r77];")
             for w in range(4):
                 src = f"%mx{X}{4*u+w}"
                 if bf:

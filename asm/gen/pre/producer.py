@@ -185,7 +185,7 @@ def load_slots(bf):
         if s == 2:
             e("    @!%p_mt1 bra PROD_DONE;")
         e(f"    and.pred %p1, %pr{s}, %p_k;")
-        e(f"    add.u64 %rd2, %xrow0, %koff;" + "".join("\n    add.u64 %rd2, %rd2, %xstep;" for _ in range(s)))
+        e("    add.u64 %rd2, %xrow0, %koff;" + "".join("\n    add.u64 %rd2, %rd2, %xstep;" for _ in range(s)))
         if bf:
             e(f"    @%p1 ld.global.nc.v4.b32 {{%xa{4*s}, %xa{4*s+1}, %xa{4*s+2}, %xa{4*s+3}}}, [%rd2];")
         else:
@@ -224,8 +224,8 @@ def post_slots(bf, esz):
         mul.lo.u32 %r2, %r2, %n;
         mul.wide.u32 %rd1, %r2, 4;
         add.u64 %hrrow0, %hres_in, %rd1;""")
-        e(f"    add.u64 %rd3, %xorow0, %koff;")
-        e(f"    mov.u64 %rd9, %xrow0;" + "".join("\n    add.u64 %rd9, %rd9, %xstep;" for _ in range(s)))
+        e("    add.u64 %rd3, %xorow0, %koff;")
+        e("    mov.u64 %rd9, %xrow0;" + "".join("\n    add.u64 %rd9, %rd9, %xstep;" for _ in range(s)))
         if bf:
             outs = ", ".join(f"%xa{4*s+j}" for j in range(4))
             e(f"    call ({outs}), post_chunk_bf16, (%rd9, %frow0, %hprow0, %hrrow0, %rd3, %n, %C, %ii, %cc, %r5);")
@@ -254,7 +254,7 @@ def phi_bf16():
         for j in range(8):
             e(f"    mov.f32 %pf{j}, 0f00000000;")
         e(f"    and.pred %p3, %pmv{nt}, %p_k;")
-        e(f"    add.u64 %rd5, %prow0, %kof4;" + "".join("\n    add.u64 %rd5, %rd5, %pstep;" for _ in range(nt)))
+        e("    add.u64 %rd5, %prow0, %kof4;" + "".join("\n    add.u64 %rd5, %rd5, %pstep;" for _ in range(nt)))
         e("    @%p3 ld.global.nc.v4.f32 {%pf0, %pf1, %pf2, %pf3}, [%rd5];")
         e("    @%p3 ld.global.nc.v4.f32 {%pf4, %pf5, %pf6, %pf7}, [%rd5+16];")
         for j in range(8):
@@ -286,7 +286,7 @@ def phi_tf32():
             for j in range(4):
                 e(f"    mov.f32 %pf{j}, 0f00000000;")
             e(f"    and.pred %p3, %pmv{nt}, %p_k;")
-            e(f"    add.u64 %rd5, %prow0, %kof4;" + "".join("\n    add.u64 %rd5, %rd5, %pstep;" for _ in range(nt)))
+            e("    add.u64 %rd5, %prow0, %kof4;" + "".join("\n    add.u64 %rd5, %rd5, %pstep;" for _ in range(nt)))
             e(f"    @%p3 ld.global.nc.v4.f32 {{%pf0, %pf1, %pf2, %pf3}}, [%rd5+{16*h}];")
             for j in range(4):
                 e(f"    mul.f32 %pf{j}, %pf{j}, %gkv{j};")
