@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """`pre` for many tokens on persistent clusters, sm_90a: asm/ptx/sm90/pre_pc.ptx.
 
 The kernel is written by hand here as PTX text; Python only spells out the unrolled blocks
@@ -739,10 +738,10 @@ class Entry:
         self.e = self.L.append
         self.NOSINK = "\n    mov.u32 %iters, 0;" if "nosink" in exp else ""
         self.NOMIX = "\n    bra MIX_END;" if "nomix" in exp else ""
-        name = ("mhc_post_pre_pc16m_bf16_n4" if mixw else "mhc_post_pre_pc16_bf16_n4") if fused else "mhc_pre_pc16_bf16_n4"
+        name = (ENTRY_POST_PRE_M if mixw else ENTRY_POST_PRE) if fused else ENTRY_PRE
         if tma:
             assert mixw and not fused
-            name = "mhc_pre_pc16t_bf16_n4"
+            name = ENTRY_PRE_TMA
         self.name = name
         self.SREG = "%SS" if fused else "%C8"  # stream slice stride in a stage row
         # the mix and the ring's fills run beside the math warps (pre: mix warps; fused: the post warps)

@@ -9,7 +9,7 @@ forms differ in where the matrix lives and who sums a line:
 
   per_thread        one thread, the n x n matrix in registers, formulation at run time
                     (coeffs_thread.ptx)
-  per_warp          one warp, register r of lane l holds element l + 32 r; line sums by
+  PerWarp           one warp, register r of lane l holds element l + 32 r; line sums by
                     shuffles (coeffs_shfl.ptx; pre.ptx's n >= 8 coefficients)
   per_thread_padded one thread, a 4 x 4 matrix padded with zeros for n < 4 (pre.ptx, n <= 4)
   unrolled          one thread, one unrolled body per n, the exponent shifted so that denormal
@@ -19,6 +19,9 @@ forms differ in where the matrix lives and who sums a line:
   scaling_vectors   S = diag(r) K diag(c), lane j keeping column and row j of K (static.ptx,
                     n >= 8)
   lane_column_row   lane j keeps column j and row j of S itself (pre_gemm.ptx)
+
+alternate, v4_iterations and paper_iterations emit the shared iteration loops (V4 / Paper
+order) around a form's column and row steps.
 
 Every line sum is a pairwise tree (blocks.pairwise) or a fixed butterfly: the same bits in every
 run. Reciprocals are rcp.approx (every divisor is >= eps_hc or a softmax sum >= 1), with a

@@ -1,7 +1,9 @@
+"""The software-pipelined K loop of the pre (non-post) path: the loads of step j+1 (x rows, phi
+rows, gamma_k) are issued into the other register set before the mma work of step j; and the
+blocks the producer K loop shares with it (sum of squares, phi split, mma grid, flush)."""
+
 from ..blocks import MMA_BF16, MMA_TF32, mma, split_bf16
 
-# The software-pipelined K loop of the pre (non-post) path: the loads of step j+1 (x rows, phi
-# rows, gamma_k) are issued into the other register set before the mma work of step j.
 ACC = [f"%acc{i}" for i in range(32)]
 
 def addr(esz, src="%jn"):

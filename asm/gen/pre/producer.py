@@ -1,11 +1,12 @@
-# post_pre's batched producer (bf16 only, flag 64, n <= 4): for the K step of this lane (stream
-# %ii, channels %cc..+7) and all 4 row slots, all loads are issued first (f chunk, the n x chunks), then
-# x'[t][i][c] = h_post[t][i] f[t][c] + sum_j H_j x[t][j][c] in f32 (mul, then fma in j order:
-# the same operations as post_chunk_*), rounded once to the storage dtype, stored to x' and
-# handed to the mma / ss as %xa (bf16) or %xr (f32). h_post / h_res come from the tile's rows
-# staged in smem_hp at the start of the post K loop (gen.py, PB_ST). One memory round trip per
-# step instead of one per slot (the .func producer), which is what made post_pre 4x slower
-# than pre (notes/cuda-pre.md).
+"""post_pre's K loop and its batched producer (bf16 only, flag 64, n <= 4): for the K step of
+this lane (stream %ii, channels %cc..+7) and all 4 row slots, all loads are issued first (f
+chunk, the n x chunks), then x'[t][i][c] = h_post[t][i] f[t][c] + sum_j H_j x[t][j][c] in f32
+(mul, then fma in j order: the same operations as post_chunk_*), rounded once to the storage
+dtype, stored to x' and handed to the mma / ss as %xa (bf16) or %xr (f32). h_post / h_res come
+from the tile's rows staged in smem_hp at the start of the post K loop (BATCHED_STAGING). One
+memory round trip per step instead of one per slot: the .func producer's round trip per slot
+makes post_pre 4x slower than pre (notes/cuda-pre.md)."""
+
 from . import kloop
 
 

@@ -1,7 +1,8 @@
-# Last CTA of a decode tile: sum the splits' partial blocks. For ldp = 32 (n <= 4): 16-byte
-# quads, 4 split groups (warps 0-1, 2-3, 4-5, 6-7 -> group = tx / 64) each summing splits
-# g = p, p+4, ... in order with 8 loads in flight, group sums combined in group order through
-# shared memory: deterministic, ~ splits/32 L2 round trips instead of splits/8.
+"""Last CTA of a decode tile: sum the splits' partial blocks. For ldp = 32 (n <= 4): 16-byte
+quads, 4 split groups (warps 0-1, 2-3, 4-5, 6-7 -> group = tx / 64) each summing splits g = p,
+p+4, ... in order with 8 loads in flight, group sums combined in group order through shared
+memory: deterministic, ~ splits/32 L2 round trips instead of splits/8."""
+
 # The 8 quads of f32 registers the reductions load into (free after the K loop).
 V4_TEMPS = [["%f50", "%f51", "%f52", "%f53"], ["%f54", "%f55", "%f56", "%f57"], ["%f58", "%f59", "%f60", "%f61"],
             ["%f62", "%f63", "%f15", "%f16"], ["%f17", "%f18", "%f19", "%f20"], ["%f21", "%f22", "%f23", "%f24"],

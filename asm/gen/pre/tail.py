@@ -1,5 +1,10 @@
+"""pre.ptx after the projection: the decode split reduction (the last CTA sums the splits'
+partials), the coefficients, the release / wait of the other CTAs, the pre-mix and F-pre-norm."""
+
 from ..blocks import butterfly
 from . import coefs, mix, red
+
+
 def sum_splits(lbl):
     # %f3 = sum over the K splits s = 0..nks-1 of [%rd14 + s*%rd11], in s order, 8 loads in flight.
     return f"""    mov.f32 %f3, 0f00000000;
