@@ -169,7 +169,7 @@ fn gpu_post_mma_shapes_match_reference() {
         for (t, n, c) in small(shapes.to_vec(), |&(t, n, c)| t * n * c) {
             let cfg = Config::new(n, c).with_formulation(form);
             let plan = Plan::new(dev, cfg, Dtype::Bf16, t).unwrap();
-            let entry = plan.buckets(Stage::Post).unwrap().iter().find(|b| b.max_tokens >= t).unwrap().desc.entry;
+            let entry = plan.buckets(Stage::Post).unwrap().iter().find(|b| b.max_tokens >= t).unwrap().entry();
             assert!(entry.starts_with("mhc_post_mma_"), "n={n} C={c} T={t}: {entry}");
             check_stage(&gpu, Stage::Post, &cfg, Dtype::Bf16, t, 0.02, &mut rng);
         }
@@ -770,12 +770,12 @@ fn gpu_every_kernel_loads_with_matching_arguments_and_no_local_memory() {
     let funcs = gpu.device().load_all().unwrap();
     assert!(funcs.len() >= 50, "only {} kernels loaded", funcs.len());
     for f in &funcs {
-        let desc = &mhc::device::cuda::kernels::kernels()[f.slot];
-        assert_eq!(f.local_bytes, 0, "{} spills", desc.entry);
-        assert!(f.max_threads >= desc.threads, "{}: max threads {}", desc.entry, f.max_threads);
+        let row = &mhc_loader::Registry::embedded().unwrap().variants()[f.slot].entry;
+        assert_eq!(f.local_bytes, 0, "{} spills", row.entry);
+        assert!(f.max_threads >= row.threads, "{}: max threads {}", row.entry, f.max_threads);
         eprintln!(
             "{:<28} regs {:>3} smem {:>5} max_threads {:>4}",
-            desc.entry, f.registers, f.static_shared_bytes, f.max_threads
+            row.entry, f.registers, f.static_shared_bytes, f.max_threads
         );
     }
 }

@@ -645,15 +645,15 @@ fn pre_cluster_kernel_shapes() {
     let uses = |sh: &Shape| Plan::new(&dev, sh.cfg(), sh.dtype, sh.t).unwrap().pre_uses_cluster_kernel(sh.t);
     let plan = Plan::new(&dev, Config::new(4, 4096), Dtype::Bf16, 8192).unwrap();
     for b in plan.buckets(mhc::Stage::Pre).unwrap() {
-        eprintln!("pre bucket ..={}: {} ({} resident CTAs)", b.max_tokens, b.desc.entry, b.resident_ctas);
+        eprintln!("pre bucket ..={}: {} ({} resident CTAs)", b.max_tokens, b.entry(), b.resident_ctas);
     }
     // C a multiple of 1024: the entry whose ring TMA fills; other C: the cp.async entry.
     for (c, entry) in [(4096, "mhc_pre_pc16t_bf16_n4"), (1024, "mhc_pre_pc16t_bf16_n4"), (1280, "mhc_pre_pc16_bf16_n4")]
     {
         let plan = Plan::new(&dev, Config::new(4, c), Dtype::Bf16, 1000).unwrap();
         let b = plan.buckets(mhc::Stage::Pre).unwrap();
-        let b = b.iter().find(|b| b.desc.min_tokens <= 1000 && 1000 <= b.max_tokens).unwrap();
-        assert_eq!(b.desc.entry, entry, "C = {c}");
+        let b = b.iter().find(|b| b.min_tokens <= 1000 && 1000 <= b.max_tokens).unwrap();
+        assert_eq!(b.entry(), entry, "C = {c}");
     }
     for form in FORMS {
         let bf = |n, c, t| Shape::new(n, c, t, form, Dtype::Bf16);
@@ -712,7 +712,7 @@ fn post_pre_cluster_matches_pair(dev: &CudaDevice, stream: &Stream, rng: &mut re
     let hp = upload(dev, Dtype::F32, &post.h_post).unwrap();
     let hr = upload(dev, Dtype::F32, &post.h_res).unwrap();
     let plan = Plan::new(dev, cfg, dtype, t).unwrap();
-    assert!(plan.post_pre_uses_cluster_kernel(t), "{}: fused cluster kernel selected", sh.label());
+    assert!(plan.post_pre_is_fused(t), "{}: fused cluster kernel selected", sh.label());
     let ws = plan.new_workspace().unwrap();
     let x = din.x.view(dtype, din.x_layout);
     let params = din.params(&cfg);
@@ -778,7 +778,7 @@ fn post_pre_cluster_kernel_shapes() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
     let mut rng = common::rng("post_pre_cluster");
-    let uses = |sh: &Shape| Plan::new(&dev, sh.cfg(), sh.dtype, sh.t).unwrap().post_pre_uses_cluster_kernel(sh.t);
+    let uses = |sh: &Shape| Plan::new(&dev, sh.cfg(), sh.dtype, sh.t).unwrap().post_pre_is_fused(sh.t);
     for form in FORMS {
         let bf = |c, t| Shape::new(4, c, t, form, Dtype::Bf16);
         let mut shapes = Vec::new();
@@ -1942,7 +1942,7 @@ fn profile_pc_phases() {
     let mut r = ready(&dev, &mut rng, Config::new(4, 4096), Dtype::Bf16, t, 4);
     assert!(r.plan.pre_uses_cluster_kernel(t), "T = {t} does not run pre_pc");
     let buckets = r.plan.buckets(mhc::Stage::Pre).unwrap();
-    let ctas = buckets.iter().find(|b| b.desc.min_tokens <= t && t <= b.max_tokens).unwrap().resident_ctas as usize;
+    let ctas = buckets.iter().find(|b| b.min_tokens <= t && t <= b.max_tokens).unwrap().resident_ctas as usize;
     let need = (ctas * PC_STAMP_ROUNDS * 256).max(r.plan.workspace_bytes());
     r.ws = Workspace::from_buffer(&r.plan, DeviceBuffer::alloc(&dev, need).unwrap()).unwrap();
     let tiles = t.div_ceil(16);
@@ -2187,9 +2187,8 @@ fn planned_kernels_match_the_plan() {
     use mhc::device::cuda::planned_kernels;
     use mhc::Stage;
     let Some(dev) = gpu() else { return };
-    let first = |plan: &Plan, stage: Stage, t: usize| -> Option<&'static str> {
-        let buckets = plan.buckets(stage).ok()?;
-        buckets.iter().find(|b| b.desc.min_tokens <= t && t <= b.max_tokens).map(|b| b.desc.entry)
+    let first = |plan: &Plan, stage: Stage, t: usize| -> Option<String> {
+        plan.kernel_for(stage, t).ok().map(|b| b.entry().to_string())
     };
     let mut checked = 0;
     for n in [1, 4, 8, 16, 32] {
@@ -2202,8 +2201,8 @@ fn planned_kernels_match_the_plan() {
                     let plan = Plan::new(&dev, cfg, dtype, 8192).unwrap();
                     for stage in [Stage::Pre, Stage::Post, Stage::PostPre, Stage::Head, Stage::Static, Stage::Expand] {
                         for t in [1, 8, 9, 16, 17, 64, 65, 256, 511, 512, 2047, 2048, 8192] {
-                            let want: Option<Vec<&str>> = if stage == Stage::PostPre {
-                                if plan.post_pre_uses_cluster_kernel(t) {
+                            let want: Option<Vec<String>> = if stage == Stage::PostPre {
+                                if plan.post_pre_is_fused(t) {
                                     first(&plan, stage, t).map(|e| vec![e])
                                 } else {
                                     first(&plan, Stage::Post, t)
@@ -2213,7 +2212,7 @@ fn planned_kernels_match_the_plan() {
                             } else {
                                 first(&plan, stage, t).map(|e| vec![e])
                             };
-                            let got = planned_kernels(&dev.limits(), &cfg, dtype, stage, t)
+                            let got = planned_kernels(&dev.limits(), &cfg, dtype, stage.name(), t)
                                 .ok()
                                 .map(|k| k.into_iter().map(|k| k.entry).collect::<Vec<_>>());
                             assert_eq!(

@@ -52,8 +52,9 @@ pub struct Shape {
     pub formulation: Option<String>,
     /// Optional inputs the call has (`gamma_k`, `gamma_f`): a variant must handle each.
     pub options: Vec<String>,
-    /// Only variants of this launcher (benchmarks and tests that ask for one kernel family);
-    /// variants kept for comparison (`on_request`) are eligible only this way.
+    /// Only variants of this launcher, at any token count (benchmarks and tests that ask for one
+    /// kernel family; the launcher checks its kernel's capacity); variants kept for comparison
+    /// (`on_request`) are eligible only this way.
     pub launch: Option<String>,
 }
 
@@ -563,7 +564,9 @@ fn filter(v: &Variant, arch: Arch, shape: &Shape, budget: &Budget) -> Result<(),
     if let Some(o) = shape.options.iter().find(|o| !e.options.contains(o)) {
         return Err(Reason::Option { option: o.clone(), supported: e.options.clone() });
     }
-    if !e.tokens.contains(shape.tokens) {
+    // A call that asks for a launcher gets it wherever its kernel runs (the launcher checks its
+    // capacity); the token ranges say where the selector uses it.
+    if shape.launch.is_none() && !e.tokens.contains(shape.tokens) {
         return Err(Reason::Tokens { t: shape.tokens, min: e.tokens.min, max: e.tokens.max });
     }
     let r = &v.resources;

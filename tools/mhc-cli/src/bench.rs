@@ -402,13 +402,11 @@ fn bench_case(
 ) -> mhc::Result<Row> {
     let plan = Plan::new(dev, cfg, dtype, t)?.with_overlap(overlap);
     plan.supports(stage)?;
-    let entry = |st: Stage| -> mhc::Result<String> {
-        let bucket = plan.buckets(st)?.iter().find(|b| b.desc.min_tokens <= t && t <= b.max_tokens);
-        Ok(bucket.map_or("?", |b| b.desc.entry).to_string())
-    };
+    let entry =
+        |st: Stage| -> mhc::Result<String> { Ok(plan.kernel_for(st, t).map_or("?", |b| b.entry()).to_string()) };
     // post_pre runs the fused persistent-cluster kernel where the plan has it, else the post
     // kernel, then the pre kernel (Plan::post_pre)
-    let variant = if stage == Stage::PostPre && !plan.post_pre_uses_cluster_kernel(t) {
+    let variant = if stage == Stage::PostPre && !plan.post_pre_is_fused(t) {
         format!("{} + {}", entry(Stage::Post)?, entry(Stage::Pre)?)
     } else {
         entry(stage)?
