@@ -15,6 +15,7 @@ pub mod config;
 pub mod device;
 pub mod error;
 pub mod npy;
+pub mod plan;
 pub mod reference;
 pub mod runner;
 pub mod tensor;

@@ -5,8 +5,9 @@
 use super::ffi;
 use super::launch::LaunchKind;
 use crate::error::{Error, Result};
+use crate::plan::catalogue;
 use cudarc::driver::sys::{CUdevice_attribute as DA, CUfunction_attribute as FA};
-use mhc_loader::{Registry, Variant};
+use mhc_loader::Variant;
 use std::ffi::CString;
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -321,12 +322,6 @@ impl CudaDevice {
         self.inner.bind()?;
         ffi::ctx_synchronize()
     }
-}
-
-/// The embedded catalogue (an error here means the build is inconsistent; tests catch it).
-pub(crate) fn catalogue() -> Result<&'static Registry> {
-    Registry::embedded()
-        .map_err(|e| Error::BadCodeObject { image: mhc_kernels::CATALOGUE_PATH.into(), reason: e.to_string() })
 }
 
 /// What a plan's selection reads from a device, so that the same selection can run without

@@ -6,10 +6,11 @@
 use super::launch::{LaunchKind, Row};
 use super::memory::{DeviceTensor, DeviceTensorMut};
 use super::ops::Forced;
-use super::plan::{Plan, Slot, Workspace};
+use super::plan::{Plan, Workspace};
 use super::pre::{self, PostIn, PostInViews, PreOutViews, PreParamViews, PreVariant};
 use super::stream::Stream;
 use crate::error::{Error, Result};
+use crate::plan::Slot;
 
 pub use super::pre::cluster::PC_STAMP_ROUNDS;
 

@@ -5,11 +5,12 @@
 
 use super::launch::{Bucket, Launch, LaunchKind};
 use super::memory::{DeviceTensor, DeviceTensorMut};
-use super::plan::{Plan, Slot, Workspace};
+use super::plan::{Plan, Workspace};
 use super::pre::{self, Checked, PostInViews, PreOutViews, PreParamViews, PreVariant};
 use super::static_layer::StaticParams;
 use super::stream::Stream;
 use crate::error::{Error, Result};
+use crate::plan::Slot;
 
 /// What a `pre` call forces instead of the plan's choice (benchmarks and tests only).
 #[derive(Debug, Clone, Copy, Default)]

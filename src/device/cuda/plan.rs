@@ -4,82 +4,16 @@
 //! device adds are its limits ([`DeviceLimits`]) and, for persistent kernels, how many clusters
 //! it holds at once. The ops (`ops.rs`) look the bucket up by T, build its launch and enqueue it.
 
-use super::device::{catalogue, CudaDevice, DeviceLimits};
+use super::device::{CudaDevice, DeviceLimits};
 use super::ffi;
 use super::launch::{Bucket, Ctx, LaunchKind, Overlap, Row};
 use super::memory::DeviceBuffer;
 use super::pre::{self, WsLayout};
 use crate::config::{Config, Dtype, Formulation, Stage};
 use crate::error::{Error, Result};
-use mhc_loader::{Budget, Selector, Shape, Trait, Variant};
+use crate::plan::{row_index, Choice, Ranges, Slot};
+use mhc_loader::{Trait, Variant};
 use std::collections::HashMap;
-
-/// The catalogue stages a CUDA plan serves, one table of token buckets each.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Slot {
-    Pre,
-    Post,
-    PostPre,
-    Head,
-    Expand,
-    Static,
-    Coeffs,
-}
-
-impl Slot {
-    const ALL: [Slot; 7] = [Slot::Pre, Slot::Post, Slot::PostPre, Slot::Head, Slot::Expand, Slot::Static, Slot::Coeffs];
-
-    /// The catalogue's stage name.
-    pub(crate) const fn name(self) -> &'static str {
-        match self {
-            Slot::Pre => "pre",
-            Slot::Post => "post",
-            Slot::PostPre => "post_pre",
-            Slot::Head => "head",
-            Slot::Expand => "expand",
-            Slot::Static => "static",
-            Slot::Coeffs => "coeffs",
-        }
-    }
-
-    /// The plan table of a stage of the API (`None`: no CUDA kernel computes it).
-    pub(crate) const fn of(stage: Stage) -> Option<Slot> {
-        match stage {
-            Stage::Pre => Some(Slot::Pre),
-            Stage::Post => Some(Slot::Post),
-            Stage::PostPre => Some(Slot::PostPre),
-            Stage::Head => Some(Slot::Head),
-            Stage::Expand => Some(Slot::Expand),
-            Stage::Static => Some(Slot::Static),
-            _ => None,
-        }
-    }
-
-    const fn index(self) -> usize {
-        self as usize
-    }
-
-    /// The plan table of a catalogue stage name (`None`: not a CUDA stage).
-    pub(crate) fn named(name: &str) -> Option<Slot> {
-        Slot::ALL.into_iter().find(|s| s.name() == name)
-    }
-}
-
-/// What the catalogue is asked for `slot` of `cfg` in `dtype`: the sizes, the formulation and
-/// the optional inputs of `pre` / `post_pre`.
-fn shape_of(cfg: &Config, dtype: Dtype, slot: Slot) -> Shape {
-    let mut shape =
-        Shape::new(1, cfg.n as u32, cfg.c as u64, dtype.name()).with_formulation(&cfg.formulation.to_string());
-    if matches!(slot, Slot::Pre | Slot::PostPre) {
-        if cfg.gamma_k {
-            shape = shape.with_option("gamma_k");
-        }
-        if cfg.gamma_f {
-            shape = shape.with_option("gamma_f");
-        }
-    }
-    shape
-}
 
 /// The device's limits of a catalogue row beyond what the catalogue itself filters: every
 /// sm_90a kernel addresses a token row in 31-bit byte offsets; the general static kernel keeps
@@ -105,13 +39,9 @@ pub(crate) fn launch_limits(
     }
 }
 
-/// One token range of a stage: its last count and the variant chosen for it, or why none is.
-pub(crate) type Choice = (usize, std::result::Result<&'static Variant, Error>);
-
 /// The catalogue's choice for `slot` of `cfg` in `dtype` at every token count up to
-/// `max_tokens` on a device with `limits`: contiguous ranges, the last open-ended. `request`
-/// restricts it to one launcher (benchmarks and tests); `admit` adds the device's own check
-/// (cluster occupancy).
+/// `max_tokens` on a device with `limits` ([`crate::plan::choose`] with this device's launch
+/// limits); `request` restricts it to one launcher, `admit` adds cluster occupancy.
 pub(crate) fn choose(
     limits: &DeviceLimits,
     cfg: &Config,
@@ -121,39 +51,10 @@ pub(crate) fn choose(
     request: Option<LaunchKind>,
     admit: &dyn Fn(&Variant) -> std::result::Result<(), String>,
 ) -> Result<Vec<Choice>> {
-    let selector = selector(limits)?;
-    let mut shape = shape_of(cfg, dtype, slot);
-    if let Some(k) = request {
-        shape = shape.with_launch(k.name());
-    }
     let admit = |v: &Variant| launch_limits(v, cfg, dtype, limits).and_then(|()| admit(v));
     let arch = limits.arch.loader_arch();
-    let buckets = selector.buckets(arch, slot.name(), &shape, &Budget::default(), max_tokens as u64, &admit);
-    Ok(buckets
-        .into_iter()
-        .map(|b| {
-            let max = usize::try_from(b.max_tokens).unwrap_or(usize::MAX);
-            let choice = b.selection.map(|s| s.variant).map_err(|nv| Error::NoVariant {
-                stage: slot.name().into(),
-                arch: limits.arch.name().into(),
-                shape: nv.shape.clone(),
-                rejected: nv.reasons(),
-            });
-            (max, choice)
-        })
-        .collect())
+    crate::plan::choose(arch, limits.sm_count, cfg, dtype, slot, max_tokens, request.map(LaunchKind::name), &admit)
 }
-
-/// The selector of the embedded catalogue and tuned tables for a device of `limits.sm_count`
-/// SMs (the tuned tables' entries are keyed by the SM count they were measured on).
-fn selector(limits: &DeviceLimits) -> Result<Selector<'static>> {
-    let base = mhc_loader::select::embedded_selector()
-        .map_err(|e| Error::BadCodeObject { image: mhc_kernels::CATALOGUE_PATH.into(), reason: e.to_string() })?;
-    Ok(base.clone().with_units(limits.sm_count))
-}
-
-/// A stage's token ranges in a plan, each with its bucket or why no kernel serves it.
-struct Ranges(Vec<(usize, Result<Bucket>)>);
 
 /// A configuration on a device: kernels chosen and loaded for every stage the device has for it.
 pub struct Plan {
@@ -161,7 +62,7 @@ pub struct Plan {
     pub(crate) ctx: Ctx,
     pub(crate) overlap: Overlap,
     /// Per [`Slot`]: the token ranges and their buckets, or why the stage has none.
-    stages: Vec<Result<Ranges>>,
+    stages: Vec<Result<Ranges<Bucket>>>,
     /// The `pre` kernels' workspace regions.
     pub(crate) ws: WsLayout,
     workspace_bytes: usize,
@@ -197,7 +98,7 @@ impl Plan {
             stages.push(Self::plan_stage(dev, &limits, &ctx, slot, None));
         }
         let ws = pre::workspace::layout(&cfg, dtype, max_tokens);
-        let uses_ws = |s: Slot| stages[s.index()].as_ref().is_ok_and(|r| r.0.iter().any(|(_, b)| b.is_ok()));
+        let uses_ws = |s: Slot| stages[s.index()].as_ref().is_ok_and(Ranges::any);
         let workspace_bytes = if uses_ws(Slot::Pre) || uses_ws(Slot::PostPre) { ws.total } else { 0 };
         Ok(Plan { dev: dev.clone(), ctx, overlap: Overlap::default(), stages, ws, workspace_bytes })
     }
@@ -211,10 +112,13 @@ impl Plan {
         ctx: &Ctx,
         slot: Slot,
         request: Option<LaunchKind>,
-    ) -> Result<Ranges> {
+    ) -> Result<Ranges<Bucket>> {
         // Persistent kernels need whole clusters resident: ask the device once per row.
         let resident: std::cell::RefCell<HashMap<usize, Result<u32>>> = Default::default();
         let occupancy = |v: &Variant| -> std::result::Result<(), String> {
+            if !v.has(Trait::Persistent) {
+                return Ok(());
+            }
             let index = row_index(v).map_err(|e| e.to_string())?;
             let r = resident.borrow_mut().entry(index).or_insert_with(|| resident_ctas(dev, ctx, v, index)).clone();
             match r {
@@ -318,11 +222,7 @@ impl Plan {
     }
 
     pub(crate) fn slot_supports(&self, slot: Slot) -> Result<()> {
-        let ranges = self.stages[slot.index()].as_ref().map_err(Clone::clone)?;
-        match ranges.0.iter().find_map(|(_, b)| b.as_ref().err()) {
-            Some(e) => Err(e.clone()),
-            None => Ok(()),
-        }
+        self.stages[slot.index()].as_ref().map_err(Clone::clone)?.complete()
     }
 
     /// The kernel chosen for `stage` at `tokens` tokens (launch path: an index and a short scan).
@@ -331,16 +231,7 @@ impl Plan {
         if tokens > self.ctx.max_tokens {
             return Err(Error::shape("tokens", format!("<= max_tokens = {}", self.ctx.max_tokens), tokens));
         }
-        let ranges = self.stages[slot.index()].as_ref().map_err(Clone::clone)?;
-        match ranges.0.iter().find(|(max, _)| tokens <= *max) {
-            Some((_, b)) => b.as_ref().map_err(Clone::clone),
-            None => Err(Error::NoVariant {
-                stage: slot.name().into(),
-                arch: self.ctx.arch.into(),
-                shape: format!("T={tokens}"),
-                rejected: vec!["no bucket covers this token count".into()],
-            }),
-        }
+        self.stages[slot.index()].as_ref().map_err(Clone::clone)?.at(slot, self.ctx.arch, tokens)
     }
 
     /// The bucket of `stage` at `tokens` tokens when the caller asks for one launcher
@@ -372,8 +263,7 @@ impl Plan {
     /// The selected kernels of `stage`, in token order (for `mhc bench` and `mhc inspect`).
     pub fn buckets(&self, stage: Stage) -> Result<Vec<&Bucket>> {
         let slot = Slot::of(stage).ok_or_else(|| self.supports(stage).err().unwrap_or_else(|| no_slot(stage)))?;
-        let ranges = self.stages[slot.index()].as_ref().map_err(Clone::clone)?;
-        Ok(ranges.0.iter().filter_map(|(_, b)| b.as_ref().ok()).collect())
+        Ok(self.stages[slot.index()].as_ref().map_err(Clone::clone)?.buckets().collect())
     }
 }
 
@@ -388,14 +278,6 @@ fn no_slot(stage: Stage) -> Error {
 
 fn unreachable_stage(stage: Stage) -> Result<&'static Bucket> {
     Err(no_slot(stage))
-}
-
-/// The catalogue row's position (its function slot in the device).
-fn row_index(v: &Variant) -> Result<usize> {
-    catalogue()?.variants().iter().position(|x| std::ptr::eq(x, v)).ok_or_else(|| Error::BadCodeObject {
-        image: mhc_kernels::CATALOGUE_PATH.into(),
-        reason: format!("{} is not a row of the embedded catalogue", v.id()),
-    })
 }
 
 /// Persistent kernels (`persistent`, `token_ring`): the CTAs the device holds at once with the
@@ -469,14 +351,8 @@ pub fn planned_kernels(
         }
         (_, Err(e)) => return Err(e),
     };
-    let selector = selector(limits)?;
     let admit = |v: &Variant| launch_limits(v, cfg, dtype, limits);
-    let shape = shape_of(cfg, dtype, slot).at(tokens as u64);
-    let arch = limits.arch.loader_arch();
-    let explain = match selector.select_with(arch, slot.name(), &shape, &Budget::default(), &admit) {
-        Ok(sel) => sel.explain(),
-        Err(nv) => nv.to_string(),
-    };
+    let explain = crate::plan::explain(limits.arch.loader_arch(), limits.sm_count, cfg, dtype, slot, tokens, &admit)?;
     Ok(vec![PlannedKernel {
         stage: slot.name().to_string(),
         variant: variant.id().to_string(),
@@ -736,7 +612,7 @@ mod tests {
     #[test]
     fn every_catalogue_row_is_chosen_for_some_input() {
         let limits = DeviceLimits::flagship(CudaArch::Sm90a);
-        let reg = catalogue().unwrap();
+        let reg = crate::plan::catalogue().unwrap();
         let mut missing = Vec::new();
         for v in reg.variants().iter().filter(|v| v.arch == mhc_loader::Arch::Sm90a && !v.has(Trait::OnRequest)) {
             let e = &v.entry;
