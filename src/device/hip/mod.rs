@@ -124,6 +124,4 @@ mod tests {
 #[cfg(test)]
 mod gpu_tests;
 #[cfg(test)]
-mod sim_tests;
-#[cfg(test)]
 mod test_support;

@@ -15,25 +15,10 @@ use super::result;
 use super::stream::Stream;
 use crate::config::{Config, Dtype, Formulation, Stage};
 use crate::error::{Error, Result};
+use crate::plan::{Ranges, Slot};
 use crate::tensor::Layout;
+use mhc_loader::Variant;
 use std::ffi::c_void;
-
-/// Position of a stage in [`Stage::ALL`].
-const fn stage_index(s: Stage) -> usize {
-    match s {
-        Stage::Pre => 0,
-        Stage::Post => 1,
-        Stage::PostPre => 2,
-        Stage::Head => 3,
-        Stage::Expand => 4,
-        Stage::Static => 5,
-        Stage::Sinkhorn => 6,
-        Stage::PreBackward => 7,
-        Stage::PostBackward => 8,
-        Stage::HeadBackward => 9,
-        Stage::StaticBackward => 10,
-    }
-}
 
 /// A configuration on a HIP device: the kernels of every stage it supports, loaded and checked.
 pub struct Plan {
@@ -41,8 +26,8 @@ pub struct Plan {
     cfg: Config,
     dtype: Dtype,
     max_tokens: usize,
-    /// Per stage: supported, or its [`Error::NoVariant`].
-    stages: Vec<Result<()>>,
+    /// Per [`Slot`]: the catalogue rows chosen per token range, or why the stage has none.
+    stages: Vec<Result<Ranges<&'static Variant>>>,
     /// Per kernel slot: loaded if some supported stage needs it.
     funcs: [Option<Function>; Kernel::ALL.len()],
     ws: WorkspaceLayout,
@@ -312,26 +297,26 @@ impl Plan {
             return Err(Error::Config { what: "max_tokens", reason: format!("must be in 1..2^31, got {max_tokens}") });
         }
         let mut funcs = [None; Kernel::ALL.len()];
-        let mut stages = Vec::with_capacity(Stage::ALL.len());
-        for stage in Stage::ALL {
-            stages.push(match recipe::stage_kernels(stage, &cfg, dtype) {
-                Ok(kernels) => {
-                    for &k in kernels {
+        let mut stages = Vec::with_capacity(Slot::ALL.len());
+        for slot in Slot::ALL {
+            let choices =
+                crate::plan::choose(dev.arch(), dev.cu_count(), &cfg, dtype, slot, max_tokens, None, &|_| Ok(()))?;
+            let mut ranges = Vec::with_capacity(choices.len());
+            for (max, choice) in choices {
+                if let Ok(v) = choice {
+                    let kernels = recipe::kernels_of(v, &cfg)
+                        .map_err(|reason| Error::BadCodeObject { image: v.entry.file.clone(), reason })?;
+                    for k in kernels {
                         if funcs[k.slot()].is_none() {
                             funcs[k.slot()] = Some(dev.function(k)?);
                         }
                     }
-                    Ok(())
                 }
-                Err(reason) => Err(Error::NoVariant {
-                    stage: stage.name().into(),
-                    arch: dev.arch().name().into(),
-                    shape: format!("n={} C={} {} {}", cfg.n, cfg.c, dtype, cfg.formulation),
-                    rejected: vec![reason],
-                }),
-            });
+                ranges.push((max, choice));
+            }
+            stages.push(Ok(Ranges(ranges)));
         }
-        let consts = if stages[stage_index(Stage::Static)].is_ok() {
+        let consts = if stages[Slot::Static.index()].as_ref().is_ok_and(Ranges::any) {
             Some(DeviceBuffer::from_slice(dev, &recipe::static_constants(&cfg))?)
         } else {
             None
@@ -366,9 +351,15 @@ impl Plan {
         Ok(Workspace { buf: DeviceBuffer::zeroed(&self.dev, self.ws.total.max(256))? })
     }
 
-    /// Whether `stage` runs in this plan (else the reason).
+    /// Whether `stage` runs in this plan at every token count (else the reason).
     pub fn supports(&self, stage: Stage) -> Result<()> {
-        self.stages[stage_index(stage)].clone()
+        let slot = Slot::of(stage).ok_or_else(|| Error::NoVariant {
+            stage: stage.name().into(),
+            arch: self.dev.arch().name().into(),
+            shape: format!("n={} C={}", self.cfg.n, self.cfg.c),
+            rejected: vec![format!("no gfx942 kernel computes {stage}")],
+        })?;
+        self.stages[slot.index()].as_ref().map_err(Clone::clone)?.complete()
     }
 
     /// The loaded kernels (for `mhc inspect` and tests).
@@ -380,9 +371,7 @@ impl Plan {
     /// stream and workspace on this device.
     #[inline]
     fn enter(&self, stage: Stage, t: usize, stream: &Stream, ws: Option<&Workspace>) -> Result<()> {
-        if let Err(e) = &self.stages[stage_index(stage)] {
-            return Err(e.clone());
-        }
+        self.supports(stage)?;
         if t > self.max_tokens {
             return Err(Error::shape("tokens", format!("<= max_tokens = {}", self.max_tokens), t));
         }
@@ -492,7 +481,19 @@ impl Plan {
         if t == 0 {
             return Ok(());
         }
-        self.run(stream, recipe::pre_steps(&self.cfg, self.dtype, t, &self.scratch(ws), &io, None), t)
+        self.run(
+            stream,
+            recipe::pre_steps(
+                &self.cfg,
+                self.dtype,
+                t,
+                recipe::pre_splits(t, self.cfg.k()),
+                &self.scratch(ws),
+                &io,
+                None,
+            ),
+            t,
+        )
     }
 
     /// `post` of layer l then `pre` of layer l+1 on its output `x_out`, in one `mhc_pre` launch
@@ -517,7 +518,19 @@ impl Plan {
         if t == 0 {
             return Ok(());
         }
-        self.run(stream, recipe::pre_steps(&self.cfg, self.dtype, t, &self.scratch(ws), &io, Some(&post_io)), t)
+        self.run(
+            stream,
+            recipe::pre_steps(
+                &self.cfg,
+                self.dtype,
+                t,
+                recipe::pre_splits(t, self.cfg.k()),
+                &self.scratch(ws),
+                &io,
+                Some(&post_io),
+            ),
+            t,
+        )
     }
 
     /// `head` (the final collapse): one `mhc_pre` launch in head mode (M = n logits, sigmoid
@@ -540,8 +553,18 @@ impl Plan {
         if t == 0 {
             return Ok(());
         }
-        let steps =
-            recipe::head_steps(&self.cfg, self.dtype, t, &self.scratch(ws), x, phi.ptr, scale.ptr, base.ptr, out);
+        let steps = recipe::head_steps(
+            &self.cfg,
+            self.dtype,
+            t,
+            recipe::pre_splits(t, self.cfg.k()),
+            &self.scratch(ws),
+            x,
+            phi.ptr,
+            scale.ptr,
+            base.ptr,
+            out,
+        );
         self.run(stream, steps, t)
     }
 
