@@ -169,6 +169,26 @@ pub(crate) fn check_view(
     Ok(())
 }
 
+/// The parameters of `pre` (and of the pre half of `post_pre`) on the device: `phi [M, n*C]`,
+/// `scale [3]`, `base [M]`, and `gamma_k [n*C]` / `gamma_f [C]` exactly when the configuration
+/// asks for them; all dense f32. Every device reads them the same way; a device whose kernels
+/// lack an optional input has no variant for a configuration that asks for it (`NoVariant`).
+#[derive(Debug)]
+pub struct PreParamViews<'a, B> {
+    pub phi: DeviceTensor<'a, B>,
+    pub scale: DeviceTensor<'a, B>,
+    pub base: DeviceTensor<'a, B>,
+    pub gamma_k: Option<DeviceTensor<'a, B>>,
+    pub gamma_f: Option<DeviceTensor<'a, B>>,
+}
+
+impl<B> Clone for PreParamViews<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<B> Copy for PreParamViews<'_, B> {}
+
 /// Where `pre` (and the pre half of `post_pre`) writes: `a` (and `y` iff `cfg.gamma_f`) T rows
 /// of C in the plan's dtype (strided rows); `h_pre`, `h_post` `[T, n]`, `h_res` `[T, n, n]` and
 /// `inv_rms` `[T, 1]`, dense f32.

@@ -46,16 +46,10 @@ impl std::fmt::Debug for Plan {
     }
 }
 
-/// The parameters of `pre` on the device: `phi [M, n*C]` (with `gamma_k` folded in, see
-/// [`recipe::stage_kernels`]), `scale [3]`, `base [M]`, and `gamma_f [C]` exactly when the
-/// configuration asks for it; all dense f32.
-#[derive(Debug, Clone, Copy)]
-pub struct PreParamViews<'a> {
-    pub phi: DeviceTensor<'a>,
-    pub scale: DeviceTensor<'a>,
-    pub base: DeviceTensor<'a>,
-    pub gamma_f: Option<DeviceTensor<'a>>,
-}
+/// The parameters of `pre` (see [`crate::device::view::PreParamViews`]). The gfx942 kernels
+/// have no `gamma_k` input: a configuration with `gamma_k` has no gfx942 variant (fold it into
+/// `phi` instead: `(v * gamma_k) . phi^T = v . (phi * gamma_k)^T`).
+pub type PreParamViews<'a> = crate::device::view::PreParamViews<'a, super::memory::DeviceBuffer>;
 
 /// Where `pre` writes (see [`crate::device::view::PreOutViews`]).
 pub type PreOutViews<'a> = crate::device::view::PreOutViews<'a, super::memory::DeviceBuffer>;
@@ -188,6 +182,9 @@ impl ViewCheck {
                 if want { "absent" } else { "present" },
             )
         };
+        if params.gamma_k.is_some() {
+            return Err(presence("gamma_k", false));
+        }
         let gamma_f = match (&params.gamma_f, self.cfg.gamma_f) {
             (Some(g), true) => {
                 check_param(g, "gamma_f", c)?;
@@ -672,6 +669,7 @@ mod tests {
             phi: view(0x2000, m * k, Dtype::F32, Layout::dense(m, k)),
             scale: dense(1, 3),
             base: dense(1, m),
+            gamma_k: None,
             gamma_f,
         };
         let outs = |y: Option<DeviceTensorMut<'static>>, inv_rms_len: usize| PreOutViews {

@@ -234,6 +234,7 @@ impl StageRunner for HipRunner {
                         phi: get("phi")?.view().with_layout(Layout::dense(cfg.m(), cfg.k())),
                         scale: get("scale")?.view(),
                         base: get("base")?.view(),
+                        gamma_k: None,
                         gamma_f: if cfg.gamma_f { Some(get("gamma_f")?.view()) } else { None },
                     };
                     let mut x_out = if stage == Stage::PostPre { Some(take("out")?) } else { None };

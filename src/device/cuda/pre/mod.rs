@@ -25,16 +25,9 @@ use crate::error::{Error, Result};
 
 pub use general::PreVariant;
 
-/// The parameters of `pre` on the device: `phi [M, n*C]`, `scale [3]`, `base [M]`, and
-/// `gamma_k [n*C]` / `gamma_f [C]` exactly when the configuration asks for them; all dense f32.
-#[derive(Debug, Clone, Copy)]
-pub struct PreParamViews<'a> {
-    pub phi: DeviceTensor<'a>,
-    pub scale: DeviceTensor<'a>,
-    pub base: DeviceTensor<'a>,
-    pub gamma_k: Option<DeviceTensor<'a>>,
-    pub gamma_f: Option<DeviceTensor<'a>>,
-}
+/// The parameters of `pre` (see [`crate::device::view::PreParamViews`]); `phi` and the gammas
+/// 16-byte aligned.
+pub type PreParamViews<'a> = crate::device::view::PreParamViews<'a, super::memory::DeviceBuffer>;
 
 /// Where `pre` writes (see [`crate::device::view::PreOutViews`]); `a`/`y` rows 16-byte aligned.
 pub type PreOutViews<'a> = crate::device::view::PreOutViews<'a, super::memory::DeviceBuffer>;
