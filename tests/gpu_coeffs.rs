@@ -1,5 +1,5 @@
 //! GPU test of the coefficient kernel (asm/ptx/sm90/coeffs.ptx, written with the loader) through
-//! `Plan::coeffs`, against the f64 reference of MATH.md stages 1 (after the projection) and 2:
+//! `Plan::coeffs`, against the f64 reference of docs/math.md stages 1 (after the projection) and 2:
 //! both formulations, every n, head mode; outputs poisoned before the launch. Skips without a GPU.
 
 use mhc::device::cuda::runner::{download, nan_pattern, upload};

@@ -35,7 +35,7 @@ fn round(dtype: Dtype, v: f64) -> f64 {
     }
 }
 
-/// Random inputs of `stage` as MATH.md asks (x ~ N(0,1), phi ~ phi_std N(0,1), scale ~ U(0.01,
+/// Random inputs of `stage` as docs/math.md asks (x ~ N(0,1), phi ~ phi_std N(0,1), scale ~ U(0.01,
 /// 1), base ~ 0.1 N(0,1); coefficients of post positive; static logits N(0,1), gamma ~ 1+0.1N).
 fn inputs(stage: Stage, cfg: &Config, dtype: Dtype, t: usize, phi_std: f64, rng: &mut Rng) -> Named {
     let sig = signature(stage, cfg);
@@ -111,7 +111,7 @@ fn check_stage(gpu: &CudaRunner, stage: Stage, cfg: &Config, dtype: Dtype, t: us
 
 const NS: [usize; 6] = [1, 2, 4, 8, 16, 32];
 
-/// (T, n, C) cases: every n at small sizes, the deployed n = 4 at the MATH.md sizes.
+/// (T, n, C) cases: every n at small sizes, the deployed n = 4 at the docs/math.md sizes.
 fn cases() -> Vec<(usize, usize, usize)> {
     let mut v = Vec::new();
     for n in NS {
@@ -157,7 +157,7 @@ fn gpu_post_matches_reference() {
 
 /// The tensor-core post kernels (bf16, n = 32 from T = 65, n = 16 from T = 400; post.ptx `mhc_post_mma_*`): one
 /// 8-channel tile (C = 8: only warp 0 works, its second tile clamped), an odd tile count
-/// (C = 24), the MATH.md C = 1280, and the largest C whose x tile fits (3512 at n = 32, 7032 at
+/// (C = 24), the docs/math.md C = 1280, and the largest C whose x tile fits (3512 at n = 32, 7032 at
 /// n = 16), both formulations (V4 applies h_res transposed).
 #[test]
 fn gpu_post_mma_shapes_match_reference() {
@@ -210,7 +210,7 @@ fn gpu_head_cluster_shapes_match_reference() {
 }
 
 /// The cluster head kernels at n = 16 / 32 (V1 = 2; 16-CTA clusters up to 16 tokens, 8-CTA
-/// ones above): T = 1, partial tiles, the C = 1280 of MATH.md, C = 64 (two chunks per CTA of a
+/// ones above): T = 1, partial tiles, the C = 1280 of docs/math.md, C = 64 (two chunks per CTA of a
 /// 16-CTA cluster), T = 17 and 256 (the 8-CTA kernel).
 #[test]
 fn gpu_head_cluster_wide_n_match_reference() {

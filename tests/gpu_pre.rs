@@ -6,7 +6,7 @@
 //! op must refuse before launching. Without a CUDA GPU every test prints why and passes.
 //!
 //! `bench_pre` (ignored by default; `--ignored`) times the general kernel at the shapes of
-//! notes/cuda-pre.md; `bench_pre_decode` times the decode kernel (asm/ptx/sm90/pre_decode.ptx)
+//! docs/kernels/pre.md; `bench_pre_decode` times the decode kernel (asm/ptx/sm90/pre_decode.ptx)
 //! against it at T <= 16, with a Sinkhorn and CTA-count attribution.
 
 mod common;
@@ -198,7 +198,7 @@ fn max_abs_diff(got: &[f64], want: &[f64]) -> f64 {
     got.iter().zip(want).fold(0.0f64, |m, (g, w)| if (g - w).is_nan() { f64::INFINITY } else { m.max((g - w).abs()) })
 }
 
-/// MATH.md tolerances: activations rel L2, coefficients max abs. Every output is measured
+/// docs/math.md tolerances: activations rel L2, coefficients max abs. Every output is measured
 /// before failing, and the failure shows all of them with the first values.
 /// With `cond` (phi ~ 0.5 cases, see [`conditioning`]): the `h_res` rows of ill-conditioned
 /// tokens are left out, and a coefficient output may be off by up to 3x what the f32
@@ -362,7 +362,7 @@ fn check_pre(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testing::Rn
 }
 
 /// [`check_pre`], also asserting which kernel `pre` selected (`Some(true)`: the decode or the mid
-/// kernel; the mid kernel wherever it runs, since round 13 also for T <= 16).
+/// kernel; the mid kernel wherever it runs, also for T <= 16).
 fn check_pre_kernel(
     dev: &CudaDevice,
     stream: &Stream,
@@ -425,7 +425,7 @@ fn pre_every_n_both_formulations_both_dtypes() {
 }
 
 /// n >= 8 on the general kernel's wide launch shapes (logit groups sliced over the CTAs of a
-/// K split, decode and few-tile prefill) and the register Sinkhorn: MATH.md's C = 1280 sizes,
+/// K split, decode and few-tile prefill) and the register Sinkhorn: docs/math.md's C = 1280 sizes,
 /// both formulations, gamma_k, strided rows, a forced K split (one group slice) beside them.
 #[test]
 fn pre_wide_n_launch_shapes() {

@@ -1,4 +1,4 @@
-//! Shared helpers of the reference tests: random cases (MATH.md's test distributions) and
+//! Shared helpers of the reference tests: random cases (docs/math.md's test distributions) and
 //! thin wrappers that run a stage on dense f64 storage and return its outputs.
 #![allow(dead_code, clippy::needless_range_loop)]
 
@@ -80,7 +80,7 @@ impl PreOut {
 }
 
 impl PreCase {
-    /// MATH.md's distributions: x ~ N(0,1), phi ~ phi_std N(0,1), scale ~ U(0.01, 1),
+    /// docs/math.md's distributions: x ~ N(0,1), phi ~ phi_std N(0,1), scale ~ U(0.01, 1),
     /// base ~ 0.1 N(0,1); gammas ~ 1 + 0.1 N(0,1).
     pub fn random(rng: &mut Rng, cfg: Config, t: usize, phi_std: f64) -> Self {
         let (n, c, k, m) = (cfg.n, cfg.c, cfg.k(), cfg.m());

@@ -1,5 +1,5 @@
 //! Tests on a real AMD GPU: every forward stage of the HIP device against the CPU f64
-//! reference (MATH.md tolerances), with seeded random inputs and outputs poisoned before each
+//! reference (docs/math.md tolerances), with seeded random inputs and outputs poisoned before each
 //! launch; strided views; graph capture. Without libamdhip64 or a gfx942 GPU every test prints
 //! why and returns (CI and the build machines have none).
 

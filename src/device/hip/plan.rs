@@ -441,7 +441,7 @@ impl Plan {
         Scratch { base: ws.device_ptr(), layout: self.ws }
     }
 
-    /// `post` (MATH.md stage 4): `out = h_post f + h_res-mix of x`, one launch. `x` and `out`
+    /// `post` (docs/math.md stage 4): `out = h_post f + h_res-mix of x`, one launch. `x` and `out`
     /// must share their row stride (the kernel takes one).
     pub fn post(
         &self,
@@ -461,7 +461,7 @@ impl Plan {
         self.run(stream, recipe::post_steps(&self.cfg, self.dtype, t, &io), t)
     }
 
-    /// `pre` (MATH.md stages 1-3, plus the F-pre-norm with `gamma_f`): one `mhc_pre` launch
+    /// `pre` (docs/math.md stages 1-3, plus the F-pre-norm with `gamma_f`): one `mhc_pre` launch
     /// (split K over G workgroups per 4-token tile when T <= 64, the last one finishing), then
     /// `mhc_rmsnorm` when the configuration has `gamma_f`.
     pub fn pre(

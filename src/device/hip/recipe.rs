@@ -149,7 +149,7 @@ macro_rules! kernel_args {
 }
 
 kernel_args! {
-    /// `mhc_post`: MATH.md stage 4. `x_stride` is shared by `x` and `out`; `(res_si, res_sj)`
+    /// `mhc_post`: docs/math.md stage 4. `x_stride` is shared by `x` and `out`; `(res_si, res_sj)`
     /// are the element strides of the coefficient for (output i, input j): [`post_res_strides`].
     PostArgs for Kernel::Post => {
         x: ptr, f: ptr, h_post: ptr, h_res: ptr, out: ptr,
@@ -174,7 +174,7 @@ kernel_args! {
 }
 
 kernel_args! {
-    /// `mhc_coeffs`: MATH.md stage 2 from given logits `p` (rows of `p_stride`).
+    /// `mhc_coeffs`: docs/math.md stage 2 from given logits `p` (rows of `p_stride`).
     CoeffsArgs for Kernel::Coeffs => {
         p: ptr, inv_rms: ptr, scale: ptr, base: ptr, h_pre: ptr, h_post: ptr, h_res: ptr,
         tokens: u32, streams: u32, iters: u32, eps_hc: f32, flags: u32, p_stride: u32,

@@ -3,7 +3,7 @@
 //! runtime call), store activations in the requested dtype and parameters in f32 on the
 //! device, poison every output with NaN, run the stage's op, synchronize, read the outputs back.
 //! `gamma_k` is folded into `phi` on the host (`phi * gamma_k`, rounded once to f32), as the
-//! simulator's runner does: MATH.md's `(v gamma_k) . phi^T = v . (phi gamma_k)^T`.
+//! simulator's runner does: docs/math.md's `(v gamma_k) . phi^T = v . (phi gamma_k)^T`.
 
 use super::device::HipDevice;
 use super::memory::DeviceBuffer;

@@ -13,7 +13,7 @@ pub(super) fn seed() -> u64 {
     }
 }
 
-/// Asserts `got` matches `want` within MATH.md's tolerances for `dtype` (coefficients max abs,
+/// Asserts `got` matches `want` within docs/math.md's tolerances for `dtype` (coefficients max abs,
 /// activations relative L2); a non-finite value means an unwritten output.
 pub(super) fn compare(ctx: &str, dtype: Dtype, got: &Named, want: &Named) {
     assert_eq!(got.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>(), "{ctx}: output names");

@@ -31,7 +31,7 @@ enum Command {
     Inspect(inspect::Args),
     /// Time every stage x shape x selected variant on a GPU against the measured copy bandwidth.
     Bench(bench::Args),
-    /// Write seeded random inputs of a stage as .npy files (MATH.md's test distributions).
+    /// Write seeded random inputs of a stage as .npy files (docs/math.md's test distributions).
     Example(example::Args),
     /// Compare the .npy outputs of two folders (relative error per output).
     Compare(compare::Args),

@@ -30,7 +30,7 @@ pub const DECODE_MAX_CTAS: usize = 144;
 /// every CTA reads every CTA's partial rows of every token after the grid barrier, so that
 /// read grows with T x CTAs (H200, bf16 n=4, graph: T = 16, C = 4096 10.05 us over 128 CTAs,
 /// 9.69 over 86, 9.46 over 64; C = 7168 11.20 over 128, 10.82 over 112; at T = 1 the count
-/// does not matter: 6.63 / 6.72 / 6.71 us over 128 / 86 / 64; notes/cuda-pre.md).
+/// does not matter: 6.63 / 6.72 / 6.71 us over 128 / 86 / 64; docs/kernels/pre.md).
 pub const DECODE_FEW_CTAS_ABOVE: usize = 8;
 
 /// `(ctas, cpc)` of the decode kernel for `t` tokens: channels per CTA `cpc` (a multiple of

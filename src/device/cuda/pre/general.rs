@@ -44,7 +44,7 @@ pub(crate) const FLAG_DBG_NO_K: u32 = 1024;
 /// Bits 16..23 of the flags: logit-group slices per K split ([`LaunchShape::groups`]; 0 = 1).
 const FLAG_GROUPS_SHIFT: u32 = 16;
 
-/// The tuning `pre` launches with (measured on H200, notes/cuda-pre.md round 9). bf16: the
+/// The tuning `pre` launches with (measured on H200; docs/kernels/pre.md). bf16: the
 /// latency-bound launches (decode, and split prefill tiles, where all CTAs of a tile now share
 /// its pre-mix: T = 1024 61.8 -> 57.3 us, C = 7168 92.9 -> 73.6 us) take the fast K loop with
 /// prefetch; one CTA per tile (T >= 4096 at C = 4096) runs the general loop without prefetch
@@ -122,7 +122,7 @@ pub(crate) fn split_cap(cfg: &Config) -> usize {
 /// Partial blocks of the split prefill shape over all tiles (when the logits fit one group,
 /// n <= 4): each CTA of a tile reduces a part of K, so several SMs pull a tile at once and the
 /// tile's re-read for the pre-mix finds it in L2. Used only while the grid would otherwise
-/// leave SMs idle, up to `sms / tiles` CTAs per tile (measured on H200, notes/cuda-pre.md:
+/// leave SMs idle, up to `sms / tiles` CTAs per tile (measured on H200, docs/kernels/pre.md:
 /// T = 256 91 -> 59 us, T = 1024 100 -> 69 us with 4 per tile; at T = 8192, 4 splits cost
 /// 253 -> 311 us).
 pub(crate) const PREFILL_SPLIT_BLOCKS: usize = 256;
