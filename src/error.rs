@@ -3,8 +3,10 @@
 
 use std::fmt;
 
-/// Everything that can go wrong, with enough context to act on it.
+/// Everything that can go wrong, with enough context to act on it. New kinds may be added:
+/// match with a wildcard arm.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// No GPU of the requested kind is present.
     #[error("no device: {0}")]

@@ -3,7 +3,6 @@
 //! slot of its catalogue row.
 
 use super::ffi;
-use super::launch::LaunchKind;
 use crate::error::{Error, Result};
 use crate::plan::catalogue;
 use cudarc::driver::sys::{CUdevice_attribute as DA, CUfunction_attribute as FA};
@@ -210,22 +209,30 @@ impl CudaDevice {
     }
 
     /// Resolves the kernel of catalogue row `slot`: loads its image once (cuModuleLoadData),
-    /// looks the entry up once, and checks that its parameters tile exactly the argument block
-    /// of its launcher ([`LaunchKind::arg_bytes`]) at the offsets the code object records and the
-    /// driver reports, and that it uses no local memory. Called when a plan is built, never on the
+    /// looks the entry up once, and checks that its parameters tile exactly `param_bytes` (the
+    /// argument block of its launcher) at the offsets the code object records and the driver
+    /// reports, and that it uses no local memory. Called when a plan is built, never on the
     /// launch path.
-    pub(crate) fn function(&self, slot: usize) -> Result<Function> {
+    pub(crate) fn function(&self, slot: usize, param_bytes: usize) -> Result<Function> {
         let v: &Variant = catalogue()?.variants().get(slot).ok_or_else(|| Error::BadCodeObject {
             image: mhc_kernels::CATALOGUE_PATH.into(),
             reason: format!("no catalogue row {slot}"),
         })?;
         if let Some(f) = self.inner.functions.lock().map_err(|_| poisoned())?[slot] {
+            if f.param_bytes as usize != param_bytes {
+                return Err(Error::BadCodeObject {
+                    image: v.entry.file.clone(),
+                    reason: format!(
+                        "{}: loaded for a {}-byte argument block, asked for {param_bytes}",
+                        v.id(),
+                        f.param_bytes
+                    ),
+                });
+            }
             return Ok(f);
         }
         let image = v.entry.file.as_str();
         let bad = |reason: String| Error::BadCodeObject { image: image.into(), reason };
-        let kind = LaunchKind::from_name(&v.entry.launch)
-            .ok_or_else(|| bad(format!("{}: no CUDA launcher {:?}", v.id(), v.entry.launch)))?;
         let (index, embedded) = mhc_kernels::IMAGES
             .iter()
             .enumerate()
@@ -258,7 +265,6 @@ impl CudaDevice {
         // CBANK_PARAM_SIZE) and the driver reports (cuFuncGetParamInfo, asked only for
         // parameters that exist).
         let info = v.kernel.as_ref().ok_or_else(|| bad(format!("{entry}: the loader read no kernel information")))?;
-        let param_bytes = kind.arg_bytes();
         let mut param_offsets = [0u16; MAX_PARAMS];
         let count = info.params.len();
         let mut end = 0usize;
@@ -275,7 +281,7 @@ impl CudaDevice {
                 "{entry}: parameters {:?} ({} bytes) do not tile the {param_bytes}-byte argument block of launcher {}",
                 info.params.iter().map(|p| (p.offset, p.size)).collect::<Vec<_>>(),
                 info.kernarg_bytes,
-                kind.name()
+                v.entry.launch
             )));
         }
         let attr = |a| ffi::function_attribute(raw, a).map(|v| v as u32);
@@ -307,14 +313,6 @@ impl CudaDevice {
         }
         self.inner.functions.lock().map_err(|_| poisoned())?[slot] = Some(f);
         Ok(f)
-    }
-
-    /// Loads and checks every kernel of this architecture's catalogue rows (tests and
-    /// `mhc inspect` use it).
-    pub fn load_all(&self) -> Result<Vec<Function>> {
-        let arch = self.inner.arch.loader_arch();
-        let reg = catalogue()?;
-        (0..reg.variants().len()).filter(|&i| reg.variants()[i].arch.runs_on(arch)).map(|i| self.function(i)).collect()
     }
 
     /// Waits for all work on this device.

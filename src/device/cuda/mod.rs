@@ -84,6 +84,7 @@ pub use hooks::{PreKernel, PC_STAMP_ROUNDS};
 pub use launch::{Bucket, LaunchKind, Overlap};
 pub use memory::{DeviceBuffer, DeviceTensor, DeviceTensorMut};
 pub use plan::{planned_kernels, Plan, PlannedKernel, Workspace};
-pub use pre::{PostInViews, PreOutViews, PreParamViews, PreVariant};
+pub use pre::general::PreVariant;
+pub use pre::{PostInViews, PreOutViews, PreParamViews};
 pub use runner::CudaRunner;
 pub use stream::{Event, Graph, Stream};

@@ -6,7 +6,8 @@
 use super::launch::{Bucket, Launch, LaunchKind};
 use super::memory::{DeviceTensor, DeviceTensorMut};
 use super::plan::{Plan, Workspace};
-use super::pre::{self, Checked, PostInViews, PreOutViews, PreParamViews, PreVariant};
+use super::pre::general::PreVariant;
+use super::pre::{self, Checked, PostInViews, PreOutViews, PreParamViews};
 use super::static_layer::StaticParams;
 use super::stream::Stream;
 use crate::error::{Error, Result};

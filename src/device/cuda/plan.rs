@@ -4,14 +4,14 @@
 //! device adds are its limits ([`DeviceLimits`]) and, for persistent kernels, how many clusters
 //! it holds at once. The ops (`ops.rs`) look the bucket up by T, build its launch and enqueue it.
 
-use super::device::{CudaDevice, DeviceLimits};
+use super::device::{CudaDevice, DeviceLimits, Function};
 use super::ffi;
 use super::launch::{Bucket, Ctx, LaunchKind, Overlap, Row};
 use super::memory::DeviceBuffer;
 use super::pre::{self, WsLayout};
 use crate::config::{Config, Dtype, Formulation, Stage};
 use crate::error::{Error, Result};
-use crate::plan::{row_index, Choice, Ranges, Slot};
+use crate::plan::{catalogue, row_index, Choice, Ranges, Slot};
 use mhc_loader::{Trait, Variant};
 use std::collections::HashMap;
 
@@ -137,7 +137,7 @@ impl Plan {
                         image: variant.entry.file.clone(),
                         reason: format!("{}: no CUDA launcher {:?}", variant.id(), variant.entry.launch),
                     })?;
-                    let func = dev.function(slot_index)?;
+                    let func = dev.function(slot_index, kind.arg_bytes())?;
                     let resident_ctas = match resident.borrow().get(&slot_index) {
                         Some(Ok(n)) => *n,
                         _ => resident_ctas(dev, ctx, variant, slot_index)?,
@@ -284,9 +284,12 @@ fn unreachable_stage(stage: Stage) -> Result<&'static Bucket> {
 /// shared memory this configuration needs (whole clusters); 0 for the others.
 fn resident_ctas(dev: &CudaDevice, ctx: &Ctx, v: &Variant, index: usize) -> Result<u32> {
     let geometry = &v.entry.geometry;
+    let kind = LaunchKind::from_name(&v.entry.launch).ok_or_else(|| Error::BadCodeObject {
+        image: v.entry.file.clone(),
+        reason: format!("{}: no CUDA launcher {:?}", v.id(), v.entry.launch),
+    })?;
     if geometry.has(Trait::Persistent) {
-        let func = dev.function(index)?;
-        let kind = LaunchKind::from_name(&v.entry.launch).unwrap_or(LaunchKind::Head);
+        let func = dev.function(index, kind.arg_bytes())?;
         let shared = match kind {
             LaunchKind::Head => super::head::persistent_shared_bytes(v, &ctx.cfg, ctx.dtype),
             other => pre::cluster::ring_bytes_of(other, ctx.cfg.c) as u32,
@@ -295,12 +298,30 @@ fn resident_ctas(dev: &CudaDevice, ctx: &Ctx, v: &Variant, index: usize) -> Resu
         return Ok(clusters.max(0) as u32 * geometry.cluster);
     }
     if geometry.has(Trait::TokenRing) {
-        let func = dev.function(index)?;
+        let func = dev.function(index, kind.arg_bytes())?;
         let shared = super::static_layer::token_ring_bytes(v, ctx.cfg.c, ctx.cfg.n, ctx.dtype) as u32;
         let per_sm = super::static_layer::resident_ctas(func.registers, v.threads(), shared + func.static_shared_bytes);
         return Ok(dev.sm_count() * per_sm);
     }
     Ok(0)
+}
+
+impl CudaDevice {
+    /// Loads and checks every kernel of this architecture's catalogue rows against its
+    /// launcher's argument block (tests and `mhc inspect` use it).
+    pub fn load_all(&self) -> Result<Vec<Function>> {
+        let arch = self.arch().loader_arch();
+        let reg = catalogue()?;
+        let mut out = Vec::new();
+        for (i, v) in reg.variants().iter().enumerate().filter(|(_, v)| v.arch.runs_on(arch)) {
+            let kind = LaunchKind::from_name(&v.entry.launch).ok_or_else(|| Error::BadCodeObject {
+                image: v.entry.file.clone(),
+                reason: format!("{}: no CUDA launcher {:?}", v.id(), v.entry.launch),
+            })?;
+            out.push(self.function(i, kind.arg_bytes())?);
+        }
+        Ok(out)
+    }
 }
 
 /// One kernel a plan launches for a stage call, as [`planned_kernels`] reports it.

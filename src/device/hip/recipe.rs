@@ -227,15 +227,17 @@ impl Kernel {
         }
     }
 
-    /// The embedded image holding it (the loader's table key).
-    pub const fn image(self) -> &'static str {
-        match self {
-            Kernel::Pre => "asm/bin/gfx942/pre.hsaco",
-            Kernel::Post => "asm/bin/gfx942/post.hsaco",
-            Kernel::Coeffs => "asm/bin/gfx942/coeffs.hsaco",
-            Kernel::Static => "asm/bin/gfx942/static.hsaco",
-            Kernel::RmsNorm => "asm/bin/gfx942/rmsnorm.hsaco",
-        }
+    /// The embedded image holding it: the `file` of the gfx942 catalogue rows of its entry (the
+    /// catalogue is the one list of images; a kernel missing from it names no image).
+    pub fn image(self) -> &'static str {
+        mhc_loader::Registry::embedded()
+            .ok()
+            .and_then(|r| {
+                r.variants()
+                    .iter()
+                    .find(|v| matches!(v.arch, mhc_loader::Arch::Gfx942(_)) && v.entry.entry == self.entry())
+            })
+            .map_or("(not in the catalogue)", |v| v.entry.file.as_str())
     }
 
     /// The argument fields the launcher sets.

@@ -23,8 +23,6 @@ use super::memory::{DeviceTensor, DeviceTensorMut};
 use crate::config::{Config, Dtype, Formulation};
 use crate::error::{Error, Result};
 
-pub use general::PreVariant;
-
 /// The parameters of `pre` (see [`crate::device::view::PreParamViews`]); `phi` and the gammas
 /// 16-byte aligned.
 pub type PreParamViews<'a> = crate::device::view::PreParamViews<'a, super::memory::DeviceBuffer>;
