@@ -322,6 +322,45 @@ impl CudaDevice {
     }
 }
 
+/// One CUDA GPU as the driver describes it, whether or not this build has kernels for it
+/// ([`list_devices`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CudaDeviceInfo {
+    pub ordinal: usize,
+    pub name: String,
+    pub compute_capability: (i32, i32),
+    /// The architecture of this build's kernels for it, or why there are none.
+    pub arch: std::result::Result<CudaArch, String>,
+    pub sm_count: u32,
+    pub memory_bytes: usize,
+    /// Driver version as the driver encodes it (e.g. 13000 for 13.0).
+    pub driver_version: i32,
+}
+
+/// Every CUDA GPU present, without creating a context: `Err` when libcuda cannot be opened (the
+/// error says which paths were tried), an empty list when it reports none.
+pub fn list_devices() -> Result<Vec<CudaDeviceInfo>> {
+    ffi::open_library()?;
+    let count = ffi::device_count()?.max(0) as usize;
+    let driver_version = ffi::driver_version()?;
+    let mut out = Vec::with_capacity(count);
+    for ordinal in 0..count {
+        let dev = ffi::device_get(ordinal as i32)?;
+        let major = ffi::device_attribute(dev, DA::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+        let minor = ffi::device_attribute(dev, DA::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+        out.push(CudaDeviceInfo {
+            ordinal,
+            name: ffi::device_name(dev)?,
+            compute_capability: (major, minor),
+            arch: CudaArch::from_compute_capability(major, minor).map_err(|e| e.to_string()),
+            sm_count: ffi::device_attribute(dev, DA::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
+            memory_bytes: ffi::device_total_mem(dev)?,
+            driver_version,
+        });
+    }
+    Ok(out)
+}
+
 /// What a plan's selection reads from a device, so that the same selection can run without
 /// one (`mhc inspect --explain`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

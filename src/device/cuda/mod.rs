@@ -78,7 +78,7 @@ pub mod runner;
 mod static_layer;
 mod stream;
 
-pub use device::{CudaArch, CudaDevice, DeviceLimits, Function};
+pub use device::{list_devices, CudaArch, CudaDevice, CudaDeviceInfo, DeviceLimits, Function};
 #[cfg(feature = "testing")]
 pub use hooks::{PreKernel, PC_STAMP_ROUNDS};
 pub use launch::{Bucket, LaunchKind, Overlap};

@@ -35,6 +35,8 @@ enum Command {
     Example(example::Args),
     /// Compare the .npy outputs of two folders (relative error per output).
     Compare(compare::Args),
+    /// List the devices present (cpu, gcn-sim, CUDA and HIP GPUs) and whether this build serves them.
+    Devices(devices::Args),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::main(args),
         Command::Example(args) => example::main(args),
         Command::Compare(args) => compare::main(args),
+        Command::Devices(args) => devices::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
