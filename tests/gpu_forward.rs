@@ -3,6 +3,7 @@
 //! printed), outputs poisoned with NaN before every launch. Without a CUDA GPU every test prints
 //! why and passes (CI has none); on the GPU machine run the packed binary (tools/gpu-pack.sh).
 
+mod common;
 use half::bf16;
 use mhc::device::cuda::runner::{download, nan_pattern, upload};
 use mhc::device::cuda::{CudaDevice, CudaRunner, DeviceBuffer, Plan, Stream};
@@ -13,10 +14,7 @@ use mhc::{Config, Dtype, Error, Formulation, Layout, Stage};
 fn gpu() -> Option<CudaRunner> {
     match CudaRunner::new(0) {
         Ok(r) => Some(r),
-        Err(e) => {
-            eprintln!("skipping: no usable CUDA GPU ({e})");
-            None
-        }
+        Err(e) => common::no_gpu(&e),
     }
 }
 
@@ -142,6 +140,7 @@ fn small<T>(v: Vec<T>, size: impl Fn(&T) -> usize) -> Vec<T> {
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_post_matches_reference() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng::new(seed());
@@ -160,6 +159,7 @@ fn gpu_post_matches_reference() {
 /// (C = 24), the docs/math.md C = 1280, and the largest C whose x tile fits (3512 at n = 32, 7032 at
 /// n = 16), both formulations (V4 applies h_res transposed).
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_post_mma_shapes_match_reference() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng::new(seed());
@@ -177,6 +177,7 @@ fn gpu_post_mma_shapes_match_reference() {
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_head_matches_reference() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng::new(seed());
@@ -194,6 +195,7 @@ fn gpu_head_matches_reference() {
 /// (partial tiles), C = 64 (one chunk per CTA), C = 7168 (the largest tile that fits for bf16,
 /// the one-CTA kernel for f32), n = 8 with V1 = 4.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_head_cluster_shapes_match_reference() {
     let Some(gpu) = gpu() else { return };
     let shapes = [
@@ -213,6 +215,7 @@ fn gpu_head_cluster_shapes_match_reference() {
 /// ones above): T = 1, partial tiles, the C = 1280 of docs/math.md, C = 64 (two chunks per CTA of a
 /// 16-CTA cluster), T = 17 and 256 (the 8-CTA kernel).
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_head_cluster_wide_n_match_reference() {
     let Some(gpu) = gpu() else { return };
     let shapes = [
@@ -230,6 +233,7 @@ fn gpu_head_cluster_wide_n_match_reference() {
 
 /// The n = 32 cluster head kernels at small C (16- and 8-CTA clusters), for compute-sanitizer.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_head_wide_n_sanitizer_smoke() {
     let Some(gpu) = gpu() else { return };
     check_head_shapes(&gpu, &[(1, 32, 64), (17, 32, 64), (3, 16, 64)], (2, 32, 64));
@@ -255,6 +259,7 @@ fn check_head_shapes(gpu: &CudaRunner, shapes: &[(usize, usize, usize)], large_l
 /// n=2: 8192 / 16384, n=1: 16384 / 32768; f32 half) and f32 beyond them (the one-CTA kernel),
 /// large logits.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_head_persistent_shapes_match_reference() {
     let Some(gpu) = gpu() else { return };
     let shapes = [
@@ -275,6 +280,7 @@ fn gpu_head_persistent_shapes_match_reference() {
 /// reference on the dense copy, then a captured graph of 20 calls that must replay the bits of
 /// the direct launch.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_head_strided_rows_and_graph_replay() {
     let Some(gpu) = gpu() else { return };
     let dev = gpu.device();
@@ -371,6 +377,7 @@ fn graph_replays_the_direct_bits(
 /// the tensor-core kernel (bf16 n = 32) and the persistent one (f32 n = 32),
 /// then a graph of 10 calls replaying the direct launch's bits.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_static_strided_rows_and_graph_replay() {
     let Some(gpu) = gpu() else { return };
     let dev = gpu.device();
@@ -425,6 +432,7 @@ fn gpu_static_strided_rows_and_graph_replay() {
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_static_matches_reference() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng::new(seed());
@@ -503,6 +511,7 @@ fn gpu_static_matches_reference() {
 /// tolerance of `gpu_static_matches_reference`. Small shapes: also the compute-sanitizer smoke
 /// test of the static kernels.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_static_bf16_rounds_once() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng::new(seed());
@@ -533,6 +542,7 @@ fn gpu_static_bf16_rounds_once() {
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_expand_matches_reference() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng::new(seed());
@@ -579,6 +589,7 @@ fn run_post(plan: &Plan, s: &Stream, b: &mut PostBufs, t: usize, xs: usize) -> m
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_strided_rows_and_padding_untouched() {
     let Some(gpu) = gpu() else { return };
     let dev = gpu.device();
@@ -621,6 +632,7 @@ fn gpu_strided_rows_and_padding_untouched() {
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_deterministic_bits() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng::new(seed());
@@ -646,6 +658,7 @@ fn gpu_deterministic_bits() {
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_graph_capture_replays_100_calls() {
     let Some(gpu) = gpu() else { return };
     let dev = gpu.device();
@@ -675,6 +688,7 @@ fn gpu_graph_capture_replays_100_calls() {
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_bad_views_are_rejected_before_launch() {
     let Some(gpu) = gpu() else { return };
     let dev = gpu.device();
@@ -765,6 +779,7 @@ fn gpu_bad_views_are_rejected_before_launch() {
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_every_kernel_loads_with_matching_arguments_and_no_local_memory() {
     let Some(gpu) = gpu() else { return };
     let funcs = gpu.device().load_all().unwrap();

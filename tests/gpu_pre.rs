@@ -24,10 +24,7 @@ use mhc::{Config, Dtype, Error, Formulation, HostTensor, HostTensorMut, Layout};
 fn gpu() -> Option<CudaDevice> {
     match CudaDevice::new(0) {
         Ok(d) => Some(d),
-        Err(e) => {
-            eprintln!("skipping: no usable CUDA GPU ({e})");
-            None
-        }
+        Err(e) => common::no_gpu(&e),
     }
 }
 
@@ -409,6 +406,7 @@ const FORMS: [Formulation; 2] = [Formulation::DeepSeekV4, Formulation::Paper];
 const DTYPES: [Dtype; 2] = [Dtype::Bf16, Dtype::F32];
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn pre_every_n_both_formulations_both_dtypes() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
@@ -428,6 +426,7 @@ fn pre_every_n_both_formulations_both_dtypes() {
 /// K split, decode and few-tile prefill) and the register Sinkhorn: docs/math.md's C = 1280 sizes,
 /// both formulations, gamma_k, strided rows, a forced K split (one group slice) beside them.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn pre_wide_n_launch_shapes() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
@@ -446,6 +445,7 @@ fn pre_wide_n_launch_shapes() {
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn pre_n4_math_sizes() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
@@ -471,6 +471,7 @@ fn pre_n4_math_sizes() {
 /// them where C >= 512, the decode entry at C < 512 and with forced CTA counts (64, 100, 132 at
 /// C = 4096; 20 at C = 1280); n = 8 and gamma_f keep the general kernel.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn pre_decode_kernel_shapes() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
@@ -544,6 +545,7 @@ fn assert_ctas_refused(dev: &CudaDevice, stream: &Stream, rng: &mut reference::t
 /// forced CTA counts; and that C < 512, n = 8, gamma_f and T = 65 keep the other kernels, and
 /// that fewer CTAs than tokens are refused before the launch.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn pre_mid_kernel_shapes() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
@@ -600,6 +602,7 @@ fn pre_mid_kernel_shapes() {
 /// Small launches of the mid kernel (gamma_k, strided rows, both dtypes), for compute-sanitizer;
 /// also checked against the reference.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn mid_sanitizer_smoke() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
@@ -616,6 +619,7 @@ fn mid_sanitizer_smoke() {
 /// and few-tile prefill with K splits; the register Sinkhorn) and of the split prefill at few
 /// tiles (n = 4, f32: up to sms / tiles CTAs per tile), for compute-sanitizer.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn wide_n_sanitizer_smoke() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
@@ -638,6 +642,7 @@ fn wide_n_sanitizer_smoke() {
 /// tiles, every run count per warp (C = 128 .. 4096), phi ~ 0.5, gamma_k, strided x and a; and
 /// that f32, gamma_f, C = 4224, T <= 16 and T = 17..64 at C >= 512 keep the other kernels.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn pre_cluster_kernel_shapes() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
@@ -774,6 +779,7 @@ fn post_pre_cluster_matches_pair(dev: &CudaDevice, stream: &Stream, rng: &mut re
 /// `post` then `pre` at C = 128 .. 4096, partial tiles, strided rows, gamma_k,
 /// phi ~ 0.5, both formulations; then the configurations that keep the pair.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn post_pre_cluster_kernel_shapes() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
@@ -809,6 +815,7 @@ fn post_pre_cluster_kernel_shapes() {
 /// Small launches of the fused persistent-cluster `post_pre` (a partial tile, gamma_k, strided
 /// rows), for compute-sanitizer; also checked against post then pre and the reference.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn post_pre_cluster_sanitizer_smoke() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
@@ -826,6 +833,7 @@ fn post_pre_cluster_sanitizer_smoke() {
 /// Small launches of the persistent-cluster kernel (a partial tile, gamma_k, strided rows), for
 /// compute-sanitizer; also checked against the reference.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn cluster_sanitizer_smoke() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
@@ -843,6 +851,7 @@ fn cluster_sanitizer_smoke() {
 /// logits past M in the last logit tile, strided x and a, phi ~ 0.5, both formulations; then
 /// where the plan selects it, and the configurations it must leave to the general kernel.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn pre_gemm_kernel_shapes() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
@@ -886,6 +895,7 @@ fn pre_gemm_kernel_shapes() {
 /// Small launches of the GEMM kernel (K split, two token tiles, strided rows) for
 /// compute-sanitizer; also checked against the reference.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gemm_sanitizer_smoke() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
@@ -897,6 +907,7 @@ fn gemm_sanitizer_smoke() {
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn pre_options_strides_and_forced_splits() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
@@ -1039,6 +1050,7 @@ fn check_post_pre(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testin
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn post_pre_matches_reference() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
@@ -1135,6 +1147,7 @@ impl Ready {
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 /// The mid kernel (which serves these shapes) waits for other CTAs' tagged rows; it is launched
 /// cooperatively, so two of its grids
 /// on two streams never each hold part of the SMs while waiting for the rest (a plain launch
@@ -1170,6 +1183,7 @@ fn decode_on_two_streams_at_once() {
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn pre_is_deterministic_and_graph_capturable() {
     let Some(dev) = gpu() else { return };
     let s = Stream::new(&dev).unwrap();
@@ -1252,6 +1266,7 @@ fn dependent_chain(
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 /// Programmatic dependent launch ([`Overlap`]): every stage kernel waits for the previous
 /// kernel before its first global access, so chains of dependent launches give exactly the bits
 /// of plain launches, round after round and replayed from a CUDA graph. A kernel that read
@@ -1311,6 +1326,7 @@ fn overlapped_launches_keep_stream_order() {
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn pre_refuses_bad_inputs_before_launch() {
     let Some(dev) = gpu() else { return };
     let s = Stream::new(&dev).unwrap();
@@ -1389,7 +1405,7 @@ fn time_calls(
 }
 
 #[test]
-#[ignore]
+#[ignore = "benchmark: run with --ignored on a GPU machine"]
 fn bench_pre() {
     let Some(dev) = gpu() else { return };
     let s = Stream::new(&dev).unwrap();
@@ -1520,7 +1536,7 @@ fn bench_pre() {
 /// Where the general kernel's time goes at n = 8 / 32 (C = 1280): Sinkhorn 20 vs 1 iterations,
 /// the K loop or the pre-mix left out, forced splits; median us back-to-back.
 #[test]
-#[ignore]
+#[ignore = "benchmark: run with --ignored on a GPU machine"]
 fn bench_pre_wide() {
     let Some(dev) = gpu() else { return };
     let s = Stream::new(&dev).unwrap();
@@ -1564,7 +1580,7 @@ fn bench_pre_wide() {
 /// bf16: median us per call back-to-back, inputs rotated past L2 where they fit.
 /// `MHC_GEMM_TOKENS=1,64` limits the token counts.
 #[test]
-#[ignore]
+#[ignore = "benchmark: run with --ignored on a GPU machine"]
 fn bench_pre_gemm() {
     let Some(dev) = gpu() else { return };
     let s = Stream::new(&dev).unwrap();
@@ -1597,7 +1613,7 @@ fn bench_pre_gemm() {
 /// The general kernel's tuning flags at n = 8 / 32 (C = 1280): prefetch on / off, and (split
 /// prefill) all CTAs of a tile pre-mixing (claim) or the last one alone; median us back-to-back.
 #[test]
-#[ignore]
+#[ignore = "benchmark: run with --ignored on a GPU machine"]
 fn bench_pre_wide_tuning() {
     let Some(dev) = gpu() else { return };
     let s = Stream::new(&dev).unwrap();
@@ -1629,7 +1645,7 @@ fn bench_pre_wide_tuning() {
 /// The plan's choice against the general kernel's split prefill shape (up to `sms / tiles` CTAs
 /// per tile) at few tiles: median us back-to-back, input sets rotated past L2.
 #[test]
-#[ignore]
+#[ignore = "benchmark: run with --ignored on a GPU machine"]
 fn bench_pre_split_prefill() {
     let Some(dev) = gpu() else { return };
     let s = Stream::new(&dev).unwrap();
@@ -1659,7 +1675,7 @@ fn bench_pre_split_prefill() {
 /// inside a CUDA graph (replays of one call per input set; input sets rotated so phi + x exceed
 /// the L2 between reuses), plus a CTA-count sweep of the decode entry.
 #[test]
-#[ignore]
+#[ignore = "benchmark: run with --ignored on a GPU machine"]
 fn bench_pre_decode() {
     let Some(dev) = gpu() else { return };
     let s = Stream::new(&dev).unwrap();
@@ -1744,6 +1760,7 @@ fn bench_pre_decode() {
 /// Prints the projection the kernel left in the workspace next to the f64 one (P = x . phi^T,
 /// ss = |x|^2) for small shapes, tile and split. Diagnostic: fails only on a gross mismatch.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn pre_logits_match_the_projection() {
     let Some(dev) = gpu() else { return };
     let s = Stream::new(&dev).unwrap();
@@ -1782,6 +1799,7 @@ fn pre_logits_match_the_projection() {
 
 /// Small launches of every path (tile, split, post_pre, options), for compute-sanitizer.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn sanitizer_smoke() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
@@ -1801,14 +1819,7 @@ fn sanitizer_smoke() {
             stream.synchronize().unwrap();
         }
         for t in [5, 40] {
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                check_post_pre(&dev, &stream, &mut rng, &Shape::new(4, 1280, t, Formulation::Paper, dtype))
-            }));
-            if r.is_err() {
-                eprintln!(
-                    "sanitizer_smoke: post_pre T={t} {dtype} mismatched (reported by post_pre_matches_reference)"
-                );
-            }
+            check_post_pre(&dev, &stream, &mut rng, &Shape::new(4, 1280, t, Formulation::Paper, dtype));
         }
     }
 }
@@ -1816,6 +1827,7 @@ fn sanitizer_smoke() {
 /// Small launches of the decode kernel (every token class, gamma_k, strided rows), for
 /// compute-sanitizer; also checked against the reference.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn decode_sanitizer_smoke() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
@@ -1829,7 +1841,7 @@ fn decode_sanitizer_smoke() {
 }
 
 #[test]
-#[ignore]
+#[ignore = "benchmark: run with --ignored on a GPU machine"]
 fn bench_post_pre() {
     let Some(dev) = gpu() else { return };
     let s = Stream::new(&dev).unwrap();
@@ -1912,7 +1924,7 @@ fn bench_post_pre() {
 /// Three `pre` calls at T = MHC_PROFILE_T (default 8192), n = 4, C = 4096, bf16 (the plan's
 /// kernel): a fixed workload to attach a profiler to (`ncu --launch-skip 2 --launch-count 1`).
 #[test]
-#[ignore]
+#[ignore = "benchmark: run with --ignored on a GPU machine"]
 fn profile_pre() {
     let Some(dev) = gpu() else { return };
     let s = Stream::new(&dev).unwrap();
@@ -1932,7 +1944,7 @@ fn profile_pre() {
 /// 90th percentile over CTAs and steady rounds (4 .. rounds - 3) of the cycles (%clock64, one SM's
 /// clock) from the phase's start to its end.
 #[test]
-#[ignore]
+#[ignore = "benchmark: run with --ignored on a GPU machine"]
 fn profile_pc_phases() {
     use mhc::device::cuda::PC_STAMP_ROUNDS;
     let Some(dev) = gpu() else { return };
@@ -2105,7 +2117,7 @@ fn profile_pc_phases() {
 /// phase boundary: microseconds after the earliest CTA started (%globaltimer), min / median /
 /// max over the CTAs, and the median per-CTA cycles since the previous boundary (%clock64).
 #[test]
-#[ignore]
+#[ignore = "benchmark: run with --ignored on a GPU machine"]
 fn profile_decode_phases() {
     let Some(dev) = gpu() else { return };
     let s = Stream::new(&dev).unwrap();
@@ -2183,6 +2195,7 @@ fn profile_decode_phases() {
 /// it must name exactly the kernels a plan on this GPU launches (the inspector once named the
 /// GEMM kernel for n = 32 below 512 tokens, where the plan ran the general one).
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn planned_kernels_match_the_plan() {
     use mhc::device::cuda::planned_kernels;
     use mhc::Stage;

@@ -15,6 +15,16 @@ pub fn rng(test: &str) -> Rng {
     Rng::new(seed)
 }
 
+/// What a GPU test does without a usable GPU: under the GPU machine's test command
+/// (`MHC_REQUIRE_GPU=1`, tools/gpu-tests.sh) that is a failure; elsewhere (the GPU tests are
+/// ignored by default, so a plain `cargo test` reports them as ignored) the test returns after
+/// saying why.
+pub fn no_gpu<T>(why: &dyn std::fmt::Display) -> Option<T> {
+    assert!(std::env::var_os("MHC_REQUIRE_GPU").is_none(), "MHC_REQUIRE_GPU is set but there is no usable GPU: {why}");
+    eprintln!("skipping: no usable CUDA GPU ({why})");
+    None
+}
+
 /// Poison for outputs: any element a stage forgets to write fails the comparisons.
 pub const POISON: f64 = f64::NAN;
 
