@@ -8,6 +8,8 @@
 use crate::config::{Config, Dtype, Stage};
 use crate::error::{Error, Result};
 use mhc_loader::{Arch, Budget, Selector, Shape, Variant};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The catalogue stages a plan serves, one table of token ranges each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -192,5 +194,71 @@ impl<B> Ranges<B> {
     /// The buckets, in token order.
     pub fn buckets(&self) -> impl Iterator<Item = &B> {
         self.0.iter().filter_map(|(_, b)| b.as_ref().ok())
+    }
+}
+
+/// A fresh identity for a plan (its workspaces carry it).
+pub(crate) fn next_plan_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// What ties a workspace to its use: the plan that sized and zeroed it (another plan's kernels
+/// may leave counters and tags this plan's kernels do not expect) and the one stream it serves
+/// (two streams at once would race on its counters). Checked by every op that takes it, in O(1).
+#[derive(Debug)]
+pub(crate) struct Binding {
+    plan: u64,
+    /// The stream handle of its first use (0: not used yet).
+    stream: Cell<usize>,
+}
+
+impl Binding {
+    pub(crate) fn new(plan: u64) -> Self {
+        Binding { plan, stream: Cell::new(0) }
+    }
+
+    /// `Ok` when the workspace belongs to `plan` and serves `stream` (binding it on first use).
+    pub(crate) fn check(&self, plan: u64, stream: usize) -> Result<()> {
+        if self.plan != plan {
+            return Err(Error::Workspace(
+                "made by another plan (its kernels may leave counters this plan does not expect): use this plan's new_workspace()".into(),
+            ));
+        }
+        match self.stream.get() {
+            0 => {
+                self.stream.set(stream);
+                Ok(())
+            }
+            s if s == stream => Ok(()),
+            _ => Err(Error::Workspace(
+                "in use on another stream: a workspace serves one stream (make one per stream)".into(),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_workspace_serves_its_plan_and_one_stream() {
+        let (a, b) = (next_plan_id(), next_plan_id());
+        assert_ne!(a, b);
+        let ws = Binding::new(a);
+        assert!(matches!(ws.check(b, 7), Err(Error::Workspace(m)) if m.contains("another plan")));
+        ws.check(a, 7).unwrap();
+        ws.check(a, 7).unwrap();
+        assert!(matches!(ws.check(a, 8), Err(Error::Workspace(m)) if m.contains("another stream")));
+    }
+
+    #[test]
+    fn views_on_another_device_are_refused() {
+        use crate::device::view::check_device;
+        assert!(check_device("x", 2, 1).is_err());
+        assert!(check_device("x", 1, 1).is_ok());
+        // Memory the crate did not allocate (0) is the caller's to vouch for.
+        assert!(check_device("x", 0, 1).is_ok());
     }
 }

@@ -28,15 +28,15 @@ pub(crate) fn launch(
     let head = rest.is_none();
     let m = if head { n } else { ctx.cfg.m() };
     let t = p.layout.tokens;
-    p.check_dense_f32("p", t, m)?;
-    inv_rms.check_dense_f32("inv_rms", 1, t)?;
-    scale.check_dense_f32("scale", 1, if head { 1 } else { 3 })?;
-    base.check_dense_f32("base", 1, m)?;
-    h_pre.check_dense_f32("h_pre", t, n)?;
+    p.check_dense_f32(ctx.device, "p", t, m)?;
+    inv_rms.check_dense_f32(ctx.device, "inv_rms", 1, t)?;
+    scale.check_dense_f32(ctx.device, "scale", 1, if head { 1 } else { 3 })?;
+    base.check_dense_f32(ctx.device, "base", 1, m)?;
+    h_pre.check_dense_f32(ctx.device, "h_pre", t, n)?;
     let (hp, hr) = match rest {
         Some((h_post, h_res)) => {
-            h_post.check_dense_f32("h_post", t, n)?;
-            h_res.check_dense_f32("h_res", t, n * n)?;
+            h_post.check_dense_f32(ctx.device, "h_post", t, n)?;
+            h_res.check_dense_f32(ctx.device, "h_res", t, n * n)?;
             (h_post.ptr, h_res.ptr)
         }
         None => (0, 0),

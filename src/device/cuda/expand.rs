@@ -11,8 +11,8 @@ use crate::error::{Error, Result};
 pub(crate) fn launch(ctx: &Ctx, b: &Bucket, e: &DeviceTensor<'_>, out: &DeviceTensorMut<'_>) -> Result<Option<Launch>> {
     let (n, c, dt) = (ctx.cfg.n, ctx.cfg.c, ctx.dtype);
     let t = e.layout.tokens;
-    e.check("e", dt, t, c, 16)?;
-    out.check("out", dt, t, n * c, 16)?;
+    e.check(ctx.device, "e", dt, t, c, 16)?;
+    out.check(ctx.device, "out", dt, t, n * c, 16)?;
     if t == 0 {
         return Ok(None);
     }

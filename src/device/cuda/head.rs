@@ -44,11 +44,11 @@ pub(crate) fn launch(
     let t = x.layout.tokens;
     let v1 = head_v1(n);
     let align = (b.v().max(v1) * dt.size()).min(16);
-    x.check("x", dt, t, k, align)?;
-    out.check("out", dt, t, c, (b.v() * dt.size()).min(16))?;
-    phi.check_dense_f32("phi", n, k)?;
-    scale.check_dense_f32("scale", 1, 1)?;
-    base.check_dense_f32("base", 1, n)?;
+    x.check(ctx.device, "x", dt, t, k, align)?;
+    out.check(ctx.device, "out", dt, t, c, (b.v() * dt.size()).min(16))?;
+    phi.check_dense_f32(ctx.device, "phi", n, k)?;
+    scale.check_dense_f32(ctx.device, "scale", 1, 1)?;
+    base.check_dense_f32(ctx.device, "base", 1, n)?;
     if phi.ptr % 16 != 0 {
         return Err(Error::Alignment { tensor: "phi", required: 16 });
     }

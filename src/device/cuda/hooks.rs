@@ -45,7 +45,8 @@ impl Plan {
     ) -> Result<()> {
         let t = x.layout.tokens;
         let auto = self.bucket(Slot::Pre, t)?;
-        let chk = pre::check(&self.ctx.cfg, self.ctx.dtype, &self.ws, ws.bytes(), x, params, out)?;
+        self.check_workspace(ws, stream)?;
+        let chk = pre::check(self.ctx.device, &self.ctx.cfg, self.ctx.dtype, &self.ws, ws.bytes(), x, params, out)?;
         if chk.t == 0 {
             return Ok(());
         }
@@ -119,10 +120,11 @@ impl Plan {
     ) -> Result<()> {
         let (cfg, dt) = (&self.ctx.cfg, self.ctx.dtype);
         let t = x.layout.tokens;
-        pre::check_post_side(cfg, dt, x, post, x_out)?;
+        pre::check_post_side(self.ctx.device, cfg, dt, x, post, x_out)?;
+        self.check_workspace(ws, stream)?;
         pre::fits_u32("x_out", t, x_out.layout.row_stride, cfg.n * cfg.c)?;
         pre::fits_u32("f", t, post.f.layout.row_stride, cfg.c)?;
-        let chk = pre::check(cfg, dt, &self.ws, ws.bytes(), x, params, out)?;
+        let chk = pre::check(self.ctx.device, cfg, dt, &self.ws, ws.bytes(), x, params, out)?;
         if t == 0 {
             return Ok(());
         }

@@ -196,6 +196,8 @@ pub(crate) struct Ctx {
     pub sm_count: u32,
     pub max_tokens: usize,
     pub arch: &'static str,
+    /// The plan's device (ordinal + 1), which every view must be on.
+    pub device: u32,
 }
 
 impl Ctx {

@@ -25,6 +25,12 @@ pub(crate) struct Forced {
 }
 
 impl Plan {
+    /// Checks that `ws` is this plan's workspace and serves `stream`.
+    #[inline]
+    pub(crate) fn check_workspace(&self, ws: &Workspace, stream: &Stream) -> Result<()> {
+        ws.binding.check(self.id, stream.raw() as usize)
+    }
+
     /// Enqueues `launch` on `stream` (on this plan's device) with the plan's overlap.
     #[inline]
     fn enqueue(&self, stream: &Stream, launch: &Launch) -> Result<()> {
@@ -151,7 +157,8 @@ impl Plan {
         out: &mut PreOutViews<'_>,
     ) -> Result<()> {
         let b = self.bucket(Slot::Pre, x.layout.tokens)?;
-        let chk = pre::check(&self.ctx.cfg, self.ctx.dtype, &self.ws, ws.bytes(), x, params, out)?;
+        self.check_workspace(ws, stream)?;
+        let chk = pre::check(self.ctx.device, &self.ctx.cfg, self.ctx.dtype, &self.ws, ws.bytes(), x, params, out)?;
         if chk.t == 0 {
             return Ok(());
         }
@@ -222,13 +229,14 @@ impl Plan {
     ) -> Result<()> {
         let (cfg, dt) = (&self.ctx.cfg, self.ctx.dtype);
         let t = x.layout.tokens;
-        pre::check_post_side(cfg, dt, x, post, x_out)?;
+        pre::check_post_side(self.ctx.device, cfg, dt, x, post, x_out)?;
+        self.check_workspace(ws, stream)?;
         let post_bucket = self.bucket(Slot::Post, t)?;
         let post_launch = super::post::launch(&self.ctx, post_bucket, x, &post.f, &post.h_post, &post.h_res, x_out)?;
         if let Some(b) = self.fused_post_pre(t) {
             pre::fits_u32("x_out", t, x_out.layout.row_stride, cfg.n * cfg.c)?;
             pre::fits_u32("f", t, post.f.layout.row_stride, cfg.c)?;
-            let chk = pre::check(cfg, dt, &self.ws, ws.bytes(), x, params, out)?;
+            let chk = pre::check(self.ctx.device, cfg, dt, &self.ws, ws.bytes(), x, params, out)?;
             if t == 0 {
                 return Ok(());
             }
@@ -236,7 +244,7 @@ impl Plan {
             return self.enqueue(stream, &l);
         }
         let pre_bucket = self.bucket(Slot::Pre, t)?;
-        let chk = pre::check(cfg, dt, &self.ws, ws.bytes(), &x_out.as_view(), params, out)?;
+        let chk = pre::check(self.ctx.device, cfg, dt, &self.ws, ws.bytes(), &x_out.as_view(), params, out)?;
         let Some(post_launch) = post_launch else { return Ok(()) };
         let pre_launch = self.pre_launch(pre_bucket, ws, &x_out.as_view(), params, out, &chk, Forced::default())?;
         self.enqueue(stream, &post_launch)?;

@@ -11,7 +11,7 @@ use super::memory::DeviceBuffer;
 use super::pre::{self, WsLayout};
 use crate::config::{Config, Dtype, Formulation, Stage};
 use crate::error::{Error, Result};
-use crate::plan::{catalogue, row_index, Choice, Ranges, Slot};
+use crate::plan::{catalogue, row_index, Binding, Choice, Ranges, Slot};
 use mhc_loader::{Trait, Variant};
 use std::collections::HashMap;
 
@@ -58,6 +58,8 @@ pub(crate) fn choose(
 
 /// A configuration on a device: kernels chosen and loaded for every stage the device has for it.
 pub struct Plan {
+    /// Identity of this plan (its workspaces carry it).
+    pub(crate) id: u64,
     pub(crate) dev: CudaDevice,
     pub(crate) ctx: Ctx,
     pub(crate) overlap: Overlap,
@@ -92,7 +94,8 @@ impl Plan {
             return Err(Error::Config { what: "max_tokens", reason: format!("must be in 1..2^31, got {max_tokens}") });
         }
         let limits = dev.limits();
-        let ctx = Ctx { cfg, dtype, sm_count: dev.sm_count(), max_tokens, arch: dev.arch().name() };
+        let device = dev.ordinal() as u32 + 1;
+        let ctx = Ctx { cfg, dtype, sm_count: dev.sm_count(), max_tokens, arch: dev.arch().name(), device };
         let mut stages = Vec::with_capacity(Slot::ALL.len());
         for slot in Slot::ALL {
             stages.push(Self::plan_stage(dev, &limits, &ctx, slot, None));
@@ -100,7 +103,8 @@ impl Plan {
         let ws = pre::workspace::layout(&cfg, dtype, max_tokens);
         let uses_ws = |s: Slot| stages[s.index()].as_ref().is_ok_and(Ranges::any);
         let workspace_bytes = if uses_ws(Slot::Pre) || uses_ws(Slot::PostPre) { ws.total } else { 0 };
-        Ok(Plan { dev: dev.clone(), ctx, overlap: Overlap::default(), stages, ws, workspace_bytes })
+        let id = crate::plan::next_plan_id();
+        Ok(Plan { id, dev: dev.clone(), ctx, overlap: Overlap::default(), stages, ws, workspace_bytes })
     }
 
     /// The buckets of `slot`: the catalogue's choices with their functions loaded and persistent
@@ -198,9 +202,13 @@ impl Plan {
         self.workspace_bytes
     }
 
-    /// A zeroed workspace of [`Plan::workspace_bytes`].
+    /// A zeroed workspace of [`Plan::workspace_bytes`] for this plan and one stream (the first
+    /// it is used on).
     pub fn new_workspace(&self) -> Result<Workspace> {
-        Ok(Workspace { buf: DeviceBuffer::zeroed(&self.dev, self.workspace_bytes.max(256))? })
+        Ok(Workspace {
+            buf: DeviceBuffer::zeroed(&self.dev, self.workspace_bytes.max(256))?,
+            binding: Binding::new(self.id),
+        })
     }
 
     /// Whether `stage` has a kernel in this plan for every token count (else the reason).
@@ -393,20 +401,31 @@ fn no_slot_named(stage: &str) -> Error {
 }
 
 /// The scratch memory of a plan's ops, zeroed once at creation; kernels that use it restore
-/// it (counters back to zero) before they finish, so it is reusable without a memset.
+/// it (counters back to zero) before they finish, so it is reusable without a memset. It
+/// belongs to the plan that made it and serves one stream (the first it is used on): every op
+/// checks both, so another plan's workspace or a second stream is an error, not a race.
 pub struct Workspace {
     pub(crate) buf: DeviceBuffer,
+    pub(crate) binding: Binding,
 }
 
 impl Workspace {
-    /// Takes `buf` as the workspace of `plan` (it must hold `plan.workspace_bytes()`), zeroing it.
+    /// Takes `buf` as the workspace of `plan` (it must hold `plan.workspace_bytes()` and be on
+    /// the plan's device), zeroing it.
     pub fn from_buffer(plan: &Plan, buf: DeviceBuffer) -> Result<Self> {
         if buf.bytes() < plan.workspace_bytes() {
             return Err(Error::shape("workspace", format!(">= {} bytes", plan.workspace_bytes()), buf.bytes()));
         }
+        if buf.device_id() != plan.ctx.device {
+            return Err(Error::Device {
+                tensor: "workspace",
+                tensor_device: buf.device_id() - 1,
+                plan_device: plan.ctx.device - 1,
+            });
+        }
         let zero = vec![0u8; buf.bytes()];
         buf.upload(&zero)?;
-        Ok(Workspace { buf })
+        Ok(Workspace { buf, binding: Binding::new(plan.id) })
     }
     pub fn device_ptr(&self) -> u64 {
         self.buf.device_ptr()

@@ -26,11 +26,11 @@ pub(crate) fn launch(
     let (n, c, dt) = (ctx.cfg.n, ctx.cfg.c, ctx.dtype);
     let t = x.layout.tokens;
     let align = (b.v() * dt.size()).min(16);
-    x.check("x", dt, t, n * c, align)?;
-    f.check("f", dt, t, c, align)?;
-    out.check("out", dt, t, n * c, align)?;
-    h_post.check_dense_f32("h_post", t, n)?;
-    h_res.check_dense_f32("h_res", t, n * n)?;
+    x.check(ctx.device, "x", dt, t, n * c, align)?;
+    f.check(ctx.device, "f", dt, t, c, align)?;
+    out.check(ctx.device, "out", dt, t, n * c, align)?;
+    h_post.check_dense_f32(ctx.device, "h_post", t, n)?;
+    h_res.check_dense_f32(ctx.device, "h_res", t, n * n)?;
     // 16-byte coefficient loads: the row base must be 16-byte aligned too.
     if h_post.ptr % 16 != 0 || h_res.ptr % 16 != 0 {
         return Err(Error::Alignment { tensor: "h_post/h_res", required: 16 });

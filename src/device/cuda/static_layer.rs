@@ -50,12 +50,12 @@ pub(crate) fn launch(
     // The token-tile kernels copy x rows to shared memory in 16-byte units (static_cl,
     // static_pr: cp.async; static_mma: cp.async.bulk).
     let x_align = if b.has(Trait::TileInShared) { 16 } else { align };
-    x.check("x", dt, t, n * c, x_align)?;
-    out.check("out", dt, t, n * c, align)?;
-    p.h_pre_logits.check_dense_f32("h_pre_logits", 1, n)?;
-    p.h_post_logits.check_dense_f32("h_post_logits", 1, n)?;
-    p.h_res_logits.check_dense_f32("h_res_logits", n, n)?;
-    p.gamma.check_dense_f32("gamma", 1, c)?;
+    x.check(ctx.device, "x", dt, t, n * c, x_align)?;
+    out.check(ctx.device, "out", dt, t, n * c, align)?;
+    p.h_pre_logits.check_dense_f32(ctx.device, "h_pre_logits", 1, n)?;
+    p.h_post_logits.check_dense_f32(ctx.device, "h_post_logits", 1, n)?;
+    p.h_res_logits.check_dense_f32(ctx.device, "h_res_logits", n, n)?;
+    p.gamma.check_dense_f32(ctx.device, "gamma", 1, c)?;
     if p.gamma.ptr % 16 != 0 {
         return Err(Error::Alignment { tensor: "gamma", required: 16 });
     }

@@ -22,6 +22,8 @@ use std::ffi::c_void;
 
 /// A configuration on a HIP device: the kernels of every stage it supports, loaded and checked.
 pub struct Plan {
+    /// Identity of this plan (its workspaces carry it).
+    id: u64,
     dev: HipDevice,
     cfg: Config,
     dtype: Dtype,
@@ -63,6 +65,7 @@ pub type PostInViews<'a> = crate::device::view::PostInViews<'a, super::memory::D
 /// workspace (or [`Workspace::from_buffer`], which zeroes) after one.
 pub struct Workspace {
     buf: DeviceBuffer,
+    binding: crate::plan::Binding,
 }
 
 impl Workspace {
@@ -75,7 +78,7 @@ impl Workspace {
             return Err(Error::NoDevice("the workspace belongs to another device than the plan".into()));
         }
         buf.upload(&vec![0u8; buf.bytes()])?;
-        Ok(Workspace { buf })
+        Ok(Workspace { buf, binding: crate::plan::Binding::new(plan.id) })
     }
     pub fn device_ptr(&self) -> u64 {
         self.buf.device_ptr()
@@ -91,7 +94,7 @@ fn arg_u32(what: &'static str, v: usize) -> Result<u32> {
 }
 
 /// A dense f32 parameter of exactly `len` elements, as one row or as dense rows (`[n, n]`).
-fn check_param(v: &DeviceTensor<'_>, what: &'static str, len: usize) -> Result<()> {
+fn check_param(device: u32, v: &DeviceTensor<'_>, what: &'static str, len: usize) -> Result<()> {
     let l = v.layout;
     if l.tokens.checked_mul(l.row_len) != Some(len) || (l.tokens > 1 && l.row_stride != l.row_len) {
         return Err(Error::shape(
@@ -100,7 +103,7 @@ fn check_param(v: &DeviceTensor<'_>, what: &'static str, len: usize) -> Result<(
             format!("{} rows of {}", l.tokens, l.row_len),
         ));
     }
-    v.check(what, Dtype::F32, l.tokens, l.row_len, 4)
+    v.check(device, what, Dtype::F32, l.tokens, l.row_len, 4)
 }
 
 /// The O(1) checks of every op's views against a configuration and storage dtype (no device
@@ -109,6 +112,8 @@ fn check_param(v: &DeviceTensor<'_>, what: &'static str, len: usize) -> Result<(
 pub(crate) struct ViewCheck {
     pub(crate) cfg: Config,
     pub(crate) dtype: Dtype,
+    /// The plan's device (ordinal + 1), which every view must be on (0: not checked).
+    pub(crate) device: u32,
 }
 
 impl ViewCheck {
@@ -119,6 +124,7 @@ impl ViewCheck {
     fn act(
         &self,
         what: &'static str,
+        view_device: u32,
         ptr: u64,
         len: usize,
         dtype: Dtype,
@@ -126,6 +132,7 @@ impl ViewCheck {
         t: usize,
         row_len: usize,
     ) -> Result<u32> {
+        crate::device::view::check_device(what, view_device, self.device)?;
         crate::device::view::check_view(what, ptr, len, dtype, l, self.dtype, t, row_len, self.dtype.size())?;
         arg_u32(what, l.row_stride)
     }
@@ -141,11 +148,11 @@ impl ViewCheck {
         out: &DeviceTensorMut<'_>,
     ) -> Result<PostIo> {
         let (n, c) = (self.cfg.n, self.cfg.c);
-        self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, n * c)?;
-        self.act("f", f.ptr, f.len, f.dtype, &f.layout, t, c)?;
-        h_post.check_dense_f32("h_post", t, n)?;
-        h_res.check_dense_f32("h_res", t, n * n)?;
-        self.act("out", out.ptr, out.len, out.dtype, &out.layout, t, n * c)?;
+        self.act("x", x.device, x.ptr, x.len, x.dtype, &x.layout, t, n * c)?;
+        self.act("f", f.device, f.ptr, f.len, f.dtype, &f.layout, t, c)?;
+        h_post.check_dense_f32(self.device, "h_post", t, n)?;
+        h_res.check_dense_f32(self.device, "h_res", t, n * n)?;
+        self.act("out", out.device, out.ptr, out.len, out.dtype, &out.layout, t, n * c)?;
         if out.layout.row_stride != x.layout.row_stride {
             return Err(Error::shape(
                 "out",
@@ -171,10 +178,10 @@ impl ViewCheck {
         out: &PreOutViews<'_>,
     ) -> Result<PreIo> {
         let (n, c, k, m) = (self.cfg.n, self.cfg.c, self.cfg.k(), self.cfg.m());
-        self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, k)?;
-        check_param(&params.phi, "phi", m * k)?;
-        check_param(&params.scale, "scale", 3)?;
-        check_param(&params.base, "base", m)?;
+        self.act("x", x.device, x.ptr, x.len, x.dtype, &x.layout, t, k)?;
+        check_param(self.device, &params.phi, "phi", m * k)?;
+        check_param(self.device, &params.scale, "scale", 3)?;
+        check_param(self.device, &params.base, "base", m)?;
         let presence = |what: &'static str, want: bool| {
             Error::shape(
                 what,
@@ -187,26 +194,26 @@ impl ViewCheck {
         }
         let gamma_f = match (&params.gamma_f, self.cfg.gamma_f) {
             (Some(g), true) => {
-                check_param(g, "gamma_f", c)?;
+                check_param(self.device, g, "gamma_f", c)?;
                 Some(g.ptr)
             }
             (None, false) => None,
             (_, want) => return Err(presence("gamma_f", want)),
         };
         let a = &out.a;
-        self.act("a", a.ptr, a.len, a.dtype, &a.layout, t, c)?;
+        self.act("a", a.device, a.ptr, a.len, a.dtype, &a.layout, t, c)?;
         let y = match (&out.y, self.cfg.gamma_f) {
             (Some(y), true) => {
-                self.act("y", y.ptr, y.len, y.dtype, &y.layout, t, c)?;
+                self.act("y", y.device, y.ptr, y.len, y.dtype, &y.layout, t, c)?;
                 Some(Rows { ptr: y.ptr, stride: y.layout.row_stride })
             }
             (None, false) => None,
             (_, want) => return Err(presence("y", want)),
         };
-        out.h_pre.check_dense_f32("h_pre", t, n)?;
-        out.h_post.check_dense_f32("h_post", t, n)?;
-        out.h_res.check_dense_f32("h_res", t, n * n)?;
-        out.inv_rms.check_dense_f32("inv_rms", t, 1)?;
+        out.h_pre.check_dense_f32(self.device, "h_pre", t, n)?;
+        out.h_post.check_dense_f32(self.device, "h_post", t, n)?;
+        out.h_res.check_dense_f32(self.device, "h_res", t, n * n)?;
+        out.inv_rms.check_dense_f32(self.device, "inv_rms", t, 1)?;
         Ok(PreIo {
             x: Rows { ptr: x.ptr, stride: x.layout.row_stride },
             phi: params.phi.ptr,
@@ -233,11 +240,11 @@ impl ViewCheck {
         out: &DeviceTensorMut<'_>,
     ) -> Result<(Rows, Rows)> {
         let (n, c, k) = (self.cfg.n, self.cfg.c, self.cfg.k());
-        self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, k)?;
-        check_param(phi, "phi", n * k)?;
-        check_param(scale, "scale", 1)?;
-        check_param(base, "base", n)?;
-        self.act("out", out.ptr, out.len, out.dtype, &out.layout, t, c)?;
+        self.act("x", x.device, x.ptr, x.len, x.dtype, &x.layout, t, k)?;
+        check_param(self.device, phi, "phi", n * k)?;
+        check_param(self.device, scale, "scale", 1)?;
+        check_param(self.device, base, "base", n)?;
+        self.act("out", out.device, out.ptr, out.len, out.dtype, &out.layout, t, c)?;
         Ok((Rows { ptr: x.ptr, stride: x.layout.row_stride }, Rows { ptr: out.ptr, stride: out.layout.row_stride }))
     }
 
@@ -252,12 +259,12 @@ impl ViewCheck {
         out: &DeviceTensorMut<'_>,
     ) -> Result<()> {
         let (n, c) = (self.cfg.n, self.cfg.c);
-        self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, n * c)?;
-        check_param(logits[0], "h_pre_logits", n)?;
-        check_param(logits[1], "h_post_logits", n)?;
-        check_param(logits[2], "h_res_logits", n * n)?;
-        check_param(gamma, "gamma", c)?;
-        self.act("out", out.ptr, out.len, out.dtype, &out.layout, t, n * c)?;
+        self.act("x", x.device, x.ptr, x.len, x.dtype, &x.layout, t, n * c)?;
+        check_param(self.device, logits[0], "h_pre_logits", n)?;
+        check_param(self.device, logits[1], "h_post_logits", n)?;
+        check_param(self.device, logits[2], "h_res_logits", n * n)?;
+        check_param(self.device, gamma, "gamma", c)?;
+        self.act("out", out.device, out.ptr, out.len, out.dtype, &out.layout, t, n * c)?;
         if out.layout.row_stride != x.layout.row_stride {
             return Err(Error::shape(
                 "out",
@@ -319,7 +326,17 @@ impl Plan {
             None
         };
         let ws = WorkspaceLayout::new(&cfg, max_tokens);
-        Ok(Plan { dev: dev.clone(), cfg, dtype, max_tokens, stages, funcs, ws, consts })
+        Ok(Plan {
+            id: crate::plan::next_plan_id(),
+            dev: dev.clone(),
+            cfg,
+            dtype,
+            max_tokens,
+            stages,
+            funcs,
+            ws,
+            consts,
+        })
     }
 
     pub fn device(&self) -> &HipDevice {
@@ -345,7 +362,10 @@ impl Plan {
 
     /// A zeroed workspace of [`Plan::workspace_bytes`].
     pub fn new_workspace(&self) -> Result<Workspace> {
-        Ok(Workspace { buf: DeviceBuffer::zeroed(&self.dev, self.ws.total.max(256))? })
+        Ok(Workspace {
+            buf: DeviceBuffer::zeroed(&self.dev, self.ws.total.max(256))?,
+            binding: crate::plan::Binding::new(self.id),
+        })
     }
 
     /// Whether `stage` runs in this plan at every token count (else the reason).
@@ -376,6 +396,7 @@ impl Plan {
             return Err(Error::NoDevice("the stream belongs to another device than the plan".into()));
         }
         if let Some(ws) = ws {
+            ws.binding.check(self.id, stream.raw() as usize)?;
             if ws.bytes() < self.ws.total || !ws.buf.same_device(&self.dev) {
                 return Err(Error::shape(
                     "workspace",
@@ -434,7 +455,7 @@ impl Plan {
     }
 
     fn views(&self) -> ViewCheck {
-        ViewCheck { cfg: self.cfg, dtype: self.dtype }
+        ViewCheck { cfg: self.cfg, dtype: self.dtype, device: self.dev.ordinal() as u32 + 1 }
     }
 
     fn scratch(&self, ws: &Workspace) -> Scratch {
@@ -626,7 +647,7 @@ mod tests {
     #[test]
     fn post_views_are_checked_in_full() {
         let (n, c, t) = (4, 136, 5);
-        let v = ViewCheck { cfg: Config::new(n, c), dtype: Dtype::Bf16 };
+        let v = ViewCheck { cfg: Config::new(n, c), dtype: Dtype::Bf16, device: 0 };
         let xl = Layout::dense(t, n * c).with_stride(n * c + 8);
         let x = view(0x1000, t * (n * c + 8), Dtype::Bf16, xl);
         let f = view(0x2000, t * c, Dtype::Bf16, Layout::dense(t, c));
@@ -662,7 +683,7 @@ mod tests {
     fn pre_head_and_static_views_are_checked_in_full() {
         let (n, c, t) = (2, 64, 3);
         let cfg = Config { gamma_f: true, ..Config::new(n, c) };
-        let v = ViewCheck { cfg, dtype: Dtype::F32 };
+        let v = ViewCheck { cfg, dtype: Dtype::F32, device: 0 };
         let (k, m) = (cfg.k(), cfg.m());
         let x = view(0x1000, t * k, Dtype::F32, Layout::dense(t, k));
         let params = |gamma_f| PreParamViews {

@@ -94,7 +94,9 @@ pub(crate) struct Checked {
 
 /// Every check of a `pre` / `post_pre` call's `pre` side (shapes, dtypes, strides, alignment,
 /// options, workspace size), before anything is enqueued.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn check(
+    device: u32,
     cfg: &Config,
     dt: Dtype,
     ws: &WsLayout,
@@ -105,39 +107,39 @@ pub(crate) fn check(
 ) -> Result<Checked> {
     let (n, c, k, m) = (cfg.n, cfg.c, cfg.k(), cfg.m());
     let t = x.layout.tokens;
-    x.check("x", dt, t, k, 16)?;
+    x.check(device, "x", dt, t, k, 16)?;
     fits_u32("x", t, x.layout.row_stride, k)?;
-    params.phi.check_dense_f32("phi", m, k)?;
-    params.scale.check_dense_f32("scale", 1, 3)?;
-    params.base.check_dense_f32("base", 1, m)?;
+    params.phi.check_dense_f32(device, "phi", m, k)?;
+    params.scale.check_dense_f32(device, "scale", 1, 3)?;
+    params.base.check_dense_f32(device, "base", 1, m)?;
     align16("phi", params.phi.ptr)?;
     let mut flags = 0;
     if cfg.formulation == Formulation::Paper {
         flags |= FLAG_PAPER;
     }
-    let gamma_k = optional_weight("gamma_k", cfg.gamma_k, &params.gamma_k, k)?;
-    let gamma_f = optional_weight("gamma_f", cfg.gamma_f, &params.gamma_f, c)?;
+    let gamma_k = optional_weight(device, "gamma_k", cfg.gamma_k, &params.gamma_k, k)?;
+    let gamma_f = optional_weight(device, "gamma_f", cfg.gamma_f, &params.gamma_f, c)?;
     if cfg.gamma_k {
         flags |= FLAG_GAMMA_K;
     }
     if cfg.gamma_f {
         flags |= FLAG_GAMMA_F;
     }
-    out.a.check("a", dt, t, c, 16)?;
+    out.a.check(device, "a", dt, t, c, 16)?;
     fits_u32("a", t, out.a.layout.row_stride, c)?;
     let (y, y_stride) = match (cfg.gamma_f, &out.y) {
         (true, Some(y)) => {
-            y.check("y", dt, t, c, 16)?;
+            y.check(device, "y", dt, t, c, 16)?;
             fits_u32("y", t, y.layout.row_stride, c)?;
             (y.ptr, y.layout.row_stride)
         }
         (false, None) => (0, 0),
         (want, _) => return Err(presence("y", want)),
     };
-    out.h_pre.check_dense_f32("h_pre", t, n)?;
-    out.h_post.check_dense_f32("h_post", t, n)?;
-    out.h_res.check_dense_f32("h_res", t, n * n)?;
-    out.inv_rms.check_dense_f32("inv_rms", t, 1)?;
+    out.h_pre.check_dense_f32(device, "h_pre", t, n)?;
+    out.h_post.check_dense_f32(device, "h_post", t, n)?;
+    out.h_res.check_dense_f32(device, "h_res", t, n * n)?;
+    out.inv_rms.check_dense_f32(device, "inv_rms", t, 1)?;
     if ws_bytes < ws.total {
         return Err(Error::shape("workspace", format!(">= {} bytes", ws.total), ws_bytes));
     }
@@ -147,6 +149,7 @@ pub(crate) fn check(
 /// The post side's checks of `post_pre` (both paths): f, h_post, h_res, x_out, and x_out apart
 /// from x.
 pub(crate) fn check_post_side(
+    device: u32,
     cfg: &Config,
     dt: Dtype,
     x: &DeviceTensor<'_>,
@@ -155,10 +158,10 @@ pub(crate) fn check_post_side(
 ) -> Result<()> {
     let (n, c) = (cfg.n, cfg.c);
     let t = x.layout.tokens;
-    post.f.check("f", dt, t, c, 16)?;
-    post.h_post.check_dense_f32("h_post", t, n)?;
-    post.h_res.check_dense_f32("h_res", t, n * n)?;
-    x_out.check("x_out", dt, t, n * c, 16)?;
+    post.f.check(device, "f", dt, t, c, 16)?;
+    post.h_post.check_dense_f32(device, "h_post", t, n)?;
+    post.h_res.check_dense_f32(device, "h_res", t, n * n)?;
+    x_out.check(device, "x_out", dt, t, n * c, 16)?;
     let span = |p: u64, l: &crate::Layout| {
         let elems = l.required_len().unwrap_or(usize::MAX);
         (p, p.saturating_add((elems as u64).saturating_mul(dt.size() as u64)))
@@ -189,10 +192,16 @@ pub(crate) fn fits_u32(what: &'static str, t: usize, stride: usize, row_len: usi
 
 /// An optional f32 weight of `len` elements (gamma_k, gamma_f): present exactly when the
 /// configuration asks for it, dense and 16-byte aligned; its address, or 0 when absent.
-fn optional_weight(what: &'static str, wanted: bool, view: &Option<DeviceTensor<'_>>, len: usize) -> Result<u64> {
+fn optional_weight(
+    device: u32,
+    what: &'static str,
+    wanted: bool,
+    view: &Option<DeviceTensor<'_>>,
+    len: usize,
+) -> Result<u64> {
     match (wanted, view) {
         (true, Some(g)) => {
-            g.check_dense_f32(what, 1, len)?;
+            g.check_dense_f32(device, what, 1, len)?;
             align16(what, g.ptr)?;
             Ok(g.ptr)
         }
