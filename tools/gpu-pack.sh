@@ -44,7 +44,8 @@ for line in sys.stdin:
         shutil.copy(m["executable"], dst)
         print("packed", dst)
 ' "$pack"
-cargo build --release -p mhc-cli --bin mhc
+# The commit the bench records name (mhc bench writes it into its JSON record).
+MHC_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || true)" cargo build --release -p mhc-cli --bin mhc
 cp "${CARGO_TARGET_DIR:-target}/release/mhc" "$pack/mhc"
 # Debug info is not needed there; strip keeps the carried tree small.
 for f in "$pack"/*; do strip --strip-debug "$f" 2>/dev/null || true; done
@@ -71,7 +72,7 @@ if [ "${MHC_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   done
 fi
 if [ "${MHC_SKIP_BENCH:-0}" != 1 ]; then
-  "$here/mhc" bench --device cuda --json "$out/bench.json" --svg "$out/bench.svg" ${MHC_BENCH_ARGS:-} > "$out/bench.txt" 2>&1
+  "$here/mhc" bench --device cuda --out "$out" ${MHC_BENCH_ARGS:-} > "$out/bench.log" 2>&1
   echo "bench rc=$?"; cat "$out/bench.txt"
 fi
 exit $status
