@@ -104,6 +104,20 @@ fn check_stage(gpu: &CudaRunner, stage: Stage, cfg: &Config, dtype: Dtype, t: us
             cfg.formulation,
             tol(dtype)
         );
+        // Activations (not the coefficients, whose bound is the absolute one above): every
+        // element within a few storage rounding steps.
+        if !matches!(name.as_str(), "h_pre" | "h_post" | "h_res" | "inv_rms") {
+            let (ratio, i) = common::elementwise_ratio(&g.data, &w.data, dtype);
+            assert!(
+                ratio <= 1.0,
+                "{stage} {name}[{i}] n={} C={} T={t} {dtype} {}: got {} want {} ({ratio:.2}x the element bound)",
+                cfg.n,
+                cfg.c,
+                cfg.formulation,
+                g.data[i],
+                w.data[i]
+            );
+        }
     }
 }
 
@@ -149,6 +163,31 @@ fn gpu_post_matches_reference() {
             for (t, n, c) in cases() {
                 let cfg = Config::new(n, c).with_formulation(form);
                 check_stage(&gpu, Stage::Post, &cfg, dtype, t, 0.02, &mut rng);
+            }
+        }
+    }
+}
+
+/// Every forward stage with Sinkhorn iterations and epsilons away from their defaults: a kernel
+/// that hard-coded 20 iterations or ignored an epsilon argument would pass the other tests.
+#[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
+fn gpu_iterations_and_epsilons_are_honoured() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng::new(seed());
+    for (iters, eps_hc, eps_norm, eps_f) in [(1, 1e-3, 1e-3, 1e-2), (7, 1e-4, 1e-5, 1e-3), (33, 1e-6, 1e-2, 1e-6)] {
+        for form in [Formulation::DeepSeekV4, Formulation::Paper] {
+            for (t, n, c) in [(3, 4, 1280), (100, 4, 4096), (16, 8, 1280), (600, 32, 1280)] {
+                let mut cfg = Config::new(n, c).with_formulation(form);
+                cfg.sinkhorn_iters = iters;
+                cfg.eps_hc = eps_hc;
+                cfg.eps_norm = eps_norm;
+                cfg.eps_f = eps_f;
+                for stage in [Stage::Pre, Stage::PostPre, Stage::Head, Stage::Static] {
+                    for dtype in [Dtype::Bf16, Dtype::F32] {
+                        check_stage(&gpu, stage, &cfg, dtype, t, 0.1, &mut rng);
+                    }
+                }
             }
         }
     }

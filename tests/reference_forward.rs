@@ -368,7 +368,7 @@ fn sinkhorn_is_positive_with_the_sums_math_md_states() {
                     Formulation::DeepSeekV4 => (&cols, &rows),
                     Formulation::Paper => (&rows, &cols),
                 };
-                let dev = |s: &[f64]| s.iter().fold(0.0f64, |m, v| m.max((v - 1.0).abs()));
+                let dev = |s: &[f64]| s.iter().fold(0.0f64, |m, v| common::nan_max(m, (v - 1.0).abs()));
                 assert!(dev(last) <= 1e-5, "{formulation:?} n={n}: last-normalized sums off by {}", dev(last));
                 if !spread {
                     assert!(dev(other) <= 1e-3, "{formulation:?} n={n}: other sums off by {}", dev(other));
@@ -540,7 +540,7 @@ fn bf16_storage_rounds_once_and_stays_within_bf16_tolerance() {
     assert_eq!(coef(&bf), f32_of(coef(&e)), "coefficients are f32, computed from the bf16 x");
     // Against f32 storage: docs/math.md's bf16 tolerances.
     assert!(rel_err(&bf.a, &f32s.a) <= 1e-2, "a: {}", rel_err(&bf.a, &f32s.a));
-    let d = coef(&bf).iter().zip(coef(&f32s)).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+    let d = coef(&bf).iter().zip(coef(&f32s)).fold(0.0f64, |m, (a, b)| common::nan_max(m, (a - b).abs()));
     assert!(d <= 1e-3, "coefficients differ by {d}");
     assert!(d > 0.0, "bf16 storage must change something");
 }
@@ -634,7 +634,7 @@ fn f32_arithmetic_stays_within_f32_tolerance_of_f64() {
         let mut got = PreOut::poisoned(&case.cfg, case.t);
         reference::pre::<f32>(&case.cfg, &case.x(), &case.params(), &mut got.views(&case.cfg, case.t)).unwrap();
         assert!(rel_err(&got.a, &want.a) <= 1e-5, "a {}", rel_err(&got.a, &want.a));
-        let d = got.h_res.iter().zip(&want.h_res).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+        let d = got.h_res.iter().zip(&want.h_res).fold(0.0f64, |m, (a, b)| common::nan_max(m, (a - b).abs()));
         assert!(d <= 1e-5, "h_res {d}");
         assert!(d > 0.0, "f32 arithmetic should differ from f64");
     }

@@ -28,8 +28,41 @@ pub fn no_gpu<T>(why: &dyn std::fmt::Display) -> Option<T> {
 /// Poison for outputs: any element a stage forgets to write fails the comparisons.
 pub const POISON: f64 = f64::NAN;
 
+/// `max` that NaN cannot defeat: a NaN on either side gives infinity (`f64::max` returns the
+/// other operand, so an unwritten, NaN-poisoned element would pass).
+pub fn nan_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::INFINITY
+    } else {
+        a.max(b)
+    }
+}
+
+/// The largest |x|; infinite if any element is NaN (`f64::max` would skip it, and a NaN-poisoned
+/// element a kernel never wrote must fail every comparison).
 pub fn max_abs(v: &[f64]) -> f64 {
-    v.iter().fold(0.0f64, |m, x| m.max(x.abs()))
+    v.iter().fold(0.0f64, |m, x| if x.is_nan() { f64::INFINITY } else { m.max(x.abs()) })
+}
+
+/// Element-wise bound of an activation output in storage `dtype`: every element within a few
+/// storage rounding steps of `|ref| + rms(ref)` (bf16: 4 steps of 2^-8; f32: 1e-4, ten times
+/// docs/math.md's relative L2 tolerance, since single elements of f32 sums of 16k terms reach a
+/// few 1e-6). Returns the worst element's ratio to its bound (<= 1 passes) and its index; a
+/// non-finite element gives infinity. A relative L2 norm alone lets thousands of elements of a
+/// large tensor be completely wrong; this does not.
+pub fn elementwise_ratio(got: &[f64], want: &[f64], dtype: mhc::Dtype) -> (f64, usize) {
+    assert_eq!(got.len(), want.len());
+    let unit = if dtype == mhc::Dtype::Bf16 { 4.0 * 2f64.powi(-8) } else { 1e-4 };
+    let rms = (want.iter().map(|w| w * w).sum::<f64>() / want.len().max(1) as f64).sqrt();
+    let mut worst = (0.0f64, 0usize);
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let r =
+            if g.is_finite() { (g - w).abs() / (unit * (w.abs() + rms)).max(f64::MIN_POSITIVE) } else { f64::INFINITY };
+        if r > worst.0 {
+            worst = (r, i);
+        }
+    }
+    worst
 }
 
 /// `max |a - b| / max |b|`.

@@ -52,7 +52,7 @@ pub fn main(args: Args) -> Result<(), String> {
         for (x, y) in a.data.iter().zip(&b.data) {
             num += (x - y) * (x - y);
             den += y * y;
-            max = max.max((x - y).abs());
+            max = if (x - y).is_nan() { f64::INFINITY } else { max.max((x - y).abs()) };
         }
         let rel = if den > 0.0 { (num / den).sqrt() } else { num.sqrt() };
         let ok = rel.is_finite() && rel <= args.tol && a.data.iter().all(|v| v.is_finite());
