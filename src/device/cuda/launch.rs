@@ -108,6 +108,28 @@ impl LaunchKind {
         }
     }
 
+    /// Whether this launcher's kernels can address `max_tokens` tokens of `cfg`: the per-token
+    /// offsets they form in 32 bits (docs/kernels/address-arithmetic.md; every other offset is
+    /// 64-bit, and the activation rows, whose strides only a call knows, are checked per call).
+    /// The general pre kernel indexes its logit rows `ws_p[t * ldp]` and `h_res[t * n * n]` in
+    /// u32 elements (ldp > n^2 bounds both); the GEMM kernel `h_res[t * n * n + j]`.
+    pub fn offset_limit(self, cfg: &Config, max_tokens: usize) -> std::result::Result<(), String> {
+        let n = cfg.n as u64;
+        let t = max_tokens as u64;
+        let (product, what) = match self {
+            LaunchKind::Pre | LaunchKind::PostPre => {
+                let ldp = (n * n + 2 * n).div_ceil(32) * 32;
+                (t.saturating_sub(1).saturating_mul(ldp), "(T - 1) x ldp logit elements")
+            }
+            LaunchKind::PreGemm => (t.saturating_mul(n * n), "T x n^2 h_res elements"),
+            _ => return Ok(()),
+        };
+        if product > u32::MAX as u64 {
+            return Err(format!("its 32-bit offsets reach {what} = {product} at T = {max_tokens}, over 2^32 - 1"));
+        }
+        Ok(())
+    }
+
     /// The few-token `pre` kernels (a grid-wide arrival; CTAs poll each other's rows).
     pub const fn is_few_token(self) -> bool {
         matches!(self, LaunchKind::PreDecode | LaunchKind::PreMid)

@@ -15,20 +15,24 @@ use crate::plan::{catalogue, row_index, Binding, Choice, Ranges, Slot};
 use mhc_loader::{Trait, Variant};
 use std::collections::HashMap;
 
-/// The device's limits of a catalogue row beyond what the catalogue itself filters: every
-/// sm_90a kernel addresses a token row in 31-bit byte offsets; the general static kernel keeps
-/// a[C] in shared memory; the few-token kernels need their CTAs co-resident (the SM count).
+/// The device's limits of a catalogue row beyond what the catalogue itself filters, for a plan
+/// of up to `max_tokens` tokens: every sm_90a kernel addresses a token row in 31-bit byte
+/// offsets; some kernels form per-token offsets in 32 bits ([`LaunchKind::offset_limit`],
+/// docs/kernels/address-arithmetic.md); the general static kernel keeps a[C] in shared memory;
+/// the few-token kernels need their CTAs co-resident (the SM count).
 pub(crate) fn launch_limits(
     v: &Variant,
     cfg: &Config,
     dtype: Dtype,
     limits: &DeviceLimits,
+    max_tokens: usize,
 ) -> std::result::Result<(), String> {
     let kind =
         LaunchKind::from_name(&v.entry.launch).ok_or_else(|| format!("no CUDA launcher {:?}", v.entry.launch))?;
     if cfg.k().saturating_mul(dtype.size()) > u32::MAX as usize / 2 {
         return Err(format!("n*C*{} bytes exceed 31 bits", dtype.size()));
     }
+    kind.offset_limit(cfg, max_tokens)?;
     match kind {
         LaunchKind::Static if cfg.c * 4 > limits.max_shared_per_block as usize => {
             Err("a[C] does not fit in shared memory".into())
@@ -51,7 +55,7 @@ pub(crate) fn choose(
     request: Option<LaunchKind>,
     admit: &dyn Fn(&Variant) -> std::result::Result<(), String>,
 ) -> Result<Vec<Choice>> {
-    let admit = |v: &Variant| launch_limits(v, cfg, dtype, limits).and_then(|()| admit(v));
+    let admit = |v: &Variant| launch_limits(v, cfg, dtype, limits, max_tokens).and_then(|()| admit(v));
     let arch = limits.arch.loader_arch();
     crate::plan::choose(arch, limits.sm_count, cfg, dtype, slot, max_tokens, request.map(LaunchKind::name), &admit)
 }
@@ -380,7 +384,7 @@ pub fn planned_kernels(
         }
         (_, Err(e)) => return Err(e),
     };
-    let admit = |v: &Variant| launch_limits(v, cfg, dtype, limits);
+    let admit = |v: &Variant| launch_limits(v, cfg, dtype, limits, tokens);
     let explain = crate::plan::explain(limits.arch.loader_arch(), limits.sm_count, cfg, dtype, slot, tokens, &admit)?;
     Ok(vec![PlannedKernel {
         stage: slot.name().to_string(),
@@ -710,5 +714,26 @@ mod tests {
             }
         }
         assert!(missing.is_empty(), "catalogue rows no input selects: {missing:?}");
+    }
+
+    /// The plan refuses a T its kernels' 32-bit offsets cannot address (docs/kernels/
+    /// address-arithmetic.md): the general pre kernel's logit rows `ws_p[t * ldp]` wrap at
+    /// n = 32 from T = 3,947,582 (token 3,947,581 would read token 0's logits); the GEMM kernel's
+    /// `h_res[t * n * n]` at T x n^2 > 2^32 - 1. One token fewer is served.
+    #[test]
+    fn token_counts_past_the_32_bit_offsets_are_refused() {
+        let limits = DeviceLimits::flagship(CudaArch::Sm90a);
+        let at = |n: usize, c: usize, dtype: Dtype, t: usize| {
+            let ranges = choose(&limits, &Config::new(n, c), dtype, Slot::Pre, t, None, &|_| Ok(())).unwrap();
+            Ranges(ranges).at(Slot::Pre, "sm_90a", t).map(|v| v.entry.entry.clone())
+        };
+        assert_eq!(at(32, 8, Dtype::F32, 3_947_581).unwrap(), "mhc_pre_sm90_f32");
+        let e = at(32, 8, Dtype::F32, 3_947_582).unwrap_err().to_string();
+        assert!(e.contains("32-bit offsets") && e.contains("ldp"), "{e}");
+        // bf16 n = 32 prefill is the GEMM kernel: refused from T n^2 > 2^32 - 1.
+        assert_eq!(at(32, 1280, Dtype::Bf16, 4_194_303).unwrap(), "mhc_pre_gemm_bf16_n32");
+        assert!(at(32, 1280, Dtype::Bf16, 4_194_304).is_err());
+        // n = 4 never reaches it.
+        assert!(at(4, 4096, Dtype::Bf16, i32::MAX as usize).is_ok());
     }
 }

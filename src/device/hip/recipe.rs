@@ -431,6 +431,71 @@ pub fn kernels_of(variant: &mhc_loader::Variant, cfg: &Config) -> Result<Vec<Ker
     Ok(out)
 }
 
+/// Whether the gfx942 kernels of catalogue row `variant` (and its companions) can address
+/// `max_tokens` tokens of `cfg`: the per-token byte offsets they form in 32 bits, and the 32-bit
+/// work-item counts of one-workgroup-per-token launches (docs/kernels/address-arithmetic.md).
+/// `mhc_pre` (pre, post_pre, head) indexes its partials `((t G + g)(M + 1)) * 4` and its
+/// coefficient rows `t n^2 * 4`, `t 4n`, `inv_rms` through a 30-bit vector offset, and its row
+/// of phi / x `k * 4`; `mhc_post` and `mhc_coeffs` the coefficient rows `t n^2 * 4`;
+/// `mhc_static` and `mhc_rmsnorm` launch 256 work-items per token.
+pub fn offset_limit(
+    variant: &mhc_loader::Variant,
+    cfg: &Config,
+    dtype: Dtype,
+    max_tokens: usize,
+) -> Result<(), String> {
+    let (n, k, t) = (cfg.n as u64, cfg.k() as u64, max_tokens as u64);
+    let last = t.saturating_sub(1);
+    let esize = dtype.size() as u64;
+    let check = |product: u64, what: &str| -> Result<(), String> {
+        if product > u32::MAX as u64 {
+            return Err(format!("its 32-bit offsets reach {what} = {product} at T = {max_tokens}, over 2^32 - 1"));
+        }
+        Ok(())
+    };
+    let mut kernels = kernels_of(variant, cfg)?;
+    kernels.dedup();
+    for kernel in kernels {
+        match kernel {
+            Kernel::Pre => {
+                // head mode has M = n logits
+                let m = if variant.entry.launch == "gfx942_head" { n } else { n * n + 2 * n };
+                check(last.saturating_mul(m + 1).saturating_mul(4), "(T - 1)(M + 1) x 4 partial bytes")?;
+                check(last.saturating_mul(n * n * 4), "(T - 1) n^2 x 4 h_res bytes")?;
+                if t > 1 << 30 {
+                    return Err(format!("inv_rms is indexed through a 30-bit offset: T = {max_tokens} > 2^30"));
+                }
+                check((k + 255) * 4, "(n C + 255) x 4 bytes of a phi / x row")?;
+                check((n - 1) * cfg.c as u64 * esize, "(n - 1) C x esize bytes to the last stream")?;
+            }
+            Kernel::Post | Kernel::Coeffs => check(last.saturating_mul(n * n * 4), "(T - 1) n^2 x 4 h_res bytes")?,
+            Kernel::Static | Kernel::RmsNorm => {
+                if t > 16_777_215 {
+                    return Err(format!(
+                        "one workgroup of 256 per token: T = {max_tokens} work-items overflow 32 bits"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The catalogue's gfx942 choice for `slot` of `cfg` in `dtype` up to `max_tokens` on a device
+/// of `units` CUs, with the kernels' offset limits ([`offset_limit`]): what the HIP plan, the HIP
+/// runner and the simulator's runner all use.
+pub fn choose(
+    arch: mhc_loader::Arch,
+    units: u32,
+    cfg: &Config,
+    dtype: Dtype,
+    slot: crate::plan::Slot,
+    max_tokens: usize,
+) -> crate::error::Result<Vec<crate::plan::Choice>> {
+    let admit = |v: &mhc_loader::Variant| offset_limit(v, cfg, dtype, max_tokens);
+    crate::plan::choose(arch, units, cfg, dtype, slot, max_tokens, None, &admit)
+}
+
 /// `(res_si, res_sj)` of `mhc_post`: V4 applies `h_res` transposed (`h_res[j][i]`), Paper as is.
 pub const fn post_res_strides(formulation: Formulation, n: usize) -> (usize, usize) {
     match formulation {
@@ -1229,6 +1294,26 @@ mod tests {
         assert_eq!(k.len(), 4 + 24);
         assert_eq!(&k[..4], &[1.0; 4]);
         assert!(k[4..].iter().all(|&v| v == 0.0));
+    }
+
+    /// The plan refuses a T its kernels' 32-bit offsets cannot address (docs/kernels/
+    /// address-arithmetic.md): `mhc_pre`'s partials at n = 32 from T = 985,990, `mhc_post`'s
+    /// h_res rows from T = 1,048,577; one token fewer is served.
+    #[test]
+    fn token_counts_past_the_32_bit_offsets_are_refused() {
+        use crate::plan::Slot;
+        let arch = mhc_loader::Arch::Gfx942(mhc_loader::AmdFeatures::ANY);
+        let at = |slot: Slot, n: usize, c: usize, t: usize| {
+            let ranges = choose(arch, 304, &Config::new(n, c), Dtype::F32, slot, t).unwrap();
+            crate::plan::Ranges(ranges).at(slot, "gfx942", t).map(|v| v.id().to_string())
+        };
+        assert_eq!(at(Slot::Pre, 32, 4096, 985_989).unwrap(), "pre_gfx942");
+        let e = at(Slot::Pre, 32, 4096, 985_990).unwrap_err().to_string();
+        assert!(e.contains("32-bit offsets") && e.contains("985990"), "{e}");
+        assert!(at(Slot::Post, 32, 64, 1_048_576).is_ok());
+        assert!(at(Slot::Post, 32, 64, 1_048_577).unwrap_err().to_string().contains("h_res"));
+        assert!(at(Slot::Static, 4, 64, 16_777_215).is_ok());
+        assert!(at(Slot::Static, 4, 64, 16_777_216).unwrap_err().to_string().contains("work-items"));
     }
 
     #[test]

@@ -95,7 +95,7 @@ impl HipRunner {
             rejected: vec![format!("no gfx942 kernel computes {stage}")],
         })?;
         let units = arch.default_compute_units();
-        let ranges = crate::plan::choose(arch, units, &plan_cfg, dtype, slot, t.max(1), None, &|_| Ok(()))?;
+        let ranges = super::recipe::choose(arch, units, &plan_cfg, dtype, slot, t.max(1))?;
         Ranges(ranges).at(slot, arch.name(), t.max(1))?;
         Ok((cfg, t))
     }
