@@ -243,7 +243,7 @@ impl Ctx {
 /// launch itself: the grid is scheduled and its CTAs start while the previous kernel drains.
 /// Measured on an H100 in a CUDA graph: 0.1-1.7 us less per call at decode sizes (post T = 16
 /// 2.74 -> 2.11 us, pre T = 1 7.37 -> 6.42 us); nothing measurable at large T
-/// (docs/kernels/launch.md).
+/// (docs/decisions/0004-programmatic-dependent-launch-by-default.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Overlap {
     /// Plain launches: the kernel starts when the previous one has completed.
