@@ -4,7 +4,7 @@
 use crate::error::{Error, Result};
 use std::fmt;
 
-/// Which of the two published mHC formulations to compute (MATH.md, stage 2).
+/// Which of the two published mHC formulations to compute (docs/math.md, stage 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Formulation {
     /// DeepSeek-V4 as shipped: `h_pre = sigma + eps`, softmax start, column-first Sinkhorn,
@@ -81,7 +81,7 @@ impl std::str::FromStr for Dtype {
     }
 }
 
-/// The stages a device can run (MATH.md).
+/// The stages a device can run (docs/math.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Stage {
     Pre,
@@ -161,7 +161,7 @@ pub struct Config {
     pub formulation: Formulation,
     /// Sinkhorn iterations (>= 1).
     pub sinkhorn_iters: u32,
-    /// Epsilon inside the RMS of the mixing logits (MATH.md stage 1; default 1e-6).
+    /// Epsilon inside the RMS of the mixing logits (docs/math.md stage 1; default 1e-6).
     pub eps_norm: f64,
     /// Epsilon of the coefficients and of every Sinkhorn denominator (default 1e-6).
     pub eps_hc: f64,

@@ -3,7 +3,7 @@
 //! Fused GPU stages written by hand in PTX (NVIDIA sm_90a, sm_100a) and GCN assembly (AMD
 //! gfx942), embedded as code objects, loaded by [`mhc_loader`], selected per architecture,
 //! register budget and token count; plus [`mod@reference`], the float64 oracle of every stage
-//! (MATH.md), forward and backward.
+//! (docs/math.md), forward and backward.
 //!
 //! Layers, data flowing one way: `asm/` sources -> `asm/bin` code objects -> `mhc_loader`
 //! (parse, registry, select) -> device (load once, cache handles) -> plan -> one launch per op
@@ -15,6 +15,7 @@ pub mod config;
 pub mod device;
 pub mod error;
 pub mod npy;
+pub mod plan;
 pub mod reference;
 pub mod runner;
 pub mod tensor;

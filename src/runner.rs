@@ -1,7 +1,7 @@
 //! The host-array seam between the `mhc` command (and tests) and every device: a stage takes
 //! named dense arrays and returns named dense arrays. The CPU reference ([`CpuRunner`]), the
 //! CUDA device, the HIP device and the GCN simulator each implement [`StageRunner`]; `mhc run`
-//! only talks to this trait. Names and shapes are the ones of `mhc run --help` (issue 2), listed
+//! only talks to this trait. Names and shapes are the ones of `mhc run --help`, listed
 //! once in [`signature`].
 
 use crate::config::{Config, Dtype, Stage};
@@ -41,7 +41,7 @@ pub trait StageRunner {
 
 /// How a tensor is stored for a given `--dtype`: activations (`x`, `f`, `e`, `a`, `y`, `out` and
 /// their gradients) in the dtype itself; parameters and coefficients in f32, or f64 when the
-/// dtype is f64 (MATH.md: never bf16).
+/// dtype is f64 (docs/math.md: never bf16).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
     Activation,
@@ -196,7 +196,7 @@ pub fn resolve_config(stage: Stage, cfg: &Config, present: impl Fn(&str) -> bool
 }
 
 /// Seeded random inputs of every required port of `stage` for `t` tokens (the optional weights
-/// exactly when `cfg` asks for them), drawn from MATH.md's test distributions: activations
+/// exactly when `cfg` asks for them), drawn from docs/math.md's test distributions: activations
 /// N(0, 1), `phi` `phi_std` N(0, 1), `scale` U(0.01, 1), `base` 0.1 N(0, 1), weights
 /// 1 + 0.1 N(0, 1); coefficients as `pre` makes them (`h_post` = 2 sigma(z) in (0, 2), `h_res`
 /// rows of positive entries summing to 1); static-layer logits 0.5 N(0, 1). The ports are

@@ -1,5 +1,5 @@
 //! Every backward of the reference against central finite differences of its own f64 forward
-//! (MATH.md "Backward": 1e-6 relative), with random upstream gradients, loss = sum(dout * out),
+//! (docs/math.md "Backward": 1e-6 relative), with random upstream gradients, loss = sum(dout * out),
 //! for several n, both formulations, the optional pre-norms and a large eps_hc (which makes
 //! every `+ eps` path visible to the comparison).
 #![allow(clippy::needless_range_loop)]

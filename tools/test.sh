@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command. Installs the pinned assembler tools when missing (llvm-19/lld-19 from
 # Debian, ptxas 12.9.86 from PyPI into .tools/), then: format check, clippy with warnings denied,
-# every test of the workspace (GPU tests skip with a printed reason when no GPU is present), the
-# library docs (broken links are errors), and a check that the committed code objects are exactly
-# what the sources assemble to.
+# every test of the workspace (GPU tests are ignored here, with the reason; tools/gpu-tests.sh runs
+# them on a GPU machine), the library docs (broken links are errors), a check that the committed
+# code objects are exactly what the sources assemble to, and a dry run of publishing the crates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,3 +22,5 @@ echo "== templated PTX matches its scripts"
 bash tools/check-ptx-templates.sh
 echo "== mhc asm --check"
 cargo run --quiet -p mhc-cli -- asm --check
+echo "== the library crates package and build on their own (cargo publish --dry-run)"
+cargo publish --quiet --dry-run --allow-dirty --workspace

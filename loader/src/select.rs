@@ -52,8 +52,9 @@ pub struct Shape {
     pub formulation: Option<String>,
     /// Optional inputs the call has (`gamma_k`, `gamma_f`): a variant must handle each.
     pub options: Vec<String>,
-    /// Only variants of this launcher (benchmarks and tests that ask for one kernel family);
-    /// variants kept for comparison (`on_request`) are eligible only this way.
+    /// Only variants of this launcher, at any token count (benchmarks and tests that ask for one
+    /// kernel family; the launcher checks its kernel's capacity); variants kept for comparison
+    /// (`on_request`) are eligible only this way.
     pub launch: Option<String>,
 }
 
@@ -258,7 +259,7 @@ pub enum Choice {
 
 /// No variant passed the filters.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("no variant for stage {stage} on {arch} at {shape}:\n{}", explain_rejections(.rejected, *.other_stages))]
+#[error("no variant for stage {stage} on {arch} at {shape}:\n{}", explain_rejections(.rejected, *.other_stages, *.other_arches))]
 pub struct NoVariant {
     pub stage: String,
     pub arch: String,
@@ -266,6 +267,8 @@ pub struct NoVariant {
     pub rejected: Vec<Rejection>,
     /// Variants of other stages (not listed one by one).
     pub other_stages: usize,
+    /// Variants of this stage for other architectures (not listed one by one).
+    pub other_arches: usize,
 }
 
 impl NoVariant {
@@ -275,13 +278,16 @@ impl NoVariant {
     }
 }
 
-fn explain_rejections(rejected: &[Rejection], other_stages: usize) -> String {
+fn explain_rejections(rejected: &[Rejection], other_stages: usize, other_arches: usize) -> String {
     let mut s = String::new();
     if rejected.is_empty() {
         s.push_str("  (no variant of this stage exists)\n");
     }
     for r in rejected {
         s.push_str(&format!("  rejected {}: {}\n", r.id, r.reason));
+    }
+    if other_arches > 0 {
+        s.push_str(&format!("  ({other_arches} variants of this stage for other architectures not considered)\n"));
     }
     if other_stages > 0 {
         s.push_str(&format!("  ({other_stages} variants of other stages not considered)\n"));
@@ -304,6 +310,7 @@ pub struct Selection<'r> {
     /// Rejected variants of this stage, in catalogue order.
     pub rejected: Vec<Rejection>,
     pub other_stages: usize,
+    pub other_arches: usize,
     /// Tuned entries that were ignored, and why.
     pub warnings: Vec<String>,
 }
@@ -342,7 +349,7 @@ impl Selection<'_> {
                 if c.in_preferred_range { "" } else { "  (T outside its preferred range)" }
             ));
         }
-        s.push_str(&explain_rejections(&self.rejected, self.other_stages));
+        s.push_str(&explain_rejections(&self.rejected, self.other_stages, self.other_arches));
         for w in &self.warnings {
             s.push_str(&format!("warning: {w}\n"));
         }
@@ -401,11 +408,15 @@ impl<'r> Selector<'r> {
     ) -> Result<Selection<'r>, NoVariant> {
         let units = self.units.unwrap_or_else(|| arch.default_compute_units()).max(1);
         let mut rejected = Vec::new();
-        let mut other_stages = 0;
+        let (mut other_stages, mut other_arches) = (0, 0);
         let mut admissible: Vec<(usize, &'r Variant, Candidate)> = Vec::new();
         for (index, v) in self.registry.variants().iter().enumerate() {
             if v.entry.stage != stage {
                 other_stages += 1;
+                continue;
+            }
+            if v.arch.family() != arch.family() {
+                other_arches += 1;
                 continue;
             }
             match filter(v, arch, shape, budget).and_then(|()| admit(v).map_err(|why| Reason::Launch { why })) {
@@ -423,6 +434,7 @@ impl<'r> Selector<'r> {
                 shape: shape.to_string(),
                 rejected,
                 other_stages,
+                other_arches,
             });
         };
         let mut warnings = self.warnings.clone();
@@ -467,6 +479,7 @@ impl<'r> Selector<'r> {
             candidates: admissible.into_iter().map(|(_, _, c)| c).collect(),
             rejected,
             other_stages,
+            other_arches,
             warnings,
         })
     }
@@ -563,7 +576,9 @@ fn filter(v: &Variant, arch: Arch, shape: &Shape, budget: &Budget) -> Result<(),
     if let Some(o) = shape.options.iter().find(|o| !e.options.contains(o)) {
         return Err(Reason::Option { option: o.clone(), supported: e.options.clone() });
     }
-    if !e.tokens.contains(shape.tokens) {
+    // A call that asks for a launcher gets it wherever its kernel runs (the launcher checks its
+    // capacity); the token ranges say where the selector uses it.
+    if shape.launch.is_none() && !e.tokens.contains(shape.tokens) {
         return Err(Reason::Tokens { t: shape.tokens, min: e.tokens.min, max: e.tokens.max });
     }
     let r = &v.resources;

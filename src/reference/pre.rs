@@ -1,4 +1,4 @@
-//! `pre` (MATH.md stages 1-3) and its backward: mixing logits with the RMS of the residual row,
+//! `pre` (docs/math.md stages 1-3) and its backward: mixing logits with the RMS of the residual row,
 //! the coefficients, Sinkhorn, the pre-apply `a = sum_i h_pre[i] x[i]` and the optional
 //! F-pre-norm `y`. Also the per-token machinery `post_pre` and `head` reuse.
 
@@ -440,7 +440,7 @@ pub(crate) fn run<R: Real>(model: &PreModel<R>, x: &HostTensor<'_>, out: &mut Pr
     );
 }
 
-/// `pre` (MATH.md stages 1-3) for every token of `x` (T rows of n*C, possibly strided).
+/// `pre` (docs/math.md stages 1-3) for every token of `x` (T rows of n*C, possibly strided).
 /// Validates the configuration, every shape, stride and dtype, and that the parameters are
 /// finite, before writing anything.
 pub fn pre<R: Real>(cfg: &Config, x: &HostTensor<'_>, p: &PreParams<'_>, out: &mut PreOutputs<'_>) -> Result<()> {
@@ -449,7 +449,7 @@ pub fn pre<R: Real>(cfg: &Config, x: &HostTensor<'_>, p: &PreParams<'_>, out: &m
     Ok(())
 }
 
-/// The backward of [`pre`]: recomputes the forward per token, then reverses it exactly (MATH.md
+/// The backward of [`pre`]: recomputes the forward per token, then reverses it exactly (docs/math.md
 /// "Backward"). Parameter gradients are summed over tokens in token order.
 pub fn pre_backward<R: Real>(
     cfg: &Config,

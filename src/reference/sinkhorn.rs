@@ -1,4 +1,4 @@
-//! Stage 2's doubly-stochastic projection (MATH.md): the start matrix from the residual logits,
+//! Stage 2's doubly-stochastic projection (docs/math.md): the start matrix from the residual logits,
 //! the alternating normalizations, and their exact reverse.
 //!
 //! Matrices are `n x n`, row-major (`S[i][j]` at `i*n + j`).

@@ -1,4 +1,4 @@
-//! The static layer of the mHC.cu parity benchmark (MATH.md "Static layer") and its backward.
+//! The static layer of the mHC.cu parity benchmark (docs/math.md "Static layer") and its backward.
 //! Coefficients come from per-layer logits shared by every token: `h_pre = sigma(H_pre)` (no
 //! eps), `h_post = 2 sigma(H_post)`, `h_res = Sinkhorn(H_res)` with the paper's start and order
 //! whatever `cfg.formulation` says (that is what mHC.cu computes); F is an RMSNorm with weight

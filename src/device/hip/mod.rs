@@ -56,7 +56,7 @@ pub mod runner;
 mod stream;
 mod sys;
 
-pub use device::{arch_from_gcn_name, Function, HipDevice};
+pub use device::{arch_from_gcn_name, device_count, Function, HipDevice};
 pub use memory::{DeviceBuffer, DeviceTensor, DeviceTensorMut};
 pub use plan::{Plan, PostInViews, PreOutViews, PreParamViews, Workspace};
 pub use runner::HipRunner;
@@ -123,7 +123,5 @@ mod tests {
 
 #[cfg(test)]
 mod gpu_tests;
-#[cfg(test)]
-mod sim_tests;
 #[cfg(test)]
 mod test_support;

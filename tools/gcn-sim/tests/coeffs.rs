@@ -1,4 +1,4 @@
-//! The standalone coefficient kernel (`mhc_coeffs`, MATH.md stage 2 from given logits) on the
+//! The standalone coefficient kernel (`mhc_coeffs`, docs/math.md stage 2 from given logits) on the
 //! simulator against the f64 reference: both formulations, head mode, every n.
 
 use gcn_sim::{launch, load_kernel, Launch, Memory};

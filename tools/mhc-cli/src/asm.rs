@@ -1,4 +1,4 @@
-//! `mhc asm [--check] [--update-catalogue]`: the assembler driver (issue 3).
+//! `mhc asm [--check] [--update-catalogue]`: the assembler driver.
 //!
 //! Assembles every kernel source with the pinned tools into `asm/bin/` and regenerates the
 //! embedded-image table `asm/src/images.rs`:

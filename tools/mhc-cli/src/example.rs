@@ -1,5 +1,5 @@
 //! `mhc example <stage> --out DIR --tokens T --n N --c C`: writes seeded random inputs for a
-//! stage as `.npy` files (float64), drawn from MATH.md's test distributions, so `mhc run` can be
+//! stage as `.npy` files (float64), drawn from docs/math.md's test distributions, so `mhc run` can be
 //! tried (and devices compared with `mhc compare`) without any outside tool.
 
 use mhc::npy::{self, NpyDtype};
@@ -28,7 +28,7 @@ pub struct Args {
     /// Seed of the generator (same seed, same files).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Standard deviation of phi (MATH.md: 0.02; 0.5 pushes the Sinkhorn).
+    /// Standard deviation of phi (docs/math.md: 0.02; 0.5 pushes the Sinkhorn).
     #[arg(long, default_value_t = 0.02)]
     pub phi_std: f64,
     /// Also write the pre-norm weight gamma_k[n*C] (pre, post_pre, pre-backward).
