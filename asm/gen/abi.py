@@ -7,6 +7,9 @@ catalogue rows' `params` strings, and asm/src/abi/sm90.rs (the #[repr(C)] struct
 builds). The field and struct names are the runtime's.
 """
 
+# The Rust mirror of every layout below (written by rust_abi.py)
+RUST_MIRROR = "asm/src/abi/sm90.rs"
+
 SIZES = {"u64": 8, "u32": 4, "f32": 4, "u8": 1}
 PTX_TYPES = {"u64": "u64", "u32": "u32", "f32": "f32"}
 
@@ -58,8 +61,8 @@ def f32s(*names, **kw):
 class Layout:
     """A #[repr(C)] parameter block."""
 
-    def __init__(self, name, rust_file, doc, fields, default=True, extra_asserts=()):
-        self.name, self.rust_file, self.doc, self.fields = name, rust_file, doc, fields
+    def __init__(self, name, doc, fields, default=True, extra_asserts=()):
+        self.name, self.doc, self.fields = name, doc, fields
         self.default = default  # derive Default (arrays longer than 32 cannot)
         self.extra_asserts = extra_asserts  # (field, offset) pairs asserted with offset_of!
         off = 0
@@ -124,7 +127,7 @@ class Layout:
         return "\n".join(lines)
 
     def rust(self):
-        derive = "Debug, Clone, Copy, Default" if self.default else "Debug, Clone, Copy"
+        derive = "Debug, Clone, Copy, Default, Pod, Zeroable" if self.default else "Debug, Clone, Copy, Pod, Zeroable"
         out = [f"/// {line}" if line else "///" for line in self.doc.split("\n")]
         out += ["#[repr(C)]", f"#[derive({derive})]", f"pub struct {self.name} {{"]
         for f in self.fields:
@@ -138,14 +141,14 @@ class Layout:
         return "\n".join(out)
 
 
-POST = Layout("PostArgs", "src/device/cuda/kernels.rs", "`post` arguments (asm/ptx/sm90/post.ptx header).", [
+POST = Layout("PostArgs", "`post` arguments (asm/ptx/sm90/post.ptx header).", [
     *f64s("x", "f", "h_post", "h_res", "out"),
     *f64s("x_stride", "f_stride", "out_stride", group="stride"),
     Field("items", "u32", note="T * chunks"), Field("chunks", "u32", note="C / V"),
     Field("cbytes", "u32", note="C * esize"), Field("pad", "u32"),
 ])
 
-HEAD = Layout("HeadArgs", "src/device/cuda/kernels.rs", "`head` arguments (asm/ptx/sm90/head.ptx header).", [
+HEAD = Layout("HeadArgs", "`head` arguments (asm/ptx/sm90/head.ptx header).", [
     *f64s("x", "phi", "scale", "base", "out"),
     *f64s("x_stride", "out_stride", group="stride"),
     Field("tokens", "u32"), Field("cbytes", "u32"), Field("kchunks", "u32", note="nC/V1"),
@@ -154,7 +157,7 @@ HEAD = Layout("HeadArgs", "src/device/cuda/kernels.rs", "`head` arguments (asm/p
     Field("pad", "u32"),
 ])
 
-STATIC = Layout("StaticArgs", "src/device/cuda/kernels.rs", "`static` arguments (asm/ptx/sm90/static.ptx header).", [
+STATIC = Layout("StaticArgs", "`static` arguments (asm/ptx/sm90/static.ptx header).", [
     *f64s("x", "h_pre_logits", "h_post_logits", "h_res_logits", "gamma", "out"),
     *f64s("x_stride", "out_stride", group="stride"),
     Field("tokens", "u32"), Field("cbytes", "u32"), Field("cchunks", "u32", note="C/V"), Field("iters", "u32"),
@@ -162,14 +165,14 @@ STATIC = Layout("StaticArgs", "src/device/cuda/kernels.rs", "`static` arguments 
     Field("pad", "u32"),
 ])
 
-EXPAND = Layout("ExpandArgs", "src/device/cuda/kernels.rs", "`expand` arguments (asm/ptx/sm90/expand.ptx header).", [
+EXPAND = Layout("ExpandArgs", "`expand` arguments (asm/ptx/sm90/expand.ptx header).", [
     *f64s("e", "out"),
     *f64s("e_stride", "out_stride", group="stride"),
     Field("items", "u32", note="T * C/8"), Field("chunks", "u32", note="C/8"), Field("cbytes", "u32"),
     Field("n", "u32"),
 ])
 
-COEFFS = Layout("CoeffsArgs", "src/device/cuda/kernels.rs", "`coeffs` arguments (asm/ptx/sm90/coeffs.ptx header).", [
+COEFFS = Layout("CoeffsArgs", "`coeffs` arguments (asm/ptx/sm90/coeffs.ptx header).", [
     Field("p", "u64", c_type="*const f32", note="[T, p_stride] raw projections"),
     Field("inv_rms", "u64", c_type="*const f32", note="[T]"),
     Field("scale", "u64", c_type="*const f32", note="[3] ([1] in head mode)"),
@@ -182,8 +185,7 @@ COEFFS = Layout("CoeffsArgs", "src/device/cuda/kernels.rs", "`coeffs` arguments 
     Field("p_stride", "u32", note="elements between rows of P"),
 ])
 
-PRE = Layout("PreArgs", "src/device/cuda/pre.rs",
-             "Arguments of `mhc_pre_sm90_*` (one `.param .align 8 .b8 p_args[232]`; offsets in the header\n"
+PRE = Layout("PreArgs", "Arguments of `mhc_pre_sm90_*` (one `.param .align 8 .b8 p_args[232]`; offsets in the header\n"
              "of asm/ptx/sm90/pre.ptx). Unused pointers are 0 and never dereferenced.", [
     *f64s("x", "f", "h_post_in", "h_res_in", "x_out", "phi", "scale", "base", "gamma_k", "gamma_f", "a", "y",
           "h_pre", "h_post", "h_res", "inv_rms", "ws_p", "ws_ss", "ws_part", "ws_cnt"),
@@ -199,8 +201,7 @@ PRE = Layout("PreArgs", "src/device/cuda/pre.rs",
     Field("eps_norm", "f32"), Field("eps_hc", "f32"), Field("eps_f", "f32"),
 ])
 
-PRE_DECODE = Layout("PreDecodeArgs", "src/device/cuda/pre_decode.rs",
-                    "Arguments of `mhc_pre_decode_sm90_*` (one `.param .align 8 .b8 p_args[144]`; offsets in the\n"
+PRE_DECODE = Layout("PreDecodeArgs", "Arguments of `mhc_pre_decode_sm90_*` (one `.param .align 8 .b8 p_args[144]`; offsets in the\n"
                     "header of asm/ptx/sm90/pre_decode.ptx). `gamma_k` is 0 unless flags bit 1.", [
     *f64s("x", "phi", "scale", "base", "gamma_k", "a", "h_pre", "h_post", "h_res", "inv_rms"),
     Field("ws_part", "u64", doc="Partial rows `[S][T][32]` of tagged words (ss, then the M logits; each word = f32 bits,\n"
@@ -216,8 +217,7 @@ PRE_DECODE = Layout("PreDecodeArgs", "src/device/cuda/pre_decode.rs",
     Field("eps_norm", "f32"), Field("eps_hc", "f32"), Field("pad", "u32"),
 ])
 
-PRE_GEMM = Layout("PreGemmArgs", "src/device/cuda/pre_gemm.rs",
-                  "Arguments of `mhc_pre_gemm_bf16_n*` (one `.param .align 8 .b8 args[144]`; offsets in the\n"
+PRE_GEMM = Layout("PreGemmArgs", "Arguments of `mhc_pre_gemm_bf16_n*` (one `.param .align 8 .b8 args[144]`; offsets in the\n"
                   "header of asm/ptx/sm90/pre_gemm.ptx).", [
     *f64s("x", "phi", "scale", "base", "a", "h_pre", "h_post", "h_res", "inv_rms"),
     Field("ws_cnt", "u64", doc="One u32 arrival counter per token tile (zero between calls)."),
@@ -234,8 +234,7 @@ PRE_GEMM = Layout("PreGemmArgs", "src/device/cuda/pre_gemm.rs",
     Field("eps_norm", "f32"), Field("eps_hc", "f32"),
 ])
 
-POST_PRE_PC = Layout("PostPrePcArgs", "src/device/cuda/pre_pc.rs",
-                     "The fused entry's arguments: the `pre` side as the other entry's, then layer l's post inputs\n"
+POST_PRE_PC = Layout("PostPrePcArgs", "The fused entry's arguments: the `pre` side as the other entry's, then layer l's post inputs\n"
                      "and `x'` (the post_pre entries of asm/ptx/sm90/pre_pc.ptx).", [
     Field("pre", PRE_DECODE, doc="`x` here is layer l's residual (post's input), `x_stride` its row stride."),
     *f64s("f", "h_post_in", "h_res_in", "x_out"),
@@ -243,8 +242,7 @@ POST_PRE_PC = Layout("PostPrePcArgs", "src/device/cuda/pre_pc.rs",
     Field("x_out_stride", "u32"),
 ])
 
-PRE_TMA = Layout("PreTmaArgs", "src/device/cuda/pre_pc.rs",
-                 "The TMA entry's parameter bank: its one parameter (`p_args`: the other pre entry's arguments,\n"
+PRE_TMA = Layout("PreTmaArgs", "The TMA entry's parameter bank: its one parameter (`p_args`: the other pre entry's arguments,\n"
                  "then at 192 the tensor map of x) is 64-byte aligned, as a tensor map must be, and sm_90's\n"
                  "parameters start 16 bytes past a 64-byte boundary, so ptxas puts it 48 bytes in. The launcher\n"
                  "points the driver at each parameter's offset in this struct (the loader reads the offsets and\n"

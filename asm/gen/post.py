@@ -3,7 +3,7 @@
 Each kernel is specialised on n (1, 2, 4, 8, 16, 32), the storage dtype and the formulation, so
 that every per-stream value lives in a named register and every loop over streams is unrolled."""
 
-from .abi import POST
+from .abi import POST, RUST_MIRROR
 from . import catalogue, resmix
 from .blocks import k_mbarrier_wait
 from .ptx import Kernel, entry, plain_entry, prologue
@@ -12,7 +12,7 @@ from .shapes import DTYPES, ESIZE, NS, TMAX, vchan
 
 
 POST_ARGS = "\n".join([
-    f"// struct PostArgs ({POST.size} bytes, src/device/cuda/kernels.rs):",
+    f"// struct PostArgs ({POST.size} bytes, {RUST_MIRROR}):",
     "//   " + POST.header_line(["x", "f", "h_post", "h_res", "out", "          (u64 device addresses)"]),
     "//   " + POST.header_line(["x_stride", "f_stride", "out_stride", "          (u64, bytes between token rows)"]),
     "//   " + POST.header_line(["items", "chunks", "cbytes", "pad", "   (u32)"])])

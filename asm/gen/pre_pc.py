@@ -11,7 +11,7 @@ output (no dates, no paths).
 from types import SimpleNamespace
 
 from . import catalogue, pre_decode, sinkhorn
-from .abi import POST_PRE_PC, PRE_DECODE, TMA_PARAM_BYTES, TMA_TMAP
+from .abi import POST_PRE_PC, PRE_DECODE, RUST_MIRROR, TMA_PARAM_BYTES, TMA_TMAP
 from .shapes import TMAX
 from .blocks import MMA_BF16, MMA_BF16_K8, mma, split_bf16_via
 from .pre_decode import COEF_REGS, GRID_DEPENDENCY, inv_rms, load_args, sigmoid
@@ -50,13 +50,13 @@ HXB = 8              # hin buffers: > the ring's depth + 1 (a CTA's mix of tile 
 C_MAX = 1024 * RMAX
 HC = 80        # fused entry: bytes of one token's layer-l coefficients in a stage (h_post[4], h_res[4][4])
 HC_TILE = TT * HC
-# fused entry: PostPrePcArgs (src/device/cuda/pre_pc.rs) = PreDecodeArgs (144 bytes), then
+# fused entry: PostPrePcArgs (abi.POST_PRE_PC) = PreDecodeArgs (144 bytes), then
 A_F, A_HPI, A_HRI, A_XO, A_FS, A_XOS = (POST_PRE_PC.offset(f) for f in ("f", "h_post_in", "h_res_in", "x_out", "f_stride",
                                                                         "x_out_stride"))
 FUSED_ARG_BYTES = POST_PRE_PC.size
 ARG = {f.name: f.off for f in PRE_DECODE.fields}  # PreDecodeArgs offsets (the other entries' p_args)
 # TMA entry (mhc_pre_pc16t_bf16_n4): PreTmaArgs = PreDecodeArgs, then at 192 the CUtensorMap of x
-# (2D: the 4C elements of a token row x T rows, box 64 x 16, 128-byte swizzle; pre_pc.rs)
+# (2D: the 4C elements of a token row x T rows, box 64 x 16, 128-byte swizzle; the launcher encodes it)
 A_TMAP, TMA_ARG_BYTES = TMA_TMAP, TMA_PARAM_BYTES
 TBOX = 64      # channels per TMA box (128 bytes: the swizzle span)
 TMA_C_MULTIPLE = TBOX * CL  # the TMA entry's C granularity: 64-channel boxes of each CTA's C/16
@@ -177,7 +177,7 @@ HEADER = f"""\
 //         per thread; then a barrier of the mixing threads frees the stage. The mix warps copy
 //         as {NW * 32} virtual threads (4 chunk mappings each, full[s] counts the same 256
 //         arrivals as when the math warps filled the ring).
-// PARAMS  PreDecodeArgs (144 bytes, src/device/cuda/pre_decode.rs): 0 x, 8 phi, 16 scale,
+// PARAMS  PreDecodeArgs (144 bytes, asm/src/abi/sm90.rs): 0 x, 8 phi, 16 scale,
 //         24 base, 32 gamma_k, 40 a, 48 h_pre, 56 h_post, 64 h_res, 72 inv_rms (80, 88 unused);
 //         96 T, n, C, M, x_stride, a_stride, (cpc unused), iters, flags (bit 0 Paper, bit 1
 //         gamma_k); 132 eps_norm, eps_hc.
@@ -2030,7 +2030,7 @@ def catalogue_rows():
     G = catalogue.geometry
     traits = ["persistent", "grid_dependency", "tile_in_shared"]
     min_tokens, post_min = pre_decode.DECODE_TOKENS + 1, pre_decode.MID_TOKENS + 1
-    fused_params = (f"{POST_PRE_PC.name} ({POST_PRE_PC.size} B, src/device/cuda/pre_pc.rs): {PRE_DECODE.name}, then "
+    fused_params = (f"{POST_PRE_PC.name} ({POST_PRE_PC.size} B, {RUST_MIRROR}): {PRE_DECODE.name}, then "
                     "f, h_post_in, h_res_in, x_out (u64), f_stride, x_out_stride (u32)")
     post_pre_note = ["post_pre at T >= 65 where pre_pc16 serves pre (bf16, n = 4, C % 128 == 0 up to 4096, no gamma_f;",
                      "h_post / h_res 16-byte aligned); the post kernel followed by pre serves the rest."]
@@ -2045,31 +2045,31 @@ def catalogue_rows():
     return [
         row("pre_pc16t_sm90_bf16_n4", "pre", ENTRY_PRE_TMA, TMA_C_MULTIPLE, (min_tokens, TMAX),
             f"PreTmaArgs ({TMA_PARAM_BYTES} B: {PRE_DECODE.name}, then the CUtensorMap of x at {TMA_TMAP}; "
-            "src/device/cuda/pre_pc.rs)", "pre_cluster_tma", 31, ring("tma_ring_bytes", C_MAX),
+            f"{RUST_MIRROR})", "pre_cluster_tma", 31, ring("tma_ring_bytes", C_MAX),
             "the pre_pc entry with its ring filled by TMA (lane 0 of each mix warp issues half of each stage's "
             "64-channel x 16-token boxes, 128-byte swizzle: the 2 mix warps only mix) and h_pre exchanged instead of "
             "its logits (token j's partials go to CTA j only, st.async'd from the warp sums; its coefficient warp "
             "sends h_pre to every CTA): H100 T = 8192 C = 4096 141-142 us, 79-80% of copy",
             ["pre for many tokens with the ring filled by TMA (sm_90a): the same file's entry for C a multiple",
-             "of 1024 (src/device/cuda/pre_pc.rs `pre_pc_tma_unsupported`), ahead of the cp.async entry below."]),
+             "of 1024, ahead of the cp.async entry below."]),
         row("pre_pc16_sm90_bf16_n4", "pre", ENTRY_PRE, 128, (min_tokens, TMAX),
-            f"{PRE_DECODE.name} ({PRE_DECODE.size} B, src/device/cuda/pre_decode.rs)", "pre_cluster", 30,
+            f"{PRE_DECODE.name} ({PRE_DECODE.size} B, {RUST_MIRROR})", "pre_cluster", 30,
             ring("ring_bytes", C_MAX),
             "prefill pre with x read once: persistent 16-CTA clusters, phi slice in registers (bf16 hi/lo mma), x "
             "slice in a shared-memory ring, partial logits through distributed shared memory; 2 mix warps fill the "
             "ring and mix each tile beside the math warps' next tiles",
             ["pre for many tokens (sm_90a): asm/ptx/sm90/pre_pc.ptx (generated by python3 -m asm.gen).",
              "The CUDA plan selects it for T >= 17 when n = 4, bf16, no gamma_f and C is a multiple of 128",
-             "up to 4096 (src/device/cuda/pre_pc.rs `pre_pc_unsupported`), after the mid entries of",
-             "pre_decode (T = 1..64 where C >= 512); the general pre kernel serves the rest."]),
+             "up to 4096, after the mid entries of pre_decode (T = 1..64 where C >= 512); the general pre",
+             "kernel serves the rest."]),
         row("post_pre_pc16m_sm90_bf16_n4", "post_pre", ENTRY_POST_PRE_M, 128, (post_min, PCM_MAX_TOKENS),
             fused_params, "post_pre_cluster", 20, ring("fused_ring_bytes", C_MAX),
             "post_pre at 65..448 tokens: the fused pass with its 2 post warps computing x' (tensor cores), mixing "
             "each tile and filling the ring, so the math warps only project and exchange (H100 C = 4096 T = 65 / "
             "128: 16.8 / 20.1 us against 18.4 / 22.7)",
             ["post_pre for 65..448 tokens (sm_90a): the same file's fused entry whose post warps also mix",
-             "each tile and fill the ring (src/device/cuda/pre_pc.rs `POST_PRE_PCM_ENTRY`: faster while a",
-             "cluster walks few tiles). Same selection otherwise as the entry below. The CUDA plan runs it for"]
+             "each tile and fill the ring (faster while a cluster walks few tiles). Same selection otherwise",
+             "as the entry below. The CUDA plan runs it for"]
             + post_pre_note),
         row("post_pre_pc16_sm90_bf16_n4", "post_pre", ENTRY_POST_PRE, 128, (post_min, TMAX), fused_params,
             "post_pre_cluster", 10, ring("fused_ring_bytes", C_MAX),

@@ -222,7 +222,7 @@ def tot_finish():
 PF_STEPS = 3   # prefetch distance of the optional prefetches (flag 128), in K steps
 
 def prefetch(esz, lbl):
-    # flag 128 (pre.rs FLAG_PREFETCH): every lane prefetches its chunks of step jb + PF_STEPS:
+    # flag 128 (constants.FLAG_PREFETCH): every lane prefetches its chunks of step jb + PF_STEPS:
     # x rows to L2 (HBM latency off the one-step-ahead loads), phi rows to L1 (L2 latency).
     # Hints only: no effect on results.
     L = [f"""    @!%p_pf bra PF_SKIP_{lbl};
@@ -292,7 +292,7 @@ def regs(bf):
     .reg .b32 %jn, %nstep, %totp, %jpf;"""
 
 # ---------------------------------------------------------------------------------------------
-# Fast K loop (bf16, n = 4, C a multiple of 32, no gamma_k; flag 256 = pre.rs FLAG_FAST_K, the
+# Fast K loop (bf16, n = 4, C a multiple of 32, no gamma_k; flag 256 = constants.FLAG_FAST_K, the
 # kernel re-checks the conditions). n = 4 divides the 8 channel blocks of a CTA step, so a lane's
 # stream is fixed and its channel advances by 64 per step (no division); M = 24 fills n-tiles
 # 0-2 and leaves n-tile 3 empty (%p_nt3); C % 32 == 0 puts every lane's chunk in range. So no

@@ -3,11 +3,13 @@
 //! as the PTX reads them) and the tile and launch numbers the launchers share with the kernels,
 //! all written by the generators in asm/gen from the definitions the PTX is generated from.
 
-// ---- post / head / static / expand / coeffs (src/device/cuda/kernels.rs)
+use bytemuck::{Pod, Zeroable};
+
+// ---- post / head / static / expand / coeffs
 
 /// `post` arguments (asm/ptx/sm90/post.ptx header).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, Pod, Zeroable)]
 pub struct PostArgs {
     pub x: u64,
     pub f: u64,
@@ -26,7 +28,7 @@ const _: () = assert!(std::mem::size_of::<PostArgs>() == 80);
 
 /// `head` arguments (asm/ptx/sm90/head.ptx header).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, Pod, Zeroable)]
 pub struct HeadArgs {
     pub x: u64,
     pub phi: u64,
@@ -48,7 +50,7 @@ const _: () = assert!(std::mem::size_of::<HeadArgs>() == 88);
 
 /// `static` arguments (asm/ptx/sm90/static.ptx header).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, Pod, Zeroable)]
 pub struct StaticArgs {
     pub x: u64,
     pub h_pre_logits: u64,
@@ -71,7 +73,7 @@ const _: () = assert!(std::mem::size_of::<StaticArgs>() == 96);
 
 /// `expand` arguments (asm/ptx/sm90/expand.ptx header).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, Pod, Zeroable)]
 pub struct ExpandArgs {
     pub e: u64,
     pub out: u64,
@@ -86,7 +88,7 @@ const _: () = assert!(std::mem::size_of::<ExpandArgs>() == 48);
 
 /// `coeffs` arguments (asm/ptx/sm90/coeffs.ptx header).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, Pod, Zeroable)]
 pub struct CoeffsArgs {
     pub p: u64,
     pub inv_rms: u64,
@@ -179,12 +181,12 @@ pub const STATIC_PR_SMEM: u32 = 163840;
 /// Largest C of the static kernel: its `a[C]` row lives in shared memory.
 pub const STATIC_MAX_C: usize = 32768;
 
-// ---- pre (src/device/cuda/pre.rs)
+// ---- pre (general)
 
 /// Arguments of `mhc_pre_sm90_*` (one `.param .align 8 .b8 p_args[232]`; offsets in the header
 /// of asm/ptx/sm90/pre.ptx). Unused pointers are 0 and never dereferenced.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, Pod, Zeroable)]
 pub struct PreArgs {
     pub x: u64,
     pub f: u64,
@@ -272,12 +274,12 @@ pub const FLAG_DBG_NO_K: u32 = 1024;
 /// PreArgs.flags bits 16..23: logit-group slices per K split (0 = 1).
 pub const FLAG_GROUPS_SHIFT: u32 = 16;
 
-// ---- pre_decode (src/device/cuda/pre_decode.rs)
+// ---- pre_decode
 
 /// Arguments of `mhc_pre_decode_sm90_*` (one `.param .align 8 .b8 p_args[144]`; offsets in the
 /// header of asm/ptx/sm90/pre_decode.ptx). `gamma_k` is 0 unless flags bit 1.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, Pod, Zeroable)]
 pub struct PreDecodeArgs {
     pub x: u64,
     pub phi: u64,
@@ -337,12 +339,12 @@ pub const MID_MAX_TOKENS: usize = 64;
 /// Dynamic shared memory of the mid kernel: phi_s [24][260] f32, x_s [64][260] f32, red [8][64][33] f32.
 pub const MID_SMEM: u32 = 159104;
 
-// ---- pre_gemm (src/device/cuda/pre_gemm.rs)
+// ---- pre_gemm
 
 /// Arguments of `mhc_pre_gemm_bf16_n*` (one `.param .align 8 .b8 args[144]`; offsets in the
 /// header of asm/ptx/sm90/pre_gemm.ptx).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, Pod, Zeroable)]
 pub struct PreGemmArgs {
     pub x: u64,
     pub phi: u64,
@@ -417,12 +419,12 @@ pub const fn logit_tiles(n: usize) -> usize {
     T[n - 1]
 }
 
-// ---- pre_pc (src/device/cuda/pre_pc.rs)
+// ---- pre_pc
 
 /// The fused entry's arguments: the `pre` side as the other entry's, then layer l's post inputs
 /// and `x'` (the post_pre entries of asm/ptx/sm90/pre_pc.ptx).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, Pod, Zeroable)]
 pub struct PostPrePcArgs {
     /// `x` here is layer l's residual (post's input), `x_stride` its row stride.
     pub pre: PreDecodeArgs,
@@ -442,7 +444,7 @@ const _: () = assert!(std::mem::size_of::<PostPrePcArgs>() == 184);
 /// points the driver at each parameter's offset in this struct (the loader reads the offsets and
 /// the bank size, 368, from the cubin and checks them at load).
 #[repr(C)]
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable)]
 pub struct PreTmaArgs {
     pub lead: [u8; 48],
     pub pre: PreDecodeArgs,
