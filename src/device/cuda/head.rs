@@ -7,23 +7,9 @@ use super::abi::HeadArgs;
 use super::launch::{Bucket, Ctx, Launch, Row};
 use super::memory::{DeviceTensor, DeviceTensorMut};
 use crate::config::{Config, Dtype, Stage};
+pub use crate::device::cuda::abi::{head_v1, HEAD_PC_SLOTS, HEAD_PC_STAGES};
 use crate::error::{Error, Result};
 use mhc_loader::Trait;
-
-/// Stages of the persistent head kernel's x ring (head.ptx `PC_STAGES`).
-pub const HEAD_PC_STAGES: usize = 3;
-/// Its phase-1 items (stream, 16-byte chunk) per thread (head.ptx `PC_SLOTS`).
-pub const HEAD_PC_SLOTS: usize = 2;
-
-/// Phase-1 tile of head: elements of the flattened row per thread (`n * V1 <= 32` phi registers).
-pub const fn head_v1(n: usize) -> usize {
-    let v = 32 / n;
-    if v > 8 {
-        8
-    } else {
-        v
-    }
-}
 
 /// `out = head(x; phi, scale, base)` on bucket `b` (`None`: T = 0).
 ///

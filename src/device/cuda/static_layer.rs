@@ -7,11 +7,9 @@ use super::abi::StaticArgs;
 use super::launch::{Bucket, Ctx, Launch, Row};
 use super::memory::{DeviceTensor, DeviceTensorMut};
 use crate::config::{Dtype, Stage};
+pub use crate::device::cuda::abi::STATIC_PR_STAGES;
 use crate::error::{Error, Result};
 use mhc_loader::Trait;
-
-/// Stages of the `static_pr` token ring (static.ptx `ST_PR_STAGES`).
-pub const STATIC_PR_STAGES: usize = 3;
 
 /// CTAs of `threads` threads resident per SM, from the register count (register file 64K,
 /// allocated per warp in units of 256 registers) and the 32-CTA / 2048-thread limits; the shared

@@ -19,48 +19,11 @@
 //! read back (the catalogue gives it `post_pre` from 65 tokens where this kernel serves `pre`). Its stage rows pad each stream slice ([`fused_row_bytes`]).
 
 use super::{Checked, PostInViews, PreOutViews, PreParamViews};
+pub use crate::device::cuda::abi::{fused_ring_bytes, ring_bytes, tma_ring_bytes, PC_STAMP_ROUNDS, PC_TILE_TOKENS};
 use crate::device::cuda::abi::{PostPrePcArgs, PreTmaArgs};
 use crate::device::cuda::launch::{Bucket, Ctx, Launch, LaunchKind, Row};
 use crate::device::cuda::memory::{DeviceTensor, DeviceTensorMut};
 use crate::error::Result;
-
-#[cfg(feature = "testing")]
-/// Rounds per CTA a timing build records (the generator's `STAMP_ROUNDS`).
-pub const PC_STAMP_ROUNDS: usize = 96;
-/// Tokens per tile (= the cluster size: CTA r finishes token r of every tile).
-pub const PC_TILE_TOKENS: usize = 16;
-/// Stages of the x ring and the bytes after each token row of a stage.
-pub const PC_STAGES: usize = 4;
-pub const PC_ROW_PAD: usize = 64;
-/// Fused entry: bytes of one token's layer-l coefficients in a stage (h_post[4], h_res[4][4], f32).
-pub const PC_POST_COEF_BYTES: usize = 80;
-
-/// Dynamic shared memory of the cp.async entry at C: [`PC_STAGES`] stages of [`PC_TILE_TOKENS`]
-/// token rows, each the CTA's 4 stream slices (C/16 channels, bf16) and a pad.
-pub const fn ring_bytes(c: usize) -> usize {
-    PC_STAGES * PC_TILE_TOKENS * (c / 2 + PC_ROW_PAD)
-}
-
-/// The TMA entry's ring: stages of [`PC_TILE_TOKENS`] tokens x C/2 bytes (no pad: the 128-byte
-/// swizzle spreads the banks), and 1 KB to align the ring to the swizzle's 1024-byte period.
-pub const fn tma_ring_bytes(c: usize) -> usize {
-    PC_STAGES * PC_TILE_TOKENS * (c / 2) + 1024
-}
-
-/// The fused entry's token row: the 4 x slices and the f slice, each C/16 channels (bf16) and 16
-/// bytes (so x' reads the 4 streams of a token from different banks), then a pad that makes the
-/// row 4 mod 8 in 16-byte units (tokens g and g + 1 of the math warps' fragment loads on
-/// different bank halves). C is a multiple of 128.
-pub const fn fused_row_bytes(c: usize) -> usize {
-    let units = 5 * (c / 128 + 1);
-    16 * (units + (4 + 8 - units % 8) % 8)
-}
-
-/// The fused entry's ring: token rows of [`fused_row_bytes`], and each stage ends with the tile's
-/// h_post / h_res rows.
-pub const fn fused_ring_bytes(c: usize) -> usize {
-    PC_STAGES * PC_TILE_TOKENS * (fused_row_bytes(c) + PC_POST_COEF_BYTES)
-}
 
 /// The ring a launcher of this family asks for at C.
 pub const fn ring_bytes_of(kind: LaunchKind, c: usize) -> usize {
@@ -168,6 +131,7 @@ fn x_tensor_map(x: &DeviceTensor<'_>, c: usize, t: usize) -> Result<[u64; 16]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::cuda::abi::fused_row_bytes;
 
     /// Largest C: each math warp holds 4 runs of 32 elements of phi's slice in registers (10
     /// warps per CTA, 3 on one SM sub-partition, cap a thread at 168 registers).

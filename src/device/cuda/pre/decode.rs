@@ -15,16 +15,11 @@
 use super::{Checked, PreOutViews, PreParamViews, WsLayout, FLAG_GAMMA_K, FLAG_PAPER};
 use crate::config::Config;
 use crate::device::cuda::abi::PreDecodeArgs;
+pub(crate) use crate::device::cuda::abi::MID_HPRE_COPIES;
+pub use crate::device::cuda::abi::{DECODE_MAX_CPC, DECODE_MAX_CTAS, DECODE_MAX_N, MID_MAX_TOKENS};
 use crate::device::cuda::launch::{Bucket, Ctx, Launch, LaunchKind, Row};
 use crate::device::cuda::memory::DeviceTensor;
 use crate::error::{Error, Result};
-
-/// Largest n of the decode kernel (M <= 24 logits).
-pub const DECODE_MAX_N: usize = 4;
-/// Most channels one decode CTA owns (the shared slices hold n x 64 elements per row).
-pub const DECODE_MAX_CPC: usize = 64;
-/// Most CTAs of the decode kernel (its phase-4 loads: 9 slots of 16 lanes per token).
-pub const DECODE_MAX_CTAS: usize = 144;
 
 /// Above this many tokens the decode kernel uses the fewest CTAs it can (64 channels each):
 /// every CTA reads every CTA's partial rows of every token after the grid barrier, so that
@@ -53,14 +48,6 @@ pub(crate) fn decode_shape(cfg: &Config, sms: usize, t: usize, ctas: Option<usiz
     let cpc = nch * 8;
     Some((cfg.c.div_ceil(cpc), cpc))
 }
-
-/// Copies of the mid kernel's tagged h_pre in the workspace (CTA s polls copy s % 8: one
-/// 32-byte sector polled by every CTA cost ~0.6 us per poll round at T = 1, H100).
-pub(crate) const MID_HPRE_COPIES: usize = 8;
-
-/// Token capacity of the mid kernel (its shared x slice and partial sums hold 64 token rows;
-/// gen_pre_decode.py `MID_TOKENS`).
-pub const MID_MAX_TOKENS: usize = 64;
 
 /// `(ctas, cpc)` of the mid kernel: C spread over as many CTAs as allowed (the projection's
 /// FMAs grow with T), as [`decode_shape`] at one token, or about `ctas` (benchmarks, tests).

@@ -14,38 +14,17 @@
 
 use super::{Checked, PreOutViews, PreParamViews, WsLayout, FLAG_PAPER};
 use crate::device::cuda::abi::PreGemmArgs;
+pub use crate::device::cuda::abi::{
+    logit_tiles, GEMM_MAX_SPLITS, GEMM_MIX_PARTS, GEMM_NS, GEMM_STAGE_K, GEMM_THREADS, GEMM_TILE_LOGITS,
+    GEMM_TILE_TOKENS,
+};
 use crate::device::cuda::launch::{Bucket, Ctx, Launch, Row};
 use crate::device::cuda::memory::DeviceTensor;
 use crate::error::{Error, Result};
 
-/// Tokens and logits of a CTA's tile, K elements per ring stage, threads (gen_pre_gemm.py `TM`,
-/// `TN`, `KS`, `THREADS`; 16 warps of 64 tokens x 32 logits).
-pub const GEMM_TILE_TOKENS: usize = 256;
-pub const GEMM_TILE_LOGITS: usize = 128;
-pub const GEMM_STAGE_K: usize = 64;
-pub const GEMM_THREADS: u32 = 512;
-/// The ring's dynamic shared memory: 3 stages of 256 x-rows (64 bf16 + 16 B) and 128 phi-rows
-/// (64 f32 + 32 B).
-#[cfg(test)]
-pub const GEMM_SHARED: u32 = 3 * (256 * (64 * 2 + 16) + 128 * (64 * 4 + 32));
-/// Most K splits of one launch; the workspace holds at most `max(tiles, GEMM_MIN_SLABS)`
-/// partial slabs (a slab: one token tile's partial logits of one K split).
-pub const GEMM_MAX_SPLITS: usize = 16;
-/// Mixer CTAs per token tile after the GEMM grid (gen_pre_gemm.py `MIXP`): each mixes a part of
-/// the tile's tokens once its finisher has published h_pre.
-pub const GEMM_MIX_PARTS: usize = 8;
 /// Partial slabs the workspace holds at least (n = 32, C = 1280: 96 lets T = 8192 split K three
 /// ways, 5434 -> 5109 us on the H100, for 113 MB of workspace instead of 75).
 pub const GEMM_MIN_SLABS: usize = 96;
-/// The n the kernel is specialised for (one entry each; at n = 8 the general kernel was faster
-/// at every T measured, H100, C = 1280: with the mixers T = 1024 / 8192 166 / 421 us against
-/// 67 / 398 — M = 80 logits leave the tensor cores little to do, and the kernel reads x twice).
-pub const GEMM_NS: [usize; 2] = [16, 32];
-
-/// Logit tiles of n (M = n^2 + 2n logits in tiles of 128).
-pub const fn logit_tiles(n: usize) -> usize {
-    (n * n + 2 * n).div_ceil(GEMM_TILE_LOGITS)
-}
 
 /// Measured cost model of one launch (H100): a CTA streams a 64-element ring stage of its tile
 /// in about [`STAGE_US`]; the finisher reads each K split of a token's logits in one L2 round
@@ -143,6 +122,7 @@ pub(crate) fn launch(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::cuda::abi::GEMM_SHARED;
 
     #[test]
     fn splits_fill_the_device_and_stay_in_the_workspace() {

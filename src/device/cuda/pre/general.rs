@@ -19,30 +19,14 @@
 use super::{Checked, PostIn, PreOutViews, PreParamViews, WsLayout};
 use crate::config::{Config, Dtype};
 use crate::device::cuda::abi::PreArgs;
+pub use crate::device::cuda::abi::TILE_TOKENS;
+pub(crate) use crate::device::cuda::abi::{
+    CTA_STEP, FLAG_DBG_NO_K, FLAG_DBG_NO_MIX, FLAG_FAST_K, FLAG_GROUPS_SHIFT, FLAG_POST, FLAG_POST_BATCH,
+    FLAG_PREFETCH, FLAG_SOLO,
+};
 use crate::device::cuda::launch::{Bucket, Ctx, Launch, Row};
 use crate::device::cuda::memory::DeviceTensor;
 use crate::error::{Error, Result};
-
-/// `flags` bits of the general kernel beyond [`super::FLAG_PAPER`] and the gamma bits. post
-/// (`post_pre`): the kernel also computes x' from x and f (its producer K loop); solo: the last
-/// CTA of a split prefill tile mixes it alone.
-pub(crate) const FLAG_POST: u32 = 8;
-pub(crate) const FLAG_SOLO: u32 = 16;
-/// post_pre, bf16, n <= 4: the batched producer (asm/ptx/sm90/pre_gen/post.py): all loads of a
-/// step's 4 row slots issued before the FMAs, h_post / h_res staged in shared memory.
-pub(crate) const FLAG_POST_BATCH: u32 = 64;
-/// pre K loop: prefetch x (to L2) and phi (to L1) a few steps ahead of the loads (hints).
-pub(crate) const FLAG_PREFETCH: u32 = 128;
-/// bf16, n = 4, C % 32 == 0, no gamma_k: the fast K loop (asm/ptx/sm90/pre_gen/kloop.py `fast`:
-/// no address division, no predicated loads, no gamma_k work; the kernel re-checks the
-/// conditions and runs the general loop otherwise).
-pub(crate) const FLAG_FAST_K: u32 = 256;
-/// Attribution only ([`PreKernel::General`] tuning): skip the pre-mix.
-pub(crate) const FLAG_DBG_NO_MIX: u32 = 512;
-/// Attribution only: skip the K loop (the logits are zeros).
-pub(crate) const FLAG_DBG_NO_K: u32 = 1024;
-/// Bits 16..23 of the flags: logit-group slices per K split ([`LaunchShape::groups`]; 0 = 1).
-const FLAG_GROUPS_SHIFT: u32 = 16;
 
 /// The tuning `pre` launches with (measured on H200; docs/kernels/pre.md). bf16: the
 /// latency-bound launches (decode, and split prefill tiles, where all CTAs of a tile now share
@@ -90,8 +74,6 @@ pub struct PreVariant {
     pub claim: bool,
 }
 
-/// Tokens per CTA tile (two 16-row mma tiles).
-pub const TILE_TOKENS: usize = 32;
 /// Largest T served by the split (decode) shape.
 pub const DECODE_MAX_TOKENS: usize = 64;
 /// Most CTAs one tile's reduction is split over.
@@ -99,8 +81,6 @@ pub const SPLIT_MAX: usize = 128;
 /// The split is sized so the last CTA sums at most this many bytes of partials (it reads them
 /// alone; more would cost more than the extra parallelism gains).
 const PARTIAL_BYTES_TARGET: usize = 64 * 1024;
-/// j-space elements one CTA step covers (8 warps x 32).
-pub(crate) const CTA_STEP: usize = 256;
 
 /// Logit row stride: M rounded up to a multiple of 32.
 pub(crate) fn ldp(cfg: &Config) -> usize {

@@ -21,6 +21,7 @@ pub(crate) mod workspace;
 
 use super::memory::{DeviceTensor, DeviceTensorMut};
 use crate::config::{Config, Dtype, Formulation};
+pub(crate) use crate::device::cuda::abi::{FLAG_GAMMA_F, FLAG_GAMMA_K, FLAG_PAPER};
 use crate::error::{Error, Result};
 
 /// The parameters of `pre` (see [`crate::device::view::PreParamViews`]); `phi` and the gammas
@@ -33,11 +34,6 @@ pub type PreOutViews<'a> = crate::device::view::PreOutViews<'a, super::memory::D
 /// Layer l's side of `post_pre` (see [`crate::device::view::PostInViews`]); `f` rows 16-byte
 /// aligned.
 pub type PostInViews<'a> = crate::device::view::PostInViews<'a, super::memory::DeviceBuffer>;
-
-/// `flags` bits of the `pre` kernels.
-pub(crate) const FLAG_PAPER: u32 = 1;
-pub(crate) const FLAG_GAMMA_K: u32 = 2;
-pub(crate) const FLAG_GAMMA_F: u32 = 4;
 
 /// Byte offsets of the workspace regions of `pre` / `post_pre` ([`workspace::layout`]).
 #[derive(Debug, Clone, Copy)]
