@@ -17,7 +17,7 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== cargo test"
 cargo test --workspace --quiet 2>&1 | tee /tmp/mhc-test.log
 echo "== cargo doc (library crates, warnings denied)"
-RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p mhc -p mhc-loader -p gcn-sim
+RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p mhc -p mhc-loader -p mhc-kernels -p gcn-sim
 echo "== templated PTX matches its scripts"
 bash tools/check-ptx-templates.sh
 echo "== mhc asm --check"

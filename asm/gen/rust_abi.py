@@ -107,7 +107,7 @@ def pre_decode_items():
         const("MID16_MAX_TOKENS", "usize", d.MID16_TOKENS, "Largest T the plan gives the mid16 entries."),
         const("MID_HPRE_COPIES", "usize", d.HPRE_COPIES, "Copies of the mid kernel's tagged h_pre in the workspace (CTA s polls copy s % 8)."),
         const("MID_MAX_TOKENS", "usize", d.MID_TOKENS, "Token capacity of the mid kernel (its shared x slice and partial sums hold 64 token rows)."),
-        const("MID_SMEM", "u32", d.MID_SMEM, "Dynamic shared memory of the mid kernel: phi_s [24][260] f32, x_s [64][260] f32, red [8][64][33] f32."),
+        const("MID_SMEM", "u32", d.MID_SMEM, "Dynamic shared memory of the mid kernel: `phi_s[24][260]` f32, `x_s[64][260]` f32, `red[8][64][33]` f32."),
     ]
 
 
@@ -147,7 +147,7 @@ def pre_pc_items():
         const("PC_MAX_C", "usize", p.C_MAX, "Largest C: each math warp holds 4 runs of 32 elements of phi's slice in registers."),
         const("PC_MIN_TOKENS", "usize", pre_decode.DECODE_TOKENS + 1, "Below this many tokens the decode kernel serves (T <= 16)."),
         const("POST_PRE_PC_MIN_TOKENS", "usize", pre_decode.MID_TOKENS + 1, "The fused `post_pre` entry serves from here."),
-        const("PC_POST_COEF_BYTES", "usize", p.HC, "Fused entry: bytes of one token's layer-l coefficients in a stage (h_post[4], h_res[4][4], f32)."),
+        const("PC_POST_COEF_BYTES", "usize", p.HC, "Fused entry: bytes of one token's layer-l coefficients in a stage (`h_post[4]`, `h_res[4][4]`, f32)."),
     ]
     docs = {"ring_bytes": "Dynamic shared memory of the kernel at C: [`PC_STAGES`] stages of [`PC_TILE_TOKENS`] token rows, each the CTA's 4 stream slices (C/16 channels, bf16) and a pad.",
             "tma_ring_bytes": "The TMA entry's ring: stages of [`PC_TILE_TOKENS`] tokens x C/2 bytes (no pad: the 128-byte swizzle spreads the banks), and 1 KB to align the ring to the swizzle's 1024-byte period.",

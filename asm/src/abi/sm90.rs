@@ -336,7 +336,7 @@ pub const MID_HPRE_COPIES: usize = 8;
 /// Token capacity of the mid kernel (its shared x slice and partial sums hold 64 token rows).
 pub const MID_MAX_TOKENS: usize = 64;
 
-/// Dynamic shared memory of the mid kernel: phi_s [24][260] f32, x_s [64][260] f32, red [8][64][33] f32.
+/// Dynamic shared memory of the mid kernel: `phi_s[24][260]` f32, `x_s[64][260]` f32, `red[8][64][33]` f32.
 pub const MID_SMEM: u32 = 159104;
 
 // ---- pre_gemm
@@ -502,7 +502,7 @@ pub const PC_MIN_TOKENS: usize = 17;
 /// The fused `post_pre` entry serves from here.
 pub const POST_PRE_PC_MIN_TOKENS: usize = 65;
 
-/// Fused entry: bytes of one token's layer-l coefficients in a stage (h_post[4], h_res[4][4], f32).
+/// Fused entry: bytes of one token's layer-l coefficients in a stage (`h_post[4]`, `h_res[4][4]`, f32).
 pub const PC_POST_COEF_BYTES: usize = 80;
 
 /// Dynamic shared memory of the kernel at C: [`PC_STAGES`] stages of [`PC_TILE_TOKENS`] token rows, each the CTA's 4 stream slices (C/16 channels, bf16) and a pad.
