@@ -13,7 +13,7 @@ use super::stream::Stream;
 use crate::error::{Error, Result};
 use crate::plan::Slot;
 
-pub use super::pre::cluster::PC_STAMP_ROUNDS;
+pub use super::abi::PC_STAMP_ROUNDS;
 
 /// Which kernel and launch shape a `pre` call runs ([`Plan::pre_with`]).
 #[derive(Debug, Clone, Copy, Default)]

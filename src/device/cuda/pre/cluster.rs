@@ -19,7 +19,7 @@
 //! read back (the catalogue gives it `post_pre` from 65 tokens where this kernel serves `pre`). Its stage rows pad each stream slice ([`fused_row_bytes`]).
 
 use super::{Checked, PostInViews, PreOutViews, PreParamViews};
-pub use crate::device::cuda::abi::{fused_ring_bytes, ring_bytes, tma_ring_bytes, PC_STAMP_ROUNDS, PC_TILE_TOKENS};
+pub use crate::device::cuda::abi::{fused_ring_bytes, ring_bytes, tma_ring_bytes, PC_TILE_TOKENS};
 use crate::device::cuda::abi::{PostPrePcArgs, PreTmaArgs};
 use crate::device::cuda::launch::{Bucket, Ctx, Launch, LaunchKind, Row};
 use crate::device::cuda::memory::{DeviceTensor, DeviceTensorMut};
@@ -83,10 +83,11 @@ pub(crate) fn post_pre_launch(
 
 /// The phase stamps a timing build of the pre entry (`--experiment stamps` of the PTX generator,
 /// then `mhc asm`) left in the workspace words `all`: per CTA (`ctas` of them) and round (<
-/// [`PC_STAMP_ROUNDS`]), 16 (%globaltimer, %clock64) pairs. A normal build writes none: the
+/// [`PC_STAMP_ROUNDS`](crate::device::cuda::abi::PC_STAMP_ROUNDS)), 16 (%globaltimer, %clock64) pairs. A normal build writes none: the
 /// words are whatever the workspace held.
 #[cfg(feature = "testing")]
 pub(crate) fn stamps(all: &[u64], ctas: usize) -> Result<Vec<[(u64, u64); 16]>> {
+    use crate::device::cuda::abi::PC_STAMP_ROUNDS;
     let need = ctas * PC_STAMP_ROUNDS * 16 * 2;
     if all.len() < need {
         return Err(crate::Error::shape("workspace", format!(">= {} bytes for the stamps", need * 8), all.len() * 8));
