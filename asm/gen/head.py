@@ -1139,7 +1139,7 @@ def ptx_text():
 //   8.9, T=256 18.9 -> 10.9 (cl); C=7168: T=1 22.9 -> 9.6 / 7.8 / 6.9, T=256 29.0 -> 14.8;
 //   n=8 C=1280: T=1 17.3 -> 8.0 / 6.0 / 5.2, T=256 19.2 -> 11.3. At T >= 1024 the cluster kernel
 //   is no faster (T=8192 C=4096: 140.6 us with register loads, 149.3 with cp.async, vs 142.2):
-//   keeping x on chip does not lift the 56% ceiling (notes/cuda-runtime.md).
+//   keeping x on chip does not lift the 56% ceiling (docs/kernels/head.md).
 //
 // mhc_head_pc4_* / mhc_head_pc8_* (n <= 4, T > 512): PERSISTENT clusters of R = 4 / 8 CTAs x
 //   256 threads, as many as the device holds at once (cuOccupancyMaxActiveClusters; grid = that
@@ -1165,7 +1165,7 @@ def ptx_text():
 //   2 per SM: 12 SMs idle), which the 4-CTA clusters avoid. Alternatives measured slower: phase 1
 //   of tile k+1 during tile k's cluster barrier (158 us, and racecheck hazards), 4 stages (1 CTA per SM at C=4096: 230 us), phase 1 on tensor cores (bf16 mma
 //   m16n8k16, phi hi + lo, the squares from x times x; lane-per-item copies in 32-byte pieces:
-//   154 us, notes/cuda-bench-h100-head-pcm-tried.txt; the kernel is not instruction-bound),
+//   154 us, docs/kernels/head.md; the kernel is not instruction-bound),
 //   cp.async.cg.L2::256B (no change); pc4 below T = 513 (T=64 10.1 us, T=256 14.7 us: the
 //   one-cluster-per-tile kernels stay faster there).
 """ + HEAD_ARGS + "\n"]

@@ -399,7 +399,7 @@ def ptx_text():
 // Bytes: per token (n+1) C esize read + n C esize written + 4(n + n^2) coefficients; the floor
 //   is that over the measured copy bandwidth. All loads of a chunk are issued before the first
 //   FMA: (n+1) x 16 bytes in flight per thread.
-// Measured (H200, copy 4228 GB/s, bf16, notes/cuda-runtime.md): T=8192 n=4 C=4096 V4
+// Measured (H200, copy 4228 GB/s, bf16, docs/kernels/post.md): T=8192 n=4 C=4096 V4
 //   145.1 us = 98.5% of copy (1.01x floor), C=7168 99.9%; n=8 C=1280 89.7%; n=32 C=1280 29%
 //   (3.45x floor: 130-150 registers). Decode (V=2 variants): T<=16 3.5-5.2 us back-to-back,
 //   1.27-2.56 us per call in a CUDA graph (an empty kernel: 0.85-0.96 us).

@@ -113,7 +113,7 @@ HEADER = """\
 //         f32 C=4096 T=1 7.04 (8.07), T=16 10.58 (11.63). The general kernel (pre.ptx): 17.4 /
 //         18.0 / 20.3 / 19.3 / 24.6 / 19.0 / 23.0 us. Sinkhorn share (20 vs 1 iteration): 0.87 us.
 //         A generation-word barrier with the Sinkhorn after phase 4 and Newton steps: 8.59 us at
-//         T = 1. Attribution: notes/cuda-pre.md ("decode kernel").
+//         T = 1. Attribution: docs/kernels/pre.md ("decode kernel").
 //         H100, phase stamps (pre_decode.stamps, tests/gpu_pre.rs profile_decode_phases) of the
 //         decode entry with counter arrivals, bf16 C=4096 T=1, us after the first CTA started:
 //         loads in shared memory 1.12, projection 1.34, partial rows stored 1.5, arrival seen
@@ -258,7 +258,7 @@ EXIT = """EXIT:
 def inv_rms(ss, dst):
     """dst = 1 / sqrt(ss / K + eps_norm) as ss * (1/K) (%invk, within 1 ulp of the division) and
     rsqrt.approx (2^-22.9 relative): the IEEE div/sqrt/rcp sequences cost ~0.2 us on the
-    coefficient thread's critical path (H100 phase stamps, notes/cuda-pre.md)."""
+    coefficient thread's critical path (H100 phase stamps, docs/kernels/pre.md)."""
     return f"""    fma.rn.f32 {dst}, {ss}, %invk, %eps_norm;
     rsqrt.approx.f32 {dst}, {dst};"""
 

@@ -26,7 +26,7 @@ NPW = 2        # fused entry: post warps (x' = post(x) of each landed stage, ahe
 # fused entry: tokens of each tile (a multiple of 4: whole 4-token groups) whose x' the coefficient
 # warp of the tile's parity computes (the last CWT of the tile; the post warps take the others).
 # With the post math on FMAs, CWT = 4 spreads it over the SM sub-partitions; with x' on the tensor
-# cores the post warps keep up alone and 0 is fastest (the pre_pc.cwt experiment; notes/cuda-pre.md)
+# cores the post warps keep up alone and 0 is fastest (the pre_pc.cwt experiment; docs/kernels/pre.md)
 THREADS_F = THREADS + 32 * NPW
 NMW = 2        # pre entry: mix warps (the pre-mix and the ring's fills, beside the math warps)
 THREADS_P = THREADS + 32 * NMW
@@ -124,7 +124,7 @@ HEADER = f"""\
 //         w / 2, channels 32 (w % 2)..; phi's fragments follow the same order. Why: filling by
 //         cp.async, the two mix warps spend ~2500 cycles a round on the fills behind ~1700 of
 //         mixing, and the math warps wait ~750 cycles a round for their stage (phase stamps,
-//         notes/cuda-pre.md); H100, T = 8192, C = 4096: 162.9 us against 185.6 with cp.async
+//         docs/kernels/pre.md); H100, T = 8192, C = 4096: 162.9 us against 185.6 with cp.async
 //         fills (69.6% against 60.7% of copy).
 // HX      the TMA entry also exchanges h_pre instead of the h_pre logits: lanes l and l + 16 of
 //         warps 0..6 sum the partials of warps 0..3 and 4..7 for one float4 (token j, f); lane l
@@ -145,7 +145,7 @@ HEADER = f"""\
 //         Measured (H100, T = 8192, C = 4096): h_pre exchanged 150.9 us against 162.9 with the
 //         logits (75.0% of copy), a round 3349 cycles against 3891; pushes as bulk copies after
 //         barrier 2 148.8 us; the halves added in the warp sums and pushed from there: see
-//         notes/cuda-pre.md.
+//         docs/kernels/pre.md.
 // MMA     m16n8k16 bf16 -> f32, A = x (rows = the tile's 16 tokens: g, g + 8), B = phi (columns
 //         = logits 8nb + g, nb < 3: 24 exactly), lane = 4g + q. K order permuted identically in
 //         A and B: the slice is cut in 32-element runs, lane q owns elements 8q..8q+7 of each
@@ -188,7 +188,7 @@ HEADER = f"""\
 //         refill) 190 us against 202 (1024 37.1 / 40.0, 256 20.0 / 21.8, 100 14.4 / 15.7); h_pre
 //         beside the warp sums 186; the TMA ring 162.9; the h_pre exchange (HX) 150.9 (75.0%);
 //         two copy issuers, pushes by st.async from the warp sums and the 4-lane Sinkhorn
-//         140.3-142.2; the PROLOGUE below 138.3-139.5. Attribution: notes/cuda-pre.md. The
+//         140.3-142.2; the PROLOGUE below 138.3-139.5. Attribution: docs/kernels/pre.md. The
 //         pre_pc experiments (python3 -m asm.gen --list-experiments: nosink, nomma, nomix, stamps,
 //         nophi, nophibar; for the fused entry noxf, noxo) build timing-only variants.
 // PROLOGUE before griddepcontrol.wait, threads < 100 prefetch the CTA's phi and gamma_k slices
@@ -457,7 +457,7 @@ def coef_lanes():
     token): over 16 lanes (one element each, ~22 instructions per iteration against ~72 on one
     lane) it takes 5982 cycles a phase, over 4 lanes (~36 instructions, independent shuffles)
     5813: each shfl and MUFU.RCP waits in the MIO queue the other warps keep busy
-    (notes/cuda-pre.md)."""
+    (docs/kernels/pre.md)."""
     n = 4
     L = []
     e = L.append
@@ -1868,7 +1868,7 @@ def tma_fill(k, tile_reg, stage_reg, tag):
             of 64 channels x 16 tokens each (tokens past T read as zeros; nothing is stored for
             them); nothing past the last tile. One thread issuing all 16 copies of a stage
             (C = 4096) spends ~1200 cycles a round on them and barrier 3 behind it (phase
-            stamps, notes/cuda-pre.md); split, each warp's lane 0 issues 8."""
+            stamps, docs/kernels/pre.md); split, each warp's lane 0 issues 8."""
     e = k.e
     e(f"""    // ---- fill: tile {tile_reg} -> stage {stage_reg} (TMA)
     and.b32 %r16, %tm, 31;

@@ -29,7 +29,7 @@ def grid_dependency(notes=PDL_NOTES):
     serialization), then let the next kernel's CTAs be scheduled. Emitted after the parameter
     loads and before the first global memory access of every kernel, so a PDL launch is exactly
     stream-ordered; the launch after it can only overlap this kernel, never an earlier one
-    (src/device/cuda/plan.rs, `Overlap`; notes/cuda-pdl.md). notes: the two line comments, or
+    (src/device/cuda/launch.rs, `Overlap`; docs/decisions/0004-programmatic-dependent-launch-by-default.md). notes: the two line comments, or
     None for none."""
     if notes is None:
         return "    griddepcontrol.wait;\n    griddepcontrol.launch_dependents;"

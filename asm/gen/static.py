@@ -326,7 +326,7 @@ def static_kernel(dtype, n):
 
 # static, one token per CTA (n <= 8): x copied to shared memory by cp.async once, the coefficient
 # warp overlapping the copy. n = 16, 32 keep the persistent kernel: a channel-split cluster variant
-# (R = 2, 4 CTAs per token) measures 2-4x slower there (notes/cuda-runtime.md).
+# (R = 2, 4 CTAs per token) measures 2-4x slower there (docs/kernels/static.md).
 ST_CL_NS = [1, 2, 4, 8]
 ST_CL_SMEM = 100 * 1024
 

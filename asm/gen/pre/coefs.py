@@ -95,7 +95,7 @@ def small():
     """n <= 4: thread r of warp 0 computes token r's coefficients in registers: inv_rms (IEEE),
     h_pre / h_post (exact rcp), the Sinkhorn (sinkhorn.per_thread_padded, reciprocals
     rcp.approx with one Newton step: the IEEE rcp.rn / div.rn sequences cost ~7.5 us per 20
-    iterations on one thread, notes/cuda-pre.md)."""
+    iterations on one thread, docs/kernels/pre.md)."""
     L = []
     e = L.append
     e("""COEF_SMALL:

@@ -1,7 +1,7 @@
 """Pre-mix a_t = sum_i h_pre[t,i] x_t[i] over a token range [r0, r1) of the tile: (token, chunk)
 items spread over the CTA, NI items per thread per pass, the n stream loads of all items issued
 before their FMAs (groups of 4 streams), so 4*NI 16-byte loads are in flight per thread (NI = 4:
-64 KB per CTA; 2 items, 32 KB, are latency-bound: notes/cuda-pre.md)."""
+64 KB per CTA; 2 items, 32 KB, are latency-bound: docs/kernels/pre.md)."""
 
 from .constants import FLAG_DBG_NO_MIX
 

@@ -5,7 +5,7 @@ chunk, the n x chunks), then x'[t][i][c] = h_post[t][i] f[t][c] + sum_j H_j x[t]
 dtype, stored to x' and handed to the mma / ss as %xa (bf16) or %xr (f32). h_post / h_res come
 from the tile's rows staged in smem_hp at the start of the post K loop (BATCHED_STAGING). One
 memory round trip per step instead of one per slot: the .func producer's round trip per slot
-makes post_pre 4x slower than pre (notes/cuda-pre.md)."""
+makes post_pre 4x slower than pre (docs/kernels/pre.md)."""
 
 from . import kloop
 
