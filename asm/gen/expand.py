@@ -1,4 +1,4 @@
-"""expand (MATH.md "Expand", the first layer), sm_90a: asm/ptx/sm90/expand.ptx."""
+"""expand (docs/math.md "expand", the first layer), sm_90a: asm/ptx/sm90/expand.ptx."""
 
 from .abi import EXPAND
 from . import catalogue
@@ -60,7 +60,7 @@ def expand_kernel(dtype):
 def ptx_text():
     out = [prologue("8.8"), """
 // ==============================================================================================
-// expand (MATH.md "Expand", first layer): x[t][i][c] = e[t][c] for every stream i. sm_90a.
+// expand (docs/math.md "expand", first layer): x[t][i][c] = e[t][c] for every stream i. sm_90a.
 // Tile: one thread = one token x 8 channels; it loads 16/32 bytes once and stores them n times
 //   (n is a run-time argument: a store loop, nothing to specialise). Grid = ceil(T C/8 / 256).
 // Register plan: 4 (bf16) or 8 (f32) data words, addresses. Bytes: T C esize (1 + n).

@@ -1,4 +1,4 @@
-"""head (MATH.md "Head", DeepSeek-V4 hc_head), sm_90a: asm/ptx/sm90/head.ptx.
+"""head (docs/math.md "head", DeepSeek-V4 hc_head), sm_90a: asm/ptx/sm90/head.ptx.
 
 One CTA per token tile (mhc_head_*), a cluster per tile (mhc_head_cl*), and persistent clusters
 walking the tiles (mhc_head_pc*), each specialised on n and the storage dtype."""
@@ -1099,7 +1099,7 @@ def head_pc_kernel(dtype, n, CL, TT):
 def ptx_text():
     out = [prologue("8.8"), """
 // ==============================================================================================
-// head (MATH.md "Head", DeepSeek-V4 hc_head), sm_90a. Written by python3 -m asm.gen (asm/gen/head.py).
+// head (docs/math.md "head", DeepSeek-V4 hc_head), sm_90a. Written by python3 -m asm.gen (asm/gen/head.py).
 //   inv_rms = 1/sqrt(sum_k v[k]^2 / K + eps_norm);  g_i = (v . phi_i) inv_rms
 //   h_i = sigma(g_i scale + base_i) + eps_hc;       out[c] = sum_i h_i x[i][c]
 // Tile: one CTA of 256 threads = TT tokens (TT = min(8, 64/n)). Phase 1 walks the flattened

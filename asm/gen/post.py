@@ -1,4 +1,4 @@
-"""post (MATH.md stage 4, the residual merge), sm_90a: asm/ptx/sm90/post.ptx.
+"""post (docs/math.md "post", the residual merge), sm_90a: asm/ptx/sm90/post.ptx.
 
 Each kernel is specialised on n (1, 2, 4, 8, 16, 32), the storage dtype and the formulation, so
 that every per-stream value lives in a named register and every loop over streams is unrolled."""
@@ -386,7 +386,7 @@ def post_mma_kernel(form, n):
 def ptx_text():
     out = [prologue("8.8"), """
 // ==============================================================================================
-// post (MATH.md stage 4, the residual merge), sm_90a. Written by python3 -m asm.gen (asm/gen/post.py).
+// post (docs/math.md "post", the residual merge), sm_90a. Written by python3 -m asm.gen (asm/gen/post.py).
 //   V4:    x'[t][k][c] = h_post[t,k] f[t][c] + sum_j h_res[t][j][k] x[t][j][c]
 //   Paper: x'[t][i][c] = h_post[t,i] f[t][c] + sum_j h_res[t][i][j] x[t][j][c]
 // Tile: one thread = one token x one chunk of V channels (V = min(8, 64/n): 8 for n <= 8, 4 at

@@ -1,4 +1,4 @@
-"""Every Sinkhorn form the kernels use (MATH.md stage 2): the start matrix and the alternating
+"""Every Sinkhorn form the kernels use (docs/math.md stage 2): the start matrix and the alternating
 line normalisations S /= (line sum + eps_hc), in both formulations' orders:
 
   V4:    S = softmax_row(Z) + eps, then a column step, then (iters - 1) x (row step, column step)
@@ -438,7 +438,7 @@ def scaling_vectors(k, n, kc, kr, lane, sH, la, eps_hc, it, pr):
 
 
 def lane_column_row(k, n, col, row, paper, plive, la, wb, vec_off, eps_hc, iters, pr):
-    """A warp's n x n matrix in the direct form of MATH.md: lane j holds column j of S (col[i] =
+    """A warp's n x n matrix in the direct form: lane j holds column j of S (col[i] =
     S[i][j]) and row j (row[i] = S[j][i]), so each S[i][j] lives in two lanes and both copies
     take the same operations (identical bits). Start: V4 S = softmax_row(Z) + eps, Paper S =
     exp(Z - colmax) (ex2.approx without ftz: tiny entries kept). Column step: lane j sums its

@@ -1,4 +1,4 @@
-"""The static mHC layer (MATH.md "Static layer", the mHC.cu parity layer), sm_90a:
+"""The static mHC layer (docs/math.md "The static layer", the mHC.cu parity layer), sm_90a:
 asm/ptx/sm90/static.ptx. Persistent CTAs (mhc_static_*), one token per CTA with x in shared
 memory (mhc_static_cl_*), a token ring (mhc_static_pr_*) and tensor cores (mhc_static_mma_*)."""
 
@@ -921,7 +921,7 @@ def static_mma_kernel(n, R=1):
 def ptx_text():
     out = [prologue("8.8"), """
 // ==============================================================================================
-// static layer (MATH.md "Static layer", the mHC.cu parity layer), sm_90a. Written by python3 -m asm.gen (asm/gen/static.py).
+// static layer (docs/math.md "The static layer", the mHC.cu parity layer), sm_90a. Written by python3 -m asm.gen (asm/gen/static.py).
 //   h_pre = sigma(H_pre), h_post = 2 sigma(H_post), h_res = Sinkhorn_paper(H_res), shared by all
 //   tokens and computed on the device from the logits (no host read):
 //   a = sum_i h_pre[i] x[i];  y = a gamma / sqrt(mean(a^2) + eps_f);

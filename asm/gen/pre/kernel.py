@@ -1,4 +1,4 @@
-"""The general pre / post_pre kernel family (MATH.md stages 1-3): asm/ptx/sm90/pre.ptx.
+"""The general pre / post_pre kernel family (docs/math.md stages 1-3): asm/ptx/sm90/pre.ptx.
 
 The kernel is written by hand as PTX text; Python expands the regular unrolled blocks (mma grids
 over m-tiles x n-tiles, register lists, the coefficient bodies). Modules: kloop (the pre entry's
