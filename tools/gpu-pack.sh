@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the GPU test and bench executables and the `mhc` binary (release, x86-64) and packs them
 # into gpu-pack/ (ignored by git) with gpu-pack/run-all.sh, for a machine with a CUDA GPU but no
-# Rust toolchain (DESIGN.md, "Working with a GPU"). There: `bash gpu-pack/run-all.sh OUTDIR`.
+# Rust toolchain (docs/gpu-checks.md). There: `bash gpu-pack/run-all.sh OUTDIR`.
 #
 #   tools/gpu-pack.sh            # all tests/gpu_*.rs + mhc
 #   GPU_TESTS="gpu_forward" tools/gpu-pack.sh
