@@ -53,7 +53,7 @@ impl fmt::Display for CudaArch {
 #[derive(Debug, Clone, Copy)]
 pub struct Function {
     pub(crate) raw: ffi::CUfunction,
-    /// Position of its row in the catalogue ([`Registry::embedded`]).
+    /// Position of its row in the catalogue ([`mhc_loader::Registry::embedded`]).
     pub slot: usize,
     pub registers: u32,
     pub local_bytes: u32,

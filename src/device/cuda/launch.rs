@@ -1,8 +1,8 @@
 //! How a selected variant becomes a launch: the launcher families the catalogue's `launch`
 //! field names, the token buckets of a plan (a catalogue row with its loaded function), and a
 //! launch as plain data (function, grid, block, shared memory, argument bytes) that one driver
-//! call enqueues. The families build [`Launch`]es without touching a stream, so their arithmetic
-//! is testable without a GPU; only [`Launch::enqueue`] reaches the driver.
+//! call enqueues. The families build `Launch`es without touching a stream, so their arithmetic
+//! is testable without a GPU; only `Launch::enqueue` reaches the driver.
 
 use super::abi::{
     CoeffsArgs, ExpandArgs, HeadArgs, PostArgs, PostPrePcArgs, PreArgs, PreDecodeArgs, PreGemmArgs, PreTmaArgs,
