@@ -9,8 +9,7 @@ iterations) the way a PyTorch user would write it: eager, and `torch.compile` wh
 Timing as in `mhc bench`: device events, median of many single calls with inputs rotated so the
 working set exceeds L2 (large T), and CUDA-graph replays for decode sizes (T <= 16). The copy
 bandwidth is measured in the same run (bytes read + written), so % of copy compares with
-`mhc bench` numbers from the same machine. Its runs are kept as records in
-docs/benchmarks/records/ (source "tools/pytorch-baseline.py").
+`mhc bench` numbers from the same machine.
 """
 
 import argparse
@@ -25,7 +24,7 @@ ITERS = 20
 
 
 def coefficients(g, scale, base, n):
-    """docs/math.md stage 2 (V4): g [T, M] -> h_pre [T, n], h_post [T, n], h_res [T, n, n]."""
+    """docs/math.md, Stage 2 (V4): g [T, M] -> h_pre [T, n], h_post [T, n], h_res [T, n, n]."""
     t = g.shape[0]
     z_pre = g[:, :n] * scale[0] + base[:n]
     z_post = g[:, n : 2 * n] * scale[1] + base[n : 2 * n]

@@ -1,4 +1,4 @@
-//! AMDGPU HSA code object (`e_machine` 224, code object v4/v5/v6) parsing, per CODE_OBJECTS.md §3:
+//! AMDGPU HSA code object (`e_machine` 224, code object v4/v5/v6) parsing, per docs/code-objects.md §3:
 //!
 //! * architecture: `e_flags` low byte = MACH, bits 8-9 XNACK, 10-11 SRAMECC;
 //! * per kernel: the msgpack metadata note (`"AMDGPU"`, type 32) `amdhsa.kernels[i]`, and the

@@ -246,7 +246,7 @@ impl Arch {
     /// for the cost model only.
     pub const fn dram_bytes_per_us(self) -> f64 {
         match self {
-            Arch::Sm90a => 3.0e6,     // H100 SXM ~3.0 TB/s measured copy (DESIGN.md)
+            Arch::Sm90a => 3.0e6,     // H100 SXM: 2.92-3.0 TB/s measured copy (docs/benchmarks/README.md)
             Arch::Sm100a => 7.0e6,    // B200 ~8 TB/s nominal
             Arch::Gfx90a(_) => 1.6e6, // MI250X per GCD
             Arch::Gfx942(_) => 4.5e6, // MI300X ~5.3 TB/s nominal

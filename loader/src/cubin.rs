@@ -1,4 +1,4 @@
-//! NVIDIA cubin (`e_machine` 190) parsing, from the sources of truth in CODE_OBJECTS.md §1:
+//! NVIDIA cubin (`e_machine` 190) parsing; the layouts are in docs/code-objects.md §2:
 //!
 //! * architecture: `EI_ABIVERSION` 7 -> SM in `e_flags & 0xff`, `a` = bit 0x800; ABI 8 -> SM in
 //!   bits 8..16, `a` = bit 0x8 (ptxas 12.8/12.9) or `.nv.compat` attribute 0x09 = 1 (ptxas 13);

@@ -1,4 +1,4 @@
-// mhc_coeffs: docs/math.md stages 1 (after the projection) and 2, gfx942 (CDNA3), wave64.
+// mhc_coeffs: docs/math.md Stages 1 (after the projection) and 2, gfx942 (CDNA3), wave64.
 //
 //   g = P[t] * inv_rms[t];  z_pre = g[0:n] s0 + b,  z_post = g[n:2n] s1 + b,  Z = g[2n:M] s2 + b
 //   h_pre = sigma(z_pre) (+ eps_hc for V4),  h_post = 2 sigma(z_post)
@@ -20,7 +20,7 @@
 // Kernargs (80 B): P, inv_rms, scale, base, h_pre, h_post, h_res (u64), tokens, streams,
 //   iters, eps_hc (f32), flags (bit 0 Paper, bit 1 head), p_stride (elements per row of P).
 // Estimated per token (n = 4, 20 iterations): M*4 + 4 B read, (n^2 + 2n)*4 B written;
-//   about 40 steps x (3n + 8) wave instructions of Sinkhorn. Measured: docs/kernels/gfx942.md.
+//   about 40 steps x (3n + 8) wave instructions of Sinkhorn. Measured: asm/gcn/README.md.
 
 .set LOG2E, 0x3fb8aa3b
 .set NEG_LOG2E, 0xbfb8aa3b
@@ -28,7 +28,7 @@
 
 // Sinkhorn with lane i owning row i (v16: its LDS address) for row steps and column i (v17)
 // for column steps; a line is loaded whole into v[20:20+N), one wait, then summed and rescaled
-// in registers (sums in index order, as the reference's loops) and stored back.
+// in registers (sums in index order, as the loops of src/reference/sinkhorn.rs) and stored back.
 .macro LOAD_LINE N, col
   .if \col
     .set q, 0

@@ -1,4 +1,4 @@
-// mhc_post: docs/math.md "post" (residual merge), gfx942 (CDNA3), wave64.
+// mhc_post: `post`, the residual merge of docs/math.md, gfx942 (CDNA3), wave64.
 //
 //   V4:    out_t[i][c] = h_post[t,i] f_t[c] + sum_j h_res[t][j][i] x_t[j][c]   (h_res transposed)
 //   Paper: out_t[i][c] = h_post[t,i] f_t[c] + sum_j h_res[t][i][j] x_t[j][c]
@@ -22,7 +22,7 @@
 // Estimated per token (n = 4, C = 4096, f32): bytes (n+1)*C*4 read + n*C*4 written = 144 KiB;
 //   VALU per 256 channels: ~(n + 4) loads/stores + n*(n + 2) FMA/mul + ~10 address ops.
 //   Measured on the simulator (n = 4, C = 4096, bf16, per token): 3568 VALU, 4224 SALU, 352 + 256
-//   VMEM, 544 LDS wave instructions; 42 KB read, 32 KB written (docs/kernels/gfx942.md).
+//   VMEM, 544 LDS wave instructions; 42 KB read, 32 KB written (asm/gcn/README.md).
 
 .macro LOAD_ACT dst, voff, sbase, bf
   .if \bf

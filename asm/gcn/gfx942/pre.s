@@ -1,4 +1,4 @@
-// mhc_pre: the whole `pre` stage of docs/math.md (stages 1-3) in ONE launch, gfx942 (CDNA3), wave64;
+// mhc_pre: the whole `pre` stage of docs/math.md (Stages 1-3) in ONE launch, gfx942 (CDNA3), wave64;
 // also `head` (flags bit 2: the same projection with M = n, sigmoid weights, the collapse) and
 // `post_pre` (flags bit 3: a post prologue writes x' = post(x, f, h_post, h_res) for the
 // workgroup's k slice, and everything below runs on x', read back from the slice just written).
@@ -43,7 +43,7 @@
 //   f, post_h_post, post_h_res, out (u64), f_stride, res_si, res_sj (u32). work: T G (M + 1)
 //   f32; counter: ceil(T / 4) u32, zero before the first launch (the kernel leaves it zero).
 //   x_stride is shared by x and out.
-// Per token, measured on the simulator (n = 4, C = 4096, bf16): see docs/kernels/gfx942.md. Phi is
+// Per token, measured on the simulator (n = 4, C = 4096, bf16): see asm/gcn/README.md. Phi is
 //   read from L2 once per 4 tokens (M K 4 B / 4 = 0.4 MB at n = 4, C = 4096), x once per 16
 //   logits (L2 after the first), a written once; decode (T <= 64): G = ceil(K / 2048).
 
@@ -294,7 +294,7 @@
 
 // Sinkhorn with lane i owning row i (v16: its LDS address) for row steps and column i (v17)
 // for column steps; a line is loaded whole into v[20:20+N), one wait, then summed and rescaled
-// in registers (sums in index order, as the reference's loops) and stored back.
+// in registers (sums in index order, as the loops of src/reference/sinkhorn.rs) and stored back.
 .macro LOAD_LINE N, col
   .if \col
     .set q, 0

@@ -18,8 +18,8 @@
 use mhc::device::cuda::{CudaDevice, DeviceBuffer, Event, Overlap, Plan, Stream};
 
 /// Largest T also timed as graph replays: decode and the mid kernel's range, where launch
-/// overhead is a large share and inference engines capture graphs (DESIGN.md's peer figures for
-/// `pre` at T <= 128 are graph replays).
+/// overhead is a large share and inference engines capture graphs (the peer figures for `pre`
+/// at T <= 128 in docs/benchmarks/README.md are graph replays).
 const GRAPH_MAX_TOKENS: usize = 64;
 use mhc::reference::testing::Rng;
 use mhc::{Config, Dtype, Formulation, Layout, Stage};
