@@ -252,8 +252,8 @@ impl Config {
         Err(Error::Config {
             what,
             reason: format!(
-                "must be in [{EPS_MIN:e}, {EPS_MAX}] (> 0 and a normal f32 so that an all-zero row or Sinkhorn \
-                 line is not 0/0; at most 1 so that the coefficients stay finite), got {v:e}"
+                "must be in [{EPS_MIN:e}, {EPS_MAX}] (> 0 and a normal f32, so that an all-zero row or \
+                 Sinkhorn line is not 0/0; at most 1, so that the coefficients stay finite), got {v:?}"
             ),
         })
     }
