@@ -282,10 +282,7 @@ pub(crate) fn check_iters(iters: u32) -> Result<()> {
     if (1..=MAX_SINKHORN_ITERS).contains(&iters) {
         return Ok(());
     }
-    Err(Error::Config {
-        what: "sinkhorn_iters",
-        reason: format!("must be in 1..={MAX_SINKHORN_ITERS}, got {iters}"),
-    })
+    Err(Error::Config { what: "sinkhorn_iters", reason: format!("must be in 1..={MAX_SINKHORN_ITERS}, got {iters}") })
 }
 
 #[cfg(test)]

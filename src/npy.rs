@@ -182,9 +182,9 @@ pub fn read_header(r: &mut impl Read) -> Result<Header, NpyError> {
 pub fn read_data(r: &mut impl Read, header: &Header) -> Result<Array, NpyError> {
     let need = header.data_bytes;
     let mut values: Vec<f64> = Vec::new();
-    values.try_reserve_exact(header.count()).map_err(|_| {
-        NpyError(format!("cannot allocate {} values for shape {:?}", header.count(), header.shape))
-    })?;
+    values
+        .try_reserve_exact(header.count())
+        .map_err(|_| NpyError(format!("cannot allocate {} values for shape {:?}", header.count(), header.shape)))?;
     // `need` is a whole number of elements and 2^16 a multiple of 8: every chunk is too.
     let mut chunk = vec![0u8; need.min(1 << 16)];
     let mut got = 0usize;

@@ -272,9 +272,8 @@ pub fn try_random_inputs(
     let mut out = Named::new();
     for (port, (shape, len)) in ports.iter().zip(sizes) {
         let mut data = Vec::new();
-        data.try_reserve_exact(len).map_err(|_| {
-            Error::shape(port.name, "an array this machine can allocate", format!("{} bytes", len * 8))
-        })?;
+        data.try_reserve_exact(len)
+            .map_err(|_| Error::shape(port.name, "an array this machine can allocate", format!("{} bytes", len * 8)))?;
         let row = port.dims.last().map_or(1, |d| d.1).max(1);
         draw(port.name, len, row, phi_std, rng, &mut data);
         out.insert(port.name.to_string(), Array::new(shape, data));

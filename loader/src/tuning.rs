@@ -140,7 +140,9 @@ impl TunedTable {
     pub fn parse(name: &str, text: &str) -> Result<TunedTable, Error> {
         let table = Self::read(name, text).map_err(|reason| Error::Tuning { table: name.to_string(), reason })?;
         match table.skipped.first() {
-            Some((entry, reason)) => Err(Error::Tuning { table: name.to_string(), reason: format!("{entry}: {reason}") }),
+            Some((entry, reason)) => {
+                Err(Error::Tuning { table: name.to_string(), reason: format!("{entry}: {reason}") })
+            }
             None => Ok(table),
         }
     }

@@ -222,7 +222,15 @@ pub fn static_backward<R: Real>(
         d_hpo[i] = dh_post[i] * R::from_f64(2.0) * s * (R::ONE - s);
     }
     let mut d_hr = vec![R::ZERO; n * n];
-    sinkhorn::backward_unchecked(Formulation::Paper, model.iters, model.eps_hc, &model.hr_logits, n, &dh_res, &mut d_hr);
+    sinkhorn::backward_unchecked(
+        Formulation::Paper,
+        model.iters,
+        model.eps_hc,
+        &model.hr_logits,
+        n,
+        &dh_res,
+        &mut d_hr,
+    );
     check::write_all(&mut grads.dh_pre_logits, &d_hp);
     check::write_all(&mut grads.dh_post_logits, &d_hpo);
     check::write_all(&mut grads.dh_res_logits, &d_hr);

@@ -293,11 +293,10 @@ pub(crate) fn write_all(dir: &Path, outputs: &Named, dtype: NpyDtype) -> Result<
     let mut written = Vec::new();
     for (name, array) in outputs {
         let path = tmp(name);
-        let result = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .and_then(|mut f| std::io::Write::write_all(&mut f, &npy::write(array, dtype)).and_then(|()| f.sync_all()));
+        let result =
+            std::fs::OpenOptions::new().write(true).create_new(true).open(&path).and_then(|mut f| {
+                std::io::Write::write_all(&mut f, &npy::write(array, dtype)).and_then(|()| f.sync_all())
+            });
         if let Err(e) = result {
             if !matches!(e.kind(), std::io::ErrorKind::AlreadyExists) {
                 let _ = std::fs::remove_file(&path);

@@ -8,7 +8,7 @@
 
 use mhc::npy::{self, NpyDtype};
 use mhc::reference::{self, sinkhorn, PostInputs, PreOutputs, PreParams};
-use mhc::runner::{Array, CpuRunner, Named, StageRunner};
+use mhc::runner::{Array, CpuRunner, StageRunner};
 use mhc::{Config, Dtype, Formulation, HostData, HostTensor, HostTensorMut, Layout, Stage};
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
@@ -170,8 +170,16 @@ fn library(t: &mut Table) {
     );
     let mut nan_phi = phi.clone();
     nan_phi[7] = f32::NAN;
-    t.add("phi holding a NaN", "reference parameter check", run_pre(HostTensor::new(&x[..], Layout::dense(tk, k)), &nan_phi));
-    t.add("phi of M*K - 1 elements", "reference parameter check", run_pre(HostTensor::new(&x[..], Layout::dense(tk, k)), &phi[1..]));
+    t.add(
+        "phi holding a NaN",
+        "reference parameter check",
+        run_pre(HostTensor::new(&x[..], Layout::dense(tk, k)), &nan_phi),
+    );
+    t.add(
+        "phi of M*K - 1 elements",
+        "reference parameter check",
+        run_pre(HostTensor::new(&x[..], Layout::dense(tk, k)), &phi[1..]),
+    );
     let x64: Vec<f64> = x.iter().map(|&v| v as f64).collect();
     t.add(
         "f64 x with f32 parameters (f64 activations take f64 parameters)",
@@ -224,7 +232,11 @@ fn library(t: &mut Table) {
     t.add("an Array whose data is shorter than its shape", SIG, CpuRunner.run(Stage::Post, &cfg, Dtype::F32, &lying));
     let mut huge = named.clone();
     huge.insert("x".into(), Array { shape: vec![1 << 62, 4, 8], data: vec![] });
-    t.add("x of shape [2^62, 4, 8] (the element count overflows)", SIG, CpuRunner.run(Stage::Post, &cfg, Dtype::F32, &huge));
+    t.add(
+        "x of shape [2^62, 4, 8] (the element count overflows)",
+        SIG,
+        CpuRunner.run(Stage::Post, &cfg, Dtype::F32, &huge),
+    );
     named.get_mut("h_post").unwrap().data[1] = f64::NAN;
     t.add(
         "h_post holding a NaN",
@@ -245,11 +257,15 @@ fn npy_files(t: &mut Table) {
     };
     let d16 = [0u8; 16];
     t.add("a file that is not .npy", NPY, npy::read(b"PK\x03\x04 not numpy"));
-    t.add("a .npy of format version 4.0", NPY, npy::read(&{
-        let mut b = npy_bytes(&hdr("<f8", "False", "(2,)"), &d16);
-        b[6] = 4;
-        b
-    }));
+    t.add(
+        "a .npy of format version 4.0",
+        NPY,
+        npy::read(&{
+            let mut b = npy_bytes(&hdr("<f8", "False", "(2,)"), &d16);
+            b[6] = 4;
+            b
+        }),
+    );
     t.add("int64 data", NPY, npy::read(&npy_bytes(&hdr("<i8", "False", "(2,)"), &d16)));
     t.add("big-endian float64", NPY, npy::read(&npy_bytes(&hdr(">f8", "False", "(2,)"), &d16)));
     t.add("a Fortran-order array", NPY, npy::read(&npy_bytes(&hdr("<f8", "True", "(2,)"), &d16)));
@@ -261,8 +277,16 @@ fn npy_files(t: &mut Table) {
     let mut big = b"\x93NUMPY\x02\x00".to_vec();
     big.extend_from_slice(&u32::MAX.to_le_bytes());
     t.add("a header length of 4 GiB", NPY, npy::read(&big));
-    t.add("data shorter than the shape", "`npy::read` / `npy::open` (size)", npy::read(&npy_bytes(&hdr("<f8", "False", "(3,)"), &d16)));
-    t.add("data longer than the shape", "`npy::read` / `npy::open` (size)", npy::read(&npy_bytes(&hdr("<f8", "False", "(1,)"), &d16)));
+    t.add(
+        "data shorter than the shape",
+        "`npy::read` / `npy::open` (size)",
+        npy::read(&npy_bytes(&hdr("<f8", "False", "(3,)"), &d16)),
+    );
+    t.add(
+        "data longer than the shape",
+        "`npy::read` / `npy::open` (size)",
+        npy::read(&npy_bytes(&hdr("<f8", "False", "(1,)"), &d16)),
+    );
     let dir = TempDir::new("npy");
     let sparse = dir.0.join("long.npy");
     std::fs::write(&sparse, npy_bytes(&hdr("<f8", "False", "(2,)"), &d16)).unwrap();
@@ -291,22 +315,15 @@ fn command_line(t: &mut Table) {
         a.extend(args);
         t.add(&format!("`mhc run pre` with {input}"), "`Config::validate` via `mhc run`", mhc(d, &a));
     }
-    std::fs::write(
-        d.join("in/phi.npy"),
-        npy::write(&Array::new(vec![24, 31], vec![0.0; 24 * 31]), NpyDtype::F32),
-    )
-    .unwrap();
+    std::fs::write(d.join("in/phi.npy"), npy::write(&Array::new(vec![24, 31], vec![0.0; 24 * 31]), NpyDtype::F32))
+        .unwrap();
     t.add(
         "`mhc run pre` with phi of shape [24, 31]",
         "`mhc run` (input headers, before any data is read)",
         mhc(d, &["run", "pre", "--in", "in", "--out", "out"]),
     );
     std::fs::remove_file(d.join("in/phi.npy")).unwrap();
-    t.add(
-        "`mhc run pre` without phi.npy",
-        "`mhc run`",
-        mhc(d, &["run", "pre", "--in", "in", "--out", "out"]),
-    );
+    t.add("`mhc run pre` without phi.npy", "`mhc run`", mhc(d, &["run", "pre", "--in", "in", "--out", "out"]));
     mhc(d, &["example", "pre", "--out", "in", "--tokens", "3", "--n", "4", "--c", "8"]).unwrap();
     std::fs::create_dir_all(d.join("out/h_res.npy")).unwrap();
     t.add(
@@ -366,7 +383,11 @@ fn code_objects_and_tables(t: &mut Table) {
         )
     };
     let bad_table = format!("{}{}", entry(8), entry(7));
-    t.add("a tuned table whose second entry has tokens = 7", "`TunedTable::parse` (tests, strict)", TunedTable::parse("t.toml", &bad_table));
+    t.add(
+        "a tuned table whose second entry has tokens = 7",
+        "`TunedTable::parse` (tests, strict)",
+        TunedTable::parse("t.toml", &bad_table),
+    );
     let lenient = TunedTable::parse_lenient("t.toml", &bad_table);
     assert_eq!(lenient.entries().len(), 1);
     t.add(
