@@ -104,7 +104,8 @@ fn gpu_coeffs_match_reference() {
                             &zr,
                             n,
                             &mut w_res[ti * n * n..(ti + 1) * n * n],
-                        );
+                        )
+                        .unwrap();
                     }
                     let tag = format!("{form} n={n} T={t} std={logit_std} head={head}");
                     let e = max_abs(&download(&hpre, Dtype::F32, t * n).unwrap(), &w_pre);

@@ -360,7 +360,7 @@ fn sinkhorn_is_positive_with_the_sums_math_md_states() {
                 let spread = draw % 2 == 0;
                 let z: Vec<f64> = if spread { rng.uniforms(n * n, -4.0, 4.0) } else { rng.normals(n * n, 0.5) };
                 let mut h = vec![POISON; n * n];
-                reference::sinkhorn::forward(formulation, cfg.sinkhorn_iters, cfg.eps_hc, &z, n, &mut h);
+                reference::sinkhorn::forward(formulation, cfg.sinkhorn_iters, cfg.eps_hc, &z, n, &mut h).unwrap();
                 let rows: Vec<f64> = (0..n).map(|i| h[i * n..(i + 1) * n].iter().sum()).collect();
                 let cols: Vec<f64> = (0..n).map(|j| (0..n).map(|i| h[i * n + j]).sum()).collect();
                 assert!(h.iter().all(|&v| v > 0.0), "{formulation:?} n={n}: positive");

@@ -305,7 +305,7 @@ fn no_variant_lists_every_rejection() {
 }
 
 #[test]
-fn ties_break_by_manifest_order_and_results_are_deterministic() {
+fn ties_break_by_catalogue_order_and_results_are_deterministic() {
     // Two identical variants: the first in the catalogue wins, every time.
     let block = FAKE.split("[[variant]]").nth(3).unwrap();
     let text = format!("[[variant]]{}[[variant]]{}", block, block.replace("pre_generic", "pre_generic_twin"));

@@ -155,7 +155,7 @@ impl<R: Real> PreModel<R> {
             st.h_pre[i] = sigmoid(st.z[i]) + pre_eps;
             st.h_post[i] = R::from_f64(2.0) * sigmoid(st.z[n + i]);
         }
-        sinkhorn::forward(self.formulation, self.iters, self.eps_hc, &st.z[2 * n..], n, &mut st.h_res);
+        sinkhorn::forward_unchecked(self.formulation, self.iters, self.eps_hc, &st.z[2 * n..], n, &mut st.h_res);
         for ch in 0..c {
             let mut acc = R::ZERO;
             for i in 0..n {
@@ -206,7 +206,15 @@ impl<R: Real> PreModel<R> {
             let hp = st.h_post[i];
             dz[n + i] = up.dh_post[i] * hp * (R::ONE - hp / R::from_f64(2.0));
         }
-        sinkhorn::backward(self.formulation, self.iters, self.eps_hc, &st.z[2 * n..], n, &up.dh_res, &mut dz[2 * n..]);
+        sinkhorn::backward_unchecked(
+            self.formulation,
+            self.iters,
+            self.eps_hc,
+            &st.z[2 * n..],
+            n,
+            &up.dh_res,
+            &mut dz[2 * n..],
+        );
         self.mixing().backward(v, &st.u, &st.g, st.inv_rms, up.dinv_rms, &dz, acc, dv);
     }
 }

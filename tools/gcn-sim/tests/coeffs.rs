@@ -78,7 +78,7 @@ fn check(n: usize, t: usize, f: Formulation, head: bool, iters: u32, eps: f64, r
             worst = worst.max((got_post[ti * n + i] - 2.0 * sigmoid(z[n + i])).abs());
         }
         let mut h = vec![0.0; n * n];
-        sinkhorn::forward(f, iters, eps as f32 as f64, &z[2 * n..], n, &mut h);
+        sinkhorn::forward(f, iters, eps as f32 as f64, &z[2 * n..], n, &mut h).unwrap();
         for e in 0..n * n {
             worst = worst.max((got_res[ti * n * n + e] - h[e]).abs());
         }

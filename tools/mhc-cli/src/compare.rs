@@ -20,8 +20,7 @@ pub struct Args {
 }
 
 fn load(path: &Path) -> Result<mhc::runner::Array, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    npy::read(&bytes).map(|(a, _)| a).map_err(|e| format!("{}: {e}", path.display()))
+    npy::read_file(path).map(|(a, _)| a).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 pub fn main(args: Args) -> Result<(), String> {
