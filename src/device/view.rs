@@ -186,10 +186,16 @@ pub(crate) fn check_view(
         return Err(Error::Dtype { tensor: what, expected: want_dtype, got: dtype });
     }
     layout.check(what, tokens, row_len, len)?;
+    let align = align.max(1);
     if ptr == 0 {
-        return Err(Error::Alignment { tensor: what, required: align.max(1) });
+        return Err(Error::Alignment { tensor: what, required: align });
     }
-    if ptr % align as u64 != 0 || (layout.row_stride * dtype.size()) % align != 0 {
+    // `Layout::check` bounds the stride already; the product is checked here too so that this
+    // function is safe on its own.
+    let stride_bytes = layout.row_stride.checked_mul(dtype.size()).ok_or_else(|| {
+        Error::shape(what, "a row stride whose bytes fit in memory", format!("row stride {}", layout.row_stride))
+    })?;
+    if ptr % align as u64 != 0 || stride_bytes % align != 0 {
         return Err(Error::Alignment { tensor: what, required: align });
     }
     Ok(())

@@ -11,7 +11,7 @@ use super::pre::{PostInViews, PreOutViews, PreParamViews};
 use super::stream::Stream;
 use crate::config::{Config, Dtype, Stage};
 use crate::error::{Error, Result};
-use crate::runner::{resolve_config, signature, Array, Class, Named, Port, StageRunner};
+use crate::runner::{check_finite, resolve_config, signature, Array, Class, Named, Port, StageRunner};
 use crate::tensor::Layout;
 use half::bf16;
 
@@ -96,6 +96,7 @@ impl StageRunner for CudaRunner {
         cfg.validate()?;
         let sig = signature(stage, &cfg);
         let t = sig.check(inputs)?;
+        check_finite(&sig, inputs)?;
         let plan = Plan::new(&self.dev, cfg, dtype, t.max(1))?;
         plan.supports(stage)?;
         let layout_of = |p: &Port| if p.tokens { Layout::dense(t, p.row_len()) } else { Layout::dense(1, p.row_len()) };

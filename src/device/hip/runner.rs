@@ -12,7 +12,7 @@ use super::stream::Stream;
 use crate::config::{Config, Dtype, Stage};
 use crate::error::{Error, Result};
 use crate::plan::{Ranges, Slot};
-use crate::runner::{resolve_config, signature, Array, Class, Named, Port, StageRunner};
+use crate::runner::{check_finite, resolve_config, signature, Array, Class, Named, Port, StageRunner};
 use crate::tensor::Layout;
 use half::bf16;
 use std::cell::OnceCell;
@@ -79,12 +79,7 @@ impl HipRunner {
         }
         let sig = signature(stage, &cfg);
         let t = sig.check(inputs)?;
-        for (name, a) in inputs {
-            if let Some(index) = a.data.iter().position(|v| !v.is_finite()) {
-                let what = sig.input(name).map(|p| p.name).unwrap_or("input");
-                return Err(Error::NonFinite { tensor: what, index });
-            }
-        }
+        check_finite(&sig, inputs)?;
         // The runner folds gamma_k into phi, so the recipe is asked without it.
         let plan_cfg = Config { gamma_k: false, ..cfg };
         let arch = mhc_loader::Arch::Gfx942(mhc_loader::AmdFeatures::ANY);

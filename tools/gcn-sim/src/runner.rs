@@ -16,7 +16,7 @@ use mhc::device::hip::recipe::{
 };
 use mhc::error::{Error, Result};
 use mhc::plan::{Ranges, Slot};
-use mhc::runner::{resolve_config, signature, Array, Class, Named, StageRunner};
+use mhc::runner::{check_finite, resolve_config, signature, Array, Class, Named, StageRunner};
 use mhc_loader::{AmdFeatures, Arch};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -228,12 +228,7 @@ impl StageRunner for GcnSimRunner {
         self.last_stats.borrow_mut().clear();
         let sig = signature(stage, cfg);
         let t = sig.check(inputs)?;
-        for (name, a) in inputs {
-            if let Some(index) = a.data.iter().position(|v| !v.is_finite()) {
-                let what = sig.input(name).map(|p| p.name).unwrap_or("input");
-                return Err(Error::NonFinite { tensor: what, index });
-            }
-        }
+        check_finite(&sig, inputs)?;
         if dtype == Dtype::F64 {
             return Err(no_variant(stage, cfg, t, "gfx942 kernels store activations as f32 or bf16, not f64".into()));
         }
