@@ -5,6 +5,7 @@
 //! loads them. The sources (`asm/ptx`, `asm/gcn`) stay in the repository; `mhc asm` assembles
 //! them into `asm/bin` and writes the image table (`images.rs`).
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod images;
 

@@ -11,17 +11,29 @@ use bytemuck::{Pod, Zeroable};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, Pod, Zeroable)]
 pub struct PostArgs {
+    /// The residual `x[T][n][C]` (storage dtype).
     pub x: u64,
+    /// The sublayer output `f[T][C]` (storage dtype).
     pub f: u64,
+    /// The post coefficients `h_post[T][n]` (f32).
     pub h_post: u64,
+    /// The residual mixing matrices `h_res[T][n][n]` (f32).
     pub h_res: u64,
+    /// The output `x'[T][n][C]` (storage dtype).
     pub out: u64,
+    /// Bytes between token rows of `x`.
     pub x_stride: u64,
+    /// Bytes between token rows of `f`.
     pub f_stride: u64,
+    /// Bytes between token rows of `out`.
     pub out_stride: u64,
+    /// Work items: T * `chunks` (the tensor-core kernels: T, one CTA per token).
     pub items: u32,
+    /// Channel chunks of a token: C / V, V channels per thread (the tensor-core kernels: C / 8).
     pub chunks: u32,
+    /// Bytes of one stream row: C * element size.
     pub cbytes: u32,
+    /// Unused; 0.
     pub pad: u32,
 }
 const _: () = assert!(std::mem::size_of::<PostArgs>() == 80);
@@ -30,20 +42,36 @@ const _: () = assert!(std::mem::size_of::<PostArgs>() == 80);
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, Pod, Zeroable)]
 pub struct HeadArgs {
+    /// The residual `x[T][n][C]` (storage dtype).
     pub x: u64,
+    /// The projection `phi[n][n*C]` (f32).
     pub phi: u64,
+    /// The logit scale `scale[1]` (f32).
     pub scale: u64,
+    /// The logit bias `base[n]` (f32).
     pub base: u64,
+    /// The output `out[T][C]` (storage dtype).
     pub out: u64,
+    /// Bytes between token rows of `x`.
     pub x_stride: u64,
+    /// Bytes between token rows of `out`.
     pub out_stride: u64,
+    /// T, the token count.
     pub tokens: u32,
+    /// Bytes of one stream row: C * element size.
     pub cbytes: u32,
+    /// Phase-1 chunks of the flattened row (n*C / V1); the cluster kernels: chunks per CTA.
     pub kchunks: u32,
+    /// Phase-2 chunks of C (C / V2); the cluster kernels: chunks of C (V1 elements, or 16 bytes
+    /// for the persistent kernels).
     pub cchunks: u32,
+    /// Added to the mean square of the row under the reciprocal square root (`inv_rms`).
     pub eps_norm: f32,
+    /// Added to every weight `h_i = sigma(g_i scale + base_i) + eps_hc`.
     pub eps_hc: f32,
+    /// 1 / (n * C), the mean square's factor.
     pub inv_k: f32,
+    /// Unused; 0.
     pub pad: u32,
 }
 const _: () = assert!(std::mem::size_of::<HeadArgs>() == 88);
@@ -52,21 +80,38 @@ const _: () = assert!(std::mem::size_of::<HeadArgs>() == 88);
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, Pod, Zeroable)]
 pub struct StaticArgs {
+    /// The residual `x[T][n][C]` (storage dtype).
     pub x: u64,
+    /// The pre logits `H_pre[n]` (f32), shared by all tokens.
     pub h_pre_logits: u64,
+    /// The post logits `H_post[n]` (f32), shared by all tokens.
     pub h_post_logits: u64,
+    /// The residual logits `H_res[n][n]` (f32), shared by all tokens.
     pub h_res_logits: u64,
+    /// The F-pre-norm weights `gamma[C]` (f32, 16-byte aligned).
     pub gamma: u64,
+    /// The output `x'[T][n][C]` (storage dtype).
     pub out: u64,
+    /// Bytes between token rows of `x`.
     pub x_stride: u64,
+    /// Bytes between token rows of `out`.
     pub out_stride: u64,
+    /// T, the token count.
     pub tokens: u32,
+    /// Bytes of one stream row: C * element size.
     pub cbytes: u32,
+    /// Channel chunks of a token: C / V, V channels per thread.
     pub cchunks: u32,
+    /// Sinkhorn iterations.
     pub iters: u32,
+    /// The Sinkhorn epsilon, added to every row and column sum.
     pub eps_hc: f32,
+    /// Added to `mean(a^2)` under the F-pre-norm's square root.
     pub eps_f: f32,
+    /// 1 / C, the mean's factor.
     pub inv_c: f32,
+    /// The token-tile kernels (`static_cl`, `static_pr`, `static_mma`): channel chunks per CTA
+    /// (C / V, divided by the cluster size for the cluster kernels); otherwise 0.
     pub pad: u32,
 }
 const _: () = assert!(std::mem::size_of::<StaticArgs>() == 96);
@@ -75,13 +120,21 @@ const _: () = assert!(std::mem::size_of::<StaticArgs>() == 96);
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, Pod, Zeroable)]
 pub struct ExpandArgs {
+    /// The input rows `e[T][C]` (storage dtype), copied into every stream.
     pub e: u64,
+    /// The output `x[T][n][C]` (storage dtype).
     pub out: u64,
+    /// Bytes between token rows of `e`.
     pub e_stride: u64,
+    /// Bytes between token rows of `out`.
     pub out_stride: u64,
+    /// Work items: T * `chunks`.
     pub items: u32,
+    /// Chunks of 8 channels per token: C / 8.
     pub chunks: u32,
+    /// Bytes of one stream row: C * element size.
     pub cbytes: u32,
+    /// Streams: the copies of each row written.
     pub n: u32,
 }
 const _: () = assert!(std::mem::size_of::<ExpandArgs>() == 48);
@@ -90,18 +143,32 @@ const _: () = assert!(std::mem::size_of::<ExpandArgs>() == 48);
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, Pod, Zeroable)]
 pub struct CoeffsArgs {
+    /// The raw projections `P[T][p_stride]` (f32): `P_t = v_t . phi^T`, before the RMS scaling.
     pub p: u64,
+    /// The reciprocal RMS of each token's row, `[T]` (f32).
     pub inv_rms: u64,
+    /// The scales of the pre, post and residual logits, `[3]` (f32; `[1]` in head mode).
     pub scale: u64,
+    /// The logit biases `base[M]` (f32).
     pub base: u64,
+    /// Output `h_pre[T][n]` (f32); in head mode the head weights `h`.
     pub h_pre: u64,
+    /// Output `h_post[T][n]` (f32); not written in head mode.
     pub h_post: u64,
+    /// Output `h_res[T][n][n]` (f32); not written in head mode.
     pub h_res: u64,
+    /// T, the token count.
     pub tokens: u32,
+    /// n, the stream count (1, 2, 4, 8, 16 or 32).
     pub streams: u32,
+    /// Sinkhorn iterations (at least 1).
     pub iters: u32,
+    /// The coefficient epsilon: added to every Sinkhorn line sum, to `h_pre` in the
+    /// DeepSeek-V4 formulation and to `h` in head mode.
     pub eps_hc: f32,
+    /// Bit 0: the Paper formulation (else DeepSeek-V4); bit 1: head mode (M = n, `h_pre` only).
     pub flags: u32,
+    /// Elements between rows of `p` (at least M).
     pub p_stride: u32,
 }
 const _: () = assert!(std::mem::size_of::<CoeffsArgs>() == 80);
@@ -188,49 +255,83 @@ pub const STATIC_MAX_C: usize = 32768;
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, Pod, Zeroable)]
 pub struct PreArgs {
+    /// The residual `x[T][n*C]` (storage dtype); for `post_pre`, layer l's residual (post's input).
     pub x: u64,
+    /// `post_pre`: layer l's sublayer output `f[T][C]` (storage dtype).
     pub f: u64,
+    /// `post_pre`: layer l's post coefficients `h_post[T][n]` (f32).
     pub h_post_in: u64,
+    /// `post_pre`: layer l's residual mixing matrices `h_res[T][n][n]` (f32).
     pub h_res_in: u64,
+    /// `post_pre`: output `x'[T][n*C]` (storage dtype), the residual the `pre` side reduces.
     pub x_out: u64,
+    /// The projection `phi[M][n*C]` (f32).
     pub phi: u64,
+    /// The logit scales `scale[3]` (f32).
     pub scale: u64,
+    /// The logit biases `base[M]` (f32).
     pub base: u64,
+    /// The pre-norm weights `gamma_k[n*C]` (f32) where flags has [`FLAG_GAMMA_K`].
     pub gamma_k: u64,
+    /// The F-pre-norm weights `gamma_f[C]` (f32) where flags has [`FLAG_GAMMA_F`].
     pub gamma_f: u64,
+    /// Output `a[T][C]` (storage dtype): the pre-mix `sum_i h_pre[i] x[i]`.
     pub a: u64,
+    /// Output `y[T][C]` (storage dtype): the F-pre-norm of `a`, where flags has [`FLAG_GAMMA_F`].
     pub y: u64,
+    /// Output `h_pre[T][n]` (f32).
     pub h_pre: u64,
+    /// Output `h_post[T][n]` (f32).
     pub h_post: u64,
+    /// Output `h_res[T][n][n]` (f32).
     pub h_res: u64,
+    /// Output: the reciprocal RMS of each token's row, `[T]` (f32).
     pub inv_rms: u64,
+    /// Workspace: the logit rows `[T][ldp]` (f32).
     pub ws_p: u64,
+    /// Workspace: the sums of squares `[T]` (f32).
     pub ws_ss: u64,
+    /// Workspace: the split-K partial blocks, `32 * ldp + 32` f32 each (one tile's logits and
+    /// sums of squares from one K split).
     pub ws_part: u64,
+    /// Workspace: the split-K counters, 16 bytes per tile (zero between calls).
     pub ws_cnt: u64,
+    /// T, the token count.
     pub tokens: u32,
+    /// n, the stream count.
     pub n: u32,
+    /// C, the channels per stream.
     pub c: u32,
+    /// K = n * C, the length of the flattened row.
     pub k: u32,
+    /// M = n^2 + 2n, the logits per token.
     pub m: u32,
     /// Row stride of the logit buffers: M rounded up to 32 (one logit group = 4 mma n-tiles).
     pub ldp: u32,
-    /// Row strides in elements.
+    /// Row stride of `x` in elements.
     pub x_stride: u32,
+    /// Row stride of `f` in elements.
     pub f_stride: u32,
+    /// Row stride of `x_out` in elements.
     pub xo_stride: u32,
+    /// Row stride of `a` in elements.
     pub a_stride: u32,
+    /// Row stride of `y` in elements.
     pub y_stride: u32,
     /// Length of one CTA's slice of the reduction (j-space elements, a multiple of 256).
     pub kslice: u32,
     /// CTAs per 32-token tile (1 = prefill shape).
     pub splits: u32,
+    /// Sinkhorn iterations.
     pub iters: u32,
     /// 1 = Paper formulation, 2 = gamma_k, 4 = gamma_f, 8 = post (post_pre), 16 = split
     /// prefill (the last CTA of a tile finishes it alone; the others leave).
     pub flags: u32,
+    /// Added to the mean square of the row under the reciprocal square root (`inv_rms`).
     pub eps_norm: f32,
+    /// The coefficient epsilon (Sinkhorn line sums; `h_pre` in the DeepSeek-V4 formulation).
     pub eps_hc: f32,
+    /// Added to `mean(a^2)` under the F-pre-norm's square root.
     pub eps_f: f32,
 }
 const _: () = assert!(std::mem::size_of::<PreArgs>() == 232);
@@ -281,15 +382,25 @@ pub const FLAG_GROUPS_SHIFT: u32 = 16;
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, Pod, Zeroable)]
 pub struct PreDecodeArgs {
+    /// The residual `x[T][n*C]` (storage dtype).
     pub x: u64,
+    /// The projection `phi[M][n*C]` (f32).
     pub phi: u64,
+    /// The logit scales `scale[3]` (f32).
     pub scale: u64,
+    /// The logit biases `base[M]` (f32).
     pub base: u64,
+    /// The pre-norm weights `gamma_k[n*C]` (f32) where flags bit 1 is set.
     pub gamma_k: u64,
+    /// Output `a[T][C]` (storage dtype): the pre-mix `sum_i h_pre[i] x[i]`.
     pub a: u64,
+    /// Output `h_pre[T][n]` (f32).
     pub h_pre: u64,
+    /// Output `h_post[T][n]` (f32).
     pub h_post: u64,
+    /// Output `h_res[T][n][n]` (f32).
     pub h_res: u64,
+    /// Output: the reciprocal RMS of each token's row, `[T]` (f32).
     pub inv_rms: u64,
     /// Partial rows `[S][T][32]` of tagged words (ss, then the M logits; each word = f32 bits,
     /// then the call's tag: see the PTX header, TAGS).
@@ -297,20 +408,30 @@ pub struct PreDecodeArgs {
     /// The epoch word (u32: the previous call's tag; zero in a fresh workspace), then at +256
     /// the mid kernel's tagged h_pre `[MID_HPRE_COPIES][64][4]`.
     pub ws_sync: u64,
+    /// T, the token count.
     pub tokens: u32,
+    /// n, the stream count.
     pub n: u32,
+    /// C, the channels per stream.
     pub c: u32,
+    /// M = n^2 + 2n, the logits per token.
     pub m: u32,
-    /// Row strides in elements.
+    /// Row stride of `x` in elements.
     pub x_stride: u32,
+    /// Row stride of `a` in elements.
     pub a_stride: u32,
-    /// Channels per CTA (a multiple of 8, at most [`DECODE_MAX_CPC`]).
+    /// Channels per CTA (a multiple of 8, at most [`DECODE_MAX_CPC`]); the persistent-cluster
+    /// entries ignore it (0).
     pub cpc: u32,
+    /// Sinkhorn iterations.
     pub iters: u32,
     /// 1 = Paper formulation, 2 = gamma_k.
     pub flags: u32,
+    /// Added to the mean square of the row under the reciprocal square root (`inv_rms`).
     pub eps_norm: f32,
+    /// The coefficient epsilon (Sinkhorn line sums; `h_pre` in the DeepSeek-V4 formulation).
     pub eps_hc: f32,
+    /// Unused; 0.
     pub pad: u32,
 }
 const _: () = assert!(std::mem::size_of::<PreDecodeArgs>() == 144);
@@ -346,14 +467,23 @@ pub const MID_SMEM: u32 = 159104;
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, Pod, Zeroable)]
 pub struct PreGemmArgs {
+    /// The residual `x[T][n*C]` (bf16).
     pub x: u64,
+    /// The projection `phi[M][n*C]` (f32).
     pub phi: u64,
+    /// The logit scales `scale[3]` (f32).
     pub scale: u64,
+    /// The logit biases `base[M]` (f32).
     pub base: u64,
+    /// Output `a[T][C]` (bf16): the pre-mix `sum_i h_pre[i] x[i]`.
     pub a: u64,
+    /// Output `h_pre[T][n]` (f32).
     pub h_pre: u64,
+    /// Output `h_post[T][n]` (f32).
     pub h_post: u64,
+    /// Output `h_res[T][n][n]` (f32).
     pub h_res: u64,
+    /// Output: the reciprocal RMS of each token's row, `[T]` (f32).
     pub inv_rms: u64,
     /// One u32 arrival counter per token tile (zero between calls).
     pub ws_cnt: u64,
@@ -364,18 +494,25 @@ pub struct PreGemmArgs {
     /// The epoch word, the grid's arrival counter, then per token tile its ready word and
     /// [`GEMM_MIX_PARTS`] claim words from byte 64 (tags: never reset; zero in a fresh workspace).
     pub ws_sync: u64,
+    /// T, the token count.
     pub tokens: u32,
+    /// C, the channels per stream.
     pub c: u32,
-    /// Row strides in elements.
+    /// Row stride of `x` in elements.
     pub x_stride: u32,
+    /// Row stride of `a` in elements.
     pub a_stride: u32,
+    /// K splits: the CTAs that share one (token tile, logit tile), at most [`GEMM_MAX_SPLITS`].
     pub ksplit: u32,
     /// Ring stages (64 K-elements each) per split.
     pub kstages: u32,
+    /// Sinkhorn iterations.
     pub iters: u32,
     /// 1 = Paper formulation.
     pub flags: u32,
+    /// Added to the mean square of the row under the reciprocal square root (`inv_rms`).
     pub eps_norm: f32,
+    /// The coefficient epsilon (Sinkhorn line sums; `h_pre` in the DeepSeek-V4 formulation).
     pub eps_hc: f32,
 }
 const _: () = assert!(std::mem::size_of::<PreGemmArgs>() == 144);
@@ -428,12 +565,17 @@ pub const fn logit_tiles(n: usize) -> usize {
 pub struct PostPrePcArgs {
     /// `x` here is layer l's residual (post's input), `x_stride` its row stride.
     pub pre: PreDecodeArgs,
+    /// Layer l's sublayer output `f[T][C]` (bf16).
     pub f: u64,
+    /// Layer l's post coefficients `h_post[T][n]` (f32).
     pub h_post_in: u64,
+    /// Layer l's residual mixing matrices `h_res[T][n][n]` (f32).
     pub h_res_in: u64,
+    /// Output `x'[T][n*C]` (bf16): post's result, the residual the `pre` side reduces.
     pub x_out: u64,
-    /// Row strides in elements.
+    /// Row stride of `f` in elements.
     pub f_stride: u32,
+    /// Row stride of `x_out` in elements.
     pub x_out_stride: u32,
 }
 const _: () = assert!(std::mem::size_of::<PostPrePcArgs>() == 184);
@@ -446,9 +588,13 @@ const _: () = assert!(std::mem::size_of::<PostPrePcArgs>() == 184);
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Pod, Zeroable)]
 pub struct PreTmaArgs {
+    /// The bank's bytes before `p_args`: never passed to the kernel; zero.
     pub lead: [u8; 48],
+    /// `p_args` + 0: the arguments of the other pre entry.
     pub pre: PreDecodeArgs,
+    /// `p_args` + 144 up to the tensor map; zero.
     pub pad: [u8; 48],
+    /// `p_args` + 192: the `CUtensorMap` of x (128 bytes, built by the launcher).
     pub tmap: [u64; 16],
 }
 const _: () = assert!(std::mem::size_of::<PreTmaArgs>() == 368);
