@@ -54,7 +54,9 @@ impl FeatureMode {
 /// The XNACK and SRAMECC modes of an AMD code object or device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct AmdFeatures {
+    /// SRAM ECC (`:sramecc+` / `:sramecc-`).
     pub sramecc: FeatureMode,
+    /// XNACK, retry of faulting memory accesses (`:xnack+` / `:xnack-`).
     pub xnack: FeatureMode,
 }
 
@@ -88,7 +90,9 @@ pub enum Arch {
 /// Which vendor's driver loads the code object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Vendor {
+    /// NVIDIA: cubins, loaded through the CUDA driver.
     Nvidia,
+    /// AMD: AMDGPU code objects, loaded through HIP.
     Amd,
 }
 
@@ -185,6 +189,7 @@ impl Arch {
         }
     }
 
+    /// The vendor whose driver loads this architecture's code objects.
     pub const fn vendor(self) -> Vendor {
         match self {
             Arch::Sm90a | Arch::Sm100a => Vendor::Nvidia,

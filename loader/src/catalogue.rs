@@ -26,11 +26,14 @@ fn err<T>(s: impl Into<String>) -> Result<T, CatalogueError> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Range {
+    /// The smallest size in the range.
     pub min: u64,
+    /// The largest size in the range (inclusive).
     pub max: u64,
 }
 
 impl Range {
+    /// Whether `min <= x <= max`.
     pub fn contains(&self, x: u64) -> bool {
         self.min <= x && x <= self.max
     }
@@ -40,8 +43,11 @@ impl Range {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CConstraint {
+    /// C must be a multiple of this (1: any C).
     pub multiple_of: u64,
+    /// The smallest C.
     pub min: u64,
+    /// The largest C (inclusive).
     pub max: u64,
 }
 
@@ -50,7 +56,9 @@ pub struct CConstraint {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tile {
+    /// Tokens one block (CTA / workgroup) covers.
     pub tokens: u32,
+    /// Blocks that share one token tile's reduction over K (1 = no split-K; the default).
     #[serde(default = "one")]
     pub split: u32,
 }
@@ -106,6 +114,7 @@ pub struct Geometry {
     /// Bytes after each stream row of a tile staged in shared memory.
     #[serde(default)]
     pub row_pad: u32,
+    /// Properties of the launch ([`Trait`]); none by default.
     #[serde(default)]
     pub traits: Vec<Trait>,
     /// Other variants (ids) whose kernels this variant's launch also runs (e.g. the
@@ -129,6 +138,7 @@ impl Default for Geometry {
 }
 
 impl Geometry {
+    /// Whether the variant has trait `t`.
     pub fn has(&self, t: Trait) -> bool {
         self.traits.contains(&t)
     }
@@ -139,10 +149,15 @@ impl Geometry {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Expect {
+    /// Registers per thread ([`KernelInfo::registers`](crate::KernelInfo::registers)).
     pub registers: u32,
+    /// Static shared memory / LDS in bytes ([`KernelInfo::shared_bytes`](crate::KernelInfo::shared_bytes)).
     pub shared_bytes: u32,
+    /// Per-thread local memory / scratch in bytes.
     pub local_bytes: u32,
+    /// Bytes of kernel parameters ([`KernelInfo::kernarg_bytes`](crate::KernelInfo::kernarg_bytes)).
     pub kernarg_bytes: u32,
+    /// Lowercase hex SHA-256 of the image.
     pub sha256: String,
 }
 
@@ -174,6 +189,7 @@ pub struct VariantEntry {
     /// defaults to `tokens`.
     #[serde(default)]
     pub prefer_tokens: Option<Range>,
+    /// How the variant cuts the work into blocks.
     pub tile: Tile,
     /// Threads per block.
     pub threads: u32,
@@ -235,7 +251,9 @@ struct File {
     variant: Vec<VariantEntry>,
 }
 
+/// The formulation names a variant may list (`formulations`): DeepSeek-V4 and the paper's.
 pub const FORMULATIONS: [&str; 2] = ["v4", "paper"];
+/// The activation storage types a variant may list (`dtypes`).
 pub const DTYPES: [&str; 2] = ["f32", "bf16"];
 /// The optional inputs a variant may handle (`options`).
 pub const OPTIONS: [&str; 2] = ["gamma_k", "gamma_f"];

@@ -99,7 +99,9 @@ pub struct KernelInfo {
 /// A parsed code object: its architecture and its kernels, sorted by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CodeObject {
+    /// The architecture in the ELF header (with the AMD features of `e_flags`).
     pub arch: Arch,
+    /// Every kernel of the image, sorted by name (names are unique).
     pub kernels: Vec<KernelInfo>,
 }
 

@@ -9,6 +9,7 @@
 //! Stages are plain strings here (`"pre"`, `"post"`, `"coeffs"`, ...) so that this crate does not
 //! depend on `mhc`; `mhc` maps its `Stage` enum onto them.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod amdgpu;
 pub mod arch;
@@ -35,13 +36,25 @@ pub enum Error {
     Catalogue(#[from] CatalogueError),
     /// An image is missing, malformed, or disagrees with the catalogue.
     #[error("bad code object {image}: {reason}")]
-    BadCodeObject { image: String, reason: String },
+    BadCodeObject {
+        /// The image's path as the catalogue names it (`asm/bin/...`).
+        image: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A tuned table is malformed.
     #[error("tuned table {table}: {reason}")]
-    Tuning { table: String, reason: String },
+    Tuning {
+        /// The name the table was parsed under (e.g. its path, `asm/tuning/<arch>.toml`).
+        table: String,
+        /// What is wrong with it (the entry, where one is at fault).
+        reason: String,
+    },
     /// No variant passed the filters.
     #[error(transparent)]
     NoVariant(#[from] NoVariant),
+    /// An architecture name, compute capability or code-object header names an architecture
+    /// mhc has no kernels for.
     #[error(transparent)]
     UnsupportedArch(#[from] UnsupportedArch),
 }

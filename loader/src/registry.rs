@@ -18,9 +18,13 @@ pub struct Resources {
     /// Registers per thread as allocated: NVIDIA rounds to 8; AMD the descriptor's VGPR
     /// allocation (arch + acc). Used for the register-file and occupancy checks.
     pub registers_allocated: u32,
+    /// Static shared memory / LDS per block, bytes ([`KernelInfo::shared_bytes`]).
     pub shared_bytes: u32,
+    /// Per-thread local memory / scratch, bytes.
     pub local_bytes: u32,
+    /// Bytes of kernel parameters.
     pub kernarg_bytes: u32,
+    /// Most threads per block the kernel may be launched with ([`KernelInfo::max_threads`]).
     pub max_threads: u32,
 }
 
@@ -44,8 +48,11 @@ impl Resources {
 /// One variant: its catalogue entry, architecture, resources and image hash.
 #[derive(Debug, Clone)]
 pub struct Variant {
+    /// The catalogue's `[[variant]]` table.
     pub entry: VariantEntry,
+    /// The image's architecture (the catalogue's, for fake variants).
     pub arch: Arch,
+    /// What the kernel uses, as read from the image (from `expect`, for fake variants).
     pub resources: Resources,
     /// Lowercase hex SHA-256 of the image (empty for fake variants without an image).
     pub image_sha256: String,
@@ -56,6 +63,7 @@ pub struct Variant {
 }
 
 impl Variant {
+    /// The variant's catalogue id.
     pub fn id(&self) -> &str {
         &self.entry.id
     }
@@ -149,10 +157,12 @@ impl Registry {
         Ok(Registry { variants })
     }
 
+    /// Every variant, in catalogue order.
     pub fn variants(&self) -> &[Variant] {
         &self.variants
     }
 
+    /// The variant with catalogue id `id`.
     pub fn get(&self, id: &str) -> Option<&Variant> {
         self.variants.iter().find(|v| v.entry.id == id)
     }

@@ -43,8 +43,11 @@ pub const OUTSIDE_PREFERRED: f64 = 1.5;
 /// The problem: tokens, streams, hidden size, activation dtype and (optionally) formulation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Shape {
+    /// T, the token count.
     pub tokens: u64,
+    /// n, the stream count.
     pub n: u32,
+    /// C, the hidden size (channels per stream).
     pub c: u64,
     /// `f32` or `bf16`.
     pub dtype: String,
@@ -59,6 +62,8 @@ pub struct Shape {
 }
 
 impl Shape {
+    /// T tokens of n streams of C channels stored as `dtype` (`f32` or `bf16`): either
+    /// formulation, no optional inputs, any launcher.
     pub fn new(tokens: u64, n: u32, c: u64, dtype: &str) -> Shape {
         Shape { tokens, n, c, dtype: dtype.to_string(), formulation: None, options: Vec::new(), launch: None }
     }
@@ -80,6 +85,7 @@ impl Shape {
         Shape { tokens, ..self.clone() }
     }
 
+    /// The same shape, accepting only variants of formulation `f` (`v4` or `paper`).
     pub fn with_formulation(mut self, f: &str) -> Shape {
         self.formulation = Some(f.to_string());
         self
@@ -113,77 +119,124 @@ impl fmt::Display for Shape {
 /// Limits the caller imposes (e.g. to leave room for a co-resident kernel).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Budget {
+    /// Most registers per thread a variant may use (as reported); `None`: no limit.
     pub max_registers_per_thread: Option<u32>,
+    /// Most static shared memory / LDS per block a variant may use, bytes; `None`: only the
+    /// architecture's limit.
     pub max_shared_bytes: Option<u32>,
 }
 
 /// Why a variant was rejected.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reason {
+    /// The variant is of another stage.
     Stage {
+        /// The variant's stage.
         variant: String,
     },
+    /// The variant's code object does not run on the device.
     Arch {
+        /// The code object's architecture.
         variant: Arch,
+        /// The device's architecture.
         device: Arch,
     },
+    /// The variant lacks the formulation the call asked for.
     Formulation {
+        /// The formulation asked for.
         wanted: String,
+        /// The variant's formulations.
         supported: Vec<String>,
     },
+    /// The variant lacks the call's activation dtype.
     Dtype {
+        /// The call's dtype.
         wanted: String,
+        /// The variant's dtypes.
         supported: Vec<String>,
     },
+    /// The variant is not built for the call's stream count.
     N {
+        /// The call's n.
         n: u32,
+        /// The stream counts the variant handles.
         supported: Vec<u32>,
     },
+    /// C is not a multiple of the variant's granularity.
     CMultiple {
+        /// The call's C.
         c: u64,
+        /// The multiple the variant needs.
         multiple_of: u64,
     },
+    /// C is outside the variant's range.
     CRange {
+        /// The call's C.
         c: u64,
+        /// The variant's smallest C.
         min: u64,
+        /// The variant's largest C (inclusive).
         max: u64,
     },
+    /// The token count is outside the variant's (hard) token range.
     Tokens {
+        /// The call's T.
         t: u64,
+        /// The variant's smallest T.
         min: u64,
+        /// The variant's largest T (inclusive).
         max: u64,
     },
+    /// The call has an optional input the variant does not handle.
     Option {
+        /// The optional input (`gamma_k`, `gamma_f`).
         option: String,
+        /// The optional inputs the variant handles.
         supported: Vec<String>,
     },
     /// The call asked for another launcher.
     Launcher {
+        /// The launcher asked for.
         wanted: String,
+        /// The variant's launcher.
         has: String,
     },
     /// Kept for comparison: chosen only when asked for by launcher.
     OnRequest,
+    /// The variant uses more registers per thread than the caller's [`Budget`] allows.
     RegisterBudget {
+        /// Registers per thread the variant uses (as reported).
         uses: u32,
+        /// [`Budget::max_registers_per_thread`].
         budget: u32,
     },
+    /// One block's registers do not fit the register file of one SM/CU.
     RegisterFile {
+        /// Registers per thread as allocated.
         registers: u32,
+        /// Threads per block, rounded up to whole warps / wavefronts.
         threads: u32,
+        /// Registers per SM/CU.
         file: u32,
     },
+    /// The variant uses more shared memory than the caller's [`Budget`] allows.
     SharedBudget {
+        /// Static shared memory / LDS per block, bytes.
         uses: u32,
+        /// [`Budget::max_shared_bytes`].
         budget: u32,
     },
+    /// The variant uses more shared memory than the architecture allows per block.
     SharedArch {
+        /// Static shared memory / LDS per block, bytes.
         uses: u32,
+        /// The architecture's per-block limit, bytes.
         max: u32,
     },
     /// The device's own limits for this launch (SM count, occupancy, shared memory for this C),
     /// as the runtime's launcher reports them.
     Launch {
+        /// The launcher's explanation.
         why: String,
     },
 }
@@ -232,19 +285,27 @@ impl fmt::Display for Reason {
 /// A rejected variant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rejection {
+    /// The variant's catalogue id.
     pub id: String,
+    /// The first filter it failed.
     pub reason: Reason,
 }
 
 /// An admissible variant with its estimated cost.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
+    /// The variant's catalogue id.
     pub id: String,
     /// The variant's measured preference (higher first, then cost).
     pub rank: u32,
+    /// The cost model's estimate, microseconds (lower is better).
     pub cost_us: f64,
+    /// Waves of blocks over the device's SM/CUs.
     pub waves: u64,
+    /// Bytes the cost model counts (activations, coefficients, split-K partials).
     pub bytes: u64,
+    /// Whether T is in the variant's `prefer_tokens` range (else the cost is scaled by
+    /// [`OUTSIDE_PREFERRED`]).
     pub in_preferred_range: bool,
 }
 
@@ -261,9 +322,13 @@ pub enum Choice {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("no variant for stage {stage} on {arch} at {shape}:\n{}", explain_rejections(.rejected, *.other_stages, *.other_arches))]
 pub struct NoVariant {
+    /// The stage asked for.
     pub stage: String,
+    /// The device's architecture, by name.
     pub arch: String,
+    /// The shape asked for, as [`Shape`] displays it.
     pub shape: String,
+    /// Every variant of this stage and architecture family, with its reason, in catalogue order.
     pub rejected: Vec<Rejection>,
     /// Variants of other stages (not listed one by one).
     pub other_stages: usize,
@@ -298,18 +363,27 @@ fn explain_rejections(rejected: &[Rejection], other_stages: usize, other_arches:
 /// The outcome of a selection.
 #[derive(Debug, Clone)]
 pub struct Selection<'r> {
+    /// The chosen variant.
     pub variant: &'r Variant,
+    /// How it was chosen.
     pub choice: Choice,
+    /// The device's architecture.
     pub arch: Arch,
+    /// The stage asked for.
     pub stage: String,
+    /// The shape asked for.
     pub shape: Shape,
+    /// The caller's limits.
     pub budget: Budget,
+    /// The SM/CU count the cost model used.
     pub units: u32,
     /// Admissible variants, cheapest first.
     pub candidates: Vec<Candidate>,
     /// Rejected variants of this stage, in catalogue order.
     pub rejected: Vec<Rejection>,
+    /// Variants of other stages (not listed one by one).
     pub other_stages: usize,
+    /// Variants of this stage for other architectures (not listed one by one).
     pub other_arches: usize,
     /// Tuned entries that were ignored, and why.
     pub warnings: Vec<String>,
@@ -367,6 +441,8 @@ pub struct Selector<'r> {
 }
 
 impl<'r> Selector<'r> {
+    /// A selector over `registry`'s variants with no tuned tables, for the flagship part's SM/CU
+    /// count.
     pub fn new(registry: &'r Registry) -> Selector<'r> {
         Selector { registry, tuned: Vec::new(), warnings: Vec::new(), units: None }
     }
@@ -390,6 +466,9 @@ impl<'r> Selector<'r> {
         &self.warnings
     }
 
+    /// The variant of `stage` for `shape` on a device of architecture `arch` within `budget`:
+    /// filter, score, tuned override (module documentation); [`NoVariant`] lists every rejection
+    /// when none passes.
     pub fn select(&self, arch: Arch, stage: &str, shape: &Shape, budget: &Budget) -> Result<Selection<'r>, NoVariant> {
         self.select_with(arch, stage, shape, budget, &|_| Ok(()))
     }

@@ -28,17 +28,23 @@ pub fn bucket(x: u64) -> u64 {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TunedEntry {
+    /// The architecture measured (a name [`Arch::parse`] accepts).
     pub arch: String,
     /// SM / CU count of the GPU measured.
     pub units: u32,
+    /// The stage (`pre`, `post`, ...).
     pub stage: String,
+    /// The activation dtype: `f32` or `bf16`.
     pub dtype: String,
     /// Token bucket (power of two).
     pub tokens: u64,
+    /// The stream count (exact, 1..=32).
     pub n: u32,
     /// Hidden-size bucket (power of two).
     pub c: u64,
+    /// The winning variant's catalogue id.
     pub variant: String,
+    /// Lowercase hex SHA-256 of the image measured; the entry is dropped once the image changes.
     pub image_sha256: String,
     /// Median time, microseconds.
     pub us: f64,
@@ -46,6 +52,7 @@ pub struct TunedEntry {
     pub gbps: f64,
     /// Error against the reference (max abs over the coefficients / relative for outputs).
     pub error: f64,
+    /// Timed runs behind the median (at least 1).
     pub samples: u32,
     /// YYYY-MM-DD.
     pub date: String,
@@ -54,16 +61,24 @@ pub struct TunedEntry {
 /// The key an entry answers.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Key {
+    /// [`TunedEntry::arch`].
     pub arch: String,
+    /// [`TunedEntry::units`].
     pub units: u32,
+    /// [`TunedEntry::stage`].
     pub stage: String,
+    /// [`TunedEntry::dtype`].
     pub dtype: String,
+    /// [`TunedEntry::tokens`] (a bucket).
     pub tokens: u64,
+    /// [`TunedEntry::n`].
     pub n: u32,
+    /// [`TunedEntry::c`] (a bucket).
     pub c: u64,
 }
 
 impl TunedEntry {
+    /// The key this entry answers.
     pub fn key(&self) -> Key {
         Key {
             arch: self.arch.clone(),
@@ -87,6 +102,7 @@ impl TunedEntry {
 /// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TunedTable {
+    /// The name the table was parsed under (e.g. its path), used in errors and warnings.
     pub name: String,
     entries: Vec<TunedEntry>,
     /// (which entry, why) for every entry that did not validate.
