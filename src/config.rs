@@ -39,8 +39,11 @@ impl std::str::FromStr for Formulation {
 /// exists for the reference. Parameters and coefficients are never stored as bf16 by kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Dtype {
+    /// IEEE binary32, 4 bytes.
     F32,
+    /// bfloat16 (8 exponent bits, 7 mantissa bits), 2 bytes: activations only.
     Bf16,
+    /// IEEE binary64, 8 bytes: host tensors of the reference only.
     F64,
 }
 
@@ -84,16 +87,28 @@ impl std::str::FromStr for Dtype {
 /// The stages a device can run (docs/math.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Stage {
+    /// Stages 1-3: the mixing logits, the coefficients and the pre-mix `a` (or `y`) from `x`.
     Pre,
+    /// The residual merge `x' = h_post f + h_res x`.
     Post,
+    /// One layer's `post` fused with the next layer's `pre`.
     PostPre,
+    /// The final stream collapse (DeepSeek-V4 `hc_head`): sigmoid weights, no Sinkhorn.
     Head,
+    /// The first layer: the embedding copied into every stream.
     Expand,
+    /// The static layer (mHC.cu parity): coefficients from per-layer logits shared by every token.
     Static,
+    /// Stage 2's Sinkhorn normalization alone, `logits[T][n][n]` to `h_res` (the reference
+    /// only: no kernel computes it).
     Sinkhorn,
+    /// The gradients of `pre` (the reference only).
     PreBackward,
+    /// The gradients of `post` (the reference only).
     PostBackward,
+    /// The gradients of `head` (the reference only).
     HeadBackward,
+    /// The gradients of the static layer (the reference only).
     StaticBackward,
 }
 
@@ -150,7 +165,7 @@ impl std::str::FromStr for Stage {
 /// Largest supported number of streams.
 pub const MAX_N: usize = 32;
 
-/// Most Sinkhorn iterations a configuration (and [`crate::reference::sinkhorn`]) accepts: far
+/// Most Sinkhorn iterations a configuration (and [`crate::reference::sinkhorn()`]) accepts: far
 /// beyond the default 20, and small enough that the reference's backward, which keeps every
 /// iterate, stays bounded (2 x 10,000 matrices of n x n).
 pub const MAX_SINKHORN_ITERS: u32 = 10_000;
@@ -192,6 +207,8 @@ pub struct Config {
     pub n: usize,
     /// Hidden size C.
     pub c: usize,
+    /// Which published formulation the coefficients and `post` follow (the static layer and
+    /// `head` ignore it).
     pub formulation: Formulation,
     /// Sinkhorn iterations, 1..=[`MAX_SINKHORN_ITERS`].
     pub sinkhorn_iters: u32,

@@ -13,41 +13,101 @@ pub enum Error {
     NoDevice(String),
     /// A vendor library (libcuda, libamdhip64) or one of its symbols could not be opened.
     #[error("vendor library missing (tried {tried:?})")]
-    LibraryMissing { tried: Vec<String> },
+    LibraryMissing {
+        /// The library names tried, or the `library:symbol` names that did not resolve.
+        tried: Vec<String>,
+    },
     /// A driver call failed.
     #[error("driver call {call} failed with code {code}{}", name.map(|n| format!(" ({n})")).unwrap_or_default())]
-    Driver { call: &'static str, code: i64, name: Option<&'static str> },
+    Driver {
+        /// The driver or runtime function that failed (e.g. `cuLaunchKernel`).
+        call: &'static str,
+        /// Its status code (`CUresult`, `hipError_t`).
+        code: i64,
+        /// The driver's name for the code (e.g. `CUDA_ERROR_OUT_OF_MEMORY`), where it has one.
+        name: Option<&'static str>,
+    },
     /// The device's architecture has no kernels in this build.
     #[error("unsupported architecture: {0}")]
     UnsupportedArch(String),
     /// No variant accepts this stage and shape; `rejected` says why each candidate was refused.
     #[error("no variant for stage {stage} on {arch} at {shape}: {}", rejected.join("; "))]
-    NoVariant { stage: String, arch: String, shape: String, rejected: Vec<String> },
+    NoVariant {
+        /// The stage asked for.
+        stage: String,
+        /// The device's architecture, by name.
+        arch: String,
+        /// The shape asked for (T, n, C, dtype, options).
+        shape: String,
+        /// One line per refused variant: its id and the reason.
+        rejected: Vec<String>,
+    },
     /// A tensor's shape, length or stride does not fit the problem.
     #[error("shape of {what}: expected {expected}, got {got}")]
-    Shape { what: &'static str, expected: String, got: String },
+    Shape {
+        /// The tensor (or size) at fault, by its argument name.
+        what: &'static str,
+        /// What the problem needs.
+        expected: String,
+        /// What was given.
+        got: String,
+    },
     /// A tensor's storage type is not the one the configuration asks for.
     #[error("dtype of {tensor}: expected {expected}, got {got}")]
-    Dtype { tensor: &'static str, expected: crate::Dtype, got: crate::Dtype },
+    Dtype {
+        /// The tensor, by its argument name.
+        tensor: &'static str,
+        /// The storage type the configuration asks for.
+        expected: crate::Dtype,
+        /// The tensor's storage type.
+        got: crate::Dtype,
+    },
     /// A device pointer or row stride is not aligned as the kernel needs.
     #[error("alignment of {tensor}: must be a multiple of {required} bytes")]
-    Alignment { tensor: &'static str, required: usize },
+    Alignment {
+        /// The tensor, by its argument name.
+        tensor: &'static str,
+        /// The alignment its address (and row stride in bytes) needs, bytes.
+        required: usize,
+    },
     /// A configuration value is out of range (n, C, iterations, epsilons).
     #[error("invalid configuration: {what} {reason}")]
-    Config { what: &'static str, reason: String },
+    Config {
+        /// The value at fault (`n`, `C`, `sinkhorn_iters`, `eps_hc`, ...).
+        what: &'static str,
+        /// Why it is out of range.
+        reason: String,
+    },
     /// A tensor (or workspace) on another device than the plan's, or a workspace of another
     /// plan or stream.
     #[error("{tensor} is on device {tensor_device}, the plan on device {plan_device}")]
-    Device { tensor: &'static str, tensor_device: u32, plan_device: u32 },
+    Device {
+        /// The tensor (or `workspace`), by its argument name.
+        tensor: &'static str,
+        /// The ordinal of the device it is on.
+        tensor_device: u32,
+        /// The ordinal of the plan's device.
+        plan_device: u32,
+    },
     /// A workspace given to a plan that did not make it, or to a second stream.
     #[error("workspace: {0}")]
     Workspace(String),
     /// A parameter holds NaN or infinity.
     #[error("{tensor} holds a non-finite value at index {index}")]
-    NonFinite { tensor: &'static str, index: usize },
+    NonFinite {
+        /// The tensor, by its argument name.
+        tensor: &'static str,
+        /// The index, in elements of its data, of the first non-finite value found.
+        index: usize,
+    },
     /// An embedded or user-supplied code object is malformed or does not match the catalogue.
     #[error("bad code object {image}: {reason}")]
-    BadCodeObject { image: String, reason: String },
+    BadCodeObject {
+        /// The image's path as the catalogue names it (`asm/bin/...`), or what it is.
+        image: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// Result alias used across the crate.

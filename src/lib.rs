@@ -11,6 +11,7 @@
 //! multiple of 128 up to 4096 and no `gamma_f`, and the post kernel then the pre kernel elsewhere; docs/kernels/post_pre.md).
 //! docs/architecture.md describes the folders and where each choice is made.
 #![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
 
 pub mod config;
 pub mod device;

@@ -15,7 +15,9 @@ const MAGIC: &[u8] = b"\x93NUMPY";
 /// The element types read and written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NpyDtype {
+    /// Little-endian float32 (`<f4`).
     F32,
+    /// Little-endian float64 (`<f8`).
     F64,
 }
 
@@ -98,7 +100,9 @@ pub const MAX_HEADER_BYTES: usize = 65_536;
 /// values fit in memory as f64 ([`crate::runner::MAX_VALUES`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
+    /// The element type (`descr`).
     pub dtype: NpyDtype,
+    /// The dimensions, outermost first (C order); empty for a scalar.
     pub shape: Vec<usize>,
     /// Magic, version, length field and header text.
     pub header_bytes: usize,

@@ -14,16 +14,26 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The catalogue stages a plan serves, one table of token ranges each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Slot {
+    /// [`Stage::Pre`].
     Pre,
+    /// [`Stage::Post`].
     Post,
+    /// [`Stage::PostPre`]: the fused kernels (the CUDA plan runs `post` then `pre` where
+    /// none serves).
     PostPre,
+    /// [`Stage::Head`].
     Head,
+    /// [`Stage::Expand`].
     Expand,
+    /// [`Stage::Static`].
     Static,
+    /// Stage 2 alone, from given projections (the `coeffs` kernels); no [`Stage`] maps onto
+    /// it.
     Coeffs,
 }
 
 impl Slot {
+    /// Every slot, in table order ([`Slot::index`]).
     pub const ALL: [Slot; 7] =
         [Slot::Pre, Slot::Post, Slot::PostPre, Slot::Head, Slot::Expand, Slot::Static, Slot::Coeffs];
 

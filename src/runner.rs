@@ -16,11 +16,15 @@ use std::fmt;
 /// requested dtype (rounding activations once) before computing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Array {
+    /// The dimensions, outermost first.
     pub shape: Vec<usize>,
+    /// The values in row-major order: as many as the product of `shape`.
     pub data: Vec<f64>,
 }
 
 impl Array {
+    /// The array of `shape` holding `data` (whose length must be the product of `shape`;
+    /// checked in debug builds).
     pub fn new(shape: Vec<usize>, data: Vec<f64>) -> Self {
         debug_assert_eq!(numel(&shape), Some(data.len()));
         Array { shape, data }
@@ -53,7 +57,10 @@ pub trait StageRunner {
 /// dtype is f64 (docs/math.md: never bf16).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
+    /// Stored in the requested dtype (`x`, `f`, `e`, `a`, `y`, `out` and their gradients).
     Activation,
+    /// Stored in f32, or f64 next to f64 activations (parameters, coefficients and their
+    /// gradients).
     Parameter,
 }
 
@@ -70,12 +77,14 @@ impl Class {
 /// One named input or output of a stage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Port {
+    /// The array's name in [`Named`] (and on the `mhc run` command line).
     pub name: &'static str,
     /// The leading dimension is the token count T (inferred from the first token input).
     pub tokens: bool,
     /// The other dimensions, each with the symbol it stands for (`n`, `C`, `M`, `n*C`, or ""
     /// for a constant).
     pub dims: Vec<(&'static str, usize)>,
+    /// How it is stored for a given `--dtype`.
     pub class: Class,
     /// An optional input may be absent; an optional output is written only when the inputs that
     /// imply it are present.
@@ -122,8 +131,11 @@ impl Port {
 /// The inputs and outputs of a stage for a configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Signature {
+    /// The stage.
     pub stage: Stage,
+    /// The arrays it reads.
     pub inputs: Vec<Port>,
+    /// The arrays it writes.
     pub outputs: Vec<Port>,
 }
 
@@ -147,6 +159,7 @@ impl fmt::Display for Signature {
 }
 
 impl Signature {
+    /// The input named `name`, if the stage has one.
     pub fn input(&self, name: &str) -> Option<&Port> {
         self.inputs.iter().find(|p| p.name == name)
     }

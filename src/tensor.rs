@@ -15,8 +15,11 @@ pub const MAX_ROW_STRIDE: usize = isize::MAX as usize / 8;
 /// T rows of `row_len` elements, `row_stride` elements apart (`row_stride >= row_len`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
+    /// T, the number of token rows.
     pub tokens: usize,
+    /// Elements per row (`n * C` for a residual state, `C` for a layer input).
     pub row_len: usize,
+    /// Elements from the start of one row to the start of the next.
     pub row_stride: usize,
 }
 
@@ -83,12 +86,16 @@ impl Layout {
 /// Read-only host storage of one of the supported dtypes.
 #[derive(Debug, Clone, Copy)]
 pub enum HostData<'a> {
+    /// f32 storage.
     F32(&'a [f32]),
+    /// bf16 storage.
     Bf16(&'a [bf16]),
+    /// f64 storage.
     F64(&'a [f64]),
 }
 
 impl<'a> HostData<'a> {
+    /// The storage type.
     pub fn dtype(&self) -> Dtype {
         match self {
             HostData::F32(_) => Dtype::F32,
@@ -96,6 +103,7 @@ impl<'a> HostData<'a> {
             HostData::F64(_) => Dtype::F64,
         }
     }
+    /// Elements held.
     pub fn len(&self) -> usize {
         match self {
             HostData::F32(s) => s.len(),
@@ -103,6 +111,7 @@ impl<'a> HostData<'a> {
             HostData::F64(s) => s.len(),
         }
     }
+    /// Whether it holds no element.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -140,12 +149,16 @@ impl<'a> From<&'a [bf16]> for HostData<'a> {
 /// Writable host storage; [`HostDataMut::set`] rounds once, to nearest even.
 #[derive(Debug)]
 pub enum HostDataMut<'a> {
+    /// f32 storage.
     F32(&'a mut [f32]),
+    /// bf16 storage.
     Bf16(&'a mut [bf16]),
+    /// f64 storage.
     F64(&'a mut [f64]),
 }
 
 impl<'a> HostDataMut<'a> {
+    /// The storage type.
     pub fn dtype(&self) -> Dtype {
         match self {
             HostDataMut::F32(_) => Dtype::F32,
@@ -153,6 +166,7 @@ impl<'a> HostDataMut<'a> {
             HostDataMut::F64(_) => Dtype::F64,
         }
     }
+    /// Elements held.
     pub fn len(&self) -> usize {
         match self {
             HostDataMut::F32(s) => s.len(),
@@ -160,6 +174,7 @@ impl<'a> HostDataMut<'a> {
             HostDataMut::F64(s) => s.len(),
         }
     }
+    /// Whether it holds no element.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -201,11 +216,15 @@ impl<'a> From<&'a mut [bf16]> for HostDataMut<'a> {
 /// A strided host tensor: storage plus layout.
 #[derive(Debug, Clone, Copy)]
 pub struct HostTensor<'a> {
+    /// The storage, from the first row's first element on.
     pub data: HostData<'a>,
+    /// Where the rows lie in it.
     pub layout: Layout,
 }
 
 impl<'a> HostTensor<'a> {
+    /// The tensor of `layout` over `data` (a slice of f32, bf16 or f64); checked by
+    /// [`HostTensor::check`], not here.
     pub fn new(data: impl Into<HostData<'a>>, layout: Layout) -> Self {
         HostTensor { data: data.into(), layout }
     }
@@ -223,17 +242,23 @@ impl<'a> HostTensor<'a> {
 /// A strided writable host tensor.
 #[derive(Debug)]
 pub struct HostTensorMut<'a> {
+    /// The storage, from the first row's first element on.
     pub data: HostDataMut<'a>,
+    /// Where the rows lie in it.
     pub layout: Layout,
 }
 
 impl<'a> HostTensorMut<'a> {
+    /// The tensor of `layout` over `data` (a slice of f32, bf16 or f64); checked by
+    /// [`HostTensorMut::check`], not here.
     pub fn new(data: impl Into<HostDataMut<'a>>, layout: Layout) -> Self {
         HostTensorMut { data: data.into(), layout }
     }
+    /// Checks rows, row length and buffer length (see [`Layout::check`]).
     pub fn check(&self, what: &'static str, tokens: usize, row_len: usize) -> Result<()> {
         self.layout.check(what, tokens, row_len, self.data.len())
     }
+    /// Stores `v` as element `i` of row `t`, rounded once to the storage type.
     #[inline]
     pub fn set(&mut self, t: usize, i: usize, v: f64) {
         let idx = self.layout.index(t, i);

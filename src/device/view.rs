@@ -56,12 +56,15 @@ impl<B> DeviceTensor<'_, B> {
     pub unsafe fn from_raw(ptr: u64, len: usize, dtype: Dtype, layout: Layout) -> Self {
         DeviceTensor { ptr, len, dtype, layout, device: 0, _buf: PhantomData }
     }
+    /// The device address of the first element.
     pub fn ptr(&self) -> u64 {
         self.ptr
     }
+    /// The storage type of the elements.
     pub fn dtype(&self) -> Dtype {
         self.dtype
     }
+    /// The token rows: count, length and stride, in elements.
     pub fn layout(&self) -> Layout {
         self.layout
     }
@@ -105,15 +108,19 @@ impl<B> DeviceTensorMut<'_, B> {
     pub unsafe fn from_raw(ptr: u64, len: usize, dtype: Dtype, layout: Layout) -> Self {
         DeviceTensorMut { ptr, len, dtype, layout, device: 0, _buf: PhantomData }
     }
+    /// The device address of the first element.
     pub fn ptr(&self) -> u64 {
         self.ptr
     }
+    /// The storage type of the elements.
     pub fn dtype(&self) -> Dtype {
         self.dtype
     }
+    /// The token rows: count, length and stride, in elements.
     pub fn layout(&self) -> Layout {
         self.layout
     }
+    /// Same storage with another layout (as [`DeviceTensor::with_layout`]).
     pub fn with_layout(self, layout: Layout) -> Self {
         DeviceTensorMut { layout, ..self }
     }
@@ -207,10 +214,15 @@ pub(crate) fn check_view(
 /// lack an optional input has no variant for a configuration that asks for it (`NoVariant`).
 #[derive(Debug)]
 pub struct PreParamViews<'a, B> {
+    /// The projection `phi[M, n*C]`, row-major.
     pub phi: DeviceTensor<'a, B>,
+    /// The scales of the pre, post and residual logits, `scale[3]`.
     pub scale: DeviceTensor<'a, B>,
+    /// The logit biases `base[M]`.
     pub base: DeviceTensor<'a, B>,
+    /// The pre-norm weights `gamma_k[n*C]` (present iff `cfg.gamma_k`).
     pub gamma_k: Option<DeviceTensor<'a, B>>,
+    /// The F-pre-norm weights `gamma_f[C]` (present iff `cfg.gamma_f`).
     pub gamma_f: Option<DeviceTensor<'a, B>>,
 }
 
@@ -226,11 +238,17 @@ impl<B> Copy for PreParamViews<'_, B> {}
 /// `inv_rms` `[T, 1]`, dense f32.
 #[derive(Debug)]
 pub struct PreOutViews<'a, B> {
+    /// The pre-mix `a[T, C]`.
     pub a: DeviceTensorMut<'a, B>,
+    /// The F-pre-norm `y[T, C]` (present iff `cfg.gamma_f`).
     pub y: Option<DeviceTensorMut<'a, B>>,
+    /// The pre coefficients `h_pre[T, n]`.
     pub h_pre: DeviceTensorMut<'a, B>,
+    /// The post coefficients `h_post[T, n]`.
     pub h_post: DeviceTensorMut<'a, B>,
+    /// The residual mixing matrices `h_res[T, n, n]`, row-major.
     pub h_res: DeviceTensorMut<'a, B>,
+    /// The reciprocal RMS of each token's residual row, `inv_rms[T, 1]`.
     pub inv_rms: DeviceTensorMut<'a, B>,
 }
 
@@ -238,8 +256,11 @@ pub struct PreOutViews<'a, B> {
 /// `[T, n, n]` dense f32.
 #[derive(Debug)]
 pub struct PostInViews<'a, B> {
+    /// Layer l's sublayer output `f[T, C]`.
     pub f: DeviceTensor<'a, B>,
+    /// Layer l's post coefficients `h_post[T, n]`.
     pub h_post: DeviceTensor<'a, B>,
+    /// Layer l's residual mixing matrices `h_res[T, n, n]`, row-major.
     pub h_res: DeviceTensor<'a, B>,
 }
 

@@ -12,17 +12,24 @@ use crate::tensor::{HostData, HostDataMut, HostTensor, HostTensorMut};
 /// The parameters of `head`: `phi[n, n*C]` row-major, `scale[1]`, `base[n]`.
 #[derive(Debug, Clone, Copy)]
 pub struct HeadParams<'a> {
+    /// The head projection `phi[n, n*C]`, row-major.
     pub phi: HostData<'a>,
+    /// The logit scale, `scale[1]`.
     pub scale: HostData<'a>,
+    /// The logit biases `base[n]`.
     pub base: HostData<'a>,
 }
 
 /// Where `head-backward` writes: `dx` (T rows of n*C) and the parameter gradients.
 #[derive(Debug)]
 pub struct HeadGrads<'a> {
+    /// The gradient of the residual `x`, `[T, n*C]`.
     pub dx: HostTensorMut<'a>,
+    /// The gradient of `phi`, `[n, n*C]`.
     pub dphi: HostDataMut<'a>,
+    /// The gradient of `scale`, `[1]`.
     pub dscale: HostDataMut<'a>,
+    /// The gradient of `base`, `[n]`.
     pub dbase: HostDataMut<'a>,
 }
 

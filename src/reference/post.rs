@@ -12,9 +12,13 @@ use crate::tensor::{HostTensor, HostTensorMut};
 /// `h_post` (T rows of n) and `h_res` (T rows of n*n), coefficients (f32, or f64 next to f64).
 #[derive(Debug, Clone, Copy)]
 pub struct PostInputs<'a> {
+    /// The residual `x[T, n*C]`.
     pub x: HostTensor<'a>,
+    /// The sublayer output `f[T, C]`.
     pub f: HostTensor<'a>,
+    /// The post coefficients `h_post[T, n]`.
     pub h_post: HostTensor<'a>,
+    /// The residual mixing matrices `h_res[T, n*n]`, row-major.
     pub h_res: HostTensor<'a>,
 }
 
@@ -22,9 +26,13 @@ pub struct PostInputs<'a> {
 /// of n), `dh_res` (T rows of n*n).
 #[derive(Debug)]
 pub struct PostGrads<'a> {
+    /// The gradient of `x`, `[T, n*C]`.
     pub dx: HostTensorMut<'a>,
+    /// The gradient of `f`, `[T, C]`.
     pub df: HostTensorMut<'a>,
+    /// The gradient of `h_post`, `[T, n]`.
     pub dh_post: HostTensorMut<'a>,
+    /// The gradient of `h_res`, `[T, n*n]`.
     pub dh_res: HostTensorMut<'a>,
 }
 

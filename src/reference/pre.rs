@@ -14,10 +14,15 @@ use crate::tensor::{HostData, HostDataMut, HostTensor, HostTensorMut};
 /// pre-norm weights `gamma_k[n*C]` (present iff `cfg.gamma_k`) and `gamma_f[C]` (iff `cfg.gamma_f`).
 #[derive(Debug, Clone, Copy)]
 pub struct PreParams<'a> {
+    /// The projection `phi[M, n*C]`, row-major.
     pub phi: HostData<'a>,
+    /// The scales of the pre, post and residual logits, `scale[3]`.
     pub scale: HostData<'a>,
+    /// The logit biases `base[M]`.
     pub base: HostData<'a>,
+    /// The pre-norm weights `gamma_k[n*C]` (present iff `cfg.gamma_k`).
     pub gamma_k: Option<HostData<'a>>,
+    /// The F-pre-norm weights `gamma_f[C]` (present iff `cfg.gamma_f`).
     pub gamma_f: Option<HostData<'a>>,
 }
 
@@ -25,11 +30,17 @@ pub struct PreParams<'a> {
 /// `h_pre`, `h_post`: T rows of n; `h_res`: T rows of n*n; `inv_rms`: T rows of 1 (parameter dtype).
 #[derive(Debug)]
 pub struct PreOutputs<'a> {
+    /// The pre-mix `a[T, C]`.
     pub a: HostTensorMut<'a>,
+    /// The F-pre-norm `y[T, C]` (present iff `cfg.gamma_f`).
     pub y: Option<HostTensorMut<'a>>,
+    /// The pre coefficients `h_pre[T, n]`.
     pub h_pre: HostTensorMut<'a>,
+    /// The post coefficients `h_post[T, n]`.
     pub h_post: HostTensorMut<'a>,
+    /// The residual mixing matrices `h_res[T, n*n]`, row-major.
     pub h_res: HostTensorMut<'a>,
+    /// The reciprocal RMS of each token's residual row, `inv_rms[T, 1]`.
     pub inv_rms: HostTensorMut<'a>,
 }
 
@@ -38,11 +49,17 @@ pub struct PreOutputs<'a> {
 /// optional. `dh_pre` and `dinv_rms` are optional (zero when absent).
 #[derive(Debug, Clone, Copy)]
 pub struct PreUpstream<'a> {
+    /// The gradient of `a`, `[T, C]`.
     pub da: Option<HostTensor<'a>>,
+    /// The gradient of `y`, `[T, C]`.
     pub dy: Option<HostTensor<'a>>,
+    /// The gradient of `h_pre`, `[T, n]`.
     pub dh_pre: Option<HostTensor<'a>>,
+    /// The gradient of `h_post`, `[T, n]`.
     pub dh_post: HostTensor<'a>,
+    /// The gradient of `h_res`, `[T, n*n]`.
     pub dh_res: HostTensor<'a>,
+    /// The gradient of `inv_rms`, `[T, 1]`.
     pub dinv_rms: Option<HostTensor<'a>>,
 }
 
@@ -51,11 +68,17 @@ pub struct PreUpstream<'a> {
 /// `cfg.gamma_f`).
 #[derive(Debug)]
 pub struct PreGrads<'a> {
+    /// The gradient of the residual `x`, `[T, n*C]`.
     pub dx: HostTensorMut<'a>,
+    /// The gradient of `phi`, `[M, n*C]`.
     pub dphi: HostDataMut<'a>,
+    /// The gradient of `scale`, `[3]`.
     pub dscale: HostDataMut<'a>,
+    /// The gradient of `base`, `[M]`.
     pub dbase: HostDataMut<'a>,
+    /// The gradient of `gamma_k`, `[n*C]` (present iff `cfg.gamma_k`).
     pub dgamma_k: Option<HostDataMut<'a>>,
+    /// The gradient of `gamma_f`, `[C]` (present iff `cfg.gamma_f`).
     pub dgamma_f: Option<HostDataMut<'a>>,
 }
 

@@ -23,14 +23,19 @@ pub trait Real:
     + Sync
     + 'static
 {
+    /// 0.
     const ZERO: Self;
+    /// 1.
     const ONE: Self;
     /// Rounds `v` to this type (exact for f64).
     fn from_f64(v: f64) -> Self;
     /// Widens exactly to f64.
     fn to_f64(self) -> f64;
+    /// `e^self`, as the type's `exp`.
     fn exp(self) -> Self;
+    /// The square root, as the type's `sqrt` (correctly rounded).
     fn sqrt(self) -> Self;
+    /// The larger of `self` and `other`, as the type's `max` (a NaN operand gives the other).
     fn max(self, other: Self) -> Self;
     /// `v` as this type (exact for the sizes used here).
     #[inline]

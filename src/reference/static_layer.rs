@@ -16,9 +16,14 @@ use crate::tensor::{HostData, HostDataMut, HostTensor, HostTensorMut};
 /// `h_res_logits[n, n]` row-major, `gamma[C]`.
 #[derive(Debug, Clone, Copy)]
 pub struct StaticParams<'a> {
+    /// The logits of the pre weights, `H_pre[n]`: `h_pre = sigma(H_pre)`.
     pub h_pre_logits: HostData<'a>,
+    /// The logits of the post weights, `H_post[n]`: `h_post = 2 sigma(H_post)`.
     pub h_post_logits: HostData<'a>,
+    /// The logits of the residual mixing matrix, `H_res[n, n]`, row-major: `h_res` is their
+    /// Sinkhorn (the paper's).
     pub h_res_logits: HostData<'a>,
+    /// The RMSNorm weights of F, `gamma[C]`.
     pub gamma: HostData<'a>,
 }
 
@@ -26,10 +31,15 @@ pub struct StaticParams<'a> {
 /// parameters, summed over tokens in token order.
 #[derive(Debug)]
 pub struct StaticGrads<'a> {
+    /// The gradient of the residual `x`, `[T, n*C]`.
     pub dx: HostTensorMut<'a>,
+    /// The gradient of `h_pre_logits`, `[n]`.
     pub dh_pre_logits: HostDataMut<'a>,
+    /// The gradient of `h_post_logits`, `[n]`.
     pub dh_post_logits: HostDataMut<'a>,
+    /// The gradient of `h_res_logits`, `[n, n]`.
     pub dh_res_logits: HostDataMut<'a>,
+    /// The gradient of `gamma`, `[C]`.
     pub dgamma: HostDataMut<'a>,
 }
 

@@ -9,6 +9,7 @@ pub struct Rng {
 }
 
 impl Rng {
+    /// The stream of `seed`: the same seed gives the same draws.
     pub fn new(seed: u64) -> Self {
         Rng { state: seed, spare: None }
     }
@@ -24,6 +25,7 @@ impl Rng {
         r.next_u64()
     }
 
+    /// The next 64 raw bits.
     pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.state;

@@ -20,6 +20,8 @@ pub enum CudaArch {
 }
 
 impl CudaArch {
+    /// The architecture of compute capability `major.minor`, or [`Error::UnsupportedArch`]
+    /// where this build has no CUDA kernels for it.
     pub fn from_compute_capability(major: i32, minor: i32) -> Result<Self> {
         match (major, minor) {
             (9, 0) => Ok(CudaArch::Sm90a),
@@ -55,10 +57,17 @@ pub struct Function {
     pub(crate) raw: ffi::CUfunction,
     /// Position of its row in the catalogue ([`mhc_loader::Registry::embedded`]).
     pub slot: usize,
+    /// Registers per thread (`CU_FUNC_ATTRIBUTE_NUM_REGS`).
     pub registers: u32,
+    /// Local memory per thread, bytes (`CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES`); always 0, since a
+    /// kernel that spills is refused when it is resolved.
     pub local_bytes: u32,
+    /// Statically declared shared memory per block, bytes (`CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES`).
     pub static_shared_bytes: u32,
+    /// Most threads per block the kernel can launch with (`CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`).
     pub max_threads: u32,
+    /// Bytes of the argument block its launcher passes, checked against the code object's
+    /// parameters.
     pub param_bytes: u32,
     /// Byte offset of each kernel parameter in the argument struct (`param_count` of them).
     pub(crate) param_offsets: [u16; MAX_PARAMS],
@@ -177,18 +186,23 @@ impl CudaDevice {
         Self::new(0)
     }
 
+    /// The driver's ordinal of this GPU.
     pub fn ordinal(&self) -> usize {
         self.inner.ordinal as usize
     }
+    /// The product name the driver reports (e.g. `NVIDIA H100 80GB HBM3`).
     pub fn name(&self) -> &str {
         &self.inner.name
     }
+    /// The architecture whose kernels run on it.
     pub fn arch(&self) -> CudaArch {
         self.inner.arch
     }
+    /// The compute capability, `(major, minor)`.
     pub fn compute_capability(&self) -> (i32, i32) {
         self.inner.cc
     }
+    /// Streaming multiprocessors.
     pub fn sm_count(&self) -> u32 {
         self.inner.sm_count
     }
@@ -196,6 +210,7 @@ impl CudaDevice {
     pub fn max_shared_per_block(&self) -> u32 {
         self.inner.max_shared_per_block_optin
     }
+    /// Size of the L2 cache, bytes.
     pub fn l2_bytes(&self) -> u32 {
         self.inner.l2_bytes
     }
@@ -326,12 +341,17 @@ impl CudaDevice {
 /// ([`list_devices`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CudaDeviceInfo {
+    /// The driver's ordinal (what [`CudaDevice::new`] takes).
     pub ordinal: usize,
+    /// The product name the driver reports.
     pub name: String,
+    /// The compute capability, `(major, minor)`.
     pub compute_capability: (i32, i32),
     /// The architecture of this build's kernels for it, or why there are none.
     pub arch: std::result::Result<CudaArch, String>,
+    /// Streaming multiprocessors.
     pub sm_count: u32,
+    /// Total device memory, bytes.
     pub memory_bytes: usize,
     /// Driver version as the driver encodes it (e.g. 13000 for 13.0).
     pub driver_version: i32,
@@ -365,7 +385,9 @@ pub fn list_devices() -> Result<Vec<CudaDeviceInfo>> {
 /// one (`mhc inspect --explain`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeviceLimits {
+    /// The architecture whose catalogue rows are selected.
     pub arch: CudaArch,
+    /// Streaming multiprocessors (grid sizes and cluster occupancy depend on it).
     pub sm_count: u32,
     /// Largest dynamic shared memory a block may opt into.
     pub max_shared_per_block: u32,

@@ -24,10 +24,18 @@ pub enum PreKernel {
     /// The general kernel even where another would run. `split` forces the CTAs per 32-token
     /// tile (`Some(1)`: the prefill shape), `tuning` the K-loop variant (`None`: the measured
     /// default); with `skip_k` / `skip_mix` the outputs are NOT `pre`'s.
-    General { split: Option<usize>, tuning: Option<PreVariant> },
+    General {
+        /// CTAs per 32-token tile (`None`: the plan's launch shape for T).
+        split: Option<usize>,
+        /// The K-loop variant (`None`: the measured default).
+        tuning: Option<PreVariant>,
+    },
     /// The decode kernel (T <= 16; above, the plan's mid kernel) over about `ctas` CTAs
     /// (`Err(NoVariant)` where neither runs; the mid kernel needs at least T CTAs).
-    Decode { ctas: usize },
+    Decode {
+        /// About how many CTAs the grid has.
+        ctas: usize,
+    },
     /// The GEMM kernel at any T, also below the token counts the plan gives it.
     Gemm,
 }

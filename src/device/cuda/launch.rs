@@ -52,6 +52,7 @@ pub enum LaunchKind {
 }
 
 impl LaunchKind {
+    /// Every launcher.
     pub const ALL: [LaunchKind; 13] = [
         LaunchKind::Post,
         LaunchKind::Head,
@@ -87,6 +88,7 @@ impl LaunchKind {
         }
     }
 
+    /// The launcher the catalogue names `name` ([`LaunchKind::name`]), if any.
     pub fn from_name(name: &str) -> Option<LaunchKind> {
         LaunchKind::ALL.into_iter().find(|k| k.name() == name)
     }
@@ -144,8 +146,11 @@ pub struct Bucket {
     pub min_tokens: usize,
     /// Largest token count this bucket serves (`usize::MAX` for the last).
     pub max_tokens: usize,
+    /// The catalogue row chosen for these token counts.
     pub variant: &'static Variant,
+    /// The launcher that builds its argument block and grid.
     pub kind: LaunchKind,
+    /// The loaded kernel.
     pub func: Function,
     /// Persistent kernels (`persistent`, `token_ring`): the CTAs the device holds at once with
     /// this plan's shared memory (whole clusters), the most a grid launches; found when the plan
@@ -156,6 +161,7 @@ pub struct Bucket {
 /// What a launcher reads from a catalogue row (its tile, block and geometry), for buckets and
 /// for the device-free checks of the launch limits.
 pub trait Row {
+    /// The catalogue row.
     fn variant(&self) -> &Variant;
     /// The kernel's entry symbol.
     fn entry(&self) -> &str {
@@ -173,18 +179,23 @@ pub trait Row {
     fn v(&self) -> usize {
         self.variant().entry.geometry.channels_per_thread as usize
     }
+    /// Threads that share one work item (a token x a chunk of channels).
     fn threads_per_item(&self) -> u32 {
         self.variant().entry.geometry.threads_per_item
     }
+    /// CTAs per thread-block cluster (1: no cluster); the grid is a multiple.
     fn cluster(&self) -> u32 {
         self.variant().entry.geometry.cluster
     }
+    /// Most dynamic shared memory the kernel may ask for, bytes.
     fn dynamic_shared_max(&self) -> u32 {
         self.variant().entry.geometry.dynamic_shared_max
     }
+    /// Bytes after each stream row of a tile staged in shared memory.
     fn row_pad(&self) -> usize {
         self.variant().entry.geometry.row_pad as usize
     }
+    /// Whether the row has trait `t` (cooperative, persistent, token ring, ...).
     fn has(&self, t: Trait) -> bool {
         self.variant().entry.geometry.has(t)
     }

@@ -179,22 +179,28 @@ impl Plan {
         self.overlap = overlap;
     }
 
+    /// How this plan's launches overlap the previous kernel on the stream.
     pub fn overlap(&self) -> Overlap {
         self.overlap
     }
 
+    /// The device the plan's kernels are loaded on.
     pub fn device(&self) -> &CudaDevice {
         &self.dev
     }
+    /// The configuration the plan was built for.
     pub fn config(&self) -> &Config {
         &self.ctx.cfg
     }
+    /// The storage type of the activations (`x`, `f`, `a`, `y`, `out`).
     pub fn dtype(&self) -> Dtype {
         self.ctx.dtype
     }
+    /// The most tokens one call may pass.
     pub fn max_tokens(&self) -> usize {
         self.ctx.max_tokens
     }
+    /// The configuration's formulation.
     pub fn formulation(&self) -> Formulation {
         self.ctx.cfg.formulation
     }
@@ -344,6 +350,7 @@ pub struct PlannedKernel {
     pub stage: String,
     /// The catalogue row.
     pub variant: String,
+    /// The kernel's entry symbol.
     pub entry: String,
     /// The code object it is in (repository path).
     pub image: String,
@@ -431,9 +438,11 @@ impl Workspace {
         buf.upload(&zero)?;
         Ok(Workspace { buf, binding: Binding::new(plan.id) })
     }
+    /// The workspace's device address.
     pub fn device_ptr(&self) -> u64 {
         self.buf.device_ptr()
     }
+    /// Size of the workspace, bytes (at least the plan's `workspace_bytes()`).
     pub fn bytes(&self) -> usize {
         self.buf.bytes()
     }

@@ -28,6 +28,7 @@ impl CudaRunner {
         let stream = Stream::new(&dev)?;
         Ok(CudaRunner { dev, stream })
     }
+    /// The GPU the stages run on.
     pub fn device(&self) -> &CudaDevice {
         &self.dev
     }

@@ -31,6 +31,7 @@ impl Drop for Stream {
 }
 
 impl Stream {
+    /// A new non-blocking stream on `dev`, destroyed when dropped.
     pub fn new(dev: &CudaDevice) -> Result<Self> {
         dev.inner.bind()?;
         Ok(Stream { dev: dev.inner.clone(), raw: ffi::stream_create()?, owned: true })
@@ -131,6 +132,7 @@ pub struct Event {
 unsafe impl Send for Event {}
 
 impl Event {
+    /// A new event on `dev`, with timing enabled.
     pub fn new(dev: &CudaDevice) -> Result<Self> {
         dev.inner.bind()?;
         Ok(Event { dev: dev.inner.clone(), raw: ffi::event_create()? })
@@ -140,6 +142,7 @@ impl Event {
         stream.bind()?;
         ffi::event_record(self.raw, stream.raw())
     }
+    /// Waits until the work before the event's last record finished.
     pub fn synchronize(&self) -> Result<()> {
         self.dev.bind()?;
         ffi::event_synchronize(self.raw)

@@ -45,12 +45,17 @@ fn bad(k: Kernel, reason: String) -> Error {
 #[derive(Debug, Clone, Copy)]
 pub struct Function {
     pub(crate) raw: sys::HipFunction,
+    /// Which of the gfx942 kernels it is.
     pub kernel: Kernel,
+    /// Where each of its arguments goes in the kernarg block.
     pub layout: ArgLayout,
+    /// Registers per work-item (`HIP_FUNC_ATTRIBUTE_NUM_REGS`).
     pub registers: u32,
+    /// Statically allocated LDS per workgroup, bytes (`HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES`).
     pub shared_bytes: u32,
     /// Scratch bytes per work-item (`HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES`).
     pub local_bytes: u32,
+    /// Most work-items per workgroup it can launch with (`HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`).
     pub max_threads: u32,
 }
 
@@ -187,6 +192,7 @@ impl HipDevice {
         Self::new(0)
     }
 
+    /// The runtime's ordinal of this GPU.
     pub fn ordinal(&self) -> usize {
         self.inner.ordinal as usize
     }
@@ -206,9 +212,11 @@ impl HipDevice {
     pub fn cu_count(&self) -> u32 {
         self.inner.cu_count
     }
+    /// Largest LDS a workgroup may use, bytes (`hipDeviceAttributeMaxSharedMemoryPerBlock`).
     pub fn max_shared_per_block(&self) -> u32 {
         self.inner.max_shared_per_block
     }
+    /// Size of the L2 cache, bytes.
     pub fn l2_bytes(&self) -> u32 {
         self.inner.l2_bytes
     }

@@ -58,6 +58,7 @@ impl DeviceBuffer {
         Ok(b)
     }
 
+    /// The buffer's device address.
     pub fn device_ptr(&self) -> u64 {
         self.ptr
     }
@@ -65,6 +66,7 @@ impl DeviceBuffer {
     pub(crate) fn device_id(&self) -> u32 {
         self.dev.ordinal as u32 + 1
     }
+    /// Size of the buffer, bytes.
     pub fn bytes(&self) -> usize {
         self.bytes
     }

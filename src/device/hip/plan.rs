@@ -80,9 +80,11 @@ impl Workspace {
         buf.upload(&vec![0u8; buf.bytes()])?;
         Ok(Workspace { buf, binding: crate::plan::Binding::new(plan.id) })
     }
+    /// The workspace's device address.
     pub fn device_ptr(&self) -> u64 {
         self.buf.device_ptr()
     }
+    /// Size of the workspace, bytes (at least the plan's `workspace_bytes()`).
     pub fn bytes(&self) -> usize {
         self.buf.bytes()
     }
@@ -339,18 +341,23 @@ impl Plan {
         })
     }
 
+    /// The device the plan's kernels are loaded on.
     pub fn device(&self) -> &HipDevice {
         &self.dev
     }
+    /// The configuration the plan was built for.
     pub fn config(&self) -> &Config {
         &self.cfg
     }
+    /// The storage type of the activations (`x`, `f`, `a`, `y`, `out`): bf16 or f32.
     pub fn dtype(&self) -> Dtype {
         self.dtype
     }
+    /// The most tokens one call may pass.
     pub fn max_tokens(&self) -> usize {
         self.max_tokens
     }
+    /// The configuration's formulation.
     pub fn formulation(&self) -> Formulation {
         self.cfg.formulation
     }

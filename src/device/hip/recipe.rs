@@ -32,10 +32,14 @@ pub const MAX_KERNARG: usize = 256;
 /// Most explicit arguments of one kernel.
 pub const MAX_ARGS: usize = 32;
 
-/// `mhc_pre` flags.
+/// `mhc_pre` flag: bf16 storage of the activations (else f32).
 pub const PRE_BF16: u32 = 1;
+/// `mhc_pre` flag: the Paper formulation (else DeepSeek-V4).
 pub const PRE_PAPER: u32 = 2;
+/// `mhc_pre` flag: head mode (M = n logits, sigmoid weights `h = sigma + eps_hc` into `h_pre`, no
+/// Sinkhorn, `a` = the head's output).
 pub const PRE_HEAD: u32 = 4;
+/// `mhc_pre` flag: the post prologue of `post_pre` (writes `out = post(x)`, then reduces it).
 pub const PRE_POST: u32 = 8;
 /// `mhc_coeffs` flags.
 pub const COEFFS_PAPER: u32 = 1;
@@ -54,6 +58,7 @@ pub enum ArgKind {
 }
 
 impl ArgKind {
+    /// Bytes of the argument in the kernarg block.
     pub const fn size(self) -> usize {
         match self {
             ArgKind::Ptr => 8,
@@ -71,8 +76,11 @@ impl ArgKind {
 /// One argument value, as the argument structs hand them to [`ArgLayout::write`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ArgValue {
+    /// A device address.
     Ptr(u64),
+    /// A u32 scalar.
     U32(u32),
+    /// An f32 scalar.
     F32(f32),
 }
 
@@ -131,11 +139,11 @@ macro_rules! arg_value {
 }
 
 macro_rules! kernel_args {
-    ($(#[$doc:meta])* $name:ident for $kernel:expr => { $( $field:ident : $kind:ident ),* $(,)? }) => {
+    ($(#[$doc:meta])* $name:ident for $kernel:expr => { $( $(#[$fdoc:meta])* $field:ident : $kind:ident ),* $(,)? }) => {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, Default, PartialEq)]
         pub struct $name {
-            $( pub $field: arg_type!($kind), )*
+            $( $(#[$fdoc])* pub $field: arg_type!($kind), )*
         }
 
         impl KernelArgs for $name {
@@ -152,9 +160,32 @@ kernel_args! {
     /// `mhc_post`: docs/math.md stage 4. `x_stride` is shared by `x` and `out`; `(res_si, res_sj)`
     /// are the element strides of the coefficient for (output i, input j): [`post_res_strides`].
     PostArgs for Kernel::Post => {
-        x: ptr, f: ptr, h_post: ptr, h_res: ptr, out: ptr,
-        tokens: u32, streams: u32, channels: u32, x_stride: u32, f_stride: u32,
-        res_si: u32, res_sj: u32, flags: u32,
+        /// The residual `x[T][n][C]` (storage dtype).
+        x: ptr,
+        /// The sublayer output `f[T][C]` (storage dtype).
+        f: ptr,
+        /// The post coefficients `h_post[T][n]` (f32).
+        h_post: ptr,
+        /// The residual mixing matrices `h_res[T][n][n]` (f32).
+        h_res: ptr,
+        /// The output `x'[T][n][C]` (storage dtype), rows `x_stride` apart.
+        out: ptr,
+        /// T, the token count.
+        tokens: u32,
+        /// n, the stream count (1, 2, 4, 8, 16 or 32).
+        streams: u32,
+        /// C, the channels per stream.
+        channels: u32,
+        /// Elements between token rows of `x` and of `out`.
+        x_stride: u32,
+        /// Elements between token rows of `f`.
+        f_stride: u32,
+        /// Elements between the coefficients of consecutive output streams i in a `h_res` matrix.
+        res_si: u32,
+        /// Elements between the coefficients of consecutive input streams j in a `h_res` matrix.
+        res_sj: u32,
+        /// [`ACT_BF16`]: bf16 storage of `x`, `f` and `out` (else f32).
+        flags: u32,
     }
 }
 
@@ -165,19 +196,97 @@ kernel_args! {
     /// otherwise). `work`: `T G (M + 1)` f32 partials; `counter`: `ceil(T / 4)` u32, zero
     /// before the first launch and left zero by the kernel.
     PreArgs for Kernel::Pre => {
-        x: ptr, phi: ptr, scale: ptr, base: ptr, h_pre: ptr, h_post: ptr, h_res: ptr,
-        inv_rms: ptr, a: ptr, work: ptr, counter: ptr,
-        tokens: u32, streams: u32, channels: u32, x_stride: u32, a_stride: u32, splits: u32,
-        iters: u32, eps_norm: f32, eps_hc: f32, flags: u32,
-        f: ptr, post_h_post: ptr, post_h_res: ptr, out: ptr, f_stride: u32, res_si: u32, res_sj: u32,
+        /// The residual `x[T][n*C]` (storage dtype); for `post_pre`, the post's input.
+        x: ptr,
+        /// The projection `phi[M][n*C]` (f32; `[n][n*C]` in head mode).
+        phi: ptr,
+        /// The logit scales `scale[3]` (f32; `[1]` in head mode).
+        scale: ptr,
+        /// The logit biases `base[M]` (f32).
+        base: ptr,
+        /// Output `h_pre[T][n]` (f32); in head mode the head weights `h`.
+        h_pre: ptr,
+        /// Output `h_post[T][n]` (f32); unused in head mode.
+        h_post: ptr,
+        /// Output `h_res[T][n][n]` (f32); unused in head mode.
+        h_res: ptr,
+        /// Output: the reciprocal RMS of each token's row, `[T]` (f32).
+        inv_rms: ptr,
+        /// Output `a[T][C]` (storage dtype): the pre-mix; in head mode the head's output.
+        a: ptr,
+        /// Workspace: the split-K partials, `T G (M + 1)` f32.
+        work: ptr,
+        /// Workspace: one u32 arrival counter per 4-token tile, zero between launches.
+        counter: ptr,
+        /// T, the token count.
+        tokens: u32,
+        /// n, the stream count.
+        streams: u32,
+        /// C, the channels per stream.
+        channels: u32,
+        /// Elements between token rows of `x` (and of `out`).
+        x_stride: u32,
+        /// Elements between token rows of `a`.
+        a_stride: u32,
+        /// G, the workgroups that share one 4-token tile's reduction ([`pre_splits`]).
+        splits: u32,
+        /// Sinkhorn iterations.
+        iters: u32,
+        /// Added to the mean square of the row under the reciprocal square root (`inv_rms`).
+        eps_norm: f32,
+        /// The coefficient epsilon (Sinkhorn line sums; `h_pre` in the DeepSeek-V4 formulation; `h`
+        /// in head mode).
+        eps_hc: f32,
+        /// [`PRE_BF16`] | [`PRE_PAPER`] | [`PRE_HEAD`] | [`PRE_POST`].
+        flags: u32,
+        /// `post_pre`: layer l's sublayer output `f[T][C]` (storage dtype).
+        f: ptr,
+        /// `post_pre`: layer l's post coefficients `h_post[T][n]` (f32).
+        post_h_post: ptr,
+        /// `post_pre`: layer l's residual mixing matrices `h_res[T][n][n]` (f32).
+        post_h_res: ptr,
+        /// `post_pre`: output `x'[T][n*C]` (storage dtype, rows `x_stride` apart; must not
+        /// overlap `x`), the residual the pre part reduces.
+        out: ptr,
+        /// `post_pre`: elements between token rows of `f`.
+        f_stride: u32,
+        /// `post_pre`: [`PostArgs::res_si`].
+        res_si: u32,
+        /// `post_pre`: [`PostArgs::res_sj`].
+        res_sj: u32,
     }
 }
 
 kernel_args! {
     /// `mhc_coeffs`: docs/math.md stage 2 from given logits `p` (rows of `p_stride`).
     CoeffsArgs for Kernel::Coeffs => {
-        p: ptr, inv_rms: ptr, scale: ptr, base: ptr, h_pre: ptr, h_post: ptr, h_res: ptr,
-        tokens: u32, streams: u32, iters: u32, eps_hc: f32, flags: u32, p_stride: u32,
+        /// The logits before the RMS scaling, `P[T][p_stride]` (f32).
+        p: ptr,
+        /// The reciprocal RMS of each token's row, `[T]` (f32).
+        inv_rms: ptr,
+        /// The scales of the pre, post and residual logits, `[3]` (f32; `[1]` in head mode).
+        scale: ptr,
+        /// The logit biases `base[M]` (f32).
+        base: ptr,
+        /// Output `h_pre[T][n]` (f32); in head mode the head weights `h`.
+        h_pre: ptr,
+        /// Output `h_post[T][n]` (f32); not written in head mode.
+        h_post: ptr,
+        /// Output `h_res[T][n][n]` (f32); not written in head mode.
+        h_res: ptr,
+        /// T, the token count.
+        tokens: u32,
+        /// n, the stream count.
+        streams: u32,
+        /// Sinkhorn iterations (at least 1).
+        iters: u32,
+        /// The coefficient epsilon: added to every Sinkhorn line sum, to `h_pre` in the
+        /// DeepSeek-V4 formulation and to `h` in head mode.
+        eps_hc: f32,
+        /// [`COEFFS_PAPER`]; bit 1: head mode (M = n, `h_pre` only).
+        flags: u32,
+        /// Elements between rows of `p` (at least M).
+        p_stride: u32,
     }
 }
 
@@ -185,30 +294,74 @@ kernel_args! {
     /// `mhc_static`: the static layer with precomputed coefficients; `x_stride` is shared by
     /// `x` and `out`.
     StaticArgs for Kernel::Static => {
-        x: ptr, h_pre: ptr, h_post: ptr, h_res: ptr, gamma: ptr, out: ptr,
-        tokens: u32, streams: u32, channels: u32, x_stride: u32, eps_f: f32, flags: u32,
+        /// The residual `x[T][n][C]` (storage dtype).
+        x: ptr,
+        /// The pre weights `h_pre[n]` (f32), shared by all tokens.
+        h_pre: ptr,
+        /// The post weights `h_post[n]` (f32), shared by all tokens.
+        h_post: ptr,
+        /// The residual mixing matrix `h_res[n][n]` (f32, applied untransposed), shared by all tokens.
+        h_res: ptr,
+        /// The F-pre-norm weights `gamma[C]` (f32).
+        gamma: ptr,
+        /// The output `x'[T][n][C]` (storage dtype), rows `x_stride` apart.
+        out: ptr,
+        /// T, the token count.
+        tokens: u32,
+        /// n, the stream count.
+        streams: u32,
+        /// C, the channels per stream.
+        channels: u32,
+        /// Elements between token rows of `x` and of `out`.
+        x_stride: u32,
+        /// Added to `mean(a^2)` under the F-pre-norm's square root.
+        eps_f: f32,
+        /// [`ACT_BF16`]: bf16 storage of `x` and `out` (else f32).
+        flags: u32,
     }
 }
 
 kernel_args! {
     /// `mhc_rmsnorm`: `y = a gamma / rms(a)` (the metadata calls `y` `out`: `y` is a YAML bool).
     RmsNormArgs for Kernel::RmsNorm => {
-        a: ptr, gamma: ptr, out: ptr,
-        tokens: u32, channels: u32, a_stride: u32, y_stride: u32, eps_f: f32, flags: u32,
+        /// The pre-mix `a[T][C]` (storage dtype).
+        a: ptr,
+        /// The F-pre-norm weights `gamma_f[C]` (f32).
+        gamma: ptr,
+        /// The output `y[T][C]` (storage dtype).
+        out: ptr,
+        /// T, the token count.
+        tokens: u32,
+        /// C, the channels.
+        channels: u32,
+        /// Elements between token rows of `a`.
+        a_stride: u32,
+        /// Elements between token rows of `out`.
+        y_stride: u32,
+        /// Added to `mean(a^2)` under the square root.
+        eps_f: f32,
+        /// [`ACT_BF16`]: bf16 storage of `a` and `y` (else f32).
+        flags: u32,
     }
 }
 
 /// The gfx942 kernels, one per embedded image; the discriminant is the cache slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kernel {
+    /// `mhc_pre`: `pre`, `post_pre` and `head` ([`PreArgs`]).
     Pre,
+    /// `mhc_post` ([`PostArgs`]).
     Post,
+    /// `mhc_coeffs`: the coefficients from given logits ([`CoeffsArgs`]).
     Coeffs,
+    /// `mhc_static`: the static layer ([`StaticArgs`]).
     Static,
+    /// `mhc_rmsnorm`: the F-pre-norm `y` ([`RmsNormArgs`]).
     RmsNorm,
 }
 
 impl Kernel {
+    /// Every kernel, in slot order.
     pub const ALL: [Kernel; 5] = [Kernel::Pre, Kernel::Post, Kernel::Coeffs, Kernel::Static, Kernel::RmsNorm];
 
     /// Index in [`Kernel::ALL`] (function and module cache slot).
@@ -264,6 +417,7 @@ impl Kernel {
 /// Where each argument goes in the kernarg block, resolved by name from the metadata.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ArgLayout {
+    /// The kernel this layout was resolved for.
     pub kernel: Kernel,
     /// `.kernarg_segment_size`.
     pub kernarg_bytes: u32,
@@ -387,7 +541,9 @@ impl ArgLayout {
 #[derive(Debug, Clone)]
 #[repr(C, align(16))]
 pub struct KernargBlock {
+    /// The block's storage; bytes past `len` are not passed to the kernel.
     pub bytes: [u8; MAX_KERNARG],
+    /// Bytes written: the kernel's `.kernarg_segment_size`.
     pub len: usize,
 }
 
@@ -587,6 +743,7 @@ pub fn static_scratch(cfg: &Config) -> [usize; 5] {
 }
 
 impl WorkspaceLayout {
+    /// The layout for every stage of `cfg` at up to `max_tokens` tokens.
     pub fn new(cfg: &Config, max_tokens: usize) -> Self {
         let counter_bytes = max_tokens.div_ceil(PRE_TILE) * 4;
         let scratch = align256(counter_bytes);
@@ -610,28 +767,46 @@ pub fn static_constants(cfg: &Config) -> Vec<f32> {
 pub enum Step {
     /// A stream-ordered device-to-device copy of `bytes` bytes.
     Copy {
+        /// Destination device address.
         dst: u64,
+        /// Source device address.
         src: u64,
+        /// Bytes to copy.
         bytes: usize,
     },
+    /// An `mhc_post` launch.
     Post {
+        /// Workgroups in x, y, z (of [`BLOCK`] work-items each).
         grid: [u32; 3],
+        /// Its arguments.
         args: PostArgs,
     },
+    /// An `mhc_pre` launch.
     Pre {
+        /// Workgroups in x, y, z (of [`BLOCK`] work-items each).
         grid: [u32; 3],
+        /// Its arguments.
         args: PreArgs,
     },
+    /// An `mhc_coeffs` launch.
     Coeffs {
+        /// Workgroups in x, y, z (of [`BLOCK`] work-items each).
         grid: [u32; 3],
+        /// Its arguments.
         args: CoeffsArgs,
     },
+    /// An `mhc_static` launch.
     Static {
+        /// Workgroups in x, y, z (of [`BLOCK`] work-items each).
         grid: [u32; 3],
+        /// Its arguments.
         args: StaticArgs,
     },
+    /// An `mhc_rmsnorm` launch.
     RmsNorm {
+        /// Workgroups in x, y, z (of [`BLOCK`] work-items each).
         grid: [u32; 3],
+        /// Its arguments.
         args: RmsNormArgs,
     },
 }
@@ -654,6 +829,7 @@ impl Steps {
         self.items[self.len] = s;
         self.len += 1;
     }
+    /// The steps, in stream order.
     pub fn as_slice(&self) -> &[Step] {
         &self.items[..self.len]
     }
@@ -673,17 +849,24 @@ impl Steps {
 /// An activation tensor on the device: first element and row stride in elements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Rows {
+    /// Device address of the first element.
     pub ptr: u64,
+    /// Elements between token rows.
     pub stride: usize,
 }
 
 /// The device tensors of `post` (and of `post_pre`'s post part): `x` and `out` share a stride.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PostIo {
+    /// The residual `x[T][n*C]`.
     pub x: Rows,
+    /// The sublayer output `f[T][C]`.
     pub f: Rows,
+    /// The post coefficients `h_post[T][n]` (dense f32).
     pub h_post: u64,
+    /// The residual mixing matrices `h_res[T][n][n]` (dense f32).
     pub h_res: u64,
+    /// The output `x'[T][n*C]`, rows `x.stride` apart.
     pub out: u64,
 }
 
@@ -691,23 +874,36 @@ pub struct PostIo {
 /// reads the post's `out`), parameters (dense f32), outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PreIo {
+    /// The residual `x[T][n*C]`.
     pub x: Rows,
+    /// The projection `phi[M][n*C]`.
     pub phi: u64,
+    /// The logit scales `scale[3]`.
     pub scale: u64,
+    /// The logit biases `base[M]`.
     pub base: u64,
+    /// The F-pre-norm weights `gamma_f[C]`, present iff `y` is.
     pub gamma_f: Option<u64>,
+    /// Output: the pre-mix `a[T][C]`.
     pub a: Rows,
+    /// Output: the F-pre-norm `y[T][C]` (the configuration's `gamma_f`).
     pub y: Option<Rows>,
+    /// Output `h_pre[T][n]`.
     pub h_pre: u64,
+    /// Output `h_post[T][n]`.
     pub h_post: u64,
+    /// Output `h_res[T][n][n]`.
     pub h_res: u64,
+    /// Output `inv_rms[T]`.
     pub inv_rms: u64,
 }
 
 /// The plan's workspace on the device: its address and layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scratch {
+    /// Device address of the workspace.
     pub base: u64,
+    /// Where each stage's scratch lies in it.
     pub layout: WorkspaceLayout,
 }
 

@@ -29,6 +29,7 @@ impl Drop for Stream {
 }
 
 impl Stream {
+    /// A new non-blocking stream on `dev`, destroyed when dropped.
     pub fn new(dev: &HipDevice) -> Result<Self> {
         dev.inner.bind()?;
         Ok(Stream { dev: dev.inner.clone(), raw: stream::create(dev.inner.hip)? })
@@ -107,6 +108,7 @@ pub struct Event {
 unsafe impl Send for Event {}
 
 impl Event {
+    /// A new event on `dev`, with timing enabled.
     pub fn new(dev: &HipDevice) -> Result<Self> {
         dev.inner.bind()?;
         Ok(Event { dev: dev.inner.clone(), raw: event::create(dev.inner.hip)? })
@@ -115,6 +117,7 @@ impl Event {
     pub fn record(&self, stream: &Stream) -> Result<()> {
         event::record(self.dev.hip, self.raw, stream.raw())
     }
+    /// Waits until the work before the event's last record finished.
     pub fn synchronize(&self) -> Result<()> {
         event::synchronize(self.dev.hip, self.raw)
     }
