@@ -10,6 +10,7 @@ Both take DeepSeek-V4's conventions: a residual stream `[..., n, C]` (`n = hc_mu
 these.
 """
 
+import importlib as _il
 import importlib.util as _ilu
 
 from . import _native, reference
@@ -48,7 +49,7 @@ def cuda_device_count():
 ops = None
 if _ilu.find_spec("torch") is not None:
     try:
-        from . import ops  # noqa: F811  (registers torch.ops.mhc.*)
+        ops = _il.import_module(".ops", __name__)  # registers torch.ops.mhc.*
     except ImportError:  # a torch that cannot be imported here: the NumPy half still works
         ops = None
 
