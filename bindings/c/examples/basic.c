@@ -1,15 +1,19 @@
 /* The mhc C ABI on one op and its error path.
  *
- *   basic            the CPU reference backend (host memory)
- *   basic --cuda     CUDA device 0 (device memory through the driver API, the caller's stream)
+ *   basic                   the CPU reference backend (host memory)
+ *   basic --cuda            CUDA device 0 (device memory through the driver API, the caller's stream)
+ *   basic [--cuda] --bench N   also times N back-to-back mhc_post calls: the host time per call
+ *                           (on CUDA the enqueue cost of the ABI; the GPU runs behind)
  *
  * Runs `post` (x' = h_post * f + h_res-mix of x) for T tokens of n = 4 streams of C = 64, prints a
  * checksum of x', then shows the checks: a wrong shape is MHC_ERROR_SHAPE with a message. */
+#define _POSIX_C_SOURCE 200809L
 #include "mhc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda_driver.h"
 
@@ -29,7 +33,18 @@ static float next_value(uint64_t *state) {
 }
 
 int main(int argc, char **argv) {
-  int use_cuda = argc > 1 && strcmp(argv[1], "--cuda") == 0;
+  int use_cuda = 0;
+  long bench = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--cuda") == 0) {
+      use_cuda = 1;
+    } else if (strcmp(argv[i], "--bench") == 0 && i + 1 < argc) {
+      bench = strtol(argv[++i], NULL, 10);
+    } else {
+      fprintf(stderr, "usage: basic [--cuda] [--bench N]\n");
+      return 2;
+    }
+  }
   if (mhc_abi_version() != MHC_ABI_VERSION) {
     fprintf(stderr, "header ABI %d, library ABI %u\n", MHC_ABI_VERSION, mhc_abi_version());
     return 1;
@@ -112,6 +127,17 @@ int main(int argc, char **argv) {
   s = mhc_post(NULL, stream, &tx, &tf, &thp, &thr, &tout);
   printf("no plan: %s: %s\n", mhc_status_string(s), mhc_last_error());
   if (s != MHC_ERROR_INVALID_ARGUMENT) return 1;
+
+  if (bench > 0) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long i = 0; i < bench; i++) CHECK(mhc_post(plan, stream, &tx, &tf, &thp, &thr, &tout));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ns = ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / (double)bench;
+    if (use_cuda && cu.stream_synchronize(stream)) return 1;
+    printf("host time per mhc_post call (%s, T = %lld): %.0f ns over %ld calls\n", use_cuda ? "CUDA enqueue" : "CPU reference",
+           (long long)t, ns, bench);
+  }
 
   if (use_cuda) {
     cu.mem_free(gx), cu.mem_free(gf), cu.mem_free(ghp), cu.mem_free(ghr), cu.mem_free(gout);
