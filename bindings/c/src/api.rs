@@ -325,7 +325,9 @@ impl Plan {
         let config = config_of(cfg)?;
         let dtype = dtype_of(dtype, "plan")?;
         if max_tokens == 0 || max_tokens > i32::MAX as usize {
-            return Err(Error::Config { what: "max_tokens", reason: format!("must be in 1..2^31, got {max_tokens}") }.into());
+            return Err(
+                Error::Config { what: "max_tokens", reason: format!("must be in 1..2^31, got {max_tokens}") }.into()
+            );
         }
         let kind = match &dev.kind {
             DeviceKind::Cpu => PlanKind::Cpu,
@@ -399,8 +401,13 @@ fn layout(t: &mhc_tensor, what: &'static str) -> ApiResult<(Layout, usize)> {
     let dim = |v: i64, name: &str| {
         usize::try_from(v).map_err(|_| ApiError::Core(Error::shape(what, format!("{name} >= 0"), v)))
     };
-    let l = Layout { tokens: dim(t.rows, "rows")?, row_len: dim(t.cols, "cols")?, row_stride: dim(t.row_stride, "row_stride")? };
-    let len = l.required_len().ok_or_else(|| Error::shape(what, "a layout that fits in memory", "an overflowing stride"))?;
+    let l = Layout {
+        tokens: dim(t.rows, "rows")?,
+        row_len: dim(t.cols, "cols")?,
+        row_stride: dim(t.row_stride, "row_stride")?,
+    };
+    let len =
+        l.required_len().ok_or_else(|| Error::shape(what, "a layout that fits in memory", "an overflowing stride"))?;
     Ok((l, len))
 }
 
@@ -493,10 +500,9 @@ fn hip_ws<'a>(ws: Option<&'a Workspace>, plan: &Plan) -> ApiResult<&'a hip::Work
 fn cpu_ws(ws: Option<&Workspace>, plan: &Plan) -> ApiResult<()> {
     match ws {
         Some(Workspace { kind: WorkspaceKind::Cpu, plan: id }) if *id == plan.id => Ok(()),
-        Some(Workspace { kind: WorkspaceKind::Cpu, .. }) => Err(Error::Workspace(
-            "made by another plan: use this plan's workspace".into(),
-        )
-        .into()),
+        Some(Workspace { kind: WorkspaceKind::Cpu, .. }) => {
+            Err(Error::Workspace("made by another plan: use this plan's workspace".into()).into())
+        }
         Some(_) => Err(ApiError::Invalid("workspace: not a CPU workspace".into())),
         None => Err(ApiError::Invalid("workspace: NULL (the plan's ops that take one need it)".into())),
     }
@@ -756,7 +762,8 @@ pub unsafe fn static_layer(
         PlanKind::Cuda(p) => unsafe {
             let mut o = cuda_view_mut(out, "out")?;
             let x = cuda_view(x, "x")?;
-            let (hp, hpo) = (cuda_view(&params.h_pre_logits, "h_pre_logits")?, cuda_view(&params.h_post_logits, "h_post_logits")?);
+            let (hp, hpo) =
+                (cuda_view(&params.h_pre_logits, "h_pre_logits")?, cuda_view(&params.h_post_logits, "h_post_logits")?);
             let (hr, g) = (cuda_view(&params.h_res_logits, "h_res_logits")?, cuda_view(&params.gamma, "gamma")?);
             Ok(p.static_layer(&cuda_stream(p, stream), &x, &hp, &hpo, &hr, &g, &mut o)?)
         },
@@ -766,7 +773,10 @@ pub unsafe fn static_layer(
             unsafe {
                 let mut o = hip_view_mut(out, "out")?;
                 let x = hip_view(x, "x")?;
-                let (hp, hpo) = (hip_view(&params.h_pre_logits, "h_pre_logits")?, hip_view(&params.h_post_logits, "h_post_logits")?);
+                let (hp, hpo) = (
+                    hip_view(&params.h_pre_logits, "h_pre_logits")?,
+                    hip_view(&params.h_post_logits, "h_post_logits")?,
+                );
                 let (hr, g) = (hip_view(&params.h_res_logits, "h_res_logits")?, hip_view(&params.gamma, "gamma")?);
                 Ok(p.static_layer(&hip_stream(p, stream)?, ws, &x, &hp, &hpo, &hr, &g, &mut o)?)
             }

@@ -336,7 +336,8 @@ pub unsafe extern "C" fn mhc_post(
         // SAFETY: this function's contract.
         unsafe {
             let p = arg(plan, "plan")?;
-            let (x, f, hp, hr, o) = (arg(x, "x")?, arg(f, "f")?, arg(h_post, "h_post")?, arg(h_res, "h_res")?, arg(out, "out")?);
+            let (x, f, hp, hr, o) =
+                (arg(x, "x")?, arg(f, "f")?, arg(h_post, "h_post")?, arg(h_res, "h_res")?, arg(out, "out")?);
             api::post(&p.0, stream, x, f, hp, hr, o)
         }
     })
@@ -392,7 +393,8 @@ pub unsafe extern "C" fn mhc_head(
         // SAFETY: this function's contract.
         unsafe {
             let p = arg(plan, "plan")?;
-            let (x, phi, s, b, o) = (arg(x, "x")?, arg(phi, "phi")?, arg(scale, "scale")?, arg(base, "base")?, arg(out, "out")?);
+            let (x, phi, s, b, o) =
+                (arg(x, "x")?, arg(phi, "phi")?, arg(scale, "scale")?, arg(base, "base")?, arg(out, "out")?);
             api::head(&p.0, ws_arg(workspace), stream, x, phi, s, b, o)
         }
     })

@@ -40,8 +40,14 @@ fn desc<'d>(
     if got != dtype {
         return Err(Error::Dtype { tensor: what, expected: dtype, got }.into());
     }
-    let dim = |v: i64, name: &str| usize::try_from(v).map_err(|_| ApiError::Core(Error::shape(what, format!("{name} >= 0"), v)));
-    let layout = Layout { tokens: dim(t.rows, "rows")?, row_len: dim(t.cols, "cols")?, row_stride: dim(t.row_stride, "row_stride")? };
+    let dim = |v: i64, name: &str| {
+        usize::try_from(v).map_err(|_| ApiError::Core(Error::shape(what, format!("{name} >= 0"), v)))
+    };
+    let layout = Layout {
+        tokens: dim(t.rows, "rows")?,
+        row_len: dim(t.cols, "cols")?,
+        row_stride: dim(t.row_stride, "row_stride")?,
+    };
     let len = layout
         .required_len()
         .ok_or_else(|| ApiError::Core(Error::shape(what, "a layout that fits in memory", "an overflowing stride")))?;
@@ -166,8 +172,12 @@ fn pre_params<'d>(cfg: &Config, pdt: Dtype, p: &'d mhc_pre_params) -> ApiResult<
         match (t.is_present(), wanted) {
             (true, true) => desc(t, what, pdt, 1, len, true).map(Some),
             (false, false) => Ok(None),
-            (true, false) => Err(Error::shape(what, "absent (the configuration has no such weight)", "a tensor").into()),
-            (false, true) => Err(Error::shape(what, format!("1 x {len} (the configuration asks for it)"), "NULL").into()),
+            (true, false) => {
+                Err(Error::shape(what, "absent (the configuration has no such weight)", "a tensor").into())
+            }
+            (false, true) => {
+                Err(Error::shape(what, format!("1 x {len} (the configuration asks for it)"), "NULL").into())
+            }
         }
     };
     Ok(PreParamDescs {
@@ -217,7 +227,9 @@ fn pre_outs<'d>(cfg: &Config, dt: Dtype, pdt: Dtype, t: usize, o: &'d mhc_pre_ou
         (true, true) => Some(desc(&o.y, "y", dt, t, c, false)?),
         (false, false) => None,
         (true, false) => return Err(Error::shape("y", "absent (the configuration has no gamma_f)", "a tensor").into()),
-        (false, true) => return Err(Error::shape("y", format!("{t} x {c} (the configuration has gamma_f)"), "NULL").into()),
+        (false, true) => {
+            return Err(Error::shape("y", format!("{t} x {c} (the configuration has gamma_f)"), "NULL").into())
+        }
     };
     Ok(PreOutDescs {
         a: desc(&o.a, "a", dt, t, c, false)?,

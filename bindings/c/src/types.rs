@@ -196,8 +196,7 @@ pub struct mhc_static_params {
 
 impl mhc_tensor {
     /// An absent optional tensor.
-    pub const NONE: mhc_tensor =
-        mhc_tensor { data: std::ptr::null_mut(), dtype: 0, rows: 0, cols: 0, row_stride: 0 };
+    pub const NONE: mhc_tensor = mhc_tensor { data: std::ptr::null_mut(), dtype: 0, rows: 0, cols: 0, row_stride: 0 };
 
     /// Dense `rows x cols` elements of `dtype` at `data`.
     pub fn dense(data: *mut c_void, dtype: mhc::Dtype, rows: usize, cols: usize) -> Self {

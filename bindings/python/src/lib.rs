@@ -64,11 +64,17 @@ struct Plan {
 
 impl Plan {
     /// Runs `f` with the workspace (locked for the call).
-    fn with_ws<T>(&self, py: Python<'_>, ws: Option<&Workspace>, f: impl FnOnce(Option<&api::Workspace>) -> ApiResult<T>) -> PyResult<T> {
+    fn with_ws<T>(
+        &self,
+        py: Python<'_>,
+        ws: Option<&Workspace>,
+        f: impl FnOnce(Option<&api::Workspace>) -> ApiResult<T>,
+    ) -> PyResult<T> {
         match ws {
             None => to_py(py, f(None)),
             Some(w) => {
-                let guard = w.inner.lock().map_err(|_| PyValueError::new_err("workspace: poisoned by an earlier panic"))?;
+                let guard =
+                    w.inner.lock().map_err(|_| PyValueError::new_err("workspace: poisoned by an earlier panic"))?;
                 if guard.plan_id() != self.inner.id() {
                     return to_py(py, Err(ApiError::Core(mhc::Error::Workspace("made by another plan".into()))));
                 }
@@ -219,7 +225,8 @@ impl Plan {
         inv_rms: TensorArg,
     ) -> PyResult<()> {
         let (act, par) = (self.act, self.param);
-        let post = mhc_post_inputs { f: desc(Some(f), act), h_post: desc(Some(h_post), par), h_res: desc(Some(h_res), par) };
+        let post =
+            mhc_post_inputs { f: desc(Some(f), act), h_post: desc(Some(h_post), par), h_res: desc(Some(h_res), par) };
         let params = pre_params(par, phi, scale, base, gamma_k, gamma_f);
         let out = pre_outs(act, par, a, y, h_pre, h_post_out, h_res_out, inv_rms);
         let (x, xo) = (desc(Some(x), act), desc(Some(x_out), act));
@@ -358,7 +365,11 @@ fn reference<'py>(
         if data.len() % 8 != 0 || data.len() / 8 != shape.iter().product::<usize>() {
             return Err(py_err(
                 py,
-                ApiError::Core(mhc::Error::shape("inputs", format!("{name}: 8 bytes per element of {shape:?}"), data.len())),
+                ApiError::Core(mhc::Error::shape(
+                    "inputs",
+                    format!("{name}: 8 bytes per element of {shape:?}"),
+                    data.len(),
+                )),
             ));
         }
         let values = data.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8]))).collect();
