@@ -19,12 +19,13 @@ python3 -m pip install -q --disable-pip-version-check "maturin>=1.5,<2"
 cargo build --release --quiet -p mhc-c
 inc=bindings/c/include
 g++ -std=c++17 -O2 -ffp-contract=off -I"$inc" bindings/c/examples/decode_step.cpp "$target/release/libmhc_c.a" \
-    -lpthread -ldl -lm -o "$out/decode_step"
-gcc -std=c11 -O2 -I"$inc" bindings/c/examples/basic.c "$target/release/libmhc_c.a" -lpthread -ldl -lm -o "$out/basic"
+    -lpthread -ldl -lm -s -o "$out/decode_step"
+gcc -std=c11 -O2 -I"$inc" bindings/c/examples/basic.c "$target/release/libmhc_c.a" -lpthread -ldl -lm -s -o "$out/basic"
 # The examples test (its CUDA variant is ignored by default; run-checks.sh includes it).
 bin=$(cargo test --release -p mhc-c --test examples --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\))$/\1/p' | tail -1)
 [ -x "$bin" ] || { echo "pack: the examples test binary was not built"; exit 1; }
 cp "$bin" "$out/mhc_c_examples"
+strip "$out/mhc_c_examples"
 cp bindings/python/tests/gpu_check.py bindings/python/examples/decode_stack.py bindings/gpu/run-checks.sh "$out/"
 ls -la "$out"
 echo "pack: $out ($(du -sh "$out" | cut -f1)); on the GPU machine: bash $out/run-checks.sh"

@@ -265,10 +265,12 @@ impl Device {
     }
 }
 
+// One per plan, itself behind a handle: the size of the CPU variant does not matter.
+#[allow(clippy::large_enum_variant)]
 enum PlanKind {
     Cpu,
     Cuda(cuda::Plan),
-    Hip(hip::Plan),
+    Hip(Box<hip::Plan>),
 }
 
 static NEXT_PLAN: AtomicU64 = AtomicU64::new(1);
@@ -332,7 +334,7 @@ impl Plan {
         let kind = match &dev.kind {
             DeviceKind::Cpu => PlanKind::Cpu,
             DeviceKind::Cuda(d) => PlanKind::Cuda(cuda::Plan::new(d, config, dtype, max_tokens)?),
-            DeviceKind::Hip(d) => PlanKind::Hip(hip::Plan::new(d, config, dtype, max_tokens)?),
+            DeviceKind::Hip(d) => PlanKind::Hip(Box::new(hip::Plan::new(d, config, dtype, max_tokens)?)),
         };
         Ok(Plan { kind, id: NEXT_PLAN.fetch_add(1, Ordering::Relaxed), cfg: config, dtype, max_tokens })
     }
