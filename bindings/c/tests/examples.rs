@@ -9,7 +9,7 @@ use std::ffi::c_void;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// target/<profile>, where cargo put libmhc_c.{so,a} beside this test's `deps/`.
+/// target/<profile>, the parent of this test's `deps/`.
 fn profile_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>").to_path_buf()
@@ -33,10 +33,17 @@ fn run(cmd: &mut Command) -> String {
     text
 }
 
+/// libmhc_c.{so,a}: `cargo test` leaves the library's artefacts in target/<profile>/deps/, and
+/// `cargo build` copies them up to target/<profile>/; either is the library this build made.
 fn library(kind: &str) -> PathBuf {
-    let lib = profile_dir().join(format!("libmhc_c.{kind}"));
-    assert!(lib.exists(), "{} is missing: cargo builds it with the crate's lib target", lib.display());
-    lib
+    let name = format!("libmhc_c.{kind}");
+    let dir = profile_dir();
+    let candidates = [dir.join("deps").join(&name), dir.join(&name)];
+    candidates
+        .iter()
+        .find(|p| p.exists())
+        .cloned()
+        .unwrap_or_else(|| panic!("{name} is in neither {} nor {}", candidates[0].display(), candidates[1].display()))
 }
 
 /// The C++ decode step, built from examples/decode_step.cpp against the static library (or
