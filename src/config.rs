@@ -150,7 +150,7 @@ impl std::str::FromStr for Stage {
 /// Largest supported number of streams.
 pub const MAX_N: usize = 32;
 
-/// Most Sinkhorn iterations a configuration (and [`crate::reference::sinkhorn`]) accepts: far
+/// Most Sinkhorn iterations a configuration (and [`crate::reference::sinkhorn()`]) accepts: far
 /// beyond the default 20, and small enough that the reference's backward, which keeps every
 /// iterate, stays bounded (2 x 10,000 matrices of n x n).
 pub const MAX_SINKHORN_ITERS: u32 = 10_000;
