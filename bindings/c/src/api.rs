@@ -475,12 +475,11 @@ unsafe fn cuda_stream(p: &cuda::Plan, raw: *mut c_void) -> cuda::Stream {
     unsafe { cuda::Stream::from_raw(p.device(), raw) }
 }
 
-/// The caller's `hipStream_t`: the HIP device does not borrow a stream it did not create in
-/// this build, so HIP ops report it instead of launching on another stream.
-fn hip_stream(_p: &hip::Plan, _raw: *mut c_void) -> ApiResult<hip::Stream> {
-    Err(ApiError::Unsupported(
-        "HIP ops on a caller's hipStream_t need mhc::device::hip::Stream::from_raw, which this build lacks".into(),
-    ))
+/// # Safety
+/// `raw` is a `hipStream_t` of the plan's device (or null) that outlives the op's work.
+unsafe fn hip_stream(p: &hip::Plan, raw: *mut c_void) -> ApiResult<hip::Stream> {
+    // SAFETY: this function's contract.
+    Ok(unsafe { hip::Stream::from_raw(p.device(), raw) })
 }
 
 fn cuda_ws<'a>(ws: Option<&'a Workspace>, plan: &Plan) -> ApiResult<&'a cuda::Workspace> {

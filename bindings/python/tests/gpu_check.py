@@ -82,6 +82,8 @@ def check_forward(gen):
     for dtype in (torch.float32, torch.bfloat16):
         out_tol, coef_tol, dname = TOL[dtype]
         for t, n, c in cases:
+            if t > 1000 and dtype != torch.float32:
+                continue  # the largest T once, in f32: its float64 reference takes minutes per dtype
             name = f"forward {dname} T={t} n={n} C={c}"
             try:
                 x = torch.randn(t, n, c, device="cuda", generator=gen).to(dtype)
@@ -181,7 +183,12 @@ def check_compile(gen):
         torch._dynamo.reset()
         try:
             fn = torch.compile(step, fullgraph=True, mode=mode)
-            outs = [fn(x) for _ in range(3)]
+            outs = []
+            for _ in range(3):
+                # reduce-overhead replays a CUDA graph whose outputs the next replay overwrites:
+                # each step is marked and its output cloned, as PyTorch asks of its callers.
+                torch.compiler.cudagraph_mark_step_begin()
+                outs.append(fn(x).clone())
             torch.cuda.synchronize()
             err = max(rel_l2(np_of(o), np_of(eager)) for o in outs)
             report(f"torch.compile(fullgraph=True, mode={mode}) matches eager", err <= 1e-2, f"rel L2 {err:.2e}")
