@@ -47,10 +47,14 @@ for spec in "${cases[@]}"; do
                 fi
                 continue
             fi
-            if out=$("$new" compare "$b" "$a" --tol 0 2>&1) && out2=$("$new" compare "$a" "$b" --tol 0 2>&1); then
+            # Both directions, so that an output missing from either build counts.
+            out=""
+            if out=$("$new" compare "$b" "$a" --tol 0 2>&1) && out=$("$new" compare "$a" "$b" --tol 0 2>&1); then
                 echo "identical $spec $dtype $form"; pass=$((pass+1))
             else
-                echo "FAIL $spec $dtype $form: $(echo "$out$out2" | tail -2 | tr '\n' ' ')"; fail=$((fail+1))
+                # The outputs that differ (or are missing) and the summary line, kept with the inputs.
+                echo "FAIL $spec $dtype $form: $(echo "$out" | grep -E 'FAIL|missing|^mhc:' | tr '\n' ' ') (inputs and both outputs in $in)"
+                fail=$((fail+1))
             fi
         done
     done

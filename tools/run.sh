@@ -7,13 +7,21 @@
 # named with the reason. With a CUDA GPU it finishes with `mhc bench --quick`.
 #
 #   bash tools/run.sh [T] [n] [C]      (defaults 16 4 1024)
+#
+# MHC_BIN=path uses a prebuilt `mhc` instead of building one; MHC_BENCH_OUT=DIR keeps the bench's
+# JSON record and SVG plot there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t="${1:-16}"; n="${2:-4}"; c="${3:-1024}"
 
-echo "== building mhc (release; the first build takes about 5 minutes on 2 cores)"
-cargo build --release -p mhc-cli
-mhc="${CARGO_TARGET_DIR:-target}/release/mhc"
+if [ -n "${MHC_BIN:-}" ]; then
+    mhc="$MHC_BIN"   # a prebuilt tool (a GPU machine without a toolchain; tools/gpu-pack.sh packs one)
+    echo "== using $mhc"
+else
+    echo "== building mhc (release; the first build takes about 5 minutes on 2 cores)"
+    cargo build --release -p mhc-cli
+    mhc="${CARGO_TARGET_DIR:-target}/release/mhc"
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
@@ -56,6 +64,6 @@ done
 
 if [[ " ${devices[*]} " == *" cuda "* ]]; then
     echo "== mhc bench --quick (cuda)"
-    "$mhc" bench --quick
+    "$mhc" bench --quick ${MHC_BENCH_OUT:+--out "$MHC_BENCH_OUT"}
 fi
 exit $status

@@ -28,3 +28,10 @@ echo "== mhc asm --check"
 cargo run --quiet -p mhc-cli -- asm --check
 echo "== the library crates package and build on their own (cargo publish --dry-run)"
 cargo publish --quiet --dry-run --allow-dirty --workspace
+
+# ---- Bindings (C ABI, Python package) ---------------------------------------------------------
+# The C ABI's tests ran with the workspace above (the header regenerated and compared with
+# bindings/c/include/mhc.h, the C and C++ examples compiled with gcc / g++ and run on the CPU
+# reference). Here: the Python package, built as an abi3 wheel, installed and tested.
+echo "== bindings/python: maturin wheel, install, pytest"
+bash bindings/python/test.sh

@@ -70,7 +70,7 @@ def warp_floats(n):
 
 
 def fin_bytes(n):
-    """The finisher's shared memory: 8 warp buffers, then h_pre of the tile's tokens [TM][n]."""
+    """The finisher's shared memory: one buffer per warp (NWARPS), then h_pre of the tile's tokens [TM][n]."""
     return NWARPS * warp_floats(n) * 4 + TM * n * 4
 
 

@@ -99,7 +99,7 @@ pub(crate) fn stamps(all: &[u64], ctas: usize) -> Result<Vec<[(u64, u64); 16]>> 
 
 /// The TMA entry's tensor map of x (bf16): dimension 0 the 4C elements of a token row, dimension 1
 /// the T tokens (row stride from the view); boxes of 64 elements x 16 tokens with the 128-byte
-/// swizzle (gen_pre_pc.py `TMA_XW`), tokens past T read as zeros. The views were checked (rows
+/// swizzle (asm/gen/pre_pc.py `TMA_XW`), tokens past T read as zeros. The views were checked (rows
 /// 16-byte aligned, fewer than 2^32 elements), which is what the encoding requires.
 fn x_tensor_map(x: &DeviceTensor<'_>, c: usize, t: usize) -> Result<[u64; 16]> {
     use cudarc::driver::sys;
