@@ -563,7 +563,7 @@ ops! {
     Ds 0x2d DsWrxchgRtnB32 "ds_wrxchg_rtn_b32" "R1 A D1";
     Ds 0x30 DsCmpstRtnB32 "ds_cmpst_rtn_b32" "R1 A D1 E1";
     Ds 0x35 DsAddRtnF32 "ds_add_rtn_f32" "R1 A D1";
-    Ds 0x3d DsSwizzleB32 "ds_swizzle_b32" "R1 D1";
+    Ds 0x3d DsSwizzleB32 "ds_swizzle_b32" "R1 A";
     Ds 0x36 DsReadB32 "ds_read_b32" "R1 A";
     Ds 0x37 DsRead2B32 "ds_read2_b32" "R2 A";
     Ds 0x38 DsRead2st64B32 "ds_read2st64_b32" "R2 A";
@@ -928,7 +928,7 @@ pub struct Inst {
     pub literal: u32,
     /// SOPP/SOPK simm16, SMEM offset, DS offset (offset1 << 8 | offset0), GLOBAL / MUBUF offset.
     pub imm: i32,
-    /// SMEM: the offset is an SGPR (imm = its code).
+    /// SMEM: an SGPR offset (`soffset`) is added to the immediate one.
     pub soffset_reg: bool,
     /// Source modifiers, bit i = source i (VOP3, DPP, SDWA; VOP3P: neg = neg_lo).
     pub neg: u8,
@@ -944,7 +944,8 @@ pub struct Inst {
     pub glc: bool,
     /// Cache policy bits as printed: bit 0 sc0, bit 1 sc1, bit 2 nt (GLOBAL, MUBUF, SMEM glc).
     pub cpol: u8,
-    /// MUBUF: VGPR offset / index enables and the soffset operand code; DS: gds.
+    /// MUBUF: VGPR offset / index enables and the soffset operand code (SMEM: the SGPR
+    /// offset); DS: gds.
     pub offen: bool,
     pub idxen: bool,
     pub soffset: u16,
@@ -1169,14 +1170,18 @@ pub fn decode_one(code: &[u8], offset: usize) -> Result<Inst, DecodeError> {
             inst.op = find(Enc::Smem, ((w0 >> 18) & 0xff) as u16, w0)?;
             inst.dst = ((w0 >> 6) & 0x7f) as u16;
             inst.src[0] = ((w0 & 0x3f) << 1) as u16;
-            if w0 & (1 << 14) != 0 {
-                return Err(err(w0, "SMEM with both an immediate and an SGPR offset is not supported".into()));
-            }
-            if w0 & (1 << 17) != 0 {
+            // IMM: a 21-bit signed immediate in the second word; SOE: an SGPR offset in its
+            // bits 31:25 as well; neither: the SGPR offset is in bits 6:0.
+            let (imm, soe) = (w0 & (1 << 17) != 0, w0 & (1 << 14) != 0);
+            if imm {
                 inst.imm = ((w1 & 0x1f_ffff) << 11) as i32 >> 11;
-            } else {
+            }
+            if soe {
                 inst.soffset_reg = true;
-                inst.imm = (w1 & 0x7f) as i32;
+                inst.soffset = ((w1 >> 25) & 0x7f) as u16;
+            } else if !imm {
+                inst.soffset_reg = true;
+                inst.soffset = (w1 & 0x7f) as u16;
             }
             inst.glc = w0 & (1 << 16) != 0;
             inst.cpol = inst.glc as u8;
@@ -1508,7 +1513,10 @@ pub fn disassemble(inst: &Inst) -> String {
             _ => vec![format!("{}", inst.imm as u16)],
         },
         Enc::Smem => {
-            let off = if inst.soffset_reg { format!("s{}", inst.imm) } else { format!("0x{:x}", inst.imm) };
+            let off = if inst.soffset_reg { reg(inst.soffset, 1) } else { format!("0x{:x}", inst.imm) };
+            if inst.soffset_reg && inst.imm != 0 {
+                suffix.push(format!("offset:0x{:x}", inst.imm));
+            }
             if inst.glc {
                 suffix.push("glc".into());
             }
@@ -1632,9 +1640,6 @@ pub fn disassemble(inst: &Inst) -> String {
             }
             if s.data1 > 0 {
                 v.push(reg(d1, s.data1 as u16));
-            }
-            if inst.op == DsSwizzleB32 {
-                v = vec![reg(dst, 1), reg(d0, 1)];
             }
             let two = matches!(
                 inst.op,

@@ -623,7 +623,7 @@ pub(crate) fn operands(inst: &Inst) -> RegUse {
         Enc::Smem => {
             rd.extend(reg(inst.src[0], 2));
             if inst.soffset_reg {
-                rd.extend(reg(inst.imm as u16, 1));
+                rd.extend(reg(inst.soffset, 1));
             }
             wr.extend(reg(inst.dst, s.dst.regs()));
         }
@@ -1169,7 +1169,10 @@ fn exec_salu(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), SimError> {
 fn exec_smem(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), SimError> {
     ctx.stats.smem += 1;
     let base = sread64(w, inst, inst.src[0]) & 0xffff_ffff_ffff;
-    let off = if inst.soffset_reg { w.s[inst.imm as usize] as u64 } else { inst.imm as i64 as u64 };
+    let mut off = inst.imm as i64 as u64;
+    if inst.soffset_reg {
+        off = off.wrapping_add(crate::valu::scalar32(w, inst, inst.soffset) as u64);
+    }
     let n = inst.sig().dst.regs() as usize;
     if inst.dst as usize + n > 102 || inst.dst as usize % n.min(4) != 0 {
         return Err(ctx.err(inst, "misaligned or out-of-range SMEM destination"));

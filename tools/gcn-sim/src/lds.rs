@@ -222,8 +222,10 @@ pub(crate) fn exec_ds(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), Si
                     }
                     _ => None,
                 };
+                // ds_swizzle's source is its ADDR operand; the permutes send DATA0.
+                let src = if inst.op == DsSwizzleB32 { a } else { d0 };
                 let v = match from {
-                    Some(f) if exec >> f & 1 != 0 => w.v[d0][f],
+                    Some(f) if exec >> f & 1 != 0 => w.v[src][f],
                     Some(_) => 0,
                     None => {
                         if written[lane] {
