@@ -1487,7 +1487,7 @@ pub fn disassemble(inst: &Inst) -> String {
         Enc::Sopk => match inst.op {
             SGetregB32 => vec![reg(inst.dst, 1), hwreg_text(inst.imm)],
             SSetregB32 => vec![hwreg_text(inst.imm), reg(inst.dst, 1)],
-            SSetregImm32B32 => vec![hwreg_text(inst.imm), format!("0x{lit:x}")],
+            SSetregImm32B32 => vec![hwreg_text(inst.imm), format!("{lit}")],
             _ => vec![reg(inst.dst, 1), format!("0x{:x}", inst.imm as u16)],
         },
         Enc::Sopp => match inst.op {
