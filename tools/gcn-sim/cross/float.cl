@@ -34,8 +34,8 @@ KERNEL void f32_ops(global u32 *out, global const float *a, global const float *
     o[20] = as_u(__builtin_fabsf(x) < 4.0f ? 1.0f : 2.0f);
     o[21] = (__builtin_fabsf(x) < __builtin_fabsf(y)) | ((-x > z) << 1) | ((x <= y) << 2) |
             ((x == z) << 3) | ((x != y) << 4) | ((x >= -__builtin_fabsf(z)) << 5);
-    o[22] = __builtin_isnan(x) | (__builtin_isinf(y) << 1) | (__builtin_isfinite(z) << 2) |
-            (__builtin_isnormal(x) << 3) | (__builtin_signbit(y) << 4);
+    o[22] = (__builtin_isnan(x) != 0) | ((__builtin_isinf(y) != 0) << 1) | ((__builtin_isfinite(z) != 0) << 2) |
+            ((__builtin_isnormal(x) != 0) << 3) | ((as_u(y) >> 31) << 4);
     o[23] = as_u(x < y ? z : x * 2.0f);
     o[24] = as_u(__builtin_fmaf(__builtin_fabsf(x), -y, __builtin_fabsf(z)));
     o[25] = as_u(__builtin_fmaxf(__builtin_fminf(x, 1.0f), -1.0f));

@@ -27,16 +27,16 @@ KERNEL void int32_ops(global u32 *out, global const u32 *a, global const u32 *b,
     o[13] = (u32)(sx < sy ? sx : sy);
     o[14] = (u32)(sx > sy ? sx : sy);
     o[15] = (x >> (s & 15)) & ((1u << (y >> 28)) - 1);
-    o[16] = (u32)((sx << (31 - (y & 15))) >> (31 - (y & 15) + (x & 7)));
+    o[16] = (u32)((i32)(x << (31 - (y & 15))) >> ((31 - (y & 15) + (x & 7)) & 31));
     o[17] = __builtin_popcount(x);
     o[18] = x ? __builtin_clz(x) : 32;
     o[19] = x ? __builtin_ctz(x) : 32;
     o[20] = __builtin_bitreverse32(x);
     o[21] = __builtin_rotateleft32(x, y);
-    o[22] = (u32)(sx < 0 ? -sx : sx);
+    o[22] = sx < 0 ? 0u - x : x;
     o[23] = (x & 0xff00ff00) | (y & 0x00ff00ff);
     o[24] = ((x >> 8) & 0xff) + ((y >> 16) & 0xff) * 3;
-    o[25] = (u32)(unsigned short)((unsigned short)x * (unsigned short)y + (unsigned short)(x >> 16));
+    o[25] = (u32)(unsigned short)((u32)(unsigned short)x * (unsigned short)y + (unsigned short)(x >> 16));
     o[26] = (u32)(i32)(short)((short)(x >> 16) - (short)y);
     o[27] = (u32)(i32)(signed char)x + (u32)(unsigned char)(y >> 24);
     o[28] = (x << 5) + y;
@@ -48,8 +48,8 @@ KERNEL void int32_ops(global u32 *out, global const u32 *a, global const u32 *b,
     o[34] = x < 1000u ? 7u : (sx < sy ? 11u : 13u);
     o[35] = (x == y) + (sx <= sy) * 2 + (x >= y) * 4 + (x != 0x80000000u) * 8;
     o[36] = x < y ? (x - y) * 3 : (x + y) / 7;
-    o[37] = sx < -5 ? (u32)(sx * 9) : (u32)(sy * 5 + 1);
-    o[38] = (u32)__builtin_amdgcn_sbfe(sx, s, (y >> 8) & 31);
+    o[37] = sx < -5 ? x * 9u : y * 5u + 1u;
+    o[38] = (u32)__builtin_amdgcn_sbfe(sx, s & 15, (y >> 8) & 15);
     o[39] = (u32)((((x >> 4) & 0x3ff) * 5u) | (s << 27));
 }
 
@@ -79,7 +79,7 @@ KERNEL void int64_ops(global u64 *out, global const u64 *a, global const u64 *b,
     o[14] = x * 0x9e3779b97f4a7c15ul;
     o[15] = (x >> 32) * (y >> 32) + (x << 17);
     o[16] = ~x + (u64)i;
-    o[17] = (u64)(-sx);
+    o[17] = 0ul - x;
     o[18] = x > 0xfffffffful ? x / 3u : x + 1;
     o[19] = ((x << 3) + (u64)i * 8u) >> 2;
 }

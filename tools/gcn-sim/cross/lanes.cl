@@ -11,7 +11,7 @@ KERNEL void dpp(global u32 *out, global const u32 *a, u32 n) {
     global u32 *o = out + DPP_OUTS * i;
     u32 r[DPP_OUTS];
     r[0] = __builtin_amdgcn_mov_dpp(x, 0x1b, 0xf, 0xf, false);          // quad_perm:[3,2,1,0]
-    r[1] = __builtin_amdgcn_mov_dpp(x, 0x111, 0xf, 0xf, true);          // row_shl:1 bound_ctrl
+    r[1] = __builtin_amdgcn_mov_dpp(x, 0x111, 0xf, 0xf, true);          // row_shr:1 bound_ctrl
     r[2] = __builtin_amdgcn_update_dpp(y, x, 0x118, 0xf, 0xf, false);   // row_shr:8, old = y
     r[3] = __builtin_amdgcn_update_dpp(y, x, 0x125, 0xa, 0xf, false);   // row_ror:5, row_mask
     r[4] = __builtin_amdgcn_update_dpp(y, x, 0x130, 0xf, 0xf, false);   // wave_shl:1
@@ -77,9 +77,11 @@ KERNEL void wave_reduce(global u32 *out, global const u32 *a, u32 n) {
         u32 other = (u32)__builtin_amdgcn_ds_bpermute((i32)(((LID() & 63) ^ d) * 4), (i32)m);
         m = other > m ? other : m;
     }
+    // Read lane 63 while every lane is active (after the branch below it may not be).
+    u32 total = __builtin_amdgcn_readlane(s, 63);
     if (i >= n)
         return;
-    out[2 * i] = __builtin_amdgcn_readlane(s, 63);
+    out[2 * i] = total;
     out[2 * i + 1] = m;
 }
 

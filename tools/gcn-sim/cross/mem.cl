@@ -74,13 +74,14 @@ KERNEL void scalar_loads(global u32 *out, global const u32 *restrict table, u32 
     out[i] = acc;
 }
 
-// Buffer loads and stores (raw buffer resource over `buf` of `bytes` bytes; accesses past the end
-// return zero and are dropped, as the hardware's range check does).
-KERNEL void buffers(global u32 *out, global u32 *buf, u32 bytes, u32 n) {
+// Buffer loads and stores (raw buffer resources over `buf` of `bytes` bytes and over `dst`;
+// loads past the end return zero, as the hardware's range check does).
+KERNEL void buffers(global u32 *out, global u32 *buf, u32 bytes, global u32 *dst, u32 n) {
     u32 i = GID();
     if (i >= n)
         return;
     __amdgpu_buffer_rsrc_t r = __builtin_amdgcn_make_buffer_rsrc(buf, 0, bytes, 0x00027000);
+    __amdgpu_buffer_rsrc_t d = __builtin_amdgcn_make_buffer_rsrc(dst, 0, 4 * n, 0x00027000);
     u32 v = __builtin_amdgcn_raw_buffer_load_b32(r, 4 * i, 0, 0);
     uint2 v2 = __builtin_amdgcn_raw_buffer_load_b64(r, 8 * (i / 2), 0, 0);
     uint4 v4 = __builtin_amdgcn_raw_buffer_load_b128(r, 16 * (i / 4), 0, 0);
@@ -90,5 +91,5 @@ KERNEL void buffers(global u32 *out, global u32 *buf, u32 bytes, u32 n) {
     out[4 * i + 1] = v4.x ^ v4.y ^ v4.z ^ v4.w;
     out[4 * i + 2] = b | (h << 8);
     out[4 * i + 3] = __builtin_amdgcn_raw_buffer_load_b32(r, bytes - 8 + 4 * (i & 3), 0, 0);
-    __builtin_amdgcn_raw_buffer_store_b32(v * 3, r, 4 * i, 0, 0);
+    __builtin_amdgcn_raw_buffer_store_b32(v * 3, d, 4 * i, 0, 0);
 }

@@ -191,7 +191,7 @@ ops! {
     Smem 0x02 SLoadDwordx4 "s_load_dwordx4" "S4 = S2";
     Smem 0x03 SLoadDwordx8 "s_load_dwordx8" "S8 = S2";
     Smem 0x04 SLoadDwordx16 "s_load_dwordx16" "S16 = S2";
-    Vop2 0x00 VCndmaskB32 "v_cndmask_b32" "I32 = I32 I32 M | CI";
+    Vop2 0x00 VCndmaskB32 "v_cndmask_b32" "I32 = F32 F32 M | CI";
     Vop2 0x01 VAddF32 "v_add_f32" "F32 = F32 F32";
     Vop2 0x02 VSubF32 "v_sub_f32" "F32 = F32 F32";
     Vop2 0x03 VSubrevF32 "v_subrev_f32" "F32 = F32 F32";

@@ -22,8 +22,7 @@
 //!   The cache-scope operations are checked as a real MI300 needs them across its dies
 //!   ([`crate::vmem`]): a workgroup reading data another workgroup wrote must see that write
 //!   released (`buffer_wbl2 sc1`, completed, before the writer's next atomic or `sc1` store)
-//!   and must itself have invalidated (`buffer_inv sc1`) after an acquiring atomic or load;
-//!   atomics on a location other workgroups update must be at device scope (`sc1`).
+//!   and must itself have invalidated (`buffer_inv sc1`) after an acquiring atomic or load.
 //! - Transcendentals are exact or within 1 ULP as [`Options::trans`] says ([`crate::fpmath`]);
 //!   denormals are flushed as the MODE register says, which starts from the descriptor's
 //!   FLOAT_DENORM_MODE fields and changes with `s_setreg`.
@@ -560,6 +559,7 @@ fn run_wave(ctx: &mut Ctx, w: &mut Wave, budget: &mut u64) -> Result<(), SimErro
         if inst.op == Op::SNop {
             w.clock += (inst.imm as u64) & 0xf;
         }
+        let trace = trace_lane(k);
         match inst.enc {
             Enc::Sopp => {
                 if exec_sopp(ctx, w, &inst)? {
@@ -579,7 +579,33 @@ fn run_wave(ctx: &mut Ctx, w: &mut Wave, budget: &mut u64) -> Result<(), SimErro
             Enc::Ds => crate::lds::exec_ds(ctx, w, &inst)?,
             Enc::Global | Enc::Mubuf => crate::vmem::exec_vmem(ctx, w, &inst)?,
         }
+        if let Some(lane) = trace {
+            if ctx.wg_linear == 0 && w.id == lane / 64 {
+                let l = lane % 64;
+                let d = inst.dst as usize;
+                let val = if d >= 256 && d - 256 < w.v.len() {
+                    format!("v{}[{l}] = 0x{:08x}", d - 256, w.v[d - 256][l])
+                } else if d < 128 {
+                    format!("s{d} = 0x{:08x}", w.s[d])
+                } else {
+                    String::new()
+                };
+                eprintln!("{:>5x}: {:<60} {val}", inst.offset, crate::decode::disassemble(&inst));
+            }
+        }
     }
+}
+
+/// `GCN_SIM_TRACE=<kernel>:<work-item>`: prints every instruction workgroup 0 executes for that
+/// kernel, with the work-item's destination value (a debugging aid).
+fn trace_lane(k: &Kernel) -> Option<usize> {
+    static TRACE: std::sync::OnceLock<Option<(String, usize)>> = std::sync::OnceLock::new();
+    let t = TRACE.get_or_init(|| {
+        let v = std::env::var("GCN_SIM_TRACE").ok()?;
+        let (name, lane) = v.split_once(':')?;
+        Some((name.to_string(), lane.parse().ok()?))
+    });
+    t.as_ref().filter(|(n, _)| *n == k.name).map(|(_, l)| *l)
 }
 
 /// Registers one instruction reads and writes: (is_vgpr, first register, count).

@@ -5,9 +5,10 @@
 //! Transcendentals. The ISA documents `v_exp_f32`, `v_log_f32`, `v_rcp_f32`, `v_rsq_f32` and
 //! `v_sqrt_f32` as accurate to about 1 ULP (and the f64 `v_rcp` / `v_rsq` / `v_sqrt` as
 //! approximations refined in software). [`Trans::Exact`] returns the correctly rounded result
-//! (computed in f64, rounded once); [`Trans::Ulp`] moves it by -1, 0 or +1 ULP, chosen by a hash
-//! of the seed, the operation and the input bits, so a run is reproducible from its seed while a
-//! kernel that relies on exact transcendentals fails. `v_sin_f32` / `v_cos_f32` (input in
+//! (computed in f64, rounded once); [`Trans::Ulp`] returns either of the two floats that
+//! bracket the true value (so within 1 ULP of it), chosen by a hash of the seed, the operation
+//! and the input bits: a run is reproducible from its seed while a kernel that relies on
+//! correctly rounded transcendentals fails. `v_sin_f32` / `v_cos_f32` (input in
 //! revolutions) are treated the same way; their hardware error is not documented.
 
 use crate::decode::Op;
@@ -28,11 +29,6 @@ pub fn mix(mut x: u64) -> u64 {
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^ (x >> 31)
-}
-
-/// -1, 0 or +1 for a perturbation keyed by (seed, op, input).
-fn nudge(seed: u64, op: Op, input: u64) -> i64 {
-    (mix(seed ^ mix(input ^ ((op as u64) << 48))) % 3) as i64 - 1
 }
 
 /// Moves a finite, non-zero f32 by `d` ULPs (never across zero or into infinity / NaN).
@@ -62,10 +58,42 @@ pub fn step_f64(x: f64, d: i64) -> f64 {
     }
 }
 
-/// An f32 transcendental.
+/// Whether to return the other neighbour of the true value, keyed by (seed, op, input).
+fn flip(seed: u64, op: Op, input: u64) -> bool {
+    mix(seed ^ mix(input ^ ((op as u64) << 48))) & 1 != 0
+}
+
+/// The f32 on the other side of `t` from `r` (the two floats bracketing the true value `t`).
+fn other_f32(r: f32, t: f64) -> f32 {
+    if !r.is_finite() || !t.is_finite() || r as f64 == t {
+        return r;
+    }
+    let up = t > r as f64;
+    let b = r.to_bits();
+    let n = if r == 0.0 {
+        if up {
+            1
+        } else {
+            0x8000_0001
+        }
+    } else if (r > 0.0) == up {
+        b + 1
+    } else {
+        b - 1
+    };
+    let x = f32::from_bits(n);
+    if x.is_finite() {
+        x
+    } else {
+        r
+    }
+}
+
+/// An f32 transcendental: the correctly rounded result, or in [`Trans::Ulp`] mode either of
+/// the two floats bracketing the true value (a faithful rounding: within 1 ULP of it).
 pub fn trans_f32(op: Op, x: f32, mode: Trans) -> f32 {
     let xd = x as f64;
-    let r = match op {
+    let t = match op {
         Op::VExpF32 => xd.exp2(),
         Op::VLogF32 => xd.log2(),
         Op::VRcpF32 | Op::VRcpIflagF32 => 1.0 / xd,
@@ -74,15 +102,18 @@ pub fn trans_f32(op: Op, x: f32, mode: Trans) -> f32 {
         Op::VSinF32 => (xd * std::f64::consts::TAU).sin(),
         Op::VCosF32 => (xd * std::f64::consts::TAU).cos(),
         _ => f64::NAN,
-    } as f32;
+    };
     // sqrt(-0) = -0, rcp(-0) = -inf, log(0) = -inf: the f64 computation already gives these.
+    let r = t as f32;
     match mode {
         Trans::Exact => r,
-        Trans::Ulp(seed) => step_f32(r, nudge(seed, op, x.to_bits() as u64)),
+        Trans::Ulp(seed) if flip(seed, op, x.to_bits() as u64) => other_f32(r, t),
+        Trans::Ulp(_) => r,
     }
 }
 
-/// An f64 transcendental (computed in f64: within an ULP of the true value).
+/// An f64 transcendental: the f64 result, or in [`Trans::Ulp`] mode its neighbour on the side
+/// of the true value (the residual's sign says which).
 pub fn trans_f64(op: Op, x: f64, mode: Trans) -> f64 {
     let r = match op {
         Op::VRcpF64 => 1.0 / x,
@@ -90,10 +121,21 @@ pub fn trans_f64(op: Op, x: f64, mode: Trans) -> f64 {
         Op::VSqrtF64 => x.sqrt(),
         _ => f64::NAN,
     };
-    match mode {
-        Trans::Exact => r,
-        Trans::Ulp(seed) => step_f64(r, nudge(seed, op, x.to_bits())),
+    let Trans::Ulp(seed) = mode else { return r };
+    if !r.is_finite() || r == 0.0 || !flip(seed, op, x.to_bits()) {
+        return r;
     }
+    // Sign of (true - r) times sign(r): rcp: 1 - r x; sqrt: x - r^2; rsq: 1 - r^2 x (r > 0).
+    let e = match op {
+        Op::VRcpF64 => (-r).mul_add(x, 1.0),
+        Op::VSqrtF64 => (-r).mul_add(r, x),
+        _ => (-(r * r)).mul_add(x, 1.0),
+    };
+    if e == 0.0 {
+        return r;
+    }
+    // The magnitude should grow when the residual is positive.
+    step_f64(r, if e > 0.0 { 1 } else { -1 })
 }
 
 /// Denormal handling of one precision (a 2-bit FP_DENORM field of MODE): bit 0 keeps input
@@ -367,10 +409,11 @@ pub fn med3_32(a: f32, b: f32, c: f32) -> f32 {
     if a.is_nan() || b.is_nan() || c.is_nan() {
         return min32(min32(a, b), c);
     }
+    // Ordered with -0 < +0, as the VALU's min / max: the median of the three.
     let hi = max32(max32(a, b), c);
-    if hi == a {
+    if hi.to_bits() == a.to_bits() {
         max32(b, c)
-    } else if hi == b {
+    } else if hi.to_bits() == b.to_bits() {
         max32(a, c)
     } else {
         max32(a, b)
@@ -398,6 +441,9 @@ pub fn div_fixup64(q: f64, d: f64, n: f64, sign_bits: (bool, bool), min_exp: i32
         sgn(0.0)
     } else if exp_f64(d) >= max_exp {
         sgn(0.0)
+    } else if q.is_nan() {
+        // A NaN estimate from valid operands is an overflow of the scaled iteration.
+        sgn(f64::INFINITY)
     } else {
         sgn(q.abs())
     }

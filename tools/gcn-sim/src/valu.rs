@@ -294,7 +294,8 @@ pub(crate) fn exec_valu(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), 
     }
     let dn32 = denorm32(w);
     let dn64 = denorm64(w);
-    let flush_in = !s.has(flag::CLS) && !matches!(inst.op, VDivFmasF32 | VDivFmasF64);
+    // Moves and selects pass bits through; v_div_fmas does not flush its inputs (ISA).
+    let flush_in = !s.has(flag::CLS) && !matches!(inst.op, VDivFmasF32 | VDivFmasF64 | VCndmaskB32);
     // The lane-mask source (carry in, v_cndmask select, v_div_fmas VCC).
     let mask_in = if s.has(flag::CI) {
         scalar64(w, inst, inst.src[2], Ty::M)
@@ -674,10 +675,7 @@ fn alu(ctx: &Ctx, inst: &Inst, l: &Lane, lane: usize, m: bool) -> Result<(u64, b
             let (r, vcc) = div_scale64(da, db, dc);
             Ok((r.to_bits(), vcc))
         }
-        VDivFmasF32 => {
-            let x = fa.mul_add(fb, fc);
-            rf(if m { div_fmas_scale32(x, fc) } else { x })
-        }
+        VDivFmasF32 => rf(if m { div_fmas_scaled32(fa, fb, fc) } else { fa.mul_add(fb, fc) }),
         VDivFmasF64 => {
             let x = da.mul_add(db, dc);
             rd(if m { div_fmas_scale64(x, dc) } else { x })
@@ -762,7 +760,8 @@ fn alu(ctx: &Ctx, inst: &Inst, l: &Lane, lane: usize, m: bool) -> Result<(u64, b
     }
 }
 
-/// `v_div_scale_f32` (ISA pseudo-code; exponent() is the unbiased exponent).
+/// `v_div_scale_f32` (ISA pseudo-code; exponent() is the unbiased exponent; see below for the
+/// one branch read differently).
 fn div_scale32(s0: f32, s1: f32, s2: f32) -> (f32, bool) {
     let den = |x: f64| x != 0.0 && x.abs() < f32::MIN_POSITIVE as f64;
     if s2 == 0.0 || s1 == 0.0 {
@@ -775,12 +774,16 @@ fn div_scale32(s0: f32, s1: f32, s2: f32) -> (f32, bool) {
     if s1.is_subnormal() {
         return (fp::ldexp32(s0, 64), false);
     }
+    // "DENORM" is the f32 denormal range: a reciprocal or quotient below 2^-126.
     let inv = 1.0 / s1 as f64;
-    let q = (s2 as f64 / s1 as f64) as f32;
-    let inv_den = inv.abs() < f64::MIN_POSITIVE && inv != 0.0;
-    let q_den = q.is_subnormal() || den(q as f64);
+    let q = s2 as f64 / s1 as f64;
+    let inv_den = den(inv);
+    let q_den = den(q);
     if inv_den && q_den {
-        return (if s0 == s1 { fp::ldexp32(s0, 64) } else { s0 }, true);
+        // The ISA text scales the denominator by 2^64 here, which overflows it; scaling it
+        // down (as in the reciprocal-only case) and post-scaling the quotient down in
+        // v_div_fmas is what makes LLVM's division sequence correctly rounded.
+        return (if s0 == s1 { fp::ldexp32(s0, -64) } else { s0 }, true);
     }
     if inv_den {
         return (fp::ldexp32(s0, -64), false);
@@ -810,7 +813,7 @@ fn div_scale64(s0: f64, s1: f64, s2: f64) -> (f64, bool) {
     let inv_den = inv.is_subnormal();
     let q_den = q.is_subnormal();
     if inv_den && q_den {
-        return (if s0 == s1 { fp::ldexp64(s0, 128) } else { s0 }, true);
+        return (if s0 == s1 { fp::ldexp64(s0, -128) } else { s0 }, true);
     }
     if inv_den {
         return (fp::ldexp64(s0, -128), false);
@@ -824,20 +827,41 @@ fn div_scale64(s0: f64, s1: f64, s2: f64) -> (f64, bool) {
     (s0, false)
 }
 
-/// `v_div_fmas_f32`'s post-scale when VCC is set: undoes the one-sided scaling of
-/// `v_div_scale` (2^64 applied to the denominator for a quotient near the top of the range,
-/// or to the numerator for a denormal quotient), chosen by the magnitude of the scaled
-/// quotient `q` (source 2).
-fn div_fmas_scale32(x: f32, q: f32) -> f32 {
-    if q.abs() >= 1.0 {
-        fp::ldexp32(x, 64)
+/// `v_div_fmas_f32`'s post-scale when VCC is set: it undoes v_div_scale's one-sided scaling —
+/// 2^64 applied to the denominator of a quotient near the top of the range (scale the result
+/// up) or to the numerator of a denormal quotient (scale it down) — and tells the two apart by
+/// the magnitude of the scaled quotient in source 2 (|S2| >= 2: up). The ISA text's fixed
+/// "2^32" cannot undo either; this reading makes LLVM's division sequence correctly rounded
+/// (checked by the cross-check suite's division cases).
+fn div_fmas_scaled32(a: f32, b: f32, c: f32) -> f32 {
+    let k = if c.abs() >= 2.0 { 64 } else { -64 };
+    // a * b is exact in f64; the sum with c is s + e exactly (TwoSum); scaling by 2^k is
+    // exact; then one rounding to f32, with e breaking a tie s leaves.
+    let p = a as f64 * b as f64;
+    let s = p + c as f64;
+    let bb = s - p;
+    let e = (p - (s - bb)) + (c as f64 - bb);
+    let (s, e) = (s * 2f64.powi(k), e * 2f64.powi(k));
+    let r = s as f32;
+    if e == 0.0 || !r.is_finite() || r as f64 == s {
+        return r;
+    }
+    // s lies strictly between r and its neighbour n on the far side; a tie is at their mean.
+    let up = s > r as f64;
+    let n = if (r > 0.0) == up || r == 0.0 {
+        f32::from_bits(if r == 0.0 { if up { 1 } else { 0x8000_0001 } } else { r.to_bits() + 1 })
     } else {
-        fp::ldexp32(x, -64)
+        f32::from_bits(r.to_bits() - 1)
+    };
+    if (r as f64 + n as f64) / 2.0 == s && (e > 0.0) == up {
+        n
+    } else {
+        r
     }
 }
 
 fn div_fmas_scale64(x: f64, q: f64) -> f64 {
-    if q.abs() >= 1.0 {
+    if q.abs() >= 2.0 {
         fp::ldexp64(x, 128)
     } else {
         fp::ldexp64(x, -128)

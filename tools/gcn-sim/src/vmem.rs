@@ -6,17 +6,17 @@
 //! written back and invalidated only by the cache operations, and the simulator cannot know
 //! which XCD a workgroup lands on, so it assumes every pair of workgroups is on different
 //! dies. [`Coherence`] records, per dword written during a launch, which workgroup and wave
-//! wrote it and how (plain store; `sc1` store or device-scope atomic, visible at once), and
-//! reports, as a hazard:
+//! wrote it and how (plain store; `sc1` store or atomic, visible at once: read-modify-write
+//! atomics are performed at device scope, `sc1` on an atomic means system scope), and reports,
+//! as a hazard:
 //! - a load of a dword another workgroup wrote with a plain store, unless a `buffer_wbl2 sc1`
 //!   of the writer covered the store (issued after it by the same wave, or after the storing
 //!   wave's `s_waitcnt` retired it), completed (`s_waitcnt vmcnt`) before the writer's last
 //!   atomic or `sc1` store (the flag a reader acquires);
 //! - such a load by a workgroup that has not executed `buffer_inv sc1` after an acquiring
-//!   operation (an atomic returning its value at device scope, or an `sc1` load) — unless
-//!   the load itself is `sc1` (device scope, misses the non-coherent caches);
+//!   operation (an atomic returning its value, or an `sc1` load) — unless the load itself is
+//!   `sc1` (device scope, misses the non-coherent caches);
 //! - a `buffer_inv` issued while the wave's acquiring operation is still outstanding;
-//! - an atomic on a dword another workgroup also updated, unless both are device-scope (`sc1`);
 //! - a scalar load of memory written during the launch (the scalar cache does not see vector
 //!   stores).
 //!
@@ -402,22 +402,12 @@ pub(crate) fn exec_vmem(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), 
         if !store {
             for a in (addr & !3..addr + access as u64).step_by(4) {
                 if atomic {
+                    // Read-modify-write atomics are performed at device scope whatever their
+                    // cache bits (LLVM's gfx940 memory model sets sc1 only for system scope):
+                    // only a plain store they read over must have been released.
                     if let Some(m) = ctx.coherence.meta(a) {
-                        if m.writer != 0 && m.writer != me + 1 {
-                            if !device {
-                                return Err(ctx.err(
-                                    inst,
-                                    format!(
-                                        "atomic without device scope (sc1) on {}, which workgroup {} also wrote: it is \
-                                         performed in this die's L2 only",
-                                        ctx.mem.describe(a),
-                                        m.writer - 1
-                                    ),
-                                ));
-                            }
-                            if !m.visible {
-                                ctx.coherence.check_read(me, a, true, ctx.mem).map_err(|e| ctx.err(inst, e))?;
-                            }
+                        if m.writer != 0 && m.writer != me + 1 && !m.visible {
+                            ctx.coherence.check_read(me, a, true, ctx.mem).map_err(|e| ctx.err(inst, e))?;
                         }
                     }
                 } else {
@@ -498,7 +488,7 @@ pub(crate) fn exec_vmem(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), 
             for a in (addr & !3..addr + access as u64).step_by(4) {
                 let wave = w.id as u8;
                 if let Some(m) = ctx.coherence.meta_mut(ctx.mem, a) {
-                    *m = Meta { writer: me + 1, wave, visible: device && (atomic || store), seq, time: now };
+                    *m = Meta { writer: me + 1, wave, visible: atomic || (device && store), seq, time: now };
                 }
             }
         }
@@ -507,7 +497,7 @@ pub(crate) fn exec_vmem(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), 
     if atomic || (store && device) {
         g.last_sync = now;
     }
-    if (atomic && returns && device) || (!store && !atomic && device) {
+    if (atomic && returns) || (!store && !atomic && device) {
         g.acquire = now;
         w.acquire_seq = seq;
     }

@@ -27,7 +27,7 @@ pub const VARIANTS: &[Variant] = &[
     Variant { name: "lanes", source: "lanes.cl", flags: &[] },
     Variant { name: "flow", source: "flow.cl", flags: &[] },
     Variant { name: "atomics", source: "atomics.cl", flags: &["-munsafe-fp-atomics"] },
-    Variant { name: "trans", source: "trans.cl", flags: &["-ffp-contract=off"] },
+    Variant { name: "trans", source: "trans.cl", flags: &["-cl-fp32-correctly-rounded-divide-sqrt", "-ffp-contract=off"] },
     Variant { name: "fdiv_cr", source: "fdiv.cl", flags: &["-cl-fp32-correctly-rounded-divide-sqrt", "-ffp-contract=off"] },
     Variant { name: "fdiv_fast", source: "fdiv.cl", flags: &["-ffp-contract=off"] },
     Variant {
@@ -38,7 +38,7 @@ pub const VARIANTS: &[Variant] = &[
 ];
 
 const COMMON: &[&str] =
-    &["-x", "cl", "-cl-std=CL2.0", "--target=amdgcn-amd-amdhsa", "-mcpu=gfx942", "-O2", "-nogpulib", "-c"];
+    &["-x", "cl", "-cl-std=CL2.0", "-cl-kernel-arg-info", "--target=amdgcn-amd-amdhsa", "-mcpu=gfx942", "-O2", "-nogpulib", "-c"];
 
 fn cross_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("cross")
@@ -76,7 +76,7 @@ pub fn images() -> &'static [(&'static str, PathBuf, Vec<u8>)] {
             let mut h = fnv(&header, 0xcbf2_9ce4_8422_2325);
             h = fnv(&src, h);
             h = fnv(&version.stdout, h);
-            for f in v.flags {
+            for f in COMMON.iter().chain(v.flags) {
                 h = fnv(f.as_bytes(), h);
             }
             let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("gcn-sim-cross");
