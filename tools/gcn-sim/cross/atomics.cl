@@ -77,9 +77,11 @@ KERNEL void split_sum(global u32 *partial, global u32 *counter, global u32 *resu
     }
     BARRIER();
     if (last) {
+        // Eight work-items gather the partials (a loop long enough to be unrolled).
         u32 total = 0;
-        for (u32 k = l; k < groups; k += 256)
-            total += partial[k] * (k + 1);
+        if (l < 8)
+            for (u32 k = l; k < groups; k += 8)
+                total += partial[k] * (k + 1);
         sums[l] = total;
         BARRIER();
         if (l == 0) {

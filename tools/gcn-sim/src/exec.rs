@@ -135,6 +135,9 @@ pub enum Order {
 pub struct Options {
     pub order: Order,
     pub trans: Trans,
+    /// XNACK replay enabled (page faults retried by replaying memory clauses): checks the
+    /// soft-clause rule ([`crate::hazard`]). ROCm runs MI300X with XNACK off by default.
+    pub xnack: bool,
 }
 
 /// The seed of the default dispatch order: `GCN_SIM_SEED` when set, else a fixed value.
@@ -145,7 +148,7 @@ pub fn env_seed() -> u64 {
 impl Default for Options {
     /// Shuffled dispatch (seed from [`env_seed`]), exact transcendentals.
     fn default() -> Self {
-        Options { order: Order::Seeded(env_seed()), trans: Trans::Exact }
+        Options { order: Order::Seeded(env_seed()), trans: Trans::Exact, xnack: false }
     }
 }
 
@@ -222,6 +225,9 @@ pub(crate) struct Wave {
     /// vm sequence of the wave's last acquiring operation (device-scope atomic with return or
     /// sc1 load; 0 = none).
     pub acquire_seq: u64,
+    /// The open memory clause (consecutive VMEM or SMEM instructions): its kind and the
+    /// registers its instructions write and read.
+    pub clause: Option<(bool, RegUse)>,
 }
 
 impl Wave {
@@ -455,6 +461,7 @@ fn run_workgroup(ctx: &mut Ctx, l: Launch, kernarg: u64, packet: u64) -> Result<
             setreg: [0; 64],
             wbl2_pending: Vec::new(),
             acquire_seq: 0,
+            clause: None,
         };
         // User SGPRs in the order the code-properties bits enable them (AMDGPUUsage).
         let mut sp = 0usize;
@@ -555,6 +562,7 @@ fn run_wave(ctx: &mut Ctx, w: &mut Wave, budget: &mut u64) -> Result<(), SimErro
             crate::hazard::check_pending(ctx, w, &inst, &k.uses[w.pc - 1])?;
         }
         crate::hazard::check_wait_states(ctx, w, &inst)?;
+        crate::hazard::check_clause(ctx, w, &inst, &k.uses[w.pc - 1])?;
         w.clock += 1;
         if inst.op == Op::SNop {
             w.clock += (inst.imm as u64) & 0xf;

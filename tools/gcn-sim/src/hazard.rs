@@ -29,6 +29,13 @@
 //! | VMEM store with more than 64 bits of data (x3, x4, cmpswap_x2; MUBUF without an SGPR soffset) | VALU overwrites its data VGPRs | 2 | LLVM `checkVALUHazardsHelper` (12DWordStoreHazard, 2 on gfx940), rocRoller `BufferStoreDwordXXRead` |
 //! | s_setreg | s_getreg / s_setreg of the same register | 2 | LLVM `checkGetRegHazards` / `checkSetRegHazards` |
 //!
+//! With XNACK replay on ([`crate::exec::Options::xnack`]), memory instructions issued back to
+//! back form a soft clause that the hardware may replay after a page fault: a clause in which
+//! one instruction writes a register another reads or writes, or a store following a load, is
+//! reported (1 wait state — any other instruction — ends a clause; LLVM
+//! `checkSoftClauseHazards`, VMEM and SMEM clauses alike). ROCm runs MI300X with XNACK off, so
+//! this is off by default; LLVM emits the breaks for code compiled for `xnack any`.
+//!
 //! The carry-in rule is where the sources disagree: rocRoller's table says a VALU-written SGPR /
 //! VCC read *as a carry-in* needs no wait states, LLVM counts every SGPR operand and implicit
 //! VCC read of a VALU, carry-ins included, and inserts the `s_nop` (e.g. between
@@ -261,6 +268,53 @@ pub(crate) fn note_wide_store(w: &mut Wave, first: u16, n: u16) {
     let now = w.clock;
     w.wide_stores.retain(|&(t, _, _)| now - t < 2);
     w.wide_stores.push((now, first, n));
+}
+
+/// The XNACK soft-clause rule (see the module documentation).
+pub(crate) fn check_clause(ctx: &Ctx, w: &mut Wave, inst: &Inst, uses: &RegUse) -> Result<(), SimError> {
+    let kind = match inst.enc {
+        Enc::Global | Enc::Mubuf if !matches!(inst.op, Op::BufferWbl2 | Op::BufferInv) => Some(true),
+        Enc::Smem => Some(false),
+        _ => None,
+    };
+    let Some(vmem) = kind else {
+        w.clause = None;
+        return Ok(());
+    };
+    if !ctx.opts.xnack {
+        return Ok(());
+    }
+    let store = inst.enc != Enc::Smem && {
+        let s = inst.sig();
+        s.data > 0
+    };
+    match &mut w.clause {
+        Some((k, (wr, rd))) if *k == vmem && !wr.is_empty() => {
+            let overlap = |a: &[(bool, u16, u16)], b: &[(bool, u16, u16)]| {
+                a.iter().any(|&(av, af, an)| b.iter().any(|&(bv, bf, bn)| av == bv && af < bf + bn && bf < af + an))
+            };
+            let (new_rd, new_wr) = uses;
+            let mut defs = wr.clone();
+            defs.extend(new_wr.iter().copied());
+            let mut all_uses = rd.clone();
+            all_uses.extend(new_rd.iter().filter(|u| !(u.0 == false && u.1 == EXEC as u16)).copied());
+            if store || overlap(&defs, &all_uses) {
+                let why = if store { "a store follows a load" } else { "one writes a register another uses" };
+                return Err(ctx.err(
+                    inst,
+                    format!("memory clause with {why}: XNACK replay can re-execute it (needs 1 wait state between)"),
+                ));
+            }
+            wr.extend(new_wr.iter().copied());
+            rd.extend(new_rd.iter().copied());
+        }
+        Some((k, (wr, rd))) if *k == vmem => {
+            wr.extend(uses.1.iter().copied());
+            rd.extend(uses.0.iter().copied());
+        }
+        _ => w.clause = Some((vmem, (uses.1.clone(), uses.0.clone()))),
+    }
+    Ok(())
 }
 
 pub(crate) fn check_pending(ctx: &Ctx, w: &mut Wave, inst: &Inst, uses: &RegUse) -> Result<(), SimError> {

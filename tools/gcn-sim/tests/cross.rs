@@ -49,7 +49,7 @@ fn seed(what: &str) -> u64 {
 }
 
 fn opts(seed: u64) -> Options {
-    Options { order: Order::Seeded(seed), trans: Trans::Ulp(seed ^ 0x5eed) }
+    Options { order: Order::Seeded(seed), trans: Trans::Ulp(seed ^ 0x5eed), xnack: false }
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -1182,7 +1182,9 @@ fn case_split_sum_with(k: &Kernel, o: &Options, seed: u64, groups: usize) -> Res
 }
 
 fn case_split_sum(k: &Kernel, o: &Options, seed: u64, small: bool) -> Res {
-    case_split_sum_with(k, o, seed, if small { 2 } else { 5 })
+    // Small: enough workgroups that the last one's loop over the partials runs its unrolled
+    // body.
+    case_split_sum_with(k, o, seed, if small { 11 } else { 23 })
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -1378,13 +1380,13 @@ const CASES: &[(&str, &str, CaseFn)] = &[
     ("fdiv_ftz", "fdiv", case_fdiv_ftz),
 ];
 
-/// Runs a case with correctly rounded and with 1-ULP transcendentals (a seeded dispatch order
-/// in both).
+/// Runs a case with correctly rounded transcendentals and XNACK replay on, and with 1-ULP
+/// transcendentals (a seeded dispatch order in both).
 fn check_case(variant: &str, name: &str) {
     let (_, _, f) = CASES.iter().find(|(v, n, _)| *v == variant && *n == name).expect("case");
     let k = kernel(variant, name);
     let s = seed(&format!("{variant}/{name}"));
-    for o in [Options { order: Order::Seeded(s), trans: Trans::Exact }, opts(s)] {
+    for o in [Options { order: Order::Seeded(s), trans: Trans::Exact, xnack: true }, opts(s)] {
         if let Err(e) = f(&k, &o, s, false) {
             panic!("{variant}/{name} (seed {s}, {:?}): {e}", o.trans);
         }
@@ -1429,4 +1431,68 @@ cases! {
     f64_division_and_sqrt "fdiv_cr" "ddiv";
     opencl_division_within_2_5_ulp "fdiv_fast" "fdiv";
     division_with_denormals_flushed "fdiv_ftz" "fdiv";
+}
+
+// ----------------------------------------------------------------------------------------------
+// Every wait state LLVM inserted is needed
+
+/// The mutants of a kernel: for every `s_nop N` it executes, one with a wait state fewer
+/// (`s_nop N-1`, or dropped when N = 0), and for every `s_waitcnt`, one with it replaced by
+/// `s_nop 0` (same wait states, no waiting). (Instructions after the last `s_endpgm` are
+/// alignment padding and are skipped.)
+fn mutants(k: &Kernel) -> Vec<(String, Kernel)> {
+    let end = k.insts.iter().rposition(|i| i.op == Op::SEndpgm).unwrap_or(k.insts.len());
+    let mut out = Vec::new();
+    for (idx, inst) in k.insts[..end].iter().enumerate() {
+        let text = gcn_sim::decode::disassemble(inst);
+        match inst.op {
+            Op::SNop => {
+                let mut insts = k.insts.clone();
+                if inst.imm & 0xf == 0 {
+                    insts.remove(idx);
+                } else {
+                    insts[idx].imm -= 1;
+                }
+                out.push((format!("+0x{:x} `{text}` one wait state short", inst.offset), k.with_insts(insts)));
+            }
+            Op::SWaitcnt => {
+                let mut insts = k.insts.clone();
+                insts[idx].op = Op::SNop;
+                insts[idx].imm = 0;
+                insts[idx].enc = Enc::Sopp;
+                out.push((format!("+0x{:x} `{text}` removed", inst.offset), k.with_insts(insts)));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn every_wait_state_llvm_inserted_is_required() {
+    let s = seed("wait-state mutants");
+    // XNACK on: LLVM compiles for `xnack any` and breaks soft clauses for it.
+    let o = Options { order: Order::InOrder, trans: Trans::Exact, xnack: true };
+    let mut missed = Vec::new();
+    let mut total = 0;
+    let mut done = std::collections::HashSet::new();
+    for (variant, name, f) in CASES {
+        if !done.insert((*variant, *name)) {
+            continue;
+        }
+        let k = kernel(variant, name);
+        // The unmodified kernel passes on these inputs.
+        if let Err(e) = f(&k, &o, s, true) {
+            panic!("{variant}/{name} (seed {s}) fails unmodified: {e}");
+        }
+        for (what, m) in mutants(&k) {
+            total += 1;
+            match f(&m, &o, s, true) {
+                Err(Fail::Sim(SimError::Hazard { .. })) => {}
+                other => missed.push(format!("{variant}/{name} {what}: {other:?}")),
+            }
+        }
+    }
+    println!("{total} wait-state mutants, {} not reported", missed.len());
+    assert!(missed.is_empty(), "removing these was not reported as a hazard:\n{}", missed.join("\n"));
 }
