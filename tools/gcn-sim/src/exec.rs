@@ -249,6 +249,8 @@ pub(crate) struct LdsWord {
     pub writer: u8,
     /// Every write in the epoch so far was an atomic (atomics do not race with each other).
     pub atomic: bool,
+    /// The dword is tracked per byte (`Ctx::lds_bytes`).
+    pub split: bool,
     pub write_epoch: u32,
     pub readers: u16,
     pub read_epoch: u32,
@@ -260,8 +262,10 @@ pub(crate) struct Ctx<'a> {
     pub mem: &'a mut Memory,
     pub opts: &'a Options,
     pub lds: Vec<u8>,
-    /// Per LDS byte: who last wrote it and who read it, per barrier epoch (race detection).
+    /// Per LDS dword: who last wrote it and who read it, per barrier epoch (race detection);
+    /// per byte for the dwords that had a sub-dword access.
     pub lds_meta: Vec<LdsWord>,
+    pub lds_bytes: std::collections::HashMap<u32, [LdsWord; 4]>,
     /// Barrier generation of the workgroup: waves only synchronise at barrier releases.
     pub epoch: u32,
     pub stats: Stats,
@@ -378,7 +382,8 @@ pub fn launch_with(
             mem,
             opts,
             lds: vec![0; kernel.lds_bytes as usize],
-            lds_meta: vec![LdsWord::default(); kernel.lds_bytes as usize],
+            lds_meta: vec![LdsWord::default(); kernel.lds_bytes.div_ceil(4) as usize],
+            lds_bytes: std::collections::HashMap::new(),
             epoch: 1,
             stats: Stats::default(),
             wg: [x, y, z],

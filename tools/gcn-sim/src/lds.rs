@@ -5,7 +5,7 @@
 //! (byte granularity; atomics only race with plain accesses).
 
 use crate::decode::{Inst, Op};
-use crate::exec::{Counter, Ctx, Wave};
+use crate::exec::{Counter, Ctx, LdsWord, Wave};
 use crate::SimError;
 
 /// Loads that write one half of their destination and keep the other.
@@ -99,37 +99,56 @@ fn wr64(lds: &mut [u8], a: u32, v: u64) {
     wr32(lds, a + 4, (v >> 32) as u32);
 }
 
-/// Race bookkeeping for the bytes [addr, addr + len) accessed by the current wave.
+/// Race check and bookkeeping of one tracked unit (a dword, or a byte of a dword that had a
+/// sub-dword access) for an access by wave `me`: returns who it races with.
+fn touch(m: &mut LdsWord, me: u8, epoch: u32, write: bool, atomic: bool) -> Option<String> {
+    let other_write = m.write_epoch == epoch && m.writer != me;
+    let other_read = m.read_epoch == epoch && m.readers & !(1u16 << me) != 0;
+    if other_write && !(atomic && m.atomic) {
+        return Some(format!("wave {} wrote it", m.writer));
+    }
+    if (write || atomic) && other_read {
+        return Some(format!("wave(s) {:#06b} read it", m.readers & !(1u16 << me)));
+    }
+    if write || atomic {
+        if m.write_epoch != epoch {
+            m.atomic = atomic;
+        } else {
+            m.atomic &= atomic;
+        }
+        m.writer = me;
+        m.write_epoch = epoch;
+    } else {
+        if m.read_epoch != epoch {
+            m.readers = 0;
+            m.read_epoch = epoch;
+        }
+        m.readers |= 1 << me;
+    }
+    None
+}
+
+/// Race bookkeeping for the bytes [addr, addr + len) accessed by the current wave: per dword,
+/// and per byte for the dwords that ever had a sub-dword access (so that waves writing
+/// different bytes of one dword do not race).
 fn track(ctx: &mut Ctx, inst: &Inst, lane: usize, addr: u32, len: u32, write: bool, atomic: bool) -> Result<(), SimError> {
     let (me, epoch) = (ctx.wave_id as u8, ctx.epoch);
-    for b in addr..addr + len {
-        let m = &mut ctx.lds_meta[b as usize];
-        let other_write = m.write_epoch == epoch && m.writer != me;
-        let other_read = m.read_epoch == epoch && m.readers & !(1u16 << me) != 0;
-        let raced = if other_write && !(atomic && m.atomic) {
-            Some(format!("wave {} wrote it", m.writer))
-        } else if (write || atomic) && other_read {
-            Some(format!("wave(s) {:#06b} read it", m.readers & !(1u16 << me)))
+    let whole = addr % 4 == 0 && len % 4 == 0;
+    for dw in addr / 4..(addr + len).div_ceil(4) {
+        let (lo, hi) = ((addr.max(4 * dw)) % 4, (addr + len).min(4 * dw + 4) - 4 * dw);
+        let raced = if whole && !ctx.lds_meta[dw as usize].split {
+            touch(&mut ctx.lds_meta[dw as usize], me, epoch, write, atomic)
         } else {
-            None
+            let base = ctx.lds_meta[dw as usize];
+            ctx.lds_meta[dw as usize].split = true;
+            let bytes = ctx.lds_bytes.entry(dw).or_insert([base; 4]);
+            (lo..hi).find_map(|b| touch(&mut bytes[b as usize], me, epoch, write, atomic))
         };
         if let Some(other) = raced {
-            return Err(ctx.err(inst, format!("LDS race at byte {b} (lane {lane}): {other} since the last s_barrier")));
-        }
-        if write || atomic {
-            if m.write_epoch != epoch {
-                m.atomic = atomic;
-            } else {
-                m.atomic &= atomic;
-            }
-            m.writer = me;
-            m.write_epoch = epoch;
-        } else {
-            if m.read_epoch != epoch {
-                m.readers = 0;
-                m.read_epoch = epoch;
-            }
-            m.readers |= 1 << me;
+            return Err(ctx.err(
+                inst,
+                format!("LDS race at dword {dw} (byte {}, lane {lane}): {other} since the last s_barrier", 4 * dw + lo),
+            ));
         }
     }
     Ok(())
@@ -259,17 +278,17 @@ pub(crate) fn exec_ds(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), Si
             continue;
         }
         let base = w.v[a][lane];
-        let addrs: Vec<u32> = if count == 2 {
-            vec![
+        let addrs: [u32; 2] = if count == 2 {
+            [
                 base.wrapping_add((inst.imm as u32 & 0xff) * stride),
                 base.wrapping_add(((inst.imm as u32 >> 8) & 0xff) * stride),
             ]
         } else {
-            vec![base.wrapping_add(inst.imm as u32 & 0xffff)]
+            [base.wrapping_add(inst.imm as u32 & 0xffff), 0]
         };
-        for &ad in &addrs {
+        for &ad in &addrs[..count as usize] {
             let align = if elem == 12 { 16 } else { elem };
-            if ad as u64 + elem as u64 > lds_len as u64 || ad % align != 0 {
+            if ad as u64 + elem as u64 > lds_len as u64 || ad & (align - 1) != 0 {
                 return Err(ctx.err(
                     inst,
                     format!(

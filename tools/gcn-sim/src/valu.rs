@@ -207,6 +207,108 @@ fn denorm64(w: &Wave) -> Denorm {
     Denorm((w.mode >> 6) & 3)
 }
 
+/// Where a source operand comes from: a VGPR (pair), or one value for every lane.
+#[derive(Clone, Copy)]
+enum Plan {
+    V(usize, bool),
+    C(u64),
+}
+
+/// Runs `f` over the active lanes with 32-bit sources from `plan` (a tight loop per op).
+#[inline(always)]
+fn lanes32(w: &mut Wave, plan: &[Plan; 3], exec: u64, vd: usize, f: impl Fn(u32, u32, u32) -> u32) {
+    let src = |p: Plan, w: &Wave| -> Result<[u32; 64], u32> {
+        match p {
+            Plan::V(r, _) => Ok(w.v[r]),
+            Plan::C(c) => Err(c as u32),
+        }
+    };
+    let (a, b, c) = (src(plan[0], w), src(plan[1], w), src(plan[2], w));
+    let get = |x: &Result<[u32; 64], u32>, lane: usize| match x {
+        Ok(v) => v[lane],
+        Err(c) => *c,
+    };
+    let dst = &mut w.v[vd];
+    if exec == u64::MAX {
+        for lane in 0..64 {
+            dst[lane] = f(get(&a, lane), get(&b, lane), get(&c, lane));
+        }
+    } else {
+        for lane in 0..64 {
+            if exec >> lane & 1 != 0 {
+                dst[lane] = f(get(&a, lane), get(&b, lane), get(&c, lane));
+            }
+        }
+    }
+}
+
+/// The common plain VOP1 / VOP2 / VOP3 ops (no DPP / SDWA / modifiers / clamp / omod, 32-bit
+/// operands, no denormal flushing in effect) as tight loops; returns false for anything else.
+fn fast_path(w: &mut Wave, inst: &Inst, plan: &[Plan; 3], exec: u64, dn32: Denorm) -> bool {
+    use Op::*;
+    if inst.ext != Ext::None
+        || inst.abs | inst.neg != 0
+        || inst.clamp
+        || inst.omod != 0
+        || inst.enc == Enc::Vopc
+        || inst.dst < 256
+        || dn32.0 != 3
+    {
+        return false;
+    }
+    let s = inst.sig();
+    if s.has(flag::CO) || s.has(flag::CI) || s.dst.regs() != 1 || (0..s.nsrc).any(|i| s.src[i].regs() != 1) {
+        return false;
+    }
+    let vd = inst.dst as usize - 256;
+    let fl = |x: u32| f32::from_bits(x);
+    match inst.op {
+        VMovB32 => lanes32(w, plan, exec, vd, |a, _, _| a),
+        VAddU32 => lanes32(w, plan, exec, vd, |a, b, _| a.wrapping_add(b)),
+        VSubU32 => lanes32(w, plan, exec, vd, |a, b, _| a.wrapping_sub(b)),
+        VSubrevU32 => lanes32(w, plan, exec, vd, |a, b, _| b.wrapping_sub(a)),
+        VMulLoU32 => lanes32(w, plan, exec, vd, |a, b, _| a.wrapping_mul(b)),
+        VMulHiU32 => lanes32(w, plan, exec, vd, |a, b, _| ((a as u64 * b as u64) >> 32) as u32),
+        VMulU32U24 => lanes32(w, plan, exec, vd, |a, b, _| (a & 0xff_ffff).wrapping_mul(b & 0xff_ffff)),
+        VAndB32 => lanes32(w, plan, exec, vd, |a, b, _| a & b),
+        VOrB32 => lanes32(w, plan, exec, vd, |a, b, _| a | b),
+        VXorB32 => lanes32(w, plan, exec, vd, |a, b, _| a ^ b),
+        VLshlrevB32 => lanes32(w, plan, exec, vd, |a, b, _| b << (a & 31)),
+        VLshrrevB32 => lanes32(w, plan, exec, vd, |a, b, _| b >> (a & 31)),
+        VAshrrevI32 => lanes32(w, plan, exec, vd, |a, b, _| ((b as i32) >> (a & 31)) as u32),
+        VMinU32 => lanes32(w, plan, exec, vd, |a, b, _| a.min(b)),
+        VMaxU32 => lanes32(w, plan, exec, vd, |a, b, _| a.max(b)),
+        VAdd3U32 => lanes32(w, plan, exec, vd, |a, b, c| a.wrapping_add(b).wrapping_add(c)),
+        VLshlAddU32 => lanes32(w, plan, exec, vd, |a, b, c| (a << (b & 31)).wrapping_add(c)),
+        VAddLshlU32 => lanes32(w, plan, exec, vd, |a, b, c| a.wrapping_add(b) << (c & 31)),
+        VLshlOrB32 => lanes32(w, plan, exec, vd, |a, b, c| (a << (b & 31)) | c),
+        VAndOrB32 => lanes32(w, plan, exec, vd, |a, b, c| (a & b) | c),
+        VOr3B32 => lanes32(w, plan, exec, vd, |a, b, c| a | b | c),
+        VMadU32U24 => {
+            lanes32(w, plan, exec, vd, |a, b, c| (a & 0xff_ffff).wrapping_mul(b & 0xff_ffff).wrapping_add(c))
+        }
+        VBfeU32 => lanes32(w, plan, exec, vd, |a, b, c| {
+            let (off, width) = (b & 31, c & 31);
+            if width == 0 {
+                0
+            } else {
+                (a >> off) & ((1u64 << width) - 1) as u32
+            }
+        }),
+        VAddF32 => lanes32(w, plan, exec, vd, |a, b, _| (fl(a) + fl(b)).to_bits()),
+        VSubF32 => lanes32(w, plan, exec, vd, |a, b, _| (fl(a) - fl(b)).to_bits()),
+        VSubrevF32 => lanes32(w, plan, exec, vd, |a, b, _| (fl(b) - fl(a)).to_bits()),
+        VMulF32 => lanes32(w, plan, exec, vd, |a, b, _| (fl(a) * fl(b)).to_bits()),
+        VFmacF32 | VFmaF32 | VFmamkF32 | VFmaakF32 => {
+            lanes32(w, plan, exec, vd, |a, b, c| fl(a).mul_add(fl(b), fl(c)).to_bits())
+        }
+        VMaxF32 => lanes32(w, plan, exec, vd, |a, b, _| fp::max32(fl(a), fl(b)).to_bits()),
+        VMinF32 => lanes32(w, plan, exec, vd, |a, b, _| fp::min32(fl(a), fl(b)).to_bits()),
+        _ => return false,
+    }
+    true
+}
+
 /// Operands of one lane, modifiers applied.
 struct Lane {
     a: [u64; 3],
@@ -310,22 +412,39 @@ pub(crate) fn exec_valu(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), 
         Ext::None => (None, None),
     };
     let nsrc = if s.has(flag::CI) { 2 } else { s.nsrc };
+    // Per source: where it comes from (a VGPR, or one value for every lane), and what applies.
+    let plan: [Plan; 3] = std::array::from_fn(|i| {
+        let code = inst.src[i];
+        if i >= nsrc {
+            Plan::C(0)
+        } else if code >= 256 {
+            Plan::V(code as usize - 256, s.src[i].regs() == 2)
+        } else {
+            Plan::C(raw(w, inst, i, 0, s.src[i]))
+        }
+    });
+    if fast_path(w, inst, &plan, exec, dn32) {
+        return Ok(());
+    }
+    let mods: [bool; 3] = std::array::from_fn(|i| (inst.abs | inst.neg) >> i & 1 != 0);
+    let flush: [bool; 3] = std::array::from_fn(|i| flush_in && matches!(s.src[i], Ty::F32 | Ty::F64));
     let mut mask_out = 0u64;
-    let mut results: Vec<(usize, u64)> = Vec::with_capacity(64);
+    let mut results = [0u64; 64];
+    let mut written = 0u64;
     for lane in 0..64 {
         if exec >> lane & 1 == 0 {
             continue;
         }
         // DPP: source 0 comes from another lane; a disabled row / bank or an invalid source
         // without bound_ctrl leaves the destination lane unwritten.
-        let mut src_lane = [lane; 3];
+        let mut src0_lane = lane;
         let mut zero0 = false;
         if let Some(Dpp { ctrl, row_mask, bank_mask, bound_ctrl }) = dpp {
             if row_mask >> (lane / 16) & 1 == 0 || bank_mask >> ((lane & 15) / 4) & 1 == 0 {
                 continue;
             }
             match dpp_source(ctrl, lane) {
-                Some(sl) if exec >> sl & 1 != 0 => src_lane[0] = sl,
+                Some(sl) if exec >> sl & 1 != 0 => src0_lane = sl,
                 _ if bound_ctrl => zero0 = true,
                 _ => continue,
             }
@@ -333,18 +452,33 @@ pub(crate) fn exec_valu(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), 
         let mut l = Lane { a: [0; 3] };
         for i in 0..nsrc {
             let ty = s.src[i];
-            let mut x = if i == 0 && zero0 { 0 } else { raw(w, inst, i, src_lane[i], ty) };
+            let mut x = match plan[i] {
+                Plan::V(r, wide) => {
+                    let sl = if i == 0 { src0_lane } else { lane };
+                    let lo = w.v[r][sl] as u64;
+                    if wide {
+                        lo | (w.v[r + 1][sl] as u64) << 32
+                    } else {
+                        lo
+                    }
+                }
+                Plan::C(c) => c,
+            };
+            if i == 0 && zero0 {
+                x = 0;
+            }
             if let Some(sd) = sdwa {
                 if i < 2 {
                     x = sdwa_sel(x as u32, sd.sel[i], sd.sext[i]) as u64;
                 }
             }
-            x = modify(x, ty, inst.abs >> i & 1 != 0, inst.neg >> i & 1 != 0);
-            if flush_in {
+            if mods[i] {
+                x = modify(x, ty, inst.abs >> i & 1 != 0, inst.neg >> i & 1 != 0);
+            }
+            if flush[i] {
                 x = match ty {
                     Ty::F32 => dn32.in32(f(x as u32)).to_bits() as u64,
-                    Ty::F64 => dn64.in64(d(x)).to_bits(),
-                    _ => x,
+                    _ => dn64.in64(d(x)).to_bits(),
                 };
             }
             l.a[i] = x;
@@ -354,9 +488,8 @@ pub(crate) fn exec_valu(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), 
         if inst.enc == Enc::Vopc || s.has(flag::CO) {
             mask_out |= (c as u64) << lane;
         }
-        if inst.enc != Enc::Vopc {
-            results.push((lane, r));
-        }
+        results[lane] = r;
+        written |= 1 << lane;
     }
     // Write back (after every lane read its sources: DPP reads other lanes' registers).
     if inst.enc == Enc::Vopc {
@@ -370,7 +503,8 @@ pub(crate) fn exec_valu(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), 
         ctx.swrite64(w, inst, inst.sdst, mask_out)?;
     }
     let vd = inst.dst as usize - 256;
-    for (lane, r) in results {
+    for lane in (0..64).filter(|l| written >> l & 1 != 0) {
+        let r = results[lane];
         match s.dst {
             Ty::F32 => {
                 let mut x = f(r as u32);
@@ -475,11 +609,18 @@ fn cmp_i<T: PartialOrd>(pred: &str, a: T, b: T) -> bool {
     }
 }
 
-/// The compare predicate and type of a VOPC mnemonic (`v_cmp[x]_<pred>_<type>`).
+/// The compare predicate and type of a VOPC mnemonic (`v_cmp[x]_<pred>_<type>`), parsed once.
 fn cmp_parts(op: Op) -> (&'static str, &'static str) {
-    let m = crate::decode::mnemonic(op);
-    let rest = m.strip_prefix("v_cmpx_").or_else(|| m.strip_prefix("v_cmp_")).unwrap_or(m);
-    rest.rsplit_once('_').unwrap_or((rest, ""))
+    static PARTS: std::sync::OnceLock<Vec<(&'static str, &'static str)>> = std::sync::OnceLock::new();
+    PARTS.get_or_init(|| {
+        crate::decode::OPS
+            .iter()
+            .map(|(_, _, _, m, _)| {
+                let rest = m.strip_prefix("v_cmpx_").or_else(|| m.strip_prefix("v_cmp_")).unwrap_or(m);
+                rest.rsplit_once('_').unwrap_or((rest, ""))
+            })
+            .collect()
+    })[op as usize]
 }
 
 /// One lane of one op: returns (result bits, carry / compare bit).
