@@ -11,7 +11,12 @@ fn decoder_agrees_with_llvm_objdump_on_every_embedded_kernel_and_fixture() {
     let dir = std::env::temp_dir().join(format!("gcn-sim-objdump-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut checked = 0;
-    let fixtures = [("tools/gcn-sim/tests/fixtures/hazards.hsaco", &include_bytes!("fixtures/hazards.hsaco")[..])];
+    let fixtures = [
+        ("tools/gcn-sim/tests/fixtures/hazards.hsaco", &include_bytes!("fixtures/hazards.hsaco")[..]),
+        ("tools/gcn-sim/tests/fixtures/wait_states.hsaco", &include_bytes!("fixtures/wait_states.hsaco")[..]),
+        ("tools/gcn-sim/tests/fixtures/coherence.hsaco", &include_bytes!("fixtures/coherence.hsaco")[..]),
+        ("tools/gcn-sim/tests/fixtures/semantics.hsaco", &include_bytes!("fixtures/semantics.hsaco")[..]),
+    ];
     for (path, bytes) in gcn_sim::images::all().chain(fixtures) {
         let file = dir.join(path.replace('/', "_"));
         std::fs::write(&file, bytes).unwrap();
