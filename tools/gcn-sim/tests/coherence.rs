@@ -9,21 +9,9 @@ use gcn_sim::{Order, SimError};
 
 const IMAGE: &[u8] = include_bytes!("fixtures/coherence.hsaco");
 
-/// Every permutation of 0..n.
-fn permutations(n: u32) -> Vec<Vec<u32>> {
-    if n == 0 {
-        return vec![vec![]];
-    }
-    let mut out = Vec::new();
-    for p in permutations(n - 1) {
-        for i in 0..=p.len() {
-            let mut q = p.clone();
-            q.insert(i, n - 1);
-            out.push(q);
-        }
-    }
-    out
-}
+#[allow(dead_code)]
+mod common;
+use common::permutations;
 
 #[test]
 fn release_and_acquire_pass_in_every_dispatch_order() {
