@@ -813,8 +813,7 @@ impl Sig {
         self.flags & f != 0
     }
     fn parse(text: &str, enc: Enc) -> Sig {
-        let mut sig =
-            Sig { dst: Ty::N, src: [Ty::N; 3], nsrc: 0, flags: 0, ret: 0, data: 0, data1: 0, addr: false };
+        let mut sig = Sig { dst: Ty::N, src: [Ty::N; 3], nsrc: 0, flags: 0, ret: 0, data: 0, data1: 0, addr: false };
         let (body, flags) = text.split_once('|').unwrap_or((text, ""));
         for f in flags.split_whitespace() {
             sig.flags |= match f {
@@ -1643,7 +1642,14 @@ pub fn disassemble(inst: &Inst) -> String {
             }
             let two = matches!(
                 inst.op,
-                DsWrite2B32 | DsWrite2st64B32 | DsRead2B32 | DsRead2st64B32 | DsWrite2B64 | DsWrite2st64B64 | DsRead2B64 | DsRead2st64B64
+                DsWrite2B32
+                    | DsWrite2st64B32
+                    | DsRead2B32
+                    | DsRead2st64B32
+                    | DsWrite2B64
+                    | DsWrite2st64B64
+                    | DsRead2B64
+                    | DsRead2st64B64
             );
             if inst.op == DsSwizzleB32 {
                 suffix.push(format!("offset:{}", swizzle_text(inst.imm as u16)));

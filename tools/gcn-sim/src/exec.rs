@@ -1087,11 +1087,23 @@ fn exec_salu(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), SimError> {
         SFlbitI32B64 => Some(if a64 == 0 { u32::MAX } else { a64.leading_zeros() } as u64),
         SFlbitI32 => {
             let x = a as i32;
-            Some(if x == 0 || x == -1 { u32::MAX } else if x < 0 { (!a).leading_zeros() } else { a.leading_zeros() } as u64)
+            Some(if x == 0 || x == -1 {
+                u32::MAX
+            } else if x < 0 {
+                (!a).leading_zeros()
+            } else {
+                a.leading_zeros()
+            } as u64)
         }
         SFlbitI32I64 => {
             let x = a64 as i64;
-            Some(if x == 0 || x == -1 { u32::MAX } else if x < 0 { (!a64).leading_zeros() } else { a64.leading_zeros() } as u64)
+            Some(if x == 0 || x == -1 {
+                u32::MAX
+            } else if x < 0 {
+                (!a64).leading_zeros()
+            } else {
+                a64.leading_zeros()
+            } as u64)
         }
         SSextI32I8 => Some(a as i8 as i32 as u32 as u64),
         SSextI32I16 => Some(a as i16 as i32 as u32 as u64),

@@ -429,17 +429,11 @@ pub fn div_fixup64(q: f64, d: f64, n: f64, sign_bits: (bool, bool), min_exp: i32
         n
     } else if d.is_nan() {
         d
-    } else if d == 0.0 && n == 0.0 {
-        f64::NAN
-    } else if d.is_infinite() && n.is_infinite() {
+    } else if (d == 0.0 && n == 0.0) || (d.is_infinite() && n.is_infinite()) {
         f64::NAN
     } else if d == 0.0 || n.is_infinite() {
         sgn(f64::INFINITY)
-    } else if d.is_infinite() || n == 0.0 {
-        sgn(0.0)
-    } else if exp_f64(n) - exp_f64(d) < min_exp {
-        sgn(0.0)
-    } else if exp_f64(d) >= max_exp {
+    } else if d.is_infinite() || n == 0.0 || exp_f64(n) - exp_f64(d) < min_exp || exp_f64(d) >= max_exp {
         sgn(0.0)
     } else if q.is_nan() {
         // A NaN estimate from valid operands is an overflow of the scaled iteration.

@@ -112,7 +112,10 @@ pub(crate) fn check_wait_states(ctx: &Ctx, w: &Wave, inst: &Inst) -> Result<(), 
             for r in regs {
                 let g = gap(w, w.sgpr_valu[r as usize]);
                 if g < 5 {
-                    return fail(format!("VMEM reads {} {g} wait states after a VALU wrote it (gfx94x needs 5)", sname(r)));
+                    return fail(format!(
+                        "VMEM reads {} {g} wait states after a VALU wrote it (gfx94x needs 5)",
+                        sname(r)
+                    ));
                 }
             }
         }
@@ -120,7 +123,9 @@ pub(crate) fn check_wait_states(ctx: &Ctx, w: &Wave, inst: &Inst) -> Result<(), 
             let id = (inst.imm as u32 & 0x3f) as usize;
             let g = gap(w, w.setreg[id]);
             if g < 2 {
-                return fail(format!("hardware register {id} accessed {g} wait states after s_setreg wrote it (needs 2)"));
+                return fail(format!(
+                    "hardware register {id} accessed {g} wait states after s_setreg wrote it (needs 2)"
+                ));
             }
         }
         Enc::Vop1 | Enc::Vop2 | Enc::Vopc | Enc::Vop3 | Enc::Vop3p => {
@@ -297,7 +302,7 @@ pub(crate) fn check_clause(ctx: &Ctx, w: &mut Wave, inst: &Inst, uses: &RegUse) 
             let mut defs = wr.clone();
             defs.extend(new_wr.iter().copied());
             let mut all_uses = rd.clone();
-            all_uses.extend(new_rd.iter().filter(|u| !(u.0 == false && u.1 == EXEC as u16)).copied());
+            all_uses.extend(new_rd.iter().filter(|u| u.0 || u.1 != EXEC as u16).copied());
             if store || overlap(&defs, &all_uses) {
                 let why = if store { "a store follows a load" } else { "one writes a register another uses" };
                 return Err(ctx.err(

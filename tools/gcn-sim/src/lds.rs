@@ -11,10 +11,7 @@ use crate::SimError;
 /// Loads that write one half of their destination and keep the other.
 pub(crate) fn is_d16(op: Op) -> bool {
     use Op::*;
-    matches!(
-        op,
-        DsReadU8D16 | DsReadU8D16Hi | DsReadI8D16 | DsReadI8D16Hi | DsReadU16D16 | DsReadU16D16Hi
-    )
+    matches!(op, DsReadU8D16 | DsReadU8D16Hi | DsReadI8D16 | DsReadI8D16Hi | DsReadU16D16 | DsReadU16D16Hi)
 }
 
 /// (element bytes, elements, address stride multiplier of offset0 / offset1) of a DS memory op;
@@ -131,7 +128,15 @@ fn touch(m: &mut LdsWord, me: u8, epoch: u32, write: bool, atomic: bool) -> Opti
 /// Race bookkeeping for the bytes [addr, addr + len) accessed by the current wave: per dword,
 /// and per byte for the dwords that ever had a sub-dword access (so that waves writing
 /// different bytes of one dword do not race).
-fn track(ctx: &mut Ctx, inst: &Inst, lane: usize, addr: u32, len: u32, write: bool, atomic: bool) -> Result<(), SimError> {
+fn track(
+    ctx: &mut Ctx,
+    inst: &Inst,
+    lane: usize,
+    addr: u32,
+    len: u32,
+    write: bool,
+    atomic: bool,
+) -> Result<(), SimError> {
     let (me, epoch) = (ctx.wave_id as u8, ctx.epoch);
     let whole = addr % 4 == 0 && len % 4 == 0;
     for dw in addr / 4..(addr + len).div_ceil(4) {
@@ -224,7 +229,7 @@ pub(crate) fn exec_ds(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), Si
                     }
                 }
             }
-            for lane in 0..64 {
+            for (lane, slot) in out.iter_mut().enumerate() {
                 if exec >> lane & 1 == 0 {
                     continue;
                 }
@@ -248,17 +253,17 @@ pub(crate) fn exec_ds(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), Si
                     Some(_) => 0,
                     None => {
                         if written[lane] {
-                            out[lane]
+                            *slot
                         } else {
                             0
                         }
                     }
                 };
-                out[lane] = v;
+                *slot = v;
             }
-            for lane in 0..64 {
+            for (lane, (d, o)) in w.v[dst].iter_mut().zip(out).enumerate() {
                 if exec >> lane & 1 != 0 {
-                    w.v[dst][lane] = out[lane];
+                    *d = o;
                 }
             }
             w.issued[1] += 1;
@@ -303,7 +308,9 @@ pub(crate) fn exec_ds(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), Si
             DsWriteB32 => wr32(lds, addrs[0], w.v[d0][lane]),
             DsWriteB8 => lds[addrs[0] as usize] = w.v[d0][lane] as u8,
             DsWriteB8D16Hi => lds[addrs[0] as usize] = (w.v[d0][lane] >> 16) as u8,
-            DsWriteB16 => lds[addrs[0] as usize..addrs[0] as usize + 2].copy_from_slice(&(w.v[d0][lane] as u16).to_le_bytes()),
+            DsWriteB16 => {
+                lds[addrs[0] as usize..addrs[0] as usize + 2].copy_from_slice(&(w.v[d0][lane] as u16).to_le_bytes())
+            }
             DsWriteB16D16Hi => lds[addrs[0] as usize..addrs[0] as usize + 2]
                 .copy_from_slice(&((w.v[d0][lane] >> 16) as u16).to_le_bytes()),
             DsWriteB64 | DsWriteB96 | DsWriteB128 => {
@@ -324,7 +331,9 @@ pub(crate) fn exec_ds(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), Si
             DsReadB32 => w.v[dst][lane] = rd32(lds, addrs[0]),
             DsReadU8 => w.v[dst][lane] = lds[addrs[0] as usize] as u32,
             DsReadI8 => w.v[dst][lane] = lds[addrs[0] as usize] as i8 as i32 as u32,
-            DsReadU16 => w.v[dst][lane] = u16::from_le_bytes([lds[addrs[0] as usize], lds[addrs[0] as usize + 1]]) as u32,
+            DsReadU16 => {
+                w.v[dst][lane] = u16::from_le_bytes([lds[addrs[0] as usize], lds[addrs[0] as usize + 1]]) as u32
+            }
             DsReadI16 => {
                 w.v[dst][lane] = i16::from_le_bytes([lds[addrs[0] as usize], lds[addrs[0] as usize + 1]]) as i32 as u32
             }

@@ -228,16 +228,9 @@ fn lanes32(w: &mut Wave, plan: &[Plan; 3], exec: u64, vd: usize, f: impl Fn(u32,
         Ok(v) => v[lane],
         Err(c) => *c,
     };
-    let dst = &mut w.v[vd];
-    if exec == u64::MAX {
-        for lane in 0..64 {
-            dst[lane] = f(get(&a, lane), get(&b, lane), get(&c, lane));
-        }
-    } else {
-        for lane in 0..64 {
-            if exec >> lane & 1 != 0 {
-                dst[lane] = f(get(&a, lane), get(&b, lane), get(&c, lane));
-            }
+    for (lane, d) in w.v[vd].iter_mut().enumerate() {
+        if exec >> lane & 1 != 0 {
+            *d = f(get(&a, lane), get(&b, lane), get(&c, lane));
         }
     }
 }
@@ -284,9 +277,7 @@ fn fast_path(w: &mut Wave, inst: &Inst, plan: &[Plan; 3], exec: u64, dn32: Denor
         VLshlOrB32 => lanes32(w, plan, exec, vd, |a, b, c| (a << (b & 31)) | c),
         VAndOrB32 => lanes32(w, plan, exec, vd, |a, b, c| (a & b) | c),
         VOr3B32 => lanes32(w, plan, exec, vd, |a, b, c| a | b | c),
-        VMadU32U24 => {
-            lanes32(w, plan, exec, vd, |a, b, c| (a & 0xff_ffff).wrapping_mul(b & 0xff_ffff).wrapping_add(c))
-        }
+        VMadU32U24 => lanes32(w, plan, exec, vd, |a, b, c| (a & 0xff_ffff).wrapping_mul(b & 0xff_ffff).wrapping_add(c)),
         VBfeU32 => lanes32(w, plan, exec, vd, |a, b, c| {
             let (off, width) = (b & 31, c & 31);
             if width == 0 {
@@ -431,7 +422,7 @@ pub(crate) fn exec_valu(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), 
     let mut mask_out = 0u64;
     let mut results = [0u64; 64];
     let mut written = 0u64;
-    for lane in 0..64 {
+    for (lane, result) in results.iter_mut().enumerate() {
         if exec >> lane & 1 == 0 {
             continue;
         }
@@ -488,7 +479,7 @@ pub(crate) fn exec_valu(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), 
         if inst.enc == Enc::Vopc || s.has(flag::CO) {
             mask_out |= (c as u64) << lane;
         }
-        results[lane] = r;
+        *result = r;
         written |= 1 << lane;
     }
     // Write back (after every lane read its sources: DPP reads other lanes' registers).
@@ -575,23 +566,24 @@ fn sat_u32(x: i64) -> u32 {
 }
 
 fn cmp_f(pred: &str, a: f64, b: f64) -> bool {
-    let un = a.is_nan() || b.is_nan();
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    let o = a.partial_cmp(&b); // None: unordered (a NaN)
     match pred {
         "f" => false,
-        "lt" => a < b,
-        "eq" => a == b,
-        "le" => a <= b,
-        "gt" => a > b,
-        "lg" => a < b || a > b,
-        "ge" => a >= b,
-        "o" => !un,
-        "u" => un,
-        "nge" => !(a >= b),
-        "nlg" => !(a < b || a > b),
-        "ngt" => !(a > b),
-        "nle" => !(a <= b),
-        "neq" => a != b,
-        "nlt" => !(a < b),
+        "lt" => o == Some(Less),
+        "eq" => o == Some(Equal),
+        "le" => matches!(o, Some(Less | Equal)),
+        "gt" => o == Some(Greater),
+        "lg" => matches!(o, Some(Less | Greater)),
+        "ge" => matches!(o, Some(Greater | Equal)),
+        "o" => o.is_some(),
+        "u" => o.is_none(),
+        "nge" => !matches!(o, Some(Greater | Equal)),
+        "nlg" => !matches!(o, Some(Less | Greater)),
+        "ngt" => o != Some(Greater),
+        "nle" => !matches!(o, Some(Less | Equal)),
+        "neq" => o != Some(Equal),
+        "nlt" => o != Some(Less),
         _ => true, // tru
     }
 }
@@ -682,8 +674,12 @@ fn alu(ctx: &Ctx, inst: &Inst, l: &Lane, lane: usize, m: bool) -> Result<(u64, b
             let r = a32 as u64 + b32 as u64;
             Ok((if clamp { r.min(u32::MAX as u64) } else { r & 0xffff_ffff }, r >> 32 != 0))
         }
-        VSubCoU32 => Ok((if clamp { sat_u32(a32 as i64 - b32 as i64) } else { a32.wrapping_sub(b32) } as u64, b32 > a32)),
-        VSubrevCoU32 => Ok((if clamp { sat_u32(b32 as i64 - a32 as i64) } else { b32.wrapping_sub(a32) } as u64, a32 > b32)),
+        VSubCoU32 => {
+            Ok((if clamp { sat_u32(a32 as i64 - b32 as i64) } else { a32.wrapping_sub(b32) } as u64, b32 > a32))
+        }
+        VSubrevCoU32 => {
+            Ok((if clamp { sat_u32(b32 as i64 - a32 as i64) } else { b32.wrapping_sub(a32) } as u64, a32 > b32))
+        }
         VAddcCoU32 => {
             let r = a32 as u64 + b32 as u64 + m as u64;
             Ok((if clamp { r.min(u32::MAX as u64) } else { r & 0xffff_ffff }, r >> 32 != 0))
@@ -696,9 +692,18 @@ fn alu(ctx: &Ctx, inst: &Inst, l: &Lane, lane: usize, m: bool) -> Result<(u64, b
             let r = b32 as i64 - a32 as i64 - m as i64;
             Ok((if clamp { sat_u32(r) } else { r as u32 } as u64, r < 0))
         }
-        VAddU16 => r32(if clamp { (a32 as u16).saturating_add(b32 as u16) } else { (a32 as u16).wrapping_add(b32 as u16) } as u32),
-        VSubU16 => r32(if clamp { (a32 as u16).saturating_sub(b32 as u16) } else { (a32 as u16).wrapping_sub(b32 as u16) } as u32),
-        VSubrevU16 => r32(if clamp { (b32 as u16).saturating_sub(a32 as u16) } else { (b32 as u16).wrapping_sub(a32 as u16) } as u32),
+        VAddU16 => {
+            r32(if clamp { (a32 as u16).saturating_add(b32 as u16) } else { (a32 as u16).wrapping_add(b32 as u16) }
+                as u32)
+        }
+        VSubU16 => {
+            r32(if clamp { (a32 as u16).saturating_sub(b32 as u16) } else { (a32 as u16).wrapping_sub(b32 as u16) }
+                as u32)
+        }
+        VSubrevU16 => {
+            r32(if clamp { (b32 as u16).saturating_sub(a32 as u16) } else { (b32 as u16).wrapping_sub(a32 as u16) }
+                as u32)
+        }
         VMulLoU16 => r32((a32 as u16).wrapping_mul(b32 as u16) as u32),
         VLshlrevB16 => r32(((b32 as u16) << (a32 & 15)) as u32),
         VLshrrevB16 => r32(((b32 as u16) >> (a32 & 15)) as u32),
@@ -710,8 +715,14 @@ fn alu(ctx: &Ctx, inst: &Inst, l: &Lane, lane: usize, m: bool) -> Result<(u64, b
         VAddU32 => r32(if clamp { a32.saturating_add(b32) } else { a32.wrapping_add(b32) }),
         VSubU32 => r32(if clamp { a32.saturating_sub(b32) } else { a32.wrapping_sub(b32) }),
         VSubrevU32 => r32(if clamp { b32.saturating_sub(a32) } else { b32.wrapping_sub(a32) }),
-        VAddI32 => r32(if clamp { (a32 as i32).saturating_add(b32 as i32) } else { (a32 as i32).wrapping_add(b32 as i32) } as u32),
-        VSubI32 => r32(if clamp { (a32 as i32).saturating_sub(b32 as i32) } else { (a32 as i32).wrapping_sub(b32 as i32) } as u32),
+        VAddI32 => {
+            r32(if clamp { (a32 as i32).saturating_add(b32 as i32) } else { (a32 as i32).wrapping_add(b32 as i32) }
+                as u32)
+        }
+        VSubI32 => {
+            r32(if clamp { (a32 as i32).saturating_sub(b32 as i32) } else { (a32 as i32).wrapping_sub(b32 as i32) }
+                as u32)
+        }
         VFmacF32 | VFmaF32 | VFmamkF32 | VFmaakF32 => rf(fa.mul_add(fb, fc)),
         VFmacF64 | VFmaF64 => rd(da.mul_add(db, dc)),
         VCvtI32F64 => r32(fp::f64_to_i32(da) as u32),
@@ -737,7 +748,9 @@ fn alu(ctx: &Ctx, inst: &Inst, l: &Lane, lane: usize, m: bool) -> Result<(u64, b
         VRndneF64 => rd(da.round_ties_even()),
         VFloorF64 => rd(da.floor()),
         VFractF32 => rf(if fa.is_infinite() { f32::NAN } else { (fa - fa.floor()).min(f32::from_bits(0x3f7f_ffff)) }),
-        VFractF64 => rd(if da.is_infinite() { f64::NAN } else { (da - da.floor()).min(f64::from_bits(0x3fef_ffff_ffff_ffff)) }),
+        VFractF64 => {
+            rd(if da.is_infinite() { f64::NAN } else { (da - da.floor()).min(f64::from_bits(0x3fef_ffff_ffff_ffff)) })
+        }
         VTruncF32 => rf(fa.trunc()),
         VCeilF32 => rf(fa.ceil()),
         VRndneF32 => rf(fa.round_ties_even()),
@@ -752,13 +765,21 @@ fn alu(ctx: &Ctx, inst: &Inst, l: &Lane, lane: usize, m: bool) -> Result<(u64, b
         VFfblB32 => r32(if a32 == 0 { u32::MAX } else { a32.trailing_zeros() }),
         VFfbhI32 => {
             let x = a32 as i32;
-            r32(if x == 0 || x == -1 { u32::MAX } else if x < 0 { (!a32).leading_zeros() } else { a32.leading_zeros() })
+            r32(if x == 0 || x == -1 {
+                u32::MAX
+            } else if x < 0 {
+                (!a32).leading_zeros()
+            } else {
+                a32.leading_zeros()
+            })
         }
         VFrexpExpI32F64 => r32(fp::frexp_f64(da).1 as u32),
         VFrexpMantF64 => rd(fp::frexp_f64(da).0),
         VFrexpExpI32F32 => r32(fp::frexp_f32(fa).1 as u32),
         VFrexpMantF32 => rf(fp::frexp_f32(fa).0),
-        VMadI32I24 => r32(((a32 << 8) as i32 >> 8).wrapping_mul((b32 << 8) as i32 >> 8).wrapping_add(c32 as i32) as u32),
+        VMadI32I24 => {
+            r32(((a32 << 8) as i32 >> 8).wrapping_mul((b32 << 8) as i32 >> 8).wrapping_add(c32 as i32) as u32)
+        }
         VMadU32U24 => r32((a32 & 0xff_ffff).wrapping_mul(b32 & 0xff_ffff).wrapping_add(c32)),
         VBfeU32 => {
             let (off, width) = (b32 & 31, c32 & 31);
@@ -790,7 +811,14 @@ fn alu(ctx: &Ctx, inst: &Inst, l: &Lane, lane: usize, m: bool) -> Result<(u64, b
         }
         VMed3U32 => r32(a32.max(b32).min(a32.min(b32).max(c32))),
         VDivFixupF32 => {
-            let q = fp::div_fixup64(fa as f64, fb as f64, fc as f64, (fb.is_sign_negative(), fc.is_sign_negative()), -150, 128);
+            let q = fp::div_fixup64(
+                fa as f64,
+                fb as f64,
+                fc as f64,
+                (fb.is_sign_negative(), fc.is_sign_negative()),
+                -150,
+                128,
+            );
             let mut q = q as f32;
             if fc.is_nan() {
                 q = fp::quiet32(fc);
@@ -990,7 +1018,15 @@ fn div_fmas_scaled32(a: f32, b: f32, c: f32) -> f32 {
     // s lies strictly between r and its neighbour n on the far side; a tie is at their mean.
     let up = s > r as f64;
     let n = if (r > 0.0) == up || r == 0.0 {
-        f32::from_bits(if r == 0.0 { if up { 1 } else { 0x8000_0001 } } else { r.to_bits() + 1 })
+        f32::from_bits(if r == 0.0 {
+            if up {
+                1
+            } else {
+                0x8000_0001
+            }
+        } else {
+            r.to_bits() + 1
+        })
     } else {
         f32::from_bits(r.to_bits() - 1)
     };

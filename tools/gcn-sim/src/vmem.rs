@@ -325,7 +325,15 @@ pub(crate) fn exec_vmem(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), 
     let returns = s.ret > 0 && (!atomic || inst.glc);
     let device = inst.cpol & 2 != 0; // sc1: device (or system) scope
     let (bytes, sext, d16) = width(inst.op);
-    let ebytes = if atomic { if is_atomic_wide(inst.op) { 8 } else { 4 } } else { bytes };
+    let ebytes = if atomic {
+        if is_atomic_wide(inst.op) {
+            8
+        } else {
+            4
+        }
+    } else {
+        bytes
+    };
     if store {
         ctx.stats.vmem_store += 1;
     } else {
@@ -473,7 +481,8 @@ pub(crate) fn exec_vmem(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), 
                         u16::from_le_bytes([b(0), b(1)])
                     };
                     let old = w.v[vdst][lane];
-                    w.v[vdst][lane] = if d16 == 2 { (old & 0xffff) | (h as u32) << 16 } else { (old & 0xffff_0000) | h as u32 };
+                    w.v[vdst][lane] =
+                        if d16 == 2 { (old & 0xffff) | (h as u32) << 16 } else { (old & 0xffff_0000) | h as u32 };
                 }
                 _ => {
                     for i in 0..bytes / 4 {

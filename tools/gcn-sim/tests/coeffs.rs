@@ -57,7 +57,7 @@ fn check(n: usize, t: usize, f: Formulation, head: bool, iters: u32, eps: f64, r
     let mut worst: f64 = 0.0;
     let mut note = |got: f64, want: f64| {
         let e = (got - want).abs();
-        if !(e <= worst) {
+        if e.is_nan() || e > worst {
             worst = e;
         }
     };

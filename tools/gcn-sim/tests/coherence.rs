@@ -9,14 +9,13 @@ use gcn_sim::{Order, SimError};
 
 const IMAGE: &[u8] = include_bytes!("fixtures/coherence.hsaco");
 
-#[allow(dead_code)]
-mod common;
-use common::permutations;
+use fixture::permutations;
 
 #[test]
 fn release_and_acquire_pass_in_every_dispatch_order() {
     for order in permutations(4) {
-        let (r, buf) = fixture::run(IMAGE, "release_acquire", 4, 64, &fixture::opts(Order::Given(order.clone()), false));
+        let (r, buf) =
+            fixture::run(IMAGE, "release_acquire", 4, 64, &fixture::opts(Order::Given(order.clone()), false));
         r.unwrap_or_else(|e| panic!("order {order:?}: {e}"));
         let w = fixture::u32s(&buf);
         assert_eq!(w[0], 4, "order {order:?}: counter");

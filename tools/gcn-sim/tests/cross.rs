@@ -202,7 +202,7 @@ fn gen_f32(rng: &mut Rng, n: usize, specials: bool) -> Vec<f32> {
             match r % 16 {
                 0 if specials => [0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN][(r >> 8) as usize % 5],
                 1 => f32::from_bits((r >> 8) as u32 & 0x807f_ffff), // denormal (or zero)
-                2 => ((r >> 8) % 41) as f32 * 0.5 - 10.0,          // ties and integers
+                2 => ((r >> 8) % 41) as f32 * 0.5 - 10.0,           // ties and integers
                 3 => f32::from_bits(0x7f00_0000 | (r >> 8) as u32 & 0x80ff_ffff), // huge
                 4 => f32::from_bits(0x0080_0000 | (r >> 8) as u32 & 0x807f_ffff), // smallest normals
                 _ => {
@@ -305,7 +305,13 @@ fn case_int32(k: &Kernel, o: &Options, seed: u64, small: bool) -> Res {
     let mut mem = Memory::new();
     let out = poison(&mut mem, "out", 40 * 4 * n);
     let (aa, ba) = (u32s(&mut mem, "a", &a), u32s(&mut mem, "b", &b));
-    run(k, &mut mem, n.div_ceil(256) as u32, &[("out", Arg::Ptr(out)), ("a", Arg::Ptr(aa)), ("b", Arg::Ptr(ba)), ("n", Arg::U32(n as u32))], o)?;
+    run(
+        k,
+        &mut mem,
+        n.div_ceil(256) as u32,
+        &[("out", Arg::Ptr(out)), ("a", Arg::Ptr(aa)), ("b", Arg::Ptr(ba)), ("n", Arg::U32(n as u32))],
+        o,
+    )?;
     let want: Vec<u32> = (0..n).flat_map(|i| int32_ref(a[i], b[i])).collect();
     compare("int32_ops", &read_u32(&mem, out), &want, 40, exact)
 }
@@ -344,7 +350,13 @@ fn case_int64(k: &Kernel, o: &Options, seed: u64, small: bool) -> Res {
     let mut mem = Memory::new();
     let out = poison(&mut mem, "out", 20 * 8 * n);
     let (aa, ba) = (u64s(&mut mem, "a", &a), u64s(&mut mem, "b", &b));
-    run(k, &mut mem, n.div_ceil(256) as u32, &[("out", Arg::Ptr(out)), ("a", Arg::Ptr(aa)), ("b", Arg::Ptr(ba)), ("n", Arg::U32(n as u32))], o)?;
+    run(
+        k,
+        &mut mem,
+        n.div_ceil(256) as u32,
+        &[("out", Arg::Ptr(out)), ("a", Arg::Ptr(aa)), ("b", Arg::Ptr(ba)), ("n", Arg::U32(n as u32))],
+        o,
+    )?;
     let want: Vec<u64> = (0..n).flat_map(|i| int64_ref(a[i], b[i], i as u64)).collect();
     compare("int64_ops", &read_u64(&mem, out), &want, 20, exact)
 }
@@ -383,7 +395,13 @@ fn case_div(k: &Kernel, o: &Options, seed: u64, small: bool) -> Res {
     let mut mem = Memory::new();
     let out = poison(&mut mem, "out", 12 * 8 * n);
     let (aa, ba) = (u64s(&mut mem, "a", &a), u64s(&mut mem, "b", &b));
-    run(k, &mut mem, n.div_ceil(256) as u32, &[("out", Arg::Ptr(out)), ("a", Arg::Ptr(aa)), ("b", Arg::Ptr(ba)), ("n", Arg::U32(n as u32))], o)?;
+    run(
+        k,
+        &mut mem,
+        n.div_ceil(256) as u32,
+        &[("out", Arg::Ptr(out)), ("a", Arg::Ptr(aa)), ("b", Arg::Ptr(ba)), ("n", Arg::U32(n as u32))],
+        o,
+    )?;
     let want: Vec<u64> = (0..n).flat_map(|i| div_ref(a[i], b[i])).collect();
     compare("int_div", &read_u64(&mem, out), &want, 12, exact)
 }
@@ -507,7 +525,13 @@ fn case_f32(k: &Kernel, o: &Options, seed: u64, small: bool) -> Res {
     let aa = u32s(&mut mem, "a", &bits(&a));
     let ba = u32s(&mut mem, "b", &bits(&b));
     let ca = u32s(&mut mem, "c", &bits(&c));
-    let args = [("out", Arg::Ptr(out)), ("a", Arg::Ptr(aa)), ("b", Arg::Ptr(ba)), ("c", Arg::Ptr(ca)), ("n", Arg::U32(n as u32))];
+    let args = [
+        ("out", Arg::Ptr(out)),
+        ("a", Arg::Ptr(aa)),
+        ("b", Arg::Ptr(ba)),
+        ("c", Arg::Ptr(ca)),
+        ("n", Arg::U32(n as u32)),
+    ];
     run(k, &mut mem, n.div_ceil(256) as u32, &args, o)?;
     let want: Vec<u32> = (0..n).flat_map(|i| f32_ref(a[i], b[i], c[i])).collect();
     let bitwise = [14usize, 15, 20, 21, 22, 31, 34, 35];
@@ -594,7 +618,13 @@ fn case_f64(k: &Kernel, o: &Options, seed: u64, small: bool) -> Res {
     let aa = u64s(&mut mem, "a", &a.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
     let ba = u64s(&mut mem, "b", &b.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
     let ca = u32s(&mut mem, "c", &bits(&c));
-    let args = [("out", Arg::Ptr(out)), ("a", Arg::Ptr(aa)), ("b", Arg::Ptr(ba)), ("c", Arg::Ptr(ca)), ("n", Arg::U32(n as u32))];
+    let args = [
+        ("out", Arg::Ptr(out)),
+        ("a", Arg::Ptr(aa)),
+        ("b", Arg::Ptr(ba)),
+        ("c", Arg::Ptr(ca)),
+        ("n", Arg::U32(n as u32)),
+    ];
     run(k, &mut mem, n.div_ceil(256) as u32, &args, o)?;
     let want: Vec<u64> = (0..n).flat_map(|i| f64_ref(a[i], b[i], c[i])).collect();
     let got = read_u64(&mem, out);
@@ -624,7 +654,13 @@ fn case_loads(k: &Kernel, o: &Options, seed: u64, small: bool) -> Res {
     let mut mem = Memory::new();
     let out = poison(&mut mem, "out", 16 * 4 * n);
     let sa = mem.alloc("src", src.clone());
-    run(k, &mut mem, n.div_ceil(256) as u32, &[("out", Arg::Ptr(out)), ("src", Arg::Ptr(sa)), ("n", Arg::U32(n as u32))], o)?;
+    run(
+        k,
+        &mut mem,
+        n.div_ceil(256) as u32,
+        &[("out", Arg::Ptr(out)), ("src", Arg::Ptr(sa)), ("n", Arg::U32(n as u32))],
+        o,
+    )?;
     let mut want = Vec::new();
     for i in 0..n {
         let p = &src[64 * i..64 * i + 64];
@@ -659,7 +695,13 @@ fn case_stores(k: &Kernel, o: &Options, seed: u64, small: bool) -> Res {
     let mut mem = Memory::new();
     let dst = poison(&mut mem, "dst", 64 * n);
     let aa = u32s(&mut mem, "a", &a);
-    run(k, &mut mem, n.div_ceil(256) as u32, &[("dst", Arg::Ptr(dst)), ("a", Arg::Ptr(aa)), ("n", Arg::U32(n as u32))], o)?;
+    run(
+        k,
+        &mut mem,
+        n.div_ceil(256) as u32,
+        &[("dst", Arg::Ptr(dst)), ("a", Arg::Ptr(aa)), ("n", Arg::U32(n as u32))],
+        o,
+    )?;
     let mut want = vec![0xcdu8; 64 * n];
     for (i, &x) in a.iter().enumerate() {
         let p = &mut want[64 * i..64 * i + 64];
@@ -781,7 +823,10 @@ fn case_lds_widths(k: &Kernel, o: &Options, seed: u64, small: bool) -> Res {
                 w[512 + 4 * (m & 63) + (m >> 6)],
                 r2 as u32,
                 (r2 >> 32) as u32,
-                r3[0].wrapping_add(r3[1].wrapping_mul(2)).wrapping_add(r3[2].wrapping_mul(4)).wrapping_add(r3[3].wrapping_mul(8)),
+                r3[0]
+                    .wrapping_add(r3[1].wrapping_mul(2))
+                    .wrapping_add(r3[2].wrapping_mul(4))
+                    .wrapping_add(r3[3].wrapping_mul(8)),
                 bytes[m * 4 + 1] as u32 | (bytes[m * 4] as u32) << 8,
                 shorts[((l + 3) & 255) * 2 + 1] as i16 as i32 as u32,
                 w[(l * 2) & 255].wrapping_add(w[((l * 2) & 255) + 1]).wrapping_add(w[(l + 64) & 255].wrapping_mul(2)),
@@ -962,8 +1007,10 @@ fn case_sdwa(k: &Kernel, o: &Options, seed: u64, small: bool) -> Res {
         let (x, y) = (a[i], b[i]);
         let by = |v: u32, k: u32| (v >> (8 * k)) & 0xff;
         let hw = |v: u32, k: u32| (v >> (16 * k)) & 0xffff;
-        let bytewise = |f: &dyn Fn(u32, u32) -> u32| (0..4).fold(0, |acc, k| acc | (f(by(x, k), by(y, k)) & 0xff) << (8 * k));
-        let halfwise = |f: &dyn Fn(u32, u32) -> u32| (0..2).fold(0, |acc, k| acc | (f(hw(x, k), hw(y, k)) & 0xffff) << (16 * k));
+        let bytewise =
+            |f: &dyn Fn(u32, u32) -> u32| (0..4).fold(0, |acc, k| acc | (f(by(x, k), by(y, k)) & 0xff) << (8 * k));
+        let halfwise =
+            |f: &dyn Fn(u32, u32) -> u32| (0..2).fold(0, |acc, k| acc | (f(hw(x, k), hw(y, k)) & 0xffff) << (16 * k));
         want.extend([
             bytewise(&|p, q| p + q),
             halfwise(&|p, q| p * q),
@@ -1025,7 +1072,13 @@ fn case_divergent(k: &Kernel, o: &Options, seed: u64, small: bool) -> Res {
     let mut mem = Memory::new();
     let out = poison(&mut mem, "out", 2 * 4 * n);
     let aa = u32s(&mut mem, "a", &a);
-    run(k, &mut mem, n.div_ceil(256) as u32, &[("out", Arg::Ptr(out)), ("a", Arg::Ptr(aa)), ("n", Arg::U32(n as u32))], o)?;
+    run(
+        k,
+        &mut mem,
+        n.div_ceil(256) as u32,
+        &[("out", Arg::Ptr(out)), ("a", Arg::Ptr(aa)), ("n", Arg::U32(n as u32))],
+        o,
+    )?;
     let want: Vec<u32> = a.iter().flat_map(|&x| divergent_ref(x, n as u32)).collect();
     compare("divergent", &read_u32(&mem, out), &want, 2, exact)
 }
@@ -1090,7 +1143,13 @@ fn case_atomics32(k: &Kernel, o: &Options, seed: u64, small: bool) -> Res {
     let ctr = u32s(&mut mem, "ctr", &init);
     let ret = poison(&mut mem, "ret", 2 * 4 * n);
     let aa = u32s(&mut mem, "a", &a);
-    run(k, &mut mem, n.div_ceil(256) as u32, &[("ctr", Arg::Ptr(ctr)), ("ret", Arg::Ptr(ret)), ("a", Arg::Ptr(aa)), ("n", Arg::U32(n as u32))], o)?;
+    run(
+        k,
+        &mut mem,
+        n.div_ceil(256) as u32,
+        &[("ctr", Arg::Ptr(ctr)), ("ret", Arg::Ptr(ret)), ("a", Arg::Ptr(aa)), ("n", Arg::U32(n as u32))],
+        o,
+    )?;
     let c = read_u32(&mem, ctr);
     let r = read_u32(&mem, ret);
     for slot in 0..8 {
@@ -1139,12 +1198,27 @@ fn case_atomics64(k: &Kernel, o: &Options, seed: u64, small: bool) -> Res {
     let ctr = u64s(&mut mem, "ctr", &init);
     let ret = poison(&mut mem, "ret", 8 * n);
     let aa = u64s(&mut mem, "a", &a);
-    run(k, &mut mem, n.div_ceil(256) as u32, &[("ctr", Arg::Ptr(ctr)), ("ret", Arg::Ptr(ret)), ("a", Arg::Ptr(aa)), ("n", Arg::U32(n as u32))], o)?;
+    run(
+        k,
+        &mut mem,
+        n.div_ceil(256) as u32,
+        &[("ctr", Arg::Ptr(ctr)), ("ret", Arg::Ptr(ret)), ("a", Arg::Ptr(aa)), ("n", Arg::U32(n as u32))],
+        o,
+    )?;
     let c = read_u64(&mem, ctr);
     let r = read_u64(&mem, ret);
     for slot in 0..4 {
-        check_permutation(&format!("atomics64 slot {slot}"), (0..n).filter(|&i| a[i] & 3 == slot).map(|i| r[i]).collect())?;
-        compare("atomics64 counter", &[c[slot as usize]], &[(0..n).filter(|&i| a[i] & 3 == slot).count() as u64], 1, exact)?;
+        check_permutation(
+            &format!("atomics64 slot {slot}"),
+            (0..n).filter(|&i| a[i] & 3 == slot).map(|i| r[i]).collect(),
+        )?;
+        compare(
+            "atomics64 counter",
+            &[c[slot as usize]],
+            &[(0..n).filter(|&i| a[i] & 3 == slot).count() as u64],
+            1,
+            exact,
+        )?;
     }
     let want = [
         a.iter().fold(0u64, |s, x| s.wrapping_add(*x)),
@@ -1209,11 +1283,18 @@ fn trans_ref(x: f32) -> Vec<u32> {
 fn case_trans(k: &Kernel, o: &Options, seed: u64, small: bool) -> Res {
     let n = if small { 300 } else { 1000 };
     let mut rng = Rng::new(seed);
-    let a: Vec<f32> = gen_f32(&mut rng, n, true).into_iter().map(|x| if x.abs() > 120.0 { x.fract() * 100.0 } else { x }).collect();
+    let a: Vec<f32> =
+        gen_f32(&mut rng, n, true).into_iter().map(|x| if x.abs() > 120.0 { x.fract() * 100.0 } else { x }).collect();
     let mut mem = Memory::new();
     let out = poison(&mut mem, "out", 8 * 4 * n);
     let aa = u32s(&mut mem, "a", &bits(&a));
-    run(k, &mut mem, n.div_ceil(256) as u32, &[("out", Arg::Ptr(out)), ("a", Arg::Ptr(aa)), ("n", Arg::U32(n as u32))], o)?;
+    run(
+        k,
+        &mut mem,
+        n.div_ceil(256) as u32,
+        &[("out", Arg::Ptr(out)), ("a", Arg::Ptr(aa)), ("n", Arg::U32(n as u32))],
+        o,
+    )?;
     let want: Vec<u32> = a.iter().flat_map(|&x| trans_ref(x)).collect();
     let got = read_u32(&mem, out);
     // The hardware units are accurate to 1 ULP: exact results in Trans::Exact mode, within 1
@@ -1284,7 +1365,13 @@ fn case_fdiv_with(k: &Kernel, o: &Options, seed: u64, small: bool, mode: Div) ->
     for i in 0..n {
         let (x, y) = (ftz(a[i]), ftz(b[i]));
         let want = [ftz(x / y), ftz(1.0 / y), ftz(x.abs().sqrt()), ftz(x * y), ftz(ftz(x + y) / ftz(x - y))];
-        let exact_q = [x as f64 / y as f64, 1.0 / y as f64, (x.abs() as f64).sqrt(), 0.0, (ftz(x + y) as f64) / (ftz(x - y) as f64)];
+        let exact_q = [
+            x as f64 / y as f64,
+            1.0 / y as f64,
+            (x.abs() as f64).sqrt(),
+            0.0,
+            (ftz(x + y) as f64) / (ftz(x - y) as f64),
+        ];
         for j in 0..5 {
             let g = f32::from_bits(got[5 * i + j]);
             let w = want[j];

@@ -11,8 +11,16 @@ const IMAGE: &[u8] = include_bytes!("fixtures/wait_states.hsaco");
 /// (fixture, what the report says, XNACK on).
 const RULES: &[(&str, &str, bool)] = &[
     ("wide_store_data", "store of more than 64 bits read it (gfx94x needs 2)", false),
-    ("cmpx_then_readfirstlane", "v_readfirstlane_b32 3 wait states after a VALU (v_cmpx) wrote EXEC (gfx94x needs 4)", false),
-    ("valu_sgpr_then_lane_select", "reads s4 as a lane select 3 wait states after a VALU wrote it (gfx94x needs 4)", false),
+    (
+        "cmpx_then_readfirstlane",
+        "v_readfirstlane_b32 3 wait states after a VALU (v_cmpx) wrote EXEC (gfx94x needs 4)",
+        false,
+    ),
+    (
+        "valu_sgpr_then_lane_select",
+        "reads s4 as a lane select 3 wait states after a VALU wrote it (gfx94x needs 4)",
+        false,
+    ),
     ("valu_sgpr_then_constant", "reads s4 1 wait states after a VALU wrote it (gfx94x needs 2)", false),
     ("carry_out_then_carry_in", "reads vcc_lo 1 wait states after a VALU wrote it (gfx94x needs 2)", false),
     ("compare_then_cndmask", "reads vcc_lo 1 wait states after a VALU wrote it (gfx94x needs 2)", false),

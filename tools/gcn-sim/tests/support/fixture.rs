@@ -28,3 +28,19 @@ pub fn opts(order: Order, xnack: bool) -> Options {
 pub fn u32s(b: &[u8]) -> Vec<u32> {
     b.chunks(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
+
+/// Every permutation of 0..n (dispatch orders of a small grid).
+pub fn permutations(n: u32) -> Vec<Vec<u32>> {
+    if n == 0 {
+        return vec![vec![]];
+    }
+    let mut out = Vec::new();
+    for p in permutations(n - 1) {
+        for i in 0..=p.len() {
+            let mut q = p.clone();
+            q.insert(i, n - 1);
+            out.push(q);
+        }
+    }
+    out
+}

@@ -27,8 +27,16 @@ pub const VARIANTS: &[Variant] = &[
     Variant { name: "lanes", source: "lanes.cl", flags: &[] },
     Variant { name: "flow", source: "flow.cl", flags: &[] },
     Variant { name: "atomics", source: "atomics.cl", flags: &["-munsafe-fp-atomics"] },
-    Variant { name: "trans", source: "trans.cl", flags: &["-cl-fp32-correctly-rounded-divide-sqrt", "-ffp-contract=off"] },
-    Variant { name: "fdiv_cr", source: "fdiv.cl", flags: &["-cl-fp32-correctly-rounded-divide-sqrt", "-ffp-contract=off"] },
+    Variant {
+        name: "trans",
+        source: "trans.cl",
+        flags: &["-cl-fp32-correctly-rounded-divide-sqrt", "-ffp-contract=off"],
+    },
+    Variant {
+        name: "fdiv_cr",
+        source: "fdiv.cl",
+        flags: &["-cl-fp32-correctly-rounded-divide-sqrt", "-ffp-contract=off"],
+    },
     Variant { name: "fdiv_fast", source: "fdiv.cl", flags: &["-ffp-contract=off"] },
     Variant {
         name: "fdiv_ftz",
@@ -37,8 +45,17 @@ pub const VARIANTS: &[Variant] = &[
     },
 ];
 
-const COMMON: &[&str] =
-    &["-x", "cl", "-cl-std=CL2.0", "-cl-kernel-arg-info", "--target=amdgcn-amd-amdhsa", "-mcpu=gfx942", "-O2", "-nogpulib", "-c"];
+const COMMON: &[&str] = &[
+    "-x",
+    "cl",
+    "-cl-std=CL2.0",
+    "-cl-kernel-arg-info",
+    "--target=amdgcn-amd-amdhsa",
+    "-mcpu=gfx942",
+    "-O2",
+    "-nogpulib",
+    "-c",
+];
 
 fn cross_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("cross")
@@ -54,7 +71,10 @@ fn fnv(bytes: &[u8], mut h: u64) -> u64 {
 
 fn run(cmd: &mut Command, what: &str) {
     let out = cmd.output().unwrap_or_else(|e| {
-        panic!("{what}: cannot run {:?} ({e}); the test command installs LLVM 19 (tools/install-asm-tools.sh)", cmd.get_program())
+        panic!(
+            "{what}: cannot run {:?} ({e}); the test command installs LLVM 19 (tools/install-asm-tools.sh)",
+            cmd.get_program()
+        )
     });
     assert!(out.status.success(), "{what} failed:\n{}", String::from_utf8_lossy(&out.stderr));
 }
