@@ -111,3 +111,36 @@ KERNEL void int_div(global u64 *out, global const u64 *a, global const u64 *b, u
     o[10] = (u64)(i64)(sx32 / -9);
     o[11] = x / 1000003ul;
 }
+
+// Uniform (scalar) arithmetic, compares and loops on kernel arguments, mixed into per-item
+// results.
+#define SCALAR_OUTS 11
+KERNEL void scalar_ops(global u32 *out, global const u32 *a, u32 k, u32 m, u64 big, u64 big2, u32 n) {
+    u32 i = GID();
+    if (i >= n)
+        return;
+    u32 x = a[i], y = a[i + 1 < n ? i + 1 : i];
+    u64 d = big - (u64)k * 3;
+    u64 e = big - big2;
+    u32 f = k ? __builtin_ctz(k) : 99;
+    u32 c = (k < m) + ((k > m) << 1) + ((k <= m + 5) << 2) + ((k != m) << 3);
+    if (k >= m)
+        c += 16;
+    u32 acc = 0;
+    for (u32 j = 0; j < (m & 15); j++) {
+        acc += 1000;
+        acc ^= j;
+    }
+    global u32 *o = out + SCALAR_OUTS * i;
+    o[0] = (u32)d;
+    o[1] = (u32)(d >> 32);
+    o[2] = f;
+    o[3] = c;
+    o[4] = (k + 1000) * x;
+    o[5] = (x + y) << (y & 7);
+    o[6] = x - k;
+    o[7] = k - x;
+    o[8] = (u32)e;
+    o[9] = (u32)(e >> 32);
+    o[10] = acc;
+}

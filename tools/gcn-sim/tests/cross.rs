@@ -110,6 +110,28 @@ fn kernargs(k: &Kernel, groups: u32, explicit: &[(&str, Arg)]) -> Vec<u8> {
     b
 }
 
+/// [`kernargs`] where the arguments not named in `explicit` are left zero (for the caller to
+/// fill, e.g. 64-bit values).
+fn kernargs_of(k: &Kernel, groups: u32, explicit: &[(&str, Arg)]) -> Vec<u8> {
+    let names: Vec<&str> = explicit.iter().map(|(n, _)| *n).collect();
+    let mut all: Vec<(&str, Arg)> = Vec::new();
+    for a in &k.args {
+        if matches!(a.value_kind.as_str(), "global_buffer" | "by_value") && !names.contains(&a.name.as_str()) {
+            all.push((a.name.as_str(), Arg::U32(0)));
+        }
+    }
+    for (n, v) in explicit {
+        all.push((
+            n,
+            match v {
+                Arg::Ptr(p) => Arg::Ptr(*p),
+                Arg::U32(x) => Arg::U32(*x),
+            },
+        ));
+    }
+    kernargs(k, groups, &all)
+}
+
 fn run(k: &Kernel, mem: &mut Memory, groups: u32, args: &[(&str, Arg)], o: &Options) -> Res {
     let ka = kernargs(k, groups, args);
     let ka = mem.alloc("kernarg", ka);
@@ -404,6 +426,51 @@ fn case_div(k: &Kernel, o: &Options, seed: u64, small: bool) -> Res {
     )?;
     let want: Vec<u64> = (0..n).flat_map(|i| div_ref(a[i], b[i])).collect();
     compare("int_div", &read_u64(&mem, out), &want, 12, exact)
+}
+
+fn case_scalar_ops(k: &Kernel, o: &Options, seed: u64, small: bool) -> Res {
+    let n = if small { 300 } else { 1000 };
+    let mut rng = Rng::new(seed);
+    let a = gen_u32(&mut rng, n);
+    let (kk, m) = (gen_u32(&mut rng, 1)[0], gen_u32(&mut rng, 1)[0]);
+    let (big, big2) = (rng.next_u64(), rng.next_u64());
+    let mut mem = Memory::new();
+    let out = poison(&mut mem, "out", 11 * 4 * n);
+    let aa = u32s(&mut mem, "a", &a);
+    let mut ka = kernargs_of(k, n.div_ceil(256) as u32, &[("out", Arg::Ptr(out)), ("a", Arg::Ptr(aa))]);
+    for (name, v) in [("k", kk as u64), ("m", m as u64), ("big", big), ("big2", big2), ("n", n as u64)] {
+        let arg = k.arg(name).expect("argument");
+        ka[arg.offset..arg.offset + arg.size].copy_from_slice(&v.to_le_bytes()[..arg.size]);
+    }
+    let ka = mem.alloc("kernarg", ka);
+    launch_with(k, Launch { grid: [n.div_ceil(256) as u32, 1, 1], block: [256, 1, 1] }, ka, &mut mem, o)
+        .map_err(Fail::Sim)?;
+    let d = big.wrapping_sub(kk as u64 * 3);
+    let e = big.wrapping_sub(big2);
+    let c = (kk < m) as u32
+        + ((kk > m) as u32) * 2
+        + ((kk <= m.wrapping_add(5)) as u32) * 4
+        + ((kk != m) as u32) * 8
+        + if kk >= m { 16 } else { 0 };
+    let acc = (0..(m & 15)).fold(0u32, |acc, j| acc.wrapping_add(1000) ^ j);
+    let mut want = Vec::new();
+    for i in 0..n {
+        let (x, y) = (a[i], a[if i + 1 < n { i + 1 } else { i }]);
+        want.extend([
+            d as u32,
+            (d >> 32) as u32,
+            if kk != 0 { kk.trailing_zeros() } else { 99 },
+            c,
+            kk.wrapping_add(1000).wrapping_mul(x),
+            x.wrapping_add(y) << (y & 7),
+            x.wrapping_sub(kk),
+            kk.wrapping_sub(x),
+            e as u32,
+            (e >> 32) as u32,
+            acc,
+        ]);
+    }
+    compare("scalar_ops", &read_u32(&mem, out), &want, 11, exact)
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -1442,6 +1509,7 @@ const CASES: &[(&str, &str, CaseFn)] = &[
     ("int", "int32_ops", case_int32),
     ("int", "int64_ops", case_int64),
     ("int", "int_div", case_div),
+    ("int", "scalar_ops", case_scalar_ops),
     ("float", "f32_ops", case_f32),
     ("float", "f64_ops", case_f64),
     ("mem", "loads", case_loads),
@@ -1495,6 +1563,7 @@ cases! {
     int32_alu "int" "int32_ops";
     int64_alu "int" "int64_ops";
     integer_division "int" "int_div";
+    uniform_scalar_arithmetic "int" "scalar_ops";
     f32_alu_and_compares_with_modifiers "float" "f32_ops";
     f64_alu "float" "f64_ops";
     global_loads_of_every_width "mem" "loads";
