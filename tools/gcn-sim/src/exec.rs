@@ -83,11 +83,14 @@ pub struct Stats {
     pub salu: u64,
     pub valu: u64,
     pub smem: u64,
+    /// Vector memory instructions (global and buffer): loads, and stores including every
+    /// atomic (returning or not), each counted once per wave.
     pub vmem_load: u64,
     pub vmem_store: u64,
     pub lds: u64,
     pub branch: u64,
-    /// Global bytes loaded / stored by active lanes.
+    /// Global bytes loaded / stored by active lanes. An atomic counts its operand width
+    /// (4 or 8 bytes a lane) as written only, also when it returns the old value.
     pub global_bytes_read: u64,
     pub global_bytes_written: u64,
 }
@@ -1240,4 +1243,34 @@ fn exec_smem(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), SimError> {
     w.issued[2] += 1;
     crate::hazard::mark_pending(w, false, inst.dst as usize, n, Counter::Smem, inst.offset);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeded_dispatch_orders_are_reproducible_permutations() {
+        for n in [1u32, 2, 7, 64, 1000] {
+            let a = dispatch_order(&Order::Seeded(42), n).unwrap();
+            assert_eq!(a, dispatch_order(&Order::Seeded(42), n).unwrap());
+            let mut sorted = a.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..n).collect::<Vec<_>>());
+        }
+        // Different seeds give different orders of a grid of any size.
+        assert_ne!(dispatch_order(&Order::Seeded(1), 64).unwrap(), dispatch_order(&Order::Seeded(2), 64).unwrap());
+        assert_eq!(dispatch_order(&Order::InOrder, 3).unwrap(), vec![0, 1, 2]);
+        assert!(dispatch_order(&Order::Given(vec![0, 0, 1]), 3).is_err());
+        assert!(dispatch_order(&Order::Given(vec![2, 0]), 3).is_err());
+        assert_eq!(dispatch_order(&Order::Given(vec![2, 0, 1]), 3).unwrap(), vec![2, 0, 1]);
+    }
+
+    #[test]
+    fn the_initial_mode_comes_from_rsrc1() {
+        // FLOAT_DENORM_MODE_32 = 3, _16_64 = 3, DX10_CLAMP, IEEE.
+        let rsrc1 = 3 << 16 | 3 << 18 | 1 << 21 | 1 << 23;
+        assert_eq!(initial_mode(rsrc1), 0x30 | 0xc0 | 0x100 | 0x200);
+        assert_eq!(initial_mode(0) & 0xf0, 0);
+    }
 }

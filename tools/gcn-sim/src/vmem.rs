@@ -334,7 +334,8 @@ pub(crate) fn exec_vmem(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), 
     } else {
         bytes
     };
-    if store {
+    // Atomics count as stores (what they leave in memory).
+    if store || atomic {
         ctx.stats.vmem_store += 1;
     } else {
         ctx.stats.vmem_load += 1;
@@ -460,7 +461,6 @@ pub(crate) fn exec_vmem(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), 
                     w.v[vdst + 1][lane] = (old >> 32) as u32;
                 }
             }
-            ctx.stats.global_bytes_read += ebytes as u64;
             ctx.stats.global_bytes_written += ebytes as u64;
         } else {
             let b = |i: usize| mem[i];

@@ -1589,6 +1589,58 @@ cases! {
     division_with_denormals_flushed "fdiv_ftz" "fdiv";
 }
 
+/// The 1-ULP mode is reproducible from its seed, differs between seeds, and moves results by
+/// at most one ULP from the correctly rounded ones (and does move some).
+#[test]
+fn one_ulp_transcendentals_are_deterministic_per_seed() {
+    let k = kernel("trans", "trans");
+    let n = 512;
+    let mut rng = Rng::new(7);
+    let a: Vec<f32> = (0..n).map(|_| rng.range(-20.0, 20.0) as f32).collect();
+    let outputs = |trans: Trans| {
+        let mut mem = Memory::new();
+        let out = poison(&mut mem, "out", 8 * 4 * n);
+        let aa = u32s(&mut mem, "a", &bits(&a));
+        let o = Options { order: Order::InOrder, trans, xnack: false };
+        run(&k, &mut mem, 2, &[("out", Arg::Ptr(out)), ("a", Arg::Ptr(aa)), ("n", Arg::U32(n as u32))], &o)
+            .unwrap_or_else(|e| panic!("{e}"));
+        read_u32(&mem, out)
+    };
+    let exact = outputs(Trans::Exact);
+    let one = outputs(Trans::Ulp(11));
+    assert_eq!(one, outputs(Trans::Ulp(11)), "same seed, same results");
+    assert_ne!(one, outputs(Trans::Ulp(12)), "another seed moves other results");
+    let moved = exact.iter().zip(&one).filter(|(e, o)| e != o).count();
+    assert!(moved > n / 4, "only {moved} results moved");
+    assert!(exact.iter().zip(&one).all(|(e, o)| within_ulps(*e, *o, 1)), "a result moved by more than 1 ULP");
+}
+
+/// Atomics count as stores in the launch statistics, whether or not they return the old value:
+/// the loads and bytes read of `atomics64` are its two plain loads (`a[i]` and the relaxed load
+/// of the compare-and-swap location) whatever its fetch-and-ops and compare-and-swaps return.
+#[test]
+fn atomics_count_as_stores_in_the_statistics() {
+    let k = kernel("atomics", "atomics64");
+    let n = 64; // one active wave of the one workgroup
+    let mut rng = Rng::new(3);
+    let a = gen_u64(&mut rng, n);
+    let mut mem = Memory::new();
+    let ctr = u64s(&mut mem, "ctr", &[0; 16]);
+    let ret = poison(&mut mem, "ret", 8 * n);
+    let aa = u64s(&mut mem, "a", &a);
+    let args = [("ctr", Arg::Ptr(ctr)), ("ret", Arg::Ptr(ret)), ("a", Arg::Ptr(aa)), ("n", Arg::U32(n as u32))];
+    let ka = mem.alloc("kernarg", kernargs(&k, 1, &args));
+    let o = Options { order: Order::InOrder, trans: Trans::Exact, xnack: false };
+    let s = launch_with(&k, Launch { grid: [1, 1, 1], block: [256, 1, 1] }, ka, &mut mem, &o)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.vmem_load, 2, "{s:?}");
+    assert_eq!(s.global_bytes_read, 2 * 8 * n as u64, "{s:?}");
+    // The store of ret[i], the returning fetch_add of every lane, five single-lane fetch-and-ops
+    // (LLVM combines the wave's operands on a uniform address) and at least one compare-and-swap.
+    assert!(s.vmem_store >= 8, "{s:?}");
+    assert!(s.global_bytes_written >= (2 * 8 * n + 5 * 8 + 8) as u64, "{s:?}");
+}
+
 // ----------------------------------------------------------------------------------------------
 // Every wait state LLVM inserted is needed
 
