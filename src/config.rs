@@ -4,7 +4,7 @@
 use crate::error::{Error, Result};
 use std::fmt;
 
-/// Which of the two published mHC formulations to compute (MATH.md, stage 2).
+/// Which of the two published mHC formulations to compute (docs/math.md, stage 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Formulation {
     /// DeepSeek-V4 as shipped: `h_pre = sigma + eps`, softmax start, column-first Sinkhorn,
@@ -81,7 +81,7 @@ impl std::str::FromStr for Dtype {
     }
 }
 
-/// The stages a device can run (MATH.md).
+/// The stages a device can run (docs/math.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Stage {
     Pre,
@@ -112,7 +112,7 @@ impl Stage {
         Stage::HeadBackward,
         Stage::StaticBackward,
     ];
-    /// The name used on the command line and in the variant manifest.
+    /// The name used on the command line and in the variant catalogue.
     pub const fn name(self) -> &'static str {
         match self {
             Stage::Pre => "pre",
@@ -150,8 +150,42 @@ impl std::str::FromStr for Stage {
 /// Largest supported number of streams.
 pub const MAX_N: usize = 32;
 
+/// Most Sinkhorn iterations a configuration (and [`crate::reference::sinkhorn()`]) accepts: far
+/// beyond the default 20, and small enough that the reference's backward, which keeps every
+/// iterate, stays bounded (2 x 10,000 matrices of n x n).
+pub const MAX_SINKHORN_ITERS: u32 = 10_000;
+
+/// Smallest accepted epsilon (`eps_norm`, `eps_hc`, `eps_f`). Each epsilon is added to a sum
+/// that can be exactly 0 for finite inputs: the mean square of an all-zero row (`eps_norm`,
+/// `eps_f`: `1 / sqrt(0 + eps)`) and a Sinkhorn row or column whose entries all underflow, e.g.
+/// a row of logits ~1e300 below the others (`eps_hc`: `0 / (0 + eps)`). So every epsilon must
+/// be > 0 (0 gives `0 / 0` = NaN), a normal f32 (the kernels compute in f32 and flush
+/// subnormals to zero: 1.2e-38 at least), and large enough that the RMS backward at an
+/// all-zero row, which scales by `eps^(-3/2)`, stays finite in f32 (3.4e38) with room for the
+/// upstream gradient: 1e-20 gives at most 1e30.
+pub const EPS_MIN: f64 = 1e-20;
+
+/// Largest accepted epsilon. `eps_hc` is added to the coefficients `h_pre = sigma + eps_hc`
+/// (DeepSeek-V4) and head's `sigma + eps_hc`, which weight the streams: at most 1 keeps them
+/// <= 2 like `h_post`, so finite activations give finite outputs (1e308 overflowed to
+/// infinity). `eps_norm` and `eps_f` get the same bound: an epsilon above the activations'
+/// mean square would replace the normalization it regularizes.
+pub const EPS_MAX: f64 = 1.0;
+
 /// A layer's configuration. Build with [`Config::new`] and adjust the public fields; every
 /// device calls [`Config::validate`] before planning.
+///
+/// Bounds (checked by [`Config::validate`], see [`MAX_N`], [`MAX_SINKHORN_ITERS`],
+/// [`EPS_MIN`], [`EPS_MAX`]): `n` in 1..=32, `C` >= 1 with `n * C` < 2^31, `sinkhorn_iters` in
+/// 1..=10000, each epsilon in [1e-20, 1]. Within them, finite inputs give finite outputs.
+///
+/// Non-finite values: parameters (`phi`, `scale`, `base`, `gamma_k`, `gamma_f`, the static
+/// layer's logits and `gamma`) and the coefficients a stage reads (`h_post`, `h_res`, the
+/// Sinkhorn stage's `logits`) are checked on the host paths (the reference and every
+/// [`crate::runner::StageRunner`]) and refused with [`crate::Error::NonFinite`]. Activations
+/// (`x`, `f`, `e`) and every gradient are never scanned, by any device or the reference: a NaN
+/// or infinity there propagates to the outputs it reaches (NaN in, NaN out), as it must on the
+/// GPU, where a scan would cost a pass over the data.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Config {
     /// Number of residual streams (expansion rate), 1..=32.
@@ -159,13 +193,16 @@ pub struct Config {
     /// Hidden size C.
     pub c: usize,
     pub formulation: Formulation,
-    /// Sinkhorn iterations (>= 1).
+    /// Sinkhorn iterations, 1..=[`MAX_SINKHORN_ITERS`].
     pub sinkhorn_iters: u32,
-    /// Epsilon inside the RMS of the mixing logits (MATH.md stage 1; default 1e-6).
+    /// Epsilon inside the RMS of the mixing logits (docs/math.md stage 1; default 1e-6), in
+    /// [[`EPS_MIN`], [`EPS_MAX`]].
     pub eps_norm: f64,
-    /// Epsilon of the coefficients and of every Sinkhorn denominator (default 1e-6).
+    /// Epsilon of the coefficients and of every Sinkhorn denominator (default 1e-6), in
+    /// [[`EPS_MIN`], [`EPS_MAX`]].
     pub eps_hc: f64,
-    /// Epsilon of the optional F-pre-norm (default 1e-6).
+    /// Epsilon of the optional F-pre-norm and of the static layer's RMSNorm (default 1e-6), in
+    /// [[`EPS_MIN`], [`EPS_MAX`]].
     pub eps_f: f64,
     /// `pre` multiplies `x` by a pre-norm weight `gamma_k[n*C]` before the projection.
     pub gamma_k: bool,
@@ -195,14 +232,30 @@ impl Config {
         self
     }
 
-    /// K = n * C, the length of a token's flattened residual row.
+    /// K = n * C, the length of a token's flattened residual row. On a configuration that
+    /// [`Config::validate`] refuses it saturates at `usize::MAX`, a length no buffer holds, so
+    /// a check against it fails instead of passing on a wrapped product.
     pub const fn k(&self) -> usize {
-        self.n * self.c
+        self.n.saturating_mul(self.c)
     }
 
-    /// M = n^2 + 2n, the number of mixing logits.
+    /// M = n^2 + 2n, the number of mixing logits (saturating like [`Config::k`]).
     pub const fn m(&self) -> usize {
-        self.n * self.n + 2 * self.n
+        self.n.saturating_mul(self.n).saturating_add(self.n.saturating_mul(2))
+    }
+
+    /// Checks one epsilon against [[`EPS_MIN`], [`EPS_MAX`]]; the error names it and the range.
+    pub fn check_eps(what: &'static str, v: f64) -> Result<()> {
+        if (EPS_MIN..=EPS_MAX).contains(&v) {
+            return Ok(());
+        }
+        Err(Error::Config {
+            what,
+            reason: format!(
+                "must be in [{EPS_MIN:e}, {EPS_MAX}] (> 0 and a normal f32, so that an all-zero row or \
+                 Sinkhorn line is not 0/0; at most 1, so that the coefficients stay finite), got {v:?}"
+            ),
+        })
     }
 
     /// Checks every field; the error names the first bad one.
@@ -216,25 +269,20 @@ impl Config {
         if self.n.checked_mul(self.c).is_none_or(|k| k > i32::MAX as usize) {
             return Err(Error::Config { what: "n*C", reason: "does not fit in 31 bits".into() });
         }
-        if self.sinkhorn_iters == 0 || self.sinkhorn_iters > 10_000 {
-            return Err(Error::Config {
-                what: "sinkhorn_iters",
-                reason: format!("must be in 1..=10000, got {}", self.sinkhorn_iters),
-            });
-        }
+        check_iters(self.sinkhorn_iters)?;
         for (what, v) in [("eps_norm", self.eps_norm), ("eps_hc", self.eps_hc), ("eps_f", self.eps_f)] {
-            if !(v.is_finite() && v >= 0.0) {
-                return Err(Error::Config { what, reason: format!("must be finite and >= 0, got {v}") });
-            }
-        }
-        if self.eps_norm == 0.0 {
-            return Err(Error::Config {
-                what: "eps_norm",
-                reason: "must be > 0 (an all-zero row would divide by zero)".into(),
-            });
+            Config::check_eps(what, v)?;
         }
         Ok(())
     }
+}
+
+/// Checks a Sinkhorn iteration count against 1..=[`MAX_SINKHORN_ITERS`].
+pub(crate) fn check_iters(iters: u32) -> Result<()> {
+    if (1..=MAX_SINKHORN_ITERS).contains(&iters) {
+        return Ok(());
+    }
+    Err(Error::Config { what: "sinkhorn_iters", reason: format!("must be in 1..={MAX_SINKHORN_ITERS}, got {iters}") })
 }
 
 #[cfg(test)]
@@ -258,11 +306,27 @@ mod tests {
             (Config { sinkhorn_iters: 0, ..Config::new(4, 64) }, "sinkhorn_iters"),
             (Config { eps_hc: f64::NAN, ..Config::new(4, 64) }, "eps_hc"),
             (Config { eps_norm: -1.0, ..Config::new(4, 64) }, "eps_norm"),
+            (Config { eps_f: 0.0, ..Config::new(4, 64) }, "eps_f"),
+            (Config { eps_hc: 0.0, ..Config::new(4, 64) }, "eps_hc"),
+            (Config { eps_hc: 1e308, ..Config::new(4, 64) }, "eps_hc"),
+            (Config { eps_norm: 1e-30, ..Config::new(4, 64) }, "eps_norm"),
+            (Config { sinkhorn_iters: u32::MAX, ..Config::new(4, 64) }, "sinkhorn_iters"),
         ] {
             match cfg.validate() {
                 Err(Error::Config { what: w, .. }) => assert_eq!(w, what),
                 other => panic!("{cfg:?}: expected Config error on {what}, got {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn sizes_of_unvalidated_configurations_saturate() {
+        let huge = Config::new(usize::MAX, usize::MAX);
+        assert_eq!((huge.k(), huge.m()), (usize::MAX, usize::MAX));
+        assert_eq!(Config::new(1 << 33, 1 << 33).k(), usize::MAX);
+        assert!(huge.validate().is_err());
+        for eps in [EPS_MIN, 1e-6, EPS_MAX] {
+            Config::check_eps("eps_hc", eps).unwrap();
         }
     }
 

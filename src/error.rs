@@ -3,8 +3,10 @@
 
 use std::fmt;
 
-/// Everything that can go wrong, with enough context to act on it.
+/// Everything that can go wrong, with enough context to act on it. New kinds may be added:
+/// match with a wildcard arm.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// No GPU of the requested kind is present.
     #[error("no device: {0}")]
@@ -33,10 +35,17 @@ pub enum Error {
     /// A configuration value is out of range (n, C, iterations, epsilons).
     #[error("invalid configuration: {what} {reason}")]
     Config { what: &'static str, reason: String },
+    /// A tensor (or workspace) on another device than the plan's, or a workspace of another
+    /// plan or stream.
+    #[error("{tensor} is on device {tensor_device}, the plan on device {plan_device}")]
+    Device { tensor: &'static str, tensor_device: u32, plan_device: u32 },
+    /// A workspace given to a plan that did not make it, or to a second stream.
+    #[error("workspace: {0}")]
+    Workspace(String),
     /// A parameter holds NaN or infinity.
     #[error("{tensor} holds a non-finite value at index {index}")]
     NonFinite { tensor: &'static str, index: usize },
-    /// An embedded or user-supplied code object is malformed or does not match the manifest.
+    /// An embedded or user-supplied code object is malformed or does not match the catalogue.
     #[error("bad code object {image}: {reason}")]
     BadCodeObject { image: String, reason: String },
 }

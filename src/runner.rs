@@ -1,7 +1,7 @@
 //! The host-array seam between the `mhc` command (and tests) and every device: a stage takes
 //! named dense arrays and returns named dense arrays. The CPU reference ([`CpuRunner`]), the
 //! CUDA device, the HIP device and the GCN simulator each implement [`StageRunner`]; `mhc run`
-//! only talks to this trait. Names and shapes are the ones of `mhc run --help` (issue 2), listed
+//! only talks to this trait. Names and shapes are the ones of `mhc run --help`, listed
 //! once in [`signature`].
 
 use crate::config::{Config, Dtype, Stage};
@@ -22,10 +22,19 @@ pub struct Array {
 
 impl Array {
     pub fn new(shape: Vec<usize>, data: Vec<f64>) -> Self {
-        debug_assert_eq!(shape.iter().product::<usize>(), data.len());
+        debug_assert_eq!(numel(&shape), Some(data.len()));
         Array { shape, data }
     }
 }
+
+/// The number of elements of `shape`, or `None` when the product overflows `usize`.
+pub fn numel(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
+}
+
+/// Largest number of f64 values one array may hold: its bytes must not exceed `isize::MAX`,
+/// the most any allocation can have.
+pub const MAX_VALUES: usize = isize::MAX as usize / 8;
 
 /// Arrays by name (`x`, `phi`, `h_post`, ...).
 pub type Named = BTreeMap<String, Array>;
@@ -41,7 +50,7 @@ pub trait StageRunner {
 
 /// How a tensor is stored for a given `--dtype`: activations (`x`, `f`, `e`, `a`, `y`, `out` and
 /// their gradients) in the dtype itself; parameters and coefficients in f32, or f64 when the
-/// dtype is f64 (MATH.md: never bf16).
+/// dtype is f64 (docs/math.md: never bf16).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
     Activation,
@@ -83,9 +92,19 @@ impl Port {
         s.extend(self.dims.iter().map(|d| d.1));
         s
     }
-    /// Elements per token row (or in all, without a token dimension).
+    /// Elements per token row (or in all, without a token dimension); saturates at
+    /// `usize::MAX` (a row no buffer holds) for a configuration `Config::validate` refuses.
     pub fn row_len(&self) -> usize {
-        self.dims.iter().map(|d| d.1).product()
+        self.dims.iter().try_fold(1usize, |acc, d| acc.checked_mul(d.1)).unwrap_or(usize::MAX)
+    }
+    /// Every gradient port is named `d<name>` and no other port starts with `d`.
+    pub fn is_gradient(&self) -> bool {
+        self.name.starts_with('d')
+    }
+    /// Whether runners refuse a NaN or infinity in this input ([`check_finite`]): parameters and
+    /// the coefficients a stage reads, not activations, not gradients.
+    pub fn must_be_finite(&self) -> bool {
+        self.class == Class::Parameter && !self.is_gradient()
     }
     /// The shape with its symbols: `[T, n=4, C=64]`.
     pub fn pattern(&self) -> String {
@@ -167,16 +186,32 @@ impl Signature {
                     shape_text(&a.shape),
                 ));
             }
-            if a.data.len() != want.iter().product::<usize>() {
+            let Some(count) = numel(&want) else {
+                return Err(Error::shape(p.name, "a shape whose element count fits in memory", shape_text(&want)));
+            };
+            if a.data.len() != count {
                 return Err(Error::shape(
                     p.name,
-                    format!("{} values for shape {}", want.iter().product::<usize>(), shape_text(&want)),
+                    format!("{count} values for shape {}", shape_text(&want)),
                     format!("{} values", a.data.len()),
                 ));
             }
         }
         Ok(t.unwrap_or(0))
     }
+}
+
+/// The non-finite policy every runner applies (see [`Config`]'s docs): the inputs that
+/// [`Port::must_be_finite`] names (parameters, and the coefficients a stage reads) must hold
+/// no NaN or infinity; activations and gradients are not scanned, so a non-finite value there
+/// propagates to the outputs it reaches. `index` in the error is the flat index in the array.
+pub fn check_finite(sig: &Signature, inputs: &Named) -> Result<()> {
+    for p in sig.inputs.iter().filter(|p| p.must_be_finite()) {
+        if let Some(index) = inputs.get(p.name).and_then(|a| a.data.iter().position(|v| !v.is_finite())) {
+            return Err(Error::NonFinite { tensor: p.name, index });
+        }
+    }
+    Ok(())
 }
 
 /// Does the stage take `pre`'s parameters (and so the optional `gamma_k`/`gamma_f`)?
@@ -196,37 +231,76 @@ pub fn resolve_config(stage: Stage, cfg: &Config, present: impl Fn(&str) -> bool
 }
 
 /// Seeded random inputs of every required port of `stage` for `t` tokens (the optional weights
-/// exactly when `cfg` asks for them), drawn from MATH.md's test distributions: activations
+/// exactly when `cfg` asks for them), drawn from docs/math.md's test distributions: activations
 /// N(0, 1), `phi` `phi_std` N(0, 1), `scale` U(0.01, 1), `base` 0.1 N(0, 1), weights
 /// 1 + 0.1 N(0, 1); coefficients as `pre` makes them (`h_post` = 2 sigma(z) in (0, 2), `h_res`
 /// rows of positive entries summing to 1); static-layer logits 0.5 N(0, 1). The ports are
 /// drawn in signature order, so a seed gives the same inputs everywhere (`mhc example`, tests).
+///
+/// # Panics
+/// When the arrays cannot be held in memory; [`try_random_inputs`] returns that as an error.
 pub fn random_inputs(stage: Stage, cfg: &Config, t: usize, phi_std: f64, rng: &mut reference::testing::Rng) -> Named {
-    let mut out = Named::new();
-    for port in signature(stage, cfg).inputs.iter().filter(|p| !p.optional) {
+    try_random_inputs(stage, cfg, t, phi_std, rng).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`random_inputs`], with every size computed with checked arithmetic: an array whose
+/// element count overflows, whose bytes exceed `isize::MAX`, or that cannot be allocated is an
+/// `Err` naming it, before any value is drawn.
+pub fn try_random_inputs(
+    stage: Stage,
+    cfg: &Config,
+    t: usize,
+    phi_std: f64,
+    rng: &mut reference::testing::Rng,
+) -> Result<Named> {
+    let ports: Vec<Port> = signature(stage, cfg).inputs.into_iter().filter(|p| !p.optional).collect();
+    let mut sizes = Vec::with_capacity(ports.len());
+    let mut total = 0usize;
+    for port in &ports {
         let shape = port.shape(t);
-        let len: usize = shape.iter().product();
-        let row = port.dims.last().map_or(1, |d| d.1).max(1);
-        let data = match port.name {
-            "phi" => rng.normals(len, phi_std),
-            "scale" => rng.uniforms(len, 0.01, 1.0),
-            "base" => rng.normals(len, 0.1),
-            "gamma_k" | "gamma_f" | "gamma" => rng.normals(len, 0.1).into_iter().map(|g| 1.0 + g).collect(),
-            "h_post" => rng.normals(len, 1.0).into_iter().map(|z| 2.0 / (1.0 + (-z).exp())).collect(),
-            "h_res" => {
-                let mut v = rng.uniforms(len, 0.05, 1.0);
-                for r in v.chunks_mut(row) {
-                    let s: f64 = r.iter().sum();
-                    r.iter_mut().for_each(|e| *e /= s);
-                }
-                v
-            }
-            "logits" => rng.normals(len, 0.5),
-            _ => rng.normals(len, 1.0),
+        let too_big = || {
+            Error::shape(
+                port.name,
+                format!("at most {MAX_VALUES} values in all (8 bytes each must fit in memory)"),
+                format!("shape {}", shape_text(&shape)),
+            )
         };
+        let len = numel(&shape).filter(|&l| l <= MAX_VALUES).ok_or_else(too_big)?;
+        total = total.checked_add(len).filter(|&s| s <= MAX_VALUES).ok_or_else(too_big)?;
+        sizes.push((shape, len));
+    }
+    let mut out = Named::new();
+    for (port, (shape, len)) in ports.iter().zip(sizes) {
+        let mut data = Vec::new();
+        data.try_reserve_exact(len)
+            .map_err(|_| Error::shape(port.name, "an array this machine can allocate", format!("{} bytes", len * 8)))?;
+        let row = port.dims.last().map_or(1, |d| d.1).max(1);
+        draw(port.name, len, row, phi_std, rng, &mut data);
         out.insert(port.name.to_string(), Array::new(shape, data));
     }
-    out
+    Ok(out)
+}
+
+/// Appends `len` values of the input `name` to `data` (reserved by the caller), as
+/// [`random_inputs`] documents them (`row`: its last dimension, the rows `h_res` normalizes).
+fn draw(name: &str, len: usize, row: usize, phi_std: f64, rng: &mut reference::testing::Rng, data: &mut Vec<f64>) {
+    let mut values = (0..len).map(|_| match name {
+        "phi" => phi_std * rng.normal(),
+        "scale" => rng.range(0.01, 1.0),
+        "base" => 0.1 * rng.normal(),
+        "gamma_k" | "gamma_f" | "gamma" => 1.0 + 0.1 * rng.normal(),
+        "h_post" => 2.0 / (1.0 + (-rng.normal()).exp()),
+        "h_res" => rng.range(0.05, 1.0),
+        "logits" => 0.5 * rng.normal(),
+        _ => rng.normal(),
+    });
+    data.extend(&mut values);
+    if name == "h_res" {
+        for r in data.chunks_mut(row) {
+            let s: f64 = r.iter().sum();
+            r.iter_mut().for_each(|e| *e /= s);
+        }
+    }
 }
 
 /// The inputs and outputs of `stage` for `cfg`, with the names of `mhc run --help`. `gamma_k`
@@ -454,13 +528,16 @@ struct Outputs {
 }
 
 impl Outputs {
-    fn new(sig: &Signature, dtype: Dtype, t: usize) -> Self {
-        let stores = sig
-            .outputs
-            .iter()
-            .map(|p| (p.name, (Store::poisoned(p.class.storage(dtype), p.shape(t).iter().product()), p.clone())))
-            .collect();
-        Outputs { t, stores }
+    fn new(sig: &Signature, dtype: Dtype, t: usize) -> Result<Self> {
+        let mut stores = BTreeMap::new();
+        for p in &sig.outputs {
+            let shape = p.shape(t);
+            let len = numel(&shape).filter(|&l| l <= MAX_VALUES).ok_or_else(|| {
+                Error::shape(p.name, "an output whose element count fits in memory", shape_text(&shape))
+            })?;
+            stores.insert(p.name, (Store::poisoned(p.class.storage(dtype), len), p.clone()));
+        }
+        Ok(Outputs { t, stores })
     }
     /// Takes the stores of `names` out, to be lent mutably all at once.
     fn take<const N: usize>(&mut self, names: [&'static str; N]) -> [Option<(Store, Port)>; N] {
@@ -510,8 +587,9 @@ impl StageRunner for CpuRunner {
         cfg.validate()?;
         let sig = signature(stage, &cfg);
         let t = sig.check(inputs)?;
+        check_finite(&sig, inputs)?;
         let ins = Inputs::new(&sig, dtype, inputs, t);
-        let mut outs = Outputs::new(&sig, dtype, t);
+        let mut outs = Outputs::new(&sig, dtype, t)?;
         let pre_params = || reference::PreParams {
             phi: ins.d("phi"),
             scale: ins.d("scale"),

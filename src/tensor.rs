@@ -7,6 +7,11 @@ use crate::config::Dtype;
 use crate::error::{Error, Result};
 use half::bf16;
 
+/// Largest row stride (and so row length) [`Layout::check`] accepts, in elements: a stride of
+/// more bytes than `isize::MAX` in the widest dtype (8 bytes) fits no buffer, and below this
+/// bound `row_stride * dtype size` cannot overflow.
+pub const MAX_ROW_STRIDE: usize = isize::MAX as usize / 8;
+
 /// T rows of `row_len` elements, `row_stride` elements apart (`row_stride >= row_len`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
@@ -20,9 +25,11 @@ impl Layout {
     pub const fn dense(tokens: usize, row_len: usize) -> Self {
         Layout { tokens, row_len, row_stride: row_len }
     }
-    /// A residual state `[T, n, C]`, dense.
+    /// A residual state `[T, n, C]`, dense. An `n * C` that overflows saturates at
+    /// `usize::MAX`, a row no buffer holds: [`Layout::check`] refuses it instead of passing a
+    /// wrapped product.
     pub const fn streams(tokens: usize, n: usize, c: usize) -> Self {
-        Layout::dense(tokens, n * c)
+        Layout::dense(tokens, n.saturating_mul(c))
     }
     /// Same layout with another row stride.
     pub const fn with_stride(self, row_stride: usize) -> Self {
@@ -41,7 +48,8 @@ impl Layout {
         t * self.row_stride + i
     }
     /// Checks that this layout describes `tokens` rows of `row_len` elements and that a buffer
-    /// of `len` elements holds them. `what` names the tensor in the error.
+    /// of `len` elements holds them, with a row stride of at most [`MAX_ROW_STRIDE`] (so its
+    /// byte size fits in memory whatever T). `what` names the tensor in the error.
     pub fn check(&self, what: &'static str, tokens: usize, row_len: usize, len: usize) -> Result<()> {
         if self.tokens != tokens || self.row_len != row_len {
             return Err(Error::shape(
@@ -54,6 +62,13 @@ impl Layout {
             return Err(Error::shape(
                 what,
                 format!("row stride >= {}", self.row_len),
+                format!("row stride {}", self.row_stride),
+            ));
+        }
+        if self.row_stride > MAX_ROW_STRIDE {
+            return Err(Error::shape(
+                what,
+                format!("row stride <= {MAX_ROW_STRIDE} (its bytes must fit in memory)"),
                 format!("row stride {}", self.row_stride),
             ));
         }
@@ -242,6 +257,20 @@ mod tests {
         assert_eq!(Layout::dense(0, 32).required_len(), Some(0));
         let huge = Layout::dense(usize::MAX / 2, 8).with_stride(usize::MAX / 4);
         assert!(huge.check("x", usize::MAX / 2, 8, 10).is_err());
+    }
+
+    #[test]
+    fn overflowing_sizes_never_pass_a_check() {
+        // n * C overflows: the row saturates and no buffer satisfies it.
+        let l = Layout::streams(1, usize::MAX / 2, 4);
+        assert_eq!(l.row_len, usize::MAX);
+        assert!(l.check("x", 1, usize::MAX, usize::MAX - 1).is_err());
+        // A single row with a stride whose byte size overflows: refused even though the stride
+        // is never used to reach a second row (check_view multiplies it by the dtype size).
+        let one = Layout::dense(1, 8).with_stride(usize::MAX / 4);
+        assert!(matches!(one.check("x", 1, 8, 8), Err(Error::Shape { .. })));
+        Layout::dense(1, 8).with_stride(MAX_ROW_STRIDE).check("x", 1, 8, 8).unwrap();
+        assert!(MAX_ROW_STRIDE.checked_mul(Dtype::F64.size()).is_some());
     }
 
     #[test]

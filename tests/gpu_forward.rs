@@ -3,6 +3,7 @@
 //! printed), outputs poisoned with NaN before every launch. Without a CUDA GPU every test prints
 //! why and passes (CI has none); on the GPU machine run the packed binary (tools/gpu-pack.sh).
 
+mod common;
 use half::bf16;
 use mhc::device::cuda::runner::{download, nan_pattern, upload};
 use mhc::device::cuda::{CudaDevice, CudaRunner, DeviceBuffer, Plan, Stream};
@@ -13,10 +14,7 @@ use mhc::{Config, Dtype, Error, Formulation, Layout, Stage};
 fn gpu() -> Option<CudaRunner> {
     match CudaRunner::new(0) {
         Ok(r) => Some(r),
-        Err(e) => {
-            eprintln!("skipping: no usable CUDA GPU ({e})");
-            None
-        }
+        Err(e) => common::no_gpu(&e),
     }
 }
 
@@ -35,7 +33,7 @@ fn round(dtype: Dtype, v: f64) -> f64 {
     }
 }
 
-/// Random inputs of `stage` as MATH.md asks (x ~ N(0,1), phi ~ phi_std N(0,1), scale ~ U(0.01,
+/// Random inputs of `stage` as docs/math.md asks (x ~ N(0,1), phi ~ phi_std N(0,1), scale ~ U(0.01,
 /// 1), base ~ 0.1 N(0,1); coefficients of post positive; static logits N(0,1), gamma ~ 1+0.1N).
 fn inputs(stage: Stage, cfg: &Config, dtype: Dtype, t: usize, phi_std: f64, rng: &mut Rng) -> Named {
     let sig = signature(stage, cfg);
@@ -106,12 +104,26 @@ fn check_stage(gpu: &CudaRunner, stage: Stage, cfg: &Config, dtype: Dtype, t: us
             cfg.formulation,
             tol(dtype)
         );
+        // Activations (not the coefficients, whose bound is the absolute one above): every
+        // element within a few storage rounding steps.
+        if !matches!(name.as_str(), "h_pre" | "h_post" | "h_res" | "inv_rms") {
+            let (ratio, i) = common::elementwise_ratio(&g.data, &w.data, dtype);
+            assert!(
+                ratio <= 1.0,
+                "{stage} {name}[{i}] n={} C={} T={t} {dtype} {}: got {} want {} ({ratio:.2}x the element bound)",
+                cfg.n,
+                cfg.c,
+                cfg.formulation,
+                g.data[i],
+                w.data[i]
+            );
+        }
     }
 }
 
 const NS: [usize; 6] = [1, 2, 4, 8, 16, 32];
 
-/// (T, n, C) cases: every n at small sizes, the deployed n = 4 at the MATH.md sizes.
+/// (T, n, C) cases: every n at small sizes, the deployed n = 4 at the docs/math.md sizes.
 fn cases() -> Vec<(usize, usize, usize)> {
     let mut v = Vec::new();
     for n in NS {
@@ -142,6 +154,7 @@ fn small<T>(v: Vec<T>, size: impl Fn(&T) -> usize) -> Vec<T> {
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_post_matches_reference() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng::new(seed());
@@ -155,11 +168,37 @@ fn gpu_post_matches_reference() {
     }
 }
 
+/// Every forward stage with Sinkhorn iterations and epsilons away from their defaults: a kernel
+/// that hard-coded 20 iterations or ignored an epsilon argument would pass the other tests.
+#[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
+fn gpu_iterations_and_epsilons_are_honoured() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng::new(seed());
+    for (iters, eps_hc, eps_norm, eps_f) in [(1, 1e-3, 1e-3, 1e-2), (7, 1e-4, 1e-5, 1e-3), (33, 1e-6, 1e-2, 1e-6)] {
+        for form in [Formulation::DeepSeekV4, Formulation::Paper] {
+            for (t, n, c) in [(3, 4, 1280), (100, 4, 4096), (16, 8, 1280), (600, 32, 1280)] {
+                let mut cfg = Config::new(n, c).with_formulation(form);
+                cfg.sinkhorn_iters = iters;
+                cfg.eps_hc = eps_hc;
+                cfg.eps_norm = eps_norm;
+                cfg.eps_f = eps_f;
+                for stage in [Stage::Pre, Stage::PostPre, Stage::Head, Stage::Static] {
+                    for dtype in [Dtype::Bf16, Dtype::F32] {
+                        check_stage(&gpu, stage, &cfg, dtype, t, 0.1, &mut rng);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The tensor-core post kernels (bf16, n = 32 from T = 65, n = 16 from T = 400; post.ptx `mhc_post_mma_*`): one
 /// 8-channel tile (C = 8: only warp 0 works, its second tile clamped), an odd tile count
-/// (C = 24), the MATH.md C = 1280, and the largest C whose x tile fits (3512 at n = 32, 7032 at
+/// (C = 24), the docs/math.md C = 1280, and the largest C whose x tile fits (3512 at n = 32, 7032 at
 /// n = 16), both formulations (V4 applies h_res transposed).
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_post_mma_shapes_match_reference() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng::new(seed());
@@ -169,7 +208,7 @@ fn gpu_post_mma_shapes_match_reference() {
         for (t, n, c) in small(shapes.to_vec(), |&(t, n, c)| t * n * c) {
             let cfg = Config::new(n, c).with_formulation(form);
             let plan = Plan::new(dev, cfg, Dtype::Bf16, t).unwrap();
-            let entry = plan.buckets(Stage::Post).unwrap().iter().find(|b| b.max_tokens >= t).unwrap().desc.entry;
+            let entry = plan.buckets(Stage::Post).unwrap().iter().find(|b| b.max_tokens >= t).unwrap().entry();
             assert!(entry.starts_with("mhc_post_mma_"), "n={n} C={c} T={t}: {entry}");
             check_stage(&gpu, Stage::Post, &cfg, Dtype::Bf16, t, 0.02, &mut rng);
         }
@@ -177,6 +216,7 @@ fn gpu_post_mma_shapes_match_reference() {
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_head_matches_reference() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng::new(seed());
@@ -194,6 +234,7 @@ fn gpu_head_matches_reference() {
 /// (partial tiles), C = 64 (one chunk per CTA), C = 7168 (the largest tile that fits for bf16,
 /// the one-CTA kernel for f32), n = 8 with V1 = 4.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_head_cluster_shapes_match_reference() {
     let Some(gpu) = gpu() else { return };
     let shapes = [
@@ -210,9 +251,10 @@ fn gpu_head_cluster_shapes_match_reference() {
 }
 
 /// The cluster head kernels at n = 16 / 32 (V1 = 2; 16-CTA clusters up to 16 tokens, 8-CTA
-/// ones above): T = 1, partial tiles, the C = 1280 of MATH.md, C = 64 (two chunks per CTA of a
+/// ones above): T = 1, partial tiles, the C = 1280 of docs/math.md, C = 64 (two chunks per CTA of a
 /// 16-CTA cluster), T = 17 and 256 (the 8-CTA kernel).
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_head_cluster_wide_n_match_reference() {
     let Some(gpu) = gpu() else { return };
     let shapes = [
@@ -230,6 +272,7 @@ fn gpu_head_cluster_wide_n_match_reference() {
 
 /// The n = 32 cluster head kernels at small C (16- and 8-CTA clusters), for compute-sanitizer.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_head_wide_n_sanitizer_smoke() {
     let Some(gpu) = gpu() else { return };
     check_head_shapes(&gpu, &[(1, 32, 64), (17, 32, 64), (3, 16, 64)], (2, 32, 64));
@@ -255,6 +298,7 @@ fn check_head_shapes(gpu: &CudaRunner, shapes: &[(usize, usize, usize)], large_l
 /// n=2: 8192 / 16384, n=1: 16384 / 32768; f32 half) and f32 beyond them (the one-CTA kernel),
 /// large logits.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_head_persistent_shapes_match_reference() {
     let Some(gpu) = gpu() else { return };
     let shapes = [
@@ -275,6 +319,7 @@ fn gpu_head_persistent_shapes_match_reference() {
 /// reference on the dense copy, then a captured graph of 20 calls that must replay the bits of
 /// the direct launch.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_head_strided_rows_and_graph_replay() {
     let Some(gpu) = gpu() else { return };
     let dev = gpu.device();
@@ -371,6 +416,7 @@ fn graph_replays_the_direct_bits(
 /// the tensor-core kernel (bf16 n = 32) and the persistent one (f32 n = 32),
 /// then a graph of 10 calls replaying the direct launch's bits.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_static_strided_rows_and_graph_replay() {
     let Some(gpu) = gpu() else { return };
     let dev = gpu.device();
@@ -425,6 +471,7 @@ fn gpu_static_strided_rows_and_graph_replay() {
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_static_matches_reference() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng::new(seed());
@@ -503,6 +550,7 @@ fn gpu_static_matches_reference() {
 /// tolerance of `gpu_static_matches_reference`. Small shapes: also the compute-sanitizer smoke
 /// test of the static kernels.
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_static_bf16_rounds_once() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng::new(seed());
@@ -533,6 +581,7 @@ fn gpu_static_bf16_rounds_once() {
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_expand_matches_reference() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng::new(seed());
@@ -579,6 +628,7 @@ fn run_post(plan: &Plan, s: &Stream, b: &mut PostBufs, t: usize, xs: usize) -> m
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_strided_rows_and_padding_untouched() {
     let Some(gpu) = gpu() else { return };
     let dev = gpu.device();
@@ -621,6 +671,7 @@ fn gpu_strided_rows_and_padding_untouched() {
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_deterministic_bits() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng::new(seed());
@@ -646,6 +697,7 @@ fn gpu_deterministic_bits() {
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_graph_capture_replays_100_calls() {
     let Some(gpu) = gpu() else { return };
     let dev = gpu.device();
@@ -675,6 +727,7 @@ fn gpu_graph_capture_replays_100_calls() {
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_bad_views_are_rejected_before_launch() {
     let Some(gpu) = gpu() else { return };
     let dev = gpu.device();
@@ -765,17 +818,18 @@ fn gpu_bad_views_are_rejected_before_launch() {
 }
 
 #[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn gpu_every_kernel_loads_with_matching_arguments_and_no_local_memory() {
     let Some(gpu) = gpu() else { return };
     let funcs = gpu.device().load_all().unwrap();
     assert!(funcs.len() >= 50, "only {} kernels loaded", funcs.len());
     for f in &funcs {
-        let desc = &mhc::device::cuda::kernels::kernels()[f.slot];
-        assert_eq!(f.local_bytes, 0, "{} spills", desc.entry);
-        assert!(f.max_threads >= desc.threads, "{}: max threads {}", desc.entry, f.max_threads);
+        let row = &mhc_loader::Registry::embedded().unwrap().variants()[f.slot].entry;
+        assert_eq!(f.local_bytes, 0, "{} spills", row.entry);
+        assert!(f.max_threads >= row.threads, "{}: max threads {}", row.entry, f.max_threads);
         eprintln!(
             "{:<28} regs {:>3} smem {:>5} max_threads {:>4}",
-            desc.entry, f.registers, f.static_shared_bytes, f.max_threads
+            row.entry, f.registers, f.static_shared_bytes, f.max_threads
         );
     }
 }

@@ -1,5 +1,5 @@
 //! Every backward of the reference against central finite differences of its own f64 forward
-//! (MATH.md "Backward": 1e-6 relative), with random upstream gradients, loss = sum(dout * out),
+//! (docs/math.md "Backward": 1e-6 relative), with random upstream gradients, loss = sum(dout * out),
 //! for several n, both formulations, the optional pre-norms and a large eps_hc (which makes
 //! every `+ eps` path visible to the comparison).
 #![allow(clippy::needless_range_loop)]
@@ -143,10 +143,10 @@ fn sinkhorn_backward_matches_finite_differences() {
             let mut z = rng.normals(n * n, 2.0);
             let dh = rng.normals(n * n, 1.0);
             let mut dz = vec![POISON; n * n];
-            sinkhorn::backward(formulation, iters, eps, &z, n, &dh, &mut dz);
+            sinkhorn::backward(formulation, iters, eps, &z, n, &dh, &mut dz).unwrap();
             let loss = |z: &Vec<f64>| {
                 let mut h = vec![0.0; n * n];
-                sinkhorn::forward(formulation, iters, eps, z, n, &mut h);
+                sinkhorn::forward(formulation, iters, eps, z, n, &mut h).unwrap();
                 weighted(&dh, &h)
             };
             if n == 1 {

@@ -432,3 +432,122 @@ fn the_cpu_runner_names_the_input_and_its_expected_shape() {
         Err(Error::Config { what: "n", .. })
     ));
 }
+
+#[test]
+fn the_public_sinkhorn_helpers_return_errors_instead_of_panicking() {
+    use mhc::reference::sinkhorn;
+    let n = 4;
+    let z: Vec<f64> = (0..n * n).map(|i| (i as f64 * 0.7).sin()).collect();
+    let (dh, eps) = (vec![1.0; n * n], 1e-6);
+    let mut h = vec![SENTINEL as f64; n * n];
+    // Short and long slices, n out of range: an Err naming what is wrong, nothing written.
+    for (zl, hl) in [(n * n - 1, n * n), (n * n, n * n - 1), (n * n, n * n + 1)] {
+        let r = sinkhorn::forward(Formulation::Paper, 20, eps, &z[..zl], n, &mut vec![0.0; hl]);
+        assert!(matches!(r, Err(Error::Shape { .. })), "{zl} {hl}: {r:?}");
+    }
+    let r = sinkhorn::forward(Formulation::DeepSeekV4, 20, eps, &z, 0, &mut h);
+    assert!(matches!(r, Err(Error::Config { what: "n", .. })), "{r:?}");
+    let r = sinkhorn::backward(Formulation::DeepSeekV4, 20, eps, &z, n, &dh[..3], &mut h);
+    assert!(matches!(r, Err(Error::Shape { what: "dh", .. })), "{r:?}");
+    let r = sinkhorn::backward(Formulation::Paper, 20, eps, &z, n, &dh, &mut h[..n]);
+    assert!(matches!(r, Err(Error::Shape { what: "dz", .. })), "{r:?}");
+    // iters and eps are bounded as in Config::validate (checked before any work: an unbounded
+    // iteration count used to allocate and run 2 x 4e9 steps).
+    for iters in [0, mhc::config::MAX_SINKHORN_ITERS + 1, u32::MAX] {
+        let r = sinkhorn::backward(Formulation::Paper, iters, eps, &z, n, &dh, &mut h);
+        assert!(matches!(r, Err(Error::Config { what: "sinkhorn_iters", .. })), "{iters}: {r:?}");
+    }
+    for bad_eps in [0.0, -1.0, f64::NAN, 1e308] {
+        let r = sinkhorn::forward(Formulation::Paper, 20, bad_eps, &z, n, &mut h);
+        assert!(matches!(r, Err(Error::Config { what: "eps_hc", .. })), "{bad_eps}: {r:?}");
+    }
+    assert!(h.iter().all(|&v| v == SENTINEL as f64), "nothing written on an error");
+    // The default configuration works, and so does the largest iteration count.
+    sinkhorn::forward(Formulation::DeepSeekV4, Config::new(n, 8).sinkhorn_iters, eps, &z, n, &mut h).unwrap();
+    sinkhorn::forward(Formulation::Paper, mhc::config::MAX_SINKHORN_ITERS, eps, &z, n, &mut h).unwrap();
+    assert!(h.iter().all(|v| v.is_finite()));
+}
+
+#[test]
+fn every_epsilon_is_bounded_so_that_outputs_stay_finite() {
+    use mhc::config::{EPS_MAX, EPS_MIN};
+    let mut rng = rng("every_epsilon_is_bounded_so_that_outputs_stay_finite");
+    // The inputs that made the unbounded epsilons give NaN / infinity: an all-zero x (RMS of
+    // zero), a row of logits 1e300 below the others (a Sinkhorn line that underflows to 0).
+    let mut zero = Named::new();
+    zero.insert("x".into(), Array::new(vec![1, 1, C], vec![0.0; C]));
+    zero.insert("h_pre_logits".into(), Array::new(vec![1], vec![0.0]));
+    zero.insert("h_post_logits".into(), Array::new(vec![1], vec![0.0]));
+    zero.insert("h_res_logits".into(), Array::new(vec![1, 1], vec![0.0]));
+    zero.insert("gamma".into(), Array::new(vec![C], vec![1.0; C]));
+    // V4's softmax start underflows in a column of such logits, the paper's exp start in a row
+    // (-1e300 is not an f32: f32 storage gets -1e30, which underflows as well).
+    let sink = |f: Formulation, dtype: Dtype, rng: &mut mhc::reference::testing::Rng| {
+        let low = if dtype == Dtype::F64 { -1e300 } else { -1e30 };
+        let mut logits = rng.normals(N * N, 1.0);
+        for k in 0..N {
+            logits[if f == Formulation::Paper { k } else { k * N }] = low;
+        }
+        let mut named = Named::new();
+        named.insert("logits".into(), Array::new(vec![1, N, N], logits));
+        named
+    };
+    for (field, bad) in [("eps_f", 0.0), ("eps_hc", 0.0), ("eps_hc", 1e308), ("eps_norm", 0.0), ("eps_f", 2.0)] {
+        let mut cfg = Config::new(1, C);
+        match field {
+            "eps_f" => cfg.eps_f = bad,
+            "eps_hc" => cfg.eps_hc = bad,
+            _ => cfg.eps_norm = bad,
+        }
+        let r = CpuRunner.run(Stage::Static, &cfg, Dtype::F64, &zero);
+        match r {
+            Err(Error::Config { what, reason }) => {
+                assert_eq!(what, field);
+                assert!(reason.contains("[1e-20, 1]"), "{reason}");
+            }
+            other => panic!("{field} = {bad}: {other:?}"),
+        }
+    }
+    // At both ends of the range every output is finite.
+    for eps in [EPS_MIN, EPS_MAX] {
+        let cfg = Config { eps_norm: eps, eps_hc: eps, eps_f: eps, ..Config::new(1, C) };
+        let out = CpuRunner.run(Stage::Static, &cfg, Dtype::F64, &zero).unwrap();
+        assert!(out["out"].data.iter().all(|v| v.is_finite()), "static, eps {eps}");
+        for f in [Formulation::DeepSeekV4, Formulation::Paper] {
+            let cfg = Config { eps_hc: eps, ..Config::new(N, 1) }.with_formulation(f);
+            for dtype in [Dtype::F64, Dtype::F32] {
+                let out = CpuRunner.run(Stage::Sinkhorn, &cfg, dtype, &sink(f, dtype, &mut rng)).unwrap();
+                assert!(out["h_res"].data.iter().all(|v| v.is_finite()), "{f:?} {dtype} eps {eps}");
+            }
+        }
+    }
+}
+
+#[test]
+fn non_finite_activations_propagate_and_parameters_are_refused() {
+    let mut rng = rng("non_finite_activations_propagate_and_parameters_are_refused");
+    let cfg = Config::new(N, C);
+    let sig = mhc::runner::signature(Stage::PostBackward, &cfg);
+    let mut ins = mhc::runner::random_inputs(Stage::PostBackward, &cfg, T, 0.02, &mut rng);
+    // NaN in an activation (x) and in a gradient (dout): no error, NaN where it reaches.
+    ins.get_mut("x").unwrap().data[0] = f64::NAN;
+    ins.get_mut("dout").unwrap().data[1] = f64::INFINITY;
+    mhc::runner::check_finite(&sig, &ins).unwrap();
+    let out = CpuRunner.run(Stage::PostBackward, &cfg, Dtype::F64, &ins).unwrap();
+    assert!(out["dh_res"].data.iter().any(|v| v.is_nan()), "NaN in, NaN out");
+    // In a coefficient: refused, naming it, by the policy and by the runner.
+    ins.get_mut("h_res").unwrap().data[5] = f64::NAN;
+    let want = |r: mhc::Result<()>| matches!(r, Err(Error::NonFinite { tensor: "h_res", index: 5 }));
+    assert!(want(mhc::runner::check_finite(&sig, &ins)));
+    assert!(want(CpuRunner.run(Stage::PostBackward, &cfg, Dtype::F64, &ins).map(drop)));
+    // Which inputs the policy checks, stage by stage: parameters and coefficients only.
+    for stage in Stage::ALL {
+        let sig = mhc::runner::signature(stage, &Config { gamma_k: true, gamma_f: true, ..cfg });
+        for p in &sig.inputs {
+            let checked = ["phi", "scale", "base", "gamma_k", "gamma_f", "gamma", "h_post", "h_res", "logits"]
+                .contains(&p.name)
+                || p.name.ends_with("_logits");
+            assert_eq!(p.must_be_finite(), checked, "{stage} {}", p.name);
+        }
+    }
+}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the GPU test and bench executables and the `mhc` binary (release, x86-64) and packs them
 # into gpu-pack/ (ignored by git) with gpu-pack/run-all.sh, for a machine with a CUDA GPU but no
-# Rust toolchain (DESIGN.md, "Working with a GPU"). There: `bash gpu-pack/run-all.sh OUTDIR`.
+# Rust toolchain (docs/gpu-checks.md). There: `bash gpu-pack/run-all.sh OUTDIR`.
 #
 #   tools/gpu-pack.sh            # all tests/gpu_*.rs + mhc
 #   GPU_TESTS="gpu_forward" tools/gpu-pack.sh
@@ -44,39 +44,35 @@ for line in sys.stdin:
         shutil.copy(m["executable"], dst)
         print("packed", dst)
 ' "$pack"
-cargo build --release -p mhc-cli --bin mhc
+# The commit the bench records name (mhc bench writes it into its JSON record).
+MHC_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || true)" cargo build --release -p mhc-cli --bin mhc
 cp "${CARGO_TARGET_DIR:-target}/release/mhc" "$pack/mhc"
 # Debug info is not needed there; strip keeps the carried tree small.
 for f in "$pack"/*; do strip --strip-debug "$f" 2>/dev/null || true; done
+cp tools/gpu-tests.sh "$pack/gpu-tests.sh"
 cat > "$pack/run-all.sh" <<'RUN'
 #!/usr/bin/env bash
-# Runs every packed GPU test binary (and, with MHC_SANITIZE=1, each under compute-sanitizer
-# memcheck and racecheck on the small cases), then `mhc bench` (MHC_SKIP_BENCH=1 skips it;
-# MHC_BENCH_ARGS adds arguments); the criterion benches are there as bench_* (`--bench`).
-# Logs go to $1 (default ./gpu-logs).
+# Runs the whole GPU test suite with no skipping (gpu-tests.sh), then with MHC_SANITIZE=1 each
+# test binary's sanitizer smoke tests under compute-sanitizer memcheck and racecheck, then
+# `mhc bench` (MHC_SKIP_BENCH=1 skips it; MHC_BENCH_ARGS adds arguments). Logs go to $1
+# (default ./gpu-logs).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-gpu-logs}"
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv > "$out/gpu.txt" 2>&1 || true
-status=0
-for t in "$here"/gpu_*; do
-  name="$(basename "$t")"
-  "$t" --test-threads=1 --nocapture > "$out/$name.log" 2>&1
-  rc=$?
-  echo "$name rc=$rc: $(grep -E '^test result' "$out/$name.log" | tail -1)"
-  [ $rc -eq 0 ] || { status=1; grep -E 'panicked|FAILED|error' "$out/$name.log" | head -20; }
-done
+bash "$here/gpu-tests.sh" "$here" "$out"
+status=$?
 if [ "${MHC_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
     for t in "$here"/gpu_*; do
-      MHC_GPU_SMALL=1 compute-sanitizer --tool $tool --error-exitcode 99 "$t" --test-threads=1 > "$out/sanitizer-$tool-$(basename "$t").log" 2>&1
+      MHC_REQUIRE_GPU=1 MHC_GPU_SMALL=1 compute-sanitizer --tool $tool --error-exitcode 99 "$t" --include-ignored sanitizer_smoke --test-threads=1 > "$out/sanitizer-$tool-$(basename "$t").log" 2>&1
       echo "compute-sanitizer $tool $(basename "$t") rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool-$(basename "$t").log" | tail -1)"
     done
   done
 fi
 if [ "${MHC_SKIP_BENCH:-0}" != 1 ]; then
-  "$here/mhc" bench --device cuda --json "$out/bench.json" --svg "$out/bench.svg" ${MHC_BENCH_ARGS:-} > "$out/bench.txt" 2>&1
+  "$here/mhc" bench --device cuda --out "$out" ${MHC_BENCH_ARGS:-} > "$out/bench.log" 2>&1
   echo "bench rc=$?"; cat "$out/bench.txt"
 fi
 exit $status

@@ -4,7 +4,7 @@
 Dev-time measurement only (the library has no Python at build or run time). Runs on the GPU
 machine, whose image has PyTorch: `python3 tools/pytorch-baseline.py [--json out.json]`.
 
-Each stage follows MATH.md (DeepSeek-V4 formulation, bf16 storage, f32 math, 20 Sinkhorn
+Each stage follows docs/math.md (DeepSeek-V4 formulation, bf16 storage, f32 math, 20 Sinkhorn
 iterations) the way a PyTorch user would write it: eager, and `torch.compile` where it works.
 Timing as in `mhc bench`: device events, median of many single calls with inputs rotated so the
 working set exceeds L2 (large T), and CUDA-graph replays for decode sizes (T <= 16). The copy
@@ -24,7 +24,7 @@ ITERS = 20
 
 
 def coefficients(g, scale, base, n):
-    """MATH.md stage 2 (V4): g [T, M] -> h_pre [T, n], h_post [T, n], h_res [T, n, n]."""
+    """docs/math.md, Stage 2 (V4): g [T, M] -> h_pre [T, n], h_post [T, n], h_res [T, n, n]."""
     t = g.shape[0]
     z_pre = g[:, :n] * scale[0] + base[:n]
     z_post = g[:, n : 2 * n] * scale[1] + base[n : 2 * n]

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The README's test command. Installs the pinned assembler tools when missing (llvm-19/lld-19 from
 # Debian, ptxas 12.9.86 from PyPI into .tools/), then: format check, clippy with warnings denied,
-# every test of the workspace (GPU tests skip with a printed reason when no GPU is present), the
-# library docs (broken links are errors), and a check that the committed code objects are exactly
-# what the sources assemble to.
+# every test of the workspace (GPU tests are ignored here, with the reason; tools/gpu-tests.sh runs
+# them on a GPU machine), the library docs (broken links are errors), that every cited docs page
+# exists, that the generated PTX, catalogue rows and Rust argument structs are what `asm/gen`
+# writes, that the committed code objects are exactly what the sources assemble to, and a dry run
+# of publishing the crates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,8 +19,19 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== cargo test"
 cargo test --workspace --quiet 2>&1 | tee /tmp/mhc-test.log
 echo "== cargo doc (library crates, warnings denied)"
-RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p mhc -p mhc-loader -p gcn-sim
-echo "== templated PTX matches its scripts"
-bash tools/check-ptx-templates.sh
+RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p mhc -p mhc-loader -p mhc-kernels -p gcn-sim
+echo "== every cited docs page exists"
+bash tools/check-citations.sh
+echo "== generated PTX, catalogue rows and Rust ABI are what asm/gen writes"
+python3 -m asm.gen --check
 echo "== mhc asm --check"
 cargo run --quiet -p mhc-cli -- asm --check
+echo "== the library crates package and build on their own (cargo publish --dry-run)"
+cargo publish --quiet --dry-run --allow-dirty --workspace
+
+# ---- Bindings (C ABI, Python package) ---------------------------------------------------------
+# The C ABI's tests ran with the workspace above (the header regenerated and compared with
+# bindings/c/include/mhc.h, the C and C++ examples compiled with gcc / g++ and run on the CPU
+# reference). Here: the Python package, built as an abi3 wheel, installed and tested.
+echo "== bindings/python: maturin wheel, install, pytest"
+bash bindings/python/test.sh

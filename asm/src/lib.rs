@@ -8,6 +8,14 @@
 
 mod images;
 
+/// The argument layouts and launch constants of the generated kernels, written by the PTX
+/// generator (`python3 -m asm.gen`) from the same definitions as the kernels' parameter loads.
+pub mod abi {
+    // Written by the generator, checked byte for byte by `python3 -m asm.gen --check`.
+    #[rustfmt::skip]
+    pub mod sm90;
+}
+
 /// One embedded code object.
 #[derive(Debug, Clone, Copy)]
 pub struct EmbeddedImage {

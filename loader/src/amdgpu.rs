@@ -1,4 +1,4 @@
-//! AMDGPU HSA code object (`e_machine` 224, code object v4/v5/v6) parsing, per CODE_OBJECTS.md §3:
+//! AMDGPU HSA code object (`e_machine` 224, code object v4/v5/v6) parsing, per docs/code-objects.md §3:
 //!
 //! * architecture: `e_flags` low byte = MACH, bits 8-9 XNACK, 10-11 SRAMECC;
 //! * per kernel: the msgpack metadata note (`"AMDGPU"`, type 32) `amdhsa.kernels[i]`, and the
@@ -13,6 +13,7 @@ use object::elf::{FileHeader64, SHT_DYNSYM, SHT_NOBITS, SHT_NOTE, SHT_SYMTAB};
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, Sym, SymbolTable};
 use object::{LittleEndian as LE, SectionIndex};
 use rmpv::Value;
+use std::collections::HashMap;
 
 const ELFOSABI_AMDGPU_HSA: u8 = 64;
 const NT_AMDGPU_METADATA: u32 = 32;
@@ -112,6 +113,7 @@ pub(crate) fn parse(data: &[u8]) -> Result<CodeObject, ParseError> {
     if symbols.is_empty() {
         symbols = sections.symbols(e, data, SHT_SYMTAB)?;
     }
+    let symbols = symbol_index(&symbols);
     let mut kernels = Vec::with_capacity(list.len().min(64));
     for entry in list {
         let Some(map) = entry.as_map() else { return bad("an amdhsa.kernels entry is not a map") };
@@ -177,14 +179,28 @@ fn symbol_bytes<'d>(
     data.get(start..start.checked_add(usize::try_from(size).ok()?)?)
 }
 
-fn find_symbol<'d>(symbols: &SymbolTable<'d, FileHeader64<LE>>, name: &str) -> Option<&'d object::elf::Sym64<LE>> {
-    symbols.iter().find(|s| s.st_shndx(LE) != 0 && symbols.symbol_name(LE, s).ok() == Some(name.as_bytes()))
+/// Defined symbols by name (the first of each name, as a linear search would find it), built
+/// once so that looking up every kernel's symbols stays linear in the file.
+type SymbolIndex<'d> = HashMap<&'d [u8], &'d object::elf::Sym64<LE>>;
+
+fn symbol_index<'d>(symbols: &SymbolTable<'d, FileHeader64<LE>>) -> SymbolIndex<'d> {
+    let mut index = HashMap::new();
+    for s in symbols.iter().filter(|s| s.st_shndx(LE) != 0) {
+        if let Ok(name) = symbols.symbol_name(LE, s) {
+            index.entry(name).or_insert(s);
+        }
+    }
+    index
+}
+
+fn find_symbol<'d>(symbols: &SymbolIndex<'d>, name: &str) -> Option<&'d object::elf::Sym64<LE>> {
+    symbols.get(name.as_bytes()).copied()
 }
 
 fn kernel(
     m: &KernelMeta<'_>,
     arch: Arch,
-    symbols: &SymbolTable<'_, FileHeader64<LE>>,
+    symbols: &SymbolIndex<'_>,
     sections: &object::read::elf::SectionTable<'_, FileHeader64<LE>>,
     data: &[u8],
 ) -> Result<KernelInfo, ParseError> {
@@ -247,7 +263,10 @@ fn kernel(
     let sgpr_alloc = (((rsrc1 >> 6) & 0xf) + 1) * SGPR_GRANULE;
     let accum_offset = ((rsrc3 & 0x3f) + 1) * 4;
     // Total per-lane VGPRs as LLVM counts them: arch VGPRs aligned to 4, then the AGPRs.
-    let total = if agpr > 0 { vgpr.next_multiple_of(4).saturating_add(agpr) } else { vgpr };
+    let total = if agpr > 0 { vgpr.checked_next_multiple_of(4).and_then(|v| v.checked_add(agpr)) } else { Some(vgpr) };
+    let Some(total) = total else {
+        return bad(format!("kernel {name}: metadata .vgpr_count {vgpr} + .agpr_count {agpr} overflows 32 bits"));
+    };
     if round_up(total, VGPR_GRANULE) != vgpr_alloc {
         return bad(format!(
             "kernel {name}: metadata .vgpr_count {vgpr} + .agpr_count {agpr} rounds to {} VGPRs but the \

@@ -2,7 +2,7 @@
 //!
 //! `Arch` is exhaustive: a device or code object of any other architecture is an error, never a
 //! default. It is parsed from a CUDA compute capability `(major, minor)`, from a HIP
-//! `gcnArchName` (`"gfx942:sramecc+:xnack-"`), from a manifest name (`"sm_90a"`, `"gfx942"`) or
+//! `gcnArchName` (`"gfx942:sramecc+:xnack-"`), from a catalogue name (`"sm_90a"`, `"gfx942"`) or
 //! from a code object's ELF header (see `cubin` and `amdgpu`).
 
 use std::fmt;
@@ -154,7 +154,7 @@ impl Arch {
         }
     }
 
-    /// The short name used in the manifest, on the command line and in JSON: `sm_90a`,
+    /// The short name used in the catalogue, on the command line and in JSON: `sm_90a`,
     /// `sm_100a`, `gfx90a`, `gfx942`, `gfx950` (no AMD features; see [`Arch::target_id`]).
     pub const fn name(self) -> &'static str {
         match self {
@@ -246,7 +246,7 @@ impl Arch {
     /// for the cost model only.
     pub const fn dram_bytes_per_us(self) -> f64 {
         match self {
-            Arch::Sm90a => 3.0e6,     // H100 SXM ~3.0 TB/s measured copy (DESIGN.md)
+            Arch::Sm90a => 3.0e6,     // H100 SXM: 2.92-3.0 TB/s measured copy (docs/benchmarks/README.md)
             Arch::Sm100a => 7.0e6,    // B200 ~8 TB/s nominal
             Arch::Gfx90a(_) => 1.6e6, // MI250X per GCD
             Arch::Gfx942(_) => 4.5e6, // MI300X ~5.3 TB/s nominal

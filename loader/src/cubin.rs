@@ -1,4 +1,4 @@
-//! NVIDIA cubin (`e_machine` 190) parsing, from the sources of truth in CODE_OBJECTS.md §1:
+//! NVIDIA cubin (`e_machine` 190) parsing; the layouts are in docs/code-objects.md §2:
 //!
 //! * architecture: `EI_ABIVERSION` 7 -> SM in `e_flags & 0xff`, `a` = bit 0x800; ABI 8 -> SM in
 //!   bits 8..16, `a` = bit 0x8 (ptxas 12.8/12.9) or `.nv.compat` attribute 0x09 = 1 (ptxas 13);
@@ -12,10 +12,10 @@
 
 use crate::arch::Arch;
 use crate::image::{bad, u16_at, u32_at, CodeObject, KernelInfo, Param, ParseError};
-use object::elf::{FileHeader64, SHT_NOBITS, SHT_SYMTAB, STT_FUNC};
+use object::elf::{FileHeader64, SectionHeader64, SHT_NOBITS, SHT_SYMTAB, STT_FUNC};
 use object::read::elf::{FileHeader, SectionHeader, Sym};
 use object::LittleEndian as LE;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// `st_other` bit of a kernel entry symbol (STO_CUDA_ENTRY).
 const STO_CUDA_ENTRY: u8 = 0x10;
@@ -105,9 +105,18 @@ pub(crate) fn parse(data: &[u8]) -> Result<CodeObject, ParseError> {
     let e = LE;
     let header = FileHeader64::<LE>::parse(data)?;
     let sections = header.sections(e, data)?;
+    // Sections by name (the first of each name, as `section_by_name` finds it), built once: a
+    // lookup per kernel stays O(1) however many kernels and sections the file has.
+    let mut by_name: HashMap<&[u8], &SectionHeader64<LE>> = HashMap::with_capacity(sections.len());
+    for s in sections.iter() {
+        if let Ok(name) = sections.section_name(e, s) {
+            by_name.entry(name).or_insert(s);
+        }
+    }
+    let section = |name: &str| by_name.get(name.as_bytes()).copied();
     let section_bytes = |name: &str| -> Result<Option<&[u8]>, ParseError> {
-        match sections.section_by_name(e, name.as_bytes()) {
-            Some((_, s)) if s.sh_type(e) != SHT_NOBITS => {
+        match section(name) {
+            Some(s) if s.sh_type(e) != SHT_NOBITS => {
                 Ok(Some(s.data(e, data).map_err(|_| ParseError(format!("section {name} lies outside the file")))?))
             }
             Some(_) => Ok(Some(&[])),
@@ -187,7 +196,7 @@ pub(crate) fn parse(data: &[u8]) -> Result<CodeObject, ParseError> {
         if let Some(info) = section_bytes(&format!(".nv.info.{name}"))? {
             read_kernel_info(&mut kernel, info)?;
         }
-        if let Some((_, s)) = sections.section_by_name(e, format!(".nv.shared.{name}").as_bytes()) {
+        if let Some(s) = section(&format!(".nv.shared.{name}")) {
             let size = s.sh_size(e);
             let user = size.checked_sub(RESERVED_SMEM_SM90).ok_or_else(|| {
                 ParseError(format!("kernel {name}: .nv.shared is {size} bytes, less than the 1 KiB sm_90+ prefix"))

@@ -3,7 +3,7 @@
 //!
 //! Data flows one way: `asm/bin/*` images (embedded by [`embedded`], a table `mhc asm`
 //! generates) -> [`parse`] -> [`KernelInfo`] -> the [`registry`] joins them with
-//! `asm/catalogue.toml` ([`manifest`]) -> [`select()`] picks a variant for an
+//! `asm/catalogue.toml` ([`catalogue`]) -> [`select()`] picks a variant for an
 //! (arch, stage, shape, budget), consulting the [`tuning`] tables.
 //!
 //! Stages are plain strings here (`"pre"`, `"post"`, `"coeffs"`, ...) so that this crate does not
@@ -12,19 +12,19 @@
 
 mod amdgpu;
 pub mod arch;
+pub mod catalogue;
 mod cubin;
 pub mod embedded;
 pub mod image;
-pub mod manifest;
 pub mod registry;
 pub mod select;
 pub mod tuning;
 
 pub use arch::{AmdFeatures, Arch, FeatureMode, UnsupportedArch, Vendor};
+pub use catalogue::{CatalogueError, Geometry, Trait};
 pub use image::{parse, render, AmdResources, CodeObject, KernelInfo, Param, ParseError};
-pub use manifest::ManifestError;
 pub use registry::{Registry, Resources, Variant};
-pub use select::{select, Budget, Choice, NoVariant, Reason, Selection, Selector, Shape};
+pub use select::{select, Budget, Choice, NoVariant, Reason, Selection, Selector, Shape, TokenBucket};
 pub use tuning::TunedTable;
 
 /// Everything the loader can report.
@@ -32,8 +32,8 @@ pub use tuning::TunedTable;
 pub enum Error {
     /// `asm/catalogue.toml` is malformed.
     #[error(transparent)]
-    Manifest(#[from] ManifestError),
-    /// An image is missing, malformed, or disagrees with the manifest.
+    Catalogue(#[from] CatalogueError),
+    /// An image is missing, malformed, or disagrees with the catalogue.
     #[error("bad code object {image}: {reason}")]
     BadCodeObject { image: String, reason: String },
     /// A tuned table is malformed.
@@ -46,7 +46,7 @@ pub enum Error {
     UnsupportedArch(#[from] UnsupportedArch),
 }
 
-/// Lowercase hex SHA-256 of `bytes` (image hashes in the manifest and the tuned tables).
+/// Lowercase hex SHA-256 of `bytes` (image hashes in the catalogue and the tuned tables).
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
     use std::fmt::Write;

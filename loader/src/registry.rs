@@ -1,11 +1,11 @@
-//! The variant registry: the manifest's entries joined with what the loader reads from their
+//! The variant registry: the catalogue's entries joined with what the loader reads from their
 //! images. [`Registry::embedded`] is the one the runtime uses (built once, cached);
-//! [`Registry::load_static`] takes any manifest text and image source; [`Registry::from_expectations`]
-//! builds fake registries from manifest text alone (selector tests).
+//! [`Registry::load_static`] takes any catalogue text and image source; [`Registry::from_expectations`]
+//! builds fake registries from catalogue text alone (selector tests).
 
 use crate::arch::Arch;
+use crate::catalogue::{self, VariantEntry};
 use crate::image::{CodeObject, KernelInfo};
-use crate::manifest::{self, VariantEntry};
 use crate::Error;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -41,7 +41,7 @@ impl Resources {
     }
 }
 
-/// One variant: its manifest entry, architecture, resources and image hash.
+/// One variant: its catalogue entry, architecture, resources and image hash.
 #[derive(Debug, Clone)]
 pub struct Variant {
     pub entry: VariantEntry,
@@ -61,7 +61,7 @@ impl Variant {
     }
 }
 
-/// Every variant, in manifest order (the order that breaks selection ties).
+/// Every variant, in catalogue order (the order that breaks selection ties).
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
     variants: Vec<Variant>,
@@ -70,20 +70,22 @@ pub struct Registry {
 static EMBEDDED: OnceLock<Result<Registry, Error>> = OnceLock::new();
 
 impl Registry {
-    /// The registry of the embedded manifest and images, built on first use. An error here
+    /// The registry of the embedded catalogue and images, built on first use. An error here
     /// means the build is inconsistent (a test catches it before release).
     pub fn embedded() -> Result<&'static Registry, Error> {
         EMBEDDED
             .get_or_init(|| {
-                Registry::load_static(manifest::EMBEDDED_MANIFEST, |path| crate::embedded::image(path).map(|i| i.bytes))
+                Registry::load_static(catalogue::EMBEDDED_CATALOGUE, |path| {
+                    crate::embedded::image(path).map(|i| i.bytes)
+                })
             })
             .as_ref()
             .map_err(Clone::clone)
     }
 
-    /// Joins `manifest_text` with the images `image(path)` returns (static, e.g. embedded).
-    pub fn load_static(manifest_text: &str, image: impl Fn(&str) -> Option<&'static [u8]>) -> Result<Registry, Error> {
-        let entries = manifest::parse(manifest_text)?;
+    /// Joins `catalogue_text` with the images `image(path)` returns (static, e.g. embedded).
+    pub fn load_static(catalogue_text: &str, image: impl Fn(&str) -> Option<&'static [u8]>) -> Result<Registry, Error> {
+        let entries = catalogue::parse(catalogue_text)?;
         let mut parsed: BTreeMap<String, CodeObject> = BTreeMap::new();
         let mut variants = Vec::with_capacity(entries.len());
         for entry in entries {
@@ -120,9 +122,9 @@ impl Registry {
     }
 
     /// A registry whose resources come from each entry's `expect` table, with no images: for
-    /// selector tests and for tools that only read the manifest.
-    pub fn from_expectations(manifest_text: &str) -> Result<Registry, Error> {
-        let variants = manifest::parse(manifest_text)?
+    /// selector tests and for tools that only read the catalogue.
+    pub fn from_expectations(catalogue_text: &str) -> Result<Registry, Error> {
+        let variants = catalogue::parse(catalogue_text)?
             .into_iter()
             .map(|entry| {
                 let e = &entry.expect;
@@ -155,13 +157,13 @@ impl Registry {
         self.variants.iter().find(|v| v.entry.id == id)
     }
 
-    /// Manifest position of a variant (the tie-break order).
+    /// Catalogue position of a variant (the tie-break order).
     pub fn position(&self, id: &str) -> Option<usize> {
         self.variants.iter().position(|v| v.entry.id == id)
     }
 }
 
-/// The manifest's block size must be launchable: within `.maxntid` and equal to `.reqntid`.
+/// The catalogue's block size must be launchable: within `.maxntid` and equal to `.reqntid`.
 fn check_threads(entry: &VariantEntry, k: &KernelInfo) -> Result<(), String> {
     if let Some([x, y, z]) = k.required_threads {
         if x * y * z != entry.threads {

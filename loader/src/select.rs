@@ -18,11 +18,11 @@
 //!    bw       = DRAM bytes per us x min(1, active / units)   (a few blocks cannot saturate DRAM:
 //!               each SM/CU streams at most its share; this is what split-K buys at small T)
 //!    cost     = wave_us x waves + bytes / bw + (split > 1 ? SPLIT_US : 0)
-//!               (wave_us: the variant's `wave_us` from the manifest, else WAVE_US)
+//!               (wave_us: the variant's `wave_us` from the catalogue, else WAVE_US)
 //!    cost    *= OUTSIDE_PREFERRED when T is outside the variant's prefer_tokens range
 //!    ```
 //!    `units` is the device's SM/CU count when given, else the flagship part's
-//!    ([`Arch::default_compute_units`]). Ties keep manifest order (stable sort).
+//!    ([`Arch::default_compute_units`]). Ties keep catalogue order (stable sort).
 //! 3. **Override**: if a tuned table has an entry for (arch, units, stage, dtype, bucket(T), n,
 //!    bucket(C)) whose variant passed the filters, it wins; a tuned variant that was filtered
 //!    out is reported in `warnings`.
@@ -50,11 +50,34 @@ pub struct Shape {
     pub dtype: String,
     /// `v4` or `paper`; `None` accepts either.
     pub formulation: Option<String>,
+    /// Optional inputs the call has (`gamma_k`, `gamma_f`): a variant must handle each.
+    pub options: Vec<String>,
+    /// Only variants of this launcher, at any token count (benchmarks and tests that ask for one
+    /// kernel family; the launcher checks its kernel's capacity); variants kept for comparison
+    /// (`on_request`) are eligible only this way.
+    pub launch: Option<String>,
 }
 
 impl Shape {
     pub fn new(tokens: u64, n: u32, c: u64, dtype: &str) -> Shape {
-        Shape { tokens, n, c, dtype: dtype.to_string(), formulation: None }
+        Shape { tokens, n, c, dtype: dtype.to_string(), formulation: None, options: Vec::new(), launch: None }
+    }
+
+    /// The same shape with the optional input `option` (`gamma_k`, `gamma_f`).
+    pub fn with_option(mut self, option: &str) -> Shape {
+        self.options.push(option.to_string());
+        self
+    }
+
+    /// The same shape, asking for the variants of launcher `launch` only.
+    pub fn with_launch(mut self, launch: &str) -> Shape {
+        self.launch = Some(launch.to_string());
+        self
+    }
+
+    /// The same shape at `tokens` tokens.
+    pub fn at(&self, tokens: u64) -> Shape {
+        Shape { tokens, ..self.clone() }
     }
 
     pub fn with_formulation(mut self, f: &str) -> Shape {
@@ -77,6 +100,12 @@ impl fmt::Display for Shape {
         if let Some(form) = &self.formulation {
             write!(f, " {form}")?;
         }
+        for o in &self.options {
+            write!(f, " +{o}")?;
+        }
+        if let Some(l) = &self.launch {
+            write!(f, " (launcher {l})")?;
+        }
         Ok(())
     }
 }
@@ -91,18 +120,72 @@ pub struct Budget {
 /// Why a variant was rejected.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reason {
-    Stage { variant: String },
-    Arch { variant: Arch, device: Arch },
-    Formulation { wanted: String, supported: Vec<String> },
-    Dtype { wanted: String, supported: Vec<String> },
-    N { n: u32, supported: Vec<u32> },
-    CMultiple { c: u64, multiple_of: u64 },
-    CRange { c: u64, min: u64, max: u64 },
-    Tokens { t: u64, min: u64, max: u64 },
-    RegisterBudget { uses: u32, budget: u32 },
-    RegisterFile { registers: u32, threads: u32, file: u32 },
-    SharedBudget { uses: u32, budget: u32 },
-    SharedArch { uses: u32, max: u32 },
+    Stage {
+        variant: String,
+    },
+    Arch {
+        variant: Arch,
+        device: Arch,
+    },
+    Formulation {
+        wanted: String,
+        supported: Vec<String>,
+    },
+    Dtype {
+        wanted: String,
+        supported: Vec<String>,
+    },
+    N {
+        n: u32,
+        supported: Vec<u32>,
+    },
+    CMultiple {
+        c: u64,
+        multiple_of: u64,
+    },
+    CRange {
+        c: u64,
+        min: u64,
+        max: u64,
+    },
+    Tokens {
+        t: u64,
+        min: u64,
+        max: u64,
+    },
+    Option {
+        option: String,
+        supported: Vec<String>,
+    },
+    /// The call asked for another launcher.
+    Launcher {
+        wanted: String,
+        has: String,
+    },
+    /// Kept for comparison: chosen only when asked for by launcher.
+    OnRequest,
+    RegisterBudget {
+        uses: u32,
+        budget: u32,
+    },
+    RegisterFile {
+        registers: u32,
+        threads: u32,
+        file: u32,
+    },
+    SharedBudget {
+        uses: u32,
+        budget: u32,
+    },
+    SharedArch {
+        uses: u32,
+        max: u32,
+    },
+    /// The device's own limits for this launch (SM count, occupancy, shared memory for this C),
+    /// as the runtime's launcher reports them.
+    Launch {
+        why: String,
+    },
 }
 
 impl fmt::Display for Reason {
@@ -120,6 +203,16 @@ impl fmt::Display for Reason {
             Reason::CMultiple { c, multiple_of } => write!(f, "C={c} is not a multiple of {multiple_of}"),
             Reason::CRange { c, min, max } => write!(f, "C={c} outside {min}..={max}"),
             Reason::Tokens { t, min, max } => write!(f, "T={t} outside its token range {min}..={max}"),
+            Reason::Option { option, supported } => {
+                if supported.is_empty() {
+                    write!(f, "{option} not supported (has no optional inputs)")
+                } else {
+                    write!(f, "{option} not supported (has {})", supported.join(", "))
+                }
+            }
+            Reason::Launch { why } => write!(f, "{why}"),
+            Reason::Launcher { wanted, has } => write!(f, "launcher {has}, not the requested {wanted}"),
+            Reason::OnRequest => write!(f, "kept for comparison, run only when asked for by launcher"),
             Reason::RegisterBudget { uses, budget } => {
                 write!(f, "uses {uses} registers per thread, over the budget of {budget}")
             }
@@ -147,6 +240,8 @@ pub struct Rejection {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
     pub id: String,
+    /// The variant's measured preference (higher first, then cost).
+    pub rank: u32,
     pub cost_us: f64,
     pub waves: u64,
     pub bytes: u64,
@@ -164,7 +259,7 @@ pub enum Choice {
 
 /// No variant passed the filters.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("no variant for stage {stage} on {arch} at {shape}:\n{}", explain_rejections(.rejected, *.other_stages))]
+#[error("no variant for stage {stage} on {arch} at {shape}:\n{}", explain_rejections(.rejected, *.other_stages, *.other_arches))]
 pub struct NoVariant {
     pub stage: String,
     pub arch: String,
@@ -172,6 +267,8 @@ pub struct NoVariant {
     pub rejected: Vec<Rejection>,
     /// Variants of other stages (not listed one by one).
     pub other_stages: usize,
+    /// Variants of this stage for other architectures (not listed one by one).
+    pub other_arches: usize,
 }
 
 impl NoVariant {
@@ -181,13 +278,16 @@ impl NoVariant {
     }
 }
 
-fn explain_rejections(rejected: &[Rejection], other_stages: usize) -> String {
+fn explain_rejections(rejected: &[Rejection], other_stages: usize, other_arches: usize) -> String {
     let mut s = String::new();
     if rejected.is_empty() {
         s.push_str("  (no variant of this stage exists)\n");
     }
     for r in rejected {
         s.push_str(&format!("  rejected {}: {}\n", r.id, r.reason));
+    }
+    if other_arches > 0 {
+        s.push_str(&format!("  ({other_arches} variants of this stage for other architectures not considered)\n"));
     }
     if other_stages > 0 {
         s.push_str(&format!("  ({other_stages} variants of other stages not considered)\n"));
@@ -207,9 +307,10 @@ pub struct Selection<'r> {
     pub units: u32,
     /// Admissible variants, cheapest first.
     pub candidates: Vec<Candidate>,
-    /// Rejected variants of this stage, in manifest order.
+    /// Rejected variants of this stage, in catalogue order.
     pub rejected: Vec<Rejection>,
     pub other_stages: usize,
+    pub other_arches: usize,
     /// Tuned entries that were ignored, and why.
     pub warnings: Vec<String>,
 }
@@ -239,15 +340,16 @@ impl Selection<'_> {
         s.push_str("candidates (estimated cost):\n");
         for c in &self.candidates {
             s.push_str(&format!(
-                "  {:<28} {:>9.2} us  waves {:>4}  {:>12} B{}\n",
+                "  {:<32} rank {:>2} {:>9.2} us  waves {:>4}  {:>12} B{}\n",
                 c.id,
+                c.rank,
                 c.cost_us,
                 c.waves,
                 c.bytes,
                 if c.in_preferred_range { "" } else { "  (T outside its preferred range)" }
             ));
         }
-        s.push_str(&explain_rejections(&self.rejected, self.other_stages));
+        s.push_str(&explain_rejections(&self.rejected, self.other_stages, self.other_arches));
         for w in &self.warnings {
             s.push_str(&format!("warning: {w}\n"));
         }
@@ -289,22 +391,42 @@ impl<'r> Selector<'r> {
     }
 
     pub fn select(&self, arch: Arch, stage: &str, shape: &Shape, budget: &Budget) -> Result<Selection<'r>, NoVariant> {
+        self.select_with(arch, stage, shape, budget, &|_| Ok(()))
+    }
+
+    /// [`Selector::select`] with the device's own limits: `admit(variant)` is asked for every
+    /// variant that passed the catalogue's filters, last, and an `Err(why)` rejects it with
+    /// [`Reason::Launch`] (the runtime's launchers know what the catalogue cannot: the SM count,
+    /// cluster occupancy, the shared memory a C needs on this device).
+    pub fn select_with(
+        &self,
+        arch: Arch,
+        stage: &str,
+        shape: &Shape,
+        budget: &Budget,
+        admit: &dyn Fn(&Variant) -> Result<(), String>,
+    ) -> Result<Selection<'r>, NoVariant> {
         let units = self.units.unwrap_or_else(|| arch.default_compute_units()).max(1);
         let mut rejected = Vec::new();
-        let mut other_stages = 0;
+        let (mut other_stages, mut other_arches) = (0, 0);
         let mut admissible: Vec<(usize, &'r Variant, Candidate)> = Vec::new();
         for (index, v) in self.registry.variants().iter().enumerate() {
             if v.entry.stage != stage {
                 other_stages += 1;
                 continue;
             }
-            match filter(v, arch, shape, budget) {
+            if v.arch.family() != arch.family() {
+                other_arches += 1;
+                continue;
+            }
+            match filter(v, arch, shape, budget).and_then(|()| admit(v).map_err(|why| Reason::Launch { why })) {
                 Err(reason) => rejected.push(Rejection { id: v.id().to_string(), reason }),
                 Ok(()) => admissible.push((index, v, score(v, arch, units, shape))),
             }
         }
-        // Stable: equal costs keep manifest order.
-        admissible.sort_by(|a, b| a.2.cost_us.total_cmp(&b.2.cost_us).then(a.0.cmp(&b.0)));
+        // Highest rank first, then the lowest cost; equal ones keep catalogue order.
+        admissible
+            .sort_by(|a, b| b.2.rank.cmp(&a.2.rank).then(a.2.cost_us.total_cmp(&b.2.cost_us)).then(a.0.cmp(&b.0)));
         let Some(&(_, best, _)) = admissible.first() else {
             return Err(NoVariant {
                 stage: stage.to_string(),
@@ -312,6 +434,7 @@ impl<'r> Selector<'r> {
                 shape: shape.to_string(),
                 rejected,
                 other_stages,
+                other_arches,
             });
         };
         let mut warnings = self.warnings.clone();
@@ -356,8 +479,67 @@ impl<'r> Selector<'r> {
             candidates: admissible.into_iter().map(|(_, _, c)| c).collect(),
             rejected,
             other_stages,
+            other_arches,
             warnings,
         })
+    }
+}
+
+/// One token range of a stage and the selection that serves it ([`Selector::buckets`]).
+#[derive(Debug, Clone)]
+pub struct TokenBucket<'r> {
+    /// Largest token count of the range (`u64::MAX` for the last, open-ended one); the range
+    /// begins after the previous bucket's `max_tokens`.
+    pub max_tokens: u64,
+    /// The selection at the range's last listed count (the same variant serves all of it), or
+    /// why no variant serves these counts.
+    pub selection: Result<Selection<'r>, NoVariant>,
+}
+
+impl<'r> Selector<'r> {
+    /// The variant of `stage` for every token count `1..=max_tokens`, as contiguous ranges.
+    /// The selection is made at every count where it can change: where a variant of the stage
+    /// begins or ends its token range (`tokens.min - 1`, `tokens.max`), at every power of two
+    /// (the tuned tables' token buckets) and at `max_tokens`; consecutive counts with the same
+    /// answer (the same winner, or none) merge, and the last range is open-ended.
+    pub fn buckets(
+        &self,
+        arch: Arch,
+        stage: &str,
+        shape: &Shape,
+        budget: &Budget,
+        max_tokens: u64,
+        admit: &dyn Fn(&Variant) -> Result<(), String>,
+    ) -> Vec<TokenBucket<'r>> {
+        let max_tokens = max_tokens.max(1);
+        let mut bounds: Vec<u64> = self
+            .registry
+            .variants()
+            .iter()
+            .filter(|v| v.entry.stage == stage && v.arch.runs_on(arch))
+            .flat_map(|v| [v.entry.tokens.min.saturating_sub(1), v.entry.tokens.max])
+            .chain((0..64).map(|k| 1u64 << k))
+            .filter(|&t| t >= 1 && t < max_tokens)
+            .collect();
+        bounds.push(max_tokens);
+        bounds.sort_unstable();
+        bounds.dedup();
+        let id = |s: &Result<Selection<'r>, NoVariant>| s.as_ref().ok().map(|s| s.variant.id().to_string());
+        let mut out: Vec<TokenBucket<'r>> = Vec::new();
+        for t in bounds {
+            let sel = self.select_with(arch, stage, &shape.at(t), budget, admit);
+            match out.last_mut() {
+                Some(last) if id(&last.selection) == id(&sel) => {
+                    last.max_tokens = t;
+                    last.selection = sel;
+                }
+                _ => out.push(TokenBucket { max_tokens: t, selection: sel }),
+            }
+        }
+        if let Some(last) = out.last_mut() {
+            last.max_tokens = u64::MAX;
+        }
+        out
     }
 }
 
@@ -366,6 +548,13 @@ fn filter(v: &Variant, arch: Arch, shape: &Shape, budget: &Budget) -> Result<(),
     let e = &v.entry;
     if !v.arch.runs_on(arch) {
         return Err(Reason::Arch { variant: v.arch, device: arch });
+    }
+    match &shape.launch {
+        Some(wanted) if *wanted != e.launch => {
+            return Err(Reason::Launcher { wanted: wanted.clone(), has: e.launch.clone() })
+        }
+        None if e.geometry.has(crate::catalogue::Trait::OnRequest) => return Err(Reason::OnRequest),
+        _ => {}
     }
     if let Some(f) = &shape.formulation {
         if !e.formulations.contains(f) {
@@ -384,7 +573,12 @@ fn filter(v: &Variant, arch: Arch, shape: &Shape, budget: &Budget) -> Result<(),
     if shape.c < e.c.min || shape.c > e.c.max {
         return Err(Reason::CRange { c: shape.c, min: e.c.min, max: e.c.max });
     }
-    if !e.tokens.contains(shape.tokens) {
+    if let Some(o) = shape.options.iter().find(|o| !e.options.contains(o)) {
+        return Err(Reason::Option { option: o.clone(), supported: e.options.clone() });
+    }
+    // A call that asks for a launcher gets it wherever its kernel runs (the launcher checks its
+    // capacity); the token ranges say where the selector uses it.
+    if shape.launch.is_none() && !e.tokens.contains(shape.tokens) {
         return Err(Reason::Tokens { t: shape.tokens, min: e.tokens.min, max: e.tokens.max });
     }
     let r = &v.resources;
@@ -438,7 +632,7 @@ fn score(v: &Variant, arch: Arch, units: u32, shape: &Shape) -> Candidate {
     if !in_preferred_range {
         cost *= OUTSIDE_PREFERRED;
     }
-    Candidate { id: e.id.clone(), cost_us: cost, waves, bytes, in_preferred_range }
+    Candidate { id: e.id.clone(), rank: e.rank, cost_us: cost, waves, bytes, in_preferred_range }
 }
 
 static EMBEDDED_SELECTOR: std::sync::OnceLock<Result<Selector<'static>, Error>> = std::sync::OnceLock::new();

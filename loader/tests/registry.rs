@@ -1,31 +1,31 @@
-//! The manifest against the embedded images, `mhc asm --update-manifest`'s rewrite, the tuned
+//! The catalogue against the embedded images, `mhc asm --update-catalogue`'s rewrite, the tuned
 //! tables, and every selection path on fake variants (including a decoy that is cheap on paper
 //! but must never win where it does not apply).
 
-use mhc_loader::manifest::{self, rewrite_expectations};
+use mhc_loader::catalogue::{self, rewrite_expectations};
 use mhc_loader::select::{Choice, Reason};
 use mhc_loader::tuning::{bucket, TunedTable};
 use mhc_loader::{Arch, Budget, Registry, Selector, Shape};
 
-/// Every manifest entry matches its embedded image: symbol present, resources and kernarg size
+/// Every catalogue entry matches its embedded image: symbol present, resources and kernarg size
 /// as recorded, sha256 as recorded. On failure it prints the line to paste (or run
-/// `mhc asm --update-manifest`).
+/// `mhc asm --update-catalogue`).
 #[test]
 fn every_variant_matches_its_embedded_image() {
-    let entries = manifest::parse(manifest::EMBEDDED_MANIFEST).unwrap();
+    let entries = catalogue::parse(catalogue::EMBEDDED_CATALOGUE).unwrap();
     let mut problems = Vec::new();
     for v in &entries {
         let Some(img) = mhc_loader::embedded::image(&v.file) else {
             problems.push(format!("{}: {} is not embedded (run `mhc asm`)", v.id, v.file));
             continue;
         };
-        match manifest::measure(img.bytes, &v.entry) {
+        match catalogue::measure(img.bytes, &v.entry) {
             Ok(actual) if actual == v.expect => {}
             Ok(actual) => problems.push(format!(
-                "{}: recorded {:?}\n  the image gives: {}\n  (run `mhc asm --update-manifest`)",
+                "{}: recorded {:?}\n  the image gives: {}\n  (run `mhc asm --update-catalogue`)",
                 v.id,
                 v.expect,
-                manifest::expect_line(&actual)
+                catalogue::expect_line(&actual)
             )),
             Err(e) => problems.push(format!("{}: {e}", v.id)),
         }
@@ -50,19 +50,19 @@ fn the_embedded_tuned_tables_are_valid() {
 }
 
 #[test]
-fn update_manifest_rewrites_only_the_expect_lines() {
+fn update_catalogue_rewrites_only_the_expect_lines() {
     let cubin = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fx_sm90.cubin")).unwrap();
     let text = "# keep me\n[[variant]]\nid = \"a\"\nstage = \"post\"\nformulations = [\"v4\"]\narch = \"sm_90a\"\n\
         file = \"asm/bin/sm90/fx.cubin\"\nentry = \"fx_smem\"\ndtypes = [\"f32\"]\nn = [4]\n\
         c = { multiple_of = 1, min = 1, max = 10 }\ntokens = { min = 1, max = 10 }\ntile = { tokens = 1 }\n\
-        threads = 128\nwhy = \"test\"\n\n[[variant]]\nid = \"b\" # comment\nstage = \"post\"\nformulations = [\"v4\"]\n\
+        threads = 128\nlaunch = \"post\"\nwhy = \"test\"\n\n[[variant]]\nid = \"b\" # comment\nstage = \"post\"\nformulations = [\"v4\"]\n\
         arch = \"sm_90a\"\nfile = \"asm/bin/sm90/fx.cubin\"\nentry = \"fx_vadd\"\ndtypes = [\"f32\"]\nn = [4]\n\
         c = { multiple_of = 1, min = 1, max = 10 }\ntokens = { min = 1, max = 10 }\ntile = { tokens = 1 }\n\
-        threads = 256\nwhy = \"test\"\nexpect = { registers = 1, shared_bytes = 0, local_bytes = 0, kernarg_bytes = 0, sha256 = \"\" }\n";
+        threads = 256\nlaunch = \"post\"\nwhy = \"test\"\nexpect = { registers = 1, shared_bytes = 0, local_bytes = 0, kernarg_bytes = 0, sha256 = \"\" }\n";
     let (new, report) =
         rewrite_expectations(text, |f| (f == "asm/bin/sm90/fx.cubin").then_some(cubin.as_slice())).unwrap();
     assert_eq!(report.len(), 2);
-    let v = manifest::parse(&new).unwrap();
+    let v = catalogue::parse(&new).unwrap();
     assert_eq!((v[0].expect.registers, v[0].expect.shared_bytes, v[0].expect.local_bytes), (14, 1024, 64));
     assert_eq!((v[1].expect.registers, v[1].expect.kernarg_bytes), (12, 28));
     assert_eq!(v[1].expect.sha256, mhc_loader::sha256_hex(&cubin));
@@ -100,6 +100,7 @@ tokens = { min = 1, max = 256 }
 prefer_tokens = { min = 1, max = 64 }
 tile = { tokens = 1, split = 16 }
 threads = 256
+launch = "fake"
 why = "decode: split the K reduction over many blocks"
 expect = { registers = 64, shared_bytes = 8192, local_bytes = 0, kernarg_bytes = 96, sha256 = "" }
 
@@ -117,6 +118,7 @@ tokens = { min = 1, max = 100000000 }
 prefer_tokens = { min = 65, max = 100000000 }
 tile = { tokens = 64 }
 threads = 256
+launch = "fake"
 why = "prefill: 64-token tiles with mma"
 expect = { registers = 168, shared_bytes = 100000, local_bytes = 0, kernarg_bytes = 96, sha256 = "" }
 
@@ -134,6 +136,7 @@ tokens = { min = 1, max = 100000000 }
 tile = { tokens = 1 }
 threads = 128
 x_passes = 2
+launch = "fake"
 why = "fallback for any n and C"
 expect = { registers = 40, shared_bytes = 0, local_bytes = 0, kernarg_bytes = 96, sha256 = "" }
 
@@ -151,6 +154,7 @@ tokens = { min = 1, max = 100000000 }
 tile = { tokens = 100000 }
 threads = 128
 x_passes = 0
+launch = "fake"
 why = "decoy: cheapest on paper, narrow constraints"
 expect = { registers = 200, shared_bytes = 0, local_bytes = 0, kernarg_bytes = 96, sha256 = "" }
 
@@ -167,6 +171,7 @@ c = { multiple_of = 1, min = 1, max = 1000000 }
 tokens = { min = 1, max = 100000000 }
 tile = { tokens = 1 }
 threads = 256
+launch = "fake"
 why = "another stage"
 expect = { registers = 32, shared_bytes = 0, local_bytes = 0, kernarg_bytes = 64, sha256 = "" }
 
@@ -183,6 +188,7 @@ c = { multiple_of = 1, min = 1, max = 1000000 }
 tokens = { min = 1, max = 100000000 }
 tile = { tokens = 1 }
 threads = 256
+launch = "fake"
 why = "AMD"
 expect = { registers = 32, shared_bytes = 0, local_bytes = 0, kernarg_bytes = 96, sha256 = "" }
 "#;
@@ -255,11 +261,12 @@ fn budgets_architecture_and_ranges_are_filters() {
     assert_eq!(s.variant.id(), "pre_tile", "{}", s.explain());
     // Token range: the split variant runs T <= 256 only.
     assert!(s.rejected.iter().any(|r| r.id == "pre_split" && matches!(r.reason, Reason::Tokens { t: 8192, .. })));
-    // Architecture: on gfx942 only the AMD variant applies; the NVIDIA ones say why.
+    // Architecture: on gfx942 only the AMD variant applies; the NVIDIA ones are counted, not
+    // listed (nothing about them concerns this device).
     let dev = Arch::parse("gfx942:sramecc+:xnack-").unwrap();
     let s = Selector::new(&reg).select(dev, "pre", &shape, &Budget::default()).unwrap();
     assert_eq!(s.variant.id(), "pre_amd");
-    assert!(s.rejected.iter().all(|r| matches!(r.reason, Reason::Arch { .. })));
+    assert!(s.rejected.is_empty() && s.other_arches == 4, "{}", s.explain());
     // Formulation and dtype.
     let s = Selector::new(&reg)
         .select(Arch::Sm90a, "pre", &Shape::new(8192, 8, 64, "bf16").with_formulation("paper"), &Budget::default())
@@ -285,9 +292,10 @@ fn no_variant_lists_every_rejection() {
     let reg = fake();
     let err =
         Selector::new(&reg).select(Arch::Sm90a, "pre", &Shape::new(7, 3, 4096, "f32"), &Budget::default()).unwrap_err();
-    assert_eq!(err.rejected.len(), 5, "{err}");
+    assert_eq!(err.rejected.len(), 4, "{err}");
+    assert_eq!(err.other_arches, 1, "pre_amd is for another architecture");
     let text = err.to_string();
-    for id in ["pre_split", "pre_tile", "pre_generic", "pre_decoy", "pre_amd"] {
+    for id in ["pre_split", "pre_tile", "pre_generic", "pre_decoy"] {
         assert!(text.contains(id), "{text}");
     }
     assert!(text.contains("n=3 not supported"), "{text}");
@@ -297,8 +305,8 @@ fn no_variant_lists_every_rejection() {
 }
 
 #[test]
-fn ties_break_by_manifest_order_and_results_are_deterministic() {
-    // Two identical variants: the first in the manifest wins, every time.
+fn ties_break_by_catalogue_order_and_results_are_deterministic() {
+    // Two identical variants: the first in the catalogue wins, every time.
     let block = FAKE.split("[[variant]]").nth(3).unwrap();
     let text = format!("[[variant]]{}[[variant]]{}", block, block.replace("pre_generic", "pre_generic_twin"));
     let reg = Registry::from_expectations(&text).unwrap();
@@ -353,7 +361,7 @@ fn tuned_entries_override_the_model_when_admissible_and_fresh() {
     assert_eq!(s.warnings.len(), 1);
     // Unknown variants too.
     let t = TunedTable::parse("t.toml", &table("gone", &sha, 8)).unwrap();
-    assert!(Selector::new(&reg).with_table(&t).warnings()[0].contains("not in the manifest"));
+    assert!(Selector::new(&reg).with_table(&t).warnings()[0].contains("not in the catalogue"));
 }
 
 #[test]
@@ -403,7 +411,7 @@ fn explain_is_readable() {
         "candidates (estimated cost):",
         "rejected pre_tile: uses 168 registers per thread, over the budget of 128",
         "rejected pre_decoy: n=4 not supported (has [8])",
-        "rejected pre_amd: built for gfx942, which does not run on sm_90a",
+        "(1 variants of this stage for other architectures not considered)",
         "(1 variants of other stages not considered)",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
@@ -414,7 +422,7 @@ fn explain_is_readable() {
 #[test]
 fn the_embedded_coeffs_variants_are_selectable() {
     // n <= 4: the per-thread kernel; n >= 8: the shuffle kernel (both measured faster than the
-    // shared-memory fallback, which stays admissible for every n).
+    // shared-memory warp kernel, which is kept for comparison: run only when asked for).
     for (arch, t, n, entry) in [
         (Arch::Sm90a, 7, 4, "mhc_coeffs_thread"),
         (Arch::Sm90a, 8192, 1, "mhc_coeffs_thread"),
@@ -427,6 +435,68 @@ fn the_embedded_coeffs_variants_are_selectable() {
         assert_eq!(s.variant.entry.entry, entry, "{}", s.explain());
         assert_eq!(s.variant.arch, arch);
         assert_eq!(s.variant.resources.kernarg_bytes, 80, "CoeffsArgs is 80 bytes");
-        assert!(s.candidates.iter().any(|c| c.id.ends_with("_warp")), "the fallback stays admissible");
+        assert!(s.rejected.iter().any(|r| r.id.ends_with("_warp") && r.reason == Reason::OnRequest));
     }
+}
+
+/// A rank puts a variant ahead of the cost model, among the variants that pass the filters
+/// only; options the call has reject variants that lack them; the device's own limits
+/// (`admit`) reject with the launcher's reason.
+#[test]
+fn rank_options_and_device_limits_decide_before_the_cost_model() {
+    let none = Budget::default();
+    let ranked = FAKE.replace("entry = \"pre_generic\"", "entry = \"pre_generic\"\nrank = 5\noptions = [\"gamma_k\"]");
+    let text = ranked.replace("sha256 = \"\"", &format!("sha256 = \"{}\"", "ab".repeat(32)));
+    let reg = Registry::from_expectations(&text).unwrap();
+    let sel = Selector::new(&reg);
+    // Cheaper by the model, but of lower rank: the fallback wins wherever it passes.
+    let s = sel.select(Arch::Sm90a, "pre", &Shape::new(8192, 4, 4096, "bf16"), &none).unwrap();
+    assert_eq!(s.variant.id(), "pre_generic", "{}", s.explain());
+    assert_eq!(s.candidates[0].rank, 5);
+    // gamma_k is an option only the fallback has.
+    let s = sel.select(Arch::Sm90a, "pre", &Shape::new(7, 4, 4096, "bf16").with_option("gamma_k"), &none).unwrap();
+    assert_eq!(s.variant.id(), "pre_generic");
+    assert!(s
+        .rejected
+        .iter()
+        .any(|r| r.id == "pre_split" && r.reason == Reason::Option { option: "gamma_k".into(), supported: vec![] }));
+    // gamma_f: nobody has it.
+    let e = sel.select(Arch::Sm90a, "pre", &Shape::new(7, 4, 4096, "bf16").with_option("gamma_f"), &none).unwrap_err();
+    assert!(e.to_string().contains("gamma_f not supported"), "{e}");
+    // The device refuses the fallback: the cost model decides among the rest.
+    let admit = |v: &mhc_loader::Variant| {
+        if v.id() == "pre_generic" {
+            Err("needs more SMs".to_string())
+        } else {
+            Ok(())
+        }
+    };
+    let s = sel.select_with(Arch::Sm90a, "pre", &Shape::new(7, 4, 4096, "bf16"), &none, &admit).unwrap();
+    assert_eq!(s.variant.id(), "pre_split");
+    assert!(s.rejected.iter().any(|r| r.id == "pre_generic" && r.reason.to_string() == "needs more SMs"));
+}
+
+/// Buckets cover every token count once, in order, each the selector's own answer there.
+#[test]
+fn buckets_are_the_selection_at_every_token_count() {
+    let reg = fake();
+    let sel = Selector::new(&reg);
+    let none = Budget::default();
+    let shape = Shape::new(1, 4, 4096, "bf16");
+    let buckets = sel.buckets(Arch::Sm90a, "pre", &shape, &none, 100_000, &|_| Ok(()));
+    assert_eq!(buckets.last().unwrap().max_tokens, u64::MAX);
+    assert!(buckets.windows(2).all(|w| w[0].max_tokens < w[1].max_tokens));
+    let id = |b: &mhc_loader::TokenBucket| b.selection.as_ref().unwrap().variant.id().to_string();
+    assert!(buckets.windows(2).all(|w| id(&w[0]) != id(&w[1])));
+    let at = |t: u64| id(buckets.iter().find(|b| t <= b.max_tokens).unwrap());
+    for t in [1, 2, 63, 64, 65, 100, 256, 257, 1000, 4096, 100_000] {
+        assert_eq!(at(t), pick(&reg, &shape.at(t), &none), "T = {t}");
+    }
+    // Counts where nothing passes are ranges of their own, with the reasons.
+    let split_only = |v: &mhc_loader::Variant| if v.id() == "pre_split" { Ok(()) } else { Err("not here".into()) };
+    let gaps = sel.buckets(Arch::Sm90a, "pre", &shape, &none, 1000, &split_only);
+    assert_eq!(gaps.len(), 2, "pre_split to 256 tokens, then nothing");
+    assert_eq!((gaps[0].max_tokens, id(&gaps[0]).as_str()), (256, "pre_split"));
+    assert!(gaps[1].selection.as_ref().unwrap_err().to_string().contains("T=1000 outside its token range"));
+    assert!(sel.buckets(Arch::Sm90a, "nope", &shape, &none, 64, &|_| Ok(()))[0].selection.is_err());
 }

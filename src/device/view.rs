@@ -17,6 +17,9 @@ pub struct DeviceTensor<'a, B> {
     pub(crate) len: usize,
     pub(crate) dtype: Dtype,
     pub(crate) layout: Layout,
+    /// The device the storage is on: its ordinal + 1; 0 for memory this crate did not allocate
+    /// ([`DeviceTensor::from_raw`], whose caller vouches for it).
+    pub(crate) device: u32,
     _buf: PhantomData<&'a B>,
 }
 
@@ -35,13 +38,15 @@ pub struct DeviceTensorMut<'a, B> {
     pub(crate) len: usize,
     pub(crate) dtype: Dtype,
     pub(crate) layout: Layout,
+    /// As [`DeviceTensor`]'s.
+    pub(crate) device: u32,
     _buf: PhantomData<&'a mut B>,
 }
 
 impl<B> DeviceTensor<'_, B> {
     /// A view of `len` elements at `ptr`, made by a vendor buffer that owns the memory.
-    pub(crate) fn of_buffer(ptr: u64, len: usize, dtype: Dtype, layout: Layout) -> Self {
-        DeviceTensor { ptr, len, dtype, layout, _buf: PhantomData }
+    pub(crate) fn of_buffer(ptr: u64, len: usize, dtype: Dtype, layout: Layout, device: u32) -> Self {
+        DeviceTensor { ptr, len, dtype, layout, device, _buf: PhantomData }
     }
     /// A view of memory this crate did not allocate.
     ///
@@ -49,7 +54,7 @@ impl<B> DeviceTensor<'_, B> {
     /// `ptr` must be a device address of this device's context, valid for reads of `len`
     /// elements of `dtype` for as long as any launch that uses the view may run.
     pub unsafe fn from_raw(ptr: u64, len: usize, dtype: Dtype, layout: Layout) -> Self {
-        DeviceTensor { ptr, len, dtype, layout, _buf: PhantomData }
+        DeviceTensor { ptr, len, dtype, layout, device: 0, _buf: PhantomData }
     }
     pub fn ptr(&self) -> u64 {
         self.ptr
@@ -66,28 +71,31 @@ impl<B> DeviceTensor<'_, B> {
         DeviceTensor { layout, ..self }
     }
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn check(
         &self,
+        device: u32,
         what: &'static str,
         dtype: Dtype,
         tokens: usize,
         row_len: usize,
         align: usize,
     ) -> Result<()> {
+        check_device(what, self.device, device)?;
         check_view(what, self.ptr, self.len, self.dtype, &self.layout, dtype, tokens, row_len, align)
     }
     /// Checks a dense parameter/coefficient tensor of exactly `rows x row_len` f32 elements.
     #[inline]
-    pub(crate) fn check_dense_f32(&self, what: &'static str, rows: usize, row_len: usize) -> Result<()> {
-        self.check(what, Dtype::F32, rows, row_len, 4)?;
+    pub(crate) fn check_dense_f32(&self, device: u32, what: &'static str, rows: usize, row_len: usize) -> Result<()> {
+        self.check(device, what, Dtype::F32, rows, row_len, 4)?;
         check_dense(what, &self.layout, rows, row_len)
     }
 }
 
 impl<B> DeviceTensorMut<'_, B> {
     /// A writable view of `len` elements at `ptr`, made by a vendor buffer that owns the memory.
-    pub(crate) fn of_buffer(ptr: u64, len: usize, dtype: Dtype, layout: Layout) -> Self {
-        DeviceTensorMut { ptr, len, dtype, layout, _buf: PhantomData }
+    pub(crate) fn of_buffer(ptr: u64, len: usize, dtype: Dtype, layout: Layout, device: u32) -> Self {
+        DeviceTensorMut { ptr, len, dtype, layout, device, _buf: PhantomData }
     }
     /// A writable view of memory this crate did not allocate.
     ///
@@ -95,7 +103,7 @@ impl<B> DeviceTensorMut<'_, B> {
     /// As [`DeviceTensor::from_raw`], and valid for writes; nothing else may access the range
     /// while a launch that writes it may run.
     pub unsafe fn from_raw(ptr: u64, len: usize, dtype: Dtype, layout: Layout) -> Self {
-        DeviceTensorMut { ptr, len, dtype, layout, _buf: PhantomData }
+        DeviceTensorMut { ptr, len, dtype, layout, device: 0, _buf: PhantomData }
     }
     pub fn ptr(&self) -> u64 {
         self.ptr
@@ -112,26 +120,44 @@ impl<B> DeviceTensorMut<'_, B> {
     /// A read-only view of the same storage, for as long as this view is borrowed (an op that
     /// writes a tensor and then reads it back, e.g. `post_pre` as post then pre).
     pub fn as_view(&self) -> DeviceTensor<'_, B> {
-        DeviceTensor { ptr: self.ptr, len: self.len, dtype: self.dtype, layout: self.layout, _buf: PhantomData }
+        DeviceTensor {
+            ptr: self.ptr,
+            len: self.len,
+            dtype: self.dtype,
+            layout: self.layout,
+            device: self.device,
+            _buf: PhantomData,
+        }
     }
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn check(
         &self,
+        device: u32,
         what: &'static str,
         dtype: Dtype,
         tokens: usize,
         row_len: usize,
         align: usize,
     ) -> Result<()> {
+        check_device(what, self.device, device)?;
         check_view(what, self.ptr, self.len, self.dtype, &self.layout, dtype, tokens, row_len, align)
     }
     /// As [`DeviceTensor::check_dense_f32`] (coefficient outputs of `pre`).
     #[allow(dead_code)]
     #[inline]
-    pub(crate) fn check_dense_f32(&self, what: &'static str, rows: usize, row_len: usize) -> Result<()> {
-        self.check(what, Dtype::F32, rows, row_len, 4)?;
+    pub(crate) fn check_dense_f32(&self, device: u32, what: &'static str, rows: usize, row_len: usize) -> Result<()> {
+        self.check(device, what, Dtype::F32, rows, row_len, 4)?;
         check_dense(what, &self.layout, rows, row_len)
     }
+}
+
+/// A view on one device given to a plan on another (0 on either side: unknown, not checked).
+pub(crate) fn check_device(what: &'static str, view: u32, plan: u32) -> Result<()> {
+    if view != 0 && plan != 0 && view != plan {
+        return Err(Error::Device { tensor: what, tensor_device: view - 1, plan_device: plan - 1 });
+    }
+    Ok(())
 }
 
 fn check_dense(what: &'static str, layout: &Layout, rows: usize, row_len: usize) -> Result<()> {
@@ -160,14 +186,40 @@ pub(crate) fn check_view(
         return Err(Error::Dtype { tensor: what, expected: want_dtype, got: dtype });
     }
     layout.check(what, tokens, row_len, len)?;
+    let align = align.max(1);
     if ptr == 0 {
-        return Err(Error::Alignment { tensor: what, required: align.max(1) });
+        return Err(Error::Alignment { tensor: what, required: align });
     }
-    if ptr % align as u64 != 0 || (layout.row_stride * dtype.size()) % align != 0 {
+    // `Layout::check` bounds the stride already; the product is checked here too so that this
+    // function is safe on its own.
+    let stride_bytes = layout.row_stride.checked_mul(dtype.size()).ok_or_else(|| {
+        Error::shape(what, "a row stride whose bytes fit in memory", format!("row stride {}", layout.row_stride))
+    })?;
+    if ptr % align as u64 != 0 || stride_bytes % align != 0 {
         return Err(Error::Alignment { tensor: what, required: align });
     }
     Ok(())
 }
+
+/// The parameters of `pre` (and of the pre half of `post_pre`) on the device: `phi [M, n*C]`,
+/// `scale [3]`, `base [M]`, and `gamma_k [n*C]` / `gamma_f [C]` exactly when the configuration
+/// asks for them; all dense f32. Every device reads them the same way; a device whose kernels
+/// lack an optional input has no variant for a configuration that asks for it (`NoVariant`).
+#[derive(Debug)]
+pub struct PreParamViews<'a, B> {
+    pub phi: DeviceTensor<'a, B>,
+    pub scale: DeviceTensor<'a, B>,
+    pub base: DeviceTensor<'a, B>,
+    pub gamma_k: Option<DeviceTensor<'a, B>>,
+    pub gamma_f: Option<DeviceTensor<'a, B>>,
+}
+
+impl<B> Clone for PreParamViews<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<B> Copy for PreParamViews<'_, B> {}
 
 /// Where `pre` (and the pre half of `post_pre`) writes: `a` (and `y` iff `cfg.gamma_f`) T rows
 /// of C in the plan's dtype (strided rows); `h_pre`, `h_post` `[T, n]`, `h_res` `[T, n, n]` and

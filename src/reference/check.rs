@@ -1,7 +1,7 @@
 //! Validation shared by every reference stage. Everything here runs before the first output
 //! element is written, so a failing call leaves its outputs untouched.
 //!
-//! Storage rules (MATH.md, "Notation and layout"): activations (`x`, `f`, `e`, `a`, `y`, `out`
+//! Storage rules (docs/math.md, "Notation and layout"): activations (`x`, `f`, `e`, `a`, `y`, `out`
 //! and their gradients) share one storage type per call (bf16, f32 or f64); parameters and
 //! coefficients (and their gradients) are f32 next to bf16/f32 activations and f64 next to f64
 //! activations. They are never bf16.

@@ -1,4 +1,4 @@
-//! `expand` (MATH.md, first layer): every stream starts as the embedding, `x[t][i] = e[t]`.
+//! `expand` (docs/math.md, first layer): every stream starts as the embedding, `x[t][i] = e[t]`.
 
 use super::check;
 use crate::config::Config;

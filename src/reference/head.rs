@@ -1,4 +1,4 @@
-//! `head` (MATH.md, DeepSeek-V4 `hc_head`): the final collapse of the n streams into one row,
+//! `head` (docs/math.md, DeepSeek-V4 `hc_head`): the final collapse of the n streams into one row,
 //! with sigmoid weights from the same RMS-scaled projection as `pre` (M = n, one scale, no
 //! Sinkhorn), and its backward. The formulation switch does not apply: both use `+ eps_hc`.
 

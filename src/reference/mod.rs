@@ -1,4 +1,4 @@
-//! The float64 (and float32) reference of every stage of MATH.md, forward and backward: the
+//! The float64 (and float32) reference of every stage of docs/math.md, forward and backward: the
 //! oracle every kernel, the tuner and the simulator are checked against.
 //!
 //! Every function is generic over the arithmetic `R` ([`Real`]: `f64` for the oracle, `f32`)
@@ -44,7 +44,7 @@
 //! # Ok::<(), mhc::Error>(())
 //! ```
 
-// The formulas index several arrays with the same subscripts, as MATH.md writes them.
+// The formulas index several arrays with the same subscripts, as docs/math.md writes them.
 #![allow(clippy::needless_range_loop)]
 
 mod check;

@@ -1,4 +1,4 @@
-//! `post` (MATH.md stage 4, the residual merge), its backward, and `post_pre` (layer l's post
+//! `post` (docs/math.md stage 4, the residual merge), its backward, and `post_pre` (layer l's post
 //! then layer l+1's pre).
 
 use super::check;
@@ -97,7 +97,7 @@ fn run<R: Real>(cfg: &Config, inp: &PostInputs<'_>, t: usize, out: &mut HostTens
     }
 }
 
-/// `post` (MATH.md stage 4): `out[t][o] = h_post[t][o] f[t] + sum_j w(o, j) x[t][j]` with
+/// `post` (docs/math.md stage 4): `out[t][o] = h_post[t][o] f[t] + sum_j w(o, j) x[t][j]` with
 /// `w(o, j) = h_res[j][o]` (V4) or `h_res[o][j]` (Paper). `out` is T rows of n*C in the
 /// activation dtype. Validates everything before writing.
 pub fn post<R: Real>(cfg: &Config, inp: &PostInputs<'_>, out: &mut HostTensorMut<'_>) -> Result<()> {

@@ -1,4 +1,4 @@
-//! `pre` (MATH.md stages 1-3) and its backward: mixing logits with the RMS of the residual row,
+//! `pre` (docs/math.md stages 1-3) and its backward: mixing logits with the RMS of the residual row,
 //! the coefficients, Sinkhorn, the pre-apply `a = sum_i h_pre[i] x[i]` and the optional
 //! F-pre-norm `y`. Also the per-token machinery `post_pre` and `head` reuse.
 
@@ -155,7 +155,7 @@ impl<R: Real> PreModel<R> {
             st.h_pre[i] = sigmoid(st.z[i]) + pre_eps;
             st.h_post[i] = R::from_f64(2.0) * sigmoid(st.z[n + i]);
         }
-        sinkhorn::forward(self.formulation, self.iters, self.eps_hc, &st.z[2 * n..], n, &mut st.h_res);
+        sinkhorn::forward_unchecked(self.formulation, self.iters, self.eps_hc, &st.z[2 * n..], n, &mut st.h_res);
         for ch in 0..c {
             let mut acc = R::ZERO;
             for i in 0..n {
@@ -206,7 +206,15 @@ impl<R: Real> PreModel<R> {
             let hp = st.h_post[i];
             dz[n + i] = up.dh_post[i] * hp * (R::ONE - hp / R::from_f64(2.0));
         }
-        sinkhorn::backward(self.formulation, self.iters, self.eps_hc, &st.z[2 * n..], n, &up.dh_res, &mut dz[2 * n..]);
+        sinkhorn::backward_unchecked(
+            self.formulation,
+            self.iters,
+            self.eps_hc,
+            &st.z[2 * n..],
+            n,
+            &up.dh_res,
+            &mut dz[2 * n..],
+        );
         self.mixing().backward(v, &st.u, &st.g, st.inv_rms, up.dinv_rms, &dz, acc, dv);
     }
 }
@@ -440,7 +448,7 @@ pub(crate) fn run<R: Real>(model: &PreModel<R>, x: &HostTensor<'_>, out: &mut Pr
     );
 }
 
-/// `pre` (MATH.md stages 1-3) for every token of `x` (T rows of n*C, possibly strided).
+/// `pre` (docs/math.md stages 1-3) for every token of `x` (T rows of n*C, possibly strided).
 /// Validates the configuration, every shape, stride and dtype, and that the parameters are
 /// finite, before writing anything.
 pub fn pre<R: Real>(cfg: &Config, x: &HostTensor<'_>, p: &PreParams<'_>, out: &mut PreOutputs<'_>) -> Result<()> {
@@ -449,7 +457,7 @@ pub fn pre<R: Real>(cfg: &Config, x: &HostTensor<'_>, p: &PreParams<'_>, out: &m
     Ok(())
 }
 
-/// The backward of [`pre`]: recomputes the forward per token, then reverses it exactly (MATH.md
+/// The backward of [`pre`]: recomputes the forward per token, then reverses it exactly (docs/math.md
 /// "Backward"). Parameter gradients are summed over tokens in token order.
 pub fn pre_backward<R: Real>(
     cfg: &Config,

@@ -1,12 +1,12 @@
-//! Stage 2's doubly-stochastic projection (MATH.md): the start matrix from the residual logits,
+//! Stage 2's doubly-stochastic projection (docs/math.md): the start matrix from the residual logits,
 //! the alternating normalizations, and their exact reverse.
 //!
 //! Matrices are `n x n`, row-major (`S[i][j]` at `i*n + j`).
 
 use super::check;
 use super::real::Real;
-use crate::config::{Config, Formulation};
-use crate::error::Result;
+use crate::config::{check_iters, Config, Formulation, MAX_N};
+use crate::error::{Error, Result};
 use crate::tensor::{HostTensor, HostTensorMut};
 
 /// Which sums a normalization divides by.
@@ -19,18 +19,32 @@ pub enum Axis {
 }
 
 /// The normalizations in the order they are applied: V4 is one column step then `iters-1`
-/// (row, column) pairs; Paper is `iters` (column, row) pairs.
-pub fn steps(formulation: Formulation, iters: u32) -> Vec<Axis> {
-    match formulation {
-        Formulation::DeepSeekV4 => {
-            let mut s = vec![Axis::Col];
-            for _ in 1..iters {
-                s.extend([Axis::Row, Axis::Col]);
-            }
-            s
-        }
-        Formulation::Paper => (0..iters).flat_map(|_| [Axis::Col, Axis::Row]).collect(),
+/// (row, column) pairs; Paper is `iters` (column, row) pairs. Lazy: nothing is allocated,
+/// whatever `iters`.
+pub fn steps(formulation: Formulation, iters: u32) -> impl DoubleEndedIterator<Item = Axis> + Clone {
+    let (first, pair, pairs) = match formulation {
+        Formulation::DeepSeekV4 => (Some(Axis::Col), [Axis::Row, Axis::Col], iters.saturating_sub(1)),
+        Formulation::Paper => (None, [Axis::Col, Axis::Row], iters),
+    };
+    first.into_iter().chain((0..pairs).flat_map(move |_| pair))
+}
+
+/// Checks what [`forward`] and [`backward`] are given: `n` in 1..=32, `iters` in
+/// 1..=[`MAX_SINKHORN_ITERS`](crate::config::MAX_SINKHORN_ITERS), `eps` in the range of
+/// [`Config::check_eps`], and every slice of exactly `n * n` elements.
+fn check_args<R: Real>(iters: u32, eps: R, n: usize, slices: &[(&'static str, usize)]) -> Result<()> {
+    if n == 0 || n > MAX_N {
+        return Err(Error::Config { what: "n", reason: format!("must be in 1..={MAX_N}, got {n}") });
     }
+    check_iters(iters)?;
+    Config::check_eps("eps_hc", eps.to_f64())?;
+    let nn = n * n;
+    for &(what, len) in slices {
+        if len != nn {
+            return Err(Error::shape(what, format!("n*n = {nn} elements"), format!("{len} elements")));
+        }
+    }
+    Ok(())
 }
 
 /// `sums[l]` = sum of line `l` (row `l` for [`Axis::Row`], column `l` for [`Axis::Col`]), in
@@ -95,8 +109,16 @@ pub fn start<R: Real>(formulation: Formulation, z: &[R], n: usize, eps: R, s0: &
 }
 
 /// `h = Sinkhorn(start(z))` for one token: the start matrix then [`steps`], each denominator
-/// `sum + eps`.
-pub fn forward<R: Real>(formulation: Formulation, iters: u32, eps: R, z: &[R], n: usize, h: &mut [R]) {
+/// `sum + eps`. `z` and `h` hold exactly `n * n` elements; `n`, `iters` and `eps` are bounded as
+/// in [`Config::validate`]. Anything else is an `Err` and `h` is not written.
+pub fn forward<R: Real>(formulation: Formulation, iters: u32, eps: R, z: &[R], n: usize, h: &mut [R]) -> Result<()> {
+    check_args(iters, eps, n, &[("z", z.len()), ("h", h.len())])?;
+    forward_unchecked(formulation, iters, eps, z, n, h);
+    Ok(())
+}
+
+/// [`forward`] for callers that validated the configuration and sized the slices.
+pub(crate) fn forward_unchecked<R: Real>(formulation: Formulation, iters: u32, eps: R, z: &[R], n: usize, h: &mut [R]) {
     let mut sums = vec![R::ZERO; n];
     start(formulation, z, n, eps, h);
     for axis in steps(formulation, iters) {
@@ -108,10 +130,35 @@ pub fn forward<R: Real>(formulation: Formulation, iters: u32, eps: R, z: &[R], n
 /// recomputed from the start matrix; each step `Y = R / (sums(R) + eps)` is reversed as
 /// `dR = (dY - sum_line(dY * Y)) / (sums(R) + eps)`; then the start is reversed (V4: softmax
 /// row backward; Paper: `dZ = dS * S0` plus the gradient through the column max, which is
-/// O(eps) but part of the exact derivative of the forward).
-pub fn backward<R: Real>(formulation: Formulation, iters: u32, eps: R, z: &[R], n: usize, dh: &[R], dz: &mut [R]) {
+/// O(eps) but part of the exact derivative of the forward). `z`, `dh` and `dz` hold exactly
+/// `n * n` elements; `n`, `iters` and `eps` are bounded as in [`Config::validate`]. Anything else
+/// is an `Err` and `dz` is not written.
+pub fn backward<R: Real>(
+    formulation: Formulation,
+    iters: u32,
+    eps: R,
+    z: &[R],
+    n: usize,
+    dh: &[R],
+    dz: &mut [R],
+) -> Result<()> {
+    check_args(iters, eps, n, &[("z", z.len()), ("dh", dh.len()), ("dz", dz.len())])?;
+    backward_unchecked(formulation, iters, eps, z, n, dh, dz);
+    Ok(())
+}
+
+/// [`backward`] for callers that validated the configuration and sized the slices.
+pub(crate) fn backward_unchecked<R: Real>(
+    formulation: Formulation,
+    iters: u32,
+    eps: R,
+    z: &[R],
+    n: usize,
+    dh: &[R],
+    dz: &mut [R],
+) {
     let nn = n * n;
-    let steps = steps(formulation, iters);
+    let steps: Vec<Axis> = steps(formulation, iters).collect();
     let mut s0 = vec![R::ZERO; nn];
     start(formulation, z, n, eps, &mut s0);
     // The input of every step (the reference keeps them; kernels recompute them on chip).
@@ -186,7 +233,7 @@ pub fn sinkhorn<R: Real>(cfg: &Config, logits: &HostTensor<'_>, h_res: &mut Host
     let mut h = vec![R::ZERO; n * n];
     for ti in 0..t {
         check::read_row(logits, ti, &mut z);
-        forward(cfg.formulation, cfg.sinkhorn_iters, eps, &z, n, &mut h);
+        forward_unchecked(cfg.formulation, cfg.sinkhorn_iters, eps, &z, n, &mut h);
         check::write_row(h_res, ti, &h);
     }
     Ok(())

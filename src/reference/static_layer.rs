@@ -1,4 +1,4 @@
-//! The static layer of the mHC.cu parity benchmark (MATH.md "Static layer") and its backward.
+//! The static layer of the mHC.cu parity benchmark (docs/math.md "Static layer") and its backward.
 //! Coefficients come from per-layer logits shared by every token: `h_pre = sigma(H_pre)` (no
 //! eps), `h_post = 2 sigma(H_post)`, `h_res = Sinkhorn(H_res)` with the paper's start and order
 //! whatever `cfg.formulation` says (that is what mHC.cu computes); F is an RMSNorm with weight
@@ -72,7 +72,7 @@ impl<R: Real> StaticModel<R> {
         let h_pre = hp_logits.iter().map(|&z| sigmoid(z)).collect();
         let h_post = hpo_logits.iter().map(|&z| R::from_f64(2.0) * sigmoid(z)).collect();
         let mut h_res = vec![R::ZERO; n * n];
-        sinkhorn::forward(Formulation::Paper, cfg.sinkhorn_iters, eps_hc, &hr_logits, n, &mut h_res);
+        sinkhorn::forward_unchecked(Formulation::Paper, cfg.sinkhorn_iters, eps_hc, &hr_logits, n, &mut h_res);
         let model = StaticModel {
             n,
             c,
@@ -222,7 +222,15 @@ pub fn static_backward<R: Real>(
         d_hpo[i] = dh_post[i] * R::from_f64(2.0) * s * (R::ONE - s);
     }
     let mut d_hr = vec![R::ZERO; n * n];
-    sinkhorn::backward(Formulation::Paper, model.iters, model.eps_hc, &model.hr_logits, n, &dh_res, &mut d_hr);
+    sinkhorn::backward_unchecked(
+        Formulation::Paper,
+        model.iters,
+        model.eps_hc,
+        &model.hr_logits,
+        n,
+        &dh_res,
+        &mut d_hr,
+    );
     check::write_all(&mut grads.dh_pre_logits, &d_hp);
     check::write_all(&mut grads.dh_post_logits, &d_hpo);
     check::write_all(&mut grads.dh_res_logits, &d_hr);

@@ -1,4 +1,4 @@
-//! Shared helpers of the reference tests: random cases (MATH.md's test distributions) and
+//! Shared helpers of the reference tests: random cases (docs/math.md's test distributions) and
 //! thin wrappers that run a stage on dense f64 storage and return its outputs.
 #![allow(dead_code, clippy::needless_range_loop)]
 
@@ -15,11 +15,54 @@ pub fn rng(test: &str) -> Rng {
     Rng::new(seed)
 }
 
+/// What a GPU test does without a usable GPU: under the GPU machine's test command
+/// (`MHC_REQUIRE_GPU=1`, tools/gpu-tests.sh) that is a failure; elsewhere (the GPU tests are
+/// ignored by default, so a plain `cargo test` reports them as ignored) the test returns after
+/// saying why.
+pub fn no_gpu<T>(why: &dyn std::fmt::Display) -> Option<T> {
+    assert!(std::env::var_os("MHC_REQUIRE_GPU").is_none(), "MHC_REQUIRE_GPU is set but there is no usable GPU: {why}");
+    eprintln!("skipping: no usable CUDA GPU ({why})");
+    None
+}
+
 /// Poison for outputs: any element a stage forgets to write fails the comparisons.
 pub const POISON: f64 = f64::NAN;
 
+/// `max` that NaN cannot defeat: a NaN on either side gives infinity (`f64::max` returns the
+/// other operand, so an unwritten, NaN-poisoned element would pass).
+pub fn nan_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::INFINITY
+    } else {
+        a.max(b)
+    }
+}
+
+/// The largest |x|; infinite if any element is NaN (`f64::max` would skip it, and a NaN-poisoned
+/// element a kernel never wrote must fail every comparison).
 pub fn max_abs(v: &[f64]) -> f64 {
-    v.iter().fold(0.0f64, |m, x| m.max(x.abs()))
+    v.iter().fold(0.0f64, |m, x| if x.is_nan() { f64::INFINITY } else { m.max(x.abs()) })
+}
+
+/// Element-wise bound of an activation output in storage `dtype`: every element within a few
+/// storage rounding steps of `|ref| + rms(ref)` (bf16: 4 steps of 2^-8; f32: 1e-4, ten times
+/// docs/math.md's relative L2 tolerance, since single elements of f32 sums of 16k terms reach a
+/// few 1e-6). Returns the worst element's ratio to its bound (<= 1 passes) and its index; a
+/// non-finite element gives infinity. A relative L2 norm alone lets thousands of elements of a
+/// large tensor be completely wrong; this does not.
+pub fn elementwise_ratio(got: &[f64], want: &[f64], dtype: mhc::Dtype) -> (f64, usize) {
+    assert_eq!(got.len(), want.len());
+    let unit = if dtype == mhc::Dtype::Bf16 { 4.0 * 2f64.powi(-8) } else { 1e-4 };
+    let rms = (want.iter().map(|w| w * w).sum::<f64>() / want.len().max(1) as f64).sqrt();
+    let mut worst = (0.0f64, 0usize);
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let r =
+            if g.is_finite() { (g - w).abs() / (unit * (w.abs() + rms)).max(f64::MIN_POSITIVE) } else { f64::INFINITY };
+        if r > worst.0 {
+            worst = (r, i);
+        }
+    }
+    worst
 }
 
 /// `max |a - b| / max |b|`.
@@ -80,7 +123,7 @@ impl PreOut {
 }
 
 impl PreCase {
-    /// MATH.md's distributions: x ~ N(0,1), phi ~ phi_std N(0,1), scale ~ U(0.01, 1),
+    /// docs/math.md's distributions: x ~ N(0,1), phi ~ phi_std N(0,1), scale ~ U(0.01, 1),
     /// base ~ 0.1 N(0,1); gammas ~ 1 + 0.1 N(0,1).
     pub fn random(rng: &mut Rng, cfg: Config, t: usize, phi_std: f64) -> Self {
         let (n, c, k, m) = (cfg.n, cfg.c, cfg.k(), cfg.m());

@@ -1,4 +1,4 @@
-// mhc_coeffs: MATH.md stages 1 (after the projection) and 2, gfx942 (CDNA3), wave64.
+// mhc_coeffs: docs/math.md Stages 1 (after the projection) and 2, gfx942 (CDNA3), wave64.
 //
 //   g = P[t] * inv_rms[t];  z_pre = g[0:n] s0 + b,  z_post = g[n:2n] s1 + b,  Z = g[2n:M] s2 + b
 //   h_pre = sigma(z_pre) (+ eps_hc for V4),  h_post = 2 sigma(z_post)
@@ -28,7 +28,7 @@
 
 // Sinkhorn with lane i owning row i (v16: its LDS address) for row steps and column i (v17)
 // for column steps; a line is loaded whole into v[20:20+N), one wait, then summed and rescaled
-// in registers (sums in index order, as MATH.md's reference loops) and stored back.
+// in registers (sums in index order, as the loops of src/reference/sinkhorn.rs) and stored back.
 .macro LOAD_LINE N, col
   .if \col
     .set q, 0

@@ -1,4 +1,4 @@
-// mhc_post: MATH.md stage 4 (residual merge), gfx942 (CDNA3), wave64.
+// mhc_post: `post`, the residual merge of docs/math.md, gfx942 (CDNA3), wave64.
 //
 //   V4:    out_t[i][c] = h_post[t,i] f_t[c] + sum_j h_res[t][j][i] x_t[j][c]   (h_res transposed)
 //   Paper: out_t[i][c] = h_post[t,i] f_t[c] + sum_j h_res[t][i][j] x_t[j][c]

@@ -1,4 +1,4 @@
-// mhc_pre: the whole `pre` stage of MATH.md (stages 1-3) in ONE launch, gfx942 (CDNA3), wave64;
+// mhc_pre: the whole `pre` stage of docs/math.md (Stages 1-3) in ONE launch, gfx942 (CDNA3), wave64;
 // also `head` (flags bit 2: the same projection with M = n, sigmoid weights, the collapse) and
 // `post_pre` (flags bit 3: a post prologue writes x' = post(x, f, h_post, h_res) for the
 // workgroup's k slice, and everything below runs on x', read back from the slice just written).
@@ -294,7 +294,7 @@
 
 // Sinkhorn with lane i owning row i (v16: its LDS address) for row steps and column i (v17)
 // for column steps; a line is loaded whole into v[20:20+N), one wait, then summed and rescaled
-// in registers (sums in index order, as MATH.md's reference loops) and stored back.
+// in registers (sums in index order, as the loops of src/reference/sinkhorn.rs) and stored back.
 .macro LOAD_LINE N, col
   .if \col
     .set q, 0

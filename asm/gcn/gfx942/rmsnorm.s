@@ -1,4 +1,4 @@
-// mhc_rmsnorm: the optional F-pre-norm of `pre` (MATH.md stage 3), gfx942 (CDNA3), wave64.
+// mhc_rmsnorm: the optional F-pre-norm of `pre` (docs/math.md, Stage 3), gfx942 (CDNA3), wave64.
 //
 //   y_t[c] = a_t[c] gamma_f[c] / sqrt(mean_c(a_t^2) + eps_f)
 //

@@ -1,4 +1,4 @@
-// mhc_static: the static mHC layer of MATH.md (mHC.cu parity), gfx942 (CDNA3), wave64.
+// mhc_static: the static mHC layer of docs/math.md (mHC.cu parity), gfx942 (CDNA3), wave64.
 //
 //   a_t = sum_i h_pre[i] x_t[i];   y_t = a_t gamma / sqrt(mean_c(a_t^2) + eps_f)
 //   out_t[i] = h_post[i] y_t + sum_j h_res[i][j] x_t[j]           (h_res untransposed)

@@ -1,10 +1,12 @@
 //! The CUDA device: opens libcuda, retains the primary context, reads the architecture and the
-//! limits, and loads each embedded image once, caching every kernel's function handle in its slot.
+//! limits, and loads each embedded image once, caching every kernel's function handle in the
+//! slot of its catalogue row.
 
 use super::ffi;
-use super::kernels::{KernelDesc, IMAGES, KERNELS};
 use crate::error::{Error, Result};
+use crate::plan::catalogue;
 use cudarc::driver::sys::{CUdevice_attribute as DA, CUfunction_attribute as FA};
+use mhc_loader::Variant;
 use std::ffi::CString;
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -26,10 +28,16 @@ impl CudaArch {
             ))),
         }
     }
-    /// Manifest name (`sm_90a`).
+    /// Catalogue name (`sm_90a`).
     pub const fn name(self) -> &'static str {
         match self {
             CudaArch::Sm90a => "sm_90a",
+        }
+    }
+    /// The loader's architecture (the catalogue's rows are selected for it).
+    pub const fn loader_arch(self) -> mhc_loader::Arch {
+        match self {
+            CudaArch::Sm90a => mhc_loader::Arch::Sm90a,
         }
     }
 }
@@ -45,7 +53,7 @@ impl fmt::Display for CudaArch {
 #[derive(Debug, Clone, Copy)]
 pub struct Function {
     pub(crate) raw: ffi::CUfunction,
-    /// Index in [`KERNELS`].
+    /// Position of its row in the catalogue ([`mhc_loader::Registry::embedded`]).
     pub slot: usize,
     pub registers: u32,
     pub local_bytes: u32,
@@ -77,9 +85,9 @@ pub(crate) struct Inner {
     pub(crate) max_shared_per_block_optin: u32,
     pub(crate) l2_bytes: u32,
     pub(crate) driver_version: i32,
-    /// One module per image in [`IMAGES`], loaded on first use.
+    /// One module per embedded image (`mhc_kernels::IMAGES`), loaded on first use.
     modules: Mutex<Vec<Option<ffi::CUmodule>>>,
-    /// One function per kernel in [`KERNELS`], resolved on first use.
+    /// One function per catalogue row, resolved on first use.
     functions: Mutex<Vec<Option<Function>>>,
 }
 
@@ -157,8 +165,8 @@ impl CudaDevice {
             max_shared_per_block_optin: smem,
             l2_bytes: l2,
             driver_version,
-            modules: Mutex::new(vec![None; IMAGES.len()]),
-            functions: Mutex::new(vec![None; KERNELS.len()]),
+            modules: Mutex::new(vec![None; mhc_kernels::IMAGES.len()]),
+            functions: Mutex::new(vec![None; catalogue()?.variants().len()]),
         };
         inner.bind()?;
         Ok(CudaDevice { inner: Arc::new(inner) })
@@ -192,79 +200,88 @@ impl CudaDevice {
         self.inner.l2_bytes
     }
     /// What a plan's selection reads from this device.
-    pub fn limits(&self) -> super::plan::DeviceLimits {
-        super::plan::DeviceLimits {
-            arch: self.arch(),
-            sm_count: self.sm_count(),
-            max_shared_per_block: self.max_shared_per_block(),
-        }
+    pub fn limits(&self) -> DeviceLimits {
+        DeviceLimits { arch: self.arch(), sm_count: self.sm_count(), max_shared_per_block: self.max_shared_per_block() }
     }
     /// Driver version as the driver encodes it (e.g. 13000 for 13.0).
     pub fn driver_version(&self) -> i32 {
         self.inner.driver_version
     }
 
-    /// Resolves kernel `slot` of [`KERNELS`]: loads its image once (cuModuleLoadData), looks the
-    /// entry up once, and checks that the kernel takes exactly one parameter whose size is the
-    /// `#[repr(C)]` argument struct's, and that it uses no local memory. Called when a plan is
-    /// built, never on the launch path.
-    pub(crate) fn function(&self, slot: usize) -> Result<Function> {
-        let desc: &KernelDesc = KERNELS.get(slot).ok_or_else(|| Error::BadCodeObject {
-            image: "kernel table".into(),
-            reason: format!("no kernel slot {slot}"),
+    /// Resolves the kernel of catalogue row `slot`: loads its image once (cuModuleLoadData),
+    /// looks the entry up once, and checks that its parameters tile exactly `param_bytes` (the
+    /// argument block of its launcher) at the offsets the code object records and the driver
+    /// reports, and that it uses no local memory. Called when a plan is built, never on the
+    /// launch path.
+    pub(crate) fn function(&self, slot: usize, param_bytes: usize) -> Result<Function> {
+        let v: &Variant = catalogue()?.variants().get(slot).ok_or_else(|| Error::BadCodeObject {
+            image: mhc_kernels::CATALOGUE_PATH.into(),
+            reason: format!("no catalogue row {slot}"),
         })?;
         if let Some(f) = self.inner.functions.lock().map_err(|_| poisoned())?[slot] {
+            if f.param_bytes as usize != param_bytes {
+                return Err(Error::BadCodeObject {
+                    image: v.entry.file.clone(),
+                    reason: format!(
+                        "{}: loaded for a {}-byte argument block, asked for {param_bytes}",
+                        v.id(),
+                        f.param_bytes
+                    ),
+                });
+            }
             return Ok(f);
         }
+        let image = v.entry.file.as_str();
+        let bad = |reason: String| Error::BadCodeObject { image: image.into(), reason };
+        let (index, embedded) = mhc_kernels::IMAGES
+            .iter()
+            .enumerate()
+            .find(|(_, i)| i.path == image)
+            .ok_or_else(|| bad("the image is not embedded".into()))?;
         self.inner.bind()?;
         let module = {
             let mut mods = self.inner.modules.lock().map_err(|_| poisoned())?;
-            match mods[desc.image] {
+            match mods[index] {
                 Some(m) => m,
                 None => {
-                    let m = ffi::module_load(IMAGES[desc.image].bytes).map_err(|e| match e {
-                        Error::Driver { code, name, .. } => Error::BadCodeObject {
-                            image: IMAGES[desc.image].name.into(),
-                            reason: format!("cuModuleLoadData failed with {code} ({})", name.unwrap_or("?")),
-                        },
+                    let m = ffi::module_load(embedded.bytes).map_err(|e| match e {
+                        Error::Driver { code, name, .. } => {
+                            bad(format!("cuModuleLoadData failed with {code} ({})", name.unwrap_or("?")))
+                        }
                         other => other,
                     })?;
-                    mods[desc.image] = Some(m);
+                    mods[index] = Some(m);
                     m
                 }
             }
         };
-        let bad = |reason: String| Error::BadCodeObject { image: IMAGES[desc.image].name.into(), reason };
-        let cname = CString::new(desc.entry).map_err(|_| bad("entry name holds a NUL".into()))?;
-        let raw = ffi::module_function(module, &cname)
-            .map_err(|_| bad(format!("entry {} not found in the image", desc.entry)))?;
-        // The `#[repr(C)]` argument struct must be the kernel's parameter buffer: either one
-        // parameter of its size (our kernels) or several parameters that tile it exactly, at the
-        // offsets the code object records (mhc-loader: KPARAM_INFO / CBANK_PARAM_SIZE) and the
-        // driver reports (cuFuncGetParamInfo, asked only for parameters that exist).
-        let info = mhc_loader::parse(IMAGES[desc.image].bytes)
-            .map_err(|e| bad(format!("mhc-loader cannot read the image: {e}")))?
-            .kernel(desc.entry)
-            .cloned()
-            .ok_or_else(|| bad(format!("entry {} not in the image's kernel list", desc.entry)))?;
+        let entry = v.entry.entry.as_str();
+        let cname = CString::new(entry).map_err(|_| bad("entry name holds a NUL".into()))?;
+        let raw =
+            ffi::module_function(module, &cname).map_err(|_| bad(format!("entry {entry} not found in the image")))?;
+        // The launcher's `#[repr(C)]` argument block must be the kernel's parameter buffer:
+        // either one parameter of its size (our kernels) or several parameters that tile it
+        // exactly, at the offsets the code object records (mhc-loader: KPARAM_INFO /
+        // CBANK_PARAM_SIZE) and the driver reports (cuFuncGetParamInfo, asked only for
+        // parameters that exist).
+        let info = v.kernel.as_ref().ok_or_else(|| bad(format!("{entry}: the loader read no kernel information")))?;
         let mut param_offsets = [0u16; MAX_PARAMS];
         let count = info.params.len();
         let mut end = 0usize;
-        let mut ok = info.kernarg_bytes as usize == desc.param_bytes && (1..=MAX_PARAMS).contains(&count);
+        let mut ok = info.kernarg_bytes as usize == param_bytes && (1..=MAX_PARAMS).contains(&count);
         for (i, prm) in info.params.iter().enumerate().take(MAX_PARAMS) {
             let (off, size) = (prm.offset as usize, prm.size as usize);
             ok &= off >= end && ffi::function_param(raw, i)? == Some((off, size));
             param_offsets[i] = off as u16;
             end = off + size;
         }
-        ok &= end == desc.param_bytes;
+        ok &= end == param_bytes;
         if !ok {
             return Err(bad(format!(
-                "{}: parameters {:?} ({} bytes) do not tile the {}-byte argument struct",
-                desc.entry,
+                "{entry}: parameters {:?} ({} bytes) do not tile the {param_bytes}-byte argument block of launcher {}",
                 info.params.iter().map(|p| (p.offset, p.size)).collect::<Vec<_>>(),
                 info.kernarg_bytes,
-                desc.param_bytes
+                v.entry.launch
             )));
         }
         let attr = |a| ffi::function_attribute(raw, a).map(|v| v as u32);
@@ -275,21 +292,22 @@ impl CudaDevice {
             local_bytes: attr(FA::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)?,
             static_shared_bytes: attr(FA::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?,
             max_threads: attr(FA::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
-            param_bytes: desc.param_bytes as u32,
+            param_bytes: param_bytes as u32,
             param_offsets,
             param_count: count as u8,
         };
         if f.local_bytes != 0 {
-            return Err(bad(format!("{} uses {} bytes of local memory (spills)", desc.entry, f.local_bytes)));
+            return Err(bad(format!("{entry} uses {} bytes of local memory (spills)", f.local_bytes)));
         }
-        if desc.max_dynamic_shared > 0 {
+        let g = &v.entry.geometry;
+        if g.dynamic_shared_max > 0 {
             ffi::function_set_attribute(
                 raw,
                 FA::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                desc.max_dynamic_shared.min(self.inner.max_shared_per_block_optin) as i32,
+                g.dynamic_shared_max.min(self.inner.max_shared_per_block_optin) as i32,
             )?;
         }
-        if desc.cluster > 8 {
+        if g.cluster > 8 {
             // Clusters above the portable 8 CTAs (`pre_pc`: 16) must be allowed per function.
             ffi::function_set_attribute(raw, FA::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)?;
         }
@@ -297,15 +315,68 @@ impl CudaDevice {
         Ok(f)
     }
 
-    /// Loads and checks every kernel of this architecture (tests and `mhc inspect` use it).
-    pub fn load_all(&self) -> Result<Vec<Function>> {
-        (0..KERNELS.len()).filter(|&i| KERNELS[i].arch == self.inner.arch).map(|i| self.function(i)).collect()
-    }
-
     /// Waits for all work on this device.
     pub fn synchronize(&self) -> Result<()> {
         self.inner.bind()?;
         ffi::ctx_synchronize()
+    }
+}
+
+/// One CUDA GPU as the driver describes it, whether or not this build has kernels for it
+/// ([`list_devices`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CudaDeviceInfo {
+    pub ordinal: usize,
+    pub name: String,
+    pub compute_capability: (i32, i32),
+    /// The architecture of this build's kernels for it, or why there are none.
+    pub arch: std::result::Result<CudaArch, String>,
+    pub sm_count: u32,
+    pub memory_bytes: usize,
+    /// Driver version as the driver encodes it (e.g. 13000 for 13.0).
+    pub driver_version: i32,
+}
+
+/// Every CUDA GPU present, without creating a context: `Err` when libcuda cannot be opened (the
+/// error says which paths were tried), an empty list when it reports none.
+pub fn list_devices() -> Result<Vec<CudaDeviceInfo>> {
+    ffi::open_library()?;
+    let count = ffi::device_count()?.max(0) as usize;
+    let driver_version = ffi::driver_version()?;
+    let mut out = Vec::with_capacity(count);
+    for ordinal in 0..count {
+        let dev = ffi::device_get(ordinal as i32)?;
+        let major = ffi::device_attribute(dev, DA::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+        let minor = ffi::device_attribute(dev, DA::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+        out.push(CudaDeviceInfo {
+            ordinal,
+            name: ffi::device_name(dev)?,
+            compute_capability: (major, minor),
+            arch: CudaArch::from_compute_capability(major, minor).map_err(|e| e.to_string()),
+            sm_count: ffi::device_attribute(dev, DA::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
+            memory_bytes: ffi::device_total_mem(dev)?,
+            driver_version,
+        });
+    }
+    Ok(out)
+}
+
+/// What a plan's selection reads from a device, so that the same selection can run without
+/// one (`mhc inspect --explain`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceLimits {
+    pub arch: CudaArch,
+    pub sm_count: u32,
+    /// Largest dynamic shared memory a block may opt into.
+    pub max_shared_per_block: u32,
+}
+
+impl DeviceLimits {
+    /// The architecture's flagship part (sm_90a: H100 / H200 SXM, 132 SMs, 227 KiB per block).
+    pub fn flagship(arch: CudaArch) -> Self {
+        match arch {
+            CudaArch::Sm90a => DeviceLimits { arch, sm_count: 132, max_shared_per_block: 227 * 1024 },
+        }
     }
 }
 

@@ -24,6 +24,7 @@ const SYMBOLS: &[&str] = &[
     "cuDeviceGet",
     "cuDeviceGetAttribute",
     "cuDeviceGetName",
+    "cuDeviceTotalMem_v2",
     "cuDevicePrimaryCtxRetain",
     "cuDevicePrimaryCtxRelease_v2",
     "cuCtxSetCurrent",
@@ -153,6 +154,13 @@ pub fn device_name(dev: CUdevice) -> Result<String> {
     check("cuDeviceGetName", unsafe { sys::cuDeviceGetName(buf.as_mut_ptr(), buf.len() as i32, dev) })?;
     // SAFETY: the buffer is NUL-terminated by the driver (and zero-filled before).
     Ok(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
+}
+
+pub fn device_total_mem(dev: CUdevice) -> Result<usize> {
+    let mut bytes = 0usize;
+    // SAFETY: `dev` came from cuDeviceGet; out-parameter is a valid `size_t`.
+    check("cuDeviceTotalMem", unsafe { sys::cuDeviceTotalMem_v2(&mut bytes, dev) })?;
+    Ok(bytes)
 }
 
 pub fn primary_ctx_retain(dev: CUdevice) -> Result<CUcontext> {

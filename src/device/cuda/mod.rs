@@ -30,62 +30,61 @@
 //! ```
 //!
 //! - [`CudaDevice`]: `new(ordinal)`, `arch()`, `sm_count()`, `max_shared_per_block()`,
-//!   `l2_bytes()`, `synchronize()`. Kernel handles are cached per table slot (`kernels.rs`).
+//!   `l2_bytes()`, `synchronize()`. Kernel handles are cached per catalogue row.
 //! - [`DeviceBuffer`]: `alloc`, `zeroed`, `from_slice`, `upload`, `download`, `to_vec`,
 //!   `fill_u32` (poison), `copy_from`; views `view(dtype, layout)` / `view_mut` / `flat`.
 //! - [`DeviceTensor`] / [`DeviceTensorMut`]: pointer + dtype + [`crate::Layout`] (strided rows);
-//!   `unsafe from_raw` for memory allocated elsewhere. Ops check them with `check` /
-//!   `check_dense_f32` (dtype, rows, row length vs storage, pointer and stride alignment).
+//!   `unsafe from_raw` for memory allocated elsewhere. Ops check them (dtype, rows, row length
+//!   vs storage, pointer and stride alignment) before anything is launched.
 //! - [`Stream`]: `new`, `synchronize`, `begin_capture` / `end_capture` -> [`Graph`] (`launch`).
 //!   [`Event`]: `new`, `record`, `synchronize`, `elapsed_ms_since`.
-//! - [`Plan`]: `new(&dev, cfg, dtype, max_tokens)`, `supports(stage)`, `buckets(stage)`,
-//!   `workspace_bytes()`, `new_workspace()` -> [`Workspace`] (zeroed once; kernels leave it
-//!   reusable). Ops: `post`, `head`, `static_layer`, `expand`, `coeffs` (this module), `pre`
-//!   (`pre.rs`; its decode kernel in `pre_decode.rs`, its persistent-cluster kernel for many tokens
-//!   in `pre_pc.rs`), `post_pre` (`post_pre.rs`: post then pre,
-//!   the fused kernel as `post_pre_fused`). Post, head, static and expand are chosen per token
-//!   range by `mhc_loader::select` from `asm/catalogue.toml`; the other stages by the kernel table.
-//! - [`CudaRunner`]: the `StageRunner` of `mhc run --device cuda` (upload in the dtype, poison
-//!   outputs with NaN, one launch, download).
+//! - [`Plan`]: `new(&dev, cfg, dtype, max_tokens)`, `supports(stage)`, `kernel_for(stage, t)`,
+//!   `buckets(stage)`, `workspace_bytes()`, `new_workspace()` -> [`Workspace`] (zeroed once;
+//!   kernels leave it reusable). Ops: `pre`, `post`, `post_pre`, `head`, `static_layer`,
+//!   `expand`, `coeffs`.
+//! - [`planned_kernels`]: the plan's selection without a device (`mhc inspect --explain`).
 //!
-//! # Adding a stage's kernels (for `pre.rs` / `post_pre.rs`)
+//! # How a call runs
 //!
-//! 1. Rows in `kernels::build()` (stage, dtype, formulation, n, entry, image, argument struct
-//!    size, tile) and the image in `kernels::IMAGES`; the `#[repr(C)]` argument struct beside it
-//!    (one kernel parameter: `.param .align 8 .b8 args[SIZE]`).
-//! 2. An `impl Plan` block: `let b = self.bucket(Stage::Pre, t)?;` validate the views in O(1)
-//!    (`view.check(..)`), fill the argument struct, `self.launch(stream, b, grid, block, smem,
-//!    &args)`. Workspace: add the stage's byte formula to `plan::stage_workspace`; ops get the
-//!    address from `Workspace::device_ptr`.
+//! `Plan::new` asks the loader's selector (the only place a kernel is chosen) for every stage's
+//! variant per token range, with this device's limits ([`DeviceLimits`], cluster occupancy),
+//! and loads each chosen kernel once, checking its parameter bytes against its launcher's
+//! argument block. An op looks its bucket up by T, the bucket's launcher (one module per kernel
+//! family: `post.rs`, `head.rs`, `static_layer.rs`, `expand.rs`, `coeffs.rs`, `pre/`) checks
+//! every view and builds the launch as data ([`launch`]), and the plan enqueues it: one driver
+//! call, no allocation, no host sync.
 //!
 //! # Safety model
 //!
 //! All driver calls are in `ffi.rs`, each `unsafe` block with its argument. A launch is `unsafe`
-//! only inside `Plan::launch` (crate-private), reached after the op checked every range the kernel touches.
+//! only inside [`launch`]'s enqueue (crate-private), reached after the launcher checked every
+//! range the kernel touches.
 
+mod abi;
 mod coeffs;
 mod device;
 mod expand;
 mod ffi;
 mod head;
-pub mod kernels;
+#[cfg(feature = "testing")]
+mod hooks;
+pub mod launch;
 mod memory;
+mod ops;
 mod plan;
 mod post;
-mod post_pre;
 mod pre;
-mod pre_decode;
-mod pre_gemm;
-mod pre_pc;
 pub mod runner;
 mod static_layer;
 mod stream;
 
-pub use device::{CudaArch, CudaDevice, Function};
+pub use device::{list_devices, CudaArch, CudaDevice, CudaDeviceInfo, DeviceLimits, Function};
+#[cfg(feature = "testing")]
+pub use hooks::{PreKernel, PC_STAMP_ROUNDS};
+pub use launch::{Bucket, LaunchKind, Overlap};
 pub use memory::{DeviceBuffer, DeviceTensor, DeviceTensorMut};
-pub use plan::{planned_kernels, Bucket, DeviceLimits, Overlap, Plan, PlannedKernel, Workspace};
-pub use post_pre::PostInViews;
-pub use pre::{PreKernel, PreOutViews, PreParamViews, PreVariant};
-pub use pre_pc::PC_STAMP_ROUNDS;
+pub use plan::{planned_kernels, Plan, PlannedKernel, Workspace};
+pub use pre::general::PreVariant;
+pub use pre::{PostInViews, PreOutViews, PreParamViews};
 pub use runner::CudaRunner;
 pub use stream::{Event, Graph, Stream};

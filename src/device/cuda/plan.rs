@@ -1,75 +1,76 @@
-//! Plans: a layer configuration bound to a device, with every stage's kernel selected per token
-//! bucket and resolved up front. Ops (`plan.post(..)`, `plan.head(..)`, ...) are `impl Plan`
-//! blocks in one file per stage; each validates its views in O(1) and launches exactly once.
+//! Plans: a layer configuration bound to a device, with every stage's kernels chosen per token
+//! range by the loader's selector over the kernel catalogue and loaded up front. The selection
+//! runs without a device too ([`planned_kernels`], `mhc inspect --explain`): the only inputs a
+//! device adds are its limits ([`DeviceLimits`]) and, for persistent kernels, how many clusters
+//! it holds at once. The ops (`ops.rs`) look the bucket up by T, build its launch and enqueue it.
 
-use super::device::{CudaDevice, Function};
+use super::device::{CudaDevice, DeviceLimits, Function};
 use super::ffi;
-use super::kernels::{KernelDesc, PreFamily, KERNELS};
+use super::launch::{Bucket, Ctx, LaunchKind, Overlap, Row};
 use super::memory::DeviceBuffer;
-use super::stream::Stream;
+use super::pre::{self, WsLayout};
 use crate::config::{Config, Dtype, Formulation, Stage};
 use crate::error::{Error, Result};
-use std::ffi::c_void;
+use crate::plan::{catalogue, row_index, Binding, Choice, Ranges, Slot};
+use mhc_loader::{Trait, Variant};
+use std::collections::HashMap;
 
-/// One selected kernel for the token range `..=max_tokens`.
-#[derive(Debug, Clone)]
-pub struct Bucket {
-    /// Largest token count this bucket serves.
-    pub max_tokens: usize,
-    pub desc: &'static KernelDesc,
-    pub func: Function,
-    /// Persistent kernels ([`KernelDesc::persistent`], [`KernelDesc::token_ring`]): the CTAs the
-    /// device holds at once with this plan's shared memory (whole clusters), the most a grid
-    /// launches; found when the plan is built, so the launch path does no occupancy work. 0 for
-    /// the others.
-    pub resident_ctas: u32,
-}
-
-/// What a plan's selection reads from a device, so that the same selection can run without
-/// one (`mhc inspect --explain`, [`planned_kernels`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeviceLimits {
-    pub arch: super::device::CudaArch,
-    pub sm_count: u32,
-    /// Largest dynamic shared memory a block may opt into.
-    pub max_shared_per_block: u32,
-}
-
-impl DeviceLimits {
-    /// The architecture's flagship part (sm_90a: H100 / H200 SXM, 132 SMs, 227 KiB per block).
-    pub fn flagship(arch: super::device::CudaArch) -> Self {
-        match arch {
-            super::device::CudaArch::Sm90a => DeviceLimits { arch, sm_count: 132, max_shared_per_block: 227 * 1024 },
+/// The device's limits of a catalogue row beyond what the catalogue itself filters, for a plan
+/// of up to `max_tokens` tokens: every sm_90a kernel addresses a token row in 31-bit byte
+/// offsets; some kernels form per-token offsets in 32 bits ([`LaunchKind::offset_limit`],
+/// docs/kernels/address-arithmetic.md); the general static kernel keeps a[C] in shared memory;
+/// the few-token kernels need their CTAs co-resident (the SM count).
+pub(crate) fn launch_limits(
+    v: &Variant,
+    cfg: &Config,
+    dtype: Dtype,
+    limits: &DeviceLimits,
+    max_tokens: usize,
+) -> std::result::Result<(), String> {
+    let kind =
+        LaunchKind::from_name(&v.entry.launch).ok_or_else(|| format!("no CUDA launcher {:?}", v.entry.launch))?;
+    if cfg.k().saturating_mul(dtype.size()) > u32::MAX as usize / 2 {
+        return Err(format!("n*C*{} bytes exceed 31 bits", dtype.size()));
+    }
+    kind.offset_limit(cfg, max_tokens)?;
+    match kind {
+        LaunchKind::Static if cfg.c * 4 > limits.max_shared_per_block as usize => {
+            Err("a[C] does not fit in shared memory".into())
         }
+        LaunchKind::PreDecode => pre::decode::decode_limits(cfg, limits.sm_count as usize),
+        LaunchKind::PreMid => pre::decode::mid_limits(cfg, limits.sm_count as usize),
+        _ => Ok(()),
     }
 }
 
-/// A configuration on a device: kernels chosen and loaded for every stage the device has for it.
-/// Whether a plan's launches may overlap the kernel before them on the stream (programmatic
-/// dependent launch, sm_90+). Every stage kernel begins with `griddepcontrol.wait`, which holds
-/// it until the previous kernel has finished and its writes are visible, and only then lets the
-/// next kernel be scheduled (`griddepcontrol.launch_dependents`); so with [`Overlap::Launch`]
-/// the results are exactly those of plain stream-ordered launches, and what overlaps is the
-/// launch itself: the grid is scheduled and its CTAs start while the previous kernel drains.
-/// Measured on an H100 in a CUDA graph (notes/cuda-pdl.md): 0.1-1.7 us less per call at decode
-/// sizes (post T=16 2.74 -> 2.11 us, pre T=1 7.37 -> 6.42 us); nothing measurable at large T.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Overlap {
-    /// Plain launches: the kernel starts when the previous one has completed.
-    Off,
-    /// Programmatic dependent launch (the default).
-    #[default]
-    Launch,
+/// The catalogue's choice for `slot` of `cfg` in `dtype` at every token count up to
+/// `max_tokens` on a device with `limits` ([`crate::plan::choose`] with this device's launch
+/// limits); `request` restricts it to one launcher, `admit` adds cluster occupancy.
+pub(crate) fn choose(
+    limits: &DeviceLimits,
+    cfg: &Config,
+    dtype: Dtype,
+    slot: Slot,
+    max_tokens: usize,
+    request: Option<LaunchKind>,
+    admit: &dyn Fn(&Variant) -> std::result::Result<(), String>,
+) -> Result<Vec<Choice>> {
+    let admit = |v: &Variant| launch_limits(v, cfg, dtype, limits, max_tokens).and_then(|()| admit(v));
+    let arch = limits.arch.loader_arch();
+    crate::plan::choose(arch, limits.sm_count, cfg, dtype, slot, max_tokens, request.map(LaunchKind::name), &admit)
 }
 
+/// A configuration on a device: kernels chosen and loaded for every stage the device has for it.
 pub struct Plan {
+    /// Identity of this plan (its workspaces carry it).
+    pub(crate) id: u64,
     pub(crate) dev: CudaDevice,
-    pub(crate) cfg: Config,
-    pub(crate) dtype: Dtype,
-    pub(crate) max_tokens: usize,
+    pub(crate) ctx: Ctx,
     pub(crate) overlap: Overlap,
-    /// Per stage (index [`stage_index`]): the buckets in increasing `max_tokens`, or why none.
-    stages: Vec<Result<Vec<Bucket>>>,
+    /// Per [`Slot`]: the token ranges and their buckets, or why the stage has none.
+    stages: Vec<Result<Ranges<Bucket>>>,
+    /// The `pre` kernels' workspace regions.
+    pub(crate) ws: WsLayout,
     workspace_bytes: usize,
 }
 
@@ -77,350 +78,15 @@ impl std::fmt::Debug for Plan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Plan")
             .field("device", &self.dev)
-            .field("cfg", &self.cfg)
-            .field("dtype", &self.dtype)
-            .field("max_tokens", &self.max_tokens)
+            .field("cfg", &self.ctx.cfg)
+            .field("dtype", &self.ctx.dtype)
+            .field("max_tokens", &self.ctx.max_tokens)
             .finish()
     }
 }
 
-/// Position of a stage in [`Stage::ALL`] (the plan's table index).
-pub(crate) const fn stage_index(s: Stage) -> usize {
-    match s {
-        Stage::Pre => 0,
-        Stage::Post => 1,
-        Stage::PostPre => 2,
-        Stage::Head => 3,
-        Stage::Expand => 4,
-        Stage::Static => 5,
-        Stage::Sinkhorn => 6,
-        Stage::PreBackward => 7,
-        Stage::PostBackward => 8,
-        Stage::HeadBackward => 9,
-        Stage::StaticBackward => 10,
-    }
-}
-
-/// Stages whose variants are chosen by the loader's selector from `asm/catalogue.toml` (filter ->
-/// cost model -> tuned override); the others are matched in the kernel table below.
-const REGISTRY_STAGES: [Stage; 4] = [Stage::Post, Stage::Head, Stage::Static, Stage::Expand];
-
-/// Buckets of `stage` for token counts `1..=max_tokens`: the loader's `select` is asked at every
-/// token range boundary of the manifest's variants (a variant's `tokens.max`, and the count
-/// before its `tokens.min`, below `max_tokens`) and at `max_tokens`; consecutive boundaries with
-/// the same winner merge. The winner's entry symbol names its launch row in the kernel table
-/// (argument struct, tile).
-/// `Ok(Err(NoVariant))`: no variant for this configuration (reported by the op); `Err`: the
-/// build is inconsistent (manifest, images or table disagree).
-fn select_buckets(
-    dev: &CudaDevice,
-    cfg: &Config,
-    dtype: Dtype,
-    stage: Stage,
-    max_tokens: usize,
-) -> Result<Result<Vec<Bucket>>> {
-    let ranges = match registry_ranges(dev.arch(), cfg, dtype, stage, max_tokens)? {
-        Ok(r) => r,
-        Err(e) => return Ok(Err(e)),
-    };
-    let mut buckets = Vec::with_capacity(ranges.len());
-    for (max, slot) in ranges {
-        // The table's hard limits must agree with the manifest's (C granule, shared memory).
-        if let Some(why) = reject(&KERNELS[slot], &dev.limits(), cfg, dtype) {
-            return Ok(Err(Error::NoVariant {
-                stage: stage.name().into(),
-                arch: dev.arch().name().into(),
-                shape: format!("n={} C={} {} {}", cfg.n, cfg.c, dtype, cfg.formulation),
-                rejected: vec![why],
-            }));
-        }
-        let (desc, func) = (&KERNELS[slot], dev.function(slot)?);
-        let resident_ctas = if desc.persistent {
-            let shared = super::head::persistent_shared_bytes(desc, cfg, dtype);
-            match ffi::occupancy_max_active_clusters(func.raw, desc.threads, shared, desc.cluster)? {
-                n if n > 0 => n as u32 * desc.cluster,
-                _ => {
-                    return Ok(Err(Error::NoVariant {
-                        stage: stage.name().into(),
-                        arch: dev.arch().name().into(),
-                        shape: format!("n={} C={} {} {}", cfg.n, cfg.c, dtype, cfg.formulation),
-                        rejected: vec![format!("{}: no cluster of {} CTAs fits this device", desc.entry, desc.cluster)],
-                    }))
-                }
-            }
-        } else if desc.token_ring {
-            let shared = super::static_layer::token_ring_bytes(desc, cfg.c, cfg.n, dtype) as u32;
-            let per_sm =
-                super::static_layer::resident_ctas(func.registers, desc.threads, shared + func.static_shared_bytes);
-            dev.sm_count() * per_sm
-        } else {
-            0
-        };
-        buckets.push(Bucket { max_tokens: max, desc, func, resident_ctas });
-    }
-    Ok(Ok(buckets))
-}
-
-/// pre: the mid kernel serves T = 1..=64 wherever it runs, ahead of the decode kernel (H100,
-/// bf16, n = 4, in a CUDA graph: C = 4096 T = 1 / 16 5.5 / 6.5 us against 5.7 / 8.1;
-/// notes/cuda-pre.md round 13). So the decode bucket moves right behind the mid bucket that
-/// covers its whole token range (the first covering bucket is the one `bucket` picks); it
-/// stays in the plan for forced CTA counts (`PreKernel::Decode`), which the mid kernel cannot
-/// serve. `key` gives (family, min_tokens, max_tokens) of a bucket.
-fn decode_behind_mid<B>(buckets: &mut Vec<B>, key: impl Fn(&B) -> (PreFamily, usize, usize)) {
-    let Some(d) = buckets.iter().position(|b| key(b).0 == PreFamily::Decode) else { return };
-    let (_, lo, hi) = key(&buckets[d]);
-    let covers = |b: &B| {
-        let (family, min, max) = key(b);
-        family == PreFamily::Mid && min <= lo && max >= hi
-    };
-    if let Some(m) = buckets.iter().position(covers).filter(|&m| m > d) {
-        let decode = buckets.remove(d);
-        buckets.insert(m, decode);
-    }
-}
-
-/// The device-free half of [`select_buckets`]: `(max_tokens, table slot)` per token range, the
-/// last range open-ended (`usize::MAX`).
-fn registry_ranges(
-    arch: super::device::CudaArch,
-    cfg: &Config,
-    dtype: Dtype,
-    stage: Stage,
-    max_tokens: usize,
-) -> Result<Result<Vec<(usize, usize)>>> {
-    use mhc_loader::{Arch, Budget, Registry, Shape};
-    let larch = match arch {
-        super::device::CudaArch::Sm90a => Arch::Sm90a,
-    };
-    let registry = Registry::embedded()
-        .map_err(|e| Error::BadCodeObject { image: "asm/catalogue.toml".into(), reason: e.to_string() })?;
-    // Every token count where a variant's range starts or ends is a boundary: the last count
-    // before a range starts (tokens.min - 1) and a range's last count (tokens.max).
-    let mut bounds: Vec<u64> = registry
-        .variants()
-        .iter()
-        .filter(|v| v.entry.stage == stage.name() && v.arch == larch)
-        .flat_map(|v| [v.entry.tokens.min.saturating_sub(1), v.entry.tokens.max])
-        .filter(|&t| t >= 1 && t < max_tokens as u64)
-        .collect();
-    bounds.push(max_tokens as u64);
-    bounds.sort_unstable();
-    bounds.dedup();
-    let form = cfg.formulation.to_string();
-    let mut ranges: Vec<(usize, usize)> = Vec::new();
-    for &t in &bounds {
-        let shape = Shape::new(t, cfg.n as u32, cfg.c as u64, dtype.name()).with_formulation(&form);
-        let sel = match mhc_loader::select(larch, stage.name(), &shape, &Budget::default()) {
-            Ok(sel) => sel,
-            Err(mhc_loader::Error::NoVariant(nv)) => {
-                return Ok(Err(Error::NoVariant {
-                    stage: stage.name().into(),
-                    arch: larch.to_string(),
-                    shape: shape.to_string(),
-                    rejected: nv.reasons(),
-                }))
-            }
-            Err(e) => return Err(Error::BadCodeObject { image: "asm/catalogue.toml".into(), reason: e.to_string() }),
-        };
-        let entry = sel.variant.entry.entry.as_str();
-        let slot =
-            KERNELS.iter().position(|d| d.entry == entry && d.arch == arch && d.stage == stage).ok_or_else(|| {
-                Error::BadCodeObject {
-                    image: sel.variant.entry.file.clone(),
-                    reason: format!(
-                        "variant {} (entry {entry}) has no launch row in the CUDA kernel table",
-                        sel.variant.id()
-                    ),
-                }
-            })?;
-        match ranges.last_mut() {
-            Some(last) if last.1 == slot => last.0 = t as usize,
-            _ => ranges.push((t as usize, slot)),
-        }
-    }
-    if let Some(last) = ranges.last_mut() {
-        last.0 = usize::MAX;
-    }
-    Ok(Ok(ranges))
-}
-
-/// One kernel a plan launches for a stage call, as [`planned_kernels`] reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlannedKernel {
-    /// The stage whose bucket it is (`post_pre` without its fused kernel: `post`, then `pre`).
-    pub stage: Stage,
-    pub entry: &'static str,
-    /// The code object it is in (repository path).
-    pub image: &'static str,
-    /// The rule that chose it.
-    pub rule: String,
-}
-
-/// The kernels a plan for `cfg` in `dtype` launches for one `stage` call at `tokens` tokens on a
-/// device with `limits`, in launch order, each with the rule that chose it: the plan's own
-/// selection (`registry_ranges` for `post`, `head`, `static` and `expand`; `table_rows` and the
-/// first covering bucket for the others), run without a device (`mhc inspect --explain`). It
-/// assumes what only a device can say: the images load and a persistent kernel's cluster fits.
-pub fn planned_kernels(
-    limits: &DeviceLimits,
-    cfg: &Config,
-    dtype: Dtype,
-    stage: Stage,
-    tokens: usize,
-) -> Result<Vec<PlannedKernel>> {
-    cfg.validate()?;
-    if tokens == 0 {
-        return Err(Error::shape("tokens", ">= 1", tokens));
-    }
-    let no_variant = |rejected: Vec<String>| Error::NoVariant {
-        stage: stage.name().into(),
-        arch: limits.arch.name().into(),
-        shape: format!("T={tokens} n={} C={} {dtype} {}", cfg.n, cfg.c, cfg.formulation),
-        rejected,
-    };
-    let planned = |slot: usize, rule: String| {
-        let d = &KERNELS[slot];
-        PlannedKernel { stage, entry: d.entry, image: super::kernels::IMAGES[d.image].name, rule }
-    };
-    if REGISTRY_STAGES.contains(&stage) {
-        let ranges = registry_ranges(limits.arch, cfg, dtype, stage, tokens)??;
-        let Some(&(_, slot)) = ranges.last() else { return Err(no_variant(vec![])) };
-        if let Some(why) = reject(&KERNELS[slot], limits, cfg, dtype) {
-            return Err(no_variant(vec![why]));
-        }
-        return Ok(vec![planned(
-            slot,
-            "the loader's selector over asm/catalogue.toml (filter, cost model, tuned table)".into(),
-        )]);
-    }
-    let (rows, rejected) = table_rows(limits, cfg, dtype, stage, |_| Ok(Ok(())))?;
-    let covering = rows.iter().enumerate().find(|(_, &(s, _))| {
-        let d = &KERNELS[s];
-        d.min_tokens <= tokens && tokens <= d.max_tokens
-    });
-    if stage == Stage::PostPre && !covering.is_some_and(|(_, &(s, _))| KERNELS[s].pre_family == PreFamily::Cluster) {
-        // Plan::post_pre: the fused kernel where the table has it for T, else post, then pre.
-        let mut kernels = planned_kernels(limits, cfg, dtype, Stage::Post, tokens)?;
-        kernels.extend(planned_kernels(limits, cfg, dtype, Stage::Pre, tokens)?);
-        return Ok(kernels);
-    }
-    let Some((i, &(slot, _))) = covering else { return Err(no_variant(rejected)) };
-    let d = &KERNELS[slot];
-    let max = if d.max_tokens == usize::MAX { "any".to_string() } else { d.max_tokens.to_string() };
-    let rule = format!(
-        "the CUDA kernel table (src/device/cuda/kernels.rs): bucket {} of {}, the first whose range T = {}..={max} covers T",
-        i + 1,
-        rows.len(),
-        d.min_tokens
-    );
-    Ok(vec![planned(slot, rule)])
-}
-
-/// [`table_rows`]' answer: the kept rows (slot, what `admit` gave) in bucket order, and why the
-/// others were left out.
-type TableRows<V> = (Vec<(usize, V)>, Vec<String>);
-
-/// The kernel-table rows of a table stage (one not in [`REGISTRY_STAGES`]) that a plan keeps for
-/// `cfg` in `dtype`, in the order [`Plan::bucket`] tries them (smallest token range first; of
-/// equal ends, the one starting later first; then [`decode_behind_mid`]), and why the others
-/// are left out. `admit(slot)` is the device's own check of a row that passed [`reject`] (it
-/// loads the function and sizes persistent grids): `Ok(Ok(v))` keeps the row with `v`,
-/// `Ok(Err(why))` leaves it out.
-fn table_rows<V>(
-    limits: &DeviceLimits,
-    cfg: &Config,
-    dtype: Dtype,
-    stage: Stage,
-    mut admit: impl FnMut(usize) -> Result<std::result::Result<V, String>>,
-) -> Result<TableRows<V>> {
-    let mut rejected = Vec::new();
-    let mut rows: Vec<(usize, V)> = Vec::new();
-    for (slot, desc) in KERNELS.iter().enumerate() {
-        if desc.stage != stage {
-            continue;
-        }
-        if let Some(why) = reject(desc, limits, cfg, dtype) {
-            rejected.push(why);
-            continue;
-        }
-        let same_kind = |&(s, _): &(usize, V)| {
-            let d = &KERNELS[s];
-            d.max_tokens == desc.max_tokens && d.min_tokens == desc.min_tokens && d.pre_family == desc.pre_family
-        };
-        if rows.iter().any(same_kind) {
-            // An earlier table row of the same kind already serves this token range (ties:
-            // table order).
-            continue;
-        }
-        match admit(slot)? {
-            Ok(v) => rows.push((slot, v)),
-            Err(why) => rejected.push(why),
-        }
-    }
-    rows.sort_by_key(|&(s, _)| (KERNELS[s].max_tokens, std::cmp::Reverse(KERNELS[s].min_tokens)));
-    decode_behind_mid(&mut rows, |&(s, _)| (KERNELS[s].pre_family, KERNELS[s].min_tokens, KERNELS[s].max_tokens));
-    Ok((rows, rejected))
-}
-
-/// Why `desc` cannot run `cfg` in `dtype`, or `None` if it can (the hard constraints).
-fn reject(desc: &KernelDesc, dev: &DeviceLimits, cfg: &Config, dtype: Dtype) -> Option<String> {
-    if desc.arch != dev.arch {
-        return Some(format!("{}: built for {}", desc.entry, desc.arch));
-    }
-    if desc.dtype != dtype {
-        return Some(format!("{}: stores {}", desc.entry, desc.dtype));
-    }
-    if let Some(f) = desc.formulation {
-        if f != cfg.formulation {
-            return Some(format!("{}: formulation {}", desc.entry, f));
-        }
-    }
-    if desc.n != 0 && desc.n != cfg.n {
-        return Some(format!("{}: n = {}", desc.entry, desc.n));
-    }
-    if cfg.c % 8 != 0 {
-        return Some(format!("{}: C = {} is not a multiple of 8", desc.entry, cfg.c));
-    }
-    if cfg.k().saturating_mul(dtype.size()) > u32::MAX as usize / 2 {
-        return Some(format!("{}: n*C*{} bytes exceed 31 bits", desc.entry, dtype.size()));
-    }
-    if desc.stage == Stage::Static && cfg.c > super::kernels::STATIC_MAX_C {
-        return Some(format!("{}: C > {}", desc.entry, super::kernels::STATIC_MAX_C));
-    }
-    if desc.stage == Stage::Static && cfg.c * 4 > dev.max_shared_per_block as usize {
-        return Some(format!("{}: a[C] does not fit in shared memory", desc.entry));
-    }
-    if matches!(desc.stage, Stage::Pre | Stage::PostPre) && desc.pre_family == PreFamily::Cluster {
-        if let Some(why) = super::pre_pc::pre_pc_unsupported(cfg) {
-            return Some(format!("{}: {why}", desc.entry));
-        }
-        if desc.entry == super::pre_pc::PC_TMA_ENTRY {
-            if let Some(why) = super::pre_pc::pre_pc_tma_unsupported(cfg) {
-                return Some(format!("{}: {why}", desc.entry));
-            }
-        }
-    }
-    if desc.stage == Stage::Pre && desc.pre_family == PreFamily::Gemm {
-        if let Some(why) = super::pre_gemm::pre_gemm_unsupported(cfg) {
-            return Some(format!("{}: {why}", desc.entry));
-        }
-    }
-    if desc.stage == Stage::Pre && desc.pre_family == PreFamily::Decode {
-        if let Some(why) = super::pre_decode::decode_unsupported(cfg, dev.sm_count as usize) {
-            return Some(format!("{}: {why}", desc.entry));
-        }
-    }
-    if desc.stage == Stage::Pre && desc.pre_family == PreFamily::Mid {
-        if let Some(why) = super::pre_decode::mid_unsupported(cfg, dev.sm_count as usize) {
-            return Some(format!("{}: {why}", desc.entry));
-        }
-    }
-    None
-}
-
 impl Plan {
-    /// Validates `cfg`, selects a kernel for every stage (per token bucket) and loads it. A stage
+    /// Validates `cfg`, selects a kernel for every stage (per token range) and loads it. A stage
     /// without a kernel for this configuration is recorded with its [`Error::NoVariant`], which
     /// its op returns; `new` itself fails only on a bad configuration or a load failure.
     pub fn new(dev: &CudaDevice, cfg: Config, dtype: Dtype, max_tokens: usize) -> Result<Self> {
@@ -431,69 +97,74 @@ impl Plan {
         if max_tokens == 0 || max_tokens > i32::MAX as usize {
             return Err(Error::Config { what: "max_tokens", reason: format!("must be in 1..2^31, got {max_tokens}") });
         }
-        let mut stages = Vec::with_capacity(Stage::ALL.len());
-        let mut workspace_bytes = 0usize;
-        for stage in Stage::ALL {
-            if REGISTRY_STAGES.contains(&stage) {
-                let entry = select_buckets(dev, &cfg, dtype, stage, max_tokens)?;
-                stages.push(entry);
-                continue;
-            }
-            let limits = dev.limits();
-            let (rows, mut rejected) = table_rows(&limits, &cfg, dtype, stage, |slot| {
-                let desc = &KERNELS[slot];
-                let func = dev.function(slot)?;
-                let resident_ctas = if desc.persistent {
-                    // Persistent clusters (pre_pc): as many as the device holds with the ring
-                    // this configuration needs.
-                    let shared = super::pre_pc::entry_ring_bytes(desc.entry, cfg.c) as u32;
-                    match ffi::occupancy_max_active_clusters(func.raw, desc.threads, shared, desc.cluster)? {
-                        n if n > 0 => n as u32 * desc.cluster,
-                        _ => {
-                            return Ok(Err(format!(
-                                "{}: no cluster of {} CTAs fits this device",
-                                desc.entry, desc.cluster
-                            )))
-                        }
-                    }
-                } else {
-                    0
-                };
-                Ok(Ok((func, resident_ctas)))
-            })?;
-            let buckets: Vec<Bucket> = rows
-                .into_iter()
-                .map(|(slot, (func, resident_ctas))| Bucket {
-                    max_tokens: KERNELS[slot].max_tokens,
-                    desc: &KERNELS[slot],
-                    func,
-                    resident_ctas,
-                })
-                .collect();
-            let entry = if buckets.is_empty() {
-                if rejected.is_empty() {
-                    rejected.push(format!("no CUDA kernel implements {stage} yet"));
-                }
-                Err(Error::NoVariant {
-                    stage: stage.name().into(),
-                    arch: dev.arch().name().into(),
-                    shape: format!("n={} C={} {} {}", cfg.n, cfg.c, dtype, cfg.formulation),
-                    rejected,
-                })
-            } else {
-                // The last bucket must cover every token count.
-                if buckets.last().is_some_and(|b| b.max_tokens != usize::MAX) {
-                    rejected.push(format!(
-                        "no {stage} variant covers more than {} tokens",
-                        buckets.last().map_or(0, |b| b.max_tokens)
-                    ));
-                }
-                workspace_bytes = workspace_bytes.max(stage_workspace(stage, &cfg, dtype, max_tokens, dev));
-                Ok(buckets)
-            };
-            stages.push(entry);
+        let limits = dev.limits();
+        let device = dev.ordinal() as u32 + 1;
+        let ctx = Ctx { cfg, dtype, sm_count: dev.sm_count(), max_tokens, arch: dev.arch().name(), device };
+        let mut stages = Vec::with_capacity(Slot::ALL.len());
+        for slot in Slot::ALL {
+            stages.push(Self::plan_stage(dev, &limits, &ctx, slot, None));
         }
-        Ok(Plan { dev: dev.clone(), cfg, dtype, max_tokens, overlap: Overlap::default(), stages, workspace_bytes })
+        let ws = pre::workspace::layout(&cfg, dtype, max_tokens);
+        let uses_ws = |s: Slot| stages[s.index()].as_ref().is_ok_and(Ranges::any);
+        let workspace_bytes = if uses_ws(Slot::Pre) || uses_ws(Slot::PostPre) { ws.total } else { 0 };
+        let id = crate::plan::next_plan_id();
+        Ok(Plan { id, dev: dev.clone(), ctx, overlap: Overlap::default(), stages, ws, workspace_bytes })
+    }
+
+    /// The buckets of `slot`: the catalogue's choices with their functions loaded and persistent
+    /// grids sized. `Err` only for a load failure or an inconsistent build; a configuration
+    /// without kernels is `Ok` with every range's reason.
+    fn plan_stage(
+        dev: &CudaDevice,
+        limits: &DeviceLimits,
+        ctx: &Ctx,
+        slot: Slot,
+        request: Option<LaunchKind>,
+    ) -> Result<Ranges<Bucket>> {
+        // Persistent kernels need whole clusters resident: ask the device once per row.
+        let resident: std::cell::RefCell<HashMap<usize, Result<u32>>> = Default::default();
+        let occupancy = |v: &Variant| -> std::result::Result<(), String> {
+            if !v.has(Trait::Persistent) {
+                return Ok(());
+            }
+            let index = row_index(v).map_err(|e| e.to_string())?;
+            let r = resident.borrow_mut().entry(index).or_insert_with(|| resident_ctas(dev, ctx, v, index)).clone();
+            match r {
+                Ok(0) => Err(format!("no cluster of {} CTAs fits this device", v.cluster())),
+                Ok(_) => Ok(()),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        let choices = choose(limits, &ctx.cfg, ctx.dtype, slot, ctx.max_tokens, request, &occupancy)?;
+        let mut ranges = Vec::with_capacity(choices.len());
+        for (max_tokens, choice) in choices {
+            let bucket = match choice {
+                Ok(variant) => {
+                    let slot_index = row_index(variant)?;
+                    let kind = LaunchKind::from_name(&variant.entry.launch).ok_or_else(|| Error::BadCodeObject {
+                        image: variant.entry.file.clone(),
+                        reason: format!("{}: no CUDA launcher {:?}", variant.id(), variant.entry.launch),
+                    })?;
+                    let func = dev.function(slot_index, kind.arg_bytes())?;
+                    let resident_ctas = match resident.borrow().get(&slot_index) {
+                        Some(Ok(n)) => *n,
+                        _ => resident_ctas(dev, ctx, variant, slot_index)?,
+                    };
+                    Ok(Bucket { min_tokens: 0, max_tokens, variant, kind, func, resident_ctas })
+                }
+                Err(e) => Err(e),
+            };
+            ranges.push((max_tokens, bucket));
+        }
+        // Each range begins after the previous one.
+        let mut start = 1;
+        for (max, b) in &mut ranges {
+            if let Ok(b) = b {
+                b.min_tokens = start;
+            }
+            start = max.saturating_add(1);
+        }
+        Ok(Ranges(ranges))
     }
 
     /// The same plan with launches overlapping the previous kernel as `overlap` says
@@ -516,16 +187,16 @@ impl Plan {
         &self.dev
     }
     pub fn config(&self) -> &Config {
-        &self.cfg
+        &self.ctx.cfg
     }
     pub fn dtype(&self) -> Dtype {
-        self.dtype
+        self.ctx.dtype
     }
     pub fn max_tokens(&self) -> usize {
-        self.max_tokens
+        self.ctx.max_tokens
     }
     pub fn formulation(&self) -> Formulation {
-        self.cfg.formulation
+        self.ctx.cfg.formulation
     }
 
     /// Bytes of the caller-provided workspace the plan's ops need (0 if none). Allocate it once
@@ -535,147 +206,230 @@ impl Plan {
         self.workspace_bytes
     }
 
-    /// A zeroed workspace of [`Plan::workspace_bytes`].
+    /// A zeroed workspace of [`Plan::workspace_bytes`] for this plan and one stream (the first
+    /// it is used on).
     pub fn new_workspace(&self) -> Result<Workspace> {
-        Ok(Workspace { buf: DeviceBuffer::zeroed(&self.dev, self.workspace_bytes.max(256))? })
+        Ok(Workspace {
+            buf: DeviceBuffer::zeroed(&self.dev, self.workspace_bytes.max(256))?,
+            binding: Binding::new(self.id),
+        })
     }
 
-    /// Whether `stage` has a kernel in this plan (else the reason).
+    /// Whether `stage` has a kernel in this plan for every token count (else the reason).
+    /// `post_pre` runs `post` then `pre` where it has no fused kernel.
     pub fn supports(&self, stage: Stage) -> Result<()> {
-        self.stages[stage_index(stage)].as_ref().map(|_| ()).map_err(Clone::clone)
+        let Some(slot) = Slot::of(stage) else {
+            return Err(Error::NoVariant {
+                stage: stage.name().into(),
+                arch: self.ctx.arch.into(),
+                shape: format!("n={} C={}", self.ctx.cfg.n, self.ctx.cfg.c),
+                rejected: vec![format!("no CUDA kernel computes {stage}")],
+            });
+        };
+        if slot == Slot::PostPre {
+            self.supports(Stage::Post)?;
+            return self.supports(Stage::Pre);
+        }
+        self.slot_supports(slot)
+    }
+
+    pub(crate) fn slot_supports(&self, slot: Slot) -> Result<()> {
+        self.stages[slot.index()].as_ref().map_err(Clone::clone)?.complete()
     }
 
     /// The kernel chosen for `stage` at `tokens` tokens (launch path: an index and a short scan).
     #[inline]
-    pub(crate) fn bucket(&self, stage: Stage, tokens: usize) -> Result<&Bucket> {
-        match &self.stages[stage_index(stage)] {
-            Ok(buckets) => {
-                if tokens > self.max_tokens {
-                    return Err(Error::shape("tokens", format!("<= max_tokens = {}", self.max_tokens), tokens));
-                }
-                buckets.iter().find(|b| b.desc.min_tokens <= tokens && tokens <= b.max_tokens).ok_or_else(|| {
-                    Error::NoVariant {
-                        stage: stage.name().into(),
-                        arch: self.dev.arch().name().into(),
-                        shape: format!("T={tokens}"),
-                        rejected: vec!["no bucket covers this token count".into()],
-                    }
-                })
-            }
-            Err(e) => Err(e.clone()),
+    pub(crate) fn bucket(&self, slot: Slot, tokens: usize) -> Result<&Bucket> {
+        if tokens > self.ctx.max_tokens {
+            return Err(Error::shape("tokens", format!("<= max_tokens = {}", self.ctx.max_tokens), tokens));
+        }
+        self.stages[slot.index()].as_ref().map_err(Clone::clone)?.at(slot, self.ctx.arch, tokens)
+    }
+
+    /// The bucket of `stage` at `tokens` tokens when the caller asks for one launcher
+    /// (benchmarks and tests): the catalogue's choice among that launcher's rows, loaded on
+    /// demand (not the launch path).
+    #[cfg(feature = "testing")]
+    pub(crate) fn requested(&self, slot: Slot, kind: LaunchKind, tokens: usize) -> Result<Bucket> {
+        let limits = self.dev.limits();
+        let ranges = Self::plan_stage(&self.dev, &limits, &self.ctx, slot, Some(kind))?;
+        let found = ranges.0.into_iter().find(|(max, _)| tokens <= *max);
+        found.map(|(_, b)| b).unwrap_or_else(|| {
+            Err(Error::NoVariant {
+                stage: slot.name().into(),
+                arch: self.ctx.arch.into(),
+                shape: format!("T={tokens}"),
+                rejected: vec![format!("no {} kernel covers this token count", kind.name())],
+            })
+        })
+    }
+
+    /// The kernel `stage` runs at `tokens` tokens (benchmarks and `mhc inspect` name it).
+    pub fn kernel_for(&self, stage: Stage, tokens: usize) -> Result<&Bucket> {
+        match Slot::of(stage) {
+            Some(slot) => self.bucket(slot, tokens),
+            None => self.supports(stage).and_then(|()| unreachable_stage(stage)),
         }
     }
 
-    /// The `pre` bucket of kernel family `family` that covers `tokens` (`None`: whatever token
-    /// range it is selected for), if the plan has one (the automatic choice, [`Plan::bucket`], is
-    /// the first covering bucket).
-    pub(crate) fn pre_family_bucket(&self, family: PreFamily, tokens: Option<usize>) -> Option<&Bucket> {
-        self.stages[stage_index(Stage::Pre)]
-            .as_ref()
-            .ok()?
-            .iter()
-            .find(|b| b.desc.pre_family == family && tokens.is_none_or(|t| b.desc.min_tokens <= t && t <= b.max_tokens))
-    }
-
-    /// The bucket of `stage` that serves every token count (the last one).
-    pub(crate) fn general_bucket(&self, stage: Stage) -> Result<&Bucket> {
-        match &self.stages[stage_index(stage)] {
-            Ok(buckets) => buckets.last().ok_or_else(|| Error::NoVariant {
-                stage: stage.name().into(),
-                arch: self.dev.arch().name().into(),
-                shape: format!("n={} C={}", self.cfg.n, self.cfg.c),
-                rejected: vec!["no bucket".into()],
-            }),
-            Err(e) => Err(e.clone()),
-        }
-    }
-
-    /// The selected kernels of `stage` (for `mhc bench` and `mhc inspect`).
-    pub fn buckets(&self, stage: Stage) -> Result<&[Bucket]> {
-        self.stages[stage_index(stage)].as_deref().map_err(Clone::clone)
-    }
-
-    /// The error of a launch whose kernel cannot take this plan's shape (a limit the manifest's
-    /// ranges should already exclude; reported before anything is launched).
-    pub(crate) fn shape_refused(&self, stage: Stage, entry: &str, why: String) -> Error {
-        Error::NoVariant {
-            stage: stage.name().into(),
-            arch: self.dev.arch().name().into(),
-            shape: format!("n={} C={} {}", self.cfg.n, self.cfg.c, self.dtype),
-            rejected: vec![format!("{entry}: {why}")],
-        }
-    }
-
-    /// The one launch of an op. `args` is the kernel's `#[repr(C)]` argument struct, whose size
-    /// was checked against the kernel's parameter when it was loaded.
-    #[inline]
-    pub(crate) fn launch<A: Copy>(
-        &self,
-        stream: &Stream,
-        bucket: &Bucket,
-        grid: u32,
-        block: u32,
-        shared_bytes: u32,
-        args: &A,
-    ) -> Result<()> {
-        debug_assert_eq!(std::mem::size_of::<A>(), bucket.func.param_bytes as usize);
-        if !stream.same_device(&self.dev) {
-            return Err(Error::NoDevice("the stream belongs to another device than the plan".into()));
-        }
-        stream.bind()?;
-        // One pointer per kernel parameter, into the argument struct at that parameter's offset
-        // (a fixed array: no allocation on the launch path).
-        let base = args as *const A as *const u8;
-        let mut params = [std::ptr::null_mut::<c_void>(); super::device::MAX_PARAMS];
-        for (p, &off) in params.iter_mut().zip(&bucket.func.param_offsets[..bucket.func.param_count as usize]) {
-            *p = base.wrapping_add(off as usize) as *mut c_void;
-        }
-        // SAFETY: the kernel's parameters tile size_of::<A>() bytes at these offsets (checked at
-        // load against the code object and the driver), so each pointer covers its parameter
-        // inside `args`; the op validated every device range in `args` (dtype, rows, stride,
-        // length, alignment) against what this grid reads and writes.
-        unsafe {
-            ffi::launch(
-                bucket.func.raw,
-                (grid, 1, 1),
-                (block, 1, 1),
-                shared_bytes,
-                stream.raw(),
-                params.as_mut_ptr(),
-                ffi::LaunchMode {
-                    cooperative: bucket.desc.cooperative,
-                    programmatic: bucket.desc.grid_dependency && self.overlap != Overlap::Off,
-                },
-            )
-        }
+    /// The selected kernels of `stage`, in token order (for `mhc bench` and `mhc inspect`).
+    pub fn buckets(&self, stage: Stage) -> Result<Vec<&Bucket>> {
+        let slot = Slot::of(stage).ok_or_else(|| self.supports(stage).err().unwrap_or_else(|| no_slot(stage)))?;
+        Ok(self.stages[slot.index()].as_ref().map_err(Clone::clone)?.buckets().collect())
     }
 }
 
-/// Workspace a stage needs; stages that keep no partials across CTAs need none. The `pre`
-/// decode kernel (split-K partials and counters) adds its formula here.
-fn stage_workspace(stage: Stage, cfg: &Config, dtype: Dtype, max_tokens: usize, _dev: &CudaDevice) -> usize {
-    match stage {
-        Stage::Post | Stage::Head | Stage::Static | Stage::Expand => 0,
-        Stage::Pre | Stage::PostPre => super::pre::workspace_bytes(cfg, dtype, max_tokens),
-        _ => 0,
+fn no_slot(stage: Stage) -> Error {
+    Error::NoVariant {
+        stage: stage.name().into(),
+        arch: "sm_90a".into(),
+        shape: String::new(),
+        rejected: vec![format!("no CUDA kernel computes {stage}")],
+    }
+}
+
+fn unreachable_stage(stage: Stage) -> Result<&'static Bucket> {
+    Err(no_slot(stage))
+}
+
+/// Persistent kernels (`persistent`, `token_ring`): the CTAs the device holds at once with the
+/// shared memory this configuration needs (whole clusters); 0 for the others.
+fn resident_ctas(dev: &CudaDevice, ctx: &Ctx, v: &Variant, index: usize) -> Result<u32> {
+    let geometry = &v.entry.geometry;
+    let kind = LaunchKind::from_name(&v.entry.launch).ok_or_else(|| Error::BadCodeObject {
+        image: v.entry.file.clone(),
+        reason: format!("{}: no CUDA launcher {:?}", v.id(), v.entry.launch),
+    })?;
+    if geometry.has(Trait::Persistent) {
+        let func = dev.function(index, kind.arg_bytes())?;
+        let shared = match kind {
+            LaunchKind::Head => super::head::persistent_shared_bytes(v, &ctx.cfg, ctx.dtype),
+            other => pre::cluster::ring_bytes_of(other, ctx.cfg.c) as u32,
+        };
+        let clusters = ffi::occupancy_max_active_clusters(func.raw, v.threads(), shared, geometry.cluster)?;
+        return Ok(clusters.max(0) as u32 * geometry.cluster);
+    }
+    if geometry.has(Trait::TokenRing) {
+        let func = dev.function(index, kind.arg_bytes())?;
+        let shared = super::static_layer::token_ring_bytes(v, ctx.cfg.c, ctx.cfg.n, ctx.dtype) as u32;
+        let per_sm = super::static_layer::resident_ctas(func.registers, v.threads(), shared + func.static_shared_bytes);
+        return Ok(dev.sm_count() * per_sm);
+    }
+    Ok(0)
+}
+
+impl CudaDevice {
+    /// Loads and checks every kernel of this architecture's catalogue rows against its
+    /// launcher's argument block (tests and `mhc inspect` use it).
+    pub fn load_all(&self) -> Result<Vec<Function>> {
+        let arch = self.arch().loader_arch();
+        let reg = catalogue()?;
+        let mut out = Vec::new();
+        for (i, v) in reg.variants().iter().enumerate().filter(|(_, v)| v.arch.runs_on(arch)) {
+            let kind = LaunchKind::from_name(&v.entry.launch).ok_or_else(|| Error::BadCodeObject {
+                image: v.entry.file.clone(),
+                reason: format!("{}: no CUDA launcher {:?}", v.id(), v.entry.launch),
+            })?;
+            out.push(self.function(i, kind.arg_bytes())?);
+        }
+        Ok(out)
+    }
+}
+
+/// One kernel a plan launches for a stage call, as [`planned_kernels`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedKernel {
+    /// The catalogue stage whose kernel it is (`post_pre` without its fused kernel: `post`, then
+    /// `pre`).
+    pub stage: String,
+    /// The catalogue row.
+    pub variant: String,
+    pub entry: String,
+    /// The code object it is in (repository path).
+    pub image: String,
+    /// The selector's account: the query, the winner and why, every candidate's rank and cost,
+    /// every rejected row of the stage with its reason.
+    pub explain: String,
+}
+
+/// The kernels a plan for `cfg` in `dtype` launches for one call of catalogue stage `stage`
+/// (`pre`, `post`, `post_pre`, `head`, `expand`, `static`, `coeffs`) at `tokens` tokens on a
+/// device with `limits`, in launch order, each with the selector's account: the plan's own
+/// selection, run without a device (`mhc inspect --explain`). It assumes what only a device can
+/// say: the images load and a persistent kernel's clusters fit.
+pub fn planned_kernels(
+    limits: &DeviceLimits,
+    cfg: &Config,
+    dtype: Dtype,
+    stage: &str,
+    tokens: usize,
+) -> Result<Vec<PlannedKernel>> {
+    cfg.validate()?;
+    if tokens == 0 {
+        return Err(Error::shape("tokens", ">= 1", tokens));
+    }
+    let slot = Slot::named(stage).ok_or_else(|| Error::Config {
+        what: "stage",
+        reason: format!("{stage:?} has no CUDA kernels; the stages are {}", Slot::ALL.map(Slot::name).join(", ")),
+    })?;
+    let choice = choose(limits, cfg, dtype, slot, tokens, None, &|_| Ok(()))?.pop().map(|(_, c)| c);
+    let choice = choice.unwrap_or_else(|| Err(no_slot_named(stage)));
+    let variant = match (slot, choice) {
+        (_, Ok(v)) => v,
+        (Slot::PostPre, Err(_)) => {
+            // Where no fused kernel serves T: post, then pre.
+            let mut kernels = planned_kernels(limits, cfg, dtype, "post", tokens)?;
+            kernels.extend(planned_kernels(limits, cfg, dtype, "pre", tokens)?);
+            return Ok(kernels);
+        }
+        (_, Err(e)) => return Err(e),
+    };
+    let admit = |v: &Variant| launch_limits(v, cfg, dtype, limits, tokens);
+    let explain = crate::plan::explain(limits.arch.loader_arch(), limits.sm_count, cfg, dtype, slot, tokens, &admit)?;
+    Ok(vec![PlannedKernel {
+        stage: slot.name().to_string(),
+        variant: variant.id().to_string(),
+        entry: variant.entry.entry.clone(),
+        image: variant.entry.file.clone(),
+        explain,
+    }])
+}
+
+fn no_slot_named(stage: &str) -> Error {
+    Error::NoVariant {
+        stage: stage.into(),
+        arch: "sm_90a".into(),
+        shape: String::new(),
+        rejected: vec![format!("no CUDA kernel computes {stage}")],
     }
 }
 
 /// The scratch memory of a plan's ops, zeroed once at creation; kernels that use it restore
-/// it (counters back to zero) before they finish, so it is reusable without a memset.
+/// it (counters back to zero) before they finish, so it is reusable without a memset. It
+/// belongs to the plan that made it and serves one stream (the first it is used on): every op
+/// checks both, so another plan's workspace or a second stream is an error, not a race.
 pub struct Workspace {
     pub(crate) buf: DeviceBuffer,
+    pub(crate) binding: Binding,
 }
 
 impl Workspace {
-    /// Takes `buf` as the workspace of `plan` (it must hold `plan.workspace_bytes()`), zeroing it.
+    /// Takes `buf` as the workspace of `plan` (it must hold `plan.workspace_bytes()` and be on
+    /// the plan's device), zeroing it.
     pub fn from_buffer(plan: &Plan, buf: DeviceBuffer) -> Result<Self> {
         if buf.bytes() < plan.workspace_bytes() {
             return Err(Error::shape("workspace", format!(">= {} bytes", plan.workspace_bytes()), buf.bytes()));
         }
+        if buf.device_id() != plan.ctx.device {
+            return Err(Error::Device {
+                tensor: "workspace",
+                tensor_device: buf.device_id() - 1,
+                plan_device: plan.ctx.device - 1,
+            });
+        }
         let zero = vec![0u8; buf.bytes()];
         buf.upload(&zero)?;
-        Ok(Workspace { buf })
+        Ok(Workspace { buf, binding: Binding::new(plan.id) })
     }
     pub fn device_ptr(&self) -> u64 {
         self.buf.device_ptr()
@@ -689,34 +443,18 @@ impl Workspace {
 mod tests {
     use super::*;
     use crate::device::cuda::CudaArch;
+    use crate::Formulation;
 
-    #[test]
-    fn the_decode_bucket_goes_behind_the_mid_bucket_covering_it() {
-        use PreFamily::{Cluster, Decode, General, Mid};
-        let key = |b: &(PreFamily, usize, usize)| *b;
-        // As sorted by (max_tokens, Reverse(min_tokens)): mid16 (1..=8), decode (1..=16),
-        // mid (1..=64), pre_pc (65..), general.
-        let mut b =
-            vec![(Mid, 1, 8), (Decode, 1, 16), (Mid, 1, 64), (Cluster, 65, usize::MAX), (General, 1, usize::MAX)];
-        decode_behind_mid(&mut b, key);
-        assert_eq!(
-            b,
-            [(Mid, 1, 8), (Mid, 1, 64), (Decode, 1, 16), (Cluster, 65, usize::MAX), (General, 1, usize::MAX)]
-        );
-        // No mid kernel for this configuration (C < 512): the decode bucket keeps its place.
-        let mut b = vec![(Decode, 1, 16), (General, 1, usize::MAX)];
-        decode_behind_mid(&mut b, key);
-        assert_eq!(b, [(Decode, 1, 16), (General, 1, usize::MAX)]);
-        // A mid bucket that does not cover the decode range (1..=8 only) does not move it.
-        let mut b = vec![(Mid, 1, 8), (Decode, 1, 16), (General, 1, usize::MAX)];
-        decode_behind_mid(&mut b, key);
-        assert_eq!(b, [(Mid, 1, 8), (Decode, 1, 16), (General, 1, usize::MAX)]);
-    }
-
+    /// The plan's token ranges of `stage` up to `max` tokens on the flagship part, as (last
+    /// count, entry); the first range without a kernel is the error.
     fn entries(stage: Stage, cfg: Config, dtype: Dtype, max: usize) -> Result<Vec<(usize, &'static str)>> {
-        registry_ranges(CudaArch::Sm90a, &cfg, dtype, stage, max)
+        let limits = DeviceLimits::flagship(CudaArch::Sm90a);
+        let slot = Slot::of(stage).unwrap();
+        choose(&limits, &cfg, dtype, slot, max, None, &|_| Ok(()))
             .unwrap()
-            .map(|r| r.into_iter().map(|(m, slot)| (m, KERNELS[slot].entry)).collect())
+            .into_iter()
+            .map(|(m, v)| v.map(|v| (m, v.entry.entry.as_str())))
+            .collect()
     }
 
     #[test]
@@ -844,13 +582,17 @@ mod tests {
         assert_eq!(r[0].1, "mhc_static_bf16_n4");
     }
 
-    fn planned(n: usize, c: usize, dtype: Dtype, stage: Stage, t: usize) -> Vec<&'static str> {
+    fn planned(n: usize, c: usize, dtype: Dtype, stage: Stage, t: usize) -> Vec<String> {
         let limits = DeviceLimits::flagship(CudaArch::Sm90a);
-        planned_kernels(&limits, &Config::new(n, c), dtype, stage, t).unwrap().into_iter().map(|k| k.entry).collect()
+        planned_kernels(&limits, &Config::new(n, c), dtype, stage.name(), t)
+            .unwrap()
+            .into_iter()
+            .map(|k| k.entry)
+            .collect()
     }
 
     #[test]
-    fn planned_kernels_follow_the_table_and_the_registry() {
+    fn planned_kernels_follow_the_catalogue() {
         use Stage::{Post, PostPre, Pre};
         // pre, n = 4, C = 4096: mid16 up to 8 tokens, mid up to 64 (the decode kernel behind
         // it), then the persistent clusters.
@@ -882,13 +624,14 @@ mod tests {
         assert_eq!(planned(4, 4096, Dtype::Bf16, Post, 65), ["mhc_post_v4_bf16_n4"]);
         // Bad input is an error, not a panic.
         let limits = DeviceLimits::flagship(CudaArch::Sm90a);
-        assert!(planned_kernels(&limits, &Config::new(4, 100), Dtype::Bf16, Pre, 1).is_err());
-        assert!(planned_kernels(&limits, &Config::new(4, 4096), Dtype::Bf16, Pre, 0).is_err());
+        assert!(planned_kernels(&limits, &Config::new(4, 100), Dtype::Bf16, "pre", 1).is_err());
+        assert!(planned_kernels(&limits, &Config::new(4, 4096), Dtype::Bf16, "pre", 0).is_err());
+        assert!(planned_kernels(&limits, &Config::new(4, 4096), Dtype::Bf16, "sinkhorn", 1).is_err());
     }
 
     #[test]
     fn every_supported_shape_selects_and_others_say_why() {
-        for stage in REGISTRY_STAGES {
+        for stage in [Stage::Post, Stage::Head, Stage::Static, Stage::Expand] {
             for n in [1, 2, 4, 8, 16, 32] {
                 for dtype in [Dtype::Bf16, Dtype::F32] {
                     let r = entries(stage, Config::new(n, 1280), dtype, 4096).unwrap();
@@ -905,5 +648,92 @@ mod tests {
         // n = 3: expand runs any n; the specialised kernels say which n they have.
         assert!(entries(Stage::Expand, Config::new(3, 64), Dtype::Bf16, 4).is_ok());
         assert!(matches!(entries(Stage::Post, Config::new(3, 64), Dtype::Bf16, 4), Err(Error::NoVariant { .. })));
+    }
+
+    /// Every sm_90a catalogue row the selector may pick on its own (all but those kept for
+    /// comparison) is the plan's choice for some call: no row is dead, and the plan's selection
+    /// is the catalogue's (the only code that picks a kernel is `choose`, through the loader).
+    #[test]
+    fn every_catalogue_row_is_chosen_for_some_input() {
+        let limits = DeviceLimits::flagship(CudaArch::Sm90a);
+        let reg = crate::plan::catalogue().unwrap();
+        let mut missing = Vec::new();
+        for v in reg.variants().iter().filter(|v| v.arch == mhc_loader::Arch::Sm90a && !v.has(Trait::OnRequest)) {
+            let e = &v.entry;
+            let slot = Slot::named(&e.stage).unwrap();
+            let cs: Vec<usize> = [e.c.min, e.c.max.min(65536), 64, 128, 256, 512, 1024, 1280, 2048, 2560, 4096, 7168]
+                .into_iter()
+                .filter(|&c| c % e.c.multiple_of == 0 && e.c.min <= c && c <= e.c.max)
+                .map(|c| c as usize)
+                .collect();
+            let prefer = e.prefer_tokens();
+            let ts: Vec<usize> = [
+                e.tokens.min,
+                e.tokens.max.min(1 << 16),
+                prefer.min,
+                prefer.max.min(1 << 16),
+                1,
+                8,
+                16,
+                64,
+                65,
+                256,
+                512,
+                4096,
+            ]
+            .into_iter()
+            .filter(|&t| e.tokens.contains(t))
+            .map(|t| t as usize)
+            .collect();
+            let found = e.n.iter().any(|&n| {
+                e.dtypes.iter().any(|dtype| {
+                    e.formulations.iter().any(|f| {
+                        cs.iter().any(|&c| {
+                            [(false, false), (true, false), (false, true), (true, true)].into_iter().any(|(gk, gf)| {
+                                let mut cfg = Config::new(n as usize, c).with_formulation(f.parse().unwrap());
+                                cfg.gamma_k = gk;
+                                cfg.gamma_f = gf;
+                                let dtype: Dtype = dtype.parse().unwrap();
+                                let max = ts.iter().copied().max().unwrap_or(1);
+                                let Ok(ranges) = choose(&limits, &cfg, dtype, slot, max, None, &|_| Ok(())) else {
+                                    return false;
+                                };
+                                ts.iter().any(|&t| {
+                                    ranges
+                                        .iter()
+                                        .find(|(m, _)| t <= *m)
+                                        .is_some_and(|(_, c)| c.as_ref().is_ok_and(|w| w.id() == v.id()))
+                                })
+                            })
+                        })
+                    })
+                })
+            });
+            if !found {
+                missing.push(v.id().to_string());
+            }
+        }
+        assert!(missing.is_empty(), "catalogue rows no input selects: {missing:?}");
+    }
+
+    /// The plan refuses a T its kernels' 32-bit offsets cannot address (docs/kernels/
+    /// address-arithmetic.md): the general pre kernel's logit rows `ws_p[t * ldp]` wrap at
+    /// n = 32 from T = 3,947,582 (token 3,947,581 would read token 0's logits); the GEMM kernel's
+    /// `h_res[t * n * n]` at T x n^2 > 2^32 - 1. One token fewer is served.
+    #[test]
+    fn token_counts_past_the_32_bit_offsets_are_refused() {
+        let limits = DeviceLimits::flagship(CudaArch::Sm90a);
+        let at = |n: usize, c: usize, dtype: Dtype, t: usize| {
+            let ranges = choose(&limits, &Config::new(n, c), dtype, Slot::Pre, t, None, &|_| Ok(())).unwrap();
+            Ranges(ranges).at(Slot::Pre, "sm_90a", t).map(|v| v.entry.entry.clone())
+        };
+        assert_eq!(at(32, 8, Dtype::F32, 3_947_581).unwrap(), "mhc_pre_sm90_f32");
+        let e = at(32, 8, Dtype::F32, 3_947_582).unwrap_err().to_string();
+        assert!(e.contains("32-bit offsets") && e.contains("ldp"), "{e}");
+        // bf16 n = 32 prefill is the GEMM kernel: refused from T n^2 > 2^32 - 1.
+        assert_eq!(at(32, 1280, Dtype::Bf16, 4_194_303).unwrap(), "mhc_pre_gemm_bf16_n32");
+        assert!(at(32, 1280, Dtype::Bf16, 4_194_304).is_err());
+        // n = 4 never reaches it.
+        assert!(at(4, 4096, Dtype::Bf16, i32::MAX as usize).is_ok());
     }
 }

@@ -5,11 +5,13 @@
 
 use super::device::CudaDevice;
 use super::memory::DeviceBuffer;
+use super::memory::{DeviceTensor, DeviceTensorMut};
 use super::plan::Plan;
+use super::pre::{PostInViews, PreOutViews, PreParamViews};
 use super::stream::Stream;
 use crate::config::{Config, Dtype, Stage};
 use crate::error::{Error, Result};
-use crate::runner::{resolve_config, signature, Array, Class, Named, Port, StageRunner};
+use crate::runner::{check_finite, resolve_config, signature, Array, Class, Named, Port, StageRunner};
 use crate::tensor::Layout;
 use half::bf16;
 
@@ -94,6 +96,7 @@ impl StageRunner for CudaRunner {
         cfg.validate()?;
         let sig = signature(stage, &cfg);
         let t = sig.check(inputs)?;
+        check_finite(&sig, inputs)?;
         let plan = Plan::new(&self.dev, cfg, dtype, t.max(1))?;
         plan.supports(stage)?;
         let layout_of = |p: &Port| if p.tokens { Layout::dense(t, p.row_len()) } else { Layout::dense(1, p.row_len()) };
@@ -132,7 +135,7 @@ impl StageRunner for CudaRunner {
         let s = &self.stream;
         if matches!(stage, Stage::Pre | Stage::PostPre) {
             let views = outs.iter_mut().map(|(p, d)| (p.name, d.buf.view_mut(d.dtype, d.layout))).collect();
-            super::pre::run_stage(&plan, s, stage, &|name| ins.get(name).map(view), views)?;
+            run_pre_stage(&plan, s, stage, &|name| ins.get(name).map(view), views)?;
         }
         {
             let out0 = &mut outs[0].1;
@@ -182,5 +185,60 @@ impl StageRunner for CudaRunner {
             named.insert(p.name.to_string(), Array::new(p.shape(t), download(&d.buf, d.dtype, len)?));
         }
         Ok(named)
+    }
+}
+
+/// The `pre` / `post_pre` launch of [`super::CudaRunner`]: inputs by name (`get`), outputs as
+/// (name, view) in signature order; allocates a workspace for the call (not the hot path).
+fn run_pre_stage<'a>(
+    plan: &Plan,
+    stream: &Stream,
+    stage: Stage,
+    get: &dyn Fn(&str) -> Option<DeviceTensor<'a>>,
+    outs: Vec<(&'static str, DeviceTensorMut<'_>)>,
+) -> Result<()> {
+    let need =
+        |name: &str| get(name).ok_or_else(|| Error::shape("inputs", format!("an input named {name}"), "missing"));
+    let params = PreParamViews {
+        phi: need("phi")?,
+        scale: need("scale")?,
+        base: need("base")?,
+        gamma_k: get("gamma_k"),
+        gamma_f: get("gamma_f"),
+    };
+    let mut by_name: std::collections::BTreeMap<&str, DeviceTensorMut<'_>> = outs.into_iter().collect();
+    let mut take =
+        |name: &str| by_name.remove(name).ok_or_else(|| Error::shape("outputs", name.to_string(), "missing"));
+    let x_out = if stage == Stage::PostPre { Some(take("out")?) } else { None };
+    let mut out = PreOutViews {
+        a: take("a")?,
+        y: by_name_take_opt(&mut take, plan.config().gamma_f, "y")?,
+        h_pre: take("h_pre")?,
+        h_post: take("h_post")?,
+        h_res: take("h_res")?,
+        inv_rms: take("inv_rms")?,
+    };
+    let ws = plan.new_workspace()?;
+    let x = need("x")?;
+    match x_out {
+        Some(mut xo) => {
+            let post = PostInViews { f: need("f")?, h_post: need("h_post")?, h_res: need("h_res")? };
+            plan.post_pre(stream, &ws, &x, &post, &mut xo, &params, &mut out)?;
+        }
+        None => plan.pre(stream, &ws, &x, &params, &mut out)?,
+    }
+    // The workspace is freed on drop: wait for the launch first.
+    stream.synchronize()
+}
+
+fn by_name_take_opt<'v>(
+    take: &mut dyn FnMut(&str) -> Result<DeviceTensorMut<'v>>,
+    wanted: bool,
+    name: &str,
+) -> Result<Option<DeviceTensorMut<'v>>> {
+    if wanted {
+        take(name).map(Some)
+    } else {
+        Ok(None)
     }
 }

@@ -7,10 +7,13 @@ use super::ffi;
 use crate::error::Result;
 use std::sync::Arc;
 
-/// A non-blocking CUDA stream of one device.
+/// A non-blocking CUDA stream of one device: one this crate created (destroyed on drop), or a
+/// caller's stream borrowed by [`Stream::from_raw`] (an engine's current stream; never destroyed
+/// here).
 pub struct Stream {
     dev: Arc<Inner>,
     raw: ffi::CUstream,
+    owned: bool,
 }
 
 // SAFETY: a CUstream may be used from any thread of the process (the driver serialises);
@@ -21,7 +24,7 @@ unsafe impl Sync for Stream {}
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        if self.dev.bind().is_ok() {
+        if self.owned && self.dev.bind().is_ok() {
             let _ = ffi::stream_destroy(self.raw);
         }
     }
@@ -30,7 +33,23 @@ impl Drop for Stream {
 impl Stream {
     pub fn new(dev: &CudaDevice) -> Result<Self> {
         dev.inner.bind()?;
-        Ok(Stream { dev: dev.inner.clone(), raw: ffi::stream_create()? })
+        Ok(Stream { dev: dev.inner.clone(), raw: ffi::stream_create()?, owned: true })
+    }
+
+    /// Borrows a stream this crate did not create (a `CUstream` / `cudaStream_t`, e.g. PyTorch's
+    /// `torch.cuda.current_stream().cuda_stream`; null is the legacy default stream). Ops enqueue
+    /// on it; dropping the `Stream` leaves it alone.
+    ///
+    /// # Safety
+    /// `raw` must be a stream of `dev`'s primary context (the one every framework on the device
+    /// shares) that stays valid while any op enqueued through this `Stream` may run.
+    pub unsafe fn from_raw(dev: &CudaDevice, raw: *mut std::ffi::c_void) -> Self {
+        Stream { dev: dev.inner.clone(), raw: raw as ffi::CUstream, owned: false }
+    }
+
+    /// The driver handle (for interop: recording the caller's events, capturing graphs).
+    pub fn as_raw(&self) -> *mut std::ffi::c_void {
+        self.raw as *mut std::ffi::c_void
     }
 
     #[inline]

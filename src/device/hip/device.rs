@@ -119,6 +119,13 @@ fn poisoned() -> Error {
     Error::NoDevice("a HIP device cache lock was poisoned by a panic".into())
 }
 
+/// How many HIP devices the runtime reports: `Err` when libamdhip64 cannot be opened (the
+/// error lists the paths tried).
+pub fn device_count() -> Result<usize> {
+    let hip = result::hip()?;
+    Ok(device::count(hip)?.max(0) as usize)
+}
+
 impl HipDevice {
     /// Opens GPU `ordinal`. No libamdhip64: [`Error::LibraryMissing`] with the paths tried; no
     /// GPU: [`Error::NoDevice`]; a GPU without kernels in this build: [`Error::UnsupportedArch`].

@@ -61,6 +61,10 @@ impl DeviceBuffer {
     pub fn device_ptr(&self) -> u64 {
         self.ptr
     }
+    /// The device the buffer is on, as views record it (its ordinal + 1).
+    pub(crate) fn device_id(&self) -> u32 {
+        self.dev.ordinal as u32 + 1
+    }
     pub fn bytes(&self) -> usize {
         self.bytes
     }
@@ -130,12 +134,12 @@ impl DeviceBuffer {
 
     /// A read-only view of the buffer as `dtype` elements with `layout`.
     pub fn view(&self, dtype: Dtype, layout: Layout) -> DeviceTensor<'_> {
-        DeviceTensor::of_buffer(self.ptr, self.bytes / dtype.size(), dtype, layout)
+        DeviceTensor::of_buffer(self.ptr, self.bytes / dtype.size(), dtype, layout, self.device_id())
     }
 
     /// A writable view of the buffer as `dtype` elements with `layout`.
     pub fn view_mut(&mut self, dtype: Dtype, layout: Layout) -> DeviceTensorMut<'_> {
-        DeviceTensorMut::of_buffer(self.ptr, self.bytes / dtype.size(), dtype, layout)
+        DeviceTensorMut::of_buffer(self.ptr, self.bytes / dtype.size(), dtype, layout, self.device_id())
     }
 
     /// A dense read-only view of `len` elements as one row (parameters, coefficients).

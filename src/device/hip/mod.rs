@@ -28,10 +28,11 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Layers (STYLE.md, after cudarc): `sys.rs` (the library and its entry points, resolved once),
-//! `result.rs` (each call as a `Result`, every runtime `unsafe` block), then the safe handles:
-//! [`HipDevice`] (`device.rs`), [`DeviceBuffer`] / views (`memory.rs`), [`Stream`], [`Event`],
-//! [`Graph`] (`stream.rs`), [`Plan`] and its ops (`plan.rs`), [`HipRunner`] (`runner.rs`).
+//! Layers (sys -> result -> safe, after cudarc: docs/architecture.md, "A vendor's part"):
+//! `sys.rs` (the library and its entry points, resolved once), `result.rs` (each call as a
+//! `Result`, every runtime `unsafe` block), then the safe handles: [`HipDevice`] (`device.rs`),
+//! [`DeviceBuffer`] / views (`memory.rs`), [`Stream`], [`Event`], [`Graph`] (`stream.rs`),
+//! [`Plan`] and its ops (`plan.rs`), [`HipRunner`] (`runner.rs`).
 //! What each stage launches, on which grid and with which arguments lives in [`recipe`], which
 //! calls no runtime and is tested without a GPU.
 //!
@@ -56,7 +57,7 @@ pub mod runner;
 mod stream;
 mod sys;
 
-pub use device::{arch_from_gcn_name, Function, HipDevice};
+pub use device::{arch_from_gcn_name, device_count, Function, HipDevice};
 pub use memory::{DeviceBuffer, DeviceTensor, DeviceTensorMut};
 pub use plan::{Plan, PostInViews, PreOutViews, PreParamViews, Workspace};
 pub use runner::HipRunner;
@@ -123,7 +124,5 @@ mod tests {
 
 #[cfg(test)]
 mod gpu_tests;
-#[cfg(test)]
-mod sim_tests;
 #[cfg(test)]
 mod test_support;

@@ -15,34 +15,21 @@ use super::result;
 use super::stream::Stream;
 use crate::config::{Config, Dtype, Formulation, Stage};
 use crate::error::{Error, Result};
+use crate::plan::{Ranges, Slot};
 use crate::tensor::Layout;
+use mhc_loader::Variant;
 use std::ffi::c_void;
-
-/// Position of a stage in [`Stage::ALL`].
-const fn stage_index(s: Stage) -> usize {
-    match s {
-        Stage::Pre => 0,
-        Stage::Post => 1,
-        Stage::PostPre => 2,
-        Stage::Head => 3,
-        Stage::Expand => 4,
-        Stage::Static => 5,
-        Stage::Sinkhorn => 6,
-        Stage::PreBackward => 7,
-        Stage::PostBackward => 8,
-        Stage::HeadBackward => 9,
-        Stage::StaticBackward => 10,
-    }
-}
 
 /// A configuration on a HIP device: the kernels of every stage it supports, loaded and checked.
 pub struct Plan {
+    /// Identity of this plan (its workspaces carry it).
+    id: u64,
     dev: HipDevice,
     cfg: Config,
     dtype: Dtype,
     max_tokens: usize,
-    /// Per stage: supported, or its [`Error::NoVariant`].
-    stages: Vec<Result<()>>,
+    /// Per [`Slot`]: the catalogue rows chosen per token range, or why the stage has none.
+    stages: Vec<Result<Ranges<&'static Variant>>>,
     /// Per kernel slot: loaded if some supported stage needs it.
     funcs: [Option<Function>; Kernel::ALL.len()],
     ws: WorkspaceLayout,
@@ -61,16 +48,10 @@ impl std::fmt::Debug for Plan {
     }
 }
 
-/// The parameters of `pre` on the device: `phi [M, n*C]` (with `gamma_k` folded in, see
-/// [`recipe::stage_kernels`]), `scale [3]`, `base [M]`, and `gamma_f [C]` exactly when the
-/// configuration asks for it; all dense f32.
-#[derive(Debug, Clone, Copy)]
-pub struct PreParamViews<'a> {
-    pub phi: DeviceTensor<'a>,
-    pub scale: DeviceTensor<'a>,
-    pub base: DeviceTensor<'a>,
-    pub gamma_f: Option<DeviceTensor<'a>>,
-}
+/// The parameters of `pre` (see [`crate::device::view::PreParamViews`]). The gfx942 kernels
+/// have no `gamma_k` input: a configuration with `gamma_k` has no gfx942 variant (fold it into
+/// `phi` instead: `(v * gamma_k) . phi^T = v . (phi * gamma_k)^T`).
+pub type PreParamViews<'a> = crate::device::view::PreParamViews<'a, super::memory::DeviceBuffer>;
 
 /// Where `pre` writes (see [`crate::device::view::PreOutViews`]).
 pub type PreOutViews<'a> = crate::device::view::PreOutViews<'a, super::memory::DeviceBuffer>;
@@ -84,6 +65,7 @@ pub type PostInViews<'a> = crate::device::view::PostInViews<'a, super::memory::D
 /// workspace (or [`Workspace::from_buffer`], which zeroes) after one.
 pub struct Workspace {
     buf: DeviceBuffer,
+    binding: crate::plan::Binding,
 }
 
 impl Workspace {
@@ -96,7 +78,7 @@ impl Workspace {
             return Err(Error::NoDevice("the workspace belongs to another device than the plan".into()));
         }
         buf.upload(&vec![0u8; buf.bytes()])?;
-        Ok(Workspace { buf })
+        Ok(Workspace { buf, binding: crate::plan::Binding::new(plan.id) })
     }
     pub fn device_ptr(&self) -> u64 {
         self.buf.device_ptr()
@@ -112,7 +94,7 @@ fn arg_u32(what: &'static str, v: usize) -> Result<u32> {
 }
 
 /// A dense f32 parameter of exactly `len` elements, as one row or as dense rows (`[n, n]`).
-fn check_param(v: &DeviceTensor<'_>, what: &'static str, len: usize) -> Result<()> {
+fn check_param(device: u32, v: &DeviceTensor<'_>, what: &'static str, len: usize) -> Result<()> {
     let l = v.layout;
     if l.tokens.checked_mul(l.row_len) != Some(len) || (l.tokens > 1 && l.row_stride != l.row_len) {
         return Err(Error::shape(
@@ -121,7 +103,7 @@ fn check_param(v: &DeviceTensor<'_>, what: &'static str, len: usize) -> Result<(
             format!("{} rows of {}", l.tokens, l.row_len),
         ));
     }
-    v.check(what, Dtype::F32, l.tokens, l.row_len, 4)
+    v.check(device, what, Dtype::F32, l.tokens, l.row_len, 4)
 }
 
 /// The O(1) checks of every op's views against a configuration and storage dtype (no device
@@ -130,6 +112,8 @@ fn check_param(v: &DeviceTensor<'_>, what: &'static str, len: usize) -> Result<(
 pub(crate) struct ViewCheck {
     pub(crate) cfg: Config,
     pub(crate) dtype: Dtype,
+    /// The plan's device (ordinal + 1), which every view must be on (0: not checked).
+    pub(crate) device: u32,
 }
 
 impl ViewCheck {
@@ -140,6 +124,7 @@ impl ViewCheck {
     fn act(
         &self,
         what: &'static str,
+        view_device: u32,
         ptr: u64,
         len: usize,
         dtype: Dtype,
@@ -147,6 +132,7 @@ impl ViewCheck {
         t: usize,
         row_len: usize,
     ) -> Result<u32> {
+        crate::device::view::check_device(what, view_device, self.device)?;
         crate::device::view::check_view(what, ptr, len, dtype, l, self.dtype, t, row_len, self.dtype.size())?;
         arg_u32(what, l.row_stride)
     }
@@ -162,11 +148,11 @@ impl ViewCheck {
         out: &DeviceTensorMut<'_>,
     ) -> Result<PostIo> {
         let (n, c) = (self.cfg.n, self.cfg.c);
-        self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, n * c)?;
-        self.act("f", f.ptr, f.len, f.dtype, &f.layout, t, c)?;
-        h_post.check_dense_f32("h_post", t, n)?;
-        h_res.check_dense_f32("h_res", t, n * n)?;
-        self.act("out", out.ptr, out.len, out.dtype, &out.layout, t, n * c)?;
+        self.act("x", x.device, x.ptr, x.len, x.dtype, &x.layout, t, n * c)?;
+        self.act("f", f.device, f.ptr, f.len, f.dtype, &f.layout, t, c)?;
+        h_post.check_dense_f32(self.device, "h_post", t, n)?;
+        h_res.check_dense_f32(self.device, "h_res", t, n * n)?;
+        self.act("out", out.device, out.ptr, out.len, out.dtype, &out.layout, t, n * c)?;
         if out.layout.row_stride != x.layout.row_stride {
             return Err(Error::shape(
                 "out",
@@ -192,10 +178,10 @@ impl ViewCheck {
         out: &PreOutViews<'_>,
     ) -> Result<PreIo> {
         let (n, c, k, m) = (self.cfg.n, self.cfg.c, self.cfg.k(), self.cfg.m());
-        self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, k)?;
-        check_param(&params.phi, "phi", m * k)?;
-        check_param(&params.scale, "scale", 3)?;
-        check_param(&params.base, "base", m)?;
+        self.act("x", x.device, x.ptr, x.len, x.dtype, &x.layout, t, k)?;
+        check_param(self.device, &params.phi, "phi", m * k)?;
+        check_param(self.device, &params.scale, "scale", 3)?;
+        check_param(self.device, &params.base, "base", m)?;
         let presence = |what: &'static str, want: bool| {
             Error::shape(
                 what,
@@ -203,28 +189,31 @@ impl ViewCheck {
                 if want { "absent" } else { "present" },
             )
         };
+        if params.gamma_k.is_some() {
+            return Err(presence("gamma_k", false));
+        }
         let gamma_f = match (&params.gamma_f, self.cfg.gamma_f) {
             (Some(g), true) => {
-                check_param(g, "gamma_f", c)?;
+                check_param(self.device, g, "gamma_f", c)?;
                 Some(g.ptr)
             }
             (None, false) => None,
             (_, want) => return Err(presence("gamma_f", want)),
         };
         let a = &out.a;
-        self.act("a", a.ptr, a.len, a.dtype, &a.layout, t, c)?;
+        self.act("a", a.device, a.ptr, a.len, a.dtype, &a.layout, t, c)?;
         let y = match (&out.y, self.cfg.gamma_f) {
             (Some(y), true) => {
-                self.act("y", y.ptr, y.len, y.dtype, &y.layout, t, c)?;
+                self.act("y", y.device, y.ptr, y.len, y.dtype, &y.layout, t, c)?;
                 Some(Rows { ptr: y.ptr, stride: y.layout.row_stride })
             }
             (None, false) => None,
             (_, want) => return Err(presence("y", want)),
         };
-        out.h_pre.check_dense_f32("h_pre", t, n)?;
-        out.h_post.check_dense_f32("h_post", t, n)?;
-        out.h_res.check_dense_f32("h_res", t, n * n)?;
-        out.inv_rms.check_dense_f32("inv_rms", t, 1)?;
+        out.h_pre.check_dense_f32(self.device, "h_pre", t, n)?;
+        out.h_post.check_dense_f32(self.device, "h_post", t, n)?;
+        out.h_res.check_dense_f32(self.device, "h_res", t, n * n)?;
+        out.inv_rms.check_dense_f32(self.device, "inv_rms", t, 1)?;
         Ok(PreIo {
             x: Rows { ptr: x.ptr, stride: x.layout.row_stride },
             phi: params.phi.ptr,
@@ -251,11 +240,11 @@ impl ViewCheck {
         out: &DeviceTensorMut<'_>,
     ) -> Result<(Rows, Rows)> {
         let (n, c, k) = (self.cfg.n, self.cfg.c, self.cfg.k());
-        self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, k)?;
-        check_param(phi, "phi", n * k)?;
-        check_param(scale, "scale", 1)?;
-        check_param(base, "base", n)?;
-        self.act("out", out.ptr, out.len, out.dtype, &out.layout, t, c)?;
+        self.act("x", x.device, x.ptr, x.len, x.dtype, &x.layout, t, k)?;
+        check_param(self.device, phi, "phi", n * k)?;
+        check_param(self.device, scale, "scale", 1)?;
+        check_param(self.device, base, "base", n)?;
+        self.act("out", out.device, out.ptr, out.len, out.dtype, &out.layout, t, c)?;
         Ok((Rows { ptr: x.ptr, stride: x.layout.row_stride }, Rows { ptr: out.ptr, stride: out.layout.row_stride }))
     }
 
@@ -270,12 +259,12 @@ impl ViewCheck {
         out: &DeviceTensorMut<'_>,
     ) -> Result<()> {
         let (n, c) = (self.cfg.n, self.cfg.c);
-        self.act("x", x.ptr, x.len, x.dtype, &x.layout, t, n * c)?;
-        check_param(logits[0], "h_pre_logits", n)?;
-        check_param(logits[1], "h_post_logits", n)?;
-        check_param(logits[2], "h_res_logits", n * n)?;
-        check_param(gamma, "gamma", c)?;
-        self.act("out", out.ptr, out.len, out.dtype, &out.layout, t, n * c)?;
+        self.act("x", x.device, x.ptr, x.len, x.dtype, &x.layout, t, n * c)?;
+        check_param(self.device, logits[0], "h_pre_logits", n)?;
+        check_param(self.device, logits[1], "h_post_logits", n)?;
+        check_param(self.device, logits[2], "h_res_logits", n * n)?;
+        check_param(self.device, gamma, "gamma", c)?;
+        self.act("out", out.device, out.ptr, out.len, out.dtype, &out.layout, t, n * c)?;
         if out.layout.row_stride != x.layout.row_stride {
             return Err(Error::shape(
                 "out",
@@ -312,32 +301,42 @@ impl Plan {
             return Err(Error::Config { what: "max_tokens", reason: format!("must be in 1..2^31, got {max_tokens}") });
         }
         let mut funcs = [None; Kernel::ALL.len()];
-        let mut stages = Vec::with_capacity(Stage::ALL.len());
-        for stage in Stage::ALL {
-            stages.push(match recipe::stage_kernels(stage, &cfg, dtype) {
-                Ok(kernels) => {
-                    for &k in kernels {
+        let mut stages = Vec::with_capacity(Slot::ALL.len());
+        for slot in Slot::ALL {
+            let choices =
+                crate::plan::choose(dev.arch(), dev.cu_count(), &cfg, dtype, slot, max_tokens, None, &|_| Ok(()))?;
+            let mut ranges = Vec::with_capacity(choices.len());
+            for (max, choice) in choices {
+                if let Ok(v) = choice {
+                    let kernels = recipe::kernels_of(v, &cfg)
+                        .map_err(|reason| Error::BadCodeObject { image: v.entry.file.clone(), reason })?;
+                    for k in kernels {
                         if funcs[k.slot()].is_none() {
                             funcs[k.slot()] = Some(dev.function(k)?);
                         }
                     }
-                    Ok(())
                 }
-                Err(reason) => Err(Error::NoVariant {
-                    stage: stage.name().into(),
-                    arch: dev.arch().name().into(),
-                    shape: format!("n={} C={} {} {}", cfg.n, cfg.c, dtype, cfg.formulation),
-                    rejected: vec![reason],
-                }),
-            });
+                ranges.push((max, choice));
+            }
+            stages.push(Ok(Ranges(ranges)));
         }
-        let consts = if stages[stage_index(Stage::Static)].is_ok() {
+        let consts = if stages[Slot::Static.index()].as_ref().is_ok_and(Ranges::any) {
             Some(DeviceBuffer::from_slice(dev, &recipe::static_constants(&cfg))?)
         } else {
             None
         };
         let ws = WorkspaceLayout::new(&cfg, max_tokens);
-        Ok(Plan { dev: dev.clone(), cfg, dtype, max_tokens, stages, funcs, ws, consts })
+        Ok(Plan {
+            id: crate::plan::next_plan_id(),
+            dev: dev.clone(),
+            cfg,
+            dtype,
+            max_tokens,
+            stages,
+            funcs,
+            ws,
+            consts,
+        })
     }
 
     pub fn device(&self) -> &HipDevice {
@@ -363,12 +362,21 @@ impl Plan {
 
     /// A zeroed workspace of [`Plan::workspace_bytes`].
     pub fn new_workspace(&self) -> Result<Workspace> {
-        Ok(Workspace { buf: DeviceBuffer::zeroed(&self.dev, self.ws.total.max(256))? })
+        Ok(Workspace {
+            buf: DeviceBuffer::zeroed(&self.dev, self.ws.total.max(256))?,
+            binding: crate::plan::Binding::new(self.id),
+        })
     }
 
-    /// Whether `stage` runs in this plan (else the reason).
+    /// Whether `stage` runs in this plan at every token count (else the reason).
     pub fn supports(&self, stage: Stage) -> Result<()> {
-        self.stages[stage_index(stage)].clone()
+        let slot = Slot::of(stage).ok_or_else(|| Error::NoVariant {
+            stage: stage.name().into(),
+            arch: self.dev.arch().name().into(),
+            shape: format!("n={} C={}", self.cfg.n, self.cfg.c),
+            rejected: vec![format!("no gfx942 kernel computes {stage}")],
+        })?;
+        self.stages[slot.index()].as_ref().map_err(Clone::clone)?.complete()
     }
 
     /// The loaded kernels (for `mhc inspect` and tests).
@@ -380,9 +388,7 @@ impl Plan {
     /// stream and workspace on this device.
     #[inline]
     fn enter(&self, stage: Stage, t: usize, stream: &Stream, ws: Option<&Workspace>) -> Result<()> {
-        if let Err(e) = &self.stages[stage_index(stage)] {
-            return Err(e.clone());
-        }
+        self.supports(stage)?;
         if t > self.max_tokens {
             return Err(Error::shape("tokens", format!("<= max_tokens = {}", self.max_tokens), t));
         }
@@ -390,6 +396,7 @@ impl Plan {
             return Err(Error::NoDevice("the stream belongs to another device than the plan".into()));
         }
         if let Some(ws) = ws {
+            ws.binding.check(self.id, stream.raw() as usize)?;
             if ws.bytes() < self.ws.total || !ws.buf.same_device(&self.dev) {
                 return Err(Error::shape(
                     "workspace",
@@ -448,14 +455,14 @@ impl Plan {
     }
 
     fn views(&self) -> ViewCheck {
-        ViewCheck { cfg: self.cfg, dtype: self.dtype }
+        ViewCheck { cfg: self.cfg, dtype: self.dtype, device: self.dev.ordinal() as u32 + 1 }
     }
 
     fn scratch(&self, ws: &Workspace) -> Scratch {
         Scratch { base: ws.device_ptr(), layout: self.ws }
     }
 
-    /// `post` (MATH.md stage 4): `out = h_post f + h_res-mix of x`, one launch. `x` and `out`
+    /// `post` (docs/math.md stage 4): `out = h_post f + h_res-mix of x`, one launch. `x` and `out`
     /// must share their row stride (the kernel takes one).
     pub fn post(
         &self,
@@ -475,7 +482,7 @@ impl Plan {
         self.run(stream, recipe::post_steps(&self.cfg, self.dtype, t, &io), t)
     }
 
-    /// `pre` (MATH.md stages 1-3, plus the F-pre-norm with `gamma_f`): one `mhc_pre` launch
+    /// `pre` (docs/math.md stages 1-3, plus the F-pre-norm with `gamma_f`): one `mhc_pre` launch
     /// (split K over G workgroups per 4-token tile when T <= 64, the last one finishing), then
     /// `mhc_rmsnorm` when the configuration has `gamma_f`.
     pub fn pre(
@@ -492,7 +499,19 @@ impl Plan {
         if t == 0 {
             return Ok(());
         }
-        self.run(stream, recipe::pre_steps(&self.cfg, self.dtype, t, &self.scratch(ws), &io, None), t)
+        self.run(
+            stream,
+            recipe::pre_steps(
+                &self.cfg,
+                self.dtype,
+                t,
+                recipe::pre_splits(t, self.cfg.k()),
+                &self.scratch(ws),
+                &io,
+                None,
+            ),
+            t,
+        )
     }
 
     /// `post` of layer l then `pre` of layer l+1 on its output `x_out`, in one `mhc_pre` launch
@@ -517,7 +536,19 @@ impl Plan {
         if t == 0 {
             return Ok(());
         }
-        self.run(stream, recipe::pre_steps(&self.cfg, self.dtype, t, &self.scratch(ws), &io, Some(&post_io)), t)
+        self.run(
+            stream,
+            recipe::pre_steps(
+                &self.cfg,
+                self.dtype,
+                t,
+                recipe::pre_splits(t, self.cfg.k()),
+                &self.scratch(ws),
+                &io,
+                Some(&post_io),
+            ),
+            t,
+        )
     }
 
     /// `head` (the final collapse): one `mhc_pre` launch in head mode (M = n logits, sigmoid
@@ -540,8 +571,18 @@ impl Plan {
         if t == 0 {
             return Ok(());
         }
-        let steps =
-            recipe::head_steps(&self.cfg, self.dtype, t, &self.scratch(ws), x, phi.ptr, scale.ptr, base.ptr, out);
+        let steps = recipe::head_steps(
+            &self.cfg,
+            self.dtype,
+            t,
+            recipe::pre_splits(t, self.cfg.k()),
+            &self.scratch(ws),
+            x,
+            phi.ptr,
+            scale.ptr,
+            base.ptr,
+            out,
+        );
         self.run(stream, steps, t)
     }
 
@@ -606,7 +647,7 @@ mod tests {
     #[test]
     fn post_views_are_checked_in_full() {
         let (n, c, t) = (4, 136, 5);
-        let v = ViewCheck { cfg: Config::new(n, c), dtype: Dtype::Bf16 };
+        let v = ViewCheck { cfg: Config::new(n, c), dtype: Dtype::Bf16, device: 0 };
         let xl = Layout::dense(t, n * c).with_stride(n * c + 8);
         let x = view(0x1000, t * (n * c + 8), Dtype::Bf16, xl);
         let f = view(0x2000, t * c, Dtype::Bf16, Layout::dense(t, c));
@@ -642,13 +683,14 @@ mod tests {
     fn pre_head_and_static_views_are_checked_in_full() {
         let (n, c, t) = (2, 64, 3);
         let cfg = Config { gamma_f: true, ..Config::new(n, c) };
-        let v = ViewCheck { cfg, dtype: Dtype::F32 };
+        let v = ViewCheck { cfg, dtype: Dtype::F32, device: 0 };
         let (k, m) = (cfg.k(), cfg.m());
         let x = view(0x1000, t * k, Dtype::F32, Layout::dense(t, k));
         let params = |gamma_f| PreParamViews {
             phi: view(0x2000, m * k, Dtype::F32, Layout::dense(m, k)),
             scale: dense(1, 3),
             base: dense(1, m),
+            gamma_k: None,
             gamma_f,
         };
         let outs = |y: Option<DeviceTensorMut<'static>>, inv_rms_len: usize| PreOutViews {

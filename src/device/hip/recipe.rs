@@ -18,7 +18,7 @@
 //! kernel signature and fills them from the launch; the launcher passes the explicit ones
 //! (`kernelParams`, one pointer each). None of the current gfx942 kernels declares any.
 
-use crate::config::{Config, Dtype, Formulation, Stage};
+use crate::config::{Config, Dtype, Formulation};
 use mhc_loader::KernelInfo;
 
 /// Work-items per workgroup of every gfx942 kernel (4 waves of 64).
@@ -149,7 +149,7 @@ macro_rules! kernel_args {
 }
 
 kernel_args! {
-    /// `mhc_post`: MATH.md stage 4. `x_stride` is shared by `x` and `out`; `(res_si, res_sj)`
+    /// `mhc_post`: docs/math.md stage 4. `x_stride` is shared by `x` and `out`; `(res_si, res_sj)`
     /// are the element strides of the coefficient for (output i, input j): [`post_res_strides`].
     PostArgs for Kernel::Post => {
         x: ptr, f: ptr, h_post: ptr, h_res: ptr, out: ptr,
@@ -174,7 +174,7 @@ kernel_args! {
 }
 
 kernel_args! {
-    /// `mhc_coeffs`: MATH.md stage 2 from given logits `p` (rows of `p_stride`).
+    /// `mhc_coeffs`: docs/math.md stage 2 from given logits `p` (rows of `p_stride`).
     CoeffsArgs for Kernel::Coeffs => {
         p: ptr, inv_rms: ptr, scale: ptr, base: ptr, h_pre: ptr, h_post: ptr, h_res: ptr,
         tokens: u32, streams: u32, iters: u32, eps_hc: f32, flags: u32, p_stride: u32,
@@ -227,15 +227,17 @@ impl Kernel {
         }
     }
 
-    /// The embedded image holding it (the loader's table key).
-    pub const fn image(self) -> &'static str {
-        match self {
-            Kernel::Pre => "asm/bin/gfx942/pre.hsaco",
-            Kernel::Post => "asm/bin/gfx942/post.hsaco",
-            Kernel::Coeffs => "asm/bin/gfx942/coeffs.hsaco",
-            Kernel::Static => "asm/bin/gfx942/static.hsaco",
-            Kernel::RmsNorm => "asm/bin/gfx942/rmsnorm.hsaco",
-        }
+    /// The embedded image holding it: the `file` of the gfx942 catalogue rows of its entry (the
+    /// catalogue is the one list of images; a kernel missing from it names no image).
+    pub fn image(self) -> &'static str {
+        mhc_loader::Registry::embedded()
+            .ok()
+            .and_then(|r| {
+                r.variants()
+                    .iter()
+                    .find(|v| matches!(v.arch, mhc_loader::Arch::Gfx942(_)) && v.entry.entry == self.entry())
+            })
+            .map_or("(not in the catalogue)", |v| v.entry.file.as_str())
     }
 
     /// The argument fields the launcher sets.
@@ -402,30 +404,96 @@ impl KernargBlock {
     }
 }
 
-/// The kernels `stage` launches for `cfg` and `dtype`, in order, or why the gfx942 build cannot
-/// run it. `pre` with `gamma_k` is refused here: the caller folds `gamma_k` into `phi`
-/// (MATH.md: `(v * gamma_k) . phi^T = v . (phi * gamma_k)^T`), as the simulator's runner does.
-pub fn stage_kernels(stage: Stage, cfg: &Config, dtype: Dtype) -> Result<&'static [Kernel], String> {
-    if dtype == Dtype::F64 {
-        return Err("gfx942 kernels store activations as f32 or bf16, not f64".into());
+impl Kernel {
+    /// The kernel of a catalogue row's entry symbol.
+    pub fn from_entry(entry: &str) -> Option<Kernel> {
+        Kernel::ALL.into_iter().find(|k| k.entry() == entry)
     }
-    if !cfg.n.is_power_of_two() || cfg.n > 32 {
-        return Err(format!("n = {} is not one of 1, 2, 4, 8, 16, 32", cfg.n));
+}
+
+/// The kernels a call of catalogue row `variant` runs for `cfg`: the row's own and its
+/// companions' (the catalogue names them: the coefficient kernel in front of the static layer,
+/// the RMSNorm after `pre` where the configuration has `gamma_f`). A catalogue naming a kernel
+/// this launcher does not know is a build inconsistency, reported here.
+pub fn kernels_of(variant: &mhc_loader::Variant, cfg: &Config) -> Result<Vec<Kernel>, String> {
+    let own =
+        |entry: &str| Kernel::from_entry(entry).ok_or_else(|| format!("{}: no gfx942 kernel {entry}", variant.id()));
+    let mut out = vec![own(&variant.entry.entry)?];
+    let registry = mhc_loader::Registry::embedded().map_err(|e| e.to_string())?;
+    for id in &variant.entry.geometry.companions {
+        let c = registry.get(id).ok_or_else(|| format!("{}: companion {id} is not in the catalogue", variant.id()))?;
+        let k = own(&c.entry.entry)?;
+        if k == Kernel::RmsNorm && !cfg.gamma_f {
+            continue;
+        }
+        out.push(k);
     }
-    let pre_like = matches!(stage, Stage::Pre | Stage::PostPre);
-    if pre_like && cfg.gamma_k {
-        return Err("gamma_k must be folded into phi (phi * gamma_k, f32) before planning".into());
+    Ok(out)
+}
+
+/// Whether the gfx942 kernels of catalogue row `variant` (and its companions) can address
+/// `max_tokens` tokens of `cfg`: the per-token byte offsets they form in 32 bits, and the 32-bit
+/// work-item counts of one-workgroup-per-token launches (docs/kernels/address-arithmetic.md).
+/// `mhc_pre` (pre, post_pre, head) indexes its partials `((t G + g)(M + 1)) * 4` and its
+/// coefficient rows `t n^2 * 4`, `t 4n`, `inv_rms` through a 30-bit vector offset, and its row
+/// of phi / x `k * 4`; `mhc_post` and `mhc_coeffs` the coefficient rows `t n^2 * 4`;
+/// `mhc_static` and `mhc_rmsnorm` launch 256 work-items per token.
+pub fn offset_limit(
+    variant: &mhc_loader::Variant,
+    cfg: &Config,
+    dtype: Dtype,
+    max_tokens: usize,
+) -> Result<(), String> {
+    let (n, k, t) = (cfg.n as u64, cfg.k() as u64, max_tokens as u64);
+    let last = t.saturating_sub(1);
+    let esize = dtype.size() as u64;
+    let check = |product: u64, what: &str| -> Result<(), String> {
+        if product > u32::MAX as u64 {
+            return Err(format!("its 32-bit offsets reach {what} = {product} at T = {max_tokens}, over 2^32 - 1"));
+        }
+        Ok(())
+    };
+    let mut kernels = kernels_of(variant, cfg)?;
+    kernels.dedup();
+    for kernel in kernels {
+        match kernel {
+            Kernel::Pre => {
+                // head mode has M = n logits
+                let m = if variant.entry.launch == "gfx942_head" { n } else { n * n + 2 * n };
+                check(last.saturating_mul(m + 1).saturating_mul(4), "(T - 1)(M + 1) x 4 partial bytes")?;
+                check(last.saturating_mul(n * n * 4), "(T - 1) n^2 x 4 h_res bytes")?;
+                if t > 1 << 30 {
+                    return Err(format!("inv_rms is indexed through a 30-bit offset: T = {max_tokens} > 2^30"));
+                }
+                check((k + 255) * 4, "(n C + 255) x 4 bytes of a phi / x row")?;
+                check((n - 1) * cfg.c as u64 * esize, "(n - 1) C x esize bytes to the last stream")?;
+            }
+            Kernel::Post | Kernel::Coeffs => check(last.saturating_mul(n * n * 4), "(T - 1) n^2 x 4 h_res bytes")?,
+            Kernel::Static | Kernel::RmsNorm => {
+                if t > 16_777_215 {
+                    return Err(format!(
+                        "one workgroup of 256 per token: T = {max_tokens} work-items overflow 32 bits"
+                    ));
+                }
+            }
+        }
     }
-    Ok(match stage {
-        Stage::Post => &[Kernel::Post],
-        Stage::Pre if cfg.gamma_f => &[Kernel::Pre, Kernel::RmsNorm],
-        Stage::Pre => &[Kernel::Pre],
-        Stage::PostPre if cfg.gamma_f => &[Kernel::Pre, Kernel::RmsNorm],
-        Stage::PostPre => &[Kernel::Pre],
-        Stage::Head => &[Kernel::Pre],
-        Stage::Static => &[Kernel::Coeffs, Kernel::Static],
-        other => return Err(format!("no gfx942 kernel for {other}")),
-    })
+    Ok(())
+}
+
+/// The catalogue's gfx942 choice for `slot` of `cfg` in `dtype` up to `max_tokens` on a device
+/// of `units` CUs, with the kernels' offset limits ([`offset_limit`]): what the HIP plan, the HIP
+/// runner and the simulator's runner all use.
+pub fn choose(
+    arch: mhc_loader::Arch,
+    units: u32,
+    cfg: &Config,
+    dtype: Dtype,
+    slot: crate::plan::Slot,
+    max_tokens: usize,
+) -> crate::error::Result<Vec<crate::plan::Choice>> {
+    let admit = |v: &mhc_loader::Variant| offset_limit(v, cfg, dtype, max_tokens);
+    crate::plan::choose(arch, units, cfg, dtype, slot, max_tokens, None, &admit)
 }
 
 /// `(res_si, res_sj)` of `mhc_post`: V4 applies `h_res` transposed (`h_res[j][i]`), Paper as is.
@@ -694,17 +762,19 @@ pub fn post_steps(cfg: &Config, dtype: Dtype, t: usize, io: &PostIo) -> Result<S
     Ok(s)
 }
 
-/// `pre` (or, with `post`, `post_pre`): one `mhc_pre` launch (G workgroups per 4-token tile,
+/// `pre` (or, with `post`, `post_pre`): one `mhc_pre` launch (G = `splits` workgroups per
+/// 4-token tile, [`pre_splits`] unless a test forces another count;
 /// its post prologue on for `post_pre`), then `mhc_rmsnorm` when `io.y` is present.
 pub fn pre_steps(
     cfg: &Config,
     dtype: Dtype,
     t: usize,
+    splits: usize,
     ws: &Scratch,
     io: &PreIo,
     post: Option<&PostIo>,
 ) -> Result<Steps, String> {
-    let g = pre_splits(t, cfg.k());
+    let g = splits.max(1);
     let mut flags = pre_flags(cfg, dtype);
     let p = match post {
         Some(p) => {
@@ -789,6 +859,7 @@ pub fn head_steps(
     cfg: &Config,
     dtype: Dtype,
     t: usize,
+    splits: usize,
     ws: &Scratch,
     x: Rows,
     phi: u64,
@@ -796,7 +867,7 @@ pub fn head_steps(
     base: u64,
     out: Rows,
 ) -> Result<Steps, String> {
-    let g = pre_splits(t, cfg.k());
+    let g = splits.max(1);
     let [work, h, r, _] = head_scratch(t, cfg);
     let h = ws.at(h);
     let args = PreArgs {
@@ -1045,7 +1116,7 @@ mod tests {
         let cfg = Config::new(4, 4104).with_formulation(Formulation::Paper);
         let (t, ws) = (17, scratch(&cfg, 64));
         let pio = io(t, &cfg, true);
-        let steps = pre_steps(&cfg, Dtype::Bf16, t, &ws, &pio, None).unwrap();
+        let steps = pre_steps(&cfg, Dtype::Bf16, t, pre_splits(t, cfg.k()), &ws, &pio, None).unwrap();
         assert_eq!(steps.kernels().collect::<Vec<_>>(), [Kernel::Pre, Kernel::RmsNorm]);
         let [Step::Pre { grid, args }, Step::RmsNorm { grid: g2, args: r }] = steps.as_slice() else { panic!() };
         assert_eq!(*grid, [9, 5, 1]); // K = 16416: ceil(K / 2048) = 9 slices
@@ -1079,7 +1150,7 @@ mod tests {
             out: 0x6000_0000,
         };
         let pio = io(t, &cfg, false);
-        let steps = pre_steps(&cfg, Dtype::F32, t, &ws, &pio, Some(&post)).unwrap();
+        let steps = pre_steps(&cfg, Dtype::F32, t, pre_splits(t, cfg.k()), &ws, &pio, Some(&post)).unwrap();
         assert_eq!(steps.kernels().collect::<Vec<_>>(), [Kernel::Pre]);
         let [Step::Pre { args, .. }] = steps.as_slice() else { panic!() };
         assert_eq!(args.flags, PRE_POST | PRE_PAPER);
@@ -1089,7 +1160,7 @@ mod tests {
         );
         assert_eq!((args.f_stride, args.res_si, args.res_sj), (4200, 4, 1));
         let other_x = PostIo { x: Rows { ptr: 0x7000_0000, ..pio.x }, ..post };
-        assert!(pre_steps(&cfg, Dtype::F32, t, &ws, &pio, Some(&other_x)).is_err());
+        assert!(pre_steps(&cfg, Dtype::F32, t, pre_splits(t, cfg.k()), &ws, &pio, Some(&other_x)).is_err());
         // In place, or overlapping by one element, is refused; adjacent is fine.
         let bytes = ((t - 1) * pio.x.stride + cfg.k()) as u64 * 4;
         for (out, ok) in
@@ -1097,7 +1168,7 @@ mod tests {
         {
             let p = PostIo { out, ..post };
             assert_eq!(
-                pre_steps(&cfg, Dtype::F32, t, &ws, &pio, Some(&p)).is_ok(),
+                pre_steps(&cfg, Dtype::F32, t, pre_splits(t, cfg.k()), &ws, &pio, Some(&p)).is_ok(),
                 ok,
                 "out at x + {}",
                 out as i64 - pio.x.ptr as i64
@@ -1105,7 +1176,7 @@ mod tests {
         }
         // y without gamma_f (or the reverse) is refused.
         let half = PreIo { gamma_f: None, ..io(t, &cfg, true) };
-        assert!(pre_steps(&cfg, Dtype::F32, t, &ws, &half, None).is_err());
+        assert!(pre_steps(&cfg, Dtype::F32, t, pre_splits(t, cfg.k()), &ws, &half, None).is_err());
     }
 
     #[test]
@@ -1129,7 +1200,7 @@ mod tests {
 
         let ws = scratch(&cfg, 100);
         let (x, out) = (Rows { ptr: 0x1000, stride: 8 * 1032 }, Rows { ptr: 0x8000, stride: 1032 + 8 });
-        let steps = head_steps(&cfg, Dtype::F32, 100, &ws, x, 0x2000, 0x3000, 0x4000, out).unwrap();
+        let steps = head_steps(&cfg, Dtype::F32, 100, 1, &ws, x, 0x2000, 0x3000, 0x4000, out).unwrap();
         let [Step::Pre { grid, args }] = steps.as_slice() else { panic!() };
         assert_eq!(*grid, [1, 25, 1]);
         assert_eq!(args.flags, PRE_HEAD);
@@ -1225,19 +1296,36 @@ mod tests {
         assert!(k[4..].iter().all(|&v| v == 0.0));
     }
 
+    /// The plan refuses a T its kernels' 32-bit offsets cannot address (docs/kernels/
+    /// address-arithmetic.md): `mhc_pre`'s partials at n = 32 from T = 985,990, `mhc_post`'s
+    /// h_res rows from T = 1,048,577; one token fewer is served.
     #[test]
-    fn stages_map_to_kernels_or_say_why_not() {
+    fn token_counts_past_the_32_bit_offsets_are_refused() {
+        use crate::plan::Slot;
+        let arch = mhc_loader::Arch::Gfx942(mhc_loader::AmdFeatures::ANY);
+        let at = |slot: Slot, n: usize, c: usize, t: usize| {
+            let ranges = choose(arch, 304, &Config::new(n, c), Dtype::F32, slot, t).unwrap();
+            crate::plan::Ranges(ranges).at(slot, "gfx942", t).map(|v| v.id().to_string())
+        };
+        assert_eq!(at(Slot::Pre, 32, 4096, 985_989).unwrap(), "pre_gfx942");
+        let e = at(Slot::Pre, 32, 4096, 985_990).unwrap_err().to_string();
+        assert!(e.contains("32-bit offsets") && e.contains("985990"), "{e}");
+        assert!(at(Slot::Post, 32, 64, 1_048_576).is_ok());
+        assert!(at(Slot::Post, 32, 64, 1_048_577).unwrap_err().to_string().contains("h_res"));
+        assert!(at(Slot::Static, 4, 64, 16_777_215).is_ok());
+        assert!(at(Slot::Static, 4, 64, 16_777_216).unwrap_err().to_string().contains("work-items"));
+    }
+
+    #[test]
+    fn rows_name_their_kernels() {
         let cfg = Config::new(4, 64);
-        assert_eq!(stage_kernels(Stage::Post, &cfg, Dtype::Bf16).unwrap(), &[Kernel::Post]);
-        assert_eq!(stage_kernels(Stage::Static, &cfg, Dtype::F32).unwrap(), &[Kernel::Coeffs, Kernel::Static]);
+        let reg = mhc_loader::Registry::embedded().unwrap();
+        let row = |id: &str| reg.get(id).unwrap();
+        assert_eq!(kernels_of(row("post_gfx942"), &cfg).unwrap(), [Kernel::Post]);
+        assert_eq!(kernels_of(row("static_gfx942"), &cfg).unwrap(), [Kernel::Static, Kernel::Coeffs]);
         let f = Config { gamma_f: true, ..cfg };
-        assert_eq!(stage_kernels(Stage::PostPre, &f, Dtype::F32).unwrap(), &[Kernel::Pre, Kernel::RmsNorm]);
-        assert_eq!(stage_kernels(Stage::PostPre, &cfg, Dtype::Bf16).unwrap(), &[Kernel::Pre]);
-        assert!(stage_kernels(Stage::Expand, &cfg, Dtype::F32).unwrap_err().contains("expand"));
-        assert!(stage_kernels(Stage::Post, &Config::new(3, 64), Dtype::F32).unwrap_err().contains("n = 3"));
-        assert!(stage_kernels(Stage::Post, &cfg, Dtype::F64).is_err());
-        let k = Config { gamma_k: true, ..cfg };
-        assert!(stage_kernels(Stage::Pre, &k, Dtype::F32).unwrap_err().contains("gamma_k"));
-        assert!(stage_kernels(Stage::Head, &k, Dtype::F32).is_ok());
+        assert_eq!(kernels_of(row("post_pre_gfx942"), &f).unwrap(), [Kernel::Pre, Kernel::RmsNorm]);
+        assert_eq!(kernels_of(row("post_pre_gfx942"), &cfg).unwrap(), [Kernel::Pre]);
+        assert_eq!(kernels_of(row("head_gfx942"), &cfg).unwrap(), [Kernel::Pre]);
     }
 }

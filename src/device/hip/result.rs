@@ -242,7 +242,7 @@ pub mod event {
 pub mod module {
     use super::*;
 
-    /// Loads a raw AMDGPU code object (CODE_OBJECTS.md §5: an ELF with EM_AMDGPU and OS/ABI
+    /// Loads a raw AMDGPU code object (docs/code-objects.md §4.2: an ELF with EM_AMDGPU and OS/ABI
     /// AMDGPU_HSA is loaded directly; its size comes from its own headers).
     pub fn load_data(hip: &Hip, image: &'static [u8]) -> Result<sys::HipModule> {
         if image.len() < 64 || &image[..4] != b"\x7fELF" || u16::from_le_bytes([image[18], image[19]]) != 224 {

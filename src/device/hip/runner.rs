@@ -3,16 +3,16 @@
 //! runtime call), store activations in the requested dtype and parameters in f32 on the
 //! device, poison every output with NaN, run the stage's op, synchronize, read the outputs back.
 //! `gamma_k` is folded into `phi` on the host (`phi * gamma_k`, rounded once to f32), as the
-//! simulator's runner does: MATH.md's `(v gamma_k) . phi^T = v . (phi gamma_k)^T`.
+//! simulator's runner does: docs/math.md's `(v gamma_k) . phi^T = v . (phi gamma_k)^T`.
 
 use super::device::HipDevice;
 use super::memory::DeviceBuffer;
 use super::plan::{Plan, PostInViews, PreOutViews, PreParamViews};
-use super::recipe;
 use super::stream::Stream;
 use crate::config::{Config, Dtype, Stage};
 use crate::error::{Error, Result};
-use crate::runner::{resolve_config, signature, Array, Class, Named, Port, StageRunner};
+use crate::plan::{Ranges, Slot};
+use crate::runner::{check_finite, resolve_config, signature, Array, Class, Named, Port, StageRunner};
 use crate::tensor::Layout;
 use half::bf16;
 use std::cell::OnceCell;
@@ -79,20 +79,19 @@ impl HipRunner {
         }
         let sig = signature(stage, &cfg);
         let t = sig.check(inputs)?;
-        for (name, a) in inputs {
-            if let Some(index) = a.data.iter().position(|v| !v.is_finite()) {
-                let what = sig.input(name).map(|p| p.name).unwrap_or("input");
-                return Err(Error::NonFinite { tensor: what, index });
-            }
-        }
+        check_finite(&sig, inputs)?;
         // The runner folds gamma_k into phi, so the recipe is asked without it.
         let plan_cfg = Config { gamma_k: false, ..cfg };
-        recipe::stage_kernels(stage, &plan_cfg, dtype).map_err(|reason| Error::NoVariant {
+        let arch = mhc_loader::Arch::Gfx942(mhc_loader::AmdFeatures::ANY);
+        let slot = Slot::of(stage).ok_or_else(|| Error::NoVariant {
             stage: stage.name().into(),
-            arch: "gfx942".into(),
+            arch: arch.name().into(),
             shape: format!("T={t} n={} C={}", cfg.n, cfg.c),
-            rejected: vec![reason],
+            rejected: vec![format!("no gfx942 kernel computes {stage}")],
         })?;
+        let units = arch.default_compute_units();
+        let ranges = super::recipe::choose(arch, units, &plan_cfg, dtype, slot, t.max(1))?;
+        Ranges(ranges).at(slot, arch.name(), t.max(1))?;
         Ok((cfg, t))
     }
 }
@@ -230,6 +229,7 @@ impl StageRunner for HipRunner {
                         phi: get("phi")?.view().with_layout(Layout::dense(cfg.m(), cfg.k())),
                         scale: get("scale")?.view(),
                         base: get("base")?.view(),
+                        gamma_k: None,
                         gamma_f: if cfg.gamma_f { Some(get("gamma_f")?.view()) } else { None },
                     };
                     let mut x_out = if stage == Stage::PostPre { Some(take("out")?) } else { None };
@@ -326,7 +326,7 @@ mod tests {
         // n = 3 and stages without gfx942 kernels: NoVariant with the reason.
         let c3 = Config::new(3, 64);
         match check(Stage::Post, &c3, Dtype::F32, &inputs(Stage::Post, &c3, 2, 2)) {
-            Err(Error::NoVariant { rejected, .. }) => assert!(rejected[0].contains("n = 3")),
+            Err(Error::NoVariant { rejected, .. }) => assert!(rejected[0].contains("n=3 not supported")),
             other => panic!("{other:?}"),
         }
         let e = inputs(Stage::Expand, &cfg, 2, 3);

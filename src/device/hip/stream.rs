@@ -8,10 +8,13 @@ use super::sys;
 use crate::error::Result;
 use std::sync::Arc;
 
-/// A non-blocking HIP stream of one device.
+/// A HIP stream of one device: a non-blocking one this library made ([`Stream::new`]), or a
+/// caller's `hipStream_t` borrowed for its ops ([`Stream::from_raw`]).
 pub struct Stream {
     dev: Arc<Inner>,
     raw: sys::HipStream,
+    /// Made here, so destroyed here; a borrowed stream stays the caller's.
+    owned: bool,
 }
 
 // SAFETY: a hipStream_t may be used from any host thread (the runtime serialises); the device
@@ -22,16 +25,33 @@ unsafe impl Sync for Stream {}
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        if self.dev.bind().is_ok() {
+        if self.owned && self.dev.bind().is_ok() {
             let _ = stream::destroy(self.dev.hip, self.raw);
         }
     }
 }
 
 impl Stream {
+    /// A new non-blocking stream on `dev`, destroyed with the returned value.
     pub fn new(dev: &HipDevice) -> Result<Self> {
         dev.inner.bind()?;
-        Ok(Stream { dev: dev.inner.clone(), raw: stream::create(dev.inner.hip)? })
+        Ok(Stream { dev: dev.inner.clone(), raw: stream::create(dev.inner.hip)?, owned: true })
+    }
+
+    /// Borrows a caller's `hipStream_t` (an engine's stream, PyTorch's current stream) so that
+    /// ops enqueue on it; dropping the returned value leaves the stream alone. A null handle is
+    /// the device's default (null) stream.
+    ///
+    /// # Safety
+    /// `raw` must be a stream of `dev` (or null) that stays valid while any op enqueued through
+    /// this `Stream` may run.
+    pub unsafe fn from_raw(dev: &HipDevice, raw: *mut std::ffi::c_void) -> Self {
+        Stream { dev: dev.inner.clone(), raw, owned: false }
+    }
+
+    /// The runtime handle (for interop: recording the caller's events, capturing graphs).
+    pub fn as_raw(&self) -> *mut std::ffi::c_void {
+        self.raw
     }
 
     #[inline]

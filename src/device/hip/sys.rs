@@ -1,5 +1,5 @@
 //! Raw HIP runtime entry points (`libamdhip64`), opened at run time with `libloading`: the
-//! bottom of the sys -> result -> safe layering (STYLE.md, after cudarc). Nothing here is
+//! bottom of the sys -> result -> safe layering (docs/architecture.md, "A vendor's part"). Nothing here is
 //! needed to build: a machine without ROCm compiles and tests everything else and gets
 //! [`Error::LibraryMissing`] from [`hip`].
 //!

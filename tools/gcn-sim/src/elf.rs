@@ -1,6 +1,6 @@
 //! Reads a kernel out of an AMDGPU HSA code object (.hsaco, code object v4/v5): the 64-byte
 //! kernel descriptor `<name>.kd` (what the hardware uses), the code bytes it points at, and the
-//! metadata note (kernarg layout). Layouts: CODE_OBJECTS.md §3.
+//! metadata note (kernarg layout). Layouts: docs/code-objects.md §3.
 
 use crate::decode::{decode_all, Inst};
 use crate::SimError;
@@ -240,7 +240,7 @@ impl Kernel {
     }
 
     /// Checks that the hand-written metadata agrees with the descriptor (the assembler does
-    /// not: CODE_OBJECTS.md §3.3) and that every argument fits the kernarg segment.
+    /// not: docs/code-objects.md §3.5) and that every argument fits the kernarg segment.
     pub fn check_metadata(&self) -> Result<(), String> {
         if self.meta_lds != Some(self.lds_bytes as u64) {
             return Err(format!("{}: metadata LDS {:?} != descriptor {}", self.name, self.meta_lds, self.lds_bytes));

@@ -1,4 +1,4 @@
-//! The standalone coefficient kernel (`mhc_coeffs`, MATH.md stage 2 from given logits) on the
+//! The standalone coefficient kernel (`mhc_coeffs`, docs/math.md stage 2 from given logits) on the
 //! simulator against the f64 reference: both formulations, head mode, every n.
 
 use gcn_sim::{launch, load_kernel, Launch, Memory};
@@ -85,7 +85,7 @@ fn check(n: usize, t: usize, f: Formulation, head: bool, iters: u32, eps: f64, r
             note(got_post[ti * n + i], 2.0 * sigmoid(z[n + i]));
         }
         let mut h = vec![0.0; n * n];
-        sinkhorn::forward(f, iters, eps as f32 as f64, &z[2 * n..], n, &mut h);
+        sinkhorn::forward(f, iters, eps as f32 as f64, &z[2 * n..], n, &mut h).unwrap();
         for e in 0..n * n {
             note(got_res[ti * n * n + e], h[e]);
         }

@@ -12,7 +12,7 @@ fn unsupported_n_dtype_and_stage_are_no_variant() {
     let cfg = Config::new(3, 64);
     let ins = random_inputs(Stage::Post, &cfg, 2, 0.02, &mut rng);
     let e = GcnSimRunner::new().run(Stage::Post, &cfg, Dtype::F32, &ins).unwrap_err();
-    // The manifest's n list rejects it (and only gfx942 variants are listed).
+    // The catalogue's n list rejects it (and only gfx942 variants are listed).
     assert!(
         matches!(&e, Error::NoVariant { rejected, .. } if rejected.len() == 1 && rejected[0].contains("n=3")),
         "{e}"

@@ -1,4 +1,4 @@
-//! MATH.md's hidden sizes (C = 4096, 7168) and token counts (T = 1, 17, 64) on every stage,
+//! docs/math.md's hidden sizes (C = 4096, 7168) and token counts (T = 1, 17, 64) on every stage,
 //! kept to a few seconds of simulation in all.
 
 mod common;

@@ -1,4 +1,4 @@
-//! `mhc asm [--check] [--update-manifest]`: the assembler driver (issue 3).
+//! `mhc asm [--check] [--update-catalogue]`: the assembler driver.
 //!
 //! Assembles every kernel source with the pinned tools into `asm/bin/` and regenerates the
 //! embedded-image table `asm/src/images.rs`:
@@ -13,7 +13,7 @@
 //! assembled from two different folders gives identical bytes), so `--check` can demand
 //! byte-identical output. `--check` assembles into a temporary folder and names every file
 //! that differs, is missing or is extra, the generated table included; it writes nothing.
-//! `--update-manifest` also rewrites each `expect = {...}` line of `asm/catalogue.toml` with the
+//! `--update-catalogue` also rewrites each `expect = {...}` line of `asm/catalogue.toml` with the
 //! figures the loader reads from the freshly built image (registers, shared, local, kernarg,
 //! sha256).
 
@@ -32,7 +32,7 @@ pub struct Args {
     /// After assembling, rewrite the `expect = {...}` line of every variant in asm/catalogue.toml
     /// with the resources and sha256 the loader reads from its image.
     #[arg(long, conflicts_with = "check")]
-    pub update_manifest: bool,
+    pub update_catalogue: bool,
     /// Repository root (default: the nearest parent folder holding asm/ and loader/).
     #[arg(long)]
     pub root: Option<PathBuf>,
@@ -131,8 +131,8 @@ pub fn main(args: Args) -> Result<(), String> {
             format!("updated {}", changed.join(", "))
         }
     );
-    if args.update_manifest {
-        update_manifest(&root, &built)?;
+    if args.update_catalogue {
+        update_catalogue(&root, &built)?;
     }
     Ok(())
 }
@@ -364,11 +364,11 @@ fn write_outputs(root: &Path, built: &BTreeMap<String, Vec<u8>>, table: &str) ->
 }
 
 /// Rewrites the `expect = {...}` lines of asm/catalogue.toml from the built images.
-fn update_manifest(root: &Path, built: &BTreeMap<String, Vec<u8>>) -> Result<(), String> {
-    let path = root.join(mhc_loader::manifest::MANIFEST_PATH);
+fn update_catalogue(root: &Path, built: &BTreeMap<String, Vec<u8>>) -> Result<(), String> {
+    let path = root.join(mhc_loader::catalogue::CATALOGUE_PATH);
     let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     let images: BTreeMap<&str, &[u8]> = built.iter().map(|(k, v)| (k.as_str(), v.as_slice())).collect();
-    let (new_text, report) = mhc_loader::manifest::rewrite_expectations(&text, |file| images.get(file).copied())
+    let (new_text, report) = mhc_loader::catalogue::rewrite_expectations(&text, |file| images.get(file).copied())
         .map_err(|e| e.to_string())?;
     if new_text != text {
         fs::write(&path, &new_text).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -378,7 +378,7 @@ fn update_manifest(root: &Path, built: &BTreeMap<String, Vec<u8>>) -> Result<(),
     }
     println!(
         "mhc asm: {} {}",
-        mhc_loader::manifest::MANIFEST_PATH,
+        mhc_loader::catalogue::CATALOGUE_PATH,
         if new_text == text { "was up to date" } else { "updated" }
     );
     Ok(())

@@ -1,20 +1,25 @@
 //! `mhc bench --device cuda`: every stage x shape x selected variant, timed on the GPU.
 //!
-//! Method (DESIGN.md "Tools", METHOD.md): the device-to-device copy bandwidth is measured first in
-//! the same run (bytes read + written over the median copy time); each case is warmed up, then
-//! timed with device events around each of >= 100 runs (median), inputs rotated over enough sets
-//! that the working set exceeds twice the L2 size, and also as back-to-back launches (mean per
-//! call) and, for T <= [`GRAPH_MAX_TOKENS`], as replays of a captured CUDA graph of 100 calls.
-//! Bytes = what must move (inputs read once, outputs written once); floor = bytes / copy
-//! bandwidth + the device-side cost of one launch (the cheapest kernel inside a graph), so the
-//! ratio means something at decode sizes too. Plans launch with their default [`Overlap`] (programmatic dependent launch) unless
-//! `--overlap off`. Prints a table, writes JSON and an SVG plot.
+//! Each column has one method, the same for every row:
+//! - `us`: back-to-back launches on one stream (the plans' default launch overlap), events around
+//!   `--runs` (>= 100) calls whose inputs rotate over enough sets that the working set exceeds
+//!   twice the L2 size; the mean per call, measured 5 times after a warm-up, median of the 5.
+//! - `us_graph` (T <= [`GRAPH_MAX_TOKENS`]): 100 calls captured in a CUDA graph, replayed; the
+//!   mean per call, measured 5 times after a warm-up replay, median of the 5 (what an inference
+//!   engine's decode step pays).
+//! - `copy_us`: one device-to-device copy moving the same bytes, timed as `us`.
+//!
+//! Bytes = what must move (inputs read once, outputs written once); the copy bandwidth is
+//! measured first in the same run (a 1 GiB copy, bytes read + written over the median time);
+//! floor = bytes / copy bandwidth + the device-side cost of one launch (the cheapest kernel in a
+//! graph), so the ratio means something at decode sizes too. Writes the table, a JSON record
+//! (docs/benchmarks/README.md's format) and an SVG plot (one panel per stage) to `--out`.
 
 use mhc::device::cuda::{CudaDevice, DeviceBuffer, Event, Overlap, Plan, Stream};
 
 /// Largest T also timed as graph replays: decode and the mid kernel's range, where launch
-/// overhead is a large share and inference engines capture graphs (DESIGN.md's peer figures for
-/// `pre` at T <= 128 are graph replays).
+/// overhead is a large share and inference engines capture graphs (the peer figures for `pre`
+/// at T <= 128 in docs/benchmarks/README.md are graph replays).
 const GRAPH_MAX_TOKENS: usize = 64;
 use mhc::reference::testing::Rng;
 use mhc::{Config, Dtype, Formulation, Layout, Stage};
@@ -32,15 +37,13 @@ pub struct Args {
     /// Comma-separated stages (pre, post, post_pre, head, static, expand).
     #[arg(long, default_value = "pre,post,post_pre,head,static,expand")]
     pub stages: String,
-    /// Timed runs per case (median reported; at least 100).
+    /// Calls per timed back-to-back measurement (at least 100).
     #[arg(long, default_value_t = 100)]
     pub runs: usize,
-    /// Write the results as JSON here.
-    #[arg(long)]
-    pub json: Option<String>,
-    /// Write an SVG plot (GB/s against T, per stage) here.
-    #[arg(long)]
-    pub svg: Option<String>,
+    /// Folder for the results: bench.txt (the table), bench.json (the record), bench.svg (the
+    /// plot); created if needed.
+    #[arg(long, default_value = "bench-results")]
+    pub out: std::path::PathBuf,
     /// Only the n = 4 shapes (quicker).
     #[arg(long)]
     pub quick: bool,
@@ -75,8 +78,7 @@ struct Launch {
 
 impl Launch {
     /// Floor of a row: its bytes at copy bandwidth plus the device-side cost of one launch (the
-    /// cheapest kernel inside a graph; a single launch timed between events adds a host-side
-    /// launch time that varied 5-12 us from run to run, too noisy for a yardstick).
+    /// cheapest kernel inside a graph).
     fn floor(&self, bytes: f64, copy_bw: f64) -> f64 {
         bytes / copy_bw * 1e6 + self.graph
     }
@@ -91,8 +93,9 @@ struct Row {
     c: usize,
     variant: String,
     bytes: f64,
+    /// Back-to-back, mean per call (median of 5 measurements).
     us: f64,
-    us_b2b: f64,
+    /// CUDA-graph replay, mean per call (median of 5), for T <= GRAPH_MAX_TOKENS.
     us_graph: Option<f64>,
     /// One device-to-device copy of the same bytes (half read, half written), timed as `us`.
     copy_us: f64,
@@ -109,7 +112,14 @@ pub fn main(args: Args) -> Result<(), String> {
     let overlap = parse_overlap(&args.overlap)?;
     let copy_bw = copy_bandwidth(&dev, &stream).map_err(|e| e.to_string())?;
     let launch_us = empty_launch_us(&dev, &stream, overlap).map_err(|e| e.to_string())?;
-    println!(
+    std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    let mut table = String::new();
+    let mut emit = |line: String| {
+        println!("{line}");
+        table.push_str(&line);
+        table.push('\n');
+    };
+    emit(format!(
         "device {} ({}, {} SMs, L2 {} MiB, driver {}); launch overlap {overlap:?}; copy bandwidth {:.0} GB/s; smallest kernel back-to-back {:.2} us, in a graph {:.2} us",
         dev.name(),
         dev.arch(),
@@ -119,10 +129,13 @@ pub fn main(args: Args) -> Result<(), String> {
         copy_bw / 1e9,
         launch_us.b2b,
         launch_us.graph
-    );
-    println!(
-        "floor_us = bytes / copy bandwidth + the smallest kernel in a graph; x_flr = us / floor_us, x_flr_g = us_graph / floor_us; \
-         copy_us = one copy of the same bytes (half read, half written) timed as us, x_cp = us / copy_us"
+    ));
+    emit(
+        "us = back-to-back calls, mean per call (median of 5 measurements of >= 100 calls, inputs rotated past L2); \
+         us_graph = a CUDA graph of 100 calls replayed, mean per call (median of 5); floor_us = bytes / copy bandwidth \
+         + the smallest kernel in a graph; x_flr = us / floor_us, x_flr_g = us_graph / floor_us; copy_us = one copy \
+         moving the same bytes, timed as us; x_cp = us / copy_us"
+            .to_string(),
     );
     let stages: Vec<Stage> = args
         .stages
@@ -196,56 +209,59 @@ pub fn main(args: Args) -> Result<(), String> {
             let cfg = Config::new(n, c).with_formulation(form);
             match bench_case(&dev, &stream, stage, cfg, dtype, t, runs, overlap) {
                 Ok(r) => {
-                    print_row(&r, copy_bw, launch_us, rows.is_empty());
+                    if rows.is_empty() {
+                        emit(header());
+                    }
+                    emit(row_line(&r, copy_bw, launch_us));
                     rows.push(r);
                 }
-                Err(e) => println!("{stage} T={t} n={n} C={c}: {e}"),
+                Err(e) => emit(format!("{stage} T={t} n={n} C={c}: {e}")),
             }
         }
     }
-    if let Some(path) = &args.json {
-        std::fs::write(path, json(&dev, copy_bw, launch_us, dtype, overlap, &rows))
-            .map_err(|e| format!("{path}: {e}"))?;
-    }
-    if let Some(path) = &args.svg {
-        std::fs::write(path, svg(copy_bw, &rows)).map_err(|e| format!("{path}: {e}"))?;
-    }
+    let write = |name: &str, text: String| {
+        let path = args.out.join(name);
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    write("bench.txt", table)?;
+    write("bench.json", record(&DeviceFacts::of(&dev), copy_bw, launch_us, dtype, overlap, &rows)?)?;
+    write("bench.svg", svg(copy_bw, &rows))?;
+    println!("wrote bench.txt, bench.json and bench.svg to {}", args.out.display());
     Ok(())
 }
 
-fn print_row(r: &Row, copy_bw: f64, launch: Launch, header: bool) {
-    if header {
-        println!(
-            "{:<8} {:<5} {:>5} {:>3} {:>5} {:>9} {:>9} {:>9} {:>8} {:>6} {:>8} {:>6} {:>7} {:>8} {:>5}  variant",
-            "stage",
-            "form",
-            "T",
-            "n",
-            "C",
-            "us",
-            "us_b2b",
-            "us_graph",
-            "GB/s",
-            "%copy",
-            "floor_us",
-            "x_flr",
-            "x_flr_g",
-            "copy_us",
-            "x_cp"
-        );
-    }
+fn header() -> String {
+    format!(
+        "{:<8} {:<5} {:>5} {:>3} {:>5} {:>9} {:>9} {:>8} {:>6} {:>8} {:>6} {:>7} {:>8} {:>5}  variant",
+        "stage",
+        "form",
+        "T",
+        "n",
+        "C",
+        "us",
+        "us_graph",
+        "GB/s",
+        "%copy",
+        "floor_us",
+        "x_flr",
+        "x_flr_g",
+        "copy_us",
+        "x_cp"
+    )
+}
+
+fn row_line(r: &Row, copy_bw: f64, launch: Launch) -> String {
     let gbs = r.bytes / (r.us * 1e-6) / 1e9;
     let floor = launch.floor(r.bytes, copy_bw);
     let x_graph = r.us_graph.map(|g| format!("{:.2}", g / floor));
-    println!(
-        "{:<8} {:<5} {:>5} {:>3} {:>5} {:>9.2} {:>9.2} {:>9} {:>8.0} {:>5.1}% {:>8.2} {:>6.2} {:>7} {:>8.2} {:>5.2}  {}",
+    format!(
+        "{:<8} {:<5} {:>5} {:>3} {:>5} {:>9.2} {:>9} {:>8.0} {:>5.1}% {:>8.2} {:>6.2} {:>7} {:>8.2} {:>5.2}  {}",
         r.stage.name(),
         r.formulation.to_string(),
         r.t,
         r.n,
         r.c,
         r.us,
-        r.us_b2b,
         r.us_graph.map(|g| format!("{g:.2}")).unwrap_or_else(|| "-".into()),
         gbs,
         100.0 * gbs * 1e9 / copy_bw,
@@ -255,7 +271,7 @@ fn print_row(r: &Row, copy_bw: f64, launch: Launch, header: bool) {
         r.copy_us,
         r.us / r.copy_us,
         r.variant
-    );
+    )
 }
 
 /// Median of per-copy event timings of a 1 GiB device-to-device copy, as bytes read + written
@@ -292,32 +308,16 @@ fn empty_launch_us(dev: &CudaDevice, s: &Stream, overlap: Overlap) -> mhc::Resul
     for i in 0..50 {
         call(i)?;
     }
-    let b2b = time_b2b(dev, s, 1000, &mut call)?;
-    let graph = time_graph(dev, s, 10, &mut call)?;
+    let b2b = time_b2b(dev, s, 200, &mut call)?;
+    let graph = time_graph(dev, s, 5, &mut call)?;
     Ok(Launch { b2b, graph })
 }
 
-/// Median of `runs` single launches, each between its own pair of events (all recorded in one go).
-fn time_single(
-    dev: &CudaDevice,
-    s: &Stream,
-    runs: usize,
-    call: &mut impl FnMut(usize) -> mhc::Result<()>,
-) -> mhc::Result<f64> {
-    let evs: Vec<(Event, Event)> =
-        (0..runs).map(|_| Ok((Event::new(dev)?, Event::new(dev)?))).collect::<mhc::Result<_>>()?;
-    for (i, (a, b)) in evs.iter().enumerate() {
-        a.record(s)?;
-        call(i)?;
-        b.record(s)?;
-    }
-    s.synchronize()?;
-    let mut times: Vec<f64> =
-        evs.iter().map(|(a, b)| b.elapsed_ms_since(a).map(|ms| ms as f64 * 1e3)).collect::<mhc::Result<_>>()?;
-    Ok(median(&mut times))
-}
+/// Measurements per column: each is a mean over many calls, the column reports their median.
+const REPEATS: usize = 5;
 
-/// Mean time per call of `runs` launches back-to-back between two events.
+/// Mean time per call of `runs` launches back-to-back between two events, measured
+/// [`REPEATS`] times (call indices continue across them, so inputs keep rotating): the median.
 fn time_b2b(
     dev: &CudaDevice,
     s: &Stream,
@@ -325,17 +325,21 @@ fn time_b2b(
     call: &mut impl FnMut(usize) -> mhc::Result<()>,
 ) -> mhc::Result<f64> {
     let (e0, e1) = (Event::new(dev)?, Event::new(dev)?);
-    e0.record(s)?;
-    for i in 0..runs {
-        call(i)?;
+    let mut means = Vec::with_capacity(REPEATS);
+    for r in 0..REPEATS {
+        e0.record(s)?;
+        for i in 0..runs {
+            call(r * runs + i)?;
+        }
+        e1.record(s)?;
+        e1.synchronize()?;
+        means.push(e1.elapsed_ms_since(&e0)? as f64 * 1e3 / runs as f64);
     }
-    e1.record(s)?;
-    e1.synchronize()?;
-    Ok(e1.elapsed_ms_since(&e0)? as f64 * 1e3 / runs as f64)
+    Ok(median(&mut means))
 }
 
-/// Time per call of 100 calls captured in a CUDA graph, replayed `replays` times (after one
-/// untimed replay).
+/// Time per call of 100 calls captured in a CUDA graph: one untimed replay, then [`REPEATS`]
+/// timed replays of `replays` each, the median of their means.
 fn time_graph(
     dev: &CudaDevice,
     s: &Stream,
@@ -350,13 +354,17 @@ fn time_graph(
     g.launch(s)?;
     s.synchronize()?;
     let (e0, e1) = (Event::new(dev)?, Event::new(dev)?);
-    e0.record(s)?;
-    for _ in 0..replays {
-        g.launch(s)?;
+    let mut means = Vec::with_capacity(REPEATS);
+    for _ in 0..REPEATS {
+        e0.record(s)?;
+        for _ in 0..replays {
+            g.launch(s)?;
+        }
+        e1.record(s)?;
+        e1.synchronize()?;
+        means.push(e1.elapsed_ms_since(&e0)? as f64 * 1e3 / (100 * replays) as f64);
     }
-    e1.record(s)?;
-    e1.synchronize()?;
-    Ok(e1.elapsed_ms_since(&e0)? as f64 * 1e3 / (100 * replays) as f64)
+    Ok(median(&mut means))
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -402,13 +410,11 @@ fn bench_case(
 ) -> mhc::Result<Row> {
     let plan = Plan::new(dev, cfg, dtype, t)?.with_overlap(overlap);
     plan.supports(stage)?;
-    let entry = |st: Stage| -> mhc::Result<String> {
-        let bucket = plan.buckets(st)?.iter().find(|b| b.desc.min_tokens <= t && t <= b.max_tokens);
-        Ok(bucket.map_or("?", |b| b.desc.entry).to_string())
-    };
+    let entry =
+        |st: Stage| -> mhc::Result<String> { Ok(plan.kernel_for(st, t).map_or("?", |b| b.entry()).to_string()) };
     // post_pre runs the fused persistent-cluster kernel where the plan has it, else the post
     // kernel, then the pre kernel (Plan::post_pre)
-    let variant = if stage == Stage::PostPre && !plan.post_pre_uses_cluster_kernel(t) {
+    let variant = if stage == Stage::PostPre && !plan.post_pre_is_fused(t) {
         format!("{} + {}", entry(Stage::Post)?, entry(Stage::Pre)?)
     } else {
         entry(stage)?
@@ -559,18 +565,17 @@ fn bench_case(
     }
     s.synchronize()?;
     let mut call = |i: usize| call(i % sets);
-    let us = time_single(dev, s, runs, &mut call)?;
-    let us_b2b = time_b2b(dev, s, runs, &mut call)?;
-    // Graph replay for small T: 100 captured calls, replayed 5 times.
+    let us = time_b2b(dev, s, runs, &mut call)?;
+    // Graph replay for small T: 100 captured calls, replayed 5 times per measurement.
     let us_graph = if t <= GRAPH_MAX_TOKENS { Some(time_graph(dev, s, 5, &mut call)?) } else { None };
     let copy_us = same_size_copy_us(dev, s, bytes, runs)?;
-    Ok(Row { stage, formulation: cfg.formulation, t, n, c, variant, bytes, us, us_b2b, us_graph, copy_us })
+    Ok(Row { stage, formulation: cfg.formulation, t, n, c, variant, bytes, us, us_graph, copy_us })
 }
 
-/// Median time of one device-to-device copy that moves `bytes` in all (half read, half
-/// written), timed like a case's `us` (events around each call) and rotated over enough buffers
-/// that its reads miss L2: the yardstick of the case's own size, whose launch, ramp-up and tail
-/// the 1 GiB copy's bandwidth averages away.
+/// Time of one device-to-device copy that moves `bytes` in all (half read, half written), timed
+/// like a case's `us` (back-to-back, median of the means) and rotated over enough buffers that its
+/// reads miss L2: the yardstick of the case's own size, whose launch, ramp-up and tail the 1 GiB
+/// copy's bandwidth averages away.
 fn same_size_copy_us(dev: &CudaDevice, s: &Stream, bytes: f64, runs: usize) -> mhc::Result<f64> {
     let half = ((bytes / 2.0) as usize).max(1).div_ceil(256) * 256;
     let sets = ((2 * dev.l2_bytes() as usize).div_ceil(half) + 1).clamp(2, 64);
@@ -583,109 +588,259 @@ fn same_size_copy_us(dev: &CudaDevice, s: &Stream, bytes: f64, runs: usize) -> m
     for i in 0..sets {
         call(i)?;
     }
-    time_single(dev, s, runs, &mut call)
+    time_b2b(dev, s, runs, &mut call)
 }
 
-fn json(dev: &CudaDevice, copy_bw: f64, launch: Launch, dtype: Dtype, overlap: Overlap, rows: &[Row]) -> String {
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        "{{\"device\": {:?}, \"arch\": \"{}\", \"sm_count\": {}, \"l2_bytes\": {}, \"driver\": {}, \"dtype\": \"{}\", \
-         \"overlap\": \"{:?}\", \"copy_gbps\": {:.1}, \"launch_us_b2b\": {:.3}, \"launch_us_graph\": {:.3}, \"rows\": [",
-        dev.name(),
-        dev.arch(),
-        dev.sm_count(),
-        dev.l2_bytes(),
-        dev.driver_version(),
-        dtype,
-        overlap,
-        copy_bw / 1e9,
-        launch.b2b,
-        launch.graph
-    );
-    for (i, r) in rows.iter().enumerate() {
-        let gbs = r.bytes / (r.us * 1e-6) / 1e9;
-        let floor = launch.floor(r.bytes, copy_bw);
-        let _ = write!(
-            s,
-            "{}\n  {{\"name\": \"cuda_{}_{}_{}_T{}_n{}_C{}\", \"stage\": \"{}\", \"formulation\": \"{}\", \"T\": {}, \"n\": {}, \"C\": {}, \
-             \"variant\": \"{}\", \"bytes\": {}, \"us\": {:.3}, \"us_b2b\": {:.3}, \"us_graph\": {}, \"gbps\": {:.1}, \
-             \"pct_copy\": {:.1}, \"transfer_us\": {:.3}, \"floor_us\": {:.3}, \"copy_same_us\": {:.3}}}",
-            if i == 0 { "" } else { "," },
-            dev.arch(),
-            r.stage.name(),
-            dtype,
-            r.t,
-            r.n,
-            r.c,
-            r.stage.name(),
-            r.formulation,
-            r.t,
-            r.n,
-            r.c,
-            r.variant,
-            r.bytes,
-            r.us,
-            r.us_b2b,
-            r.us_graph.map(|g| format!("{g:.3}")).unwrap_or_else(|| "null".into()),
-            gbs,
-            100.0 * gbs * 1e9 / copy_bw,
-            r.bytes / copy_bw * 1e6,
-            floor,
-            r.copy_us
-        );
-    }
-    s.push_str("\n]}\n");
-    s
+/// What a record says of the GPU it ran on.
+struct DeviceFacts {
+    name: String,
+    arch: &'static str,
+    sm_count: u32,
+    l2_bytes: u32,
+    driver: i32,
 }
 
-/// GB/s against T (log2 axis) for each (stage, n, C) series, with the copy bandwidth as a line.
-fn svg(copy_bw: f64, rows: &[Row]) -> String {
-    let (w, h, l, b) = (900.0, 520.0, 70.0, 50.0);
-    let ymax = (copy_bw / 1e9 * 1.1).max(1.0);
-    let x = |t: usize| l + (t as f64).log2() / 13.0 * (w - l - 220.0);
-    let y = |g: f64| h - b - g / ymax * (h - b - 20.0);
-    let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"11\">\n");
-    let _ = writeln!(s, "<rect width=\"{w}\" height=\"{h}\" fill=\"white\"/>");
-    let _ = writeln!(s, "<line x1=\"{l}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>", h - b, w - 220.0, h - b);
-    let _ = writeln!(s, "<line x1=\"{l}\" y1=\"20\" x2=\"{l}\" y2=\"{}\" stroke=\"black\"/>", h - b);
-    for t in [1usize, 4, 16, 64, 256, 1024, 4096, 8192] {
-        let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{t}</text>", x(t), h - b + 15.0);
-    }
-    let _ = writeln!(s, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">tokens T</text>", (w - 220.0) / 2.0, h - 10.0);
-    for i in 0..=5 {
-        let g = ymax * i as f64 / 5.0;
-        let _ = writeln!(s, "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{:.0}</text>", l - 5.0, y(g) + 4.0, g);
-    }
-    let _ = writeln!(s, "<text x=\"15\" y=\"15\">GB/s</text>");
-    let cy = y(copy_bw / 1e9);
-    let _ = writeln!(
-        s,
-        "<line x1=\"{l}\" y1=\"{cy:.1}\" x2=\"{}\" y2=\"{cy:.1}\" stroke=\"gray\" stroke-dasharray=\"4\"/>",
-        w - 220.0
-    );
-    let _ = writeln!(s, "<text x=\"{}\" y=\"{:.1}\">copy {:.0} GB/s</text>", w - 215.0, cy + 4.0, copy_bw / 1e9);
-    let colors =
-        ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
-    let mut series: Vec<(String, Vec<&Row>)> = Vec::new();
-    for r in rows.iter().filter(|r| r.stage != Stage::Static) {
-        let key = format!("{} {} n={} C={}", r.stage.name(), r.formulation, r.n, r.c);
-        match series.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, v)) => v.push(r),
-            None => series.push((key, vec![r])),
+impl DeviceFacts {
+    fn of(dev: &CudaDevice) -> Self {
+        DeviceFacts {
+            name: dev.name().to_string(),
+            arch: dev.arch().name(),
+            sm_count: dev.sm_count(),
+            l2_bytes: dev.l2_bytes(),
+            driver: dev.driver_version(),
         }
     }
-    for (i, (key, pts)) in series.iter().enumerate() {
-        let col = colors[i % colors.len()];
-        let path: Vec<String> =
-            pts.iter().map(|r| format!("{:.1},{:.1}", x(r.t), y(r.bytes / (r.us * 1e-6) / 1e9))).collect();
+}
+
+/// The run as a benchmark record (docs/benchmarks/README.md): the device, the method's
+/// yardsticks and one entry per row.
+fn record(
+    dev: &DeviceFacts,
+    copy_bw: f64,
+    launch: Launch,
+    dtype: Dtype,
+    overlap: Overlap,
+    rows: &[Row],
+) -> Result<String, String> {
+    use serde_json::json;
+    let rows: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            let gbps = r.bytes / (r.us * 1e-6) / 1e9;
+            json!({
+                "name": format!("cuda_{}_{}_{}_T{}_n{}_C{}", dev.arch, r.stage.name(), dtype, r.t, r.n, r.c),
+                "stage": r.stage.name(),
+                "formulation": r.formulation.to_string(),
+                "dtype": dtype.name(),
+                "T": r.t,
+                "n": r.n,
+                "C": r.c,
+                "variant": r.variant,
+                "bytes": r.bytes,
+                "us": r.us,
+                "us_graph": r.us_graph,
+                "gbps": gbps,
+                "pct_copy": 100.0 * gbps * 1e9 / copy_bw,
+                "floor_us": launch.floor(r.bytes, copy_bw),
+                "copy_same_us": r.copy_us,
+            })
+        })
+        .collect();
+    let value = json!({
+        "date": today(),
+        "gpu": dev.name,
+        "arch": dev.arch,
+        "sm_count": dev.sm_count,
+        "l2_bytes": dev.l2_bytes,
+        "driver": dev.driver,
+        "commit": option_env!("MHC_COMMIT"),
+        "dtype": dtype.name(),
+        "overlap": format!("{overlap:?}"),
+        "copy_gbps": copy_bw / 1e9,
+        "launch_us_b2b": launch.b2b,
+        "launch_us_graph": launch.graph,
+        "source": "mhc bench",
+        "method": "us: back-to-back calls, mean per call, median of 5 measurements of >= 100 calls with inputs rotated past L2; us_graph: a CUDA graph of 100 calls replayed, mean per call, median of 5",
+        "rows": rows,
+    });
+    // Non-finite numbers (a failed measurement) become null: the record stays valid JSON.
+    serde_json::to_string_pretty(&value).map(|s| s + "\n").map_err(|e| e.to_string())
+}
+
+/// Today's date (UTC) as YYYY-MM-DD, from the system clock.
+fn today() -> String {
+    let days =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 86_400) as i64;
+    // Civil date from days since 1970-01-01 (proleptic Gregorian).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// GB/s against T (log2 axis): one panel per stage, one series per (formulation, n, C) with its
+/// own color and marker (10 colors x 4 markers: 40 series per panel stay distinct), the copy
+/// bandwidth as a dashed line in every panel.
+fn svg(copy_bw: f64, rows: &[Row]) -> String {
+    const COLORS: [&str; 10] =
+        ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+    let mut stages: Vec<Stage> = Vec::new();
+    for r in rows {
+        if !stages.contains(&r.stage) {
+            stages.push(r.stage);
+        }
+    }
+    let (pw, ph, legend_w) = (560.0, 300.0, 230.0);
+    let cols = 2usize;
+    let panel_rows = stages.len().div_ceil(cols).max(1);
+    let (w, h) = ((pw + legend_w) * cols as f64, ph * panel_rows as f64 + 20.0);
+    let ymax = (copy_bw / 1e9 * 1.1).max(1.0);
+    let tmax = rows.iter().map(|r| r.t).max().unwrap_or(1).max(2) as f64;
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"11\">\n"
+    );
+    let _ = writeln!(s, "<rect width=\"{w}\" height=\"{h}\" fill=\"white\"/>");
+    for (p, stage) in stages.iter().enumerate() {
+        let (ox, oy) = ((p % cols) as f64 * (pw + legend_w), (p / cols) as f64 * ph + 20.0);
+        let (l, b, top, right) = (ox + 60.0, oy + ph - 40.0, oy + 25.0, ox + pw - 10.0);
+        let x = |t: usize| l + (t as f64).log2() / tmax.log2() * (right - l);
+        let y = |g: f64| b - g / ymax * (b - top);
+        let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{:.1}\" font-weight=\"bold\">{}</text>", l, oy + 14.0, stage.name());
+        let _ = writeln!(s, "<line x1=\"{l}\" y1=\"{b}\" x2=\"{right}\" y2=\"{b}\" stroke=\"black\"/>");
+        let _ = writeln!(s, "<line x1=\"{l}\" y1=\"{top}\" x2=\"{l}\" y2=\"{b}\" stroke=\"black\"/>");
+        let mut t = 1usize;
+        while t as f64 <= tmax {
+            let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{t}</text>", x(t), b + 14.0);
+            t *= 4;
+        }
         let _ = writeln!(
             s,
-            "<polyline fill=\"none\" stroke=\"{col}\" stroke-width=\"1.5\" points=\"{}\"/>",
-            path.join(" ")
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">tokens T</text>",
+            (l + right) / 2.0,
+            b + 28.0
         );
-        let _ = writeln!(s, "<text x=\"{}\" y=\"{}\" fill=\"{col}\">{key}</text>", w - 215.0, 40.0 + 14.0 * i as f64);
+        for i in 0..=4 {
+            let g = ymax * i as f64 / 4.0;
+            let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{g:.0}</text>", l - 4.0, y(g) + 4.0);
+        }
+        let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{:.1}\">GB/s</text>", ox + 5.0, top - 5.0);
+        let cy = y(copy_bw / 1e9);
+        let _ = writeln!(
+            s,
+            "<line x1=\"{l}\" y1=\"{cy:.1}\" x2=\"{right}\" y2=\"{cy:.1}\" stroke=\"gray\" stroke-dasharray=\"4\"/><text x=\"{:.1}\" y=\"{:.1}\" fill=\"gray\">copy</text>",
+            right - 30.0,
+            cy - 3.0
+        );
+        let mut series: Vec<(String, Vec<&Row>)> = Vec::new();
+        for r in rows.iter().filter(|r| r.stage == *stage) {
+            let key = format!("{} n={} C={}", r.formulation, r.n, r.c);
+            match series.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, v)) => v.push(r),
+                None => series.push((key, vec![r])),
+            }
+        }
+        for (i, (key, pts)) in series.iter().enumerate() {
+            let col = COLORS[i % COLORS.len()];
+            let marker = i / COLORS.len() % 4;
+            let xy: Vec<(f64, f64)> = pts.iter().map(|r| (x(r.t), y(r.bytes / (r.us * 1e-6) / 1e9))).collect();
+            let path: Vec<String> = xy.iter().map(|(a, b)| format!("{a:.1},{b:.1}")).collect();
+            let _ = writeln!(
+                s,
+                "<polyline fill=\"none\" stroke=\"{col}\" stroke-width=\"1.5\" points=\"{}\"/>",
+                path.join(" ")
+            );
+            let ly = top + 13.0 * i as f64;
+            for (px, py) in xy.iter().copied().chain([(ox + pw + 8.0, ly - 4.0)]) {
+                let _ = writeln!(s, "{}", marker_svg(marker, px, py, col));
+            }
+            let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{ly:.1}\" fill=\"{col}\">{key}</text>", ox + pw + 16.0);
+        }
     }
     s.push_str("</svg>\n");
     s
+}
+
+/// One of four markers (circle, square, triangle, diamond) centred on (x, y).
+fn marker_svg(kind: usize, x: f64, y: f64, color: &str) -> String {
+    match kind {
+        0 => format!("<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3\" fill=\"{color}\"/>"),
+        1 => format!("<rect x=\"{:.1}\" y=\"{:.1}\" width=\"6\" height=\"6\" fill=\"{color}\"/>", x - 3.0, y - 3.0),
+        2 => format!(
+            "<polygon points=\"{x:.1},{:.1} {:.1},{:.1} {:.1},{:.1}\" fill=\"{color}\"/>",
+            y - 4.0,
+            x - 3.5,
+            y + 3.0,
+            x + 3.5,
+            y + 3.0
+        ),
+        _ => format!(
+            "<polygon points=\"{x:.1},{:.1} {:.1},{y:.1} {x:.1},{:.1} {:.1},{y:.1}\" fill=\"{color}\"/>",
+            y - 4.0,
+            x + 4.0,
+            y + 4.0,
+            x - 4.0
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(stage: Stage, n: usize, c: usize, t: usize, us: f64) -> Row {
+        Row {
+            stage,
+            formulation: Formulation::DeepSeekV4,
+            t,
+            n,
+            c,
+            variant: "k".into(),
+            bytes: 1e6,
+            us,
+            us_graph: (t <= GRAPH_MAX_TOKENS).then_some(us / 2.0),
+            copy_us: us,
+        }
+    }
+
+    /// A record is valid JSON with the documented keys even when a measurement failed (NaN
+    /// becomes null).
+    #[test]
+    fn the_record_is_valid_json_even_with_a_failed_measurement() {
+        let dev =
+            DeviceFacts { name: "GPU \"x\"".into(), arch: "sm_90a", sm_count: 132, l2_bytes: 50 << 20, driver: 13000 };
+        let rows = [row(Stage::Pre, 4, 4096, 1, 5.0), row(Stage::Post, 4, 4096, 8192, f64::NAN)];
+        let text = record(&dev, 3e12, Launch { b2b: 3.0, graph: 0.7 }, Dtype::Bf16, Overlap::Launch, &rows).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for key in ["date", "gpu", "sm_count", "driver", "commit", "copy_gbps", "launch_us_graph", "source", "rows"] {
+            assert!(v.get(key).is_some(), "{key} missing: {text}");
+        }
+        assert_eq!(v["rows"][0]["us_graph"], 2.5);
+        assert!(v["rows"][1]["us"].is_null() && v["rows"][1]["us_graph"].is_null());
+        assert_eq!(today().len(), 10);
+    }
+
+    /// One panel per stage; 25 series of one stage get 25 distinct (color, marker) pairs.
+    #[test]
+    fn the_plot_has_a_panel_per_stage_and_distinct_series() {
+        let mut rows = Vec::new();
+        for n in 1..=25 {
+            for t in [1, 64, 8192] {
+                rows.push(row(Stage::Head, n, 1280, t, 10.0));
+            }
+        }
+        rows.push(row(Stage::Post, 4, 4096, 16, 2.0));
+        let svg = svg(3e12, &rows);
+        assert!(svg.contains(">head</text>") && svg.contains(">post</text>"));
+        assert_eq!(svg.matches("<polyline").count(), 26);
+        let legends: Vec<&str> = svg.lines().filter(|l| l.contains("fill=\"#") && l.contains("n=")).collect();
+        assert_eq!(legends.len(), 26);
+        // Series past the tenth change marker: circles, then squares, then triangles.
+        assert!(svg.contains("<circle") && svg.contains("<rect x=") && svg.contains("<polygon"));
+    }
 }

@@ -1,10 +1,10 @@
 //! `mhc example <stage> --out DIR --tokens T --n N --c C`: writes seeded random inputs for a
-//! stage as `.npy` files (float64), drawn from MATH.md's test distributions, so `mhc run` can be
+//! stage as `.npy` files (float64), drawn from docs/math.md's test distributions, so `mhc run` can be
 //! tried (and devices compared with `mhc compare`) without any outside tool.
 
-use mhc::npy::{self, NpyDtype};
+use mhc::npy::NpyDtype;
 use mhc::reference::testing::Rng;
-use mhc::runner::{random_inputs, resolve_config};
+use mhc::runner::{resolve_config, try_random_inputs};
 use mhc::{Config, Stage};
 use std::path::PathBuf;
 
@@ -28,7 +28,7 @@ pub struct Args {
     /// Seed of the generator (same seed, same files).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Standard deviation of phi (MATH.md: 0.02; 0.5 pushes the Sinkhorn).
+    /// Standard deviation of phi (docs/math.md: 0.02; 0.5 pushes the Sinkhorn).
     #[arg(long, default_value_t = 0.02)]
     pub phi_std: f64,
     /// Also write the pre-norm weight gamma_k[n*C] (pre, post_pre, pre-backward).
@@ -47,12 +47,17 @@ pub fn main(args: Args) -> Result<(), String> {
     cfg.validate().map_err(|e| e.to_string())?;
     let cfg =
         resolve_config(stage, &cfg, |name| (name == "gamma_k" && args.gamma_k) || (name == "gamma_f" && args.gamma_f));
-    std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    if !(args.phi_std.is_finite() && args.phi_std >= 0.0) {
+        return Err(format!("--phi-std must be finite and >= 0, got {}", args.phi_std));
+    }
+    // Every size with checked arithmetic: too many tokens is an error naming the array, before
+    // anything is drawn or written.
     let mut rng = Rng::new(args.seed);
-    for (name, array) in random_inputs(stage, &cfg, args.tokens, args.phi_std, &mut rng) {
-        let path = args.out.join(format!("{name}.npy"));
-        std::fs::write(&path, npy::write(&array, NpyDtype::F64)).map_err(|e| format!("{}: {e}", path.display()))?;
-        println!("{}  {:?}", path.display(), array.shape);
+    let inputs = try_random_inputs(stage, &cfg, args.tokens, args.phi_std, &mut rng)
+        .map_err(|e| format!("--tokens {}: {e}", args.tokens))?;
+    crate::run::write_all(&args.out, &inputs, NpyDtype::F64)?;
+    for (name, array) in &inputs {
+        println!("{}  {:?}", args.out.join(format!("{name}.npy")).display(), array.shape);
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! `mhc inspect [--json]`: every embedded kernel with its resources, as the loader reads them
 //! (like `cuobjdump -res-usage`, for both vendors); `mhc inspect --explain --arch A --stage S
-//! --tokens T --n N --c C [...]`: what the selector picks for that problem and why (issue 3).
+//! --tokens T --n N --c C [...]`: what the runtime launches for that call and why (the selector's
+//! account: every candidate and every rejected row with its reason).
 //!
 //! Figures: `registers` is REGCOUNT on NVIDIA and the VGPR count (`.vgpr_count`) on AMD;
 //! `shared_bytes` is static shared memory / LDS as the vendor tools report it: on NVIDIA the size
@@ -81,12 +82,13 @@ struct Row {
 }
 
 fn rows() -> Result<Vec<Row>, String> {
-    let manifest = mhc_loader::manifest::parse(mhc_loader::manifest::EMBEDDED_MANIFEST).map_err(|e| e.to_string())?;
+    let catalogue =
+        mhc_loader::catalogue::parse(mhc_loader::catalogue::EMBEDDED_CATALOGUE).map_err(|e| e.to_string())?;
     let mut rows = Vec::new();
     for img in mhc_loader::embedded::IMAGES {
         let object = mhc_loader::parse(img.bytes).map_err(|e| format!("{}: {e}", img.path))?;
         for k in object.kernels {
-            let stage = manifest.iter().find(|v| v.file == img.path && v.entry == k.name).map(|v| v.stage.clone());
+            let stage = catalogue.iter().find(|v| v.file == img.path && v.entry == k.name).map(|v| v.stage.clone());
             rows.push(Row { image: img.path, arch: object.arch.name(), stage, kernel: k });
         }
     }
@@ -185,33 +187,44 @@ fn explain(args: &Args) -> Result<(), String> {
     else {
         return Err("--explain needs --arch, --stage, --tokens, --n and --c".into());
     };
-    let arch = Arch::parse(arch).map_err(|e| e.to_string())?;
-    if !["f32", "bf16"].contains(&args.dtype.as_str()) {
-        return Err(format!("--dtype {:?} is not f32 or bf16", args.dtype));
+    let arch = Arch::parse(arch).map_err(|e| format!("{e}; the architectures are sm_90a, sm_100a, gfx942"))?;
+    let registry = mhc_loader::Registry::embedded().map_err(|e| e.to_string())?;
+    let stages: std::collections::BTreeSet<&str> =
+        registry.variants().iter().filter(|v| v.arch.runs_on(arch)).map(|v| v.entry.stage.as_str()).collect();
+    if !stages.contains(stage.as_str()) {
+        let list: Vec<&str> = stages.into_iter().collect();
+        return Err(format!("no {arch} kernel computes stage {stage:?}; its stages are {}", list.join(", ")));
     }
-    let mut shape = Shape::new(tokens, n, c, &args.dtype);
+    let dtype: mhc::Dtype = args.dtype.parse().map_err(|e: mhc::Error| e.to_string())?;
+    if dtype == mhc::Dtype::F64 {
+        return Err("--dtype f64: kernels store f32 or bf16".into());
+    }
+    let mut cfg = mhc::Config::new(n as usize, c as usize);
     if let Some(f) = &args.formulation {
-        if !["v4", "paper"].contains(&f.as_str()) {
-            return Err(format!("--formulation {f:?} is not v4 or paper"));
+        cfg = cfg.with_formulation(f.parse().map_err(|e: mhc::Error| e.to_string())?);
+    }
+    cfg.gamma_k = args.gamma_k;
+    cfg.gamma_f = args.gamma_f;
+    let tokens = usize::try_from(tokens).map_err(|_| format!("--tokens {tokens} does not fit this host"))?;
+    if arch == Arch::Sm90a && args.max_registers.is_none() && args.max_shared.is_none() {
+        return explain_cuda_plan(args, &cfg, dtype, stage, tokens);
+    }
+    // Other architectures (and budgets the runtime does not set): the catalogue selector alone.
+    let mut shape = Shape::new(tokens as u64, n, c, dtype.name()).with_formulation(&cfg.formulation.to_string());
+    if matches!(stage.as_str(), "pre" | "post_pre") {
+        if cfg.gamma_k {
+            shape = shape.with_option("gamma_k");
         }
-        shape = shape.with_formulation(f);
+        if cfg.gamma_f {
+            shape = shape.with_option("gamma_f");
+        }
     }
     let budget = Budget { max_registers_per_thread: args.max_registers, max_shared_bytes: args.max_shared };
-    let registry = mhc_loader::Registry::embedded().map_err(|e| e.to_string())?;
-    let mut selector = mhc_loader::Selector::new(registry);
-    for table in mhc_loader::tuning::embedded_tables().map_err(|e| e.to_string())? {
-        selector = selector.with_table(&table);
-    }
+    let mut selector = mhc_loader::select::embedded_selector().map_err(|e| e.to_string())?.clone();
     if let Some(units) = args.units {
         selector = selector.with_units(units);
     }
-    let selection = selector.select(arch, stage, &shape, &budget);
-    if arch == Arch::Sm90a {
-        if let Ok(stage) = stage.parse::<mhc::Stage>() {
-            return explain_cuda_plan(args, stage, selection);
-        }
-    }
-    match selection {
+    match selector.select(arch, stage, &shape, &budget) {
         Ok(selection) => {
             print!("{}", selection.explain());
             Ok(())
@@ -220,59 +233,35 @@ fn explain(args: &Args) -> Result<(), String> {
     }
 }
 
-/// sm_90a: what the CUDA plan launches (`mhc::device::cuda::planned_kernels`: the plan's own
-/// selection without a device), then the manifest selector's reasoning. For `post`, `head`,
-/// `static` and `expand` the plan follows that selector; the other stages' kernels are chosen by
-/// the CUDA kernel table, and the cost model's pick is only advisory there.
+/// sm_90a: the kernels the CUDA plan launches for the call (`mhc::device::cuda::planned_kernels`:
+/// the plan's own selection, run without a device) and the selector's account of each choice.
+/// No kernel for the call is an error (the command fails).
 fn explain_cuda_plan(
     args: &Args,
-    stage: mhc::Stage,
-    selection: Result<mhc_loader::Selection<'_>, mhc_loader::NoVariant>,
+    cfg: &mhc::Config,
+    dtype: mhc::Dtype,
+    stage: &str,
+    tokens: usize,
 ) -> Result<(), String> {
     use mhc::device::cuda::{planned_kernels, CudaArch, DeviceLimits};
-    let (Some(tokens), Some(n), Some(c)) = (args.tokens, args.n, args.c) else {
-        return Err("--explain needs --tokens, --n and --c".into());
-    };
-    let dtype: mhc::Dtype = args.dtype.parse().map_err(|e: mhc::Error| e.to_string())?;
-    let mut cfg = mhc::Config::new(n as usize, c as usize);
-    if let Some(f) = &args.formulation {
-        cfg = cfg.with_formulation(f.parse().map_err(|e: mhc::Error| e.to_string())?);
-    }
-    cfg.gamma_k = args.gamma_k;
-    cfg.gamma_f = args.gamma_f;
     let mut limits = DeviceLimits::flagship(CudaArch::Sm90a);
     if let Some(units) = args.units {
         limits.sm_count = units;
     }
-    let tokens = usize::try_from(tokens).map_err(|_| format!("--tokens {tokens} does not fit this host"))?;
-    let gammas = match (cfg.gamma_k, cfg.gamma_f) {
-        (false, false) => "no gamma",
-        (true, false) => "gamma_k",
-        (false, true) => "gamma_f",
-        (true, true) => "gamma_k + gamma_f",
-    };
+    let kernels = planned_kernels(&limits, cfg, dtype, stage, tokens).map_err(|e| e.to_string())?;
+    let names: Vec<&str> = kernels.iter().map(|k| k.entry.as_str()).collect();
     println!(
-        "the CUDA plan for {stage} at T={tokens} n={n} C={c} {dtype} {} ({gammas}, {} SMs) launches:",
-        cfg.formulation, limits.sm_count
+        "the CUDA plan for {stage} at T={tokens} n={} C={} {dtype} {} ({} SMs) launches: {}",
+        cfg.n,
+        cfg.c,
+        cfg.formulation,
+        limits.sm_count,
+        names.join(", then ")
     );
-    match planned_kernels(&limits, &cfg, dtype, stage, tokens) {
-        Ok(kernels) => {
-            for k in &kernels {
-                println!("  {} ({}; {} bucket): {}", k.entry, k.image, k.stage, k.rule);
-            }
-        }
-        Err(e) => println!("  nothing: {e}"),
-    }
-    let advisory = !matches!(stage, mhc::Stage::Post | mhc::Stage::Head | mhc::Stage::Static | mhc::Stage::Expand);
-    println!();
-    if advisory {
-        println!("the manifest's cost model (advisory for {stage} on CUDA: the kernel table above decides):");
-    } else {
-        println!("the manifest selector the plan follows for {stage}:");
-    }
-    match selection {
-        Ok(selection) => print!("{}", selection.explain()),
-        Err(no) => println!("{no}"),
+    for k in &kernels {
+        println!();
+        println!("{} ({}, catalogue row {}):", k.entry, k.image, k.variant);
+        print!("{}", k.explain);
     }
     Ok(())
 }

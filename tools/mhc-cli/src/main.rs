@@ -31,10 +31,12 @@ enum Command {
     Inspect(inspect::Args),
     /// Time every stage x shape x selected variant on a GPU against the measured copy bandwidth.
     Bench(bench::Args),
-    /// Write seeded random inputs of a stage as .npy files (MATH.md's test distributions).
+    /// Write seeded random inputs of a stage as .npy files (docs/math.md's test distributions).
     Example(example::Args),
     /// Compare the .npy outputs of two folders (relative error per output).
     Compare(compare::Args),
+    /// List the devices present (cpu, gcn-sim, CUDA and HIP GPUs) and whether this build serves them.
+    Devices(devices::Args),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::main(args),
         Command::Example(args) => example::main(args),
         Command::Compare(args) => compare::main(args),
+        Command::Devices(args) => devices::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

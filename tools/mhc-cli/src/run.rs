@@ -5,7 +5,7 @@
 
 use crate::devices;
 use mhc::npy::{self, NpyDtype};
-use mhc::runner::{resolve_config, shape_text, signature, Array, Named, Signature};
+use mhc::runner::{check_finite, resolve_config, shape_text, signature, Array, Named, Signature};
 use mhc::{Config, Dtype, Error, Formulation, Stage};
 use std::path::{Path, PathBuf};
 
@@ -106,39 +106,50 @@ fn file(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!("{name}.npy"))
 }
 
-fn read_npy(path: &Path) -> Result<Array, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    npy::read(&bytes).map(|(a, _)| a).map_err(|e| format!("{}: {e}", path.display()))
+/// Opens a `.npy` input: a regular file whose size is what its header says (nothing else of
+/// it is read yet).
+fn open_npy(path: &Path) -> Result<npy::NpyFile, String> {
+    npy::open(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Infers (n, C) from the stage's first token input (already read).
-fn dims(stage: Stage, anchor: &str, path: &Path, a: &Array, streams: Option<usize>) -> Result<(usize, usize), String> {
-    let bad = |want: &str| format!("{}: expected shape {want}, got {}", path.display(), shape_text(&a.shape));
+fn read_npy(file: npy::NpyFile, path: &Path) -> Result<Array, String> {
+    file.read().map(|(a, _)| a).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Infers (n, C) from the shape of the stage's first token input (its header).
+fn dims(
+    stage: Stage,
+    anchor: &str,
+    path: &Path,
+    shape: &[usize],
+    streams: Option<usize>,
+) -> Result<(usize, usize), String> {
+    let bad = |want: &str| format!("{}: expected shape {want}, got {}", path.display(), shape_text(shape));
     let (n, c) = match stage {
         Stage::Expand => {
-            if a.shape.len() != 2 {
+            if shape.len() != 2 {
                 return Err(bad("[T, C]"));
             }
             let n = streams.ok_or("expand needs --n N (the number of streams to expand e into)")?;
-            (n, a.shape[1])
+            (n, shape[1])
         }
         Stage::Sinkhorn => {
-            if a.shape.len() != 3 || a.shape[1] != a.shape[2] {
+            if shape.len() != 3 || shape[1] != shape[2] {
                 return Err(bad("[T, n, n]"));
             }
             // C is not used by Sinkhorn; 1 keeps the configuration valid.
-            (a.shape[1], 1)
+            (shape[1], 1)
         }
         _ => {
-            if a.shape.len() != 3 {
+            if shape.len() != 3 {
                 return Err(bad("[T, n, C]"));
             }
-            (a.shape[1], a.shape[2])
+            (shape[1], shape[2])
         }
     };
     if let Some(s) = streams {
         if s != n {
-            return Err(format!("--n {s} disagrees with {anchor}'s shape {} (n = {n})", shape_text(&a.shape)));
+            return Err(format!("--n {s} disagrees with {anchor}'s shape {} (n = {n})", shape_text(shape)));
         }
     }
     Ok((n, c))
@@ -185,7 +196,7 @@ pub fn main(args: Args) -> Result<(), String> {
         _ => "x",
     };
     let anchor_path = file(dir, anchor);
-    if !anchor_path.exists() {
+    if std::fs::symlink_metadata(&anchor_path).is_err() {
         let want = match stage {
             Stage::Expand => "[T, C]",
             Stage::Sinkhorn => "[T, n, n]",
@@ -193,8 +204,12 @@ pub fn main(args: Args) -> Result<(), String> {
         };
         return Err(format!("{}: missing (expected shape {want})", anchor_path.display()));
     }
-    let anchor_array = read_npy(&anchor_path)?;
-    let (n, c) = dims(stage, anchor, &anchor_path, &anchor_array, args.streams)?;
+    // Headers first: the anchor's fixes n, C and T, and every other input's shape is checked
+    // against them before any data is read.
+    let anchor_file = open_npy(&anchor_path)?;
+    let anchor_shape = anchor_file.header().shape.clone();
+    let (n, c) = dims(stage, anchor, &anchor_path, &anchor_shape, args.streams)?;
+    let t = anchor_shape[0];
     let cfg = Config {
         formulation,
         sinkhorn_iters: args.iters,
@@ -203,22 +218,38 @@ pub fn main(args: Args) -> Result<(), String> {
         eps_f: args.eps_f,
         ..Config::new(n, c)
     };
-    let cfg = resolve_config(stage, &cfg, |name| file(dir, name).exists());
+    let cfg = resolve_config(stage, &cfg, |name| std::fs::symlink_metadata(file(dir, name)).is_ok());
     cfg.validate().map_err(|e| e.to_string())?;
     let sig = signature(stage, &cfg);
 
-    let mut inputs = Named::new();
+    let mut files = Vec::new();
     for p in &sig.inputs {
         let path = file(dir, p.name);
         if p.name == anchor {
-            inputs.insert(p.name.to_string(), anchor_array.clone());
-        } else if path.exists() {
-            inputs.insert(p.name.to_string(), read_npy(&path)?);
+            continue;
+        } else if std::fs::symlink_metadata(&path).is_ok() {
+            let f = open_npy(&path)?;
+            let want = p.shape(t);
+            if f.header().shape != want {
+                let e = Error::shape(
+                    p.name,
+                    format!("{} = {}", p.pattern(), shape_text(&want)),
+                    shape_text(&f.header().shape),
+                );
+                return Err(explain(&e, dir, &sig));
+            }
+            files.push((p.name, path, f));
         } else if !p.optional {
             return Err(format!("{}: missing (expected shape {})", path.display(), p.pattern()));
         }
     }
+    let mut inputs = Named::new();
+    inputs.insert(anchor.to_string(), read_npy(anchor_file, &anchor_path)?);
+    for (name, path, f) in files {
+        inputs.insert(name.to_string(), read_npy(f, &path)?);
+    }
     sig.check(&inputs).map_err(|e| explain(&e, dir, &sig))?;
+    check_finite(&sig, &inputs).map_err(|e| explain(&e, dir, &sig))?;
     let outputs = runner.run(stage, &cfg, dtype, &inputs).map_err(|e| explain(&e, dir, &sig))?;
     let out_dtype = if dtype == Dtype::F64 { NpyDtype::F64 } else { NpyDtype::F32 };
     write_all(&args.output, &outputs, out_dtype)?;
@@ -232,31 +263,82 @@ pub fn main(args: Args) -> Result<(), String> {
     Ok(())
 }
 
-/// Writes every output to a temporary name, then renames them all; on any failure removes what
-/// it wrote.
-fn write_all(dir: &Path, outputs: &Named, dtype: NpyDtype) -> Result<(), String> {
+/// Writes every output to a temporary file in `dir`, then commits them all or none: every
+/// destination must be absent or a regular file; existing ones are first moved aside, the new
+/// files renamed into place, and only then are the old ones deleted. If any step fails, what
+/// was renamed is put back and every temporary file is removed, so `dir` holds either all the
+/// new outputs or exactly what it held before.
+pub(crate) fn write_all(dir: &Path, outputs: &Named, dtype: NpyDtype) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let tmp = |name: &str| dir.join(format!(".{name}.npy.partial-{}", std::process::id()));
-    let mut written = Vec::new();
-    let cleanup = |written: &[PathBuf]| {
-        for p in written {
+    let pid = std::process::id();
+    let names: Vec<&String> = outputs.keys().collect();
+    // Destinations: refuse a folder (or anything but a file or a link) before writing anything.
+    for name in &names {
+        let dest = file(dir, name);
+        if let Ok(meta) = std::fs::symlink_metadata(&dest) {
+            let kind = meta.file_type();
+            if !(kind.is_file() || kind.is_symlink()) || std::fs::metadata(&dest).is_ok_and(|m| m.is_dir()) {
+                return Err(format!("{}: exists and is not a regular file; nothing was written", dest.display()));
+            }
+        }
+    }
+    let tmp = |name: &str| dir.join(format!(".{name}.npy.partial-{pid}"));
+    let old = |name: &str| dir.join(format!(".{name}.npy.previous-{pid}"));
+    let remove = |paths: &[PathBuf]| {
+        for p in paths {
             let _ = std::fs::remove_file(p);
         }
     };
+    // 1. Every output to its temporary file.
+    let mut written = Vec::new();
     for (name, array) in outputs {
         let path = tmp(name);
-        if let Err(e) = std::fs::write(&path, npy::write(array, dtype)) {
-            cleanup(&written);
-            let _ = std::fs::remove_file(&path);
-            return Err(format!("{}: {e}", path.display()));
+        let result =
+            std::fs::OpenOptions::new().write(true).create_new(true).open(&path).and_then(|mut f| {
+                std::io::Write::write_all(&mut f, &npy::write(array, dtype)).and_then(|()| f.sync_all())
+            });
+        if let Err(e) = result {
+            if !matches!(e.kind(), std::io::ErrorKind::AlreadyExists) {
+                let _ = std::fs::remove_file(&path);
+            }
+            remove(&written);
+            return Err(format!("{}: {e}; nothing was written", path.display()));
         }
         written.push(path);
     }
-    for (name, path) in outputs.keys().zip(&written) {
-        std::fs::rename(path, file(dir, name)).map_err(|e| {
-            cleanup(&written);
-            format!("{}: {e}", file(dir, name).display())
-        })?;
+    // 2. Existing destinations aside, 3. the new files into place; undo on any failure.
+    let mut moved_aside: Vec<&str> = Vec::new();
+    let mut placed: Vec<&str> = Vec::new();
+    let undo = |moved_aside: &[&str], placed: &[&str]| {
+        for name in placed {
+            let _ = std::fs::remove_file(file(dir, name));
+        }
+        for name in moved_aside {
+            let _ = std::fs::rename(old(name), file(dir, name));
+        }
+        remove(&written);
+    };
+    for name in &names {
+        let dest = file(dir, name);
+        if std::fs::symlink_metadata(&dest).is_ok() {
+            if let Err(e) = std::fs::rename(&dest, old(name)) {
+                undo(&moved_aside, &placed);
+                return Err(format!("{}: {e}; nothing was written", dest.display()));
+            }
+            moved_aside.push(name.as_str());
+        }
+    }
+    for name in &names {
+        let dest = file(dir, name);
+        if let Err(e) = std::fs::rename(tmp(name), &dest) {
+            undo(&moved_aside, &placed);
+            return Err(format!("{}: {e}; nothing was written", dest.display()));
+        }
+        placed.push(name.as_str());
+    }
+    // 4. Committed: the previous files go.
+    for name in moved_aside {
+        let _ = std::fs::remove_file(old(name));
     }
     Ok(())
 }

@@ -47,6 +47,13 @@ fn example_inputs_run_and_compare() {
     let o = mhc(&["compare", &s(&a), &s(&b), "--tol", "1e-12"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("dx.npy"));
+    // An output of the reference missing from the folder checked fails too, named.
+    std::fs::remove_file(&path).unwrap();
+    let o = mhc(&["compare", &s(&a), &s(&b), "--tol", "1"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("dx.npy") && String::from_utf8_lossy(&o.stdout).contains("missing")
+    );
     let _ = std::fs::remove_dir_all(&root);
 }
 

@@ -1,5 +1,5 @@
 //! Shared helpers of the kernel tests: seeded random inputs per stage signature and the
-//! comparison against the CPU f64 reference (MATH.md tolerances).
+//! comparison against the CPU f64 reference (docs/math.md tolerances).
 #![allow(dead_code)]
 
 use gcn_sim::runner::GcnSimRunner;
@@ -13,7 +13,7 @@ fn is_coefficient(name: &str) -> bool {
 }
 
 /// Runs `stage` on the simulator and on the CPU reference (same storage dtype, f64 arithmetic)
-/// and checks every output against MATH.md's tolerances. Returns the simulator's runner for
+/// and checks every output against docs/math.md's tolerances. Returns the simulator's runner for
 /// its statistics.
 pub fn check(stage: Stage, cfg: &Config, dtype: Dtype, t: usize, seed: u64, phi_std: f64) -> GcnSimRunner {
     check_on(GcnSimRunner::new(), stage, cfg, dtype, t, seed, phi_std)

@@ -1,0 +1,253 @@
+//! The ops of a plan: each looks its stage's bucket up by T, lets the bucket's launcher check
+//! every view and build the launch (nothing is enqueued when a check fails), and enqueues
+//! exactly one kernel (`post_pre` where it has no fused kernel: `post`, then `pre`, both checked
+//! before the first launch).
+
+use super::launch::{Bucket, Launch, LaunchKind};
+use super::memory::{DeviceTensor, DeviceTensorMut};
+use super::plan::{Plan, Workspace};
+use super::pre::general::PreVariant;
+use super::pre::{self, Checked, PostInViews, PreOutViews, PreParamViews};
+use super::static_layer::StaticParams;
+use super::stream::Stream;
+use crate::error::{Error, Result};
+use crate::plan::Slot;
+
+/// What a `pre` call forces instead of the plan's choice (benchmarks and tests only).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Forced {
+    /// CTAs of the few-token kernels.
+    pub ctas: Option<usize>,
+    /// CTAs per 32-token tile of the general kernel.
+    pub split: Option<usize>,
+    /// The general kernel's K-loop variant.
+    pub tuning: Option<PreVariant>,
+}
+
+impl Plan {
+    /// Checks that `ws` is this plan's workspace and serves `stream`.
+    #[inline]
+    pub(crate) fn check_workspace(&self, ws: &Workspace, stream: &Stream) -> Result<()> {
+        ws.binding.check(self.id, stream.raw() as usize)
+    }
+
+    /// Enqueues `launch` on `stream` (on this plan's device) with the plan's overlap.
+    #[inline]
+    fn enqueue(&self, stream: &Stream, launch: &Launch) -> Result<()> {
+        if !stream.same_device(&self.dev) {
+            return Err(Error::NoDevice("the stream belongs to another device than the plan".into()));
+        }
+        launch.enqueue(stream, self.overlap)
+    }
+
+    /// Enqueues `out = post(x, f, h_post, h_res)` on `stream` (docs/math.md, "post").
+    ///
+    /// Views: `x` and `out` are T rows of `n*C` (`[T, n, C]`, strided rows), `f` T rows of `C`,
+    /// all in the plan's dtype; `h_post` `[T, n]` and `h_res` `[T, n, n]` dense f32. Row starts
+    /// must be aligned to the kernel's vector width (16 bytes for n <= 8). Everything is checked
+    /// before the launch; on error nothing is enqueued. T = 0 enqueues nothing.
+    pub fn post(
+        &self,
+        stream: &Stream,
+        x: &DeviceTensor<'_>,
+        f: &DeviceTensor<'_>,
+        h_post: &DeviceTensor<'_>,
+        h_res: &DeviceTensor<'_>,
+        out: &mut DeviceTensorMut<'_>,
+    ) -> Result<()> {
+        let b = self.bucket(Slot::Post, x.layout.tokens)?;
+        match super::post::launch(&self.ctx, b, x, f, h_post, h_res, out)? {
+            Some(l) => self.enqueue(stream, &l),
+            None => Ok(()),
+        }
+    }
+
+    /// Enqueues `out = head(x; phi, scale, base)` on `stream` (docs/math.md, "head").
+    ///
+    /// Views: `x` T rows of `n*C`, `out` T rows of `C` (plan dtype, strided rows); `phi`
+    /// `[n, n*C]`, `scale` `[1]`, `base` `[n]` dense f32 (`phi` 16-byte aligned). Uses
+    /// `cfg.eps_norm` and `cfg.eps_hc`. T = 0 enqueues nothing.
+    pub fn head(
+        &self,
+        stream: &Stream,
+        x: &DeviceTensor<'_>,
+        phi: &DeviceTensor<'_>,
+        scale: &DeviceTensor<'_>,
+        base: &DeviceTensor<'_>,
+        out: &mut DeviceTensorMut<'_>,
+    ) -> Result<()> {
+        let b = self.bucket(Slot::Head, x.layout.tokens)?;
+        match super::head::launch(&self.ctx, b, x, phi, scale, base, out)? {
+            Some(l) => self.enqueue(stream, &l),
+            None => Ok(()),
+        }
+    }
+
+    /// Enqueues `out = static_layer(x; h_pre_logits, h_post_logits, h_res_logits, gamma)`
+    /// (docs/math.md, "static layer").
+    ///
+    /// Views: `x`, `out` T rows of `n*C` (plan dtype, strided rows); `h_pre_logits` `[n]`,
+    /// `h_post_logits` `[n]`, `h_res_logits` `[n, n]`, `gamma` `[C]` dense f32. Uses
+    /// `cfg.sinkhorn_iters`, `cfg.eps_hc` and `cfg.eps_f` (the RMSNorm epsilon).
+    #[allow(clippy::too_many_arguments)]
+    pub fn static_layer(
+        &self,
+        stream: &Stream,
+        x: &DeviceTensor<'_>,
+        h_pre_logits: &DeviceTensor<'_>,
+        h_post_logits: &DeviceTensor<'_>,
+        h_res_logits: &DeviceTensor<'_>,
+        gamma: &DeviceTensor<'_>,
+        out: &mut DeviceTensorMut<'_>,
+    ) -> Result<()> {
+        let b = self.bucket(Slot::Static, x.layout.tokens)?;
+        let p = StaticParams { h_pre_logits, h_post_logits, h_res_logits, gamma };
+        match super::static_layer::launch(&self.ctx, b, x, &p, out)? {
+            Some(l) => self.enqueue(stream, &l),
+            None => Ok(()),
+        }
+    }
+
+    /// Enqueues `out[t][i][:] = e[t][:]` for every stream i (docs/math.md, "expand"). `e` T rows
+    /// of C, `out` T rows of `n*C`, plan dtype, rows 16-byte aligned.
+    pub fn expand(&self, stream: &Stream, e: &DeviceTensor<'_>, out: &mut DeviceTensorMut<'_>) -> Result<()> {
+        let b = self.bucket(Slot::Expand, e.layout.tokens)?;
+        match super::expand::launch(&self.ctx, b, e, out)? {
+            Some(l) => self.enqueue(stream, &l),
+            None => Ok(()),
+        }
+    }
+
+    /// Enqueues the coefficient stage (docs/math.md, stages 1 after the projection and 2). `p`
+    /// `[T, M]` (M = n^2 + 2n; in head mode M = n), `inv_rms` `[T]`, `scale` `[3]` (`[1]` in
+    /// head mode), `base` `[M]`, all dense f32; writes `h_pre` `[T, n]` and, unless `rest` is
+    /// `None` (head mode), `h_post` `[T, n]` and `h_res` `[T, n*n]`. Uses `cfg.formulation`,
+    /// `cfg.sinkhorn_iters`, `cfg.eps_hc`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn coeffs(
+        &self,
+        stream: &Stream,
+        p: &DeviceTensor<'_>,
+        inv_rms: &DeviceTensor<'_>,
+        scale: &DeviceTensor<'_>,
+        base: &DeviceTensor<'_>,
+        h_pre: &mut DeviceTensorMut<'_>,
+        rest: Option<(&mut DeviceTensorMut<'_>, &mut DeviceTensorMut<'_>)>,
+    ) -> Result<()> {
+        let b = self.bucket(Slot::Coeffs, p.layout.tokens)?;
+        let rest = rest.as_ref().map(|(a, b)| (&**a, &**b));
+        match super::coeffs::launch(&self.ctx, b, p, inv_rms, scale, base, h_pre, rest)? {
+            Some(l) => self.enqueue(stream, &l),
+            None => Ok(()),
+        }
+    }
+
+    /// Enqueues `pre` (docs/math.md, stages 1-3) on `stream`: one launch.
+    ///
+    /// `x` is T rows of `n*C` (`[T, n, C]`, strided rows) in the plan's dtype; rows and the base
+    /// must be 16-byte aligned. `ws` is this plan's workspace ([`Plan::new_workspace`]); calls
+    /// that share a workspace must be ordered on one stream. Everything is checked before the
+    /// launch; on error nothing is enqueued. T = 0 enqueues nothing.
+    pub fn pre(
+        &self,
+        stream: &Stream,
+        ws: &Workspace,
+        x: &DeviceTensor<'_>,
+        params: &PreParamViews<'_>,
+        out: &mut PreOutViews<'_>,
+    ) -> Result<()> {
+        let b = self.bucket(Slot::Pre, x.layout.tokens)?;
+        self.check_workspace(ws, stream)?;
+        let chk = pre::check(self.ctx.device, &self.ctx.cfg, self.ctx.dtype, &self.ws, ws.bytes(), x, params, out)?;
+        if chk.t == 0 {
+            return Ok(());
+        }
+        let l = self.pre_launch(b, ws, x, params, out, &chk, Forced::default())?;
+        self.enqueue(stream, &l)
+    }
+
+    /// The launch of a `pre` call on bucket `b` that [`pre::check`] accepted (T > 0).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn pre_launch(
+        &self,
+        b: &Bucket,
+        ws: &Workspace,
+        x: &DeviceTensor<'_>,
+        params: &PreParamViews<'_>,
+        out: &PreOutViews<'_>,
+        chk: &Checked,
+        forced: Forced,
+    ) -> Result<Launch> {
+        let (ctx, lay, wsp) = (&self.ctx, &self.ws, ws.device_ptr());
+        match b.kind {
+            LaunchKind::PreCluster | LaunchKind::PreClusterTma => {
+                pre::cluster::launch(ctx, b, wsp, x, params, out, chk)
+            }
+            LaunchKind::PreGemm => pre::gemm::launch(ctx, b, lay, wsp, x, params, out, chk),
+            LaunchKind::PreDecode | LaunchKind::PreMid => {
+                pre::decode::launch(ctx, b, lay, wsp, x, params, out, forced.ctas, chk)
+            }
+            LaunchKind::Pre => {
+                pre::general::launch(ctx, b, lay, wsp, x, params, out, None, forced.split, forced.tuning, chk)
+            }
+            other => Err(Error::BadCodeObject {
+                image: b.variant.entry.file.clone(),
+                reason: format!("{}: launcher {} is not a pre launcher", b.variant.id(), other.name()),
+            }),
+        }
+    }
+
+    /// The fused `post_pre` kernel this plan runs at `tokens` tokens, if any (else `post`, then
+    /// `pre`).
+    pub(crate) fn fused_post_pre(&self, tokens: usize) -> Option<&Bucket> {
+        self.bucket(Slot::PostPre, tokens).ok()
+    }
+
+    /// Whether `post_pre` at `tokens` tokens runs one fused kernel (else `post`, then `pre`).
+    pub fn post_pre_is_fused(&self, tokens: usize) -> bool {
+        self.fused_post_pre(tokens).is_some()
+    }
+
+    /// Enqueues `x_out = post(x, f, h_post, h_res)` followed by `pre(x_out)` (layer l+1's
+    /// parameters `params`, outputs `out`) on `stream` (docs/math.md, "fused post+pre"): the
+    /// fused persistent-cluster kernel where the plan has it for T ([`Plan::post_pre_is_fused`]:
+    /// x' computed in its shared-memory ring on the tensor cores, stored and projected, never
+    /// read back), else the `post` kernel, then the `pre` kernel on the stored `x'` (two
+    /// launches, one call: everything is checked before the first; the results are those of
+    /// `post` then `pre`, bit for bit). `x_out` must not overlap `x`. Checks as [`Plan::post`]
+    /// and [`Plan::pre`]; on error nothing is enqueued.
+    #[allow(clippy::too_many_arguments)]
+    pub fn post_pre(
+        &self,
+        stream: &Stream,
+        ws: &Workspace,
+        x: &DeviceTensor<'_>,
+        post: &PostInViews<'_>,
+        x_out: &mut DeviceTensorMut<'_>,
+        params: &PreParamViews<'_>,
+        out: &mut PreOutViews<'_>,
+    ) -> Result<()> {
+        let (cfg, dt) = (&self.ctx.cfg, self.ctx.dtype);
+        let t = x.layout.tokens;
+        pre::check_post_side(self.ctx.device, cfg, dt, x, post, x_out)?;
+        self.check_workspace(ws, stream)?;
+        let post_bucket = self.bucket(Slot::Post, t)?;
+        let post_launch = super::post::launch(&self.ctx, post_bucket, x, &post.f, &post.h_post, &post.h_res, x_out)?;
+        if let Some(b) = self.fused_post_pre(t) {
+            pre::fits_u32("x_out", t, x_out.layout.row_stride, cfg.n * cfg.c)?;
+            pre::fits_u32("f", t, post.f.layout.row_stride, cfg.c)?;
+            let chk = pre::check(self.ctx.device, cfg, dt, &self.ws, ws.bytes(), x, params, out)?;
+            if t == 0 {
+                return Ok(());
+            }
+            let l = pre::cluster::post_pre_launch(&self.ctx, b, x, post, x_out, params, out, &chk);
+            return self.enqueue(stream, &l);
+        }
+        let pre_bucket = self.bucket(Slot::Pre, t)?;
+        let chk = pre::check(self.ctx.device, cfg, dt, &self.ws, ws.bytes(), &x_out.as_view(), params, out)?;
+        let Some(post_launch) = post_launch else { return Ok(()) };
+        let pre_launch = self.pre_launch(pre_bucket, ws, &x_out.as_view(), params, out, &chk, Forced::default())?;
+        self.enqueue(stream, &post_launch)?;
+        self.enqueue(stream, &pre_launch)
+    }
+}

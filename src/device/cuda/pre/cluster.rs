@@ -1,0 +1,171 @@
+//! `pre` for many tokens on persistent clusters (asm/ptx/sm90/pre_pc.ptx, entry
+//! `mhc_pre_pc16_bf16_n4`): bf16 storage, n = 4, C a multiple of 128 up to [`PC_MAX_C`], no
+//! gamma_f, T >= 17. Clusters of [`PC_CLUSTER`] CTAs stay resident (as many as
+//! the device holds, found when the plan is built) and walk [`PC_TILE_TOKENS`]-token tiles; CTA
+//! r owns channels `[r C/16, (r+1) C/16)` of every stream, keeps its slice of phi in registers
+//! (bf16 hi + lo mma fragments) and its slice of x in a ring of shared-memory stages until it
+//! has written its channels of `a`: x is read from memory once and phi once per kernel. The
+//! partial logits meet through distributed shared memory. The catalogue gives it bf16,
+//! n = 4, C a multiple of 128 up to 4096, without gamma_f; the general kernel serves the rest.
+//! Where C is a multiple of 1024 its TMA entry (`mhc_pre_pc16t_bf16_n4`) serves instead: its ring is
+//! filled by tensor copies (the tensor map of x, encoded per launch on the host, travels in
+//! [`PreTmaArgs`]) and each token's CTA computes its h_pre and sends it to the others.
+//!
+//! The same file's second entry, `mhc_post_pre_pc16_bf16_n4`, is `post_pre` in one pass: its ring
+//! also brings layer l's `f` slice and `h_post` / `h_res` rows, two post warps compute
+//! `x' = post(x)` in the stage on the tensor cores (h_res / h_post in bf16 hi + lo, f32
+//! accumulation: the stored bf16 x' matches the post kernel's f32 FMAs except ~0.1% of values one
+//! rounding step apart), the projection runs on it and the mix stores it to `x_out`: `x'` is never
+//! read back (the catalogue gives it `post_pre` from 65 tokens where this kernel serves `pre`). Its stage rows pad each stream slice ([`fused_row_bytes`]).
+
+use super::{Checked, PostInViews, PreOutViews, PreParamViews};
+pub use crate::device::cuda::abi::{fused_ring_bytes, ring_bytes, tma_ring_bytes, PC_TILE_TOKENS};
+use crate::device::cuda::abi::{PostPrePcArgs, PreTmaArgs};
+use crate::device::cuda::launch::{Bucket, Ctx, Launch, LaunchKind, Row};
+use crate::device::cuda::memory::{DeviceTensor, DeviceTensorMut};
+use crate::error::Result;
+
+/// The ring a launcher of this family asks for at C.
+pub const fn ring_bytes_of(kind: LaunchKind, c: usize) -> usize {
+    match kind {
+        LaunchKind::PreClusterTma => tma_ring_bytes(c),
+        LaunchKind::PostPreCluster => fused_ring_bytes(c),
+        _ => ring_bytes(c),
+    }
+}
+
+/// The persistent-cluster `pre` launch on bucket `b` (its row, with its resident CTA count) on
+/// views [`super::check`] accepted (`chk`, T > 0). `wsp` is the workspace: only timing builds
+/// write there (the phase stamps of [`stamps`]).
+pub(crate) fn launch(
+    ctx: &Ctx,
+    b: &Bucket,
+    wsp: u64,
+    x: &DeviceTensor<'_>,
+    params: &PreParamViews<'_>,
+    out: &PreOutViews<'_>,
+    chk: &Checked,
+) -> Result<Launch> {
+    let mut args = super::decode::args(ctx, x, params, out, chk);
+    args.ws_part = wsp;
+    let shared = ring_bytes_of(b.kind, ctx.cfg.c) as u32;
+    if b.kind == LaunchKind::PreClusterTma {
+        let args = PreTmaArgs { lead: [0; 48], pre: args, pad: [0; 48], tmap: x_tensor_map(x, ctx.cfg.c, chk.t)? };
+        return Ok(Launch::new(b, b.resident_ctas, b.threads(), shared, &args));
+    }
+    Ok(Launch::new(b, b.resident_ctas, b.threads(), shared, &args))
+}
+
+/// The fused `post_pre` launch on bucket `b` on views checked for both sides (`chk` from the
+/// `pre` side on `x`, T > 0).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn post_pre_launch(
+    ctx: &Ctx,
+    b: &Bucket,
+    x: &DeviceTensor<'_>,
+    post: &PostInViews<'_>,
+    x_out: &DeviceTensorMut<'_>,
+    params: &PreParamViews<'_>,
+    out: &PreOutViews<'_>,
+    chk: &Checked,
+) -> Launch {
+    let args = PostPrePcArgs {
+        pre: super::decode::args(ctx, x, params, out, chk),
+        f: post.f.ptr,
+        h_post_in: post.h_post.ptr,
+        h_res_in: post.h_res.ptr,
+        x_out: x_out.ptr,
+        f_stride: post.f.layout.row_stride as u32,
+        x_out_stride: x_out.layout.row_stride as u32,
+    };
+    Launch::new(b, b.resident_ctas, b.threads(), ring_bytes_of(b.kind, ctx.cfg.c) as u32, &args)
+}
+
+/// The phase stamps a timing build of the pre entry (`--experiment stamps` of the PTX generator,
+/// then `mhc asm`) left in the workspace words `all`: per CTA (`ctas` of them) and round (<
+/// [`PC_STAMP_ROUNDS`](crate::device::cuda::abi::PC_STAMP_ROUNDS)), 16 (%globaltimer, %clock64) pairs. A normal build writes none: the
+/// words are whatever the workspace held.
+#[cfg(feature = "testing")]
+pub(crate) fn stamps(all: &[u64], ctas: usize) -> Result<Vec<[(u64, u64); 16]>> {
+    use crate::device::cuda::abi::PC_STAMP_ROUNDS;
+    let need = ctas * PC_STAMP_ROUNDS * 16 * 2;
+    if all.len() < need {
+        return Err(crate::Error::shape("workspace", format!(">= {} bytes for the stamps", need * 8), all.len() * 8));
+    }
+    Ok((0..ctas * PC_STAMP_ROUNDS)
+        .map(|r| std::array::from_fn(|k| (all[(16 * r + k) * 2], all[(16 * r + k) * 2 + 1])))
+        .collect())
+}
+
+/// The TMA entry's tensor map of x (bf16): dimension 0 the 4C elements of a token row, dimension 1
+/// the T tokens (row stride from the view); boxes of 64 elements x 16 tokens with the 128-byte
+/// swizzle (asm/gen/pre_pc.py `TMA_XW`), tokens past T read as zeros. The views were checked (rows
+/// 16-byte aligned, fewer than 2^32 elements), which is what the encoding requires.
+fn x_tensor_map(x: &DeviceTensor<'_>, c: usize, t: usize) -> Result<[u64; 16]> {
+    use cudarc::driver::sys;
+    let mut map = sys::CUtensorMap { opaque: [0; 16] };
+    let dims: [u64; 2] = [4 * c as u64, t as u64];
+    let strides: [u64; 1] = [x.layout.row_stride as u64 * 2];
+    let boxes: [u32; 2] = [64, PC_TILE_TOKENS as u32];
+    let steps: [u32; 2] = [1, 1];
+    // SAFETY: every pointer covers the rank (2) it is read for; the map is written into `map`.
+    let status = unsafe {
+        sys::cuTensorMapEncodeTiled(
+            &mut map,
+            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            2,
+            x.ptr as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            steps.as_ptr(),
+            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    crate::device::cuda::ffi::check("cuTensorMapEncodeTiled", status)?;
+    Ok(map.opaque)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::cuda::abi::fused_row_bytes;
+
+    /// Largest C: each math warp holds 4 runs of 32 elements of phi's slice in registers (10
+    /// warps per CTA, 3 on one SM sub-partition, cap a thread at 168 registers).
+    const PC_MAX_C: usize = 4096;
+    use crate::config::Dtype;
+    use crate::device::cuda::launch::assert_c_range_is_what_fits;
+
+    #[test]
+    fn the_rings_fit() {
+        assert_eq!(ring_bytes(PC_MAX_C), 4 * 16 * (2048 + 64));
+        assert!(ring_bytes(PC_MAX_C) + 36_096 <= 227 * 1024, "ring + static shared memory fit one SM");
+        // stage = 16 rows of 5 (C/8 + 16) bytes + pad (row / 16 = 4 mod 8), then 16 x 80 bytes
+        assert_eq!(fused_row_bytes(4096), 5 * 528 + 112);
+        assert_eq!(fused_row_bytes(128), 5 * 32 + 16 * 2);
+        for c in (128..=4096).step_by(128) {
+            let row = fused_row_bytes(c);
+            assert!(row >= 5 * (c / 8 + 16) && row < 5 * (c / 8 + 16) + 128 && (row / 16) % 8 == 4, "C = {c}");
+        }
+        assert_eq!(fused_ring_bytes(PC_MAX_C), 4 * (16 * 2752 + 16 * 80));
+        assert!(fused_ring_bytes(PC_MAX_C) + 36_096 <= 227 * 1024, "fused ring + static shared memory fit");
+    }
+
+    /// The catalogue's C range of every cluster row is exactly what its ring and phi's registers
+    /// allow: C a multiple of 128 (of 1024 for the TMA entry) up to [`PC_MAX_C`], whose ring fits
+    /// the row's shared memory.
+    #[test]
+    fn c_range_is_what_the_ring_allows() {
+        let fits = |row: &mhc_loader::Variant, _n: usize, _dtype: Dtype, c: usize| {
+            let kind = LaunchKind::from_name(&row.entry.launch).unwrap();
+            let multiple = if kind == LaunchKind::PreClusterTma { 1024 } else { 128 };
+            c % multiple == 0 && c <= PC_MAX_C && ring_bytes_of(kind, c) <= row.dynamic_shared_max() as usize
+        };
+        let cluster = |v: &mhc_loader::Variant| v.entry.launch.contains("cluster");
+        assert_eq!(assert_c_range_is_what_fits(cluster, fits), 4);
+    }
+}

@@ -1,0 +1,161 @@
+//! `pre` for n = 16 / 32 as a tiled GEMM (asm/ptx/sm90/pre_gemm.ptx, entries
+//! `mhc_pre_gemm_bf16_n{16,32}`): bf16 storage, no gamma_k / gamma_f. At n = 32 the mixing
+//! projection is [T x 40960] x [40960 x 1088] (C = 1280): tensor-core work that the general
+//! kernel's 32 x 32 tiles turn into 68 GB of L2 traffic at T = 8192. A CTA owns a
+//! [`GEMM_TILE_TOKENS`]-token x [`GEMM_TILE_LOGITS`]-logit tile and a slice of K (the host splits
+//! K while the grid would leave SMs idle), streams x and phi through a shared-memory ring and
+//! writes partial logits to the workspace; the last CTA of a token tile sums the K splits in
+//! order, runs the coefficients and the Sinkhorn and publishes h_pre; [`GEMM_MIX_PARTS`] mixer
+//! CTAs per tile after the GEMM grid (and the finisher, for parts nobody claimed) mix `a`. The
+//! catalogue gives it T >= 2048 (n = 16) / 512 (n = 32) without gamma_k / gamma_f (measured:
+//! below, the general kernel is faster: H100, C = 1280, n = 32 T = 64 283 vs 209 us, T = 512
+//! 638 vs 772; n = 16 T = 1024 289 vs 270, T = 2048 397 vs 496); the general kernel serves the
+//! rest.
+
+use super::{Checked, PreOutViews, PreParamViews, WsLayout, FLAG_PAPER};
+use crate::device::cuda::abi::PreGemmArgs;
+pub use crate::device::cuda::abi::{
+    logit_tiles, GEMM_MAX_SPLITS, GEMM_MIX_PARTS, GEMM_NS, GEMM_STAGE_K, GEMM_THREADS, GEMM_TILE_LOGITS,
+    GEMM_TILE_TOKENS,
+};
+use crate::device::cuda::launch::{Bucket, Ctx, Launch, Row};
+use crate::device::cuda::memory::DeviceTensor;
+use crate::error::{Error, Result};
+
+/// Partial slabs the workspace holds at least (n = 32, C = 1280: 96 lets T = 8192 split K three
+/// ways, 5434 -> 5109 us on the H100, for 113 MB of workspace instead of 75).
+pub const GEMM_MIN_SLABS: usize = 96;
+
+/// Measured cost model of one launch (H100): a CTA streams a 64-element ring stage of its tile
+/// in about [`STAGE_US`]; the finisher reads each K split of a token's logits in one L2 round
+/// trip (~[`SPLIT_READ_US`], a warp's 16 tokens one after the other).
+const STAGE_US: f64 = 3.5;
+const SPLIT_READ_US: f64 = 0.5;
+
+/// K splits of a launch of `t` tokens on `sms` SMs (one CTA per SM): the count in
+/// 1..=[`GEMM_MAX_SPLITS`] with the shortest estimated time (waves x stages per split, plus the
+/// finisher's reads of the splits), no more slabs than the workspace holds.
+pub(crate) fn gemm_splits(n: usize, c: usize, t: usize, sms: usize) -> usize {
+    let tiles = t.div_ceil(GEMM_TILE_TOKENS).max(1);
+    let stages = n * c / GEMM_STAGE_K;
+    let ctas = tiles * logit_tiles(n);
+    let slabs = tiles.max(GEMM_MIN_SLABS);
+    let per_warp = t.min(GEMM_TILE_TOKENS).div_ceil(GEMM_THREADS as usize / 32) as f64;
+    let mut best = (f64::MAX, 1);
+    for s in 1..=GEMM_MAX_SPLITS.min(stages.max(1)) {
+        if tiles * s > slabs {
+            break;
+        }
+        let (s_eff, per) = split_stages(stages, s);
+        let waves = (ctas * s_eff).div_ceil(sms.max(1)) as f64;
+        let cost = waves * per as f64 * STAGE_US + per_warp * s_eff as f64 * SPLIT_READ_US;
+        if cost < best.0 {
+            best = (cost, s_eff);
+        }
+    }
+    best.1
+}
+
+/// `(splits, stages per split)` for `want` splits of `stages` ring stages: every split owns at
+/// least one stage (9 stages in 8 splits are 5 splits of 2 and 1).
+pub(crate) fn split_stages(stages: usize, want: usize) -> (usize, usize) {
+    let per = stages.div_ceil(want.max(1));
+    (stages.div_ceil(per), per)
+}
+
+/// The GEMM kernel's launch on bucket `b` (its row) on views [`super::check`] accepted (`chk`,
+/// T > 0).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch(
+    ctx: &Ctx,
+    b: &Bucket,
+    lay: &WsLayout,
+    wsp: u64,
+    x: &DeviceTensor<'_>,
+    params: &PreParamViews<'_>,
+    out: &PreOutViews<'_>,
+    chk: &Checked,
+) -> Result<Launch> {
+    let cfg = &ctx.cfg;
+    let t = chk.t;
+    // The kernel indexes h_res (T x n^2 words) in 32 bits.
+    if t.saturating_mul(cfg.n * cfg.n) > u32::MAX as usize {
+        return Err(Error::shape("x", "T x n^2 below 2^32 (GEMM kernel)", t));
+    }
+    let tiles = t.div_ceil(GEMM_TILE_TOKENS);
+    let stages = cfg.k() / GEMM_STAGE_K;
+    let (splits, kstages) = split_stages(stages, gemm_splits(cfg.n, cfg.c, t, ctx.sm_count as usize));
+    let grid = (tiles * logit_tiles(cfg.n))
+        .checked_mul(splits)
+        .and_then(|g| g.checked_add(tiles * GEMM_MIX_PARTS))
+        .filter(|&g| g <= i32::MAX as usize)
+        .ok_or_else(|| Error::shape("x", "fewer than 2^31 CTAs", t))?;
+    let lay = lay.gemm;
+    let args = PreGemmArgs {
+        x: x.ptr,
+        phi: params.phi.ptr,
+        scale: params.scale.ptr,
+        base: params.base.ptr,
+        a: out.a.ptr,
+        h_pre: out.h_pre.ptr,
+        h_post: out.h_post.ptr,
+        h_res: out.h_res.ptr,
+        inv_rms: out.inv_rms.ptr,
+        ws_cnt: wsp + lay.cnt as u64,
+        ws_ss: wsp + lay.ss as u64,
+        ws_p: wsp + lay.p as u64,
+        ws_sync: wsp + lay.sync as u64,
+        tokens: t as u32,
+        c: cfg.c as u32,
+        x_stride: x.layout.row_stride as u32,
+        a_stride: out.a.layout.row_stride as u32,
+        ksplit: splits as u32,
+        kstages: kstages as u32,
+        iters: cfg.sinkhorn_iters,
+        flags: chk.flags & FLAG_PAPER,
+        eps_norm: cfg.eps_norm as f32,
+        eps_hc: cfg.eps_hc as f32,
+    };
+    Ok(Launch::new(b, grid as u32, b.threads(), b.dynamic_shared_max(), &args))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::cuda::abi::GEMM_SHARED;
+
+    #[test]
+    fn splits_fill_the_device_and_stay_in_the_workspace() {
+        // n = 32, C = 1280 on 132 SMs: 9 logit tiles per token tile.
+        assert!(gemm_splits(32, 1280, 8192, 132) <= 3, "T = 8192: 288 CTAs already, 96 slabs");
+        assert_eq!(gemm_splits(32, 1280, 1, 132), 14, "T = 1: 9 x 14 CTAs, one wave");
+        for t in (1..30_000usize).step_by(97) {
+            let tiles = t.div_ceil(GEMM_TILE_TOKENS);
+            let s = gemm_splits(32, 1280, t, 132);
+            assert!((1..=GEMM_MAX_SPLITS).contains(&s));
+            assert!(tiles * s <= tiles.max(GEMM_MIN_SLABS), "T {t} splits {s}");
+        }
+        // Every split owns at least one stage, and together they own every stage once.
+        for (n, c) in [(8, 8), (16, 8), (32, 8), (8, 72), (16, 72), (32, 1280), (32, 64)] {
+            let stages = n * c / GEMM_STAGE_K;
+            for t in [1, 130, 300, 8192] {
+                let (s, per) = split_stages(stages, gemm_splits(n, c, t, 132));
+                assert!((s - 1) * per < stages && s * per >= stages, "n {n} C {c}: {s} x {per} of {stages}");
+            }
+        }
+        assert_eq!(split_stages(9, 8), (5, 2));
+    }
+
+    #[test]
+    fn the_ring_fits_and_the_workspace_holds_every_slab() {
+        assert!(GEMM_SHARED as usize <= 227 * 1024 - 128);
+        let cfg = crate::Config::new(32, 1280);
+        let gemm_ws = super::super::workspace::gemm_ws;
+        let w = gemm_ws(&cfg, 8192, 1000);
+        assert_eq!(w.sync, 1024);
+        assert_eq!(w.cnt, 1024 + 1280, "64 bytes + 32 tiles x 9 words, rounded to 256");
+        assert_eq!(w.total - w.p, GEMM_MIN_SLABS * GEMM_TILE_TOKENS * 9 * 128 * 4);
+        let w1 = gemm_ws(&cfg, 1, 0);
+        assert_eq!(w1.total - w1.p, 16 * GEMM_TILE_TOKENS * 9 * 128 * 4, "one tile, 16 splits");
+    }
+}

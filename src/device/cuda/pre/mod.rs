@@ -1,0 +1,215 @@
+//! `pre` (docs/math.md, stages 1-3): mixing logits with the row RMS, coefficients, Sinkhorn,
+//! pre-mix and the optional F-pre-norm, in one launch; and the fused `post_pre` kernels, which
+//! share its views and checks. Each kernel family is a launcher of its own; the catalogue's rows
+//! (and the plan's token buckets built from them) say which one serves which T:
+//!
+//! - [`general`]: asm/ptx/sm90/pre.ptx, every configuration (split-K decode shape, prefill tiles;
+//!   its `mhc_post_pre_sm90_*` entries are `post_pre` with a fused producer, on request only).
+//! - [`decode`]: asm/ptx/sm90/pre_decode.ptx, n <= 4, T <= 64: the few-token kernels.
+//! - [`cluster`]: asm/ptx/sm90/pre_pc.ptx, bf16 n = 4 C <= 4096: persistent 16-CTA clusters
+//!   (and the fused `post_pre` entries).
+//! - [`gemm`]: asm/ptx/sm90/pre_gemm.ptx, bf16 n = 16 / 32 prefill: a tiled GEMM.
+//!
+//! This module holds what they share: the views, their checks ([`check`]) and the workspace
+//! layout's type ([`WsLayout`], sized by [`workspace::layout`]).
+
+pub(crate) mod cluster;
+pub(crate) mod decode;
+pub(crate) mod gemm;
+pub(crate) mod general;
+pub(crate) mod workspace;
+
+use super::memory::{DeviceTensor, DeviceTensorMut};
+use crate::config::{Config, Dtype, Formulation};
+pub(crate) use crate::device::cuda::abi::{FLAG_GAMMA_F, FLAG_GAMMA_K, FLAG_PAPER};
+use crate::error::{Error, Result};
+
+/// The parameters of `pre` (see [`crate::device::view::PreParamViews`]); `phi` and the gammas
+/// 16-byte aligned.
+pub type PreParamViews<'a> = crate::device::view::PreParamViews<'a, super::memory::DeviceBuffer>;
+
+/// Where `pre` writes (see [`crate::device::view::PreOutViews`]); `a`/`y` rows 16-byte aligned.
+pub type PreOutViews<'a> = crate::device::view::PreOutViews<'a, super::memory::DeviceBuffer>;
+
+/// Layer l's side of `post_pre` (see [`crate::device::view::PostInViews`]); `f` rows 16-byte
+/// aligned.
+pub type PostInViews<'a> = crate::device::view::PostInViews<'a, super::memory::DeviceBuffer>;
+
+/// Byte offsets of the workspace regions of `pre` / `post_pre` ([`workspace::layout`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WsLayout {
+    pub cnt: usize,
+    pub part: usize,
+    pub p: usize,
+    pub ss: usize,
+    /// Decode / mid kernels: the epoch word (4 of 256 bytes), the mid kernel's tagged h_pre
+    /// `[MID_HPRE_COPIES][64][4]` (8-byte words, at `dsync + 256`), then the tagged partial rows
+    /// `[S][T][32]`. Past the general kernel's regions, so neither kernel ever sees the other's
+    /// leftovers.
+    pub dsync: usize,
+    pub dpart: usize,
+    /// The GEMM kernel's counters, partial sums of squares and partial logits, past every other
+    /// region; inside `total` only where a bf16 plan may select that kernel.
+    pub gemm: GemmWs,
+    pub total: usize,
+}
+
+/// The GEMM kernel's workspace: counters, then partial sums of squares, then partial logits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct GemmWs {
+    pub sync: usize,
+    pub cnt: usize,
+    pub ss: usize,
+    pub p: usize,
+    pub total: usize,
+}
+
+/// What post_pre adds to `pre`'s inputs: layer l's sublayer output and coefficients.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PostIn {
+    pub f: u64,
+    pub f_stride: usize,
+    pub h_post: u64,
+    pub h_res: u64,
+    pub x_out: u64,
+    pub xo_stride: usize,
+    /// Use the batched producer where the kernel has it (bf16, n <= 4); `false` forces the
+    /// per-slot `.func` producer (tests compare both).
+    pub batch: bool,
+}
+
+/// What [`check`] found valid: the device pointers and flags of one call.
+pub(crate) struct Checked {
+    pub t: usize,
+    pub flags: u32,
+    pub gamma_k: u64,
+    pub gamma_f: u64,
+    pub y: u64,
+    pub y_stride: usize,
+}
+
+/// Every check of a `pre` / `post_pre` call's `pre` side (shapes, dtypes, strides, alignment,
+/// options, workspace size), before anything is enqueued.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn check(
+    device: u32,
+    cfg: &Config,
+    dt: Dtype,
+    ws: &WsLayout,
+    ws_bytes: usize,
+    x: &DeviceTensor<'_>,
+    params: &PreParamViews<'_>,
+    out: &PreOutViews<'_>,
+) -> Result<Checked> {
+    let (n, c, k, m) = (cfg.n, cfg.c, cfg.k(), cfg.m());
+    let t = x.layout.tokens;
+    x.check(device, "x", dt, t, k, 16)?;
+    fits_u32("x", t, x.layout.row_stride, k)?;
+    params.phi.check_dense_f32(device, "phi", m, k)?;
+    params.scale.check_dense_f32(device, "scale", 1, 3)?;
+    params.base.check_dense_f32(device, "base", 1, m)?;
+    align16("phi", params.phi.ptr)?;
+    let mut flags = 0;
+    if cfg.formulation == Formulation::Paper {
+        flags |= FLAG_PAPER;
+    }
+    let gamma_k = optional_weight(device, "gamma_k", cfg.gamma_k, &params.gamma_k, k)?;
+    let gamma_f = optional_weight(device, "gamma_f", cfg.gamma_f, &params.gamma_f, c)?;
+    if cfg.gamma_k {
+        flags |= FLAG_GAMMA_K;
+    }
+    if cfg.gamma_f {
+        flags |= FLAG_GAMMA_F;
+    }
+    out.a.check(device, "a", dt, t, c, 16)?;
+    fits_u32("a", t, out.a.layout.row_stride, c)?;
+    let (y, y_stride) = match (cfg.gamma_f, &out.y) {
+        (true, Some(y)) => {
+            y.check(device, "y", dt, t, c, 16)?;
+            fits_u32("y", t, y.layout.row_stride, c)?;
+            (y.ptr, y.layout.row_stride)
+        }
+        (false, None) => (0, 0),
+        (want, _) => return Err(presence("y", want)),
+    };
+    out.h_pre.check_dense_f32(device, "h_pre", t, n)?;
+    out.h_post.check_dense_f32(device, "h_post", t, n)?;
+    out.h_res.check_dense_f32(device, "h_res", t, n * n)?;
+    out.inv_rms.check_dense_f32(device, "inv_rms", t, 1)?;
+    if ws_bytes < ws.total {
+        return Err(Error::shape("workspace", format!(">= {} bytes", ws.total), ws_bytes));
+    }
+    Ok(Checked { t, flags, gamma_k, gamma_f, y, y_stride })
+}
+
+/// The post side's checks of `post_pre` (both paths): f, h_post, h_res, x_out, and x_out apart
+/// from x.
+pub(crate) fn check_post_side(
+    device: u32,
+    cfg: &Config,
+    dt: Dtype,
+    x: &DeviceTensor<'_>,
+    post: &PostInViews<'_>,
+    x_out: &DeviceTensorMut<'_>,
+) -> Result<()> {
+    let (n, c) = (cfg.n, cfg.c);
+    let t = x.layout.tokens;
+    post.f.check(device, "f", dt, t, c, 16)?;
+    post.h_post.check_dense_f32(device, "h_post", t, n)?;
+    post.h_res.check_dense_f32(device, "h_res", t, n * n)?;
+    x_out.check(device, "x_out", dt, t, n * c, 16)?;
+    let span = |p: u64, l: &crate::Layout| {
+        let elems = l.required_len().unwrap_or(usize::MAX);
+        (p, p.saturating_add((elems as u64).saturating_mul(dt.size() as u64)))
+    };
+    let (xa, xb) = span(x.ptr, &x.layout);
+    let (oa, ob) = span(x_out.ptr, &x_out.layout);
+    if t > 0 && xa < ob && oa < xb {
+        return Err(Error::shape("x_out", "a range that does not overlap x", "an overlapping range"));
+    }
+    Ok(())
+}
+
+fn align16(what: &'static str, ptr: u64) -> Result<()> {
+    if ptr % 16 != 0 {
+        return Err(Error::Alignment { tensor: what, required: 16 });
+    }
+    Ok(())
+}
+
+/// The kernels' element indices are 32-bit: every activation row must start below 2^32 elements.
+pub(crate) fn fits_u32(what: &'static str, t: usize, stride: usize, row_len: usize) -> Result<()> {
+    let last = t.saturating_sub(1).checked_mul(stride).and_then(|v| v.checked_add(row_len));
+    match last {
+        Some(v) if v <= u32::MAX as usize && stride <= u32::MAX as usize => Ok(()),
+        _ => Err(Error::shape(what, "fewer than 2^32 elements from the first row", "a larger tensor")),
+    }
+}
+
+/// An optional f32 weight of `len` elements (gamma_k, gamma_f): present exactly when the
+/// configuration asks for it, dense and 16-byte aligned; its address, or 0 when absent.
+fn optional_weight(
+    device: u32,
+    what: &'static str,
+    wanted: bool,
+    view: &Option<DeviceTensor<'_>>,
+    len: usize,
+) -> Result<u64> {
+    match (wanted, view) {
+        (true, Some(g)) => {
+            g.check_dense_f32(device, what, 1, len)?;
+            align16(what, g.ptr)?;
+            Ok(g.ptr)
+        }
+        (false, None) => Ok(0),
+        (want, _) => Err(presence(what, want)),
+    }
+}
+
+fn presence(what: &'static str, wanted: bool) -> Error {
+    if wanted {
+        Error::shape(what, "present (the configuration asks for it)", "absent")
+    } else {
+        Error::shape(what, "absent (the configuration does not ask for it)", "present")
+    }
+}

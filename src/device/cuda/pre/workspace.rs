@@ -1,0 +1,66 @@
+//! The workspace of the `pre` kernels: the general kernel's split-K counters, partial blocks and
+//! logit rows, the few-token kernels' tagged rows, the GEMM kernel's slabs. One layout per plan
+//! (its configuration, dtype and most tokens), computed once when the plan is built; the regions
+//! never overlap, so no kernel sees another's leftovers, and every kernel leaves its counters at
+//! zero (the workspace is reusable without a memset).
+
+use super::decode::{DECODE_MAX_CTAS, DECODE_MAX_N, MID_HPRE_COPIES, MID_MAX_TOKENS};
+use super::gemm::{
+    logit_tiles, GEMM_MAX_SPLITS, GEMM_MIN_SLABS, GEMM_MIX_PARTS, GEMM_NS, GEMM_TILE_LOGITS, GEMM_TILE_TOKENS,
+};
+use super::general::{
+    ldp, prefill_split, split_cap, DECODE_MAX_TOKENS, PREFILL_SPLIT_BLOCKS, TILE_TOKENS, WIDE_PREFILL_BLOCKS,
+};
+use super::{GemmWs, WsLayout};
+use crate::config::{Config, Dtype};
+
+fn round256(b: usize) -> usize {
+    b.div_ceil(256) * 256
+}
+
+/// The workspace of a plan for `cfg` in `dtype` up to `max_tokens` tokens: every region any of
+/// the plan's `pre` kernels may use at any T, each 256-byte aligned.
+pub(crate) fn layout(cfg: &Config, dtype: Dtype, max_tokens: usize) -> WsLayout {
+    let ldp = ldp(cfg);
+    let block = (32 * ldp + 32) * 4;
+    let tiles = max_tokens.div_ceil(TILE_TOKENS).max(1);
+    let decode_tiles = tiles.min(DECODE_MAX_TOKENS / TILE_TOKENS);
+    let mut part_bytes = decode_tiles * split_cap(cfg) * block;
+    if max_tokens > DECODE_MAX_TOKENS {
+        // (a launch of fewer tokens may split its tiles further: tiles x splits <= the blocks)
+        part_bytes = part_bytes.max(PREFILL_SPLIT_BLOCKS.min(tiles * prefill_split(cfg, 1)) * block);
+        if ldp > 32 {
+            part_bytes = part_bytes.max(WIDE_PREFILL_BLOCKS.min(tiles * split_cap(cfg)) * block);
+        }
+    }
+    let cnt = 0;
+    let part = round256(tiles * 16);
+    let p = part + round256(part_bytes);
+    let ss = p + round256(max_tokens * ldp * 4);
+    let dsync = ss + round256(max_tokens * 4);
+    let dpart = dsync + 256 + MID_HPRE_COPIES * MID_MAX_TOKENS * 4 * 8;
+    let mut total = if cfg.n <= DECODE_MAX_N && !cfg.gamma_f {
+        dpart + round256(DECODE_MAX_CTAS * max_tokens.min(MID_MAX_TOKENS) * 32 * 8)
+    } else {
+        dsync
+    };
+    let gemm = gemm_ws(cfg, max_tokens, total);
+    // Where the catalogue may give the GEMM kernel this configuration (bf16, its n, no optional
+    // inputs): its region too.
+    if dtype == Dtype::Bf16 && GEMM_NS.contains(&cfg.n) && cfg.c % 8 == 0 && !cfg.gamma_k && !cfg.gamma_f {
+        total = gemm.total;
+    }
+    WsLayout { cnt, part, p, ss, dsync, dpart, gemm, total }
+}
+
+/// The GEMM kernel's region of the workspace, starting at byte `at`, for up to `max_tokens`.
+pub(crate) fn gemm_ws(cfg: &Config, max_tokens: usize, at: usize) -> GemmWs {
+    let tiles = max_tokens.div_ceil(GEMM_TILE_TOKENS).max(1);
+    let slabs = tiles.max(GEMM_MIN_SLABS.min(tiles * GEMM_MAX_SPLITS));
+    let sync = round256(at);
+    let cnt = sync + round256(64 + tiles * (GEMM_MIX_PARTS + 1) * 4);
+    let ss = cnt + round256(tiles * 4);
+    let p = ss + round256(slabs * GEMM_TILE_TOKENS * 4);
+    let total = p + slabs * GEMM_TILE_TOKENS * logit_tiles(cfg.n) * GEMM_TILE_LOGITS * 4;
+    GemmWs { sync, cnt, ss, p, total }
+}
