@@ -1,4 +1,5 @@
-//! Semantics the simulator once got wrong, each with a kernel whose result shows it
+//! Operand semantics that are easy to model wrongly (a VOP3 compare's |abs| modifier, 64-bit
+//! shifts of scalar sources), each with a kernel whose result shows it
 //! (tests/fixtures/semantics.s), and the denormal mode read from the kernel descriptor.
 
 #[path = "support/fixture.rs"]
