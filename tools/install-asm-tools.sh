@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # Installs the pinned assembler tools that `mhc asm` uses, only when missing (idempotent, quiet):
-#   * LLVM 19 (llvm-mc-19, ld.lld-19, llvm-readelf-19) from Debian: apt-get install llvm-19 lld-19
+#   * LLVM 19 (llvm-mc-19, ld.lld-19, llvm-readelf-19, llvm-objdump-19) from Debian:
+#     apt-get install llvm-19 lld-19
+#   * clang-19 from Debian (apt-get install clang-19): gcn-sim's cross-check suite compiles its
+#     OpenCL C kernels (tools/gcn-sim/cross) with it
 #   * ptxas 12.9.86 from the PyPI wheel nvidia-cuda-nvcc-cu12==12.9.86, unpacked into
 #     .tools/nvcc-12.9.86 (an ignored folder) with pip --target, so no venv or CUDA install is needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v llvm-mc-19 >/dev/null || ! command -v ld.lld-19 >/dev/null || ! command -v llvm-readelf-19 >/dev/null; then
-    echo "install-asm-tools: installing llvm-19 and lld-19 (apt-get)" >&2
+if ! command -v llvm-mc-19 >/dev/null || ! command -v ld.lld-19 >/dev/null || ! command -v llvm-readelf-19 >/dev/null \
+    || ! command -v llvm-objdump-19 >/dev/null || ! command -v clang-19 >/dev/null; then
+    echo "install-asm-tools: installing llvm-19, lld-19 and clang-19 (apt-get)" >&2
     sudo=""
     if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
     $sudo apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq llvm-19 lld-19 >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq llvm-19 lld-19 clang-19 >/dev/null
 fi
 
 ptxas=.tools/nvcc-12.9.86/nvidia/cuda_nvcc/bin/ptxas

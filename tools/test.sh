@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The README's test command. Installs the pinned assembler tools when missing (llvm-19/lld-19 from
-# Debian, ptxas 12.9.86 from PyPI into .tools/), then: format check, clippy with warnings denied,
-# every test of the workspace (GPU tests are ignored here, with the reason; tools/gpu-tests.sh runs
-# them on a GPU machine), the library docs (broken links are errors), that every cited docs page
-# exists, that the generated PTX, catalogue rows and Rust argument structs are what `asm/gen`
-# writes, that the committed code objects are exactly what the sources assemble to, and a dry run
-# of publishing the crates.
+# The README's test command. Installs the pinned assembler tools when missing (llvm-19, lld-19 and
+# clang-19 from Debian, ptxas 12.9.86 from PyPI into .tools/), then: format check, clippy with
+# warnings denied, every test of the workspace (GPU tests are ignored here, with the reason;
+# tools/gpu-tests.sh runs them on a GPU machine), the library docs (broken links are errors), that
+# every cited docs page exists, that the generated PTX, catalogue rows and Rust argument structs
+# are what `asm/gen` writes, that the committed code objects are exactly what the sources assemble
+# to, and a dry run of publishing the crates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

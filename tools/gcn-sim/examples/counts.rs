@@ -1,6 +1,7 @@
 //! Prints what the simulator counted for every gfx942 stage at a given shape: wave-level
-//! instructions by class and global bytes, per token. These are the measured inputs of the
-//! MI300X estimates in asm/gcn/README.md.
+//! instructions by class and global bytes, per token (an atomic counts as a store and its
+//! bytes as written). These are the measured inputs of the MI300X estimates in
+//! docs/kernels/gfx942.md.
 //!
 //!     cargo run --release -p gcn-sim --example counts -- [T] [n] [C]
 

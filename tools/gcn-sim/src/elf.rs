@@ -111,11 +111,16 @@ fn read_at(file: &object::File, addr: u64, len: u64) -> Result<Vec<u8>, SimError
     Err(bad(format!("address 0x{addr:x} (+{len}) is in no section")))
 }
 
-/// Loads kernel `name` from `image`, decoding its code.
-pub fn load_kernel(image: &[u8], name: &str) -> Result<Kernel, SimError> {
+/// The code bytes of kernel `name` (from its descriptor's entry to the end of its symbol).
+pub fn kernel_code(image: &[u8], name: &str) -> Result<Vec<u8>, SimError> {
     let words = aligned(image);
     let image = &bytemuck::cast_slice::<u64, u8>(&words)[..image.len()];
     let file = object::File::parse(image).map_err(|e| bad(format!("ELF: {e}")))?;
+    Ok(locate(&file, image, name)?.2)
+}
+
+/// (descriptor bytes, descriptor address, code) of kernel `name`.
+fn locate(file: &object::File, image: &[u8], name: &str) -> Result<(Vec<u8>, u64, Vec<u8>), SimError> {
     // e_machine 224 = EM_AMDGPU (the `object` crate has no Architecture variant for it).
     if image.get(18..20) != Some(&224u16.to_le_bytes()[..]) {
         return Err(bad("not an AMDGPU code object"));
@@ -131,15 +136,24 @@ pub fn load_kernel(image: &[u8], name: &str) -> Result<Kernel, SimError> {
         }
     }
     let (kd_addr, _) = kd_sym.ok_or_else(|| bad(format!("no symbol {kd_name}")))?;
-    let kd = read_at(&file, kd_addr, 64)?;
-    let u32_at = |o: usize| u32::from_le_bytes([kd[o], kd[o + 1], kd[o + 2], kd[o + 3]]);
+    let kd = read_at(file, kd_addr, 64)?;
     let entry_off = i64::from_le_bytes(kd[16..24].try_into().expect("8 bytes"));
     let entry = (kd_addr as i64 + entry_off) as u64;
     let (fn_addr, fn_size) = fn_sym.ok_or_else(|| bad(format!("no symbol {name}")))?;
     if fn_addr != entry {
         return Err(bad(format!("{name}: descriptor entry 0x{entry:x} is not the symbol 0x{fn_addr:x}")));
     }
-    let code = read_at(&file, entry, fn_size)?;
+    let code = read_at(file, entry, fn_size)?;
+    Ok((kd, kd_addr, code))
+}
+
+/// Loads kernel `name` from `image`, decoding its code.
+pub fn load_kernel(image: &[u8], name: &str) -> Result<Kernel, SimError> {
+    let words = aligned(image);
+    let image = &bytemuck::cast_slice::<u64, u8>(&words)[..image.len()];
+    let file = object::File::parse(image).map_err(|e| bad(format!("ELF: {e}")))?;
+    let (kd, _, code) = locate(&file, image, name)?;
+    let u32_at = |o: usize| u32::from_le_bytes([kd[o], kd[o + 1], kd[o + 2], kd[o + 3]]);
     let insts = decode_all(&code).map_err(|e| SimError::Unsupported { kernel: name.to_string(), err: e })?;
     let mut index_of = vec![u32::MAX; code.len() + 4];
     for (i, inst) in insts.iter().enumerate() {
@@ -199,6 +213,27 @@ pub fn load_kernel(image: &[u8], name: &str) -> Result<Kernel, SimError> {
 }
 
 impl Kernel {
+    /// A copy of the kernel running `insts` instead (a mutated body: an instruction changed or
+    /// dropped). Instructions keep their byte offsets; a branch to a dropped instruction lands
+    /// on the next one.
+    pub fn with_insts(&self, insts: Vec<Inst>) -> Kernel {
+        let mut index_of = vec![u32::MAX; self.code.len() + 4];
+        for (i, inst) in insts.iter().enumerate() {
+            index_of[inst.offset as usize] = i as u32;
+        }
+        // Offsets of dropped instructions resolve to the next instruction that remains.
+        let mut next = insts.len() as u32;
+        for off in (0..index_of.len()).rev() {
+            if index_of[off] != u32::MAX {
+                next = index_of[off];
+            } else if self.index_of.get(off).is_some_and(|&i| i != u32::MAX) {
+                index_of[off] = next;
+            }
+        }
+        let uses = insts.iter().map(crate::exec::operands).collect();
+        Kernel { insts, uses, index_of, ..self.clone() }
+    }
+
     /// The argument named `name`.
     pub fn arg(&self, name: &str) -> Option<&KernArg> {
         self.args.iter().find(|a| a.name == name)

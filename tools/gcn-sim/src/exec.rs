@@ -4,8 +4,10 @@
 //! are reported instead of silently working):
 //! - Memory operations take effect at issue, in program order per wave. The registers a load
 //!   writes are marked *pending* until an `s_waitcnt` covers the load; reading or overwriting a
-//!   pending register is a hazard. VMEM loads/stores retire in order on `vmcnt`; LDS ops retire in
-//!   order on `lgkmcnt`; SMEM loads may return out of order, so only `lgkmcnt(0)` covers them.
+//!   pending register is a hazard. VMEM loads, stores and cache operations retire in order on
+//!   `vmcnt`; LDS ops retire in order on `lgkmcnt`; SMEM loads may return out of order, so only
+//!   `lgkmcnt(0)` covers them, and while one is outstanding an `lgkmcnt(N)` only guarantees
+//!   the LDS ops it would cover with every SMEM op counted first (see [`crate::hazard`]).
 //! - Waves of a workgroup run one after another until each reaches `s_barrier` or `s_endpgm`;
 //!   a barrier releases when every live wave has arrived. Waves exchange data only through LDS
 //!   and global memory, so this interleaving is one the hardware may choose; a barrier reached
@@ -13,27 +15,34 @@
 //!   waves could read LDS before those stores land. Two waves touching the same LDS dword
 //!   between two barrier releases, one of them writing, is reported as an LDS race (the order
 //!   of waves between barriers is not defined on hardware).
-//! - An atomic issued while earlier global accesses of the wave are outstanding is reported:
-//!   the kernels publish partial results with a counter, which needs the release.
-//! - Workgroups run sequentially in dispatch order (x fastest).
-//! - Transcendentals return correctly rounded results (computed in f64, rounded once to f32):
-//!   the ISA documents `v_exp_f32`/`v_log_f32`/`v_rcp_f32`/`v_rsq_f32`/`v_sqrt_f32` as accurate to
-//!   about 1 ULP, so a kernel that passes here with a tolerance well above 1 ULP per operation
-//!   also passes on hardware. Denormals are kept (the kernels set f32 denorm mode 3).
+//! - Workgroups run one at a time, in an order given by [`Options::order`]: by default a
+//!   seeded shuffle of the grid (so a kernel whose "last workgroup" logic depends on dispatch
+//!   order fails), or every order of a small grid when a test asks for it.
+//! - Global memory is coherent in the simulator, but MI300 is not: each XCD has its own L2.
+//!   The cache-scope operations are checked as a real MI300 needs them across its dies
+//!   ([`crate::vmem`]): a workgroup reading data another workgroup wrote must see that write
+//!   released (`buffer_wbl2 sc1`, completed, before the writer's next atomic or `sc1` store)
+//!   and must itself have invalidated (`buffer_inv sc1`) after an acquiring atomic or load.
+//! - Transcendentals are exact or within 1 ULP as [`Options::trans`] says ([`crate::fpmath`]);
+//!   denormals are flushed as the MODE register says, which starts from the descriptor's
+//!   FLOAT_DENORM_MODE fields and changes with `s_setreg`.
+//! - The gfx94x manually inserted wait states (`s_nop`) are checked ([`crate::hazard`]).
 
-use crate::decode::{full_mnemonic, Enc, Inst, Op};
+use crate::decode::{flag, full_mnemonic, Enc, Inst, Op, Ty};
 use crate::elf::Kernel;
+use crate::fpmath::Trans;
 use crate::SimError;
+use std::cell::RefCell;
 
-const VCC: usize = 106;
-const M0: usize = 124;
-const EXEC: usize = 126;
+pub(crate) const VCC: usize = 106;
+pub(crate) const M0: usize = 124;
+pub(crate) const EXEC: usize = 126;
 
 /// Simulated global memory: named byte buffers, each at its own 4 GiB-aligned base address so
 /// that any address maps to at most one buffer and anything else is an out-of-bounds access.
 #[derive(Debug, Default, Clone)]
 pub struct Memory {
-    bufs: Vec<(String, Vec<u8>)>,
+    pub(crate) bufs: Vec<(String, Vec<u8>)>,
 }
 
 impl Memory {
@@ -52,13 +61,13 @@ impl Memory {
     pub fn bytes_mut(&mut self, addr: u64) -> &mut [u8] {
         &mut self.bufs[(addr >> 32) as usize - 1].1
     }
-    fn slice(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {
+    pub(crate) fn slice(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {
         let idx = (addr >> 32) as usize;
         let off = (addr & 0xffff_ffff) as usize;
         let buf = &mut self.bufs.get_mut(idx.checked_sub(1)?)?.1;
         buf.get_mut(off..off.checked_add(len)?)
     }
-    fn describe(&self, addr: u64) -> String {
+    pub(crate) fn describe(&self, addr: u64) -> String {
         let idx = (addr >> 32) as usize;
         match idx.checked_sub(1).and_then(|i| self.bufs.get(i)) {
             Some((name, b)) => format!("offset {} of buffer `{name}` ({} bytes)", addr & 0xffff_ffff, b.len()),
@@ -74,11 +83,14 @@ pub struct Stats {
     pub salu: u64,
     pub valu: u64,
     pub smem: u64,
+    /// Vector memory instructions (global and buffer): loads, and stores including every
+    /// atomic (returning or not), each counted once per wave.
     pub vmem_load: u64,
     pub vmem_store: u64,
     pub lds: u64,
     pub branch: u64,
-    /// Global bytes loaded / stored by active lanes.
+    /// Global bytes loaded / stored by active lanes. An atomic counts its operand width
+    /// (4 or 8 bytes a lane) as written only, also when it returns the old value.
     pub global_bytes_read: u64,
     pub global_bytes_written: u64,
 }
@@ -87,49 +99,17 @@ impl Stats {
     pub fn instructions(&self) -> u64 {
         self.salu + self.valu + self.smem + self.vmem_load + self.vmem_store + self.lds + self.branch
     }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Counter {
-    Vm,
-    Lds,
-    Smem,
-}
-
-/// Marks a register as written by an outstanding memory op: (counter, issue sequence).
-#[derive(Clone, Copy)]
-struct Pending {
-    counter: Counter,
-    seq: u64,
-    offset: u32,
-}
-
-struct Wave {
-    s: [u32; 128],
-    scc: bool,
-    v: Vec<[u32; 64]>,
-    pc: usize,
-    done: bool,
-    at_barrier: bool,
-    spend: Vec<Option<Pending>>,
-    vpend: Vec<Option<Pending>>,
-    npending: usize,
-    issued: [u64; 3],
-    retired: [u64; 3],
-    lds_stores_unwaited: u64,
-    /// Wait-state clock: +1 per instruction issued, +N for `s_nop N`'s extra states.
-    clock: u64,
-    /// Clock (+1; 0 = never) at which a VALU last wrote each SGPR code / VGPR, and whether the
-    /// VGPR writer was a transcendental: the inputs of the gfx94x manual wait-state rules.
-    sgpr_valu_write: [u64; 128],
-    vgpr_valu_write: Vec<(u64, bool)>,
-}
-
-fn cidx(c: Counter) -> usize {
-    match c {
-        Counter::Vm => 0,
-        Counter::Lds => 1,
-        Counter::Smem => 2,
+    fn add(&mut self, s: &Stats) {
+        self.waves += s.waves;
+        self.salu += s.salu;
+        self.valu += s.valu;
+        self.smem += s.smem;
+        self.vmem_load += s.vmem_load;
+        self.vmem_store += s.vmem_store;
+        self.lds += s.lds;
+        self.branch += s.branch;
+        self.global_bytes_read += s.global_bytes_read;
+        self.global_bytes_written += s.global_bytes_written;
     }
 }
 
@@ -142,30 +122,165 @@ pub struct Launch {
     pub block: [u32; 3],
 }
 
-/// Race bookkeeping of one LDS dword within the current barrier epoch.
-#[derive(Clone, Copy, Default)]
-struct LdsWord {
-    writer: u8,
-    write_epoch: u32,
-    readers: u16,
-    read_epoch: u32,
+/// The order workgroups are dispatched in (each runs to completion before the next starts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Order {
+    /// Linear order, x fastest.
+    InOrder,
+    /// A shuffle of the grid drawn from this seed.
+    Seeded(u64),
+    /// This permutation of the linear workgroup ids (x fastest).
+    Given(Vec<u32>),
 }
 
-struct Ctx<'a> {
-    k: &'a Kernel,
-    mem: &'a mut Memory,
-    lds: Vec<u8>,
-    /// Per LDS dword: who last wrote it and who read it, per barrier epoch (race detection).
-    lds_meta: Vec<LdsWord>,
+/// How a launch is simulated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    pub order: Order,
+    pub trans: Trans,
+    /// XNACK replay enabled (page faults retried by replaying memory clauses): checks the
+    /// soft-clause rule ([`crate::hazard`]). ROCm runs MI300X with XNACK off by default.
+    pub xnack: bool,
+}
+
+/// The seed of the default dispatch order: `GCN_SIM_SEED` when set, else a fixed value.
+pub fn env_seed() -> u64 {
+    std::env::var("GCN_SIM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x6763_6e73_696d)
+}
+
+impl Default for Options {
+    /// Shuffled dispatch (seed from [`env_seed`]), exact transcendentals.
+    fn default() -> Self {
+        Options { order: Order::Seeded(env_seed()), trans: Trans::Exact, xnack: false }
+    }
+}
+
+thread_local! {
+    static THREAD_OPTIONS: RefCell<Option<Options>> = const { RefCell::new(None) };
+}
+
+/// Sets the options [`launch`] uses on this thread (tests set a seed per test this way, since
+/// the stage runner calls [`launch`]); `None` restores [`Options::default`].
+pub fn set_thread_options(opts: Option<Options>) {
+    THREAD_OPTIONS.with(|o| *o.borrow_mut() = opts);
+}
+
+/// The options [`launch`] uses on this thread.
+pub fn thread_options() -> Options {
+    THREAD_OPTIONS.with(|o| o.borrow().clone()).unwrap_or_default()
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Counter {
+    Vm,
+    Lds,
+    Smem,
+}
+
+/// Marks a register as written by an outstanding memory op: (counter, issue sequence).
+#[derive(Clone, Copy)]
+pub(crate) struct Pending {
+    pub counter: Counter,
+    pub seq: u64,
+    pub offset: u32,
+}
+
+pub(crate) fn cidx(c: Counter) -> usize {
+    match c {
+        Counter::Vm => 0,
+        Counter::Lds => 1,
+        Counter::Smem => 2,
+    }
+}
+
+/// One wave's architectural state and its hazard bookkeeping.
+pub(crate) struct Wave {
+    pub id: usize,
+    pub s: [u32; 128],
+    pub scc: bool,
+    pub v: Vec<[u32; 64]>,
+    pub pc: usize,
+    pub done: bool,
+    pub at_barrier: bool,
+    /// The MODE hardware register (FP_ROUND 3:0, FP_DENORM 7:4, DX10_CLAMP 8, IEEE 9).
+    pub mode: u32,
+    pub spend: Vec<Option<Pending>>,
+    pub vpend: Vec<Option<Pending>>,
+    pub npending: usize,
+    /// Issued / retired memory ops per counter (vm, lds, smem).
+    pub issued: [u64; 3],
+    pub retired: [u64; 3],
+    pub lds_stores_unwaited: u64,
+    /// Wait-state clock: + the wait states of every instruction issued (1, `s_nop N`: N + 1).
+    pub clock: u64,
+    /// Clock after the last VALU write of each SGPR code (0 = never), and of each VGPR, of a
+    /// transcendental write, of a partial (SDWA dst_sel / op_sel) write.
+    pub sgpr_valu: [u64; 128],
+    pub vgpr_valu: Vec<u64>,
+    pub vgpr_trans: Vec<u64>,
+    pub vgpr_partial: Vec<u64>,
+    /// Recent VMEM stores with more than 64 bits of data: (clock after, first VGPR, count).
+    pub wide_stores: Vec<(u64, u16, u16)>,
+    /// Clock after the last `s_setreg` of each hardware register id.
+    pub setreg: [u64; 64],
+    /// `buffer_wbl2` issued and not yet covered by vmcnt: (vm sequence, release index).
+    pub wbl2_pending: Vec<(u64, usize)>,
+    /// vm sequence of the wave's last acquiring operation (device-scope atomic with return or
+    /// sc1 load; 0 = none).
+    pub acquire_seq: u64,
+    /// The open memory clause (consecutive VMEM or SMEM instructions): its kind and the
+    /// registers its instructions write and read.
+    pub clause: Option<(bool, RegUse)>,
+}
+
+impl Wave {
+    pub fn exec(&self) -> u64 {
+        self.s[EXEC] as u64 | (self.s[EXEC + 1] as u64) << 32
+    }
+    pub fn set_exec(&mut self, m: u64) {
+        self.s[EXEC] = m as u32;
+        self.s[EXEC + 1] = (m >> 32) as u32;
+    }
+    pub fn vcc(&self) -> u64 {
+        self.s[VCC] as u64 | (self.s[VCC + 1] as u64) << 32
+    }
+}
+
+/// Race bookkeeping of one LDS dword within the current barrier epoch.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct LdsWord {
+    pub writer: u8,
+    /// Every write in the epoch so far was an atomic (atomics do not race with each other).
+    pub atomic: bool,
+    /// The dword is tracked per byte (`Ctx::lds_bytes`).
+    pub split: bool,
+    pub write_epoch: u32,
+    pub readers: u16,
+    pub read_epoch: u32,
+}
+
+/// Launch-wide state and the current workgroup.
+pub(crate) struct Ctx<'a> {
+    pub k: &'a Kernel,
+    pub mem: &'a mut Memory,
+    pub opts: &'a Options,
+    pub lds: Vec<u8>,
+    /// Per LDS dword: who last wrote it and who read it, per barrier epoch (race detection);
+    /// per byte for the dwords that had a sub-dword access.
+    pub lds_meta: Vec<LdsWord>,
+    pub lds_bytes: std::collections::HashMap<u32, [LdsWord; 4]>,
     /// Barrier generation of the workgroup: waves only synchronise at barrier releases.
-    epoch: u32,
-    stats: Stats,
-    wg: [u32; 3],
-    wave_id: usize,
+    pub epoch: u32,
+    pub stats: Stats,
+    pub wg: [u32; 3],
+    /// Linear id of the workgroup and its position in the dispatch order.
+    pub wg_linear: u32,
+    pub wave_id: usize,
+    pub coherence: &'a mut crate::vmem::Coherence,
 }
 
 impl Ctx<'_> {
-    fn err(&self, inst: &Inst, what: impl Into<String>) -> SimError {
+    pub fn err(&self, inst: &Inst, what: impl Into<String>) -> SimError {
         SimError::Hazard {
             kernel: self.k.name.clone(),
             workgroup: self.wg,
@@ -175,10 +290,59 @@ impl Ctx<'_> {
             what: what.into(),
         }
     }
+
+    pub fn swrite(&self, w: &mut Wave, inst: &Inst, code: u16, v: u32) -> Result<(), SimError> {
+        if code > 127 || (102..=105).contains(&code) || (108..=123).contains(&code) || code == 125 {
+            return Err(self.err(inst, format!("write to unsupported scalar destination {code}")));
+        }
+        w.s[code as usize] = v;
+        Ok(())
+    }
+
+    pub fn swrite64(&self, w: &mut Wave, inst: &Inst, code: u16, v: u64) -> Result<(), SimError> {
+        self.swrite(w, inst, code, v as u32)?;
+        self.swrite(w, inst, code + 1, (v >> 32) as u32)
+    }
 }
 
-/// Runs `kernel` over the whole grid. `kernarg` is the address of the kernarg buffer in `mem`.
+/// The workgroup order of a launch.
+fn dispatch_order(order: &Order, n: u32) -> Result<Vec<u32>, String> {
+    match order {
+        Order::InOrder => Ok((0..n).collect()),
+        Order::Seeded(seed) => {
+            let mut v: Vec<u32> = (0..n).collect();
+            let mut state = *seed;
+            for i in (1..v.len()).rev() {
+                state = crate::fpmath::mix(state);
+                let j = (state % (i as u64 + 1)) as usize;
+                v.swap(i, j);
+            }
+            Ok(v)
+        }
+        Order::Given(p) => {
+            let mut seen = vec![false; n as usize];
+            if p.len() != n as usize || p.iter().any(|&x| x >= n || std::mem::replace(&mut seen[x as usize], true)) {
+                return Err(format!("dispatch order {p:?} is not a permutation of the {n} workgroups"));
+            }
+            Ok(p.clone())
+        }
+    }
+}
+
+/// Runs `kernel` over the whole grid with this thread's [`Options`] ([`thread_options`]).
+/// `kernarg` is the address of the kernarg buffer in `mem`.
 pub fn launch(kernel: &Kernel, launch: Launch, kernarg: u64, mem: &mut Memory) -> Result<Stats, SimError> {
+    launch_with(kernel, launch, kernarg, mem, &thread_options())
+}
+
+/// Runs `kernel` over the whole grid with the given options.
+pub fn launch_with(
+    kernel: &Kernel,
+    launch: Launch,
+    kernarg: u64,
+    mem: &mut Memory,
+    opts: &Options,
+) -> Result<Stats, SimError> {
     let threads = launch.block.iter().map(|&b| b as u64).product::<u64>();
     if threads == 0 || threads > 1024 || launch.grid.contains(&0) {
         return Err(SimError::Launch(format!("{}: bad launch {:?}", kernel.name, launch)));
@@ -204,60 +368,108 @@ pub fn launch(kernel: &Kernel, launch: Launch, kernarg: u64, mem: &mut Memory) -
     packet[40..48].copy_from_slice(&kernarg.to_le_bytes());
     let packet_addr = mem.alloc("dispatch_packet", packet);
 
+    let n = launch.grid[0] as u64 * launch.grid[1] as u64 * launch.grid[2] as u64;
+    if n > u32::MAX as u64 {
+        return Err(SimError::Launch(format!("{}: grid too large", kernel.name)));
+    }
+    let order = dispatch_order(&opts.order, n as u32).map_err(SimError::Launch)?;
+    let mut coherence = crate::vmem::Coherence::new(mem, n as u32);
     let mut stats = Stats::default();
-    for z in 0..launch.grid[2] {
-        for y in 0..launch.grid[1] {
-            for x in 0..launch.grid[0] {
-                let mut ctx = Ctx {
-                    k: kernel,
-                    mem,
-                    lds: vec![0; kernel.lds_bytes as usize],
-                    lds_meta: vec![LdsWord::default(); kernel.lds_bytes.div_ceil(4) as usize],
-                    epoch: 1,
-                    stats: Stats::default(),
-                    wg: [x, y, z],
-                    wave_id: 0,
-                };
-                run_workgroup(&mut ctx, launch, kernarg, packet_addr)?;
-                let s = ctx.stats;
-                stats.waves += s.waves;
-                stats.salu += s.salu;
-                stats.valu += s.valu;
-                stats.smem += s.smem;
-                stats.vmem_load += s.vmem_load;
-                stats.vmem_store += s.vmem_store;
-                stats.lds += s.lds;
-                stats.branch += s.branch;
-                stats.global_bytes_read += s.global_bytes_read;
-                stats.global_bytes_written += s.global_bytes_written;
-            }
+    for (pos, &linear) in order.iter().enumerate() {
+        let x = linear % launch.grid[0];
+        let y = (linear / launch.grid[0]) % launch.grid[1];
+        let z = linear / (launch.grid[0] * launch.grid[1]);
+        coherence.begin_workgroup(linear);
+        let mut ctx = Ctx {
+            k: kernel,
+            mem,
+            opts,
+            lds: vec![0; kernel.lds_bytes as usize],
+            lds_meta: vec![LdsWord::default(); kernel.lds_bytes.div_ceil(4) as usize],
+            lds_bytes: std::collections::HashMap::new(),
+            epoch: 1,
+            stats: Stats::default(),
+            wg: [x, y, z],
+            wg_linear: linear,
+            wave_id: 0,
+            coherence: &mut coherence,
+        };
+        if let Err(e) = run_workgroup(&mut ctx, launch, kernarg, packet_addr) {
+            return Err(annotate(e, &opts.order, pos, order.len()));
         }
+        stats.add(&ctx.stats);
     }
     Ok(stats)
+}
+
+/// Adds the dispatch order to an error, so a failure can be replayed.
+fn annotate(e: SimError, order: &Order, pos: usize, n: usize) -> SimError {
+    let how = match order {
+        Order::InOrder => return e,
+        Order::Seeded(seed) => format!("dispatch order seed {seed}"),
+        Order::Given(p) if p.len() <= 16 => format!("dispatch order {p:?}"),
+        Order::Given(_) => "a given dispatch order".into(),
+    };
+    let note = format!(" [{how}: workgroup {} of {n} to run]", pos + 1);
+    match e {
+        SimError::Hazard { kernel, workgroup, wave, offset, inst, what } => {
+            SimError::Hazard { kernel, workgroup, wave, offset, inst, what: format!("{what}{note}") }
+        }
+        SimError::Launch(s) => SimError::Launch(format!("{s}{note}")),
+        other => other,
+    }
+}
+
+/// The MODE register a wave starts with, from the descriptor's RSRC1.
+pub(crate) fn initial_mode(rsrc1: u32) -> u32 {
+    let round32 = (rsrc1 >> 12) & 3;
+    let round64 = (rsrc1 >> 14) & 3;
+    let den32 = (rsrc1 >> 16) & 3;
+    let den64 = (rsrc1 >> 18) & 3;
+    let dx10 = (rsrc1 >> 21) & 1;
+    let ieee = (rsrc1 >> 23) & 1;
+    round32 | round64 << 2 | den32 << 4 | den64 << 6 | dx10 << 8 | ieee << 9
 }
 
 fn run_workgroup(ctx: &mut Ctx, l: Launch, kernarg: u64, packet: u64) -> Result<(), SimError> {
     let k = ctx.k;
     let threads = (l.block[0] * l.block[1] * l.block[2]) as usize;
     let nwaves = threads.div_ceil(64);
+    if nwaves > 16 {
+        return Err(SimError::Launch(format!("{}: more than 16 waves per workgroup", k.name)));
+    }
+    let mode = initial_mode(k.rsrc1);
+    if mode & 0xf != 0 {
+        return Err(SimError::Launch(format!("{}: only round-to-nearest-even is simulated", k.name)));
+    }
+    let nv = k.arch_vgprs as usize;
     let mut waves = Vec::with_capacity(nwaves);
     for w in 0..nwaves {
         let mut wave = Wave {
+            id: w,
             s: [0; 128],
             scc: false,
-            v: vec![[0u32; 64]; k.arch_vgprs as usize],
+            v: vec![[0u32; 64]; nv],
             pc: 0,
             done: false,
             at_barrier: false,
+            mode,
             spend: vec![None; 128],
-            vpend: vec![None; k.arch_vgprs as usize],
+            vpend: vec![None; nv],
             npending: 0,
             issued: [0; 3],
             retired: [0; 3],
             lds_stores_unwaited: 0,
-            clock: 0,
-            sgpr_valu_write: [0; 128],
-            vgpr_valu_write: vec![(0, false); k.arch_vgprs as usize],
+            clock: 100,
+            sgpr_valu: [0; 128],
+            vgpr_valu: vec![0; nv],
+            vgpr_trans: vec![0; nv],
+            vgpr_partial: vec![0; nv],
+            wide_stores: Vec::new(),
+            setreg: [0; 64],
+            wbl2_pending: Vec::new(),
+            acquire_seq: 0,
+            clause: None,
         };
         // User SGPRs in the order the code-properties bits enable them (AMDGPUUsage).
         let mut sp = 0usize;
@@ -286,6 +498,9 @@ fn run_workgroup(ctx: &mut Ctx, l: Launch, kernarg: u64, packet: u64) -> Result<
         if user != sp {
             return Err(SimError::Launch(format!("{}: USER_SGPR_COUNT {user} but {sp} user SGPRs enabled", k.name)));
         }
+        if k.rsrc2 & 1 != 0 {
+            return Err(SimError::Launch(format!("{}: scratch (private segment) is not simulated", k.name)));
+        }
         for d in 0..3 {
             if k.rsrc2 & (1 << (7 + d)) != 0 {
                 wave.s[sp] = ctx.wg[d];
@@ -304,22 +519,23 @@ fn run_workgroup(ctx: &mut Ctx, l: Launch, kernarg: u64, packet: u64) -> Result<
                 let x = t as u32 % l.block[0];
                 let y = (t as u32 / l.block[0]) % l.block[1];
                 let z = t as u32 / (l.block[0] * l.block[1]);
-                wave.v[0][lane] = x | (y << 10) | (z << 20);
+                if let Some(v0) = wave.v.get_mut(0) {
+                    v0[lane] = x | (y << 10) | (z << 20);
+                }
             }
         }
-        wave.s[EXEC] = exec as u32;
-        wave.s[EXEC + 1] = (exec >> 32) as u32;
+        wave.set_exec(exec);
         waves.push(wave);
     }
     ctx.stats.waves += nwaves as u64;
     let mut budget: u64 = 2_000_000_000;
     loop {
         let mut progressed = false;
-        for (wi, wave) in waves.iter_mut().enumerate() {
+        for wave in waves.iter_mut() {
             if wave.done || wave.at_barrier {
                 continue;
             }
-            ctx.wave_id = wi;
+            ctx.wave_id = wave.id;
             run_wave(ctx, wave, &mut budget)?;
             progressed = true;
         }
@@ -337,11 +553,6 @@ fn run_workgroup(ctx: &mut Ctx, l: Launch, kernarg: u64, packet: u64) -> Result<
     }
 }
 
-#[inline]
-fn f(x: u32) -> f32 {
-    f32::from_bits(x)
-}
-
 fn run_wave(ctx: &mut Ctx, w: &mut Wave, budget: &mut u64) -> Result<(), SimError> {
     let k = ctx.k;
     loop {
@@ -356,13 +567,15 @@ fn run_wave(ctx: &mut Ctx, w: &mut Wave, budget: &mut u64) -> Result<(), SimErro
         let inst = *inst;
         w.pc += 1;
         if w.npending > 0 {
-            check_pending(ctx, w, &inst, &k.uses[w.pc - 1])?;
+            crate::hazard::check_pending(ctx, w, &inst, &k.uses[w.pc - 1])?;
         }
-        check_wait_states(ctx, w, &inst)?;
+        crate::hazard::check_wait_states(ctx, w, &inst)?;
+        crate::hazard::check_clause(ctx, w, &inst, &k.uses[w.pc - 1])?;
         w.clock += 1;
         if inst.op == Op::SNop {
             w.clock += (inst.imm as u64) & 0xf;
         }
+        let trace = trace_lane(k);
         match inst.enc {
             Enc::Sopp => {
                 if exec_sopp(ctx, w, &inst)? {
@@ -376,139 +589,52 @@ fn run_wave(ctx: &mut Ctx, w: &mut Wave, budget: &mut u64) -> Result<(), SimErro
             Enc::Smem => exec_smem(ctx, w, &inst)?,
             Enc::Vop1 | Enc::Vop2 | Enc::Vopc | Enc::Vop3 | Enc::Vop3p => {
                 ctx.stats.valu += 1;
-                exec_valu(ctx, w, &inst)?;
-                note_valu_writes(w, &inst);
+                crate::valu::exec_valu(ctx, w, &inst)?;
+                crate::hazard::note_valu_writes(w, &inst);
             }
-            Enc::Ds => exec_ds(ctx, w, &inst)?,
-            Enc::Global => exec_global(ctx, w, &inst)?,
-            // Cache write-back / invalidate: memory here is coherent, so these only order.
-            Enc::Mubuf => {}
+            Enc::Ds => crate::lds::exec_ds(ctx, w, &inst)?,
+            Enc::Global | Enc::Mubuf => crate::vmem::exec_vmem(ctx, w, &inst)?,
         }
-    }
-}
-
-fn is_trans(op: Op) -> bool {
-    matches!(op, Op::VExpF32 | Op::VLogF32 | Op::VRcpF32 | Op::VRsqF32 | Op::VSqrtF32)
-}
-
-/// The gfx94x (CDNA3) wait states software must insert (`s_nop`), from the ISA's table of
-/// manually inserted wait states (cross-checked against AMD's rocRoller scheduler rules):
-/// - a VALU write of an SGPR (incl. VCC) read by a VMEM instruction: 5;
-/// - v_readfirstlane / v_cmp / v_add_co (VALU SGPR writers) followed by a VALU reading that SGPR
-///   as an operand (a carry-in is exempt): 2;
-/// - a VALU write of a VGPR read by v_readfirstlane: 1;
-/// - a transcendental (v_exp/log/rcp/rsq/sqrt) result read by a non-transcendental VALU: 1.
-///
-/// Wait states are counted along the executed path (instructions issued in between, `s_nop N`
-/// counting N + 1), so branches are handled exactly.
-fn check_wait_states(ctx: &Ctx, w: &Wave, inst: &Inst) -> Result<(), SimError> {
-    let now = w.clock + 1;
-    let gap = |written: u64| if written == 0 { u64::MAX } else { now - written - 1 };
-    let sgprs_of = |code: u16, n: u16| (code..code + n).filter(|&c| c < 128);
-    let fail = |what: String| Err(ctx.err(inst, what));
-    match inst.enc {
-        Enc::Global => {
-            let saddr = inst.src[2];
-            if saddr != 0x7f {
-                for r in sgprs_of(saddr, 2) {
-                    let g = gap(w.sgpr_valu_write[r as usize]);
-                    if g < 5 {
-                        return fail(format!("VMEM reads s{r} {g} wait states after a VALU wrote it (gfx94x needs 5)"));
-                    }
-                }
-            }
-        }
-        Enc::Vop1 | Enc::Vop2 | Enc::Vopc | Enc::Vop3 | Enc::Vop3p => {
-            let nsrc = match inst.op {
-                Op::VFmaF32
-                | Op::VMadU32U24
-                | Op::VBfeU32
-                | Op::VMax3F32
-                | Op::VLshlAddU32
-                | Op::VAddLshlU32
-                | Op::VAdd3U32
-                | Op::VFmacF32
-                | Op::VCndmaskB32 => 3,
-                Op::VAddcCoU32 => 2, // src2 is a carry-in: exempt
-                Op::VMovB32
-                | Op::VReadfirstlaneB32
-                | Op::VCvtF32I32
-                | Op::VCvtF32U32
-                | Op::VCvtU32F32
-                | Op::VExpF32
-                | Op::VLogF32
-                | Op::VRcpF32
-                | Op::VRsqF32
-                | Op::VSqrtF32 => 1,
-                _ => 2,
-            };
-            for i in 0..nsrc {
-                let code = inst.src[i];
-                if code >= 256 {
-                    let (written, trans) = w.vgpr_valu_write.get(code as usize - 256).copied().unwrap_or((0, false));
-                    let g = gap(written);
-                    if inst.op == Op::VReadfirstlaneB32 && g < 1 {
-                        return fail(format!(
-                            "v_readfirstlane reads v{} right after a VALU wrote it (gfx94x needs 1)",
-                            code - 256
-                        ));
-                    }
-                    if trans && !is_trans(inst.op) && g < 1 {
-                        return fail(format!(
-                            "reads v{} right after a transcendental wrote it (gfx94x needs 1 wait state)",
-                            code - 256
-                        ));
-                    }
+        if let Some(lane) = trace {
+            if ctx.wg_linear == 0 && w.id == lane / 64 {
+                let l = lane % 64;
+                let d = inst.dst as usize;
+                let val = if d >= 256 && d - 256 < w.v.len() {
+                    format!("v{}[{l}] = 0x{:08x}", d - 256, w.v[d - 256][l])
+                } else if d < 128 {
+                    format!("s{d} = 0x{:08x}", w.s[d])
                 } else {
-                    let n = if i == 2 && inst.op == Op::VCndmaskB32 { 2 } else { 1 };
-                    for r in sgprs_of(code, n) {
-                        let g = gap(w.sgpr_valu_write[r as usize]);
-                        if g < 2 {
-                            return fail(format!("reads s{r} {g} wait states after a VALU wrote it (gfx94x needs 2)"));
-                        }
-                    }
-                }
-            }
-        }
-        _ => {}
-    }
-    Ok(())
-}
-
-/// Records what a VALU instruction wrote, for [`check_wait_states`].
-fn note_valu_writes(w: &mut Wave, inst: &Inst) {
-    let now = w.clock; // already advanced past this instruction
-    let sgpr = |code: u16, n: u16, w: &mut Wave| {
-        for r in code..(code + n).min(128) {
-            w.sgpr_valu_write[r as usize] = now;
-        }
-    };
-    match inst.op {
-        Op::VReadfirstlaneB32 => sgpr(inst.dst, 1, w),
-        _ if inst.enc == Enc::Vopc => sgpr(inst.sdst, 2, w),
-        _ => {
-            if matches!(inst.op, Op::VAddCoU32 | Op::VAddcCoU32) {
-                sgpr(inst.sdst, 2, w);
-            }
-            if inst.dst >= 256 {
-                let n = if inst.op == Op::VLshlrevB64 { 2 } else { 1 };
-                for v in inst.dst - 256..inst.dst - 256 + n {
-                    if let Some(slot) = w.vgpr_valu_write.get_mut(v as usize) {
-                        *slot = (now, is_trans(inst.op));
-                    }
-                }
+                    String::new()
+                };
+                eprintln!("{:>5x}: {:<60} {val}", inst.offset, crate::decode::disassemble(&inst));
             }
         }
     }
 }
 
-/// Registers an instruction reads and writes (as (is_vgpr, first, count)), for the hazard and
-/// register-limit checks.
+/// `GCN_SIM_TRACE=<kernel>:<work-item>`: prints every instruction workgroup 0 executes for that
+/// kernel, with the work-item's destination value (a debugging aid).
+fn trace_lane(k: &Kernel) -> Option<usize> {
+    static TRACE: std::sync::OnceLock<Option<(String, usize)>> = std::sync::OnceLock::new();
+    let t = TRACE.get_or_init(|| {
+        let v = std::env::var("GCN_SIM_TRACE").ok()?;
+        let (name, lane) = v.split_once(':')?;
+        Some((name.to_string(), lane.parse().ok()?))
+    });
+    t.as_ref().filter(|(n, _)| *n == k.name).map(|(_, l)| *l)
+}
+
+/// Registers one instruction reads and writes: (is_vgpr, first register, count).
+pub type RegUse = (Vec<(bool, u16, u16)>, Vec<(bool, u16, u16)>);
+
+/// Registers an instruction reads and writes, for the hazard and register-limit checks.
 pub(crate) fn operands(inst: &Inst) -> RegUse {
     let mut rd = Vec::with_capacity(4);
     let mut wr = Vec::with_capacity(2);
     let reg = |code: u16, n: u16| -> Option<(bool, u16, u16)> {
-        if code >= 256 {
+        if n == 0 {
+            None
+        } else if code >= 256 {
             Some((true, code - 256, n))
         } else if code <= 101 || code == VCC as u16 || code == M0 as u16 || code == EXEC as u16 {
             Some((false, code, n))
@@ -516,92 +642,66 @@ pub(crate) fn operands(inst: &Inst) -> RegUse {
             None
         }
     };
-    use Op::*;
-    let wide_s = |op: Op| {
-        matches!(op, SMovB64 | SAndB64 | SOrB64 | SXorB64 | SAndn2B64 | SCselectB64 | SAndSaveexecB64 | SBcnt1I32B64)
-    };
+    let s = inst.sig();
     match inst.enc {
-        Enc::Sop1 | Enc::Sop2 | Enc::Sopc => {
-            let n = if wide_s(inst.op) || matches!(inst.op, SLshlB64 | SLshrB64) { 2 } else { 1 };
-            rd.extend(reg(inst.src[0], n));
-            if inst.enc != Enc::Sop1 {
-                let n1 = if matches!(inst.op, SLshlB64 | SLshrB64) { 1 } else { n };
-                rd.extend(reg(inst.src[1], n1));
+        Enc::Sop1 | Enc::Sop2 | Enc::Sopc | Enc::Sopk => {
+            for i in 0..s.nsrc {
+                if s.src[i] != Ty::K {
+                    rd.extend(reg(inst.src[i], s.src[i].regs()));
+                }
             }
-            if inst.enc != Enc::Sopc {
-                let nd = if inst.op == SBcnt1I32B64 { 1 } else { n };
-                wr.extend(reg(inst.dst, nd));
+            if inst.enc == Enc::Sopk && matches!(inst.op, Op::SSetregB32) {
+                rd.extend(reg(inst.dst, 1));
             }
-            if inst.op == SAndSaveexecB64 {
+            if s.dst != Ty::N {
+                wr.extend(reg(inst.dst, s.dst.regs()));
+            }
+            if s.has(flag::EXEC) {
                 rd.push((false, EXEC as u16, 2));
                 wr.push((false, EXEC as u16, 2));
             }
-        }
-        Enc::Sopk => {
-            if inst.op != SMovkI32 {
-                rd.extend(reg(inst.dst, 1));
-            }
-            wr.extend(reg(inst.dst, 1));
         }
         Enc::Sopp => {}
         Enc::Smem => {
             rd.extend(reg(inst.src[0], 2));
             if inst.soffset_reg {
-                rd.extend(reg(inst.imm as u16, 1));
+                rd.extend(reg(inst.soffset, 1));
             }
-            let n = match inst.op {
-                SLoadDword => 1,
-                SLoadDwordx2 => 2,
-                SLoadDwordx4 => 4,
-                SLoadDwordx8 => 8,
-                _ => 16,
-            };
-            wr.extend(reg(inst.dst, n));
+            wr.extend(reg(inst.dst, s.dst.regs()));
         }
         Enc::Vop1 | Enc::Vop2 | Enc::Vopc | Enc::Vop3 | Enc::Vop3p => {
-            let nsrc = match inst.op {
-                VMovB32 | VReadfirstlaneB32 | VCvtF32I32 | VCvtF32U32 | VCvtU32F32 | VExpF32 | VLogF32 | VRcpF32
-                | VRsqF32 | VSqrtF32 => 1,
-                VFmaF32 | VMadU32U24 | VBfeU32 | VMax3F32 | VLshlAddU32 | VAddLshlU32 | VAdd3U32 | VFmacF32 => 3,
-                VAddcCoU32 | VCndmaskB32 => 3,
-                _ => 2,
-            };
-            for i in 0..nsrc {
-                let wide =
-                    (i == 2 && matches!(inst.op, VAddcCoU32 | VCndmaskB32)) || (i == 1 && inst.op == VLshlrevB64);
-                let n = if wide { 2 } else { 1 };
-                rd.extend(reg(inst.src[i], n));
+            for i in 0..s.nsrc {
+                rd.extend(reg(inst.src[i], s.src[i].regs()));
+            }
+            if s.has(flag::VCCIN) {
+                rd.push((false, VCC as u16, 2));
             }
             if inst.enc == Enc::Vopc {
                 wr.extend(reg(inst.sdst, 2));
-                if matches!(inst.op, VCmpxLtU32 | VCmpxGtU32) {
+                if s.has(flag::CMPX) {
                     wr.push((false, EXEC as u16, 2));
                 }
             } else {
-                wr.extend(reg(inst.dst, if inst.op == VLshlrevB64 { 2 } else { 1 }));
-                if matches!(inst.op, VAddCoU32 | VAddcCoU32) {
+                wr.extend(reg(inst.dst, s.dst.regs()));
+                if s.has(flag::CO) {
                     wr.extend(reg(inst.sdst, 2));
                 }
+                if s.has(flag::WL) || matches!(inst.ext, crate::decode::Ext::Sdwa(_)) {
+                    rd.extend(reg(inst.dst, s.dst.regs()));
+                }
             }
-            if inst.op != VReadfirstlaneB32 {
-                rd.push((false, EXEC as u16, 2));
-            }
+            rd.push((false, EXEC as u16, 2));
         }
         Enc::Ds => {
             let (addr, d0, d1, dst) = (inst.src[0], inst.src[1], inst.src[2], inst.dst);
-            rd.extend(reg(addr, 1));
-            match inst.op {
-                DsWriteB32 | DsAddU32 => rd.extend(reg(d0, 1)),
-                DsWriteB64 => rd.extend(reg(d0, 2)),
-                DsWriteB128 => rd.extend(reg(d0, 4)),
-                DsWrite2B32 => {
-                    rd.extend(reg(d0, 1));
-                    rd.extend(reg(d1, 1));
-                }
-                DsReadB32 => wr.extend(reg(dst, 1)),
-                DsReadB64 | DsRead2B32 => wr.extend(reg(dst, 2)),
-                DsReadB128 => wr.extend(reg(dst, 4)),
-                _ => {}
+            if s.addr {
+                rd.extend(reg(addr, 1));
+            }
+            rd.extend(reg(d0, s.data as u16));
+            rd.extend(reg(d1, s.data1 as u16));
+            wr.extend(reg(dst, s.ret as u16));
+            if crate::lds::is_d16(inst.op) && s.ret > 0 {
+                rd.extend(reg(dst, 1));
             }
             rd.push((false, EXEC as u16, 2));
         }
@@ -611,24 +711,32 @@ pub(crate) fn operands(inst: &Inst) -> RegUse {
             if saddr != 0x7f {
                 rd.extend(reg(saddr, 2));
             }
-            let n = match inst.op {
-                GLoadDwordx2 | GStoreDwordx2 => 2,
-                GLoadDwordx4 | GStoreDwordx4 => 4,
-                _ => 1,
-            };
-            match inst.op {
-                GStoreShort | GStoreDword | GStoreDwordx2 | GStoreDwordx4 => rd.extend(reg(inst.src[1], n)),
-                GAtomicAdd => {
-                    rd.extend(reg(inst.src[1], 1));
-                    if inst.glc {
-                        wr.extend(reg(inst.dst, 1));
-                    }
+            rd.extend(reg(inst.src[1], s.data as u16));
+            if s.ret > 0 && (!s.has(flag::ATOMIC) || inst.glc) {
+                wr.extend(reg(inst.dst, s.ret as u16));
+                if crate::vmem::is_d16(inst.op) {
+                    rd.extend(reg(inst.dst, 1));
                 }
-                _ => wr.extend(reg(inst.dst, n)),
             }
             rd.push((false, EXEC as u16, 2));
         }
-        Enc::Mubuf => {}
+        Enc::Mubuf => {
+            if s.ret > 0 || s.data > 0 {
+                let nv = match (inst.idxen, inst.offen) {
+                    (true, true) => 2,
+                    (false, false) => 0,
+                    _ => 1,
+                };
+                rd.extend(reg(inst.src[0], nv));
+                rd.extend(reg(inst.src[2], 4));
+                rd.extend(reg(inst.soffset, 1));
+                rd.extend(reg(inst.src[1], s.data as u16));
+                if s.ret > 0 && (!s.has(flag::ATOMIC) || inst.glc) {
+                    wr.extend(reg(inst.src[1], s.ret as u16));
+                }
+                rd.push((false, EXEC as u16, 2));
+            }
+        }
     }
     (rd, wr)
 }
@@ -666,54 +774,6 @@ pub(crate) fn check_limits(k: &Kernel) -> Result<(), SimError> {
     Ok(())
 }
 
-/// Registers one instruction reads and writes: (is_vgpr, first register, count).
-pub type RegUse = (Vec<(bool, u16, u16)>, Vec<(bool, u16, u16)>);
-
-fn check_pending(ctx: &Ctx, w: &mut Wave, inst: &Inst, uses: &RegUse) -> Result<(), SimError> {
-    let (rd, wr) = uses;
-    for (kind, list) in [("read", &rd), ("overwritten", &wr)] {
-        for &(is_v, first, n) in list.iter() {
-            for r in first..first + n {
-                let slot = if is_v { w.vpend.get(r as usize).copied().flatten() } else { w.spend[r as usize] };
-                if let Some(p) = slot {
-                    let c = cidx(p.counter);
-                    let covered = p.seq <= w.retired[c];
-                    if covered {
-                        if is_v {
-                            w.vpend[r as usize] = None;
-                        } else {
-                            w.spend[r as usize] = None;
-                        }
-                        w.npending -= 1;
-                    } else {
-                        return Err(ctx.err(
-                            inst,
-                            format!(
-                                "{}{r} {kind} before the s_waitcnt covering the {:?} load at +0x{:x} that writes it",
-                                if is_v { "v" } else { "s" },
-                                p.counter,
-                                p.offset
-                            ),
-                        ));
-                    }
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-fn mark_pending(w: &mut Wave, is_v: bool, first: usize, n: usize, counter: Counter, offset: u32) {
-    let seq = w.issued[cidx(counter)];
-    for r in first..first + n {
-        let slot = if is_v { &mut w.vpend[r] } else { &mut w.spend[r] };
-        if slot.is_none() {
-            w.npending += 1;
-        }
-        *slot = Some(Pending { counter, seq, offset });
-    }
-}
-
 fn exec_sopp(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<bool, SimError> {
     let target = |inst: &Inst| -> Result<usize, SimError> {
         let byte = inst.offset as i64 + 4 + inst.imm as i64 * 4;
@@ -725,8 +785,8 @@ fn exec_sopp(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<bool, SimError>
             .map(|i| i as usize)
             .ok_or_else(|| ctx.err(inst, format!("branch to +0x{byte:x}, which is not an instruction")))
     };
-    let exec = w.s[EXEC] as u64 | (w.s[EXEC + 1] as u64) << 32;
-    let vcc = w.s[VCC] as u64 | (w.s[VCC + 1] as u64) << 32;
+    let exec = w.exec();
+    let vcc = w.vcc();
     let take = match inst.op {
         Op::SEndpgm => {
             ctx.stats.branch += 1;
@@ -746,14 +806,7 @@ fn exec_sopp(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<bool, SimError>
             return Ok(true);
         }
         Op::SWaitcnt => {
-            let imm = inst.imm as u32 & 0xffff;
-            let vm = (imm & 0xf) | ((imm >> 14) & 3) << 4;
-            let lgkm = (imm >> 8) & 0xf;
-            w.retired[0] = w.retired[0].max(w.issued[0].saturating_sub(vm as u64));
-            w.retired[1] = w.retired[1].max(w.issued[1].saturating_sub(lgkm as u64));
-            if lgkm == 0 {
-                w.retired[2] = w.issued[2];
-            }
+            crate::hazard::waitcnt(ctx, w, inst);
             return Ok(false);
         }
         Op::SNop | Op::SSleep | Op::SSetprio => return Ok(false),
@@ -774,176 +827,395 @@ fn exec_sopp(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<bool, SimError>
 }
 
 fn sread(w: &Wave, inst: &Inst, code: u16) -> u32 {
-    match code {
-        0..=127 => w.s[code as usize],
-        128 => 0,
-        129..=192 => (code - 128) as u32,
-        193..=208 => (-((code - 192) as i32)) as u32,
-        240 => 0.5f32.to_bits(),
-        241 => (-0.5f32).to_bits(),
-        242 => 1.0f32.to_bits(),
-        243 => (-1.0f32).to_bits(),
-        244 => 2.0f32.to_bits(),
-        245 => (-2.0f32).to_bits(),
-        246 => 4.0f32.to_bits(),
-        247 => (-4.0f32).to_bits(),
-        248 => 0x3e22_f983, // 1/(2*pi)
-        251 => (w.s[VCC] | w.s[VCC + 1] == 0) as u32,
-        252 => (w.s[EXEC] | w.s[EXEC + 1] == 0) as u32,
-        253 => w.scc as u32,
-        255 => inst.literal,
-        _ => 0,
-    }
+    crate::valu::scalar32(w, inst, code)
 }
 
 fn sread64(w: &Wave, inst: &Inst, code: u16) -> u64 {
-    if code <= 127 {
-        w.s[code as usize] as u64 | (w.s[code as usize + 1] as u64) << 32
-    } else {
-        // Inline constants sign-extend to 64 bits; a literal zero-extends.
-        let v = sread(w, inst, code);
-        if (193..=208).contains(&code) {
-            v as i32 as i64 as u64
-        } else {
-            v as u64
-        }
-    }
-}
-
-fn swrite(ctx: &Ctx, w: &mut Wave, inst: &Inst, code: u16, v: u32) -> Result<(), SimError> {
-    if code > 127 || (102..=105).contains(&code) || (108..=123).contains(&code) {
-        return Err(ctx.err(inst, format!("write to unsupported scalar destination {code}")));
-    }
-    w.s[code as usize] = v;
-    Ok(())
-}
-
-fn swrite64(ctx: &Ctx, w: &mut Wave, inst: &Inst, code: u16, v: u64) -> Result<(), SimError> {
-    swrite(ctx, w, inst, code, v as u32)?;
-    swrite(ctx, w, inst, code + 1, (v >> 32) as u32)
+    crate::valu::scalar64(w, inst, code, Ty::S2)
 }
 
 fn exec_salu(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), SimError> {
     use Op::*;
+    let s = inst.sig();
+    let wide = s.src[0].regs() == 2 && s.src[0] != Ty::K;
     let a = sread(w, inst, inst.src[0]);
     let b = sread(w, inst, inst.src[1]);
+    let (a64, b64) = (
+        if wide { sread64(w, inst, inst.src[0]) } else { a as u64 },
+        if s.src[1].regs() == 2 { sread64(w, inst, inst.src[1]) } else { b as u64 },
+    );
     let d = inst.dst;
-    match inst.op {
+    let k = inst.imm;
+    let kv = (k as u16) as u32;
+    let dval = w.s[(d as usize).min(127)];
+    let mut scc = w.scc;
+    // Result: 32 or 64 bits to dst (None: no register write).
+    let r: Option<u64> = match inst.op {
         SAddU32 => {
             let (r, c) = a.overflowing_add(b);
-            w.scc = c;
-            swrite(ctx, w, inst, d, r)?;
-        }
-        SAddcU32 => {
-            let r = a as u64 + b as u64 + w.scc as u64;
-            w.scc = r >> 32 != 0;
-            swrite(ctx, w, inst, d, r as u32)?;
+            scc = c;
+            Some(r as u64)
         }
         SSubU32 => {
-            w.scc = b > a;
-            swrite(ctx, w, inst, d, a.wrapping_sub(b))?;
+            scc = b > a;
+            Some(a.wrapping_sub(b) as u64)
         }
         SAddI32 => {
             let (r, o) = (a as i32).overflowing_add(b as i32);
-            w.scc = o;
-            swrite(ctx, w, inst, d, r as u32)?;
+            scc = o;
+            Some(r as u32 as u64)
         }
         SSubI32 => {
             let (r, o) = (a as i32).overflowing_sub(b as i32);
-            w.scc = o;
-            swrite(ctx, w, inst, d, r as u32)?;
+            scc = o;
+            Some(r as u32 as u64)
+        }
+        SAddcU32 => {
+            let r = a as u64 + b as u64 + w.scc as u64;
+            scc = r >> 32 != 0;
+            Some(r & 0xffff_ffff)
+        }
+        SSubbU32 => {
+            let r = a as i64 - b as i64 - w.scc as i64;
+            scc = r < 0;
+            Some(r as u32 as u64)
+        }
+        SMinI32 => {
+            scc = (a as i32) < (b as i32);
+            Some((a as i32).min(b as i32) as u32 as u64)
         }
         SMinU32 => {
-            w.scc = a < b;
-            swrite(ctx, w, inst, d, a.min(b))?;
+            scc = a < b;
+            Some(a.min(b) as u64)
+        }
+        SMaxI32 => {
+            scc = (a as i32) > (b as i32);
+            Some((a as i32).max(b as i32) as u32 as u64)
         }
         SMaxU32 => {
-            w.scc = a > b;
-            swrite(ctx, w, inst, d, a.max(b))?;
+            scc = a > b;
+            Some(a.max(b) as u64)
         }
-        SCselectB32 => swrite(ctx, w, inst, d, if w.scc { a } else { b })?,
-        SCselectB64 => {
-            let (a, b) = (sread64(w, inst, inst.src[0]), sread64(w, inst, inst.src[1]));
-            swrite64(ctx, w, inst, d, if w.scc { a } else { b })?;
-        }
-        SAndB32 | SOrB32 | SLshlB32 | SLshrB32 | SBfeU32 => {
+        SCselectB32 => Some(if w.scc { a } else { b } as u64),
+        SCselectB64 => Some(if w.scc { a64 } else { b64 }),
+        SAndB32 | SOrB32 | SXorB32 | SAndn2B32 | SOrn2B32 | SNandB32 | SNorB32 | SXnorB32 | SAndB64 | SOrB64
+        | SXorB64 | SAndn2B64 | SOrn2B64 | SNandB64 | SNorB64 | SXnorB64 => {
             let r = match inst.op {
-                SAndB32 => a & b,
-                SOrB32 => a | b,
-                SLshlB32 => a << (b & 31),
-                SLshrB32 => a >> (b & 31),
-                _ => {
-                    let (off, width) = (b & 31, (b >> 16) & 0x7f);
-                    if width == 0 {
-                        0
-                    } else if width >= 32 {
-                        a >> off
-                    } else {
-                        (a >> off) & ((1u32 << width) - 1)
-                    }
+                SAndB32 | SAndB64 => a64 & b64,
+                SOrB32 | SOrB64 => a64 | b64,
+                SXorB32 | SXorB64 => a64 ^ b64,
+                SAndn2B32 | SAndn2B64 => a64 & !b64,
+                SOrn2B32 | SOrn2B64 => a64 | !b64,
+                SNandB32 | SNandB64 => !(a64 & b64),
+                SNorB32 | SNorB64 => !(a64 | b64),
+                _ => !(a64 ^ b64),
+            };
+            let r = if wide { r } else { r & 0xffff_ffff };
+            scc = r != 0;
+            Some(r)
+        }
+        SLshlB32 => {
+            let r = a << (b & 31);
+            scc = r != 0;
+            Some(r as u64)
+        }
+        SLshrB32 => {
+            let r = a >> (b & 31);
+            scc = r != 0;
+            Some(r as u64)
+        }
+        SAshrI32 => {
+            let r = ((a as i32) >> (b & 31)) as u32;
+            scc = r != 0;
+            Some(r as u64)
+        }
+        SLshlB64 => {
+            let r = a64 << (b & 63);
+            scc = r != 0;
+            Some(r)
+        }
+        SLshrB64 => {
+            let r = a64 >> (b & 63);
+            scc = r != 0;
+            Some(r)
+        }
+        SAshrI64 => {
+            let r = ((a64 as i64) >> (b & 63)) as u64;
+            scc = r != 0;
+            Some(r)
+        }
+        SBfmB32 => Some(((((1u64 << (a & 31)) - 1) as u32) << (b & 31)) as u64),
+        SBfmB64 => Some((((1u128 << (a & 63)) - 1) as u64).wrapping_shl(b & 63)),
+        SMulI32 => Some((a as i32).wrapping_mul(b as i32) as u32 as u64),
+        SMulHiU32 => Some((a as u64 * b as u64) >> 32),
+        SMulHiI32 => Some((((a as i32 as i64) * (b as i32 as i64)) >> 32) as u32 as u64),
+        SBfeU32 | SBfeI32 => {
+            let (off, width) = (b & 31, (b >> 16) & 0x7f);
+            let r = if width == 0 {
+                0
+            } else if inst.op == SBfeU32 {
+                if width >= 32 {
+                    a >> off
+                } else {
+                    (a >> off) & ((1u32 << width) - 1)
                 }
+            } else {
+                let w2 = width.min(32 - off);
+                (((a >> off) << (32 - w2)) as i32 >> (32 - w2)) as u32
             };
-            w.scc = r != 0;
-            swrite(ctx, w, inst, d, r)?;
+            scc = r != 0;
+            Some(r as u64)
         }
-        SAndB64 | SOrB64 | SXorB64 | SAndn2B64 => {
-            let (a, b) = (sread64(w, inst, inst.src[0]), sread64(w, inst, inst.src[1]));
-            let r = match inst.op {
-                SAndB64 => a & b,
-                SOrB64 => a | b,
-                SXorB64 => a ^ b,
-                _ => a & !b,
+        SBfeU64 | SBfeI64 => {
+            let (off, width) = (b & 63, (b >> 16) & 0x7f);
+            let r = if width == 0 {
+                0
+            } else if inst.op == SBfeU64 {
+                if width >= 64 {
+                    a64 >> off
+                } else {
+                    (a64 >> off) & ((1u64 << width) - 1)
+                }
+            } else {
+                let w2 = width.min(64 - off);
+                (((a64 >> off) << (64 - w2)) as i64 >> (64 - w2)) as u64
             };
-            w.scc = r != 0;
-            swrite64(ctx, w, inst, d, r)?;
+            scc = r != 0;
+            Some(r)
         }
-        SLshlB64 | SLshrB64 => {
-            let a = sread64(w, inst, inst.src[0]);
-            let r = if inst.op == SLshlB64 { a << (b & 63) } else { a >> (b & 63) };
-            w.scc = r != 0;
-            swrite64(ctx, w, inst, d, r)?;
+        SAbsdiffI32 => {
+            let r = (a as i32 as i64 - b as i32 as i64).unsigned_abs() as u32;
+            scc = r != 0;
+            Some(r as u64)
         }
-        SMulI32 => swrite(ctx, w, inst, d, (a as i32).wrapping_mul(b as i32) as u32)?,
-        SMulHiU32 => swrite(ctx, w, inst, d, ((a as u64 * b as u64) >> 32) as u32)?,
-        SMovkI32 => swrite(ctx, w, inst, d, inst.imm as u32)?,
+        SLshl1AddU32 | SLshl2AddU32 | SLshl3AddU32 | SLshl4AddU32 => {
+            let sh = match inst.op {
+                SLshl1AddU32 => 1,
+                SLshl2AddU32 => 2,
+                SLshl3AddU32 => 3,
+                _ => 4,
+            };
+            let r = ((a as u64) << sh) + b as u64;
+            scc = r >> 32 != 0;
+            Some(r & 0xffff_ffff)
+        }
+        SPackLlB32B16 => Some(((a & 0xffff) | (b << 16)) as u64),
+        SPackLhB32B16 => Some(((a & 0xffff) | (b & 0xffff_0000)) as u64),
+        SPackHhB32B16 => Some(((a >> 16) | (b & 0xffff_0000)) as u64),
+        SMovkI32 => Some(k as u32 as u64),
+        SCmovkI32 => {
+            if w.scc {
+                Some(k as u32 as u64)
+            } else {
+                None
+            }
+        }
+        SCmpkEqI32 | SCmpkLgI32 | SCmpkGtI32 | SCmpkGeI32 | SCmpkLtI32 | SCmpkLeI32 => {
+            let (x, y) = (dval as i32, k);
+            scc = match inst.op {
+                SCmpkEqI32 => x == y,
+                SCmpkLgI32 => x != y,
+                SCmpkGtI32 => x > y,
+                SCmpkGeI32 => x >= y,
+                SCmpkLtI32 => x < y,
+                _ => x <= y,
+            };
+            None
+        }
+        SCmpkEqU32 | SCmpkLgU32 | SCmpkGtU32 | SCmpkGeU32 | SCmpkLtU32 | SCmpkLeU32 => {
+            let (x, y) = (dval, kv);
+            scc = match inst.op {
+                SCmpkEqU32 => x == y,
+                SCmpkLgU32 => x != y,
+                SCmpkGtU32 => x > y,
+                SCmpkGeU32 => x >= y,
+                SCmpkLtU32 => x < y,
+                _ => x <= y,
+            };
+            None
+        }
         SAddkI32 => {
-            let (r, o) = (w.s[d as usize] as i32).overflowing_add(inst.imm);
-            w.scc = o;
-            swrite(ctx, w, inst, d, r as u32)?;
+            let (r, o) = (dval as i32).overflowing_add(k);
+            scc = o;
+            Some(r as u32 as u64)
         }
-        SMulkI32 => swrite(ctx, w, inst, d, (w.s[d as usize] as i32).wrapping_mul(inst.imm) as u32)?,
-        SMovB32 => swrite(ctx, w, inst, d, a)?,
-        SMovB64 => {
-            let v = sread64(w, inst, inst.src[0]);
-            swrite64(ctx, w, inst, d, v)?;
+        SMulkI32 => Some((dval as i32).wrapping_mul(k) as u32 as u64),
+        SGetregB32 | SSetregB32 | SSetregImm32B32 => {
+            let (id, off, size) = ((kv & 0x3f) as usize, (kv >> 6) & 0x1f, ((kv >> 11) & 0x1f) + 1);
+            if id != 1 {
+                return Err(ctx.err(inst, format!("hardware register {id} is not simulated (only MODE)")));
+            }
+            let mask = (((1u64 << size) - 1) << off) as u32;
+            if inst.op == SGetregB32 {
+                Some(((w.mode & mask) >> off) as u64)
+            } else {
+                let v = if inst.op == SSetregB32 { dval } else { inst.literal };
+                w.mode = (w.mode & !mask) | ((v << off) & mask);
+                w.setreg[id] = w.clock;
+                if w.mode & 0xf != 0 {
+                    return Err(ctx.err(inst, "only round-to-nearest-even is simulated"));
+                }
+                None
+            }
         }
+        SMovB32 => Some(a as u64),
+        SMovB64 => Some(a64),
+        SCmovB32 => w.scc.then_some(a as u64),
+        SCmovB64 => w.scc.then_some(a64),
         SNotB32 => {
-            w.scc = !a != 0;
-            swrite(ctx, w, inst, d, !a)?;
+            scc = !a != 0;
+            Some(!a as u64)
         }
-        SBcnt1I32B64 => {
-            let r = sread64(w, inst, inst.src[0]).count_ones();
-            w.scc = r != 0;
-            swrite(ctx, w, inst, d, r)?;
+        SNotB64 => {
+            scc = !a64 != 0;
+            Some(!a64)
         }
-        SFf1I32B32 => swrite(ctx, w, inst, d, if a == 0 { u32::MAX } else { a.trailing_zeros() })?,
-        SAndSaveexecB64 => {
-            let exec = w.s[EXEC] as u64 | (w.s[EXEC + 1] as u64) << 32;
-            let s = sread64(w, inst, inst.src[0]);
-            swrite64(ctx, w, inst, d, exec)?;
-            let r = s & exec;
-            w.s[EXEC] = r as u32;
-            w.s[EXEC + 1] = (r >> 32) as u32;
-            w.scc = r != 0;
+        SBrevB32 => Some(a.reverse_bits() as u64),
+        SBrevB64 => Some(a64.reverse_bits()),
+        SBcnt0I32B32 | SBcnt1I32B32 | SBcnt0I32B64 | SBcnt1I32B64 => {
+            let r = match inst.op {
+                SBcnt0I32B32 => a.count_zeros(),
+                SBcnt1I32B32 => a.count_ones(),
+                SBcnt0I32B64 => a64.count_zeros(),
+                _ => a64.count_ones(),
+            };
+            scc = r != 0;
+            Some(r as u64)
         }
-        SCmpEqU32 => w.scc = a == b,
-        SCmpLgU32 => w.scc = a != b,
-        SCmpGtU32 => w.scc = a > b,
-        SCmpGeU32 => w.scc = a >= b,
-        SCmpLtU32 => w.scc = a < b,
-        SCmpLeU32 => w.scc = a <= b,
-        SCmpLtI32 => w.scc = (a as i32) < (b as i32),
+        SFf0I32B32 => Some(if a == u32::MAX { u32::MAX } else { (!a).trailing_zeros() } as u64),
+        SFf1I32B32 => Some(if a == 0 { u32::MAX } else { a.trailing_zeros() } as u64),
+        SFf0I32B64 => Some(if a64 == u64::MAX { u32::MAX } else { (!a64).trailing_zeros() } as u64),
+        SFf1I32B64 => Some(if a64 == 0 { u32::MAX } else { a64.trailing_zeros() } as u64),
+        SFlbitI32B32 => Some(if a == 0 { u32::MAX } else { a.leading_zeros() } as u64),
+        SFlbitI32B64 => Some(if a64 == 0 { u32::MAX } else { a64.leading_zeros() } as u64),
+        SFlbitI32 => {
+            let x = a as i32;
+            Some(if x == 0 || x == -1 {
+                u32::MAX
+            } else if x < 0 {
+                (!a).leading_zeros()
+            } else {
+                a.leading_zeros()
+            } as u64)
+        }
+        SFlbitI32I64 => {
+            let x = a64 as i64;
+            Some(if x == 0 || x == -1 {
+                u32::MAX
+            } else if x < 0 {
+                (!a64).leading_zeros()
+            } else {
+                a64.leading_zeros()
+            } as u64)
+        }
+        SSextI32I8 => Some(a as i8 as i32 as u32 as u64),
+        SSextI32I16 => Some(a as i16 as i32 as u32 as u64),
+        SBitset0B32 => Some((dval & !(1u32 << (a & 31))) as u64),
+        SBitset1B32 => Some((dval | (1u32 << (a & 31))) as u64),
+        SAbsI32 => {
+            let r = (a as i32).unsigned_abs();
+            scc = r != 0;
+            Some(r as u64)
+        }
+        SAndSaveexecB64 | SOrSaveexecB64 | SXorSaveexecB64 | SAndn2SaveexecB64 | SOrn2SaveexecB64
+        | SNandSaveexecB64 | SNorSaveexecB64 | SXnorSaveexecB64 | SAndn1SaveexecB64 | SOrn1SaveexecB64
+        | SAndn1WrexecB64 | SAndn2WrexecB64 => {
+            let exec = w.exec();
+            let r = match inst.op {
+                SAndSaveexecB64 => a64 & exec,
+                SOrSaveexecB64 => a64 | exec,
+                SXorSaveexecB64 => a64 ^ exec,
+                SAndn2SaveexecB64 => a64 & !exec,
+                SOrn2SaveexecB64 => a64 | !exec,
+                SNandSaveexecB64 => !(a64 & exec),
+                SNorSaveexecB64 => !(a64 | exec),
+                SXnorSaveexecB64 => !(a64 ^ exec),
+                SAndn1SaveexecB64 => !a64 & exec,
+                SOrn1SaveexecB64 => !a64 | exec,
+                SAndn1WrexecB64 => !a64 & exec,
+                _ => a64 & !exec,
+            };
+            scc = r != 0;
+            w.set_exec(r);
+            if matches!(inst.op, SAndn1WrexecB64 | SAndn2WrexecB64) {
+                Some(r)
+            } else {
+                Some(exec)
+            }
+        }
+        SCmpEqI32 | SCmpEqU32 => {
+            scc = a == b;
+            None
+        }
+        SCmpLgI32 | SCmpLgU32 => {
+            scc = a != b;
+            None
+        }
+        SCmpGtI32 => {
+            scc = (a as i32) > (b as i32);
+            None
+        }
+        SCmpGeI32 => {
+            scc = (a as i32) >= (b as i32);
+            None
+        }
+        SCmpLtI32 => {
+            scc = (a as i32) < (b as i32);
+            None
+        }
+        SCmpLeI32 => {
+            scc = (a as i32) <= (b as i32);
+            None
+        }
+        SCmpGtU32 => {
+            scc = a > b;
+            None
+        }
+        SCmpGeU32 => {
+            scc = a >= b;
+            None
+        }
+        SCmpLtU32 => {
+            scc = a < b;
+            None
+        }
+        SCmpLeU32 => {
+            scc = a <= b;
+            None
+        }
+        SBitcmp0B32 => {
+            scc = a >> (b & 31) & 1 == 0;
+            None
+        }
+        SBitcmp1B32 => {
+            scc = a >> (b & 31) & 1 != 0;
+            None
+        }
+        SBitcmp0B64 => {
+            scc = a64 >> (b & 63) & 1 == 0;
+            None
+        }
+        SBitcmp1B64 => {
+            scc = a64 >> (b & 63) & 1 != 0;
+            None
+        }
+        SCmpEqU64 => {
+            scc = a64 == b64;
+            None
+        }
+        SCmpLgU64 => {
+            scc = a64 != b64;
+            None
+        }
         _ => return Err(ctx.err(inst, "not a scalar ALU op")),
+    };
+    w.scc = scc;
+    if let Some(r) = r {
+        if s.dst.regs() == 2 {
+            ctx.swrite64(w, inst, d, r)?;
+        } else {
+            ctx.swrite(w, inst, d, r as u32)?;
+        }
     }
     Ok(())
 }
@@ -951,416 +1223,54 @@ fn exec_salu(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), SimError> {
 fn exec_smem(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), SimError> {
     ctx.stats.smem += 1;
     let base = sread64(w, inst, inst.src[0]) & 0xffff_ffff_ffff;
-    let off = if inst.soffset_reg { w.s[inst.imm as usize] as u64 } else { inst.imm as i64 as u64 };
-    let n = match inst.op {
-        Op::SLoadDword => 1,
-        Op::SLoadDwordx2 => 2,
-        Op::SLoadDwordx4 => 4,
-        Op::SLoadDwordx8 => 8,
-        _ => 16,
-    };
+    let mut off = inst.imm as i64 as u64;
+    if inst.soffset_reg {
+        off = off.wrapping_add(crate::valu::scalar32(w, inst, inst.soffset) as u64);
+    }
+    let n = inst.sig().dst.regs() as usize;
     if inst.dst as usize + n > 102 || inst.dst as usize % n.min(4) != 0 {
         return Err(ctx.err(inst, "misaligned or out-of-range SMEM destination"));
     }
-    let addr = base.wrapping_add(off);
+    // The scalar unit ignores the low two address bits.
+    let addr = base.wrapping_add(off) & !3;
     let Some(bytes) = ctx.mem.slice(addr, 4 * n) else {
         let d = ctx.mem.describe(addr);
         return Err(ctx.err(inst, format!("scalar load of {} bytes at {d} is out of bounds", 4 * n)));
     };
     let vals: Vec<u32> = bytes.chunks(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    crate::vmem::check_scalar_read(ctx, inst, addr, 4 * n)?;
     w.s[inst.dst as usize..inst.dst as usize + n].copy_from_slice(&vals);
     w.issued[2] += 1;
-    mark_pending(w, false, inst.dst as usize, n, Counter::Smem, inst.offset);
+    crate::hazard::mark_pending(w, false, inst.dst as usize, n, Counter::Smem, inst.offset);
     Ok(())
 }
 
-#[inline]
-fn vsrc(w: &Wave, inst: &Inst, i: usize, lane: usize) -> u32 {
-    let code = inst.src[i];
-    if code >= 256 {
-        w.v[code as usize - 256][lane]
-    } else {
-        sread(w, inst, code)
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-#[inline]
-fn fsrc(w: &Wave, inst: &Inst, i: usize, lane: usize) -> f32 {
-    let mut x = f(vsrc(w, inst, i, lane));
-    if inst.abs >> i & 1 != 0 {
-        x = x.abs();
+    #[test]
+    fn seeded_dispatch_orders_are_reproducible_permutations() {
+        for n in [1u32, 2, 7, 64, 1000] {
+            let a = dispatch_order(&Order::Seeded(42), n).unwrap();
+            assert_eq!(a, dispatch_order(&Order::Seeded(42), n).unwrap());
+            let mut sorted = a.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..n).collect::<Vec<_>>());
+        }
+        // Different seeds give different orders of a grid of any size.
+        assert_ne!(dispatch_order(&Order::Seeded(1), 64).unwrap(), dispatch_order(&Order::Seeded(2), 64).unwrap());
+        assert_eq!(dispatch_order(&Order::InOrder, 3).unwrap(), vec![0, 1, 2]);
+        assert!(dispatch_order(&Order::Given(vec![0, 0, 1]), 3).is_err());
+        assert!(dispatch_order(&Order::Given(vec![2, 0]), 3).is_err());
+        assert_eq!(dispatch_order(&Order::Given(vec![2, 0, 1]), 3).unwrap(), vec![2, 0, 1]);
     }
-    if inst.neg >> i & 1 != 0 {
-        x = -x;
-    }
-    x
-}
 
-/// Correctly rounded (up to f64 -> f32 double rounding, which changes no result by more than
-/// 1 ULP) transcendental results. See the module doc for why.
-fn transcendental(op: Op, x: f32) -> f32 {
-    let x = x as f64;
-    (match op {
-        Op::VExpF32 => x.exp2(),
-        Op::VLogF32 => x.log2(),
-        Op::VRcpF32 => 1.0 / x,
-        Op::VRsqF32 => 1.0 / x.sqrt(),
-        _ => x.sqrt(),
-    }) as f32
-}
-
-fn exec_valu(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), SimError> {
-    use Op::*;
-    if inst.omod != 0 || inst.clamp {
-        return Err(ctx.err(inst, "output modifiers (omod/clamp) are not supported"));
+    #[test]
+    fn the_initial_mode_comes_from_rsrc1() {
+        // FLOAT_DENORM_MODE_32 = 3, _16_64 = 3, DX10_CLAMP, IEEE.
+        let rsrc1 = 3 << 16 | 3 << 18 | 1 << 21 | 1 << 23;
+        assert_eq!(initial_mode(rsrc1), 0x30 | 0xc0 | 0x100 | 0x200);
+        assert_eq!(initial_mode(0) & 0xf0, 0);
     }
-    let int_op = !matches!(
-        inst.op,
-        VAddF32
-            | VSubF32
-            | VSubrevF32
-            | VMulF32
-            | VFmacF32
-            | VMaxF32
-            | VMinF32
-            | VFmaF32
-            | VMax3F32
-            | VCmpLtF32
-            | VCmpGtF32
-            | VExpF32
-            | VLogF32
-            | VRcpF32
-            | VRsqF32
-            | VSqrtF32
-            | VCvtU32F32
-    );
-    if int_op && (inst.neg != 0 || inst.abs != 0) {
-        return Err(ctx.err(inst, "neg/abs modifiers on an integer op"));
-    }
-    let exec = w.s[EXEC] as u64 | (w.s[EXEC + 1] as u64) << 32;
-    let dst = inst.dst as usize;
-    if inst.op == VReadfirstlaneB32 {
-        let lane = if exec == 0 { 0 } else { exec.trailing_zeros() as usize };
-        let v = vsrc(w, inst, 0, lane);
-        return swrite(ctx, w, inst, inst.dst, v);
-    }
-    if inst.enc == Enc::Vopc {
-        let mut mask = 0u64;
-        for lane in 0..64 {
-            if exec >> lane & 1 == 0 {
-                continue;
-            }
-            let r = match inst.op {
-                VCmpLtF32 => fsrc(w, inst, 0, lane) < fsrc(w, inst, 1, lane),
-                VCmpGtF32 => fsrc(w, inst, 0, lane) > fsrc(w, inst, 1, lane),
-                _ => {
-                    let (a, b) = (vsrc(w, inst, 0, lane), vsrc(w, inst, 1, lane));
-                    match inst.op {
-                        VCmpLtU32 | VCmpxLtU32 => a < b,
-                        VCmpEqU32 => a == b,
-                        VCmpLeU32 => a <= b,
-                        VCmpGtU32 | VCmpxGtU32 => a > b,
-                        VCmpNeU32 => a != b,
-                        _ => a >= b,
-                    }
-                }
-            };
-            mask |= (r as u64) << lane;
-        }
-        swrite64(ctx, w, inst, inst.sdst, mask)?;
-        if matches!(inst.op, VCmpxLtU32 | VCmpxGtU32) {
-            w.s[EXEC] = mask as u32;
-            w.s[EXEC + 1] = (mask >> 32) as u32;
-        }
-        return Ok(());
-    }
-    if dst < 256 {
-        return Err(ctx.err(inst, "VALU destination is not a VGPR"));
-    }
-    let vd = dst - 256;
-    let carry_in = if matches!(inst.op, VAddcCoU32 | VCndmaskB32) { sread64(w, inst, inst.src[2]) } else { 0 };
-    let mut carry_out = 0u64;
-    if inst.op == VLshlrevB64 {
-        for lane in 0..64 {
-            if exec >> lane & 1 != 0 {
-                let sh = vsrc(w, inst, 0, lane) & 63;
-                let code = inst.src[1];
-                let lo = vsrc(w, inst, 1, lane) as u64;
-                let hi = if code >= 256 { w.v[code as usize - 255][lane] as u64 } else { 0 };
-                let r = (lo | hi << 32) << sh;
-                w.v[vd][lane] = r as u32;
-                w.v[vd + 1][lane] = (r >> 32) as u32;
-            }
-        }
-        return Ok(());
-    }
-    for lane in 0..64 {
-        if exec >> lane & 1 == 0 {
-            continue;
-        }
-        let r: u32 = match inst.op {
-            VMovB32 => vsrc(w, inst, 0, lane),
-            VCvtF32I32 => (vsrc(w, inst, 0, lane) as i32 as f32).to_bits(),
-            VCvtF32U32 => (vsrc(w, inst, 0, lane) as f32).to_bits(),
-            VCvtU32F32 => fsrc(w, inst, 0, lane) as u32,
-            VExpF32 | VLogF32 | VRcpF32 | VRsqF32 | VSqrtF32 => {
-                transcendental(inst.op, fsrc(w, inst, 0, lane)).to_bits()
-            }
-            VAddF32 => (fsrc(w, inst, 0, lane) + fsrc(w, inst, 1, lane)).to_bits(),
-            VSubF32 => (fsrc(w, inst, 0, lane) - fsrc(w, inst, 1, lane)).to_bits(),
-            VSubrevF32 => (fsrc(w, inst, 1, lane) - fsrc(w, inst, 0, lane)).to_bits(),
-            VMulF32 => (fsrc(w, inst, 0, lane) * fsrc(w, inst, 1, lane)).to_bits(),
-            VMaxF32 => fsrc(w, inst, 0, lane).max(fsrc(w, inst, 1, lane)).to_bits(),
-            VMinF32 => fsrc(w, inst, 0, lane).min(fsrc(w, inst, 1, lane)).to_bits(),
-            VFmacF32 | VFmaF32 => {
-                fsrc(w, inst, 0, lane).mul_add(fsrc(w, inst, 1, lane), fsrc(w, inst, 2, lane)).to_bits()
-            }
-            VMax3F32 => fsrc(w, inst, 0, lane).max(fsrc(w, inst, 1, lane)).max(fsrc(w, inst, 2, lane)).to_bits(),
-            _ => {
-                let a = vsrc(w, inst, 0, lane);
-                let b = vsrc(w, inst, 1, lane);
-                match inst.op {
-                    VCndmaskB32 => {
-                        if carry_in >> lane & 1 != 0 {
-                            b
-                        } else {
-                            a
-                        }
-                    }
-                    VMulU32U24 => (a & 0xff_ffff).wrapping_mul(b & 0xff_ffff),
-                    VMinU32 => a.min(b),
-                    VMaxU32 => a.max(b),
-                    VLshrrevB32 => b >> (a & 31),
-                    VLshlrevB32 => b << (a & 31),
-                    VAndB32 => a & b,
-                    VOrB32 => a | b,
-                    VXorB32 => a ^ b,
-                    VAddU32 => a.wrapping_add(b),
-                    VSubU32 => a.wrapping_sub(b),
-                    VSubrevU32 => b.wrapping_sub(a),
-                    VAddCoU32 => {
-                        let (r, c) = a.overflowing_add(b);
-                        carry_out |= (c as u64) << lane;
-                        r
-                    }
-                    VAddcCoU32 => {
-                        let r = a as u64 + b as u64 + (carry_in >> lane & 1);
-                        carry_out |= (r >> 32) << lane;
-                        r as u32
-                    }
-                    VMulLoU32 => a.wrapping_mul(b),
-                    VMulHiU32 => ((a as u64 * b as u64) >> 32) as u32,
-                    _ => {
-                        let c = vsrc(w, inst, 2, lane);
-                        match inst.op {
-                            VMadU32U24 => (a & 0xff_ffff).wrapping_mul(b & 0xff_ffff).wrapping_add(c),
-                            VBfeU32 => {
-                                let (off, width) = (b & 31, c & 31);
-                                if width == 0 {
-                                    0
-                                } else {
-                                    (a >> off) & ((1u64 << width) - 1) as u32
-                                }
-                            }
-                            VLshlAddU32 => (a << (b & 31)).wrapping_add(c),
-                            VAddLshlU32 => a.wrapping_add(b) << (c & 31),
-                            VAdd3U32 => a.wrapping_add(b).wrapping_add(c),
-                            _ => return Err(ctx.err(inst, "op not implemented in the VALU")),
-                        }
-                    }
-                }
-            }
-        };
-        w.v[vd][lane] = r;
-    }
-    if matches!(inst.op, VAddCoU32 | VAddcCoU32) {
-        swrite64(ctx, w, inst, inst.sdst, carry_out)?;
-    }
-    Ok(())
-}
-
-fn exec_ds(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), SimError> {
-    use Op::*;
-    ctx.stats.lds += 1;
-    let exec = w.s[EXEC] as u64 | (w.s[EXEC + 1] as u64) << 32;
-    let (a, d0, d1, dst) =
-        (inst.src[0] as usize - 256, inst.src[1] as usize - 256, inst.src[2] as usize - 256, inst.dst as usize - 256);
-    let (o0, o1) = ((inst.imm & 0xff) as u32, ((inst.imm >> 8) & 0xff) as u32);
-    let lds_len = ctx.lds.len();
-    for lane in 0..64 {
-        if exec >> lane & 1 == 0 {
-            continue;
-        }
-        let base = w.v[a][lane];
-        let accesses: &[(u32, u32)] = match inst.op {
-            DsWrite2B32 | DsRead2B32 => &[(base.wrapping_add(o0 * 4), 4), (base.wrapping_add(o1 * 4), 4)],
-            DsWriteB64 | DsReadB64 => &[(base.wrapping_add(inst.imm as u32), 8)],
-            DsWriteB128 | DsReadB128 => &[(base.wrapping_add(inst.imm as u32), 16)],
-            _ => &[(base.wrapping_add(inst.imm as u32), 4)],
-        };
-        let is_write = matches!(inst.op, DsWriteB32 | DsWrite2B32 | DsWriteB64 | DsWriteB128);
-        for &(addr, len) in accesses {
-            // ds_read/write_b64/b128 need their natural alignment (8 / 16 bytes) as well.
-            if addr as usize + len as usize > lds_len || addr % len.min(16) != 0 {
-                return Err(ctx.err(
-                    inst,
-                    format!("LDS access of {len} bytes at {addr} (lane {lane}) outside the declared {lds_len} bytes"),
-                ));
-            }
-            // Waves of a workgroup run in no fixed order between barriers: another wave's
-            // access to the same dword in the same epoch is a race (ds_add is atomic: exempt).
-            if inst.op != DsAddU32 {
-                let (me, epoch) = (ctx.wave_id as u8, ctx.epoch);
-                for word in addr / 4..(addr + len) / 4 {
-                    let m = &mut ctx.lds_meta[word as usize];
-                    let raced = if m.write_epoch == epoch && m.writer != me {
-                        Some(format!("wave {} wrote it", m.writer))
-                    } else if is_write && m.read_epoch == epoch && m.readers & !(1u16 << me) != 0 {
-                        Some(format!("wave(s) {:#06b} read it", m.readers & !(1u16 << me)))
-                    } else {
-                        None
-                    };
-                    if let Some(other) = raced {
-                        return Err(ctx.err(
-                            inst,
-                            format!("LDS race at byte {} (lane {lane}): {other} since the last s_barrier", word * 4),
-                        ));
-                    }
-                    if is_write {
-                        m.writer = me;
-                        m.write_epoch = epoch;
-                    } else {
-                        if m.read_epoch != epoch {
-                            m.readers = 0;
-                            m.read_epoch = epoch;
-                        }
-                        m.readers |= 1 << me;
-                    }
-                }
-            }
-        }
-        let rd = |lds: &[u8], addr: u32| {
-            let p = addr as usize;
-            u32::from_le_bytes([lds[p], lds[p + 1], lds[p + 2], lds[p + 3]])
-        };
-        let wr =
-            |lds: &mut [u8], addr: u32, v: u32| lds[addr as usize..addr as usize + 4].copy_from_slice(&v.to_le_bytes());
-        match inst.op {
-            DsWriteB32 => wr(&mut ctx.lds, accesses[0].0, w.v[d0][lane]),
-            DsWriteB64 | DsWriteB128 => {
-                for q in 0..accesses[0].1 / 4 {
-                    wr(&mut ctx.lds, accesses[0].0 + 4 * q, w.v[d0 + q as usize][lane]);
-                }
-            }
-            DsWrite2B32 => {
-                wr(&mut ctx.lds, accesses[0].0, w.v[d0][lane]);
-                wr(&mut ctx.lds, accesses[1].0, w.v[d1][lane]);
-            }
-            DsAddU32 => {
-                let v = rd(&ctx.lds, accesses[0].0).wrapping_add(w.v[d0][lane]);
-                wr(&mut ctx.lds, accesses[0].0, v);
-            }
-            DsReadB32 => w.v[dst][lane] = rd(&ctx.lds, accesses[0].0),
-            DsReadB64 | DsReadB128 => {
-                for q in 0..accesses[0].1 / 4 {
-                    w.v[dst + q as usize][lane] = rd(&ctx.lds, accesses[0].0 + 4 * q);
-                }
-            }
-            DsRead2B32 => {
-                w.v[dst][lane] = rd(&ctx.lds, accesses[0].0);
-                w.v[dst + 1][lane] = rd(&ctx.lds, accesses[1].0);
-            }
-            _ => return Err(ctx.err(inst, "not a DS op")),
-        }
-    }
-    w.issued[1] += 1;
-    match inst.op {
-        DsReadB32 => mark_pending(w, true, dst, 1, Counter::Lds, inst.offset),
-        DsReadB64 | DsRead2B32 => mark_pending(w, true, dst, 2, Counter::Lds, inst.offset),
-        DsReadB128 => mark_pending(w, true, dst, 4, Counter::Lds, inst.offset),
-        _ => w.lds_stores_unwaited = w.issued[1],
-    }
-    Ok(())
-}
-
-fn exec_global(ctx: &mut Ctx, w: &mut Wave, inst: &Inst) -> Result<(), SimError> {
-    use Op::*;
-    let exec = w.s[EXEC] as u64 | (w.s[EXEC + 1] as u64) << 32;
-    let (va, vdata, vdst) = (inst.src[0] as usize - 256, inst.src[1] as usize - 256, inst.dst as usize - 256);
-    let saddr = inst.src[2];
-    let base = if saddr == 0x7f { 0 } else { sread64(w, inst, saddr) };
-    let (n, is_store) = match inst.op {
-        GLoadUshort => (0, false),
-        GLoadDword => (1, false),
-        GLoadDwordx2 => (2, false),
-        GLoadDwordx4 => (4, false),
-        GStoreShort => (0, true),
-        GStoreDword => (1, true),
-        GStoreDwordx2 => (2, true),
-        GStoreDwordx4 => (4, true),
-        _ => (1, true),
-    };
-    let bytes = if n == 0 { 2 } else { 4 * n };
-    if inst.op == GAtomicAdd && w.issued[0] > w.retired[0] {
-        // The kernels use atomics to publish results (a counter after partial sums): every
-        // earlier access must have completed (s_waitcnt vmcnt(0)) or the release is broken.
-        return Err(ctx.err(inst, "atomic issued before earlier global accesses were waited for (no release)"));
-    }
-    if is_store {
-        ctx.stats.vmem_store += 1;
-    } else {
-        ctx.stats.vmem_load += 1;
-    }
-    for lane in 0..64 {
-        if exec >> lane & 1 == 0 {
-            continue;
-        }
-        let addr = if saddr == 0x7f {
-            (w.v[va][lane] as u64 | (w.v[va + 1][lane] as u64) << 32).wrapping_add(inst.imm as i64 as u64)
-        } else {
-            base.wrapping_add(w.v[va][lane] as u64).wrapping_add(inst.imm as i64 as u64)
-        };
-        if addr % (bytes.min(4) as u64) != 0 {
-            return Err(ctx.err(inst, format!("misaligned global access at 0x{addr:x} (lane {lane})")));
-        }
-        let Some(mem) = ctx.mem.slice(addr, bytes) else {
-            let d = ctx.mem.describe(addr);
-            return Err(ctx.err(inst, format!("global access of {bytes} bytes at {d} (lane {lane}) is out of bounds")));
-        };
-        match inst.op {
-            GLoadUshort => w.v[vdst][lane] = u16::from_le_bytes([mem[0], mem[1]]) as u32,
-            GLoadDword | GLoadDwordx2 | GLoadDwordx4 => {
-                for i in 0..n {
-                    let c = &mem[4 * i..4 * i + 4];
-                    w.v[vdst + i][lane] = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                }
-            }
-            GStoreShort => mem.copy_from_slice(&(w.v[vdata][lane] as u16).to_le_bytes()),
-            GStoreDword | GStoreDwordx2 | GStoreDwordx4 => {
-                for i in 0..n {
-                    mem[4 * i..4 * i + 4].copy_from_slice(&w.v[vdata + i][lane].to_le_bytes());
-                }
-            }
-            GAtomicAdd => {
-                let old = u32::from_le_bytes([mem[0], mem[1], mem[2], mem[3]]);
-                mem.copy_from_slice(&old.wrapping_add(w.v[vdata][lane]).to_le_bytes());
-                if inst.glc {
-                    w.v[vdst][lane] = old;
-                }
-            }
-            _ => return Err(ctx.err(inst, "not a GLOBAL op")),
-        }
-        if is_store {
-            ctx.stats.global_bytes_written += bytes as u64;
-        } else {
-            ctx.stats.global_bytes_read += bytes as u64;
-        }
-    }
-    w.issued[0] += 1;
-    if !is_store {
-        mark_pending(w, true, vdst, n.max(1), Counter::Vm, inst.offset);
-    } else if inst.op == GAtomicAdd && inst.glc {
-        mark_pending(w, true, vdst, 1, Counter::Vm, inst.offset);
-    }
-    Ok(())
 }

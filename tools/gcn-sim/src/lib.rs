@@ -4,20 +4,33 @@
 //! tested here, in CI, against the f64 reference. The simulator reads the assembled code object
 //! (`.hsaco`), not the assembly text: [`elf`] finds the kernel descriptor and the metadata,
 //! [`decode`] turns the machine code into instructions (checked against `llvm-objdump-19`),
-//! [`exec`] runs wave64 workgroups with LDS, barriers, EXEC/VCC masks and scalar branches and
-//! reports hazards (a register used before the `s_waitcnt` that covers its load, LDS or global
+//! [`exec`] runs wave64 workgroups with LDS, barriers, EXEC/VCC masks and scalar branches
+//! ([`valu`], [`lds`], [`vmem`]) and reports hazards ([`hazard`]): a register used before the
+//! `s_waitcnt` that covers its load, the gfx94x manual wait states (`s_nop`), LDS or global
 //! accesses out of bounds, LDS races between waves, barriers before LDS stores complete,
-//! atomics without release, missing gfx94x manual wait states (`s_nop`), unsupported
-//! instructions, registers beyond the descriptor's allocation). [`runner`] implements `mhc::runner::StageRunner` on top of it.
+//! cross-workgroup data without the release / acquire cache operations an MI300 needs,
+//! unsupported instructions, registers beyond the descriptor's allocation.
+//!
+//! The simulator is cross-checked against a second author: OpenCL C kernels compiled by
+//! clang-19 for gfx942 (`cross/`, `tests/cross.rs`) run here and are compared with a CPU
+//! computation of the same thing, their code is decoded exactly as llvm-objdump-19 prints it,
+//! and removing any wait state LLVM inserted is reported. [`runner`] implements
+//! `mhc::runner::StageRunner` on top of it.
 
 pub mod decode;
 pub mod elf;
 pub mod exec;
+pub mod fpmath;
+pub mod hazard;
 pub mod images;
+pub mod lds;
 pub mod runner;
+pub mod valu;
+pub mod vmem;
 
 pub use elf::{load_kernel, Kernel};
-pub use exec::{launch, Launch, Memory, Stats};
+pub use exec::{launch, launch_with, Launch, Memory, Options, Order, Stats};
+pub use fpmath::Trans;
 
 use std::fmt;
 

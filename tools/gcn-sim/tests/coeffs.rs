@@ -53,7 +53,14 @@ fn check(n: usize, t: usize, f: Formulation, head: bool, iters: u32, eps: f64, r
     // Reference in f64 from the same f32-rounded inputs.
     let r = |v: f64| v as f32 as f64;
     let (got_pre, got_post, got_res) = (read_f32(&mem, hpre), read_f32(&mem, hpost), read_f32(&mem, hres));
+    // The largest error so far; a NaN (an unwritten or non-finite output) is kept, not skipped.
     let mut worst: f64 = 0.0;
+    let mut note = |got: f64, want: f64| {
+        let e = (got - want).abs();
+        if e.is_nan() || e > worst {
+            worst = e;
+        }
+    };
     for ti in 0..t {
         let z: Vec<f64> = (0..m)
             .map(|j| {
@@ -69,21 +76,26 @@ fn check(n: usize, t: usize, f: Formulation, head: bool, iters: u32, eps: f64, r
             .collect();
         let eps_pre = if head || f == Formulation::DeepSeekV4 { eps as f32 as f64 } else { 0.0 };
         for i in 0..n {
-            worst = worst.max((got_pre[ti * n + i] - (sigmoid(z[i]) + eps_pre)).abs());
+            note(got_pre[ti * n + i], sigmoid(z[i]) + eps_pre);
         }
         if head {
             continue;
         }
         for i in 0..n {
-            worst = worst.max((got_post[ti * n + i] - 2.0 * sigmoid(z[n + i])).abs());
+            note(got_post[ti * n + i], 2.0 * sigmoid(z[n + i]));
         }
         let mut h = vec![0.0; n * n];
         sinkhorn::forward(f, iters, eps as f32 as f64, &z[2 * n..], n, &mut h).unwrap();
         for e in 0..n * n {
-            worst = worst.max((got_res[ti * n * n + e] - h[e]).abs());
+            note(got_res[ti * n * n + e], h[e]);
         }
     }
-    assert!(worst <= 1e-5, "n={n} T={t} {f:?} head={head} iters={iters}: max abs error {worst:e}");
+    let outputs: Vec<&Vec<f64>> = if head { vec![&got_pre] } else { vec![&got_pre, &got_post, &got_res] };
+    assert!(
+        outputs.iter().all(|o| o.iter().all(|v| v.is_finite())),
+        "n={n} T={t} {f:?} head={head}: a non-finite output"
+    );
+    assert!(worst.is_finite() && worst <= 1e-5, "n={n} T={t} {f:?} head={head} iters={iters}: max abs error {worst:e}");
     if head {
         // Head mode writes h_pre only.
         assert!(read_f32(&mem, hpost).iter().all(|v| v.is_nan()) && read_f32(&mem, hres).iter().all(|v| v.is_nan()));
@@ -92,7 +104,17 @@ fn check(n: usize, t: usize, f: Formulation, head: bool, iters: u32, eps: f64, r
 
 #[test]
 fn coefficients_match_reference_both_formulations_and_head_mode() {
-    let mut rng = Rng::new(Rng::fresh_seed());
+    let seed = match std::env::var("MHC_SEED") {
+        Ok(s) => s.parse().expect("MHC_SEED must be an integer"),
+        Err(_) => Rng::fresh_seed(),
+    };
+    println!("coeffs: seed {seed}");
+    gcn_sim::exec::set_thread_options(Some(gcn_sim::Options {
+        order: gcn_sim::Order::Seeded(seed),
+        trans: gcn_sim::Trans::Ulp(seed),
+        xnack: false,
+    }));
+    let mut rng = Rng::new(seed);
     for n in [1, 2, 4, 8, 16, 32] {
         for f in [Formulation::DeepSeekV4, Formulation::Paper] {
             check(n, 5, f, false, 20, 1e-6, &mut rng);

@@ -1,5 +1,7 @@
 //! Every hazard the simulator must report, each on a small kernel that breaks exactly that rule
 //! (tests/fixtures/hazards.s), plus one kernel that breaks none and computes the right values.
+//! The wait-state rules at their thresholds are in tests/wait_states.rs, the cross-workgroup
+//! release / acquire rules in tests/coherence.rs.
 
 use gcn_sim::{launch, load_kernel, Launch, Memory, SimError};
 
@@ -81,12 +83,6 @@ fn registers_beyond_the_descriptor_are_reported_at_load() {
 fn unsupported_instruction_is_named_with_its_offset() {
     let e = hazard("unsupported_instruction");
     assert!(e.contains("unsupported_instruction: unsupported instruction at +0x0"), "{e}");
-}
-
-#[test]
-fn atomic_before_earlier_stores_complete_is_reported() {
-    let e = hazard("atomic_without_release");
-    assert!(e.contains("no release"), "{e}");
 }
 
 #[test]

@@ -23,6 +23,25 @@ fn pre_split_k_decode_path_and_single_path_agree_with_reference() {
     }
 }
 
+/// The split-K reduction's "last workgroup finishes" logic in every dispatch order of small
+/// grids: G = 3 workgroups on one tile (6 orders), G = 2 on two tiles (24 orders).
+#[test]
+fn pre_split_k_in_every_dispatch_order() {
+    let seed = common::seed();
+    for (n, c, t, g) in [(4, 256, 4usize, 3usize), (2, 128, 8, 2)] {
+        let groups = (g * t.div_ceil(4)) as u32;
+        for order in common::permutations(groups) {
+            let opts = gcn_sim::Options {
+                order: gcn_sim::Order::Given(order),
+                trans: gcn_sim::Trans::Ulp(seed),
+                xnack: false,
+            };
+            let cfg = Config::new(n, c);
+            common::check_with(GcnSimRunner::with_splits(g), Stage::Pre, &cfg, Dtype::F32, t, seed, 0.02, opts);
+        }
+    }
+}
+
 #[test]
 fn pre_matches_reference_all_n_both_formulations_both_dtypes() {
     let seed = common::seed();

@@ -19,7 +19,8 @@ pub fn check(stage: Stage, cfg: &Config, dtype: Dtype, t: usize, seed: u64, phi_
     check_on(GcnSimRunner::new(), stage, cfg, dtype, t, seed, phi_std)
 }
 
-/// [`check`] on a given simulator runner (e.g. with forced `pre` splits).
+/// [`check`] on a given simulator runner (e.g. with forced `pre` splits). The launches run in a
+/// shuffled workgroup order with 1-ULP transcendentals, both drawn from the seed.
 pub fn check_on(
     sim: GcnSimRunner,
     stage: Stage,
@@ -29,6 +30,24 @@ pub fn check_on(
     seed: u64,
     phi_std: f64,
 ) -> GcnSimRunner {
+    check_with(sim, stage, cfg, dtype, t, seed, phi_std, sim_options(seed))
+}
+
+/// [`check_on`] with the given simulator options (the stage runner calls gcn_sim::launch,
+/// which reads them from the thread).
+#[allow(clippy::too_many_arguments)]
+pub fn check_with(
+    sim: GcnSimRunner,
+    stage: Stage,
+    cfg: &Config,
+    dtype: Dtype,
+    t: usize,
+    seed: u64,
+    phi_std: f64,
+    opts: gcn_sim::Options,
+) -> GcnSimRunner {
+    println!("{stage} T={t} n={} C={} {dtype} {:?}: seed {seed}, {opts:?}", cfg.n, cfg.c, cfg.formulation);
+    gcn_sim::exec::set_thread_options(Some(opts));
     let mut rng = Rng::new(seed);
     let ins = random_inputs(stage, cfg, t, phi_std, &mut rng);
     let got = sim
@@ -47,17 +66,47 @@ pub fn check_on(
         if let Some(i) = g.data.iter().position(|v| !v.is_finite()) {
             panic!("{ctx}: element {i} is {} (unwritten?)", g.data[i]);
         }
+        if let Some(i) = w.data.iter().position(|v| !v.is_finite()) {
+            panic!("{ctx}: reference element {i} is {}", w.data[i]);
+        }
+        // Both sides are finite, so no comparison below can be passed by a NaN.
         if is_coefficient(name) {
             let err = g.data.iter().zip(&w.data).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
-            assert!(err <= coef_tol, "{ctx}: max abs error {err:e} > {coef_tol:e}");
+            assert!(err.is_finite() && err <= coef_tol, "{ctx}: max abs error {err:e} > {coef_tol:e}");
         } else {
             let num: f64 = g.data.iter().zip(&w.data).map(|(a, b)| (a - b) * (a - b)).sum();
             let den: f64 = w.data.iter().map(|b| b * b).sum();
             let rel = (num / den.max(f64::MIN_POSITIVE)).sqrt();
-            assert!(rel <= act_tol, "{ctx}: relative error {rel:e} > {act_tol:e}");
+            assert!(rel.is_finite() && rel <= act_tol, "{ctx}: relative error {rel:e} > {act_tol:e}");
         }
     }
     sim
+}
+
+/// The simulator options of a seeded test: workgroups in a shuffled order, 1-ULP
+/// transcendentals.
+pub fn sim_options(seed: u64) -> gcn_sim::Options {
+    gcn_sim::Options {
+        order: gcn_sim::Order::Seeded(seed),
+        trans: gcn_sim::Trans::Ulp(seed ^ 0x0075_6c70),
+        xnack: false,
+    }
+}
+
+/// Every permutation of 0..n (dispatch orders of a small grid).
+pub fn permutations(n: u32) -> Vec<Vec<u32>> {
+    if n == 0 {
+        return vec![vec![]];
+    }
+    let mut out = Vec::new();
+    for p in permutations(n - 1) {
+        for i in 0..=p.len() {
+            let mut q = p.clone();
+            q.insert(i, n - 1);
+            out.push(q);
+        }
+    }
+    out
 }
 
 /// A seed printed on failure: fixed by MHC_SEED, else fresh per run.
