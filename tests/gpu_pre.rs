@@ -3,7 +3,8 @@
 //! storage dtype before the reference sees them, every output poisoned with NaN before each
 //! launch; both formulations, both dtypes, n in {1..32}, the decode (split) and prefill shapes,
 //! strided rows, gamma_k / gamma_f, determinism, CUDA-graph capture of 100 calls, and inputs the
-//! op must refuse before launching. Without a CUDA GPU every test prints why and passes.
+//! op must refuse before launching, and a residual of more than 2^31 elements. The GPU tests are
+//! ignored without a GPU (the reason printed); tools/gpu-tests.sh runs them on one, skipping none.
 //!
 //! `bench_pre` (ignored by default; `--ignored`) times the general kernel at the shapes of
 //! docs/kernels/pre.md; `bench_pre_decode` times the decode kernel (asm/ptx/sm90/pre_decode.ptx)
@@ -2248,4 +2249,101 @@ fn planned_kernels_match_the_plan() {
         }
     }
     println!("{checked} (stage, shape) pairs: the inspector names the plan's kernels");
+}
+
+/// `pre` and then `post` on a residual of more than 2^31 elements (n = 4, C = 4096, bf16:
+/// T = 2^17 + 3 tokens, 4.3 GB): the rows past element 2^31 must be addressed as correctly as the
+/// first (docs/kernels/address-arithmetic.md). The residual is a cheap hash pattern (drawing 2^31
+/// normals would take longer than the kernels); the float64 reference runs on the first tokens,
+/// the tokens around element 2^31 and the last token, each output poisoned before its launch.
+#[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
+fn pre_and_post_past_2_31_elements() {
+    let Some(dev) = gpu() else { return };
+    let s = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("past_2_31");
+    let cfg = Config::new(4, 4096);
+    let (n, c, k) = (cfg.n, cfg.c, cfg.k());
+    let dtype = Dtype::Bf16;
+    let boundary = (1usize << 31) / k; // the first token whose row starts at element 2^31
+    let t = boundary + 3;
+    assert!(t * k > 1 << 31);
+    let picked = [0, 1, boundary - 2, boundary - 1, boundary, boundary + 1, t - 1];
+
+    // The residual: bf16 values in [-2, 2) from a multiplicative hash of the element index.
+    let value = |i: usize| -> bf16 {
+        let h = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+        bf16::from_f64((h as f64 / (1u64 << 24) as f64) * 4.0 - 2.0)
+    };
+    let x_host: Vec<bf16> = (0..t * k).map(value).collect();
+    let x_dev = DeviceBuffer::from_slice(&dev, &x_host).unwrap();
+    let row = |tok: usize| -> Vec<f64> { x_host[tok * k..(tok + 1) * k].iter().map(|v| v.to_f64()).collect() };
+
+    // pre: parameters at docs/math.md's test distribution; the reference on the picked tokens.
+    let mut case = stored(PreCase::random(&mut rng, cfg, picked.len(), 0.02), dtype);
+    case.x = picked.iter().flat_map(|&tok| row(tok)).collect();
+    let want = case.forward();
+    let plan = Plan::new(&dev, cfg, dtype, t).unwrap();
+    let ws = plan.new_workspace().unwrap();
+    let din = dev_in(&dev, &case, dtype, k); // its small x is unused: the parameters
+    let mut out = alloc_out(&dev, &cfg, dtype, t, c);
+    out.poison(&s, dtype);
+    let x = x_dev.view(dtype, Layout::dense(t, k));
+    plan.pre(&s, &ws, &x, &din.params(&cfg), &mut out.views(&cfg, dtype, t)).unwrap();
+    s.synchronize().unwrap();
+    let a_bits: Vec<u16> = out.a.to_vec().unwrap();
+    let (h_pre, h_post, h_res, inv) = (
+        out.h_pre.to_vec::<f32>().unwrap(),
+        out.h_post.to_vec::<f32>().unwrap(),
+        out.h_res.to_vec::<f32>().unwrap(),
+        out.inv.to_vec::<f32>().unwrap(),
+    );
+    let pick = |v: &[f32], width: usize| -> Vec<f64> {
+        picked.iter().flat_map(|&tok| v[tok * width..(tok + 1) * width].iter().map(|&e| e as f64)).collect()
+    };
+    let got = PreOut {
+        a: picked
+            .iter()
+            .flat_map(|&tok| a_bits[tok * c..(tok + 1) * c].iter().map(|&b| bf16::from_bits(b).to_f64()))
+            .collect(),
+        y: Vec::new(),
+        h_pre: pick(&h_pre, n),
+        h_post: pick(&h_post, n),
+        h_res: pick(&h_res, n * n),
+        inv_rms: pick(&inv, 1),
+    };
+    compare_skip(&format!("pre T = {t} (x past 2^31 elements) at tokens {picked:?}"), dtype, &got, &want, None);
+    let (ratio, at) = common::elementwise_ratio(&got.a, &want.a, dtype);
+    assert!(ratio <= 1.0, "pre a: element {at} of the picked tokens is {ratio:.2} times its bound");
+
+    // post on the same residual, with pre's a as the sublayer output and its coefficients.
+    let mut res = DeviceBuffer::alloc(&dev, t * k * dtype.size()).unwrap();
+    res.fill_u32(&s, nan_pattern(dtype)).unwrap();
+    plan.post(
+        &s,
+        &x_dev.view(dtype, Layout::streams(t, n, c)),
+        &out.a.view(dtype, Layout::dense(t, c)),
+        &out.h_post.view(Dtype::F32, Layout::dense(t, n)),
+        &out.h_res.view(Dtype::F32, Layout::dense(t, n * n)),
+        &mut res.view_mut(dtype, Layout::streams(t, n, c)),
+    )
+    .unwrap();
+    s.synchronize().unwrap();
+    let res_bits: Vec<u16> = res.to_vec().unwrap();
+    let post_case = PostCase {
+        cfg,
+        t: picked.len(),
+        x: case.x.clone(),
+        f: got.a.clone(),
+        h_post: got.h_post.clone(),
+        h_res: got.h_res.clone(),
+    };
+    let want_post = post_case.forward();
+    let got_post: Vec<f64> = picked
+        .iter()
+        .flat_map(|&tok| res_bits[tok * k..(tok + 1) * k].iter().map(|&b| bf16::from_bits(b).to_f64()))
+        .collect();
+    let (ratio, at) = common::elementwise_ratio(&got_post, &want_post, dtype);
+    assert!(ratio <= 1.0, "post: element {at} of the picked tokens is {ratio:.2} times its bound");
+    eprintln!("ok  pre and post at T = {t}, n = 4, C = 4096 ({} elements per residual)", t * k);
 }
