@@ -48,6 +48,7 @@ impl DeviceBuffer {
         let b = Self::alloc(dev, bytes)?;
         // SAFETY: the allocation holds `bytes` bytes.
         unsafe { ffi::memset_d8(b.ptr, 0, bytes) }?;
+        settle_null_stream()?;
         Ok(b)
     }
 
@@ -79,10 +80,13 @@ impl DeviceBuffer {
         }
         self.dev.bind()?;
         // SAFETY: the destination holds >= bytes.len() bytes (checked), the source is a slice.
-        unsafe { ffi::memcpy_htod(self.ptr, bytes.as_ptr(), bytes.len()) }
+        unsafe { ffi::memcpy_htod(self.ptr, bytes.as_ptr(), bytes.len()) }?;
+        settle_null_stream()
     }
 
-    /// Copies the start of the buffer into `out` (synchronous: waits for prior work).
+    /// Copies the start of the buffer into `out` (synchronous). Work on this crate's streams,
+    /// which do not synchronize with the null stream, must have finished: synchronize the stream
+    /// that wrote the buffer first.
     pub fn download<T: bytemuck::Pod>(&self, out: &mut [T]) -> Result<()> {
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
         if bytes.len() > self.bytes {
@@ -155,3 +159,12 @@ impl DeviceBuffer {
 pub type DeviceTensor<'a> = crate::device::view::DeviceTensor<'a, DeviceBuffer>;
 /// Writable view of device memory (see [`crate::device::view`]).
 pub type DeviceTensorMut<'a> = crate::device::view::DeviceTensorMut<'a, DeviceBuffer>;
+
+/// Waits for the null (legacy default) stream. `cuMemsetD8` returns before the memory is set,
+/// and `cuMemcpyHtoD` from pageable memory returns once the data is staged, not written; both
+/// run on the null stream, which the crate's non-blocking streams do not wait for. Without this,
+/// a kernel launched right after `zeroed` or `upload` could read the old bytes (a workspace's
+/// counters, an input) while the GPU is busy enough to delay the copy.
+fn settle_null_stream() -> Result<()> {
+    ffi::stream_synchronize(std::ptr::null_mut())
+}

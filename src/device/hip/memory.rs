@@ -48,6 +48,7 @@ impl DeviceBuffer {
         let b = Self::alloc(dev, bytes)?;
         // SAFETY: the allocation holds `bytes` bytes.
         unsafe { mem::set_d8(b.dev.hip, b.ptr, 0, bytes) }?;
+        settle_null_stream(b.dev.hip)?;
         Ok(b)
     }
 
@@ -79,10 +80,13 @@ impl DeviceBuffer {
         }
         self.dev.bind()?;
         // SAFETY: the destination holds >= bytes.len() bytes (checked), the source is a slice.
-        unsafe { mem::htod(self.dev.hip, self.ptr, bytes) }
+        unsafe { mem::htod(self.dev.hip, self.ptr, bytes) }?;
+        settle_null_stream(self.dev.hip)
     }
 
-    /// Copies the start of the buffer into `out` (synchronous: waits for prior work).
+    /// Copies the start of the buffer into `out` (synchronous). Work on this crate's streams,
+    /// which do not synchronize with the null stream, must have finished: synchronize the stream
+    /// that wrote the buffer first.
     pub fn download<T: bytemuck::Pod>(&self, out: &mut [T]) -> Result<()> {
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
         if bytes.len() > self.bytes {
@@ -161,4 +165,11 @@ impl DeviceBuffer {
     pub(crate) fn same_device(&self, dev: &HipDevice) -> bool {
         Arc::ptr_eq(&self.dev, &dev.inner)
     }
+}
+
+/// Waits for the null stream: `hipMemsetD8` and `hipMemcpyHtoD` from pageable memory may return
+/// before the device memory is written, on the null stream, which the crate's non-blocking streams
+/// do not wait for (a kernel launched right after `zeroed` or `upload` could read the old bytes).
+fn settle_null_stream(hip: &'static super::sys::Hip) -> Result<()> {
+    super::result::stream::synchronize(hip, std::ptr::null_mut())
 }
