@@ -27,7 +27,15 @@ python3 -m asm.gen --check
 echo "== mhc asm --check"
 cargo run --quiet -p mhc-cli -- asm --check
 echo "== the library crates package and build on their own (cargo publish --dry-run)"
-cargo publish --quiet --dry-run --allow-dirty --workspace
+# The dry run verifies each crate against the others through a local registry
+# (target/.../package/tmp-registry) whose packages keep version 0.1.0, and cargo treats registry
+# packages as immutable: it reuses an earlier run's extraction ($CARGO_HOME/registry/src/-<hash>/,
+# local registries have no host name) and its compiled crates. Both are dropped first, and the
+# verification builds in its own target folder, so every run verifies what it packaged.
+publish_target=target/publish-check
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/mhc-*0.1.0
+rm -rf "$publish_target"/package "$publish_target"/debug/.fingerprint/mhc* "$publish_target"/debug/deps/*mhc*
+CARGO_TARGET_DIR="$publish_target" cargo publish --quiet --dry-run --allow-dirty --workspace
 
 # ---- Bindings (C ABI, Python package) ---------------------------------------------------------
 # The C ABI's tests ran with the workspace above (the header regenerated and compared with
