@@ -143,7 +143,7 @@ HEADER = f"""\
 //         sees a phase complete arms it for tile + {HXG} (tiles 0..{HXG - 1}: at init): a push landing
 //         before the arming only takes tx-count below zero (the phase needs the arrival).
 //         Measured (H100, T = 8192, C = 4096): h_pre exchanged 150.9 us against 162.9 with the
-//         logits (75.0% of copy), a round 3349 cycles against 3891; pushes as bulk copies after
+//         logits (75.0% of copy), one tile iteration 3349 cycles against 3891; pushes as bulk copies after
 //         barrier 2 148.8 us; the halves added in the warp sums and pushed from there: see
 //         docs/kernels/pre.md.
 // MMA     m16n8k16 bf16 -> f32, A = x (rows = the tile's 16 tokens: g, g + 8), B = phi (columns
@@ -1826,7 +1826,7 @@ MIX_WARP:
             e(f"""    mad.lo.u32 %r20, %ncl, {j}, %cid;
     mov.u32 %r21, {j};""")
             fill(k, "%r20", "%r21", f"PRO{j}")
-            if j == 0 and phi_bar:  # round 0 needs stage 0 and phi: stages 1.. wait for phi
+            if j == 0 and phi_bar:  # the first tile iteration needs stage 0 and phi: stages 1.. wait for phi
                 e(f"""    barrier.sync {PHI_BAR}, {phi_bar_threads};         // the math warps' phi fragments are in""")
         if STAMPS:
             e(exit_stamps("ready", "_fill"))

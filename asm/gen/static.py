@@ -785,7 +785,7 @@ class StaticMmaKernel:
         k.comment("bulk copies (cp.async.bulk, complete_tx on cpbar): lane 0 of data warp w copies stream rows")
         k.comment(f"w, w + {NW}, ... (sb bytes each) and warp 0 also gamma (2 sb bytes). A 16-byte cp.async")
         k.comment("loop over the rows issues one copy per row every ~190 ns per thread (globaltimer stamps,")
-        k.comment("T = 1, 4-CTA clusters: 6.4 us to issue 20 KB)")
+        k.comment("T = 1, 4-CTA clusters: 6.4 us to send 20 KB)")
         resmix.bulk_expect(k, cpb, self.tid, u("tbytes"), sb, n + 2, pr)
         k.ins(f"setp.ge.u32 {pr}, {self.tid}, {self.DT};")
         k.ins(f"@{pr} bra CP_END;")
