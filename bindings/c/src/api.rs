@@ -551,67 +551,45 @@ pub unsafe fn pre(
     }
 }
 
-/// # Safety
-/// As [`pre`].
-unsafe fn cuda_params<'a>(p: &mhc_pre_params) -> ApiResult<cuda::PreParamViews<'a>> {
-    // SAFETY: the caller's contract.
-    unsafe {
-        Ok(cuda::PreParamViews {
-            phi: cuda_view(&p.phi, "phi")?,
-            scale: cuda_view(&p.scale, "scale")?,
-            base: cuda_view(&p.base, "base")?,
-            gamma_k: opt(&p.gamma_k, |t| cuda_view(t, "gamma_k"))?,
-            gamma_f: opt(&p.gamma_f, |t| cuda_view(t, "gamma_f"))?,
-        })
-    }
+/// `pre`'s parameter and output views of one GPU backend from their descriptors: the CUDA and HIP
+/// views are distinct types with the same fields, built the same way.
+macro_rules! pre_views {
+    ($params:ident, $outs:ident, $backend:ident, $view:ident, $view_mut:ident) => {
+        /// # Safety
+        /// As [`pre`].
+        unsafe fn $params<'a>(p: &mhc_pre_params) -> ApiResult<$backend::PreParamViews<'a>> {
+            // SAFETY: the caller's contract.
+            unsafe {
+                Ok($backend::PreParamViews {
+                    phi: $view(&p.phi, "phi")?,
+                    scale: $view(&p.scale, "scale")?,
+                    base: $view(&p.base, "base")?,
+                    gamma_k: opt(&p.gamma_k, |t| $view(t, "gamma_k"))?,
+                    gamma_f: opt(&p.gamma_f, |t| $view(t, "gamma_f"))?,
+                })
+            }
+        }
+
+        /// # Safety
+        /// As [`pre`].
+        unsafe fn $outs<'a>(o: &mhc_pre_outputs) -> ApiResult<$backend::PreOutViews<'a>> {
+            // SAFETY: the caller's contract.
+            unsafe {
+                Ok($backend::PreOutViews {
+                    a: $view_mut(&o.a, "a")?,
+                    y: opt(&o.y, |t| $view_mut(t, "y"))?,
+                    h_pre: $view_mut(&o.h_pre, "h_pre")?,
+                    h_post: $view_mut(&o.h_post, "h_post")?,
+                    h_res: $view_mut(&o.h_res, "h_res")?,
+                    inv_rms: $view_mut(&o.inv_rms, "inv_rms")?,
+                })
+            }
+        }
+    };
 }
 
-/// # Safety
-/// As [`pre`].
-unsafe fn cuda_outs<'a>(o: &mhc_pre_outputs) -> ApiResult<cuda::PreOutViews<'a>> {
-    // SAFETY: the caller's contract.
-    unsafe {
-        Ok(cuda::PreOutViews {
-            a: cuda_view_mut(&o.a, "a")?,
-            y: opt(&o.y, |t| cuda_view_mut(t, "y"))?,
-            h_pre: cuda_view_mut(&o.h_pre, "h_pre")?,
-            h_post: cuda_view_mut(&o.h_post, "h_post")?,
-            h_res: cuda_view_mut(&o.h_res, "h_res")?,
-            inv_rms: cuda_view_mut(&o.inv_rms, "inv_rms")?,
-        })
-    }
-}
-
-/// # Safety
-/// As [`pre`].
-unsafe fn hip_params<'a>(p: &mhc_pre_params) -> ApiResult<hip::PreParamViews<'a>> {
-    // SAFETY: the caller's contract.
-    unsafe {
-        Ok(hip::PreParamViews {
-            phi: hip_view(&p.phi, "phi")?,
-            scale: hip_view(&p.scale, "scale")?,
-            base: hip_view(&p.base, "base")?,
-            gamma_k: opt(&p.gamma_k, |t| hip_view(t, "gamma_k"))?,
-            gamma_f: opt(&p.gamma_f, |t| hip_view(t, "gamma_f"))?,
-        })
-    }
-}
-
-/// # Safety
-/// As [`pre`].
-unsafe fn hip_outs<'a>(o: &mhc_pre_outputs) -> ApiResult<hip::PreOutViews<'a>> {
-    // SAFETY: the caller's contract.
-    unsafe {
-        Ok(hip::PreOutViews {
-            a: hip_view_mut(&o.a, "a")?,
-            y: opt(&o.y, |t| hip_view_mut(t, "y"))?,
-            h_pre: hip_view_mut(&o.h_pre, "h_pre")?,
-            h_post: hip_view_mut(&o.h_post, "h_post")?,
-            h_res: hip_view_mut(&o.h_res, "h_res")?,
-            inv_rms: hip_view_mut(&o.inv_rms, "inv_rms")?,
-        })
-    }
-}
+pre_views!(cuda_params, cuda_outs, cuda, cuda_view, cuda_view_mut);
+pre_views!(hip_params, hip_outs, hip, hip_view, hip_view_mut);
 
 /// `post` (docs/math.md stage 4): `out = h_post * f + h_res-mix of x`; `x`, `out` `T x n*C`,
 /// `f` `T x C` (plan dtype), `h_post` `T x n`, `h_res` `T x n*n` (dense f32).
