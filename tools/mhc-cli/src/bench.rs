@@ -637,12 +637,12 @@ fn record(
                 "C": r.c,
                 "variant": r.variant,
                 "bytes": r.bytes,
-                "us": r.us,
+                "us_b2b": r.us,
                 "us_graph": r.us_graph,
                 "gbps": gbps,
                 "pct_copy": 100.0 * gbps * 1e9 / copy_bw,
                 "floor_us": launch.floor(r.bytes, copy_bw),
-                "copy_same_us": r.copy_us,
+                "copy_us": r.copy_us,
             })
         })
         .collect();
@@ -660,7 +660,7 @@ fn record(
         "launch_us_b2b": launch.b2b,
         "launch_us_graph": launch.graph,
         "source": "mhc bench",
-        "method": "us: back-to-back calls, mean per call, median of 5 measurements of >= 100 calls with inputs rotated past L2; us_graph: a CUDA graph of 100 calls replayed, mean per call, median of 5",
+        "description": "us_b2b: back-to-back calls, mean per call, median of 5 measurements of >= 100 calls with inputs rotated past L2; us_graph: a CUDA graph of 100 calls replayed, mean per call, median of 5",
         "rows": rows,
     });
     // Non-finite numbers (a failed measurement) become null: the record stays valid JSON.
@@ -817,11 +817,23 @@ mod tests {
         let rows = [row(Stage::Pre, 4, 4096, 1, 5.0), row(Stage::Post, 4, 4096, 8192, f64::NAN)];
         let text = record(&dev, 3e12, Launch { b2b: 3.0, graph: 0.7 }, Dtype::Bf16, Overlap::Launch, &rows).unwrap();
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        for key in ["date", "gpu", "sm_count", "driver", "commit", "copy_gbps", "launch_us_graph", "source", "rows"] {
+        for key in [
+            "date",
+            "gpu",
+            "sm_count",
+            "driver",
+            "commit",
+            "copy_gbps",
+            "launch_us_graph",
+            "source",
+            "description",
+            "rows",
+        ] {
             assert!(v.get(key).is_some(), "{key} missing: {text}");
         }
         assert_eq!(v["rows"][0]["us_graph"], 2.5);
-        assert!(v["rows"][1]["us"].is_null() && v["rows"][1]["us_graph"].is_null());
+        assert!(v["rows"][1]["us_b2b"].is_null() && v["rows"][1]["us_graph"].is_null());
+        assert!(v["rows"][0].get("us").is_none(), "the record format's single-call column is not measured");
         assert_eq!(today().len(), 10);
     }
 
