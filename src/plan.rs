@@ -7,7 +7,7 @@
 
 use crate::config::{Config, Dtype, Stage};
 use crate::error::{Error, Result};
-use mhc_loader::{Arch, Budget, Selector, Shape, Variant};
+use mhc_loader::{Arch, Budget, Selector, Shape, TunedTable, Variant};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -90,21 +90,71 @@ pub fn shape_of(cfg: &Config, dtype: Dtype, slot: Slot) -> Shape {
     shape
 }
 
-/// The selector of the embedded catalogue and tuned tables for a device of `units` SMs / CUs
-/// (the tuned tables' entries are keyed by the unit count they were measured on).
-pub fn selector(units: u32) -> Result<Selector<'static>> {
-    let base = mhc_loader::select::embedded_selector()
-        .map_err(|e| Error::BadCodeObject { image: mhc_kernels::CATALOGUE_PATH.into(), reason: e.to_string() })?;
-    Ok(base.clone().with_units(units))
+/// The tuned tables a plan's selection follows where they have an entry for the call (the
+/// cost model decides elsewhere).
+#[derive(Debug, Clone, Default)]
+pub enum Tuning {
+    /// The tables compiled into the crate (`asm/tuning/<arch>.toml`).
+    #[default]
+    Embedded,
+    /// These tables instead of the embedded ones: a table `mhc tune` wrote for this GPU
+    /// ([`Tuning::from_file`]).
+    Tables(Vec<TunedTable>),
+    /// No table: the cost model alone.
+    CostModel,
+}
+
+/// Largest tuned table [`Tuning::from_file`] reads (a table of every key is a few hundred KiB).
+pub const MAX_TABLE_BYTES: u64 = 16 << 20;
+
+impl Tuning {
+    /// The table in the file at `path`, read leniently: an entry that does not validate is
+    /// skipped and named in the plan's warnings ([`mhc_loader::TunedTable::parse_lenient`]);
+    /// a file that cannot be read, or is larger than [`MAX_TABLE_BYTES`], is an error.
+    pub fn from_file(path: &std::path::Path) -> Result<Tuning> {
+        use std::io::Read;
+        let bad = |reason: String| Error::Config { what: "tuning", reason: format!("{}: {reason}", path.display()) };
+        let file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+        let mut text = String::new();
+        file.take(MAX_TABLE_BYTES + 1).read_to_string(&mut text).map_err(|e| bad(e.to_string()))?;
+        if text.len() as u64 > MAX_TABLE_BYTES {
+            return Err(bad(format!("larger than {MAX_TABLE_BYTES} bytes")));
+        }
+        Ok(Tuning::Tables(vec![TunedTable::parse_lenient(&path.display().to_string(), &text)]))
+    }
+}
+
+/// The selector of the embedded catalogue with `tuning`'s tables for a device of `units` SMs /
+/// CUs (the tuned tables' entries are keyed by the unit count they were measured on).
+pub fn selector(units: u32, tuning: &Tuning) -> Result<Selector<'static>> {
+    let bad = |e: mhc_loader::Error| Error::BadCodeObject {
+        image: mhc_kernels::CATALOGUE_PATH.into(),
+        reason: e.to_string(),
+    };
+    let base = match tuning {
+        Tuning::Embedded => mhc_loader::select::embedded_selector().map_err(bad)?.clone(),
+        Tuning::Tables(tables) => tables.iter().fold(Selector::new(catalogue()?), |s, table| s.with_table(table)),
+        Tuning::CostModel => Selector::new(catalogue()?),
+    };
+    Ok(base.with_units(units))
 }
 
 /// One token range of a stage: its last count and the variant chosen for it, or why none is.
 pub type Choice = (usize, std::result::Result<&'static Variant, Error>);
 
+/// A stage's token ranges ([`choose_with`]) and the selector's warnings about tuned entries it
+/// ignored (stale, measured on another part, or not admissible for this call), each once.
+#[derive(Debug)]
+pub struct Choices {
+    /// The ranges, in token order, the last open-ended.
+    pub ranges: Vec<Choice>,
+    /// Tuned entries ignored, and why.
+    pub warnings: Vec<String>,
+}
+
 /// The catalogue's choice for `slot` of `cfg` in `dtype` on `arch` (with `units` SMs / CUs) at
-/// every token count up to `max_tokens`: contiguous ranges, the last open-ended. `request`
-/// restricts it to one launcher (benchmarks and tests); `admit` is the device's own check of a
-/// variant that passed the catalogue's filters.
+/// every token count up to `max_tokens`, with the embedded tuned tables: [`choose_with`]'s
+/// ranges.
 #[allow(clippy::too_many_arguments)]
 pub fn choose(
     arch: Arch,
@@ -116,16 +166,42 @@ pub fn choose(
     request: Option<&str>,
     admit: &dyn Fn(&Variant) -> std::result::Result<(), String>,
 ) -> Result<Vec<Choice>> {
-    let selector = selector(units)?;
+    let selector = selector(units, &Tuning::Embedded)?;
+    Ok(choose_with(&selector, arch, cfg, dtype, slot, max_tokens, request, admit).ranges)
+}
+
+/// The choice of `selector` (its tables and SM / CU count) for `slot` of `cfg` in `dtype` on
+/// `arch` at every token count up to `max_tokens`: contiguous ranges, the last open-ended.
+/// `request` restricts it to one launcher (benchmarks and tests); `admit` is the device's own
+/// check of a variant that passed the catalogue's filters.
+#[allow(clippy::too_many_arguments)]
+pub fn choose_with(
+    selector: &Selector<'static>,
+    arch: Arch,
+    cfg: &Config,
+    dtype: Dtype,
+    slot: Slot,
+    max_tokens: usize,
+    request: Option<&str>,
+    admit: &dyn Fn(&Variant) -> std::result::Result<(), String>,
+) -> Choices {
     let mut shape = shape_of(cfg, dtype, slot);
     if let Some(l) = request {
         shape = shape.with_launch(l);
     }
     let buckets = selector.buckets(arch, slot.name(), &shape, &Budget::default(), max_tokens as u64, admit);
-    Ok(buckets
+    let mut warnings: Vec<String> = selector.warnings().to_vec();
+    let ranges = buckets
         .into_iter()
         .map(|b| {
             let max = usize::try_from(b.max_tokens).unwrap_or(usize::MAX);
+            if let Ok(sel) = &b.selection {
+                for w in &sel.warnings {
+                    if !warnings.contains(w) {
+                        warnings.push(w.clone());
+                    }
+                }
+            }
             let choice = b.selection.map(|s| s.variant).map_err(|nv| Error::NoVariant {
                 stage: slot.name().into(),
                 arch: arch.name().into(),
@@ -134,14 +210,15 @@ pub fn choose(
             });
             (max, choice)
         })
-        .collect())
+        .collect();
+    Choices { ranges, warnings }
 }
 
 /// The selector's account of its choice for one call: the query, the winner and why, every
 /// candidate's rank and cost, every rejected row of the stage with its reason.
 pub fn explain(
+    selector: &Selector<'static>,
     arch: Arch,
-    units: u32,
     cfg: &Config,
     dtype: Dtype,
     slot: Slot,
@@ -149,7 +226,7 @@ pub fn explain(
     admit: &dyn Fn(&Variant) -> std::result::Result<(), String>,
 ) -> Result<String> {
     let shape = shape_of(cfg, dtype, slot).at(tokens as u64);
-    Ok(match selector(units)?.select_with(arch, slot.name(), &shape, &Budget::default(), admit) {
+    Ok(match selector.select_with(arch, slot.name(), &shape, &Budget::default(), admit) {
         Ok(sel) => sel.explain(),
         Err(nv) => nv.to_string(),
     })

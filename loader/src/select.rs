@@ -23,9 +23,11 @@
 //!    ```
 //!    `units` is the device's SM/CU count when given, else the flagship part's
 //!    ([`Arch::default_compute_units`]). Ties keep catalogue order (stable sort).
-//! 3. **Override**: if a tuned table has an entry for (arch, units, stage, dtype, bucket(T), n,
-//!    bucket(C)) whose variant passed the filters, it wins; a tuned variant that was filtered
-//!    out is reported in `warnings`.
+//! 3. **Override**: if a tuned table has an entry for (arch, units, stage, dtype, formulation,
+//!    bucket(T), n, bucket(C)) whose variant passed the filters, it wins (an entry for the
+//!    call's formulation before one for either); a tuned variant that was filtered out, or an
+//!    entry for this problem measured on a part with another SM/CU count, is reported in
+//!    `warnings` and the cost model's choice stands.
 
 use crate::arch::Arch;
 use crate::registry::{Registry, Variant};
@@ -315,7 +317,7 @@ pub enum Choice {
     /// Lowest modelled cost.
     CostModel,
     /// A tuned table's entry (its evidence).
-    Tuned(TunedEntry),
+    Tuned(Box<TunedEntry>),
 }
 
 /// No variant passed the filters.
@@ -405,10 +407,25 @@ impl Selection<'_> {
         s.push_str(&format!("chosen: {} ({} in {})\n", v.id(), v.entry.entry, v.entry.file));
         match &self.choice {
             Choice::CostModel => s.push_str("  by the cost model (lowest estimated time)\n"),
-            Choice::Tuned(e) => s.push_str(&format!(
-                "  by the tuned table: {:.2} us, {:.0} GB/s, error {:.1e}, {} samples on {} units, {}\n",
-                e.us, e.gbps, e.error, e.samples, e.units, e.date
-            )),
+            Choice::Tuned(e) => {
+                s.push_str(&format!(
+                    "  by the tuned table: {:.2} us, {:.0} GB/s, error {:.1e}, {} samples on {} units{}, {}\n",
+                    e.us,
+                    e.gbps,
+                    e.error,
+                    e.samples,
+                    e.units,
+                    e.gpu.as_deref().map(|g| format!(" ({g})")).unwrap_or_default(),
+                    e.date
+                ));
+                let model = self.candidates.first().map_or("none", |c| c.id.as_str());
+                let measured =
+                    e.cost_model_us.map(|us| format!(", measured {us:.2} us in the same run")).unwrap_or_default();
+                s.push_str(&format!("  the cost model would choose: {model}{measured}\n"));
+                if let (Some(r), Some(m)) = (&e.runner_up, e.runner_up_margin_pct) {
+                    s.push_str(&format!("  runner-up when tuned: {r}, {m:.1}% slower\n"));
+                }
+            }
         }
         s.push_str(&format!("  why it exists: {}\n", v.entry.why));
         s.push_str("candidates (estimated cost):\n");
@@ -519,20 +536,41 @@ impl<'r> Selector<'r> {
         let mut warnings = self.warnings.clone();
         let mut variant = best;
         let mut choice = Choice::CostModel;
-        let key_matches = |e: &&TunedEntry| {
+        // The entry for this key: the call's formulation before an entry for either; the
+        // SM/CU count is compared last, so that an entry measured on another part is named.
+        let same_problem = |e: &&TunedEntry| {
             Arch::parse(&e.arch).map(Arch::family) == Ok(arch.family())
-                && e.units == units
                 && e.stage == stage
                 && e.dtype == shape.dtype
                 && e.tokens == bucket(shape.tokens)
                 && e.n == shape.n
                 && e.c == bucket(shape.c)
         };
-        if let Some(entry) = self.tuned.iter().find(key_matches) {
+        let formulation_is = |e: &&TunedEntry, f: Option<&str>| e.formulation.as_deref() == f;
+        let found = match shape.formulation.as_deref() {
+            Some(f) => self
+                .tuned
+                .iter()
+                .filter(same_problem)
+                .find(|e| formulation_is(e, Some(f)))
+                .or_else(|| self.tuned.iter().filter(same_problem).find(|e| formulation_is(e, None))),
+            None => self.tuned.iter().filter(same_problem).find(|e| formulation_is(e, None)),
+        };
+        let entry = match found {
+            Some(e) if e.units != units => {
+                warnings.push(format!(
+                    "tuned entry {} ({}) was measured on a part with {} units, this device has {units}: ignored",
+                    e.variant, e.date, e.units
+                ));
+                None
+            }
+            other => other,
+        };
+        if let Some(entry) = entry {
             match admissible.iter().find(|(_, v, _)| v.id() == entry.variant) {
                 Some(&(_, v, _)) => {
                     variant = v;
-                    choice = Choice::Tuned(entry.clone());
+                    choice = Choice::Tuned(Box::new(entry.clone()));
                 }
                 None => {
                     let why = rejected

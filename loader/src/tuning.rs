@@ -1,9 +1,15 @@
 //! Tuned tables: `asm/tuning/<arch>.toml`, written by the tuner, read here. Each `[[entry]]` says
 //! which variant won for one key, with the evidence (format in asm/tuning/README.md):
 //!
-//! key:   arch, units (SM/CU count of the GPU it was measured on), stage, dtype,
-//!        tokens / c bucketed up to a power of two ([`bucket`]), n exact
-//! value: variant, image_sha256 (of the image it was measured with), us, gbps, error, samples, date
+//! key:   arch, units (SM/CU count of the GPU it was measured on), stage, dtype, formulation
+//!        (optional: absent answers either), tokens / c bucketed up to a power of two
+//!        ([`bucket`]), n exact
+//! value: variant, image_sha256 (of the image it was measured with), us, gbps, error, samples,
+//!        date, and optionally the tuner's further evidence (GPU, driver, % of copy, spread,
+//!        the cost model's choice and time, the runner-up and its margin)
+//!
+//! `mhc tune` writes tables with [`TunedTable::render`]: entries sorted by key, numbers in a
+//! fixed format, so the same measurements give the same file.
 //!
 //! Tables are validated when parsed: [`TunedTable::parse`] (the tests) refuses a table with any
 //! malformed entry; [`TunedTable::parse_lenient`] (run-time selection) skips such an entry with
@@ -25,7 +31,7 @@ pub fn bucket(x: u64) -> u64 {
 }
 
 /// One measured winner.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TunedEntry {
     /// The architecture measured (a name [`Arch::parse`] accepts).
@@ -56,6 +62,33 @@ pub struct TunedEntry {
     pub samples: u32,
     /// YYYY-MM-DD.
     pub date: String,
+    /// The formulation measured (`v4` or `paper`); absent: the entry answers either.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub formulation: Option<String>,
+    /// The GPU's name as the driver reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
+    /// The driver version (cuDriverGetVersion / hipDriverGetVersion).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<i64>,
+    /// The achieved bandwidth as a percentage of the copy bandwidth measured in the same run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pct_copy: Option<f64>,
+    /// Spread of the timed measurements: (slowest - fastest) / median, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread_pct: Option<f64>,
+    /// The cost model's choice for this key, which the entry overrides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_model: Option<String>,
+    /// The cost model's choice's median time in the same run, microseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_model_us: Option<f64>,
+    /// The second-fastest correct candidate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_up: Option<String>,
+    /// How much slower the runner-up was, in percent of the winner's time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_up_margin_pct: Option<f64>,
 }
 
 /// The key an entry answers.
@@ -69,6 +102,8 @@ pub struct Key {
     pub stage: String,
     /// [`TunedEntry::dtype`].
     pub dtype: String,
+    /// [`TunedEntry::formulation`] (`None`: either).
+    pub formulation: Option<String>,
     /// [`TunedEntry::tokens`] (a bucket).
     pub tokens: u64,
     /// [`TunedEntry::n`].
@@ -85,6 +120,7 @@ impl TunedEntry {
             units: self.units,
             stage: self.stage.clone(),
             dtype: self.dtype.clone(),
+            formulation: self.formulation.clone(),
             tokens: self.tokens,
             n: self.n,
             c: self.c,
@@ -146,6 +182,14 @@ fn validate(e: &TunedEntry) -> Result<(), &'static str> {
     if !date_ok {
         return Err("date must be YYYY-MM-DD");
     }
+    if e.formulation.as_deref().is_some_and(|f| f != "v4" && f != "paper") {
+        return Err("formulation must be v4 or paper (or absent: either)");
+    }
+    let finite_or_absent = |v: Option<f64>| v.is_none_or(|v| v.is_finite() && v >= 0.0);
+    let evidence = [e.pct_copy, e.spread_pct, e.cost_model_us, e.runner_up_margin_pct];
+    if !evidence.into_iter().all(finite_or_absent) {
+        return Err("pct_copy, spread_pct, cost_model_us and runner_up_margin_pct must be finite and >= 0");
+    }
     Ok(())
 }
 
@@ -178,6 +222,97 @@ impl TunedTable {
     /// The entries that validated, in file order.
     pub fn entries(&self) -> &[TunedEntry] {
         &self.entries
+    }
+
+    /// A table of `entries`, validated as [`TunedTable::parse`] validates a file: an invalid
+    /// entry or a second entry for a key is an error naming it.
+    pub fn from_entries(name: &str, entries: Vec<TunedEntry>) -> Result<TunedTable, Error> {
+        let mut keys = std::collections::BTreeSet::new();
+        for (i, e) in entries.iter().enumerate() {
+            let problem = match validate(e) {
+                Err(reason) => Some(reason),
+                Ok(()) if !keys.insert(e.key()) => Some("a second entry for the same key"),
+                Ok(()) => None,
+            };
+            if let Some(reason) = problem {
+                return Err(Error::Tuning {
+                    table: name.to_string(),
+                    reason: format!("entry {} ({}): {reason}", i + 1, e.variant),
+                });
+            }
+        }
+        Ok(TunedTable { name: name.to_string(), entries, skipped: Vec::new() })
+    }
+
+    /// The table as a file: `header` (each line becomes a `#` comment), then every entry sorted
+    /// by key, each field on its own line in a fixed order with numbers in a fixed format, so
+    /// that the same entries always give the same text; [`TunedTable::parse`] reads it back.
+    pub fn render(&self, header: &str) -> String {
+        let mut out = String::new();
+        for line in header.lines() {
+            out.push_str(if line.is_empty() { "#" } else { "# " });
+            out.push_str(line);
+            out.push('\n');
+        }
+        let mut entries: Vec<&TunedEntry> = self.entries.iter().collect();
+        entries.sort_by_key(|e| e.key());
+        let num = |v: f64| {
+            // Four significant digits, always with a decimal point (TOML floats).
+            let digits = if v == 0.0 { 0 } else { (3 - v.abs().log10().floor() as i32).max(0) as usize };
+            let s = format!("{v:.digits$}");
+            if s.contains('.') || s.contains('e') {
+                s
+            } else {
+                s + ".0"
+            }
+        };
+        let string = |v: &str| toml::Value::String(v.to_string()).to_string();
+        for e in entries {
+            out.push_str("\n[[entry]]\n");
+            let mut field = |k: &str, v: String| out.push_str(&format!("{k} = {v}\n"));
+            field("arch", string(&e.arch));
+            field("units", e.units.to_string());
+            field("stage", string(&e.stage));
+            field("dtype", string(&e.dtype));
+            if let Some(f) = &e.formulation {
+                field("formulation", string(f));
+            }
+            field("tokens", e.tokens.to_string());
+            field("n", e.n.to_string());
+            field("c", e.c.to_string());
+            field("variant", string(&e.variant));
+            field("image_sha256", string(&e.image_sha256));
+            field("us", num(e.us));
+            field("gbps", num(e.gbps));
+            field("error", format!("{:.3e}", e.error));
+            field("samples", e.samples.to_string());
+            field("date", string(&e.date));
+            if let Some(v) = &e.gpu {
+                field("gpu", string(v));
+            }
+            if let Some(v) = e.driver {
+                field("driver", v.to_string());
+            }
+            if let Some(v) = e.pct_copy {
+                field("pct_copy", num(v));
+            }
+            if let Some(v) = e.spread_pct {
+                field("spread_pct", num(v));
+            }
+            if let Some(v) = &e.cost_model {
+                field("cost_model", string(v));
+            }
+            if let Some(v) = e.cost_model_us {
+                field("cost_model_us", num(v));
+            }
+            if let Some(v) = &e.runner_up {
+                field("runner_up", string(v));
+            }
+            if let Some(v) = e.runner_up_margin_pct {
+                field("runner_up_margin_pct", num(v));
+            }
+        }
+        out
     }
 
     /// One warning per entry [`TunedTable::parse_lenient`] skipped, naming it and saying why.

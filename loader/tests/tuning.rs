@@ -70,3 +70,77 @@ fn check_reports_stale_entries_without_slicing_past_a_hash() {
     assert!(kept.is_empty());
     assert!(warnings[0].contains("not in the catalogue"), "{warnings:?}");
 }
+
+fn parse_one(text: &str) -> TunedTable {
+    TunedTable::parse("t.toml", text).unwrap()
+}
+
+/// A rendered table parses back to the same entries, and rendering is a function of the
+/// entries alone (order in, extra whitespace): the same measurements give the same file.
+#[test]
+fn a_rendered_table_reads_back_and_is_deterministic() {
+    let a = parse_one(&format!(
+        "{}{}",
+        entry("pre_sm90_general", 64, "formulation = \"paper\"\ncost_model = \"pre_sm90_mid\"\ncost_model_us = 7.25\n"),
+        entry("pre_sm90_mid", 8, "runner_up = \"pre_sm90_general\"\nrunner_up_margin_pct = 3.5\ngpu = \"H100\"\n")
+    ));
+    let b = TunedTable::from_entries("t.toml", a.entries().iter().rev().cloned().collect()).unwrap();
+    let text = a.render("Tuned table for sm_90a\n\nwritten by mhc tune");
+    assert_eq!(text, b.render("Tuned table for sm_90a\n\nwritten by mhc tune"));
+    assert!(text.starts_with("# Tuned table for sm_90a\n#\n# written by mhc tune\n"));
+    let back = parse_one(&text);
+    assert_eq!(back.entries().len(), 2);
+    // Sorted by key: tokens 8 before 64.
+    assert_eq!(back.entries()[0].variant, "pre_sm90_mid");
+    assert_eq!(back.entries()[1].formulation.as_deref(), Some("paper"));
+    assert_eq!(back.entries()[1].cost_model_us, Some(7.25));
+    assert_eq!(back.entries()[0].runner_up_margin_pct, Some(3.5));
+}
+
+/// `from_entries` refuses what a strict parse refuses, naming the entry.
+#[test]
+fn from_entries_validates() {
+    let a = parse_one(&entry("pre_sm90_general", 64, ""));
+    let mut e = a.entries()[0].clone();
+    e.formulation = Some("v5".into());
+    let err = TunedTable::from_entries("t.toml", vec![e]).unwrap_err().to_string();
+    assert!(err.contains("formulation"), "{err}");
+    let twice = vec![a.entries()[0].clone(), a.entries()[0].clone()];
+    assert!(TunedTable::from_entries("t.toml", twice).unwrap_err().to_string().contains("second entry"));
+}
+
+/// A tuned entry steers the selector only for its key: its formulation (or either), and the
+/// SM count it was measured on; an entry from a part with another SM count is named in the
+/// warnings and the cost model's choice stands.
+#[test]
+fn a_tuned_entry_applies_to_its_formulation_and_sm_count_only() {
+    let reg = Registry::embedded().unwrap();
+    let arch = Arch::parse("sm_90a").unwrap();
+    let shape = Shape::new(300, 4, 4096, "bf16").with_formulation("v4");
+    let base = Selector::new(reg).with_units(132);
+    let sel = base.select(arch, "pre", &shape, &Budget::default()).unwrap();
+    assert!(sel.candidates.len() >= 2, "{}", sel.explain());
+    let model = sel.candidates[0].id.clone();
+    let other = sel.candidates[1].id.clone();
+    let sha = reg.get(&other).unwrap().image_sha256.clone();
+    let table = |formulation: &str, units: u32| {
+        let text = entry(&other, 512, formulation).replace("image_sha256 = \"", "image_sha256 = \"X");
+        let text =
+            text.replace(&format!("X{}", "ab".repeat(32)), &sha).replace("units = 132", &format!("units = {units}"));
+        TunedTable::parse("t.toml", &text).unwrap()
+    };
+    let pick = |t: &TunedTable| {
+        let s = Selector::new(reg).with_units(132).with_table(t);
+        let sel = s.select(arch, "pre", &shape, &Budget::default()).unwrap();
+        (sel.variant.id().to_string(), sel.warnings.clone(), sel.explain())
+    };
+    let (id, warnings, explain) = pick(&table("formulation = \"v4\"", 132));
+    assert_eq!(id, other, "{explain}");
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert!(explain.contains("the cost model would choose: ") && explain.contains(&model), "{explain}");
+    assert_eq!(pick(&table("", 132)).0, other, "an entry without a formulation answers either");
+    assert_eq!(pick(&table("formulation = \"paper\"", 132)).0, model, "another formulation's entry");
+    let (id, warnings, _) = pick(&table("formulation = \"v4\"", 114));
+    assert_eq!(id, model);
+    assert!(warnings.iter().any(|w| w.contains("114 units") && w.contains("132")), "{warnings:?}");
+}

@@ -11,8 +11,8 @@ use super::memory::DeviceBuffer;
 use super::pre::{self, WsLayout};
 use crate::config::{Config, Dtype, Formulation, Stage};
 use crate::error::{Error, Result};
-use crate::plan::{catalogue, row_index, Binding, Choice, Ranges, Slot};
-use mhc_loader::{Trait, Variant};
+use crate::plan::{catalogue, row_index, Binding, Choices, Ranges, Slot, Tuning};
+use mhc_loader::{Selector, Trait, Variant};
 use std::collections::HashMap;
 
 /// The device's limits of a catalogue row beyond what the catalogue itself filters, for a plan
@@ -43,10 +43,12 @@ pub(crate) fn launch_limits(
     }
 }
 
-/// The catalogue's choice for `slot` of `cfg` in `dtype` at every token count up to
-/// `max_tokens` on a device with `limits` ([`crate::plan::choose`] with this device's launch
-/// limits); `request` restricts it to one launcher, `admit` adds cluster occupancy.
+/// The choice of `selector` for `slot` of `cfg` in `dtype` at every token count up to
+/// `max_tokens` on a device with `limits` ([`crate::plan::choose_with`] with this device's
+/// launch limits); `request` restricts it to one launcher, `admit` adds cluster occupancy.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn choose(
+    selector: &Selector<'static>,
     limits: &DeviceLimits,
     cfg: &Config,
     dtype: Dtype,
@@ -54,10 +56,10 @@ pub(crate) fn choose(
     max_tokens: usize,
     request: Option<LaunchKind>,
     admit: &dyn Fn(&Variant) -> std::result::Result<(), String>,
-) -> Result<Vec<Choice>> {
+) -> Choices {
     let admit = |v: &Variant| launch_limits(v, cfg, dtype, limits, max_tokens).and_then(|()| admit(v));
     let arch = limits.arch.loader_arch();
-    crate::plan::choose(arch, limits.sm_count, cfg, dtype, slot, max_tokens, request.map(LaunchKind::name), &admit)
+    crate::plan::choose_with(selector, arch, cfg, dtype, slot, max_tokens, request.map(LaunchKind::name), &admit)
 }
 
 /// A configuration on a device: kernels chosen and loaded for every stage the device has for it.
@@ -72,6 +74,10 @@ pub struct Plan {
     /// The `pre` kernels' workspace regions.
     pub(crate) ws: WsLayout,
     workspace_bytes: usize,
+    /// The tuned tables the selection followed.
+    tuning: Tuning,
+    /// Tuned entries the selection ignored, and why.
+    warnings: Vec<String>,
 }
 
 impl std::fmt::Debug for Plan {
@@ -90,6 +96,20 @@ impl Plan {
     /// without a kernel for this configuration is recorded with its [`Error::NoVariant`], which
     /// its op returns; `new` itself fails only on a bad configuration or a load failure.
     pub fn new(dev: &CudaDevice, cfg: Config, dtype: Dtype, max_tokens: usize) -> Result<Self> {
+        Self::with_tuning(dev, cfg, dtype, max_tokens, &Tuning::Embedded)
+    }
+
+    /// [`Plan::new`], selecting with `tuning`'s tables (for example the file `mhc tune` wrote
+    /// for this GPU, [`Tuning::from_file`]) instead of the embedded ones. Entries that do not
+    /// apply (another part's SM count, a changed image, a kernel that cannot run this call) are
+    /// ignored and named in [`Plan::tuning_warnings`].
+    pub fn with_tuning(
+        dev: &CudaDevice,
+        cfg: Config,
+        dtype: Dtype,
+        max_tokens: usize,
+        tuning: &Tuning,
+    ) -> Result<Self> {
         cfg.validate()?;
         if dtype == Dtype::F64 {
             return Err(Error::Config { what: "dtype", reason: "CUDA kernels store bf16 or f32, not f64".into() });
@@ -100,27 +120,54 @@ impl Plan {
         let limits = dev.limits();
         let device = dev.ordinal() as u32 + 1;
         let ctx = Ctx { cfg, dtype, sm_count: dev.sm_count(), max_tokens, arch: dev.arch().name(), device };
+        let selector = crate::plan::selector(dev.sm_count(), tuning)?;
         let mut stages = Vec::with_capacity(Slot::ALL.len());
+        let mut warnings = Vec::new();
         for slot in Slot::ALL {
-            stages.push(Self::plan_stage(dev, &limits, &ctx, slot, None));
+            stages.push(Self::plan_stage(&selector, dev, &limits, &ctx, slot, None).map(|(ranges, w)| {
+                warnings.extend(w.into_iter().filter(|w| !warnings.contains(w)).collect::<Vec<_>>());
+                ranges
+            }));
         }
         let ws = pre::workspace::layout(&cfg, dtype, max_tokens);
         let uses_ws = |s: Slot| stages[s.index()].as_ref().is_ok_and(Ranges::any);
         let workspace_bytes = if uses_ws(Slot::Pre) || uses_ws(Slot::PostPre) { ws.total } else { 0 };
         let id = crate::plan::next_plan_id();
-        Ok(Plan { id, dev: dev.clone(), ctx, overlap: Overlap::default(), stages, ws, workspace_bytes })
+        Ok(Plan {
+            id,
+            dev: dev.clone(),
+            ctx,
+            overlap: Overlap::default(),
+            stages,
+            ws,
+            workspace_bytes,
+            tuning: tuning.clone(),
+            warnings,
+        })
+    }
+
+    /// The tuned tables this plan's selection followed.
+    pub fn tuning(&self) -> &Tuning {
+        &self.tuning
+    }
+
+    /// Tuned entries this plan's selection ignored, each with why (empty when every entry that
+    /// matched a call applied).
+    pub fn tuning_warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// The buckets of `slot`: the catalogue's choices with their functions loaded and persistent
     /// grids sized. `Err` only for a load failure or an inconsistent build; a configuration
     /// without kernels is `Ok` with every range's reason.
     fn plan_stage(
+        selector: &Selector<'static>,
         dev: &CudaDevice,
         limits: &DeviceLimits,
         ctx: &Ctx,
         slot: Slot,
         request: Option<LaunchKind>,
-    ) -> Result<Ranges<Bucket>> {
+    ) -> Result<(Ranges<Bucket>, Vec<String>)> {
         // Persistent kernels need whole clusters resident: ask the device once per row.
         let resident: std::cell::RefCell<HashMap<usize, Result<u32>>> = Default::default();
         let occupancy = |v: &Variant| -> std::result::Result<(), String> {
@@ -135,9 +182,9 @@ impl Plan {
                 Err(e) => Err(e.to_string()),
             }
         };
-        let choices = choose(limits, &ctx.cfg, ctx.dtype, slot, ctx.max_tokens, request, &occupancy)?;
-        let mut ranges = Vec::with_capacity(choices.len());
-        for (max_tokens, choice) in choices {
+        let choices = choose(selector, limits, &ctx.cfg, ctx.dtype, slot, ctx.max_tokens, request, &occupancy);
+        let mut ranges = Vec::with_capacity(choices.ranges.len());
+        for (max_tokens, choice) in choices.ranges {
             let bucket = match choice {
                 Ok(variant) => {
                     let slot_index = row_index(variant)?;
@@ -164,7 +211,7 @@ impl Plan {
             }
             start = max.saturating_add(1);
         }
-        Ok(Ranges(ranges))
+        Ok((Ranges(ranges), choices.warnings))
     }
 
     /// The same plan with launches overlapping the previous kernel as `overlap` says
@@ -258,7 +305,8 @@ impl Plan {
     #[cfg(feature = "testing")]
     pub(crate) fn requested(&self, slot: Slot, kind: LaunchKind, tokens: usize) -> Result<Bucket> {
         let limits = self.dev.limits();
-        let ranges = Self::plan_stage(&self.dev, &limits, &self.ctx, slot, Some(kind))?;
+        let selector = crate::plan::selector(self.dev.sm_count(), &self.tuning)?;
+        let (ranges, _) = Self::plan_stage(&selector, &self.dev, &limits, &self.ctx, slot, Some(kind))?;
         let found = ranges.0.into_iter().find(|(max, _)| tokens <= *max);
         found.map(|(_, b)| b).unwrap_or_else(|| {
             Err(Error::NoVariant {
@@ -275,6 +323,41 @@ impl Plan {
         match Slot::of(stage) {
             Some(slot) => self.bucket(slot, tokens),
             None => self.supports(stage).and_then(|()| unreachable_stage(stage)),
+        }
+    }
+
+    /// Every catalogue row that can run `stage` at `tokens` tokens on this device, in the cost
+    /// model's order (its choice first), tuned tables aside: what `mhc tune` measures. `Err`
+    /// when no row can ([`Error::NoVariant`], every rejection with its reason).
+    pub fn candidates(&self, stage: Stage, tokens: usize) -> Result<Vec<&'static Variant>> {
+        let slot = Slot::of(stage).ok_or_else(|| no_slot(stage))?;
+        let selector = crate::plan::selector(self.dev.sm_count(), &Tuning::CostModel)?;
+        let (cfg, dtype, limits) = (&self.ctx.cfg, self.ctx.dtype, self.dev.limits());
+        let admit = |v: &Variant| -> std::result::Result<(), String> {
+            launch_limits(v, cfg, dtype, &limits, self.ctx.max_tokens)?;
+            if !v.has(Trait::Persistent) {
+                return Ok(());
+            }
+            let index = row_index(v).map_err(|e| e.to_string())?;
+            match resident_ctas(&self.dev, &self.ctx, v, index) {
+                Ok(0) => Err(format!("no cluster of {} CTAs fits this device", v.cluster())),
+                Ok(_) => Ok(()),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        let shape = crate::plan::shape_of(cfg, dtype, slot).at(tokens as u64);
+        let arch = limits.arch.loader_arch();
+        match selector.select_with(arch, slot.name(), &shape, &mhc_loader::Budget::default(), &admit) {
+            Ok(sel) => {
+                let reg = catalogue()?;
+                Ok(sel.candidates.iter().filter_map(|c| reg.get(&c.id)).collect())
+            }
+            Err(nv) => Err(Error::NoVariant {
+                stage: slot.name().into(),
+                arch: self.ctx.arch.into(),
+                shape: nv.shape.clone(),
+                rejected: nv.reasons(),
+            }),
         }
     }
 
@@ -370,6 +453,7 @@ pub fn planned_kernels(
     dtype: Dtype,
     stage: &str,
     tokens: usize,
+    tuning: &Tuning,
 ) -> Result<Vec<PlannedKernel>> {
     cfg.validate()?;
     if tokens == 0 {
@@ -379,20 +463,21 @@ pub fn planned_kernels(
         what: "stage",
         reason: format!("{stage:?} has no CUDA kernels; the stages are {}", Slot::ALL.map(Slot::name).join(", ")),
     })?;
-    let choice = choose(limits, cfg, dtype, slot, tokens, None, &|_| Ok(()))?.pop().map(|(_, c)| c);
+    let selector = crate::plan::selector(limits.sm_count, tuning)?;
+    let choice = choose(&selector, limits, cfg, dtype, slot, tokens, None, &|_| Ok(())).ranges.pop().map(|(_, c)| c);
     let choice = choice.unwrap_or_else(|| Err(no_slot_named(stage)));
     let variant = match (slot, choice) {
         (_, Ok(v)) => v,
         (Slot::PostPre, Err(_)) => {
             // Where no fused kernel serves T: post, then pre.
-            let mut kernels = planned_kernels(limits, cfg, dtype, "post", tokens)?;
-            kernels.extend(planned_kernels(limits, cfg, dtype, "pre", tokens)?);
+            let mut kernels = planned_kernels(limits, cfg, dtype, "post", tokens, tuning)?;
+            kernels.extend(planned_kernels(limits, cfg, dtype, "pre", tokens, tuning)?);
             return Ok(kernels);
         }
         (_, Err(e)) => return Err(e),
     };
     let admit = |v: &Variant| launch_limits(v, cfg, dtype, limits, tokens);
-    let explain = crate::plan::explain(limits.arch.loader_arch(), limits.sm_count, cfg, dtype, slot, tokens, &admit)?;
+    let explain = crate::plan::explain(&selector, limits.arch.loader_arch(), cfg, dtype, slot, tokens, &admit)?;
     Ok(vec![PlannedKernel {
         stage: slot.name().to_string(),
         variant: variant.id().to_string(),
@@ -459,8 +544,9 @@ mod tests {
     fn entries(stage: Stage, cfg: Config, dtype: Dtype, max: usize) -> Result<Vec<(usize, &'static str)>> {
         let limits = DeviceLimits::flagship(CudaArch::Sm90a);
         let slot = Slot::of(stage).unwrap();
-        choose(&limits, &cfg, dtype, slot, max, None, &|_| Ok(()))
-            .unwrap()
+        let selector = crate::plan::selector(limits.sm_count, &Tuning::Embedded).unwrap();
+        choose(&selector, &limits, &cfg, dtype, slot, max, None, &|_| Ok(()))
+            .ranges
             .into_iter()
             .map(|(m, v)| v.map(|v| (m, v.entry.entry.as_str())))
             .collect()
@@ -593,7 +679,7 @@ mod tests {
 
     fn planned(n: usize, c: usize, dtype: Dtype, stage: Stage, t: usize) -> Vec<String> {
         let limits = DeviceLimits::flagship(CudaArch::Sm90a);
-        planned_kernels(&limits, &Config::new(n, c), dtype, stage.name(), t)
+        planned_kernels(&limits, &Config::new(n, c), dtype, stage.name(), t, &Tuning::Embedded)
             .unwrap()
             .into_iter()
             .map(|k| k.entry)
@@ -633,9 +719,9 @@ mod tests {
         assert_eq!(planned(4, 4096, Dtype::Bf16, Post, 65), ["mhc_post_v4_bf16_n4"]);
         // Bad input is an error, not a panic.
         let limits = DeviceLimits::flagship(CudaArch::Sm90a);
-        assert!(planned_kernels(&limits, &Config::new(4, 100), Dtype::Bf16, "pre", 1).is_err());
-        assert!(planned_kernels(&limits, &Config::new(4, 4096), Dtype::Bf16, "pre", 0).is_err());
-        assert!(planned_kernels(&limits, &Config::new(4, 4096), Dtype::Bf16, "sinkhorn", 1).is_err());
+        assert!(planned_kernels(&limits, &Config::new(4, 100), Dtype::Bf16, "pre", 1, &Tuning::Embedded).is_err());
+        assert!(planned_kernels(&limits, &Config::new(4, 4096), Dtype::Bf16, "pre", 0, &Tuning::Embedded).is_err());
+        assert!(planned_kernels(&limits, &Config::new(4, 4096), Dtype::Bf16, "sinkhorn", 1, &Tuning::Embedded).is_err());
     }
 
     #[test]
@@ -704,9 +790,9 @@ mod tests {
                                 cfg.gamma_f = gf;
                                 let dtype: Dtype = dtype.parse().unwrap();
                                 let max = ts.iter().copied().max().unwrap_or(1);
-                                let Ok(ranges) = choose(&limits, &cfg, dtype, slot, max, None, &|_| Ok(())) else {
-                                    return false;
-                                };
+                                let selector = crate::plan::selector(limits.sm_count, &Tuning::Embedded).unwrap();
+                                let ranges =
+                                    choose(&selector, &limits, &cfg, dtype, slot, max, None, &|_| Ok(())).ranges;
                                 ts.iter().any(|&t| {
                                     ranges
                                         .iter()
@@ -733,7 +819,8 @@ mod tests {
     fn token_counts_past_the_32_bit_offsets_are_refused() {
         let limits = DeviceLimits::flagship(CudaArch::Sm90a);
         let at = |n: usize, c: usize, dtype: Dtype, t: usize| {
-            let ranges = choose(&limits, &Config::new(n, c), dtype, Slot::Pre, t, None, &|_| Ok(())).unwrap();
+            let selector = crate::plan::selector(limits.sm_count, &Tuning::Embedded).unwrap();
+            let ranges = choose(&selector, &limits, &Config::new(n, c), dtype, Slot::Pre, t, None, &|_| Ok(())).ranges;
             Ranges(ranges).at(Slot::Pre, "sm_90a", t).map(|v| v.entry.entry.clone())
         };
         assert_eq!(at(32, 8, Dtype::F32, 3_947_581).unwrap(), "mhc_pre_sm90_f32");

@@ -11,6 +11,7 @@ use super::pre::{PostInViews, PreOutViews, PreParamViews};
 use super::stream::Stream;
 use crate::config::{Config, Dtype, Stage};
 use crate::error::{Error, Result};
+use crate::plan::Tuning;
 use crate::runner::{check_finite, resolve_config, signature, Array, Class, Named, Port, StageRunner};
 use crate::tensor::Layout;
 use half::bf16;
@@ -19,6 +20,7 @@ use half::bf16;
 pub struct CudaRunner {
     dev: CudaDevice,
     stream: Stream,
+    tuning: Tuning,
 }
 
 impl CudaRunner {
@@ -26,7 +28,12 @@ impl CudaRunner {
     pub fn new(ordinal: usize) -> Result<Self> {
         let dev = CudaDevice::new(ordinal)?;
         let stream = Stream::new(&dev)?;
-        Ok(CudaRunner { dev, stream })
+        Ok(CudaRunner { dev, stream, tuning: Tuning::Embedded })
+    }
+
+    /// Makes the runner's plans select with `tuning`'s tables ([`Plan::with_tuning`]).
+    pub fn set_tuning(&mut self, tuning: Tuning) {
+        self.tuning = tuning;
     }
     /// The GPU the stages run on.
     pub fn device(&self) -> &CudaDevice {
@@ -98,7 +105,7 @@ impl StageRunner for CudaRunner {
         let sig = signature(stage, &cfg);
         let t = sig.check(inputs)?;
         check_finite(&sig, inputs)?;
-        let plan = Plan::new(&self.dev, cfg, dtype, t.max(1))?;
+        let plan = Plan::with_tuning(&self.dev, cfg, dtype, t.max(1), &self.tuning)?;
         plan.supports(stage)?;
         let layout_of = |p: &Port| if p.tokens { Layout::dense(t, p.row_len()) } else { Layout::dense(1, p.row_len()) };
         let storage = |p: &Port| match p.class {

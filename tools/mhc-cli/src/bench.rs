@@ -58,6 +58,10 @@ pub struct Args {
     /// (the plans' default).
     #[arg(long, default_value = "launch")]
     pub overlap: String,
+    /// Tuned tables the plans select with: `embedded` (those compiled in), `none` (the cost
+    /// model alone) or the path of a table `mhc tune` wrote.
+    #[arg(long, default_value = "embedded")]
+    pub tuning: String,
 }
 
 fn parse_overlap(s: &str) -> Result<Overlap, String> {
@@ -85,18 +89,22 @@ impl Launch {
 }
 
 #[derive(Debug, Clone)]
-struct Row {
+pub(crate) struct Row {
     stage: Stage,
     formulation: Formulation,
     t: usize,
     n: usize,
     c: usize,
     variant: String,
-    bytes: f64,
+    pub(crate) bytes: f64,
     /// Back-to-back, mean per call (median of 5 measurements).
-    us: f64,
+    pub(crate) us: f64,
+    /// (slowest - fastest) / median of the 5 back-to-back measurements, percent.
+    pub(crate) spread_pct: f64,
     /// CUDA-graph replay, mean per call (median of 5), for T <= GRAPH_MAX_TOKENS.
-    us_graph: Option<f64>,
+    pub(crate) us_graph: Option<f64>,
+    /// The same spread of the 5 graph measurements.
+    pub(crate) graph_spread_pct: Option<f64>,
     /// One device-to-device copy of the same bytes (half read, half written), timed as `us`.
     copy_us: f64,
 }
@@ -110,6 +118,7 @@ pub fn main(args: Args) -> Result<(), String> {
     let stream = Stream::new(&dev).map_err(|e| e.to_string())?;
     let runs = args.runs.max(100);
     let overlap = parse_overlap(&args.overlap)?;
+    let tuning = crate::tune::tuning_arg(&args.tuning)?;
     let copy_bw = copy_bandwidth(&dev, &stream).map_err(|e| e.to_string())?;
     let launch_us = empty_launch_us(&dev, &stream, overlap).map_err(|e| e.to_string())?;
     std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
@@ -207,7 +216,11 @@ pub fn main(args: Args) -> Result<(), String> {
         }
         for (t, n, c, form) in shapes {
             let cfg = Config::new(n, c).with_formulation(form);
-            match bench_case(&dev, &stream, stage, cfg, dtype, t, runs, overlap) {
+            let plan = Plan::with_tuning(&dev, cfg, dtype, t, &tuning).map(|p| p.with_overlap(overlap));
+            for w in plan.as_ref().map(|p| p.tuning_warnings()).unwrap_or_default() {
+                eprintln!("warning: {w}");
+            }
+            match plan.and_then(|plan| bench_case(&dev, &stream, stage, &plan, t, runs)) {
                 Ok(r) => {
                     if rows.is_empty() {
                         emit(header());
@@ -276,7 +289,7 @@ fn row_line(r: &Row, copy_bw: f64, launch: Launch) -> String {
 
 /// Median of per-copy event timings of a 1 GiB device-to-device copy, as bytes read + written
 /// per second.
-fn copy_bandwidth(dev: &CudaDevice, s: &Stream) -> mhc::Result<f64> {
+pub(crate) fn copy_bandwidth(dev: &CudaDevice, s: &Stream) -> mhc::Result<f64> {
     let bytes = 1usize << 30;
     let a = DeviceBuffer::alloc(dev, bytes)?;
     let b = DeviceBuffer::alloc(dev, bytes)?;
@@ -308,13 +321,30 @@ fn empty_launch_us(dev: &CudaDevice, s: &Stream, overlap: Overlap) -> mhc::Resul
     for i in 0..50 {
         call(i)?;
     }
-    let b2b = time_b2b(dev, s, 200, &mut call)?;
-    let graph = time_graph(dev, s, 5, &mut call)?;
+    let b2b = time_b2b(dev, s, 200, &mut call)?.us;
+    let graph = time_graph(dev, s, 5, &mut call)?.us;
     Ok(Launch { b2b, graph })
 }
 
 /// Measurements per column: each is a mean over many calls, the column reports their median.
 const REPEATS: usize = 5;
+
+/// The median of [`REPEATS`] measurements (each a mean per call) and their spread.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    /// Median, microseconds per call.
+    pub(crate) us: f64,
+    /// (slowest - fastest) / median, percent.
+    pub(crate) spread_pct: f64,
+}
+
+impl Timing {
+    fn of(means: &mut [f64]) -> Timing {
+        let us = median(means);
+        let (lo, hi) = means.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &m| (lo.min(m), hi.max(m)));
+        Timing { us, spread_pct: 100.0 * (hi - lo) / us }
+    }
+}
 
 /// Mean time per call of `runs` launches back-to-back between two events, measured
 /// [`REPEATS`] times (call indices continue across them, so inputs keep rotating): the median.
@@ -323,7 +353,7 @@ fn time_b2b(
     s: &Stream,
     runs: usize,
     call: &mut impl FnMut(usize) -> mhc::Result<()>,
-) -> mhc::Result<f64> {
+) -> mhc::Result<Timing> {
     let (e0, e1) = (Event::new(dev)?, Event::new(dev)?);
     let mut means = Vec::with_capacity(REPEATS);
     for r in 0..REPEATS {
@@ -335,7 +365,7 @@ fn time_b2b(
         e1.synchronize()?;
         means.push(e1.elapsed_ms_since(&e0)? as f64 * 1e3 / runs as f64);
     }
-    Ok(median(&mut means))
+    Ok(Timing::of(&mut means))
 }
 
 /// Time per call of 100 calls captured in a CUDA graph: one untimed replay, then [`REPEATS`]
@@ -345,7 +375,7 @@ fn time_graph(
     s: &Stream,
     replays: usize,
     call: &mut impl FnMut(usize) -> mhc::Result<()>,
-) -> mhc::Result<f64> {
+) -> mhc::Result<Timing> {
     s.begin_capture()?;
     for i in 0..100 {
         call(i)?;
@@ -364,7 +394,7 @@ fn time_graph(
         e1.synchronize()?;
         means.push(e1.elapsed_ms_since(&e0)? as f64 * 1e3 / (100 * replays) as f64);
     }
-    Ok(median(&mut means))
+    Ok(Timing::of(&mut means))
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -397,18 +427,16 @@ impl Pool {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn bench_case(
+/// Times `stage` at `t` tokens with `plan`'s kernels (the columns of the module documentation).
+pub(crate) fn bench_case(
     dev: &CudaDevice,
     s: &Stream,
     stage: Stage,
-    cfg: Config,
-    dtype: Dtype,
+    plan: &Plan,
     t: usize,
     runs: usize,
-    overlap: Overlap,
 ) -> mhc::Result<Row> {
-    let plan = Plan::new(dev, cfg, dtype, t)?.with_overlap(overlap);
+    let (cfg, dtype) = (*plan.config(), plan.dtype());
     plan.supports(stage)?;
     let entry =
         |st: Stage| -> mhc::Result<String> { Ok(plan.kernel_for(st, t).map_or("?", |b| b.entry()).to_string()) };
@@ -565,11 +593,24 @@ fn bench_case(
     }
     s.synchronize()?;
     let mut call = |i: usize| call(i % sets);
-    let us = time_b2b(dev, s, runs, &mut call)?;
+    let b2b = time_b2b(dev, s, runs, &mut call)?;
     // Graph replay for small T: 100 captured calls, replayed 5 times per measurement.
-    let us_graph = if t <= GRAPH_MAX_TOKENS { Some(time_graph(dev, s, 5, &mut call)?) } else { None };
+    let graph = if t <= GRAPH_MAX_TOKENS { Some(time_graph(dev, s, 5, &mut call)?) } else { None };
     let copy_us = same_size_copy_us(dev, s, bytes, runs)?;
-    Ok(Row { stage, formulation: cfg.formulation, t, n, c, variant, bytes, us, us_graph, copy_us })
+    Ok(Row {
+        stage,
+        formulation: cfg.formulation,
+        t,
+        n,
+        c,
+        variant,
+        bytes,
+        us: b2b.us,
+        spread_pct: b2b.spread_pct,
+        us_graph: graph.map(|g| g.us),
+        graph_spread_pct: graph.map(|g| g.spread_pct),
+        copy_us,
+    })
 }
 
 /// Time of one device-to-device copy that moves `bytes` in all (half read, half written), timed
@@ -588,20 +629,20 @@ fn same_size_copy_us(dev: &CudaDevice, s: &Stream, bytes: f64, runs: usize) -> m
     for i in 0..sets {
         call(i)?;
     }
-    time_b2b(dev, s, runs, &mut call)
+    Ok(time_b2b(dev, s, runs, &mut call)?.us)
 }
 
 /// What a record says of the GPU it ran on.
-struct DeviceFacts {
-    name: String,
-    arch: &'static str,
-    sm_count: u32,
+pub(crate) struct DeviceFacts {
+    pub(crate) name: String,
+    pub(crate) arch: &'static str,
+    pub(crate) sm_count: u32,
     l2_bytes: u32,
-    driver: i32,
+    pub(crate) driver: i32,
 }
 
 impl DeviceFacts {
-    fn of(dev: &CudaDevice) -> Self {
+    pub(crate) fn of(dev: &CudaDevice) -> Self {
         DeviceFacts {
             name: dev.name().to_string(),
             arch: dev.arch().name(),
@@ -668,7 +709,7 @@ fn record(
 }
 
 /// Today's date (UTC) as YYYY-MM-DD, from the system clock.
-fn today() -> String {
+pub(crate) fn today() -> String {
     let days =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 86_400) as i64;
     // Civil date from days since 1970-01-01 (proleptic Gregorian).
@@ -803,7 +844,9 @@ mod tests {
             variant: "k".into(),
             bytes: 1e6,
             us,
+            spread_pct: 1.0,
             us_graph: (t <= GRAPH_MAX_TOKENS).then_some(us / 2.0),
+            graph_spread_pct: (t <= GRAPH_MAX_TOKENS).then_some(1.0),
             copy_us: us,
         }
     }

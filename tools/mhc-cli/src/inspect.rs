@@ -58,6 +58,10 @@ pub struct Args {
     /// The layer applies the F-pre-norm gamma_f (CUDA plan only).
     #[arg(long)]
     pub gamma_f: bool,
+    /// Tuned tables to select with: `embedded` (those compiled in), `none` (the cost model
+    /// alone) or the path of a table `mhc tune` wrote.
+    #[arg(long, default_value = "embedded")]
+    pub tuning: String,
 }
 
 pub fn main(args: Args) -> Result<(), String> {
@@ -220,10 +224,9 @@ fn explain(args: &Args) -> Result<(), String> {
         }
     }
     let budget = Budget { max_registers_per_thread: args.max_registers, max_shared_bytes: args.max_shared };
-    let mut selector = mhc_loader::select::embedded_selector().map_err(|e| e.to_string())?.clone();
-    if let Some(units) = args.units {
-        selector = selector.with_units(units);
-    }
+    let tuning = crate::tune::tuning_arg(&args.tuning)?;
+    let units = args.units.unwrap_or_else(|| arch.default_compute_units());
+    let selector = mhc::plan::selector(units, &tuning).map_err(|e| e.to_string())?;
     match selector.select(arch, stage, &shape, &budget) {
         Ok(selection) => {
             print!("{}", selection.explain());
@@ -248,7 +251,8 @@ fn explain_cuda_plan(
     if let Some(units) = args.units {
         limits.sm_count = units;
     }
-    let kernels = planned_kernels(&limits, cfg, dtype, stage, tokens).map_err(|e| e.to_string())?;
+    let tuning = crate::tune::tuning_arg(&args.tuning)?;
+    let kernels = planned_kernels(&limits, cfg, dtype, stage, tokens, &tuning).map_err(|e| e.to_string())?;
     let names: Vec<&str> = kernels.iter().map(|k| k.entry.as_str()).collect();
     println!(
         "the CUDA plan for {stage} at T={tokens} n={} C={} {dtype} {} ({} SMs) launches: {}",

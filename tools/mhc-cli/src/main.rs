@@ -12,6 +12,7 @@ mod devices;
 mod example;
 mod inspect;
 mod run;
+mod tune;
 
 /// mHC runtime tools: run stages on .npy files, assemble and inspect kernels, benchmark.
 #[derive(Parser)]
@@ -37,6 +38,8 @@ enum Command {
     Compare(compare::Args),
     /// List the devices present (cpu, gcn-sim, CUDA and HIP GPUs) and whether this build serves them.
     Devices(devices::Args),
+    /// Measure every kernel that can serve each tuning key on this GPU and write the tuned table.
+    Tune(tune::Args),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         Command::Example(args) => example::main(args),
         Command::Compare(args) => compare::main(args),
         Command::Devices(args) => devices::main(args),
+        Command::Tune(args) => tune::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
