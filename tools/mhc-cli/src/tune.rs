@@ -39,8 +39,10 @@ use mhc_loader::tuning::{TunedEntry, TunedTable};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// Smallest noise allowance, percent: a winner must beat the cost model's choice by more.
-pub const NOISE_FLOOR_PCT: f64 = 2.0;
+/// Smallest noise allowance, percent: a winner must beat the cost model's choice by more. The
+/// spread within one run understates the noise between runs: two runs on one H200 measured the
+/// same key's margin at 2.9% and 0.6% (asm/tuning/README.md).
+pub const NOISE_FLOOR_PCT: f64 = 3.0;
 
 /// Arguments of `mhc tune`.
 #[derive(clap::Args)]
