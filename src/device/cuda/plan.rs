@@ -539,12 +539,13 @@ mod tests {
     use crate::device::cuda::CudaArch;
     use crate::Formulation;
 
-    /// The plan's token ranges of `stage` up to `max` tokens on the flagship part, as (last
-    /// count, entry); the first range without a kernel is the error.
+    /// The catalogue's token ranges of `stage` up to `max` tokens on the flagship part (the cost
+    /// model, no tuned table), as (last count, entry); the first range without a kernel is the
+    /// error.
     fn entries(stage: Stage, cfg: Config, dtype: Dtype, max: usize) -> Result<Vec<(usize, &'static str)>> {
         let limits = DeviceLimits::flagship(CudaArch::Sm90a);
         let slot = Slot::of(stage).unwrap();
-        let selector = crate::plan::selector(limits.sm_count, &Tuning::Embedded).unwrap();
+        let selector = crate::plan::selector(limits.sm_count, &Tuning::CostModel).unwrap();
         choose(&selector, &limits, &cfg, dtype, slot, max, None, &|_| Ok(()))
             .ranges
             .into_iter()
@@ -677,13 +678,39 @@ mod tests {
         assert_eq!(r[0].1, "mhc_static_bf16_n4");
     }
 
-    fn planned(n: usize, c: usize, dtype: Dtype, stage: Stage, t: usize) -> Vec<String> {
+    fn planned_with(n: usize, c: usize, dtype: Dtype, stage: Stage, t: usize, tuning: &Tuning) -> Vec<String> {
         let limits = DeviceLimits::flagship(CudaArch::Sm90a);
-        planned_kernels(&limits, &Config::new(n, c), dtype, stage.name(), t, &Tuning::Embedded)
+        planned_kernels(&limits, &Config::new(n, c), dtype, stage.name(), t, tuning)
             .unwrap()
             .into_iter()
             .map(|k| k.entry)
             .collect()
+    }
+
+    /// The catalogue's own choice (the cost model, no tuned table).
+    fn planned(n: usize, c: usize, dtype: Dtype, stage: Stage, t: usize) -> Vec<String> {
+        planned_with(n, c, dtype, stage, t, &Tuning::CostModel)
+    }
+
+    /// The embedded sm_90a table overrides the cost model at the keys it names, for every T of
+    /// the key's bucket, and nowhere else.
+    #[test]
+    fn the_embedded_table_overrides_the_cost_model_at_its_keys() {
+        use Stage::{Head, Pre};
+        let tuned = |n, c, stage, t| planned_with(n, c, Dtype::Bf16, stage, t, &Tuning::Embedded);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Head, 1), ["mhc_head_cld_bf16_n4"]);
+        assert_eq!(tuned(4, 4096, Head, 1), ["mhc_head_cl_bf16_n4"]);
+        assert_eq!(tuned(4, 4096, Head, 2), ["mhc_head_cl_bf16_n4"]);
+        assert_eq!(tuned(4, 4096, Head, 3), ["mhc_head_cld_bf16_n4"], "bucket 4 has no entry");
+        assert_eq!(tuned(4, 4096, Head, 1000), ["mhc_head_bf16_n4"]);
+        assert_eq!(tuned(4, 4096, Head, 1025), ["mhc_head_pc4_bf16_n4"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 64), ["mhc_pre_mid_sm90_bf16"]);
+        assert_eq!(tuned(4, 4096, Pre, 64), ["mhc_pre_pc16t_bf16_n4"]);
+        assert_eq!(tuned(4, 4096, Pre, 33), ["mhc_pre_pc16t_bf16_n4"]);
+        assert_eq!(tuned(4, 4096, Pre, 32), ["mhc_pre_mid_sm90_bf16"]);
+        // Another dtype, n or C bucket: the cost model.
+        assert_eq!(planned_with(4, 4096, Dtype::F32, Head, 1, &Tuning::Embedded), ["mhc_head_cld_f32_n4"]);
+        assert_eq!(tuned(4, 7168, Head, 1), ["mhc_head_cld_bf16_n4"]);
     }
 
     #[test]
