@@ -74,7 +74,8 @@ pub struct Args {
     /// (`--resume` continues).
     #[arg(long, default_value_t = 30.0)]
     pub budget: f64,
-    /// The table to write (entries of other keys already in it are kept).
+    /// The table to write, default `tuning/<arch>.toml` (entries of other keys already in it are
+    /// kept; copied to asm/tuning/<arch>.toml it is compiled in).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Continue the run whose journal (`OUT.journal`) is beside the table.
