@@ -774,7 +774,7 @@ mod tests {
 
     impl Bench for Fake {
         fn device(&self) -> Device {
-            Device { arch: "sm_90a".into(), units: 132, gpu: "Fake H100".into(), driver: 13000 }
+            Fake::device_of()
         }
         fn candidates(&mut self, case: &Case) -> Result<Vec<Candidate>, String> {
             candidates_without_a_device(case)
