@@ -176,11 +176,7 @@ impl Plan {
             }
             let index = row_index(v).map_err(|e| e.to_string())?;
             let r = resident.borrow_mut().entry(index).or_insert_with(|| resident_ctas(dev, ctx, v, index)).clone();
-            match r {
-                Ok(0) => Err(format!("no cluster of {} CTAs fits this device", v.cluster())),
-                Ok(_) => Ok(()),
-                Err(e) => Err(e.to_string()),
-            }
+            clusters_fit(v, r)
         };
         let choices = choose(selector, limits, &ctx.cfg, ctx.dtype, slot, ctx.max_tokens, request, &occupancy);
         let mut ranges = Vec::with_capacity(choices.ranges.len());
@@ -339,11 +335,7 @@ impl Plan {
                 return Ok(());
             }
             let index = row_index(v).map_err(|e| e.to_string())?;
-            match resident_ctas(&self.dev, &self.ctx, v, index) {
-                Ok(0) => Err(format!("no cluster of {} CTAs fits this device", v.cluster())),
-                Ok(_) => Ok(()),
-                Err(e) => Err(e.to_string()),
-            }
+            clusters_fit(v, resident_ctas(&self.dev, &self.ctx, v, index))
         };
         let shape = crate::plan::shape_of(cfg, dtype, slot).at(tokens as u64);
         let arch = limits.arch.loader_arch();
@@ -379,6 +371,15 @@ fn no_slot(stage: Stage) -> Error {
 
 fn unreachable_stage(stage: Stage) -> Result<&'static Bucket> {
     Err(no_slot(stage))
+}
+
+/// A persistent row's admission from [`resident_ctas`]: at least one whole cluster must fit.
+fn clusters_fit(v: &Variant, resident: Result<u32>) -> std::result::Result<(), String> {
+    match resident {
+        Ok(0) => Err(format!("no cluster of {} CTAs fits this device", v.cluster())),
+        Ok(_) => Ok(()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Persistent kernels (`persistent`, `token_ring`): the CTAs the device holds at once with the
