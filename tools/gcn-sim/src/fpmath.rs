@@ -318,74 +318,59 @@ pub fn f64_to_u32(x: f64) -> u32 {
 }
 
 /// IEEE minNum / maxNum as the VALU computes them in IEEE mode: a quiet NaN operand is ignored;
-/// -0 < +0.
-pub fn min32(a: f32, b: f32) -> f32 {
-    if a.is_nan() {
-        return if b.is_nan() { f32::NAN } else { b };
-    }
-    if b.is_nan() {
-        return a;
-    }
-    if a == b {
-        return if a.is_sign_negative() { a } else { b };
-    }
-    if a < b {
-        a
-    } else {
-        b
-    }
+/// -0 < +0. One definition for both widths.
+macro_rules! ieee_min_max {
+    ($min:ident, $max:ident, $t:ty) => {
+        #[doc = concat!("IEEE minNum of two `", stringify!($t), "` (see the macro's documentation).")]
+        pub fn $min(a: $t, b: $t) -> $t {
+            match (a.is_nan(), b.is_nan()) {
+                (true, true) => <$t>::NAN,
+                (true, false) => b,
+                (false, true) => a,
+                _ if a == b => {
+                    if a.is_sign_negative() {
+                        a
+                    } else {
+                        b
+                    }
+                }
+                _ => {
+                    if a < b {
+                        a
+                    } else {
+                        b
+                    }
+                }
+            }
+        }
+
+        #[doc = concat!("IEEE maxNum of two `", stringify!($t), "` (see the macro's documentation).")]
+        pub fn $max(a: $t, b: $t) -> $t {
+            match (a.is_nan(), b.is_nan()) {
+                (true, true) => <$t>::NAN,
+                (true, false) => b,
+                (false, true) => a,
+                _ if a == b => {
+                    if a.is_sign_negative() {
+                        b
+                    } else {
+                        a
+                    }
+                }
+                _ => {
+                    if a > b {
+                        a
+                    } else {
+                        b
+                    }
+                }
+            }
+        }
+    };
 }
 
-pub fn max32(a: f32, b: f32) -> f32 {
-    if a.is_nan() {
-        return if b.is_nan() { f32::NAN } else { b };
-    }
-    if b.is_nan() {
-        return a;
-    }
-    if a == b {
-        return if a.is_sign_negative() { b } else { a };
-    }
-    if a > b {
-        a
-    } else {
-        b
-    }
-}
-
-pub fn min64(a: f64, b: f64) -> f64 {
-    if a.is_nan() {
-        return if b.is_nan() { f64::NAN } else { b };
-    }
-    if b.is_nan() {
-        return a;
-    }
-    if a == b {
-        return if a.is_sign_negative() { a } else { b };
-    }
-    if a < b {
-        a
-    } else {
-        b
-    }
-}
-
-pub fn max64(a: f64, b: f64) -> f64 {
-    if a.is_nan() {
-        return if b.is_nan() { f64::NAN } else { b };
-    }
-    if b.is_nan() {
-        return a;
-    }
-    if a == b {
-        return if a.is_sign_negative() { b } else { a };
-    }
-    if a > b {
-        a
-    } else {
-        b
-    }
-}
+ieee_min_max!(min32, max32, f32);
+ieee_min_max!(min64, max64, f64);
 
 /// Quiets a NaN (the VALU returns quiet NaNs).
 pub fn quiet32(x: f32) -> f32 {
@@ -440,5 +425,24 @@ pub fn div_fixup64(q: f64, d: f64, n: f64, sign_bits: (bool, bool), min_exp: i32
         sgn(f64::INFINITY)
     } else {
         sgn(q.abs())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// minNum / maxNum: a NaN operand is ignored, two NaNs give NaN, -0 orders below +0, in both
+    /// widths and both argument orders.
+    #[test]
+    fn min_max_ignore_nan_and_order_signed_zeros() {
+        for (a, b) in [(0.0f32, -0.0f32), (-0.0, 0.0)] {
+            assert!(min32(a, b).is_sign_negative() && !max32(a, b).is_sign_negative());
+            assert!(min64(a.into(), b.into()).is_sign_negative() && !max64(a.into(), b.into()).is_sign_negative());
+        }
+        assert_eq!((min32(f32::NAN, 2.0), min32(2.0, f32::NAN), max32(f32::NAN, -1.0)), (2.0, 2.0, -1.0));
+        assert_eq!((min64(f64::NAN, 2.0), max64(3.0, f64::NAN)), (2.0, 3.0));
+        assert!(min32(f32::NAN, f32::NAN).is_nan() && max64(f64::NAN, f64::NAN).is_nan());
+        assert_eq!((min32(1.0, 2.0), max32(1.0, 2.0), min64(-3.0, 2.0), max64(-3.0, 2.0)), (1.0, 2.0, -3.0, 2.0));
     }
 }
