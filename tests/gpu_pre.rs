@@ -709,13 +709,80 @@ fn pre_cluster_kernel_shapes() {
             Shape::new(4, 4096, 1000, form, Dtype::F32),
             Shape { gamma_f: true, ..bf(4, 4096, 1000) },
             bf(4, 4224, 1000),
-            bf(4, 7168, 1000),
+            bf(4, 9216, 1000),
             bf(4, 4096, 16),
             bf(4, 4096, 64),
             bf(8, 1280, 1000),
         ] {
             assert!(!uses(&sh), "{}: cluster kernel not selected", sh.label());
         }
+    }
+}
+
+/// The pair entry of the persistent-cluster kernel (pre_pc.ptx `mhc_pre_pc16p_bf16_n4`: two
+/// clusters per tile, each on a part of C, their sums added through the workspace) where the
+/// catalogue selects it (bf16, n = 4, C = 5120..8192 a multiple of 1024, T >= 65): every split
+/// of C (2+3, 3+3, 3+4, 4+4 blocks), partial last tiles, phi ~ 0.5, gamma_k, strided x and a. Then
+/// one plan and workspace for a sequence of calls of different T on fresh inputs, each against
+/// the reference (the exchange rows' flags must come back to 0 after every call), and a repeat
+/// of the first input giving the same bits.
+#[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
+fn pre_cluster_pair_shapes() {
+    let Some(dev) = gpu() else { return };
+    let stream = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("pre_cluster_pair");
+    let plan = catalogue_plan(&dev, Config::new(4, 7168), Dtype::Bf16, 8192).unwrap();
+    for b in plan.buckets(mhc::Stage::Pre).unwrap() {
+        eprintln!("pre bucket ..={}: {} ({} resident CTAs)", b.max_tokens, b.entry(), b.resident_ctas);
+    }
+    for c in [5120, 6144, 7168, 8192] {
+        let plan = catalogue_plan(&dev, Config::new(4, c), Dtype::Bf16, 1000).unwrap();
+        let b = plan.buckets(mhc::Stage::Pre).unwrap();
+        let b = b.iter().find(|b| b.min_tokens <= 1000 && 1000 <= b.max_tokens).unwrap();
+        assert_eq!(b.entry(), "mhc_pre_pc16p_bf16_n4", "C = {c}");
+        assert!(b.resident_ctas > 0 && b.resident_ctas % 32 == 0, "C = {c}: {} CTAs", b.resident_ctas);
+    }
+    for form in FORMS {
+        let bf = |c, t| Shape::new(4, c, t, form, Dtype::Bf16);
+        let mut shapes: Vec<Shape> = [(7168, 65), (7168, 1000), (7168, 4099), (5120, 97), (6144, 300), (8192, 129)]
+            .map(|(c, t)| bf(c, t))
+            .into();
+        shapes.push(Shape { phi_std: 0.5, ..bf(7168, 1000) });
+        shapes.push(Shape { gamma_k: true, ..bf(7168, 200) });
+        shapes.push(Shape { x_pad: 8, gamma_k: true, ..bf(7168, 129) });
+        for sh in shapes {
+            let uses = catalogue_plan(&dev, sh.cfg(), sh.dtype, sh.t).unwrap().pre_uses_cluster_kernel(sh.t);
+            assert!(uses, "{}: cluster kernel selected", sh.label());
+            check_pre(&dev, &stream, &mut rng, &sh);
+        }
+    }
+    // One workspace, calls of different T: every call's exchange leaves the flags at 0.
+    let cfg = Config::new(4, 7168);
+    let plan = catalogue_plan(&dev, cfg, Dtype::Bf16, 4099).unwrap();
+    let ws = plan.new_workspace().unwrap();
+    let mut first = None;
+    for (i, t) in [1000, 65, 4099, 17, 1000].into_iter().enumerate() {
+        let case = if i == 4 {
+            first.as_ref().map(|(c, _): &(PreCase, _)| c.clone()).unwrap()
+        } else {
+            stored(PreCase::random(&mut rng, cfg, t, 0.02), Dtype::Bf16)
+        };
+        let want = case.forward();
+        let din = dev_in(&dev, &case, Dtype::Bf16, cfg.k());
+        let mut out = alloc_out(&dev, &cfg, Dtype::Bf16, t, cfg.c);
+        out.poison(&stream, Dtype::Bf16);
+        let x = din.x.view(Dtype::Bf16, din.x_layout);
+        plan.pre(&stream, &ws, &x, &din.params(&cfg), &mut out.views(&cfg, Dtype::Bf16, t)).unwrap();
+        stream.synchronize().unwrap();
+        let label = format!("call {i} on one workspace: C=7168 T={t}");
+        compare_skip(&label, Dtype::Bf16, &out.read(&cfg, Dtype::Bf16, t), &want, None);
+        if i == 0 {
+            first = Some((case, out.bits()));
+        } else if i == 4 {
+            assert!(out.bits() == first.as_ref().unwrap().1, "{label}: the repeated input gave other bits");
+        }
+        eprintln!("ok  {label}");
     }
 }
 

@@ -133,6 +133,12 @@ def pre_pc_items():
     out = [
         const("PC_ENTRY", "&str", f'"{p.ENTRY_PRE}"', "The persistent-cluster pre entry (asm/ptx/sm90/pre_pc.ptx)."),
         const("PC_TMA_ENTRY", "&str", f'"{p.ENTRY_PRE_TMA}"', "The entry whose ring is filled by TMA, for C a multiple of [`PC_TMA_C_MULTIPLE`]."),
+        const("PC_PAIR_ENTRY", "&str", f'"{p.ENTRY_PRE_PAIR}"', "The entry that runs two clusters per tile, each on a part of C (C = [`PC_PAIR_MIN_C`]..=[`PC_PAIR_MAX_C`])."),
+        const("PC_PAIR_MIN_C", "usize", p.PAIR_C_MIN, "Smallest C of the pair entry (below it one cluster holds the whole C)."),
+        const("PC_PAIR_MAX_C", "usize", p.PAIR_C_MAX, "Largest C of the pair entry: each half at most [`PC_MAX_C`]."),
+        const("PC_PAIR_SLOTS", "usize", p.PAIR_SLOTS, "Exchange rows per pair, half and token (one per round modulo this)."),
+        const("PC_PAIR_ROW_BYTES", "usize", p.PAIR_ROW, "Bytes of one exchange row: 7 float4 of sums, then 7 u32 flags at +128."),
+        const("PC_PAIR_MAX", "usize", p.PAIR_MAX, "Pairs of clusters the workspace's exchange region holds (the launcher caps the grid)."),
         const("PC_TMA_C_MULTIPLE", "usize", p.TMA_C_MULTIPLE, "The TMA entry's C granularity: its boxes are 64 channels of each CTA's C/16."),
         const("POST_PRE_PC_ENTRY", "&str", f'"{p.ENTRY_POST_PRE}"', "The fused `post_pre` entry."),
         const("POST_PRE_PCM_ENTRY", "&str", f'"{p.ENTRY_POST_PRE_M}"', "The fused entry whose post warps also mix each tile and fill the ring."),
@@ -151,6 +157,7 @@ def pre_pc_items():
     ]
     docs = {"ring_bytes": "Dynamic shared memory of the kernel at C: [`PC_STAGES`] stages of [`PC_TILE_TOKENS`] token rows, each the CTA's 4 stream slices (C/16 channels, bf16) and a pad.",
             "tma_ring_bytes": "The TMA entry's ring: stages of [`PC_TILE_TOKENS`] tokens x C/2 bytes (no pad: the 128-byte swizzle spreads the banks), and 1 KB to align the ring to the swizzle's 1024-byte period.",
+            "pair_ring_bytes": "The pair entry's ring: the TMA entry's at the larger of its two parts of C (whole 1024-channel blocks, the larger ceil(C / 2048) of them).",
             "fused_row_bytes": "The fused entry's token row: the 4 x slices and the f slice, each C/16 channels (bf16) and 16 bytes, then a pad that makes the row 4 mod 8 in 16-byte units. C is a multiple of 128.",
             "fused_ring_bytes": "The fused entry's ring: token rows of [`fused_row_bytes`], and each stage ends with the tile's h_post / h_res rows."}
     for name, expr in p.RING_FORMULAS.items():

@@ -606,6 +606,24 @@ pub const PC_ENTRY: &str = "mhc_pre_pc16_bf16_n4";
 /// The entry whose ring is filled by TMA, for C a multiple of [`PC_TMA_C_MULTIPLE`].
 pub const PC_TMA_ENTRY: &str = "mhc_pre_pc16t_bf16_n4";
 
+/// The entry that runs two clusters per tile, each on a part of C (C = [`PC_PAIR_MIN_C`]..=[`PC_PAIR_MAX_C`]).
+pub const PC_PAIR_ENTRY: &str = "mhc_pre_pc16p_bf16_n4";
+
+/// Smallest C of the pair entry (below it one cluster holds the whole C).
+pub const PC_PAIR_MIN_C: usize = 5120;
+
+/// Largest C of the pair entry: each half at most [`PC_MAX_C`].
+pub const PC_PAIR_MAX_C: usize = 8192;
+
+/// Exchange rows per pair, half and token (one per round modulo this).
+pub const PC_PAIR_SLOTS: usize = 4;
+
+/// Bytes of one exchange row: 7 float4 of sums, then 7 u32 flags at +128.
+pub const PC_PAIR_ROW_BYTES: usize = 256;
+
+/// Pairs of clusters the workspace's exchange region holds (the launcher caps the grid).
+pub const PC_PAIR_MAX: usize = 8;
+
 /// The TMA entry's C granularity: its boxes are 64 channels of each CTA's C/16.
 pub const PC_TMA_C_MULTIPLE: usize = 1024;
 
@@ -659,6 +677,11 @@ pub const fn ring_bytes(c: usize) -> usize {
 /// The TMA entry's ring: stages of [`PC_TILE_TOKENS`] tokens x C/2 bytes (no pad: the 128-byte swizzle spreads the banks), and 1 KB to align the ring to the swizzle's 1024-byte period.
 pub const fn tma_ring_bytes(c: usize) -> usize {
     PC_STAGES * PC_TILE_TOKENS * (c / 2) + 1024
+}
+
+/// The pair entry's ring: the TMA entry's at the larger of its two parts of C (whole 1024-channel blocks, the larger ceil(C / 2048) of them).
+pub const fn pair_ring_bytes(c: usize) -> usize {
+    PC_STAGES * PC_TILE_TOKENS * ((c + 1024) / 2048 * 512) + 1024
 }
 
 /// The fused entry's token row: the 4 x slices and the f slice, each C/16 channels (bf16) and 16 bytes, then a pad that makes the row 4 mod 8 in 16-byte units. C is a multiple of 128.

@@ -101,7 +101,10 @@ impl Plan {
 
     /// Whether `pre` at `tokens` tokens runs the persistent-cluster kernel.
     pub fn pre_uses_cluster_kernel(&self, tokens: usize) -> bool {
-        matches!(self.pre_launcher(tokens), Some(LaunchKind::PreCluster | LaunchKind::PreClusterTma))
+        matches!(
+            self.pre_launcher(tokens),
+            Some(LaunchKind::PreCluster | LaunchKind::PreClusterTma | LaunchKind::PreClusterPair)
+        )
     }
 
     /// Whether `pre` at `tokens` tokens runs the GEMM kernel.

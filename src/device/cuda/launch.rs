@@ -43,6 +43,9 @@ pub enum LaunchKind {
     PreCluster,
     /// pre_pc.ptx, the TMA ring entry (its argument bank carries x's tensor map).
     PreClusterTma,
+    /// pre_pc.ptx, the pair entry: the TMA entry on two clusters per tile, each on a part of C
+    /// (an even cluster count; the workspace's exchange rows).
+    PreClusterPair,
     /// pre_gemm.ptx: n = 16 / 32 as a tiled GEMM.
     PreGemm,
     /// pre.ptx `mhc_post_pre_sm90_*`: the general kernel's fused post producer (on request).
@@ -53,7 +56,7 @@ pub enum LaunchKind {
 
 impl LaunchKind {
     /// Every launcher.
-    pub const ALL: [LaunchKind; 13] = [
+    pub const ALL: [LaunchKind; 14] = [
         LaunchKind::Post,
         LaunchKind::Head,
         LaunchKind::Static,
@@ -64,6 +67,7 @@ impl LaunchKind {
         LaunchKind::PreMid,
         LaunchKind::PreCluster,
         LaunchKind::PreClusterTma,
+        LaunchKind::PreClusterPair,
         LaunchKind::PreGemm,
         LaunchKind::PostPre,
         LaunchKind::PostPreCluster,
@@ -82,6 +86,7 @@ impl LaunchKind {
             LaunchKind::PreMid => "pre_mid",
             LaunchKind::PreCluster => "pre_cluster",
             LaunchKind::PreClusterTma => "pre_cluster_tma",
+            LaunchKind::PreClusterPair => "pre_cluster_pair",
             LaunchKind::PreGemm => "pre_gemm",
             LaunchKind::PostPre => "post_pre",
             LaunchKind::PostPreCluster => "post_pre_cluster",
@@ -104,7 +109,7 @@ impl LaunchKind {
             LaunchKind::Coeffs => size_of::<CoeffsArgs>(),
             LaunchKind::Pre | LaunchKind::PostPre => size_of::<PreArgs>(),
             LaunchKind::PreDecode | LaunchKind::PreMid | LaunchKind::PreCluster => size_of::<PreDecodeArgs>(),
-            LaunchKind::PreClusterTma => size_of::<PreTmaArgs>(),
+            LaunchKind::PreClusterTma | LaunchKind::PreClusterPair => size_of::<PreTmaArgs>(),
             LaunchKind::PreGemm => size_of::<PreGemmArgs>(),
             LaunchKind::PostPreCluster => size_of::<PostPrePcArgs>(),
         }

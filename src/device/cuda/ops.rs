@@ -180,8 +180,8 @@ impl Plan {
     ) -> Result<Launch> {
         let (ctx, lay, wsp) = (&self.ctx, &self.ws, ws.device_ptr());
         match b.kind {
-            LaunchKind::PreCluster | LaunchKind::PreClusterTma => {
-                pre::cluster::launch(ctx, b, wsp, x, params, out, chk)
+            LaunchKind::PreCluster | LaunchKind::PreClusterTma | LaunchKind::PreClusterPair => {
+                pre::cluster::launch(ctx, b, lay, wsp, x, params, out, chk)
             }
             LaunchKind::PreGemm => pre::gemm::launch(ctx, b, lay, wsp, x, params, out, chk),
             LaunchKind::PreDecode | LaunchKind::PreMid => {

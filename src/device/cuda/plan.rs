@@ -376,6 +376,9 @@ fn unreachable_stage(stage: Stage) -> Result<&'static Bucket> {
 /// A persistent row's admission from [`resident_ctas`]: at least one whole cluster must fit.
 fn clusters_fit(v: &Variant, resident: Result<u32>) -> std::result::Result<(), String> {
     match resident {
+        Ok(0) if v.entry.launch == LaunchKind::PreClusterPair.name() => {
+            Err(format!("no pair of {}-CTA clusters fits this device at once", v.cluster()))
+        }
         Ok(0) => Err(format!("no cluster of {} CTAs fits this device", v.cluster())),
         Ok(_) => Ok(()),
         Err(e) => Err(e.to_string()),
@@ -397,6 +400,9 @@ fn resident_ctas(dev: &CudaDevice, ctx: &Ctx, v: &Variant, index: usize) -> Resu
             other => pre::cluster::ring_bytes_of(other, ctx.cfg.c) as u32,
         };
         let clusters = ffi::occupancy_max_active_clusters(func.raw, v.threads(), shared, geometry.cluster)?;
+        if kind == LaunchKind::PreClusterPair {
+            return Ok(pre::cluster::pair_ctas(clusters.max(0) as u32, geometry.cluster));
+        }
         return Ok(clusters.max(0) as u32 * geometry.cluster);
     }
     if geometry.has(Trait::TokenRing) {
@@ -741,7 +747,15 @@ mod tests {
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 449), ["mhc_post_pre_pc16_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 8192), ["mhc_post_pre_pc16_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 64), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_mid_sm90_bf16"]);
-        assert_eq!(planned(4, 7168, Dtype::Bf16, PostPre, 8192), ["mhc_post_v4_bf16_n4", "mhc_pre_sm90_bf16"]);
+        assert_eq!(planned(4, 7168, Dtype::Bf16, PostPre, 8192), ["mhc_post_v4_bf16_n4", "mhc_pre_pc16p_bf16_n4"]);
+        // C = 5120..8192 (multiples of 1024): the pair entry from 65 tokens; the mid kernel below.
+        for c in [5120, 6144, 7168, 8192] {
+            assert_eq!(planned(4, c, Dtype::Bf16, Pre, 64), ["mhc_pre_mid_sm90_bf16"], "C = {c}");
+            assert_eq!(planned(4, c, Dtype::Bf16, Pre, 65), ["mhc_pre_pc16p_bf16_n4"], "C = {c}");
+            assert_eq!(planned(4, c, Dtype::Bf16, Pre, 8192), ["mhc_pre_pc16p_bf16_n4"], "C = {c}");
+        }
+        assert_eq!(planned(4, 7296, Dtype::Bf16, Pre, 8192), ["mhc_pre_sm90_bf16"], "C not a multiple of 1024");
+        assert_eq!(planned(4, 9216, Dtype::Bf16, Pre, 8192), ["mhc_pre_sm90_bf16"], "C beyond two clusters");
         // Registry stages: the same ranges as the plan's buckets.
         assert_eq!(planned(4, 4096, Dtype::Bf16, Post, 64), ["mhc_post_v4_bf16_n4_v2"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, Post, 65), ["mhc_post_v4_bf16_n4"]);

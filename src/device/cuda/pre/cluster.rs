@@ -10,6 +10,11 @@
 //! Where C is a multiple of 1024 its TMA entry (`mhc_pre_pc16t_bf16_n4`) serves instead: its ring is
 //! filled by tensor copies (the tensor map of x, encoded per launch on the host, travels in
 //! [`PreTmaArgs`]) and each token's CTA computes its h_pre and sends it to the others.
+//! C = 5120..8192 (multiples of 1024: DeepSeek-V4-Pro's 7168) is beyond one cluster's phi
+//! registers and ring; there the pair entry (`mhc_pre_pc16p_bf16_n4`, asm/ptx/sm90/pre_pc_pair.ptx)
+//! runs the TMA entry on two clusters per tile, each on whole 1024-channel blocks of C, and their
+//! coefficient warps add each token's two sums through the workspace's exchange rows
+//! ([`PAIR_BYTES`]); the grid is an even number of resident clusters ([`pair_ctas`]).
 //!
 //! The same file's second entry, `mhc_post_pre_pc16_bf16_n4`, is `post_pre` in one pass: its ring
 //! also brings layer l's `f` slice and `h_post` / `h_res` rows, two post warps compute
@@ -18,17 +23,37 @@
 //! rounding step apart), the projection runs on it and the mix stores it to `x_out`: `x'` is never
 //! read back (the catalogue gives it `post_pre` from 65 tokens where this kernel serves `pre`). Its stage rows pad each stream slice ([`fused_row_bytes`]).
 
-use super::{Checked, PostInViews, PreOutViews, PreParamViews};
-pub use crate::device::cuda::abi::{fused_ring_bytes, ring_bytes, tma_ring_bytes, PC_TILE_TOKENS};
-use crate::device::cuda::abi::{PostPrePcArgs, PreTmaArgs};
+use super::{Checked, PostInViews, PreOutViews, PreParamViews, WsLayout};
+pub use crate::device::cuda::abi::{fused_ring_bytes, pair_ring_bytes, ring_bytes, tma_ring_bytes, PC_TILE_TOKENS};
+use crate::device::cuda::abi::{
+    PostPrePcArgs, PreTmaArgs, PC_PAIR_MAX, PC_PAIR_MAX_C, PC_PAIR_MIN_C, PC_PAIR_ROW_BYTES, PC_PAIR_SLOTS,
+    PC_TMA_C_MULTIPLE,
+};
 use crate::device::cuda::launch::{Bucket, Ctx, Launch, LaunchKind, Row};
 use crate::device::cuda::memory::{DeviceTensor, DeviceTensorMut};
 use crate::error::Result;
+
+/// Bytes of the pair entry's exchange rows in the workspace (`WsLayout::pair`).
+pub(crate) const PAIR_BYTES: usize = PC_PAIR_MAX * PC_PAIR_SLOTS * 2 * PC_TILE_TOKENS * PC_PAIR_ROW_BYTES;
+
+/// Whether C is one the pair entry splits into two clusters' parts (whole 1024-channel blocks,
+/// each part at most one cluster's C).
+pub(crate) const fn pair_c(c: usize) -> bool {
+    c % PC_TMA_C_MULTIPLE == 0 && c >= PC_PAIR_MIN_C && c <= PC_PAIR_MAX_C
+}
+
+/// The resident CTAs a pair-entry launch uses of the `clusters` the device holds at once: an
+/// even number of clusters (both halves of every pair run together, as their exchange needs),
+/// at most [`PC_PAIR_MAX`] pairs (the workspace's exchange rows).
+pub(crate) fn pair_ctas(clusters: u32, cluster: u32) -> u32 {
+    (clusters / 2).min(PC_PAIR_MAX as u32) * 2 * cluster
+}
 
 /// The ring a launcher of this family asks for at C.
 pub const fn ring_bytes_of(kind: LaunchKind, c: usize) -> usize {
     match kind {
         LaunchKind::PreClusterTma => tma_ring_bytes(c),
+        LaunchKind::PreClusterPair => pair_ring_bytes(c),
         LaunchKind::PostPreCluster => fused_ring_bytes(c),
         _ => ring_bytes(c),
     }
@@ -37,9 +62,11 @@ pub const fn ring_bytes_of(kind: LaunchKind, c: usize) -> usize {
 /// The persistent-cluster `pre` launch on bucket `b` (its row, with its resident CTA count) on
 /// views [`super::check`] accepted (`chk`, T > 0). `wsp` is the workspace: only timing builds
 /// write there (the phase stamps of [`stamps`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn launch(
     ctx: &Ctx,
     b: &Bucket,
+    lay: &WsLayout,
     wsp: u64,
     x: &DeviceTensor<'_>,
     params: &PreParamViews<'_>,
@@ -49,7 +76,10 @@ pub(crate) fn launch(
     let mut args = super::decode::args(ctx, x, params, out, chk);
     args.ws_part = wsp;
     let shared = ring_bytes_of(b.kind, ctx.cfg.c) as u32;
-    if b.kind == LaunchKind::PreClusterTma {
+    if b.kind == LaunchKind::PreClusterPair {
+        args.ws_part = wsp + lay.pair as u64;
+    }
+    if matches!(b.kind, LaunchKind::PreClusterTma | LaunchKind::PreClusterPair) {
         let args = PreTmaArgs { lead: [0; 48], pre: args, pad: [0; 48], tmap: x_tensor_map(x, ctx.cfg.c, chk.t)? };
         return Ok(Launch::new(b, b.resident_ctas, b.threads(), shared, &args));
     }
@@ -157,15 +187,36 @@ mod tests {
 
     /// The catalogue's C range of every cluster row is exactly what its ring and phi's registers
     /// allow: C a multiple of 128 (of 1024 for the TMA entry) up to [`PC_MAX_C`], whose ring fits
-    /// the row's shared memory.
+    /// the row's shared memory; the pair entry: two parts of whole 1024-channel blocks, each at
+    /// most [`PC_MAX_C`].
     #[test]
     fn c_range_is_what_the_ring_allows() {
         let fits = |row: &mhc_loader::Variant, _n: usize, _dtype: Dtype, c: usize| {
             let kind = LaunchKind::from_name(&row.entry.launch).unwrap();
-            let multiple = if kind == LaunchKind::PreClusterTma { 1024 } else { 128 };
-            c % multiple == 0 && c <= PC_MAX_C && ring_bytes_of(kind, c) <= row.dynamic_shared_max() as usize
+            let ring = ring_bytes_of(kind, c) <= row.dynamic_shared_max() as usize;
+            match kind {
+                LaunchKind::PreClusterPair => pair_c(c) && c.div_ceil(2048) * 1024 <= PC_MAX_C && ring,
+                LaunchKind::PreClusterTma => c % 1024 == 0 && c <= PC_MAX_C && ring,
+                _ => c % 128 == 0 && c <= PC_MAX_C && ring,
+            }
         };
         let cluster = |v: &mhc_loader::Variant| v.entry.launch.contains("cluster");
-        assert_eq!(assert_c_range_is_what_fits(cluster, fits), 4);
+        assert_eq!(assert_c_range_is_what_fits(cluster, fits), 5);
+    }
+
+    /// The pair entry's ring holds the larger part of C (ceil(C / 2048) blocks of 1024 channels);
+    /// its grid is whole pairs, at most [`PC_PAIR_MAX`] of them; its exchange rows fit the region.
+    #[test]
+    fn the_pair_entry_sizes() {
+        assert_eq!(pair_ring_bytes(7168), tma_ring_bytes(4096));
+        assert_eq!(pair_ring_bytes(6144), tma_ring_bytes(3072));
+        assert_eq!(pair_ring_bytes(5120), tma_ring_bytes(3072));
+        assert_eq!(pair_ctas(7, 16), 96);
+        assert_eq!(pair_ctas(8, 16), 128);
+        assert_eq!(pair_ctas(1, 16), 0, "no pair fits: the plan refuses the row");
+        assert_eq!(pair_ctas(40, 16), PC_PAIR_MAX as u32 * 32);
+        assert_eq!(PAIR_BYTES, PC_PAIR_MAX * PC_PAIR_SLOTS * 2 * 16 * PC_PAIR_ROW_BYTES);
+        assert!(pair_c(7168) && pair_c(5120) && pair_c(8192));
+        assert!(!pair_c(4096) && !pair_c(7296) && !pair_c(9216));
     }
 }

@@ -4,6 +4,7 @@
 //! never overlap, so no kernel sees another's leftovers, and every kernel leaves its counters at
 //! zero (the workspace is reusable without a memset).
 
+use super::cluster::{pair_c, PAIR_BYTES};
 use super::decode::{DECODE_MAX_CTAS, DECODE_MAX_N, MID_HPRE_COPIES, MID_MAX_TOKENS};
 use super::gemm::{
     logit_tiles, GEMM_MAX_SPLITS, GEMM_MIN_SLABS, GEMM_MIX_PARTS, GEMM_NS, GEMM_TILE_LOGITS, GEMM_TILE_TOKENS,
@@ -13,6 +14,7 @@ use super::general::{
 };
 use super::{GemmWs, WsLayout};
 use crate::config::{Config, Dtype};
+use crate::device::cuda::abi::PC_MIN_TOKENS;
 
 fn round256(b: usize) -> usize {
     b.div_ceil(256) * 256
@@ -50,7 +52,12 @@ pub(crate) fn layout(cfg: &Config, dtype: Dtype, max_tokens: usize) -> WsLayout 
     if dtype == Dtype::Bf16 && GEMM_NS.contains(&cfg.n) && cfg.c % 8 == 0 && !cfg.gamma_k && !cfg.gamma_f {
         total = gemm.total;
     }
-    WsLayout { cnt, part, p, ss, dsync, dpart, gemm, total }
+    // Where the catalogue may give the pair entry this configuration: its exchange rows.
+    let pair = round256(total);
+    if dtype == Dtype::Bf16 && cfg.n == 4 && !cfg.gamma_f && pair_c(cfg.c) && max_tokens >= PC_MIN_TOKENS {
+        total = pair + PAIR_BYTES;
+    }
+    WsLayout { cnt, part, p, ss, dsync, dpart, gemm, pair, total }
 }
 
 /// The GEMM kernel's region of the workspace, starting at byte `at`, for up to `max_tokens`.
@@ -63,4 +70,30 @@ pub(crate) fn gemm_ws(cfg: &Config, max_tokens: usize, at: usize) -> GemmWs {
     let p = ss + round256(slabs * GEMM_TILE_TOKENS * 4);
     let total = p + slabs * GEMM_TILE_TOKENS * logit_tiles(cfg.n) * GEMM_TILE_LOGITS * 4;
     GemmWs { sync, cnt, ss, p, total }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pair entry's exchange rows: past every other region, only where the catalogue may
+    /// select that entry (bf16, n = 4, no gamma_f, C = 5120..8192 a multiple of 1024, T >= 17).
+    #[test]
+    fn the_pair_region_is_last_and_only_where_the_pair_entry_may_run() {
+        let with = layout(&Config::new(4, 7168), Dtype::Bf16, 8192);
+        assert_eq!(with.pair % 256, 0);
+        let without_pair = layout(&Config::new(4, 7168), Dtype::Bf16, 16).total;
+        assert!(with.pair > with.dpart && with.pair >= without_pair, "past the decode rows");
+        assert_eq!(with.total, with.pair + PAIR_BYTES);
+        for (cfg, dtype, t) in [
+            (Config::new(4, 4096), Dtype::Bf16, 8192),
+            (Config::new(4, 7168), Dtype::F32, 8192),
+            (Config::new(4, 7168), Dtype::Bf16, 16),
+            (Config::new(8, 7168), Dtype::Bf16, 8192),
+            (Config { gamma_f: true, ..Config::new(4, 7168) }, Dtype::Bf16, 8192),
+        ] {
+            let l = layout(&cfg, dtype, t);
+            assert!(l.total <= l.pair, "{cfg:?} {dtype} T = {t}: no exchange rows");
+        }
+    }
 }
