@@ -67,6 +67,7 @@ PAIR_C_MIN, PAIR_C_MAX = 5 * 1024, 2 * C_MAX  # C: whole 1024-channel blocks, ea
 PAIR_SLOTS = 4       # exchange rows per (pair, half, token): round % PAIR_SLOTS
 PAIR_ROW = 256       # bytes of one exchange row: 7 float4 of sums, then 7 u32 flags at +128
 PAIR_MAX = 8         # pairs the workspace's exchange region holds (the launcher caps the grid)
+PAIR_STAGES = 4      # the pair entry's ring depth (5 measured the same: PAIR in its header)
 ENTRY_POST_PRE, ENTRY_POST_PRE_M = "mhc_post_pre_pc16_bf16_n4", "mhc_post_pre_pc16m_bf16_n4"
 PCM_MAX_TOKENS = 448  # the fused entry with mixing post warps wins up to here (H100, C = 4096)
 # The ring's dynamic shared memory at C (Rust expressions over c and the constants above; "/" is
@@ -77,7 +78,7 @@ PCM_MAX_TOKENS = 448  # the fused entry with mixing post warps wins up to here (
 RING_FORMULAS = {
     "ring_bytes": "PC_STAGES * PC_TILE_TOKENS * (c / 2 + PC_ROW_PAD)",
     "tma_ring_bytes": "PC_STAGES * PC_TILE_TOKENS * (c / 2) + 1024",
-    "pair_ring_bytes": "PC_STAGES * PC_TILE_TOKENS * ((c + 1024) / 2048 * 512) + 1024",
+    "pair_ring_bytes": "PC_PAIR_STAGES * PC_TILE_TOKENS * ((c + 1024) / 2048 * 512) + 1024",
     "fused_row_bytes": "16 * (5 * (c / 128 + 1) + (4 + 8 - 5 * (c / 128 + 1) % 8) % 8)",
     "fused_ring_bytes": "PC_STAGES * PC_TILE_TOKENS * (fused_row_bytes(c) + PC_POST_COEF_BYTES)",
 }
@@ -85,7 +86,7 @@ RING_FORMULAS = {
 
 def ring(name, c):
     """RING_FORMULAS[name] at c."""
-    env = {"PC_STAGES": STAGES, "PC_TILE_TOKENS": TT, "PC_ROW_PAD": PAD, "PC_POST_COEF_BYTES": HC, "c": c,
+    env = {"PC_STAGES": STAGES, "PC_PAIR_STAGES": PAIR_STAGES, "PC_TILE_TOKENS": TT, "PC_ROW_PAD": PAD, "PC_POST_COEF_BYTES": HC, "c": c,
            "fused_row_bytes": lambda c_: ring("fused_row_bytes", c_)}
     return eval(RING_FORMULAS[name].replace("/", "//"), {}, env)
 TBLK = 4 * TT * 2 * TBOX  # one block of a stage: [stream 4][token 16][64 channels], 8 KB
@@ -801,6 +802,7 @@ class Entry:
 
     def __init__(self, fused, mixw, tma, exp, cwt, stamp_ids, pair=False):
         self.fused, self.mixw, self.tma, self.exp, self.cwt, self.pair = fused, mixw, tma, exp, cwt, pair
+        self.stages = PAIR_STAGES if pair else STAGES  # the ring's depth
         self.stamp_ids = stamp_ids  # PST label numbers: unique over the file
         self.L = []
         self.e = self.L.append
@@ -998,7 +1000,7 @@ def entry_start(k):
     // any CTA of the cluster may signal them
     setp.ne.u32 %p1, %tx, 0;
     @%p1 bra INIT_END;""")
-    for s in range(STAGES):
+    for s in range(k.stages):
         e(f"    mbarrier.init.shared::cta.b64 [full+{8 * s}], {2 if tma else NW * 32};")
     if MIXW:
         for b_ in range(2):
@@ -1747,7 +1749,7 @@ def round_end(k):
     mov.u32 %pstage, %stage;
     add.u32 %tile, %tile, %ncl;
     add.u32 %stage, %stage, 1;
-    setp.eq.u32 %p1, %stage, {STAGES};
+    setp.eq.u32 %p1, %stage, {k.stages};
     selp.u32 %stage, 0, %stage, %p1;
     add.u32 %kk, %kk, 1;
     bra.uni TILE_LOOP;
@@ -1801,18 +1803,26 @@ def pair_row(half, what):
     add.u64 %rd1, %rd1, %rd3;               // the lane's float4"""
 
 
-def pair_add():
+def pair_write():
+    """Pair entry, lanes 0..6 of the coefficient warp: %v0..3 (this half's sums of the own token)
+    to its exchange row, then the lane's flag = kk (st.release: after the sums)."""
+    return pair_row("%half", "own") + """
+    st.global.v4.f32 [%rd1], {%v0, %v1, %v2, %v3};
+    st.release.gpu.global.u32 [%rd2+128], %kk;"""
+
+
+def pair_add(exp=frozenset()):
     """Pair entry, after barrier 2: lanes 0..6 wait for the other half's sums of the own token
     (flag = kk), take them (flag back to 0: the slot is free) and add them to sm_lg's row. Both
     halves add the same two values (f32 addition commutes): the same bits in both."""
     return pair_row("%r15", "other").replace("    add.u32 %r14, %r13, %r15;", """    xor.b32 %r15, %half, 1;
     add.u32 %r14, %r13, %r15;""").replace("    ld.param.u64 %xch", """    setp.ge.u32 %p1, %lane, 7;
     @%p1 bra PX_END;
-    ld.param.u64 %xch""") + """
+    ld.param.u64 %xch""" + (pair_write() if "xlate" in exp else "")) + ("""
 PX_PEER:
     ld.acquire.gpu.global.u32 %r15, [%rd2+128];
     setp.ne.u32 %p3, %r15, %kk;
-    @%p3 bra PX_PEER;
+    @%p3 bra PX_PEER;""" if "nowait" not in exp else "") + """
     ld.relaxed.gpu.global.v4.f32 {%u0, %u1, %u2, %u3}, [%rd1];
     st.release.gpu.global.u32 [%rd2+128], 0; // (after the loads: the slot may be rewritten)
     setp.eq.u32 %p2, %lane, 6;
@@ -1863,10 +1873,8 @@ def coef_warp(k):
     @%p1 bra ROW_END;
     mad.lo.u32 %r9, %lane, 16, %gab;""")
         ordered_sum(e, "%r9", HX_SLOTS * 16, CL, "GSUM1")
-        if k.pair:
-            e(pair_row("%half", "own") + """
-    st.global.v4.f32 [%rd1], {%v0, %v1, %v2, %v3};
-    st.release.gpu.global.u32 [%rd2+128], %kk;""")
+        if k.pair and "xlate" not in k.exp:
+            e(pair_write())
         e("    setp.eq.u32 %p2, %lane, 6;" + row_store(4))
     else:
         e(f"""    // lanes 0..4: float4 1 + lane of the own token (logits 4 + 4 lane ..); lane 5: ss (component
@@ -1899,7 +1907,7 @@ def coef_warp(k):
     bar.warp.sync -1;
     barrier.sync 2, {BAR2};{st(11, "coef")}
     setp.eq.u32 %p1, %kk, 0;
-    @%p1 bra PC_CB_DONE;{pair_add() if k.pair else ""}{TOKEN}{hx_broadcast(k) if HX else ""}
+    @%p1 bra PC_CB_DONE;{pair_add(k.exp) if k.pair else ""}{TOKEN}{hx_broadcast(k) if HX else ""}
     setp.ge.u32 %p1, %r12, %T;{PAIR_HALF0 if k.pair else ""}""")
     e(f"""    setp.ge.or.u32 %p1, %lane, 4, %p1;      // lanes 0..3: the Sinkhorn and h_post
     @%p1 bra PC_CB_DONE;
@@ -1959,7 +1967,7 @@ MIX_WARP:
 
         if STAMPS:
             e(exit_stamps("mix", "_pro", 10))
-        for j in range(STAGES):
+        for j in range(k.stages):
             e(f"""    mad.lo.u32 %r20, %ncl, {j}, %cid;
     mov.u32 %r21, {j};""")
             fill(k, "%r20", "%r21", f"PRO{j}")
@@ -2060,7 +2068,7 @@ def mix_rounds(k, tag, after):
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1], %r2;
     @!%p1 bra {tag}_WAIT;{st(13, "mix")}
     mad.lo.u32 %ptile, %kk, %ncl, %cid;
-    and.b32 %pstage, %kk, {STAGES - 1};""")
+    {"and.b32 %pstage, %kk, " + str(k.stages - 1) if k.stages & (k.stages - 1) == 0 else "rem.u32 %pstage, %kk, " + str(k.stages)};""")
     e(mix_code(k, True))
     if STAMPS:
         e(k.stamp(14, "mix"))
@@ -2072,7 +2080,7 @@ def mix_rounds(k, tag, after):
     mov.u32 %r1, hbar;
     mad.lo.u32 %r1, %r19, 8, %r1;
     @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [%r1], {TT * 16};
-    mad.lo.u32 %r20, %ncl, {STAGES}, %ptile;""")
+    mad.lo.u32 %r20, %ncl, {k.stages}, %ptile;""")
     else:
         e(f"""    // the stage's chunks are refilled by other threads than the ones that mixed them
     barrier.sync 3, {MIXERS};
@@ -2129,7 +2137,7 @@ def kernel(fused, mixw, tma=False, exp=frozenset(), cwt=0, stamp_ids=None, pair=
     return k.text()
 
 
-# the file's shared memory (every entry of a file uses these names)
+# the file's shared memory (every entry of a file uses these names; {stages}: the ring's depth)
 SHARED = f"""
 .shared .align 16 .b8 red[{NW * TT * 28 * 4}];        // warp partials [{NW}][{TT}][28]
 .shared .align 16 .b8 gat[{2 * CL * SLOTS * 16}];       // gathered partials [2][{CL}][{SLOTS}] float4
@@ -2138,21 +2146,21 @@ SHARED = f"""
 .shared .align 16 .b8 psum[{TT * 7 * 16}];       // the cp.async entries: this CTA's partials of the tile [{TT}][7] float4
 .shared .align 16 .b8 sm_lg[{NCW * 128}];         // per coefficient warp: the own token's row (ss, logits)
 .shared .align 16 .b8 sm_base[128];       // base[24]
-.shared .align 8 .b64 full[{STAGES}];
+.shared .align 8 .b64 full[{{stages}}];
 .shared .align 8 .b64 gbar[{HXG}];            // gat[b] complete (TMA entry: {HXG} buffers, else 2)
 .shared .align 8 .b64 xready[{STAGES}];      // fused entry: x' of stage s computed (the post warps)
 .shared .align 8 .b64 hready[2];             // pre entry: h_pre of the round of this parity in shs
 .shared .align 8 .b64 mixed[2];              // pre entry: the mix warps are done with shs[parity]
 .shared .align 16 .b8 hin[{HXB * TT * 16}];         // TMA entry: h_pre [tile % {HXB}][token] (CTA j sends token j's)
 .shared .align 8 .b64 hbar[{HXB}];           // TMA entry: hin[b] complete ({TT} x 16 bytes)
-.extern .shared .align 1024 .b8 dsm[];     // the ring: {STAGES} stages of {TT} x (C/2 + {PAD}) bytes (fused: rows of 5 (C/8 + 16) bytes and a pad, + {HC_TILE})
+.extern .shared .align 1024 .b8 dsm[];     // the ring: {{stages}} stages of {TT} x (C/2 + {PAD}) bytes (fused: rows of 5 (C/8 + 16) bytes and a pad, + {HC_TILE})
 
 """
 
 
 def main(exp=frozenset(), cwt=0):
     ids = [0]  # PST label numbers of the stamps experiment, unique over the file
-    text = HEADER + SHARED
+    text = HEADER + SHARED.format(stages=STAGES)
     text += kernel(False, True, exp=exp, cwt=cwt, stamp_ids=ids)
     text += "\n" + kernel(False, True, tma=True, exp=exp, cwt=cwt, stamp_ids=ids)
     text += "\n" + kernel(True, False, exp=exp, cwt=cwt, stamp_ids=ids)
@@ -2162,7 +2170,7 @@ def main(exp=frozenset(), cwt=0):
 
 def main_pair(exp=frozenset()):
     """pre_pc_pair.ptx: the pair entry."""
-    return PAIR_HEADER + SHARED + kernel(False, True, tma=True, exp=exp, stamp_ids=[0], pair=True)
+    return PAIR_HEADER + SHARED.format(stages=PAIR_STAGES) + kernel(False, True, tma=True, exp=exp, stamp_ids=[0], pair=True)
 
 
 def generate(experiments):

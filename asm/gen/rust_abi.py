@@ -149,6 +149,7 @@ def pre_pc_items():
         const("PC_THREADS", "u32", p.THREADS_P, "Threads per CTA of the pre entries: 8 math, 2 coefficient and 2 mix warps."),
         const("PC_FUSED_THREADS", "u32", p.THREADS_F, "Threads of the fused `post_pre` entries: 8 math, 2 coefficient and 2 post warps."),
         const("PC_STAGES", "usize", p.STAGES, "Stages of the x ring."),
+        const("PC_PAIR_STAGES", "usize", p.PAIR_STAGES, "Stages of the pair entry's x ring."),
         const("PC_ROW_PAD", "usize", p.PAD, "Bytes after each token row of a stage."),
         const("PC_MAX_C", "usize", p.C_MAX, "Largest C: each math warp holds 4 runs of 32 elements of phi's slice in registers."),
         const("PC_MIN_TOKENS", "usize", pre_decode.DECODE_TOKENS + 1, "Below this many tokens the decode kernel serves (T <= 16)."),

@@ -654,6 +654,9 @@ pub const PC_FUSED_THREADS: u32 = 384;
 /// Stages of the x ring.
 pub const PC_STAGES: usize = 4;
 
+/// Stages of the pair entry's x ring.
+pub const PC_PAIR_STAGES: usize = 4;
+
 /// Bytes after each token row of a stage.
 pub const PC_ROW_PAD: usize = 64;
 
@@ -681,7 +684,7 @@ pub const fn tma_ring_bytes(c: usize) -> usize {
 
 /// The pair entry's ring: the TMA entry's at the larger of its two parts of C (whole 1024-channel blocks, the larger ceil(C / 2048) of them).
 pub const fn pair_ring_bytes(c: usize) -> usize {
-    PC_STAGES * PC_TILE_TOKENS * ((c + 1024) / 2048 * 512) + 1024
+    PC_PAIR_STAGES * PC_TILE_TOKENS * ((c + 1024) / 2048 * 512) + 1024
 }
 
 /// The fused entry's token row: the 4 x slices and the f slice, each C/16 channels (bf16) and 16 bytes, then a pad that makes the row 4 mod 8 in 16-byte units. C is a multiple of 128.

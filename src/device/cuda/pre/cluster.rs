@@ -162,7 +162,7 @@ fn x_tensor_map(x: &DeviceTensor<'_>, c: usize, t: usize) -> Result<[u64; 16]> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::cuda::abi::fused_row_bytes;
+    use crate::device::cuda::abi::{fused_row_bytes, PC_PAIR_STAGES};
 
     /// Largest C: each math warp holds 4 runs of 32 elements of phi's slice in registers (10
     /// warps per CTA, 3 on one SM sub-partition, cap a thread at 168 registers).
@@ -208,9 +208,12 @@ mod tests {
     /// its grid is whole pairs, at most [`PC_PAIR_MAX`] of them; its exchange rows fit the region.
     #[test]
     fn the_pair_entry_sizes() {
-        assert_eq!(pair_ring_bytes(7168), tma_ring_bytes(4096));
-        assert_eq!(pair_ring_bytes(6144), tma_ring_bytes(3072));
-        assert_eq!(pair_ring_bytes(5120), tma_ring_bytes(3072));
+        let ring = |ch: usize| PC_PAIR_STAGES * PC_TILE_TOKENS * ch / 2 + 1024;
+        assert_eq!(pair_ring_bytes(7168), ring(4096));
+        assert_eq!(pair_ring_bytes(8192), ring(4096));
+        assert_eq!(pair_ring_bytes(6144), ring(3072));
+        assert_eq!(pair_ring_bytes(5120), ring(3072));
+        assert!(pair_ring_bytes(PC_PAIR_MAX_C) + 36_096 <= 227 * 1024, "ring + static shared memory fit one SM");
         assert_eq!(pair_ctas(7, 16), 96);
         assert_eq!(pair_ctas(8, 16), 128);
         assert_eq!(pair_ctas(1, 16), 0, "no pair fits: the plan refuses the row");
