@@ -67,7 +67,7 @@ PAIR_C_MIN, PAIR_C_MAX = 5 * 1024, 2 * C_MAX  # C: whole 1024-channel blocks, ea
 PAIR_SLOTS = 4       # exchange rows per (pair, half, token): round % PAIR_SLOTS
 PAIR_ROW = 256       # bytes of one exchange row: 7 float4 of sums, then 7 u32 flags at +128
 PAIR_MAX = 8         # pairs the workspace's exchange region holds (the launcher caps the grid)
-PAIR_STAGES = 4      # the pair entry's ring depth (5 measured the same: PAIR in its header)
+PAIR_STAGES = 4      # the pair entry's ring depth (5 measured slower: PAIR in its header)
 ENTRY_POST_PRE, ENTRY_POST_PRE_M = "mhc_post_pre_pc16_bf16_n4", "mhc_post_pre_pc16m_bf16_n4"
 PCM_MAX_TOKENS = 448  # the fused entry with mixing post warps wins up to here (H100, C = 4096)
 # The ring's dynamic shared memory at C (Rust expressions over c and the constants above; "/" is
@@ -278,10 +278,14 @@ PAIR_HEADER = f"""\
 //         reset). Then as the TMA entry, except that the halves take turns (round / 2 % 2) to
 //         store the coefficients and run the Sinkhorn. The grid is an even number of clusters
 //         the device holds at once, so both halves of a pair run.
-//         MEASURED H100, T = 8192 / 1024 / 128, C = 7168: 446.2 / 63.3 / 15.0 us (44.2% of copy)
-//         against the general kernel's 455.1 / 77.8 / 30.8; with the wait for a free row and
-//         half 0 alone storing: 461.6 / 65.4 / 15.4; the exchange before barrier 2: 480.8. 6
-//         clusters of the H100's 7 run (pairs); the round (~2.6 us) is ~1.4x pc16t's at C = 4096.
+//         MEASURED H100 80GB HBM3, C = 7168, T = 8192 / 4096 / 1024 / 128 (mhc bench, two runs
+//         alternating the builds): 368.1-368.3 / 189.4-189.5 / 53.6-53.8 / 13.0 us (53.5-54.1% of
+//         copy at T = 8192) against the general kernel's 455.3-455.9 / 230.7-230.9 / 77.9 / 30.8-31.2.
+//         The exchange is hidden: reading the other half's sums without waiting for its flags
+//         (the nowait timing build) 366.3-367.9 / 54.0. Measured slower: the own sums written after
+//         barrier 2 (xlate) 449.3 / 63.3; 5 ring stages 448.1-450.5 / 63.0-63.2; the whole
+//         exchange before barrier 2 (it held the math warps there) 480.8; a wait for a free row
+//         and half 0 alone storing the coefficients 461.6. 6 clusters of the H100's 7 run.
 // =============================================================================================
 .version 8.8
 .target sm_90a
@@ -1817,8 +1821,8 @@ def pair_add(exp=frozenset()):
     halves add the same two values (f32 addition commutes): the same bits in both."""
     return pair_row("%r15", "other").replace("    add.u32 %r14, %r13, %r15;", """    xor.b32 %r15, %half, 1;
     add.u32 %r14, %r13, %r15;""").replace("    ld.param.u64 %xch", """    setp.ge.u32 %p1, %lane, 7;
-    @%p1 bra PX_END;
-    ld.param.u64 %xch""" + (pair_write() if "xlate" in exp else "")) + ("""
+    @%p1 bra PX_END;""" + (pair_write() if "xlate" in exp else "") + """
+    ld.param.u64 %xch""") + ("""
 PX_PEER:
     ld.acquire.gpu.global.u32 %r15, [%rd2+128];
     setp.ne.u32 %p3, %r15, %kk;
