@@ -278,14 +278,15 @@ PAIR_HEADER = f"""\
 //         reset). Then as the TMA entry, except that the halves take turns (round / 2 % 2) to
 //         store the coefficients and run the Sinkhorn. The grid is an even number of clusters
 //         the device holds at once, so both halves of a pair run.
-//         MEASURED H100 80GB HBM3, C = 7168, T = 8192 / 4096 / 1024 / 128 (mhc bench, two runs
-//         alternating the builds): 368.1-368.3 / 189.4-189.5 / 53.6-53.8 / 13.0 us (53.5-54.1% of
-//         copy at T = 8192) against the general kernel's 455.3-455.9 / 230.7-230.9 / 77.9 / 30.8-31.2.
-//         The exchange is hidden: reading the other half's sums without waiting for its flags
-//         (the nowait timing build) 366.3-367.9 / 54.0. Measured slower: the own sums written after
-//         barrier 2 (xlate) 449.3 / 63.3; 5 ring stages 448.1-450.5 / 63.0-63.2; the whole
-//         exchange before barrier 2 (it held the math warps there) 480.8; a wait for a free row
-//         and half 0 alone storing the coefficients 461.6. 6 clusters of the H100's 7 run.
+//         MEASURED H100 80GB HBM3, C = 7168, T = 8192 / 1024 / 128 (mhc bench, builds alternating
+//         in one call): 368.1-368.3 / 53.6-53.8 / 13.0 us (54% of copy at T = 8192) on an H100
+//         where the exchange is hidden, 445.3-449.9 / 62.9-63.3 / 14.9-15.0 on others (every call
+//         on such a machine), against the general kernel's 455.3-455.9 / 77.8 / 30.8-31.2. The
+//         nowait timing build (the other half's sums read without waiting: wrong sums) gives
+//         365.6-367.9 / 53.6-54.1 / 13.0 everywhere. Slower: the own sums written after barrier 2
+//         (xlate) 449.3; 5 ring stages 448.1-450.5; one flag per row polled relaxed by lane 0 with
+//         an acquire fence 483-486; the exchange before barrier 2 (it held the math warps) 480.8.
+//         docs/kernels/pre.md has the table and what bounds it.
 // =============================================================================================
 .version 8.8
 .target sm_90a
