@@ -267,26 +267,29 @@ PAIR_HEADER = f"""\
 //         clusters share a tile: cluster 2p + h (pair p walks tiles p, p + #pairs, ...) is the TMA
 //         entry on channels [C0, C0 + CH) of every stream, half 0 the first floor(C / 2048)
 //         1024-channel blocks and half 1 the rest (7168: 3072 + 4096; each part fits as C <= {C_MAX}
-//         does). CTA j's coefficient warp writes its cluster's sums of token j (7 float4) to the
-//         exchange row (pair, round % {PAIR_SLOTS}, half, j) in the workspace (ws_part) and sets the row's
-//         flags to the round + 1 (st.release.gpu, one per lane); after barrier 2 it waits for the
-//         other half's flags (ld.acquire.gpu), adds its sums (both halves add the same two
-//         values: the same bits) and sets them back to 0 (st.release.gpu). A row is rewritten
-//         {PAIR_SLOTS} rounds later by the same coefficient warp, after it saw the other half's flags of
-//         two rounds later, which that half set after it had cleared the row: no wait for a free
-//         row. Every written row is taken: the flags end a call at 0 (the workspace needs no
-//         reset). Then as the TMA entry, except that the halves take turns (round / 2 % 2) to
-//         store the coefficients and run the Sinkhorn. The grid is an even number of clusters
-//         the device holds at once, so both halves of a pair run.
+//         does). CTA j's coefficient warp writes its cluster's sums of token j to the exchange
+//         row (pair, round % {PAIR_SLOTS}, half, j) in the workspace (ws_part) as 28 tagged 8-byte words
+//         (a value's bits, then the tag), stored relaxed; after barrier 2 it polls the other
+//         half's 28 words (relaxed loads) until each carries the round's tag and adds their
+//         values to its own (both halves add the same two values: the same bits). A word proves
+//         its own arrival, so no fence is needed (release / acquire flags cost 76-90 us at
+//         T = 8192 on most H100s). The tag is 4 E + 2 + ((round - 1) / {PAIR_SLOTS}) % 2, E the pair's
+//         call count after the rows (read by the coefficient warps at the start, counted by CTA
+//         0 of half 0 after its closing cluster barrier): a row holds this call's round - {PAIR_SLOTS}
+//         or an earlier call's words, never a tag it waits for, and a fresh workspace's zeros
+//         match no tag (tags repeat after 2^30 calls on one workspace). A row is rewritten {PAIR_SLOTS}
+//         rounds later by the same coefficient warp, after it saw the other half's words of two
+//         rounds later, which that half wrote after reading the row. Then as the TMA entry,
+//         except that the halves take turns (round / 2 % 2) to store the coefficients and run the
+//         Sinkhorn. The grid is an even number of clusters the device holds at once, so both
+//         halves of a pair run (6 of the H100's 7).
 //         MEASURED H100 80GB HBM3, C = 7168, T = 8192 / 1024 / 128 (mhc bench, builds alternating
-//         in one call): 368.1-368.3 / 53.6-53.8 / 13.0 us (54% of copy at T = 8192) on an H100
-//         where the exchange is hidden, 445.3-449.9 / 62.9-63.3 / 14.9-15.0 on others (every call
-//         on such a machine), against the general kernel's 455.3-455.9 / 77.8 / 30.8-31.2. The
-//         nowait timing build (the other half's sums read without waiting: wrong sums) gives
-//         365.6-367.9 / 53.6-54.1 / 13.0 everywhere. Slower: the own sums written after barrier 2
-//         (xlate) 449.3; 5 ring stages 448.1-450.5; one flag per row polled relaxed by lane 0 with
-//         an acquire fence 483-486; the exchange before barrier 2 (it held the math warps) 480.8.
-//         docs/kernels/pre.md has the table and what bounds it.
+//         in one call): 357.8-358.3 / 52.7-52.9 / 13.7 us (55% of copy at T = 8192) against
+//         447.6-449.4 / 62.8-63.0 / 14.8-14.9 with release / acquire flags (per lane, cleared by
+//         the reader) and the general kernel's 455.3-455.9 / 77.8 / 30.8-31.2; the flags build
+//         without waiting (wrong sums) 366.5-367.7. With the flags: 5 ring stages, the own sums
+//         written after barrier 2, one flag per row polled by lane 0, or the whole exchange
+//         before barrier 2 were slower still (docs/kernels/pre.md has the table).
 // =============================================================================================
 .version 8.8
 .target sm_90a
@@ -359,6 +362,17 @@ TMA_DSM = """
 PAIR_WALK = """
     shr.u32 %cid, %cid, 1;                  // pair entry: the pair walks the tiles (cid, ncl: pair, pairs)
     shr.u32 %ncl, %ncl, 1;"""
+# timing build pre_pc.pairmod: cluster c is half c / #pairs of pair c % #pairs
+PAIR_HALF_MOD = """
+    mov.u32 %r1, %clusterid.x;
+    mov.u32 %r4, %nclusterid.x;
+    shr.u32 %r4, %r4, 1;
+    setp.ge.u32 %p1, %r1, %r4;
+    selp.u32 %half, 1, 0, %p1;"""
+PAIR_WALK_MOD = """
+    shr.u32 %ncl, %ncl, 1;
+    mul.lo.u32 %r1, %half, %ncl;
+    sub.u32 %cid, %cid, %r1;"""
 F_STAGE = f"""
     add.u32 %sstage, %sstage, {HC_TILE};           // + h_post / h_res of the {TT} tokens ({HC} bytes each)"""
 
@@ -464,10 +478,12 @@ PHI_L2_END:"""
 PAIR_REGS = """
     .reg .b32 %CH, %C0, %half;
     .reg .pred %p_ns;
-    .reg .b64 %xch;"""
-PAIR_SETUP = """
+    .reg .b64 %xch, %pw<4>;
+    .reg .b32 %ptag;"""
+PAIR_HALF = """
     mov.u32 %r1, %clusterid.x;
-    and.b32 %half, %r1, 1;
+    and.b32 %half, %r1, 1;"""
+PAIR_SETUP = """
     setp.ne.u32 %p1, %half, 0;
     shr.u32 %r2, %C, 11;
     shl.b32 %r2, %r2, 10;                   // half 0's channels
@@ -969,7 +985,7 @@ def entry_start(k):
     .reg .pred %p_cpv<4>;
     .reg .b64 %hpo, %hro, %mbs;{FUSED_REGS if fused else ""}{PAIR_REGS if k.pair else ""}{STAMP_REGS if STAMPS else ""}
 {load_args(skip=("%part", "%sync", "%cpc"))}{NOSINK}
-{STAMP_LOAD + exit_stamps("prewait") if STAMPS else ""}{PAIR_SETUP + PAIR_PHI_TO_L2 if k.pair else PHI_TO_L2}{TMAP_PREFETCH if tma else ""}
+{STAMP_LOAD + exit_stamps("prewait") if STAMPS else ""}{(PAIR_HALF_MOD if "pairmod" in k.exp else PAIR_HALF) + PAIR_SETUP + PAIR_PHI_TO_L2 if k.pair else PHI_TO_L2}{TMAP_PREFETCH if tma else ""}
 {GRID_DEPENDENCY}
     mov.u32 %tx, %tid.x;
     shr.u32 %warp, %tx, 5;
@@ -979,7 +995,7 @@ def entry_start(k):
     setp.lt.u32 %p_math, %warp, {NW};
     mov.u32 %rank, %cluster_ctarank;
     mov.u32 %cid, %clusterid.x;
-    mov.u32 %ncl, %nclusterid.x;{PAIR_WALK if k.pair else ""}
+    mov.u32 %ncl, %nclusterid.x;{(PAIR_WALK_MOD if "pairmod" in k.exp else PAIR_WALK) if k.pair else ""}
     and.b32 %r1, %flags, 1;
     setp.ne.u32 %p_paper, %r1, 0;
     and.b32 %r1, %flags, 2;
@@ -1766,7 +1782,7 @@ COEF_WARP:
     sub.u32 %r1, %warp, {NW};
     mov.u32 %kk, %r1;
     mov.u32 %lgb, sm_lg;
-    mad.lo.u32 %lgb, %r1, 128, %lgb;
+    mad.lo.u32 %lgb, %r1, 128, %lgb;{PAIR_EPOCH if k.pair else ""}
     mov.u32 %nr, 0;
     setp.le.u32 %p1, %ntiles, %cid;
     @%p1 bra COEF_CHECK;
@@ -1788,13 +1804,16 @@ PAIR_HALF0 = """
 
 
 def pair_row(half, what):
-    """Pair entry, lanes 0..6 of the coefficient warp of round kk: %rd1 = the lane's float4 and
-    %rd2 its flag (at +128) in the exchange row of tile kk-1's own token of half `half` (`what`):
-    row ((pair PAIR_SLOTS + (kk-1) % PAIR_SLOTS) 2 + half) 16 + rank of the workspace region."""
+    """Pair entry, lanes 0..6 of the coefficient warp of round kk: %rd1 = the lane's 4 words (32
+    bytes at 32 lane) in the exchange row of tile kk-1's own token of half `half` (`what`): row
+    ((pair PAIR_SLOTS + (kk-1) % PAIR_SLOTS) 2 + half) 16 + rank of the workspace region; %r16 =
+    the round's tag (PAIR in the header)."""
     return f"""
-    // pair entry: the {what} half's exchange row of the token (slot (kk-1) % {PAIR_SLOTS})
+    // pair entry: the {what} half's exchange row of the token (slot (kk-1) % {PAIR_SLOTS}) and the tag
     ld.param.u64 %xch, [p_args+{ARG['ws_part']}];
     sub.u32 %r13, %kk, 1;
+    bfe.u32 %r16, %r13, {PAIR_SLOTS.bit_length() - 1}, 1;
+    or.b32 %r16, %r16, %ptag;               // tag: the call's, then ((kk-1) / {PAIR_SLOTS}) % 2
     and.b32 %r13, %r13, {PAIR_SLOTS - 1};
     mad.lo.u32 %r13, %cid, {PAIR_SLOTS}, %r13;
     shl.b32 %r13, %r13, 1;
@@ -1802,34 +1821,37 @@ def pair_row(half, what):
     mad.lo.u32 %r14, %r14, {CL}, %rank;
     mul.wide.u32 %rd1, %r14, {PAIR_ROW};
     add.u64 %rd1, %xch, %rd1;
-    mul.wide.u32 %rd2, %lane, 4;
-    add.u64 %rd2, %rd1, %rd2;               // the lane's flag - 128
-    mul.wide.u32 %rd3, %lane, 16;
-    add.u64 %rd1, %rd1, %rd3;               // the lane's float4"""
+    mul.wide.u32 %rd3, %lane, 32;
+    add.u64 %rd1, %rd1, %rd3;               // the lane's 4 words"""
 
 
 def pair_write():
     """Pair entry, lanes 0..6 of the coefficient warp: %v0..3 (this half's sums of the own token)
-    to its exchange row, then the lane's flag = kk (st.release: after the sums)."""
-    return pair_row("%half", "own") + """
-    st.global.v4.f32 [%rd1], {%v0, %v1, %v2, %v3};
-    st.release.gpu.global.u32 [%rd2+128], %kk;"""
+    to its exchange row, each as a tagged 8-byte word (the value's bits, then the tag), stored
+    relaxed: a word carries its own proof of arrival, so no fence orders them."""
+    return pair_row("%half", "own") + "".join(f"""
+    mov.b32 %r17, %v{c};
+    mov.b64 %pw{c}, {{%r17, %r16}};
+    st.relaxed.gpu.global.b64 [%rd1+{8 * c}], %pw{c};""" for c in range(4))
 
 
 def pair_add(exp=frozenset()):
-    """Pair entry, after barrier 2: lanes 0..6 wait for the other half's sums of the own token
-    (flag = kk), take them (flag back to 0: the slot is free) and add them to sm_lg's row. Both
-    halves add the same two values (f32 addition commutes): the same bits in both."""
+    """Pair entry, after barrier 2: lanes 0..6 poll the other half's 4 words of the own token until
+    each carries the round's tag (relaxed loads: each word is checked by itself), and add the
+    values to sm_lg's row. Both halves add the same two values (f32 addition commutes): the same
+    bits in both."""
+    CHECK = "".join(f"""
+    mov.b64 {{%r17, %r18}}, %pw{c};
+    mov.b32 %u{c}, %r17;
+    setp.ne.or.u32 %p3, %r18, %r16, %p3;""" for c in range(4))
     return pair_row("%r15", "other").replace("    add.u32 %r14, %r13, %r15;", """    xor.b32 %r15, %half, 1;
     add.u32 %r14, %r13, %r15;""").replace("    ld.param.u64 %xch", """    setp.ge.u32 %p1, %lane, 7;
     @%p1 bra PX_END;""" + (pair_write() if "xlate" in exp else "") + """
-    ld.param.u64 %xch""") + ("""
-PX_PEER:
-    ld.acquire.gpu.global.u32 %r15, [%rd2+128];
-    setp.ne.u32 %p3, %r15, %kk;
+    ld.param.u64 %xch""") + """
+PX_PEER:""" + "".join(f"""
+    ld.relaxed.gpu.global.b64 %pw{c}, [%rd1+{8 * c}];""" for c in range(4)) + """
+    setp.ne.u32 %p3, 0, 0;""" + CHECK + ("""
     @%p3 bra PX_PEER;""" if "nowait" not in exp else "") + """
-    ld.relaxed.gpu.global.v4.f32 {%u0, %u1, %u2, %u3}, [%rd1];
-    st.release.gpu.global.u32 [%rd2+128], 0; // (after the loads: the slot may be rewritten)
     setp.eq.u32 %p2, %lane, 6;
     @%p2 ld.shared.f32 %f1, [%lgb];
     @%p2 add.f32 %f1, %f1, %u0;
@@ -1845,6 +1867,33 @@ PX_END:
     sub.u32 %r13, %kk, 1;
     bfe.u32 %r13, %r13, 1, 1;
     setp.ne.u32 %p_ns, %r13, %half;"""
+
+
+# pair entry, the coefficient warps before their first round: the pair's call count E (a word
+# after the exchange rows; the previous call wrote it, and griddepcontrol.wait made it visible):
+# this call's tags are 4 E + 2 + ((kk-1) / PAIR_SLOTS) % 2 (never 0, the fresh workspace's words)
+PAIR_EPOCH = f"""
+    ld.param.u64 %xch, [p_args+{ARG['ws_part']}];
+    mul.wide.u32 %rd1, %cid, 4;
+    add.u64 %rd1, %xch, %rd1;
+    ld.relaxed.gpu.global.u32 %ptag, [%rd1+{PAIR_MAX * PAIR_SLOTS * 2 * CL * PAIR_ROW}];
+    shl.b32 %ptag, %ptag, 2;
+    or.b32 %ptag, %ptag, 2;"""
+# pair entry, after the closing cluster barrier: lane 0 of coefficient warp 0 in CTA 0 of half 0
+# counts the call (E + 1). Every read of E in this call came before: half 1's in its first
+# round's words, which half 0 waited for (or, without rounds, no word is exchanged at all).
+PAIR_COUNT = f"""
+    setp.ne.u32 %p1, %tx, {32 * NW};
+    setp.ne.or.u32 %p1, %rank, 0, %p1;
+    setp.ne.or.u32 %p1, %half, 0, %p1;
+    @%p1 bra PAIR_COUNTED;
+    ld.param.u64 %xch, [p_args+{ARG['ws_part']}];
+    mul.wide.u32 %rd1, %cid, 4;
+    add.u64 %rd1, %xch, %rd1;
+    shr.u32 %r1, %ptag, 2;
+    add.u32 %r1, %r1, 1;
+    st.relaxed.gpu.global.u32 [%rd1+{PAIR_MAX * PAIR_SLOTS * 2 * CL * PAIR_ROW}], %r1;
+PAIR_COUNTED:"""
 
 
 def coef_warp(k):
@@ -2126,7 +2175,7 @@ def exit_cluster(k):
     e(f"""TILE_END:{exit_stamps("warp") if STAMPS else ""}
     // leave together (no CTA's shared memory may vanish while the cluster still runs)
     barrier.cluster.arrive.release;
-    barrier.cluster.wait.acquire;{exit_stamps("cluster") if STAMPS else ""}
+    barrier.cluster.wait.acquire;{exit_stamps("cluster") if STAMPS else ""}{PAIR_COUNT if k.pair else ""}
     ret;
 }}
 """)

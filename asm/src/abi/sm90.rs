@@ -618,8 +618,11 @@ pub const PC_PAIR_MAX_C: usize = 8192;
 /// Exchange rows per pair, half and token (one per round modulo this).
 pub const PC_PAIR_SLOTS: usize = 4;
 
-/// Bytes of one exchange row: 7 float4 of sums, then 7 u32 flags at +128.
+/// Bytes of one exchange row: 28 tagged 8-byte words (a sum's bits, then the tag).
 pub const PC_PAIR_ROW_BYTES: usize = 256;
+
+/// Where the pairs' call counts (u32 each, [`PC_PAIR_MAX`] of them) follow the exchange rows.
+pub const PC_PAIR_COUNT_OFFSET: usize = 262144;
 
 /// Pairs of clusters the workspace's exchange region holds (the launcher caps the grid).
 pub const PC_PAIR_MAX: usize = 8;

@@ -26,15 +26,15 @@
 use super::{Checked, PostInViews, PreOutViews, PreParamViews, WsLayout};
 pub use crate::device::cuda::abi::{fused_ring_bytes, pair_ring_bytes, ring_bytes, tma_ring_bytes, PC_TILE_TOKENS};
 use crate::device::cuda::abi::{
-    PostPrePcArgs, PreTmaArgs, PC_PAIR_MAX, PC_PAIR_MAX_C, PC_PAIR_MIN_C, PC_PAIR_ROW_BYTES, PC_PAIR_SLOTS,
-    PC_TMA_C_MULTIPLE,
+    PostPrePcArgs, PreTmaArgs, PC_PAIR_COUNT_OFFSET, PC_PAIR_MAX, PC_PAIR_MAX_C, PC_PAIR_MIN_C, PC_TMA_C_MULTIPLE,
 };
 use crate::device::cuda::launch::{Bucket, Ctx, Launch, LaunchKind, Row};
 use crate::device::cuda::memory::{DeviceTensor, DeviceTensorMut};
 use crate::error::Result;
 
-/// Bytes of the pair entry's exchange rows in the workspace (`WsLayout::pair`).
-pub(crate) const PAIR_BYTES: usize = PC_PAIR_MAX * PC_PAIR_SLOTS * 2 * PC_TILE_TOKENS * PC_PAIR_ROW_BYTES;
+/// Bytes of the pair entry's region of the workspace (`WsLayout::pair`): the exchange rows, then
+/// the pairs' call counts (whose tags the rows' words carry).
+pub(crate) const PAIR_BYTES: usize = PC_PAIR_COUNT_OFFSET + 256;
 
 /// Whether C is one the pair entry splits into two clusters' parts (whole 1024-channel blocks,
 /// each part at most one cluster's C).
@@ -218,7 +218,10 @@ mod tests {
         assert_eq!(pair_ctas(8, 16), 128);
         assert_eq!(pair_ctas(1, 16), 0, "no pair fits: the plan refuses the row");
         assert_eq!(pair_ctas(40, 16), PC_PAIR_MAX as u32 * 32);
-        assert_eq!(PAIR_BYTES, PC_PAIR_MAX * PC_PAIR_SLOTS * 2 * 16 * PC_PAIR_ROW_BYTES);
+        use crate::device::cuda::abi::{PC_PAIR_ROW_BYTES, PC_PAIR_SLOTS};
+        assert_eq!(PC_PAIR_COUNT_OFFSET, PC_PAIR_MAX * PC_PAIR_SLOTS * 2 * 16 * PC_PAIR_ROW_BYTES);
+        assert!(PC_PAIR_ROW_BYTES >= 7 * 4 * 8, "28 tagged words a row");
+        assert!(PAIR_BYTES >= PC_PAIR_COUNT_OFFSET + 4 * PC_PAIR_MAX, "a call count per pair");
         assert!(pair_c(7168) && pair_c(5120) && pair_c(8192));
         assert!(!pair_c(4096) && !pair_c(7296) && !pair_c(9216));
     }

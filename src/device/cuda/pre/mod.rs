@@ -52,8 +52,9 @@ pub(crate) struct WsLayout {
     /// region; inside `total` only where a bf16 plan may select that kernel.
     pub gemm: GemmWs,
     /// The pair entry's exchange rows `[PC_PAIR_MAX][PC_PAIR_SLOTS][2][16]` of
-    /// `PC_PAIR_ROW_BYTES` (sums, then flags that every call leaves at 0), past every other
-    /// region; inside `total` only where a plan may select that entry.
+    /// `PC_PAIR_ROW_BYTES` (tagged words), then a call count per pair (the tags' source; zero in a
+    /// fresh workspace), past every other region; inside `total` only where a plan may select
+    /// that entry.
     pub pair: usize,
     pub total: usize,
 }
