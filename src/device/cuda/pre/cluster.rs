@@ -220,8 +220,8 @@ mod tests {
         assert_eq!(pair_ctas(40, 16), PC_PAIR_MAX as u32 * 32);
         use crate::device::cuda::abi::{PC_PAIR_ROW_BYTES, PC_PAIR_SLOTS};
         assert_eq!(PC_PAIR_COUNT_OFFSET, PC_PAIR_MAX * PC_PAIR_SLOTS * 2 * 16 * PC_PAIR_ROW_BYTES);
-        assert!(PC_PAIR_ROW_BYTES >= 7 * 4 * 8, "28 tagged words a row");
-        assert!(PAIR_BYTES >= PC_PAIR_COUNT_OFFSET + 4 * PC_PAIR_MAX, "a call count per pair");
+        const { assert!(PC_PAIR_ROW_BYTES >= 7 * 4 * 8, "28 tagged words a row") };
+        const { assert!(PAIR_BYTES >= PC_PAIR_COUNT_OFFSET + 4 * PC_PAIR_MAX, "a call count per pair") };
         assert!(pair_c(7168) && pair_c(5120) && pair_c(8192));
         assert!(!pair_c(4096) && !pair_c(7296) && !pair_c(9216));
     }
