@@ -719,13 +719,13 @@ fn pre_cluster_kernel_shapes() {
     }
 }
 
-/// The pair entry of the persistent-cluster kernel (pre_pc.ptx `mhc_pre_pc16p_bf16_n4`: two
+/// The pair entry of the persistent-cluster kernel (pre_pc_pair.ptx `mhc_pre_pc16p_bf16_n4`: two
 /// clusters per tile, each on a part of C, their sums added through the workspace) where the
 /// catalogue selects it (bf16, n = 4, C = 5120..8192 a multiple of 1024, T >= 65): every split
-/// of C (2+3, 3+3, 3+4, 4+4 blocks), partial last tiles, phi ~ 0.5, gamma_k, strided x and a. Then
-/// one plan and workspace for a sequence of calls of different T on fresh inputs, each against
-/// the reference (the exchange rows' flags must come back to 0 after every call), and a repeat
-/// of the first input giving the same bits.
+/// of C (2+3, 3+3, 3+4, 4+4 blocks), partial last tiles, phi ~ 0.5, gamma_k, strided x and a.
+/// Then one plan and workspace for a sequence of calls of different T on fresh inputs, each
+/// against the reference (every call tags its exchange words with the pair's call count: no
+/// earlier call's words may match), and a repeat of the first input giving the same bits.
 #[test]
 #[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn pre_cluster_pair_shapes() {
@@ -757,7 +757,7 @@ fn pre_cluster_pair_shapes() {
             check_pre(&dev, &stream, &mut rng, &sh);
         }
     }
-    // One workspace, calls of different T: every call's exchange leaves the flags at 0.
+    // One workspace, calls of different T: no call may take an earlier call's exchange words.
     let cfg = Config::new(4, 7168);
     let plan = catalogue_plan(&dev, cfg, Dtype::Bf16, 4099).unwrap();
     let ws = plan.new_workspace().unwrap();
