@@ -46,7 +46,6 @@ FAMILIES = {
         "nophibar": "the mix warps do not wait for phi's fragments (PHI_BAR) before stages 1..",
         "xlate": "pair entry: the own sums written to the exchange after barrier 2 (not before it)",
         "nowait": "pair entry: the other half's sums read without waiting for their flags (wrong sums)",
-        "pairmod": "pair entry: cluster c is half c / #pairs of pair c % #pairs (instead of half c % 2 of pair c / 2)",
         "noxf": "fused entries: no x' computed",
         "noxo": "fused entries: x' not stored to x_out",
         "cwt": "=N: fused entries, the last N tokens (a multiple of 4) of each tile's x' on the coefficient warp",

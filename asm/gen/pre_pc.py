@@ -64,9 +64,8 @@ ENTRY_PRE, ENTRY_PRE_TMA = "mhc_pre_pc16_bf16_n4", "mhc_pre_pc16t_bf16_n4"
 # PAIR entry (mhc_pre_pc16p_bf16_n4): two clusters per tile, each with a part of C (see PAIR below)
 ENTRY_PRE_PAIR = "mhc_pre_pc16p_bf16_n4"
 PAIR_C_MIN, PAIR_C_MAX = 5 * 1024, 2 * C_MAX  # C: whole 1024-channel blocks, each half <= C_MAX
-PAIR_SLOTS = 4       # exchange rows per (pair, half, token): round % PAIR_SLOTS
-PAIR_ROW = 256       # bytes of one exchange row: 7 float4 of sums, then 7 u32 flags at +128
-PAIR_MAX = 8         # pairs the workspace's exchange region holds (the launcher caps the grid)
+PAIR_ROW = 256       # bytes of one exchange row: 28 tagged 8-byte words (7 float4 of sums)
+PAIR_HEAD = 256      # bytes before the rows: the call count E (u32), then the finished clusters (u32)
 PAIR_STAGES = 4      # the pair entry's ring depth (5 measured slower: PAIR in its header)
 ENTRY_POST_PRE, ENTRY_POST_PRE_M = "mhc_post_pre_pc16_bf16_n4", "mhc_post_pre_pc16m_bf16_n4"
 PCM_MAX_TOKENS = 448  # the fused entry with mixing post warps wins up to here (H100, C = 4096)
@@ -263,33 +262,27 @@ PAIR_HEADER = f"""\
 // In a file of its own, so that pre_pc.cubin, and the tuned entries measured on it, stay as they are.
 //
 // PAIR    mhc_pre_pc16p_bf16_n4 (PreTmaArgs; C = {PAIR_C_MIN}..{PAIR_C_MAX}, a multiple of 1024): at C = 7168 one
-//         cluster's phi slice needs 168 registers a thread and its ring 4 x 57 KB. So two
-//         clusters share a tile: cluster 2p + h (pair p walks tiles p, p + #pairs, ...) is the TMA
-//         entry on channels [C0, C0 + CH) of every stream, half 0 the first floor(C / 2048)
-//         1024-channel blocks and half 1 the rest (7168: 3072 + 4096; each part fits as C <= {C_MAX}
-//         does). CTA j's coefficient warp writes its cluster's sums of token j to the exchange
-//         row (pair, round % {PAIR_SLOTS}, half, j) in the workspace (ws_part) as 28 tagged 8-byte words
-//         (a value's bits, then the tag), stored relaxed; after barrier 2 it polls the other
-//         half's 28 words (relaxed loads) until each carries the round's tag and adds their
-//         values to its own (both halves add the same two values: the same bits). A word proves
-//         its own arrival, so no fence is needed (release / acquire flags cost 76-90 us at
-//         T = 8192 on most H100s). The tag is 4 E + 2 + ((round - 1) / {PAIR_SLOTS}) % 2, E the pair's
-//         call count after the rows (read by the coefficient warps at the start, counted by CTA
-//         0 of half 0 after its closing cluster barrier): a row holds this call's round - {PAIR_SLOTS}
-//         or an earlier call's words, never a tag it waits for, and a fresh workspace's zeros
-//         match no tag (tags repeat after 2^30 calls on one workspace). A row is rewritten {PAIR_SLOTS}
-//         rounds later by the same coefficient warp, after it saw the other half's words of two
-//         rounds later, which that half wrote after reading the row. Then as the TMA entry,
-//         except that the halves take turns (round / 2 % 2) to store the coefficients and run the
-//         Sinkhorn. The grid is an even number of clusters the device holds at once, so both
-//         halves of a pair run (6 of the H100's 7).
-//         MEASURED H100 80GB HBM3, C = 7168, T = 8192 / 1024 / 128 (mhc bench, builds alternating
-//         in one call): 357.8-358.3 / 52.7-52.9 / 13.7 us (55% of copy at T = 8192) against
-//         447.6-449.4 / 62.8-63.0 / 14.8-14.9 with release / acquire flags (per lane, cleared by
-//         the reader) and the general kernel's 455.3-455.9 / 77.8 / 30.8-31.2; the flags build
-//         without waiting (wrong sums) 366.5-367.7. With the flags: 5 ring stages, the own sums
-//         written after barrier 2, one flag per row polled by lane 0, or the whole exchange
-//         before barrier 2 were slower still (docs/kernels/pre.md has the table).
+//         cluster's phi slice needs 168 registers a thread and its ring 4 x 57 KB. So each tile
+//         is split along C into two parts, each run by a cluster as the TMA entry on channels
+//         [C0, C0 + CH) of every stream: half 0 the first B0 = floor(C / 2048) of the B = C / 1024
+//         blocks, half 1 the rest (7168: 3072 + 4096; each part fits as C <= {C_MAX} does). Every
+//         resident cluster runs: clusters [0, Q0) run half 0 and [Q0, Q) half 1, Q0 = Q B0 / B
+//         rounded into [1, Q - 1], so both sets move their parts at about the same rate (7168 on
+//         an H100's 7 clusters: 3 x 3072 and 4 x 4096 channels); the clusters of a half walk the
+//         tiles i, i + Q_h, ... CTA j's coefficient warp writes its cluster's sums of token j to
+//         the exchange row (tile, half, j) of the workspace (ws_part + {PAIR_HEAD}) as 28 tagged 8-byte
+//         words (a value's bits, then the tag), stored relaxed; after barrier 2 it polls the other
+//         half's 28 words (relaxed loads) until each carries the call's tag and adds their values
+//         to its own (both halves add the same two values: the same bits). A word proves its own
+//         arrival, so no fence is needed (release / acquire flags cost 76-90 us at T = 8192 on
+//         most H100s). Each row is written once per call; the tag is 2 E + 1, E the call count in
+//         the region's first word: read by the coefficient warps at the start, counted by the
+//         last cluster to finish (an acq_rel atom.inc of the second word, which wraps to 0 after
+//         each call). So a row holds this call's words or an earlier call's, a fresh workspace's
+//         zeros match no tag, and tags repeat after 2^31 calls on one workspace. A tile's two
+//         parts wait only for each other and every cluster walks its tiles in order, so the
+//         lowest unfinished tile always progresses. Then as the TMA entry, except that the halves
+//         take turns by tile ((tile / 8) % 2) to store the coefficients and run the Sinkhorn.
 // =============================================================================================
 .version 8.8
 .target sm_90a
@@ -360,19 +353,11 @@ TMA_DSM = """
     add.u32 %dsm, %dsm, 1023;
     and.b32 %dsm, %dsm, -1024;              // the 128-byte swizzle repeats every 1024 bytes"""
 PAIR_WALK = """
-    shr.u32 %cid, %cid, 1;                  // pair entry: the pair walks the tiles (cid, ncl: pair, pairs)
-    shr.u32 %ncl, %ncl, 1;"""
-# timing build pre_pc.pairmod: cluster c is half c / #pairs of pair c % #pairs
-PAIR_HALF_MOD = """
-    mov.u32 %r1, %clusterid.x;
-    mov.u32 %r4, %nclusterid.x;
-    shr.u32 %r4, %r4, 1;
-    setp.ge.u32 %p1, %r1, %r4;
-    selp.u32 %half, 1, 0, %p1;"""
-PAIR_WALK_MOD = """
-    shr.u32 %ncl, %ncl, 1;
-    mul.lo.u32 %r1, %half, %ncl;
-    sub.u32 %cid, %cid, %r1;"""
+    mul.lo.u32 %r1, %half, %pq0;            // pair entry: the clusters of a half walk the tiles
+    sub.u32 %cid, %cid, %r1;                // (cid: index within the half, ncl: the half's clusters)
+    sub.u32 %r1, %ncl, %pq0;
+    setp.ne.u32 %p1, %half, 0;
+    selp.u32 %ncl, %r1, %pq0, %p1;"""
 F_STAGE = f"""
     add.u32 %sstage, %sstage, {HC_TILE};           // + h_post / h_res of the {TT} tokens ({HC} bytes each)"""
 
@@ -473,16 +458,29 @@ PHI_L2_GK:
     add.u64 %rd1, %gk, %rd1;
     cp.async.bulk.prefetch.L2.global [%rd1], %r8;
 PHI_L2_END:"""
-# PAIR entry: this cluster's half h = clusterid % 2 and its channels [C0, C0 + CH) of every stream
-# (half 0 the first floor(C / 2048) 1024-channel blocks, half 1 the rest)
+# PAIR entry: clusters [0, Q0) run half 0 and [Q0, Q) half 1, Q0 = Q B0 / B rounded into [1, Q - 1]
+# (B = C / 1024 blocks, half 0 the first B0 = floor(C / 2048), half 1 the rest): both sets then
+# move their parts of the tiles at about the same rate (7168 on 7 clusters: 3 x 3072, 4 x 4096)
 PAIR_REGS = """
-    .reg .b32 %CH, %C0, %half;
+    .reg .b32 %CH, %C0, %half, %pq0;
     .reg .pred %p_ns;
     .reg .b64 %xch, %pw<4>;
     .reg .b32 %ptag;"""
 PAIR_HALF = """
+    mov.u32 %r4, %nclusterid.x;
+    shr.u32 %r2, %C, 11;                    // B0
+    shr.u32 %r3, %C, 10;                    // B
+    mul.lo.u32 %r1, %r4, %r2;
+    shl.b32 %r1, %r1, 1;
+    add.u32 %r1, %r1, %r3;
+    shl.b32 %r3, %r3, 1;
+    div.u32 %pq0, %r1, %r3;                 // Q0 = (2 Q B0 + B) / 2B
+    max.u32 %pq0, %pq0, 1;
+    sub.u32 %r3, %r4, 1;
+    min.u32 %pq0, %pq0, %r3;
     mov.u32 %r1, %clusterid.x;
-    and.b32 %half, %r1, 1;"""
+    setp.ge.u32 %p1, %r1, %pq0;
+    selp.u32 %half, 1, 0, %p1;"""
 PAIR_SETUP = """
     setp.ne.u32 %p1, %half, 0;
     shr.u32 %r2, %C, 11;
@@ -985,7 +983,7 @@ def entry_start(k):
     .reg .pred %p_cpv<4>;
     .reg .b64 %hpo, %hro, %mbs;{FUSED_REGS if fused else ""}{PAIR_REGS if k.pair else ""}{STAMP_REGS if STAMPS else ""}
 {load_args(skip=("%part", "%sync", "%cpc"))}{NOSINK}
-{STAMP_LOAD + exit_stamps("prewait") if STAMPS else ""}{(PAIR_HALF_MOD if "pairmod" in k.exp else PAIR_HALF) + PAIR_SETUP + PAIR_PHI_TO_L2 if k.pair else PHI_TO_L2}{TMAP_PREFETCH if tma else ""}
+{STAMP_LOAD + exit_stamps("prewait") if STAMPS else ""}{PAIR_HALF + PAIR_SETUP + PAIR_PHI_TO_L2 if k.pair else PHI_TO_L2}{TMAP_PREFETCH if tma else ""}
 {GRID_DEPENDENCY}
     mov.u32 %tx, %tid.x;
     shr.u32 %warp, %tx, 5;
@@ -995,7 +993,7 @@ def entry_start(k):
     setp.lt.u32 %p_math, %warp, {NW};
     mov.u32 %rank, %cluster_ctarank;
     mov.u32 %cid, %clusterid.x;
-    mov.u32 %ncl, %nclusterid.x;{(PAIR_WALK_MOD if "pairmod" in k.exp else PAIR_WALK) if k.pair else ""}
+    mov.u32 %ncl, %nclusterid.x;{PAIR_WALK if k.pair else ""}
     and.b32 %r1, %flags, 1;
     setp.ne.u32 %p_paper, %r1, 0;
     and.b32 %r1, %flags, 2;
@@ -1806,23 +1804,22 @@ PAIR_HALF0 = """
 def pair_row(half, what):
     """Pair entry, lanes 0..6 of the coefficient warp of round kk: %rd1 = the lane's 4 words (32
     bytes at 32 lane) in the exchange row of tile kk-1's own token of half `half` (`what`): row
-    ((pair PAIR_SLOTS + (kk-1) % PAIR_SLOTS) 2 + half) 16 + rank of the workspace region; %r16 =
-    the round's tag (PAIR in the header)."""
+    ((tile 2 + half) 16 + rank) after the PAIR_HEAD bytes of the workspace region (one row per
+    tile, token and half: no row is written twice in a call); %r16 = the call's tag."""
     return f"""
-    // pair entry: the {what} half's exchange row of the token (slot (kk-1) % {PAIR_SLOTS}) and the tag
+    // pair entry: the {what} half's exchange row of the token (tile kk-1) and the call's tag
     ld.param.u64 %xch, [p_args+{ARG['ws_part']}];
     sub.u32 %r13, %kk, 1;
-    bfe.u32 %r16, %r13, {PAIR_SLOTS.bit_length() - 1}, 1;
-    or.b32 %r16, %r16, %ptag;               // tag: the call's, then ((kk-1) / {PAIR_SLOTS}) % 2
-    and.b32 %r13, %r13, {PAIR_SLOTS - 1};
-    mad.lo.u32 %r13, %cid, {PAIR_SLOTS}, %r13;
+    mad.lo.u32 %r13, %r13, %ncl, %cid;      // tile kk-1
+    mov.u32 %r16, %ptag;
     shl.b32 %r13, %r13, 1;
     add.u32 %r14, %r13, {half};
     mad.lo.u32 %r14, %r14, {CL}, %rank;
     mul.wide.u32 %rd1, %r14, {PAIR_ROW};
     add.u64 %rd1, %xch, %rd1;
     mul.wide.u32 %rd3, %lane, 32;
-    add.u64 %rd1, %rd1, %rd3;               // the lane's 4 words"""
+    add.u64 %rd1, %rd1, %rd3;
+    add.u64 %rd1, %rd1, {PAIR_HEAD};               // the lane's 4 words, past the region's head"""
 
 
 def pair_write():
@@ -1863,36 +1860,40 @@ PX_PEER:""" + "".join(f"""
     st.shared.f32 [%r11+{4 + 4 * c}], %f1;""" for c in range(4)) + """
 PX_END:
     bar.warp.sync -1;
-    // tile kk-1's coefficients (h_pre, inv_rms stores; h_post and the Sinkhorn): half ((kk-1) / 2) % 2
+    // tile kk-1's coefficients (h_pre, inv_rms stores; h_post and the Sinkhorn): half (tile / 8) % 2 (the
+    // halves walk the tiles with different strides: the choice is the tile's, and bit 3 mixes
+    // the two coefficient warps' rounds for strides 3 and 4)
     sub.u32 %r13, %kk, 1;
-    bfe.u32 %r13, %r13, 1, 1;
+    mad.lo.u32 %r13, %r13, %ncl, %cid;
+    bfe.u32 %r13, %r13, 3, 1;
     setp.ne.u32 %p_ns, %r13, %half;"""
 
 
-# pair entry, the coefficient warps before their first round: the pair's call count E (a word
-# after the exchange rows; the previous call wrote it, and griddepcontrol.wait made it visible):
-# this call's tags are 4 E + 2 + ((kk-1) / PAIR_SLOTS) % 2 (never 0, the fresh workspace's words)
+# pair entry, the coefficient warps before their first round: the call count E (the region's first
+# word; the previous call wrote it, and griddepcontrol.wait made it visible): this call's tag is
+# 2 E + 1 (never 0, the fresh workspace's words)
 PAIR_EPOCH = f"""
     ld.param.u64 %xch, [p_args+{ARG['ws_part']}];
-    mul.wide.u32 %rd1, %cid, 4;
-    add.u64 %rd1, %xch, %rd1;
-    ld.relaxed.gpu.global.u32 %ptag, [%rd1+{PAIR_MAX * PAIR_SLOTS * 2 * CL * PAIR_ROW}];
-    shl.b32 %ptag, %ptag, 2;
-    or.b32 %ptag, %ptag, 2;"""
-# pair entry, after the closing cluster barrier: lane 0 of coefficient warp 0 in CTA 0 of half 0
-# counts the call (E + 1). Every read of E in this call came before: half 1's in its first
-# round's words, which half 0 waited for (or, without rounds, no word is exchanged at all).
+    ld.relaxed.gpu.global.u32 %ptag, [%xch];
+    shl.b32 %ptag, %ptag, 1;
+    or.b32 %ptag, %ptag, 1;"""
+# pair entry, after the closing cluster barrier: lane 0 of coefficient warp 0 in CTA 0 of every
+# cluster counts its cluster finished (atom.inc wraps at Q - 1: the count is 0 again after each
+# call); the last one, which sees Q - 1, counts the call (E + 1). Every read of E in the call came
+# before: each cluster's before its closing barrier, ordered by the acq_rel count.
 PAIR_COUNT = f"""
     setp.ne.u32 %p1, %tx, {32 * NW};
     setp.ne.or.u32 %p1, %rank, 0, %p1;
-    setp.ne.or.u32 %p1, %half, 0, %p1;
     @%p1 bra PAIR_COUNTED;
     ld.param.u64 %xch, [p_args+{ARG['ws_part']}];
-    mul.wide.u32 %rd1, %cid, 4;
-    add.u64 %rd1, %xch, %rd1;
-    shr.u32 %r1, %ptag, 2;
+    mov.u32 %r2, %nclusterid.x;
+    sub.u32 %r2, %r2, 1;
+    atom.acq_rel.gpu.global.inc.u32 %r1, [%xch+4], %r2;
+    setp.ne.u32 %p1, %r1, %r2;
+    @%p1 bra PAIR_COUNTED;
+    shr.u32 %r1, %ptag, 1;
     add.u32 %r1, %r1, 1;
-    st.relaxed.gpu.global.u32 [%rd1+{PAIR_MAX * PAIR_SLOTS * 2 * CL * PAIR_ROW}], %r1;
+    st.relaxed.gpu.global.u32 [%xch], %r1;
 PAIR_COUNTED:"""
 
 

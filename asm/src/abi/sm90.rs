@@ -615,17 +615,11 @@ pub const PC_PAIR_MIN_C: usize = 5120;
 /// Largest C of the pair entry: each half at most [`PC_MAX_C`].
 pub const PC_PAIR_MAX_C: usize = 8192;
 
-/// Exchange rows per pair, half and token (one per round modulo this).
-pub const PC_PAIR_SLOTS: usize = 4;
-
 /// Bytes of one exchange row: 28 tagged 8-byte words (a sum's bits, then the tag).
 pub const PC_PAIR_ROW_BYTES: usize = 256;
 
-/// Where the pairs' call counts (u32 each, [`PC_PAIR_MAX`] of them) follow the exchange rows.
-pub const PC_PAIR_COUNT_OFFSET: usize = 262144;
-
-/// Pairs of clusters the workspace's exchange region holds (the launcher caps the grid).
-pub const PC_PAIR_MAX: usize = 8;
+/// Bytes of the pair entry's region before its exchange rows: the call count (u32) and the count of finished clusters (u32).
+pub const PC_PAIR_HEAD_BYTES: usize = 256;
 
 /// The TMA entry's C granularity: its boxes are 64 channels of each CTA's C/16.
 pub const PC_TMA_C_MULTIPLE: usize = 1024;

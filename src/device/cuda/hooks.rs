@@ -38,6 +38,13 @@ pub enum PreKernel {
     },
     /// The GEMM kernel at any T, also below the token counts the plan gives it.
     Gemm,
+    /// The plan's persistent-cluster kernel for T on at most `clusters` of its resident clusters
+    /// (`Err(NoVariant)` where it runs another kernel, `Err(Config)` below the kernel's least:
+    /// the pair entry needs two).
+    Clusters {
+        /// Most clusters the grid has.
+        clusters: usize,
+    },
 }
 
 impl Plan {
@@ -61,7 +68,7 @@ impl Plan {
         let (bucket, forced) = match kernel {
             PreKernel::Auto => (auto.clone(), Forced::default()),
             PreKernel::General { split, tuning } => {
-                (self.requested(Slot::Pre, LaunchKind::Pre, t)?, Forced { split, tuning, ctas: None })
+                (self.requested(Slot::Pre, LaunchKind::Pre, t)?, Forced { split, tuning, ..Forced::default() })
             }
             PreKernel::Decode { ctas } => {
                 let forced = Forced { ctas: Some(ctas), ..Forced::default() };
@@ -79,6 +86,24 @@ impl Plan {
                 }
             }
             PreKernel::Gemm => (self.requested(Slot::Pre, LaunchKind::PreGemm, t)?, Forced::default()),
+            PreKernel::Clusters { clusters } => {
+                if !self.pre_uses_cluster_kernel(t) {
+                    return Err(Error::NoVariant {
+                        stage: "pre".into(),
+                        arch: self.ctx.arch.into(),
+                        shape: format!("T={t}"),
+                        rejected: vec!["the plan runs no persistent-cluster kernel at this T".into()],
+                    });
+                }
+                let least = if auto.kind == LaunchKind::PreClusterPair { 2 } else { 1 };
+                if clusters < least {
+                    return Err(Error::Config {
+                        what: "clusters",
+                        reason: format!("{} needs at least {least} clusters, got {clusters}", auto.entry()),
+                    });
+                }
+                (auto.clone(), Forced { clusters: Some(clusters), ..Forced::default() })
+            }
         };
         let l = self.pre_launch(&bucket, ws, x, params, out, &chk, forced)?;
         l.enqueue(stream, self.overlap)

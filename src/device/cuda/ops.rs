@@ -22,6 +22,8 @@ pub(crate) struct Forced {
     pub split: Option<usize>,
     /// The general kernel's K-loop variant.
     pub tuning: Option<PreVariant>,
+    /// Most clusters of the persistent-cluster kernels.
+    pub clusters: Option<usize>,
 }
 
 impl Plan {
@@ -181,7 +183,7 @@ impl Plan {
         let (ctx, lay, wsp) = (&self.ctx, &self.ws, ws.device_ptr());
         match b.kind {
             LaunchKind::PreCluster | LaunchKind::PreClusterTma | LaunchKind::PreClusterPair => {
-                pre::cluster::launch(ctx, b, lay, wsp, x, params, out, chk)
+                pre::cluster::launch(ctx, b, lay, wsp, x, params, out, forced.clusters, chk)
             }
             LaunchKind::PreGemm => pre::gemm::launch(ctx, b, lay, wsp, x, params, out, chk),
             LaunchKind::PreDecode | LaunchKind::PreMid => {

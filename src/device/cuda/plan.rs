@@ -377,7 +377,7 @@ fn unreachable_stage(stage: Stage) -> Result<&'static Bucket> {
 fn clusters_fit(v: &Variant, resident: Result<u32>) -> std::result::Result<(), String> {
     match resident {
         Ok(0) if v.entry.launch == LaunchKind::PreClusterPair.name() => {
-            Err(format!("no pair of {}-CTA clusters fits this device at once", v.cluster()))
+            Err(format!("fewer than two {}-CTA clusters fit this device at once (one per part of C)", v.cluster()))
         }
         Ok(0) => Err(format!("no cluster of {} CTAs fits this device", v.cluster())),
         Ok(_) => Ok(()),

@@ -12,9 +12,10 @@
 //! [`PreTmaArgs`]) and each token's CTA computes its h_pre and sends it to the others.
 //! C = 5120..8192 (multiples of 1024: DeepSeek-V4-Pro's 7168) is beyond one cluster's phi
 //! registers and ring; there the pair entry (`mhc_pre_pc16p_bf16_n4`, asm/ptx/sm90/pre_pc_pair.ptx)
-//! runs the TMA entry on two clusters per tile, each on whole 1024-channel blocks of C, and their
-//! coefficient warps add each token's two sums through the workspace's exchange rows
-//! ([`PAIR_BYTES`]); the grid is an even number of resident clusters ([`pair_ctas`]).
+//! splits each tile along C into two parts of whole 1024-channel blocks, each run by a cluster as
+//! the TMA entry, and their coefficient warps add each token's two sums through the workspace's
+//! exchange rows ([`pair_bytes`]); every resident cluster runs, in two sets, one per part, sized
+//! to the parts ([`pair_ctas`]).
 //!
 //! The same file's second entry, `mhc_post_pre_pc16_bf16_n4`, is `post_pre` in one pass: its ring
 //! also brings layer l's `f` slice and `h_post` / `h_res` rows, two post warps compute
@@ -26,15 +27,18 @@
 use super::{Checked, PostInViews, PreOutViews, PreParamViews, WsLayout};
 pub use crate::device::cuda::abi::{fused_ring_bytes, pair_ring_bytes, ring_bytes, tma_ring_bytes, PC_TILE_TOKENS};
 use crate::device::cuda::abi::{
-    PostPrePcArgs, PreTmaArgs, PC_PAIR_COUNT_OFFSET, PC_PAIR_MAX, PC_PAIR_MAX_C, PC_PAIR_MIN_C, PC_TMA_C_MULTIPLE,
+    PostPrePcArgs, PreTmaArgs, PC_PAIR_HEAD_BYTES, PC_PAIR_MAX_C, PC_PAIR_MIN_C, PC_PAIR_ROW_BYTES, PC_TMA_C_MULTIPLE,
 };
 use crate::device::cuda::launch::{Bucket, Ctx, Launch, LaunchKind, Row};
 use crate::device::cuda::memory::{DeviceTensor, DeviceTensorMut};
 use crate::error::Result;
 
-/// Bytes of the pair entry's region of the workspace (`WsLayout::pair`): the exchange rows, then
-/// the pairs' call counts (whose tags the rows' words carry).
-pub(crate) const PAIR_BYTES: usize = PC_PAIR_COUNT_OFFSET + 256;
+/// Bytes of the pair entry's region of the workspace (`WsLayout::pair`) for up to `max_tokens`
+/// tokens: the call count and the finished-cluster count, then an exchange row per tile, half and
+/// token (each written once per call, so no call waits on a row's reader).
+pub(crate) const fn pair_bytes(max_tokens: usize) -> usize {
+    PC_PAIR_HEAD_BYTES + max_tokens.div_ceil(PC_TILE_TOKENS) * 2 * PC_TILE_TOKENS * PC_PAIR_ROW_BYTES
+}
 
 /// Whether C is one the pair entry splits into two clusters' parts (whole 1024-channel blocks,
 /// each part at most one cluster's C).
@@ -42,11 +46,15 @@ pub(crate) const fn pair_c(c: usize) -> bool {
     c % PC_TMA_C_MULTIPLE == 0 && c >= PC_PAIR_MIN_C && c <= PC_PAIR_MAX_C
 }
 
-/// The resident CTAs a pair-entry launch uses of the `clusters` the device holds at once: an
-/// even number of clusters (both halves of every pair run together, as their exchange needs),
-/// at most [`PC_PAIR_MAX`] pairs (the workspace's exchange rows).
+/// The resident CTAs a pair-entry launch uses of the `clusters` the device holds at once: all of
+/// them (the kernel splits them into a set per part of C), but at least two, one per part, since
+/// a tile's two parts wait for each other.
 pub(crate) fn pair_ctas(clusters: u32, cluster: u32) -> u32 {
-    (clusters / 2).min(PC_PAIR_MAX as u32) * 2 * cluster
+    if clusters >= 2 {
+        clusters * cluster
+    } else {
+        0
+    }
 }
 
 /// The ring a launcher of this family asks for at C.
@@ -60,8 +68,9 @@ pub const fn ring_bytes_of(kind: LaunchKind, c: usize) -> usize {
 }
 
 /// The persistent-cluster `pre` launch on bucket `b` (its row, with its resident CTA count) on
-/// views [`super::check`] accepted (`chk`, T > 0). `wsp` is the workspace: only timing builds
-/// write there (the phase stamps of [`stamps`]).
+/// views [`super::check`] accepted (`chk`, T > 0), on at most `clusters` clusters where given (tests).
+/// `wsp` is the workspace: the pair entry's exchange rows, and what timing builds write (the
+/// phase stamps of [`stamps`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn launch(
     ctx: &Ctx,
@@ -71,8 +80,11 @@ pub(crate) fn launch(
     x: &DeviceTensor<'_>,
     params: &PreParamViews<'_>,
     out: &PreOutViews<'_>,
+    clusters: Option<usize>,
     chk: &Checked,
 ) -> Result<Launch> {
+    let cluster = b.variant.cluster();
+    let ctas = clusters.map_or(b.resident_ctas, |q| b.resident_ctas.min((q as u32).saturating_mul(cluster)));
     let mut args = super::decode::args(ctx, x, params, out, chk);
     args.ws_part = wsp;
     let shared = ring_bytes_of(b.kind, ctx.cfg.c) as u32;
@@ -81,9 +93,9 @@ pub(crate) fn launch(
     }
     if matches!(b.kind, LaunchKind::PreClusterTma | LaunchKind::PreClusterPair) {
         let args = PreTmaArgs { lead: [0; 48], pre: args, pad: [0; 48], tmap: x_tensor_map(x, ctx.cfg.c, chk.t)? };
-        return Ok(Launch::new(b, b.resident_ctas, b.threads(), shared, &args));
+        return Ok(Launch::new(b, ctas, b.threads(), shared, &args));
     }
-    Ok(Launch::new(b, b.resident_ctas, b.threads(), shared, &args))
+    Ok(Launch::new(b, ctas, b.threads(), shared, &args))
 }
 
 /// The fused `post_pre` launch on bucket `b` on views checked for both sides (`chk` from the
@@ -205,7 +217,8 @@ mod tests {
     }
 
     /// The pair entry's ring holds the larger part of C (ceil(C / 2048) blocks of 1024 channels);
-    /// its grid is whole pairs, at most [`PC_PAIR_MAX`] of them; its exchange rows fit the region.
+    /// its grid is every resident cluster, at least two; its region holds a row per tile, half
+    /// and token after the counts.
     #[test]
     fn the_pair_entry_sizes() {
         let ring = |ch: usize| PC_PAIR_STAGES * PC_TILE_TOKENS * ch / 2 + 1024;
@@ -214,14 +227,13 @@ mod tests {
         assert_eq!(pair_ring_bytes(6144), ring(3072));
         assert_eq!(pair_ring_bytes(5120), ring(3072));
         assert!(pair_ring_bytes(PC_PAIR_MAX_C) + 36_096 <= 227 * 1024, "ring + static shared memory fit one SM");
-        assert_eq!(pair_ctas(7, 16), 96);
-        assert_eq!(pair_ctas(8, 16), 128);
-        assert_eq!(pair_ctas(1, 16), 0, "no pair fits: the plan refuses the row");
-        assert_eq!(pair_ctas(40, 16), PC_PAIR_MAX as u32 * 32);
-        use crate::device::cuda::abi::{PC_PAIR_ROW_BYTES, PC_PAIR_SLOTS};
-        assert_eq!(PC_PAIR_COUNT_OFFSET, PC_PAIR_MAX * PC_PAIR_SLOTS * 2 * 16 * PC_PAIR_ROW_BYTES);
+        assert_eq!(pair_ctas(7, 16), 112);
+        assert_eq!(pair_ctas(2, 16), 32);
+        assert_eq!(pair_ctas(1, 16), 0, "one cluster cannot run both parts: the plan refuses the row");
         const { assert!(PC_PAIR_ROW_BYTES >= 7 * 4 * 8, "28 tagged words a row") };
-        const { assert!(PAIR_BYTES >= PC_PAIR_COUNT_OFFSET + 4 * PC_PAIR_MAX, "a call count per pair") };
+        const { assert!(PC_PAIR_HEAD_BYTES >= 8 && PC_PAIR_HEAD_BYTES % 256 == 0, "two counts, rows aligned") };
+        assert_eq!(pair_bytes(16), PC_PAIR_HEAD_BYTES + 32 * PC_PAIR_ROW_BYTES);
+        assert_eq!(pair_bytes(8193), PC_PAIR_HEAD_BYTES + 513 * 32 * PC_PAIR_ROW_BYTES);
         assert!(pair_c(7168) && pair_c(5120) && pair_c(8192));
         assert!(!pair_c(4096) && !pair_c(7296) && !pair_c(9216));
     }

@@ -51,10 +51,10 @@ pub(crate) struct WsLayout {
     /// The GEMM kernel's counters, partial sums of squares and partial logits, past every other
     /// region; inside `total` only where a bf16 plan may select that kernel.
     pub gemm: GemmWs,
-    /// The pair entry's exchange rows `[PC_PAIR_MAX][PC_PAIR_SLOTS][2][16]` of
-    /// `PC_PAIR_ROW_BYTES` (tagged words), then a call count per pair (the tags' source; zero in a
-    /// fresh workspace), past every other region; inside `total` only where a plan may select
-    /// that entry.
+    /// The pair entry's call count (the tags' source; zero in a fresh workspace) and count of
+    /// finished clusters (back to zero after each call) in `PC_PAIR_HEAD_BYTES`, then its
+    /// exchange rows `[tiles][2][16]` of `PC_PAIR_ROW_BYTES` (tagged words), past every other
+    /// region; inside `total` only where a plan may select that entry.
     pub pair: usize,
     pub total: usize,
 }

@@ -4,7 +4,7 @@
 //! never overlap, so no kernel sees another's leftovers, and every kernel leaves its counters at
 //! zero (the workspace is reusable without a memset).
 
-use super::cluster::{pair_c, PAIR_BYTES};
+use super::cluster::{pair_bytes, pair_c};
 use super::decode::{DECODE_MAX_CTAS, DECODE_MAX_N, MID_HPRE_COPIES, MID_MAX_TOKENS};
 use super::gemm::{
     logit_tiles, GEMM_MAX_SPLITS, GEMM_MIN_SLABS, GEMM_MIX_PARTS, GEMM_NS, GEMM_TILE_LOGITS, GEMM_TILE_TOKENS,
@@ -55,7 +55,7 @@ pub(crate) fn layout(cfg: &Config, dtype: Dtype, max_tokens: usize) -> WsLayout 
     // Where the catalogue may give the pair entry this configuration: its exchange rows.
     let pair = round256(total);
     if dtype == Dtype::Bf16 && cfg.n == 4 && !cfg.gamma_f && pair_c(cfg.c) && max_tokens >= PC_MIN_TOKENS {
-        total = pair + PAIR_BYTES;
+        total = pair + pair_bytes(max_tokens);
     }
     WsLayout { cnt, part, p, ss, dsync, dpart, gemm, pair, total }
 }
@@ -84,7 +84,7 @@ mod tests {
         assert_eq!(with.pair % 256, 0);
         let without_pair = layout(&Config::new(4, 7168), Dtype::Bf16, 16).total;
         assert!(with.pair > with.dpart && with.pair >= without_pair, "past the decode rows");
-        assert_eq!(with.total, with.pair + PAIR_BYTES);
+        assert_eq!(with.total, with.pair + pair_bytes(8192));
         for (cfg, dtype, t) in [
             (Config::new(4, 4096), Dtype::Bf16, 8192),
             (Config::new(4, 7168), Dtype::F32, 8192),
