@@ -66,7 +66,9 @@ ENTRY_PRE_PAIR = "mhc_pre_pc16p_bf16_n4"
 PAIR_C_MIN, PAIR_C_MAX = 5 * 1024, 2 * C_MAX  # C: whole 1024-channel blocks, each half <= C_MAX
 PAIR_ROW = 256       # bytes of one exchange row: 28 tagged 8-byte words (7 float4 of sums)
 PAIR_HEAD = 256      # bytes before the rows: the call count E (u32), then the finished clusters (u32)
-PAIR_STAGES = 4      # the pair entry's ring depth (5 measured slower: PAIR in its header)
+PAIR_STAGES = 5      # the pair entry's ring: this many stages of the larger part's rows
+PAIR_STAGES_MAX = 6  # and as many of the smaller part's as fit in it, up to this (HXB - 2: the HX header)
+assert PAIR_STAGES_MAX <= HXB - 2
 ENTRY_POST_PRE, ENTRY_POST_PRE_M = "mhc_post_pre_pc16_bf16_n4", "mhc_post_pre_pc16m_bf16_n4"
 PCM_MAX_TOKENS = 448  # the fused entry with mixing post warps wins up to here (H100, C = 4096)
 # The ring's dynamic shared memory at C (Rust expressions over c and the constants above; "/" is
@@ -282,7 +284,15 @@ PAIR_HEADER = f"""\
 //         zeros match no tag, and tags repeat after 2^31 calls on one workspace. A tile's two
 //         parts wait only for each other and every cluster walks its tiles in order, so the
 //         lowest unfinished tile always progresses. Then as the TMA entry, except that the halves
-//         take turns by tile ((tile / 8) % 2) to store the coefficients and run the Sinkhorn.
+//         take turns by tile ((tile / 8) % 2) to store the coefficients and run the Sinkhorn, and
+//         the ring: {PAIR_STAGES} stages of the larger part's rows, and as many of the smaller part's as fit in
+//         the same bytes, at most {PAIR_STAGES_MAX} (7168: 6 x 3072 and 5 x 4096 channels).
+//         MEASURED H100 80GB HBM3, C = 7168, T = 8192 / 1024 / 256 (mhc bench, builds alternating
+//         in one call): 300 / 46.0 / 17.5 us (66% of copy at T = 8192) against 353-357 / 52.7 /
+//         19.9 with an even number of clusters paired (6 of 7) and 4 stages; every cluster with 4
+//         stages 333-337 / 50.6 / 19.4, with 5 stages for both parts 306-309 / 48.6 / 19.6. The
+//         rounds are not bound by the exchange or the Sinkhorn: not waiting for the other half's
+//         words (wrong sums) 331 us, no Sinkhorn iteration 300 us (docs/kernels/pre.md).
 // =============================================================================================
 .version 8.8
 .target sm_90a
@@ -462,7 +472,7 @@ PHI_L2_END:"""
 # (B = C / 1024 blocks, half 0 the first B0 = floor(C / 2048), half 1 the rest): both sets then
 # move their parts of the tiles at about the same rate (7168 on 7 clusters: 3 x 3072, 4 x 4096)
 PAIR_REGS = """
-    .reg .b32 %CH, %C0, %half, %pq0;
+    .reg .b32 %CH, %C0, %half, %pq0, %nst;
     .reg .pred %p_ns;
     .reg .b64 %xch, %pw<4>;
     .reg .b32 %ptag;"""
@@ -481,13 +491,16 @@ PAIR_HALF = """
     mov.u32 %r1, %clusterid.x;
     setp.ge.u32 %p1, %r1, %pq0;
     selp.u32 %half, 1, 0, %p1;"""
-PAIR_SETUP = """
+PAIR_SETUP = f"""
     setp.ne.u32 %p1, %half, 0;
     shr.u32 %r2, %C, 11;
     shl.b32 %r2, %r2, 10;                   // half 0's channels
     sub.u32 %r3, %C, %r2;
     selp.u32 %CH, %r3, %r2, %p1;
-    selp.u32 %C0, %r2, 0, %p1;"""
+    selp.u32 %C0, %r2, 0, %p1;
+    mul.lo.u32 %r3, %r3, {PAIR_STAGES};
+    div.u32 %nst, %r3, %CH;
+    min.u32 %nst, %nst, {PAIR_STAGES_MAX};          // the ring's depth: {PAIR_STAGES} stages of the larger part's rows"""
 PAIR_PHI_TO_L2 = (PHI_TO_L2.replace("(rows 0..23 x streams 0..3, C/16 floats each at i C + r C/16)",
                                     "(rows 0..23 x streams 0..3, CH/16 floats each at i C + C0 + r CH/16)")
                   .replace("shr.u32 %r7, %C, 4;", "shr.u32 %r7, %CH, 4;")
@@ -821,7 +834,8 @@ class Entry:
 
     def __init__(self, fused, mixw, tma, exp, cwt, stamp_ids, pair=False):
         self.fused, self.mixw, self.tma, self.exp, self.cwt, self.pair = fused, mixw, tma, exp, cwt, pair
-        self.stages = PAIR_STAGES if pair else STAGES  # the ring's depth
+        self.stages = PAIR_STAGES_MAX if pair else STAGES  # the ring's most stages (mbarriers)
+        self.nst = "%nst" if pair else str(STAGES)  # its depth: the pair entry's is the half's
         self.stamp_ids = stamp_ids  # PST label numbers: unique over the file
         self.L = []
         self.e = self.L.append
@@ -1768,7 +1782,7 @@ def round_end(k):
     mov.u32 %pstage, %stage;
     add.u32 %tile, %tile, %ncl;
     add.u32 %stage, %stage, 1;
-    setp.eq.u32 %p1, %stage, {k.stages};
+    setp.eq.u32 %p1, %stage, {k.nst};
     selp.u32 %stage, 0, %stage, %p1;
     add.u32 %kk, %kk, 1;
     bra.uni TILE_LOOP;
@@ -2025,6 +2039,9 @@ MIX_WARP:
         for j in range(k.stages):
             e(f"""    mad.lo.u32 %r20, %ncl, {j}, %cid;
     mov.u32 %r21, {j};""")
+            if k.pair and j >= PAIR_STAGES:  # stages past this half's depth: no fill
+                e(f"""    setp.ge.u32 %p1, %r21, %nst;
+    @%p1 mov.u32 %r20, %ntiles;""")
             fill(k, "%r20", "%r21", f"PRO{j}")
             if j == 0 and phi_bar:  # the first tile iteration needs stage 0 and phi: stages 1.. wait for phi
                 e(f"""    barrier.sync {PHI_BAR}, {phi_bar_threads};         // the math warps' phi fragments are in""")
@@ -2123,7 +2140,7 @@ def mix_rounds(k, tag, after):
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1], %r2;
     @!%p1 bra {tag}_WAIT;{st(13, "mix")}
     mad.lo.u32 %ptile, %kk, %ncl, %cid;
-    {"and.b32 %pstage, %kk, " + str(k.stages - 1) if k.stages & (k.stages - 1) == 0 else "rem.u32 %pstage, %kk, " + str(k.stages)};""")
+    {"rem.u32 %pstage, %kk, %nst" if k.pair else "and.b32 %pstage, %kk, " + str(STAGES - 1)};""")
     e(mix_code(k, True))
     if STAMPS:
         e(k.stamp(14, "mix"))
@@ -2135,7 +2152,7 @@ def mix_rounds(k, tag, after):
     mov.u32 %r1, hbar;
     mad.lo.u32 %r1, %r19, 8, %r1;
     @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [%r1], {TT * 16};
-    mad.lo.u32 %r20, %ncl, {k.stages}, %ptile;""")
+    mad.lo.u32 %r20, %ncl, {k.nst}, %ptile;""")
     else:
         e(f"""    // the stage's chunks are refilled by other threads than the ones that mixed them
     barrier.sync 3, {MIXERS};
@@ -2225,7 +2242,7 @@ def main(exp=frozenset(), cwt=0):
 
 def main_pair(exp=frozenset()):
     """pre_pc_pair.ptx: the pair entry."""
-    return PAIR_HEADER + SHARED.format(stages=PAIR_STAGES) + kernel(False, True, tma=True, exp=exp, stamp_ids=[0], pair=True)
+    return PAIR_HEADER + SHARED.format(stages=PAIR_STAGES_MAX) + kernel(False, True, tma=True, exp=exp, stamp_ids=[0], pair=True)
 
 
 def generate(experiments):

@@ -652,7 +652,7 @@ pub const PC_FUSED_THREADS: u32 = 384;
 pub const PC_STAGES: usize = 4;
 
 /// Stages of the pair entry's x ring.
-pub const PC_PAIR_STAGES: usize = 4;
+pub const PC_PAIR_STAGES: usize = 5;
 
 /// Bytes after each token row of a stage.
 pub const PC_ROW_PAD: usize = 64;
