@@ -364,9 +364,10 @@ fn conditioning(case: &PreCase, want: &PreOut, dtype: Dtype, label: &str) -> Con
         "{label}: {bad} of {t} tokens ill-conditioned (h_res not compared); f32 reference errors h_pre {e_pre:.1e} \
          h_post {e_post:.1e} h_res {e_res:.1e} inv_rms {e_rms:.1e}"
     );
-    // At most half the tokens may be skipped; a single token may be (about 1.3% of phi ~ 0.5
-    // tokens are, measured over 20,000 on the H100: asserting on T = 1 made the test flaky).
-    assert!(bad * 2 <= t.max(2), "{label}: {bad} of {t} tokens ill-conditioned: the case tests too little");
+    // At most three quarters of the tokens may be skipped; a single token may be (at n = 4 about
+    // 1.3% of phi ~ 0.5 tokens are, measured over 20,000 on the H100: asserting on T = 1 made the
+    // test flaky; n = 8 in the paper formulation skips about half, 5 of 9 in two of four runs).
+    assert!(bad * 4 <= 3 * t.max(2), "{label}: {bad} of {t} tokens ill-conditioned: the case tests too little");
     Conditioning { skip_hres, f32_err }
 }
 
@@ -463,7 +464,7 @@ fn pre_wide_n_launch_shapes() {
             }
             let opts = Shape { gamma_k: true, x_pad: 8, ..Shape::new(8, 1280, 7, form, dtype) };
             check_pre(&dev, &stream, &mut rng, &opts);
-            check_pre(&dev, &stream, &mut rng, &Shape { phi_std: 0.5, ..Shape::new(8, 1280, 9, form, dtype) });
+            check_pre(&dev, &stream, &mut rng, &Shape { phi_std: 0.5, ..Shape::new(8, 1280, 31, form, dtype) });
             check_pre(&dev, &stream, &mut rng, &Shape { split: Some(5), ..Shape::new(32, 1280, 3, form, dtype) });
         }
     }
