@@ -66,6 +66,7 @@ ENTRY_PRE_PAIR = "mhc_pre_pc16p_bf16_n4"
 PAIR_C_MIN, PAIR_C_MAX = 5 * 1024, 2 * C_MAX  # C: whole 1024-channel blocks, each half <= C_MAX
 PAIR_ROW = 256       # bytes of one exchange row: 28 tagged 8-byte words (7 float4 of sums)
 PAIR_HEAD = 256      # bytes before the rows: the call count E (u32), then the finished clusters (u32)
+PAIR_POLL_SLEEP = 16  # ns between two polls of the other half's words (with 16-byte polls: half the L2 requests)
 PAIR_STAGES = 5      # the pair entry's ring: this many stages of the larger part's rows
 PAIR_STAGES_MAX = 6  # and as many of the smaller part's as fit in it, up to this (HXB - 2: the HX header)
 assert PAIR_STAGES_MAX <= HXB - 2
@@ -274,8 +275,9 @@ PAIR_HEADER = f"""\
 //         tiles i, i + Q_h, ... CTA j's coefficient warp writes its cluster's sums of token j to
 //         the exchange row (tile, half, j) of the workspace (ws_part + {PAIR_HEAD}) as 28 tagged 8-byte
 //         words (a value's bits, then the tag), stored relaxed; after barrier 2 it polls the other
-//         half's 28 words (relaxed loads) until each carries the call's tag and adds their values
-//         to its own (both halves add the same two values: the same bits). A word proves its own
+//         half's 28 words (relaxed 16-byte loads, each 8-byte word single-copy atomic; {PAIR_POLL_SLEEP} ns of
+//         nanosleep between polls) until each carries the call's tag and adds their values to its
+//         own (both halves add the same two values: the same bits). A word proves its own
 //         arrival, so no fence is needed (release / acquire flags cost 76-90 us at T = 8192 on
 //         most H100s). Each row is written once per call; the tag is 2 E + 1, E the call count in
 //         the region's first word: read by the coefficient warps at the start, counted by the
@@ -288,11 +290,14 @@ PAIR_HEADER = f"""\
 //         the ring: {PAIR_STAGES} stages of the larger part's rows, and as many of the smaller part's as fit in
 //         the same bytes, at most {PAIR_STAGES_MAX} (7168: 6 x 3072 and 5 x 4096 channels).
 //         MEASURED H100 80GB HBM3, C = 7168, T = 8192 / 1024 / 256 (mhc bench, builds alternating
-//         in one call): 300 / 46.0 / 17.5 us (66% of copy at T = 8192) against 353-357 / 52.7 /
+//         in one call), before the 16-byte polls: 300 / 48.6 / 19.8 us against 353-357 / 52.7 /
 //         19.9 with an even number of clusters paired (6 of 7) and 4 stages; every cluster with 4
 //         stages 333-337 / 50.6 / 19.4, with 5 stages for both parts 306-309 / 48.6 / 19.6. The
 //         rounds are not bound by the exchange or the Sinkhorn: not waiting for the other half's
-//         words (wrong sums) 331 us, no Sinkhorn iteration 300 us (docs/kernels/pre.md).
+//         words (wrong sums) 331 us, no Sinkhorn iteration 300 us. Polling with 16-byte loads
+//         and a sleep between them halved the L2 sectors the spin requests (ncu, 64 ns: 14.3 to
+//         6.8 M excess sectors) and took T = 8192 from 299-304 to 291-292 us with {PAIR_POLL_SLEEP} ns (64 ns:
+//         293-295, 256 ns: 296-298; docs/kernels/pre.md).
 // =============================================================================================
 .version 8.8
 .target sm_90a
@@ -1842,8 +1847,9 @@ def pair_write():
     relaxed: a word carries its own proof of arrival, so no fence orders them."""
     return pair_row("%half", "own") + "".join(f"""
     mov.b32 %r17, %v{c};
-    mov.b64 %pw{c}, {{%r17, %r16}};
-    st.relaxed.gpu.global.b64 [%rd1+{8 * c}], %pw{c};""" for c in range(4))
+    mov.b64 %pw{c}, {{%r17, %r16}};""" for c in range(4)) + """
+    st.relaxed.gpu.global.v2.b64 [%rd1], {%pw0, %pw1};
+    st.relaxed.gpu.global.v2.b64 [%rd1+16], {%pw2, %pw3};"""
 
 
 def pair_add(exp=frozenset()):
@@ -1859,10 +1865,14 @@ def pair_add(exp=frozenset()):
     add.u32 %r14, %r13, %r15;""").replace("    ld.param.u64 %xch", """    setp.ge.u32 %p1, %lane, 7;
     @%p1 bra PX_END;""" + (pair_write() if "xlate" in exp else "") + """
     ld.param.u64 %xch""") + """
-PX_PEER:""" + "".join(f"""
-    ld.relaxed.gpu.global.b64 %pw{c}, [%rd1+{8 * c}];""" for c in range(4)) + """
-    setp.ne.u32 %p3, 0, 0;""" + CHECK + ("""
-    @%p3 bra PX_PEER;""" if "nowait" not in exp else "") + """
+PX_PEER:
+    ld.relaxed.gpu.global.v2.b64 {%pw0, %pw1}, [%rd1];
+    ld.relaxed.gpu.global.v2.b64 {%pw2, %pw3}, [%rd1+16];
+    setp.ne.u32 %p3, 0, 0;""" + CHECK + (f"""
+    @!%p3 bra PX_GOT;
+    nanosleep.u32 {PAIR_POLL_SLEEP};
+    bra PX_PEER;
+PX_GOT:""" if "nowait" not in exp else "") + """
     setp.eq.u32 %p2, %lane, 6;
     @%p2 ld.shared.f32 %f1, [%lgb];
     @%p2 add.f32 %f1, %f1, %u0;
