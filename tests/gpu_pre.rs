@@ -410,13 +410,16 @@ fn check_pre_kernel(
     {
         let mut views = out.views(&cfg, sh.dtype, t);
         let tuning = PreVariant { claim: sh.claim, prefetch: true, fast_k: !sh.general_k, ..Default::default() };
-        let kernel = match (sh.split, sh.ctas, sh.claim || sh.general_k) {
-            _ if sh.gemm => PreKernel::Gemm,
-            _ if sh.clusters.is_some() => PreKernel::Clusters { clusters: sh.clusters.unwrap() },
-            (split, _, true) => PreKernel::General { split, tuning: Some(tuning) },
-            (Some(s), _, false) => PreKernel::General { split: Some(s), tuning: None },
-            (None, Some(ctas), false) => PreKernel::Decode { ctas },
-            (None, None, false) => PreKernel::Auto,
+        let kernel = if let Some(clusters) = sh.clusters {
+            PreKernel::Clusters { clusters }
+        } else {
+            match (sh.split, sh.ctas, sh.claim || sh.general_k) {
+                _ if sh.gemm => PreKernel::Gemm,
+                (split, _, true) => PreKernel::General { split, tuning: Some(tuning) },
+                (Some(s), _, false) => PreKernel::General { split: Some(s), tuning: None },
+                (None, Some(ctas), false) => PreKernel::Decode { ctas },
+                (None, None, false) => PreKernel::Auto,
+            }
         };
         plan.pre_with(stream, &ws, &x, &params, &mut views, kernel).unwrap_or_else(|e| panic!("{}: {e}", sh.label()));
     }

@@ -45,7 +45,7 @@ FAMILIES = {
         "nophi": "phi's fragments come from a register, not memory",
         "nophibar": "the mix warps do not wait for phi's fragments (PHI_BAR) before stages 1..",
         "xlate": "pair entry: the own sums written to the exchange after barrier 2 (not before it)",
-        "nowait": "pair entry: the other half's sums read without waiting for their flags (wrong sums)",
+        "nowait": "pair entry: the other half's sums read without waiting for their tags (wrong sums)",
         "noxf": "fused entries: no x' computed",
         "noxo": "fused entries: x' not stored to x_out",
         "cwt": "=N: fused entries, the last N tokens (a multiple of 4) of each tile's x' on the coefficient warp",

@@ -1820,6 +1820,13 @@ PAIR_HALF0 = """
     or.pred %p1, %p1, %p_ns;                // pair entry: the other half stores this round's coefficients"""
 
 
+def prev_tile(reg):
+    """%reg = tile kk-1, the tile this cluster finishes in round kk (it walks cid, cid + ncl, ...)."""
+    return f"""
+    sub.u32 {reg}, %kk, 1;
+    mad.lo.u32 {reg}, {reg}, %ncl, %cid;      // tile kk-1"""
+
+
 def pair_row(half, what):
     """Pair entry, lanes 0..6 of the coefficient warp of round kk: %rd1 = the lane's 4 words (32
     bytes at 32 lane) in the exchange row of tile kk-1's own token of half `half` (`what`): row
@@ -1827,9 +1834,7 @@ def pair_row(half, what):
     tile, token and half: no row is written twice in a call); %r16 = the call's tag."""
     return f"""
     // pair entry: the {what} half's exchange row of the token (tile kk-1) and the call's tag
-    ld.param.u64 %xch, [p_args+{ARG['ws_part']}];
-    sub.u32 %r13, %kk, 1;
-    mad.lo.u32 %r13, %r13, %ncl, %cid;      // tile kk-1
+    ld.param.u64 %xch, [p_args+{ARG['ws_part']}];{prev_tile("%r13")}
     mov.u32 %r16, %ptag;
     shl.b32 %r13, %r13, 1;
     add.u32 %r14, %r13, {half};
@@ -1886,9 +1891,7 @@ PX_END:
     bar.warp.sync -1;
     // tile kk-1's coefficients (h_pre, inv_rms stores; h_post and the Sinkhorn): half (tile / 8) % 2 (the
     // halves walk the tiles with different strides: the choice is the tile's, and bit 3 mixes
-    // the two coefficient warps' rounds for strides 3 and 4)
-    sub.u32 %r13, %kk, 1;
-    mad.lo.u32 %r13, %r13, %ncl, %cid;
+    // the two coefficient warps' rounds for strides 3 and 4)""" + prev_tile("%r13") + """
     bfe.u32 %r13, %r13, 3, 1;
     setp.ne.u32 %p_ns, %r13, %half;"""
 
@@ -1975,9 +1978,7 @@ def coef_warp(k):
     @%p1 mov.f32 %v0, %v2;
     setp.eq.and.u32 %p1, %r11, 3, %p2;
     @%p1 mov.f32 %v0, %v3;""" + row_store(20))
-    TOKEN = """
-    sub.u32 %r12, %kk, 1;
-    mad.lo.u32 %r12, %r12, %ncl, %cid;      // tile kk-1
+    TOKEN = prev_tile("%r12") + """
     shl.b32 %r12, %r12, 4;
     add.u32 %r12, %r12, %rank;              // token of tile kk-1"""
     # the pair entry adds the other half's sums after barrier 2: before it, the exchange's latency
