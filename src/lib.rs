@@ -25,4 +25,4 @@ pub mod tensor;
 pub use config::{Config, Dtype, Formulation, Stage, MAX_N};
 pub use error::{Error, Result};
 pub use plan::Tuning;
-pub use tensor::{HostData, HostDataMut, HostTensor, HostTensorMut, Layout};
+pub use tensor::{bf16_nearest, HostData, HostDataMut, HostTensor, HostTensorMut, Layout};

@@ -475,7 +475,7 @@ impl Store {
     fn from_f64(dtype: Dtype, values: &[f64]) -> Self {
         match dtype {
             Dtype::F32 => Store::F32(values.iter().map(|&v| v as f32).collect()),
-            Dtype::Bf16 => Store::Bf16(values.iter().map(|&v| bf16::from_f64(v)).collect()),
+            Dtype::Bf16 => Store::Bf16(values.iter().map(|&v| crate::bf16_nearest(v)).collect()),
             Dtype::F64 => Store::F64(values.to_vec()),
         }
     }

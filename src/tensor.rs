@@ -7,6 +7,26 @@ use crate::config::Dtype;
 use crate::error::{Error, Result};
 use half::bf16;
 
+/// `v` rounded once to the nearest bfloat16, ties to even; NaN stays NaN. The one conversion from
+/// f64 to bf16 in the library, its tests and tools.
+///
+/// `half::bf16::from_f64` is not this: it drops the low 32 bits of the f64 before rounding, so a
+/// value just above a halfway point rounds as if it sat on it (to even, which may be down).
+pub fn bf16_nearest(v: f64) -> bf16 {
+    // Round to odd into f32, then to nearest even into bf16. f32 keeps 24 bits, more than bf16's
+    // 8 plus the 2 that decide a rounding, so the two steps round as one would: an inexact value
+    // keeps its sticky bit in the odd last bit and can never land on a bf16 halfway point.
+    let f = v as f32;
+    if !v.is_finite() || f as f64 == v {
+        return bf16::from_f32(f);
+    }
+    let mut bits = f.to_bits();
+    if (f as f64).abs() > v.abs() {
+        bits -= 1; // one f32 step toward zero: the truncated magnitude
+    }
+    bf16::from_f32(f32::from_bits(bits | 1))
+}
+
 /// Largest row stride (and so row length) [`Layout::check`] accepts, in elements: a stride of
 /// more bytes than `isize::MAX` in the widest dtype (8 bytes) fits no buffer, and below this
 /// bound `row_stride * dtype size` cannot overflow.
@@ -183,7 +203,7 @@ impl<'a> HostDataMut<'a> {
     pub fn set(&mut self, i: usize, v: f64) {
         match self {
             HostDataMut::F32(s) => s[i] = v as f32,
-            HostDataMut::Bf16(s) => s[i] = bf16::from_f64(v),
+            HostDataMut::Bf16(s) => s[i] = bf16_nearest(v),
             HostDataMut::F64(s) => s[i] = v,
         }
     }
@@ -269,6 +289,88 @@ impl<'a> HostTensorMut<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The nearest bf16 by definition: the two neighbours around `v`, and `v` against their
+    /// midpoint, which f64 holds exactly.
+    fn nearest_by_midpoint(v: f64) -> bf16 {
+        let guess = bf16::from_f32(v as f32).to_bits();
+        let step = |b: u16, up: bool| -> u16 {
+            // one bf16 step along the real line from bits `b` (sign-magnitude)
+            let neg = b & 0x8000 != 0;
+            match (neg, up, b & 0x7fff) {
+                (_, _, 0) if up => 0x0001,
+                (_, _, 0) => 0x8001,
+                (false, true, _) | (true, false, _) => b + 1,
+                _ => b - 1,
+            }
+        };
+        let val = |b: u16| bf16::from_bits(b).to_f64();
+        let (mut lo, mut hi) = (guess, guess);
+        while val(lo) > v {
+            lo = step(lo, false);
+        }
+        while val(hi) < v {
+            hi = step(hi, true);
+        }
+        if lo == hi {
+            return bf16::from_bits(lo);
+        }
+        let mid = (val(lo) + val(hi)) / 2.0;
+        let pick = if v < mid {
+            lo
+        } else if v > mid {
+            hi
+        } else if lo & 1 == 0 {
+            lo
+        } else {
+            hi
+        };
+        bf16::from_bits(pick)
+    }
+
+    #[test]
+    fn bf16_nearest_rounds_once() {
+        let one_up = 1.0 + (-7f64).exp2();
+        // just above a halfway point: up (half's from_f64 gives 1.0 here)
+        assert_eq!(bf16_nearest(1.0 + (-8f64).exp2() + (-40f64).exp2()).to_f64(), one_up);
+        // on a halfway point: to even
+        assert_eq!(bf16_nearest(1.0 + (-8f64).exp2()).to_f64(), 1.0);
+        assert_eq!(bf16_nearest(1.0 + 3.0 * (-8f64).exp2()).to_f64(), 1.0 + 2.0 * (-7f64).exp2());
+        assert_eq!(bf16_nearest(-1.0 - (-8f64).exp2() - (-40f64).exp2()).to_f64(), -one_up);
+        // beyond the range: infinity; below the smallest subnormal's half: zero of the same sign
+        assert_eq!(bf16_nearest(f64::MAX), bf16::INFINITY);
+        assert_eq!(bf16_nearest(-1e39), bf16::NEG_INFINITY);
+        assert_eq!(bf16_nearest(1e-50).to_bits(), 0x0000);
+        assert_eq!(bf16_nearest(-1e-50).to_bits(), 0x8000);
+        assert!(bf16_nearest(f64::NAN).is_nan());
+        // random values over the whole range, many of them a few f64 ulps off a halfway point
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for i in 0..200_000 {
+            let r = next();
+            let exp = (r % 260) as i32 - 135; // bf16 subnormals up to the largest finite binade
+            let v = if i % 2 == 0 {
+                // a bf16 halfway point, nudged by a few f64 ulps
+                let b = bf16::from_bits((r >> 16) as u16 & 0x7f7f).to_f64();
+                let half_ulp = if b == 0.0 { (-134f64).exp2() } else { b.abs() * (-8f64).exp2() };
+                let m = b + half_ulp;
+                f64::from_bits(m.to_bits().wrapping_add((r >> 40) % 5).wrapping_sub(2))
+            } else {
+                let mant = 1.0 + (r >> 12) as f64 / (1u64 << 52) as f64;
+                mant * (exp as f64).exp2()
+            };
+            let v = if r & 1 == 1 { -v } else { v };
+            if !v.is_finite() || v.abs() >= bf16::MAX.to_f64() {
+                continue;
+            }
+            assert_eq!(bf16_nearest(v).to_bits(), nearest_by_midpoint(v).to_bits(), "v = {v:e}");
+        }
+    }
 
     #[test]
     fn strided_layout_lengths() {

@@ -5,7 +5,6 @@
 //! (tools/gpu-pack.sh) on the GPU machine with nothing skipped.
 
 mod common;
-use half::bf16;
 use mhc::device::cuda::runner::{download, nan_pattern, upload};
 use mhc::device::cuda::{CudaDevice, CudaRunner, DeviceBuffer, Plan, Stream};
 use mhc::reference::testing::Rng;
@@ -28,7 +27,7 @@ fn seed() -> u64 {
 /// Rounds activations to what the device stores, so the reference sees the same inputs.
 fn round(dtype: Dtype, v: f64) -> f64 {
     match dtype {
-        Dtype::Bf16 => bf16::from_f64(v).to_f64(),
+        Dtype::Bf16 => mhc::bf16_nearest(v).to_f64(),
         Dtype::F32 => v as f32 as f64,
         Dtype::F64 => v,
     }

@@ -31,7 +31,7 @@ fn gpu() -> Option<CudaDevice> {
 
 fn round(dtype: Dtype, v: f64) -> f64 {
     match dtype {
-        Dtype::Bf16 => bf16::from_f64(v).to_f64(),
+        Dtype::Bf16 => mhc::bf16_nearest(v).to_f64(),
         Dtype::F32 => v as f32 as f64,
         Dtype::F64 => v,
     }
@@ -2377,7 +2377,7 @@ fn pre_and_post_past_2_31_elements() {
     // The residual: bf16 values in [-2, 2) from a multiplicative hash of the element index.
     let value = |i: usize| -> bf16 {
         let h = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
-        bf16::from_f64((h as f64 / (1u64 << 24) as f64) * 4.0 - 2.0)
+        mhc::bf16_nearest((h as f64 / (1u64 << 24) as f64) * 4.0 - 2.0)
     };
     let x_host: Vec<bf16> = (0..t * k).map(value).collect();
     let x_dev = DeviceBuffer::from_slice(&dev, &x_host).unwrap();

@@ -472,7 +472,7 @@ fn pre_stored(case: &PreCase, act: Dtype) -> PreOut {
     // Activations in `act`; parameters in f32 (next to bf16/f32) or f64, per the storage rules.
     let (t, n, c, k) = (case.t, case.cfg.n, case.cfg.c, case.cfg.k());
     let x32: Vec<f32> = case.x.iter().map(|&v| v as f32).collect();
-    let xb: Vec<bf16> = case.x.iter().map(|&v| bf16::from_f64(v)).collect();
+    let xb: Vec<bf16> = case.x.iter().map(|&v| mhc::bf16_nearest(v)).collect();
     let p32 = |v: &Vec<f64>| -> Vec<f32> { v.iter().map(|&e| e as f32).collect() };
     let (phi, scale, base) = (p32(&case.phi), p32(&case.scale), p32(&case.base));
     let x = match act {
@@ -526,14 +526,14 @@ fn bf16_storage_rounds_once_and_stays_within_bf16_tolerance() {
     // Rounding once: the same f64 computation on the bf16-rounded x and the f32 parameters,
     // stored straight to bf16, gives exactly the bf16 output (no detour through f32).
     let mut exact = case.clone();
-    exact.x = case.x.iter().map(|&v| bf16::from_f64(v).to_f64()).collect();
+    exact.x = case.x.iter().map(|&v| mhc::bf16_nearest(v).to_f64()).collect();
     for v in [&mut exact.phi, &mut exact.scale, &mut exact.base] {
         for e in v.iter_mut() {
             *e = *e as f32 as f64;
         }
     }
     let e = exact.forward();
-    let once: Vec<f64> = e.a.iter().map(|&v| bf16::from_f64(v).to_f64()).collect();
+    let once: Vec<f64> = e.a.iter().map(|&v| mhc::bf16_nearest(v).to_f64()).collect();
     assert_eq!(bf.a, once);
     let coef = |o: &PreOut| [o.h_pre.clone(), o.h_post.clone(), o.h_res.clone(), o.inv_rms.clone()].concat();
     let f32_of = |v: Vec<f64>| v.iter().map(|&x| x as f32 as f64).collect::<Vec<f64>>();

@@ -9,8 +9,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 @pytest.fixture
 def rng():
-    """Fresh random inputs every run (the seed is printed on failure)."""
-    seed = int.from_bytes(os.urandom(4), "little")
+    """Fresh random inputs every run (the seed is printed on failure; MHC_TEST_SEED=S reruns
+    with seed S)."""
+    fixed = os.environ.get("MHC_TEST_SEED")
+    seed = int(fixed) if fixed else int.from_bytes(os.urandom(4), "little")
     print(f"seed {seed}")
     return np.random.default_rng(seed)
 

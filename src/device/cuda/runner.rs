@@ -45,7 +45,7 @@ impl CudaRunner {
 pub fn upload(dev: &CudaDevice, dtype: Dtype, data: &[f64]) -> Result<DeviceBuffer> {
     match dtype {
         Dtype::F32 => DeviceBuffer::from_slice(dev, &data.iter().map(|&v| v as f32).collect::<Vec<_>>()),
-        Dtype::Bf16 => DeviceBuffer::from_slice(dev, &data.iter().map(|&v| bf16::from_f64(v)).collect::<Vec<_>>()),
+        Dtype::Bf16 => DeviceBuffer::from_slice(dev, &data.iter().map(|&v| crate::bf16_nearest(v)).collect::<Vec<_>>()),
         Dtype::F64 => DeviceBuffer::from_slice(dev, data),
     }
 }

@@ -99,7 +99,7 @@ impl HipRunner {
 /// Host values stored in `dtype` on the device (bf16 rounds once, to nearest even).
 fn upload(dev: &HipDevice, dtype: Dtype, data: &[f64]) -> Result<DeviceBuffer> {
     match dtype {
-        Dtype::Bf16 => DeviceBuffer::from_slice(dev, &data.iter().map(|&v| bf16::from_f64(v)).collect::<Vec<_>>()),
+        Dtype::Bf16 => DeviceBuffer::from_slice(dev, &data.iter().map(|&v| crate::bf16_nearest(v)).collect::<Vec<_>>()),
         _ => DeviceBuffer::from_slice(dev, &data.iter().map(|&v| v as f32).collect::<Vec<_>>()),
     }
 }

@@ -59,7 +59,7 @@ impl Dev {
     /// Host values stored as `dtype` (activations) or f32 (everything else).
     fn store(&mut self, name: &str, data: &[f64], dtype: Dtype) -> u64 {
         let bytes = match dtype {
-            Dtype::Bf16 => data.iter().flat_map(|&v| half::bf16::from_f64(v).to_bits().to_le_bytes()).collect(),
+            Dtype::Bf16 => data.iter().flat_map(|&v| mhc::bf16_nearest(v).to_bits().to_le_bytes()).collect(),
             _ => data.iter().flat_map(|&v| (v as f32).to_le_bytes()).collect(),
         };
         self.mem.alloc(name, bytes)

@@ -584,7 +584,7 @@ impl Gpu {
                 if let Some(a) = ins.get_mut(p.name) {
                     for v in &mut a.data {
                         *v = match case.dtype {
-                            Dtype::Bf16 => half::bf16::from_f64(*v).to_f64(),
+                            Dtype::Bf16 => mhc::bf16_nearest(*v).to_f64(),
                             _ => *v as f32 as f64,
                         };
                     }
