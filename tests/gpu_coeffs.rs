@@ -35,8 +35,7 @@ fn gpu_coeffs_match_reference() {
             return;
         }
     };
-    let seed = Rng::fresh_seed();
-    eprintln!("seed {seed}");
+    let seed = Rng::test_seed("gpu_coeffs");
     let mut rng = Rng::new(seed);
     let s = Stream::new(&dev).unwrap();
     for form in [Formulation::DeepSeekV4, Formulation::Paper] {

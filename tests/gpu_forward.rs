@@ -19,9 +19,7 @@ fn gpu() -> Option<CudaRunner> {
 }
 
 fn seed() -> u64 {
-    let s = std::env::var("MHC_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(Rng::fresh_seed);
-    eprintln!("seed {s} (MHC_SEED={s} replays)");
-    s
+    Rng::test_seed("gpu_forward")
 }
 
 /// Rounds activations to what the device stores, so the reference sees the same inputs.

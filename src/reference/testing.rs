@@ -1,6 +1,9 @@
 //! A tiny deterministic random source for tests, benches and tools (splitmix64 + Box-Muller):
 //! fresh, seeded inputs without a dependency. Not for anything but test data.
 
+/// The environment variable that fixes the seed of every randomized test (Rust and Python).
+pub const SEED_VAR: &str = "MHC_TEST_SEED";
+
 /// splitmix64 stream with Gaussian and uniform draws.
 #[derive(Debug, Clone)]
 pub struct Rng {
@@ -23,6 +26,21 @@ impl Rng {
             .unwrap_or(0);
         let mut r = Rng::new(nanos ^ ((std::process::id() as u64) << 32));
         r.next_u64()
+    }
+
+    /// The seed of a test named `what`: `MHC_TEST_SEED` when set (to replay a failure), else
+    /// [`Rng::fresh_seed`]; printed either way with the line that replays it. A value that is not
+    /// an integer is reported and replaced by a fresh seed, never silently.
+    pub fn test_seed(what: &str) -> u64 {
+        let seed = match std::env::var(SEED_VAR) {
+            Ok(s) => s.trim().parse().unwrap_or_else(|_| {
+                eprintln!("{what}: {SEED_VAR}={s:?} is not an integer; using a fresh seed");
+                Rng::fresh_seed()
+            }),
+            Err(_) => Rng::fresh_seed(),
+        };
+        eprintln!("{what}: seed {seed} (replay with {SEED_VAR}={seed})");
+        seed
     }
 
     /// The next 64 raw bits.

@@ -5,14 +5,9 @@
 use mhc::reference::{self, testing::Rng, HeadParams, PostInputs, PreOutputs, PreParams, StaticParams};
 use mhc::{Config, HostData, HostTensor, HostTensorMut, Layout};
 
-/// A fresh seed, printed so a failure can be replayed.
+/// The random source of `test`, its seed printed so a failure can be replayed.
 pub fn rng(test: &str) -> Rng {
-    let seed = match std::env::var("MHC_TEST_SEED") {
-        Ok(s) => s.parse().expect("MHC_TEST_SEED must be an integer"),
-        Err(_) => Rng::fresh_seed(),
-    };
-    eprintln!("{test}: seed {seed} (replay with MHC_TEST_SEED={seed})");
-    Rng::new(seed)
+    Rng::new(Rng::test_seed(test))
 }
 
 /// What a GPU test does without a usable GPU: under the GPU machine's test command

@@ -5,12 +5,9 @@ use crate::config::Dtype;
 use crate::reference::testing::Rng;
 use crate::runner::Named;
 
-/// The seed of a test: `MHC_SEED` when set (to replay a failure), else a fresh one.
+/// The seed of a test, printed ([`Rng::test_seed`]).
 pub(super) fn seed() -> u64 {
-    match std::env::var("MHC_SEED") {
-        Ok(s) => s.parse().unwrap_or_else(|_| Rng::fresh_seed()),
-        Err(_) => Rng::fresh_seed(),
-    }
+    Rng::test_seed("hip")
 }
 
 /// Asserts `got` matches `want` within docs/math.md's tolerances for `dtype` (coefficients max abs,

@@ -104,11 +104,7 @@ fn check(n: usize, t: usize, f: Formulation, head: bool, iters: u32, eps: f64, r
 
 #[test]
 fn coefficients_match_reference_both_formulations_and_head_mode() {
-    let seed = match std::env::var("MHC_SEED") {
-        Ok(s) => s.parse().expect("MHC_SEED must be an integer"),
-        Err(_) => Rng::fresh_seed(),
-    };
-    println!("coeffs: seed {seed}");
+    let seed = Rng::test_seed("coeffs");
     gcn_sim::exec::set_thread_options(Some(gcn_sim::Options {
         order: gcn_sim::Order::Seeded(seed),
         trans: gcn_sim::Trans::Ulp(seed),

@@ -38,14 +38,9 @@ fn kernel(variant: &str, name: &str) -> Kernel {
     load_kernel(llvm::image(variant), name).unwrap_or_else(|e| panic!("{variant}/{name}: {e}"))
 }
 
-/// A seed for a test: `MHC_SEED` when set, else fresh; printed.
+/// A seed for a test, printed ([`Rng::test_seed`]).
 fn seed(what: &str) -> u64 {
-    let s = match std::env::var("MHC_SEED") {
-        Ok(s) => s.parse().expect("MHC_SEED must be an integer"),
-        Err(_) => Rng::fresh_seed(),
-    };
-    println!("{what}: seed {s}");
-    s
+    Rng::test_seed(what)
 }
 
 fn opts(seed: u64) -> Options {

@@ -10,9 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn rng(test: &str) -> Rng {
-    let seed = std::env::var("MHC_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(Rng::fresh_seed);
-    eprintln!("{test}: seed {seed} (replay with MHC_TEST_SEED={seed})");
-    Rng::new(seed)
+    Rng::new(Rng::test_seed(test))
 }
 
 /// A fresh, empty folder under the system temp dir; removed on drop.
