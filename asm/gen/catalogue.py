@@ -21,6 +21,25 @@ def _list(items, quote=True):
     return "[" + ", ".join(f'"{x}"' if quote else str(x) for x in items) + "]"
 
 
+ANY_C = (8, 8, 1048576)  # the C a row takes when nothing narrows it: multiples of 8 up to 2^20
+GRID_DEPENDENCY = "grid_dependency"  # the trait of kernels that wait on the previous launch's writes
+
+
+def sm90_rows():
+    """(rows, entry): a list of sm_90a [[variant]] tables and the function that appends one to it.
+    entry takes row's fields in row's order with the code object named by its stem in asm/bin/sm90
+    (`file`), C defaulting to ANY_C and `xp` (x_passes) written only when x is read more than once."""
+    rows = []
+
+    def entry(id_, stage, forms, file, entry_, dtypes, ns, tokens, tile, threads, why, launch, geom, c=ANY_C,
+              prefer=None, cap=None, params=None, xp=1, wave_us=None):
+        rows.append(row(id_, stage, forms, "sm_90a", f"asm/bin/sm90/{file}.cubin", entry_, dtypes, ns, c,
+                        tokens, tile, threads, why, launch, prefer_tokens=prefer, register_cap=cap,
+                        x_passes=xp if xp != 1 else None, wave_us=wave_us, params=params, geometry=geom))
+
+    return rows, entry
+
+
 def geometry(channels_per_thread=None, threads_per_item=None, cluster=None, dynamic_shared_max=None,
              row_pad=None, traits=None, companions=None):
     """The `geometry = {...}` value: what the launcher reads (keys in the catalogue's order)."""

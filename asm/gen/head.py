@@ -1198,16 +1198,8 @@ def generate(experiments):
 
 
 def catalogue_rows():
-    out = []
-    big = (8, 8, 1048576)
-    gd = "grid_dependency"
-
-    def entry(id_, stage, forms, file, entry_, dtypes, ns, tokens, tile, threads, why, launch, geom, c=big,
-              prefer=None, cap=None, params=None, xp=1, wave_us=None):
-        out.append(catalogue.row(id_, stage, forms, "sm_90a", f"asm/bin/sm90/{file}.cubin", entry_, dtypes, ns, c,
-                                 tokens, tile, threads, why, launch, prefer_tokens=prefer, register_cap=cap,
-                                 x_passes=xp if xp != 1 else None, wave_us=wave_us, params=params,
-                                 geometry=geom))
+    out, entry = catalogue.sm90_rows()
+    big, gd = catalogue.ANY_C, catalogue.GRID_DEPENDENCY
 
     G = catalogue.geometry
     head_p = HEAD.oneline()

@@ -356,7 +356,7 @@ def catalogue_rows():
                   options=["gamma_k", "gamma_f"])
     pre_params = f"{PRE.name} ({PRE.size} B, {RUST_MIRROR})"
     post_params = f"{PRE.name} ({PRE.size} B, flags {FLAG_POST} = post, {FLAG_POST_BATCH} = batched producer)"
-    gd = "grid_dependency"
+    gd = catalogue.GRID_DEPENDENCY
     G = catalogue.geometry
     return [
         catalogue.row("pre_sm90_bf16", "pre", entry="mhc_pre_sm90_bf16", dtypes=["bf16"], launch="pre",
