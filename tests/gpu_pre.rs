@@ -2049,132 +2049,191 @@ fn profile_pre() {
     s.synchronize().unwrap();
 }
 
-/// Where a round of the cluster kernel (`pre_pc`, pre entry) goes, phase by phase, at
-/// T = `MHC_PROFILE_T` (default 8192), C = 4096, bf16. Needs a timing build: `PC_EXP=stamps
-/// python3 asm/ptx/sm90/gen_pre_pc.py`, `mhc asm`, then this test (`--ignored
-/// profile_pc_phases`); a normal build prints meaningless numbers. Per phase: the median and
-/// 90th percentile over CTAs and steady rounds (4 .. rounds - 3) of the cycles (%clock64, one SM's
-/// clock) from the phase's start to its end.
+/// Where a round of the persistent-cluster kernel goes, phase by phase, at T = `MHC_PROFILE_T`
+/// (default 8192) and C = `MHC_PROFILE_C` (default 4096; 5120..8192 run the pair entry), bf16.
+/// Needs a timing build: `python3 -m asm.gen --experiment pre_pc.stamps`, the two files it writes
+/// to asm/gen/out/ptx/sm90 copied over asm/ptx/sm90 in a scratch checkout, `mhc asm`, then this
+/// test (`--ignored profile_pc_phases`); a normal build prints meaningless numbers. Per phase: the
+/// median and 10th / 90th percentiles over CTAs and steady rounds (4 .. rounds - 3) of the cycles
+/// (%clock64, one SM's clock) from the phase's start to its end. The pair entry's figures are per
+/// set of clusters (one set per part of C), and then the exchange between the two parts of each
+/// token: when the other part's sums were stored, against this part's barrier 2 and the moment
+/// its poll saw them (%globaltimer, ns).
 #[test]
 #[ignore = "benchmark: run with --ignored on a GPU machine"]
 fn profile_pc_phases() {
-    use mhc::device::cuda::PC_STAMP_ROUNDS;
+    use mhc::device::cuda::{LaunchKind, PC_STAMP_ROUNDS};
     let Some(dev) = gpu() else { return };
     let s = Stream::new(&dev).unwrap();
     let mut rng = common::rng("profile_pc_phases");
-    let t: usize = std::env::var("MHC_PROFILE_T").ok().and_then(|v| v.parse().ok()).unwrap_or(8192);
-    let mut r = ready(&dev, &mut rng, Config::new(4, 4096), Dtype::Bf16, t, 4);
-    assert!(r.plan.pre_uses_cluster_kernel(t), "T = {t} does not run pre_pc");
+    let env = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let (t, c) = (env("MHC_PROFILE_T", 8192), env("MHC_PROFILE_C", 4096));
+    let mut r = ready(&dev, &mut rng, Config::new(4, c), Dtype::Bf16, t, 4);
+    assert!(r.plan.pre_uses_cluster_kernel(t), "T = {t}, C = {c} does not run pre_pc");
+    let pair = r.plan.pre_launcher(t) == Some(LaunchKind::PreClusterPair);
     let buckets = r.plan.buckets(mhc::Stage::Pre).unwrap();
     let ctas = buckets.iter().find(|b| b.min_tokens <= t && t <= b.max_tokens).unwrap().resident_ctas as usize;
-    let need = (ctas * PC_STAMP_ROUNDS * 256).max(r.plan.workspace_bytes());
-    r.ws = Workspace::from_buffer(&r.plan, DeviceBuffer::alloc(&dev, need).unwrap()).unwrap();
+    // the stamps follow the plan's regions (the pair entry's: its exchange rows for t tokens)
+    let need = r.plan.workspace_bytes() + ctas * PC_STAMP_ROUNDS * 256;
+    r.ws = Workspace::from_buffer(&r.plan, DeviceBuffer::zeroed(&dev, need).unwrap()).unwrap();
     let tiles = t.div_ceil(16);
     let ncl = ctas / 16;
-    // (name, from stamp, to stamp, round offset of `to`): stamps of gen_pre_pc.py (math thread
+    // the sets of clusters, (first cluster, clusters, channels): the whole C, or the pair entry's
+    // two parts, each set walking the tiles with its own stride
+    let sets: Vec<(usize, usize, usize)> = if pair {
+        let (q0, q1) = r.plan.pair_split(ncl);
+        let c0 = c / 2048 * 1024;
+        vec![(0, q0, c0), (q0, q1, c - c0)]
+    } else {
+        vec![(0, ncl, c)]
+    };
+    let set_of = |cta: usize| sets.iter().position(|&(f, n, _)| (f..f + n).contains(&(cta / 16))).unwrap();
+    let rounds_of = |cta: usize| {
+        let (f, n, _) = sets[set_of(cta)];
+        let cid = cta / 16 - f;
+        if tiles > cid {
+            (tiles - cid - 1) / n + 1
+        } else {
+            0
+        }
+    };
+    // rows 0 .. ROUND_ROWS hold rounds; the last three the fill and drain (pre_pc.py exit_stamps)
+    const ROUND_ROWS: usize = PC_STAMP_ROUNDS - 3;
+    // (name, from stamp, to stamp, round offset of `to`): stamps of asm/gen/pre_pc.py (math thread
     // 0: 0 loop top, 1 stage landed, 2 mma stored, 3 barrier 1, 4 warp sums, 7 barrier 2, 8
-    // pushed; the first h_pre thread (warp HW0, lane 0; not in the TMA entry, whose
-    // coefficient warps compute h_pre): 5 gather landed, 6 h_pre written;
-    // coefficient lane 0: 9 gather landed, 10 row summed, 11 barrier 2, 12 Sinkhorn done; mix
-    // thread 0: 13 h_pre ready, 14 mixed, 15 refilled)
-    let phases: [(&str, usize, usize, usize); 17] = [
+    // pushed; coefficient lane 0: 9 gather landed, 10 row summed, 11 barrier 2, 12 Sinkhorn done;
+    // mix thread 0: 13 h_pre ready, 14 mixed, 15 refilled). The cp.async entry's first h_pre
+    // thread (warp HW0, lane 0): 5 gather landed, 6 h_pre written. The pair entry's coefficient
+    // lane 0: 5 own sums stored to the exchange, 6 the other part's sums in.
+    let mut phases: Vec<(&str, usize, usize, usize)> = vec![
         ("round (loop top to loop top)", 0, 0, 1),
         ("math: wait stage", 0, 1, 0),
         ("math: mma + partial stores", 1, 2, 0),
         ("math: barrier 1", 2, 3, 0),
         ("math: warp sums", 3, 4, 0),
         ("math: warp sums -> barrier 2 exit", 4, 7, 0),
-        ("h_pre warps: barrier 1 -> gather landed", 3, 5, 0),
-        ("h_pre warps: h_pre", 5, 6, 0),
         ("math: pushes", 7, 8, 0),
         ("math: pushed -> next loop top", 8, 0, 1),
         ("coef: loop top -> gather landed", 0, 9, 0),
         ("coef: own row sums", 9, 10, 0),
         ("coef: barrier 2", 10, 11, 0),
-        ("coef: Sinkhorn + h_post", 11, 12, 0),
-        ("mix: h_pre written (round k+1) -> seen", 6, 13, 0),
+        ("coef: barrier 2 exit -> Sinkhorn + h_post done", 11, 12, 0),
         ("mix: mix", 13, 14, 0),
         ("mix: refill", 14, 15, 0),
     ];
-    for round in 0..3 {
+    if pair {
+        phases.extend([
+            ("coef: gather landed -> own sums stored", 9, 5, 0),
+            ("coef: barrier 2 exit -> other part's sums in", 11, 6, 0),
+            ("coef: other part's sums in -> Sinkhorn done", 6, 12, 0),
+        ]);
+    } else {
+        phases.extend([
+            ("h_pre warps: barrier 1 -> gather landed", 3, 5, 0),
+            ("h_pre warps: h_pre", 5, 6, 0),
+            ("mix: h_pre written (round k+1) -> seen", 6, 13, 0),
+        ]);
+    }
+    let pct = |v: &mut Vec<i64>| {
+        v.sort();
+        (v[v.len() / 10], v[v.len() / 2], v[v.len() * 9 / 10])
+    };
+    for batch in 0..3 {
         for i in 0..8 {
             r.launch_mode(&s, i, Mode::Auto).unwrap();
         }
         s.synchronize().unwrap();
-        let st = r.plan.debug_pc_stamps(&r.ws, ctas).unwrap();
-        println!("T={t} C=4096 bf16 launch batch {round}: {ctas} CTAs, {ncl} clusters, {tiles} tiles");
-        // rows 0 .. ROUND_ROWS hold rounds; the last three the fill and drain (gen_pre_pc.py exit_stamps)
-        const ROUND_ROWS: usize = PC_STAMP_ROUNDS - 3;
-        let rounds_of = |cta: usize| {
-            let cid = cta / 16;
-            if tiles > cid {
-                (tiles - cid - 1) / ncl + 1
-            } else {
-                0
-            }
-        };
-        for (name, a, b, off) in phases {
-            let mut cyc = Vec::new();
-            for cta in 0..ctas {
-                let nr = rounds_of(cta).min(ROUND_ROWS);
-                for k in 4..nr.saturating_sub(3) {
-                    // mix stamps of round k follow the math warps' h_pre of round k + 1
-                    let (ka, kb) = if a == 6 && b == 13 { (k + 1, k) } else { (k, k + off) };
-                    let sa = st[cta * PC_STAMP_ROUNDS + ka][a].1;
-                    let sb = st[cta * PC_STAMP_ROUNDS + kb][b].1;
-                    // A stamp this entry does not write holds stale words: skip the pair.
-                    let d = sb.wrapping_sub(sa) as i64;
-                    if sa != 0 && sb != 0 && (-100_000_000..100_000_000).contains(&d) {
-                        cyc.push(d);
+        let st = r.plan.debug_pc_stamps(&r.ws, ctas, t).unwrap();
+        let at = |cta: usize, round: usize, slot: usize| st[cta * PC_STAMP_ROUNDS + round][slot];
+        println!("T={t} C={c} bf16 launch batch {batch}: {ctas} CTAs, {ncl} clusters, {tiles} tiles");
+        for (si, &(first, count, channels)) in sets.iter().enumerate() {
+            let members: Vec<usize> = (16 * first..16 * (first + count)).collect();
+            println!("  clusters {first}..{}: {channels} channels, {} rounds", first + count, rounds_of(16 * first));
+            for &(name, a, b, off) in &phases {
+                let mut cyc = Vec::new();
+                for &cta in &members {
+                    let nr = rounds_of(cta).min(ROUND_ROWS);
+                    for k in 4..nr.saturating_sub(3) {
+                        // mix stamps of round k follow the math warps' h_pre of round k + 1
+                        let (ka, kb) = if a == 6 && b == 13 { (k + 1, k) } else { (k, k + off) };
+                        let (sa, sb) = (at(cta, ka, a).1, at(cta, kb, b).1);
+                        // A stamp this entry does not write holds zeros: skip the pair.
+                        let d = sb.wrapping_sub(sa) as i64;
+                        if sa != 0 && sb != 0 && (-100_000_000..100_000_000).contains(&d) {
+                            cyc.push(d);
+                        }
                     }
                 }
+                if cyc.is_empty() {
+                    println!("  {name:>48}: not recorded by this entry");
+                    continue;
+                }
+                let (p10, p50, p90) = pct(&mut cyc);
+                println!("  {name:>48}: median {p50:6} p10 {p10:6} p90 {p90:6} cycles ({} samples)", cyc.len());
             }
-            cyc.sort();
-            if cyc.is_empty() {
-                println!("  {name:>40}: not recorded by this entry");
+            // the lockstep: per cluster and round, the spread of barrier 2's exit over its CTAs (ns)
+            let mut spread = Vec::new();
+            for cl in first..first + count {
+                let nr = rounds_of(16 * cl).min(ROUND_ROWS);
+                for k in 4..nr.saturating_sub(3) {
+                    let ts: Vec<u64> = (0..16).map(|j| at(16 * cl + j, k, 7).0).collect();
+                    spread.push((ts.iter().max().unwrap() - ts.iter().min().unwrap()) as i64);
+                }
+            }
+            if !spread.is_empty() {
+                let (_, p50, p90) = pct(&mut spread);
+                println!("  barrier 2 exit spread over a cluster's CTAs: median {p50} ns, p90 {p90} ns");
+            }
+            // wall time of a round from %globaltimer (ns), for the cycles-to-time conversion
+            let mut per = Vec::new();
+            for &cta in &members {
+                let nr = rounds_of(cta).min(ROUND_ROWS);
+                if nr > 10 {
+                    let (a, b) = (at(cta, 4, 0), at(cta, nr - 4, 0));
+                    per.push(((b.0 - a.0) as f64 / (nr - 8) as f64, (b.1 - a.1) as f64 / (nr - 8) as f64));
+                }
+            }
+            per.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+            if !per.is_empty() {
+                let m = per[per.len() / 2];
+                println!("  round: {:.0} ns = {:.0} cycles ({:.2} GHz)", m.0, m.1, m.1 / m.0);
+            }
+            if !pair {
                 continue;
             }
-            println!(
-                "  {name:>40}: median {:6} p10 {:6} p90 {:6} cycles ({} samples)",
-                cyc[cyc.len() / 2],
-                cyc[cyc.len() / 10],
-                cyc[cyc.len() * 9 / 10],
-                cyc.len()
-            );
-        }
-        // the lockstep: per cluster and round, the spread of barrier 2's exit over its CTAs (ns)
-        let mut spread = Vec::new();
-        for cl in 0..ncl {
-            let nr = rounds_of(16 * cl).min(ROUND_ROWS);
-            for k in 4..nr.saturating_sub(3) {
-                let ts: Vec<u64> = (0..16).map(|c| st[(16 * cl + c) * PC_STAMP_ROUNDS + k][7].0).collect();
-                spread.push(ts.iter().max().unwrap() - ts.iter().min().unwrap());
+            // the exchange of each token of the tiles both parts recorded: tile m is finished by
+            // cluster first + m % count in its round m / count + 1
+            let other = sets[1 - si];
+            let place = |(f, n, _): (usize, usize, usize), m: usize, j: usize| (16 * (f + m % n) + j, m / n + 1);
+            let (mut late, mut seen, mut waited) = (Vec::new(), Vec::new(), 0usize);
+            for m in 4..tiles {
+                for j in 0..16 {
+                    let ((ca, ka), (cb, kb)) = (place(sets[si], m, j), place(other, m, j));
+                    if ka + 3 >= ROUND_ROWS.min(rounds_of(ca)) || kb + 3 >= ROUND_ROWS.min(rounds_of(cb)) {
+                        continue;
+                    }
+                    let (bar2, got, stored) = (at(ca, ka, 11).0, at(ca, ka, 6).0, at(cb, kb, 5).0);
+                    if bar2 == 0 || got == 0 || stored == 0 {
+                        continue;
+                    }
+                    let l = stored as i64 - bar2 as i64;
+                    waited += (l > 0) as usize;
+                    late.push(l);
+                    seen.push(got as i64 - stored.max(bar2) as i64);
+                }
+            }
+            if !late.is_empty() {
+                let n = late.len();
+                let (p10, p50, p90) = pct(&mut late);
+                println!(
+                    "  the other part's sums stored after this part's barrier 2: {waited} of {n} tokens; \
+                     stored - barrier 2: median {p50} p10 {p10} p90 {p90} ns"
+                );
+                let (p10, p50, p90) = pct(&mut seen);
+                println!("  sums in after max(stored, barrier 2): median {p50} p10 {p10} p90 {p90} ns");
             }
         }
-        spread.sort();
-        if !spread.is_empty() {
-            println!(
-                "  barrier 2 exit spread over a cluster's CTAs: median {} ns, p90 {} ns",
-                spread[spread.len() / 2],
-                spread[spread.len() * 9 / 10]
-            );
-        }
-        // wall time of a round from %globaltimer (ns), for the cycles-to-time conversion
-        let mut per = Vec::new();
-        for cta in 0..ctas {
-            let nr = rounds_of(cta).min(ROUND_ROWS);
-            if nr > 10 {
-                let a = st[cta * PC_STAMP_ROUNDS + 4][0];
-                let b = st[cta * PC_STAMP_ROUNDS + nr - 4][0];
-                per.push(((b.0 - a.0) as f64 / (nr - 8) as f64, (b.1 - a.1) as f64 / (nr - 8) as f64));
-            }
-        }
-        per.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
-        if !per.is_empty() {
-            let m = per[per.len() / 2];
-            println!("  round: {:.0} ns = {:.0} cycles ({:.2} GHz)", m.0, m.1, m.1 / m.0);
-        }
-        // fill and drain of the last launch (gen_pre_pc.py exit_stamps): row 95 holds each CTA's
+        // fill and drain of the last launch (asm/gen/pre_pc.py exit_stamps): row 95 holds each CTA's
         // arrival before the grid dependency (slot 13), the previous launch's exit (slot 14),
         // the entry after the dependency (slot 15), each warp's arrival at the end (slot w) and
         // the exit past the closing cluster barrier (slot 12); row 94 the opening cluster
@@ -2224,7 +2283,8 @@ fn profile_pc_phases() {
 }
 
 /// Where the decode kernel's time goes, phase by phase, at T = 1 and 16 (C = 4096, bf16). Needs a
-/// timing build: `EXP=stamps python3 asm/ptx/sm90/gen_pre_decode.py`, `mhc asm`, then this test
+/// timing build: `python3 -m asm.gen --experiment pre_decode.stamps`, the file it writes to
+/// asm/gen/out/ptx/sm90 copied over asm/ptx/sm90 in a scratch checkout, `mhc asm`, then this test
 /// (`--ignored profile_decode_phases`); a normal build prints meaningless numbers. For each
 /// phase boundary: microseconds after the earliest CTA started (%globaltimer), min / median /
 /// max over the CTAs, and the median per-CTA cycles since the previous boundary (%clock64).

@@ -40,8 +40,8 @@ FAMILIES = {
         "nosink": "iters = 0: no Sinkhorn iteration",
         "nomma": "the math warps skip the projection's mma (the Gram matrix of ss stays)",
         "nomix": "the mix stores nothing",
-        "stamps": "the pre entries record (%globaltimer, %clock64) per round and phase in the workspace "
-                  "(tests/gpu_pre.rs profile_pc_phases)",
+        "stamps": "the pre entries record (%globaltimer, %clock64) per round and phase in the workspace, "
+                  "the pair entry's past its exchange rows (tests/gpu_pre.rs profile_pc_phases)",
         "nophi": "phi's fragments come from a register, not memory",
         "nophibar": "the mix warps do not wait for phi's fragments (PHI_BAR) before stages 1..",
         "xlate": "pair entry: the own sums written to the exchange after barrier 2 (not before it)",

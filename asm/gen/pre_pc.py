@@ -437,6 +437,13 @@ STAMP_REGS = """
     .reg .pred %pst;"""
 STAMP_LOAD = f"""
     ld.param.u64 %stb, [p_args+{PRE_DECODE.offset('ws_part')}];         // pre_pc.stamps: the debug buffer"""
+# the pair entry's stamps lie past its exchange rows for this call's T (its ws_part is the region)
+PAIR_STAMP_LOAD = STAMP_LOAD + f"""
+    add.u32 %srr, %T, {TT - 1};
+    shr.u32 %srr, %srr, {TT.bit_length() - 1};                  // tiles
+    mul.wide.u32 %sad, %srr, {2 * CL * PAIR_ROW};
+    add.u64 %stb, %stb, %sad;
+    add.u64 %stb, %stb, {PAIR_HEAD};        // past the head and the rows [tiles][2][16]"""
 PHI_BAR = 4  # named barrier: the math warps' phi fragments are in (the mix warps fill stages 1..)
 STAMP_ROUNDS = 96  # pre_pc.stamps: rounds recorded per CTA (T = 8192: 73 per cluster)
 
@@ -856,7 +863,7 @@ class Entry:
         # the mix and the ring's fills run beside the math warps (pre: mix warps; fused: the post warps)
         self.MIXW = mixw
         self.MIXERS = 32 * (NPW if fused else NMW)  # with MIXW: the threads that mix (and fill the ring)
-        self.STAMPS = "stamps" in exp and not fused and not pair  # (the pair entry's workspace is its exchange)
+        self.STAMPS = "stamps" in exp and not fused
         self.HX = tma  # h_pre exchanged (the TMA entry; see HX_SLOTS)
         self.arg_bytes = FUSED_ARG_BYTES if fused else (TMA_ARG_BYTES if tma else PRE_DECODE.size)
         # PHI_BAR (pre entries): the mix warps fill stage 0, then wait for phi before stages 1..
@@ -872,9 +879,10 @@ class Entry:
         return self.stamp(idx, who) if self.STAMPS else ""
 
     def stamp(self, idx, who):
-        """pre_pc.stamps (pre entry only; timing builds): one thread writes (%globaltimer, %clock64) of
-    round %kk at stamp k to the debug buffer at PreDecodeArgs + 80 (the workspace):
-    u64 pairs [ctaid][STAMP_ROUNDS][16]. `who`: "math" (thread 0), "coef" (lane 0 of the round's
+        """pre_pc.stamps (pre entries only; timing builds): one thread writes (%globaltimer, %clock64) of
+    round %kk at stamp k to the debug buffer at PreDecodeArgs + 80 (the workspace; the pair
+    entry's past its exchange rows, PAIR_STAMP_LOAD): u64 pairs [ctaid][STAMP_ROUNDS][16].
+    `who`: "math" (thread 0), "coef" (lane 0 of the round's
     coefficient warp), "mix" (the first mix thread). Empty in normal builds; read by
     tests/gpu_pre.rs profile_pc_phases."""
         if "stamps" not in self.exp:
@@ -1002,7 +1010,7 @@ def entry_start(k):
     .reg .pred %p_cpv<4>;
     .reg .b64 %hpo, %hro, %mbs;{FUSED_REGS if fused else ""}{PAIR_REGS if k.pair else ""}{STAMP_REGS if STAMPS else ""}
 {load_args(skip=("%part", "%sync", "%cpc"))}{NOSINK}
-{STAMP_LOAD + exit_stamps("prewait") if STAMPS else ""}{PAIR_HALF + PAIR_SETUP + PAIR_PHI_TO_L2 if k.pair else PHI_TO_L2}{TMAP_PREFETCH if tma else ""}
+{(PAIR_STAMP_LOAD if k.pair else STAMP_LOAD) + exit_stamps("prewait") if STAMPS else ""}{PAIR_HALF + PAIR_SETUP + PAIR_PHI_TO_L2 if k.pair else PHI_TO_L2}{TMAP_PREFETCH if tma else ""}
 {GRID_DEPENDENCY}
     mov.u32 %tx, %tid.x;
     shr.u32 %warp, %tx, 5;
@@ -1619,7 +1627,7 @@ def exchange(k):
     e, HX, st = k.e, k.HX, k.st
     if not HX:
         sums_and_h_pre(k)
-    e(f"""HPRE_END:{st(6, "hpre")}
+    e(f"""HPRE_END:{"" if k.pair else st(6, "hpre")}
     // gat of tile kk-1 is read (math warps and the round's coefficient warp), psum and shs written
     barrier.sync 2, {BAR2};{st(7, "math")}""")
     if not HX:  # (HX pushes from the warp sums; its gbar is armed by the coefficient warp)
@@ -1857,11 +1865,12 @@ def pair_write():
     st.relaxed.gpu.global.v2.b64 [%rd1+16], {%pw2, %pw3};"""
 
 
-def pair_add(exp=frozenset()):
+def pair_add(k):
     """Pair entry, after barrier 2: lanes 0..6 poll the other half's 4 words of the own token until
     each carries the round's tag (relaxed loads: each word is checked by itself), and add the
     values to sm_lg's row. Both halves add the same two values (f32 addition commutes): the same
-    bits in both."""
+    bits in both. Stamp 6 (lane 0): the words are in."""
+    exp = k.exp
     CHECK = "".join(f"""
     mov.b64 {{%r17, %r18}}, %pw{c};
     mov.b32 %u{c}, %r17;
@@ -1877,7 +1886,7 @@ PX_PEER:
     @!%p3 bra PX_GOT;
     nanosleep.u32 {PAIR_POLL_SLEEP};
     bra PX_PEER;
-PX_GOT:""" if "nowait" not in exp else "") + """
+PX_GOT:""" if "nowait" not in exp else "") + k.st(6, "coef") + """
     setp.eq.u32 %p2, %lane, 6;
     @%p2 ld.shared.f32 %f1, [%lgb];
     @%p2 add.f32 %f1, %f1, %u0;
@@ -1956,7 +1965,7 @@ def coef_warp(k):
     mad.lo.u32 %r9, %lane, 16, %gab;""")
         ordered_sum(e, "%r9", HX_SLOTS * 16, CL, "GSUM1")
         if k.pair and "xlate" not in k.exp:
-            e(pair_write())
+            e(pair_write() + k.st(5, "coef"))
         e("    setp.eq.u32 %p2, %lane, 6;" + row_store(4))
     else:
         e(f"""    // lanes 0..4: float4 1 + lane of the own token (logits 4 + 4 lane ..); lane 5: ss (component
@@ -1987,7 +1996,7 @@ def coef_warp(k):
     bar.warp.sync -1;
     barrier.sync 2, {BAR2};{st(11, "coef")}
     setp.eq.u32 %p1, %kk, 0;
-    @%p1 bra PC_CB_DONE;{pair_add(k.exp) if k.pair else ""}{TOKEN}{hx_broadcast(k) if HX else ""}
+    @%p1 bra PC_CB_DONE;{pair_add(k) if k.pair else ""}{TOKEN}{hx_broadcast(k) if HX else ""}
     setp.ge.u32 %p1, %r12, %T;{PAIR_HALF0 if k.pair else ""}""")
     e(f"""    setp.ge.or.u32 %p1, %lane, 4, %p1;      // lanes 0..3: the Sinkhorn and h_post
     @%p1 bra PC_CB_DONE;

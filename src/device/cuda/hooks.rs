@@ -204,10 +204,23 @@ impl Plan {
         pre::decode::stamps(&self.ws, &all, s, t)
     }
 
-    /// The persistent-cluster kernel's phase stamps a timing build left in `ws`
-    /// ([`pre::cluster::stamps`]).
-    pub fn debug_pc_stamps(&self, ws: &Workspace, ctas: usize) -> Result<Vec<[(u64, u64); 16]>> {
+    /// The persistent-cluster kernel's phase stamps a timing build left in `ws` from its last
+    /// call at `t` tokens ([`pre::cluster::stamps`]): at the workspace's start, or for the pair
+    /// entry past its exchange rows for `t` tokens.
+    pub fn debug_pc_stamps(&self, ws: &Workspace, ctas: usize, t: usize) -> Result<Vec<[(u64, u64); 16]>> {
         let all: Vec<u64> = ws.buf.to_vec()?;
-        pre::cluster::stamps(&all, ctas)
+        let at = if self.pre_launcher(t) == Some(LaunchKind::PreClusterPair) {
+            self.ws.pair + pre::cluster::pair_bytes(t)
+        } else {
+            0
+        };
+        pre::cluster::stamps(all.get(at / 8..).unwrap_or(&[]), ctas)
+    }
+
+    /// How the pair entry splits `clusters` resident clusters between the two parts of C:
+    /// (clusters of the first part, clusters of the second), the kernel's own rule (`Q0 = Q B0 / B`
+    /// rounded into `[1, Q - 1]`, B = C / 1024 blocks, B0 = B / 2 rounded down).
+    pub fn pair_split(&self, clusters: usize) -> (usize, usize) {
+        pre::cluster::pair_split(self.ctx.cfg.c, clusters)
     }
 }

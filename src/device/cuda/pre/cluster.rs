@@ -57,6 +57,23 @@ pub(crate) fn pair_ctas(clusters: u32, cluster: u32) -> u32 {
     }
 }
 
+/// How the pair entry splits `clusters` resident clusters (at least 2) between the two parts of
+/// C: (clusters of part 0, clusters of part 1). Part 0 is the first `B0 = floor(B / 2)` of the
+/// `B = C / 1024` channel blocks; it gets `Q0 = Q B0 / B` clusters rounded to nearest and kept
+/// in `[1, Q - 1]`, so both sets move their parts of the tiles at about the same rate. The kernel
+/// computes the same split itself (asm/gen/pre_pc.py `PAIR_HALF`); this mirror is what the
+/// profiling tools read stamps by.
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn pair_split(c: usize, clusters: usize) -> (usize, usize) {
+    let (b, b0) = (c / 1024, c / 2048);
+    if clusters < 2 || b == 0 {
+        return (clusters.min(1), clusters.saturating_sub(1));
+    }
+    let q0 = clusters.saturating_mul(b0).saturating_mul(2).saturating_add(b) / b.saturating_mul(2);
+    let q0 = q0.clamp(1, clusters - 1);
+    (q0, clusters - q0)
+}
+
 /// The ring a launcher of this family asks for at C.
 pub const fn ring_bytes_of(kind: LaunchKind, c: usize) -> usize {
     match kind {
@@ -175,6 +192,25 @@ fn x_tensor_map(x: &DeviceTensor<'_>, c: usize, t: usize) -> Result<[u64; 16]> {
 mod tests {
     use super::*;
     use crate::device::cuda::abi::{fused_row_bytes, PC_PAIR_STAGES};
+
+    #[test]
+    fn pair_split_follows_the_parts() {
+        // C = 7168 (3072 + 4096 channels) on an H100's 7 clusters: 3 + 4
+        assert_eq!(pair_split(7168, 7), (3, 4));
+        // 5120 = 2048 + 3072: 7 x 2 / 5 = 2.8; 8192 = 4096 + 4096: an even split rounds up
+        assert_eq!(pair_split(5120, 7), (3, 4));
+        assert_eq!(pair_split(8192, 7), (4, 3));
+        assert_eq!(pair_split(8192, 8), (4, 4));
+        // never an empty set
+        assert_eq!(pair_split(5120, 2), (1, 1));
+        assert_eq!(pair_split(7168, 132), (57, 75));
+        for q in 2..40 {
+            for c in (5..=8).map(|b| b * 1024) {
+                let (a, b) = pair_split(c, q);
+                assert!(a >= 1 && b >= 1 && a + b == q, "C = {c}, Q = {q}: {a} + {b}");
+            }
+        }
+    }
 
     /// Largest C: each math warp holds 4 runs of 32 elements of phi's slice in registers (10
     /// warps per CTA, 3 on one SM sub-partition, cap a thread at 168 registers).
