@@ -35,13 +35,16 @@ GPU_PACK_DIR="${GPU_PACK_DIR:-$root/gpu-pack-timing}" GPU_NO_BENCHES=1 GPU_TESTS
   bash tools/gpu-pack.sh
 # The packed binaries must embed the experiment's code objects, not a stale build's.
 pack="${GPU_PACK_DIR:-$root/gpu-pack-timing}"
-for cubin in $(git status --porcelain -- asm/bin | awk '{print $2}'); do
-  python3 - "$cubin" "$pack/mhc" <<'PY'
-import sys
-cubin, binary = sys.argv[1], sys.argv[2]
-if open(cubin, "rb").read() not in open(binary, "rb").read():
-    sys.exit(f"timing-pack: {binary} does not embed {cubin}: a stale build (cargo clean -p mhc-kernels)")
-print(f"timing-pack: {binary} embeds {cubin}")
+python3 - "$pack" $(git status --porcelain -- asm/bin | awk '{print $2}') <<'PY'
+import os, sys
+pack, cubins = sys.argv[1], sys.argv[2:]
+for name in sorted(os.listdir(pack)):
+    if name.endswith(".sh"):
+        continue
+    data = open(os.path.join(pack, name), "rb").read()
+    for cubin in cubins:
+        if open(cubin, "rb").read() not in data:
+            sys.exit(f"timing-pack: {pack}/{name} does not embed {cubin}: a stale build (cargo clean -p mhc-kernels)")
+    print(f"timing-pack: {pack}/{name} embeds {', '.join(cubins)}")
 PY
-done
 echo "timing-pack: $exp packed into $pack (the committed asm/ is restored on exit)"
