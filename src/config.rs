@@ -64,6 +64,16 @@ impl Dtype {
             Dtype::F64 => "f64",
         }
     }
+    /// `v` as this storage holds it, widened back to f64 exactly: f32 and bf16 round once, to
+    /// nearest even ([`crate::bf16_nearest`]). What a test gives the reference so that it sees the
+    /// inputs a device sees.
+    pub fn round(self, v: f64) -> f64 {
+        match self {
+            Dtype::F32 => v as f32 as f64,
+            Dtype::Bf16 => crate::bf16_nearest(v).to_f64(),
+            Dtype::F64 => v,
+        }
+    }
 }
 
 impl fmt::Display for Dtype {
@@ -354,5 +364,10 @@ mod tests {
         }
         assert_eq!("paper".parse::<Formulation>().unwrap(), Formulation::Paper);
         assert_eq!("bf16".parse::<Dtype>().unwrap(), Dtype::Bf16);
+        // what each storage keeps of a value just above bf16's halfway point past 1
+        let v = 1.0 + (-8f64).exp2() + (-40f64).exp2();
+        assert_eq!(Dtype::Bf16.round(v), 1.0 + (-7f64).exp2());
+        assert_eq!(Dtype::F32.round(v), 1.0 + (-8f64).exp2());
+        assert_eq!(Dtype::F64.round(v), v);
     }
 }

@@ -22,15 +22,6 @@ fn seed() -> u64 {
     Rng::test_seed("gpu_forward")
 }
 
-/// Rounds activations to what the device stores, so the reference sees the same inputs.
-fn round(dtype: Dtype, v: f64) -> f64 {
-    match dtype {
-        Dtype::Bf16 => mhc::bf16_nearest(v).to_f64(),
-        Dtype::F32 => v as f32 as f64,
-        Dtype::F64 => v,
-    }
-}
-
 /// Random inputs of `stage` as docs/math.md asks (x ~ N(0,1), phi ~ phi_std N(0,1), scale ~ U(0.01,
 /// 1), base ~ 0.1 N(0,1); coefficients of post positive; static logits N(0,1), gamma ~ 1+0.1N).
 fn inputs(stage: Stage, cfg: &Config, dtype: Dtype, t: usize, phi_std: f64, rng: &mut Rng) -> Named {
@@ -52,7 +43,7 @@ fn inputs(stage: Stage, cfg: &Config, dtype: Dtype, t: usize, phi_std: f64, rng:
             _ => rng.normals(len, 1.0),
         };
         let data = match p.class {
-            Class::Activation => data.into_iter().map(|v| round(dtype, v)).collect(),
+            Class::Activation => data.into_iter().map(|v| dtype.round(v)).collect(),
             Class::Parameter => data.into_iter().map(|v| v as f32 as f64).collect(),
         };
         named.insert(p.name.to_string(), Array::new(shape, data));
@@ -328,7 +319,7 @@ fn gpu_head_strided_rows_and_graph_replay() {
             let (xs, os) = (n * c + 24, c + 40);
             let cfg = Config::new(n, c);
             let plan = Plan::new(dev, cfg, dtype, t).unwrap();
-            let xv: Vec<f64> = rng.normals(t * xs, 1.0).into_iter().map(|v| round(dtype, v)).collect();
+            let xv: Vec<f64> = rng.normals(t * xs, 1.0).into_iter().map(|v| dtype.round(v)).collect();
             let phi: Vec<f64> = rng.normals(n * n * c, 0.02).into_iter().map(|v| v as f32 as f64).collect();
             let scale = vec![rng.uniforms(1, 0.01, 1.0)[0] as f32 as f64];
             let base: Vec<f64> = rng.normals(n, 0.1).into_iter().map(|v| v as f32 as f64).collect();
@@ -425,7 +416,7 @@ fn gpu_static_strided_rows_and_graph_replay() {
             let (xs, os) = (n * c + 16, n * c + 40);
             let cfg = Config::new(n, c);
             let plan = Plan::new(dev, cfg, dtype, t).unwrap();
-            let xv: Vec<f64> = rng.normals(t * xs, 1.0).into_iter().map(|v| round(dtype, v)).collect();
+            let xv: Vec<f64> = rng.normals(t * xs, 1.0).into_iter().map(|v| dtype.round(v)).collect();
             let f32s = |v: Vec<f64>| -> Vec<f64> { v.into_iter().map(|x| x as f32 as f64).collect() };
             let hpl = f32s(rng.normals(n, 1.0));
             let hol = f32s(rng.normals(n, 1.0));
@@ -569,7 +560,7 @@ fn gpu_static_bf16_rounds_once() {
         let want = CpuRunner.run(Stage::Static, &cfg, Dtype::F64, &ins).unwrap();
         let got = gpu.run(Stage::Static, &cfg, Dtype::Bf16, &ins).unwrap();
         let (w, g) = (&want.values().next().unwrap().data, &got.values().next().unwrap().data);
-        let flips = w.iter().zip(g).filter(|(w, g)| round(Dtype::Bf16, **w) != **g).count();
+        let flips = w.iter().zip(g).filter(|(w, g)| Dtype::Bf16.round(**w) != **g).count();
         assert!(
             flips * 100 <= w.len(),
             "static T={t} n={n} C={c}: {flips} of {} elements off the rounded reference",

@@ -29,21 +29,13 @@ fn gpu() -> Option<CudaDevice> {
     }
 }
 
-fn round(dtype: Dtype, v: f64) -> f64 {
-    match dtype {
-        Dtype::Bf16 => mhc::bf16_nearest(v).to_f64(),
-        Dtype::F32 => v as f32 as f64,
-        Dtype::F64 => v,
-    }
-}
-
 fn f32s(v: &[f64]) -> Vec<f64> {
     v.iter().map(|&x| x as f32 as f64).collect()
 }
 
 /// The case with activations in `dtype` and parameters in f32, as the device stores them.
 fn stored(mut case: PreCase, dtype: Dtype) -> PreCase {
-    case.x = case.x.iter().map(|&v| round(dtype, v)).collect();
+    case.x = case.x.iter().map(|&v| dtype.round(v)).collect();
     case.phi = f32s(&case.phi);
     case.scale = f32s(&case.scale);
     case.base = f32s(&case.base);
@@ -822,7 +814,7 @@ fn post_pre_cluster_matches_pair(dev: &CudaDevice, stream: &Stream, rng: &mut re
     let dtype = sh.dtype;
     let post = PostCase::random(rng, cfg, t);
     let pre = stored(PreCase::random(rng, cfg, t, sh.phi_std), dtype);
-    let x: Vec<f64> = post.x.iter().map(|&v| round(dtype, v)).collect();
+    let x: Vec<f64> = post.x.iter().map(|&v| dtype.round(v)).collect();
     let din = dev_in(dev, &PreCase { x, ..pre.clone() }, dtype, k + sh.x_pad);
     let (f_stride, xo_stride) = (c + 24, k + 16);
     let f = upload(dev, dtype, &strided(&post.f, t, c, f_stride, 1e30)).unwrap();
@@ -1072,8 +1064,8 @@ fn check_post_pre(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testin
     let (t, n, c, k) = (sh.t, cfg.n, cfg.c, cfg.k());
     let dtype = sh.dtype;
     let mut post = PostCase::random(rng, cfg, t);
-    post.x = post.x.iter().map(|&v| round(dtype, v)).collect();
-    post.f = post.f.iter().map(|&v| round(dtype, v)).collect();
+    post.x = post.x.iter().map(|&v| dtype.round(v)).collect();
+    post.f = post.f.iter().map(|&v| dtype.round(v)).collect();
     post.h_post = f32s(&post.h_post);
     post.h_res = f32s(&post.h_res);
     let pre = stored(PreCase::random(rng, cfg, t, sh.phi_std), dtype);
@@ -1090,7 +1082,7 @@ fn check_post_pre(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testin
         let mut xo = HostTensorMut::new(&mut want_xo[..], Layout::dense(t, k));
         reference::post::<f64>(&cfg, &inputs, &mut xo).unwrap();
     }
-    let want_xo: Vec<f64> = want_xo.iter().map(|&v| round(dtype, v)).collect();
+    let want_xo: Vec<f64> = want_xo.iter().map(|&v| dtype.round(v)).collect();
     let plan = catalogue_plan(dev, cfg, dtype, t.max(1)).unwrap();
     let ws = plan.new_workspace().unwrap();
     let din = dev_in(dev, &PreCase { x: post.x.clone(), ..pre.clone() }, dtype, k + sh.x_pad);
@@ -1983,7 +1975,7 @@ fn bench_post_pre() {
         for _ in 0..sets {
             let post = PostCase::random(&mut rng, cfg, t);
             let pre = stored(PreCase::random(&mut rng, cfg, t, 0.02), dtype);
-            let din = dev_in(&dev, &PreCase { x: post.x.iter().map(|&v| round(dtype, v)).collect(), ..pre }, dtype, k);
+            let din = dev_in(&dev, &PreCase { x: post.x.iter().map(|&v| dtype.round(v)).collect(), ..pre }, dtype, k);
             let f = upload(&dev, dtype, &post.f).unwrap();
             let hp = upload(&dev, Dtype::F32, &post.h_post).unwrap();
             let hr = upload(&dev, Dtype::F32, &post.h_res).unwrap();

@@ -583,10 +583,7 @@ impl Gpu {
             for p in signature(case.stage, &cfg).inputs.iter().filter(|p| p.class == Class::Activation) {
                 if let Some(a) = ins.get_mut(p.name) {
                     for v in &mut a.data {
-                        *v = match case.dtype {
-                            Dtype::Bf16 => mhc::bf16_nearest(*v).to_f64(),
-                            _ => *v as f32 as f64,
-                        };
+                        *v = case.dtype.round(*v);
                     }
                 }
             }
