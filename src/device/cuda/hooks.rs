@@ -217,9 +217,8 @@ impl Plan {
         pre::cluster::stamps(all.get(at / 8..).unwrap_or(&[]), ctas)
     }
 
-    /// How the pair entry splits `clusters` resident clusters between the two parts of C:
-    /// (clusters of the first part, clusters of the second), the kernel's own rule (`Q0 = Q B0 / B`
-    /// rounded into `[1, Q - 1]`, B = C / 1024 blocks, B0 = B / 2 rounded down).
+    /// How the pair entry splits `clusters` resident clusters between the two parts of this
+    /// plan's C ([`pre::cluster::pair_split`]).
     pub fn pair_split(&self, clusters: usize) -> (usize, usize) {
         pre::cluster::pair_split(self.ctx.cfg.c, clusters)
     }
