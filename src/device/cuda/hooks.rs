@@ -218,7 +218,7 @@ impl Plan {
     }
 
     /// How the pair entry splits `clusters` resident clusters between the two parts of this
-    /// plan's C ([`pre::cluster::pair_split`]).
+    /// plan's C (the kernel's rule, mirrored in `pre::cluster::pair_split`).
     pub fn pair_split(&self, clusters: usize) -> (usize, usize) {
         pre::cluster::pair_split(self.ctx.cfg.c, clusters)
     }
