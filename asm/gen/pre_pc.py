@@ -46,6 +46,18 @@ HW0 = NW // 2        # math warps HW0.. compute h_pre (4 tokens each) while warp
 # coefficient warp computes h_pre of token j and sends it to every CTA (hin, by tile mod HXB)
 HX_SLOTS = 7
 HXG = 4              # TMA entry: gat / gbar buffers (tile % HXG; why 4: the HX header)
+# h_res waits in a batch: each coefficient warp keeps the z_res rows of its last SKB rounds (slot
+# (kk / 2) % SKB) and runs their Sinkhorns at once, lanes 4 b .. 4 b + 3 holding slot b. The
+# four-lane Sinkhorn is bound by the latency of its dependent shuffles and reciprocals, not by
+# its instructions, so 8 tokens cost about what one did (~4,600 cycles), once per 8 rounds of
+# the warp instead of once per token. A slot whose round stored no token (past T, the pair's
+# other half, round 0) keeps the address 0 it was cleared to and is not stored.
+SKB = 8
+# sm_lg per coefficient warp: the own token's row (ss, logits: 128 bytes), the batch's matrices
+# [SKB][4][4] f32 at SK_Z, their h_res row addresses [SKB] u64 at SK_A
+SK_Z = 128
+SK_A = SK_Z + SKB * 64
+LG_ROW = SK_A + SKB * 8
 HXB = 8              # hin buffers: > the ring's depth + 1 (a CTA's mix of tile m precedes every CTA's h_pre of m + HXB)
 C_MAX = 1024 * RMAX
 HC = 80        # fused entry: bytes of one token's layer-l coefficients in a stage (h_post[4], h_res[4][4])
@@ -141,7 +153,7 @@ HEADER = f"""\
 //         adds the two halves and st.async's it to CTA j's gat[tile % {HXG}][rank][f] at once (before
 //         barrier 2). CTA j's coefficient warp sums its token's row (sources in rank order),
 //         computes inv_rms and h_pre, stores them, and sends h_pre to every CTA (lane l to CTA l:
-//         hin[tile % {HXB}][j], completing hbar[tile % {HXB}]), then runs the Sinkhorn. The math warps
+//         hin[tile % {HXB}][j], completing hbar[tile % {HXB}]), then h_post and the h_res batch (BATCH). The math warps
 //         never wait for the gather or compute h_pre; the mix warps wait hbar (armed at init for
 //         tiles 0..{HXB - 1}, re-armed after each mix for tile + {HXB}). {HXB} buffers suffice: a CTA's
 //         h_pre of tile m + {HXB} follows every CTA's partials of it, each pushed after its stage of
@@ -180,9 +192,24 @@ HEADER = f"""\
 //         lane 8 t + g: 4 loads + a fixed 8-lane butterfly over the {CL} sources (same bits in
 //         every CTA), inv_rms (rsqrt.approx) and h_pre (-> shs; CTA j stores token j's).
 //         Coefficient warp {NW} + (k & 1): the own token's row (sources in rank order), then lanes
-//         0..3 h_post and the Sinkhorn -> h_res (a row each; the decode kernel's operations and
-//         bits), overlapping the next two iterations. The pre_pc.stamps experiment records the
-//         phases (tests/gpu_pre.rs profile_pc_phases).
+//         0..3 h_post and the token's z_res rows into the h_res batch (BATCH), overlapping the
+//         next two iterations. The pre_pc.stamps experiment records the phases (tests/gpu_pre.rs
+//         profile_pc_phases).
+// BATCH   each coefficient warp keeps the z_res rows of its last {SKB} rounds in sm_lg (slot
+//         (kk / 2) % {SKB}, with the token's h_res address; 0: no token) and at the last slot, or its
+//         last round, runs the {SKB} Sinkhorns at once: lane 4 b + i holds row i of slot b, the
+//         four-lane form (sinkhorn.four_lanes: the decode kernel's operations and bits) with the
+//         butterfly inside each group of 4. The Sinkhorn's ~4,600 cycles are the latency of its
+//         dependent shuffles and reciprocals in the MIO queue the other warps keep busy, not its
+//         instructions: 8 tokens cost what one did. Per token it had taken most of the warp's two
+//         rounds (phase stamps: 5,620 of 6,364 cycles), so any delay, such as the pair entry's
+//         wait for the other half, pushed the warp's next gather and barrier 2 later and held
+//         the math warps. H100, same call, builds alternating twice (us): pre C = 4096 T = 8192 /
+//         1024 / 256 129.9 / 25.2 / 12.5 against 135.8-137.0 / 26.8-26.9 / 13.6-13.7; the pair
+//         entry (C = 7168) 260.9-261.4 / 42.0 / 17.2-17.3 against 291.5 / 47.6 / 19.4; the fused
+//         post_pre entry (C = 4096) 255.4-255.6 / 45.1-45.8 / 20.9-21.1 against 256.8-257.1 /
+//         45.8-46.3 / 21.2; the same bits (compare-builds). The lanes past 3 wait at PC_CB_DONE:
+//         computing the rows on every lane took the fused entry past 168 registers.
 // MIX     a[t][c] = sum_i h_pre[t][i] x[t][i][c] over the CTA's channels, a fixed 16-byte chunk
 //         per thread; then a barrier of the mixing threads frees the stage. The mix warps copy
 //         as {NW * 32} virtual threads (4 chunk mappings each, full[s] counts the same 256
@@ -198,7 +225,7 @@ HEADER = f"""\
 //         refill) 190 us against 202 (1024 37.1 / 40.0, 256 20.0 / 21.8, 100 14.4 / 15.7); h_pre
 //         beside the warp sums 186; the TMA ring 162.9; the h_pre exchange (HX) 150.9 (75.0%);
 //         two copy issuers, pushes by st.async from the warp sums and the 4-lane Sinkhorn
-//         140.3-142.2; the PROLOGUE below 138.3-139.5. Attribution: docs/kernels/pre.md. The
+//         140.3-142.2; the PROLOGUE below 138.3-139.5; the h_res BATCH 129.9 (87.0%). Attribution: docs/kernels/pre.md. The
 //         pre_pc experiments (python3 -m asm.gen --list-experiments: nosink, nomma, nomix, stamps,
 //         nophi, nophibar; for the fused entry noxf, noxo) build timing-only variants.
 // PROLOGUE before griddepcontrol.wait, threads < 100 prefetch the CTA's phi and gamma_k slices
@@ -286,18 +313,23 @@ PAIR_HEADER = f"""\
 //         zeros match no tag, and tags repeat after 2^31 calls on one workspace. A tile's two
 //         parts wait only for each other and every cluster walks its tiles in order, so the
 //         lowest unfinished tile always progresses. Then as the TMA entry, except that the halves
-//         take turns by tile ((tile / 8) % 2) to store the coefficients and run the Sinkhorn, and
+//         take turns by tile ((tile / 8) % 2) to store the coefficients and batch the h_res, and
 //         the ring: {PAIR_STAGES} stages of the larger part's rows, and as many of the smaller part's as fit in
 //         the same bytes, at most {PAIR_STAGES_MAX} (7168: 6 x 3072 and 5 x 4096 channels).
 //         MEASURED H100 80GB HBM3, C = 7168, T = 8192 / 1024 / 256 (mhc bench, builds alternating
 //         in one call), before the 16-byte polls: 300 / 48.6 / 19.8 us against 353-357 / 52.7 /
 //         19.9 with an even number of clusters paired (6 of 7) and 4 stages; every cluster with 4
-//         stages 333-337 / 50.6 / 19.4, with 5 stages for both parts 306-309 / 48.6 / 19.6. The
-//         rounds are not bound by the exchange or the Sinkhorn: not waiting for the other half's
-//         words (wrong sums) 331 us, no Sinkhorn iteration 300 us. Polling with 16-byte loads
-//         and a sleep between them halved the L2 sectors the spin requests (ncu, 64 ns: 14.3 to
-//         6.8 M excess sectors) and took T = 8192 from 299-304 to 291-292 us with {PAIR_POLL_SLEEP} ns (64 ns:
-//         293-295, 256 ns: 296-298; docs/kernels/pre.md).
+//         stages 333-337 / 50.6 / 19.4, with 5 stages for both parts 306-309 / 48.6 / 19.6.
+//         Polling with 16-byte loads and a sleep between them halved the L2 sectors the spin
+//         requests (ncu, 64 ns: 14.3 to 6.8 M excess sectors) and took T = 8192 from 299-304 to
+//         291-292 us with {PAIR_POLL_SLEEP} ns (64 ns: 293-295, 256 ns: 296-298). Phase stamps then showed
+//         the two halves holding each other through their coefficient warps: the 4096-channel
+//         half waited for the other's sums on 3,368 of 4,208 tokens (median 1.9 us after its
+//         barrier 2), and a warp that ran the Sinkhorn (~4,600 cycles) on top of that wait
+//         could not gather its next tile in time. Neither alone bound it (not waiting: 331 us
+//         with 4 stages; no Sinkhorn iteration: 300), together 263 (both removed, wrong
+//         results). With the h_res BATCH 260.9-261.4 / 42.0 / 17.2 against 291.5 / 47.6 / 19.4
+//         in the same call (docs/kernels/pre.md).
 // =============================================================================================
 .version 8.8
 .target sm_90a
@@ -565,12 +597,9 @@ PSX_{at}{tag}:"""
 
 
 def coef_lanes():
-    """h_res of the CTA's own token by 4 lanes (sinkhorn.four_lanes: the bits of pre_decode's
-    unrolled form) and its h_post. The Sinkhorn's latency is what counts here (two rounds per
-    token): over 16 lanes (one element each, ~22 instructions per iteration against ~72 on one
-    lane) it takes 5982 cycles a phase, over 4 lanes (~36 instructions, independent shuffles)
-    5813: each shfl and MUFU.RCP waits in the MIO queue the other warps keep busy
-    (docs/kernels/pre.md)."""
+    """Lanes 0..3 (lane i: row i): h_post of the CTA's own token and its z_res row into the h_res
+    batch (sk_batch runs the Sinkhorn). The other lanes wait at PC_CB_DONE. Computing the rows on
+    every lane instead (the warp never split) took the fused entry past 168 registers."""
     n = 4
     L = []
     e = L.append
@@ -586,8 +615,7 @@ def coef_lanes():
     ld.shared.f32 %g2, [%r18+{4 * (2 * n + j)}];
     mul.f32 %g1, %g1, %inv_t;
     fma.rn.f32 %S{j}, %g1, %sc2, %g2;""")
-    e(f"""    // h_post[i] = 2 sigma(z_post i) (post_body's operations: the same bits) beside the Sinkhorn,
-    // whose chain hides it (lane 16 computed it before: a divergent path the warp ran apart)
+    e(f"""    // h_post[i] = 2 sigma(z_post i) (post_body's operations: the same bits)
     shl.b32 %r22, %lane, 2;
     add.u32 %r23, %r22, %lgb;
     ld.shared.f32 %tr6, [%r23+{4 * (1 + n)}];
@@ -600,13 +628,58 @@ def coef_lanes():
     add.f32 %tr7, %tr7, %tr7;
     cvt.u64.u32 %rd2, %r22;
     add.u64 %rd2, %hpo, %rd2;
-    st.global.f32 [%rd2], %tr7;""")
-    sinkhorn.four_lanes(e)
-    e("""    mul.wide.u32 %rd1, %lane, 16;
+    st.global.f32 [%rd2], %tr7;
+    // z_res row i -> the batch's slot (kk / 2) % {SKB}; lane 0: the token's h_res address
+    bfe.u32 %r18, %kk, 1, {SKB.bit_length() - 1};
+    shl.b32 %r17, %r18, 6;
+    add.u32 %r17, %r17, %lgb;
+    add.u32 %r17, %r17, %r16;
+    st.shared.v4.f32 [%r17+{SK_Z}], {{%S0, %S1, %S2, %S3}};
+    setp.eq.u32 %p1, %lane, 0;
+    shl.b32 %r17, %r18, 3;
+    add.u32 %r17, %r17, %lgb;
+    @%p1 st.shared.u64 [%r17+{SK_A}], %hro;""")
+    return "\n".join(L)
+
+
+def sk_clear():
+    """Lanes 0..SKB-1: the batch's h_res addresses = 0 (every slot empty)."""
+    return f"""    setp.lt.u32 %p1, %lane, {SKB};
+    shl.b32 %r16, %lane, 3;
+    add.u32 %r16, %r16, %lgb;
+    mov.u64 %rd1, 0;
+    @%p1 st.shared.u64 [%r16+{SK_A}], %rd1;"""
+
+
+def sk_batch():
+    """The h_res of the batch's tokens (every lane): lane 4 b + i takes row i of slot b's z_res,
+    the four-lane Sinkhorn runs on all 8 groups at once, the lanes of slots with an address
+    store their rows, and the slots are cleared. Empty slots compute on stale words and store
+    nothing. Only uniform branches: the shuffles need the whole warp."""
+    L = []
+    e = L.append
+    e(f"""PC_SK_BATCH:
+    bar.warp.sync -1;
+    shl.b32 %r16, %lane, 4;
+    add.u32 %r16, %r16, %lgb;
+    ld.shared.v4.f32 {{%S0, %S1, %S2, %S3}}, [%r16+{SK_Z}];
+    shr.u32 %r17, %lane, 2;
+    shl.b32 %r17, %r17, 3;
+    add.u32 %r17, %r17, %lgb;
+    ld.shared.u64 %hro, [%r17+{SK_A}];
+    setp.ne.u64 %p1, %hro, 0;
+    vote.sync.any.pred %p1, %p1, 0xffffffff;
+    @!%p1 bra PC_SK_DONE;                   // every slot empty (the pair's other half, past T)""")
+    sinkhorn.four_lanes(e, lanes=32)
+    e("""    setp.ne.u64 %p1, %hro, 0;               // a filled slot (predicated: the warp stays whole)
+    and.b32 %r16, %lane, 3;
+    mul.wide.u32 %rd1, %r16, 16;
     add.u64 %rd1, %hro, %rd1;""")
-    for j in range(n):
-        e(f"    st.global.f32 [%rd1+{4 * j}], %S{j};")
-    e("    bra PC_CB_DONE;")
+    for j in range(4):
+        e(f"    @%p1 st.global.f32 [%rd1+{4 * j}], %S{j};")
+    e("    bar.warp.sync -1;                       // every lane read its slot's address")
+    e(sk_clear())
+    e("PC_SK_DONE:")
     return "\n".join(L)
 
 
@@ -1807,7 +1880,8 @@ COEF_WARP:
     sub.u32 %r1, %warp, {NW};
     mov.u32 %kk, %r1;
     mov.u32 %lgb, sm_lg;
-    mad.lo.u32 %lgb, %r1, 128, %lgb;{PAIR_EPOCH if k.pair else ""}
+    mad.lo.u32 %lgb, %r1, {LG_ROW}, %lgb;{PAIR_EPOCH if k.pair else ""}
+{sk_clear()}
     mov.u32 %nr, 0;
     setp.le.u32 %p1, %ntiles, %cid;
     @%p1 bra COEF_CHECK;
@@ -1898,7 +1972,7 @@ PX_GOT:""" if "nowait" not in exp else "") + k.st(6, "coef") + """
     st.shared.f32 [%r11+{4 + 4 * c}], %f1;""" for c in range(4)) + """
 PX_END:
     bar.warp.sync -1;
-    // tile kk-1's coefficients (h_pre, inv_rms stores; h_post and the Sinkhorn): half (tile / 8) % 2 (the
+    // tile kk-1's coefficients (h_pre, inv_rms stores; h_post and the h_res batch): half (tile / 8) % 2 (the
     // halves walk the tiles with different strides: the choice is the tile's, and bit 3 mixes
     // the two coefficient warps' rounds for strides 3 and 4)""" + prev_tile("%r13") + """
     bfe.u32 %r13, %r13, 3, 1;
@@ -1935,7 +2009,7 @@ PAIR_COUNTED:"""
 
 def coef_warp(k):
     """The round's coefficient warp: the own token's row, barrier 2, inv_rms, h_post and the
-    Sinkhorn (4 lanes)."""
+    token's z_res rows (4 lanes), and every SKB rounds the h_res batch (all lanes)."""
     e, fused, MIXW, STAMPS, HX, st = k.e, k.fused, k.MIXW, k.STAMPS, k.HX, k.st
     wait_gather(e, "GAT_WAIT1", HX_SLOTS if HX else SLOTS, HXG if HX else 2)
     if HX:
@@ -1998,7 +2072,7 @@ def coef_warp(k):
     setp.eq.u32 %p1, %kk, 0;
     @%p1 bra PC_CB_DONE;{pair_add(k) if k.pair else ""}{TOKEN}{hx_broadcast(k) if HX else ""}
     setp.ge.u32 %p1, %r12, %T;{PAIR_HALF0 if k.pair else ""}""")
-    e(f"""    setp.ge.or.u32 %p1, %lane, 4, %p1;      // lanes 0..3: the Sinkhorn and h_post
+    e(f"""    setp.ge.or.u32 %p1, %lane, 4, %p1;      // lanes 0..3: h_post and the token's z_res row
     @%p1 bra PC_CB_DONE;
     ld.shared.f32 %f1, [%lgb];
 {inv_rms("%f1", "%inv_t")}
@@ -2008,7 +2082,17 @@ def coef_warp(k):
     add.u64 %hro, %hres, %rd1;
 """)
     e(coef_lanes())
+    # one loop with one entry: a second way into the batch (after the loop) made the control flow
+    # irreducible, ptxas lost the warp's reconvergence, and lanes reached barrier 2 a round early
     e(f"""PC_CB_DONE:{st(12, "coef")}
+    bar.warp.sync -1;                       // lanes 0..3 back (the next barrier 2 and the batch need the whole warp)
+    bfe.u32 %r16, %kk, 1, {SKB.bit_length() - 1};
+    setp.ne.u32 %p1, %r16, {SKB - 1};
+    add.u32 %r17, %kk, 2;
+    setp.le.and.u32 %p1, %r17, %nr, %p1;
+    @%p1 bra PC_CB_NEXT;                    // the batch's last slot, or this warp's last round: run it""")
+    e(sk_batch())
+    e(f"""PC_CB_NEXT:
     add.u32 %kk, %kk, 2;
     setp.le.u32 %p1, %kk, %nr;
     @%p1 bra COEF_LOOP;
@@ -2236,7 +2320,7 @@ SHARED = f"""
 .shared .align 16 .b8 shs[{2 * TT * 16}];          // h_pre [2][{TT}][4] (the pre entry's mix warps: by round parity)
 .shared .align 16 .b8 pss[{TT * 4}];            // this CTA's ss of the tile's tokens
 .shared .align 16 .b8 psum[{TT * 7 * 16}];       // the cp.async entries: this CTA's partials of the tile [{TT}][7] float4
-.shared .align 16 .b8 sm_lg[{NCW * 128}];         // per coefficient warp: the own token's row (ss, logits)
+.shared .align 16 .b8 sm_lg[{NCW * LG_ROW}];        // per coefficient warp: the own token's row (ss, logits), the h_res batch
 .shared .align 16 .b8 sm_base[128];       // base[24]
 .shared .align 8 .b64 full[{{stages}}];
 .shared .align 8 .b64 gbar[{HXG}];            // gat[b] complete (TMA entry: {HXG} buffers, else 2)

@@ -520,15 +520,17 @@ def lane_column_row(k, n, col, row, paper, plive, la, wb, vec_off, eps_hc, iters
     k.label("SK_END")
 
 
-def four_lanes(e):
+def four_lanes(e, lanes=4):
     """One token's 4 x 4 matrix over 4 lanes: lane i holds row i of S in %S0..%S3, the
     formulation by %p_paper. A row's sum is local, ((a + b) + (c + d)); a column's is a
     shfl.bfly butterfly over lanes xor 1, 2 of the 4 column values at once, which adds in the
     same tree order, so the result has `unrolled`'s bits. A row step has no shuffle and a
     column step's 4 shuffles per level are independent (~36 instructions per iteration against
-    ~72 on one lane). Temporaries %tr<6>, %ls<4>, %lr<4>, %mx, %sum, %rc, %it, %p1; ends at
-    PC_CBL_OUT."""
+    ~72 on one lane). lanes = 32: 8 tokens at once, lanes 4 b .. 4 b + 3 holding token b (the
+    butterfly stays inside each group of 4). Temporaries %tr<6>, %ls<4>, %lr<4>, %mx, %sum, %rc,
+    %it, %p1; ends at PC_CBL_OUT."""
     n = 4
+    mask = {4: "0xf", 32: "0xffffffff"}[lanes]
     e("""    @%p_paper bra PC_CBL_PAPER;
     // V4: each row exp(z - max) / sum + eps""")
 
@@ -543,7 +545,7 @@ def four_lanes(e):
             e(f"    mov.f32 {dst}{j}, %S{j};")
         for off in (1, 2):
             for j in range(n):
-                e(f"    shfl.sync.bfly.b32 %tr{j}, {dst}{j}, {off}, 31, 0xf;")
+                e(f"    shfl.sync.bfly.b32 %tr{j}, {dst}{j}, {off}, 31, {mask};")
             for j in range(n):
                 e(f"    {op}.f32 {dst}{j}, {dst}{j}, %tr{j};")
 
