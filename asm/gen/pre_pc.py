@@ -48,9 +48,8 @@ HX_SLOTS = 7
 HXG = 4              # TMA entry: gat / gbar buffers (tile % HXG; why 4: the HX header)
 # h_res waits in a batch: each coefficient warp keeps the z_res rows of its last SKB rounds (slot
 # (kk / 2) % SKB) and runs their Sinkhorns at once, lanes 4 b .. 4 b + 3 holding slot b. The
-# four-lane Sinkhorn is bound by the latency of its dependent shuffles and reciprocals, not by
-# its instructions, so 8 tokens cost about what one did (~4,600 cycles), once per 8 rounds of
-# the warp instead of once per token. A slot whose round stored no token (past T, the pair's
+# four-lane Sinkhorn's instructions are the warp's, so 8 tokens cost what one did (~4,600
+# cycles), once per 8 rounds of the warp instead of once per token. A slot whose round stored no token (past T, the pair's
 # other half, round 0) keeps the address 0 it was cleared to and is not stored.
 SKB = 8
 # sm_lg per coefficient warp: the own token's row (ss, logits: 128 bytes), the batch's matrices
@@ -199,9 +198,9 @@ HEADER = f"""\
 //         (kk / 2) % {SKB}, with the token's h_res address; 0: no token) and at the last slot, or its
 //         last round, runs the {SKB} Sinkhorns at once: lane 4 b + i holds row i of slot b, the
 //         four-lane form (sinkhorn.four_lanes: the decode kernel's operations and bits) with the
-//         butterfly inside each group of 4. The Sinkhorn's ~4,600 cycles are the latency of its
-//         dependent shuffles and reciprocals in the MIO queue the other warps keep busy, not its
-//         instructions: 8 tokens cost what one did. Per token it had taken most of the warp's two
+//         butterfly inside each group of 4. Its instructions are the warp's, so 8 tokens cost what
+//         one did (~4,600 cycles: dependent shuffles and reciprocals in the MIO queue the other
+//         warps keep busy). Per token it had taken most of the warp's two
 //         rounds (phase stamps: 5,620 of 6,364 cycles), so any delay, such as the pair entry's
 //         wait for the other half, pushed the warp's next gather and barrier 2 later and held
 //         the math warps. H100, same call, builds alternating twice (us): pre C = 4096 T = 8192 /
