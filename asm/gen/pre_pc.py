@@ -49,8 +49,9 @@ HXG = 4              # TMA entry: gat / gbar buffers (tile % HXG; why 4: the HX 
 # h_res waits in a batch: each coefficient warp keeps the z_res rows of its last SKB rounds (slot
 # (kk / 2) % SKB) and runs their Sinkhorns at once, lanes 4 b .. 4 b + 3 holding slot b. The
 # four-lane Sinkhorn's instructions are the warp's, so 8 tokens cost what one did (~4,600
-# cycles), once per 8 rounds of the warp instead of once per token. A slot whose round stored no token (past T, the pair's
-# other half, round 0) keeps the address 0 it was cleared to and is not stored.
+# cycles), once per 8 rounds of the warp instead of once per token. A slot whose round stored
+# no token (past T, the pair's other half, round 0) keeps the address 0 it was cleared to and is
+# not stored.
 SKB = 8
 # sm_lg per coefficient warp: the own token's row (ss, logits: 128 bytes), the batch's matrices
 # [SKB][4][4] f32 at SK_Z, their h_res row addresses [SKB] u64 at SK_A
@@ -152,8 +153,9 @@ HEADER = f"""\
 //         adds the two halves and st.async's it to CTA j's gat[tile % {HXG}][rank][f] at once (before
 //         barrier 2). CTA j's coefficient warp sums its token's row (sources in rank order),
 //         computes inv_rms and h_pre, stores them, and sends h_pre to every CTA (lane l to CTA l:
-//         hin[tile % {HXB}][j], completing hbar[tile % {HXB}]), then h_post and the h_res batch (BATCH). The math warps
-//         never wait for the gather or compute h_pre; the mix warps wait hbar (armed at init for
+//         hin[tile % {HXB}][j], completing hbar[tile % {HXB}]), then h_post and the h_res batch
+//         (BATCH). The math warps never wait for the gather or compute h_pre; the mix warps wait
+//         hbar (armed at init for
 //         tiles 0..{HXB - 1}, re-armed after each mix for tile + {HXB}). {HXB} buffers suffice: a CTA's
 //         h_pre of tile m + {HXB} follows every CTA's partials of it, each pushed after its stage of
 //         tile m + {HXB} landed, i.e. after its mix of tile m + {HXB - STAGES} > m.
@@ -224,8 +226,8 @@ HEADER = f"""\
 //         refill) 190 us against 202 (1024 37.1 / 40.0, 256 20.0 / 21.8, 100 14.4 / 15.7); h_pre
 //         beside the warp sums 186; the TMA ring 162.9; the h_pre exchange (HX) 150.9 (75.0%);
 //         two copy issuers, pushes by st.async from the warp sums and the 4-lane Sinkhorn
-//         140.3-142.2; the PROLOGUE below 138.3-139.5; the h_res BATCH 129.9 (87.0%). Attribution: docs/kernels/pre.md. The
-//         pre_pc experiments (python3 -m asm.gen --list-experiments: nosink, nomma, nomix, stamps,
+//         140.3-142.2; the PROLOGUE below 138.3-139.5; the h_res BATCH 129.9 (87.0%).
+//         Attribution: docs/kernels/pre.md. The pre_pc experiments (python3 -m asm.gen --list-experiments: nosink, nomma, nomix, stamps,
 //         nophi, nophibar; for the fused entry noxf, noxo) build timing-only variants.
 // PROLOGUE before griddepcontrol.wait, threads < 100 prefetch the CTA's phi and gamma_k slices
 //         to L2 (a prefetch moves nothing into the CTA, so it may run ahead of the previous
