@@ -2093,7 +2093,8 @@ fn profile_pc_phases() {
     const ROUND_ROWS: usize = PC_STAMP_ROUNDS - 3;
     // (name, from stamp, to stamp, round offset of `to`): stamps of asm/gen/pre_pc.py (math thread
     // 0: 0 loop top, 1 stage landed, 2 mma stored, 3 barrier 1, 4 warp sums, 7 barrier 2, 8
-    // pushed; coefficient lane 0: 9 gather landed, 10 row summed, 11 barrier 2, 12 Sinkhorn done;
+    // pushed; coefficient lane 0: 9 gather landed, 10 row summed, 11 barrier 2, 12 h_post and the
+    // token's z_res rows stored (every 8th round of the warp, the h_res batch runs after 12);
     // mix thread 0: 13 h_pre ready, 14 mixed, 15 refilled). The cp.async entry's first h_pre
     // thread (warp HW0, lane 0): 5 gather landed, 6 h_pre written. The pair entry's coefficient
     // lane 0: 5 own sums stored to the exchange, 6 the other part's sums in.
@@ -2109,7 +2110,7 @@ fn profile_pc_phases() {
         ("coef: loop top -> gather landed", 0, 9, 0),
         ("coef: own row sums", 9, 10, 0),
         ("coef: barrier 2", 10, 11, 0),
-        ("coef: barrier 2 exit -> Sinkhorn + h_post done", 11, 12, 0),
+        ("coef: barrier 2 exit -> h_post + z_res rows stored", 11, 12, 0),
         ("mix: mix", 13, 14, 0),
         ("mix: refill", 14, 15, 0),
     ];
@@ -2117,7 +2118,7 @@ fn profile_pc_phases() {
         phases.extend([
             ("coef: gather landed -> own sums stored", 9, 5, 0),
             ("coef: barrier 2 exit -> other part's sums in", 11, 6, 0),
-            ("coef: other part's sums in -> Sinkhorn done", 6, 12, 0),
+            ("coef: other part's sums in -> h_post + rows stored", 6, 12, 0),
         ]);
     } else {
         phases.extend([
