@@ -671,7 +671,7 @@ def sk_batch():
     setp.ne.u64 %p1, %hro, 0;
     vote.sync.any.pred %p1, %p1, 0xffffffff;
     @!%p1 bra PC_SK_DONE;                   // every slot empty (the pair's other half, past T)""")
-    sinkhorn.four_lanes(e, lanes=32)
+    sinkhorn.four_lanes(e)
     e("""    setp.ne.u64 %p1, %hro, 0;               // a filled slot (predicated: the warp stays whole)
     and.b32 %r16, %lane, 3;
     mul.wide.u32 %rd1, %r16, 16;

@@ -14,7 +14,8 @@ forms differ in where the matrix lives and who sums a line:
   per_thread_padded one thread, a 4 x 4 matrix padded with zeros for n < 4 (pre.ptx, n <= 4)
   unrolled          one thread, one unrolled body per n, the exponent shifted so that denormal
                     results survive ex2.ftz (pre_decode.ptx)
-  four_lanes        lane i < 4 holds row i; column sums by a 2-level butterfly (pre_pc.ptx)
+  four_lanes        lane 4 b + i holds row i of token b (8 tokens a warp); column sums by a
+                    2-level butterfly inside each group of 4 lanes (pre_pc.ptx)
   lane0             lane 0 of a warp, Paper only (static.ptx, n <= 4)
   scaling_vectors   S = diag(r) K diag(c), lane j keeping column and row j of K (static.ptx,
                     n >= 8)
@@ -520,17 +521,16 @@ def lane_column_row(k, n, col, row, paper, plive, la, wb, vec_off, eps_hc, iters
     k.label("SK_END")
 
 
-def four_lanes(e, lanes=4):
-    """One token's 4 x 4 matrix over 4 lanes: lane i holds row i of S in %S0..%S3, the
-    formulation by %p_paper. A row's sum is local, ((a + b) + (c + d)); a column's is a
-    shfl.bfly butterfly over lanes xor 1, 2 of the 4 column values at once, which adds in the
-    same tree order, so the result has `unrolled`'s bits. A row step has no shuffle and a
-    column step's 4 shuffles per level are independent (~36 instructions per iteration against
-    ~72 on one lane). lanes = 32: 8 tokens at once, lanes 4 b .. 4 b + 3 holding token b (the
-    butterfly stays inside each group of 4). Temporaries %tr<6>, %ls<4>, %lr<4>, %mx, %sum, %rc,
-    %it, %p1; ends at PC_CBL_OUT."""
+def four_lanes(e):
+    """8 tokens' 4 x 4 matrices on a whole warp, 4 lanes each: lane 4 b + i holds row i of token
+    b's S in %S0..%S3, the formulation by %p_paper. A row's sum is local, ((a + b) + (c + d)); a
+    column's is a shfl.bfly butterfly over lanes xor 1, 2 (inside the group of 4) of the 4 column
+    values at once, which adds in the same tree order, so the result has `unrolled`'s bits. A
+    row step has no shuffle and a column step's 4 shuffles per level are independent (~36
+    instructions per iteration against ~72 on one lane), and the 8 tokens share them.
+    Temporaries %tr<6>, %ls<4>, %lr<4>, %mx, %sum, %rc, %it, %p1; ends at PC_CBL_OUT."""
     n = 4
-    mask = {4: "0xf", 32: "0xffffffff"}[lanes]
+    mask = "0xffffffff"  # every lane: the caller keeps the warp whole
     e("""    @%p_paper bra PC_CBL_PAPER;
     // V4: each row exp(z - max) / sum + eps""")
 
