@@ -50,8 +50,8 @@ HXG = 4              # TMA entry: gat / gbar buffers (tile % HXG; why 4: the HX 
 # (kk / 2) % SKB) and runs their Sinkhorns at once, lanes 4 b .. 4 b + 3 holding slot b. The
 # four-lane Sinkhorn's instructions are the warp's, so 8 tokens cost what one did (~4,600
 # cycles), once per 8 rounds of the warp instead of once per token. A slot whose round stored
-# no token (past T, the pair's other half, round 0) keeps the address 0 it was cleared to and is
-# not stored.
+# no token (past T, the pair's other half, or kk = 0, which finishes no tile) keeps the address
+# 0 it was cleared to and is not stored.
 SKB = 8
 # sm_lg per coefficient warp: the own token's row (ss, logits: 128 bytes), the batch's matrices
 # [SKB][4][4] f32 at SK_Z, their h_res row addresses [SKB] u64 at SK_A
@@ -210,7 +210,7 @@ HEADER = f"""\
 //         entry (C = 7168) 260.9-261.4 / 42.0 / 17.2-17.3 against 291.5 / 47.6 / 19.4; the fused
 //         post_pre entry (C = 4096) 255.4-255.6 / 45.1-45.8 / 20.9-21.1 against 256.8-257.1 /
 //         45.8-46.3 / 21.2; the same bits (compare-builds). The lanes past 3 wait at PC_CB_DONE:
-//         computing the rows on every lane took the fused entry past 168 registers.
+//         computing the rows on every lane would take the fused entry past 168 registers.
 // MIX     a[t][c] = sum_i h_pre[t][i] x[t][i][c] over the CTA's channels, a fixed 16-byte chunk
 //         per thread; then a barrier of the mixing threads frees the stage. The mix warps copy
 //         as {NW * 32} virtual threads (4 chunk mappings each, full[s] counts the same 256
@@ -600,7 +600,7 @@ PSX_{at}{tag}:"""
 def coef_lanes():
     """Lanes 0..3 (lane i: row i): h_post of the CTA's own token and its z_res row into the h_res
     batch (sk_batch runs the Sinkhorn). The other lanes wait at PC_CB_DONE. Computing the rows on
-    every lane instead (the warp never split) took the fused entry past 168 registers."""
+    every lane instead (the warp never split) would take the fused entry past 168 registers."""
     n = 4
     L = []
     e = L.append
@@ -2096,8 +2096,9 @@ def coef_warp(k):
     add.u64 %hro, %hres, %rd1;
 """)
     e(coef_lanes())
-    # one loop with one entry: a second way into the batch (after the loop) made the control flow
-    # irreducible, ptxas lost the warp's reconvergence, and lanes reached barrier 2 a round early
+    # one loop with one entry: a second way into the batch (a flush after the loop) would make the
+    # control flow irreducible; ptxas then loses the warp's reconvergence, and lanes reach
+    # barrier 2 a round early and hang the cluster
     e(f"""PC_CB_DONE:{st(12, "coef")}
     bar.warp.sync -1;                       // lanes 0..3 back (the next barrier 2 and the batch need the whole warp)
     bfe.u32 %r16, %kk, 1, {SKB.bit_length() - 1};
