@@ -949,6 +949,24 @@ fn cluster_sanitizer_smoke() {
     }
 }
 
+/// Small launches of the pair entry (two clusters per tile, C split in two parts): the fewest
+/// clusters and a partial last tile, gamma_k and strided rows, for compute-sanitizer; also
+/// checked against the reference.
+#[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
+fn cluster_pair_sanitizer_smoke() {
+    let Some(dev) = gpu() else { return };
+    let stream = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("cluster_pair_sanitizer_smoke");
+    for (c, t, clusters) in [(5120, 65, Some(2)), (7168, 37 + 16 * 7, None)] {
+        let sh =
+            Shape { gamma_k: true, x_pad: 8, clusters, ..Shape::new(4, c, t, Formulation::DeepSeekV4, Dtype::Bf16) };
+        let plan = catalogue_plan(&dev, sh.cfg(), sh.dtype, sh.t).unwrap();
+        assert_eq!(plan.pre_launcher(t), Some(mhc::device::cuda::LaunchKind::PreClusterPair), "{}", sh.label());
+        check_pre(&dev, &stream, &mut rng, &sh);
+    }
+}
+
 /// The GEMM kernel (asm/ptx/sm90/pre_gemm.ptx: bf16, n = 16 / 32, no gamma_k / gamma_f), forced
 /// at every T: one partial token tile and several (T = 1 .. 1000), K split 1 .. 16 ways (the
 /// host's choice by T), C = 64 / 72 / 1280 (K a multiple of the 64-element stage, not of 128),

@@ -40,6 +40,7 @@ FAMILIES = {
         "nosink": "iters = 0: no Sinkhorn iteration",
         "nomma": "the math warps skip the projection's mma (the Gram matrix of ss stays)",
         "nomix": "the mix stores nothing",
+        "nowsum": "TMA entries: no barrier 1 and no warp sums (the pushes carry zeros: wrong sums)",
         "stamps": "the pre entries record (%globaltimer, %clock64) per round and phase in the workspace, "
                   "the pair entry's past its exchange rows (tests/gpu_pre.rs profile_pc_phases)",
         "nophi": "phi's fragments come from a register, not memory",

@@ -1523,12 +1523,12 @@ FULL_WAIT:
     for nb in range(3):
         e(f"""    st.shared.v2.f32 [%r7+{32 * nb}], {{%acc{4 * nb}, %acc{4 * nb + 1}}};
     st.shared.v2.f32 [%r7+{32 * nb + 8 * 112}], {{%acc{4 * nb + 2}, %acc{4 * nb + 3}}};""")
+    bar1 = "" if k.HX and "nowsum" in k.exp else f"\n    barrier.sync 1, {NW * 32};"
     e(f"""    shr.u32 %r5, %gq, 1;
     setp.eq.u32 %p1, %q, %r5;
     @%p1 st.shared.f32 [%r6+96], %ss0;
     @%p1 st.shared.f32 [%r6+{8 * 112 + 96}], %ss1;{st(2, "math")}
-MMA_END:
-    barrier.sync 1, {NW * 32};{st(3, "math")}""")
+MMA_END:{bar1}{st(3, "math")}""")
 
 
 # TMA entry, the math warps before their first round: what the warp sums of every round need of
@@ -1565,7 +1565,10 @@ def warp_sums_hx(k):
     setp.lt.u32 %p_push, %tx, {2 * TT * 7};
     and.pred %p_push, %p_push, %p_cur;
     @!%p_push bra WSUM_END;""")
-        ordered_sum(e, "%wsr", TT * 112, NW // 2, "WSUM")
+        if "nowsum" in k.exp:
+            e("\n".join(f"    mov.f32 %v{c}, 0f00000000;" for c in range(4)))
+        else:
+            ordered_sum(e, "%wsr", TT * 112, NW // 2, "WSUM")
         e(f"""    shfl.sync.down.b32 %u0, %v0, 16, 31, -1;
     shfl.sync.down.b32 %u1, %v1, 16, 31, -1;
     shfl.sync.down.b32 %u2, %v2, 16, 31, -1;
