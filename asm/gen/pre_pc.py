@@ -1080,6 +1080,9 @@ def entry_start(k):
     .reg .b32 %ctps, %ctk, %cgo, %cso;
     .reg .pred %p_cp, %p_mx;
     .reg .b32 %mtp, %mtk, %mch, %tm;
+    .reg .b32 %mcp, %mdr, %mcc, %mib, %mcb, %mx<16>, %my<16>;
+    .reg .f32 %mq<8>, %mg<4>;
+    .reg .pred %p_mb;
     .reg .b32 %csov<4>, %cgov<4>, %ctkv<4>, %cfsv<4>, %tvv<4>;
     .reg .pred %p_cpv<4>;
     .reg .b64 %hpo, %hro, %mbs;{FUSED_REGS if fused else ""}{PAIR_REGS if k.pair else ""}{STAMP_REGS if STAMPS else ""}
@@ -1768,6 +1771,8 @@ def mix_code(k, mw):
     """The pre-mix of tile %ptile from stage %pstage: math warps (iteration kk >= 1, shs) or,
         mw, the mix warps (shs[%r19], any round); its labels MIX_*."""
     NOMIX, fused, tma, SREG, HX = k.NOMIX, k.fused, k.tma, k.SREG, k.HX
+    if mw and not fused:
+        return mix_items(k)
     PAIR_A = """
     add.u32 %r10, %r10, %C0;                // pair entry: this half's channels"""
     M = []
@@ -1864,6 +1869,123 @@ MIX_LOOP:{NOMIX}
     add.u32 %it, %it, %mtp;
     bra MIX_LOOP;""")
     em("MIX_END:")
+    return "\n".join(M)
+
+
+def mix_items(k):
+    """The pre entries' mix warps: the pre-mix of tile %ptile from stage %pstage (h_pre in
+    hin[%r19] / shs[%r19]). The tile's TT x cpt items (token, 8-channel chunk; cpt = C/128 per
+    slice) are dealt to the mixers in order, item i to thread i % MIXERS (every thread busy: one
+    token's chunks need not fill whole passes), two items per step with all their shared loads
+    issued before the first FMA: one item at a time left each step waiting on its loads
+    (2 mix warps; the loop's latency, not its issue, bounded the mix). The sums are the one-item
+    form's: a = sum over the streams in order of h_pre[i] x[i], rounded once to bf16."""
+    NOMIX, tma, SREG, HX, MIXERS = k.NOMIX, k.tma, k.SREG, k.HX, k.MIXERS
+    CW = "%CH" if k.pair else "%C"
+    XS = TT * 128 if tma else SREG
+    M = []
+    em = M.append
+
+    def x_addr(it, mc, dst):
+        """dst = &x[token it][stream 0][chunk mc] in the stage at %r7."""
+        if tma:  # block mc / 8, row it, chunk (mc % 8) xor (it % 8) of the 128-byte swizzle
+            return f"""
+    shr.u32 %r16, {mc}, 3;
+    mad.lo.u32 {dst}, %r16, {TBLK}, %r7;
+    mad.lo.u32 {dst}, {it}, 128, {dst};
+    xor.b32 %r16, {it}, {mc};
+    and.b32 %r16, %r16, 7;
+    shl.b32 %r16, %r16, 4;
+    add.u32 {dst}, {dst}, %r16;"""
+        return f"""
+    mad.lo.u32 {dst}, {it}, %tstride, %r7;
+    mad.lo.u32 {dst}, {mc}, 16, {dst};"""
+
+    def a_addr(it, mc, dst):
+        """dst = &a[t0 + it][this CTA's channels + 8 mc]."""
+        return f"""
+    add.u32 %r17, %r3, {it};
+    mul.wide.u32 {dst}, %r17, %r9;
+    mad.lo.u32 %r17, {mc}, 8, %r10;
+    cvt.u64.u32 %rd6, %r17;
+    add.u64 {dst}, {dst}, %rd6;
+    shl.b64 {dst}, {dst}, 1;
+    add.u64 {dst}, {dst}, %rd2;"""
+
+    def step(it, mc, dit, dmc):
+        """(dit, dmc) = the item MIXERS after (it, mc)."""
+        return f"""
+    add.u32 {dit}, {it}, %mtp;
+    add.u32 {dmc}, {mc}, %mdr;
+    setp.ge.u32 %p2, {dmc}, %mcp;
+    @%p2 sub.u32 {dmc}, {dmc}, %mcp;
+    @%p2 add.u32 {dit}, {dit}, 1;"""
+
+    def sums(xr, w, acc):
+        out = []
+        for j in range(8):
+            out.append(f"    mov.f32 {acc}{j}, 0f00000000;")
+        for i in range(4):
+            for u in range(4):
+                out.append(f"""    shl.b32 %r16, {xr}{4 * i + u}, 16;
+    mov.b32 %f0, %r16;
+    and.b32 %r16, {xr}{4 * i + u}, -65536;
+    mov.b32 %f1, %r16;
+    fma.rn.f32 {acc}{2 * u}, {w}{i}, %f0, {acc}{2 * u};
+    fma.rn.f32 {acc}{2 * u + 1}, {w}{i}, %f1, {acc}{2 * u + 1};""")
+        return "\n".join(out)
+
+    PAIR_A = """
+    add.u32 %r10, %r10, %C0;                // pair entry: this half's channels""" if k.pair else ""
+    em(f"""    // ---- mix tile ptile (stage pstage): items (token, chunk) dealt in order, two per step
+    shl.b32 %r3, %ptile, 4;                 // t0
+    mad.lo.u32 %r7, %pstage, %sstage, %dsm;
+    mov.u32 %r8, {"hin" if HX else "shs"};
+    mad.lo.u32 %r8, %r19, {TT * 16}, %r8;   // {"hin[kk % HXB]" if HX else "shs[p]"}
+    ld.param.u32 %r9, [p_args+{ARG['a_stride']}];
+    ld.param.u64 %rd2, [p_args+{ARG['a']}];
+    mul.lo.u32 %r10, %rank, %C16;{PAIR_A}
+    shr.u32 %mcp, {CW}, 7;                  // cpt
+    mul.lo.u32 %mdr, %mtp, %mcp;
+    sub.u32 %mdr, {MIXERS}, %mdr;           // MIXERS = mtp cpt + mdr
+    mov.u32 %it, %mtk;
+    mov.u32 %mcc, %mch;
+MIX_LOOP:{NOMIX}
+    setp.ge.u32 %p1, %it, {TT};
+    @%p1 bra MIX_END;
+    add.u32 %r6, %r3, %it;
+    setp.ge.u32 %p1, %r6, %T;
+    @%p1 bra MIX_END;
+    // item b = the next one of this thread; past the tile or T it re-reads item a, not stored{step("%it", "%mcc", "%mib", "%mcb")}
+    add.u32 %r6, %r3, %mib;
+    setp.lt.u32 %p_mb, %mib, {TT};
+    setp.lt.and.u32 %p_mb, %r6, %T, %p_mb;
+    selp.u32 %r11, %mib, %it, %p_mb;
+    selp.u32 %r12, %mcb, %mcc, %p_mb;{x_addr("%it", "%mcc", "%r5")}{x_addr("%r11", "%r12", "%r14")}
+    mad.lo.u32 %r13, %it, 16, %r8;          // &h_pre[token a]
+    mad.lo.u32 %r15, %r11, 16, %r8;         // &h_pre[token b]
+    ld.shared.v4.f32 {{%w0, %w1, %w2, %w3}}, [%r13];
+    ld.shared.v4.f32 {{%mg0, %mg1, %mg2, %mg3}}, [%r15];""")
+    for i in range(4):
+        off = "" if i == 0 else (f"+{i * XS}" if tma else "")
+        if not tma and i:
+            em(f"""    add.u32 %r5, %r5, {XS};
+    add.u32 %r14, %r14, {XS};""")
+        em(f"""    ld.shared.v4.b32 {{%mx{4 * i}, %mx{4 * i + 1}, %mx{4 * i + 2}, %mx{4 * i + 3}}}, [%r5{off}];
+    ld.shared.v4.b32 {{%my{4 * i}, %my{4 * i + 1}, %my{4 * i + 2}, %my{4 * i + 3}}}, [%r14{off}];""")
+    em(sums("%mx", "%w", "%mo"))
+    em(sums("%my", "%mg", "%mq"))
+    for j in range(4):
+        em(f"    cvt.rn.bf16x2.f32 %xa{j}, %mo{2 * j + 1}, %mo{2 * j};")
+    for j in range(4):
+        em(f"    cvt.rn.bf16x2.f32 %xb{j}, %mq{2 * j + 1}, %mq{2 * j};")
+    em(a_addr("%it", "%mcc", "%rd1").lstrip("\n"))
+    em("    st.global.v4.b32 [%rd1], {%xa0, %xa1, %xa2, %xa3};")
+    em(a_addr("%mib", "%mcb", "%rd3").lstrip("\n"))
+    em(f"""    @%p_mb st.global.v4.b32 [%rd3], {{%xb0, %xb1, %xb2, %xb3}};
+    // the next step's item a: the one after item b{step("%mib", "%mcb", "%it", "%mcc")}
+    bra MIX_LOOP;
+MIX_END:""")
     return "\n".join(M)
 
 
