@@ -31,6 +31,13 @@ THREADS_F = THREADS + 32 * NPW
 NMW = 2        # pre entry: mix warps (the pre-mix and the ring's fills, beside the math warps)
 THREADS_P = THREADS + 32 * NMW
 BAR2 = 32 * (NW + 1)  # barrier 2: the math warps and the coefficient warp of the round
+# barrier 2's named barrier: one per round parity, so that the math warps of round k can only
+# leave it with the coefficient warp of round k (that warp's parity). With one id, a coefficient
+# warp a round early (its gather in while the other one still ran its h_res batch) completed the
+# math warps' barrier in its place, and the gather buffers' reuse then rested on timing.
+BAR2_ID = """
+    and.b32 %r9, %kk, 1;
+    mad.lo.u32 %r9, %r9, 3, 2;              // barrier 2: id 2 (even rounds) or 5 (odd)"""
 RMAX = 4       # 32-element runs of the K slice per math warp: C <= 1024 * RMAX (10 warps: <= 168 registers)
 STAGES = 4
 PAD = 64       # bytes after each token row of a stage (bank shift for the fragment loads)
@@ -1722,7 +1729,8 @@ def exchange(k):
         sums_and_h_pre(k)
     e(f"""HPRE_END:{"" if k.pair else st(6, "hpre")}
     // gat of tile kk-1 is read (math warps and the round's coefficient warp), psum and shs written
-    barrier.sync 2, {BAR2};{st(7, "math")}""")
+{BAR2_ID}
+    barrier.sync %r9, {BAR2};{st(7, "math")}""")
     if not HX:  # (HX pushes from the warp sums; its gbar is armed by the coefficient warp)
         e(f"""    // ---- push tile kk's partials: slots s < {OWN_SLOT} (each token's h_pre logits, then the ss of 4
     // tokens per float4) to every CTA, float4s 1..5 of token tk to CTA tk; thread 0 arms
@@ -2206,8 +2214,8 @@ def coef_warp(k):
     # the pair entry adds the other half's sums after barrier 2: before it, the exchange's latency
     # held the math warps at the barrier (H100, C = 7168, T = 8192: 480.8 against 446.2 us)
     e(f"""ROW_END:{st(10, "coef")}
-    bar.warp.sync -1;
-    barrier.sync 2, {BAR2};{st(11, "coef")}
+    bar.warp.sync -1;{BAR2_ID}
+    barrier.sync %r9, {BAR2};{st(11, "coef")}
     setp.eq.u32 %p1, %kk, 0;
     @%p1 bra PC_CB_DONE;{pair_add(k) if k.pair else ""}{TOKEN}{hx_broadcast(k) if HX else ""}
     setp.ge.u32 %p1, %r12, %T;{PAIR_HALF0 if k.pair else ""}""")
