@@ -2195,26 +2195,6 @@ fn profile_pc_phases() {
                 let (_, p50, p90) = pct(&mut spread);
                 println!("  barrier 2 exit spread over a cluster's CTAs: median {p50} ns, p90 {p90} ns");
             }
-            // barrier 2's pairing: the math warps of round k leave it with the coefficient warp of
-            // round k (the exits on one SM's clock within a few hundred cycles), or with another
-            // round's coefficient warp
-            let (mut paired, mut other, mut none) = (0, 0, 0);
-            for &cta in &members {
-                let nr = rounds_of(cta).min(ROUND_ROWS);
-                for k in 4..nr.saturating_sub(3) {
-                    let near = |kc: usize| (at(cta, kc, 11).1 as i64 - at(cta, k, 7).1 as i64).abs() < 400;
-                    if near(k) {
-                        paired += 1;
-                    } else if near(k - 1) || near(k + 1) {
-                        other += 1;
-                    } else {
-                        none += 1;
-                    }
-                }
-            }
-            println!(
-                "  barrier 2 exits: math round k with the coefficient warp of round k {paired}, of round k +- 1 {other}, neither {none}"
-            );
             // wall time of a round from %globaltimer (ns), for the cycles-to-time conversion
             let mut per = Vec::new();
             for &cta in &members {
