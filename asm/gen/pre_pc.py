@@ -35,8 +35,9 @@ BAR2 = 32 * (NW + 1)  # barrier 2: the math warps and the coefficient warp of th
 # with the coefficient warp of round k (the warp of that parity), by construction. With one id, a
 # coefficient warp a round early (its gather in while the other one still runs its h_res batch)
 # would complete the math warps' barrier in the other's place, and the reuse of the gather
-# buffers (the HX header's causality) would rest on timing. Its cost: none measured (H100,
-# C = 7168 / 4096, T = 256..8192: within 0.5%, one call, two alternations; bits identical).
+# buffers (the HX header's causality) would rest on timing. Its cost (H100, C = 7168 / 4096,
+# T = 256..8192, one call, two alternations; bits identical): within noise at C = 7168, up to
+# 0.7% at C = 4096 (docs/kernels/pre.md).
 BAR2_ID = """
     and.b32 %r9, %kk, 1;
     mad.lo.u32 %r9, %r9, 3, 2;              // barrier 2: id 2 (even rounds) or 5 (odd)"""
@@ -220,10 +221,18 @@ HEADER = f"""\
 //         post_pre entry (C = 4096) 255.4-255.6 / 45.1-45.8 / 20.9-21.1 against 256.8-257.1 /
 //         45.8-46.3 / 21.2; the same bits (compare-builds). The lanes past 3 wait at PC_CB_DONE:
 //         computing the rows on every lane would take the fused entry past 168 registers.
-// MIX     a[t][c] = sum_i h_pre[t][i] x[t][i][c] over the CTA's channels, a fixed 16-byte chunk
-//         per thread; then a barrier of the mixing threads frees the stage. The mix warps copy
-//         as {NW * 32} virtual threads (4 chunk mappings each, full[s] counts the same 256
-//         arrivals as when the math warps filled the ring).
+// MIX     a[t][c] = sum_i h_pre[t][i] x[t][i][c] over the CTA's channels; then a barrier of the
+//         mixing threads frees the stage. The pre entries' mix warps deal the tile's items (token,
+//         16-byte chunk) to their 64 threads in order and take two per step, both items' loads
+//         issued before the first FMA (mix_items): one item at a time each step waited on its
+//         loads, and at 3072 channels (24 chunks a token) 16 threads idled; the mix then bound the
+//         pair entry's 3072-channel rounds (1,915 of 2,674 cycles; 1,383 after). H100, same
+//         call, alternating twice (us, T = 8192 / 2048 / 1024): the pair entry 235.6-235.8 /
+//         67.6-67.7 / 39.8-39.9 against 257.6-258.9 / 72.8-73.0 / 41.7-42.0; C = 4096
+//         128.0-128.4 / 39.9 / 25.0-25.2 against 129.2-129.6 / 40.2-40.3 / 25.1; the same bits.
+//         The fused entries mix one fixed chunk per thread. The mix warps copy as {NW * 32}
+//         virtual threads (4 chunk mappings each, full[s] counts the same 256 arrivals as when
+//         the math warps filled the ring).
 // PARAMS  PreDecodeArgs (144 bytes, asm/src/abi/sm90.rs): 0 x, 8 phi, 16 scale,
 //         24 base, 32 gamma_k, 40 a, 48 h_pre, 56 h_post, 64 h_res, 72 inv_rms (80, 88 unused);
 //         96 T, n, C, M, x_stride, a_stride, (cpc unused), iters, flags (bit 0 Paper, bit 1
@@ -339,7 +348,8 @@ PAIR_HEADER = f"""\
 //         could not gather its next tile in time. Neither alone bound it (not waiting: 331 us
 //         with 4 stages; no Sinkhorn iteration: 300), together 263 (both removed, wrong
 //         results). With the h_res BATCH 260.9-261.4 / 42.0 / 17.2 against 291.5 / 47.6 / 19.4
-//         in the same call (docs/kernels/pre.md).
+//         in the same call; with the two-item MIX 235.6-235.8 / 39.8-39.9 / 16.9-17.0 against
+//         257.6-258.9 / 41.7-42.0 / 17.0-17.1 (another call; docs/kernels/pre.md).
 // =============================================================================================
 .version 8.8
 .target sm_90a
