@@ -37,7 +37,8 @@ BAR2 = 32 * (NW + 1)  # barrier 2: the math warps and the coefficient warp of th
 # would complete the math warps' barrier in the other's place, and the reuse of the gather
 # buffers (the HX header's causality) would rest on timing. Its cost (H100, C = 7168 / 4096,
 # T = 256..8192, one call, two alternations; bits identical): within noise at C = 7168, up to
-# 0.7% at C = 4096 (docs/kernels/pre.md).
+# 0.7% at C = 4096 (docs/kernels/pre.md). The nowsum timing build, whose math warps reach
+# barrier 2 sooner, hung with one id and runs with two.
 BAR2_ID = """
     and.b32 %r9, %kk, 1;
     mad.lo.u32 %r9, %r9, 3, 2;              // barrier 2: id 2 (even rounds) or 5 (odd)"""
