@@ -1788,6 +1788,17 @@ def exchange(k):
     st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%r14], {{%pv0, %pv1, %pv2, %pv3}}, [%r15];""")
 
 
+def mix_fmas(xs, w, acc, tmp):
+    """acc[0..7] += w * the 8 bf16 channels in registers xs[0..3] (one stream of a 16-byte chunk;
+    tmp: a scratch register): the mix's per-stream step, in the same order wherever it is used."""
+    return "\n".join(f"""    shl.b32 {tmp}, {x}, 16;
+    mov.b32 %f0, {tmp};
+    and.b32 {tmp}, {x}, -65536;
+    mov.b32 %f1, {tmp};
+    fma.rn.f32 {acc}{2 * u}, {w}, %f0, {acc}{2 * u};
+    fma.rn.f32 {acc}{2 * u + 1}, {w}, %f1, {acc}{2 * u + 1};""" for u, x in enumerate(xs))
+
+
 def mix_code(k, mw):
     """The pre-mix of tile %ptile from stage %pstage: math warps (iteration kk >= 1, shs) or,
         mw, the mix warps (shs[%r19], any round); its labels MIX_*."""
@@ -1874,13 +1885,7 @@ MIX_LOOP:{NOMIX}
             if i:
                 em("    add.u64 %rd4, %rd4, %rd5;")
             em("    st.global.v4.b32 [%rd4], {%xa0, %xa1, %xa2, %xa3};")
-        for u in range(4):
-            em(f"""    shl.b32 %r9, %xa{u}, 16;
-    mov.b32 %f0, %r9;
-    and.b32 %r9, %xa{u}, -65536;
-    mov.b32 %f1, %r9;
-    fma.rn.f32 %mo{2 * u}, %w{i}, %f0, %mo{2 * u};
-    fma.rn.f32 %mo{2 * u + 1}, %w{i}, %f1, %mo{2 * u + 1};""")
+        em(mix_fmas([f"%xa{u}" for u in range(4)], f"%w{i}", "%mo", "%r9"))
     for j in range(4):
         em(f"    cvt.rn.bf16x2.f32 %r{10 + j}, %mo{2 * j + 1}, %mo{2 * j};")
     em(f"""    st.global.v4.b32 [%rd1], {{%r10, %r11, %r12, %r13}};
@@ -1943,17 +1948,8 @@ def mix_items(k):
     @%p2 add.u32 {dit}, {dit}, 1;"""
 
     def sums(xr, w, acc):
-        out = []
-        for j in range(8):
-            out.append(f"    mov.f32 {acc}{j}, 0f00000000;")
-        for i in range(4):
-            for u in range(4):
-                out.append(f"""    shl.b32 %r16, {xr}{4 * i + u}, 16;
-    mov.b32 %f0, %r16;
-    and.b32 %r16, {xr}{4 * i + u}, -65536;
-    mov.b32 %f1, %r16;
-    fma.rn.f32 {acc}{2 * u}, {w}{i}, %f0, {acc}{2 * u};
-    fma.rn.f32 {acc}{2 * u + 1}, {w}{i}, %f1, {acc}{2 * u + 1};""")
+        out = [f"    mov.f32 {acc}{j}, 0f00000000;" for j in range(8)]
+        out += [mix_fmas([f"{xr}{4 * i + u}" for u in range(4)], f"{w}{i}", acc, "%r16") for i in range(4)]
         return "\n".join(out)
 
     PAIR_A = """
