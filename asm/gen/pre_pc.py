@@ -225,9 +225,9 @@ HEADER = f"""\
 // MIX     a[t][c] = sum_i h_pre[t][i] x[t][i][c] over the CTA's channels; then a barrier of the
 //         mixing threads frees the stage. The pre entries' mix warps deal the tile's items (token,
 //         16-byte chunk) to their 64 threads in order and take two per step, both items' loads
-//         issued before the first FMA (mix_items): one item at a time each step waited on its
-//         loads, and at 3072 channels (24 chunks a token) 16 threads idled; the mix then bound the
-//         pair entry's 3072-channel rounds (1,915 of 2,674 cycles; 1,383 after). H100, same
+//         issued before the first FMA (mix_items). Taking one item at a time, each step waits on
+//         its loads, and at 3072 channels (24 chunks a token) 16 threads idle: that mix set the
+//         pace of the pair entry's 3072-channel part (1,915 of 2,674 cycles; this one 1,383). H100, same
 //         call, alternating twice (us, T = 8192 / 2048 / 1024): the pair entry 235.6-235.8 /
 //         67.6-67.7 / 39.8-39.9 against 257.6-258.9 / 72.8-73.0 / 41.7-42.0; C = 4096
 //         128.0-128.4 / 39.9 / 25.0-25.2 against 129.2-129.6 / 40.2-40.3 / 25.1; the same bits.
@@ -1903,9 +1903,10 @@ def mix_items(k):
     hin[%r19] / shs[%r19]). The tile's TT x cpt items (token, 8-channel chunk; cpt = C/128 per
     slice) are dealt to the mixers in order, item i to thread i % MIXERS (every thread busy: one
     token's chunks need not fill whole passes), two items per step with all their shared loads
-    issued before the first FMA: one item at a time left each step waiting on its loads
-    (2 mix warps; the loop's latency, not its issue, bounded the mix). The sums are the one-item
-    form's: a = sum over the streams in order of h_pre[i] x[i], rounded once to bf16."""
+    issued before the first FMA: one item at a time leaves each step waiting on its loads (2 mix
+    warps: the loop's latency, not its issue, sets the mix's time). The sums are the fused
+    entries' one-item form's: a = sum over the streams in order of h_pre[i] x[i], rounded once
+    to bf16."""
     NOMIX, tma, SREG, HX, MIXERS = k.NOMIX, k.tma, k.SREG, k.HX, k.MIXERS
     CW = "%CH" if k.pair else "%C"
     XS = TT * 128 if tma else SREG
