@@ -13,29 +13,28 @@ Deterministic output (no dates, no paths).
 from . import catalogue, sinkhorn
 from .abi import PRE_GEMM, RUST_MIRROR
 from .shapes import TMAX
-from .blocks import MMA_BF16, k_sigmoid, mma, split_bf16
+from .blocks import k_sigmoid, split_bf16
 from .ptx import Kernel, entry, prologue
 
 EXP = frozenset()  # timing experiments only (set by generate())
 
 NS = [16, 32]  # n = 8: the general kernel (pre.ptx) is faster at every T measured (T = 8192 398 vs 421 us)
-TM = 256           # tokens per CTA tile (4 warp rows x 4 m-tiles of 16)
-TN = 128           # logits per CTA tile (4 warp columns x 4 n-tiles of 8)
-KS = 64            # K elements per ring stage
+TM = 256           # tokens per CTA tile (4 warpgroups of 64)
+TN = 128           # logits per CTA tile (one wgmma N)
+KS = 64            # K elements per ring stage (one 128-byte bf16 row: the 128-byte swizzle)
 STAGES = 3
 THREADS = 512
 NWARPS = THREADS // 32
 TM_SHIFT = TM.bit_length() - 1
-AU = TM * (KS * 2 // 16) // THREADS      # 16-byte x chunks per thread and stage
-A_STEP = THREADS // (KS * 2 // 16)       # token rows between a thread's chunks
-BU = TN * (KS * 4 // 16) // THREADS      # 16-byte phi chunks per thread and stage
-B_STEP = THREADS // (KS * 4 // 16)       # logit rows between a thread's chunks
-A_ROW = KS * 2 + 16          # bytes per token row of a stage (x, bf16) + 16: conflict-free ldmatrix
-B_ROW = KS * 4 + 32          # bytes per logit row of a stage (phi, f32) + 32: conflict-free 8-byte loads
-A_BYTES = TM * A_ROW         # 18432
-B_BYTES = TN * B_ROW         # 36864
-STAGE_BYTES = A_BYTES + B_BYTES
-RING_BYTES = STAGES * STAGE_BYTES
+ROW = KS * 2                 # bytes per row of every ring tile (bf16)
+A_BYTES = TM * ROW           # 32768: x [256][64] bf16
+B_BYTES = TN * ROW           # 16384: phi hi (then lo) [128][64] bf16
+STAGE_BYTES = A_BYTES + 2 * B_BYTES
+ALIGN = 1024                 # the 128-byte swizzle repeats every 8 rows: tiles start 1024-aligned
+RING_BYTES = STAGES * STAGE_BYTES + ALIGN
+AU = 4                       # 16-byte x chunks per thread and stage (a warp's 16 token rows)
+PHI_F = TN * KS // THREADS   # phi floats per thread and stage (a quarter of a logit row)
+DESC_HI = (1 << 30) | (1024 >> 4)  # descriptor bits 32..63: 128-byte swizzle, 1024 B between 8-row groups
 VEC_FLOATS = 128             # per-warp Sinkhorn vectors (r at 0, c at 64)
 MIXP = 8                     # mix parts per token tile (mixer CTAs per tile)
 MAX_SPLITS = 16              # K splits of one launch at most (the host splits K while SMs would idle)
@@ -57,6 +56,12 @@ def m_of(n):
 
 def nt_of(n):
     return -(-m_of(n) // TN)
+
+
+def last_n(n):
+    """wgmma N of the last logit tile: its valid logits rounded up to 8 (64 at n = 32, 32 at
+    n = 16), so the padding past M is not multiplied."""
+    return -(-(m_of(n) - (nt_of(n) - 1) * TN) // 8) * 8
 
 
 def zrow(n):
@@ -91,19 +96,26 @@ HEADER = f"""\
 // GRID    1-D, block b = (tt * NT + nt) * KSPLIT + ks: token tile tt ({TM} tokens), logit tile
 //         nt ({TN} logits; NT = ceil(M / {TN}): 3 / 9 for n = 16 / 32), K split ks (the
 //         host splits K while the grid would leave SMs idle). {THREADS} threads, 1 CTA per SM.
-// RING    {STAGES} stages of {KS} K-elements: x [{TM}][{KS}] bf16 ({A_ROW} B rows) and phi [{TN}][{KS}] f32
-//         ({B_ROW} B rows), {RING_BYTES} B of dynamic shared memory, filled by 16-byte cp.async
-//         ({AU} x-chunks and {BU} phi-chunks per thread); rows past T or M are zero-filled.
-// MMA     m16n8k16 bf16 -> f32. Warp w: tokens 64 (w / 4) .. +63 (4 m-tiles, A by ldmatrix.x4),
-//         logits 32 (w % 4) .. +31 (4 n-tiles). phi is f32: each B fragment is split at use
-//         into bf16 hi + lo (two mma per k16: x is exact in bf16, phi to 2^-17). Warps whose
-//         logits all lie past M skip the mma (n = 32: the last tile holds 64 logits).
+// RING    {STAGES} stages of {KS} K-elements, {STAGE_BYTES} B each, 1024-aligned: x [{TM}][{KS}] bf16, phi hi
+//         [{TN}][{KS}] bf16 and phi lo [{TN}][{KS}] bf16, every tile in 128-byte rows with the
+//         128-byte swizzle (row r's 16-byte chunk c at r * 128 + 16 (c ^ r % 8)), the layout wgmma
+//         reads through its matrix descriptors. x arrives by 16-byte cp.async, each warp copying
+//         the 16 token rows its own wgmma reads (rows past T zero-filled), two stages ahead. phi
+//         is f32 in memory: each thread loads a quarter logit row ({PHI_F} floats) one stage ahead
+//         into registers, splits it into bf16 hi + lo (x is exact in bf16, phi to 2^-17) and
+//         stores both into the next stage's slot, so the split happens once per element and CTA.
+//         Ordering: writers fence the async proxy (fence.proxy.async) before the stage's
+//         barrier; a slot is rewritten only after the wgmma that read it has completed.
+// MMA     wgmma m64n{TN}k16 bf16 -> f32, A and B from shared memory: warpgroup g multiplies its 64
+//         token rows by phi hi, then by phi lo, 16 K at a time (8 wgmma per stage), one commit
+//         group per stage with one group left in flight across the next barrier. The last
+//         logit tile runs m64nNk16 with N its valid logits rounded up to 8 (64 at n = 32).
 // ACCUM   one tensor-core f32 accumulator chain per split over its K (5120 mma at n = 32 unsplit).
 //         Measured (H100, phi ~ 0.5, n = 32, C = 1280, K = 40960): worst coefficient error
 //         2.7e-4 against the f64 reference (tolerance 1e-3), the same order as with per-stage
 //         f32 running sums (1.5e-4), which need 64 more registers: at 128-token tiles they cost
 //         the 256-token tile (phi read from L2 half as often: 5.77 against 6.40 ms at T = 8192).
-// REGS    512 threads: at most 128 registers (ptxas: 123 n = 16, 126 n = 32, no local memory).
+// REGS    512 threads: at most 128 registers (ptxas: 123 n = 16, 128 n = 32, no local memory).
 //         The thread / block coordinates are read again after the K loop and the shared-memory
 //         addresses recomputed from %tid.x where used: kept live across the loop they spilled.
 // SS      the nt = 0 CTAs also sum x^2 of their tokens from the ring (thread: half a row).
@@ -249,175 +261,222 @@ class GemmKernel:
         return src, st, nv
 
     def copy_sources(self):
-        """The running cp.async source pointer, row stride and valid row count of x and of phi."""
-        k, a = self.k, self.a
-        k.comment(f"cp.async sources: x chunks i < {AU} (token row tid/8 + {A_STEP} i, 16-byte column tid%8),")
-        k.comment(f"phi chunks i < {BU} (logit row tid/16 + {B_STEP} i, column tid%16): one running pointer")
-        k.comment("per operand, a row stride and the count of valid rows (the rest zero-filled, reading nothing)")
-        xsb, kbytes = self.p("xsb"), self.p("kbytes")
+        """The ring's base (1024-aligned) and the global sources of x and phi."""
+        k, a, u, t64 = self.k, self.a, self.u, self.p("t64")
+        self.t64 = t64
+        self.ring = ring = u("ring")
+        k.ins(f"mov.u32 {ring}, dsm;")
+        k.ins(f"add.u32 {ring}, {ring}, {ALIGN - 1};")
+        k.ins(f"and.b32 {ring}, {ring}, {-ALIGN};")
+        k.comment(f"x: warp w copies its own 16 token rows (the rows its wgmma reads): lane l takes rows")
+        k.comment(f"16 w + l / 8 + 4 i (i < {AU}), 16-byte column l % 8; rows past T are zero-filled")
+        xsb, row, first = self.p("xsb"), u("row"), u("first")
+        self.col = u("col")
         k.ins(f"mul.wide.u32 {xsb}, {a['xs']}, 2;")
-        k.ins(f"mul.wide.u32 {kbytes}, {self.kk}, 4;")
-        row, self.col = self.u("row"), self.u("col")
-        self.t64 = self.p("t64")
-        first = self.u("first")
-        k.ins(f"shr.u32 {row}, {self.tid}, 3;")
-        k.ins(f"and.b32 {self.col}, {self.tid}, 7;")
+        k.ins(f"shr.u32 {row}, {self.lane}, 3;")
+        k.ins(f"mad.lo.u32 {row}, {self.warp}, 16, {row};")
+        k.ins(f"and.b32 {self.col}, {self.lane}, 7;")
         k.ins(f"shl.b32 {first}, {self.tt}, {TM_SHIFT};")
         k.ins(f"add.u32 {first}, {first}, {row};")
-        self.A = self.sources("A", first, a["tokens"], A_STEP, AU, a["px"], xsb, KS * 2)
-        k.ins(f"shr.u32 {row}, {self.tid}, 4;")
-        k.ins(f"and.b32 {self.col}, {self.tid}, 15;")
+        self.A = self.sources("A", first, a["tokens"], 4, AU, a["px"], xsb, KS * 2)
+        k.comment(f"phi: thread t loads floats 16 (t % 4) .. + 15 of logit row t / 4 of the tile (rows past M: zeros)")
+        kbytes = self.p("kbytes")
+        k.ins(f"mul.wide.u32 {kbytes}, {self.kk}, 4;")
+        self.srcB, self.pB = self.p("srcB"), k.reg("pred", "pB")
+        k.ins(f"shr.u32 {row}, {self.tid}, 2;")
         k.ins(f"shl.b32 {first}, {self.nt}, 7;")
         k.ins(f"add.u32 {first}, {first}, {row};")
-        self.B = self.sources("B", first, self.M, B_STEP, BU, a["pphi"], kbytes, KS * 4)
-        self.ld_it, self.slot = self.u("ld_it"), self.u("slot")
-        self.rt, self.r0, self.r1 = self.u("rt"), self.u("r0"), self.u("r1")
+        k.ins(f"setp.lt.u32 {self.pB}, {first}, {self.M};")
+        k.ins(f"cvt.u64.u32 {t64}, {first};")
+        k.ins(f"mad.lo.u64 {self.srcB}, {t64}, {kbytes}, {a['pphi']};")
+        k.ins(f"and.b32 {row}, {self.tid}, 3;")
+        k.ins(f"mul.wide.u32 {t64}, {row}, {PHI_F * 4};")
+        k.ins(f"add.u64 {self.srcB}, {self.srcB}, {t64};")
+        k.ins(f"mul.wide.u32 {t64}, {self.kb}, {KS * 4};")
+        k.ins(f"add.u64 {self.srcB}, {self.srcB}, {t64};")
+        self.ph = [self.f(f"ph{i}") for i in range(PHI_F)]
+        for r in self.ph:
+            k.ins(f"mov.f32 {r}, 0f00000000;")
+        self.ld_it, self.slot = u("ld_it"), u("slot")
+        self.rt, self.r0, self.r1 = u("rt"), u("r0"), u("r1")
 
-    def smem_addr(self, dst, what):
-        """A shared-memory address of this thread, computed from %tid.x where it is used (kept in
-        registers across the K loop they spilled at 128 per thread): the ring chunk it copies
-        ("x", "phi"), its ldmatrix row ("afrag"), its phi fragment ("bfrag"), its half row of
-        squares ("ss")."""
-        k, rt, r0, r1 = self.k, self.rt, self.r0, self.r1
+    def slot_of(self, stage):
+        """slot = the ring offset of stage (stage % STAGES) * STAGE_BYTES + ring."""
+        k = self.k
+        k.ins(f"rem.u32 {self.slot}, {stage}, {STAGES};")
+        k.ins(f"mad.lo.u32 {self.slot}, {self.slot}, {STAGE_BYTES}, {self.ring};")
+
+    def load_phi(self):
+        """The next stage's phi quarter-row into registers (a stage ahead of its conversion)."""
+        k = self.k
+        if "noload" in EXP:
+            return
+        for j in range(PHI_F // 4):
+            v = ", ".join(self.ph[4 * j: 4 * j + 4])
+            k.ins(f"@{self.pB} ld.global.nc.L1::no_allocate.v4.f32 {{{v}}}, [{self.srcB}+{16 * j}];")
+        k.ins(f"add.u64 {self.srcB}, {self.srcB}, {KS * 4};")
+
+    def convert_phi(self):
+        """phi's registers split into bf16 hi + lo (x is exact in bf16, phi to 2^-17) and stored
+        in the slot's B tiles, 128-byte swizzled: row r's 16-byte chunk c at r * 128 + 16 (c ^ r % 8)."""
+        k, u, f, rt, r0, r1 = self.k, self.u, self.f, self.rt, self.r0, self.r1
+        hi, lo = [u(f"bh{i}") for i in range(PHI_F // 2)], [u(f"bl{i}") for i in range(PHI_F // 2)]
+        for i in range(PHI_F // 2):
+            h0, h1 = f("bhf0"), f("bhf1")
+            k.raw(split_bf16(hi[i], lo[i], self.ph[2 * i], self.ph[2 * i + 1], h0, h1))
         k.ins(f"mov.u32 {rt}, %tid.x;")
-        if what == "x":
-            k.ins(f"shr.u32 {r0}, {rt}, 3;")
-            k.ins(f"and.b32 {r1}, {rt}, 7;")
-            k.ins(f"mov.u32 {dst}, dsm;")
-            k.ins(f"mad.lo.u32 {dst}, {r0}, {A_ROW}, {dst};")
-            k.ins(f"mad.lo.u32 {dst}, {r1}, 16, {dst};")
-        elif what == "phi":
-            k.ins(f"shr.u32 {r0}, {rt}, 4;")
-            k.ins(f"and.b32 {r1}, {rt}, 15;")
-            k.ins(f"mov.u32 {dst}, dsm;")
-            k.ins(f"add.u32 {dst}, {dst}, {A_BYTES};")
-            k.ins(f"mad.lo.u32 {dst}, {r0}, {B_ROW}, {dst};")
-            k.ins(f"mad.lo.u32 {dst}, {r1}, 16, {dst};")
-        elif what == "afrag":
-            k.comment("ldmatrix.x4 row (lane % 8) + 8 ((lane / 8) % 2) of warp row wm, k half 8 (lane / 16)")
-            k.ins(f"and.b32 {r0}, {rt}, 7;")
-            k.ins(f"bfe.u32 {r1}, {rt}, 3, 1;")
-            k.ins(f"mad.lo.u32 {r0}, {r1}, 8, {r0};")
-            k.ins(f"bfe.u32 {r1}, {rt}, 7, 3;")
-            k.ins(f"mad.lo.u32 {r0}, {r1}, 64, {r0};")
-            k.ins(f"mov.u32 {dst}, dsm;")
-            k.ins(f"mad.lo.u32 {dst}, {r0}, {A_ROW}, {dst};")
-            k.ins(f"bfe.u32 {r1}, {rt}, 4, 1;")
-            k.ins(f"mad.lo.u32 {dst}, {r1}, 16, {dst};")
-        elif what == "bfrag":
-            k.comment("phi row 32 wn + g (wn = warp % 4, g = lane / 4), k pair 2q (q = lane % 4)")
-            k.ins(f"bfe.u32 {r0}, {rt}, 5, 2;")
-            k.ins(f"bfe.u32 {r1}, {rt}, 2, 3;")
-            k.ins(f"mad.lo.u32 {r0}, {r0}, 32, {r1};")
-            k.ins(f"mov.u32 {dst}, dsm;")
-            k.ins(f"add.u32 {dst}, {dst}, {A_BYTES};")
-            k.ins(f"mad.lo.u32 {dst}, {r0}, {B_ROW}, {dst};")
-            k.ins(f"and.b32 {r1}, {rt}, 3;")
-            k.ins(f"mad.lo.u32 {dst}, {r1}, 8, {dst};")
-        else:
-            k.ins(f"shr.u32 {r0}, {rt}, 1;")
-            k.ins(f"mov.u32 {dst}, dsm;")
-            k.ins(f"mad.lo.u32 {dst}, {r0}, {A_ROW}, {dst};")
-            k.ins(f"and.b32 {r1}, {rt}, 1;")
-            k.ins(f"mad.lo.u32 {dst}, {r1}, 64, {dst};")
+        k.ins(f"shr.u32 {r0}, {rt}, 2;")
+        k.ins(f"and.b32 {r1}, {r0}, 7;")
+        k.ins(f"and.b32 {rt}, {rt}, 3;")
+        k.ins(f"shl.b32 {rt}, {rt}, 1;")
+        k.ins(f"xor.b32 {r1}, {r1}, {rt};")
+        k.ins(f"shl.b32 {r1}, {r1}, 4;")
+        k.ins(f"mad.lo.u32 {r0}, {r0}, {ROW}, {self.slot};")
+        k.ins(f"add.u32 {r0}, {r0}, {A_BYTES};")
+        k.ins(f"add.u32 {r0}, {r0}, {r1};")
+        k.ins(f"xor.b32 {r1}, {r0}, 16;")
+        for words, off in [(hi, 0), (lo, B_BYTES)]:
+            k.ins(f"st.shared.v4.b32 [{r0}+{off}], {{{', '.join(words[:4])}}};")
+            k.ins(f"st.shared.v4.b32 [{r1}+{off}], {{{', '.join(words[4:])}}};")
 
-    def issue_stage(self):
-        """cp.async of ring stage ld_it into its slot (ld_it % STAGES), then the sources advance
-        one stage. Invalid rows copy from the operand's base with src-size 0 (nothing read)."""
-        k, a, pr, slot = self.k, self.a, self.pr, self.slot
-        k.ins(f"rem.u32 {slot}, {self.ld_it}, {STAGES};")
-        k.ins(f"mul.lo.u32 {slot}, {slot}, {STAGE_BYTES};")
-        da, db = self.u("da"), self.u("db")
-        self.smem_addr(da, "x")
-        self.smem_addr(db, "phi")
-        k.ins(f"add.u32 {da}, {da}, {slot};")
-        k.ins(f"add.u32 {db}, {db}, {slot};")
+    def issue_x(self):
+        """cp.async of the next x stage into the slot's A tile, 128-byte swizzled (row r = 16 w +
+        l / 8 + 4 i: r % 8 = l / 8 + 4 (i % 2)); invalid rows copy from x's base with src-size 0."""
+        k, a, pr, rt, r0, r1 = self.k, self.a, self.pr, self.rt, self.r0, self.r1
+        if "noload" in EXP:
+            return
+        k.ins(f"mov.u32 {rt}, %tid.x;")
+        k.ins(f"shr.u32 {r0}, {rt}, 3;")
+        k.ins(f"and.b32 {r1}, {rt}, 7;")
+        k.ins(f"bfe.u32 {rt}, {rt}, 3, 2;")
+        k.ins(f"xor.b32 {r1}, {r1}, {rt};")
+        k.ins(f"shl.b32 {r1}, {r1}, 4;")
+        k.ins(f"mov.u32 {rt}, %tid.x;")
+        k.ins(f"shr.u32 {rt}, {rt}, 5;")
+        k.comment("row 16 w + l / 8: byte 128 row + 16 (chunk ^ l / 8)")
+        k.ins(f"shl.b32 {rt}, {rt}, 4;")
+        k.ins(f"bfe.u32 {r0}, {r0}, 0, 2;")
+        k.ins(f"add.u32 {rt}, {rt}, {r0};")
+        k.ins(f"mad.lo.u32 {r0}, {rt}, {ROW}, {self.slot};")
+        k.ins(f"add.u32 {r0}, {r0}, {r1};")
+        k.ins(f"xor.b32 {r1}, {r0}, 64;")
+        src, st, nv = self.A
         cur, use, sz = self.p("cur"), self.p("use"), self.u("csz")
-        for ((src, st, nv), dst, step, rowb, n_, base) in [
-            (self.A, da, A_STEP, A_ROW, AU, a["px"]),
-            (self.B, db, B_STEP, B_ROW, BU, a["pphi"]),
-        ]:
-            k.ins(f"mov.u64 {cur}, {src};")
-            for i in range(n_):
-                k.ins(f"setp.gt.u32 {pr}, {nv}, {i};")
-                k.ins(f"selp.u32 {sz}, 16, 0, {pr};")
-                k.ins(f"selp.b64 {use}, {cur}, {base}, {pr};")
-                k.ins(f"cp.async.cg.shared.global [{dst}+{step * i * rowb}], [{use}], 16, {sz};")
-                if i + 1 < n_:
-                    k.ins(f"mad.wide.u32 {cur}, {st}, 1, {cur};")
-        k.ins(f"add.u64 {self.A[0]}, {self.A[0]}, {KS * 2};")
-        k.ins(f"add.u64 {self.B[0]}, {self.B[0]}, {KS * 4};")
-
-    def ring_prologue(self):
-        k, pr = self.k, self.pr
-        k.comment(f"prologue: stages 0..{STAGES - 2} in flight (one commit group each, empty past the split)")
-        k.ins(f"mov.u32 {self.ld_it}, 0;")
-        for s in range(STAGES - 1):
-            k.ins(f"setp.ge.u32 {pr}, {self.ld_it}, {self.nst};")
-            k.ins(f"@{pr} bra PRO_{s};")
-            self.issue_stage()
-            k.label(f"PRO_{s}")
-            k.ins("cp.async.commit_group;")
-            k.ins(f"add.u32 {self.ld_it}, {self.ld_it}, 1;")
+        k.ins(f"mov.u64 {cur}, {src};")
+        for i in range(AU):
+            dst = r0 if i % 2 == 0 else r1
+            off = 4 * i * ROW
+            k.ins(f"setp.gt.u32 {pr}, {nv}, {i};")
+            k.ins(f"selp.u32 {sz}, 16, 0, {pr};")
+            k.ins(f"selp.b64 {use}, {cur}, {a['px']}, {pr};")
+            k.ins(f"cp.async.cg.shared.global [{dst}+{off}], [{use}], 16, {sz};")
+            if i + 1 < AU:
+                k.ins(f"mad.wide.u32 {cur}, {st}, 1, {cur};")
+        k.ins(f"add.u64 {src}, {src}, {KS * 2};")
 
     def roles(self, sfx):
-        """pmma: this warp owns a logit below M; pss: this CTA (logit tile 0) sums the squares."""
-        k, tmp = self.k, self.tmp
-        self.pmma = k.reg("pred", "pmma" + sfx)
-        if not sfx:
-            k.comment("does this warp own a logit below M? (n = 32: the last tile's warps 2, 3 and 6, 7 do not)")
-        k.ins(f"shl.b32 {tmp}, {self.nt}, 7;")
-        k.ins(f"mad.lo.u32 {tmp}, {self.wn}, 32, {tmp};")
-        k.ins(f"setp.lt.u32 {self.pmma}, {tmp}, {self.M};")
+        """pss: this CTA (logit tile 0) sums the squares; pnar: the last logit tile (narrow wgmma)."""
+        k = self.k
         self.pss = k.reg("pred", "pss" + sfx)
         k.ins(f"setp.eq.u32 {self.pss}, {self.nt}, 0;")
+        self.pnar = k.reg("pred", "pnar" + sfx)
+        k.ins(f"setp.eq.u32 {self.pnar}, {self.nt}, {self.NT - 1};")
 
     def k_loop(self):
-        """The K loop over the split's ring stages: refill, sum of squares, mma."""
+        """The K loop over the split's ring stages. Iteration i: stage i's wgmma issued; stage
+        i + 1's phi split into its slot (stage i - 2's wgmma, its last reader, completed before
+        the barrier); stage i + 2's phi loaded into registers; the squares; then, once stage
+        i - 1's wgmma completed, stage i + 2's x copied into that slot."""
         k, pr = self.k, self.pr
         self.ss = self.f("ss")
         k.ins(f"mov.f32 {self.ss}, 0f00000000;")
         k.comment("one f32 accumulator chain per output over the split (see ACCUM in the header)")
-        self.acc = [[[self.f(f"acc{mi}_{ni}_{e}") for e in range(4)] for ni in range(4)] for mi in range(4)]
-        for mi in range(4):
-            for ni in range(4):
-                for e in range(4):
-                    k.ins(f"mov.f32 {self.acc[mi][ni][e]}, 0f00000000;")
+        self.acc = [self.f(f"acc{i}") for i in range(TN // 2)]
+        for r in self.acc:
+            k.ins(f"mov.f32 {r}, 0f00000000;")
+        self.ptrue = k.reg("pred", "ptrue")
+        k.ins(f"setp.eq.u32 {self.ptrue}, 0, 0;")
+        nxt = self.u("nxt")
+        k.comment(f"prologue: x of stages 0 and 1 in flight (one commit group each), phi of stage 0 in its slot, stage 1's loaded")
+        for s in range(2):
+            k.ins(f"setp.le.u32 {pr}, {self.nst}, {s};")
+            k.ins(f"@{pr} bra PRO_{s};")
+            k.ins(f"mov.u32 {nxt}, {s};")
+            self.slot_of(nxt)
+            if s == 0:
+                self.load_phi()
+            self.issue_x()
+            k.label(f"PRO_{s}")
+            k.ins("cp.async.commit_group;")
+        k.ins(f"setp.eq.u32 {pr}, {self.nst}, 0;")
+        k.ins(f"@{pr} bra PRO_C;")
+        k.ins(f"mov.u32 {nxt}, 0;")
+        self.slot_of(nxt)
+        self.convert_phi()
+        k.ins(f"setp.le.u32 {pr}, {self.nst}, 1;")
+        k.ins(f"@{pr} bra PRO_C;")
+        self.load_phi()
+        k.label("PRO_C")
         it = self.u("it")
         k.ins(f"mov.u32 {it}, 0;")
         k.label("KLOOP")
         k.ins(f"setp.ge.u32 {pr}, {it}, {self.nst};")
         k.ins(f"@{pr} bra KDONE;")
-        k.ins(f"cp.async.wait_group {STAGES - 2};")
+        k.comment("stage it: its x landed (this thread's copies), its phi stored (last iteration);")
+        k.comment("the proxy fence makes both visible to the tensor cores, the barrier every thread's")
+        k.ins("cp.async.wait_group 1;")
+        k.ins("fence.proxy.async.shared::cta;")
         k.ins("bar.sync 0;")
-        k.comment(f"refill the slot every thread finished reading one iteration ago (stage it + {STAGES - 1})")
-        k.ins(f"add.u32 {self.ld_it}, {it}, {STAGES - 1};")
-        k.ins(f"setp.ge.u32 {pr}, {self.ld_it}, {self.nst};")
+        self.slot_of(it)
+        self.stage_mma()
+        k.ins(f"add.u32 {nxt}, {it}, 1;")
+        k.ins(f"setp.ge.u32 {pr}, {nxt}, {self.nst};")
+        k.ins(f"@{pr} bra KCONV;")
+        k.comment("stage it + 1's phi into its slot: stage it - 2 used it, complete before the barrier")
+        self.slot_of(nxt)
+        self.convert_phi()
+        k.ins(f"add.u32 {nxt}, {it}, 2;")
+        k.ins(f"setp.ge.u32 {pr}, {nxt}, {self.nst};")
+        k.ins(f"@{pr} bra KCONV;")
+        self.load_phi()
+        k.label("KCONV")
+        self.slot_of(it)
+        self.stage_squares()
+        k.comment("stage it - 1's wgmma complete: its slot takes stage it + 2's x (each warp refills the")
+        k.comment("rows its own wgmma read, so the warpgroup's own wait suffices)")
+        k.ins("wgmma.wait_group.sync.aligned 1;")
+        k.ins(f"add.u32 {nxt}, {it}, 2;")
+        k.ins(f"setp.ge.u32 {pr}, {nxt}, {self.nst};")
         k.ins(f"@{pr} bra KFILLED;")
-        if "noload" not in EXP:
-            self.issue_stage()
+        self.slot_of(nxt)
+        self.issue_x()
         k.label("KFILLED")
         k.ins("cp.async.commit_group;")
-        cs = self.u("cs")
-        k.ins(f"rem.u32 {cs}, {it}, {STAGES};")
-        k.ins(f"mul.lo.u32 {cs}, {cs}, {STAGE_BYTES};")
-        self.stage_squares(cs)
-        self.stage_mma(cs)
         k.ins(f"add.u32 {it}, {it}, 1;")
         k.ins("bra KLOOP;")
         k.label("KDONE")
+        k.ins("wgmma.wait_group.sync.aligned 0;")
         k.ins("cp.async.wait_group 0;")
 
-    def stage_squares(self, cs):
-        k, u, f, ss = self.k, self.u, self.f, self.ss
+    def stage_squares(self):
+        """Sum of squares from the slot's A tile: thread = half (32 elements) of token row tid / 2,
+        its chunks 4 h + j at 16 ((4 h + j) ^ row % 8)."""
+        k, u, f, ss, rt, r0, r1 = self.k, self.u, self.f, self.ss, self.rt, self.r0, self.r1
         k.ins(f"@!{self.pss} bra SSDONE;")
-        k.comment("sum of squares: thread = half (32 elements) of token row tid / 2")
+        k.ins(f"mov.u32 {rt}, %tid.x;")
+        k.ins(f"shr.u32 {r0}, {rt}, 1;")
+        k.ins(f"and.b32 {r1}, {r0}, 7;")
+        k.ins(f"and.b32 {rt}, {rt}, 1;")
+        k.ins(f"shl.b32 {rt}, {rt}, 2;")
+        k.ins(f"xor.b32 {r1}, {r1}, {rt};")
+        k.ins(f"shl.b32 {r1}, {r1}, 4;")
+        k.ins(f"mad.lo.u32 {r0}, {r0}, {ROW}, {self.slot};")
         sa = u("sa")
-        self.smem_addr(sa, "ss")
-        k.ins(f"add.u32 {sa}, {sa}, {cs};")
         for h in range(4):
             w = [u(f"sw{i}") for i in range(4)]
-            k.ins(f"ld.shared.v4.b32 {{{', '.join(w)}}}, [{sa}+{16 * h}];")
+            k.ins(f"xor.b32 {sa}, {r1}, {16 * h};")
+            k.ins(f"add.u32 {sa}, {sa}, {r0};")
+            k.ins(f"ld.shared.v4.b32 {{{', '.join(w)}}}, [{sa}];")
             for i in range(4):
                 v0, v1 = f("sv0"), f("sv1")
                 k.ins(f"shl.b32 {v0}, {w[i]}, 16;")
@@ -426,64 +485,70 @@ class GemmKernel:
                 k.ins(f"fma.rn.f32 {ss}, {v1}, {v1}, {ss};")
         k.label("SSDONE")
 
-    def stage_mma(self, cs):
-        """The stage's 64 K elements on the tensor cores: A = x (ldmatrix), B = phi split into
-        bf16 hi + lo, two mma per (m-tile, n-tile) and 16 elements."""
-        k, u, f, acc = self.k, self.u, self.f, self.acc
-        k.ins(f"@!{self.pmma} bra MMADONE;")
+    def stage_mma(self):
+        """The stage's 64 K elements on the tensor cores: warpgroup g multiplies its 64 token rows
+        (A, slot + 8192 g) by phi hi, then lo (B), 16 K at a time: the descriptors' start address
+        advances 32 bytes per k16 inside the swizzled 128-byte rows."""
+        k, u, rt, r0, r1 = self.k, self.u, self.rt, self.r0, self.r1
         if "nocompute" in EXP:
-            k.ins("bra MMADONE;")
-        ab, bb = u("ab"), u("bb")
-        self.smem_addr(ab, "afrag")
-        self.smem_addr(bb, "bfrag")
-        k.ins(f"add.u32 {ab}, {ab}, {cs};")
-        k.ins(f"add.u32 {bb}, {bb}, {cs};")
-        afr = [[u(f"a{mi}_{e}") for e in range(4)] for mi in range(4)]
-        for k16 in range(KS // 16):
-            for mi in range(4):
-                k.ins(f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{', '.join(afr[mi])}}}, [{ab}+{mi * 16 * A_ROW + k16 * 32}];")
-            for ni in range(4):
-                b = [f(f"bf{i}") for i in range(4)]
-                off = ni * 8 * B_ROW + k16 * 64
-                k.ins(f"ld.shared.v2.f32 {{{b[0]}, {b[1]}}}, [{bb}+{off}];")
-                k.ins(f"ld.shared.v2.f32 {{{b[2]}, {b[3]}}}, [{bb}+{off + 32}];")
-                hi, lo = [u("bh0"), u("bh1")], [u("bl0"), u("bl1")]
-                for j in range(2):
-                    x0, x1 = b[2 * j], b[2 * j + 1]
-                    h0, h1 = f("bhf0"), f("bhf1")
-                    k.raw(split_bf16(hi[j], lo[j], x0, x1, h0, h1, h0, h1))
-                for mi in range(4):
-                    d = acc[mi][ni]
-                    k.ins(mma(MMA_BF16, d, afr[mi], hi, d))
-                    k.ins(mma(MMA_BF16, d, afr[mi], lo, d))
-        k.label("MMADONE")
+            return
+        da, dh, dl = self.p("da"), self.p("dh"), self.p("dl")
+        k.ins(f"mov.u32 {rt}, %tid.x;")
+        k.ins(f"shr.u32 {rt}, {rt}, 7;")
+        k.ins(f"mad.lo.u32 {r0}, {rt}, {64 * ROW}, {self.slot};")
+        k.ins(f"shr.u32 {r0}, {r0}, 4;")
+        k.ins(f"or.b32 {r0}, {r0}, 0x10000;")
+        k.ins(f"add.u32 {r1}, {self.slot}, {A_BYTES};")
+        k.ins(f"shr.u32 {r1}, {r1}, 4;")
+        k.ins(f"or.b32 {r1}, {r1}, 0x10000;")
+        hi = self.u("dhi")
+        lo_a, lo_h, lo_l = self.u("dla"), self.u("dlh"), self.u("dll")
+        k.ins(f"mov.u32 {hi}, {DESC_HI};")
+        k.ins("wgmma.fence.sync.aligned;")
+        narrow = last_n(self.n)
+        for nn, lab in [(TN, "MMA_WIDE"), (narrow, "MMA_NARROW")]:
+            if nn == TN and narrow < TN:
+                k.ins(f"@{self.pnar} bra MMA_NARROW;")
+            if nn != TN:
+                k.label(lab)
+            acc = ", ".join(self.acc[: nn // 2])
+            for j in range(KS // 16):
+                k.ins(f"add.u32 {lo_a}, {r0}, {2 * j};")
+                k.ins(f"add.u32 {lo_h}, {r1}, {2 * j};")
+                k.ins(f"add.u32 {lo_l}, {r1}, {2 * j + B_BYTES // 16};")
+                k.ins(f"mov.b64 {da}, {{{lo_a}, {hi}}};")
+                k.ins(f"mov.b64 {dh}, {{{lo_h}, {hi}}};")
+                k.ins(f"mov.b64 {dl}, {{{lo_l}, {hi}}};")
+                for d in (dh, dl):
+                    k.ins(f"wgmma.mma_async.sync.aligned.m64n{nn}k16.f32.bf16.bf16 {{{acc}}}, {da}, {d}, {self.ptrue}, 1, 1, 0, 0;")
+            if nn == TN and narrow < TN:
+                k.ins("bra MMA_ISSUED;")
+        if narrow < TN:
+            k.label("MMA_ISSUED")
+        k.ins("wgmma.commit_group.sync.aligned;")
 
     def store_partials(self):
         """The split's partial logits (slab ks * ntt + tt of ws_p) and, from logit tile 0, the
-        tile's sums of squares (ws_ss)."""
+        tile's sums of squares (ws_ss). wgmma's accumulators: register 4 j + e of warp w (of its
+        warpgroup) holds row 16 w + lane / 4 + 8 (e / 2), column 8 j + 2 (lane % 4) + e % 2."""
         k, a, tmp, tmp2, t64, pr = self.k, self.a, self.tmp, self.tmp2, self.t64, self.pr
         MPAD = self.MPAD
         k.comment("partial logits of slab s = ks * ntt + tt: rows = the tile's tokens, MPAD columns")
         slab, prow = self.u("slab"), self.p("prow")
         k.ins(f"mad.lo.u32 {slab}, {self.ks}, {self.ntt}, {self.tt};")
-        k.ins(f"@!{self.pmma} bra STDONE;")
         k.ins(f"shl.b32 {tmp}, {slab}, {TM_SHIFT};")
-        k.ins(f"mad.lo.u32 {tmp}, {self.wm}, 64, {tmp};")
+        k.ins(f"mad.lo.u32 {tmp}, {self.warp}, 16, {tmp};")
         k.ins(f"add.u32 {tmp}, {tmp}, {self.g};")
         k.ins(f"mul.wide.u32 {prow}, {tmp}, {MPAD * 4};")
         k.ins(f"add.u64 {prow}, {prow}, {a['pp']};")
         k.ins(f"shl.b32 {tmp}, {self.nt}, 7;")
-        k.ins(f"mad.lo.u32 {tmp}, {self.wn}, 32, {tmp};")
         k.ins(f"mad.lo.u32 {tmp}, {self.q}, 2, {tmp};")
         k.ins(f"mul.wide.u32 {t64}, {tmp}, 4;")
         k.ins(f"add.u64 {prow}, {prow}, {t64};")
-        for mi in range(4):
-            for ni in range(4):
-                r = self.acc[mi][ni]
-                base = mi * 16 * MPAD * 4 + ni * 32
-                k.ins(f"st.global.v2.f32 [{prow}+{base}], {{{r[0]}, {r[1]}}};")
-                k.ins(f"st.global.v2.f32 [{prow}+{base + 8 * MPAD * 4}], {{{r[2]}, {r[3]}}};")
-        k.label("STDONE")
+        for j in range(TN // 8):
+            r = self.acc[4 * j: 4 * j + 4]
+            k.ins(f"st.global.v2.f32 [{prow}+{j * 32}], {{{r[0]}, {r[1]}}};")
+            k.ins(f"st.global.v2.f32 [{prow}+{j * 32 + 8 * MPAD * 4}], {{{r[2]}, {r[3]}}};")
         k.ins(f"@!{self.pss} bra SSSTORED;")
         ss, sh = self.ss, self.f("ssh")
         k.ins(f"shfl.sync.bfly.b32 {sh}, {ss}, 1, 0x1f, 0xffffffff;")
@@ -531,7 +596,6 @@ class GemmKernel:
         self.ids("")
         self.split_range()
         self.copy_sources()
-        self.ring_prologue()
         self.roles("")
         self.k_loop()
         self.ids("_e")
@@ -1071,7 +1135,7 @@ def catalogue_rows():
             f"mhc_pre_gemm_bf16_n{n}", ["bf16"], [n], (8, 8, TMAX), (gemm_min_tokens(n), TMAX), (TM, MAX_SPLITS),
             THREADS,
             "the n >= 8 projection as a GEMM: 256-token x 128-logit tiles through a shared-memory ring (phi once per "
-            "256 tokens instead of per 32 x 32 tile from L2), bf16 hi/lo mma, K split across CTAs while SMs idle; "
+            "256 tokens instead of per 32 x 32 tile from L2), wgmma on phi split once into bf16 hi + lo, K split across CTAs while SMs idle; "
             "the last CTA of a token tile sums the splits in order, runs the coefficients and the Sinkhorn, and mixes",
             "pre_gemm", x_passes=2, params=f"{PRE_GEMM.name} ({PRE_GEMM.size} B, {RUST_MIRROR})",
             rank=20, geometry=catalogue.geometry(channels_per_thread=8, dynamic_shared_max=RING_BYTES,

@@ -526,11 +526,11 @@ pub const GEMM_TILE_LOGITS: usize = 128;
 /// K elements per ring stage.
 pub const GEMM_STAGE_K: usize = 64;
 
-/// Threads per CTA (16 warps of 64 tokens x 32 logits).
+/// Threads per CTA (4 warpgroups of 64 tokens x 128 logits).
 pub const GEMM_THREADS: u32 = 512;
 
-/// The ring's dynamic shared memory: 3 stages of 256 x-rows (64 bf16 + 16 B) and 128 phi-rows (64 f32 + 32 B).
-pub const GEMM_SHARED: u32 = 221184;
+/// The ring's dynamic shared memory: 3 stages of x [256][64], phi hi [128][64] and phi lo [128][64] (bf16, 128-byte rows), plus 1024 bytes to align them.
+pub const GEMM_SHARED: u32 = 197632;
 
 /// Most K splits of one launch.
 pub const GEMM_MAX_SPLITS: usize = 16;
