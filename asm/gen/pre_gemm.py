@@ -33,7 +33,7 @@ STAGE_BYTES = A_BYTES + 2 * B_BYTES
 ALIGN = 1024                 # the 128-byte swizzle repeats every 8 rows: tiles start 1024-aligned
 RING_BYTES = STAGES * STAGE_BYTES + ALIGN
 AU = 4                       # 16-byte x chunks per thread and stage (a warp's 16 token rows)
-PHI_F = TN * KS // THREADS   # phi floats per thread and stage (a quarter of a logit row)
+PHI_F = TN * KS // THREADS   # phi floats per thread and stage: 4 of each of 4 logit rows
 DESC_HI = (1 << 30) | (1024 >> 4)  # descriptor bits 32..63: 128-byte swizzle, 1024 B between 8-row groups
 VEC_FLOATS = 128             # per-warp Sinkhorn vectors (r at 0, c at 64)
 MIXP = 8                     # mix parts per token tile (mixer CTAs per tile)
@@ -208,10 +208,18 @@ class GemmKernel:
         k.ins(f"and.b32 {r['q']}, {r['lane']}, 3;")
         k.comment(f"block -> (token tile tt, logit tile nt, K split ks); ntt = ceil(T / {TM})")
         k.ins(f"mov.u32 {r['bid']}, %ctaid.x;")
-        k.ins(f"rem.u32 {r['ks']}, {r['bid']}, {a['ksplit']};")
-        k.ins(f"div.u32 {tmp}, {r['bid']}, {a['ksplit']};")
-        k.ins(f"rem.u32 {r['nt']}, {tmp}, {self.NT};")
-        k.ins(f"div.u32 {r['tt']}, {tmp}, {self.NT};")
+        if "ksouter" in EXP:
+            k.ins(f"rem.u32 {r['nt']}, {r['bid']}, {self.NT};")
+            k.ins(f"div.u32 {tmp}, {r['bid']}, {self.NT};")
+            k.ins(f"add.u32 {r['ntt']}, {a['tokens']}, {TM - 1};")
+            k.ins(f"shr.u32 {r['ntt']}, {r['ntt']}, {TM_SHIFT};")
+            k.ins(f"rem.u32 {r['tt']}, {tmp}, {r['ntt']};")
+            k.ins(f"div.u32 {r['ks']}, {tmp}, {r['ntt']};")
+        else:
+            k.ins(f"rem.u32 {r['ks']}, {r['bid']}, {a['ksplit']};")
+            k.ins(f"div.u32 {tmp}, {r['bid']}, {a['ksplit']};")
+            k.ins(f"rem.u32 {r['nt']}, {tmp}, {self.NT};")
+            k.ins(f"div.u32 {r['tt']}, {tmp}, {self.NT};")
         k.ins(f"add.u32 {r['ntt']}, {a['tokens']}, {TM - 1};")
         k.ins(f"shr.u32 {r['ntt']}, {r['ntt']}, {TM_SHIFT};")
         (self.tid, self.lane, self.warp, self.wm, self.wn, self.g, self.q, self.tt, self.nt, self.ks,
@@ -279,21 +287,28 @@ class GemmKernel:
         k.ins(f"shl.b32 {first}, {self.tt}, {TM_SHIFT};")
         k.ins(f"add.u32 {first}, {first}, {row};")
         self.A = self.sources("A", first, a["tokens"], 4, AU, a["px"], xsb, KS * 2)
-        k.comment(f"phi: thread t loads floats 16 (t % 4) .. + 15 of logit row t / 4 of the tile (rows past M: zeros)")
+        k.comment("phi: warp w loads logit rows 8 w .. + 7 of the tile, two rows per instruction, lane l floats")
+        k.comment("4 (l % 16) .. + 3 of row 8 w + l / 16 + 2 j (j < 4): every 32-byte sector in one request.")
+        k.comment("M is a multiple of 8, so a warp's rows are all below M or all past it (then zeros)")
         kbytes = self.p("kbytes")
         k.ins(f"mul.wide.u32 {kbytes}, {self.kk}, 4;")
-        self.srcB, self.pB = self.p("srcB"), k.reg("pred", "pB")
-        k.ins(f"shr.u32 {row}, {self.tid}, 2;")
+        self.srcB, self.stB, self.pB = self.p("srcB"), self.p("stB"), k.reg("pred", "pB")
         k.ins(f"shl.b32 {first}, {self.nt}, 7;")
-        k.ins(f"add.u32 {first}, {first}, {row};")
+        k.ins(f"mad.lo.u32 {first}, {self.warp}, 8, {first};")
         k.ins(f"setp.lt.u32 {self.pB}, {first}, {self.M};")
+        k.ins(f"shr.u32 {row}, {self.lane}, 4;")
+        k.ins(f"add.u32 {first}, {first}, {row};")
         k.ins(f"cvt.u64.u32 {t64}, {first};")
         k.ins(f"mad.lo.u64 {self.srcB}, {t64}, {kbytes}, {a['pphi']};")
-        k.ins(f"and.b32 {row}, {self.tid}, 3;")
-        k.ins(f"mul.wide.u32 {t64}, {row}, {PHI_F * 4};")
+        k.ins(f"and.b32 {row}, {self.lane}, 15;")
+        k.ins(f"mul.wide.u32 {t64}, {row}, 16;")
         k.ins(f"add.u64 {self.srcB}, {self.srcB}, {t64};")
         k.ins(f"mul.wide.u32 {t64}, {self.kb}, {KS * 4};")
         k.ins(f"add.u64 {self.srcB}, {self.srcB}, {t64};")
+        k.ins(f"shl.b64 {self.stB}, {kbytes}, 1;")
+        if "phikeep" in EXP:
+            self.pol = self.p("pol")
+            k.ins(f"createpolicy.fractional.L2::evict_last.b64 {self.pol}, 1.0;")
         self.ph = [self.f(f"ph{i}") for i in range(PHI_F)]
         for r in self.ph:
             k.ins(f"mov.f32 {r}, 0f00000000;")
@@ -307,37 +322,53 @@ class GemmKernel:
         k.ins(f"mad.lo.u32 {self.slot}, {self.slot}, {STAGE_BYTES}, {self.ring};")
 
     def load_phi(self):
-        """The next stage's phi quarter-row into registers (a stage ahead of its conversion)."""
+        """The next stage's phi (4 floats of 4 logit rows) into registers, a stage ahead of its
+        conversion."""
         k = self.k
         if "noload" in EXP:
             return
+        cur = self.p("pcur")
+        hint = ".L2::cache_hint" if "phikeep" in EXP else ""
+        pol = f", {self.pol}" if "phikeep" in EXP else ""
+        k.ins(f"mov.u64 {cur}, {self.srcB};")
         for j in range(PHI_F // 4):
             v = ", ".join(self.ph[4 * j: 4 * j + 4])
-            k.ins(f"@{self.pB} ld.global.nc.L1::no_allocate.v4.f32 {{{v}}}, [{self.srcB}+{16 * j}];")
+            k.ins(f"@{self.pB} ld.global.nc.L1::no_allocate{hint}.v4.f32 {{{v}}}, [{cur}]{pol};")
+            if j + 1 < PHI_F // 4:
+                k.ins(f"add.u64 {cur}, {cur}, {self.stB};")
         k.ins(f"add.u64 {self.srcB}, {self.srcB}, {KS * 4};")
 
     def convert_phi(self):
         """phi's registers split into bf16 hi + lo (x is exact in bf16, phi to 2^-17) and stored
-        in the slot's B tiles, 128-byte swizzled: row r's 16-byte chunk c at r * 128 + 16 (c ^ r % 8)."""
+        in the slot's B tiles, 128-byte swizzled: row r's 16-byte chunk c at r * 128 + 16 (c ^ r % 8).
+        Lane l's 4 floats of row 8 w + l / 16 + 2 j are half of chunk (l % 16) / 2: 8 bytes at
+        8 (l % 2) in it; the row's swizzle is (l / 16 + 2 j), so row j's address is row 0's with
+        the chunk bits xor 2 j, 256 j bytes on."""
         k, u, f, rt, r0, r1 = self.k, self.u, self.f, self.rt, self.r0, self.r1
-        hi, lo = [u(f"bh{i}") for i in range(PHI_F // 2)], [u(f"bl{i}") for i in range(PHI_F // 2)]
-        for i in range(PHI_F // 2):
-            h0, h1 = f("bhf0"), f("bhf1")
-            k.raw(split_bf16(hi[i], lo[i], self.ph[2 * i], self.ph[2 * i + 1], h0, h1))
         k.ins(f"mov.u32 {rt}, %tid.x;")
-        k.ins(f"shr.u32 {r0}, {rt}, 2;")
-        k.ins(f"and.b32 {r1}, {r0}, 7;")
-        k.ins(f"and.b32 {rt}, {rt}, 3;")
-        k.ins(f"shl.b32 {rt}, {rt}, 1;")
-        k.ins(f"xor.b32 {r1}, {r1}, {rt};")
-        k.ins(f"shl.b32 {r1}, {r1}, 4;")
+        k.comment("row 8 w + l / 16 (w = tid / 32); its swizzle l / 16 = bit 4 of tid")
+        k.ins(f"bfe.u32 {r1}, {rt}, 4, 1;")
+        k.ins(f"shr.u32 {r0}, {rt}, 5;")
+        k.ins(f"mad.lo.u32 {r0}, {r0}, 8, {r1};")
         k.ins(f"mad.lo.u32 {r0}, {r0}, {ROW}, {self.slot};")
         k.ins(f"add.u32 {r0}, {r0}, {A_BYTES};")
+        k.ins(f"bfe.u32 {rt}, {rt}, 1, 3;")
+        k.ins(f"xor.b32 {r1}, {r1}, {rt};")
+        k.ins(f"shl.b32 {r1}, {r1}, 4;")
         k.ins(f"add.u32 {r0}, {r0}, {r1};")
-        k.ins(f"xor.b32 {r1}, {r0}, 16;")
-        for words, off in [(hi, 0), (lo, B_BYTES)]:
-            k.ins(f"st.shared.v4.b32 [{r0}+{off}], {{{', '.join(words[:4])}}};")
-            k.ins(f"st.shared.v4.b32 [{r1}+{off}], {{{', '.join(words[4:])}}};")
+        k.ins(f"mov.u32 {rt}, %tid.x;")
+        k.ins(f"and.b32 {rt}, {rt}, 1;")
+        k.ins(f"mad.lo.u32 {r0}, {rt}, 8, {r0};")
+        for j in range(PHI_F // 4):
+            hi, lo = [u("bh0"), u("bh1")], [u("bl0"), u("bl1")]
+            for i in range(2):
+                h0, h1 = f("bhf0"), f("bhf1")
+                k.raw(split_bf16(hi[i], lo[i], self.ph[4 * j + 2 * i], self.ph[4 * j + 2 * i + 1], h0, h1))
+            if j:
+                k.ins(f"xor.b32 {r1}, {r0}, {32 * j};")
+            dst = r1 if j else r0
+            k.ins(f"st.shared.v2.b32 [{dst}+{256 * j}], {{{hi[0]}, {hi[1]}}};")
+            k.ins(f"st.shared.v2.b32 [{dst}+{256 * j + B_BYTES}], {{{lo[0]}, {lo[1]}}};")
 
     def issue_x(self):
         """cp.async of the next x stage into the slot's A tile, 128-byte swizzled (row r = 16 w +
