@@ -54,8 +54,6 @@ FAMILIES = {
     "pre_gemm": (pre_gemm.generate, {
         "noload": "the K loop issues no ring fills after the prologue",
         "nocompute": "the K loop skips the mma work",
-        "ksouter": "blocks ordered (K split, token tile, logit tile): a wave shares one K split's phi",
-        "phikeep": "phi loaded with an L2 evict_last policy",
     }),
 }
 

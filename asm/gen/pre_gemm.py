@@ -93,29 +93,36 @@ HEADER = f"""\
 //         45x the byte floor). Here a CTA owns a {TM}-token x {TN}-logit tile and streams both
 //         operands through a shared-memory ring once per tile: phi once per {TM} tokens, x once
 //         per {TN} logits.
-// GRID    1-D, block b = (tt * NT + nt) * KSPLIT + ks: token tile tt ({TM} tokens), logit tile
-//         nt ({TN} logits; NT = ceil(M / {TN}): 3 / 9 for n = 16 / 32), K split ks (the
-//         host splits K while the grid would leave SMs idle). {THREADS} threads, 1 CTA per SM.
+// GRID    1-D, block b = (ks * ntt + tt) * NT + nt: K split ks (the host splits K while the
+//         grid would leave SMs idle), token tile tt ({TM} tokens), logit tile nt ({TN} logits;
+//         NT = ceil(M / {TN}): 3 / 9 for n = 16 / 32). The split is outermost so that the CTAs
+//         resident at once read one split's columns of x and phi, which L2 then serves to
+//         every logit tile and token tile (H100, n = 32 T = 8192: 3.02-3.04 ms against
+//         3.16-3.20 with the split innermost). {THREADS} threads, 1 CTA per SM.
 // RING    {STAGES} stages of {KS} K-elements, {STAGE_BYTES} B each, 1024-aligned: x [{TM}][{KS}] bf16, phi hi
 //         [{TN}][{KS}] bf16 and phi lo [{TN}][{KS}] bf16, every tile in 128-byte rows with the
 //         128-byte swizzle (row r's 16-byte chunk c at r * 128 + 16 (c ^ r % 8)), the layout wgmma
 //         reads through its matrix descriptors. x arrives by 16-byte cp.async, each warp copying
 //         the 16 token rows its own wgmma reads (rows past T zero-filled), two stages ahead. phi
-//         is f32 in memory: each thread loads a quarter logit row ({PHI_F} floats) one stage ahead
-//         into registers, splits it into bf16 hi + lo (x is exact in bf16, phi to 2^-17) and
-//         stores both into the next stage's slot, so the split happens once per element and CTA.
+//         is f32 in memory: each warp loads 8 logit rows, two 256-byte rows per instruction (one
+//         request per 32-byte sector: with a quarter row per thread each sector was requested
+//         twice, 3.16-3.20 against 4.05-4.09 ms at T = 8192), one stage ahead into registers,
+//         with an L2 evict_last policy (phi is read again by every token tile: 2.95-2.98
+//         against 3.02-3.04 ms); it is split into bf16 hi + lo (x is exact in bf16, phi to
+//         2^-17) and both go to the next stage's slot, so the split happens once per element
+//         and CTA.
 //         Ordering: writers fence the async proxy (fence.proxy.async) before the stage's
 //         barrier; a slot is rewritten only after the wgmma that read it has completed.
 // MMA     wgmma m64n{TN}k16 bf16 -> f32, A and B from shared memory: warpgroup g multiplies its 64
 //         token rows by phi hi, then by phi lo, 16 K at a time (8 wgmma per stage), one commit
 //         group per stage with one group left in flight across the next barrier. The last
 //         logit tile runs m64nNk16 with N its valid logits rounded up to 8 (64 at n = 32).
-// ACCUM   one tensor-core f32 accumulator chain per split over its K (5120 mma at n = 32 unsplit).
-//         Measured (H100, phi ~ 0.5, n = 32, C = 1280, K = 40960): worst coefficient error
-//         2.7e-4 against the f64 reference (tolerance 1e-3), the same order as with per-stage
-//         f32 running sums (1.5e-4), which need 64 more registers: at 128-token tiles they cost
-//         the 256-token tile (phi read from L2 half as often: 5.77 against 6.40 ms at T = 8192).
-// REGS    512 threads: at most 128 registers (ptxas: 123 n = 16, 128 n = 32, no local memory).
+// ACCUM   one tensor-core f32 accumulator chain per split over its K (5120 wgmma at n = 32 unsplit).
+//         Measured (H100, phi ~ 0.5, n = 32, C = 1280, K = 40960, T = 40): worst coefficient
+//         error 2.1e-4 (V4) / 3.1e-4 (Paper) against the f64 reference (tolerance 1e-3), `a`
+//         1.66e-3 relative; per-stage f32 running sums (1.5e-4 with mma.sync) would need 64
+//         more registers, which the 256-token tile needs.
+// REGS    512 threads: at most 128 registers (ptxas 12.9: 114 n = 16, 122 n = 32, no local memory).
 //         The thread / block coordinates are read again after the K loop and the shared-memory
 //         addresses recomputed from %tid.x where used: kept live across the loop they spilled.
 // SS      the nt = 0 CTAs also sum x^2 of their tokens from the ring (thread: half a row).
@@ -136,14 +143,14 @@ HEADER = f"""\
 //         resets it and stores the tag as the next epoch (so ready / claim words never need a
 //         reset: a stale word holds an older tag). Workspace sync region: epoch, grid counter,
 //         then per tile [ready, claim 0..{MIXP - 1}] from word 16.
-// MEASURED H100 (bench_pre_gemm, C = 1280, bf16, us per call back-to-back, against pre.ptx):
-//         n = 32 T = 512 638 vs 772, 1024 963 vs 1391, 2048 1548 vs 2631, 4096 2916 vs 6603,
-//         8192 5434 vs 13187; n = 16 T = 2048 397 vs 496, 8192 1362 vs 1857. Without the
-//         mixer CTAs (the finisher mixing its 21 MB tile alone) T = 1024 takes 1245 us; with
-//         room for 96 partial slabs (K split 3 ways at T = 8192) 4096 / 8192 take 2748 / 5109 us. Timing
-//         builds at 128-token tiles (T = 8192, n = 32): loads only 3.94 ms (17 GB from L2 at
-//         ~4.3 TB/s), mma and conversions only 4.78 ms (the hi / lo split doubles the mma.sync
-//         work), both 6.56 ms. The plan selects it from 512 (n = 32) / 2048 (n = 16) tokens.
+// MEASURED H100 (bench_pre_gemm, C = 1280, bf16, us per call back-to-back; docs/kernels/pre.md):
+//         n = 32 T = 512 / 1024 / 2048 / 4096 / 8192: 504 / 707 / 1087 / 1696-1701 /
+//         2946-2980 (mma.sync with phi split per fragment: 642 / 986 / 1468 / 2768 / 5120;
+//         pre.ptx: 775 / 1407 / 2631 / 6613 / 13235); n = 16 T = 8192 854-883 (1374). The
+//         plan selects it from 512 (n = 32) / 2048 (n = 16) tokens. A pair of token tiles per
+//         cluster sharing phi's split through distributed shared memory was slower (4.28-4.36
+//         against 4.06-4.14 ms with quarter-row phi loads): the pair's barrier each stage costs
+//         more than the halved phi reads save.
 // PARAMS  one .param block of 144 bytes = asm/src/abi/sm90.rs PreGemmArgs:
 //         0 x, 8 phi, 16 scale, 24 base, 32 a, 40 h_pre, 48 h_post, 56 h_res, 64 inv_rms,
 //         72 ws_cnt, 80 ws_ss, 88 ws_p, 96 ws_sync (u64); 104 T, C, x_stride, a_stride
@@ -206,22 +213,15 @@ class GemmKernel:
         k.ins(f"and.b32 {r['wn']}, {r['warp']}, 3;")
         k.ins(f"shr.u32 {r['g']}, {r['lane']}, 2;")
         k.ins(f"and.b32 {r['q']}, {r['lane']}, 3;")
-        k.comment(f"block -> (token tile tt, logit tile nt, K split ks); ntt = ceil(T / {TM})")
+        k.comment(f"block -> (K split ks, token tile tt, logit tile nt), ks outermost: the CTAs resident at")
+        k.comment(f"once share one K split's phi and x columns in L2; ntt = ceil(T / {TM})")
         k.ins(f"mov.u32 {r['bid']}, %ctaid.x;")
-        if "ksouter" in EXP:
-            k.ins(f"rem.u32 {r['nt']}, {r['bid']}, {self.NT};")
-            k.ins(f"div.u32 {tmp}, {r['bid']}, {self.NT};")
-            k.ins(f"add.u32 {r['ntt']}, {a['tokens']}, {TM - 1};")
-            k.ins(f"shr.u32 {r['ntt']}, {r['ntt']}, {TM_SHIFT};")
-            k.ins(f"rem.u32 {r['tt']}, {tmp}, {r['ntt']};")
-            k.ins(f"div.u32 {r['ks']}, {tmp}, {r['ntt']};")
-        else:
-            k.ins(f"rem.u32 {r['ks']}, {r['bid']}, {a['ksplit']};")
-            k.ins(f"div.u32 {tmp}, {r['bid']}, {a['ksplit']};")
-            k.ins(f"rem.u32 {r['nt']}, {tmp}, {self.NT};")
-            k.ins(f"div.u32 {r['tt']}, {tmp}, {self.NT};")
         k.ins(f"add.u32 {r['ntt']}, {a['tokens']}, {TM - 1};")
         k.ins(f"shr.u32 {r['ntt']}, {r['ntt']}, {TM_SHIFT};")
+        k.ins(f"rem.u32 {r['nt']}, {r['bid']}, {self.NT};")
+        k.ins(f"div.u32 {tmp}, {r['bid']}, {self.NT};")
+        k.ins(f"rem.u32 {r['tt']}, {tmp}, {r['ntt']};")
+        k.ins(f"div.u32 {r['ks']}, {tmp}, {r['ntt']};")
         (self.tid, self.lane, self.warp, self.wm, self.wn, self.g, self.q, self.tt, self.nt, self.ks,
          self.ntt) = [r[x] for x in ["tid", "lane", "warp", "wm", "wn", "g", "q", "tt", "nt", "ks", "ntt"]]
 
@@ -306,9 +306,9 @@ class GemmKernel:
         k.ins(f"mul.wide.u32 {t64}, {self.kb}, {KS * 4};")
         k.ins(f"add.u64 {self.srcB}, {self.srcB}, {t64};")
         k.ins(f"shl.b64 {self.stB}, {kbytes}, 1;")
-        if "phikeep" in EXP:
-            self.pol = self.p("pol")
-            k.ins(f"createpolicy.fractional.L2::evict_last.b64 {self.pol}, 1.0;")
+        k.comment("phi is read once per token tile: kept in L2 ahead of x (evict_last)")
+        self.pol = self.p("pol")
+        k.ins(f"createpolicy.fractional.L2::evict_last.b64 {self.pol}, 1.0;")
         self.ph = [self.f(f"ph{i}") for i in range(PHI_F)]
         for r in self.ph:
             k.ins(f"mov.f32 {r}, 0f00000000;")
@@ -328,12 +328,10 @@ class GemmKernel:
         if "noload" in EXP:
             return
         cur = self.p("pcur")
-        hint = ".L2::cache_hint" if "phikeep" in EXP else ""
-        pol = f", {self.pol}" if "phikeep" in EXP else ""
         k.ins(f"mov.u64 {cur}, {self.srcB};")
         for j in range(PHI_F // 4):
             v = ", ".join(self.ph[4 * j: 4 * j + 4])
-            k.ins(f"@{self.pB} ld.global.nc.L1::no_allocate{hint}.v4.f32 {{{v}}}, [{cur}]{pol};")
+            k.ins(f"@{self.pB} ld.global.nc.L1::no_allocate.L2::cache_hint.v4.f32 {{{v}}}, [{cur}], {self.pol};")
             if j + 1 < PHI_F // 4:
                 k.ins(f"add.u64 {cur}, {cur}, {self.stB};")
         k.ins(f"add.u64 {self.srcB}, {self.srcB}, {KS * 4};")
