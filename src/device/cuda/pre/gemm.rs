@@ -3,14 +3,14 @@
 //! projection is [T x 40960] x [40960 x 1088] (C = 1280): tensor-core work that the general
 //! kernel's 32 x 32 tiles turn into 68 GB of L2 traffic at T = 8192. A CTA owns a
 //! [`GEMM_TILE_TOKENS`]-token x [`GEMM_TILE_LOGITS`]-logit tile and a slice of K (the host splits
-//! K while the grid would leave SMs idle), streams x and phi through a shared-memory ring and
-//! writes partial logits to the workspace; the last CTA of a token tile sums the K splits in
+//! K while the grid would leave SMs idle), streams x and phi through a shared-memory ring into
+//! `wgmma` (phi split once into bf16 hi + lo) and writes partial logits to the workspace; the last CTA of a token tile sums the K splits in
 //! order, runs the coefficients and the Sinkhorn and publishes h_pre; [`GEMM_MIX_PARTS`] mixer
 //! CTAs per tile after the GEMM grid (and the finisher, for parts nobody claimed) mix `a`. The
-//! catalogue gives it T >= 2048 (n = 16) / 512 (n = 32) without gamma_k / gamma_f (measured:
-//! below, the general kernel is faster: H100, C = 1280, n = 32 T = 64 283 vs 209 us, T = 512
-//! 638 vs 772; n = 16 T = 1024 289 vs 270, T = 2048 397 vs 496); the general kernel serves the
-//! rest.
+//! catalogue gives it T >= 2048 (n = 16) / 512 (n = 32) without gamma_k / gamma_f (measured,
+//! H100, C = 1280: n = 32 T = 512 504 against 775 us for the general kernel; below the bounds
+//! the general kernel was faster with the `mma.sync` version of this one: n = 32 T = 64 283 vs
+//! 209 us, n = 16 T = 1024 289 vs 270); the general kernel serves the rest.
 
 use super::{Checked, PreOutViews, PreParamViews, WsLayout, FLAG_PAPER};
 use crate::device::cuda::abi::PreGemmArgs;
