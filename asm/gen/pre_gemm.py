@@ -41,10 +41,10 @@ MAX_SPLITS = 16              # K splits of one launch at most (the host splits K
 
 
 def gemm_min_tokens(n):
-    """Smallest T the plan gives the kernel at n (below it the general kernel is faster: H100,
-    C = 1280: n = 32 T = 64 283 vs 209 us, T = 512 638 vs 772; n = 16 T = 1024 289 vs 270,
-    T = 2048 397 vs 496)."""
-    return 512 if n >= 32 else 2048
+    """Smallest T the plan gives the kernel at n (H100, C = 1280, against the general kernel:
+    n = 32 T = 512 504 vs 785 us; n = 16 T = 512 219 vs 156, T = 1024 247 vs 288; below
+    n = 32's bound, with the mma.sync version of this kernel, T = 64 283 vs 209)."""
+    return 512 if n >= 32 else 1024
 PT = TM // MIXP              # tokens per part
 SYNC_WORDS = MIXP + 1        # per tile in the sync region: ready tag, then one claim word per part
 MIX_TIMEOUT_NS = 2_000_000   # a mixer waits at most this long for its tile (then the finisher mixes)
@@ -147,7 +147,7 @@ HEADER = f"""\
 //         n = 32 T = 512 / 1024 / 2048 / 4096 / 8192: 504 / 707 / 1087 / 1696-1701 /
 //         2946-2980 (mma.sync with phi split per fragment: 642 / 986 / 1468 / 2768 / 5120;
 //         pre.ptx: 775 / 1407 / 2631 / 6613 / 13235); n = 16 T = 8192 854-883 (1374). The
-//         plan selects it from 512 (n = 32) / 2048 (n = 16) tokens. A pair of token tiles per
+//         plan selects it from 512 (n = 32) / 1024 (n = 16) tokens. A pair of token tiles per
 //         cluster sharing phi's split through distributed shared memory was slower (4.28-4.36
 //         against 4.06-4.14 ms with quarter-row phi loads): the pair's barrier each stage costs
 //         more than the halved phi reads save.

@@ -7,10 +7,9 @@
 //! `wgmma` (phi split once into bf16 hi + lo) and writes partial logits to the workspace; the last CTA of a token tile sums the K splits in
 //! order, runs the coefficients and the Sinkhorn and publishes h_pre; [`GEMM_MIX_PARTS`] mixer
 //! CTAs per tile after the GEMM grid (and the finisher, for parts nobody claimed) mix `a`. The
-//! catalogue gives it T >= 2048 (n = 16) / 512 (n = 32) without gamma_k / gamma_f (measured,
-//! H100, C = 1280: n = 32 T = 512 504 against 775 us for the general kernel; below the bounds
-//! the general kernel was faster with the `mma.sync` version of this one: n = 32 T = 64 283 vs
-//! 209 us, n = 16 T = 1024 289 vs 270); the general kernel serves the rest.
+//! catalogue gives it T >= 1024 (n = 16) / 512 (n = 32) without gamma_k / gamma_f (measured,
+//! H100, C = 1280, against the general kernel: n = 32 T = 512 504 vs 785 us; n = 16 T = 1024
+//! 247 vs 288, T = 512 219 vs 156); the general kernel serves the rest.
 
 use super::{Checked, PreOutViews, PreParamViews, WsLayout, FLAG_PAPER};
 use crate::device::cuda::abi::PreGemmArgs;
