@@ -118,7 +118,7 @@ def pre_gemm_items():
         const("GEMM_TILE_LOGITS", "usize", g.TN, "Logits of a CTA's tile."),
         const("GEMM_STAGE_K", "usize", g.KS, "K elements per ring stage."),
         const("GEMM_THREADS", "u32", g.THREADS, "Threads per CTA (4 warpgroups of 64 tokens x 128 logits)."),
-        const("GEMM_SHARED", "u32", g.RING_BYTES, "The ring's dynamic shared memory: 3 stages of x [256][64], phi hi [128][64] and phi lo [128][64] (bf16, 128-byte rows), plus 1024 bytes to align them."),
+        const("GEMM_SHARED", "u32", g.RING_BYTES, "The ring's dynamic shared memory: 3 stages of `x[256][64]`, `phi_hi[128][64]` and `phi_lo[128][64]` (bf16, 128-byte rows), plus 1024 bytes to align them."),
         const("GEMM_MAX_SPLITS", "usize", g.MAX_SPLITS, "Most K splits of one launch."),
         const("GEMM_MIX_PARTS", "usize", g.MIXP, "Mixer CTAs per token tile after the GEMM grid."),
         const("GEMM_NS", "[usize; 2]", "[" + ", ".join(map(str, g.NS)) + "]", "The n the kernel is specialised for (one entry each)."),

@@ -529,7 +529,7 @@ pub const GEMM_STAGE_K: usize = 64;
 /// Threads per CTA (4 warpgroups of 64 tokens x 128 logits).
 pub const GEMM_THREADS: u32 = 512;
 
-/// The ring's dynamic shared memory: 3 stages of x [256][64], phi hi [128][64] and phi lo [128][64] (bf16, 128-byte rows), plus 1024 bytes to align them.
+/// The ring's dynamic shared memory: 3 stages of `x[256][64]`, `phi_hi[128][64]` and `phi_lo[128][64]` (bf16, 128-byte rows), plus 1024 bytes to align them.
 pub const GEMM_SHARED: u32 = 197632;
 
 /// Most K splits of one launch.
