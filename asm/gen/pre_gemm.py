@@ -312,7 +312,7 @@ class GemmKernel:
         self.ph = [self.f(f"ph{i}") for i in range(PHI_F)]
         for r in self.ph:
             k.ins(f"mov.f32 {r}, 0f00000000;")
-        self.ld_it, self.slot = u("ld_it"), u("slot")
+        self.slot = u("slot")
         self.rt, self.r0, self.r1 = u("rt"), u("r0"), u("r1")
 
     def slot_of(self, stage):
