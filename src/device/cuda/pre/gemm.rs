@@ -4,9 +4,10 @@
 //! kernel's 32 x 32 tiles turn into 68 GB of L2 traffic at T = 8192. A CTA owns a
 //! [`GEMM_TILE_TOKENS`]-token x [`GEMM_TILE_LOGITS`]-logit tile and a slice of K (the host splits
 //! K while the grid would leave SMs idle), streams x and phi through a shared-memory ring into
-//! `wgmma` (phi split once into bf16 hi + lo) and writes partial logits to the workspace; the last CTA of a token tile sums the K splits in
-//! order, runs the coefficients and the Sinkhorn and publishes h_pre; [`GEMM_MIX_PARTS`] mixer
-//! CTAs per tile after the GEMM grid (and the finisher, for parts nobody claimed) mix `a`. The
+//! `wgmma` (phi split once into bf16 hi + lo) and writes partial logits to the workspace; the
+//! last CTA of a token tile sums the K splits in order, runs the coefficients and the Sinkhorn
+//! and publishes h_pre; [`GEMM_MIX_PARTS`] mixer CTAs per tile after the GEMM grid (and the
+//! finisher, for parts nobody claimed) mix `a`. The
 //! catalogue gives it T >= 1024 (n = 16) / 512 (n = 32) without gamma_k / gamma_f (measured,
 //! H100, C = 1280, against the general kernel: n = 32 T = 512 504 vs 785 us; n = 16 T = 1024
 //! 247 vs 288, T = 512 219 vs 156); the general kernel serves the rest.
