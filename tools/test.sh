@@ -9,6 +9,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# A fresh clone builds once: incremental caches would only take disk (about 1 GB), and line
+# tables alone keep panics' backtraces readable at under half the size of full debug info.
+# CI machines may have little free disk.
+export CARGO_INCREMENTAL=0
+export CARGO_PROFILE_DEV_DEBUG=line-tables-only
+
 bash tools/install-asm-tools.sh
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
