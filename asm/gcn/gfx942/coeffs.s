@@ -26,143 +26,8 @@
 .set NEG_LOG2E, 0xbfb8aa3b
 .set NEG_INF, 0xff800000
 
-// Sinkhorn with lane i owning row i (v16: its LDS address) for row steps and column i (v17)
-// for column steps; a line is loaded whole into v[20:20+N), one wait, then summed and rescaled
-// in registers (sums in index order, as the loops of src/reference/sinkhorn.rs) and stored back.
-.macro LOAD_LINE N, col
-  .if \col
-    .set q, 0
-    .rept \N
-      ds_read_b32 v[20+q], v17 offset:q*4*\N
-      .set q, q+1
-    .endr
-  .elseif \N >= 4
-    .set q, 0
-    .rept \N / 4
-      ds_read_b128 v[20+q:23+q], v16 offset:q*4
-      .set q, q+4
-    .endr
-  .else
-    .set q, 0
-    .rept \N
-      ds_read_b32 v[20+q], v16 offset:q*4
-      .set q, q+1
-    .endr
-  .endif
-  s_waitcnt lgkmcnt(0)
-.endm
-
-.macro STORE_LINE N, col
-  .if \col
-    .set q, 0
-    .rept \N
-      ds_write_b32 v17, v[20+q] offset:q*4*\N
-      .set q, q+1
-    .endr
-  .elseif \N >= 4
-    .set q, 0
-    .rept \N / 4
-      ds_write_b128 v16, v[20+q:23+q] offset:q*4
-      .set q, q+4
-    .endr
-  .else
-    .set q, 0
-    .rept \N
-      ds_write_b32 v16, v[20+q] offset:q*4
-      .set q, q+1
-    .endr
-  .endif
-.endm
-
-// line /= (sum(line) + eps): q = a rcp(d), refined by one Newton step (within 1 ulp of a / d).
-.macro NORMALIZE_LINE N, col
-  LOAD_LINE \N, \col
-  v_mov_b32 v11, 0
-  .set q, 0
-  .rept \N
-    v_add_f32 v11, v11, v[20+q]
-    .set q, q+1
-  .endr
-  v_add_f32 v11, s23, v11                // d = sum + eps
-  v_rcp_f32 v13, v11
-  s_nop 0                                // gfx94x: transcendental result -> VALU needs 1
-  .set q, 0
-  .rept \N
-    v_mul_f32 v14, v[20+q], v13
-    v_fma_f32 v15, -v11, v14, v[20+q]
-    v_fma_f32 v[20+q], v15, v13, v14
-    .set q, q+1
-  .endr
-  STORE_LINE \N, \col
-.endm
-
-// exp(line - max(line)) in place; v13 = the sum of the exponentials (in index order).
-.macro EXP_LINE N
-  v_mov_b32 v11, NEG_INF
-  .set q, 0
-  .rept \N
-    v_max_f32 v11, v11, v[20+q]
-    .set q, q+1
-  .endr
-  .set q, 0
-  .rept \N
-    v_sub_f32 v[20+q], v[20+q], v11
-    v_mul_f32 v[20+q], LOG2E, v[20+q]
-    v_exp_f32 v[20+q], v[20+q]
-    .set q, q+1
-  .endr
-  s_nop 0                                // gfx94x: transcendental result -> VALU needs 1
-  v_mov_b32 v13, 0
-  .set q, 0
-  .rept \N
-    v_add_f32 v13, v13, v[20+q]
-    .set q, q+1
-  .endr
-.endm
-
-// The whole Sinkhorn for n = N: the start (V4: softmax of each row + eps; Paper: exp of each
-// column minus its max), then cols; (iters - 1) x { rows; cols }; Paper ends with rows.
-.macro SINKHORN N
-.Lsk_\N:
-  s_and_b32 s26, s24, 1
-  s_cmp_lg_u32 s26, 0
-  s_cbranch_scc1 .Lsk_paper_\N
-  LOAD_LINE \N, 0
-  EXP_LINE \N
-  v_rcp_f32 v14, v13
-  s_nop 0                                // gfx94x: transcendental result -> VALU needs 1
-  .set q, 0
-  .rept \N
-    v_mul_f32 v15, v[20+q], v14
-    v_fma_f32 v18, -v13, v15, v[20+q]
-    v_fma_f32 v15, v18, v14, v15
-    v_add_f32 v[20+q], s23, v15
-    .set q, q+1
-  .endr
-  STORE_LINE \N, 0
-  s_branch .Lsk_iter0_\N
-.Lsk_paper_\N:
-  LOAD_LINE \N, 1
-  EXP_LINE \N
-  STORE_LINE \N, 1
-.Lsk_iter0_\N:
-  NORMALIZE_LINE \N, 1
-  s_sub_u32 s51, s22, 1
-  s_cmp_eq_u32 s51, 0
-  s_cbranch_scc1 .Lsk_last_\N
-.Lsk_iter_\N:
-  NORMALIZE_LINE \N, 0
-  NORMALIZE_LINE \N, 1
-  s_sub_u32 s51, s51, 1
-  s_cmp_lg_u32 s51, 0
-  s_cbranch_scc1 .Lsk_iter_\N
-.Lsk_last_\N:
-  s_and_b32 s26, s24, 1
-  s_cmp_lg_u32 s26, 0
-  s_cbranch_scc0 .Lwrite
-  NORMALIZE_LINE \N, 0
-  s_branch .Lwrite
-.endm
+// The Sinkhorn bodies (one per n), shared with mhc_pre.
+.include "sinkhorn.inc"
 
 .text
 .globl mhc_coeffs
@@ -284,25 +149,8 @@ mhc_coeffs:
   v_mul_lo_u32 v16, v1, s34
   v_add_u32 v16, s36, v16
   v_lshl_add_u32 v17, v1, 2, s36
-  // Dispatch on n: each body keeps a whole row or column of S in v[20:20+n).
-  s_ff1_i32_b32 s26, s21
-  s_cmp_eq_u32 s26, 0
-  s_cbranch_scc1 .Lsk_1
-  s_cmp_eq_u32 s26, 1
-  s_cbranch_scc1 .Lsk_2
-  s_cmp_eq_u32 s26, 2
-  s_cbranch_scc1 .Lsk_4
-  s_cmp_eq_u32 s26, 3
-  s_cbranch_scc1 .Lsk_8
-  s_cmp_eq_u32 s26, 4
-  s_cbranch_scc1 .Lsk_16
-  s_branch .Lsk_32
-  SINKHORN 1
-  SINKHORN 2
-  SINKHORN 4
-  SINKHORN 8
-  SINKHORN 16
-  SINKHORN 32
+  // n = s21, eps_hc = s23, iters = s22, Paper = flags (s24) bit 0, scratch s26.
+  SINKHORN_BY_N s21, s23, s22, s24, 1, s26
 .Lwrite:
   // ---- h_res[t] = S (lane e = lane + 64 r < n^2).
   s_mov_b64 exec, s[44:45]               // all lanes again

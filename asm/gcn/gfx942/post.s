@@ -24,33 +24,8 @@
 //   Measured on the simulator (n = 4, C = 4096, bf16, per token): 3568 VALU, 4224 SALU, 352 + 256
 //   VMEM, 544 LDS wave instructions; 42 KB read, 32 KB written (asm/gcn/README.md).
 
-.macro LOAD_ACT dst, voff, sbase, bf
-  .if \bf
-    global_load_ushort \dst, \voff, \sbase
-  .else
-    global_load_dword \dst, \voff, \sbase
-  .endif
-.endm
-
-// bf16 -> f32 is exact: the bf16 bits are the high half of the f32.
-.macro WIDEN reg, bf
-  .if \bf
-    v_lshlrev_b32 \reg, 16, \reg
-  .endif
-.endm
-
-// f32 -> bf16 round-to-nearest-even (inputs are finite): (u + 0x7fff + ((u >> 16) & 1)) >> 16.
-// s42 holds 0x7fff (VOP3 on GFX9 takes no literal).
-.macro STORE_ACT src, voff, sbase, bf, tmp
-  .if \bf
-    v_bfe_u32 \tmp, \src, 16, 1
-    v_add3_u32 \tmp, \src, \tmp, s42
-    v_lshrrev_b32 \tmp, 16, \tmp
-    global_store_short \voff, \tmp, \sbase
-  .else
-    global_store_dword \voff, \src, \sbase
-  .endif
-.endm
+// LOAD_ACT, WIDEN, STORE_ACT (shared with mhc_static).
+.include "activations.inc"
 
 .macro POST_BODY N, BF
 .Lpost_\N\()_\BF:

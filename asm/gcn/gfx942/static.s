@@ -23,24 +23,8 @@
 //   Measured on the simulator (n = 4, C = 1280, bf16, per token): 1561 VALU, 1008 SALU,
 //   182 + 80 VMEM, 298 LDS wave instructions; 26 KB read, 10 KB written.
 
-.macro LOAD_ACT dst, voff, sbase, bf
-  .if \bf
-    global_load_ushort \dst, \voff, \sbase
-  .else
-    global_load_dword \dst, \voff, \sbase
-  .endif
-.endm
-
-.macro STORE_ACT src, voff, sbase, bf, tmp
-  .if \bf
-    v_bfe_u32 \tmp, \src, 16, 1
-    v_add3_u32 \tmp, \src, \tmp, s42
-    v_lshrrev_b32 \tmp, 16, \tmp
-    global_store_short \voff, \tmp, \sbase
-  .else
-    global_store_dword \voff, \src, \sbase
-  .endif
-.endm
+// LOAD_ACT, WIDEN, STORE_ACT (shared with mhc_post).
+.include "activations.inc"
 
 .macro LOAD_WEIGHTS N
   .if \N == 1
@@ -71,13 +55,11 @@
     .set j, j+1
   .endr
   s_waitcnt vmcnt(0)
-  .if \BF
-    .set j, 0
-    .rept \N
-      v_lshlrev_b32 v[16+j], 16, v[16+j]
-      .set j, j+1
-    .endr
-  .endif
+  .set j, 0
+  .rept \N
+    WIDEN v[16+j], \BF
+    .set j, j+1
+  .endr
   v_mul_f32 v3, s64, v16
   .set j, 1
   .rept \N - 1

@@ -7,7 +7,7 @@
 //! |---------------------------|----------------------------------------------------------|------------------------------|
 //! | `asm/ptx/sm90/<k>.ptx`    | `ptxas -arch=sm_90a` (12.9.86)                           | `asm/bin/sm90/<k>.cubin`     |
 //! | `asm/ptx/sm100/<k>.ptx`   | `ptxas -arch=sm_100a` (12.9.86)                          | `asm/bin/sm100/<k>.cubin`    |
-//! | `asm/gcn/gfx942/<k>.s`    | `llvm-mc-19 -mcpu=gfx942 --amdhsa-code-object-version=5` then `ld.lld-19 -shared` | `asm/bin/gfx942/<k>.hsaco` |
+//! | `asm/gcn/gfx942/<k>.s`    | `llvm-mc-19 -mcpu=gfx942 --amdhsa-code-object-version=5 -I asm/gcn/gfx942` then `ld.lld-19 -shared` | `asm/bin/gfx942/<k>.hsaco` |
 //!
 //! Both tool chains are deterministic and embed no path or time (checked: the same source
 //! assembled from two different folders gives identical bytes), so `--check` can demand
@@ -242,10 +242,14 @@ impl Tools {
                     return Err("llvm-mc-19 missing".into());
                 }
                 let obj = work.join("out.o");
+                // `.include` files (shared macros, `*.inc`) are found next to the source.
+                let include_dir = job.src.parent().ok_or("a source file without a folder")?;
                 run(Command::new(LLVM_MC)
                     .args(["-triple=amdgcn-amd-amdhsa", &format!("-mcpu={cpu}"), "--amdhsa-code-object-version=5"])
                     .args(["-filetype=obj", "-o"])
                     .arg(&obj)
+                    .arg("-I")
+                    .arg(include_dir)
                     .arg(&job.src))?;
                 run(Command::new(LD_LLD).arg("-shared").arg("-o").arg(&out).arg(&obj))?;
             }
