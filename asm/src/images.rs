@@ -6,6 +6,7 @@ use crate::EmbeddedImage;
 #[rustfmt::skip]
 pub static IMAGES: &[EmbeddedImage] = &[
     EmbeddedImage { path: "asm/bin/gfx942/coeffs.hsaco", bytes: include_bytes!("../bin/gfx942/coeffs.hsaco") },
+    EmbeddedImage { path: "asm/bin/gfx942/expand.hsaco", bytes: include_bytes!("../bin/gfx942/expand.hsaco") },
     EmbeddedImage { path: "asm/bin/gfx942/post.hsaco", bytes: include_bytes!("../bin/gfx942/post.hsaco") },
     EmbeddedImage { path: "asm/bin/gfx942/pre.hsaco", bytes: include_bytes!("../bin/gfx942/pre.hsaco") },
     EmbeddedImage { path: "asm/bin/gfx942/rmsnorm.hsaco", bytes: include_bytes!("../bin/gfx942/rmsnorm.hsaco") },

@@ -413,7 +413,13 @@ pub fn rewrite_expectations<'a>(
         match (start..end).find(|&i| lines[i].trim_start().starts_with("expect")) {
             Some(i) => out[i] = line,
             None => {
-                let last = (start..end).rev().find(|&i| !lines[i].trim().is_empty()).unwrap_or(start);
+                // After the table's last key: blank and comment lines before the next table
+                // belong to what follows (a section marker, the next variant's note).
+                let key = |i: &usize| {
+                    let l = lines[*i].trim();
+                    !l.is_empty() && !l.starts_with('#')
+                };
+                let last = (start..end).rev().find(key).unwrap_or(start);
                 out.insert(last + 1, line);
             }
         }

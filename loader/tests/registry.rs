@@ -55,7 +55,7 @@ fn update_catalogue_rewrites_only_the_expect_lines() {
     let text = "# keep me\n[[variant]]\nid = \"a\"\nstage = \"post\"\nformulations = [\"v4\"]\narch = \"sm_90a\"\n\
         file = \"asm/bin/sm90/fx.cubin\"\nentry = \"fx_smem\"\ndtypes = [\"f32\"]\nn = [4]\n\
         c = { multiple_of = 1, min = 1, max = 10 }\ntokens = { min = 1, max = 10 }\ntile = { tokens = 1 }\n\
-        threads = 128\nlaunch = \"post\"\nwhy = \"test\"\n\n[[variant]]\nid = \"b\" # comment\nstage = \"post\"\nformulations = [\"v4\"]\n\
+        threads = 128\nlaunch = \"post\"\nwhy = \"test\"\n\n# the next section\n[[variant]]\nid = \"b\" # comment\nstage = \"post\"\nformulations = [\"v4\"]\n\
         arch = \"sm_90a\"\nfile = \"asm/bin/sm90/fx.cubin\"\nentry = \"fx_vadd\"\ndtypes = [\"f32\"]\nn = [4]\n\
         c = { multiple_of = 1, min = 1, max = 10 }\ntokens = { min = 1, max = 10 }\ntile = { tokens = 1 }\n\
         threads = 256\nlaunch = \"post\"\nwhy = \"test\"\nexpect = { registers = 1, shared_bytes = 0, local_bytes = 0, kernarg_bytes = 0, sha256 = \"\" }\n";
@@ -67,6 +67,11 @@ fn update_catalogue_rewrites_only_the_expect_lines() {
     assert_eq!((v[1].expect.registers, v[1].expect.kernarg_bytes), (12, 28));
     assert_eq!(v[1].expect.sha256, mhc_loader::sha256_hex(&cubin));
     assert!(new.starts_with("# keep me\n") && new.contains("id = \"b\" # comment"));
+    // A missing expect line goes after the table's last key, not after the comment that
+    // opens the next section.
+    let a_expect = new.lines().position(|l| l.starts_with("expect")).unwrap();
+    assert_eq!(new.lines().nth(a_expect - 1), Some("why = \"test\""));
+    assert!(new.contains("\n\n# the next section\n[[variant]]"));
     // Idempotent, and every other line untouched.
     let (again, _) = rewrite_expectations(&new, |_| Some(cubin.as_slice())).unwrap();
     assert_eq!(again, new);

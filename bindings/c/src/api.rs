@@ -374,12 +374,7 @@ impl Plan {
         match &self.kind {
             PlanKind::Cpu => Ok(()),
             PlanKind::Cuda(p) => Ok(p.supports(stage)?),
-            PlanKind::Hip(p) => {
-                if stage == Stage::Expand {
-                    return Err(ApiError::Unsupported("expand has no gfx942 kernel".into()));
-                }
-                Ok(p.supports(stage)?)
-            }
+            PlanKind::Hip(p) => Ok(p.supports(stage)?),
         }
     }
 
@@ -778,7 +773,14 @@ pub unsafe fn expand(plan: &Plan, stream: *mut c_void, e: &mhc_tensor, out: &mhc
             let e = cuda_view(e, "e")?;
             Ok(p.expand(&cuda_stream(p, stream), &e, &mut o)?)
         },
-        PlanKind::Hip(_) => Err(ApiError::Unsupported("expand has no gfx942 kernel".into())),
+        PlanKind::Hip(p) => {
+            // SAFETY: this function's contract covers every descriptor.
+            unsafe {
+                let mut o = hip_view_mut(out, "out")?;
+                let e = hip_view(e, "e")?;
+                Ok(p.expand(&hip_stream(p, stream)?, &e, &mut o)?)
+            }
+        }
     }
 }
 

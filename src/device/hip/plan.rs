@@ -4,7 +4,7 @@
 //! the CUDA device), then enqueues exactly the launches of the stage's recipe
 //! ([`super::recipe`]): one `hipModuleLaunchKernel` per kernel (`post` 1, `pre` 1, or 2 with
 //! the F-pre-norm, `head` 1, `static` 2, `post_pre` 1 or 2: `mhc_pre`'s post prologue does the
-//! merge). Nothing is launched or written when a check fails.
+//! merge, `expand` 1). Nothing is launched or written when a check fails.
 
 use super::device::{Function, HipDevice};
 use super::memory::{DeviceBuffer, DeviceTensor, DeviceTensorMut};
@@ -277,6 +277,20 @@ impl ViewCheck {
         Ok(())
     }
 
+    /// Checks `expand`'s views: `e [T, C]` and `out [T, nC]` in the plan's dtype, not overlapping
+    /// (a workgroup's stores must not change what another still loads).
+    fn expand_io(&self, t: usize, e: &DeviceTensor<'_>, out: &DeviceTensorMut<'_>) -> Result<(Rows, Rows)> {
+        let (n, c) = (self.cfg.n, self.cfg.c);
+        self.act("e", e.device, e.ptr, e.len, e.dtype, &e.layout, t, c)?;
+        self.act("out", out.device, out.ptr, out.len, out.dtype, &out.layout, t, n * c)?;
+        let span = |ptr: u64, l: &Layout| (ptr, ptr + (l.required_len().unwrap_or(0) * self.dtype.size()) as u64);
+        let ((e0, e1), (o0, o1)) = (span(e.ptr, &e.layout), span(out.ptr, &out.layout));
+        if e0 < e1 && o0 < o1 && e0 < o1 && o0 < e1 {
+            return Err(Error::shape("out", "a buffer not overlapping e", "an overlapping one"));
+        }
+        Ok((Rows { ptr: e.ptr, stride: e.layout.row_stride }, Rows { ptr: out.ptr, stride: out.layout.row_stride }))
+    }
+
     /// `post_pre`'s `x_out` must not overlap `x`: the post prologue of one workgroup writes
     /// `x_out` while others still read `x`.
     fn no_overlap(&self, x: &DeviceTensor<'_>, x_out: &DeviceTensorMut<'_>) -> Result<()> {
@@ -456,6 +470,7 @@ impl Plan {
                 Step::Coeffs { grid, args } => self.launch(stream, *grid, args)?,
                 Step::Static { grid, args } => self.launch(stream, *grid, args)?,
                 Step::RmsNorm { grid, args } => self.launch(stream, *grid, args)?,
+                Step::Expand { grid, args } => self.launch(stream, *grid, args)?,
             }
         }
         Ok(())
@@ -631,6 +646,19 @@ impl Plan {
             out.ptr,
         );
         self.run(stream, steps, t)
+    }
+
+    /// `expand` (docs/math.md, "expand"): `out[t][i][:] = e[t][:]` for every stream i, one
+    /// `mhc_expand` launch. `e` T rows of C, `out` T rows of `n*C` (the plan's dtype, any row
+    /// strides), not overlapping.
+    pub fn expand(&self, stream: &Stream, e: &DeviceTensor<'_>, out: &mut DeviceTensorMut<'_>) -> Result<()> {
+        let t = e.layout.tokens;
+        self.enter(Stage::Expand, t, stream, None)?;
+        let (e, out) = self.views().expand_io(t, e, out)?;
+        if t == 0 {
+            return Ok(());
+        }
+        self.run(stream, recipe::expand_steps(&self.cfg, self.dtype, t, e, out), t)
     }
 }
 

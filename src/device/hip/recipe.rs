@@ -345,6 +345,29 @@ kernel_args! {
     }
 }
 
+kernel_args! {
+    /// `mhc_expand`: the first layer's residual from the embedding, `out[t][i] = e[t]` for every
+    /// stream i (a copy in the storage dtype).
+    ExpandArgs for Kernel::Expand => {
+        /// The embedding `e[T][C]` (storage dtype).
+        e: ptr,
+        /// The residual `out[T][n][C]` (storage dtype).
+        out: ptr,
+        /// T, the token count.
+        tokens: u32,
+        /// n, the stream count.
+        streams: u32,
+        /// C, the channels per stream.
+        channels: u32,
+        /// Elements between token rows of `e`.
+        e_stride: u32,
+        /// Elements between token rows of `out`.
+        out_stride: u32,
+        /// [`ACT_BF16`]: bf16 storage of `e` and `out` (else f32).
+        flags: u32,
+    }
+}
+
 /// The gfx942 kernels, one per embedded image; the discriminant is the cache slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kernel {
@@ -358,11 +381,14 @@ pub enum Kernel {
     Static,
     /// `mhc_rmsnorm`: the F-pre-norm `y` ([`RmsNormArgs`]).
     RmsNorm,
+    /// `mhc_expand`: the residual from the embedding ([`ExpandArgs`]).
+    Expand,
 }
 
 impl Kernel {
     /// Every kernel, in slot order.
-    pub const ALL: [Kernel; 5] = [Kernel::Pre, Kernel::Post, Kernel::Coeffs, Kernel::Static, Kernel::RmsNorm];
+    pub const ALL: [Kernel; 6] =
+        [Kernel::Pre, Kernel::Post, Kernel::Coeffs, Kernel::Static, Kernel::RmsNorm, Kernel::Expand];
 
     /// Index in [`Kernel::ALL`] (function and module cache slot).
     pub const fn slot(self) -> usize {
@@ -377,6 +403,7 @@ impl Kernel {
             Kernel::Coeffs => "mhc_coeffs",
             Kernel::Static => "mhc_static",
             Kernel::RmsNorm => "mhc_rmsnorm",
+            Kernel::Expand => "mhc_expand",
         }
     }
 
@@ -401,6 +428,7 @@ impl Kernel {
             Kernel::Coeffs => CoeffsArgs::FIELDS,
             Kernel::Static => StaticArgs::FIELDS,
             Kernel::RmsNorm => RmsNormArgs::FIELDS,
+            Kernel::Expand => ExpandArgs::FIELDS,
         }
     }
 
@@ -593,7 +621,8 @@ pub fn kernels_of(variant: &mhc_loader::Variant, cfg: &Config) -> Result<Vec<Ker
 /// `mhc_pre` (pre, post_pre, head) indexes its partials `((t G + g)(M + 1)) * 4` and its
 /// coefficient rows `t n^2 * 4`, `t 4n`, `inv_rms` through a 30-bit vector offset, and its row
 /// of phi / x `k * 4`; `mhc_post` and `mhc_coeffs` the coefficient rows `t n^2 * 4`;
-/// `mhc_static` and `mhc_rmsnorm` launch 256 work-items per token.
+/// `mhc_static` and `mhc_rmsnorm` launch 256 work-items per token; `mhc_post` and `mhc_expand`
+/// address a row's channel `c * esize` through a 32-bit vector offset.
 pub fn offset_limit(
     variant: &mhc_loader::Variant,
     cfg: &Config,
@@ -624,7 +653,12 @@ pub fn offset_limit(
                 check((k + 255) * 4, "(n C + 255) x 4 bytes of a phi / x row")?;
                 check((n - 1) * cfg.c as u64 * esize, "(n - 1) C x esize bytes to the last stream")?;
             }
-            Kernel::Post | Kernel::Coeffs => check(last.saturating_mul(n * n * 4), "(T - 1) n^2 x 4 h_res bytes")?,
+            Kernel::Post => {
+                check(last.saturating_mul(n * n * 4), "(T - 1) n^2 x 4 h_res bytes")?;
+                check(cfg.c as u64 * esize, "C x esize bytes of a row")?;
+            }
+            Kernel::Coeffs => check(last.saturating_mul(n * n * 4), "(T - 1) n^2 x 4 h_res bytes")?,
+            Kernel::Expand => check(cfg.c as u64 * esize, "C x esize bytes of a row")?,
             Kernel::Static | Kernel::RmsNorm => {
                 if t > 16_777_215 {
                     return Err(format!(
@@ -664,7 +698,7 @@ fn u32_of(what: &str, v: usize) -> Result<u32, String> {
     u32::try_from(v).map_err(|_| format!("{what} = {v} does not fit the kernel's 32-bit argument"))
 }
 
-/// `mhc_post`: one workgroup per 256 channels of one token.
+/// `mhc_post` and `mhc_expand`: one workgroup per 256 channels of one token.
 pub fn post_grid(t: usize, c: usize) -> Result<[u32; 3], String> {
     Ok([u32_of("C / 256", c.div_ceil(BLOCK as usize))?, u32_of("T", t)?, 1])
 }
@@ -809,6 +843,13 @@ pub enum Step {
         /// Its arguments.
         args: RmsNormArgs,
     },
+    /// An `mhc_expand` launch.
+    Expand {
+        /// Workgroups in x, y, z (of [`BLOCK`] work-items each).
+        grid: [u32; 3],
+        /// Its arguments.
+        args: ExpandArgs,
+    },
 }
 
 /// Most steps of one stage (the static layer: three copies and two launches).
@@ -842,6 +883,7 @@ impl Steps {
             Step::Coeffs { .. } => Some(Kernel::Coeffs),
             Step::Static { .. } => Some(Kernel::Static),
             Step::RmsNorm { .. } => Some(Kernel::RmsNorm),
+            Step::Expand { .. } => Some(Kernel::Expand),
         })
     }
 }
@@ -955,6 +997,23 @@ fn post_args(cfg: &Config, dtype: Dtype, t: usize, io: &PostIo) -> Result<PostAr
 pub fn post_steps(cfg: &Config, dtype: Dtype, t: usize, io: &PostIo) -> Result<Steps, String> {
     let mut s = Steps::new();
     s.push(Step::Post { grid: post_grid(t, cfg.c)?, args: post_args(cfg, dtype, t, io)? });
+    Ok(s)
+}
+
+/// `expand`: one `mhc_expand` launch, `e[T][C]` into each of the n streams of `out[T][n*C]`.
+pub fn expand_steps(cfg: &Config, dtype: Dtype, t: usize, e: Rows, out: Rows) -> Result<Steps, String> {
+    let mut s = Steps::new();
+    let args = ExpandArgs {
+        e: e.ptr,
+        out: out.ptr,
+        tokens: u32_of("T", t)?,
+        streams: u32_of("n", cfg.n)?,
+        channels: u32_of("C", cfg.c)?,
+        e_stride: u32_of("e row stride", e.stride)?,
+        out_stride: u32_of("out row stride", out.stride)?,
+        flags: act_flag(dtype),
+    };
+    s.push(Step::Expand { grid: post_grid(t, cfg.c)?, args });
     Ok(s)
 }
 

@@ -253,6 +253,7 @@ impl StageRunner for HipRunner {
                         None => plan.pre(stream, &ws, &get("x")?.view(), &params, &mut out)?,
                     }
                 }
+                Stage::Expand => plan.expand(stream, &get("e")?.view(), &mut take("x")?)?,
                 other => plan.supports(other)?,
             }
         }
@@ -329,8 +330,10 @@ mod tests {
             Err(Error::NoVariant { rejected, .. }) => assert!(rejected[0].contains("n=3 not supported")),
             other => panic!("{other:?}"),
         }
-        let e = inputs(Stage::Expand, &cfg, 2, 3);
-        assert!(matches!(check(Stage::Expand, &cfg, Dtype::F32, &e), Err(Error::NoVariant { .. })));
+        let e = inputs(Stage::Expand, &c3, 2, 3);
+        assert_eq!(check(Stage::Expand, &c3, Dtype::F32, &e).unwrap().1, 2, "expand serves every n");
+        let s = inputs(Stage::Sinkhorn, &cfg, 2, 3);
+        assert!(matches!(check(Stage::Sinkhorn, &cfg, Dtype::F32, &s), Err(Error::NoVariant { .. })));
 
         // The deferred runner answers these without opening the runtime; on this machine a
         // valid call reaches the runtime and reports why there is none.

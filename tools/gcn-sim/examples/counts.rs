@@ -20,7 +20,7 @@ fn main() {
         (args.first().copied().unwrap_or(16), args.get(1).copied().unwrap_or(4), args.get(2).copied().unwrap_or(4096));
     let cfg = Config::new(n, c);
     println!("T={t} n={n} C={c} bf16; per token: wave instructions (VALU, SALU, VMEM load/store, LDS, SMEM, branch) and global bytes");
-    for stage in [Stage::Pre, Stage::Post, Stage::PostPre, Stage::Head, Stage::Static] {
+    for stage in [Stage::Pre, Stage::Post, Stage::PostPre, Stage::Head, Stage::Static, Stage::Expand] {
         let sim = GcnSimRunner::new();
         sim.run(stage, &cfg, Dtype::Bf16, &inputs(stage, &cfg, t)).expect("runs");
         for (kernel, s) in sim.last_stats.borrow().iter() {

@@ -115,6 +115,7 @@ impl GcnSimRunner {
                 Step::Coeffs { grid, args } => self.launch(dev, *grid, args)?,
                 Step::Static { grid, args } => self.launch(dev, *grid, args)?,
                 Step::RmsNorm { grid, args } => self.launch(dev, *grid, args)?,
+                Step::Expand { grid, args } => self.launch(dev, *grid, args)?,
             }
         }
         Ok(())
@@ -192,6 +193,7 @@ impl GcnSimRunner {
                 let logits = [addr["h_pre_logits"], addr["h_post_logits"], addr["h_res_logits"]];
                 recipe::static_steps(cfg, dtype, t, &ws, consts, rows("x", k), logits, addr["gamma"], out("out"))
             }
+            Stage::Expand => recipe::expand_steps(cfg, dtype, t, rows("e", c), Rows { ptr: out("x"), stride: k }),
             other => return Err(no_variant(other, cfg, t, format!("no gfx942 kernel computes {other}"))),
         }
         .map_err(|reason| Error::shape("launch", reason, format!("T = {t}")))?;
