@@ -92,6 +92,15 @@ pub enum Error {
     /// A workspace given to a plan that did not make it, or to a second stream.
     #[error("workspace: {0}")]
     Workspace(String),
+    /// An output whose memory overlaps another argument of the same call: the kernels' stores
+    /// would change what other threads still read, or race each other.
+    #[error("{tensor} overlaps {other}: an output must use memory no other argument of the call uses")]
+    Overlap {
+        /// The output, by its argument name.
+        tensor: &'static str,
+        /// The argument it overlaps.
+        other: &'static str,
+    },
     /// A parameter holds NaN or infinity.
     #[error("{tensor} holds a non-finite value at index {index}")]
     NonFinite {

@@ -93,6 +93,10 @@ impl<B> DeviceTensor<'_, B> {
         self.check(device, what, Dtype::F32, rows, row_len, 4)?;
         check_dense(what, &self.layout, rows, row_len)
     }
+    /// The bytes this view's rows span, named `what` ([`check_disjoint`]).
+    pub(crate) fn span(&self, what: &'static str) -> Span {
+        Span::of(what, self.ptr, self.dtype, &self.layout)
+    }
 }
 
 impl<B> DeviceTensorMut<'_, B> {
@@ -157,6 +161,47 @@ impl<B> DeviceTensorMut<'_, B> {
         self.check(device, what, Dtype::F32, rows, row_len, 4)?;
         check_dense(what, &self.layout, rows, row_len)
     }
+    /// The bytes this view's rows span, named `what` ([`check_disjoint`]).
+    pub(crate) fn span(&self, what: &'static str) -> Span {
+        Span::of(what, self.ptr, self.dtype, &self.layout)
+    }
+}
+
+/// The device bytes one argument of a call touches, `[lo, hi)`: from its first element to the
+/// end of its last row (empty without rows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    what: &'static str,
+    lo: u64,
+    hi: u64,
+}
+
+impl Span {
+    /// An absent optional argument: overlaps nothing.
+    pub(crate) const NONE: Span = Span { what: "", lo: 0, hi: 0 };
+
+    /// Saturating: an argument whose rows would pass the end of the address space is refused by
+    /// the layout checks, and here it simply reaches the end.
+    fn of(what: &'static str, ptr: u64, dtype: Dtype, layout: &Layout) -> Span {
+        let elems = layout.required_len().unwrap_or(usize::MAX) as u64;
+        Span { what, lo: ptr, hi: ptr.saturating_add(elems.saturating_mul(dtype.size() as u64)) }
+    }
+
+    fn overlaps(&self, other: &Span) -> bool {
+        self.lo < self.hi && other.lo < other.hi && self.lo < other.hi && other.lo < self.hi
+    }
+}
+
+/// Outputs overlap neither an input nor each other: a kernel's stores would otherwise change
+/// what its other threads still read, or race one another, and the results would depend on
+/// timing. O(outputs x arguments) comparisons, no allocation; the error names both arguments.
+pub(crate) fn check_disjoint(outputs: &[Span], inputs: &[Span]) -> Result<()> {
+    for (i, o) in outputs.iter().enumerate() {
+        if let Some(other) = inputs.iter().chain(&outputs[i + 1..]).find(|other| o.overlaps(other)) {
+            return Err(Error::Overlap { tensor: o.what, other: other.what });
+        }
+    }
+    Ok(())
 }
 
 /// A view on one device given to a plan on another (0 on either side: unknown, not checked).
@@ -208,6 +253,35 @@ pub(crate) fn check_view(
     Ok(())
 }
 
+/// `pre`'s outputs overlap neither each other nor its input and parameters.
+pub(crate) fn pre_disjoint<B>(
+    x: &DeviceTensor<'_, B>,
+    params: &PreParamViews<'_, B>,
+    out: &PreOutViews<'_, B>,
+) -> Result<()> {
+    let [phi, scale, base, gamma_k, gamma_f] = params.spans();
+    check_disjoint(&out.spans(), &[x.span("x"), phi, scale, base, gamma_k, gamma_f])
+}
+
+/// `post_pre`'s outputs (`x_out` and the pre outputs) overlap neither each other nor an input
+/// (`x`, layer l's side, layer l+1's parameters): `x_out` is written while other threads still
+/// read `x`, and the pre outputs while `x_out` is read.
+pub(crate) fn post_pre_disjoint<B>(
+    x: &DeviceTensor<'_, B>,
+    post: &PostInViews<'_, B>,
+    x_out: &DeviceTensorMut<'_, B>,
+    params: &PreParamViews<'_, B>,
+    out: &PreOutViews<'_, B>,
+) -> Result<()> {
+    let [a, y, h_pre, h_post, h_res, inv_rms] = out.spans();
+    let [f, post_h_post, post_h_res] = post.spans();
+    let [phi, scale, base, gamma_k, gamma_f] = params.spans();
+    check_disjoint(
+        &[x_out.span("x_out"), a, y, h_pre, h_post, h_res, inv_rms],
+        &[x.span("x"), f, post_h_post, post_h_res, phi, scale, base, gamma_k, gamma_f],
+    )
+}
+
 /// The parameters of `pre` (and of the pre half of `post_pre`) on the device: `phi [M, n*C]`,
 /// `scale [3]`, `base [M]`, and `gamma_k [n*C]` / `gamma_f [C]` exactly when the configuration
 /// asks for them; all dense f32. Every device reads them the same way; a device whose kernels
@@ -224,6 +298,20 @@ pub struct PreParamViews<'a, B> {
     pub gamma_k: Option<DeviceTensor<'a, B>>,
     /// The F-pre-norm weights `gamma_f[C]` (present iff `cfg.gamma_f`).
     pub gamma_f: Option<DeviceTensor<'a, B>>,
+}
+
+impl<B> PreParamViews<'_, B> {
+    /// The parameters' byte spans ([`check_disjoint`]).
+    pub(crate) fn spans(&self) -> [Span; 5] {
+        let opt = |v: &Option<DeviceTensor<'_, B>>, what| v.as_ref().map_or(Span::NONE, |v| v.span(what));
+        [
+            self.phi.span("phi"),
+            self.scale.span("scale"),
+            self.base.span("base"),
+            opt(&self.gamma_k, "gamma_k"),
+            opt(&self.gamma_f, "gamma_f"),
+        ]
+    }
 }
 
 impl<B> Clone for PreParamViews<'_, B> {
@@ -252,6 +340,20 @@ pub struct PreOutViews<'a, B> {
     pub inv_rms: DeviceTensorMut<'a, B>,
 }
 
+impl<B> PreOutViews<'_, B> {
+    /// The outputs' byte spans ([`check_disjoint`]).
+    pub(crate) fn spans(&self) -> [Span; 6] {
+        [
+            self.a.span("a"),
+            self.y.as_ref().map_or(Span::NONE, |y| y.span("y")),
+            self.h_pre.span("h_pre"),
+            self.h_post.span("h_post"),
+            self.h_res.span("h_res"),
+            self.inv_rms.span("inv_rms"),
+        ]
+    }
+}
+
 /// Layer l's side of `post_pre`: `f` T rows of C (plan dtype), `h_post` `[T, n]` and `h_res`
 /// `[T, n, n]` dense f32.
 #[derive(Debug)]
@@ -264,9 +366,48 @@ pub struct PostInViews<'a, B> {
     pub h_res: DeviceTensor<'a, B>,
 }
 
+impl<B> PostInViews<'_, B> {
+    /// The inputs' byte spans ([`check_disjoint`]), named as layer l's.
+    pub(crate) fn spans(&self) -> [Span; 3] {
+        [self.f.span("f"), self.h_post.span("post h_post"), self.h_res.span("post h_res")]
+    }
+}
+
 impl<B> Clone for PostInViews<'_, B> {
     fn clone(&self) -> Self {
         *self
     }
 }
 impl<B> Copy for PostInViews<'_, B> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(what: &'static str, ptr: u64, rows: usize, row_len: usize, stride: usize) -> Span {
+        Span::of(what, ptr, Dtype::F32, &Layout { tokens: rows, row_len, row_stride: stride })
+    }
+
+    #[test]
+    fn outputs_must_not_overlap_inputs_or_each_other() {
+        let x = span("x", 0x1000, 3, 8, 8); // [0x1000, 0x1060)
+        let touching = span("out", 0x1060, 3, 8, 8);
+        let inside_padding = span("f", 0x2000, 2, 4, 8); // [0x2000, 0x2030)
+        assert!(check_disjoint(&[touching], &[x]).is_ok(), "adjacent ranges do not overlap");
+        let last_byte = span("out", 0x105c, 1, 1, 1);
+        let err = check_disjoint(&[last_byte], &[x]).unwrap_err().to_string();
+        assert_eq!(err, "out overlaps x: an output must use memory no other argument of the call uses");
+        // Outputs against each other, and the second output named with the first.
+        let a = span("a", 0x3000, 2, 4, 4);
+        let h = span("h_pre", 0x3010, 1, 1, 1);
+        let err = check_disjoint(&[a, h], &[x, inside_padding]).unwrap_err().to_string();
+        assert!(err.starts_with("a overlaps h_pre"), "{err}");
+        // Absent optional arguments and empty views overlap nothing.
+        let empty = span("y", 0x1000, 0, 8, 8);
+        assert!(check_disjoint(&[empty, Span::NONE], &[x, Span::NONE]).is_ok());
+        // A span past the end of the address space saturates instead of wrapping.
+        let huge = span("out", u64::MAX - 8, 4, 8, 8);
+        assert!(check_disjoint(&[huge], &[span("x", u64::MAX - 1, 1, 1, 1)]).is_err());
+        assert!(check_disjoint(&[huge], &[x]).is_ok());
+    }
+}

@@ -60,6 +60,7 @@ impl ApiError {
                 Error::Device { .. } => MHC_ERROR_WRONG_DEVICE,
                 Error::Workspace(_) => MHC_ERROR_WORKSPACE,
                 Error::NonFinite { .. } => MHC_ERROR_NON_FINITE,
+                Error::Overlap { .. } => MHC_ERROR_INVALID_ARGUMENT,
                 Error::BadCodeObject { .. } => MHC_ERROR_BAD_CODE_OBJECT,
                 _ => MHC_ERROR_INTERNAL,
             },
@@ -808,6 +809,7 @@ mod tests {
             (Error::Alignment { tensor: "x", required: 16 }, mhc_status::MHC_ERROR_ALIGNMENT),
             (Error::Workspace("w".into()), mhc_status::MHC_ERROR_WORKSPACE),
             (Error::NonFinite { tensor: "phi", index: 3 }, mhc_status::MHC_ERROR_NON_FINITE),
+            (Error::Overlap { tensor: "out", other: "x" }, mhc_status::MHC_ERROR_INVALID_ARGUMENT),
         ];
         for (e, s) in cases {
             assert_eq!(ApiError::Core(e).status(), s);

@@ -79,7 +79,7 @@ fn no_overlap(inputs: &[&Desc<'_>], outputs: &[&Desc<'_>]) -> ApiResult<()> {
         for other in inputs.iter().chain(outputs[i + 1..].iter()) {
             let (b0, b1) = other.bytes();
             if b0 < a1 && a0 < b1 {
-                return Err(ApiError::Invalid(format!("{} overlaps {}", o.what, other.what)));
+                return Err(Error::Overlap { tensor: o.what, other: other.what }.into());
             }
         }
     }

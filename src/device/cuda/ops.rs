@@ -1,7 +1,7 @@
 //! The ops of a plan: each looks its stage's bucket up by T, lets the bucket's launcher check
-//! every view and build the launch (nothing is enqueued when a check fails), and enqueues
-//! exactly one kernel (`post_pre` where it has no fused kernel: `post`, then `pre`, both checked
-//! before the first launch).
+//! every view and build the launch, checks that no output overlaps another argument (nothing is
+//! enqueued when a check fails), and enqueues exactly one kernel (`post_pre` where it has no
+//! fused kernel: `post`, then `pre`, both checked before the first launch).
 
 use super::launch::{Bucket, Launch, LaunchKind};
 use super::memory::{DeviceTensor, DeviceTensorMut};
@@ -10,6 +10,7 @@ use super::pre::general::PreVariant;
 use super::pre::{self, Checked, PostInViews, PreOutViews, PreParamViews};
 use super::static_layer::StaticParams;
 use super::stream::Stream;
+use crate::device::view::{check_disjoint, post_pre_disjoint, pre_disjoint, Span};
 use crate::error::{Error, Result};
 use crate::plan::Slot;
 
@@ -58,7 +59,9 @@ impl Plan {
         out: &mut DeviceTensorMut<'_>,
     ) -> Result<()> {
         let b = self.bucket(Slot::Post, x.layout.tokens)?;
-        match super::post::launch(&self.ctx, b, x, f, h_post, h_res, out)? {
+        let launch = super::post::launch(&self.ctx, b, x, f, h_post, h_res, out)?;
+        check_disjoint(&[out.span("out")], &[x.span("x"), f.span("f"), h_post.span("h_post"), h_res.span("h_res")])?;
+        match launch {
             Some(l) => self.enqueue(stream, &l),
             None => Ok(()),
         }
@@ -79,7 +82,9 @@ impl Plan {
         out: &mut DeviceTensorMut<'_>,
     ) -> Result<()> {
         let b = self.bucket(Slot::Head, x.layout.tokens)?;
-        match super::head::launch(&self.ctx, b, x, phi, scale, base, out)? {
+        let launch = super::head::launch(&self.ctx, b, x, phi, scale, base, out)?;
+        check_disjoint(&[out.span("out")], &[x.span("x"), phi.span("phi"), scale.span("scale"), base.span("base")])?;
+        match launch {
             Some(l) => self.enqueue(stream, &l),
             None => Ok(()),
         }
@@ -104,7 +109,16 @@ impl Plan {
     ) -> Result<()> {
         let b = self.bucket(Slot::Static, x.layout.tokens)?;
         let p = StaticParams { h_pre_logits, h_post_logits, h_res_logits, gamma };
-        match super::static_layer::launch(&self.ctx, b, x, &p, out)? {
+        let launch = super::static_layer::launch(&self.ctx, b, x, &p, out)?;
+        let inputs = [
+            x.span("x"),
+            h_pre_logits.span("h_pre_logits"),
+            h_post_logits.span("h_post_logits"),
+            h_res_logits.span("h_res_logits"),
+            gamma.span("gamma"),
+        ];
+        check_disjoint(&[out.span("out")], &inputs)?;
+        match launch {
             Some(l) => self.enqueue(stream, &l),
             None => Ok(()),
         }
@@ -114,7 +128,9 @@ impl Plan {
     /// of C, `out` T rows of `n*C`, plan dtype, rows 16-byte aligned.
     pub fn expand(&self, stream: &Stream, e: &DeviceTensor<'_>, out: &mut DeviceTensorMut<'_>) -> Result<()> {
         let b = self.bucket(Slot::Expand, e.layout.tokens)?;
-        match super::expand::launch(&self.ctx, b, e, out)? {
+        let launch = super::expand::launch(&self.ctx, b, e, out)?;
+        check_disjoint(&[out.span("out")], &[e.span("e")])?;
+        match launch {
             Some(l) => self.enqueue(stream, &l),
             None => Ok(()),
         }
@@ -138,7 +154,14 @@ impl Plan {
     ) -> Result<()> {
         let b = self.bucket(Slot::Coeffs, p.layout.tokens)?;
         let rest = rest.as_ref().map(|(a, b)| (&**a, &**b));
-        match super::coeffs::launch(&self.ctx, b, p, inv_rms, scale, base, h_pre, rest)? {
+        let launch = super::coeffs::launch(&self.ctx, b, p, inv_rms, scale, base, h_pre, rest)?;
+        let outputs = [
+            h_pre.span("h_pre"),
+            rest.map_or(Span::NONE, |r| r.0.span("h_post")),
+            rest.map_or(Span::NONE, |r| r.1.span("h_res")),
+        ];
+        check_disjoint(&outputs, &[p.span("p"), inv_rms.span("inv_rms"), scale.span("scale"), base.span("base")])?;
+        match launch {
             Some(l) => self.enqueue(stream, &l),
             None => Ok(()),
         }
@@ -161,6 +184,7 @@ impl Plan {
         let b = self.bucket(Slot::Pre, x.layout.tokens)?;
         self.check_workspace(ws, stream)?;
         let chk = pre::check(self.ctx.device, &self.ctx.cfg, self.ctx.dtype, &self.ws, ws.bytes(), x, params, out)?;
+        pre_disjoint(x, params, out)?;
         if chk.t == 0 {
             return Ok(());
         }
@@ -235,6 +259,7 @@ impl Plan {
         self.check_workspace(ws, stream)?;
         let post_bucket = self.bucket(Slot::Post, t)?;
         let post_launch = super::post::launch(&self.ctx, post_bucket, x, &post.f, &post.h_post, &post.h_res, x_out)?;
+        post_pre_disjoint(x, post, x_out, params, out)?;
         if let Some(b) = self.fused_post_pre(t) {
             pre::fits_u32("x_out", t, x_out.layout.row_stride, cfg.n * cfg.c)?;
             pre::fits_u32("f", t, post.f.layout.row_stride, cfg.c)?;

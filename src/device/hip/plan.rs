@@ -1,10 +1,11 @@
 //! Plans: a layer configuration bound to a HIP device, with the gfx942 kernels of every stage
 //! it can run loaded up front, and the ops. Each op validates its views in O(1) (dtype, rows,
 //! row length against the storage, strides, alignment, through [`crate::Layout::check`] like
-//! the CUDA device), then enqueues exactly the launches of the stage's recipe
-//! ([`super::recipe`]): one `hipModuleLaunchKernel` per kernel (`post` 1, `pre` 1, or 2 with
-//! the F-pre-norm, `head` 1, `static` 2, `post_pre` 1 or 2: `mhc_pre`'s post prologue does the
-//! merge, `expand` 1). Nothing is launched or written when a check fails.
+//! the CUDA device, and that no output overlaps another argument), then enqueues exactly the
+//! launches of the stage's recipe ([`super::recipe`]): one `hipModuleLaunchKernel` per kernel
+//! (`post` 1, `pre` 1, or 2 with the F-pre-norm, `head` 1, `static` 2, `post_pre` 1 or 2:
+//! `mhc_pre`'s post prologue does the merge, `expand` 1). Nothing is launched or written when a
+//! check fails.
 
 use super::device::{Function, HipDevice};
 use super::memory::{DeviceBuffer, DeviceTensor, DeviceTensorMut};
@@ -14,6 +15,7 @@ use super::recipe::{
 use super::result;
 use super::stream::Stream;
 use crate::config::{Config, Dtype, Formulation, Stage};
+use crate::device::view::{check_disjoint, post_pre_disjoint, pre_disjoint};
 use crate::error::{Error, Result};
 use crate::plan::{Ranges, Slot};
 use crate::tensor::Layout;
@@ -162,6 +164,7 @@ impl ViewCheck {
                 out.layout.row_stride,
             ));
         }
+        check_disjoint(&[out.span("out")], &[x.span("x"), f.span("f"), h_post.span("h_post"), h_res.span("h_res")])?;
         Ok(PostIo {
             x: Rows { ptr: x.ptr, stride: x.layout.row_stride },
             f: Rows { ptr: f.ptr, stride: f.layout.row_stride },
@@ -216,6 +219,7 @@ impl ViewCheck {
         out.h_post.check_dense_f32(self.device, "h_post", t, n)?;
         out.h_res.check_dense_f32(self.device, "h_res", t, n * n)?;
         out.inv_rms.check_dense_f32(self.device, "inv_rms", t, 1)?;
+        pre_disjoint(x, params, out)?;
         Ok(PreIo {
             x: Rows { ptr: x.ptr, stride: x.layout.row_stride },
             phi: params.phi.ptr,
@@ -247,6 +251,7 @@ impl ViewCheck {
         check_param(self.device, scale, "scale", 1)?;
         check_param(self.device, base, "base", n)?;
         self.act("out", out.device, out.ptr, out.len, out.dtype, &out.layout, t, c)?;
+        check_disjoint(&[out.span("out")], &[x.span("x"), phi.span("phi"), scale.span("scale"), base.span("base")])?;
         Ok((Rows { ptr: x.ptr, stride: x.layout.row_stride }, Rows { ptr: out.ptr, stride: out.layout.row_stride }))
     }
 
@@ -274,7 +279,14 @@ impl ViewCheck {
                 out.layout.row_stride,
             ));
         }
-        Ok(())
+        let inputs = [
+            x.span("x"),
+            logits[0].span("h_pre_logits"),
+            logits[1].span("h_post_logits"),
+            logits[2].span("h_res_logits"),
+            gamma.span("gamma"),
+        ];
+        check_disjoint(&[out.span("out")], &inputs)
     }
 
     /// Checks `expand`'s views: `e [T, C]` and `out [T, nC]` in the plan's dtype, not overlapping
@@ -283,23 +295,8 @@ impl ViewCheck {
         let (n, c) = (self.cfg.n, self.cfg.c);
         self.act("e", e.device, e.ptr, e.len, e.dtype, &e.layout, t, c)?;
         self.act("out", out.device, out.ptr, out.len, out.dtype, &out.layout, t, n * c)?;
-        let span = |ptr: u64, l: &Layout| (ptr, ptr + (l.required_len().unwrap_or(0) * self.dtype.size()) as u64);
-        let ((e0, e1), (o0, o1)) = (span(e.ptr, &e.layout), span(out.ptr, &out.layout));
-        if e0 < e1 && o0 < o1 && e0 < o1 && o0 < e1 {
-            return Err(Error::shape("out", "a buffer not overlapping e", "an overlapping one"));
-        }
+        check_disjoint(&[out.span("out")], &[e.span("e")])?;
         Ok((Rows { ptr: e.ptr, stride: e.layout.row_stride }, Rows { ptr: out.ptr, stride: out.layout.row_stride }))
-    }
-
-    /// `post_pre`'s `x_out` must not overlap `x`: the post prologue of one workgroup writes
-    /// `x_out` while others still read `x`.
-    fn no_overlap(&self, x: &DeviceTensor<'_>, x_out: &DeviceTensorMut<'_>) -> Result<()> {
-        let span = |ptr: u64, l: &Layout| (ptr, ptr + (l.required_len().unwrap_or(0) * self.dtype.size()) as u64);
-        let ((x0, x1), (o0, o1)) = (span(x.ptr, &x.layout), span(x_out.ptr, &x_out.layout));
-        if x0 < x1 && x0 < o1 && o0 < x1 {
-            return Err(Error::shape("x_out", "a buffer not overlapping x", "an overlapping one"));
-        }
-        Ok(())
     }
 }
 
@@ -554,7 +551,7 @@ impl Plan {
         self.enter(Stage::PostPre, t, stream, Some(ws))?;
         let post_io = self.views().post_io(t, x, &post.f, &post.h_post, &post.h_res, x_out)?;
         let io = self.views().pre_io(t, x, params, out)?;
-        self.views().no_overlap(x, x_out)?;
+        post_pre_disjoint(x, post, x_out, params, out)?;
         if t == 0 {
             return Ok(());
         }
@@ -783,9 +780,86 @@ mod tests {
 
         // post_pre: x_out in place or overlapping x is refused; adjacent is fine.
         let bytes = (t * k * 4) as u64;
+        let post = PostInViews {
+            f: view(0xc000, t * c, Dtype::F32, Layout::dense(t, c)),
+            h_post: view(0xd000, t * n, Dtype::F32, Layout::dense(t, n)),
+            h_res: view(0xe000, t * n * n, Dtype::F32, Layout::dense(t, n * n)),
+        };
+        let p = params(Some(dense(1, c)));
         for (at, ok) in [(0x1000, false), (0x1000 + bytes - 4, false), (0x1000 + bytes, true), (0x1000 - bytes, true)] {
             let o = view_mut(at, t * k, Dtype::F32, Layout::dense(t, k));
-            assert_eq!(v.no_overlap(&xs, &o).is_ok(), ok, "x_out at {at:#x}");
+            assert_eq!(post_pre_disjoint(&xs, &post, &o, &p, &outs(y(), t)).is_ok(), ok, "x_out at {at:#x}");
         }
+        // ... and the pre outputs may not land on layer l's coefficients or on x_out.
+        let x_out = view_mut(0xf000, t * k, Dtype::F32, Layout::dense(t, k));
+        assert!(post_pre_disjoint(&xs, &post, &x_out, &p, &outs(y(), t)).is_ok());
+        let mut reuse = outs(y(), t);
+        reuse.h_post = view_mut(0xd000, t * n, Dtype::F32, Layout::dense(t, n));
+        let err = post_pre_disjoint(&xs, &post, &x_out, &p, &reuse).unwrap_err().to_string();
+        assert!(err.starts_with("h_post overlaps post h_post"), "{err}");
+        let mut into_x_out = outs(y(), t);
+        into_x_out.a = view_mut(0xf000, t * c, Dtype::F32, Layout::dense(t, c));
+        assert!(matches!(
+            post_pre_disjoint(&xs, &post, &x_out, &p, &into_x_out),
+            Err(Error::Overlap { tensor: "x_out", other: "a" })
+        ));
+    }
+
+    #[test]
+    fn no_output_may_overlap_another_argument() {
+        let (n, c, t) = (2, 64, 3);
+        let cfg = Config::new(n, c);
+        let v = ViewCheck { cfg, dtype: Dtype::F32, device: 0 };
+        let (k, m) = (cfg.k(), cfg.m());
+        let x = view(0x1000, t * k, Dtype::F32, Layout::dense(t, k));
+        let at = |ptr: u64, rows: usize, len: usize| view_mut(ptr, rows * len, Dtype::F32, Layout::dense(rows, len));
+        let overlap = |r: Result<()>| match r {
+            Err(Error::Overlap { tensor, other }) => format!("{tensor}: memory overlapping {other}"),
+            other => format!("{other:?}"),
+        };
+        // post: out on x, on f, and clear of both.
+        let f = view(0x3000, t * c, Dtype::F32, Layout::dense(t, c));
+        let (hp, hr) = (view(0x4000, t * n, Dtype::F32, Layout::dense(t, n)), dense(t, n * n));
+        let post = |o: &DeviceTensorMut<'_>| v.post_io(t, &x, &f, &hp, &hr, o).map(|_| ());
+        assert_eq!(overlap(post(&at(0x1000, t, k))), "out: memory overlapping x");
+        assert_eq!(overlap(post(&at(0x3000 - 4, t, k))), "out: memory overlapping f");
+        assert!(post(&at(0x8000, t, k)).is_ok());
+        // pre: an output on a parameter, two outputs on one another.
+        let params = PreParamViews {
+            phi: view(0x2_0000, m * k, Dtype::F32, Layout::dense(m, k)),
+            scale: view(0x3_0000, 3, Dtype::F32, Layout::dense(1, 3)),
+            base: view(0x3_1000, m, Dtype::F32, Layout::dense(1, m)),
+            gamma_k: None,
+            gamma_f: None,
+        };
+        let outs = || PreOutViews {
+            a: at(0x5000, t, c),
+            y: None,
+            h_pre: at(0x6000, t, n),
+            h_post: at(0x7000, t, n),
+            h_res: at(0x8000, t, n * n),
+            inv_rms: at(0x9000, t, 1),
+        };
+        assert!(v.pre_io(t, &x, &params, &outs()).is_ok());
+        let mut o = outs();
+        o.inv_rms = at(0x3_1000, t, 1);
+        assert_eq!(overlap(v.pre_io(t, &x, &params, &o).map(|_| ())), "inv_rms: memory overlapping base");
+        let mut o = outs();
+        o.h_post = at(0x6000 + 4, t, n);
+        assert_eq!(overlap(v.pre_io(t, &x, &params, &o).map(|_| ())), "h_pre: memory overlapping h_post");
+        // head, static, expand: out on an input.
+        let phi = view(0x2_0000, n * k, Dtype::F32, Layout::dense(n, k));
+        let (scale, base) = (view(0x3_0000, 1, Dtype::F32, Layout::dense(1, 1)), dense(1, n));
+        let head = |o: &DeviceTensorMut<'_>| v.head_io(t, &x, &phi, &scale, &base, o).map(|_| ());
+        assert_eq!(overlap(head(&at(0x2_0000 + 64, t, c))), "out: memory overlapping phi");
+        assert!(head(&at(0x5000, t, c)).is_ok());
+        let logits = [view(0x4_0000, n, Dtype::F32, Layout::dense(1, n)), dense(1, n), dense(1, n * n)];
+        let gamma = view(0x5_0000, c, Dtype::F32, Layout::dense(1, c));
+        let stat = |o: &DeviceTensorMut<'_>| v.static_io(t, &x, [&logits[0], &logits[1], &logits[2]], &gamma, o);
+        assert_eq!(overlap(stat(&at(0x4_0000 - 4, t, k))), "out: memory overlapping h_pre_logits");
+        assert!(stat(&at(0x8000, t, k)).is_ok());
+        let e = view(0x3000, t * c, Dtype::F32, Layout::dense(t, c));
+        assert_eq!(overlap(v.expand_io(t, &e, &at(0x2f00, t, k)).map(|_| ())), "out: memory overlapping e");
+        assert!(v.expand_io(t, &e, &at(0x8000, t, k)).is_ok());
     }
 }

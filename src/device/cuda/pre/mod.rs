@@ -170,7 +170,7 @@ pub(crate) fn check_post_side(
     let (xa, xb) = span(x.ptr, &x.layout);
     let (oa, ob) = span(x_out.ptr, &x_out.layout);
     if t > 0 && xa < ob && oa < xb {
-        return Err(Error::shape("x_out", "a range that does not overlap x", "an overlapping range"));
+        return Err(Error::Overlap { tensor: "x_out", other: "x" });
     }
     Ok(())
 }
