@@ -18,8 +18,10 @@
 //   Phase A (every workgroup): projection of the tile's k slice, 16 phi rows at a time: each
 //     lane loads 16 phi values and 4 x values per k and does 64 + 4 FMAs (16 logits and the sum
 //     of squares of 4 tokens), so one phi load feeds 4 tokens (phi traffic / 4 against one token
-//     per workgroup); per token a two-level LDS reduction; partials to work[t][g][0..M]
-//     (+ ss at M), f32. Tokens past T read the last token's row; their results are dropped.
+//     per workgroup); with gamma_k (flags bit 4) each lane also loads gamma_k[k] and weights its
+//     4 x values after their squares (4 multiplies; ss stays unweighted); per token a two-level
+//     LDS reduction; partials to work[t][g][0..M] (+ ss at M), f32. Tokens past T read the last
+//     token's row; their results are dropped.
 //   Phase B: every wave waits for its stores (vmcnt(0)), barrier; work-item 0 releases
 //     (buffer_wbl2 sc1), increments counter[tile] (global_atomic_add sc0 sc1: returns the old
 //     value, agent scope) and acquires (buffer_inv sc1); the old value goes through LDS to every
@@ -36,11 +38,12 @@
 // VGPRs: v0 tid, v1 k * 4, v2 x offset, v3 temp, v[4:68) accumulators (token tt, row q at
 //   4 + 16 tt + q), v[68:72) sums of squares, v[72:76) x, v[76:92) phi, v92.. work: 100.
 // SGPRs: 102 (s[60:92) phi row bases, s[94:102) x row pointers in phase A).
-// Kernargs (176 B): x, phi, scale, base, h_pre, h_post, h_res, inv_rms, a, work, counter (u64),
+// Kernargs (184 B): x, phi, scale, base, h_pre, h_post, h_res, inv_rms, a, work, counter (u64),
 //   tokens, streams, channels, x_stride, a_stride, splits (G), iters, eps_norm (f32),
 //   eps_hc (f32), flags (bit 0 bf16 storage, bit 1 Paper, bit 2 head: M = n logits, h = sigma + eps
-//   into h_pre, no Sinkhorn, a = the head's output; bit 3 post prologue), then for post_pre only
-//   f, post_h_post, post_h_res, out (u64), f_stride, res_si, res_sj (u32). work: T G (M + 1)
+//   into h_pre, no Sinkhorn, a = the head's output; bit 3 post prologue; bit 4 gamma_k), then for
+//   post_pre only f, post_h_post, post_h_res, out (u64), f_stride, res_si, res_sj (u32), and
+//   gamma_k (u64 at 176, read with bit 4 only: the pre-norm weight [n C], f32). work: T G (M + 1)
 //   f32; counter: ceil(T / 4) u32, zero before the first launch (the kernel leaves it zero).
 //   x_stride is shared by x and out.
 // Per token, measured on the simulator (n = 4, C = 4096, bf16): see asm/gcn/README.md. Phi is
@@ -77,16 +80,22 @@
 .endm
 
 // Phase A inner loop over this workgroup's k slice for the current chunk of 16 rows and the
-// tile's 4 tokens (x row pointers s[94:102)); bf selects the storage of x.
-.macro KLOOP bf
+// tile's 4 tokens (x row pointers s[94:102)); bf selects the storage of x; gk (flags bit 4)
+// weights each x value by gamma_k[k] (base in s[54:55], byte offset k * 4 like phi's) after
+// its square is summed: the projection reads v gamma_k, the sum of squares stays unweighted.
+.macro KLOOP bf, gk
+  .if \gk
+    s_load_dwordx2 s[54:55], s[0:1], 0xb0 // gamma_k
+    s_waitcnt lgkmcnt(0)
+  .endif
   s_mov_b32 s50, s41                     // k0 = k_begin
   v_add_u32 v1, s41, v0
   v_lshlrev_b32 v1, 2, v1                // k * 4 (phi byte offset)
-.Lk_\bf:
+.Lk_\bf\()_\gk:
   v_lshrrev_b32 v93, 2, v1
   v_cmp_gt_u32 vcc, s42, v93             // k < k_end
   s_and_saveexec_b64 s[52:53], vcc
-  s_cbranch_execz .Lk_next_\bf
+  s_cbranch_execz .Lk_next_\bf\()_\gk
   .if \bf
     v_lshrrev_b32 v2, 1, v1
   .else
@@ -102,6 +111,9 @@
     global_load_dword v[76+q], v1, s[60+2*q:61+2*q]
     .set q, q+1
   .endr
+  .if \gk
+    global_load_dword v93, v1, s[54:55]  // gamma_k[k]
+  .endif
   s_waitcnt vmcnt(0)
   .set tt, 0
   .rept TILE
@@ -111,6 +123,13 @@
     v_fmac_f32 v[68+tt], v[72+tt], v[72+tt]
     .set tt, tt+1
   .endr
+  .if \gk
+    .set tt, 0
+    .rept TILE
+      v_mul_f32 v[72+tt], v[72+tt], v93
+      .set tt, tt+1
+    .endr
+  .endif
   .set tt, 0
   .rept TILE
     .set q, 0
@@ -120,12 +139,12 @@
     .endr
     .set tt, tt+1
   .endr
-.Lk_next_\bf:
+.Lk_next_\bf\()_\gk:
   s_mov_b64 exec, s[52:53]
   v_add_u32 v1, 0x400, v1
   s_addk_i32 s50, 0x100
   s_cmp_lt_u32 s50, s42
-  s_cbranch_scc1 .Lk_\bf
+  s_cbranch_scc1 .Lk_\bf\()_\gk
 .endm
 
 // Reduces token tt's 17 per-lane sums over the workgroup and stores the partials of rows
@@ -507,12 +526,22 @@ mhc_pre:
     v_mov_b32 v[4+q], 0
     .set q, q+1
   .endr
+  s_and_b32 s48, s35, 16                 // gamma_k (flags bit 4)?
+  s_cbranch_scc1 .Lgk
   s_cmp_eq_u32 s39, 0
   s_cbranch_scc0 .Lbf16
-  KLOOP 0
+  KLOOP 0, 0
   s_branch .Lreduce
 .Lbf16:
-  KLOOP 1
+  KLOOP 1, 0
+  s_branch .Lreduce
+.Lgk:
+  s_cmp_eq_u32 s39, 0
+  s_cbranch_scc0 .Lbf16_gk
+  KLOOP 0, 1
+  s_branch .Lreduce
+.Lbf16_gk:
+  KLOOP 1, 1
 .Lreduce:
   REDUCE 0
   REDUCE 1
@@ -829,7 +858,7 @@ mhc_pre:
 .amdhsa_kernel mhc_pre
   .amdhsa_group_segment_fixed_size 18960
   .amdhsa_private_segment_fixed_size 0
-  .amdhsa_kernarg_size 176
+  .amdhsa_kernarg_size 184
   .amdhsa_user_sgpr_count 2
   .amdhsa_user_sgpr_kernarg_segment_ptr 1
   .amdhsa_system_sgpr_workgroup_id_x 1
@@ -848,7 +877,7 @@ amdhsa.version: [ 1, 2 ]
 amdhsa.kernels:
   - .name: mhc_pre
     .symbol: mhc_pre.kd
-    .kernarg_segment_size: 176
+    .kernarg_segment_size: 184
     .kernarg_segment_align: 8
     .group_segment_fixed_size: 18960
     .private_segment_fixed_size: 0
@@ -886,5 +915,6 @@ amdhsa.kernels:
       - { .name: f_stride, .offset: 160, .size: 4, .value_kind: by_value }
       - { .name: res_si, .offset: 164, .size: 4, .value_kind: by_value }
       - { .name: res_sj, .offset: 168, .size: 4, .value_kind: by_value }
+      - { .name: gamma_k, .offset: 176, .size: 8, .value_kind: global_buffer, .address_space: global, .actual_access: read_only }
 ...
 .end_amdgpu_metadata

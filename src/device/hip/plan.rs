@@ -50,9 +50,7 @@ impl std::fmt::Debug for Plan {
     }
 }
 
-/// The parameters of `pre` (see [`crate::device::view::PreParamViews`]). The gfx942 kernels
-/// have no `gamma_k` input: a configuration with `gamma_k` has no gfx942 variant (fold it into
-/// `phi` instead: `(v * gamma_k) . phi^T = v . (phi * gamma_k)^T`).
+/// The parameters of `pre` (see [`crate::device::view::PreParamViews`]).
 pub type PreParamViews<'a> = crate::device::view::PreParamViews<'a, super::memory::DeviceBuffer>;
 
 /// Where `pre` writes (see [`crate::device::view::PreOutViews`]).
@@ -190,13 +188,18 @@ impl ViewCheck {
         let presence = |what: &'static str, want: bool| {
             Error::shape(
                 what,
-                if want { "present (cfg.gamma_f)" } else { "absent" },
+                if want { "present (the configuration asks for it)" } else { "absent" },
                 if want { "absent" } else { "present" },
             )
         };
-        if params.gamma_k.is_some() {
-            return Err(presence("gamma_k", false));
-        }
+        let gamma_k = match (&params.gamma_k, self.cfg.gamma_k) {
+            (Some(g), true) => {
+                check_param(self.device, g, "gamma_k", k)?;
+                Some(g.ptr)
+            }
+            (None, false) => None,
+            (_, want) => return Err(presence("gamma_k", want)),
+        };
         let gamma_f = match (&params.gamma_f, self.cfg.gamma_f) {
             (Some(g), true) => {
                 check_param(self.device, g, "gamma_f", c)?;
@@ -225,6 +228,7 @@ impl ViewCheck {
             phi: params.phi.ptr,
             scale: params.scale.ptr,
             base: params.base.ptr,
+            gamma_k,
             gamma_f,
             a: Rows { ptr: a.ptr, stride: a.layout.row_stride },
             y,

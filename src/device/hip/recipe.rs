@@ -41,6 +41,9 @@ pub const PRE_PAPER: u32 = 2;
 pub const PRE_HEAD: u32 = 4;
 /// `mhc_pre` flag: the post prologue of `post_pre` (writes `out = post(x)`, then reduces it).
 pub const PRE_POST: u32 = 8;
+/// `mhc_pre` flag: the projection reads `x gamma_k` (the pre-norm weight, [`PreArgs::gamma_k`]);
+/// the sum of squares stays that of `x`.
+pub const PRE_GAMMA_K: u32 = 16;
 /// `mhc_coeffs` flags.
 pub const COEFFS_PAPER: u32 = 1;
 /// `mhc_post`, `mhc_static`, `mhc_rmsnorm` flags: bit 0 = bf16 storage.
@@ -237,7 +240,7 @@ kernel_args! {
         /// The coefficient epsilon (Sinkhorn line sums; `h_pre` in the DeepSeek-V4 formulation; `h`
         /// in head mode).
         eps_hc: f32,
-        /// [`PRE_BF16`] | [`PRE_PAPER`] | [`PRE_HEAD`] | [`PRE_POST`].
+        /// [`PRE_BF16`] | [`PRE_PAPER`] | [`PRE_HEAD`] | [`PRE_POST`] | [`PRE_GAMMA_K`].
         flags: u32,
         /// `post_pre`: layer l's sublayer output `f[T][C]` (storage dtype).
         f: ptr,
@@ -254,6 +257,8 @@ kernel_args! {
         res_si: u32,
         /// `post_pre`: [`PostArgs::res_sj`].
         res_sj: u32,
+        /// With [`PRE_GAMMA_K`]: the pre-norm weight `gamma_k[n*C]` (f32); else unread.
+        gamma_k: ptr,
     }
 }
 
@@ -924,6 +929,8 @@ pub struct PreIo {
     pub scale: u64,
     /// The logit biases `base[M]`.
     pub base: u64,
+    /// The pre-norm weights `gamma_k[n*C]` (the configuration's `gamma_k`).
+    pub gamma_k: Option<u64>,
     /// The F-pre-norm weights `gamma_f[C]`, present iff `y` is.
     pub gamma_f: Option<u64>,
     /// Output: the pre-mix `a[T][C]`.
@@ -1031,6 +1038,9 @@ pub fn pre_steps(
 ) -> Result<Steps, String> {
     let g = splits.max(1);
     let mut flags = pre_flags(cfg, dtype);
+    if io.gamma_k.is_some() {
+        flags |= PRE_GAMMA_K;
+    }
     let p = match post {
         Some(p) => {
             flags |= PRE_POST;
@@ -1067,6 +1077,7 @@ pub fn pre_steps(
         f_stride: p.f_stride,
         res_si: p.res_si,
         res_sj: p.res_sj,
+        gamma_k: io.gamma_k.unwrap_or(0),
     };
     if let Some(p) = post {
         if p.x != io.x {
@@ -1346,6 +1357,7 @@ mod tests {
             phi: 0x2000_0000,
             scale: 0x2100_0000,
             base: 0x2200_0000,
+            gamma_k: None,
             gamma_f: gamma_f.then_some(0x2300_0000),
             a: Rows { ptr: 0x3000_0000, stride: cfg.c + 16 },
             y: gamma_f.then_some(Rows { ptr: 0x3100_0000, stride: cfg.c + 32 }),
@@ -1414,6 +1426,14 @@ mod tests {
             (pio.x.ptr, 0x5000_0000, 0x5100_0000, 0x5200_0000, 0x6000_0000)
         );
         assert_eq!((args.f_stride, args.res_si, args.res_sj), (4200, 4, 1));
+        assert_eq!(args.gamma_k, 0, "no gamma_k: the kernel never reads the pointer");
+        // gamma_k: flag bit 4 and the pointer, in both entries.
+        let gio = PreIo { gamma_k: Some(0x2400_0000), ..pio };
+        for post in [None, Some(&post)] {
+            let steps = pre_steps(&cfg, Dtype::F32, t, pre_splits(t, cfg.k()), &ws, &gio, post).unwrap();
+            let [Step::Pre { args, .. }] = steps.as_slice() else { panic!() };
+            assert_eq!((args.flags & PRE_GAMMA_K, args.gamma_k), (PRE_GAMMA_K, 0x2400_0000));
+        }
         let other_x = PostIo { x: Rows { ptr: 0x7000_0000, ..pio.x }, ..post };
         assert!(pre_steps(&cfg, Dtype::F32, t, pre_splits(t, cfg.k()), &ws, &pio, Some(&other_x)).is_err());
         // In place, or overlapping by one element, is refused; adjacent is fine.

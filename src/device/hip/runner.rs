@@ -2,8 +2,6 @@
 //! call: check the inputs against the stage's signature and the gfx942 recipes (before any
 //! runtime call), store activations in the requested dtype and parameters in f32 on the
 //! device, poison every output with NaN, run the stage's op, synchronize, read the outputs back.
-//! `gamma_k` is folded into `phi` on the host (`phi * gamma_k`, rounded once to f32), as the
-//! simulator's runner does: docs/math.md's `(v gamma_k) . phi^T = v . (phi gamma_k)^T`.
 
 use super::device::HipDevice;
 use super::memory::DeviceBuffer;
@@ -80,8 +78,7 @@ impl HipRunner {
         let sig = signature(stage, &cfg);
         let t = sig.check(inputs)?;
         check_finite(&sig, inputs)?;
-        // The runner folds gamma_k into phi, so the recipe is asked without it.
-        let plan_cfg = Config { gamma_k: false, ..cfg };
+        let plan_cfg = cfg;
         let arch = mhc_loader::Arch::Gfx942(mhc_loader::AmdFeatures::ANY);
         let slot = Slot::of(stage).ok_or_else(|| Error::NoVariant {
             stage: stage.name().into(),
@@ -148,7 +145,7 @@ impl StageRunner for HipRunner {
         if t == 0 {
             return Ok(sig.outputs.iter().map(|p| (p.name.to_string(), Array::new(p.shape(0), vec![]))).collect());
         }
-        let plan = Plan::new(dev, Config { gamma_k: false, ..cfg }, dtype, t)?;
+        let plan = Plan::new(dev, cfg, dtype, t)?;
         plan.supports(stage)?;
         let storage = |p: &Port| match p.class {
             Class::Activation => dtype,
@@ -158,23 +155,8 @@ impl StageRunner for HipRunner {
         let mut ins: BTreeMap<&str, Dev> = BTreeMap::new();
         for p in &sig.inputs {
             let Some(a) = inputs.get(p.name) else { continue };
-            if p.name == "gamma_k" {
-                continue; // folded into phi below
-            }
-            let folded;
-            let data = match (p.name, inputs.get("gamma_k")) {
-                ("phi", Some(g)) if cfg.gamma_k => {
-                    folded = a
-                        .data
-                        .chunks(cfg.k())
-                        .flat_map(|row| row.iter().zip(&g.data).map(|(p, g)| p * g))
-                        .collect::<Vec<f64>>();
-                    &folded
-                }
-                _ => &a.data,
-            };
             let dt = storage(p);
-            ins.insert(p.name, Dev { buf: upload(dev, dt, data)?, dtype: dt, layout: layout_of(p) });
+            ins.insert(p.name, Dev { buf: upload(dev, dt, &a.data)?, dtype: dt, layout: layout_of(p) });
         }
         let mut outs: Vec<(Port, Dev)> = Vec::new();
         for p in &sig.outputs {
@@ -229,7 +211,7 @@ impl StageRunner for HipRunner {
                         phi: get("phi")?.view().with_layout(Layout::dense(cfg.m(), cfg.k())),
                         scale: get("scale")?.view(),
                         base: get("base")?.view(),
-                        gamma_k: None,
+                        gamma_k: if cfg.gamma_k { Some(get("gamma_k")?.view()) } else { None },
                         gamma_f: if cfg.gamma_f { Some(get("gamma_f")?.view()) } else { None },
                     };
                     let mut x_out = if stage == Stage::PostPre { Some(take("out")?) } else { None };

@@ -5,7 +5,7 @@
 //! layouts by argument name, workspace regions, the static layer's copies), executed on
 //! simulated memory. Activations are stored in the requested dtype (bf16 rounds once, to
 //! nearest even), parameters and coefficients in f32; every output is poisoned (NaN) before the
-//! first launch; `gamma_k` is folded into `phi` on the host, as the HIP runner does. Any hazard
+//! first launch. Any hazard
 //! the simulator reports is returned as an error.
 
 use crate::exec::{Launch, Memory, Stats};
@@ -126,17 +126,12 @@ impl GcnSimRunner {
         let (n, c, k) = (cfg.n, cfg.c, cfg.k());
         let mut d = Dev { mem: Memory::new() };
         let sig = signature(stage, cfg);
-        // Activations in the run's dtype, dense rows; parameters f32; gamma_k folded into phi.
+        // Activations in the run's dtype, dense rows; parameters f32.
         let mut addr: BTreeMap<&str, u64> = BTreeMap::new();
         for p in &sig.inputs {
             let Some(a) = ins.get(p.name) else { continue };
             let dt = if p.class == Class::Activation { dtype } else { Dtype::F32 };
-            let data: Vec<f64> = if p.name == "phi" && cfg.gamma_k {
-                a.data.chunks(k).flat_map(|row| row.iter().zip(&ins["gamma_k"].data).map(|(p, g)| p * g)).collect()
-            } else {
-                a.data.clone()
-            };
-            addr.insert(p.name, d.store(p.name, &data, dt));
+            addr.insert(p.name, d.store(p.name, &a.data, dt));
         }
         let rows = |name: &str, row: usize| Rows { ptr: addr[name], stride: row };
         let splits = self.splits.unwrap_or_else(|| recipe::pre_splits(t, k));
@@ -156,6 +151,7 @@ impl GcnSimRunner {
             phi: addr["phi"],
             scale: addr["scale"],
             base: addr["base"],
+            gamma_k: cfg.gamma_k.then(|| addr["gamma_k"]),
             gamma_f: cfg.gamma_f.then(|| addr["gamma_f"]),
             a: Rows { ptr: out("a"), stride: c },
             y: cfg.gamma_f.then(|| Rows { ptr: out("y"), stride: c }),
@@ -238,15 +234,12 @@ impl StageRunner for GcnSimRunner {
             // Nothing to launch: every output is empty.
             return Ok(sig.outputs.iter().map(|p| (p.name.to_string(), Array::new(p.shape(0), vec![]))).collect());
         }
-        // The catalogue decides, as on a device: the HIP plan's own selection for gfx942 (gamma_k
-        // is folded into phi here, so the plan is asked without it); its rejections become the
-        // NoVariant error.
+        // The catalogue decides, as on a device: the HIP plan's own selection for gfx942; its
+        // rejections become the NoVariant error.
         let slot =
             Slot::of(stage).ok_or_else(|| no_variant(stage, cfg, t, format!("no gfx942 kernel computes {stage}")))?;
         let arch = Arch::Gfx942(AmdFeatures::ANY);
-        let plan_cfg = Config { gamma_k: false, ..*cfg };
-        let choices =
-            mhc::plan::choose(arch, arch.default_compute_units(), &plan_cfg, dtype, slot, t, None, &|_| Ok(()))?;
+        let choices = mhc::plan::choose(arch, arch.default_compute_units(), cfg, dtype, slot, t, None, &|_| Ok(()))?;
         Ranges(choices).at(slot, arch.name(), t)?;
         // Byte offsets are 32-bit per lane inside one tensor.
         if t.saturating_mul(cfg.k()).max(cfg.m() * cfg.k()).saturating_mul(4) > u32::MAX as usize {

@@ -1,9 +1,11 @@
-//! `pre` (gfx942 `mhc_proj` + `mhc_coeffs` + `mhc_apply`) on the simulator against the f64
-//! reference.
+//! `pre` and `post_pre` (gfx942 `mhc_pre`, with `mhc_rmsnorm` for `gamma_f`) on the simulator
+//! against the f64 reference.
 
 mod common;
 use gcn_sim::runner::GcnSimRunner;
 use mhc::config::{Config, Dtype, Formulation, Stage};
+use mhc::reference::testing::Rng;
+use mhc::runner::{random_inputs, CpuRunner, StageRunner};
 
 #[test]
 fn pre_split_k_decode_path_and_single_path_agree_with_reference() {
@@ -101,11 +103,49 @@ fn pre_with_prenorm_weights_matches_reference() {
         let mut cfg = Config::new(4, 264);
         cfg.gamma_k = true;
         common::check(Stage::Pre, &cfg, dtype, 3, seed, 0.02);
+        common::check(Stage::PostPre, &cfg, dtype, 5, seed, 0.02);
+        // Split slices that start and end inside streams.
+        common::check_on(GcnSimRunner::with_splits(3), Stage::Pre, &cfg, dtype, 2, seed, 0.02);
+        common::check_on(GcnSimRunner::with_splits(5), Stage::PostPre, &cfg, dtype, 2, seed, 0.02);
         cfg.gamma_f = true;
         common::check(Stage::Pre, &cfg, dtype, 3, seed, 0.02);
+        common::check(Stage::PostPre, &cfg, dtype, 2, seed, 0.02);
         cfg.gamma_k = false;
         common::check(Stage::PostPre, &cfg, dtype, 2, seed, 0.02);
     }
+    let mut cfg = Config::new(8, 136);
+    cfg.gamma_k = true;
+    common::check(Stage::Pre, &cfg, Dtype::Bf16, 6, seed, 0.02);
+}
+
+/// `mhc_pre` reads gamma_k itself (flags bit 4): with weights spread over [0.25, 1.75] its
+/// coefficients match the reference to f32 accuracy, and differ from the unweighted run's by
+/// far more than that, while `inv_rms` (the unweighted sum of squares) does not change.
+#[test]
+fn pre_reads_its_prenorm_weights() {
+    let seed = common::seed();
+    let mut cfg = Config::new(4, 264);
+    cfg.gamma_k = true;
+    let t = 3;
+    let mut rng = Rng::new(seed);
+    let mut ins = random_inputs(Stage::Pre, &cfg, t, 0.05, &mut rng);
+    let k = cfg.k();
+    ins.get_mut("gamma_k").unwrap().data = (0..k).map(|i| 0.25 + 1.5 * ((i * 37 % k) as f64 / k as f64)).collect();
+    let mut ones = ins.clone();
+    ones.get_mut("gamma_k").unwrap().data = vec![1.0; k];
+    gcn_sim::exec::set_thread_options(Some(common::sim_options(seed)));
+    let sim = GcnSimRunner::new();
+    let got = sim.run(Stage::Pre, &cfg, Dtype::F32, &ins).unwrap();
+    let unweighted = sim.run(Stage::Pre, &cfg, Dtype::F32, &ones).unwrap();
+    let want = CpuRunner.run(Stage::Pre, &cfg, Dtype::F32, &ins).unwrap();
+    let max_diff = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+    for name in ["h_pre", "h_post", "h_res"] {
+        let err = max_diff(&got[name].data, &want[name].data);
+        assert!(err <= 1e-5, "{name}: {err:e} from the reference (seed {seed})");
+        let moved = max_diff(&got[name].data, &unweighted[name].data);
+        assert!(moved > 1e-3, "{name}: the weights moved it by only {moved:e} (seed {seed})");
+    }
+    assert_eq!(got["inv_rms"].data, unweighted["inv_rms"].data, "inv_rms is of the unweighted row");
 }
 
 #[test]
