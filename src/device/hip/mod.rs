@@ -36,10 +36,8 @@
 //! What each stage launches, on which grid and with which arguments lives in [`recipe`], which
 //! calls no runtime and is tested without a GPU.
 //!
-//! Differences from the CUDA API: `head` and `static_layer` take the plan's [`Workspace`] (the
-//! head's weights and the static layer's coefficients live there); `pre` takes `phi` with
-//! `gamma_k` already folded in (the gfx942 `pre` has no `gamma_k` input); `expand` has no gfx942
-//! kernel yet (its op is absent and the stage reports `NoVariant`).
+//! Difference from the CUDA API: `head` and `static_layer` take the plan's [`Workspace`] (the
+//! head's weights and the static layer's coefficients live there).
 //!
 //! # Safety model
 //!
