@@ -868,189 +868,76 @@ mod tests {
         assert!(v.expand_io(t, &e, &at(0x8000, t, k)).is_ok());
     }
 
-    /// One argument of a randomised call: what the op expects of it, and the view given.
-    #[derive(Clone, Copy)]
-    struct Arg {
-        dtype: Dtype,
-        rows: usize,
-        row_len: usize,
-        /// A dense f32 parameter (any rows x row_len product) rather than rows of an activation.
-        param: bool,
-        output: bool,
-        ptr: u64,
-        len: usize,
-        given_dtype: Dtype,
-        layout: Layout,
-    }
-
-    impl Arg {
-        fn new(i: u64, dtype: Dtype, rows: usize, row_len: usize, param: bool, output: bool) -> Arg {
-            let layout = Layout::dense(rows, row_len);
-            let (ptr, len) = (0x1000_0000 * (i + 1), rows * row_len);
-            Arg { dtype, rows, row_len, param, output, ptr, len, given_dtype: dtype, layout }
-        }
-        fn view(&self) -> DeviceTensor<'static> {
-            view(self.ptr, self.len, self.given_dtype, self.layout)
-        }
-        fn view_mut(&self) -> DeviceTensorMut<'static> {
-            view_mut(self.ptr, self.len, self.given_dtype, self.layout)
-        }
-        fn bytes(&self) -> (u64, u64) {
-            let n = self.layout.required_len().unwrap() as u64 * self.given_dtype.size() as u64;
-            (self.ptr, self.ptr + n)
-        }
-        /// What an accepted argument must satisfy, re-derived from the contract.
-        fn assert_accepted(&self, what: &str) {
-            let l = self.layout;
-            assert_eq!(self.given_dtype, self.dtype, "{what}: dtype");
-            if self.param {
-                assert_eq!(l.tokens * l.row_len, self.rows * self.row_len, "{what}: element count");
-                assert!(l.tokens <= 1 || l.row_stride == l.row_len, "{what}: dense");
-            } else {
-                assert_eq!((l.tokens, l.row_len), (self.rows, self.row_len), "{what}: rows");
-                assert!(l.row_stride >= l.row_len && l.row_stride <= u32::MAX as usize, "{what}: stride");
-            }
-            let need = l.required_len().expect("an accepted layout fits in memory");
-            assert!(need <= self.len, "{what}: {need} elements needed, {} held", self.len);
-            let size = self.given_dtype.size() as u64;
-            assert!(self.ptr != 0 && self.ptr % size == 0, "{what}: pointer {:#x}", self.ptr);
-        }
-    }
-
-    /// Changes one thing of one argument: a pointer (NULL, misaligned, onto another argument),
-    /// the storage length, the dtype, or a layout field (off by one, zero, far too large).
-    fn mutate(rng: &mut Rng, args: &mut [Arg]) {
-        let i = (rng.next_u64() % args.len() as u64) as usize;
-        let j = (rng.next_u64() % args.len() as u64) as usize;
-        let pick = |rng: &mut Rng, v: &[usize]| v[(rng.next_u64() % v.len() as u64) as usize];
-        let other = args[j].ptr;
-        let a = &mut args[i];
-        match rng.next_u64() % 6 {
-            0 => a.ptr = [0, a.ptr + 1, a.ptr + 2, other, other + 8][(rng.next_u64() % 5) as usize],
-            1 => a.len = pick(rng, &[0, a.len.saturating_sub(1), a.len + 64, usize::MAX]),
-            2 => a.given_dtype = [Dtype::F32, Dtype::Bf16, Dtype::F64][(rng.next_u64() % 3) as usize],
-            3 => a.layout.tokens = pick(rng, &[0, 1, a.rows + 1, a.rows.saturating_sub(1), 1 << 40]),
-            4 => a.layout.row_len = pick(rng, &[0, 1, a.row_len + 1, a.row_len.saturating_sub(1), 1 << 40]),
-            _ => {
-                let l = a.layout.row_len;
-                a.layout.row_stride = pick(rng, &[0, l.saturating_sub(1), l + 1, l + 64, 1 << 33, usize::MAX / 3]);
-                a.len = a.len.max(a.layout.required_len().unwrap_or(0).min(1 << 20));
-            }
-        }
-    }
-
     /// Randomised calls of every op's view checks (one to three mutations each): none panics,
-    /// and whatever is accepted satisfies the contract re-derived here (dtypes, rows, dense
-    /// parameters, storage long enough, aligned non-null pointers, 32-bit strides, outputs
+    /// and whatever is accepted satisfies the contract re-derived in the test (dtypes, rows,
+    /// dense parameters, storage long enough, aligned non-null pointers, 32-bit strides, outputs
     /// overlapping nothing else): the checks are what stands between user input and a launch.
     #[test]
     fn randomised_views_are_accepted_only_when_safe() {
+        use crate::device::view::hostile::{trials, Arg};
         let mut rng = Rng::new(Rng::test_seed("hip-view-checks"));
         let (n, c, t) = (4, 40, 3);
         let mut cfg = Config::new(n, c);
         cfg.gamma_k = true;
         cfg.gamma_f = true;
         let (k, m) = (cfg.k(), cfg.m());
-        let (mut accepted, mut refused) = (0, 0);
+        let (mut refused, mut accepted) = (0, 0);
         for dtype in [Dtype::F32, Dtype::Bf16] {
             let v = ViewCheck { cfg, dtype, device: 0 };
-            let act = |i, rows, len, output| Arg::new(i, dtype, rows, len, false, output);
-            let par = |i, rows, len| Arg::new(i, Dtype::F32, rows, len, true, false);
-            let coef = |i, rows, len, output| Arg::new(i, Dtype::F32, rows, len, false, output);
-            for op in 0..5 {
-                let valid: Vec<Arg> = match op {
-                    0 => vec![
-                        act(0, t, k, false),
-                        act(1, t, c, false),
-                        coef(2, t, n, false),
-                        coef(3, t, n * n, false),
-                        act(4, t, k, true),
-                    ],
-                    1 => vec![
-                        act(0, t, k, false),
-                        par(1, m, k),
-                        par(2, 1, 3),
-                        par(3, 1, m),
-                        par(4, 1, k),
-                        par(5, 1, c),
-                        act(6, t, c, true),
-                        act(7, t, c, true),
-                        coef(8, t, n, true),
-                        coef(9, t, n, true),
-                        coef(10, t, n * n, true),
-                        coef(11, t, 1, true),
-                    ],
-                    2 => vec![act(0, t, k, false), par(1, n, k), par(2, 1, 1), par(3, 1, n), act(4, t, c, true)],
-                    3 => vec![
-                        act(0, t, k, false),
-                        par(1, 1, n),
-                        par(2, 1, n),
-                        par(3, n, n),
-                        par(4, 1, c),
-                        act(5, t, k, true),
-                    ],
-                    _ => vec![act(0, t, c, false), act(1, t, k, true)],
+            let act = |i, rows, len, output| Arg::act(i, dtype, rows, len, output);
+            let (par, coef) = (Arg::param, Arg::coef);
+            let mut run = |what: &str, valid: Vec<Arg>, call: &dyn Fn(&[Arg]) -> Result<()>| {
+                let (r, a) = trials(&mut rng, &format!("{what} {dtype}"), &valid, 2000, call);
+                (refused, accepted) = (refused + r, accepted + a);
+            };
+            let post = vec![act(0, t, k, false), act(1, t, c, false), coef(2, t, n, false), coef(3, t, n * n, false)];
+            run("post", [post, vec![act(4, t, k, true)]].concat(), &|a| {
+                v.post_io(t, &a[0].view(), &a[1].view(), &a[2].view(), &a[3].view(), &a[4].view_mut()).map(|_| ())
+            });
+            let pre = vec![
+                act(0, t, k, false),
+                par(1, m, k),
+                par(2, 1, 3),
+                par(3, 1, m),
+                par(4, 1, k),
+                par(5, 1, c),
+                act(6, t, c, true),
+                act(7, t, c, true),
+                coef(8, t, n, true),
+                coef(9, t, n, true),
+                coef(10, t, n * n, true),
+                coef(11, t, 1, true),
+            ];
+            run("pre", pre, &|a| {
+                let params = PreParamViews {
+                    phi: a[1].view(),
+                    scale: a[2].view(),
+                    base: a[3].view(),
+                    gamma_k: Some(a[4].view()),
+                    gamma_f: Some(a[5].view()),
                 };
-                for trial in 0..2000 {
-                    let mut a = valid.clone();
-                    for _ in 0..1 + rng.next_u64() % 3 {
-                        if trial > 0 {
-                            mutate(&mut rng, &mut a);
-                        }
-                    }
-                    let r = match op {
-                        0 => v
-                            .post_io(t, &a[0].view(), &a[1].view(), &a[2].view(), &a[3].view(), &a[4].view_mut())
-                            .map(|_| ()),
-                        1 => {
-                            let params = PreParamViews {
-                                phi: a[1].view(),
-                                scale: a[2].view(),
-                                base: a[3].view(),
-                                gamma_k: Some(a[4].view()),
-                                gamma_f: Some(a[5].view()),
-                            };
-                            let out = PreOutViews {
-                                a: a[6].view_mut(),
-                                y: Some(a[7].view_mut()),
-                                h_pre: a[8].view_mut(),
-                                h_post: a[9].view_mut(),
-                                h_res: a[10].view_mut(),
-                                inv_rms: a[11].view_mut(),
-                            };
-                            v.pre_io(t, &a[0].view(), &params, &out).map(|_| ())
-                        }
-                        2 => v
-                            .head_io(t, &a[0].view(), &a[1].view(), &a[2].view(), &a[3].view(), &a[4].view_mut())
-                            .map(|_| ()),
-                        3 => v.static_io(
-                            t,
-                            &a[0].view(),
-                            [&a[1].view(), &a[2].view(), &a[3].view()],
-                            &a[4].view(),
-                            &a[5].view_mut(),
-                        ),
-                        _ => v.expand_io(t, &a[0].view(), &a[1].view_mut()).map(|_| ()),
-                    };
-                    if trial == 0 {
-                        assert!(r.is_ok(), "op {op} {dtype}: the valid call was refused: {r:?}");
-                    }
-                    if r.is_err() {
-                        refused += 1;
-                        continue;
-                    }
-                    accepted += 1;
-                    for (i, x) in a.iter().enumerate() {
-                        x.assert_accepted(&format!("op {op} {dtype} trial {trial} argument {i}"));
-                    }
-                    for (i, o) in a.iter().enumerate().filter(|(_, o)| o.output) {
-                        for (j, other) in a.iter().enumerate().filter(|&(j, _)| j != i) {
-                            let ((a0, a1), (b0, b1)) = (o.bytes(), other.bytes());
-                            assert!(a1 <= b0 || b1 <= a0, "op {op} {dtype} trial {trial}: output {i} overlaps {j}");
-                        }
-                    }
-                }
-            }
+                let out = PreOutViews {
+                    a: a[6].view_mut(),
+                    y: Some(a[7].view_mut()),
+                    h_pre: a[8].view_mut(),
+                    h_post: a[9].view_mut(),
+                    h_res: a[10].view_mut(),
+                    inv_rms: a[11].view_mut(),
+                };
+                v.pre_io(t, &a[0].view(), &params, &out).map(|_| ())
+            });
+            let head = vec![act(0, t, k, false), par(1, n, k), par(2, 1, 1), par(3, 1, n), act(4, t, c, true)];
+            run("head", head, &|a| {
+                v.head_io(t, &a[0].view(), &a[1].view(), &a[2].view(), &a[3].view(), &a[4].view_mut()).map(|_| ())
+            });
+            let stat =
+                vec![act(0, t, k, false), par(1, 1, n), par(2, 1, n), par(3, n, n), par(4, 1, c), act(5, t, k, true)];
+            run("static", stat, &|a| {
+                v.static_io(t, &a[0].view(), [&a[1].view(), &a[2].view(), &a[3].view()], &a[4].view(), &a[5].view_mut())
+            });
+            run("expand", vec![act(0, t, c, false), act(1, t, k, true)], &|a| {
+                v.expand_io(t, &a[0].view(), &a[1].view_mut()).map(|_| ())
+            });
         }
         eprintln!("view checks: {refused} calls refused, {accepted} accepted");
         assert!(refused > accepted && accepted >= 10, "refused {refused}, accepted {accepted}");

@@ -208,3 +208,86 @@ fn presence(what: &'static str, wanted: bool) -> Error {
         Error::shape(what, "absent (the configuration does not ask for it)", "present")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::view::hostile::{trials, Arg};
+    use crate::device::view::{post_pre_disjoint, pre_disjoint};
+    use crate::reference::testing::Rng;
+
+    /// The checks the CUDA `pre` and `post_pre` ops run before any launch ([`check`],
+    /// [`check_post_side`] and the overlap checks; for `post_pre` also the post launcher's check
+    /// of x), on randomised views: none panics, and every accepted call satisfies the contract
+    /// re-derived in the test (see `view::hostile`).
+    #[test]
+    fn randomised_views_are_accepted_only_when_safe() {
+        let mut rng = Rng::new(Rng::test_seed("cuda-pre-view-checks"));
+        let (n, c, t) = (4, 40, 3);
+        let mut cfg = Config::new(n, c);
+        cfg.gamma_k = true;
+        cfg.gamma_f = true;
+        let (k, m) = (cfg.k(), cfg.m());
+        let (mut refused, mut accepted) = (0, 0);
+        for dtype in [Dtype::F32, Dtype::Bf16] {
+            let ws = workspace::layout(&cfg, dtype, t);
+            let act = |i, rows, len, output| Arg::act(i, dtype, rows, len, output);
+            let (par, coef) = (Arg::param, Arg::coef);
+            // x, phi, scale, base, gamma_k, gamma_f, then a, y, h_pre, h_post, h_res, inv_rms;
+            // post_pre appends f, layer l's h_post and h_res, and x_out.
+            let mut args = vec![
+                act(0, t, k, false),
+                par(1, m, k),
+                par(2, 1, 3),
+                par(3, 1, m),
+                par(4, 1, k),
+                par(5, 1, c),
+                act(6, t, c, true),
+                act(7, t, c, true),
+                coef(8, t, n, true),
+                coef(9, t, n, true),
+                coef(10, t, n * n, true),
+                coef(11, t, 1, true),
+            ];
+            let views = |a: &[Arg]| {
+                let params = PreParamViews {
+                    phi: a[1].view(),
+                    scale: a[2].view(),
+                    base: a[3].view(),
+                    gamma_k: Some(a[4].view()),
+                    gamma_f: Some(a[5].view()),
+                };
+                let out = PreOutViews {
+                    a: a[6].view_mut(),
+                    y: Some(a[7].view_mut()),
+                    h_pre: a[8].view_mut(),
+                    h_post: a[9].view_mut(),
+                    h_res: a[10].view_mut(),
+                    inv_rms: a[11].view_mut(),
+                };
+                (params, out)
+            };
+            let (r, a) = trials(&mut rng, &format!("pre {dtype}"), &args, 3000, |a| {
+                let (params, out) = views(a);
+                let x: DeviceTensor<'_> = a[0].view();
+                check(0, &cfg, dtype, &ws, ws.total, &x, &params, &out)?;
+                pre_disjoint(&x, &params, &out)
+            });
+            (refused, accepted) = (refused + r, accepted + a);
+            args.extend([act(12, t, c, false), coef(13, t, n, false), coef(14, t, n * n, false), act(15, t, k, true)]);
+            let (r, a) = trials(&mut rng, &format!("post_pre {dtype}"), &args, 3000, |a| {
+                let (params, out) = views(a);
+                let x: DeviceTensor<'_> = a[0].view();
+                let post = PostInViews { f: a[12].view(), h_post: a[13].view(), h_res: a[14].view() };
+                let x_out: DeviceTensorMut<'_> = a[15].view_mut();
+                // The post launcher checks x (with its bucket's vector width: a loaded kernel).
+                x.check(0, "x", dtype, t, k, dtype.size())?;
+                check_post_side(0, &cfg, dtype, &x, &post, &x_out)?;
+                post_pre_disjoint(&x, &post, &x_out, &params, &out)?;
+                check(0, &cfg, dtype, &ws, ws.total, &x_out.as_view(), &params, &out).map(|_| ())
+            });
+            (refused, accepted) = (refused + r, accepted + a);
+        }
+        assert!(refused > accepted && accepted >= 10, "refused {refused}, accepted {accepted}");
+    }
+}
