@@ -6,4 +6,7 @@ pub mod cuda;
 pub mod hip;
 pub mod view;
 
+#[cfg(test)]
+pub(crate) mod hostile;
+
 pub use cuda::{CudaDevice, DeviceBuffer, DeviceTensor, DeviceTensorMut, Event, Graph, Plan, Stream, Workspace};

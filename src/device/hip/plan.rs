@@ -874,7 +874,7 @@ mod tests {
     /// overlapping nothing else): the checks are what stands between user input and a launch.
     #[test]
     fn randomised_views_are_accepted_only_when_safe() {
-        use crate::device::view::hostile::{trials, Arg};
+        use crate::device::hostile::{trials, Arg};
         let mut rng = Rng::new(Rng::test_seed("hip-view-checks"));
         let (n, c, t) = (4, 40, 3);
         let mut cfg = Config::new(n, c);

@@ -212,14 +212,14 @@ fn presence(what: &'static str, wanted: bool) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::view::hostile::{trials, Arg};
+    use crate::device::hostile::{trials, Arg};
     use crate::device::view::{post_pre_disjoint, pre_disjoint};
     use crate::reference::testing::Rng;
 
     /// The checks the CUDA `pre` and `post_pre` ops run before any launch ([`check`],
     /// [`check_post_side`] and the overlap checks; for `post_pre` also the post launcher's check
     /// of x), on randomised views: none panics, and every accepted call satisfies the contract
-    /// re-derived in the test (see `view::hostile`).
+    /// re-derived in the test (see `device::hostile`).
     #[test]
     fn randomised_views_are_accepted_only_when_safe() {
         let mut rng = Rng::new(Rng::test_seed("cuda-pre-view-checks"));
