@@ -83,7 +83,7 @@ pub(crate) fn mutate(rng: &mut Rng, args: &mut [Arg]) {
     let a = &mut args[i];
     match rng.next_u64() % 6 {
         0 => a.ptr = [0, a.ptr + 1, a.ptr + 2, other, other + 8][(rng.next_u64() % 5) as usize],
-        1 => a.len = pick(rng, &[0, a.len.saturating_sub(1), a.len + 64, usize::MAX]),
+        1 => a.len = pick(rng, &[0, a.len.saturating_sub(1), a.len.saturating_add(64), usize::MAX]),
         2 => a.given_dtype = [Dtype::F32, Dtype::Bf16, Dtype::F64][(rng.next_u64() % 3) as usize],
         3 => a.layout.tokens = pick(rng, &[0, 1, a.rows + 1, a.rows.saturating_sub(1), 1 << 40]),
         4 => a.layout.row_len = pick(rng, &[0, 1, a.row_len + 1, a.row_len.saturating_sub(1), 1 << 40]),
