@@ -4,7 +4,7 @@
 //! checks accept.
 
 use crate::config::Dtype;
-use crate::device::view::{DeviceTensor, DeviceTensorMut};
+use crate::device::view::{DeviceTensor, DeviceTensorMut, PreOutViews, PreParamViews};
 use crate::error::Result;
 use crate::reference::testing::Rng;
 use crate::tensor::Layout;
@@ -133,4 +133,44 @@ pub(crate) fn trials(
         }
     }
     (refused, accepted)
+}
+
+/// The arguments of a valid `pre` call with both optional weights, in the order of [`pre_views`]:
+/// x, phi, scale, base, gamma_k, gamma_f, then the outputs a, y, h_pre, h_post, h_res, inv_rms.
+pub(crate) fn pre_args(dtype: Dtype, n: usize, c: usize, t: usize) -> Vec<Arg> {
+    let (k, m) = (n * c, n * n + 2 * n);
+    vec![
+        Arg::act(0, dtype, t, k, false),
+        Arg::param(1, m, k),
+        Arg::param(2, 1, 3),
+        Arg::param(3, 1, m),
+        Arg::param(4, 1, k),
+        Arg::param(5, 1, c),
+        Arg::act(6, dtype, t, c, true),
+        Arg::act(7, dtype, t, c, true),
+        Arg::coef(8, t, n, true),
+        Arg::coef(9, t, n, true),
+        Arg::coef(10, t, n * n, true),
+        Arg::coef(11, t, 1, true),
+    ]
+}
+
+/// `pre`'s parameter and output views of [`pre_args`] (x is `a[0]`).
+pub(crate) fn pre_views<B>(a: &[Arg]) -> (PreParamViews<'static, B>, PreOutViews<'static, B>) {
+    let params = PreParamViews {
+        phi: a[1].view(),
+        scale: a[2].view(),
+        base: a[3].view(),
+        gamma_k: Some(a[4].view()),
+        gamma_f: Some(a[5].view()),
+    };
+    let out = PreOutViews {
+        a: a[6].view_mut(),
+        y: Some(a[7].view_mut()),
+        h_pre: a[8].view_mut(),
+        h_post: a[9].view_mut(),
+        h_res: a[10].view_mut(),
+        inv_rms: a[11].view_mut(),
+    };
+    (params, out)
 }

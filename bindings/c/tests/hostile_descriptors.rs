@@ -1,5 +1,6 @@
 //! Hostile descriptors through the exported C functions, on the CPU backend: seeded random
-//! mutations of valid calls of every op. Each trial changes one to three things of one call: a
+//! mutations of valid calls of every op (a new seed each run, printed for replay with
+//! `MHC_TEST_SEED`). Each trial changes one to three things of one call: a
 //! tensor's rows, columns or row stride (negative, zero, one off, overflowing), its dtype (out
 //! of range, or another valid one), its pointer (NULL, misaligned, one element on, or an output
 //! aimed at another argument's memory), or the workspace (NULL, another plan's). Whatever the
@@ -14,6 +15,7 @@
 //! so the test does not draw them. `MHC_TRACE_TRIALS=1` prints each trial before its call (with
 //! `--nocapture`), to name the one that crashes.
 
+use mhc::reference::testing::Rng;
 use mhc_c::ffi::*;
 use mhc_c::*;
 use std::ffi::{c_void, CStr};
@@ -26,22 +28,9 @@ const M: usize = N * N + 2 * N;
 const T: usize = 3;
 const TRIALS_PER_OP: usize = 3000;
 
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32
-    }
+/// A uniform index below `n`.
+fn below(rng: &mut Rng, n: usize) -> usize {
+    (rng.next_u64() % n as u64) as usize
 }
 
 /// What an argument of an op is.
@@ -96,10 +85,13 @@ impl Slot {
                 Role::Output => 0xa5a5_a5a5_a5a5_a5a5,
                 Role::Input if bf16 => {
                     let h = |v: f32| (v.to_bits() >> 16) as u64;
-                    (0..4).fold(0, |acc, i| acc | h(0.05 + 0.4 * rng.unit()) << (16 * i))
+                    (0..4).fold(0, |acc, i| acc | h(0.05 + 0.4 * (rng.uniform() as f32)) << (16 * i))
                 }
                 Role::Input => {
-                    let (a, b) = ((0.05 + 0.4 * rng.unit()).to_bits(), (0.05 + 0.4 * rng.unit()).to_bits());
+                    let (a, b) = (
+                        (0.05 + 0.4 * (rng.uniform() as f32)).to_bits(),
+                        (0.05 + 0.4 * (rng.uniform() as f32)).to_bits(),
+                    );
                     a as u64 | (b as u64) << 32
                 }
             };
@@ -281,11 +273,11 @@ impl Drop for Env {
 
 /// Applies one random mutation to the descriptors (or the workspace); returns what it did.
 fn mutate(rng: &mut Rng, slots: &[Slot], d: &mut [mhc_tensor], ws: &mut usize) -> String {
-    let i = rng.below(d.len());
+    let i = below(rng, d.len());
     let (name, cols) = (slots[i].name, slots[i].cols as i64);
     let t = &mut d[i];
-    let pick = |rng: &mut Rng, v: &[i64]| v[rng.below(v.len())];
-    match rng.below(7) {
+    let pick = |rng: &mut Rng, v: &[i64]| v[below(rng, v.len())];
+    match below(rng, 7) {
         0 => {
             let v = pick(rng, &[-1, i64::MIN, 0, t.rows.wrapping_sub(1), t.rows.wrapping_add(1), i64::MAX, 1 << 62]);
             t.rows = v;
@@ -311,7 +303,7 @@ fn mutate(rng: &mut Rng, slots: &[Slot], d: &mut [mhc_tensor], ws: &mut usize) -
         4 => {
             // From the slot's own memory, whatever an earlier mutation left in the descriptor.
             let base = slots[i].mem.as_ptr() as *mut u8;
-            let (p, what) = match rng.below(3) {
+            let (p, what) = match below(rng, 3) {
                 0 => (std::ptr::null_mut(), "NULL"),
                 1 => (base.wrapping_add(1) as *mut c_void, "misaligned by a byte"),
                 _ => (base.wrapping_add(8) as *mut c_void, "one word on"),
@@ -322,13 +314,13 @@ fn mutate(rng: &mut Rng, slots: &[Slot], d: &mut [mhc_tensor], ws: &mut usize) -
         5 => {
             // An output aimed at another argument's memory: always an overlap.
             let outs: Vec<usize> = (0..slots.len()).filter(|&j| slots[j].role == Role::Output).collect();
-            let o = outs[rng.below(outs.len())];
-            let other = (o + 1 + rng.below(slots.len() - 1)) % slots.len();
+            let o = outs[below(rng, outs.len())];
+            let other = (o + 1 + below(rng, slots.len() - 1)) % slots.len();
             d[o].data = d[other].data;
             format!("{} aimed at {}", slots[o].name, slots[other].name)
         }
         _ => {
-            *ws = 1 + rng.below(2);
+            *ws = 1 + below(rng, 2);
             ["", "workspace NULL", "another plan's workspace"][*ws].to_string()
         }
     }
@@ -336,7 +328,7 @@ fn mutate(rng: &mut Rng, slots: &[Slot], d: &mut [mhc_tensor], ws: &mut usize) -
 
 fn hostile_trials(act: mhc_dtype, gamma: bool, seed: u64) {
     let env = Env::new(act, gamma);
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let (mut accepted, mut refused) = (0usize, 0usize);
     for op in [Op::Pre, Op::Post, Op::PostPre, Op::Head, Op::Static, Op::Expand] {
         let mut slots = slots(op, gamma);
@@ -350,7 +342,7 @@ fn hostile_trials(act: mhc_dtype, gamma: bool, seed: u64) {
             let changes: Vec<String> = if trial % 50 == 0 {
                 vec![]
             } else {
-                (0..1 + rng.below(3)).map(|_| mutate(&mut rng, &slots, &mut d, &mut ws)).collect()
+                (0..1 + below(&mut rng, 3)).map(|_| mutate(&mut rng, &slots, &mut d, &mut ws)).collect()
             };
             let ws_ptr = [env.ws, std::ptr::null_mut(), env.other_ws][ws];
             let before: Vec<Vec<u64>> = slots.iter().map(|s| s.mem.clone()).collect();
@@ -384,10 +376,10 @@ fn hostile_trials(act: mhc_dtype, gamma: bool, seed: u64) {
 
 #[test]
 fn hostile_descriptors_never_panic_and_never_write_on_failure_f32() {
-    hostile_trials(mhc_dtype::MHC_DTYPE_F32, false, 0x9e37_79b9_7f4a_7c15);
+    hostile_trials(mhc_dtype::MHC_DTYPE_F32, false, Rng::test_seed("c-abi-hostile-f32"));
 }
 
 #[test]
 fn hostile_descriptors_never_panic_and_never_write_on_failure_bf16_with_gammas() {
-    hostile_trials(mhc_dtype::MHC_DTYPE_BF16, true, 0xd1b5_4a32_d192_ed03);
+    hostile_trials(mhc_dtype::MHC_DTYPE_BF16, true, Rng::test_seed("c-abi-hostile-bf16"));
 }

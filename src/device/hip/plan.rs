@@ -874,13 +874,13 @@ mod tests {
     /// overlapping nothing else): the checks are what stands between user input and a launch.
     #[test]
     fn randomised_views_are_accepted_only_when_safe() {
-        use crate::device::hostile::{trials, Arg};
+        use crate::device::hostile::{pre_args, pre_views, trials, Arg};
         let mut rng = Rng::new(Rng::test_seed("hip-view-checks"));
         let (n, c, t) = (4, 40, 3);
         let mut cfg = Config::new(n, c);
         cfg.gamma_k = true;
         cfg.gamma_f = true;
-        let (k, m) = (cfg.k(), cfg.m());
+        let k = cfg.k();
         let (mut refused, mut accepted) = (0, 0);
         for dtype in [Dtype::F32, Dtype::Bf16] {
             let v = ViewCheck { cfg, dtype, device: 0 };
@@ -894,36 +894,8 @@ mod tests {
             run("post", [post, vec![act(4, t, k, true)]].concat(), &|a| {
                 v.post_io(t, &a[0].view(), &a[1].view(), &a[2].view(), &a[3].view(), &a[4].view_mut()).map(|_| ())
             });
-            let pre = vec![
-                act(0, t, k, false),
-                par(1, m, k),
-                par(2, 1, 3),
-                par(3, 1, m),
-                par(4, 1, k),
-                par(5, 1, c),
-                act(6, t, c, true),
-                act(7, t, c, true),
-                coef(8, t, n, true),
-                coef(9, t, n, true),
-                coef(10, t, n * n, true),
-                coef(11, t, 1, true),
-            ];
-            run("pre", pre, &|a| {
-                let params = PreParamViews {
-                    phi: a[1].view(),
-                    scale: a[2].view(),
-                    base: a[3].view(),
-                    gamma_k: Some(a[4].view()),
-                    gamma_f: Some(a[5].view()),
-                };
-                let out = PreOutViews {
-                    a: a[6].view_mut(),
-                    y: Some(a[7].view_mut()),
-                    h_pre: a[8].view_mut(),
-                    h_post: a[9].view_mut(),
-                    h_res: a[10].view_mut(),
-                    inv_rms: a[11].view_mut(),
-                };
+            run("pre", pre_args(dtype, n, c, t), &|a| {
+                let (params, out) = pre_views(a);
                 v.pre_io(t, &a[0].view(), &params, &out).map(|_| ())
             });
             let head = vec![act(0, t, k, false), par(1, n, k), par(2, 1, 1), par(3, 1, n), act(4, t, c, true)];

@@ -212,7 +212,7 @@ fn presence(what: &'static str, wanted: bool) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::hostile::{trials, Arg};
+    use crate::device::hostile::{pre_args, pre_views, trials, Arg};
     use crate::device::view::{post_pre_disjoint, pre_disjoint};
     use crate::reference::testing::Rng;
 
@@ -227,56 +227,28 @@ mod tests {
         let mut cfg = Config::new(n, c);
         cfg.gamma_k = true;
         cfg.gamma_f = true;
-        let (k, m) = (cfg.k(), cfg.m());
+        let k = cfg.k();
         let (mut refused, mut accepted) = (0, 0);
         for dtype in [Dtype::F32, Dtype::Bf16] {
             let ws = workspace::layout(&cfg, dtype, t);
             let act = |i, rows, len, output| Arg::act(i, dtype, rows, len, output);
-            let (par, coef) = (Arg::param, Arg::coef);
-            // x, phi, scale, base, gamma_k, gamma_f, then a, y, h_pre, h_post, h_res, inv_rms;
-            // post_pre appends f, layer l's h_post and h_res, and x_out.
-            let mut args = vec![
-                act(0, t, k, false),
-                par(1, m, k),
-                par(2, 1, 3),
-                par(3, 1, m),
-                par(4, 1, k),
-                par(5, 1, c),
-                act(6, t, c, true),
-                act(7, t, c, true),
-                coef(8, t, n, true),
-                coef(9, t, n, true),
-                coef(10, t, n * n, true),
-                coef(11, t, 1, true),
-            ];
-            let views = |a: &[Arg]| {
-                let params = PreParamViews {
-                    phi: a[1].view(),
-                    scale: a[2].view(),
-                    base: a[3].view(),
-                    gamma_k: Some(a[4].view()),
-                    gamma_f: Some(a[5].view()),
-                };
-                let out = PreOutViews {
-                    a: a[6].view_mut(),
-                    y: Some(a[7].view_mut()),
-                    h_pre: a[8].view_mut(),
-                    h_post: a[9].view_mut(),
-                    h_res: a[10].view_mut(),
-                    inv_rms: a[11].view_mut(),
-                };
-                (params, out)
-            };
+            // pre_args, then post_pre's f, layer l's h_post and h_res, and x_out.
+            let mut args = pre_args(dtype, n, c, t);
             let (r, a) = trials(&mut rng, &format!("pre {dtype}"), &args, 3000, |a| {
-                let (params, out) = views(a);
+                let (params, out) = pre_views(a);
                 let x: DeviceTensor<'_> = a[0].view();
                 check(0, &cfg, dtype, &ws, ws.total, &x, &params, &out)?;
                 pre_disjoint(&x, &params, &out)
             });
             (refused, accepted) = (refused + r, accepted + a);
-            args.extend([act(12, t, c, false), coef(13, t, n, false), coef(14, t, n * n, false), act(15, t, k, true)]);
+            args.extend([
+                act(12, t, c, false),
+                Arg::coef(13, t, n, false),
+                Arg::coef(14, t, n * n, false),
+                act(15, t, k, true),
+            ]);
             let (r, a) = trials(&mut rng, &format!("post_pre {dtype}"), &args, 3000, |a| {
-                let (params, out) = views(a);
+                let (params, out) = pre_views(a);
                 let x: DeviceTensor<'_> = a[0].view();
                 let post = PostInViews { f: a[12].view(), h_post: a[13].view(), h_res: a[14].view() };
                 let x_out: DeviceTensorMut<'_> = a[15].view_mut();
