@@ -22,6 +22,9 @@
 // Estimated per token (n = 4, 20 iterations): M*4 + 4 B read, (n^2 + 2n)*4 B written;
 //   about 40 steps x (3n + 8) wave instructions of Sinkhorn. Measured: asm/gcn/README.md.
 
+// ROW_OFFSET, ADD64.
+.include "address.inc"
+
 .set LOG2E, 0x3fb8aa3b
 .set NEG_LOG2E, 0xbfb8aa3b
 .set NEG_INF, 0xff800000
@@ -71,11 +74,8 @@ mhc_coeffs:
   v_readfirstlane_b32 s36, v2
   s_lshl_b32 s36, s36, 12
   // Row pointers: s[38:39] = &P[t], s[40:41] = &h_pre[t], s[42:43] = &h_post[t].
-  s_mul_i32 s26, s3, s25
-  s_mul_hi_u32 s27, s3, s25
-  s_lshl_b64 s[26:27], s[26:27], 2
-  s_add_u32 s38, s4, s26
-  s_addc_u32 s39, s5, s27
+  ROW_OFFSET 26, s3, s25, 2
+  ADD64 38, 4, 26
   s_mul_i32 s26, s3, s34
   s_add_u32 s40, s12, s26
   s_addc_u32 s41, s13, 0

@@ -14,6 +14,9 @@
 // Per token: C esize bytes read, n C esize written; 2 + n vector memory instructions per 256
 //   channels.
 
+// ROW_OFFSET, ADD64.
+.include "address.inc"
+
 // The element at v2 of &e[t] (s[18:19]) into each stream of &out[t] (s[20:21], advanced by
 // s[22:23] bytes per stream); bf = 1: 16-bit elements, 0: 32-bit.
 .macro COPY bf
@@ -29,8 +32,7 @@
   .else
     global_store_dword v2, v3, s[20:21]
   .endif
-  s_add_u32 s20, s20, s22
-  s_addc_u32 s21, s21, s23
+  ADD64 20, 20, 22
   s_add_u32 s24, s24, 1
   s_cmp_lt_u32 s24, s9
   s_cbranch_scc1 .Lstream_\bf
@@ -57,16 +59,10 @@ mhc_expand:
   s_sub_u32 s14, 2, s15                  // log2(bytes per element)
   v_lshlrev_b32 v2, s14, v1              // byte offset of c
   // Row bases (64-bit: t * stride * bytes may pass 4 GiB).
-  s_mul_i32 s18, s3, s11
-  s_mul_hi_u32 s19, s3, s11
-  s_lshl_b64 s[18:19], s[18:19], s14
-  s_add_u32 s18, s4, s18
-  s_addc_u32 s19, s5, s19                // &e[t]
-  s_mul_i32 s20, s3, s12
-  s_mul_hi_u32 s21, s3, s12
-  s_lshl_b64 s[20:21], s[20:21], s14
-  s_add_u32 s20, s6, s20
-  s_addc_u32 s21, s7, s21                // &out[t][0]
+  ROW_OFFSET 18, s3, s11, s14
+  ADD64 18, 4, 18                // &e[t]
+  ROW_OFFSET 20, s3, s12, s14
+  ADD64 20, 6, 20                // &out[t][0]
   // Bytes per stream (C elements), 64-bit.
   s_mov_b32 s22, s10
   s_mov_b32 s23, 0

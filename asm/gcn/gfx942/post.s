@@ -24,6 +24,8 @@
 //   Measured on the simulator (n = 4, C = 4096, bf16, per token): 3568 VALU, 4224 SALU, 352 + 256
 //   VMEM, 544 LDS wave instructions; 42 KB read, 32 KB written (asm/gcn/README.md).
 
+// ROW_OFFSET, ADD64.
+.include "address.inc"
 // LOAD_ACT, WIDEN, STORE_ACT (shared with mhc_static).
 .include "activations.inc"
 
@@ -150,18 +152,11 @@ mhc_post:
   v_lshlrev_b32 v2, s33, v1             // byte offset of c
   s_lshl_b32 s34, s18, s33              // bytes per stream (C elements)
   // Row bases (64-bit: t * stride * bytes may pass 4 GiB).
-  s_mul_i32 s26, s3, s19
-  s_mul_hi_u32 s27, s3, s19
-  s_lshl_b64 s[26:27], s[26:27], s33
-  s_add_u32 s36, s4, s26
-  s_addc_u32 s37, s5, s27               // &x[t]
-  s_add_u32 s38, s12, s26
-  s_addc_u32 s39, s13, s27              // &out[t]
-  s_mul_i32 s26, s3, s20
-  s_mul_hi_u32 s27, s3, s20
-  s_lshl_b64 s[26:27], s[26:27], s33
-  s_add_u32 s40, s6, s26
-  s_addc_u32 s41, s7, s27               // &f[t]
+  ROW_OFFSET 26, s3, s19, s33
+  ADD64 36, 4, 26               // &x[t]
+  ADD64 38, 12, 26              // &out[t]
+  ROW_OFFSET 26, s3, s20, s33
+  ADD64 40, 6, 26               // &f[t]
   // Dispatch on (log2 n, bf16): key = 2*log2n + bf16.
   s_lshl_b32 s26, s24, 1
   s_add_u32 s26, s26, s35

@@ -50,6 +50,9 @@
 //   read from L2 once per 4 tokens (M K 4 B / 4 = 0.4 MB at n = 4, C = 4096), x once per 16
 //   logits (L2 after the first), a written once; decode (T <= 64): G = ceil(K / 2048).
 
+// ROW_OFFSET, ADD64.
+.include "address.inc"
+
 .set ROWS, 16
 .set LOG2E, 0x3fb8aa3b
 .set NEG_LOG2E, 0xbfb8aa3b
@@ -414,18 +417,11 @@ mhc_pre:
   s_mov_b32 s84, 0                       // tt
 .Lpt_token:
   s_add_u32 s48, s92, s84                // t
-  s_mul_i32 s50, s48, s29
-  s_mul_hi_u32 s51, s48, s29
-  s_lshl_b64 s[50:51], s[50:51], s38
-  s_add_u32 s76, s4, s50
-  s_addc_u32 s77, s5, s51                // &x[t]
-  s_add_u32 s78, s66, s50
-  s_addc_u32 s79, s67, s51               // &out[t]
-  s_mul_i32 s50, s48, s68
-  s_mul_hi_u32 s51, s48, s68
-  s_lshl_b64 s[50:51], s[50:51], s38
-  s_add_u32 s86, s60, s50
-  s_addc_u32 s87, s61, s51               // &f[t]
+  ROW_OFFSET 50, s48, s29, s38
+  ADD64 76, 4, 50                // &x[t]
+  ADD64 78, 66, 50               // &out[t]
+  ROW_OFFSET 50, s48, s68, s38
+  ADD64 86, 60, 50               // &f[t]
   s_mul_i32 s85, s84, 4224               // LDS base of token tt
   s_mov_b32 s88, 0                       // i
   s_mov_b32 s89, 0                       // i C (first k of stream i)
@@ -800,16 +796,10 @@ mhc_pre:
   s_mov_b32 s84, 0                       // tt
 .La_token:
   s_add_u32 s3, s92, s84                 // t
-  s_mul_i32 s48, s3, s30
-  s_mul_hi_u32 s49, s3, s30
-  s_lshl_b64 s[48:49], s[48:49], s38
-  s_add_u32 s76, s20, s48
-  s_addc_u32 s77, s21, s49               // &a[t]
-  s_mul_i32 s48, s3, s29
-  s_mul_hi_u32 s49, s3, s29
-  s_lshl_b64 s[48:49], s[48:49], s38
-  s_add_u32 s44, s4, s48
-  s_addc_u32 s45, s5, s49                // &x[t]
+  ROW_OFFSET 48, s3, s30, s38
+  ADD64 76, 20, 48               // &a[t]
+  ROW_OFFSET 48, s3, s29, s38
+  ADD64 44, 4, 48                // &x[t]
   s_lshl_b32 s85, s84, 7
   s_add_u32 s85, s85, L_HPRE             // LDS h_pre of token tt
   s_mov_b32 s46, 0

@@ -12,6 +12,9 @@
 // Estimated per token: 2 C (4 or 2) B read (the second pass hits L2), C (4 or 2) B written,
 //   C 4 B of gamma; ~12 wave instructions per 256 channels and pass.
 
+// ROW_OFFSET, ADD64.
+.include "address.inc"
+
 .macro LOAD_ACT dst, voff, sbase
   s_cmp_eq_u32 s35, 0
   s_cbranch_scc1 .Lf32_\@
@@ -38,16 +41,10 @@ mhc_rmsnorm:
   s_movk_i32 s42, 0x7fff
   s_and_b32 s35, s17, 1                  // bf16?
   s_sub_u32 s33, 2, s35                  // log2(bytes per element)
-  s_mul_i32 s26, s2, s14
-  s_mul_hi_u32 s27, s2, s14
-  s_lshl_b64 s[26:27], s[26:27], s33
-  s_add_u32 s36, s4, s26
-  s_addc_u32 s37, s5, s27                // &a[t]
-  s_mul_i32 s26, s2, s15
-  s_mul_hi_u32 s27, s2, s15
-  s_lshl_b64 s[26:27], s[26:27], s33
-  s_add_u32 s38, s8, s26
-  s_addc_u32 s39, s9, s27                // &y[t]
+  ROW_OFFSET 26, s2, s14, s33
+  ADD64 36, 4, 26                // &a[t]
+  ROW_OFFSET 26, s2, s15, s33
+  ADD64 38, 8, 26                // &y[t]
   // ---- pass 1
   v_mov_b32 v4, 0
   s_mov_b32 s28, 0

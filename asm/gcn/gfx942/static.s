@@ -23,6 +23,8 @@
 //   Measured on the simulator (n = 4, C = 1280, bf16, per token): 1561 VALU, 1008 SALU,
 //   182 + 80 VMEM, 298 LDS wave instructions; 26 KB read, 10 KB written.
 
+// ROW_OFFSET, ADD64.
+.include "address.inc"
 // LOAD_ACT, WIDEN, STORE_ACT (shared with mhc_post).
 .include "activations.inc"
 
@@ -230,13 +232,9 @@ mhc_static:
   s_and_b32 s35, s21, 1                  // bf16?
   s_sub_u32 s33, 2, s35                  // log2(bytes per element)
   s_lshl_b32 s34, s18, s33               // bytes per stream
-  s_mul_i32 s26, s2, s19
-  s_mul_hi_u32 s27, s2, s19
-  s_lshl_b64 s[26:27], s[26:27], s33
-  s_add_u32 s36, s4, s26
-  s_addc_u32 s37, s5, s27                // &x[t]
-  s_add_u32 s38, s14, s26
-  s_addc_u32 s39, s15, s27               // &out[t]
+  ROW_OFFSET 26, s2, s19, s33
+  ADD64 36, 4, 26                // &x[t]
+  ADD64 38, 14, 26               // &out[t]
   s_lshl_b32 s26, s24, 1
   s_add_u32 s26, s26, s35
   s_cmp_eq_u32 s26, 0
