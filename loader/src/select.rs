@@ -322,7 +322,7 @@ pub enum Choice {
 
 /// No variant passed the filters.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("no variant for stage {stage} on {arch} at {shape}:\n{}", explain_rejections(.rejected, *.other_stages, *.other_arches))]
+#[error("no variant for stage {stage} on {arch} at {shape}:\n{}{}", none_exist(.rejected), explain_rejections(.rejected, *.other_stages, *.other_arches))]
 pub struct NoVariant {
     /// The stage asked for.
     pub stage: String,
@@ -345,11 +345,17 @@ impl NoVariant {
     }
 }
 
+/// A failed selection that rejected nothing had nothing to choose from.
+fn none_exist(rejected: &[Rejection]) -> &'static str {
+    if rejected.is_empty() {
+        "  (no variant of this stage exists)\n"
+    } else {
+        ""
+    }
+}
+
 fn explain_rejections(rejected: &[Rejection], other_stages: usize, other_arches: usize) -> String {
     let mut s = String::new();
-    if rejected.is_empty() {
-        s.push_str("  (no variant of this stage exists)\n");
-    }
     for r in rejected {
         s.push_str(&format!("  rejected {}: {}\n", r.id, r.reason));
     }

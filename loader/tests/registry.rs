@@ -5,7 +5,7 @@
 use mhc_loader::catalogue::{self, rewrite_expectations};
 use mhc_loader::select::{Choice, Reason};
 use mhc_loader::tuning::{bucket, TunedTable};
-use mhc_loader::{Arch, Budget, Registry, Selector, Shape};
+use mhc_loader::{AmdFeatures, Arch, Budget, Registry, Selector, Shape};
 
 /// Every catalogue entry matches its embedded image: symbol present, resources and kernarg size
 /// as recorded, sha256 as recorded. On failure it prints the line to paste (or run
@@ -422,6 +422,15 @@ fn explain_is_readable() {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }
     assert!(text.lines().all(|l| l.len() < 140), "{text}");
+    // A selection that rejected nothing does not claim that nothing exists.
+    let gfx = mhc_loader::select(
+        Arch::Gfx942(AmdFeatures::ANY),
+        "expand",
+        &Shape::new(4, 3, 300, "bf16"),
+        &Budget::default(),
+    )
+    .unwrap();
+    assert!(gfx.rejected.is_empty() && !gfx.explain().contains("no variant of this stage exists"), "{}", gfx.explain());
 }
 
 #[test]

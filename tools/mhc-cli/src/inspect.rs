@@ -52,10 +52,10 @@ pub struct Args {
     /// SM / CU count of the device (default: the architecture's flagship part).
     #[arg(long)]
     pub units: Option<u32>,
-    /// The layer applies the pre-norm weight gamma_k (CUDA plan only).
+    /// The layer applies the pre-norm weight gamma_k (`pre`, `post_pre`).
     #[arg(long)]
     pub gamma_k: bool,
-    /// The layer applies the F-pre-norm gamma_f (CUDA plan only).
+    /// The layer applies the F-pre-norm gamma_f (`pre`, `post_pre`).
     #[arg(long)]
     pub gamma_f: bool,
     /// Tuned tables to select with: `embedded` (those compiled in), `none` (the cost model
