@@ -22,8 +22,9 @@
 // Estimated per token (n = 4, 20 iterations): M*4 + 4 B read, (n^2 + 2n)*4 B written;
 //   about 40 steps x (3n + 8) wave instructions of Sinkhorn. Measured: asm/gcn/README.md.
 
-// ROW_OFFSET, ADD64.
+// ROW_OFFSET, ADD64; KERNEL_DESCRIPTOR.
 .include "address.inc"
+.include "descriptor.inc"
 
 .set LOG2E, 0x3fb8aa3b
 .set NEG_LOG2E, 0xbfb8aa3b
@@ -182,22 +183,7 @@ mhc_coeffs:
 .Lcoeffs_end:
 .size mhc_coeffs, .Lcoeffs_end - mhc_coeffs
 
-.rodata
-.p2align 6
-.amdhsa_kernel mhc_coeffs
-  .amdhsa_group_segment_fixed_size 16384
-  .amdhsa_private_segment_fixed_size 0
-  .amdhsa_kernarg_size 80
-  .amdhsa_user_sgpr_count 2
-  .amdhsa_user_sgpr_kernarg_segment_ptr 1
-  .amdhsa_system_sgpr_workgroup_id_x 1
-  .amdhsa_system_vgpr_workitem_id 0
-  .amdhsa_next_free_vgpr 52
-  .amdhsa_next_free_sgpr 52
-  .amdhsa_accum_offset 52
-  .amdhsa_float_denorm_mode_32 3
-  .amdhsa_float_denorm_mode_16_64 3
-.end_amdhsa_kernel
+KERNEL_DESCRIPTOR mhc_coeffs, 16384, 80, 52, 52, 0
 
 .amdgpu_metadata
 ---

@@ -14,8 +14,9 @@
 // Per token: C esize bytes read, n C esize written; 2 + n vector memory instructions per 256
 //   channels.
 
-// ROW_OFFSET, ADD64.
+// ROW_OFFSET, ADD64; KERNEL_DESCRIPTOR.
 .include "address.inc"
+.include "descriptor.inc"
 
 // The element at v2 of &e[t] (s[18:19]) into each stream of &out[t] (s[20:21], advanced by
 // s[22:23] bytes per stream); bf = 1: 16-bit elements, 0: 32-bit.
@@ -78,23 +79,7 @@ mhc_expand:
 .Lexpand_end:
 .size mhc_expand, .Lexpand_end - mhc_expand
 
-.rodata
-.p2align 6
-.amdhsa_kernel mhc_expand
-  .amdhsa_group_segment_fixed_size 0
-  .amdhsa_private_segment_fixed_size 0
-  .amdhsa_kernarg_size 40
-  .amdhsa_user_sgpr_count 2
-  .amdhsa_user_sgpr_kernarg_segment_ptr 1
-  .amdhsa_system_sgpr_workgroup_id_x 1
-  .amdhsa_system_sgpr_workgroup_id_y 1
-  .amdhsa_system_vgpr_workitem_id 0
-  .amdhsa_next_free_vgpr 8
-  .amdhsa_next_free_sgpr 25
-  .amdhsa_accum_offset 8
-  .amdhsa_float_denorm_mode_32 3
-  .amdhsa_float_denorm_mode_16_64 3
-.end_amdhsa_kernel
+KERNEL_DESCRIPTOR mhc_expand, 0, 40, 8, 25, 1
 
 .amdgpu_metadata
 ---

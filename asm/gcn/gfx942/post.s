@@ -24,8 +24,9 @@
 //   Measured on the simulator (n = 4, C = 4096, bf16, per token): 3568 VALU, 4224 SALU, 352 + 256
 //   VMEM, 544 LDS wave instructions; 42 KB read, 32 KB written (asm/gcn/README.md).
 
-// ROW_OFFSET, ADD64.
+// ROW_OFFSET, ADD64; KERNEL_DESCRIPTOR.
 .include "address.inc"
+.include "descriptor.inc"
 // LOAD_ACT, WIDEN, STORE_ACT (shared with mhc_static).
 .include "activations.inc"
 
@@ -202,23 +203,7 @@ mhc_post:
 .Lpost_end:
 .size mhc_post, .Lpost_end - mhc_post
 
-.rodata
-.p2align 6
-.amdhsa_kernel mhc_post
-  .amdhsa_group_segment_fixed_size 4224
-  .amdhsa_private_segment_fixed_size 0
-  .amdhsa_kernarg_size 72
-  .amdhsa_user_sgpr_count 2
-  .amdhsa_user_sgpr_kernarg_segment_ptr 1
-  .amdhsa_system_sgpr_workgroup_id_x 1
-  .amdhsa_system_sgpr_workgroup_id_y 1
-  .amdhsa_system_vgpr_workitem_id 0
-  .amdhsa_next_free_vgpr 80
-  .amdhsa_next_free_sgpr 44
-  .amdhsa_accum_offset 80
-  .amdhsa_float_denorm_mode_32 3
-  .amdhsa_float_denorm_mode_16_64 3
-.end_amdhsa_kernel
+KERNEL_DESCRIPTOR mhc_post, 4224, 72, 80, 44, 1
 
 .amdgpu_metadata
 ---

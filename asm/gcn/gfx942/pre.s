@@ -50,8 +50,9 @@
 //   read from L2 once per 4 tokens (M K 4 B / 4 = 0.4 MB at n = 4, C = 4096), x once per 16
 //   logits (L2 after the first), a written once; decode (T <= 64): G = ceil(K / 2048).
 
-// ROW_OFFSET, ADD64.
+// ROW_OFFSET, ADD64; KERNEL_DESCRIPTOR.
 .include "address.inc"
+.include "descriptor.inc"
 
 .set ROWS, 16
 .set LOG2E, 0x3fb8aa3b
@@ -843,23 +844,7 @@ mhc_pre:
 .Lpre_end:
 .size mhc_pre, .Lpre_end - mhc_pre
 
-.rodata
-.p2align 6
-.amdhsa_kernel mhc_pre
-  .amdhsa_group_segment_fixed_size 18960
-  .amdhsa_private_segment_fixed_size 0
-  .amdhsa_kernarg_size 184
-  .amdhsa_user_sgpr_count 2
-  .amdhsa_user_sgpr_kernarg_segment_ptr 1
-  .amdhsa_system_sgpr_workgroup_id_x 1
-  .amdhsa_system_sgpr_workgroup_id_y 1
-  .amdhsa_system_vgpr_workitem_id 0
-  .amdhsa_next_free_vgpr 100
-  .amdhsa_next_free_sgpr 102
-  .amdhsa_accum_offset 100
-  .amdhsa_float_denorm_mode_32 3
-  .amdhsa_float_denorm_mode_16_64 3
-.end_amdhsa_kernel
+KERNEL_DESCRIPTOR mhc_pre, 18960, 184, 100, 102, 1
 
 .amdgpu_metadata
 ---

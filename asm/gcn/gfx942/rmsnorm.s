@@ -12,8 +12,9 @@
 // Estimated per token: 2 C (4 or 2) B read (the second pass hits L2), C (4 or 2) B written,
 //   C 4 B of gamma; ~12 wave instructions per 256 channels and pass.
 
-// ROW_OFFSET, ADD64.
+// ROW_OFFSET, ADD64; KERNEL_DESCRIPTOR.
 .include "address.inc"
+.include "descriptor.inc"
 
 .macro LOAD_ACT dst, voff, sbase
   s_cmp_eq_u32 s35, 0
@@ -136,22 +137,7 @@ mhc_rmsnorm:
 .Lrmsnorm_end:
 .size mhc_rmsnorm, .Lrmsnorm_end - mhc_rmsnorm
 
-.rodata
-.p2align 6
-.amdhsa_kernel mhc_rmsnorm
-  .amdhsa_group_segment_fixed_size 1088
-  .amdhsa_private_segment_fixed_size 0
-  .amdhsa_kernarg_size 48
-  .amdhsa_user_sgpr_count 2
-  .amdhsa_user_sgpr_kernarg_segment_ptr 1
-  .amdhsa_system_sgpr_workgroup_id_x 1
-  .amdhsa_system_vgpr_workitem_id 0
-  .amdhsa_next_free_vgpr 32
-  .amdhsa_next_free_sgpr 44
-  .amdhsa_accum_offset 32
-  .amdhsa_float_denorm_mode_32 3
-  .amdhsa_float_denorm_mode_16_64 3
-.end_amdhsa_kernel
+KERNEL_DESCRIPTOR mhc_rmsnorm, 1088, 48, 32, 44, 0
 
 .amdgpu_metadata
 ---

@@ -23,8 +23,9 @@
 //   Measured on the simulator (n = 4, C = 1280, bf16, per token): 1561 VALU, 1008 SALU,
 //   182 + 80 VMEM, 298 LDS wave instructions; 26 KB read, 10 KB written.
 
-// ROW_OFFSET, ADD64.
+// ROW_OFFSET, ADD64; KERNEL_DESCRIPTOR.
 .include "address.inc"
+.include "descriptor.inc"
 // LOAD_ACT, WIDEN, STORE_ACT (shared with mhc_post).
 .include "activations.inc"
 
@@ -279,22 +280,7 @@ mhc_static:
 .Lstatic_end:
 .size mhc_static, .Lstatic_end - mhc_static
 
-.rodata
-.p2align 6
-.amdhsa_kernel mhc_static
-  .amdhsa_group_segment_fixed_size 5312
-  .amdhsa_private_segment_fixed_size 0
-  .amdhsa_kernarg_size 72
-  .amdhsa_user_sgpr_count 2
-  .amdhsa_user_sgpr_kernarg_segment_ptr 1
-  .amdhsa_system_sgpr_workgroup_id_x 1
-  .amdhsa_system_vgpr_workitem_id 0
-  .amdhsa_next_free_vgpr 80
-  .amdhsa_next_free_sgpr 96
-  .amdhsa_accum_offset 80
-  .amdhsa_float_denorm_mode_32 3
-  .amdhsa_float_denorm_mode_16_64 3
-.end_amdhsa_kernel
+KERNEL_DESCRIPTOR mhc_static, 5312, 72, 80, 96, 0
 
 .amdgpu_metadata
 ---
