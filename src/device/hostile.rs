@@ -174,3 +174,14 @@ pub(crate) fn pre_views<B>(a: &[Arg]) -> (PreParamViews<'static, B>, PreOutViews
     };
     (params, out)
 }
+
+/// The shape of the randomised calls, (n, C, T), and its configuration with both optional
+/// weights (so every optional argument is present and checked).
+pub(crate) const SHAPE: (usize, usize, usize) = (4, 40, 3);
+
+pub(crate) fn config() -> crate::config::Config {
+    let mut cfg = crate::config::Config::new(SHAPE.0, SHAPE.1);
+    cfg.gamma_k = true;
+    cfg.gamma_f = true;
+    cfg
+}

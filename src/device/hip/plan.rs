@@ -874,12 +874,9 @@ mod tests {
     /// overlapping nothing else): the checks are what stands between user input and a launch.
     #[test]
     fn randomised_views_are_accepted_only_when_safe() {
-        use crate::device::hostile::{pre_args, pre_views, trials, Arg};
+        use crate::device::hostile::{config, pre_args, pre_views, trials, Arg, SHAPE};
         let mut rng = Rng::new(Rng::test_seed("hip-view-checks"));
-        let (n, c, t) = (4, 40, 3);
-        let mut cfg = Config::new(n, c);
-        cfg.gamma_k = true;
-        cfg.gamma_f = true;
+        let ((n, c, t), cfg) = (SHAPE, config());
         let k = cfg.k();
         let (mut refused, mut accepted) = (0, 0);
         for dtype in [Dtype::F32, Dtype::Bf16] {

@@ -212,7 +212,7 @@ fn presence(what: &'static str, wanted: bool) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::hostile::{pre_args, pre_views, trials, Arg};
+    use crate::device::hostile::{config, pre_args, pre_views, trials, Arg, SHAPE};
     use crate::device::view::{post_pre_disjoint, pre_disjoint};
     use crate::reference::testing::Rng;
 
@@ -223,10 +223,7 @@ mod tests {
     #[test]
     fn randomised_views_are_accepted_only_when_safe() {
         let mut rng = Rng::new(Rng::test_seed("cuda-pre-view-checks"));
-        let (n, c, t) = (4, 40, 3);
-        let mut cfg = Config::new(n, c);
-        cfg.gamma_k = true;
-        cfg.gamma_f = true;
+        let ((n, c, t), cfg) = (SHAPE, config());
         let k = cfg.k();
         let (mut refused, mut accepted) = (0, 0);
         for dtype in [Dtype::F32, Dtype::Bf16] {
