@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 mod asm;
 mod bench;
+mod bench_diff;
 mod compare;
 mod devices;
 mod example;
@@ -32,6 +33,8 @@ enum Command {
     Inspect(inspect::Args),
     /// Time every stage x shape x selected variant on a GPU against the measured copy bandwidth.
     Bench(bench::Args),
+    /// Compare two benchmark records row by row: each column's ratio, and what bounds it.
+    BenchDiff(bench_diff::Args),
     /// Write seeded random inputs of a stage as .npy files (docs/math.md's test distributions).
     Example(example::Args),
     /// Compare the .npy outputs of two folders (relative error per output).
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         Command::Asm(args) => asm::main(args),
         Command::Inspect(args) => inspect::main(args),
         Command::Bench(args) => bench::main(args),
+        Command::BenchDiff(args) => bench_diff::main(args),
         Command::Example(args) => example::main(args),
         Command::Compare(args) => compare::main(args),
         Command::Devices(args) => devices::main(args),
