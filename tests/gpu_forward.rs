@@ -71,29 +71,41 @@ fn tol(dtype: Dtype) -> f64 {
     }
 }
 
+/// The inputs of `stage` among `ins` (a fused stage's inputs hold those of its halves).
+fn inputs_of(stage: Stage, cfg: &Config, ins: &Named) -> Named {
+    let sig = signature(stage, cfg);
+    ins.iter()
+        .filter(|(name, _)| sig.inputs.iter().any(|p| p.name == name.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// The f64 reference of `stage` on `ins`. `post_pre`: docs/math.md has its pre half read x' as
+/// stored (rounded to the storage type), so the reference is post for x', then pre of the x' the
+/// GPU stored (`got`); pre of the f64 x' would charge the kernel for every rounding of x', each
+/// moving a logit by phi * ulp(x').
+fn reference(stage: Stage, cfg: &Config, ins: &Named, got: &Named) -> Named {
+    if stage != Stage::PostPre {
+        return CpuRunner.run(stage, cfg, Dtype::F64, ins).unwrap();
+    }
+    let x_out = &got["out"];
+    if let Some(i) = x_out.data.iter().position(|v| !v.is_finite()) {
+        panic!("post_pre out n={} C={}: element {i} not written (NaN)", cfg.n, cfg.c);
+    }
+    let mut want = CpuRunner.run(Stage::Post, cfg, Dtype::F64, &inputs_of(Stage::Post, cfg, ins)).unwrap();
+    let mut pre_ins = inputs_of(Stage::Pre, cfg, ins);
+    pre_ins.insert("x".to_string(), x_out.clone());
+    want.extend(CpuRunner.run(Stage::Pre, cfg, Dtype::F64, &pre_ins).unwrap());
+    want
+}
+
 /// Runs `stage` on the GPU and on the f64 reference and checks every output.
 fn check_stage(gpu: &CudaRunner, stage: Stage, cfg: &Config, dtype: Dtype, t: usize, phi_std: f64, rng: &mut Rng) {
     let ins = inputs(stage, cfg, dtype, t, phi_std, rng);
-    let mut want = CpuRunner.run(stage, cfg, Dtype::F64, &ins).unwrap();
     let got = gpu
         .run(stage, cfg, dtype, &ins)
         .unwrap_or_else(|e| panic!("{stage} n={} C={} T={t} {dtype} {}: {e}", cfg.n, cfg.c, cfg.formulation));
-    if stage == Stage::PostPre {
-        // docs/math.md: the pre half reads x' as stored (rounded to the storage type), so its
-        // reference is pre of the x' the GPU stored; pre of the f64 x' would charge the kernel for
-        // every bf16 rounding of x', each moving a logit by phi * ulp(x').
-        let pre_sig = signature(Stage::Pre, cfg);
-        let mut pre_ins: Named = ins
-            .iter()
-            .filter(|(name, _)| name.as_str() != "x" && pre_sig.inputs.iter().any(|p| p.name == name.as_str()))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        pre_ins.insert("x".to_string(), got["out"].clone());
-        let pre_want = CpuRunner
-            .run(Stage::Pre, cfg, Dtype::F64, &pre_ins)
-            .unwrap_or_else(|e| panic!("post_pre x' as pre input: {e}"));
-        want.extend(pre_want);
-    }
+    let want = reference(stage, cfg, &ins, &got);
     for (name, w) in &want {
         let g = &got[name];
         assert_eq!(g.shape, w.shape, "{stage} {name} shape");
