@@ -13,7 +13,10 @@ status=0; total=0; failed=0
 for t in "$pack"/gpu_*; do
     [ -x "$t" ] || continue
     name="$(basename "$t")"
-    MHC_REQUIRE_GPU=1 "$t" --include-ignored --skip bench_ --test-threads=1 > "$logs/$name.log" 2>&1
+    # --report-time puts each test's duration in the log (an unstable libtest option, which
+    # RUSTC_BOOTSTRAP=1 unlocks in a stable-built test binary): what the suite's time goes to.
+    MHC_REQUIRE_GPU=1 RUSTC_BOOTSTRAP=1 "$t" --include-ignored --skip bench_ --test-threads=1 \
+        -Zunstable-options --report-time > "$logs/$name.log" 2>&1
     rc=$?
     line="$(grep -E '^test result' "$logs/$name.log" | tail -1)"
     echo "$name rc=$rc: $line"
