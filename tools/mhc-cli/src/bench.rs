@@ -8,6 +8,8 @@
 //!   mean per call, measured 5 times after a warm-up replay, median of the 5 (what an inference
 //!   engine's decode step pays).
 //! - `copy_us`: one device-to-device copy moving the same bytes, timed as `us`.
+//! - `host_us`: the host's wall time to enqueue one call of the `us` measurement (median of the
+//!   5): near `us`, the GPU waited for the host; well below, the host ran ahead of it.
 //! - `b2b_by`: what bounds the row's `us`, `gpu` or `host` ([`b2b_limit`]): where the kernels
 //!   finish faster than the host can launch them, `us` measures the host's launch rate, which
 //!   differs from run to run and machine to machine; `us_graph` is then the kernel's figure.
@@ -147,6 +149,8 @@ pub(crate) struct Row {
     pub(crate) us_graph: Option<f64>,
     /// The same spread of the 5 graph measurements.
     pub(crate) graph_spread_pct: Option<f64>,
+    /// The host's time to enqueue one call back-to-back ([`Timing::host_us`]).
+    host_us: f64,
     /// One device-to-device copy of the same bytes (half read, half written), timed as `us`.
     copy_us: f64,
 }
@@ -185,7 +189,8 @@ pub fn main(args: Args) -> Result<(), String> {
         "us = back-to-back calls, mean per call (median of 5 measurements of >= 100 calls, inputs rotated past L2); \
          us_graph = a CUDA graph of 100 calls replayed, mean per call (median of 5); floor_us = bytes / copy bandwidth \
          + the smallest kernel in a graph; x_flr = us / floor_us, x_flr_g = us_graph / floor_us; copy_us = one copy \
-         moving the same bytes, timed as us; x_cp = us / copy_us; b2b_by = what bounds us: gpu, or host where the \
+         moving the same bytes, timed as us; x_cp = us / copy_us; host_us = the host's time to enqueue one call \
+         back-to-back (near us: the GPU waited for the host); b2b_by = what bounds us: gpu, or host where the \
          call's GPU time (us_graph where measured) is within 1.25x of launching its kernels back-to-back (us then \
          measures the host's launch rate)"
             .to_string(),
@@ -289,7 +294,7 @@ pub fn main(args: Args) -> Result<(), String> {
 
 fn header() -> String {
     format!(
-        "{:<8} {:<5} {:>5} {:>3} {:>5} {:>9} {:>9} {:>8} {:>6} {:>8} {:>6} {:>7} {:>8} {:>5} {:>6}  variant",
+        "{:<8} {:<5} {:>5} {:>3} {:>5} {:>9} {:>9} {:>8} {:>6} {:>8} {:>6} {:>7} {:>8} {:>5} {:>7} {:>6}  variant",
         "stage",
         "form",
         "T",
@@ -304,6 +309,7 @@ fn header() -> String {
         "x_flr_g",
         "copy_us",
         "x_cp",
+        "host_us",
         "b2b_by"
     )
 }
@@ -313,7 +319,7 @@ fn row_line(r: &Row, copy_bw: f64, launch: Launch) -> String {
     let floor = launch.floor(r.bytes, copy_bw);
     let x_graph = r.us_graph.map(|g| format!("{:.2}", g / floor));
     format!(
-        "{:<8} {:<5} {:>5} {:>3} {:>5} {:>9.2} {:>9} {:>8.0} {:>5.1}% {:>8.2} {:>6.2} {:>7} {:>8.2} {:>5.2} {:>6}  {}",
+        "{:<8} {:<5} {:>5} {:>3} {:>5} {:>9.2} {:>9} {:>8.0} {:>5.1}% {:>8.2} {:>6.2} {:>7} {:>8.2} {:>5.2} {:>7.2} {:>6}  {}",
         r.stage.name(),
         r.formulation.to_string(),
         r.t,
@@ -328,6 +334,7 @@ fn row_line(r: &Row, copy_bw: f64, launch: Launch) -> String {
         x_graph.unwrap_or_else(|| "-".into()),
         r.copy_us,
         r.us / r.copy_us,
+        r.host_us,
         if r.us.is_finite() { b2b_limit(r.us, r.us_graph, r.launches, launch.b2b).name() } else { "-" },
         r.variant
     )
@@ -382,13 +389,16 @@ pub(crate) struct Timing {
     pub(crate) us: f64,
     /// (slowest - fastest) / median, percent.
     pub(crate) spread_pct: f64,
+    /// Back-to-back only: the host's wall time to enqueue the calls, per call (median of the
+    /// measurements). Near `us`, the GPU waited for the host; well below it, the host ran ahead.
+    pub(crate) host_us: Option<f64>,
 }
 
 impl Timing {
     fn of(means: &mut [f64]) -> Timing {
         let us = median(means);
         let (lo, hi) = means.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &m| (lo.min(m), hi.max(m)));
-        Timing { us, spread_pct: 100.0 * (hi - lo) / us }
+        Timing { us, spread_pct: 100.0 * (hi - lo) / us, host_us: None }
     }
 }
 
@@ -402,16 +412,19 @@ fn time_b2b(
 ) -> mhc::Result<Timing> {
     let (e0, e1) = (Event::new(dev)?, Event::new(dev)?);
     let mut means = Vec::with_capacity(REPEATS);
+    let mut host = Vec::with_capacity(REPEATS);
     for r in 0..REPEATS {
+        let started = std::time::Instant::now();
         e0.record(s)?;
         for i in 0..runs {
             call(r * runs + i)?;
         }
         e1.record(s)?;
+        host.push(started.elapsed().as_secs_f64() * 1e6 / runs as f64);
         e1.synchronize()?;
         means.push(e1.elapsed_ms_since(&e0)? as f64 * 1e3 / runs as f64);
     }
-    Ok(Timing::of(&mut means))
+    Ok(Timing { host_us: Some(median(&mut host)), ..Timing::of(&mut means) })
 }
 
 /// Time per call of 100 calls captured in a CUDA graph: one untimed replay, then [`REPEATS`]
@@ -654,6 +667,7 @@ pub(crate) fn bench_case(
         bytes,
         us: b2b.us,
         spread_pct: b2b.spread_pct,
+        host_us: b2b.host_us.unwrap_or(f64::NAN),
         us_graph: graph.map(|g| g.us),
         graph_spread_pct: graph.map(|g| g.spread_pct),
         copy_us,
@@ -728,6 +742,7 @@ fn record(
                 "bytes": r.bytes,
                 "us_b2b": r.us,
                 "spread_pct": r.spread_pct,
+                "host_us": r.host_us,
                 "us_graph": r.us_graph,
                 "graph_spread_pct": r.graph_spread_pct,
                 "b2b_by": r.us.is_finite().then(|| b2b_limit(r.us, r.us_graph, r.launches, launch.b2b).name()),
@@ -752,7 +767,7 @@ fn record(
         "launch_us_b2b": launch.b2b,
         "launch_us_graph": launch.graph,
         "source": "mhc bench",
-        "description": "us_b2b: back-to-back calls, mean per call, median of 5 measurements of >= 100 calls with inputs rotated past L2; us_graph: a CUDA graph of 100 calls replayed, mean per call, median of 5; spread_pct: (slowest - fastest) / median of the 5; b2b_by: what bounds us_b2b (host: the call's GPU time is within 1.25x of launching its kernels back-to-back)",
+        "description": "us_b2b: back-to-back calls, mean per call, median of 5 measurements of >= 100 calls with inputs rotated past L2; us_graph: a CUDA graph of 100 calls replayed, mean per call, median of 5; spread_pct: (slowest - fastest) / median of the 5; host_us: the host's wall time to enqueue one call back-to-back (median of the 5); b2b_by: what bounds us_b2b (host: the call's GPU time is within 1.25x of launching its kernels back-to-back)",
         "rows": rows,
     });
     // Non-finite numbers (a failed measurement) become null: the record stays valid JSON.
@@ -899,6 +914,7 @@ mod tests {
             spread_pct: 1.0,
             us_graph: (t <= GRAPH_MAX_TOKENS).then_some(us / 2.0),
             graph_spread_pct: (t <= GRAPH_MAX_TOKENS).then_some(1.0),
+            host_us: us / 3.0,
             copy_us: us,
         }
     }
