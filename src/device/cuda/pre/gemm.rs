@@ -28,7 +28,12 @@ pub const GEMM_MIN_SLABS: usize = 96;
 
 /// Measured cost model of one launch (H100): a CTA streams a 64-element ring stage of its tile
 /// in about [`STAGE_US`]; the finisher reads each K split of a token's logits in one L2 round
-/// trip (~[`SPLIT_READ_US`], a warp's 16 tokens one after the other).
+/// trip (~[`SPLIT_READ_US`], a warp's 16 tokens one after the other). Only their ratio matters.
+/// [`STAGE_US`] was measured on the kernel's `mma.sync` form. The `wgmma` form streams a stage in
+/// about 2.25 us (n = 32, C = 1280, T = 8192: 3137 us over 1,396 stages per SM); with 2.25 the
+/// model would pick fewer splits at some sizes (n = 32, C = 1280, T = 2048: 9 instead of 11;
+/// n = 16, T = 512: 10 instead of 12), a change no GPU run has timed, so the measured constant
+/// stays.
 const STAGE_US: f64 = 3.5;
 const SPLIT_READ_US: f64 = 0.5;
 
