@@ -953,6 +953,27 @@ mod tests {
         assert_eq!(today().len(), 10);
     }
 
+    /// The table's header and rows have the same columns, `b2b_by` and `host_us` among them: a
+    /// decode row whose graph time is under the launch is `host`, a large one `gpu`, a failed one `-`.
+    #[test]
+    fn table_rows_match_the_header() {
+        let launch = Launch { b2b: 3.0, graph: 0.7 };
+        let header = header();
+        let head: Vec<&str> = header.split_whitespace().collect();
+        assert_eq!(head[head.len() - 3..], ["host_us", "b2b_by", "variant"]);
+        let cases = [
+            (row(Stage::Post, 4, 4096, 1, 3.4), "host"),
+            (row(Stage::Pre, 4, 4096, 8192, 128.0), "gpu"),
+            (row(Stage::Pre, 4, 4096, 8192, f64::NAN), "-"),
+        ];
+        for (r, by) in cases {
+            let line = row_line(&r, 3e12, launch);
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            assert_eq!(cols.len(), head.len(), "{line}");
+            assert_eq!(cols[cols.len() - 2], by, "{line}");
+        }
+    }
+
     /// One panel per stage; 25 series of one stage get 25 distinct (color, marker) pairs.
     #[test]
     fn the_plot_has_a_panel_per_stage_and_distinct_series() {
