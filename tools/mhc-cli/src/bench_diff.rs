@@ -184,9 +184,11 @@ fn diff(old: &Record, new: &Record, tol: f64) -> String {
     };
     let (mut gpu_b2b, mut host_b2b, mut graph) = (Spread::default(), Spread::default(), Spread::default());
     let (mut matched, mut changed) = (0usize, 0usize);
+    let mut seen = std::collections::BTreeSet::new();
     for (key, e) in &new.rows {
         let Some(o) = olds.get(key) else { continue };
         matched += 1;
+        seen.insert(key);
         let host = o.limit == Some(B2bLimit::Host) || e.limit == Some(B2bLimit::Host);
         let same_variant = o.variant == e.variant;
         let (rb, rg) = (ratio(o.us_b2b, e.us_b2b), ratio(o.us_graph, e.us_graph));
@@ -218,8 +220,9 @@ fn diff(old: &Record, new: &Record, tol: f64) -> String {
             if host { "host" } else { "gpu" },
         ));
     }
+    // A record may repeat a key (hand-assembled records): count rows, never subtract past zero.
     let only_new = new.rows.len() - matched;
-    let only_old = old.rows.len() - matched;
+    let only_old = old.rows.iter().filter(|(k, _)| !seen.contains(k)).count();
     line(format!(
         "{matched} rows in both ({changed} with another variant, left out of the ranges below); {only_old} only in old, {only_new} only in new"
     ));
@@ -301,6 +304,23 @@ mod tests {
         assert!(text.contains("graph replay: 2 rows, new / old 1.000 .. 1.010, 0 beyond"), "{text}");
         assert!(text.contains("h2 (was h)"), "{text}");
         assert!(text.lines().any(|l| l.starts_with("pre ") && l.contains("0.900*")), "{text}");
+    }
+
+    /// A key repeated in one record (a hand-assembled one) is compared, not a crash.
+    #[test]
+    fn repeated_keys() {
+        let old = parse(&record(4.0, &[("pre", 1, "k", Some(7.0), None)]), "old").unwrap();
+        let new =
+            parse(&record(4.0, &[("pre", 1, "k", Some(7.0), None), ("pre", 1, "k", Some(7.7), None)]), "new").unwrap();
+        let text = diff(&old, &new, 5.0);
+        assert!(
+            text.contains(
+                "2 rows in both (0 with another variant, left out of the ranges below); 0 only in old, 0 only in new"
+            ),
+            "{text}"
+        );
+        let text = diff(&new, &old, 5.0);
+        assert!(text.contains("1 rows in both") && text.contains("0 only in old, 0 only in new"), "{text}");
     }
 
     /// A call of two kernels ("a + b") needs twice the launch time before it counts as gpu-bound;
