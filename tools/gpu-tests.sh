@@ -6,9 +6,9 @@
 # and a total; exits 1 if any test failed or did not run.
 #
 # The binaries run side by side (each one test at a time): the suite's time is then about its
-# longest binary's rather than their sum, since much of each is the CPU's f64 reference while
-# the GPU would idle. The tests check results, not times, so sharing the GPU changes none of
-# them. GPU_TESTS_SERIAL=1 runs one binary after the other instead.
+# longest binary's rather than their sum, one binary's CPU work (inputs, the f64 reference)
+# overlapping another's kernels. The tests check results, not times, so sharing the GPU changes
+# none of them. GPU_TESTS_SERIAL=1 runs one binary after the other instead.
 #
 #   bash tools/gpu-tests.sh [PACK_DIR] [LOG_DIR]      (defaults gpu-pack, gpu-logs)
 set -uo pipefail
