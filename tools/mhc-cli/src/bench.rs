@@ -155,6 +155,13 @@ pub(crate) struct Row {
     copy_us: f64,
 }
 
+impl Row {
+    /// What bounds the row's back-to-back figure ([`b2b_limit`]); none for a failed measurement.
+    fn b2b_by(&self, launch: Launch) -> Option<B2bLimit> {
+        self.us.is_finite().then(|| b2b_limit(self.us, self.us_graph, self.launches, launch.b2b))
+    }
+}
+
 pub fn main(args: Args) -> Result<(), String> {
     if args.device != "cuda" {
         return Err(format!("mhc bench times GPU kernels: --device cuda (got {:?})", args.device));
@@ -335,7 +342,7 @@ fn row_line(r: &Row, copy_bw: f64, launch: Launch) -> String {
         r.copy_us,
         r.us / r.copy_us,
         r.host_us,
-        if r.us.is_finite() { b2b_limit(r.us, r.us_graph, r.launches, launch.b2b).name() } else { "-" },
+        r.b2b_by(launch).map_or("-", B2bLimit::name),
         r.variant
     )
 }
@@ -745,7 +752,7 @@ fn record(
                 "host_us": r.host_us,
                 "us_graph": r.us_graph,
                 "graph_spread_pct": r.graph_spread_pct,
-                "b2b_by": r.us.is_finite().then(|| b2b_limit(r.us, r.us_graph, r.launches, launch.b2b).name()),
+                "b2b_by": r.b2b_by(launch).map(B2bLimit::name),
                 "gbps": gbps,
                 "pct_copy": 100.0 * gbps * 1e9 / copy_bw,
                 "floor_us": launch.floor(r.bytes, copy_bw),
