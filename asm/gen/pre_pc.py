@@ -58,12 +58,12 @@ HW0 = NW // 2        # math warps HW0.. compute h_pre (4 tokens each) while warp
 HX_SLOTS = 7
 HXG = 4              # TMA entry: gat / gbar buffers (tile % HXG; why 4: the HX header)
 # h_res waits in a batch: each coefficient warp keeps the z_res rows of its last SKB rounds (slot
-# (kk / 2) % SKB) and runs their Sinkhorns at once, lanes 4 b .. 4 b + 3 holding slot b. The
-# four-lane Sinkhorn's instructions are the warp's, so 8 tokens cost what one did (~4,600
-# cycles), once per 8 rounds of the warp instead of once per token. A slot whose round stored
-# no token (past T, the pair's other half, or kk = 0, which finishes no tile) keeps the address
-# 0 it was cleared to and is not stored.
-SKB = 8
+# (kk / 2) % SKB) and runs their Sinkhorns at once, lane b holding slot b's whole matrix (the
+# decode kernel's one-thread form). Its instructions are the warp's, so 32 tokens cost what one
+# does, once per 32 rounds of the warp instead of once per token. A slot whose round stored no
+# token (past T, the pair's other half, or kk = 0, which finishes no tile) keeps the address 0
+# it was cleared to and is not stored.
+SKB = 32
 # sm_lg per coefficient warp: the own token's row (ss, logits: 128 bytes), the batch's matrices
 # [SKB][4][4] f32 at SK_Z, their h_res row addresses [SKB] u64 at SK_A
 SK_Z = 128
@@ -209,19 +209,23 @@ HEADER = f"""\
 //         profile_pc_phases).
 // BATCH   each coefficient warp keeps the z_res rows of its last {SKB} rounds in sm_lg (slot
 //         (kk / 2) % {SKB}, with the token's h_res address; 0: no token) and at the last slot, or its
-//         last round, runs the {SKB} Sinkhorns at once: lane 4 b + i holds row i of slot b, the
-//         four-lane form (sinkhorn.four_lanes: the decode kernel's operations and bits) with the
-//         butterfly inside each group of 4. Its instructions are the warp's, so 8 tokens cost what
-//         one did (~4,600 cycles: dependent shuffles and reciprocals in the MIO queue the other
-//         warps keep busy). Per token it had taken most of the warp's two
-//         rounds (phase stamps: 5,620 of 6,364 cycles), so any delay, such as the pair entry's
-//         wait for the other half, pushed the warp's next gather and barrier 2 later and held
-//         the math warps. H100, same call, builds alternating twice (us): pre C = 4096 T = 8192 /
-//         1024 / 256 129.9 / 25.2 / 12.5 against 135.8-137.0 / 26.8-26.9 / 13.6-13.7; the pair
-//         entry (C = 7168) 260.9-261.4 / 42.0 / 17.2-17.3 against 291.5 / 47.6 / 19.4; the fused
-//         post_pre entry (C = 4096) 255.4-255.6 / 45.1-45.8 / 20.9-21.1 against 256.8-257.1 /
-//         45.8-46.3 / 21.2; the same bits (compare-builds). The lanes past 3 wait at PC_CB_DONE:
-//         computing the rows on every lane would take the fused entry past 168 registers.
+//         last round, runs the {SKB} Sinkhorns at once: lane b holds slot b's whole matrix in
+//         registers, the decode kernel's one-thread form (sinkhorn.unrolled: its operations and
+//         bits), with no shuffle. Its instructions are the warp's, so {SKB} tokens cost what one
+//         does. Per token the Sinkhorn had taken most of the warp's two rounds (phase stamps:
+//         5,620 of 6,364 cycles), so any delay, such as the pair entry's wait for the other half,
+//         pushed the warp's next gather and barrier 2 later and held the math warps. H100, same
+//         call, builds alternating twice (us): 8 tokens a batch on 4 lanes each (the row sums
+//         local, the column sums a shfl.bfly butterfly) against one token per round: pre
+//         C = 4096 T = 8192 / 1024 / 256 129.9 / 25.2 / 12.5 against 135.8-137.0 / 26.8-26.9 /
+//         13.6-13.7; the pair entry (C = 7168) 260.9-261.4 / 42.0 / 17.2-17.3 against 291.5 /
+//         47.6 / 19.4; the fused post_pre entry (C = 4096) 255.4-255.6 / 45.1-45.8 / 20.9-21.1
+//         against 256.8-257.1 / 45.8-46.3 / 21.2. {SKB} tokens on one lane each against 8 on 4
+//         lanes (2026-11-28): the pair entry T = 8192 / 4096 / 2048 / 1024 228.6-229.3 /
+//         120.7 / 65.8-66.1 / 38.9-39.0 against 235.8-235.9 / 124.2-124.3 / 67.6-68.1 /
+//         39.9-40.1; C = 4096 within 0.5%. The same bits each time (compare-builds). The lanes
+//         past 3 wait at PC_CB_DONE: computing the rows on every lane would take the fused
+//         entry past 168 registers.
 // MIX     a[t][c] = sum_i h_pre[t][i] x[t][i][c] over the CTA's channels; then a barrier of the
 //         mixing threads frees the stage. The pre entries' mix warps deal the tile's items (token,
 //         16-byte chunk) to their 64 threads in order and take two per step, both items' loads
@@ -673,32 +677,31 @@ def sk_clear():
 
 
 def sk_batch():
-    """The h_res of the batch's tokens (every lane): lane 4 b + i takes row i of slot b's z_res,
-    the four-lane Sinkhorn runs on all 8 groups at once, the lanes of slots with an address
-    store their rows, and the slots are cleared. Empty slots compute on stale words and store
-    nothing. Only uniform branches: the shuffles need the whole warp."""
+    """The h_res of the batch's tokens (every lane): lane b takes slot b's z_res matrix, the
+    one-thread Sinkhorn (sinkhorn.unrolled, the decode kernel's operations and bits) runs on all
+    SKB slots at once, the lanes of slots with an address store their matrices, and the slots
+    are cleared. Empty slots compute on stale words and store nothing."""
     L = []
     e = L.append
     e(f"""PC_SK_BATCH:
     bar.warp.sync -1;
-    shl.b32 %r16, %lane, 4;
-    add.u32 %r16, %r16, %lgb;
-    ld.shared.v4.f32 {{%S0, %S1, %S2, %S3}}, [%r16+{SK_Z}];
-    shr.u32 %r17, %lane, 2;
-    shl.b32 %r17, %r17, 3;
+    shl.b32 %r16, %lane, 6;
+    add.u32 %r16, %r16, %lgb;""")
+    for i in range(4):
+        e(f"    ld.shared.v4.f32 {{%S{4 * i}, %S{4 * i + 1}, %S{4 * i + 2}, %S{4 * i + 3}}}, [%r16+{SK_Z + 16 * i}];")
+    e(f"""    shl.b32 %r17, %lane, 3;
     add.u32 %r17, %r17, %lgb;
     ld.shared.u64 %hro, [%r17+{SK_A}];
     setp.ne.u64 %p1, %hro, 0;
     vote.sync.any.pred %p1, %p1, 0xffffffff;
     @!%p1 bra PC_SK_DONE;                   // every slot empty (the pair's other half, past T)""")
-    sinkhorn.four_lanes(e)
-    e("""    setp.ne.u64 %p1, %hro, 0;               // a filled slot (predicated: the warp stays whole)
-    and.b32 %r16, %lane, 3;
-    mul.wide.u32 %rd1, %r16, 16;
-    add.u64 %rd1, %hro, %rd1;""")
-    for j in range(4):
-        e(f"    @%p1 st.global.f32 [%rd1+{4 * j}], %S{j};")
-    e("    bar.warp.sync -1;                       // every lane read its slot's address")
+    sinkhorn.unrolled(4, lambda i, j: f"%S{4 * i + j}", e, "PC_SKB_")
+    e("""    setp.eq.u64 %p1, %hro, 0;
+    @%p1 bra PC_SK_STORED;                  // an empty slot""")
+    for q in range(16):
+        e(f"    st.global.f32 [%hro+{4 * q}], %S{q};")
+    e("""PC_SK_STORED:
+    bar.warp.sync -1;                       // every lane read its slot's address""")
     e(sk_clear())
     e("PC_SK_DONE:")
     return "\n".join(L)

@@ -13,9 +13,8 @@ forms differ in where the matrix lives and who sums a line:
                     shuffles (coeffs_shfl.ptx; pre.ptx's n >= 8 coefficients)
   per_thread_padded one thread, a 4 x 4 matrix padded with zeros for n < 4 (pre.ptx, n <= 4)
   unrolled          one thread, one unrolled body per n, the exponent shifted so that denormal
-                    results survive ex2.ftz (pre_decode.ptx)
-  four_lanes        lane 4 b + i holds row i of token b (8 tokens a warp); column sums by a
-                    2-level butterfly inside each group of 4 lanes (pre_pc.ptx)
+                    results survive ex2.ftz (pre_decode.ptx; pre_pc.ptx's h_res batch, a token
+                    per lane)
   lane0             lane 0 of a warp, Paper only (static.ptx, n <= 4)
   scaling_vectors   S = diag(r) K diag(c), lane j keeping column and row j of K (static.ptx,
                     n >= 8)
@@ -519,68 +518,3 @@ def lane_column_row(k, n, col, row, paper, plive, la, wb, vec_off, eps_hc, iters
     k.ins(f"@{paper} bra SK_END;")
     col_step()
     k.label("SK_END")
-
-
-def four_lanes(e):
-    """8 tokens' 4 x 4 matrices on a whole warp, 4 lanes each: lane 4 b + i holds row i of token
-    b's S in %S0..%S3, the formulation by %p_paper. A row's sum is local, ((a + b) + (c + d)); a
-    column's is a shfl.bfly butterfly over lanes xor 1, 2 (inside the group of 4) of the 4 column
-    values at once, which adds in the same tree order, so the result has `unrolled`'s bits. A
-    row step has no shuffle and a column step's 4 shuffles per level are independent (~36
-    instructions per iteration against ~72 on one lane), and the 8 tokens share them.
-    Temporaries %tr<6>, %ls<4>, %lr<4>, %mx, %sum, %rc, %it, %p1; ends at PC_CBL_OUT."""
-    n = 4
-    mask = "0xffffffff"  # every lane: the caller keeps the warp whole
-    e("""    @%p_paper bra PC_CBL_PAPER;
-    // V4: each row exp(z - max) / sum + eps""")
-
-    def row_tree(op, dst):
-        e(f"""    {op}.f32 %tr4, %S0, %S1;
-    {op}.f32 %tr5, %S2, %S3;
-    {op}.f32 {dst}, %tr4, %tr5;""")
-
-    def col_bfly(op, dst):
-        """dst_j = op over the 4 lanes of S_j, in the order ((lane 0, 1), (lane 2, 3))."""
-        for j in range(n):
-            e(f"    mov.f32 {dst}{j}, %S{j};")
-        for off in (1, 2):
-            for j in range(n):
-                e(f"    shfl.sync.bfly.b32 %tr{j}, {dst}{j}, {off}, 31, {mask};")
-            for j in range(n):
-                e(f"    {op}.f32 {dst}{j}, {dst}{j}, %tr{j};")
-
-    def exp_all(mx):
-        """S_j = exp(S_j - max) with the denormals kept (blocks.exp_shift)."""
-        for j in range(n):
-            m = mx if isinstance(mx, str) else mx[j]
-            e(exp_shift(f"%S{j}", f"%S{j}", m, keep_denormals=True))
-
-    def norm_rows():
-        row_tree("add", "%sum")
-        e("""    add.f32 %sum, %sum, %eps_hc;
-    rcp.approx.ftz.f32 %rc, %sum;""")
-        for j in range(n):
-            e(f"    mul.f32 %S{j}, %S{j}, %rc;")
-
-    def norm_cols():
-        col_bfly("add", "%ls")
-        for j in range(n):
-            e(f"""    add.f32 %ls{j}, %ls{j}, %eps_hc;
-    rcp.approx.ftz.f32 %lr{j}, %ls{j};""")
-        for j in range(n):
-            e(f"    mul.f32 %S{j}, %S{j}, %lr{j};")
-
-    row_tree("max", "%mx")
-    exp_all("%mx")
-    row_tree("add", "%sum")
-    e("    rcp.approx.ftz.f32 %rc, %sum;")
-    for j in range(n):
-        e(f"    fma.rn.f32 %S{j}, %S{j}, %rc, %eps_hc;")
-    e("    // V4: cols, (iters - 1) x (rows, cols)")
-    v4_iterations(e, norm_cols, norm_rows, "%it", "%p1", "PC_CBL_V4L", "PC_CBL_OUT", zero_check="%p1")
-    e("""PC_CBL_PAPER:
-    // Paper: each column exp(z - max); then iters x (cols, rows)""")
-    col_bfly("max", "%lr")
-    exp_all([f"%lr{j}" for j in range(n)])
-    paper_iterations(e, norm_cols, norm_rows, "%it", "%p1", "PC_CBL_PL", "PC_CBL_OUT")
-    e("PC_CBL_OUT:")
