@@ -803,8 +803,9 @@ fn pre_cluster_pair_shapes() {
     }
 }
 
-/// The fused persistent-cluster `post_pre` (pre_pc.ptx `mhc_post_pre_pc16_bf16_n4`) on one shape
-/// against `post`, then `pre`: `x'` within one bf16 rounding step (x' on the tensor cores there,
+/// The fused persistent-cluster `post_pre` (pre_pc.ptx `mhc_post_pre_pc16_bf16_n4`, or at
+/// C = 5120..8192 pre_pc_pair.ptx `mhc_post_pre_pc16p_bf16_n4`) on one shape against `post`, then
+/// `pre`: `x'` within one bf16 rounding step (x' on the tensor cores there,
 /// f32 FMAs in post.ptx), at most 1% of it apart, pads between its rows untouched; where x' is the
 /// same, the same output bits. `x`, `f` and `x_out` rows strided. The caller checks the reference
 /// separately.
@@ -907,11 +908,38 @@ fn post_pre_cluster_kernel_shapes() {
             Shape::new(4, 4096, 1000, form, Dtype::F32),
             Shape { gamma_f: true, ..bf(4096, 1000) },
             bf(4224, 1000),
-            bf(7168, 1000),
+            bf(7296, 1000),
             bf(4096, 64),
+            bf(7168, 64),
             Shape::new(8, 1280, 1000, form, Dtype::Bf16),
         ] {
             assert!(!uses(&sh), "{}: fused cluster kernel not selected", sh.label());
+        }
+    }
+}
+
+/// The fused `post_pre` on two clusters per tile (pre_pc_pair.ptx `mhc_post_pre_pc16p_bf16_n4`)
+/// where the catalogue selects it (bf16, n = 4, C = 5120..8192 a multiple of 1024, T >= 384):
+/// every split of C (2+3, 3+3, 3+4, 4+4 blocks), partial last tiles, tiles past several rounds
+/// of both sets of clusters, phi ~ 0.5, gamma_k, strided rows, both formulations; against the
+/// reference and against `post`, then the pair `pre` entry.
+#[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
+fn post_pre_cluster_pair_shapes() {
+    let Some(dev) = gpu() else { return };
+    let stream = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("post_pre_cluster_pair");
+    for form in FORMS {
+        let bf = |c, t| Shape::new(4, c, t, form, Dtype::Bf16);
+        let mut shapes = vec![bf(5120, 384), bf(6144, 500), bf(7168, 1000), bf(7168, 4099), bf(8192, 401)];
+        shapes.push(Shape { phi_std: 0.5, ..bf(7168, 700) });
+        shapes.push(Shape { gamma_k: true, x_pad: 24, ..bf(7168, 450) });
+        shapes.push(Shape { x_pad: 8, ..bf(5120, 449) });
+        for sh in shapes {
+            let plan = catalogue_plan(&dev, sh.cfg(), sh.dtype, sh.t).unwrap();
+            assert!(plan.post_pre_is_fused(sh.t), "{}: fused pair kernel selected", sh.label());
+            post_pre_cluster_matches_pair(&dev, &stream, &mut rng, &sh);
+            check_post_pre(&dev, &stream, &mut rng, &sh);
         }
     }
 }
@@ -931,6 +959,10 @@ fn post_pre_cluster_sanitizer_smoke() {
             post_pre_cluster_matches_pair(&dev, &stream, &mut rng, &sh);
             check_post_pre(&dev, &stream, &mut rng, &sh);
         }
+        // the pair entry (C = 5120: parts of 2048 and 3072 channels; a partial last tile)
+        let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 5120, 389, form, Dtype::Bf16) };
+        post_pre_cluster_matches_pair(&dev, &stream, &mut rng, &sh);
+        check_post_pre(&dev, &stream, &mut rng, &sh);
     }
 }
 

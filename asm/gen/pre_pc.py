@@ -94,7 +94,11 @@ PAIR_STAGES = 5      # the pair entry's ring: this many stages of the larger par
 PAIR_STAGES_MAX = 6  # and as many of the smaller part's as fit in it, up to this (HXB - 2: the HX header)
 assert PAIR_STAGES_MAX <= HXB - 2
 ENTRY_POST_PRE, ENTRY_POST_PRE_M = "mhc_post_pre_pc16_bf16_n4", "mhc_post_pre_pc16m_bf16_n4"
+ENTRY_POST_PRE_PAIR = "mhc_post_pre_pc16p_bf16_n4"  # the fused entry on two clusters per tile
 PCM_MAX_TOKENS = 448  # the fused entry with mixing post warps wins up to here (H100, C = 4096)
+# the fused pair entry serves post_pre from here: below, post then the pair pre entry is as fast
+# (H100, C = 7168: T = 256 28.2 against 27.5 us, T = 1024 75.7 against 83.7; docs/kernels/post_pre.md)
+PAIR_FUSED_MIN_TOKENS = 384
 # The ring's dynamic shared memory at C (Rust expressions over c and the constants above; "/" is
 # integer division): the pre entry's stages of TT token rows (4 stream slices and a pad), the TMA
 # entry's (no pad; 1 KB to align the ring to the swizzle's 1024-byte period), the fused entry's
@@ -106,6 +110,7 @@ RING_FORMULAS = {
     "pair_ring_bytes": "PC_PAIR_STAGES * PC_TILE_TOKENS * ((c + 1024) / 2048 * 512) + 1024",
     "fused_row_bytes": "16 * (5 * (c / 128 + 1) + (4 + 8 - 5 * (c / 128 + 1) % 8) % 8)",
     "fused_ring_bytes": "PC_STAGES * PC_TILE_TOKENS * (fused_row_bytes(c) + PC_POST_COEF_BYTES)",
+    "fused_pair_ring_bytes": "PC_STAGES * PC_TILE_TOKENS * (fused_row_bytes((c + 1024) / 2048 * 1024) + PC_POST_COEF_BYTES)",
 }
 
 
@@ -943,8 +948,8 @@ class Entry:
 
     def __init__(self, fused, mixw, tma, exp, cwt, stamp_ids, pair=False):
         self.fused, self.mixw, self.tma, self.exp, self.cwt, self.pair = fused, mixw, tma, exp, cwt, pair
-        self.stages = PAIR_STAGES_MAX if pair else STAGES  # the ring's most stages (mbarriers)
-        self.nst = "%nst" if pair else str(STAGES)  # its depth: the pair entry's is the half's
+        self.stages = PAIR_STAGES_MAX if pair and tma else STAGES  # the ring's most stages (mbarriers)
+        self.nst = "%nst" if pair and tma else str(STAGES)  # its depth: the pair pre entry's is the half's
         self.stamp_ids = stamp_ids  # PST label numbers: unique over the file
         self.L = []
         self.e = self.L.append
@@ -954,14 +959,19 @@ class Entry:
         if tma:
             assert mixw and not fused
             name = ENTRY_PRE_PAIR if pair else ENTRY_PRE_TMA
-        assert tma or not pair
+        elif pair:  # the fused entry on two clusters per tile (its math warps mix)
+            assert fused and not mixw
+            name = ENTRY_POST_PRE_PAIR
         self.name = name
         self.SREG = "%SS" if fused else "%C8"  # stream slice stride in a stage row
         # the mix and the ring's fills run beside the math warps (pre: mix warps; fused: the post warps)
         self.MIXW = mixw
         self.MIXERS = 32 * (NPW if fused else NMW)  # with MIXW: the threads that mix (and fill the ring)
         self.STAMPS = "stamps" in exp and not fused
-        self.HX = tma  # h_pre exchanged (the TMA entry; see HX_SLOTS)
+        self.HX = tma or pair  # h_pre exchanged (the TMA and pair entries; see HX_SLOTS)
+        # rounds between a tile's projection and its mix by the math warps: the fused pair entry's
+        # h_pre comes after the other part's sums, so its math warps mix tile kk-2 in round kk
+        self.LAG = 2 if pair and not tma else 1
         self.arg_bytes = FUSED_ARG_BYTES if fused else (TMA_ARG_BYTES if tma else PRE_DECODE.size)
         # PHI_BAR (pre entries): the mix warps fill stage 0, then wait for phi before stages 1..
         self.phi_bar = mixw and not fused and "nophibar" not in exp
@@ -1134,7 +1144,7 @@ def entry_start(k):
     shr.u32 %C16, {CW}, 4;                    // channels per CTA and stream
     shr.u32 %C8, {CW}, 3;                     // bytes of one stream slice
     shr.u32 %NR, {CW}, 7;                     // 32-element runs per CTA (C/4 / 32)
-{(F_ROW if fused else (TMA_ROW.replace("%C,", CW + ",") if tma else ROW)).lstrip(chr(10))}
+{(F_ROW.replace("%C,", CW + ",") if fused else (TMA_ROW.replace("%C,", CW + ",") if tma else ROW)).lstrip(chr(10))}
     shl.b32 %sstage, %tstride, 4;           // stage bytes ({TT} rows){F_STAGE if fused else ""}
     add.u32 %ntiles, %T, {TT - 1};
     shr.u32 %ntiles, %ntiles, 4;
@@ -1176,7 +1186,9 @@ INIT_END:
     mov.u32 %r2, sm_base;
     add.u32 %r2, %r2, %r1;
     st.shared.f32 [%r2], %f1;
-BASE_END:""" + (exit_stamps("init") if STAMPS else "") + """
+BASE_END:""" + (f"""
+    setp.eq.u32 %p1, %tx, 0;
+    @%p1 st.shared.u32 [sm_base+{4 * 24}], %C0;     // fused pair entry: C0 for the math warps' mix""" if k.pair and not tma else "") + (exit_stamps("init") if STAMPS else "") + """
     barrier.cluster.arrive.release;         // the math warps wait after phi's loads are issued""")
 
 
@@ -1348,7 +1360,8 @@ def phi_fragments(k):
     div.u32 %r3, %r2, %C16;                 // stream i
     mul.lo.u32 %r4, %r3, %C16;
     sub.u32 %r4, %r2, %r4;                  // local channel
-    mad.lo.u32 %r5, %rank, %C16, %r4;
+    mad.lo.u32 %r5, %rank, %C16, %r4;""" + ("""
+    add.u32 %r5, %r5, %C0;                  // pair entry: this half's first channel""" if k.pair else "") + """
     mad.lo.u32 %r5, %r3, %C, %r5;           // k = i C + r C/16 + cl""")
         for ri, roff in enumerate((0, 8, 16)):
             f0 = 24 * j + 8 * ri
@@ -1416,9 +1429,13 @@ def mapping(k, tid, nthr, v=None):
     R = copy_regs(v)
     fused, SREG = k.fused, k.SREG
     CW = "%CH" if k.pair else "%C"  # the mix items: this cluster's channels
+    # the copies: the fused pair entry's of its part of C (the TMA entries' copy registers are unused)
+    CC = "%CH" if k.pair and not k.tma else "%C"
+    C0 = f"""
+    add.u32 {R.cgo}, {R.cgo}, %C0;                 // pair entry: this half's first channel""" if k.pair and not k.tma else ""
     return f"""    // ---- copy mapping: ipt = C/32 16-byte chunks per token row (4 streams x C/128); thread t
     // < tps ipt (tps = 256 / ipt tokens per pass) copies chunk t % ipt of tokens t / ipt + p tps
-    shr.u32 %r1, %C, 5;                     // ipt
+    shr.u32 %r1, {CC}, 5;                     // ipt
     mov.u32 %ctps, {nthr};
     div.u32 %ctps, %ctps, %r1;
     mul.lo.u32 %r2, %ctps, %r1;
@@ -1427,12 +1444,12 @@ def mapping(k, tid, nthr, v=None):
     setp.lt.and.u32 {R.p_cp}, {R.ctk}, {TT}, {R.p_cp}; // C < 512: a pass holds more than the tile
     mul.lo.u32 %r2, {R.ctk}, %r1;
     sub.u32 %r2, {tid}, %r2;                  // chunk of the row
-    shr.u32 %r3, %C, 7;                     // chunks per stream slice
+    shr.u32 %r3, {CC}, 7;                     // chunks per stream slice
     div.u32 %r4, %r2, %r3;                  // stream
 {"    mov.u32 " + R.cfs + ", %r4;" + chr(10) if fused else ""}    mul.lo.u32 %r5, %r4, %r3;
     sub.u32 %r5, %r2, %r5;                  // chunk of the slice
     mul.lo.u32 {R.cgo}, %r4, %C;
-    mad.lo.u32 {R.cgo}, %rank, %C16, {R.cgo};
+    mad.lo.u32 {R.cgo}, %rank, %C16, {R.cgo};{C0}
     shl.b32 %r6, %r5, 3;
     add.u32 {R.cgo}, {R.cgo}, %r6;
     shl.b32 {R.cgo}, {R.cgo}, 1;                  // byte offset in an x row
@@ -1469,7 +1486,7 @@ def tile_loop(k):
     mov.u32 %stage, 0;
     mov.u32 %kk, 0;
     mov.u32 %phb, 0;                        // parity bits of full[s]
-{TMA_XW if tma else XW}{XADJ if fused else ""}{WSUM_SETUP if k.HX else ""}
+{TMA_XW if tma else XW}{XADJ if fused else ""}{(WSUM_SETUP_PACKED if k.pair and not tma else WSUM_SETUP) if k.HX else ""}
     // ================= the tile loop: iteration kk computes tile kk's partials and pushes
     // them, then finishes tile kk-1 (its pushes had a whole mma phase to arrive) =============
 TILE_LOOP:{st(0, "math")}
@@ -1579,9 +1596,22 @@ WSUM_SETUP = f"""
     or.b32 %wsx, %wsx, %r9;"""
 
 
+# The fused pair entry's math warps sit at the 168 registers 12 warps allow: there the two words
+# are one, %wsx = red offset (14 bits) | gather offset << 14 (11 bits) | tk << 25, unpacked each
+# round (3 instructions).
+WSUM_SETUP_PACKED = (WSUM_SETUP.replace("    mov.u32 %wsr, red;\n    mad.lo.u32 %wsr, %r9, 112, %wsr;",
+                                        "    mul.lo.u32 %wsr, %r9, 112;")
+                     .replace("    shl.b32 %r9, %r9, 16;\n    or.b32 %wsx, %wsx, %r9;", """    shl.b32 %wsx, %wsx, 14;
+    or.b32 %wsx, %wsx, %wsr;
+    shl.b32 %r9, %r9, 25;
+    or.b32 %wsx, %wsx, %r9;"""))
+assert "red" not in WSUM_SETUP_PACKED and "shl.b32 %r9, %r9, 25;" in WSUM_SETUP_PACKED
+
+
 def warp_sums_hx(k):
     """TMA entry: the warp partials summed and pushed to the token's CTA (HX in the header)."""
     e, HX, st = k.e, k.HX, k.st
+    packed = k.pair and not k.tma
     if HX:
         e(f"""    // ---- threads t < 224 (warps 0..6): lane l sums half h = l / 16 of the warps (4h .. 4h + 3)
     // for j = 16 w + l % 16 = (token tk = j / 7, float4 f = j % 7) in order; lane l + 16 hands its
@@ -1593,6 +1623,11 @@ def warp_sums_hx(k):
     @!%p_push bra WSUM_END;""")
         if "nowsum" in k.exp:
             e("\n".join(f"    mov.f32 %v{c}, 0f00000000;" for c in range(4)))
+        elif packed:
+            e("""    and.b32 %r11, %wsx, 0x3fff;
+    mov.u32 %r10, red;
+    add.u32 %r11, %r11, %r10;               // red[4h][tk][f]""")
+            ordered_sum(e, "%r11", TT * 112, NW // 2, "WSUM")
         else:
             ordered_sum(e, "%wsr", TT * 112, NW // 2, "WSUM")
         e(f"""    shfl.sync.down.b32 %u0, %v0, 16, 31, -1;
@@ -1608,11 +1643,11 @@ def warp_sums_hx(k):
     and.b32 %r12, %kk, {HXG - 1};
     mov.u32 %r14, gat;
     mad.lo.u32 %r14, %r12, {CL * HX_SLOTS * 16}, %r14;
-    and.b32 %r13, %wsx, 0xffff;
+    {"bfe.u32 %r13, %wsx, 14, 11" if packed else "and.b32 %r13, %wsx, 0xffff"};
     add.u32 %r14, %r14, %r13;               // gat[kk % {HXG}][rank][f] ...
     mov.u32 %r15, gbar;
     mad.lo.u32 %r15, %r12, 8, %r15;
-    shr.u32 %r9, %wsx, 16;                  // tk
+    shr.u32 %r9, %wsx, {25 if packed else 16};                  // tk
     mapa.shared::cluster.u32 %r14, %r14, %r9;   // ... of CTA tk
     mapa.shared::cluster.u32 %r15, %r15, %r9;
     st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%r14], {{%v0, %v1, %v2, %v3}}, [%r15];
@@ -1743,10 +1778,16 @@ def exchange(k):
     e, HX, st = k.e, k.HX, k.st
     if not HX:
         sums_and_h_pre(k)
-    e(f"""HPRE_END:{"" if k.pair else st(6, "hpre")}
+    LAST = """
+    // the round past this cluster's last (LAG 2: only the last tile's mix) has no coefficient warp
+    sub.u32 %r1, %tile, %ncl;
+    setp.lt.u32 %p1, %r1, %ntiles;
+    setp.eq.or.u32 %p1, %kk, 0, %p1;
+    @!%p1 bra BAR2_END;""" if k.LAG == 2 else ""
+    e(f"""HPRE_END:{"" if k.pair else st(6, "hpre")}{LAST}
     // gat of tile kk-1 is read (math warps and the round's coefficient warp), psum and shs written
 {BAR2_ID}
-    barrier.sync %r9, {BAR2};{st(7, "math")}""")
+    barrier.sync %r9, {BAR2};{st(7, "math")}{chr(10) + "BAR2_END:" if k.LAG == 2 else ""}""")
     if not HX:  # (HX pushes from the warp sums; its gbar is armed by the coefficient warp)
         e(f"""    // ---- push tile kk's partials: slots s < {OWN_SLOT} (each token's h_pre logits, then the ss of 4
     // tokens per float4) to every CTA, float4s 1..5 of token tk to CTA tk; thread 0 arms
@@ -1810,6 +1851,10 @@ def mix_code(k, mw):
         return mix_items(k)
     PAIR_A = """
     add.u32 %r10, %r10, %C0;                // pair entry: this half's channels"""
+    if not tma:  # the fused pair entry's math warps: C0 from shared memory (no register beside phi)
+        PAIR_A = f"""
+    ld.shared.u32 %r16, [sm_base+{4 * 24}];
+    add.u32 %r10, %r10, %r16;               // pair entry: this half's channels (C0)"""
     M = []
     em = M.append
     # stage address of the item's 16 bytes of stream 0 (%r5) and the step to the next stream
@@ -1838,8 +1883,21 @@ def mix_code(k, mw):
     SKIP0 = "" if mw else """
     setp.eq.u32 %p1, %kk, 0;
     @%p1 bra MIX_END;"""
+    if HX and not mw:  # the fused pair entry's math warps: h_pre of tile kk-LAG from the token's CTA
+        SKIP0 = f"""
+    setp.lt.u32 %p1, %kk, {k.LAG};
+    @%p1 bra MIX_END;
+    sub.u32 %r17, %kk, {k.LAG};
+    and.b32 %r19, %r17, {HXB - 1};             // hin / hbar buffer of tile kk-{k.LAG}
+    shr.u32 %r17, %r17, {HXB.bit_length() - 1};
+    and.b32 %r17, %r17, 1;
+    mov.u32 %r18, hbar;
+    mad.lo.u32 %r18, %r19, 8, %r18;
+MIX_HWAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r18], %r17;
+    @!%p1 bra MIX_HWAIT;"""
     SHSP = f"""
-    mad.lo.u32 %r8, %r19, {TT * 16}, %r8;   // {"hin[kk % HXB]" if HX else "shs[p]"}""" if mw else ""
+    mad.lo.u32 %r8, %r19, {TT * 16}, %r8;   // {"hin[kk % HXB]" if HX else "shs[p]"}""" if mw or HX else ""
     em(f"""    // ---- mix tile ptile (stage pstage): thread t < mtp cpt (cpt = C/128 chunks per token and
     // slice, mtp = threads / cpt tokens per pass) takes chunk %mch of tokens %mtk + p mtp{SKIP0}
     @!%p_mx bra MIX_END;
@@ -2017,16 +2075,34 @@ def round_end(k):
     e("PUSH_END:" + st(8, "math"))
     if not MIXW:
         e(mix_code(k, False))
-        e(f"""    // stage pstage is free once every math warp is here: refill it with tile kk-1+{STAGES}
+        e(f"""    // stage pstage is free once every math warp is here: refill it with tile kk-{k.LAG}+{STAGES}
     barrier.sync 1, {NW * 32};
-    setp.eq.u32 %p1, %kk, 0;
-    @%p1 bra REFILL_END;
-    mad.lo.u32 %r20, %ncl, {STAGES}, %ptile;""")
+    {"setp.eq.u32 %p1, %kk, 0" if k.LAG == 1 else f"setp.lt.u32 %p1, %kk, {k.LAG}"};
+    @%p1 bra REFILL_END;""")
+        if k.HX:
+            e(f"""    // and hin[(kk-{k.LAG}) % {HXB}] is read: thread 0 re-arms hbar for tile kk-{k.LAG}+{HXB}
+    sub.u32 %r19, %kk, {k.LAG};
+    and.b32 %r19, %r19, {HXB - 1};
+    mov.u32 %r18, hbar;
+    mad.lo.u32 %r18, %r19, 8, %r18;
+    setp.eq.u32 %p1, %tx, 0;
+    @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [%r18], {TT * 16};""")
+        e(f"""    mad.lo.u32 %r20, %ncl, {STAGES}, %ptile;""")
         issue(k, "%r20", "%pstage", "REFILL")
-    e(f"""    @!%p_cur bra TILE_END;
+    if k.LAG == 2:
+        e(f"""    // the next round mixes tile kk-1 (stage - 1): go on while this tile or that one exists
+    sub.u32 %r1, %tile, %ncl;
+    setp.lt.u32 %p1, %r1, %ntiles;
+    or.pred %p1, %p1, %p_cur;
+    @!%p1 bra TILE_END;
+    mov.u32 %ptile, %r1;
+    add.u32 %r2, %stage, {STAGES - 1};
+    and.b32 %pstage, %r2, {STAGES - 1};""")
+    else:
+        e("""    @!%p_cur bra TILE_END;
     mov.u32 %ptile, %tile;
-    mov.u32 %pstage, %stage;
-    add.u32 %tile, %tile, %ncl;
+    mov.u32 %pstage, %stage;""")
+    e(f"""    add.u32 %tile, %tile, %ncl;
     add.u32 %stage, %stage, 1;
     setp.eq.u32 %p1, %stage, {k.nst};
     selp.u32 %stage, 0, %stage, %p1;
@@ -2506,8 +2582,11 @@ def main(exp=frozenset(), cwt=0):
 
 
 def main_pair(exp=frozenset()):
-    """pre_pc_pair.ptx: the pair entry."""
-    return PAIR_HEADER + SHARED.format(stages=PAIR_STAGES_MAX) + kernel(False, True, tma=True, exp=exp, stamp_ids=[0], pair=True)
+    """pre_pc_pair.ptx: the pair entries (pre; the fused post_pre)."""
+    ids = [0]
+    return (PAIR_HEADER + SHARED.format(stages=PAIR_STAGES_MAX)
+            + kernel(False, True, tma=True, exp=exp, stamp_ids=ids, pair=True)
+            + "\n" + kernel(True, False, exp=exp, stamp_ids=ids, pair=True))
 
 
 def generate(experiments):
@@ -2575,6 +2654,18 @@ def catalogue_rows():
              "each tile and fill the ring (faster while a cluster walks few tiles). Same selection otherwise",
              "as the entry below. The CUDA plan runs it for"]
             + post_pre_note),
+        row("post_pre_pc16p_sm90_bf16_n4", "post_pre", ENTRY_POST_PRE_PAIR, TMA_C_MULTIPLE, (PAIR_FUSED_MIN_TOKENS, TMAX),
+            fused_params + "; ws_part: the pair exchange rows", "post_pre_cluster_pair", 10,
+            ring("fused_pair_ring_bytes", PAIR_C_MAX),
+            "post_pre at C beyond one cluster (DeepSeek-V4-Pro's 7168): the fused pass on two 16-CTA clusters per "
+            "tile, each on its part of C (whole 1024-channel blocks): post warps compute x' of the part's channels "
+            "in the ring, the math warps project it, mix and store x' and a; the parts' token sums meet through the "
+            "workspace as the pair pre entry's do, and h_pre comes from the token's CTA; x' is never read back",
+            ["post_pre for many tokens at C = 5120..8192 (sm_90a): asm/ptx/sm90/pre_pc_pair.ptx, the fused entry",
+             "on two clusters per tile (generated by python3 -m asm.gen). The CUDA plan runs it for post_pre at",
+             f"T >= {PAIR_FUSED_MIN_TOKENS} (bf16, n = 4, C a multiple of 1024, no gamma_f; h_post / h_res 16-byte aligned) where two",
+             "clusters fit the device; the post kernel followed by the pair pre entry serves the rest."],
+            c_range=(PAIR_C_MIN, PAIR_C_MAX), file="pre_pc_pair"),
         row("post_pre_pc16_sm90_bf16_n4", "post_pre", ENTRY_POST_PRE, 128, (post_min, TMAX), fused_params,
             "post_pre_cluster", 10, ring("fused_ring_bytes", C_MAX),
             "layer boundary in one pass: pre_pc16's ring also brings f and layer l's h_post / h_res; 2 post warps "

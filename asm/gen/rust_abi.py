@@ -159,7 +159,8 @@ def pre_pc_items():
             "tma_ring_bytes": "The TMA entry's ring: stages of [`PC_TILE_TOKENS`] tokens x C/2 bytes (no pad: the 128-byte swizzle spreads the banks), and 1 KB to align the ring to the swizzle's 1024-byte period.",
             "pair_ring_bytes": "The pair entry's ring: the TMA entry's at the larger of its two parts of C (whole 1024-channel blocks, the larger ceil(C / 2048) of them).",
             "fused_row_bytes": "The fused entry's token row: the 4 x slices and the f slice, each C/16 channels (bf16) and 16 bytes, then a pad that makes the row 4 mod 8 in 16-byte units. C is a multiple of 128.",
-            "fused_ring_bytes": "The fused entry's ring: token rows of [`fused_row_bytes`], and each stage ends with the tile's h_post / h_res rows."}
+            "fused_ring_bytes": "The fused entry's ring: token rows of [`fused_row_bytes`], and each stage ends with the tile's h_post / h_res rows.",
+            "fused_pair_ring_bytes": "The fused pair entry's ring: the fused entry's at the larger of its two parts of C (whole 1024-channel blocks, the larger ceil(C / 2048) of them)."}
     for name, expr in p.RING_FORMULAS.items():
         out.append(formula_fn(name, expr, docs[name]))
     out += [

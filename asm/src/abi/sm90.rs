@@ -694,6 +694,11 @@ pub const fn fused_ring_bytes(c: usize) -> usize {
     PC_STAGES * PC_TILE_TOKENS * (fused_row_bytes(c) + PC_POST_COEF_BYTES)
 }
 
+/// The fused pair entry's ring: the fused entry's at the larger of its two parts of C (whole 1024-channel blocks, the larger ceil(C / 2048) of them).
+pub const fn fused_pair_ring_bytes(c: usize) -> usize {
+    PC_STAGES * PC_TILE_TOKENS * (fused_row_bytes((c + 1024) / 2048 * 1024) + PC_POST_COEF_BYTES)
+}
+
 /// The ring's size at [`PC_MAX_C`], the dynamic shared memory the kernel may ask for.
 pub const PC_MAX_SHARED: u32 = ring_bytes(PC_MAX_C) as u32;
 

@@ -52,11 +52,14 @@ pub enum LaunchKind {
     PostPre,
     /// pre_pc.ptx, the fused post_pre entries: x' computed in the ring, never read back.
     PostPreCluster,
+    /// pre_pc_pair.ptx, the fused post_pre entry on two clusters per tile, each on a part of C
+    /// (the workspace's exchange rows, as [`LaunchKind::PreClusterPair`]).
+    PostPreClusterPair,
 }
 
 impl LaunchKind {
     /// Every launcher.
-    pub const ALL: [LaunchKind; 14] = [
+    pub const ALL: [LaunchKind; 15] = [
         LaunchKind::Post,
         LaunchKind::Head,
         LaunchKind::Static,
@@ -71,6 +74,7 @@ impl LaunchKind {
         LaunchKind::PreGemm,
         LaunchKind::PostPre,
         LaunchKind::PostPreCluster,
+        LaunchKind::PostPreClusterPair,
     ];
 
     /// The catalogue's name of the launcher.
@@ -90,6 +94,7 @@ impl LaunchKind {
             LaunchKind::PreGemm => "pre_gemm",
             LaunchKind::PostPre => "post_pre",
             LaunchKind::PostPreCluster => "post_pre_cluster",
+            LaunchKind::PostPreClusterPair => "post_pre_cluster_pair",
         }
     }
 
@@ -111,7 +116,7 @@ impl LaunchKind {
             LaunchKind::PreDecode | LaunchKind::PreMid | LaunchKind::PreCluster => size_of::<PreDecodeArgs>(),
             LaunchKind::PreClusterTma | LaunchKind::PreClusterPair => size_of::<PreTmaArgs>(),
             LaunchKind::PreGemm => size_of::<PreGemmArgs>(),
-            LaunchKind::PostPreCluster => size_of::<PostPrePcArgs>(),
+            LaunchKind::PostPreCluster | LaunchKind::PostPreClusterPair => size_of::<PostPrePcArgs>(),
         }
     }
 

@@ -267,7 +267,18 @@ impl Plan {
             if t == 0 {
                 return Ok(());
             }
-            let l = pre::cluster::post_pre_launch(&self.ctx, b, x, post, x_out, params, out, &chk);
+            let l = pre::cluster::post_pre_launch(
+                &self.ctx,
+                b,
+                &self.ws,
+                ws.device_ptr(),
+                x,
+                post,
+                x_out,
+                params,
+                out,
+                &chk,
+            );
             return self.enqueue(stream, &l);
         }
         let pre_bucket = self.bucket(Slot::Pre, t)?;

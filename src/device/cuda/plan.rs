@@ -376,7 +376,10 @@ fn unreachable_stage(stage: Stage) -> Result<&'static Bucket> {
 /// A persistent row's admission from [`resident_ctas`]: at least one whole cluster must fit.
 fn clusters_fit(v: &Variant, resident: Result<u32>) -> std::result::Result<(), String> {
     match resident {
-        Ok(0) if v.entry.launch == LaunchKind::PreClusterPair.name() => {
+        Ok(0)
+            if [LaunchKind::PreClusterPair.name(), LaunchKind::PostPreClusterPair.name()]
+                .contains(&v.entry.launch.as_str()) =>
+        {
             Err(format!("fewer than two {}-CTA clusters fit this device at once (one per part of C)", v.cluster()))
         }
         Ok(0) => Err(format!("no cluster of {} CTAs fits this device", v.cluster())),
@@ -400,7 +403,7 @@ fn resident_ctas(dev: &CudaDevice, ctx: &Ctx, v: &Variant, index: usize) -> Resu
             other => pre::cluster::ring_bytes_of(other, ctx.cfg.c) as u32,
         };
         let clusters = ffi::occupancy_max_active_clusters(func.raw, v.threads(), shared, geometry.cluster)?;
-        if kind == LaunchKind::PreClusterPair {
+        if matches!(kind, LaunchKind::PreClusterPair | LaunchKind::PostPreClusterPair) {
             return Ok(pre::cluster::pair_ctas(clusters.max(0) as u32, geometry.cluster));
         }
         return Ok(clusters.max(0) as u32 * geometry.cluster);
@@ -747,9 +750,20 @@ mod tests {
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 449), ["mhc_post_pre_pc16_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 8192), ["mhc_post_pre_pc16_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 64), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_mid_sm90_bf16"]);
-        assert_eq!(planned(4, 7168, Dtype::Bf16, PostPre, 8192), ["mhc_post_v4_bf16_n4", "mhc_pre_pc16p_bf16_n4"]);
-        // C = 5120..8192 (multiples of 1024): the pair entry from 65 tokens; the mid kernel below.
+        // C = 5120..8192 (multiples of 1024): the pair entries from 65 tokens; the mid kernel below.
         for c in [5120, 6144, 7168, 8192] {
+            assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 384), ["mhc_post_pre_pc16p_bf16_n4"], "C = {c}");
+            assert_eq!(
+                planned(4, c, Dtype::Bf16, PostPre, 383),
+                ["mhc_post_v4_bf16_n4", "mhc_pre_pc16p_bf16_n4"],
+                "C = {c}"
+            );
+            assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 8192), ["mhc_post_pre_pc16p_bf16_n4"], "C = {c}");
+            assert_eq!(
+                planned(4, c, Dtype::Bf16, PostPre, 64),
+                ["mhc_post_v4_bf16_n4_v2", "mhc_pre_mid_sm90_bf16"],
+                "C = {c}"
+            );
             assert_eq!(planned(4, c, Dtype::Bf16, Pre, 64), ["mhc_pre_mid_sm90_bf16"], "C = {c}");
             assert_eq!(planned(4, c, Dtype::Bf16, Pre, 65), ["mhc_pre_pc16p_bf16_n4"], "C = {c}");
             assert_eq!(planned(4, c, Dtype::Bf16, Pre, 8192), ["mhc_pre_pc16p_bf16_n4"], "C = {c}");

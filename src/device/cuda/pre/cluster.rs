@@ -23,9 +23,16 @@
 //! accumulation: the stored bf16 x' matches the post kernel's f32 FMAs except ~0.1% of values one
 //! rounding step apart), the projection runs on it and the mix stores it to `x_out`: `x'` is never
 //! read back (the catalogue gives it `post_pre` from 65 tokens where this kernel serves `pre`). Its stage rows pad each stream slice ([`fused_row_bytes`]).
+//! At C = 5120..8192 the pair file's second entry, `mhc_post_pre_pc16p_bf16_n4`, runs that fused
+//! pass on two clusters per tile as the pair entry does, each cluster on its part of C
+//! ([`fused_pair_ring_bytes`]): its math warps mix each tile two rounds after its projection, once
+//! the token's CTA has sent `h_pre` from both parts' sums (the catalogue gives it `post_pre` from
+//! 384 tokens; below, `post` then the pair entry is as fast).
 
 use super::{Checked, PostInViews, PreOutViews, PreParamViews, WsLayout};
-pub use crate::device::cuda::abi::{fused_ring_bytes, pair_ring_bytes, ring_bytes, tma_ring_bytes, PC_TILE_TOKENS};
+pub use crate::device::cuda::abi::{
+    fused_pair_ring_bytes, fused_ring_bytes, pair_ring_bytes, ring_bytes, tma_ring_bytes, PC_TILE_TOKENS,
+};
 use crate::device::cuda::abi::{
     PostPrePcArgs, PreTmaArgs, PC_PAIR_HEAD_BYTES, PC_PAIR_MAX_C, PC_PAIR_MIN_C, PC_PAIR_ROW_BYTES, PC_TMA_C_MULTIPLE,
 };
@@ -80,6 +87,7 @@ pub const fn ring_bytes_of(kind: LaunchKind, c: usize) -> usize {
         LaunchKind::PreClusterTma => tma_ring_bytes(c),
         LaunchKind::PreClusterPair => pair_ring_bytes(c),
         LaunchKind::PostPreCluster => fused_ring_bytes(c),
+        LaunchKind::PostPreClusterPair => fused_pair_ring_bytes(c),
         _ => ring_bytes(c),
     }
 }
@@ -116,11 +124,14 @@ pub(crate) fn launch(
 }
 
 /// The fused `post_pre` launch on bucket `b` on views checked for both sides (`chk` from the
-/// `pre` side on `x`, T > 0).
+/// `pre` side on `x`, T > 0); `wsp` is the workspace (the pair entry's exchange rows at
+/// `lay.pair`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn post_pre_launch(
     ctx: &Ctx,
     b: &Bucket,
+    lay: &WsLayout,
+    wsp: u64,
     x: &DeviceTensor<'_>,
     post: &PostInViews<'_>,
     x_out: &DeviceTensorMut<'_>,
@@ -128,8 +139,12 @@ pub(crate) fn post_pre_launch(
     out: &PreOutViews<'_>,
     chk: &Checked,
 ) -> Launch {
+    let mut pre = super::decode::args(ctx, x, params, out, chk);
+    if b.kind == LaunchKind::PostPreClusterPair {
+        pre.ws_part = wsp + lay.pair as u64;
+    }
     let args = PostPrePcArgs {
-        pre: super::decode::args(ctx, x, params, out, chk),
+        pre,
         f: post.f.ptr,
         h_post_in: post.h_post.ptr,
         h_res_in: post.h_res.ptr,
@@ -243,13 +258,15 @@ mod tests {
             let kind = LaunchKind::from_name(&row.entry.launch).unwrap();
             let ring = ring_bytes_of(kind, c) <= row.dynamic_shared_max() as usize;
             match kind {
-                LaunchKind::PreClusterPair => pair_c(c) && c.div_ceil(2048) * 1024 <= PC_MAX_C && ring,
+                LaunchKind::PreClusterPair | LaunchKind::PostPreClusterPair => {
+                    pair_c(c) && c.div_ceil(2048) * 1024 <= PC_MAX_C && ring
+                }
                 LaunchKind::PreClusterTma => c % 1024 == 0 && c <= PC_MAX_C && ring,
                 _ => c % 128 == 0 && c <= PC_MAX_C && ring,
             }
         };
         let cluster = |v: &mhc_loader::Variant| v.entry.launch.contains("cluster");
-        assert_eq!(assert_c_range_is_what_fits(cluster, fits), 5);
+        assert_eq!(assert_c_range_is_what_fits(cluster, fits), 6);
     }
 
     /// The pair entry's ring holds the larger part of C (ceil(C / 2048) blocks of 1024 channels);
