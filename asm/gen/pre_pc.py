@@ -317,7 +317,8 @@ PAIR_HEADER = f"""\
 // =============================================================================================
 // pre_pc_pair.ptx -- mHC `pre` for MANY tokens on sm_90a at C beyond one cluster: the TMA entry of
 // pre_pc.ptx (its header is the design document of everything not described here) on two
-// clusters per tile. bf16 storage, n = 4 (M = 24 logits), no gamma_f. Entry: mhc_pre_pc16p_bf16_n4.
+// clusters per tile. bf16 storage, n = 4 (M = 24 logits), no gamma_f. Entries: mhc_pre_pc16p_bf16_n4,
+// and the fused post_pre on the same split, mhc_post_pre_pc16p_bf16_n4 (FUSED below).
 // In a file of its own, so that pre_pc.cubin, and the tuned entries measured on it, stay as they are.
 //
 // PAIR    mhc_pre_pc16p_bf16_n4 (PreTmaArgs; C = {PAIR_C_MIN}..{PAIR_C_MAX}, a multiple of 1024): at C = 7168 one
@@ -360,6 +361,18 @@ PAIR_HEADER = f"""\
 //         results). With the h_res BATCH 260.9-261.4 / 42.0 / 17.2 against 291.5 / 47.6 / 19.4
 //         in the same call; with the two-item MIX 235.6-235.8 / 39.8-39.9 / 16.9-17.0 against
 //         257.6-258.9 / 41.7-42.0 / 17.0-17.1 (another call; docs/kernels/pre.md).
+// FUSED   mhc_post_pre_pc16p_bf16_n4 (PostPrePcArgs; ws_part: the exchange rows): pre_pc.ptx's fused
+//         post_pre entry (FUSED, XPOST there) on this split, each cluster computing x' of its
+//         part's channels in its ring (4 stages of fused rows at the larger part). As here, h_pre
+//         comes from the token's CTA after both parts' sums (HX), so the math warps, which mix in
+//         that entry, mix tile kk-2 in round kk and refill its stage with tile kk+2; one round
+//         past the cluster's last mixes the last tile without barrier 2. At 168 registers the
+//         part's first channel is read from shared memory in the mix and the warp sums' address
+//         words are packed into one. MEASURED H100, C = 7168, T = 8192 / 2048 / 1024 (us): 514.0-516.3
+//         / 138.5-139.0 / 75.7-76.2 against 575.8-576.5 / 153.4-153.8 / 83.6-83.9 for post, then
+//         the pair entry; mixing tile kk-1 instead 650.1-652.5 / 163.0-163.7 / 89.9-90.1 (the
+//         math warps waited for h_pre). Below 384 tokens post, then pre is as fast
+//         (docs/kernels/post_pre.md).
 // =============================================================================================
 .version 8.8
 .target sm_90a
