@@ -1910,7 +1910,7 @@ MIX_HWAIT:
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r18], %r17;
     @!%p1 bra MIX_HWAIT;"""
     SHSP = f"""
-    mad.lo.u32 %r8, %r19, {TT * 16}, %r8;   // {"hin[kk % HXB]" if HX else "shs[p]"}""" if mw or HX else ""
+    mad.lo.u32 %r8, %r19, {TT * 16}, %r8;   // {("hin[kk % HXB]" if mw else f"hin[(kk-{k.LAG}) % HXB]") if HX else "shs[p]"}""" if mw or HX else ""
     em(f"""    // ---- mix tile ptile (stage pstage): thread t < mtp cpt (cpt = C/128 chunks per token and
     // slice, mtp = threads / cpt tokens per pass) takes chunk %mch of tokens %mtk + p mtp{SKIP0}
     @!%p_mx bra MIX_END;
