@@ -805,10 +805,10 @@ fn pre_cluster_pair_shapes() {
 
 /// The fused persistent-cluster `post_pre` (pre_pc.ptx `mhc_post_pre_pc16_bf16_n4`, or at
 /// C = 5120..8192 pre_pc_pair.ptx `mhc_post_pre_pc16p_bf16_n4`) on one shape against `post`, then
-/// `pre`: `x'` within one bf16 rounding step (x' on the tensor cores there,
-/// f32 FMAs in post.ptx), at most 1% of it apart, pads between its rows untouched; where x' is the
-/// same, the same output bits. `x`, `f` and `x_out` rows strided. The caller checks the reference
-/// separately.
+/// `pre`: a second call on the same inputs gives the same bits; `x'` within one bf16 rounding step
+/// (x' on the tensor cores there, f32 FMAs in post.ptx), at most 1% of it apart, pads between its
+/// rows untouched; where x' is the same, the same output bits. `x`, `f` and `x_out` rows strided.
+/// The caller checks the reference separately.
 fn post_pre_cluster_matches_pair(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testing::Rng, sh: &Shape) {
     let cfg = sh.cfg();
     let (t, n, c, k) = (sh.t, cfg.n, cfg.c, cfg.k());
@@ -852,6 +852,9 @@ fn post_pre_cluster_matches_pair(dev: &CudaDevice, stream: &Stream, rng: &mut re
     };
     let (xo_fused, out_fused) = run(true);
     let (xo_pair, out_pair) = run(false);
+    // the same inputs again: the same bits (every sum in a fixed order, whatever the timing)
+    let (xo_again, out_again) = run(true);
+    assert!(xo_again == xo_fused && out_again == out_fused, "post_pre {}: a second call gave other bits", sh.label());
     // The fused entry computes x' on the tensor cores (h_res and h_post split into bf16 hi + lo,
     // f32 accumulation), post.ptx with f32 FMAs: the f32 sums agree to ~2^-17, so a stored bf16
     // x' may sit one rounding step apart; pads (outside each row's nC values) stay untouched.
