@@ -2142,9 +2142,9 @@ fn profile_pc_phases() {
             0
         }
     };
-    // rows 0 .. ROUND_ROWS hold rounds; the last three the fill and drain (pre_pc.py exit_stamps)
+    // rows 0 .. ROUND_ROWS hold rounds; the last three the fill and drain (asm/gen/pre_pc/stamps.py exit_stamps)
     const ROUND_ROWS: usize = PC_STAMP_ROUNDS - 3;
-    // (name, from stamp, to stamp, round offset of `to`): stamps of asm/gen/pre_pc.py (math thread
+    // (name, from stamp, to stamp, round offset of `to`): stamps of asm/gen/pre_pc/ (math thread
     // 0: 0 loop top, 1 stage landed, 2 mma stored, 3 barrier 1, 4 warp sums, 7 barrier 2, 8
     // pushed; coefficient lane 0: 9 gather landed, 10 row summed, 11 barrier 2, 12 h_post and the
     // token's z_res rows stored (every 8th round of the warp, the h_res batch runs after 12);
@@ -2279,7 +2279,7 @@ fn profile_pc_phases() {
                 println!("  sums in after max(stored, barrier 2): median {p50} p10 {p10} p90 {p90} ns");
             }
         }
-        // fill and drain of the last launch (asm/gen/pre_pc.py exit_stamps): row 95 holds each CTA's
+        // fill and drain of the last launch (asm/gen/pre_pc/stamps.py exit_stamps): row 95 holds each CTA's
         // arrival before the grid dependency (slot 13), the previous launch's exit (slot 14),
         // the entry after the dependency (slot 15), each warp's arrival at the end (slot w) and
         // the exit past the closing cluster barrier (slot 12); row 94 the opening cluster

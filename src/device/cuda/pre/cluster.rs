@@ -68,7 +68,7 @@ pub(crate) fn pair_ctas(clusters: u32, cluster: u32) -> u32 {
 /// C: (clusters of part 0, clusters of part 1). Part 0 is the first `B0 = floor(B / 2)` of the
 /// `B = C / 1024` channel blocks; it gets `Q0 = Q B0 / B` clusters rounded to nearest and kept
 /// in `[1, Q - 1]`, so both sets move their parts of the tiles at about the same rate. The kernel
-/// computes the same split itself (asm/gen/pre_pc.py `PAIR_HALF`); this mirror is what the
+/// computes the same split itself (asm/gen/pre_pc/prologue.py `PAIR_HALF`); this mirror is what the
 /// profiling tools read stamps by.
 #[cfg(any(test, feature = "testing"))]
 pub(crate) fn pair_split(c: usize, clusters: usize) -> (usize, usize) {
@@ -173,7 +173,7 @@ pub(crate) fn stamps(all: &[u64], ctas: usize) -> Result<Vec<[(u64, u64); 16]>> 
 
 /// The TMA entry's tensor map of x (bf16): dimension 0 the 4C elements of a token row, dimension 1
 /// the T tokens (row stride from the view); boxes of 64 elements x 16 tokens with the 128-byte
-/// swizzle (asm/gen/pre_pc.py `TMA_XW`), tokens past T read as zeros. The views were checked (rows
+/// swizzle (asm/gen/pre_pc/prologue.py `TMA_XW`), tokens past T read as zeros. The views were checked (rows
 /// 16-byte aligned, fewer than 2^32 elements), which is what the encoding requires.
 fn x_tensor_map(x: &DeviceTensor<'_>, c: usize, t: usize) -> Result<[u64; 16]> {
     use cudarc::driver::sys;
