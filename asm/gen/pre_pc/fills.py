@@ -24,17 +24,22 @@ def issue(k, tile_reg, stage_reg, tag, v=None):
         streams), and threads < {TT} x 5 copy one 16-byte chunk of the tile's h_post / h_res."""
     R = copy_regs(v)
     e, fused = k.e, k.fused
-    F_FAST_PRE = f"""    // f: the same chunk of f's slice (cgo less the stream's offset), rows step by f_stride
+    def f_chunk(token, note=""):
+        """%rd5 = &f[token][the chunk of this copier's f slice] (cgo less its stream's offset);
+        %r18 = f_stride."""
+        return f"""
     ld.param.u32 %r18, [p_args+{A_FS}];
     ld.param.u64 %rd5, [p_args+{A_F}];
-    mul.wide.u32 %rd6, %r14, %r18;
+    mul.wide.u32 %rd6, {token}, %r18;
     shl.b64 %rd6, %rd6, 1;
     add.u64 %rd5, %rd5, %rd6;
     mul.lo.u32 %r19, {R.cfs}, %C;
     shl.b32 %r19, %r19, 1;
     sub.u32 %r19, {R.cgo}, %r19;
     cvt.u64.u32 %rd6, %r19;
-    add.u64 %rd5, %rd5, %rd6;               // &f[first token][r C/16 + 8 chunk]
+    add.u64 %rd5, %rd5, %rd6;{note}"""
+    F_FAST_PRE = f"""    // f: the same chunk of f's slice (cgo less the stream's offset), rows step by f_stride{
+        f_chunk("%r14", "               // &f[first token][r C/16 + 8 chunk]")}
     mul.wide.u32 %rd6, %ctps, %r18;
     shl.b64 %rd6, %rd6, 1;                  // f: a step of tps rows
     mov.u32 %r19, 4;
@@ -54,17 +59,7 @@ def issue(k, tile_reg, stage_reg, tag, v=None):
     div.u32 %r11, %r11, %ctps;              // pass (the last tile only)
     and.b32 %r11, %r11, 3;
     setp.eq.u32 %p_f, %r11, {R.cfs};
-    @!%p_f bra {tag}_PF;
-    ld.param.u32 %r18, [p_args+{A_FS}];
-    ld.param.u64 %rd5, [p_args+{A_F}];
-    mul.wide.u32 %rd6, %r15, %r18;
-    shl.b64 %rd6, %rd6, 1;
-    add.u64 %rd5, %rd5, %rd6;
-    mul.lo.u32 %r19, {R.cfs}, %C;
-    shl.b32 %r19, %r19, 1;
-    sub.u32 %r19, {R.cgo}, %r19;
-    cvt.u64.u32 %rd6, %r19;
-    add.u64 %rd5, %rd5, %rd6;
+    @!%p_f bra {tag}_PF;{f_chunk("%r15")}
     mov.u32 %r19, 4;
     sub.u32 %r19, %r19, {R.cfs};
     mad.lo.u32 %r19, %r19, %SS, %r16;
