@@ -208,6 +208,11 @@ FULL_WAIT:
     @%p1 st.shared.f32 [%r6+96], %ss0;
     @%p1 st.shared.f32 [%r6+{8 * 112 + 96}], %ss1;{st(2, "math")}
 MMA_END:{bar1}{st(3, "math")}""")
+    if "xlead" in k.exp and k.pair and not k.MIXW:
+        # timing experiment: refill the stage just read by the mma with tile kk + STAGES (the mix of
+        # tile kk-2 then reads a refilled stage: wrong values, the timing of a ring led by 3 rounds)
+        e(f"""    mad.lo.u32 %r20, %ncl, {STAGES}, %tile;""")
+        issue(k, "%r20", "%stage", "XLEAD")
 
 
 # TMA entry, the math warps before their first round: what the warp sums of every round need of
@@ -487,8 +492,11 @@ def round_end(k):
     mad.lo.u32 %r18, %r19, 8, %r18;
     setp.eq.u32 %p1, %tx, 0;
     @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [%r18], {TT * 16};""")
-        e(f"""    mad.lo.u32 %r20, %ncl, {STAGES}, %ptile;""")
-        issue(k, "%r20", "%pstage", "REFILL")
+        if "xlead" not in k.exp:
+            e(f"""    mad.lo.u32 %r20, %ncl, {STAGES}, %ptile;""")
+            issue(k, "%r20", "%pstage", "REFILL")
+        else:
+            e("REFILL_END:")
     if k.LAG == 2:
         e(f"""    // the next round mixes tile kk-1 (stage - 1): go on while this tile or that one exists
     sub.u32 %r1, %tile, %ncl;
