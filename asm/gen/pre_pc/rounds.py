@@ -208,7 +208,7 @@ FULL_WAIT:
     @%p1 st.shared.f32 [%r6+96], %ss0;
     @%p1 st.shared.f32 [%r6+{8 * 112 + 96}], %ss1;{st(2, "math")}
 MMA_END:{bar1}{st(3, "math")}""")
-    if "xlead" in k.exp and k.pair and not k.MIXW:
+    if "xlead" in k.exp and "xlead2" not in k.exp and k.pair and not k.MIXW:
         # timing experiment: refill the stage just read by the mma with tile kk + STAGES (the mix of
         # tile kk-2 then reads a refilled stage: wrong values, the timing of a ring led by 3 rounds)
         e(f"""    mad.lo.u32 %r20, %ncl, {STAGES}, %tile;""")
@@ -478,6 +478,9 @@ def round_end(k):
     coefficient warp's loop head."""
     e, fused, MIXW, st = k.e, k.fused, k.MIXW, k.st
     e("PUSH_END:" + st(8, "math"))
+    if "xlead2" in k.exp and k.pair and not MIXW:
+        e(f"""    mad.lo.u32 %r20, %ncl, {STAGES}, %tile;""")
+        issue(k, "%r20", "%stage", "XLEAD")
     if not MIXW:
         e(mix_code(k, False))
         e(f"""    // stage pstage is free once every math warp is here: refill it with tile kk-{k.LAG}+{STAGES}
@@ -492,7 +495,7 @@ def round_end(k):
     mad.lo.u32 %r18, %r19, 8, %r18;
     setp.eq.u32 %p1, %tx, 0;
     @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [%r18], {TT * 16};""")
-        if "xlead" not in k.exp:
+        if "xlead" not in k.exp and "xlead2" not in k.exp:
             e(f"""    mad.lo.u32 %r20, %ncl, {STAGES}, %ptile;""")
             issue(k, "%r20", "%pstage", "REFILL")
         else:
