@@ -495,7 +495,7 @@ def round_end(k):
     mad.lo.u32 %r18, %r19, 8, %r18;
     setp.eq.u32 %p1, %tx, 0;
     @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [%r18], {TT * 16};""")
-        if "xlead" not in k.exp and "xlead2" not in k.exp:
+        if not (k.pair and ("xlead" in k.exp or "xlead2" in k.exp)):
             e(f"""    mad.lo.u32 %r20, %ncl, {STAGES}, %ptile;""")
             issue(k, "%r20", "%pstage", "REFILL")
         else:
