@@ -144,22 +144,13 @@ def issue(k, tile_reg, stage_reg, tag, v=None):
 
 def mapping(k, tid, nthr, v=None):
     """The copy (issue) and mix item mappings of `nthr` threads, `tid` this one's index."""
-    return copy_mapping(k, tid, nthr, v) + mix_mapping(k, tid, nthr)
-
-
-def copy_mapping(k, tid, nthr, v=None, c0_shared=False):
-    """The copy mapping (issue's registers) of `nthr` threads, `tid` this one's index; c0_shared:
-    the fused pair entry's C0 read from shared memory, not its register (rounds.round_end)."""
     R = copy_regs(v)
     fused, SREG = k.fused, k.SREG
+    CW = "%CH" if k.pair else "%C"  # the mix items: this cluster's channels
     # the copies: the fused pair entry's of its part of C (the TMA entries' copy registers are unused)
     CC = "%CH" if k.pair and not k.tma else "%C"
     C0 = f"""
     add.u32 {R.cgo}, {R.cgo}, %C0;                 // pair entry: this half's first channel""" if k.pair and not k.tma else ""
-    if c0_shared:
-        C0 = f"""
-    ld.shared.u32 %r6, [sm_base+{4 * 24}];
-    add.u32 {R.cgo}, {R.cgo}, %r6;                 // pair entry: this half's first channel (C0)"""
     return f"""    // ---- copy mapping: ipt = C/32 16-byte chunks per token row (4 streams x C/128); thread t
     // < tps ipt (tps = 256 / ipt tokens per pass) copies chunk t % ipt of tokens t / ipt + p tps
     shr.u32 %r1, {CC}, 5;                     // ipt
@@ -182,13 +173,7 @@ def copy_mapping(k, tid, nthr, v=None, c0_shared=False):
     shl.b32 {R.cgo}, {R.cgo}, 1;                  // byte offset in an x row
     mul.lo.u32 {R.cso}, {R.ctk}, %tstride;
     mad.lo.u32 {R.cso}, %r4, {SREG}, {R.cso};
-    mad.lo.u32 {R.cso}, %r5, 16, {R.cso};         // byte offset in a stage"""
-
-
-def mix_mapping(k, tid, nthr):
-    """The mix item mapping of `nthr` threads, `tid` this one's index."""
-    CW = "%CH" if k.pair else "%C"  # the mix items: this cluster's channels
-    return f"""
+    mad.lo.u32 {R.cso}, %r5, 16, {R.cso};         // byte offset in a stage
     shr.u32 %r1, {CW}, 7;                     // cpt
     mov.u32 %mtp, {nthr};
     div.u32 %mtp, %mtp, %r1;

@@ -4,20 +4,15 @@ from .constants import ARG, A_XO, A_XOS, HXB, STAGES, TBLK, TT
 from .fills import fill
 
 
-def mix_word(x, w, lo, hi, tmp):
-    """lo += w * channel 2u, hi += w * channel 2u + 1 of the bf16 pair in register x (tmp: a
-    scratch register): the mix's step, in the same operations wherever it is used."""
-    return f"""    shl.b32 {tmp}, {x}, 16;
+def mix_fmas(xs, w, acc, tmp):
+    """acc[0..7] += w * the 8 bf16 channels in registers xs[0..3] (one stream of a 16-byte chunk;
+    tmp: a scratch register): the mix's per-stream step, in the same order wherever it is used."""
+    return "\n".join(f"""    shl.b32 {tmp}, {x}, 16;
     mov.b32 %f0, {tmp};
     and.b32 {tmp}, {x}, -65536;
     mov.b32 %f1, {tmp};
-    fma.rn.f32 {lo}, {w}, %f0, {lo};
-    fma.rn.f32 {hi}, {w}, %f1, {hi};"""
-
-
-def mix_fmas(xs, w, acc, tmp):
-    """acc[0..7] += w * the 8 bf16 channels in registers xs[0..3] (one stream of a 16-byte chunk)."""
-    return "\n".join(mix_word(x, w, f"{acc}{2 * u}", f"{acc}{2 * u + 1}", tmp) for u, x in enumerate(xs))
+    fma.rn.f32 {acc}{2 * u}, {w}, %f0, {acc}{2 * u};
+    fma.rn.f32 {acc}{2 * u + 1}, {w}, %f1, {acc}{2 * u + 1};""" for u, x in enumerate(xs))
 
 
 def mix_code(k, mw):
@@ -26,8 +21,6 @@ def mix_code(k, mw):
     NOMIX, fused, tma, SREG, HX = k.NOMIX, k.fused, k.tma, k.SREG, k.HX
     if mw and not fused:
         return mix_items(k)
-    if k.pair and fused:
-        return mix_from_x_out(k)
     PAIR_A = """
     add.u32 %r10, %r10, %C0;                // pair entry: this half's channels"""
     if not tma:  # the fused pair entry's math warps: C0 from shared memory (no register beside phi)
@@ -136,98 +129,6 @@ MIX_LOOP:{NOMIX}
     bra MIX_LOOP;""")
     em("MIX_END:")
     return "\n".join(M)
-
-
-def mix_from_x_out(k):
-    """The fused pair entry's math warps: the pre-mix of tile %ptile (round kk, tile kk-2) from
-    x' in x_out, where the post warps stored it (post.xout_store) before the tile's stage was
-    refilled at its round's barrier 2. A thread's items are tokens %mtk and %mtk + %mtp at chunk
-    %mch (a part's C/16 <= 256 channels: at most two items). Both items' 8 loads (16 bytes each,
-    L2 hits: x' was written two rounds before) are issued before the wait for the tile's h_pre,
-    so the wait covers their latency; every address is recomputed after the wait from the loop's
-    registers, so that only the 32 words of x' stay live across it (168 registers, phi's fragments
-    96 of them). The sums are those of the stage-reading mix: a = sum over the streams in order of
-    h_pre[i] x'[i], rounded once to bf16 (the same bits)."""
-    assert k.LAG == 2 and not k.tma
-    CHANNEL = f"""
-    ld.shared.u32 %r16, [sm_base+{4 * 24}];
-    mad.lo.u32 %r16, %rank, %C16, %r16;
-    shl.b32 %r17, %mch, 3;
-    add.u32 %r16, %r16, %r17;               // channel of the chunk: C0 + r C/16 + 8 mch"""
-
-    def loads(place, regs):
-        """regs0..15 = x' of the item at `place` of the tile, its 4 streams' 16 bytes: row
-        min(token, T - 1) (items past T or the tile, and threads that mix nothing, read a row
-        that exists; their sums are not stored). Not predicated: a predicated load would keep
-        the registers' old values live across the whole round."""
-        out = [f"""
-    shl.b32 %r3, %ptile, 4;
-    add.u32 %r6, %r3, {place};
-    min.u32 %r6, %r6, %tlast;
-    mul.wide.u32 %rd3, %r6, %r14;
-    cvt.u64.u32 %rd6, %r16;
-    add.u64 %rd3, %rd3, %rd6;
-    shl.b64 %rd3, %rd3, 1;
-    add.u64 %rd3, %rd3, %rd4;               // &x_out[row][stream 0][channel]"""]
-        for i in range(4):
-            if i:
-                out.append(f"    add.u64 %rd3, %rd3, %rd5;")
-            out.append(f"    ld.global.cg.v4.b32 {{{regs}{4 * i}, {regs}{4 * i + 1}, {regs}{4 * i + 2}, {regs}{4 * i + 3}}}, [%rd3];")
-        return "\n".join(out)
-
-    def channel_pair(u, xs, w, acc):
-        """%r(10 + u) = bf16 pair u of a: channels 2u, 2u + 1 summed over the streams in order
-        (the stage-reading mix's operations), one pair at a time: two accumulators, and each
-        stream's word dies with its pair."""
-        return "\n".join([f"    mov.f32 {acc}0, 0f00000000;", f"    mov.f32 {acc}1, 0f00000000;"]
-                         + [mix_word(f"{xs}{4 * i + u}", f"{w}{i}", f"{acc}0", f"{acc}1", "%r9") for i in range(4)]
-                         + [f"    cvt.rn.bf16x2.f32 %r{10 + u}, {acc}1, {acc}0;"])
-
-    def item(pred, place, xs, w, acc):
-        """The item at `place`: a from its words xs0..15, if it is one (pred: inside the tile,
-        below T, a mixing thread)."""
-        return f"""
-    shl.b32 %r3, %ptile, 4;
-    add.u32 %r6, %r3, {place};              // the token
-    setp.lt.u32 %p1, {place}, {TT};
-    setp.lt.and.u32 {pred}, %r6, %T, %p1;
-    and.pred {pred}, {pred}, %p_mx;
-    @!{pred} bra MIX_END;
-    sub.u32 %r19, %kk, {k.LAG};
-    and.b32 %r19, %r19, {HXB - 1};
-    mov.u32 %r18, hin;
-    mad.lo.u32 %r18, %r19, {TT * 16}, %r18;   // hin[(kk-{k.LAG}) % HXB]
-    mad.lo.u32 %r18, {place}, 16, %r18;     // &h_pre[token]
-    ld.shared.v4.f32 {{{w}0, {w}1, {w}2, {w}3}}, [%r18];
-""" + "\n".join(channel_pair(u, xs, w, acc) for u in range(4)) + f"""{CHANNEL}
-    ld.param.u32 %r9, [p_args+{ARG['a_stride']}];
-    mul.wide.u32 %rd1, %r6, %r9;
-    cvt.u64.u32 %rd2, %r16;
-    add.u64 %rd1, %rd1, %rd2;
-    shl.b64 %rd1, %rd1, 1;
-    ld.param.u64 %rd2, [p_args+{ARG['a']}];
-    add.u64 %rd1, %rd1, %rd2;               // &a[token][channel]
-    st.global.v4.b32 [%rd1], {{%r10, %r11, %r12, %r13}};"""
-
-    return f"""    // ---- mix tile ptile from x_out: items (tokens mtk, mtk + mtp; chunk mch) of this thread
-    setp.lt.u32 %p1, %kk, {k.LAG};
-    @%p1 bra MIX_END;{CHANNEL}
-    ld.param.u32 %r14, [p_args+{A_XOS}];
-    ld.param.u64 %rd4, [p_args+{A_XO}];
-    mul.wide.u32 %rd5, %C, 2;               // x_out: a stream's step
-    add.u32 %r7, %mtk, %mtp;                // item b's place in the tile{loads("%mtk", "%mx")}{loads("%r7", "%my")}
-    // h_pre of tile kk-{k.LAG} from the token's CTA
-    sub.u32 %r17, %kk, {k.LAG};
-    and.b32 %r19, %r17, {HXB - 1};             // hin / hbar buffer of tile kk-{k.LAG}
-    shr.u32 %r17, %r17, {HXB.bit_length() - 1};
-    and.b32 %r17, %r17, 1;
-    mov.u32 %r18, hbar;
-    mad.lo.u32 %r18, %r19, 8, %r18;
-MIX_HWAIT:
-    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r18], %r17;
-    @!%p1 bra MIX_HWAIT;{k.NOMIX}{item("%p2", "%mtk", "%mx", "%w", "%mo")}
-    add.u32 %r7, %mtk, %mtp;                // item b's place in the tile{item("%p_mb", "%r7", "%my", "%mg", "%mq")}
-MIX_END:"""
 
 
 def mix_items(k):

@@ -1,7 +1,7 @@
 """The fused entries' post math: x' = post(x) of a landed stage on the tensor cores."""
 
 from ..blocks import MMA_BF16, MMA_BF16_K8, mma, split_bf16_via
-from .constants import A_XO, A_XOS, HC, NCW, NPW, NW, STAGES, TT
+from .constants import HC, NCW, NPW, NW, STAGES, TT
 
 
 def post_lane_consts(pw, nw):
@@ -52,62 +52,7 @@ def post_lane_consts(pw, nw):
     setp.ne.u32 %p_hi16, %r2, 0;"""
 
 
-def xout_store(k):
-    """Fused pair entry, a post warp after its x' (every token of the tile: no coefficient warp
-    share): x' of its n-tiles [xn0, xn1) to x_out, lane l taking n-tile xn0 + l % 16 of streams
-    l / 16 and l / 16 + 2, token after token (two rows of 16-byte chunks per store: whole
-    sectors). The math warps' mix reads it back from there, so that the tile's stage can be
-    refilled at its round's barrier 2 instead of after the mix two rounds later (mix.py,
-    mix_from_x_out)."""
-    assert k.cwt == 0
-    if "noxo" in k.exp:
-        return ""
-    return f"""
-    // ---- x' of this warp's n-tiles to x_out (the mix reads it there)
-    bar.warp.sync -1;                       // every lane's stmatrix is in
-    and.b32 %r2, %lane, 15;
-    add.u32 %r2, %r2, %xn0;                 // this lane's n-tile
-    setp.ge.u32 %p1, %r2, %xn1;
-    @%p1 bra XM_XO_END;
-    shr.u32 %r3, %lane, 4;                  // streams r3 and r3 + 2
-    mul.lo.u32 %r4, %r3, %SS;
-    mad.lo.u32 %r4, %r2, 16, %r4;
-    add.u32 %r4, %r4, %st0;                 // stage: token 0, stream r3, the n-tile
-    ld.shared.u32 %r5, [sm_base+{4 * 24}];
-    mad.lo.u32 %r5, %rank, %C16, %r5;
-    shl.b32 %r6, %r2, 3;
-    add.u32 %r5, %r5, %r6;                  // channel: C0 + r C/16 + 8 n-tile
-    mul.lo.u32 %r6, %r3, %C;
-    add.u32 %r5, %r5, %r6;                  // in stream r3
-    ld.param.u32 %r7, [p_args+{A_XOS}];
-    ld.param.u64 %rd1, [p_args+{A_XO}];
-    shl.b32 %r8, %tile, 4;                  // token
-    mul.wide.u32 %rd2, %r8, %r7;
-    cvt.u64.u32 %rd3, %r5;
-    add.u64 %rd2, %rd2, %rd3;
-    shl.b64 %rd2, %rd2, 1;
-    add.u64 %rd1, %rd1, %rd2;               // &x_out[token][stream r3][channel]
-    mul.wide.u32 %rd2, %r7, 2;              // a row
-    mul.wide.u32 %rd3, %C, 4;               // two streams
-    shl.b32 %r9, %SS, 1;                    // two stream slices of a stage row
-    add.u32 %r10, %r8, {TT};
-    min.u32 %r10, %r10, %T;                 // past the tile's last token below T
-XM_XO:
-    ld.shared.v4.b32 {{%xm0, %xm1, %xm2, %xm3}}, [%r4];
-    add.u32 %r11, %r4, %r9;
-    ld.shared.v4.b32 {{%xm4, %xm5, %xm6, %xm7}}, [%r11];
-    st.global.v4.b32 [%rd1], {{%xm0, %xm1, %xm2, %xm3}};
-    add.u64 %rd4, %rd1, %rd3;
-    st.global.v4.b32 [%rd4], {{%xm4, %xm5, %xm6, %xm7}};
-    add.u32 %r8, %r8, 1;
-    add.u32 %r4, %r4, %tstride;
-    add.u64 %rd1, %rd1, %rd2;
-    setp.lt.u32 %p1, %r8, %r10;
-    @%p1 bra XM_XO;
-XM_XO_END:"""
-
-
-def post_mma(k, tag, nw, g_lo, g_hi, before_ready=""):
+def post_mma(k, tag, nw, g_lo, g_hi):
     """Fused entry, after the stage of tile %tile landed (%st0): x' = post(x, f, h_post, h_res)
     (docs/math.md "post") of the 4-token groups g_lo .. g_hi - 1 of the tile, on the tensor cores,
     in place in the stage (the mix stores it to x_out); then an arrival on xready[%stage].
@@ -216,7 +161,7 @@ XM_GN:
     add.u32 %xg, %xg, 1;
     setp.lt.u32 %p1, %xg, {g_hi};
     @%p1 bra XM_G;
-XM_END:{before_ready}
+XM_END:
     mov.u32 %r1, xready;
     mad.lo.u32 %r1, %stage, 8, %r1;
     mbarrier.arrive.shared::cta.b64 %mbs, [%r1];   // x' of this warp's n-tiles is in the stage
@@ -281,7 +226,7 @@ POST_WAIT:
     mov.u32 %r2, 1;
     shl.b32 %r2, %r2, %stage;
     xor.b32 %phb, %phb, %r2;
-{post_mma(k, "XF", NPW, 0, (TT - k.cwt) // 4, xout_store(k) if k.pair else "")}
+{post_mma(k, "XF", NPW, 0, (TT - k.cwt) // 4)}
     add.u32 %tile, %tile, %ncl;
     add.u32 %stage, %stage, 1;
     setp.eq.u32 %p1, %stage, {STAGES};

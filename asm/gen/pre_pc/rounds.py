@@ -9,7 +9,7 @@ from .prologue import PHI_BAR, TMA_XW, XADJ, XW
 from .sums import arm_gather, ordered_sum, wait_gather
 from .stamps import exit_stamps
 from .post import coef_post_prologue, coef_post_share
-from .fills import copy_mapping, issue, mapping, prologue_fill
+from .fills import issue, mapping, prologue_fill
 from .mix import mix_code
 from .coef import PAIR_EPOCH, sk_clear
 
@@ -208,6 +208,11 @@ FULL_WAIT:
     @%p1 st.shared.f32 [%r6+96], %ss0;
     @%p1 st.shared.f32 [%r6+{8 * 112 + 96}], %ss1;{st(2, "math")}
 MMA_END:{bar1}{st(3, "math")}""")
+    if "xlead" in k.exp and "xlead2" not in k.exp and k.pair and not k.MIXW:
+        # timing experiment: refill the stage just read by the mma with tile kk + STAGES (the mix of
+        # tile kk-2 then reads a refilled stage: wrong values, the timing of a ring led by 3 rounds)
+        e(f"""    mad.lo.u32 %r20, %ncl, {STAGES}, %tile;""")
+        issue(k, "%r20", "%stage", "XLEAD")
 
 
 # TMA entry, the math warps before their first round: what the warp sums of every round need of
@@ -473,25 +478,15 @@ def round_end(k):
     coefficient warp's loop head."""
     e, fused, MIXW, st = k.e, k.fused, k.MIXW, k.st
     e("PUSH_END:" + st(8, "math"))
-    # the fused pair entry mixes from x_out (mix_from_x_out), not from the stage: the stage of
-    # tile kk is free once every math warp has passed barrier 2 (its mma read, and the post warps'
-    # x' stores before xready): refilled here with tile kk + STAGES, it leads its use by three
-    # rounds instead of one and a half (H100, C = 7168, T = 8192: docs/kernels/post_pre.md)
-    EARLY = k.pair and fused and not MIXW
-    if EARLY:
-        # the copy mapping is recomputed for each refill: kept in registers across the round
-        # beside the mix's 32 words of x', it would take the entry past 168 registers
-        e(f"""    // ---- stage %stage is read (barrier 2): refill it with tile kk+{STAGES}{copy_mapping(k, "%tx", NW * 32, c0_shared=True)}
-    mad.lo.u32 %r20, %ncl, {STAGES}, %tile;""")
-        issue(k, "%r20", "%stage", "REFILL")
+    if "xlead2" in k.exp and k.pair and not MIXW:
+        e(f"""    mad.lo.u32 %r20, %ncl, {STAGES}, %tile;""")
+        issue(k, "%r20", "%stage", "XLEAD")
     if not MIXW:
         e(mix_code(k, False))
-        skip = "HIN_ARMED" if EARLY else "REFILL_END"
-        e(f"""    // {"hin of tile kk-2 is read" if EARLY else "stage pstage is free"} once every math warp is here{
-            "" if EARLY else f": refill it with tile kk-{k.LAG}+{STAGES}"}
+        e(f"""    // stage pstage is free once every math warp is here: refill it with tile kk-{k.LAG}+{STAGES}
     barrier.sync 1, {NW * 32};
     {"setp.eq.u32 %p1, %kk, 0" if k.LAG == 1 else f"setp.lt.u32 %p1, %kk, {k.LAG}"};
-    @%p1 bra {skip};""")
+    @%p1 bra REFILL_END;""")
         if k.HX:
             e(f"""    // and hin[(kk-{k.LAG}) % {HXB}] is read: thread 0 re-arms hbar for tile kk-{k.LAG}+{HXB}
     sub.u32 %r19, %kk, {k.LAG};
@@ -500,13 +495,11 @@ def round_end(k):
     mad.lo.u32 %r18, %r19, 8, %r18;
     setp.eq.u32 %p1, %tx, 0;
     @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [%r18], {TT * 16};""")
-        if EARLY:
-            # the copy mapping is recomputed for each refill: kept in registers across the round
-            # beside the mix's 32 words of x', it would take the entry past 168 registers
-            e("HIN_ARMED:")
-        else:
+        if not (k.pair and ("xlead" in k.exp or "xlead2" in k.exp)):
             e(f"""    mad.lo.u32 %r20, %ncl, {STAGES}, %ptile;""")
             issue(k, "%r20", "%pstage", "REFILL")
+        else:
+            e("REFILL_END:")
     if k.LAG == 2:
         e(f"""    // the next round mixes tile kk-1 (stage - 1): go on while this tile or that one exists
     sub.u32 %r1, %tile, %ncl;
