@@ -8,6 +8,8 @@
 #
 #   bash tools/compare-builds.sh OLD_MHC NEW_MHC [DEVICE] [WORKDIR]
 #
+# COMPARE_CASES="stage:T:n:C[:flags] ..." runs those cases instead of the list below.
+#
 # Prints one line per case and a summary (a case that differs also says which build, if either,
 # is within the dtype's tolerance of the f64 reference); exits 1 if any case differs or fails in
 # one build only.
@@ -28,6 +30,7 @@ cases=(
     static:320:4:1280 static:2560:4:1280 static:64:32:1280 static:128:8:1280 static:100:4:6000
     expand:100:4:4096 expand:17:3:64
 )
+[ -n "${COMPARE_CASES:-}" ] && read -ra cases <<<"$COMPARE_CASES"
 pass=0; fail=0
 for spec in "${cases[@]}"; do
     IFS=: read -r stage t n c g1 g2 <<<"$spec"
