@@ -49,8 +49,7 @@ FAMILIES = {
         "nowait": "pair entry: the other half's sums read without waiting for their tags (wrong sums)",
         "noxf": "fused entries: no x' computed",
         "noxo": "fused entries: x' not stored to x_out",
-        "xlead": "fused pair entry: each stage refilled right after its mma, STAGES rounds ahead (the mix then reads a refilled stage: wrong values)",
-        "xlead2": "fused pair entry: as xlead, the refill issued after barrier 2 instead",
+        "lead3": "fused pair entry: each stage refilled at its round's barrier 2 with the tile STAGES rounds on (the mix then reads refilled stages: wrong values)",
         "cwt": "=N: fused entries, the last N tokens (a multiple of 4) of each tile's x' on the coefficient warp",
     }),
     "pre_gemm": (pre_gemm.generate, {

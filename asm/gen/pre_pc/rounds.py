@@ -208,11 +208,6 @@ FULL_WAIT:
     @%p1 st.shared.f32 [%r6+96], %ss0;
     @%p1 st.shared.f32 [%r6+{8 * 112 + 96}], %ss1;{st(2, "math")}
 MMA_END:{bar1}{st(3, "math")}""")
-    if "xlead" in k.exp and "xlead2" not in k.exp and k.pair and not k.MIXW:
-        # timing experiment: refill the stage just read by the mma with tile kk + STAGES (the mix of
-        # tile kk-2 then reads a refilled stage: wrong values, the timing of a ring led by 3 rounds)
-        e(f"""    mad.lo.u32 %r20, %ncl, {STAGES}, %tile;""")
-        issue(k, "%r20", "%stage", "XLEAD")
 
 
 # TMA entry, the math warps before their first round: what the warp sums of every round need of
@@ -478,9 +473,13 @@ def round_end(k):
     coefficient warp's loop head."""
     e, fused, MIXW, st = k.e, k.fused, k.MIXW, k.st
     e("PUSH_END:" + st(8, "math"))
-    if "xlead2" in k.exp and k.pair and not MIXW:
+    # the lead3 timing experiment (the fused pair entry): the stage of tile kk refilled here with
+    # tile kk + STAGES, a lead of three rounds instead of one and a half, while the mix of tile
+    # kk-2 reads a stage already refilled (wrong values): the time a ring that deep would give
+    LEAD3 = "lead3" in k.exp and k.pair and not MIXW
+    if LEAD3:
         e(f"""    mad.lo.u32 %r20, %ncl, {STAGES}, %tile;""")
-        issue(k, "%r20", "%stage", "XLEAD")
+        issue(k, "%r20", "%stage", "LEAD3")
     if not MIXW:
         e(mix_code(k, False))
         e(f"""    // stage pstage is free once every math warp is here: refill it with tile kk-{k.LAG}+{STAGES}
@@ -495,11 +494,11 @@ def round_end(k):
     mad.lo.u32 %r18, %r19, 8, %r18;
     setp.eq.u32 %p1, %tx, 0;
     @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [%r18], {TT * 16};""")
-        if not (k.pair and ("xlead" in k.exp or "xlead2" in k.exp)):
+        if LEAD3:
+            e("REFILL_END:")
+        else:
             e(f"""    mad.lo.u32 %r20, %ncl, {STAGES}, %ptile;""")
             issue(k, "%r20", "%pstage", "REFILL")
-        else:
-            e("REFILL_END:")
     if k.LAG == 2:
         e(f"""    // the next round mixes tile kk-1 (stage - 1): go on while this tile or that one exists
     sub.u32 %r1, %tile, %ncl;
