@@ -2314,10 +2314,10 @@ fn profile_pc_phases() {
             show(&format!("phi run {j}: split begins"), (0..ctas).map(|c| row(c, 3, 2 * j)).collect());
             show(&format!("phi run {j}: split"), (0..ctas).map(|c| row(c, 3, 2 * j + 1)).collect());
         }
-        show("round 0 loop top (math)", (0..ctas).map(|c| st[c * PC_STAMP_ROUNDS][0].0).collect());
-        show("round 0 stage landed (math)", (0..ctas).map(|c| st[c * PC_STAMP_ROUNDS][1].0).collect());
+        show("first tile: loop top (math)", (0..ctas).map(|c| st[c * PC_STAMP_ROUNDS][0].0).collect());
+        show("first tile: stage landed (math)", (0..ctas).map(|c| st[c * PC_STAMP_ROUNDS][1].0).collect());
         let last_round = |c: usize| rounds_of(c).clamp(1, ROUND_ROWS) - 1;
-        show("last round loop top (math)", (0..ctas).map(|c| st[c * PC_STAMP_ROUNDS + last_round(c)][0].0).collect());
+        show("last tile: loop top (math)", (0..ctas).map(|c| st[c * PC_STAMP_ROUNDS + last_round(c)][0].0).collect());
         show(
             "math warps at the end (latest warp)",
             (0..ctas).map(|c| (0..8).map(|w| last(c, w)).max().unwrap()).collect(),
