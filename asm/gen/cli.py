@@ -49,7 +49,6 @@ FAMILIES = {
         "nowait": "pair entry: the other half's sums read without waiting for their tags (wrong sums)",
         "noxf": "fused entries: no x' computed",
         "noxo": "fused entries: x' not stored to x_out",
-        "lead3": "fused pair entry: each stage refilled at its round's barrier 2 with the tile STAGES rounds on (the mix then reads refilled stages: wrong values)",
         "cwt": "=N: fused entries, the last N tokens (a multiple of 4) of each tile's x' on the coefficient warp",
     }),
     "pre_gemm": (pre_gemm.generate, {

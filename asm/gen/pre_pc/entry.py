@@ -5,10 +5,10 @@ from ..pre_decode import COEF_REGS, GRID_DEPENDENCY, load_args
 from .constants import (
     A_TMAP, CL, ENTRY_POST_PRE, ENTRY_POST_PRE_M, ENTRY_POST_PRE_PAIR, ENTRY_PRE, ENTRY_PRE_PAIR,
     ENTRY_PRE_TMA, FUSED_ARG_BYTES, HC_TILE, HW0, HXB, HXG, HX_SLOTS, LG_ROW, NCW, NMW, NPW, NW,
-    PAD, PAIR_STAGES, PAIR_STAGES_MAX, RMAX, SLOTS, STAGES, THREADS_F, THREADS_P, TMA_ARG_BYTES, TT)
+    PAD, PAIR_F_STAGES, PAIR_FUSED_STAGES, PAIR_STAGES, PAIR_STAGES_MAX, RMAX, SLOTS, STAGES, THREADS_F, THREADS_P, TMA_ARG_BYTES, TT)
 from .header import HEADER, PAIR_HEADER
 from .prologue import (
-    FUSED_REGS, F_ROW, F_STAGE, PAIR_HALF, PAIR_PHI_TO_L2, PAIR_REGS, PAIR_SETUP, PAIR_WALK,
+    FUSED_REGS, f_row, F_STAGE, PAIR_HALF, PAIR_PHI_TO_L2, PAIR_REGS, PAIR_SETUP, PAIR_WALK,
     PHI_BAR, PHI_TO_L2, ROW, TMAP_PREFETCH, TMA_DSM, TMA_ROW)
 from .stamps import PAIR_STAMP_LOAD, STAMP_LOAD, STAMP_REGS, STAMP_ROUNDS, exit_stamps
 from .post import post_lane_consts, xprime
@@ -24,8 +24,13 @@ class Entry:
 
     def __init__(self, fused, mixw, tma, exp, cwt, stamp_ids, pair=False):
         self.fused, self.mixw, self.tma, self.exp, self.cwt, self.pair = fused, mixw, tma, exp, cwt, pair
-        self.stages = PAIR_STAGES_MAX if pair and tma else STAGES  # the ring's most stages (mbarriers)
-        self.nst = "%nst" if pair and tma else str(STAGES)  # its depth: the pair pre entry's is the half's
+        # the fused pair entry: f in a ring of its own (PAIR_F_STAGES), x rows of 4 slices
+        self.fring = pair and fused
+        # the ring's most stages (mbarriers), its depth (the pair pre entry's is the half's), and the
+        # tiles the prologue fills (each round then refills the ring's oldest free stage)
+        self.stages = PAIR_STAGES_MAX if pair and tma else (PAIR_FUSED_STAGES if self.fring else STAGES)
+        self.nst = "%nst" if pair and tma else str(self.stages)
+        self.ahead = PAIR_F_STAGES if self.fring else STAGES
         self.stamp_ids = stamp_ids  # PST label numbers: unique over the file
         self.L = []
         self.e = self.L.append
@@ -170,7 +175,7 @@ def entry_start(k):
     shr.u32 %C16, {CW}, 4;                    // channels per CTA and stream
     shr.u32 %C8, {CW}, 3;                     // bytes of one stream slice
     shr.u32 %NR, {CW}, 7;                     // 32-element runs per CTA (C/4 / 32)
-{(F_ROW.replace("%C,", CW + ",") if fused else (TMA_ROW.replace("%C,", CW + ",") if tma else ROW)).lstrip(chr(10))}
+{(f_row(4 if k.fring else 5).replace("%C,", CW + ",") if fused else (TMA_ROW.replace("%C,", CW + ",") if tma else ROW)).lstrip(chr(10))}
     shl.b32 %sstage, %tstride, 4;           // stage bytes ({TT} rows){F_STAGE if fused else ""}
     add.u32 %ntiles, %T, {TT - 1};
     shr.u32 %ntiles, %ntiles, 4;
@@ -194,7 +199,7 @@ def entry_start(k):
             e(f"""    mbarrier.init.shared::cta.b64 [hbar+{8 * b_}], 1;
     mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [hbar+{8 * b_}], {TT * 16};""")
     if fused:
-        for s_ in range(STAGES):
+        for s_ in range(k.stages):
             e(f"    mbarrier.init.shared::cta.b64 [xready+{8 * s_}], {NPW * 32 + (32 if k.cwt else 0)};")
     for b_ in range(HXG if HX else 2):
         e(f"    mbarrier.init.shared::cta.b64 [gbar+{8 * b_}], 1;")
@@ -318,7 +323,7 @@ def kernel(fused, mixw, tma=False, exp=frozenset(), cwt=0, stamp_ids=None, pair=
 # the file's shared memory (every entry of a file uses these names; {stages}: the ring's depth)
 SHARED = f"""
 .shared .align 16 .b8 red[{NW * TT * 28 * 4}];        // warp partials [{NW}][{TT}][28]
-.shared .align 16 .b8 gat[{2 * CL * SLOTS * 16}];       // gathered partials [2][{CL}][{SLOTS}] float4
+.shared .align 16 .b8 gat[{{gat}}];       // gathered partials {{gat_dims}} float4
 .shared .align 16 .b8 shs[{2 * TT * 16}];          // h_pre [2][{TT}][4] (the pre entry's mix warps: by round parity)
 .shared .align 16 .b8 pss[{TT * 4}];            // this CTA's ss of the tile's tokens
 .shared .align 16 .b8 psum[{TT * 7 * 16}];       // the cp.async entries: this CTA's partials of the tile [{TT}][7] float4
@@ -326,19 +331,19 @@ SHARED = f"""
 .shared .align 16 .b8 sm_base[128];       // base[24]
 .shared .align 8 .b64 full[{{stages}}];
 .shared .align 8 .b64 gbar[{HXG}];            // gat[b] complete (TMA entry: {HXG} buffers, else 2)
-.shared .align 8 .b64 xready[{STAGES}];      // fused entry: x' of stage s computed (the post warps)
+.shared .align 8 .b64 xready[{{stages}}];      // fused entry: x' of stage s computed (the post warps)
 .shared .align 8 .b64 hready[2];             // pre entry: h_pre of the round of this parity in shs
 .shared .align 8 .b64 mixed[2];              // pre entry: the mix warps are done with shs[parity]
 .shared .align 16 .b8 hin[{HXB * TT * 16}];         // TMA entry: h_pre [tile % {HXB}][token] (CTA j sends token j's)
 .shared .align 8 .b64 hbar[{HXB}];           // TMA entry: hin[b] complete ({TT} x 16 bytes)
-.extern .shared .align 1024 .b8 dsm[];     // the ring: {{stages}} stages of {TT} x (C/2 + {PAD}) bytes (fused: rows of 5 (C/8 + 16) bytes and a pad, + {HC_TILE})
+.extern .shared .align 1024 .b8 dsm[];     // the ring: {{stages}} stages of {TT} x (C/2 + {PAD}) bytes (fused: rows of 5 (C/8 + 16) bytes and a pad, + {HC_TILE}{{ring_note}})
 
 """
 
 
 def main(exp=frozenset(), cwt=0):
     ids = [0]  # PST label numbers of the stamps experiment, unique over the file
-    text = HEADER + SHARED.format(stages=STAGES)
+    text = HEADER + SHARED.format(stages=STAGES, gat=2 * CL * SLOTS * 16, gat_dims=f"[2][{CL}][{SLOTS}]", ring_note="")
     text += kernel(False, True, exp=exp, cwt=cwt, stamp_ids=ids)
     text += "\n" + kernel(False, True, tma=True, exp=exp, cwt=cwt, stamp_ids=ids)
     text += "\n" + kernel(True, False, exp=exp, cwt=cwt, stamp_ids=ids)
@@ -349,7 +354,11 @@ def main(exp=frozenset(), cwt=0):
 def main_pair(exp=frozenset()):
     """pre_pc_pair.ptx: the pair entries (pre; the fused post_pre)."""
     ids = [0]
-    return (PAIR_HEADER + SHARED.format(stages=PAIR_STAGES_MAX)
+    # both entries exchange h_pre (HX): their gather buffers are HXG of CL x HX_SLOTS float4s
+    return (PAIR_HEADER + SHARED.format(stages=PAIR_STAGES_MAX, gat=HXG * CL * HX_SLOTS * 16,
+                                         gat_dims=f"[{HXG}][{CL}][{HX_SLOTS}]",
+                                         ring_note=f"; the fused pair entry: {PAIR_FUSED_STAGES} stages of rows of the 4 x slices + {HC_TILE}, "
+                                                   f"then {PAIR_F_STAGES} of f rows (C/8 + 16 bytes)")
             + kernel(False, True, tma=True, exp=exp, stamp_ids=ids, pair=True)
             + "\n" + kernel(True, False, exp=exp, stamp_ids=ids, pair=True))
 

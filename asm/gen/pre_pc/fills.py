@@ -1,7 +1,7 @@
 """The ring's fills: cp.async copies by a fixed chunk mapping, or TMA tensor copies."""
 
 from types import SimpleNamespace
-from .constants import ARG, A_F, A_FS, A_HPI, A_HRI, STAGES, TBLK, TBOX, TT
+from .constants import ARG, A_F, A_FS, A_HPI, A_HRI, TBLK, TBOX, TT
 
 
 def copy_regs(v=None):
@@ -12,7 +12,7 @@ def copy_regs(v=None):
                            cfs=f"%cfs{sfx}", tx="%tx" if v is None else f"%tvv{v}")
 
 
-def issue(k, tile_reg, stage_reg, tag, v=None):
+def issue(k, tile_reg, stage_reg, tag, v=None, fstage_reg=None):
     """Every math thread: its 16-byte cp.async copies of tile tile_reg into stage
         stage_reg (a fixed (stream, chunk) per thread, tokens %ctk + p %ctps), then
         cp.async.mbarrier.arrive.noinc on full[stage] (256 arrivals complete it); nothing past
@@ -21,7 +21,9 @@ def issue(k, tile_reg, stage_reg, tag, v=None):
         each: 0.25 us per tile on every warp.)
         Fused entry: a copier of stream s also copies the f chunk (same chunk of the slice, same
         token) on the passes p with p % 4 == s (every f chunk exactly once, spread over the
-        streams), and threads < {TT} x 5 copy one 16-byte chunk of the tile's h_post / h_res."""
+        streams), and threads < {TT} x 5 copy one 16-byte chunk of the tile's h_post / h_res.
+        The fused pair entry (k.fring) puts the f chunks in stage fstage_reg of its f ring
+        instead (rows of one slice), at the same chunk of the token's row."""
     R = copy_regs(v)
     e, fused = k.e, k.fused
     def f_chunk(token, note=""):
@@ -38,20 +40,49 @@ def issue(k, tile_reg, stage_reg, tag, v=None):
     sub.u32 %r19, {R.cgo}, %r19;
     cvt.u64.u32 %rd6, %r19;
     add.u64 %rd5, %rd5, %rd6;{note}"""
+    # where this copier's f chunks go: slice 4 of the token's row (%r19: its offset from the x
+    # chunk at %r16), or the fused pair entry's f ring (%r10: the chunk of row 0 of f stage
+    # fstage_reg, %r19 the pass's row, %r18 a step of tps rows)
+    F_DST_SLICE = f"""
+    mov.u32 %r19, 4;
+    sub.u32 %r19, %r19, {R.cfs};
+    mul.lo.u32 %r19, %r19, %SS;             // stage: f's slice is x slice 4 of the row"""
+    F_COPY_SLICE = """
+    add.u32 %r11, %r16, %r19;
+    @%p_f cp.async.cg.shared.global [%r11], [%rd5], 16;"""
+    F_DST_PASS_SLICE = f"""
+    mov.u32 %r19, 4;
+    sub.u32 %r19, %r19, {R.cfs};
+    mad.lo.u32 %r19, %r19, %SS, %r16;"""
+    F_DST_FAST = f"""
+    mad.lo.u32 %r19, {R.ctk}, %SS, %r10;    // f ring: row of the first token
+    mul.lo.u32 %r18, %ctps, %SS;            // a step of tps rows"""
+    F_COPY_FAST = """
+    @%p_f cp.async.cg.shared.global [%r19], [%rd5], 16;
+    add.u32 %r19, %r19, %r18;"""
+    F_DST_PASS = """
+    mad.lo.u32 %r19, %r12, %SS, %r10;       // f ring: the pass's row"""
+    F_RING = f"""
+    // f ring: %r10 = f stage {fstage_reg} + this copier's chunk of a row (its x offset less the
+    // token's row and the stream's slice)
+    mul.lo.u32 %r10, {R.ctk}, %tstride;
+    sub.u32 %r10, {R.cso}, %r10;
+    mul.lo.u32 %r11, {R.cfs}, %SS;
+    sub.u32 %r10, %r10, %r11;
+    mad.lo.u32 %r11, %sstage, {k.stages}, %dsm;
+    add.u32 %r10, %r10, %r11;               // the f ring, after the x stages
+    mul.lo.u32 %r11, {fstage_reg}, %SS;
+    shl.b32 %r11, %r11, {TT.bit_length() - 1};
+    add.u32 %r10, %r10, %r11;               // + f stage x {TT} rows""" if k.fring else ""
     F_FAST_PRE = f"""    // f: the same chunk of f's slice (cgo less the stream's offset), rows step by f_stride{
         f_chunk("%r14", "               // &f[first token][r C/16 + 8 chunk]")}
     mul.wide.u32 %rd6, %ctps, %r18;
-    shl.b64 %rd6, %rd6, 1;                  // f: a step of tps rows
-    mov.u32 %r19, 4;
-    sub.u32 %r19, %r19, {R.cfs};
-    mul.lo.u32 %r19, %r19, %SS;             // stage: f's slice is x slice 4 of the row
+    shl.b64 %rd6, %rd6, 1;                  // f: a step of tps rows{F_DST_FAST if k.fring else F_DST_SLICE}
     mov.u32 %r13, 0;                        // pass
 """ if fused else ""
     F_FAST = f"""
     and.b32 %r11, %r13, 3;
-    setp.eq.u32 %p_f, %r11, {R.cfs};
-    add.u32 %r11, %r16, %r19;
-    @%p_f cp.async.cg.shared.global [%r11], [%rd5], 16;
+    setp.eq.u32 %p_f, %r11, {R.cfs};{F_COPY_FAST if k.fring else F_COPY_SLICE}
     add.u64 %rd5, %rd5, %rd6;
     add.u32 %r13, %r13, 1;""" if fused else ""
     F_PASS = f"""
@@ -59,10 +90,7 @@ def issue(k, tile_reg, stage_reg, tag, v=None):
     div.u32 %r11, %r11, %ctps;              // pass (the last tile only)
     and.b32 %r11, %r11, 3;
     setp.eq.u32 %p_f, %r11, {R.cfs};
-    @!%p_f bra {tag}_PF;{f_chunk("%r15")}
-    mov.u32 %r19, 4;
-    sub.u32 %r19, %r19, {R.cfs};
-    mad.lo.u32 %r19, %r19, %SS, %r16;
+    @!%p_f bra {tag}_PF;{f_chunk("%r15")}{F_DST_PASS if k.fring else F_DST_PASS_SLICE}
     cp.async.cg.shared.global [%r19], [%rd5], 16;
 {tag}_PF:""" if fused else ""
     F_HC = f"""
@@ -95,7 +123,7 @@ def issue(k, tile_reg, stage_reg, tag, v=None):
     @%p2 bra {tag}_END;
     mad.lo.u32 %r16, {stage_reg}, %sstage, %dsm;
     add.u32 %r16, %r16, {R.cso};               // this thread's chunk of token {R.ctk} in the stage
-    @!{R.p_cp} bra {tag}_{"HC" if fused else "ARRIVE"};
+    @!{R.p_cp} bra {tag}_{"HC" if fused else "ARRIVE"};{F_RING}
     shl.b32 %r14, {tile_reg}, 4;
     add.u32 %r14, %r14, {R.ctk};               // token of the first pass
     mov.u32 %r12, {R.ctk};
@@ -182,15 +210,16 @@ def mapping(k, tid, nthr, v=None):
     div.u32 %mtk, {tid}, %r1;
     mul.lo.u32 %r2, %mtk, %r1;
     sub.u32 %mch, {tid}, %r2;
-    // ---- prologue: tiles cid + j ncl into stages j < {STAGES}"""
+    // ---- prologue: tiles cid + j ncl into stages j < {k.ahead}"""
 
 
 def prologue_fill(k, tag):
+    """The math warps' first fills: tiles cid + j ncl into stages j < k.ahead (f stages j too)."""
     e = k.e
-    for j in range(STAGES):
+    for j in range(k.ahead):
         e(f"""    mad.lo.u32 %r20, %ncl, {j}, %cid;
     mov.u32 %r21, {j};""")
-        issue(k, "%r20", "%r21", f"{tag}{j}")
+        issue(k, "%r20", "%r21", f"{tag}{j}", fstage_reg="%r21" if k.fring else None)
 
 
 def fill(k, tile_reg, stage_reg, tag):

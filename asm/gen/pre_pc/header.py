@@ -2,7 +2,7 @@
 
 from .constants import (
     A_TMAP, BJOBS, CL, C_MAX, FUSED_ARG_BYTES, HC, HW0, HXB, HXG, NCW, NPW, NW, OJOBS, PAD,
-    PAIR_C_MAX, PAIR_C_MIN, PAIR_HEAD, PAIR_POLL_SLEEP, PAIR_STAGES, PAIR_STAGES_MAX, RMAX, SKB,
+    PAIR_C_MAX, PAIR_C_MIN, PAIR_F_STAGES, PAIR_FUSED_STAGES, PAIR_HEAD, PAIR_POLL_SLEEP, PAIR_STAGES, PAIR_STAGES_MAX, RMAX, SKB,
     SLOTS, STAGES, THREADS_F, THREADS_P, TT)
 
 
@@ -248,16 +248,25 @@ PAIR_HEADER = f"""\
 //         257.6-258.9 / 41.7-42.0 / 17.0-17.1 (another call; docs/kernels/pre.md).
 // FUSED   mhc_post_pre_pc16p_bf16_n4 (PostPrePcArgs; ws_part: the exchange rows): pre_pc.ptx's fused
 //         post_pre entry (FUSED, XPOST there) on this split, each cluster computing x' of its
-//         part's channels in its ring (4 stages of fused rows at the larger part). As here, h_pre
-//         comes from the token's CTA after both parts' sums (HX), so the math warps, which mix in
-//         that entry, mix tile kk-2 in round kk and refill its stage with tile kk+2; one round
-//         past the cluster's last mixes the last tile without barrier 2. At 168 registers the
-//         part's first channel is read from shared memory in the mix and the warp sums' address
-//         words are packed into one. MEASURED H100, C = 7168, T = 8192 / 2048 / 1024 (us): 514.0-516.3
-//         / 138.5-139.0 / 75.7-76.2 against 575.8-576.5 / 153.4-153.8 / 83.6-83.9 for post, then
-//         the pair entry; mixing tile kk-1 instead 650.1-652.5 / 163.0-163.7 / 89.9-90.1 (the
-//         math warps waited for h_pre). Below 384 tokens post, then pre is as fast
-//         (docs/kernels/post_pre.md).
+//         part's channels in its ring. As here, h_pre comes from the token's CTA after both
+//         parts' sums (HX), so the math warps, which mix in that entry, mix tile kk-2 in round kk;
+//         one round past the cluster's last mixes the last tile without barrier 2. A stage of x
+//         is then held from its fill to that mix, f only until the post warps computed x': so
+//         f has a ring of its own. RINGS: {PAIR_FUSED_STAGES} stages of x rows (the 4 x slices, padded to 4 mod
+//         8 in 16-byte units; the tile's h_post / h_res after them), then {PAIR_F_STAGES} stages of f rows
+//         (one slice each, C/16 channels + 16 bytes); the prologue fills tiles 0..{PAIR_F_STAGES - 1}, and round
+//         kk, after its mix, fills tile kk+{PAIR_F_STAGES}: x into the stage it mixed (or, in rounds 0 and 1,
+//         one the prologue left empty), f into f stage kk % {PAIR_F_STAGES}, tile kk's, whose x' every math
+//         thread waited for in round kk. A fill leads its use by about two and a half rounds; with
+//         4 stages of rows holding f (181 KB at a 4096-channel part) it led by one and a half, and
+//         a fifth did not fit. At 168 registers the part's first channel is read from shared
+//         memory in the mix and the warp sums' address words are packed into one.
+//         MEASURED H100, C = 7168, T = 8192 / 2048 / 1024 (us): {PAIR_FUSED_STAGES} + {PAIR_F_STAGES} stages 483.3-486.2 /
+//         130.5-130.6 / 71.8-71.9 against 512.4-515.7 / 138.1-138.4 / 76.1 with 4 stages of
+//         rows holding f (one call, two alternations); those 514.0-516.3 / 138.5-139.0 /
+//         75.7-76.2 against 575.8-576.5 / 153.4-153.8 / 83.6-83.9 for post, then the pair entry;
+//         mixing tile kk-1 instead 650.1-652.5 / 163.0-163.7 / 89.9-90.1 (the math warps waited
+//         for h_pre). Below 384 tokens post, then pre is as fast (docs/kernels/post_pre.md).
 // =============================================================================================
 .version 8.8
 .target sm_90a

@@ -1,10 +1,17 @@
 """The fused entries' post math: x' = post(x) of a landed stage on the tensor cores."""
 
 from ..blocks import MMA_BF16, MMA_BF16_K8, mma, split_bf16_via
-from .constants import HC, NCW, NPW, NW, STAGES, TT
+from .constants import HC, NCW, NPW, NW, PAIR_F_STAGES, STAGES, TT
 
 
-def post_lane_consts(pw, nw):
+# lane l's f row (token l % 4) of a group: slice 4 of the token's row, or (the fused pair entry) a
+# row of the f ring, one f slice per token
+F_ROW_SLICE = """    shl.b32 %r4, %SS, 2;
+    mad.lo.u32 %xlf, %r3, %tstride, %r4;    // f row (token l % 4)"""
+F_ROW_RING = """    mul.lo.u32 %xlf, %r3, %SS;              // f row (token l % 4) of the f ring"""
+
+
+def post_lane_consts(pw, nw, fring=False):
     """Fused entry, a warp that computes x' (`pw`: its index among the warps sharing the n-tiles):
     the lane constants of post_mma (row offsets of its ldmatrix / stmatrix lane, its h_res /
     h_post words, its n-tile range)."""
@@ -25,8 +32,7 @@ def post_lane_consts(pw, nw):
     mad.lo.u32 %xlr, %r3, %SS, %xlr;        // x row (token l/4 % 4, stream l % 4)
     shr.u32 %r4, %lane, 4;
     mad.lo.u32 %xlr, %r4, 16, %xlr;         // lanes 16..31: the next n-tile (ldmatrix / stmatrix .x4)
-    shl.b32 %r4, %SS, 2;
-    mad.lo.u32 %xlf, %r3, %tstride, %r4;    // f row (token l % 4)
+{F_ROW_RING if fring else F_ROW_SLICE}
     shr.u32 %r4, %lane, 3;
     and.b32 %r4, %r4, 1;
     mad.lo.u32 %xlf, %r4, 16, %xlf;         // lanes 8..15: the next n-tile (f's ldmatrix .x2)
@@ -134,10 +140,14 @@ XM_G:
                 T_.append(f"    stmatrix.sync.aligned.m8n8.x4.shared.b16 [%pxa+{32 * h}], {{%xv{v}, %xv{v + 1}, %xv{v + 2}, %xv{v + 3}}};")
         return "\n".join(T_)
 
+    F_GROUP = """
+    mad.lo.u32 %r8, %r2, %SS, %fst0;
+    mad.lo.u32 %r8, %xn0, 16, %r8;
+    add.u32 %pfa, %r8, %xlf;                // f ring: the group's f rows (stage %fst0)""" if k.fring else """
+    add.u32 %pfa, %r9, %xlf;"""
     e(f"""    mad.lo.u32 %r8, %r2, %tstride, %st0;
     mad.lo.u32 %r9, %xn0, 16, %r8;
-    add.u32 %pxa, %r9, %xlr;
-    add.u32 %pfa, %r9, %xlf;
+    add.u32 %pxa, %r9, %xlr;{F_GROUP}
     mov.u32 %xnt, %xn0;
 XM_Q:
     // four n-tiles at once (independent mma chains: one tile's chain alone is latency-bound)
@@ -205,17 +215,27 @@ def post_warps(k):
     between the warps) and arrive on xready[s], which the math warps wait for instead of
     full[s]. They run up to the ring's depth ahead of the math warps, so the post math overlaps
     the mma, exchange and mix of earlier tiles."""
+    F_START = f"""
+    mov.u32 %fstg, 0;                       // f ring: stage of the tile (tile round % {PAIR_F_STAGES})""" if k.fring else ""
+    F_STAGE = f"""
+    mad.lo.u32 %fst0, %sstage, {k.stages}, %dsm;         // the f ring, after the x stages
+    mul.lo.u32 %r2, %fstg, %SS;
+    mad.lo.u32 %fst0, %r2, {TT}, %fst0;""" if k.fring else ""
+    F_NEXT = f"""
+    add.u32 %fstg, %fstg, 1;
+    setp.eq.u32 %p1, %fstg, {PAIR_F_STAGES};
+    selp.u32 %fstg, 0, %fstg, %p1;""" if k.fring else ""
     return f"""
     // ================= post warps: x' of each landed stage ======================================
 POST_WARP:
-    sub.u32 %r1, %warp, {NW + NCW};{post_lane_consts("%r1", NPW)}
+    sub.u32 %r1, %warp, {NW + NCW};{post_lane_consts("%r1", NPW, k.fring)}
     mov.u32 %tile, %cid;
     mov.u32 %stage, 0;
-    mov.u32 %phb, 0;
+    mov.u32 %phb, 0;{F_START}
 POST_LOOP:
     setp.ge.u32 %p1, %tile, %ntiles;
     @%p1 bra TILE_END;
-    mad.lo.u32 %st0, %stage, %sstage, %dsm;
+    mad.lo.u32 %st0, %stage, %sstage, %dsm;{F_STAGE}
     mov.u32 %r1, full;
     mad.lo.u32 %r1, %stage, 8, %r1;
     shr.u32 %r2, %phb, %stage;
@@ -229,8 +249,8 @@ POST_WAIT:
 {post_mma(k, "XF", NPW, 0, (TT - k.cwt) // 4)}
     add.u32 %tile, %tile, %ncl;
     add.u32 %stage, %stage, 1;
-    setp.eq.u32 %p1, %stage, {STAGES};
-    selp.u32 %stage, 0, %stage, %p1;
+    setp.eq.u32 %p1, %stage, {k.stages};
+    selp.u32 %stage, 0, %stage, %p1;{F_NEXT}
     bra.uni POST_LOOP;"""
 
 

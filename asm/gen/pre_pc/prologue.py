@@ -16,18 +16,22 @@ FUSED_REGS = """
 # fused rows: the 4 x slices and the f slice, each C/16 channels + 16 bytes (so the 4 streams of a
 # token fall on different banks for the x' ldmatrix / stmatrix), then a pad that makes the row
 # stride 4 mod 8 in 16-byte units (the math warps' fragment loads: tokens g and g + 1 on
-# different bank halves)
-F_ROW = """
+# different bank halves). The fused pair entry's x rows hold the 4 x slices only (its f rows, one
+# slice each, are a ring of their own: PAIR_F_STAGES).
+def f_row(slices):
+    return """
     shr.u32 %SS, %C, 3;
     add.u32 %SS, %SS, 16;                   // stream slice stride: C/16 channels + 16 bytes
     shr.u32 %NT, %C, 7;                     // 8-channel n-tiles per slice
-    mul.lo.u32 %tstride, %SS, 5;            // 4 x slices, the f slice
+    mul.lo.u32 %tstride, %SS, {slices};            // {what}
     add.u32 %r1, %NT, 1;
-    mul.lo.u32 %r1, %r1, 5;
+    mul.lo.u32 %r1, %r1, {slices};
     mov.u32 %r2, 4;
     sub.u32 %r2, %r2, %r1;
     and.b32 %r2, %r2, 7;
-    mad.lo.u32 %tstride, %r2, 16, %tstride; // row / 16 bytes = 4 mod 8"""
+    mad.lo.u32 %tstride, %r2, 16, %tstride; // row / 16 bytes = 4 mod 8""".format(slices=slices, what="4 x slices, the f slice" if slices == 5 else "4 x slices (f: a ring of its own)")
+
+
 XADJ = """
     // fused rows: stream slice s starts 16 s bytes later; lane q's chunk of run w + 8j is chunk
     // 4 (w + 8j) + q of the K slice, in stream (4 (w + 8j) + q) / (C / 128): byte j of %xadj
@@ -113,7 +117,7 @@ PHI_L2_END:"""
 # (B = C / 1024 blocks, half 0 the first B0 = floor(C / 2048), half 1 the rest): both sets then
 # move their parts of the tiles at about the same rate (7168 on 7 clusters: 3 x 3072, 4 x 4096)
 PAIR_REGS = """
-    .reg .b32 %CH, %C0, %half, %pq0, %nst;
+    .reg .b32 %CH, %C0, %half, %pq0, %nst, %fstg, %fst0;
     .reg .pred %p_ns;
     .reg .b64 %xch, %pw<4>;
     .reg .b32 %ptag;"""

@@ -473,16 +473,17 @@ def round_end(k):
     coefficient warp's loop head."""
     e, fused, MIXW, st = k.e, k.fused, k.MIXW, k.st
     e("PUSH_END:" + st(8, "math"))
-    # the lead3 timing experiment (the fused pair entry): the stage of tile kk refilled here with
-    # tile kk + STAGES, a lead of three rounds instead of one and a half, while the mix of tile
-    # kk-2 reads a stage already refilled (wrong values): the time a ring that deep would give
-    LEAD3 = "lead3" in k.exp and k.pair and not MIXW
-    if LEAD3:
-        e(f"""    mad.lo.u32 %r20, %ncl, {STAGES}, %tile;""")
-        issue(k, "%r20", "%stage", "LEAD3")
     if not MIXW:
         e(mix_code(k, False))
-        e(f"""    // stage pstage is free once every math warp is here: refill it with tile kk-{k.LAG}+{STAGES}
+        if k.fring:
+            e(f"""    // stage pstage (tile kk-{k.LAG}) is free once every math warp mixed it here, and f stage
+    // kk % {k.ahead} (tile kk's f) since every math thread waited for tile kk's x' this round:
+    // both take tile kk+{k.ahead}
+    barrier.sync 1, {NW * 32};
+    setp.lt.u32 %p1, %kk, {k.LAG};
+    @%p1 bra HBAR_END;""")
+        else:
+            e(f"""    // stage pstage is free once every math warp is here: refill it with tile kk-{k.LAG}+{STAGES}
     barrier.sync 1, {NW * 32};
     {"setp.eq.u32 %p1, %kk, 0" if k.LAG == 1 else f"setp.lt.u32 %p1, %kk, {k.LAG}"};
     @%p1 bra REFILL_END;""")
@@ -494,20 +495,32 @@ def round_end(k):
     mad.lo.u32 %r18, %r19, 8, %r18;
     setp.eq.u32 %p1, %tx, 0;
     @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [%r18], {TT * 16};""")
-        if LEAD3:
-            e("REFILL_END:")
+        if k.fring:
+            # x stage (stage + ahead) % stages: the one mixed this round (kk >= LAG) or, in the
+            # first LAG rounds, one the prologue left empty
+            e(f"""HBAR_END:
+    mad.lo.u32 %r20, %ncl, {k.ahead}, %tile;
+    add.u32 %r21, %stage, {k.ahead};
+    setp.ge.u32 %p1, %r21, {k.stages};
+    @%p1 sub.u32 %r21, %r21, {k.stages};
+    rem.u32 %r22, %kk, {k.ahead};""")
+            issue(k, "%r20", "%r21", "REFILL", fstage_reg="%r22")
         else:
             e(f"""    mad.lo.u32 %r20, %ncl, {STAGES}, %ptile;""")
             issue(k, "%r20", "%pstage", "REFILL")
     if k.LAG == 2:
+        PREV_STAGE = f"""
+    and.b32 %pstage, %r2, {k.stages - 1};""" if k.stages & (k.stages - 1) == 0 else f"""
+    setp.ge.u32 %p1, %r2, {k.stages};
+    @%p1 sub.u32 %r2, %r2, {k.stages};
+    mov.u32 %pstage, %r2;                   // (stage - 1) mod {k.stages}"""
         e(f"""    // the next round mixes tile kk-1 (stage - 1): go on while this tile or that one exists
     sub.u32 %r1, %tile, %ncl;
     setp.lt.u32 %p1, %r1, %ntiles;
     or.pred %p1, %p1, %p_cur;
     @!%p1 bra TILE_END;
     mov.u32 %ptile, %r1;
-    add.u32 %r2, %stage, {STAGES - 1};
-    and.b32 %pstage, %r2, {STAGES - 1};""")
+    add.u32 %r2, %stage, {k.stages - 1};{PREV_STAGE}""")
     else:
         e("""    @!%p_cur bra TILE_END;
     mov.u32 %ptile, %tile;

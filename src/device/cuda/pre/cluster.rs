@@ -26,8 +26,9 @@
 //! At C = 5120..8192 the pair file's second entry, `mhc_post_pre_pc16p_bf16_n4`, runs that fused
 //! pass on two clusters per tile as the pair entry does, each cluster on its part of C
 //! ([`fused_pair_ring_bytes`]): its math warps mix each tile two rounds after its projection, once
-//! the token's CTA has sent `h_pre` from both parts' sums (the catalogue gives it `post_pre` from
-//! 384 tokens; below, `post` then the pair entry is as fast).
+//! the token's CTA has sent `h_pre` from both parts' sums, so x stays in its stage until then and
+//! f, needed only until x' is computed, has a ring of its own (the catalogue gives it `post_pre`
+//! from 384 tokens; below, `post` then the pair entry is as fast).
 
 use super::{Checked, PostInViews, PreOutViews, PreParamViews, WsLayout};
 pub use crate::device::cuda::abi::{
@@ -206,7 +207,9 @@ fn x_tensor_map(x: &DeviceTensor<'_>, c: usize, t: usize) -> Result<[u64; 16]> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::cuda::abi::{fused_row_bytes, PC_PAIR_STAGES};
+    use crate::device::cuda::abi::{
+        fused_row_bytes, fused_x_row_bytes, PC_PAIR_FUSED_STAGES, PC_PAIR_F_STAGES, PC_PAIR_STAGES,
+    };
 
     #[test]
     fn pair_split_follows_the_parts() {
@@ -280,6 +283,21 @@ mod tests {
         assert_eq!(pair_ring_bytes(6144), ring(3072));
         assert_eq!(pair_ring_bytes(5120), ring(3072));
         assert!(pair_ring_bytes(PC_PAIR_MAX_C) + 36_096 <= 227 * 1024, "ring + static shared memory fit one SM");
+        // the fused pair entry: x rows of 4 slices (+ the tile's h_post / h_res) and f rows of one,
+        // at the larger part
+        for c in (128..=4096).step_by(128) {
+            let row = fused_x_row_bytes(c);
+            assert!(row >= 4 * (c / 8 + 16) && row < 4 * (c / 8 + 16) + 128 && (row / 16) % 8 == 4, "C = {c}");
+        }
+        let fused = |ch: usize| {
+            PC_PAIR_FUSED_STAGES * PC_TILE_TOKENS * (fused_x_row_bytes(ch) + 80)
+                + PC_PAIR_F_STAGES * PC_TILE_TOKENS * (ch / 8 + 16)
+        };
+        assert_eq!(fused_pair_ring_bytes(7168), fused(4096));
+        assert_eq!(fused_pair_ring_bytes(7168), 5 * (16 * 2112 + 16 * 80) + 3 * 16 * 528);
+        assert_eq!(fused_pair_ring_bytes(5120), fused(3072));
+        // pre_pc_pair.cubin's static shared memory is 29,696 bytes (asm/catalogue.toml)
+        assert!(fused_pair_ring_bytes(PC_PAIR_MAX_C) + 29_696 <= 227 * 1024, "rings + static shared memory fit one SM");
         assert_eq!(pair_ctas(7, 16), 112);
         assert_eq!(pair_ctas(2, 16), 32);
         assert_eq!(pair_ctas(1, 16), 0, "one cluster cannot run both parts: the plan refuses the row");
