@@ -922,7 +922,7 @@ fn post_pre_cluster_kernel_shapes() {
 }
 
 /// The fused `post_pre` on two clusters per tile (pre_pc_pair.ptx `mhc_post_pre_pc16p_bf16_n4`)
-/// where the catalogue selects it (bf16, n = 4, C = 5120..8192 a multiple of 1024, T >= 384):
+/// where the catalogue selects it (bf16, n = 4, C = 5120..8192 a multiple of 1024, T >= 256):
 /// every split of C (2+3, 3+3, 3+4, 4+4 blocks), partial last tiles, tiles past several rounds
 /// of both sets of clusters, phi ~ 0.5, gamma_k, strided rows, both formulations; against the
 /// reference and against `post`, then the pair `pre` entry.
@@ -934,7 +934,8 @@ fn post_pre_cluster_pair_shapes() {
     let mut rng = common::rng("post_pre_cluster_pair");
     for form in FORMS {
         let bf = |c, t| Shape::new(4, c, t, form, Dtype::Bf16);
-        let mut shapes = vec![bf(5120, 384), bf(6144, 500), bf(7168, 1000), bf(7168, 4099), bf(8192, 401)];
+        let mut shapes =
+            vec![bf(5120, 384), bf(6144, 500), bf(7168, 1000), bf(7168, 4099), bf(8192, 401), bf(7168, 257)];
         shapes.push(Shape { phi_std: 0.5, ..bf(7168, 700) });
         shapes.push(Shape { gamma_k: true, x_pad: 24, ..bf(7168, 450) });
         shapes.push(Shape { x_pad: 8, ..bf(5120, 449) });

@@ -94,9 +94,10 @@ assert PAIR_FUSED_STAGES == PAIR_F_STAGES + 2 and PAIR_FUSED_STAGES <= PAIR_STAG
 ENTRY_POST_PRE, ENTRY_POST_PRE_M = "mhc_post_pre_pc16_bf16_n4", "mhc_post_pre_pc16m_bf16_n4"
 ENTRY_POST_PRE_PAIR = "mhc_post_pre_pc16p_bf16_n4"  # the fused entry on two clusters per tile
 PCM_MAX_TOKENS = 448  # the fused entry with mixing post warps wins up to here (H100, C = 4096)
-# the fused pair entry serves post_pre from here: below, post then the pair pre entry is as fast
-# (H100, C = 7168: T = 256 28.2 against 27.5 us, T = 1024 75.7 against 83.7; docs/kernels/post_pre.md)
-PAIR_FUSED_MIN_TOKENS = 384
+# the fused pair entry serves post_pre from here: below, post then the pair pre entry is faster
+# (H100, C = 7168: T = 192 23.4 against 22.7 us, T = 256 27.1 against 27.3, T = 320 30.7 against
+# 32.2; docs/kernels/post_pre.md)
+PAIR_FUSED_MIN_TOKENS = 256
 # The ring's dynamic shared memory at C (Rust expressions over c and the constants above; "/" is
 # integer division): the pre entry's stages of TT token rows (4 stream slices and a pad), the TMA
 # entry's (no pad; 1 KB to align the ring to the swizzle's 1024-byte period), the fused entry's

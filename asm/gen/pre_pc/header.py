@@ -266,7 +266,7 @@ PAIR_HEADER = f"""\
 //         rows holding f (one call, two alternations); those 514.0-516.3 / 138.5-139.0 /
 //         75.7-76.2 against 575.8-576.5 / 153.4-153.8 / 83.6-83.9 for post, then the pair entry;
 //         mixing tile kk-1 instead 650.1-652.5 / 163.0-163.7 / 89.9-90.1 (the math warps waited
-//         for h_pre). Below 384 tokens post, then pre is as fast (docs/kernels/post_pre.md).
+//         for h_pre). Below 256 tokens post, then pre is faster (docs/kernels/post_pre.md).
 // =============================================================================================
 .version 8.8
 .target sm_90a

@@ -750,11 +750,12 @@ mod tests {
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 449), ["mhc_post_pre_pc16_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 8192), ["mhc_post_pre_pc16_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 64), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_mid_sm90_bf16"]);
-        // C = 5120..8192 (multiples of 1024): the pair entries from 65 tokens; the mid kernel below.
+        // C = 5120..8192 (multiples of 1024): the fused pair entry from 256 tokens, post then the
+        // pair pre entry from 65; the mid kernel below.
         for c in [5120, 6144, 7168, 8192] {
-            assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 384), ["mhc_post_pre_pc16p_bf16_n4"], "C = {c}");
+            assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 256), ["mhc_post_pre_pc16p_bf16_n4"], "C = {c}");
             assert_eq!(
-                planned(4, c, Dtype::Bf16, PostPre, 383),
+                planned(4, c, Dtype::Bf16, PostPre, 255),
                 ["mhc_post_v4_bf16_n4", "mhc_pre_pc16p_bf16_n4"],
                 "C = {c}"
             );
