@@ -149,7 +149,6 @@ def pre_pc_items():
         const("PC_FUSED_THREADS", "u32", p.THREADS_F, "Threads of the fused `post_pre` entries: 8 math, 2 coefficient and 2 post warps."),
         const("PC_STAGES", "usize", p.STAGES, "Stages of the x ring."),
         const("PC_PAIR_STAGES", "usize", p.PAIR_STAGES, "Stages of the pair entry's x ring."),
-        const("PC_PAIR_FUSED_PARTS", "usize", p.PAIR_FUSED_PARTS, "Parts of C the fused pair entry splits each tile into (a set of clusters each; the pair `pre` entry: two)."),
         const("PC_PAIR_FUSED_STAGES", "usize", p.PAIR_FUSED_STAGES, "Stages of the fused pair entry's x ring."),
         const("PC_PAIR_F_STAGES", "usize", p.PAIR_F_STAGES, "Stages of the fused pair entry's f ring (the tiles in flight)."),
         const("PC_ROW_PAD", "usize", p.PAD, "Bytes after each token row of a stage."),
@@ -164,7 +163,7 @@ def pre_pc_items():
             "fused_row_bytes": "The fused entry's token row: the 4 x slices and the f slice, each C/16 channels (bf16) and 16 bytes, then a pad that makes the row 4 mod 8 in 16-byte units. C is a multiple of 128.",
             "fused_ring_bytes": "The fused entry's ring: token rows of [`fused_row_bytes`], and each stage ends with the tile's h_post / h_res rows.",
             "fused_x_row_bytes": "The fused pair entry's token row of x: [`fused_row_bytes`] without the f slice (4 slices, padded to 4 mod 8 in 16-byte units).",
-            "fused_pair_ring_bytes": "The fused pair entry's rings at the largest of its three parts of C (whole 1024-channel blocks, the largest ceil(C / 3072) of them): [`PC_PAIR_FUSED_STAGES`] stages of x rows ([`fused_x_row_bytes`]) with the tile's h_post / h_res rows, then [`PC_PAIR_F_STAGES`] stages of f rows (the part's C/16 channels and 16 bytes)."}
+            "fused_pair_ring_bytes": "The fused pair entry's rings at the larger of its two parts of C (whole 1024-channel blocks, the larger ceil(C / 2048) of them): [`PC_PAIR_FUSED_STAGES`] stages of x rows ([`fused_x_row_bytes`]) with the tile's h_post / h_res rows, then [`PC_PAIR_F_STAGES`] stages of f rows (the part's C/16 channels and 16 bytes)."}
     for name, expr in p.RING_FORMULAS.items():
         out.append(formula_fn(name, expr, docs[name]))
     out += [

@@ -149,16 +149,16 @@ def prev_tile(reg):
     mad.lo.u32 {reg}, {reg}, %ncl, %cid;      // tile kk-1"""
 
 
-def pair_row(half, what, parts=2):
+def pair_row(half, what):
     """Pair entry, lanes 0..6 of the coefficient warp of round kk: %rd1 = the lane's 4 words (32
     bytes at 32 lane) in the exchange row of tile kk-1's own token of half `half` (`what`): row
-    ((tile parts + half) 16 + rank) after the PAIR_HEAD bytes of the workspace region (one row
-    per tile, token and part: no row is written twice in a call); %r16 = the call's tag."""
+    ((tile 2 + half) 16 + rank) after the PAIR_HEAD bytes of the workspace region (one row per
+    tile, token and half: no row is written twice in a call); %r16 = the call's tag."""
     return f"""
-    // pair entry: the {what} part's exchange row of the token (tile kk-1) and the call's tag
+    // pair entry: the {what} half's exchange row of the token (tile kk-1) and the call's tag
     ld.param.u64 %xch, [p_args+{ARG['ws_part']}];{prev_tile("%r13")}
     mov.u32 %r16, %ptag;
-    {"shl.b32 %r13, %r13, 1" if parts == 2 else f"mul.lo.u32 %r13, %r13, {parts}"};
+    shl.b32 %r13, %r13, 1;
     add.u32 %r14, %r13, {half};
     mad.lo.u32 %r14, %r14, {CL}, %rank;
     mul.wide.u32 %rd1, %r14, {PAIR_ROW};
@@ -168,11 +168,11 @@ def pair_row(half, what, parts=2):
     add.u64 %rd1, %rd1, {PAIR_HEAD};               // the lane's 4 words, past the region's head"""
 
 
-def pair_write(k):
-    """Pair entry, lanes 0..6 of the coefficient warp: %v0..3 (this part's sums of the own token)
+def pair_write():
+    """Pair entry, lanes 0..6 of the coefficient warp: %v0..3 (this half's sums of the own token)
     to its exchange row, each as a tagged 8-byte word (the value's bits, then the tag), stored
     relaxed: a word carries its own proof of arrival, so no fence orders them."""
-    return pair_row("%half", "own", k.parts) + "".join(f"""
+    return pair_row("%half", "own") + "".join(f"""
     mov.b32 %r17, %v{c};
     mov.b64 %pw{c}, {{%r17, %r16}};""" for c in range(4)) + """
     st.relaxed.gpu.global.v2.b64 [%rd1], {%pw0, %pw1};
@@ -191,7 +191,7 @@ def pair_add(k):
     setp.ne.or.u32 %p3, %r18, %r16, %p3;""" for c in range(4))
     return pair_row("%r15", "other").replace("    add.u32 %r14, %r13, %r15;", """    xor.b32 %r15, %half, 1;
     add.u32 %r14, %r13, %r15;""").replace("    ld.param.u64 %xch", """    setp.ge.u32 %p1, %lane, 7;
-    @%p1 bra PX_END;""" + (pair_write(k) if "xlate" in exp else "") + """
+    @%p1 bra PX_END;""" + (pair_write() if "xlate" in exp else "") + """
     ld.param.u64 %xch""") + """
 PX_PEER:
     ld.relaxed.gpu.global.v2.b64 {%pw0, %pw1}, [%rd1];
@@ -216,78 +216,6 @@ PX_END:
     // halves walk the tiles with different strides: the choice is the tile's, and bit 3 mixes
     // the two coefficient warps' rounds for strides 3 and 4)""" + prev_tile("%r13") + """
     bfe.u32 %r13, %r13, 3, 1;
-    setp.ne.u32 %p_ns, %r13, %half;"""
-
-
-def trio_add(k):
-    """The fused pair entry (C in three parts), after barrier 2: lanes 0..6 poll the 4 words of
-    the own token of parts A = (part + 1) % 3 and B = (part + 2) % 3 until each carries the
-    call's tag, and add the three parts' values in part order, (v0 + v1) + v2, into sm_lg's row:
-    every part adds the same three values in the same order, so all three hold the same bits."""
-    def peer(reg, rd):
-        return f"""
-    add.u32 %r14, %r13, %r15;
-    mad.lo.u32 %r14, %r14, {CL}, %rank;
-    mul.wide.u32 {rd}, %r14, {PAIR_ROW};
-    add.u64 {rd}, %xch, {rd};
-    add.u64 {rd}, {rd}, %rd3;
-    add.u64 {rd}, {rd}, {PAIR_HEAD};               // part {reg}'s 4 words of the lane"""
-    NEXT = """
-    add.u32 %r15, %r15, 1;
-    setp.eq.u32 %p2, %r15, 3;
-    selp.u32 %r15, 0, %r15, %p2;"""
-    CHECK = "".join(f"""
-    mov.b64 {{%r17, %r18}}, %pw{c};
-    mov.b32 %u{c}, %r17;
-    setp.ne.or.u32 %p3, %r18, %r16, %p3;
-    mov.b64 {{%r17, %r18}}, %pz{c};
-    mov.b32 %pb{c}, %r17;
-    setp.ne.or.u32 %p3, %r18, %r16, %p3;""" for c in range(4))
-    def combine(addr, c):
-        """own (at addr) with A's %u{c} and B's %pb{c}: part 0 (own + A) + B, part 1 (own + B) + A,
-        part 2 (A + B) + own."""
-        return f"""
-    ld.shared.f32 %f1, [{addr}];
-    selp.f32 %f2, %u{c}, %f1, %p5;
-    selp.f32 %f3, %pb{c}, %u{c}, %p6;
-    add.f32 %f2, %f2, %f3;
-    selp.f32 %f3, %u{c}, %pb{c}, %p4;
-    selp.f32 %f3, %f1, %f3, %p5;
-    add.f32 %f2, %f2, %f3;
-    st.shared.f32 [{addr}], %f2;"""
-    return f"""
-    setp.ge.u32 %p1, %lane, 7;
-    @%p1 bra PX_END;
-    // the exchange rows of the token (tile kk-1) of parts A and B, and the call's tag
-    ld.param.u64 %xch, [p_args+{ARG['ws_part']}];{prev_tile("%r13")}
-    mov.u32 %r16, %ptag;
-    mul.lo.u32 %r13, %r13, 3;
-    mul.wide.u32 %rd3, %lane, 32;
-    mov.u32 %r15, %half;{NEXT}{peer("A", "%rd1")}{NEXT}{peer("B", "%rd2")}
-PX_PEER:
-    ld.relaxed.gpu.global.v2.b64 {{%pw0, %pw1}}, [%rd1];
-    ld.relaxed.gpu.global.v2.b64 {{%pw2, %pw3}}, [%rd1+16];
-    ld.relaxed.gpu.global.v2.b64 {{%pz0, %pz1}}, [%rd2];
-    ld.relaxed.gpu.global.v2.b64 {{%pz2, %pz3}}, [%rd2+16];
-    setp.ne.u32 %p3, 0, 0;{CHECK}
-    @!%p3 bra PX_GOT;
-    nanosleep.u32 {PAIR_POLL_SLEEP};
-    bra PX_PEER;
-PX_GOT:""" + k.st(6, "coef") + f"""
-    setp.eq.u32 %p4, %half, 1;
-    setp.eq.u32 %p5, %half, 2;
-    or.pred %p6, %p4, %p5;
-    setp.eq.u32 %p2, %lane, 6;
-    @!%p2 bra PX_LOGITS;{combine("%lgb", 0)}
-    bra PX_END;
-PX_LOGITS:
-    mad.lo.u32 %r11, %lane, 16, %lgb;""" + "".join(combine(f"%r11+{4 + 4 * c}", c) for c in range(4)) + """
-PX_END:
-    bar.warp.sync -1;
-    // tile kk-1's coefficients (h_pre, inv_rms stores; h_post and the h_res batch): part (tile / 8) % 3
-    // (the parts walk the tiles with different strides: the choice is the tile's)""" + prev_tile("%r13") + """
-    shr.u32 %r13, %r13, 3;
-    rem.u32 %r13, %r13, 3;
     setp.ne.u32 %p_ns, %r13, %half;"""
 
 
@@ -351,7 +279,7 @@ def coef_warp(k):
     mad.lo.u32 %r9, %lane, 16, %gab;""")
         ordered_sum(e, "%r9", HX_SLOTS * 16, CL, "GSUM1")
         if k.pair and "xlate" not in k.exp:
-            e(pair_write(k) + k.st(5, "coef"))
+            e(pair_write() + k.st(5, "coef"))
         e("    setp.eq.u32 %p2, %lane, 6;" + row_store(4))
     else:
         e(f"""    // lanes 0..4: float4 1 + lane of the own token (logits 4 + 4 lane ..); lane 5: ss (component
@@ -382,7 +310,7 @@ def coef_warp(k):
     bar.warp.sync -1;{BAR2_ID}
     barrier.sync %r9, {BAR2};{st(11, "coef")}
     setp.eq.u32 %p1, %kk, 0;
-    @%p1 bra PC_CB_DONE;{(trio_add(k) if k.parts == 3 else pair_add(k)) if k.pair else ""}{TOKEN}{hx_broadcast(k) if HX else ""}
+    @%p1 bra PC_CB_DONE;{pair_add(k) if k.pair else ""}{TOKEN}{hx_broadcast(k) if HX else ""}
     setp.ge.u32 %p1, %r12, %T;{PAIR_HALF0 if k.pair else ""}""")
     e(f"""    setp.ge.or.u32 %p1, %lane, 4, %p1;      // lanes 0..3: h_post and the token's z_res row
     @%p1 bra PC_CB_DONE;

@@ -80,18 +80,16 @@ PAIR_POLL_SLEEP = 16  # ns between two polls of the other half's words (with 16-
 PAIR_STAGES = 5      # the pair entry's ring: this many stages of the larger part's rows
 PAIR_STAGES_MAX = 6  # and as many of the smaller part's as fit in it, up to this (HXB - 2: the HX header)
 assert PAIR_STAGES_MAX <= HXB - 2
-# The fused pair entry splits C in PAIR_FUSED_PARTS parts (part p: the next (B + p) / 3 of the
-# B = C / 1024 blocks; 7168: 2048 + 2048 + 3072 channels), so that its rings are deep. Its math
-# warps mix a tile two rounds after its projection, so a stage of x is held from its fill to that
-# mix; f (and the layer-l coefficients) only until the post warps computed x'. So f has a ring of
-# its own: PAIR_F_STAGES stages of the part's f rows, beside PAIR_FUSED_STAGES stages of x rows
-# (4 slices; the tile's h_post / h_res after them). The prologue fills tiles 0 .. PAIR_F_STAGES - 1,
-# and round kk, after its mix of tile kk-2, fills tile kk + PAIR_F_STAGES: x into the stage it
-# just mixed, f into the stage of tile kk, whose x' every math thread has waited for in round kk.
-# 6 + 4 stages fit at a 3072-channel part.
-PAIR_FUSED_PARTS = 3
-PAIR_FUSED_STAGES = 6
-PAIR_F_STAGES = 4
+# The fused pair entry's rings. Its math warps mix a tile two rounds after its projection, so a
+# stage of x is held from its fill to that mix; f (and the layer-l coefficients) only until the
+# post warps computed x'. So f has a ring of its own: PAIR_F_STAGES stages of the part's f rows,
+# beside PAIR_FUSED_STAGES stages of x rows (4 slices; the tile's h_post / h_res after them).
+# The prologue fills tiles 0 .. PAIR_F_STAGES - 1, and round kk, after its mix of tile kk-2,
+# fills tile kk + PAIR_F_STAGES: x into the stage it just mixed, f into the stage of tile kk,
+# whose x' every math thread has waited for in round kk. 5 + 3 stages fit beside the static
+# shared memory at a 4096-channel part, where 4 stages of rows with f did before.
+PAIR_FUSED_STAGES = 5
+PAIR_F_STAGES = 3
 assert PAIR_FUSED_STAGES == PAIR_F_STAGES + 2 and PAIR_FUSED_STAGES <= PAIR_STAGES_MAX
 ENTRY_POST_PRE, ENTRY_POST_PRE_M = "mhc_post_pre_pc16_bf16_n4", "mhc_post_pre_pc16m_bf16_n4"
 ENTRY_POST_PRE_PAIR = "mhc_post_pre_pc16p_bf16_n4"  # the fused entry on two clusters per tile
@@ -104,8 +102,8 @@ PAIR_FUSED_MIN_TOKENS = 256
 # integer division): the pre entry's stages of TT token rows (4 stream slices and a pad), the TMA
 # entry's (no pad; 1 KB to align the ring to the swizzle's 1024-byte period), the fused entry's
 # rows (5 slices of C/16 channels + 16 bytes, padded to 4 mod 8 in 16-byte units) and h_post /
-# h_res per token, the fused pair entry's x rows (4 such slices) and f rows (one slice) of its
-# largest part.
+# h_res per token, the fused pair entry's x rows (4 such slices) and f rows (one slice) of the
+# larger part.
 RING_FORMULAS = {
     "ring_bytes": "PC_STAGES * PC_TILE_TOKENS * (c / 2 + PC_ROW_PAD)",
     "tma_ring_bytes": "PC_STAGES * PC_TILE_TOKENS * (c / 2) + 1024",
@@ -113,8 +111,8 @@ RING_FORMULAS = {
     "fused_row_bytes": "16 * (5 * (c / 128 + 1) + (4 + 8 - 5 * (c / 128 + 1) % 8) % 8)",
     "fused_ring_bytes": "PC_STAGES * PC_TILE_TOKENS * (fused_row_bytes(c) + PC_POST_COEF_BYTES)",
     "fused_x_row_bytes": "16 * (4 * (c / 128 + 1) + (4 + 8 - 4 * (c / 128 + 1) % 8) % 8)",
-    "fused_pair_ring_bytes": "PC_PAIR_FUSED_STAGES * PC_TILE_TOKENS * (fused_x_row_bytes((c / 1024 + 2) / 3 * 1024) + PC_POST_COEF_BYTES) "
-                             "+ PC_PAIR_F_STAGES * PC_TILE_TOKENS * ((c / 1024 + 2) / 3 * 128 + 16)",
+    "fused_pair_ring_bytes": "PC_PAIR_FUSED_STAGES * PC_TILE_TOKENS * (fused_x_row_bytes((c + 1024) / 2048 * 1024) + PC_POST_COEF_BYTES) "
+                             "+ PC_PAIR_F_STAGES * PC_TILE_TOKENS * ((c + 1024) / 2048 * 128 + 16)",
 }
 
 

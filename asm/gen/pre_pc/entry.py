@@ -5,11 +5,10 @@ from ..pre_decode import COEF_REGS, GRID_DEPENDENCY, load_args
 from .constants import (
     A_TMAP, CL, ENTRY_POST_PRE, ENTRY_POST_PRE_M, ENTRY_POST_PRE_PAIR, ENTRY_PRE, ENTRY_PRE_PAIR,
     ENTRY_PRE_TMA, FUSED_ARG_BYTES, HC_TILE, HW0, HXB, HXG, HX_SLOTS, LG_ROW, NCW, NMW, NPW, NW,
-    PAD, PAIR_F_STAGES, PAIR_FUSED_PARTS, PAIR_FUSED_STAGES, PAIR_STAGES, PAIR_STAGES_MAX, RMAX, SLOTS, STAGES, THREADS_F, THREADS_P, TMA_ARG_BYTES, TT)
+    PAD, PAIR_F_STAGES, PAIR_FUSED_STAGES, PAIR_STAGES, PAIR_STAGES_MAX, RMAX, SLOTS, STAGES, THREADS_F, THREADS_P, TMA_ARG_BYTES, TT)
 from .header import HEADER, PAIR_HEADER
 from .prologue import (
     FUSED_REGS, f_row, F_STAGE, PAIR_HALF, PAIR_PHI_TO_L2, PAIR_REGS, PAIR_SETUP, PAIR_WALK,
-    TRIO_PART, TRIO_SETUP, TRIO_WALK,
     PHI_BAR, PHI_TO_L2, ROW, TMAP_PREFETCH, TMA_DSM, TMA_ROW)
 from .stamps import PAIR_STAMP_LOAD, STAMP_LOAD, STAMP_REGS, STAMP_ROUNDS, exit_stamps
 from .post import post_lane_consts, xprime
@@ -27,8 +26,6 @@ class Entry:
         self.fused, self.mixw, self.tma, self.exp, self.cwt, self.pair = fused, mixw, tma, exp, cwt, pair
         # the fused pair entry: f in a ring of its own (PAIR_F_STAGES), x rows of 4 slices
         self.fring = pair and fused
-        # the parts of C (one set of clusters each): the fused pair entry's three (PAIR_FUSED_PARTS)
-        self.parts = PAIR_FUSED_PARTS if self.fring else 2
         # the ring's most stages (mbarriers), its depth (the pair pre entry's is the half's), and the
         # tiles the prologue fills (each round then refills the ring's oldest free stage)
         self.stages = PAIR_STAGES_MAX if pair and tma else (PAIR_FUSED_STAGES if self.fring else STAGES)
@@ -154,7 +151,7 @@ def entry_start(k):
     .reg .pred %p_cpv<4>;
     .reg .b64 %hpo, %hro, %mbs;{FUSED_REGS if fused else ""}{PAIR_REGS if k.pair else ""}{STAMP_REGS if STAMPS else ""}
 {load_args(skip=("%part", "%sync", "%cpc"))}{NOSINK}
-{(PAIR_STAMP_LOAD if k.pair else STAMP_LOAD) + exit_stamps("prewait") if STAMPS else ""}{((TRIO_PART + TRIO_SETUP if k.parts == 3 else PAIR_HALF + PAIR_SETUP) + PAIR_PHI_TO_L2) if k.pair else PHI_TO_L2}{TMAP_PREFETCH if tma else ""}
+{(PAIR_STAMP_LOAD if k.pair else STAMP_LOAD) + exit_stamps("prewait") if STAMPS else ""}{PAIR_HALF + PAIR_SETUP + PAIR_PHI_TO_L2 if k.pair else PHI_TO_L2}{TMAP_PREFETCH if tma else ""}
 {GRID_DEPENDENCY}
     mov.u32 %tx, %tid.x;
     shr.u32 %warp, %tx, 5;
@@ -164,7 +161,7 @@ def entry_start(k):
     setp.lt.u32 %p_math, %warp, {NW};
     mov.u32 %rank, %cluster_ctarank;
     mov.u32 %cid, %clusterid.x;
-    mov.u32 %ncl, %nclusterid.x;{(TRIO_WALK if k.parts == 3 else PAIR_WALK) if k.pair else ""}
+    mov.u32 %ncl, %nclusterid.x;{PAIR_WALK if k.pair else ""}
     and.b32 %r1, %flags, 1;
     setp.ne.u32 %p_paper, %r1, 0;
     and.b32 %r1, %flags, 2;

@@ -117,10 +117,9 @@ PHI_L2_END:"""
 # (B = C / 1024 blocks, half 0 the first B0 = floor(C / 2048), half 1 the rest): both sets then
 # move their parts of the tiles at about the same rate (7168 on 7 clusters: 3 x 3072, 4 x 4096)
 PAIR_REGS = """
-    .reg .b32 %CH, %C0, %half, %pq0, %pq1, %nst, %fstg, %fst0;
+    .reg .b32 %CH, %C0, %half, %pq0, %nst, %fstg, %fst0;
     .reg .pred %p_ns;
-    .reg .b64 %xch, %pw<4>, %pz<4>;
-    .reg .f32 %pb<4>;
+    .reg .b64 %xch, %pw<4>;
     .reg .b32 %ptag;"""
 PAIR_HALF = """
     mov.u32 %r4, %nclusterid.x;
@@ -155,65 +154,6 @@ PAIR_PHI_TO_L2 = (PHI_TO_L2.replace("(rows 0..23 x streams 0..3, C/16 floats eac
                   .replace("shr.u32 %r8, %C, 2;                     // bytes", "shr.u32 %r8, %CH, 2;                    // bytes")
                   .replace("PHI_L2", "PHI_L2P"))
 assert PAIR_PHI_TO_L2.count("%CH") == 2 and "%C0" in PAIR_PHI_TO_L2
-# The fused pair entry, C in three parts (PAIR_FUSED_PARTS; %half is the part): part p is the
-# next B_p = (B + p) / 3 of the B = C / 1024 blocks (7168: 2 + 2 + 3). Clusters [0, E0) run
-# part 0, [E0, E1) part 1, [E1, Q) part 2, where E0 and E1 are the parts' cumulative shares of
-# the Q clusters, Q (B_0 + ..) / B rounded, kept so that every part has one (7168 on an H100's
-# 7 clusters: 2 + 2 + 3, 1024 channels a cluster in each): the sets then move their parts of
-# the tiles at about the same rate.
-TRIO_PART = """
-    mov.u32 %r4, %nclusterid.x;             // Q
-    shr.u32 %r3, %C, 10;                    // B
-    div.u32 %r2, %r3, 3;                    // B_0
-    add.u32 %r5, %r3, 1;
-    div.u32 %r5, %r5, 3;
-    add.u32 %r5, %r5, %r2;                  // B_0 + B_1
-    shl.b32 %r6, %r3, 1;                    // 2B
-    mul.lo.u32 %r1, %r4, %r2;
-    shl.b32 %r1, %r1, 1;
-    add.u32 %r1, %r1, %r3;
-    div.u32 %pq0, %r1, %r6;                 // E0 = (2 Q B_0 + B) / 2B
-    sub.u32 %r7, %r4, 2;
-    min.u32 %pq0, %pq0, %r7;
-    max.u32 %pq0, %pq0, 1;                  // in [1, Q - 2]
-    mul.lo.u32 %r1, %r4, %r5;
-    shl.b32 %r1, %r1, 1;
-    add.u32 %r1, %r1, %r3;
-    div.u32 %pq1, %r1, %r6;                 // E1 = (2 Q (B_0 + B_1) + B) / 2B
-    sub.u32 %r7, %r4, 1;
-    min.u32 %pq1, %pq1, %r7;
-    add.u32 %r7, %pq0, 1;
-    max.u32 %pq1, %pq1, %r7;                // in [E0 + 1, Q - 1]
-    mov.u32 %r1, %clusterid.x;
-    setp.ge.u32 %p1, %r1, %pq0;
-    selp.u32 %half, 1, 0, %p1;
-    setp.ge.u32 %p1, %r1, %pq1;
-    @%p1 mov.u32 %half, 2;"""
-TRIO_SETUP = """
-    shr.u32 %r3, %C, 10;
-    div.u32 %r2, %r3, 3;                    // B_0
-    add.u32 %r5, %r3, 1;
-    div.u32 %r5, %r5, 3;                    // B_1
-    add.u32 %r6, %r3, 2;
-    div.u32 %r6, %r6, 3;                    // B_2
-    setp.eq.u32 %p1, %half, 1;
-    setp.eq.u32 %p2, %half, 2;
-    selp.u32 %CH, %r5, %r2, %p1;
-    @%p2 mov.u32 %CH, %r6;
-    shl.b32 %CH, %CH, 10;                   // this part's channels
-    selp.u32 %C0, %r2, 0, %p1;
-    add.u32 %r7, %r2, %r5;
-    @%p2 mov.u32 %C0, %r7;
-    shl.b32 %C0, %C0, 10;                   // its first channel"""
-TRIO_WALK = """
-    setp.eq.u32 %p1, %half, 1;              // the clusters of a part walk the tiles
-    setp.eq.u32 %p2, %half, 2;              // (cid: index within the part, ncl: the part's clusters)
-    selp.u32 %r1, %pq0, 0, %p1;
-    @%p2 mov.u32 %r1, %pq1;                 // the part's first cluster
-    selp.u32 %r2, %pq1, %pq0, %p1;
-    @%p2 mov.u32 %r2, %ncl;                 // and its end
-    sub.u32 %cid, %cid, %r1;
-    sub.u32 %ncl, %r2, %r1;"""
 TMAP_PREFETCH = f"""
     setp.eq.u32 %p1, %r1, 100;              // x's tensor map -> the descriptor cache
     @%p1 prefetch.param.tensormap [p_args+{A_TMAP}];"""

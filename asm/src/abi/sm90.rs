@@ -654,14 +654,11 @@ pub const PC_STAGES: usize = 4;
 /// Stages of the pair entry's x ring.
 pub const PC_PAIR_STAGES: usize = 5;
 
-/// Parts of C the fused pair entry splits each tile into (a set of clusters each; the pair `pre` entry: two).
-pub const PC_PAIR_FUSED_PARTS: usize = 3;
-
 /// Stages of the fused pair entry's x ring.
-pub const PC_PAIR_FUSED_STAGES: usize = 6;
+pub const PC_PAIR_FUSED_STAGES: usize = 5;
 
 /// Stages of the fused pair entry's f ring (the tiles in flight).
-pub const PC_PAIR_F_STAGES: usize = 4;
+pub const PC_PAIR_F_STAGES: usize = 3;
 
 /// Bytes after each token row of a stage.
 pub const PC_ROW_PAD: usize = 64;
@@ -708,9 +705,9 @@ pub const fn fused_x_row_bytes(c: usize) -> usize {
     16 * (4 * (c / 128 + 1) + (4 + 8 - 4 * (c / 128 + 1) % 8) % 8)
 }
 
-/// The fused pair entry's rings at the largest of its three parts of C (whole 1024-channel blocks, the largest ceil(C / 3072) of them): [`PC_PAIR_FUSED_STAGES`] stages of x rows ([`fused_x_row_bytes`]) with the tile's h_post / h_res rows, then [`PC_PAIR_F_STAGES`] stages of f rows (the part's C/16 channels and 16 bytes).
+/// The fused pair entry's rings at the larger of its two parts of C (whole 1024-channel blocks, the larger ceil(C / 2048) of them): [`PC_PAIR_FUSED_STAGES`] stages of x rows ([`fused_x_row_bytes`]) with the tile's h_post / h_res rows, then [`PC_PAIR_F_STAGES`] stages of f rows (the part's C/16 channels and 16 bytes).
 pub const fn fused_pair_ring_bytes(c: usize) -> usize {
-    PC_PAIR_FUSED_STAGES * PC_TILE_TOKENS * (fused_x_row_bytes((c / 1024 + 2) / 3 * 1024) + PC_POST_COEF_BYTES) + PC_PAIR_F_STAGES * PC_TILE_TOKENS * ((c / 1024 + 2) / 3 * 128 + 16)
+    PC_PAIR_FUSED_STAGES * PC_TILE_TOKENS * (fused_x_row_bytes((c + 1024) / 2048 * 1024) + PC_POST_COEF_BYTES) + PC_PAIR_F_STAGES * PC_TILE_TOKENS * ((c + 1024) / 2048 * 128 + 16)
 }
 
 /// The ring's size at [`PC_MAX_C`], the dynamic shared memory the kernel may ask for.

@@ -210,7 +210,7 @@ impl Plan {
     pub fn debug_pc_stamps(&self, ws: &Workspace, ctas: usize, t: usize) -> Result<Vec<[(u64, u64); 16]>> {
         let all: Vec<u64> = ws.buf.to_vec()?;
         let at = if self.pre_launcher(t) == Some(LaunchKind::PreClusterPair) {
-            self.ws.pair + pre::cluster::pair_rows_end(t, 2)
+            self.ws.pair + pre::cluster::pair_bytes(t)
         } else {
             0
         };

@@ -404,7 +404,7 @@ fn resident_ctas(dev: &CudaDevice, ctx: &Ctx, v: &Variant, index: usize) -> Resu
         };
         let clusters = ffi::occupancy_max_active_clusters(func.raw, v.threads(), shared, geometry.cluster)?;
         if matches!(kind, LaunchKind::PreClusterPair | LaunchKind::PostPreClusterPair) {
-            return Ok(pre::cluster::pair_ctas(clusters.max(0) as u32, geometry.cluster, pre::cluster::pair_parts(kind)));
+            return Ok(pre::cluster::pair_ctas(clusters.max(0) as u32, geometry.cluster));
         }
         return Ok(clusters.max(0) as u32 * geometry.cluster);
     }

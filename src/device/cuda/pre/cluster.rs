@@ -15,7 +15,7 @@
 //! splits each tile along C into two parts of whole 1024-channel blocks, each run by a cluster as
 //! the TMA entry, and their coefficient warps add each token's two sums through the workspace's
 //! exchange rows ([`pair_bytes`]); every resident cluster runs, in two sets, one per part, sized
-//! to the parts ([`pair_ctas`]). Its fused `post_pre` entry splits C in three parts the same way.
+//! to the parts ([`pair_ctas`]).
 //!
 //! The same file's second entry, `mhc_post_pre_pc16_bf16_n4`, is `post_pre` in one pass: its ring
 //! also brings layer l's `f` slice and `h_post` / `h_res` rows, two post warps compute
@@ -25,44 +25,27 @@
 //! read back (the catalogue gives it `post_pre` from 65 tokens where this kernel serves `pre`). Its stage rows pad each stream slice ([`fused_row_bytes`]).
 //! At C = 5120..8192 the pair file's second entry, `mhc_post_pre_pc16p_bf16_n4`, runs that fused
 //! pass on two clusters per tile as the pair entry does, each cluster on its part of C
-//! ([`fused_pair_ring_bytes`]), but in three parts of C, three sets of clusters: its math warps mix
-//! each tile two rounds after its projection, once the token's CTA has sent `h_pre` from all
-//! parts' sums, so x stays in its stage until then and f, needed only until x' is computed, has a
-//! ring of its own; three parts make both rings deep (the catalogue gives it `post_pre` from 256
-//! tokens; below, `post` then the pair entry is faster).
+//! ([`fused_pair_ring_bytes`]): its math warps mix each tile two rounds after its projection, once
+//! the token's CTA has sent `h_pre` from both parts' sums, so x stays in its stage until then and
+//! f, needed only until x' is computed, has a ring of its own (the catalogue gives it `post_pre`
+//! from 384 tokens; below, `post` then the pair entry is as fast).
 
 use super::{Checked, PostInViews, PreOutViews, PreParamViews, WsLayout};
 pub use crate::device::cuda::abi::{
     fused_pair_ring_bytes, fused_ring_bytes, pair_ring_bytes, ring_bytes, tma_ring_bytes, PC_TILE_TOKENS,
 };
 use crate::device::cuda::abi::{
-    PostPrePcArgs, PreTmaArgs, PC_PAIR_FUSED_PARTS, PC_PAIR_HEAD_BYTES, PC_PAIR_MAX_C, PC_PAIR_MIN_C, PC_PAIR_ROW_BYTES,
-    PC_TMA_C_MULTIPLE,
+    PostPrePcArgs, PreTmaArgs, PC_PAIR_HEAD_BYTES, PC_PAIR_MAX_C, PC_PAIR_MIN_C, PC_PAIR_ROW_BYTES, PC_TMA_C_MULTIPLE,
 };
 use crate::device::cuda::launch::{Bucket, Ctx, Launch, LaunchKind, Row};
 use crate::device::cuda::memory::{DeviceTensor, DeviceTensorMut};
 use crate::error::Result;
 
-/// Bytes of the pair entries' region of the workspace (`WsLayout::pair`) for up to `max_tokens`
-/// tokens: the call count and the finished-cluster count, then an exchange row per tile, part and
-/// token (each written once per call, so no call waits on a row's reader), for the fused entry's
-/// [`PC_PAIR_FUSED_PARTS`] parts (the pair `pre` entry uses the rows of two).
+/// Bytes of the pair entry's region of the workspace (`WsLayout::pair`) for up to `max_tokens`
+/// tokens: the call count and the finished-cluster count, then an exchange row per tile, half and
+/// token (each written once per call, so no call waits on a row's reader).
 pub(crate) const fn pair_bytes(max_tokens: usize) -> usize {
-    pair_rows_end(max_tokens, PC_PAIR_FUSED_PARTS)
-}
-
-/// Where the exchange rows of `parts` parts end for `t` tokens (a timing build of the pair `pre`
-/// entry writes its stamps from here).
-pub(crate) const fn pair_rows_end(t: usize, parts: usize) -> usize {
-    PC_PAIR_HEAD_BYTES + t.div_ceil(PC_TILE_TOKENS) * parts * PC_TILE_TOKENS * PC_PAIR_ROW_BYTES
-}
-
-/// The parts of C a launcher of the pair family splits each tile into (a set of clusters each).
-pub(crate) const fn pair_parts(kind: LaunchKind) -> u32 {
-    match kind {
-        LaunchKind::PostPreClusterPair => PC_PAIR_FUSED_PARTS as u32,
-        _ => 2,
-    }
+    PC_PAIR_HEAD_BYTES + max_tokens.div_ceil(PC_TILE_TOKENS) * 2 * PC_TILE_TOKENS * PC_PAIR_ROW_BYTES
 }
 
 /// Whether C is one the pair entry splits into two clusters' parts (whole 1024-channel blocks,
@@ -72,10 +55,10 @@ pub(crate) const fn pair_c(c: usize) -> bool {
 }
 
 /// The resident CTAs a pair-entry launch uses of the `clusters` the device holds at once: all of
-/// them (the kernel splits them into a set per part of C), but at least one per part, since a
-/// tile's parts wait for each other.
-pub(crate) fn pair_ctas(clusters: u32, cluster: u32, parts: u32) -> u32 {
-    if clusters >= parts {
+/// them (the kernel splits them into a set per part of C), but at least two, one per part, since
+/// a tile's two parts wait for each other.
+pub(crate) fn pair_ctas(clusters: u32, cluster: u32) -> u32 {
+    if clusters >= 2 {
         clusters * cluster
     } else {
         0
@@ -301,7 +284,7 @@ mod tests {
         assert_eq!(pair_ring_bytes(5120), ring(3072));
         assert!(pair_ring_bytes(PC_PAIR_MAX_C) + 36_096 <= 227 * 1024, "ring + static shared memory fit one SM");
         // the fused pair entry: x rows of 4 slices (+ the tile's h_post / h_res) and f rows of one,
-        // at the largest of its three parts
+        // at the larger part
         for c in (128..=4096).step_by(128) {
             let row = fused_x_row_bytes(c);
             assert!(row >= 4 * (c / 8 + 16) && row < 4 * (c / 8 + 16) + 128 && (row / 16) % 8 == 4, "C = {c}");
@@ -310,25 +293,18 @@ mod tests {
             PC_PAIR_FUSED_STAGES * PC_TILE_TOKENS * (fused_x_row_bytes(ch) + 80)
                 + PC_PAIR_F_STAGES * PC_TILE_TOKENS * (ch / 8 + 16)
         };
-        assert_eq!(fused_pair_ring_bytes(7168), fused(3072));
-        assert_eq!(fused_pair_ring_bytes(7168), 6 * (16 * 1600 + 16 * 80) + 4 * 16 * 400);
-        assert_eq!(fused_pair_ring_bytes(8192), fused(3072));
-        assert_eq!(fused_pair_ring_bytes(6144), fused(2048));
-        assert_eq!(fused_pair_ring_bytes(5120), fused(2048));
+        assert_eq!(fused_pair_ring_bytes(7168), fused(4096));
+        assert_eq!(fused_pair_ring_bytes(7168), 5 * (16 * 2112 + 16 * 80) + 3 * 16 * 528);
+        assert_eq!(fused_pair_ring_bytes(5120), fused(3072));
         // pre_pc_pair.cubin's static shared memory is 29,696 bytes (asm/catalogue.toml)
         assert!(fused_pair_ring_bytes(PC_PAIR_MAX_C) + 29_696 <= 227 * 1024, "rings + static shared memory fit one SM");
-        assert_eq!(pair_ctas(7, 16, 2), 112);
-        assert_eq!(pair_ctas(2, 16, 2), 32);
-        assert_eq!(pair_ctas(1, 16, 2), 0, "one cluster cannot run both parts: the plan refuses the row");
-        assert_eq!(pair_ctas(3, 16, 3), 48);
-        assert_eq!(pair_ctas(2, 16, 3), 0, "the fused entry needs a cluster per part");
-        assert_eq!(pair_parts(LaunchKind::PostPreClusterPair), 3);
-        assert_eq!(pair_parts(LaunchKind::PreClusterPair), 2);
+        assert_eq!(pair_ctas(7, 16), 112);
+        assert_eq!(pair_ctas(2, 16), 32);
+        assert_eq!(pair_ctas(1, 16), 0, "one cluster cannot run both parts: the plan refuses the row");
         const { assert!(PC_PAIR_ROW_BYTES >= 7 * 4 * 8, "28 tagged words a row") };
         const { assert!(PC_PAIR_HEAD_BYTES >= 8 && PC_PAIR_HEAD_BYTES % 256 == 0, "two counts, rows aligned") };
-        assert_eq!(pair_bytes(16), PC_PAIR_HEAD_BYTES + 48 * PC_PAIR_ROW_BYTES);
-        assert_eq!(pair_bytes(8193), PC_PAIR_HEAD_BYTES + 513 * 48 * PC_PAIR_ROW_BYTES);
-        assert_eq!(pair_rows_end(8193, 2), PC_PAIR_HEAD_BYTES + 513 * 32 * PC_PAIR_ROW_BYTES);
+        assert_eq!(pair_bytes(16), PC_PAIR_HEAD_BYTES + 32 * PC_PAIR_ROW_BYTES);
+        assert_eq!(pair_bytes(8193), PC_PAIR_HEAD_BYTES + 513 * 32 * PC_PAIR_ROW_BYTES);
         assert!(pair_c(7168) && pair_c(5120) && pair_c(8192));
         assert!(!pair_c(4096) && !pair_c(7296) && !pair_c(9216));
     }
