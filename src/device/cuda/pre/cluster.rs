@@ -28,7 +28,7 @@
 //! ([`fused_pair_ring_bytes`]): its math warps mix each tile two rounds after its projection, once
 //! the token's CTA has sent `h_pre` from both parts' sums, so x stays in its stage until then and
 //! f, needed only until x' is computed, has a ring of its own (the catalogue gives it `post_pre`
-//! from 384 tokens; below, `post` then the pair entry is as fast).
+//! from 256 tokens; below, `post` then the pair entry is faster).
 
 use super::{Checked, PostInViews, PreOutViews, PreParamViews, WsLayout};
 pub use crate::device::cuda::abi::{
