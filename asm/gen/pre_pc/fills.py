@@ -26,6 +26,7 @@ def issue(k, tile_reg, stage_reg, tag, v=None, fstage_reg=None):
         instead (rows of one slice), at the same chunk of the token's row."""
     R = copy_regs(v)
     e, fused = k.e, k.fused
+    assert fstage_reg is not None or not k.fring, "the fused pair entry's fills name their f stage"
     def f_chunk(token, note=""):
         """%rd5 = &f[token][the chunk of this copier's f slice] (cgo less its stream's offset);
         %r18 = f_stride."""
@@ -64,7 +65,8 @@ def issue(k, tile_reg, stage_reg, tag, v=None, fstage_reg=None):
     mad.lo.u32 %r19, %r12, %SS, %r10;       // f ring: the pass's row"""
     F_RING = f"""
     // f ring: %r10 = f stage {fstage_reg} + this copier's chunk of a row (its x offset less the
-    // token's row and the stream's slice)
+    // token's row and the stream's slice; recomputed per fill: the math warps have no register
+    // to spare beside phi)
     mul.lo.u32 %r10, {R.ctk}, %tstride;
     sub.u32 %r10, {R.cso}, %r10;
     mul.lo.u32 %r11, {R.cfs}, %SS;
