@@ -620,8 +620,8 @@ fn pre_mid_kernel_shapes() {
     assert_ctas_refused(&dev, &stream, &mut rng, 40, 32);
 }
 
-/// Small launches of the mid kernel (gamma_k, strided rows, both dtypes), for compute-sanitizer;
-/// also checked against the reference.
+/// Small launches of the mid kernel and its post_pre entries (gamma_k, strided rows, both
+/// dtypes), for compute-sanitizer; also checked against the reference and post then pre.
 #[test]
 #[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn mid_sanitizer_smoke() {
@@ -632,6 +632,72 @@ fn mid_sanitizer_smoke() {
         for (n, c, t) in [(4, 512, 64), (2, 1288, 33), (4, 1280, 17)] {
             let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(n, c, t, Formulation::DeepSeekV4, dtype) };
             check_pre(&dev, &stream, &mut rng, &sh);
+        }
+        for (n, c, t, form) in [(4, 1288, 5, Formulation::Paper), (2, 520, 29, Formulation::DeepSeekV4)] {
+            let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(n, c, t, form, dtype) };
+            fused_post_pre_matches_pair(&dev, &stream, &mut rng, &sh, true);
+            check_post_pre(&dev, &stream, &mut rng, &sh);
+        }
+    }
+}
+
+/// The mid kernel's post_pre entries (pre_decode.ptx `mhc_post_pre_mid*`: the mid / mid16
+/// kernel with layer l's post folded into its load phase) where the catalogue selects them
+/// (n = 1, 2, 4, no gamma_f, C >= 512, T = 1..32): the same bits as `post` then `pre` and within
+/// the reference's tolerances, at T on both sides of the mid16 / mid bound, n = 1, 2, 4, C not a
+/// power of two and not a multiple of the CTAs' channels, phi ~ 0.5, gamma_k, strided rows,
+/// both formulations and dtypes; and that gamma_f, C < 512, n = 3 (no post kernel), n = 8 and
+/// T = 33 .. 64 keep the others.
+#[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
+fn post_pre_mid_kernel_shapes() {
+    let Some(dev) = gpu() else { return };
+    let stream = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("post_pre_mid");
+    let uses = |sh: &Shape| {
+        let plan = catalogue_plan(&dev, sh.cfg(), sh.dtype, sh.t).unwrap();
+        plan.post_pre_launcher(sh.t) == Some(mhc::device::cuda::LaunchKind::PostPreMid)
+    };
+    for dtype in DTYPES {
+        for form in FORMS {
+            let mut shapes = Vec::new();
+            for (n, c, t) in [
+                (4, 4096, 1),
+                (4, 4096, 4),
+                (4, 4096, 8),
+                (4, 4096, 9),
+                (4, 4096, 16),
+                (4, 4096, 32),
+                (4, 7168, 1),
+                (4, 7168, 16),
+                (4, 7168, 31),
+                (4, 512, 32),
+                (4, 1288, 27),
+                (1, 4096, 3),
+                (2, 1280, 20),
+                (2, 7168, 25),
+                (1, 520, 1),
+            ] {
+                shapes.push(Shape::new(n, c, t, form, dtype));
+            }
+            shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 7168, 17, form, dtype) });
+            shapes.push(Shape { x_pad: 24, ..Shape::new(4, 1288, 30, form, dtype) });
+            shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4096, 7, form, dtype) });
+            for sh in shapes {
+                assert!(uses(&sh), "{}: post_pre mid kernel selected", sh.label());
+                fused_post_pre_matches_pair(&dev, &stream, &mut rng, &sh, true);
+                check_post_pre(&dev, &stream, &mut rng, &sh);
+            }
+            for sh in [
+                Shape::new(4, 256, 8, form, dtype),
+                Shape::new(8, 1280, 8, form, dtype),
+                Shape::new(3, 4096, 8, form, dtype),
+                Shape { gamma_f: true, ..Shape::new(4, 4096, 8, form, dtype) },
+                Shape::new(4, 4096, 33, form, dtype),
+                Shape::new(4, 7168, 64, form, dtype),
+            ] {
+                assert!(!uses(&sh), "{}: post_pre mid kernel not selected", sh.label());
+            }
         }
     }
 }
@@ -803,13 +869,21 @@ fn pre_cluster_pair_shapes() {
     }
 }
 
-/// The fused persistent-cluster `post_pre` (pre_pc.ptx `mhc_post_pre_pc16_bf16_n4`, or at
-/// C = 5120..8192 pre_pc_pair.ptx `mhc_post_pre_pc16p_bf16_n4`) on one shape against `post`, then
-/// `pre`: a second call on the same inputs gives the same bits; `x'` within one bf16 rounding step
-/// (x' on the tensor cores there, f32 FMAs in post.ptx), at most 1% of it apart, pads between its
-/// rows untouched; where x' is the same, the same output bits. `x`, `f` and `x_out` rows strided.
-/// The caller checks the reference separately.
-fn post_pre_cluster_matches_pair(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testing::Rng, sh: &Shape) {
+/// The fused `post_pre` kernel the plan selects for one shape against `post`, then `pre`: a second
+/// call on the same inputs gives the same bits. The persistent-cluster entries (pre_pc.ptx
+/// `mhc_post_pre_pc16_bf16_n4`, at C = 5120..8192 pre_pc_pair.ptx `mhc_post_pre_pc16p_bf16_n4`;
+/// `exact` false): `x'` within one bf16 rounding step (x' on the tensor cores there, f32 FMAs in
+/// post.ptx), at most 1% of it apart, pads between its rows untouched; where x' is the same, the
+/// same output bits. The mid entries (pre_decode.ptx `mhc_post_pre_mid*`; `exact`): the same
+/// bits as `post` then `pre`, x' (pads included) and every output. `x`, `f` and `x_out` rows
+/// strided. The caller checks the reference separately.
+fn fused_post_pre_matches_pair(
+    dev: &CudaDevice,
+    stream: &Stream,
+    rng: &mut reference::testing::Rng,
+    sh: &Shape,
+    exact: bool,
+) {
     let cfg = sh.cfg();
     let (t, n, c, k) = (sh.t, cfg.n, cfg.c, cfg.k());
     let dtype = sh.dtype;
@@ -822,7 +896,7 @@ fn post_pre_cluster_matches_pair(dev: &CudaDevice, stream: &Stream, rng: &mut re
     let hp = upload(dev, Dtype::F32, &post.h_post).unwrap();
     let hr = upload(dev, Dtype::F32, &post.h_res).unwrap();
     let plan = catalogue_plan(dev, cfg, dtype, t).unwrap();
-    assert!(plan.post_pre_is_fused(t), "{}: fused cluster kernel selected", sh.label());
+    assert!(plan.post_pre_is_fused(t), "{}: fused kernel selected", sh.label());
     let ws = plan.new_workspace().unwrap();
     let x = din.x.view(dtype, din.x_layout);
     let params = din.params(&cfg);
@@ -855,6 +929,12 @@ fn post_pre_cluster_matches_pair(dev: &CudaDevice, stream: &Stream, rng: &mut re
     // the same inputs again: the same bits (every sum in a fixed order, whatever the timing)
     let (xo_again, out_again) = run(true);
     assert!(xo_again == xo_fused && out_again == out_fused, "post_pre {}: a second call gave other bits", sh.label());
+    if exact {
+        assert!(xo_fused == xo_pair, "post_pre {}: fused x' differs from post's (bits)", sh.label());
+        assert!(out_fused == out_pair, "post_pre {}: fused outputs differ from post then pre (bits)", sh.label());
+        eprintln!("ok  post_pre fused = post, pre (bits) {}", sh.label());
+        return;
+    }
     // The fused entry computes x' on the tensor cores (h_res and h_post split into bf16 hi + lo,
     // f32 accumulation), post.ptx with f32 FMAs: the f32 sums agree to ~2^-17, so a stored bf16
     // x' may sit one rounding step apart; pads (outside each row's nC values) stay untouched.
@@ -892,7 +972,11 @@ fn post_pre_cluster_kernel_shapes() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
     let mut rng = common::rng("post_pre_cluster");
-    let uses = |sh: &Shape| catalogue_plan(&dev, sh.cfg(), sh.dtype, sh.t).unwrap().post_pre_is_fused(sh.t);
+    let uses = |sh: &Shape| {
+        let plan = catalogue_plan(&dev, sh.cfg(), sh.dtype, sh.t).unwrap();
+        use mhc::device::cuda::LaunchKind::{PostPreCluster, PostPreClusterPair};
+        matches!(plan.post_pre_launcher(sh.t), Some(PostPreCluster | PostPreClusterPair))
+    };
     for form in FORMS {
         let bf = |c, t| Shape::new(4, c, t, form, Dtype::Bf16);
         let mut shapes = Vec::new();
@@ -904,7 +988,7 @@ fn post_pre_cluster_kernel_shapes() {
         shapes.push(Shape { x_pad: 8, ..bf(4096, 129) });
         for sh in shapes {
             assert!(uses(&sh), "{}: fused cluster kernel selected", sh.label());
-            post_pre_cluster_matches_pair(&dev, &stream, &mut rng, &sh);
+            fused_post_pre_matches_pair(&dev, &stream, &mut rng, &sh, false);
             check_post_pre(&dev, &stream, &mut rng, &sh);
         }
         for sh in [
@@ -942,7 +1026,7 @@ fn post_pre_cluster_pair_shapes() {
         for sh in shapes {
             let plan = catalogue_plan(&dev, sh.cfg(), sh.dtype, sh.t).unwrap();
             assert!(plan.post_pre_is_fused(sh.t), "{}: fused pair kernel selected", sh.label());
-            post_pre_cluster_matches_pair(&dev, &stream, &mut rng, &sh);
+            fused_post_pre_matches_pair(&dev, &stream, &mut rng, &sh, false);
             check_post_pre(&dev, &stream, &mut rng, &sh);
         }
     }
@@ -960,12 +1044,12 @@ fn post_pre_cluster_sanitizer_smoke() {
         // T = 70: the `m` entry (post warps mix); T = 500: the entry whose math warps mix
         for t in [70, 500] {
             let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 256, t, form, Dtype::Bf16) };
-            post_pre_cluster_matches_pair(&dev, &stream, &mut rng, &sh);
+            fused_post_pre_matches_pair(&dev, &stream, &mut rng, &sh, false);
             check_post_pre(&dev, &stream, &mut rng, &sh);
         }
         // the pair entry (C = 5120: parts of 2048 and 3072 channels; a partial last tile)
         let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 5120, 389, form, Dtype::Bf16) };
-        post_pre_cluster_matches_pair(&dev, &stream, &mut rng, &sh);
+        fused_post_pre_matches_pair(&dev, &stream, &mut rng, &sh, false);
         check_post_pre(&dev, &stream, &mut rng, &sh);
     }
 }

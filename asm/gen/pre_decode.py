@@ -7,8 +7,9 @@ macros and no register indexing, would otherwise repeat line by line. The header
 design document.
 """
 
-from . import catalogue, sinkhorn
-from .abi import PRE_DECODE, RUST_MIRROR
+from . import catalogue, shapes, sinkhorn
+from . import pre_decode_post as fold
+from .abi import POST_PRE_PC, PRE_DECODE, RUST_MIRROR
 from .blocks import MMA_BF16, butterfly, mma, read_clocks, sigmoid as sigmoid_block, split_bf16_via
 from .ptx import PDL_NOTES_STREAM, grid_dependency
 
@@ -30,7 +31,9 @@ HEADER = """\
 //          the plan's choice for T <= 8 there (loads 1.15 instead of 1.44 us at T = 1: the mid
 //          entry's 159 KB of dynamic shared memory, or its 64-row load slots, cost 0.3 us);
 //   DECODE mhc_pre_decode_sm90_*: T <= 16 where the mid kernel cannot run (C < 512) and for
-//          forced CTA counts (PreKernel::Decode): every CTA reduces every token's pre-logits.
+//          forced CTA counts (PreKernel::Decode): every CTA reduces every token's pre-logits;
+//   POST_PRE mhc_post_pre_mid_sm90_*, mhc_post_pre_mid16_sm90_*: the mid / mid16 entries with
+//          layer l's post folded into their load phase (section POST_PRE at the end).
 // gamma_f (F-pre-norm) is not covered: the plan keeps the general kernel (pre.ptx) for it and
 // for everything else.
 //
@@ -103,7 +106,9 @@ HEADER = """\
 //         0 x, 8 phi, 16 scale, 24 base, 32 gamma_k, 40 a, 48 h_pre, 56 h_post, 64 h_res,
 //         72 inv_rms, 80 ws_part, 88 ws_sync (u64); 96 T, n, C, M, x_stride, a_stride, cpc, iters,
 //         flags (u32; bit 0 Paper, bit 1 gamma_k; strides in elements); 132 eps_norm, eps_hc (f32),
-//         140 pad.
+//         140 pad. The post_pre entries take PostPrePcArgs (184 bytes): those 144, then 144 f,
+//         152 h_post_in, 160 h_res_in, 168 x_out (u64), 176 f_stride, 180 x_out_stride (u32,
+//         elements); x is then layer l's residual, post's input.
 // REGS    ptxas 12.9.86: decode 150 registers, mid 152 (.minnctapersm 1: without it ptxas
 //         caps an entry at 80 / 128 and spills), decode 43,152 B static shared memory, mid
 //         2,320 static + MID_SMEM dynamic, no local memory: 1 CTA (8 warps) per SM.
@@ -140,6 +145,17 @@ HEADER = """\
 //         13.3. Stamps at T=64 C=7168 bf16: loads 3.1 us, projection +1.9 (FMA, one token per
 //         lane: +5.4; a register tile: +4.4; tf32 mma: +3.1), partial rows +0.9, arrival +1.1,
 //         reduce +0.5, second arrival +1.4, h_pre copy and mix +2.2.
+// POST_PRE mhc_post_pre_{mid,mid16}_sm90_* (asm/gen/pre_decode_post.py): CTA s loads its channel
+//         slice of every stream, which is all that post needs for those channels. Phase 1 also
+//         loads f's slice (thread tid: token tid / 8 + 32 k, 8-channel chunk tid % 8, kept in
+//         registers) and the tokens' h_post / h_res words into shared rows of 20 floats (h_post,
+//         then w[i][j], the weight of x[j] in x'[i]: h_res transposed in V4, as is in Paper).
+//         After barrier 0 the same thread computes x'[i] of its (token, chunk) for i < n with
+//         post.ptx's f32 operations in its order (h_post[i] f, then fma over j = 0 .. n-1),
+//         stores it to x_out rounded to the storage type (16-byte stores) and writes the rounded
+//         values back over x_s; a second barrier, then phases 2-5 as the mid entry's on x'. So
+//         x' is stored once, never read back, and every output is post then pre's bit for bit;
+//         one launch instead of two.
 // =============================================================================================
 .version 8.0
 .target sm_90a
@@ -189,12 +205,13 @@ GRID_DEPENDENCY = grid_dependency(PDL_NOTES_STREAM)
 
 
 class Build:
-    """One entry of the file: storage dtype, decode or mid, its token rows (tm), where the phi / x
+    """One entry of the file: storage dtype, decode or mid, its token rows (tm), whether it is
+    post_pre (layer l's post folded into its load phase: pre_decode_post.py), where the phi / x
     slices and the partial sums live (static symbols, or offsets in the mid entry's dynamic
     shared memory) and the timing stamps (the pre_decode.stamps / mixsplit experiments)."""
 
-    def __init__(self, dt, mid, tm, experiments):
-        self.dt, self.mid, self.tm, self.exp = dt, mid, tm, experiments
+    def __init__(self, dt, mid, tm, experiments, post=False):
+        self.dt, self.mid, self.tm, self.exp, self.post = dt, mid, tm, experiments, post
         self.bf = dt == "bf16"
         self.esz = 2 if self.bf else 4
         self.wide = tm > 16  # 32-token projection bodies (mid, T > 16)
@@ -202,6 +219,8 @@ class Build:
         self.dynamic = mid and self.wide
         self.stamps = "stamps" in experiments
         self.hpre = "sm_hpre_mid" if self.dynamic else "sm_hpre"
+        self.name = f"mhc_{'post_pre' if post else 'pre'}_{self.kind}_sm90_{dt}"
+        self.args = POST_PRE_PC if post else PRE_DECODE
 
     def smem(self, reg, region):
         """reg = the address of shared region phi (phi_s), x (x_s) or red (the partial sums)."""
@@ -352,6 +371,8 @@ def load_phase(b, bf, tm=16):
 {zero_then_load([f"%xv{4*j+i}" for i in range(4)], "b32", "0", "%rd6")}""")
         if j < nx - 1:
             e("    add.u64 %rd6, %rd6, %rd7;")
+    if b.post:
+        e(fold.loads(bf, tm))
     e("""    // base -> shared (threads < 24; zero beyond M)
     setp.lt.u32 %p1, %tx, 24;
     @!%p1 bra BASE_DONE;
@@ -392,7 +413,11 @@ BASE_DONE:""")
             e(f"    @%p1 st.shared.v4.b32 [%r1+{ROW*tstep*j+16}], {{%xf4, %xf5, %xf6, %xf7}};")
         else:
             e(f"    @%p1 st.shared.v4.b32 [%r1+{ROW*tstep*j}], {{%xv{4*j}, %xv{4*j+1}, %xv{4*j+2}, %xv{4*j+3}}};")
+    if b.post:
+        e(fold.stores(bf, tm))
     e("    barrier.sync 0;")
+    if b.post:
+        e(fold.step(b, bf, tm))
     return "\n".join(L)
 
 
@@ -853,11 +878,12 @@ def tagged_store(val, addr):
     st.relaxed.gpu.global.b64 [{addr}], %rd11;"""
 
 
-def entry(dt, mid=False, tm=None, exp=frozenset()):
+def entry(dt, mid=False, tm=None, exp=frozenset(), post=False):
     """The decode entry (T <= 16; mid=False) or a mid entry (the token owner publishes h_pre):
     tm = MID_TOKENS token rows (dynamic shared memory, tensor-core projection above 16 tokens)
-    or 16 (mid16: the decode entry's static shared memory)."""
-    b = Build(dt, mid, tm or (MID_TOKENS if mid else DECODE_TOKENS), exp)
+    or 16 (mid16: the decode entry's static shared memory); post: the mid entry as post_pre."""
+    assert mid or not post, "post_pre folds into the mid entries only"
+    b = Build(dt, mid, tm or (MID_TOKENS if mid else DECODE_TOKENS), exp, post)
     parts = [declarations(b), setup(b), projection(b), partial_rows(b)]
     parts.append(mid_tail(b, b.bf) if mid else decode_tail(b))
     return "\n".join(parts)
@@ -866,7 +892,6 @@ def entry(dt, mid=False, tm=None, exp=frozenset()):
 def declarations(b):
     """The entry line and its register declarations, then the parameters and the thread ids."""
     bf, tm, wide, mid, exp = b.bf, b.tm, b.wide, b.mid, b.exp
-    kind, dt = b.kind, b.dt
     L = []
     e = L.append
     # published by the load phase's barrier 0: decode sm_hmb (warps 1..3, 5..7 have h_pre in
@@ -880,8 +905,9 @@ def declarations(b):
     # one CTA per SM (the design: 8 warps, every CTA co-resident); without it ptxas 12.9 held
     # the mid bf16 entry to 80 registers and the decode f32 entry to 128, and both spilled
     MINCTA = "\n.minnctapersm 1"
-    e(f""".visible .entry mhc_pre_{kind}_sm90_{dt}(
-    .param .align 8 .b8 p_args[{PRE_DECODE.size}]
+    POSTREGS = "\n" + fold.declarations(tm) if b.post else ""
+    e(f""".visible .entry {b.name}(
+    .param .align 8 .b8 p_args[{b.args.size}]
 )
 .reqntid 256, 1, 1{MINCTA}
 {{
@@ -912,12 +938,12 @@ def declarations(b):
     .reg .pred %pok, %pq, %pg<5>;
     .reg .f32 %su<15>;
     .reg .f32 %sx<15>;
-{MIDREGS}{STAMPREGS}
+{MIDREGS}{STAMPREGS}{POSTREGS}
 {COEF_REGS}
     .reg .f32 %nt, %inv_t;
     .reg .f32 %mo<8>;
     .reg .b64 %hpo, %hro, %t0, %t1, %mbs;
-{load_args()}
+{load_args()}{chr(10) + fold.load_args() if b.post else ""}
     mov.u32 %tx, %tid.x;
     shr.u32 %warp, %tx, 5;
     and.b32 %lane, %tx, 31;
@@ -1370,6 +1396,15 @@ def main(exp=frozenset()):
 """
     for dt in ("bf16", "f32"):
         text += "\n" + entry(dt, mid=True, tm=DECODE_TOKENS, exp=exp)
+    text += f"""
+// ---- the post_pre entries: the mid and mid16 entries with layer l's post folded into their load
+// phase (header, POST_PRE) ----
+{fold.shared_declarations(MID_TOKENS)}
+{fold.shared_declarations(DECODE_TOKENS)}
+"""
+    for tm in (MID_TOKENS, DECODE_TOKENS):
+        for dt in ("bf16", "f32"):
+            text += "\n" + entry(dt, mid=True, tm=tm, exp=exp, post=True)
     return text
 
 
@@ -1379,6 +1414,12 @@ def generate(experiments):
 
 
 MID_MIN_C = 512  # the mid entries need C spread over >= 64 CTAs (CTA s finishes token s: 64 tokens)
+# Largest T of the post_pre entries: above it post, then pre is as fast (H200, bf16, n = 4, us per
+# call in a CUDA graph, fused against post then pre: C = 4096 T = 24 / 33 / 48 7.89 / 9.58 / 10.47
+# against 8.77 / 9.65 / 9.77; C = 7168 9.64 / 11.67 / 13.48 against 9.85 / 11.35 / 12.05): the
+# fused entry's warps compute x' a token at a time, and from about 32 tokens post's kernel with
+# the persistent-cluster pre (its choice there) costs less than that serial step.
+POST_PRE_MAX_TOKENS = 32
 
 
 def catalogue_rows():
@@ -1414,6 +1455,29 @@ def catalogue_rows():
                 f"mhc_pre_{kind}_sm90_{dt}", [dt], list(range(1, MAX_N + 1)), (8, c_min, c_max), (1, tokens),
                 (tile, CATALOGUE_SMS), 256, why[dt] if isinstance(why, dict) else why, launch, x_passes=1,
                 params=f"{PRE_DECODE.name} ({PRE_DECODE.size} B, {RUST_MIRROR})", rank=rank,
+                options=["gamma_k"], geometry=G(channels_per_thread=8, dynamic_shared_max=dsm, traits=traits),
+                comment=comment))
+    # n with a post kernel (post.ptx), so the result is post then pre's, and a plan without the
+    # fused kernel has the same stage
+    POST_NS = [n for n in shapes.NS if n <= MAX_N]
+    post_why = ("post_pre for few tokens in one launch: the mid kernel with layer l's post folded into its load phase "
+                "(f's slice and the coefficients loaded with x's; x' computed per token and 8-channel chunk with "
+                "post's f32 operations in its order, stored once and written back over the x slice the projection "
+                "and the mix read), so its outputs are post then pre's, bit for bit, without the post launch")
+    for kind, tokens, tile, rank, dsm in [("mid", POST_PRE_MAX_TOKENS, MID_TOKENS, 50, MID_SMEM),
+                                          ("mid16", MID16_TOKENS, DECODE_TOKENS, 60, None)]:
+        for dt in ("bf16", "f32"):
+            comment = [
+                "post_pre for few tokens (sm_90a): the post_pre entries of asm/ptx/sm90/pre_decode.ptx. The CUDA",
+                f"plan runs them for post_pre at T = 1..{POST_PRE_MAX_TOKENS} where n = 1, 2 or 4 (a post kernel exists),",
+                f"no gamma_f and C >= {MID_MIN_C}; the post kernel followed by pre serves the rest.",
+            ] if (kind, dt) == ("mid", "bf16") else ()
+            rows.append(catalogue.row(
+                f"post_pre_{kind}_sm90_{dt}", "post_pre", ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_decode.cubin",
+                f"mhc_post_pre_{kind}_sm90_{dt}", [dt], POST_NS, (8, MID_MIN_C, c_max),
+                (1, tokens), (tile, CATALOGUE_SMS), 256,
+                post_why + (f" ({DECODE_TOKENS} static token rows)" if kind == "mid16" else ""), "post_pre_mid",
+                x_passes=1, params=f"{POST_PRE_PC.name} ({POST_PRE_PC.size} B, {RUST_MIRROR})", rank=rank,
                 options=["gamma_k"], geometry=G(channels_per_thread=8, dynamic_shared_max=dsm, traits=traits),
                 comment=comment))
     return rows

@@ -114,6 +114,11 @@ impl Plan {
         self.bucket(Slot::Pre, tokens).ok().map(|b| b.kind)
     }
 
+    /// The launcher of the fused `post_pre` kernel at `tokens` tokens (`None`: `post`, then `pre`).
+    pub fn post_pre_launcher(&self, tokens: usize) -> Option<LaunchKind> {
+        self.fused_post_pre(tokens).map(|b| b.kind)
+    }
+
     /// Whether `pre` at `tokens` tokens runs the decode kernel.
     pub fn pre_uses_decode_kernel(&self, tokens: usize) -> bool {
         self.pre_launcher(tokens) == Some(LaunchKind::PreDecode)

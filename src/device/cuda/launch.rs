@@ -52,6 +52,9 @@ pub enum LaunchKind {
     PostPre,
     /// pre_pc.ptx, the fused post_pre entries: x' computed in the ring, never read back.
     PostPreCluster,
+    /// pre_decode.ptx `mhc_post_pre_mid*`: the mid kernel with layer l's post folded into its
+    /// load phase, T <= 64.
+    PostPreMid,
     /// pre_pc_pair.ptx, the fused post_pre entry on two clusters per tile, each on a part of C
     /// (the workspace's exchange rows, as [`LaunchKind::PreClusterPair`]).
     PostPreClusterPair,
@@ -59,7 +62,7 @@ pub enum LaunchKind {
 
 impl LaunchKind {
     /// Every launcher.
-    pub const ALL: [LaunchKind; 15] = [
+    pub const ALL: [LaunchKind; 16] = [
         LaunchKind::Post,
         LaunchKind::Head,
         LaunchKind::Static,
@@ -75,6 +78,7 @@ impl LaunchKind {
         LaunchKind::PostPre,
         LaunchKind::PostPreCluster,
         LaunchKind::PostPreClusterPair,
+        LaunchKind::PostPreMid,
     ];
 
     /// The catalogue's name of the launcher.
@@ -95,6 +99,7 @@ impl LaunchKind {
             LaunchKind::PostPre => "post_pre",
             LaunchKind::PostPreCluster => "post_pre_cluster",
             LaunchKind::PostPreClusterPair => "post_pre_cluster_pair",
+            LaunchKind::PostPreMid => "post_pre_mid",
         }
     }
 
@@ -116,7 +121,9 @@ impl LaunchKind {
             LaunchKind::PreDecode | LaunchKind::PreMid | LaunchKind::PreCluster => size_of::<PreDecodeArgs>(),
             LaunchKind::PreClusterTma | LaunchKind::PreClusterPair => size_of::<PreTmaArgs>(),
             LaunchKind::PreGemm => size_of::<PreGemmArgs>(),
-            LaunchKind::PostPreCluster | LaunchKind::PostPreClusterPair => size_of::<PostPrePcArgs>(),
+            LaunchKind::PostPreCluster | LaunchKind::PostPreClusterPair | LaunchKind::PostPreMid => {
+                size_of::<PostPrePcArgs>()
+            }
         }
     }
 

@@ -235,13 +235,15 @@ impl Plan {
     }
 
     /// Enqueues `x_out = post(x, f, h_post, h_res)` followed by `pre(x_out)` (layer l+1's
-    /// parameters `params`, outputs `out`) on `stream` (docs/math.md, "fused post+pre"): the
-    /// fused persistent-cluster kernel where the plan has it for T ([`Plan::post_pre_is_fused`]:
-    /// x' computed in its shared-memory ring on the tensor cores, stored and projected, never
-    /// read back), else the `post` kernel, then the `pre` kernel on the stored `x'` (two
-    /// launches, one call: everything is checked before the first; the results are those of
-    /// `post` then `pre`, bit for bit). `x_out` must not overlap `x`. Checks as [`Plan::post`]
-    /// and [`Plan::pre`]; on error nothing is enqueued.
+    /// parameters `params`, outputs `out`) on `stream` (docs/math.md, "fused post+pre"), in one
+    /// launch where the plan has a fused kernel for T ([`Plan::post_pre_is_fused`]): at few
+    /// tokens the mid kernel with post folded into its load phase (the outputs of `post` then
+    /// `pre`, bit for bit), at many the persistent-cluster kernel (x' computed in its
+    /// shared-memory ring on the tensor cores, stored and projected, never read back). Else the
+    /// `post` kernel, then the `pre` kernel on the stored `x'` (two launches, one call: everything
+    /// is checked before the first; the results are those of `post` then `pre`, bit for bit).
+    /// `x_out` must not overlap `x`. Checks as [`Plan::post`] and [`Plan::pre`]; on error
+    /// nothing is enqueued.
     #[allow(clippy::too_many_arguments)]
     pub fn post_pre(
         &self,
@@ -267,18 +269,13 @@ impl Plan {
             if t == 0 {
                 return Ok(());
             }
-            let l = pre::cluster::post_pre_launch(
-                &self.ctx,
-                b,
-                &self.ws,
-                ws.device_ptr(),
-                x,
-                post,
-                x_out,
-                params,
-                out,
-                &chk,
-            );
+            let (ctx, lay, wsp) = (&self.ctx, &self.ws, ws.device_ptr());
+            let l = match b.kind {
+                LaunchKind::PostPreMid => {
+                    pre::decode::post_pre_launch(ctx, b, lay, wsp, x, post, x_out, params, out, &chk)?
+                }
+                _ => pre::cluster::post_pre_launch(ctx, b, lay, wsp, x, post, x_out, params, out, &chk),
+            };
             return self.enqueue(stream, &l);
         }
         let pre_bucket = self.bucket(Slot::Pre, t)?;

@@ -38,7 +38,7 @@ pub(crate) fn launch_limits(
             Err("a[C] does not fit in shared memory".into())
         }
         LaunchKind::PreDecode => pre::decode::decode_limits(cfg, limits.sm_count as usize),
-        LaunchKind::PreMid => pre::decode::mid_limits(cfg, limits.sm_count as usize),
+        LaunchKind::PreMid | LaunchKind::PostPreMid => pre::decode::mid_limits(cfg, limits.sm_count as usize),
         _ => Ok(()),
     }
 }
@@ -743,15 +743,34 @@ mod tests {
             assert_eq!(planned(n, 1280, Dtype::Bf16, Pre, from), [format!("mhc_pre_gemm_bf16_n{n}")], "n={n}");
         }
         assert_eq!(planned(32, 1280, Dtype::F32, Pre, 8192), ["mhc_pre_sm90_f32"]);
-        // post_pre: the fused cluster kernel from 65 tokens (its `m` entry to 448), else post
-        // then pre.
+        // post_pre: the mid kernel's post_pre entries to 32 tokens (mid16 to 8), the fused
+        // cluster kernel from 65 (its `m` entry to 448); post then pre where neither runs.
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 65), ["mhc_post_pre_pc16m_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 448), ["mhc_post_pre_pc16m_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 449), ["mhc_post_pre_pc16_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 8192), ["mhc_post_pre_pc16_bf16_n4"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 64), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 1), ["mhc_post_pre_mid16_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 8), ["mhc_post_pre_mid16_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 9), ["mhc_post_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 32), ["mhc_post_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 33), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_mid_sm90_bf16"]);
+        assert_eq!(
+            planned_with(4, 4096, Dtype::Bf16, PostPre, 33, &Tuning::Embedded),
+            ["mhc_post_v4_bf16_n4_v2", "mhc_pre_pc16t_bf16_n4"]
+        );
+        assert_eq!(planned(2, 520, Dtype::F32, PostPre, 32), ["mhc_post_pre_mid_sm90_f32"]);
+        let n3 = planned_kernels(
+            &DeviceLimits::flagship(CudaArch::Sm90a),
+            &Config::new(3, 4096),
+            Dtype::Bf16,
+            "post_pre",
+            1,
+            &Tuning::CostModel,
+        );
+        assert!(n3.is_err(), "n = 3 has no post kernel, so no post_pre (fused or not)");
+        assert_eq!(planned(4, 504, Dtype::Bf16, PostPre, 1), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_decode_sm90_bf16"]);
         // C = 5120..8192 (multiples of 1024): the fused pair entry from 256 tokens, post then the
-        // pair pre entry from 65; the mid kernel below.
+        // pair pre entry from 65; the mid kernel's post_pre entry to 32 tokens.
         for c in [5120, 6144, 7168, 8192] {
             assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 256), ["mhc_post_pre_pc16p_bf16_n4"], "C = {c}");
             assert_eq!(
@@ -760,11 +779,7 @@ mod tests {
                 "C = {c}"
             );
             assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 8192), ["mhc_post_pre_pc16p_bf16_n4"], "C = {c}");
-            assert_eq!(
-                planned(4, c, Dtype::Bf16, PostPre, 64),
-                ["mhc_post_v4_bf16_n4_v2", "mhc_pre_mid_sm90_bf16"],
-                "C = {c}"
-            );
+            assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 32), ["mhc_post_pre_mid_sm90_bf16"], "C = {c}");
             assert_eq!(planned(4, c, Dtype::Bf16, Pre, 64), ["mhc_pre_mid_sm90_bf16"], "C = {c}");
             assert_eq!(planned(4, c, Dtype::Bf16, Pre, 65), ["mhc_pre_pc16p_bf16_n4"], "C = {c}");
             assert_eq!(planned(4, c, Dtype::Bf16, Pre, 8192), ["mhc_pre_pc16p_bf16_n4"], "C = {c}");

@@ -1,0 +1,241 @@
+"""Layer l's `post` folded into the few-token `pre` (the post_pre entries of
+asm/ptx/sm90/pre_decode.ptx): the blocks the mid / mid16 text gains when it is `post_pre`.
+
+CTA s already loads its channel slice of every stream of every token into shared memory, which
+is exactly what `post` needs for those channels: `x'[i][c] = h_post[i] f[c] + sum_j w[i][j]
+x[j][c]`. So the load phase also brings f's slice and the tokens' coefficients into shared
+memory; after the slices land, warp w computes x' of tokens w, w + 8, ..., a lane per (output
+stream i, 8-channel chunk q), with post.ptx's f32 operations in post.ptx's order, stores it to
+`x_out` rounded to the storage type and writes the rounded values back over the x slice. The
+projection, the sums of squares and the mix then read x' from there: x' is stored once and never
+read back, and the outputs are those of `post` followed by `pre`, bit for bit.
+"""
+
+from .abi import POST_PRE_PC
+
+ROW = 1040        # bytes per shared token row of the x slice (pre_decode.ROW)
+F_ROW = 256       # bytes per token of the f slice in shared memory: 64 channels (MAX_CPC) as f32
+LOAD_TOKENS = 32  # tokens per round of the f loads: 256 threads / 8 chunks
+
+# PostPrePcArgs's fields past the pre side, and their registers.
+ARG_REGS = {"f": "%uF", "h_post_in": "%uHP", "h_res_in": "%uHR", "x_out": "%uXO", "f_stride": "%uFS",
+            "x_out_stride": "%uXS"}
+
+
+def f_loads(tm):
+    """f chunks a thread loads: 8 chunks of each of tm token rows over 256 threads."""
+    return -(-tm // LOAD_TOKENS)
+
+
+def res_slots(tm):
+    """h_res words a thread copies: tm tokens of up to 16 over 256 threads."""
+    return -(-tm * 16 // 256)
+
+
+def symbols(tm):
+    """(f rows, coefficients) of an entry with tm token rows: f_s[tm][64] f32; h_post[tm][n] then,
+    tm * 16 bytes in, h_res[tm][n][n], both as dense as in global memory."""
+    return f"sm_uf{tm}", f"sm_uc{tm}"
+
+
+def shared_declarations(tm):
+    f, c = symbols(tm)
+    return (f".shared .align 16 .b8 {f}[{tm * F_ROW}];{' ' * (9 - len(str(tm * F_ROW)))}"
+            f"// post_pre: f slice [{tm}][64] f32 (bf16 widened)\n"
+            f".shared .align 16 .b8 {c}[{tm * 80}];{' ' * (9 - len(str(tm * 80)))}"
+            f"// post_pre: h_post [{tm}][n], then at {tm * 16} h_res [{tm}][n][n]")
+
+
+def declarations(tm):
+    return f"""    .reg .b64 %uF, %uHP, %uHR, %uXO, %ua<4>;
+    .reg .b32 %uFS, %uXS, %ub<16>;
+    .reg .b32 %uf<{8 * f_loads(tm)}>;
+    .reg .f32 %ucw<{1 + res_slots(tm)}>;
+    .reg .f32 %ux<32>, %uo<8>, %uc<5>, %uv<8>;
+    .reg .pred %up<4>, %uw<4>, %uq<{f_loads(tm)}>, %uok;"""
+
+
+def load_args():
+    return "\n".join("    " + line for line in POST_PRE_PC.ld_params(ARG_REGS, base="p_args"))
+
+
+def loads(bf, tm):
+    """Issued with the slices' loads: f's chunks (thread tid: token tid / 8 + 32 k, chunk q = tid %
+    8, channels c0 + 8q .. +7; %uq<k>: the chunk is real) and the thread's words of h_post (tid <
+    T n) and h_res (tid + 256 k < T n n)."""
+    esz = 2 if bf else 4
+    L = []
+    e = L.append
+    e(f"""    // ---- post_pre: layer l's f chunks and coefficients, loaded with the slices
+    and.b32 %ub0, %tx, 7;                   // chunk q
+    shl.b32 %ub1, %ub0, 3;
+    add.u32 %ub1, %ub1, %c0;                // its first channel
+    setp.lt.u32 %up0, %ub0, %nch;
+    setp.lt.u32 %up1, %ub1, %C;
+    and.pred %up0, %up0, %up1;              // the chunk is this CTA's and inside C
+    shr.u32 %ub2, %tx, 3;                   // token of the first chunk""")
+    for k in range(f_loads(tm)):
+        regs = [f"%uf{8 * k + r}" for r in range(8 if not bf else 4)]
+        e(f"""    add.u32 %ub3, %ub2, {LOAD_TOKENS * k};
+    setp.lt.u32 %uq{k}, %ub3, %T;
+    and.pred %uq{k}, %uq{k}, %up0;
+    mad.lo.u32 %ub4, %ub3, %uFS, %ub1;      // f element t f_stride + channel
+    mul.wide.u32 %ua0, %ub4, {esz};
+    add.u64 %ua0, %uF, %ua0;
+    @%uq{k} ld.global.nc.v4.b32 {{{', '.join(regs[:4])}}}, [%ua0];""")
+        if not bf:
+            e(f"    @%uq{k} ld.global.nc.v4.b32 {{{', '.join(regs[4:])}}}, [%ua0+16];")
+    e("""    mul.lo.u32 %ub5, %T, %n;                // T n h_post words
+    mul.lo.u32 %ub6, %ub5, %n;              // T n n h_res words
+    mul.wide.u32 %ua1, %tx, 4;
+    setp.lt.u32 %p1, %tx, %ub5;
+    add.u64 %ua2, %uHP, %ua1;
+    @%p1 ld.global.nc.f32 %ucw0, [%ua2];
+    add.u64 %ua2, %uHR, %ua1;""")
+    for k in range(res_slots(tm)):
+        e(f"""    add.u32 %ub7, %tx, {256 * k};
+    setp.lt.u32 %p1, %ub7, %ub6;
+    @%p1 ld.global.nc.f32 %ucw{1 + k}, [%ua2+{1024 * k}];""")
+    return "\n".join(L)
+
+
+def stores(bf, tm):
+    """Before the load phase's barrier: the f chunks (as f32) to f_s[t][8q ..], the coefficient
+    words to the same places in their shared arrays."""
+    fs, co = symbols(tm)
+    L = []
+    e = L.append
+    e(f"""    // ---- post_pre: f chunks -> {fs}[t][8q ..], coefficients -> {co}
+    mov.u32 %ub8, {fs};
+    mad.lo.u32 %ub8, %ub2, {F_ROW}, %ub8;
+    shl.b32 %ub9, %ub0, 5;
+    add.u32 %ub8, %ub8, %ub9;               // &f_s[t][8q]""")
+    for k in range(f_loads(tm)):
+        if bf:
+            for r in range(4):
+                e(f"""    shl.b32 %r{2*r+1}, %uf{8*k+r}, 16;
+    and.b32 %r{2*r+2}, %uf{8*k+r}, 0xffff0000;""")
+            vals = [f"%r{r}" for r in range(1, 9)]
+        else:
+            vals = [f"%uf{8*k+r}" for r in range(8)]
+        e(f"""    @%uq{k} st.shared.v4.b32 [%ub8+{LOAD_TOKENS * F_ROW * k}], {{{', '.join(vals[:4])}}};
+    @%uq{k} st.shared.v4.b32 [%ub8+{LOAD_TOKENS * F_ROW * k + 16}], {{{', '.join(vals[4:])}}};""")
+    e(f"""    mov.u32 %ub8, {co};
+    shl.b32 %ub9, %tx, 2;
+    add.u32 %ub8, %ub8, %ub9;
+    setp.lt.u32 %p1, %tx, %ub5;
+    @%p1 st.shared.f32 [%ub8], %ucw0;""")
+    for k in range(res_slots(tm)):
+        e(f"""    add.u32 %ub7, %tx, {256 * k};
+    setp.lt.u32 %p1, %ub7, %ub6;
+    @%p1 st.shared.f32 [%ub8+{tm * 16 + 1024 * k}], %ucw{1 + k};""")
+    return "\n".join(L)
+
+
+def step(b, bf, tm):
+    """After the load phase's barrier: warp w computes x' of tokens w, w + 8, ... < T, lane (i =
+    lane / 8, q = lane % 8) output stream i of chunk q, and writes it back over x_s; then a
+    barrier, so the projection reads x'."""
+    esz = 2 if bf else 4
+    fs, co = symbols(tm)
+    pj = ["", "@%up1 ", "@%up2 ", "@%up3 "]
+    L = []
+    e = L.append
+    e(f"""    // ---- post_pre: x' = post(x). Warp w: tokens t = w, w + 8, ... < T; lane: output stream
+    // i = lane / 8 of chunk q = lane % 8 (%uok: i < n, the chunk real). post.ptx's f32 operations
+    // in its order: h_post[i] f, then + w[i][j] x[j] for j = 0 .. n-1, where w[i][j] = h_res[j][i]
+    // (DeepSeek-V4) or h_res[i][j] (Paper); stored to x_out rounded to the storage type and
+    // written back over x_s[t][i][8q ..] once every lane of the warp has read the token's x
+    setp.lt.u32 %up1, 1, %n;
+    setp.lt.u32 %up2, 2, %n;
+    setp.lt.u32 %up3, 3, %n;
+    and.b32 %ub0, %lane, 7;                 // q
+    shr.u32 %ub1, %lane, 3;                 // i
+    shl.b32 %ub2, %ub0, 3;
+    add.u32 %ub2, %ub2, %c0;                // first channel
+    setp.lt.u32 %uok, %ub0, %nch;
+    setp.lt.u32 %p1, %ub2, %C;
+    and.pred %uok, %uok, %p1;
+    setp.lt.u32 %p1, %ub1, %n;
+    and.pred %uok, %uok, %p1;
+    mov.pred %uw0, %uok;                    // %uw<j>: this lane reads stream j
+    and.pred %uw1, %up1, %uok;
+    and.pred %uw2, %up2, %uok;
+    and.pred %uw3, %up3, %uok;
+    {b.smem("%ub3", "x")}
+    shl.b32 %ub4, %ub0, 5;
+    add.u32 %ub3, %ub3, %ub4;               // &x_s[0][0 cpc + 8q]
+    shl.b32 %ub5, %cpc, 2;                  // stream step (bytes)
+    mad.lo.u32 %ub6, %ub1, %ub5, %ub3;      // &x_s[0][i cpc + 8q]
+    mov.u32 %ub7, {fs};
+    add.u32 %ub7, %ub7, %ub4;               // &f_s[0][8q]
+    // the weights' offsets in a token's h_res (words): w[i][j] at j n + i (V4) or i n + j (Paper)
+    mul.lo.u32 %ub8, %ub1, %n;              // i n
+    selp.u32 %ub9, 1, %n, %p_paper;         // step over j
+    selp.u32 %ub10, %ub8, %ub1, %p_paper;   // j = 0
+    shl.b32 %ub9, %ub9, 2;
+    shl.b32 %ub10, %ub10, 2;
+    mul.lo.u32 %ub11, %n, %n;
+    shl.b32 %ub11, %ub11, 2;                // bytes of a token's h_res
+    mov.u32 %ub12, {co};
+    mad.lo.u32 %ub12, %warp, %ub11, %ub12;
+    add.u32 %ub12, %ub12, {tm * 16};
+    add.u32 %ub12, %ub12, %ub10;            // &h_res[t = w] + w[i][0]
+    shl.b32 %ub13, %n, 2;
+    mov.u32 %ub10, {co};
+    mad.lo.u32 %ub10, %warp, %ub13, %ub10;
+    shl.b32 %ub14, %ub1, 2;
+    add.u32 %ub10, %ub10, %ub14;            // &h_post[t = w][i]
+    mad.lo.u32 %ub14, %ub1, %C, %ub2;       // x_out element of (t = 0, i, channel)
+    mov.u32 %ub15, %warp;                   // t
+UPOST_LOOP:
+    setp.ge.u32 %p1, %ub15, %T;
+    @%p1 bra UPOST_END;
+    mad.lo.u32 %ub4, %ub15, {ROW}, %ub3;    // &x_s[t][8q]""")
+    for j in range(4):
+        e(f"""    @%uw{j} ld.shared.v4.f32 {{%ux{8*j}, %ux{8*j+1}, %ux{8*j+2}, %ux{8*j+3}}}, [%ub4];
+    @%uw{j} ld.shared.v4.f32 {{%ux{8*j+4}, %ux{8*j+5}, %ux{8*j+6}, %ux{8*j+7}}}, [%ub4+16];""")
+        if j < 3:
+            e("    add.u32 %ub4, %ub4, %ub5;")
+    e(f"""    mad.lo.u32 %ub4, %ub15, {F_ROW}, %ub7;
+    @%uok ld.shared.v4.f32 {{%uv0, %uv1, %uv2, %uv3}}, [%ub4];
+    @%uok ld.shared.v4.f32 {{%uv4, %uv5, %uv6, %uv7}}, [%ub4+16];
+    @%uok ld.shared.f32 %uc4, [%ub10];
+    mov.u32 %ub4, %ub12;""")
+    for j in range(4):
+        e(f"    @%uw{j} ld.shared.f32 %uc{j}, [%ub4];")
+        if j < 3:
+            e("    add.u32 %ub4, %ub4, %ub9;")
+    for v in range(8):
+        e(f"    mul.rn.f32 %uo{v}, %uc4, %uv{v};")
+    for j in range(4):
+        for v in range(8):
+            e(f"    {pj[j]}fma.rn.f32 %uo{v}, %uc{j}, %ux{8*j+v}, %uo{v};")
+    e(f"""    bar.warp.sync -1;                       // every lane has read the token's x
+    mad.lo.u32 %ub4, %ub15, %uXS, %ub14;
+    mul.wide.u32 %ua3, %ub4, {esz};
+    add.u64 %ua3, %uXO, %ua3;
+    mad.lo.u32 %ub4, %ub15, {ROW}, %ub6;    // &x_s[t][i cpc + 8q]""")
+    if bf:
+        for r in range(4):
+            e(f"    cvt.rn.bf16x2.f32 %r{9 + r}, %uo{2*r+1}, %uo{2*r};")
+        e("    @%uok st.global.v4.b32 [%ua3], {%r9, %r10, %r11, %r12};")
+        for r in range(4):  # the stored values back, widened
+            e(f"""    shl.b32 %r{2*r+1}, %r{9 + r}, 16;
+    and.b32 %r{2*r+2}, %r{9 + r}, 0xffff0000;""")
+        e("""    @%uok st.shared.v4.b32 [%ub4], {%r1, %r2, %r3, %r4};
+    @%uok st.shared.v4.b32 [%ub4+16], {%r5, %r6, %r7, %r8};""")
+    else:
+        e("""    @%uok st.global.v4.f32 [%ua3], {%uo0, %uo1, %uo2, %uo3};
+    @%uok st.global.v4.f32 [%ua3+16], {%uo4, %uo5, %uo6, %uo7};
+    @%uok st.shared.v4.f32 [%ub4], {%uo0, %uo1, %uo2, %uo3};
+    @%uok st.shared.v4.f32 [%ub4+16], {%uo4, %uo5, %uo6, %uo7};""")
+    e("""    shl.b32 %ub4, %ub11, 3;
+    add.u32 %ub12, %ub12, %ub4;             // 8 tokens on
+    shl.b32 %ub4, %ub13, 3;
+    add.u32 %ub10, %ub10, %ub4;
+    add.u32 %ub15, %ub15, 8;
+    bra UPOST_LOOP;
+UPOST_END:
+    barrier.sync 0;                         // x' in x_s""")
+    return "\n".join(L)
