@@ -270,12 +270,7 @@ impl Plan {
                 return Ok(());
             }
             let (ctx, lay, wsp) = (&self.ctx, &self.ws, ws.device_ptr());
-            let l = match b.kind {
-                LaunchKind::PostPreMid => {
-                    pre::decode::post_pre_launch(ctx, b, lay, wsp, x, post, x_out, params, out, &chk)?
-                }
-                _ => pre::cluster::post_pre_launch(ctx, b, lay, wsp, x, post, x_out, params, out, &chk),
-            };
+            let l = pre::post_pre_launch(ctx, b, lay, wsp, x, post, x_out, params, out, &chk)?;
             return self.enqueue(stream, &l);
         }
         let pre_bucket = self.bucket(Slot::Pre, t)?;

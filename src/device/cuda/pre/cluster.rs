@@ -30,15 +30,15 @@
 //! f, needed only until x' is computed, has a ring of its own (the catalogue gives it `post_pre`
 //! from 256 tokens; below, `post` then the pair entry is faster).
 
-use super::{Checked, PostInViews, PreOutViews, PreParamViews, WsLayout};
+use super::{Checked, PreOutViews, PreParamViews, WsLayout};
 pub use crate::device::cuda::abi::{
     fused_pair_ring_bytes, fused_ring_bytes, pair_ring_bytes, ring_bytes, tma_ring_bytes, PC_TILE_TOKENS,
 };
 use crate::device::cuda::abi::{
-    PostPrePcArgs, PreTmaArgs, PC_PAIR_HEAD_BYTES, PC_PAIR_MAX_C, PC_PAIR_MIN_C, PC_PAIR_ROW_BYTES, PC_TMA_C_MULTIPLE,
+    PreTmaArgs, PC_PAIR_HEAD_BYTES, PC_PAIR_MAX_C, PC_PAIR_MIN_C, PC_PAIR_ROW_BYTES, PC_TMA_C_MULTIPLE,
 };
 use crate::device::cuda::launch::{Bucket, Ctx, Launch, LaunchKind, Row};
-use crate::device::cuda::memory::{DeviceTensor, DeviceTensorMut};
+use crate::device::cuda::memory::DeviceTensor;
 use crate::error::Result;
 
 /// Bytes of the pair entry's region of the workspace (`WsLayout::pair`) for up to `max_tokens`
@@ -122,38 +122,6 @@ pub(crate) fn launch(
         return Ok(Launch::new(b, ctas, b.threads(), shared, &args));
     }
     Ok(Launch::new(b, ctas, b.threads(), shared, &args))
-}
-
-/// The fused `post_pre` launch on bucket `b` on views checked for both sides (`chk` from the
-/// `pre` side on `x`, T > 0); `wsp` is the workspace (the pair entry's exchange rows at
-/// `lay.pair`).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn post_pre_launch(
-    ctx: &Ctx,
-    b: &Bucket,
-    lay: &WsLayout,
-    wsp: u64,
-    x: &DeviceTensor<'_>,
-    post: &PostInViews<'_>,
-    x_out: &DeviceTensorMut<'_>,
-    params: &PreParamViews<'_>,
-    out: &PreOutViews<'_>,
-    chk: &Checked,
-) -> Launch {
-    let mut pre = super::decode::args(ctx, x, params, out, chk);
-    if b.kind == LaunchKind::PostPreClusterPair {
-        pre.ws_part = wsp + lay.pair as u64;
-    }
-    let args = PostPrePcArgs {
-        pre,
-        f: post.f.ptr,
-        h_post_in: post.h_post.ptr,
-        h_res_in: post.h_res.ptr,
-        x_out: x_out.ptr,
-        f_stride: post.f.layout.row_stride as u32,
-        x_out_stride: x_out.layout.row_stride as u32,
-    };
-    Launch::new(b, b.resident_ctas, b.threads(), ring_bytes_of(b.kind, ctx.cfg.c) as u32, &args)
 }
 
 /// The phase stamps a timing build of the pre entry (`--experiment stamps` of the PTX generator,

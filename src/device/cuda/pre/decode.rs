@@ -11,19 +11,19 @@
 //! - The **post_pre** entries (`mhc_post_pre_mid_sm90_*`, `mhc_post_pre_mid16_sm90_*`) are the mid
 //!   entries with layer l's post folded into their load phase: each CTA also loads f's slice and
 //!   the coefficients, computes `x'` of its channels with the post kernel's f32 operations in
-//!   its order, stores it and runs `pre` on it from shared memory ([`post_pre_launch`]): one
-//!   launch, the outputs of `post` then `pre` bit for bit.
+//!   its order, stores it and runs `pre` on it from shared memory ([`super::post_pre_launch`]):
+//!   one launch, the outputs of `post` then `pre` bit for bit.
 //! - The **decode** entries (`mhc_pre_decode_sm90_*`) serve T <= [`DECODE_KERNEL_MAX_TOKENS`]
 //!   where the mid entries cannot run (C < 512) and on request (forced CTA counts): every CTA reduces every token's pre-logits itself (see
 //!   [`decode_shape`]), which with many CTAs hammers the same sectors.
 
-use super::{Checked, PostInViews, PreOutViews, PreParamViews, WsLayout, FLAG_GAMMA_K, FLAG_PAPER};
+use super::{Checked, PreOutViews, PreParamViews, WsLayout, FLAG_GAMMA_K, FLAG_PAPER};
 use crate::config::Config;
+use crate::device::cuda::abi::PreDecodeArgs;
 pub(crate) use crate::device::cuda::abi::MID_HPRE_COPIES;
-use crate::device::cuda::abi::{PostPrePcArgs, PreDecodeArgs};
 pub use crate::device::cuda::abi::{DECODE_MAX_CPC, DECODE_MAX_CTAS, DECODE_MAX_N, MID_MAX_TOKENS};
 use crate::device::cuda::launch::{Bucket, Ctx, Launch, LaunchKind, Row};
-use crate::device::cuda::memory::{DeviceTensor, DeviceTensorMut};
+use crate::device::cuda::memory::DeviceTensor;
 use crate::error::{Error, Result};
 
 /// Above this many tokens the decode kernel uses the fewest CTAs it can (64 channels each):
@@ -142,40 +142,11 @@ pub(crate) fn launch(
     Ok(Launch::new(b, grid as u32, b.threads(), b.dynamic_shared_max(), &a))
 }
 
-/// The fused `post_pre` launch on a bucket of the mid kernel's post_pre entries, on views checked
-/// for both sides (`chk` from the `pre` side on `x`, layer l's residual; T > 0): the mid kernel's
-/// grid and arguments, then layer l's post inputs and `x_out`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn post_pre_launch(
-    ctx: &Ctx,
-    b: &Bucket,
-    lay: &WsLayout,
-    wsp: u64,
-    x: &DeviceTensor<'_>,
-    post: &PostInViews<'_>,
-    x_out: &DeviceTensorMut<'_>,
-    params: &PreParamViews<'_>,
-    out: &PreOutViews<'_>,
-    chk: &Checked,
-) -> Result<Launch> {
-    let (grid, pre) = grid_args(ctx, b, lay, wsp, x, params, out, None, chk)?;
-    let args = PostPrePcArgs {
-        pre,
-        f: post.f.ptr,
-        h_post_in: post.h_post.ptr,
-        h_res_in: post.h_res.ptr,
-        x_out: x_out.ptr,
-        f_stride: post.f.layout.row_stride as u32,
-        x_out_stride: x_out.layout.row_stride as u32,
-    };
-    Ok(Launch::new(b, grid as u32, b.threads(), b.dynamic_shared_max(), &args))
-}
-
 /// The grid (CTAs) and the `pre` arguments of a decode or mid kernel launch (`pre` or
 /// `post_pre`) at the checked T: its token rows must hold T, and C must spread over the CTAs
 /// the kernel needs (`ctas` asks for about that many).
 #[allow(clippy::too_many_arguments)]
-fn grid_args(
+pub(crate) fn grid_args(
     ctx: &Ctx,
     b: &Bucket,
     lay: &WsLayout,

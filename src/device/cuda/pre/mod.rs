@@ -19,8 +19,10 @@ pub(crate) mod gemm;
 pub(crate) mod general;
 pub(crate) mod workspace;
 
+use super::launch::{Bucket, Ctx, Launch, LaunchKind, Row};
 use super::memory::{DeviceTensor, DeviceTensorMut};
 use crate::config::{Config, Dtype, Formulation};
+use crate::device::cuda::abi::{PostPrePcArgs, PreDecodeArgs};
 pub(crate) use crate::device::cuda::abi::{FLAG_GAMMA_F, FLAG_GAMMA_K, FLAG_PAPER};
 use crate::error::{Error, Result};
 
@@ -163,6 +165,51 @@ pub(crate) fn check_post_side(
     post.h_post.check_dense_f32(device, "h_post", t, n)?;
     post.h_res.check_dense_f32(device, "h_res", t, n * n)?;
     x_out.check(device, "x_out", dt, t, n * c, 16)
+}
+
+/// The fused `post_pre` launch on bucket `b` (a fused kernel's row) on views checked for both
+/// sides (`chk` from the `pre` side on `x`, layer l's residual; T > 0); `wsp` is the workspace.
+/// The few-token entries take the mid kernel's grid and workspace rows; the persistent-cluster
+/// entries their resident clusters and ring (the pair entry also the exchange rows at
+/// `lay.pair`). Both take the `pre` arguments, then layer l's post inputs and `x_out`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn post_pre_launch(
+    ctx: &Ctx,
+    b: &Bucket,
+    lay: &WsLayout,
+    wsp: u64,
+    x: &DeviceTensor<'_>,
+    post: &PostInViews<'_>,
+    x_out: &DeviceTensorMut<'_>,
+    params: &PreParamViews<'_>,
+    out: &PreOutViews<'_>,
+    chk: &Checked,
+) -> Result<Launch> {
+    let (grid, shared, pre) = if b.kind == LaunchKind::PostPreMid {
+        let (grid, pre) = decode::grid_args(ctx, b, lay, wsp, x, params, out, None, chk)?;
+        (grid as u32, b.dynamic_shared_max(), pre)
+    } else {
+        let mut pre = decode::args(ctx, x, params, out, chk);
+        if b.kind == LaunchKind::PostPreClusterPair {
+            pre.ws_part = wsp + lay.pair as u64;
+        }
+        (b.resident_ctas, cluster::ring_bytes_of(b.kind, ctx.cfg.c) as u32, pre)
+    };
+    Ok(Launch::new(b, grid, b.threads(), shared, &post_pre_args(pre, post, x_out)))
+}
+
+/// The fused `post_pre` kernels' arguments: the `pre` side's (`x` there is layer l's residual),
+/// then layer l's post inputs and `x'`, on views [`check_post_side`] accepted.
+fn post_pre_args(pre: PreDecodeArgs, post: &PostInViews<'_>, x_out: &DeviceTensorMut<'_>) -> PostPrePcArgs {
+    PostPrePcArgs {
+        pre,
+        f: post.f.ptr,
+        h_post_in: post.h_post.ptr,
+        h_res_in: post.h_res.ptr,
+        x_out: x_out.ptr,
+        f_stride: post.f.layout.row_stride as u32,
+        x_out_stride: x_out.layout.row_stride as u32,
+    }
 }
 
 fn align16(what: &'static str, ptr: u64) -> Result<()> {
