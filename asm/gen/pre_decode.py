@@ -155,7 +155,9 @@ HEADER = """\
 //         stores it to x_out rounded to the storage type (16-byte stores) and writes the rounded
 //         values back over x_s; a second barrier, then phases 2-5 as the mid entry's on x'. So
 //         x' is stored once, never read back, and every output is post then pre's bit for bit;
-//         one launch instead of two.
+//         one launch instead of two. H200, bf16 n = 4, us per call in a CUDA graph: C=4096
+//         T=1 / 16 5.05 / 6.87 (post then pre 6.22 / 8.00), C=7168 5.55 / 8.35 (6.81 / 9.20);
+//         above T = 32 post then the persistent-cluster pre is as fast (the catalogue rows).
 // =============================================================================================
 .version 8.0
 .target sm_90a
