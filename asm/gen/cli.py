@@ -35,6 +35,9 @@ FAMILIES = {
         "stamps": "the decode / mid entries write (%globaltimer, %clock64) at 8 phase boundaries per CTA "
                   "after the partial rows (tests/gpu_pre.rs profile_decode_phases)",
         "mixsplit": "with stamps: the mid entries' last stamp after the h_pre barrier instead of after the mix",
+        "nopost": "post_pre entries: no x' computed or stored (the load phase and its second barrier stay)",
+        "noxo": "post_pre entries: x' not stored to x_out",
+        "nopload": "post_pre entries: f and the coefficients not loaded",
     }),
     "pre_pc": (pre_pc.generate, {
         "nosink": "iters = 0: no Sinkhorn iteration",

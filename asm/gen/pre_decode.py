@@ -374,7 +374,7 @@ def load_phase(b, bf, tm=16):
         if j < nx - 1:
             e("    add.u64 %rd6, %rd6, %rd7;")
     if b.post:
-        e(fold.loads(bf, tm))
+        e(fold.loads(bf, tm, b.exp))
     e("""    // base -> shared (threads < 24; zero beyond M)
     setp.lt.u32 %p1, %tx, 24;
     @!%p1 bra BASE_DONE;

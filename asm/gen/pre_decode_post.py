@@ -59,11 +59,12 @@ def load_args():
     return "\n".join("    " + line for line in POST_PRE_PC.ld_params(ARG_REGS, base="p_args"))
 
 
-def loads(bf, tm):
+def loads(bf, tm, exp=frozenset()):
     """Issued with the slices' loads: f's chunks (thread tid: token tid / 8 + 32 k, chunk q = tid %
     8, channels c0 + 8q .. +7; %uq<k>: the chunk is real) and the thread's words of h_post (tid <
-    T n) and h_res (tid + 256 k < T n n)."""
+    T n) and h_res (tid + 256 k < T n n). Experiment nopload: none of these loads (timing only)."""
     esz = 2 if bf else 4
+    skip = "// " if "nopload" in exp else ""
     L = []
     e = L.append
     e(f"""    // ---- post_pre: layer l's f chunks and coefficients, loaded with the slices
@@ -82,20 +83,20 @@ def loads(bf, tm):
     mad.lo.u32 %ub4, %ub3, %uFS, %ub1;      // f element t f_stride + channel
     mul.wide.u32 %ua0, %ub4, {esz};
     add.u64 %ua0, %uF, %ua0;
-    @%uq{k} ld.global.nc.v4.b32 {{{', '.join(regs[:4])}}}, [%ua0];""")
+    {skip}@%uq{k} ld.global.nc.v4.b32 {{{', '.join(regs[:4])}}}, [%ua0];""")
         if not bf:
-            e(f"    @%uq{k} ld.global.nc.v4.b32 {{{', '.join(regs[4:])}}}, [%ua0+16];")
-    e("""    mul.lo.u32 %ub5, %T, %n;                // T n h_post words
+            e(f"    {skip}@%uq{k} ld.global.nc.v4.b32 {{{', '.join(regs[4:])}}}, [%ua0+16];")
+    e(f"""    mul.lo.u32 %ub5, %T, %n;                // T n h_post words
     mul.lo.u32 %ub6, %ub5, %n;              // T n n h_res words
     mul.wide.u32 %ua1, %tx, 4;
     setp.lt.u32 %p1, %tx, %ub5;
     add.u64 %ua2, %uHP, %ua1;
-    @%p1 ld.global.nc.f32 %ucw0, [%ua2];
+    {skip}@%p1 ld.global.nc.f32 %ucw0, [%ua2];
     add.u64 %ua2, %uHR, %ua1;""")
     for k in range(res_slots(tm)):
         e(f"""    add.u32 %ub7, %tx, {256 * k};
     setp.lt.u32 %p1, %ub7, %ub6;
-    @%p1 ld.global.nc.f32 %ucw{1 + k}, [%ua2+{1024 * k}];""")
+    {skip}@%p1 ld.global.nc.f32 %ucw{1 + k}, [%ua2+{1024 * k}];""")
     return "\n".join(L)
 
 
@@ -135,7 +136,11 @@ def stores(bf, tm):
 def step(b, bf, tm):
     """After the load phase's barrier: warp w computes x' of tokens w, w + 8, ... < T, lane (i =
     lane / 8, q = lane % 8) output stream i of chunk q, and writes it back over x_s; then a
-    barrier, so the projection reads x'."""
+    barrier, so the projection reads x'. Experiments (timing only): nopost, no x' computed (the
+    barrier stays); noxo, x' not stored to x_out."""
+    if "nopost" in b.exp:
+        return "    barrier.sync 0;                         // EXP nopost: no x'"
+    xo = "// " if "noxo" in b.exp else ""
     esz = 2 if bf else 4
     fs, co = symbols(tm)
     pj = ["", "@%up1 ", "@%up2 ", "@%up3 "]
@@ -219,17 +224,17 @@ UPOST_LOOP:
     if bf:
         for r in range(4):
             e(f"    cvt.rn.bf16x2.f32 %r{9 + r}, %uo{2*r+1}, %uo{2*r};")
-        e("    @%uok st.global.v4.b32 [%ua3], {%r9, %r10, %r11, %r12};")
+        e(f"    {xo}@%uok st.global.v4.b32 [%ua3], {{%r9, %r10, %r11, %r12}};")
         for r in range(4):  # the stored values back, widened
             e(f"""    shl.b32 %r{2*r+1}, %r{9 + r}, 16;
     and.b32 %r{2*r+2}, %r{9 + r}, 0xffff0000;""")
         e("""    @%uok st.shared.v4.b32 [%ub4], {%r1, %r2, %r3, %r4};
     @%uok st.shared.v4.b32 [%ub4+16], {%r5, %r6, %r7, %r8};""")
     else:
-        e("""    @%uok st.global.v4.f32 [%ua3], {%uo0, %uo1, %uo2, %uo3};
-    @%uok st.global.v4.f32 [%ua3+16], {%uo4, %uo5, %uo6, %uo7};
-    @%uok st.shared.v4.f32 [%ub4], {%uo0, %uo1, %uo2, %uo3};
-    @%uok st.shared.v4.f32 [%ub4+16], {%uo4, %uo5, %uo6, %uo7};""")
+        e(f"""    {xo}@%uok st.global.v4.f32 [%ua3], {{%uo0, %uo1, %uo2, %uo3}};
+    {xo}@%uok st.global.v4.f32 [%ua3+16], {{%uo4, %uo5, %uo6, %uo7}};
+    @%uok st.shared.v4.f32 [%ub4], {{%uo0, %uo1, %uo2, %uo3}};
+    @%uok st.shared.v4.f32 [%ub4+16], {{%uo4, %uo5, %uo6, %uo7}};""")
     e("""    shl.b32 %ub4, %ub11, 3;
     add.u32 %ub12, %ub12, %ub4;             // 8 tokens on
     shl.b32 %ub4, %ub13, 3;
