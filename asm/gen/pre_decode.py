@@ -1419,8 +1419,9 @@ MID_MIN_C = 512  # the mid entries need C spread over >= 64 CTAs (CTA s finishes
 # Largest T of the post_pre entries: above it post, then pre is as fast (H200, bf16, n = 4, us per
 # call in a CUDA graph, fused against post then pre: C = 4096 T = 24 / 33 / 48 7.89 / 9.58 / 10.47
 # against 8.77 / 9.65 / 9.77; C = 7168 9.64 / 11.67 / 13.48 against 9.85 / 11.35 / 12.05): the
-# fused entry's warps compute x' a token at a time, and from about 32 tokens post's kernel with
-# the persistent-cluster pre (its choice there) costs less than that serial step.
+# fused entry's x' step runs before the projection and grows with T (1.0 us at T = 32, C = 4096:
+# docs/kernels/post_pre.md), and from about 32 tokens post's kernel with the persistent-cluster
+# pre (its choice there) costs less than that step.
 POST_PRE_MAX_TOKENS = 32
 
 
