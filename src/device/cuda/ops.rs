@@ -211,7 +211,7 @@ impl Plan {
             }
             LaunchKind::PreGemm => pre::gemm::launch(ctx, b, lay, wsp, x, params, out, chk),
             LaunchKind::PreDecode | LaunchKind::PreMid => {
-                pre::decode::launch(ctx, b, lay, wsp, x, params, out, forced.ctas, chk)
+                pre::decode::launch(ctx, b, lay, wsp, x, params, out, forced.ctas, chk, None)
             }
             LaunchKind::Pre => {
                 pre::general::launch(ctx, b, lay, wsp, x, params, out, None, forced.split, forced.tuning, chk)

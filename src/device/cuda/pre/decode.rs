@@ -17,13 +17,13 @@
 //!   where the mid entries cannot run (C < 512) and on request (forced CTA counts): every CTA reduces every token's pre-logits itself (see
 //!   [`decode_shape`]), which with many CTAs hammers the same sectors.
 
-use super::{Checked, PreOutViews, PreParamViews, WsLayout, FLAG_GAMMA_K, FLAG_PAPER};
+use super::{Checked, PostInViews, PreOutViews, PreParamViews, WsLayout, FLAG_GAMMA_K, FLAG_PAPER};
 use crate::config::Config;
 use crate::device::cuda::abi::PreDecodeArgs;
 pub(crate) use crate::device::cuda::abi::MID_HPRE_COPIES;
 pub use crate::device::cuda::abi::{DECODE_MAX_CPC, DECODE_MAX_CTAS, DECODE_MAX_N, MID_MAX_TOKENS};
 use crate::device::cuda::launch::{Bucket, Ctx, Launch, LaunchKind, Row};
-use crate::device::cuda::memory::DeviceTensor;
+use crate::device::cuda::memory::{DeviceTensor, DeviceTensorMut};
 use crate::error::{Error, Result};
 
 /// Above this many tokens the decode kernel uses the fewest CTAs it can (64 channels each):
@@ -125,7 +125,9 @@ pub(crate) fn args(
 }
 
 /// The decode or mid kernel's launch on bucket `b` (its row) on views [`super::check`]
-/// accepted (`chk`, T > 0); `ctas` overrides the CTA count.
+/// accepted (`chk`, T > 0): its token rows must hold T, and C must spread over the CTAs the
+/// kernel needs; `ctas` asks for about that many. `post` (the post_pre entries): layer l's post
+/// inputs and `x_out`, passed after the `pre` arguments.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn launch(
     ctx: &Ctx,
@@ -137,26 +139,8 @@ pub(crate) fn launch(
     out: &PreOutViews<'_>,
     ctas: Option<usize>,
     chk: &Checked,
+    post: Option<(&PostInViews<'_>, &DeviceTensorMut<'_>)>,
 ) -> Result<Launch> {
-    let (grid, a) = grid_args(ctx, b, lay, wsp, x, params, out, ctas, chk)?;
-    Ok(Launch::new(b, grid as u32, b.threads(), b.dynamic_shared_max(), &a))
-}
-
-/// The grid (CTAs) and the `pre` arguments of a decode or mid kernel launch (`pre` or
-/// `post_pre`) at the checked T: its token rows must hold T, and C must spread over the CTAs
-/// the kernel needs (`ctas` asks for about that many).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn grid_args(
-    ctx: &Ctx,
-    b: &Bucket,
-    lay: &WsLayout,
-    wsp: u64,
-    x: &DeviceTensor<'_>,
-    params: &PreParamViews<'_>,
-    out: &PreOutViews<'_>,
-    ctas: Option<usize>,
-    chk: &Checked,
-) -> Result<(usize, PreDecodeArgs)> {
     let cfg = &ctx.cfg;
     let t = chk.t;
     let sms = ctx.sm_count as usize;
@@ -175,7 +159,11 @@ pub(crate) fn grid_args(
     a.ws_part = wsp + lay.dpart as u64;
     a.ws_sync = wsp + lay.dsync as u64;
     a.cpc = cpc as u32;
-    Ok((grid, a))
+    let (grid, shared) = (grid as u32, b.dynamic_shared_max());
+    Ok(match post {
+        Some((post, x_out)) => Launch::new(b, grid, b.threads(), shared, &super::post_pre_args(a, post, x_out)),
+        None => Launch::new(b, grid, b.threads(), shared, &a),
+    })
 }
 
 /// Timing builds only (`--experiment stamps` of the PTX generator, then `mhc asm`): the few-token

@@ -185,17 +185,15 @@ pub(crate) fn post_pre_launch(
     out: &PreOutViews<'_>,
     chk: &Checked,
 ) -> Result<Launch> {
-    let (grid, shared, pre) = if b.kind == LaunchKind::PostPreMid {
-        let (grid, pre) = decode::grid_args(ctx, b, lay, wsp, x, params, out, None, chk)?;
-        (grid as u32, b.dynamic_shared_max(), pre)
-    } else {
-        let mut pre = decode::args(ctx, x, params, out, chk);
-        if b.kind == LaunchKind::PostPreClusterPair {
-            pre.ws_part = wsp + lay.pair as u64;
-        }
-        (b.resident_ctas, cluster::ring_bytes_of(b.kind, ctx.cfg.c) as u32, pre)
-    };
-    Ok(Launch::new(b, grid, b.threads(), shared, &post_pre_args(pre, post, x_out)))
+    if b.kind == LaunchKind::PostPreMid {
+        return decode::launch(ctx, b, lay, wsp, x, params, out, None, chk, Some((post, x_out)));
+    }
+    let mut pre = decode::args(ctx, x, params, out, chk);
+    if b.kind == LaunchKind::PostPreClusterPair {
+        pre.ws_part = wsp + lay.pair as u64;
+    }
+    let shared = cluster::ring_bytes_of(b.kind, ctx.cfg.c) as u32;
+    Ok(Launch::new(b, b.resident_ctas, b.threads(), shared, &post_pre_args(pre, post, x_out)))
 }
 
 /// The fused `post_pre` kernels' arguments: the `pre` side's (`x` there is layer l's residual),
