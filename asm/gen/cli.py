@@ -38,6 +38,8 @@ FAMILIES = {
         "nopost": "post_pre entries: no x' computed or stored (the load phase and its second barrier stay)",
         "noxo": "post_pre entries: x' not stored to x_out",
         "nopload": "post_pre entries: f and the coefficients not loaded",
+        "nohpre": "mid entries: the mixers take h_pre = 1/4 without polling the token owner's copy (wrong a)",
+        "sink1": "one Sinkhorn iteration whatever the arguments say",
     }),
     "pre_pc": (pre_pc.generate, {
         "nosink": "iters = 0: no Sinkhorn iteration",

@@ -687,7 +687,7 @@ MID_WAIT:
     add.u64 %rd6, %rd6, 256;
     shl.b32 %r2, %r0, 4;
     mov.u32 %r8, """ + b.hpre + """;
-    add.u32 %r8, %r8, %r2;""" + "\n" + poll_start() + """
+    add.u32 %r8, %r8, %r2;""" + "\n" + (NO_HPRE_POLL if "nohpre" in b.exp else "") + poll_start() + """
 MID_HPOLL:
     @%p3 ld.relaxed.gpu.global.v2.b64 {%pw0, %pw1}, [%rd6];
     @%p3 ld.relaxed.gpu.global.v2.b64 {%pw2, %pw3}, [%rd6+16];
@@ -695,7 +695,8 @@ MID_HPOLL:
 """ + "\n".join([tag_ok([f"%pw{i}" for i in range(4)], "%pok", "%p3"),
                     poll_retry("MID_HPOLL", "%pok", "MID_HSEEN")]
                    + [untag(f"%pw{i}", f"%f{1 + i}") for i in range(4)]) + """
-    @%p3 st.shared.v4.f32 [%r8], {%f1, %f2, %f3, %f4};""" + b.stamp(6, 32) + """
+    @%p3 st.shared.v4.f32 [%r8], {%f1, %f2, %f3, %f4};""" + ("\nMID_HSTORED:" if "nohpre" in b.exp else "")
+        + b.stamp(6, 32) + """
     mbarrier.arrive.shared::cta.b64 %mbs, [sm_hmb2];
 HMB2_WAIT:
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [sm_hmb2], 0;
@@ -714,6 +715,14 @@ MIX_LOOP:
 MIX_END:""" + ("" if "mixsplit" in b.exp else b.stamp(7, 32)))
     e(EXIT)
     return "\n".join(L)
+
+
+# Timing build pre_decode.nohpre: the mixers take h_pre = 1/4 without waiting for the token
+# owner's tagged copy (wrong a; the owner still reduces and runs the Sinkhorn).
+NO_HPRE_POLL = """    mov.f32 %f1, 0f3E800000;
+    @%p3 st.shared.v4.f32 [%r8], {%f1, %f1, %f1, %f1};
+    bra MID_HSTORED;
+"""
 
 
 def full_load(lbl, first=True):
@@ -981,6 +990,8 @@ def setup(b):
     e(GRID_DEPENDENCY)
     e("""    ld.relaxed.gpu.global.u32 %tag, [%sync];
     add.u32 %tag, %tag, 1;                  // this call's tag (header, TAGS)""")
+    if "sink1" in b.exp:
+        e("    mov.u32 %iters, 1;                      // timing build: one Sinkhorn iteration")
     if stamps:
         e("    mov.u32 %S, %nctaid.x;" + b.stamp(0, 0))
     e(load_phase(b, bf, tm))
