@@ -4,9 +4,10 @@ asm/ptx/sm90/pre_decode.ptx): the blocks the mid / mid16 text gains when it is `
 CTA s already loads its channel slice of every stream of every token into shared memory, which
 is exactly what `post` needs for those channels: `x'[i][c] = h_post[i] f[c] + sum_j w[i][j]
 x[j][c]`. So the load phase also brings f's slice and the tokens' coefficients into shared
-memory; after the slices land, warp w computes x' of tokens w, w + 8, ..., a lane per (output
-stream i, 8-channel chunk q), with post.ptx's f32 operations in post.ptx's order, stores it to
-`x_out` rounded to the storage type and writes the rounded values back over the x slice. The
+memory; after the slices land, each thread computes x' of (token, 4-channel quad) items, all n
+output streams of the item from its own shared-memory loads, with post.ptx's f32 operations in
+post.ptx's order, stores it to `x_out` rounded to the storage type and writes the rounded values
+back over the x slice (words no other thread reads before the next barrier). The
 projection, the sums of squares and the mix then read x' from there: x' is stored once and never
 read back, and the outputs are those of `post` followed by `pre`, bit for bit.
 """
@@ -32,9 +33,18 @@ def res_slots(tm):
     return -(-tm * 16 // 256)
 
 
+def dense(tm):
+    """The mid16 entries (tm = 16 token rows) keep the coefficients as dense as in global memory
+    (h_post[tm][n], h_res[tm][n][n]), read by a warp per token; the mid entries pad them to n = 4
+    (h_post[tm][4], W[tm][4][4] with W[t][i][j] the weight of x[j] in output stream i), so that a
+    token's coefficients are five 16-byte loads for the 4-channel items (docs/kernels/post_pre.md
+    has the measurements behind the two forms)."""
+    return tm <= 16
+
+
 def symbols(tm):
-    """(f rows, coefficients) of an entry with tm token rows: f_s[tm][64] f32; h_post[tm][n] then,
-    tm * 16 bytes in, h_res[tm][n][n], both as dense as in global memory."""
+    """(f rows, coefficients) of an entry with tm token rows: f_s[tm][64] f32; the coefficients
+    (dense() says which layout), h_post first and, tm * 16 bytes in, h_res / W."""
     return f"sm_uf{tm}", f"sm_uc{tm}"
 
 
@@ -43,7 +53,8 @@ def shared_declarations(tm):
     return (f".shared .align 16 .b8 {f}[{tm * F_ROW}];{' ' * (9 - len(str(tm * F_ROW)))}"
             f"// post_pre: f slice [{tm}][64] f32 (bf16 widened)\n"
             f".shared .align 16 .b8 {c}[{tm * 80}];{' ' * (9 - len(str(tm * 80)))}"
-            f"// post_pre: h_post [{tm}][n], then at {tm * 16} h_res [{tm}][n][n]")
+            f"// post_pre: h_post [{tm}][{'n' if dense(tm) else 4}], then at {tm * 16} "
+            f"{'h_res [' + str(tm) + '][n][n]' if dense(tm) else 'W [' + str(tm) + '][4][4]'}")
 
 
 def declarations(tm):
@@ -51,8 +62,14 @@ def declarations(tm):
     .reg .b32 %uFS, %uXS, %ub<16>;
     .reg .b32 %uf<{8 * f_loads(tm)}>;
     .reg .f32 %ucw<{1 + res_slots(tm)}>;
-    .reg .f32 %ux<32>, %uo<8>, %uc<5>, %uv<8>;
-    .reg .pred %up<4>, %uw<4>, %uq<{f_loads(tm)}>, %uok;"""
+    {STEP_REGS_DENSE if dense(tm) else STEP_REGS_ITEMS}
+    .reg .pred %up<4>, {"%uw<4>, " if dense(tm) else ""}%uq<{f_loads(tm)}>{", %uok" if dense(tm) else ""};"""
+
+
+# the x' step's registers: a warp per token (dense), 4-channel items (padded; %ud: layout indices)
+STEP_REGS_DENSE = ".reg .f32 %ux<32>, %uo<8>, %uc<5>, %uv<8>;"
+STEP_REGS_ITEMS = """.reg .b32 %ud<10>;
+    .reg .f32 %ux<16>, %uo<16>, %uv<4>, %uh<4>, %ur<16>;"""
 
 
 def load_args():
@@ -121,25 +138,67 @@ def stores(bf, tm):
             vals = [f"%uf{8*k+r}" for r in range(8)]
         e(f"""    @%uq{k} st.shared.v4.b32 [%ub8+{LOAD_TOKENS * F_ROW * k}], {{{', '.join(vals[:4])}}};
     @%uq{k} st.shared.v4.b32 [%ub8+{LOAD_TOKENS * F_ROW * k + 16}], {{{', '.join(vals[4:])}}};""")
-    e(f"""    mov.u32 %ub8, {co};
+    if dense(tm):  # mid16: the words as dense as in global memory
+        e(f"""    mov.u32 %ub8, {co};
     shl.b32 %ub9, %tx, 2;
     add.u32 %ub8, %ub8, %ub9;
     setp.lt.u32 %p1, %tx, %ub5;
     @%p1 st.shared.f32 [%ub8], %ucw0;""")
-    for k in range(res_slots(tm)):
-        e(f"""    add.u32 %ub7, %tx, {256 * k};
+        for k in range(res_slots(tm)):
+            e(f"""    add.u32 %ub7, %tx, {256 * k};
     setp.lt.u32 %p1, %ub7, %ub6;
     @%p1 st.shared.f32 [%ub8+{tm * 16 + 1024 * k}], %ucw{1 + k};""")
+        return "\n".join(L)
+    e(f"""    // h_post word tid (token t = tid >> log2 n, stream i) -> {co}[t][i]; h_res word tid + 256 k
+    // (token t, row r, column c) -> W[t][c][r] (DeepSeek-V4: w[i][j] = h_res[j][i]) or W[t][r][c]
+    // (Paper: w[i][j] = h_res[i][j]); n = 1, 2, 4
+    shr.u32 %ud0, %n, 1;                    // log2 n
+    sub.u32 %ud1, %n, 1;
+    mov.u32 %ub8, {co};
+    shr.u32 %ud2, %tx, %ud0;
+    and.b32 %ud3, %tx, %ud1;
+    shl.b32 %ud2, %ud2, 4;
+    shl.b32 %ud3, %ud3, 2;
+    add.u32 %ud2, %ud2, %ud3;
+    add.u32 %ud2, %ud2, %ub8;
+    setp.lt.u32 %p1, %tx, %ub5;
+    @%p1 st.shared.f32 [%ud2], %ucw0;
+    shl.b32 %ud4, %ud0, 1;                  // log2 n n
+    mul.lo.u32 %ud5, %n, %n;
+    sub.u32 %ud5, %ud5, 1;""")
+    for k in range(res_slots(tm)):
+        e(f"""    add.u32 %ub7, %tx, {256 * k};
+    shr.u32 %ud2, %ub7, %ud4;               // t
+    and.b32 %ud3, %ub7, %ud5;
+    shr.u32 %ud6, %ud3, %ud0;               // r
+    and.b32 %ud3, %ud3, %ud1;               // c
+    selp.u32 %ud7, %ud6, %ud3, %p_paper;    // W's row
+    selp.u32 %ud8, %ud3, %ud6, %p_paper;    // W's column
+    shl.b32 %ud2, %ud2, 6;
+    shl.b32 %ud7, %ud7, 4;
+    shl.b32 %ud8, %ud8, 2;
+    add.u32 %ud2, %ud2, %ud7;
+    add.u32 %ud2, %ud2, %ud8;
+    add.u32 %ud2, %ud2, %ub8;
+    setp.lt.u32 %p1, %ub7, %ub6;
+    @%p1 st.shared.f32 [%ud2+{tm * 16}], %ucw{1 + k};""")
     return "\n".join(L)
 
 
 def step(b, bf, tm):
-    """After the load phase's barrier: warp w computes x' of tokens w, w + 8, ... < T, lane (i =
-    lane / 8, q = lane % 8) output stream i of chunk q, and writes it back over x_s; then a
-    barrier, so the projection reads x'. Experiments (timing only): nopost, no x' computed (the
-    barrier stays); noxo, x' not stored to x_out."""
+    """After the load phase's barrier: x' = post(x) over the CTA's slice, written back over x_s,
+    then a barrier, so the projection reads x'. mid16 (T <= 8): a warp per token; mid: 4-channel
+    items over every thread (measured in docs/kernels/post_pre.md). Experiments (timing only):
+    nopost, no x' computed (the barrier stays); noxo, x' not stored to x_out."""
     if "nopost" in b.exp:
         return "    barrier.sync 0;                         // EXP nopost: no x'"
+    return step_token_warps(b, bf, tm) if dense(tm) else step_items(b, bf, tm)
+
+
+def step_token_warps(b, bf, tm):
+    """mid16: warp w computes x' of tokens w, w + 8, ... < T, lane (i = lane / 8, q = lane % 8)
+    output stream i of chunk q (coefficients in the dense layout), and writes it back over x_s
+    once every lane of the warp has read the token's x."""
     xo = "// " if "noxo" in b.exp else ""
     esz = 2 if bf else 4
     fs, co = symbols(tm)
@@ -240,6 +299,96 @@ UPOST_LOOP:
     shl.b32 %ub4, %ub13, 3;
     add.u32 %ub10, %ub10, %ub4;
     add.u32 %ub15, %ub15, 8;
+    bra UPOST_LOOP;
+UPOST_END:
+    barrier.sync 0;                         // x' in x_s""")
+    return "\n".join(L)
+
+
+def step_items(b, bf, tm):
+    """mid: x' of the CTA's slice as (token t, quad g) items of 4 channels, NG = cpc / 4 quads per
+    token: thread tid < K NG (K = 256 / NG, rounded down) takes quad g = tid % NG of tokens
+    tid / NG, + K, + 2K, ... A thread computes its items' n output streams from its own loads and
+    writes them back over x_s, words no other thread touches."""
+    xo = "// " if "noxo" in b.exp else ""
+    esz = 2 if bf else 4
+    fs, co = symbols(tm)
+    pj = ["", "@%up1 ", "@%up2 ", "@%up3 "]
+    L = []
+    e = L.append
+    e(f"""    // ---- post_pre: x' = post(x). Items (t, g): channels c0 + 4g .. +3 of every stream of token t.
+    // post.ptx's f32 operations in its order: h_post[i] f, then + w[i][j] x[j] for
+    // j = 0 .. n-1 (W[t][i][j] in shared memory); stored to x_out rounded to the storage type and
+    // written back over x_s[t][i][4g ..]
+    setp.lt.u32 %up1, 1, %n;
+    setp.lt.u32 %up2, 2, %n;
+    setp.lt.u32 %up3, 3, %n;
+    shl.b32 %ud0, %nch, 1;                  // NG = 8 nch / 4
+    div.u32 %ud1, 256, %ud0;                // K
+    div.u32 %ub15, %tx, %ud0;               // t
+    mul.lo.u32 %ub0, %ub15, %ud0;
+    sub.u32 %ub0, %tx, %ub0;                // g
+    setp.ge.u32 %p1, %ub15, %ud1;           // a thread past K NG has no item
+    @%p1 bra UPOST_END;
+    shl.b32 %ub2, %ub0, 2;
+    add.u32 %ub2, %ub2, %c0;                // first channel
+    setp.ge.u32 %p1, %ub2, %C;
+    @%p1 bra UPOST_END;
+    shl.b32 %ub5, %cpc, 2;                  // stream step in x_s (bytes)
+    mul.wide.u32 %ua1, %C, {esz};           // stream step in x_out (bytes)
+    shl.b32 %ub1, %ub0, 4;
+    {b.smem("%ub3", "x")}
+    add.u32 %ub3, %ub3, %ub1;               // &x_s[0][0 cpc + 4g]
+    mov.u32 %ub7, {fs};
+    add.u32 %ub7, %ub7, %ub1;               // &f_s[0][4g]
+    mov.u32 %ub8, {co};
+UPOST_LOOP:
+    setp.ge.u32 %p1, %ub15, %T;
+    @%p1 bra UPOST_END;
+    mad.lo.u32 %ub4, %ub15, {ROW}, %ub3;    // &x_s[t][4g]
+    mov.u32 %ub6, %ub4;""")
+    def regs(base, k):
+        return ", ".join(f"%{base}{k + v}" for v in range(4))
+    for j in range(4):
+        e(f"    {pj[j]}ld.shared.v4.f32 {{{regs('ux', 4 * j)}}}, [%ub6];")
+        if j < 3:
+            e("    add.u32 %ub6, %ub6, %ub5;")
+    e(f"""    mad.lo.u32 %ub9, %ub15, {F_ROW}, %ub7;
+    ld.shared.v4.f32 {{{regs('uv', 0)}}}, [%ub9];
+    shl.b32 %ub9, %ub15, 4;
+    add.u32 %ub9, %ub9, %ub8;
+    ld.shared.v4.f32 {{%uh0, %uh1, %uh2, %uh3}}, [%ub9];
+    shl.b32 %ub9, %ub15, 6;
+    add.u32 %ub9, %ub9, %ub8;               // W[t] - {tm * 16}""")
+    for i in range(4):
+        e(f"    {pj[i]}ld.shared.v4.f32 {{%ur{4*i}, %ur{4*i+1}, %ur{4*i+2}, %ur{4*i+3}}}, [%ub9+{tm * 16 + 16 * i}];")
+    for i in range(4):
+        for v in range(4):
+            e(f"    {pj[i]}mul.rn.f32 %uo{4*i+v}, %uh{i}, %uv{v};")
+        for j in range(4):
+            for v in range(4):
+                e(f"    {pj[max(i, j)]}fma.rn.f32 %uo{4*i+v}, %ur{4*i+j}, %ux{4*j+v}, %uo{4*i+v};")
+    e(f"""    mad.lo.u32 %ub6, %ub15, %uXS, %ub2;     // x_out element of (t, stream 0, channel)
+    mul.wide.u32 %ua3, %ub6, {esz};
+    add.u64 %ua3, %uXO, %ua3;""")
+    for i in range(4):
+        o = regs("uo", 4 * i)
+        if bf:
+            e(f"""    {pj[i]}cvt.rn.bf16x2.f32 %r9, %uo{4*i+1}, %uo{4*i};
+    {pj[i]}cvt.rn.bf16x2.f32 %r10, %uo{4*i+3}, %uo{4*i+2};
+    {xo}{pj[i]}st.global.v2.b32 [%ua3], {{%r9, %r10}};
+    {pj[i]}shl.b32 %r1, %r9, 16;
+    {pj[i]}and.b32 %r2, %r9, 0xffff0000;
+    {pj[i]}shl.b32 %r3, %r10, 16;
+    {pj[i]}and.b32 %r4, %r10, 0xffff0000;
+    {pj[i]}st.shared.v4.b32 [%ub4], {{%r1, %r2, %r3, %r4}};""")
+        else:
+            e(f"""    {xo}{pj[i]}st.global.v4.f32 [%ua3], {{{o}}};
+    {pj[i]}st.shared.v4.f32 [%ub4], {{{o}}};""")
+        if i < 3:
+            e("""    add.u64 %ua3, %ua3, %ua1;
+    add.u32 %ub4, %ub4, %ub5;""")
+    e("""    add.u32 %ub15, %ub15, %ud1;
     bra UPOST_LOOP;
 UPOST_END:
     barrier.sync 0;                         // x' in x_s""")
