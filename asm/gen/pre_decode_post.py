@@ -192,17 +192,21 @@ def step(b, bf, tm):
     nopost, no x' computed (the barrier stays); noxo, x' not stored to x_out."""
     if "nopost" in b.exp:
         return "    barrier.sync 0;                         // EXP nopost: no x'"
-    return step_token_warps(b, bf, tm) if dense(tm) else step_items(b, bf, tm)
+    xo = "// " if "noxo" in b.exp else ""  # the x_out stores, commented out in noxo
+    return (step_token_warps if dense(tm) else step_items)(b, bf, tm, xo)
 
 
-def step_token_warps(b, bf, tm):
+# Predicates of streams 0..3 (%up<j>: j < n), prefixed to the work of stream j.
+STREAM_PRED = ["", "@%up1 ", "@%up2 ", "@%up3 "]
+
+
+def step_token_warps(b, bf, tm, xo):
     """mid16: warp w computes x' of tokens w, w + 8, ... < T, lane (i = lane / 8, q = lane % 8)
     output stream i of chunk q (coefficients in the dense layout), and writes it back over x_s
     once every lane of the warp has read the token's x."""
-    xo = "// " if "noxo" in b.exp else ""
     esz = 2 if bf else 4
     fs, co = symbols(tm)
-    pj = ["", "@%up1 ", "@%up2 ", "@%up3 "]
+    pj = STREAM_PRED
     L = []
     e = L.append
     e(f"""    // ---- post_pre: x' = post(x). Warp w: tokens t = w, w + 8, ... < T; lane: output stream
@@ -305,15 +309,14 @@ UPOST_END:
     return "\n".join(L)
 
 
-def step_items(b, bf, tm):
+def step_items(b, bf, tm, xo):
     """mid: x' of the CTA's slice as (token t, quad g) items of 4 channels, NG = cpc / 4 quads per
     token: thread tid < K NG (K = 256 / NG, rounded down) takes quad g = tid % NG of tokens
     tid / NG, + K, + 2K, ... A thread computes its items' n output streams from its own loads and
     writes them back over x_s, words no other thread touches."""
-    xo = "// " if "noxo" in b.exp else ""
     esz = 2 if bf else 4
     fs, co = symbols(tm)
-    pj = ["", "@%up1 ", "@%up2 ", "@%up3 "]
+    pj = STREAM_PRED
     L = []
     e = L.append
     e(f"""    // ---- post_pre: x' = post(x). Items (t, g): channels c0 + 4g .. +3 of every stream of token t.
