@@ -4,10 +4,10 @@ asm/ptx/sm90/pre_decode.ptx): the blocks the mid / mid16 text gains when it is `
 CTA s already loads its channel slice of every stream of every token into shared memory, which
 is exactly what `post` needs for those channels: `x'[i][c] = h_post[i] f[c] + sum_j w[i][j]
 x[j][c]`. So the load phase also brings f's slice and the tokens' coefficients into shared
-memory; after the slices land, each thread computes x' of (token, 4-channel quad) items, all n
-output streams of the item from its own shared-memory loads, with post.ptx's f32 operations in
-post.ptx's order, stores it to `x_out` rounded to the storage type and writes the rounded values
-back over the x slice (words no other thread reads before the next barrier). The
+memory. After the slices land, x' is computed with post.ptx's f32 operations in post.ptx's order
+(mid16: a warp per token, a lane per output stream and 8-channel chunk; mid: a thread per
+(token, 4-channel quad) item, every output stream of it from its own shared-memory loads),
+stored to `x_out` rounded to the storage type and written back, rounded, over the x slice. The
 projection, the sums of squares and the mix then read x' from there: x' is stored once and never
 read back, and the outputs are those of `post` followed by `pre`, bit for bit.
 """
@@ -163,7 +163,7 @@ def stores(bf, tm):
     add.u32 %ud2, %ud2, %ub8;
     setp.lt.u32 %p1, %tx, %ub5;
     @%p1 st.shared.f32 [%ud2], %ucw0;
-    shl.b32 %ud4, %ud0, 1;                  // log2 n n
+    shl.b32 %ud4, %ud0, 1;                  // log2(n n)
     mul.lo.u32 %ud5, %n, %n;
     sub.u32 %ud5, %ud5, 1;""")
     for k in range(res_slots(tm)):
