@@ -620,7 +620,47 @@ fn pre_mid_kernel_shapes() {
     assert_ctas_refused(&dev, &stream, &mut rng, 40, 32);
 }
 
-/// Small launches of the mid kernel and its post_pre entries (gamma_k, strided rows, both
+/// The mid_n8 entries (pre_decode.ptx `mhc_pre_mid_n8_sm90_*`: the mid16 kernel for n = 8) where
+/// the catalogue selects them (n = 8, no gamma_f, C = 512 ..= 32 x SMs, T = 1..16): within the
+/// reference's tolerances at T = 1, odd T and 16, C not a power of two and not a multiple of
+/// the CTAs' channels, phi ~ 0.5, gamma_k, strided rows, forced CTA counts, both formulations and
+/// dtypes; and that T = 17, C < 512, C past 32 channels a CTA and gamma_f keep the general kernel.
+#[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
+fn pre_mid_n8_kernel_shapes() {
+    let Some(dev) = gpu() else { return };
+    let stream = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("pre_mid_n8");
+    let uses = |sh: &Shape| catalogue_plan(&dev, sh.cfg(), sh.dtype, sh.t).unwrap().pre_uses_mid_kernel(sh.t);
+    let most = 32 * dev.sm_count() as usize;
+    for dtype in DTYPES {
+        for form in FORMS {
+            let mut shapes: Vec<Shape> =
+                [(1280, 1), (1280, 16), (1288, 5), (4096, 1), (4096, 16), (512, 16), (2056, 7)]
+                    .into_iter()
+                    .map(|(c, t)| Shape::new(8, c, t, form, dtype))
+                    .collect();
+            shapes.push(Shape::new(8, most, 9, form, dtype));
+            shapes.push(Shape { phi_std: 0.5, ..Shape::new(8, 1280, 3, form, dtype) });
+            shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(8, 1288, 12, form, dtype) });
+            shapes.push(Shape { ctas: Some(40), ..Shape::new(8, 1280, 16, form, dtype) });
+            for sh in shapes {
+                assert!(uses(&sh), "{}: mid_n8 kernel selected", sh.label());
+                check_pre(&dev, &stream, &mut rng, &sh);
+            }
+            for sh in [
+                Shape::new(8, 1280, 17, form, dtype),
+                Shape::new(8, 504, 4, form, dtype),
+                Shape::new(8, most + 8, 1, form, dtype),
+                Shape { gamma_f: true, ..Shape::new(8, 1280, 4, form, dtype) },
+            ] {
+                assert!(!uses(&sh), "{}: mid_n8 kernel not selected", sh.label());
+            }
+        }
+    }
+}
+
+/// Small launches of the mid kernels (n = 8 too) and the post_pre entries (gamma_k, strided rows, both
 /// dtypes), for compute-sanitizer; also checked against the reference and post then pre.
 #[test]
 #[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
@@ -629,7 +669,7 @@ fn mid_sanitizer_smoke() {
     let stream = Stream::new(&dev).unwrap();
     let mut rng = common::rng("mid_sanitizer_smoke");
     for dtype in DTYPES {
-        for (n, c, t) in [(4, 512, 64), (2, 1288, 33), (4, 1280, 17)] {
+        for (n, c, t) in [(4, 512, 64), (2, 1288, 33), (4, 1280, 17), (8, 1288, 9)] {
             let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(n, c, t, Formulation::DeepSeekV4, dtype) };
             check_pre(&dev, &stream, &mut rng, &sh);
         }
@@ -1431,9 +1471,16 @@ fn pre_is_deterministic_and_graph_capturable() {
     let s = Stream::new(&dev).unwrap();
     let mut rng = common::rng("pre_determinism");
     for dtype in DTYPES {
-        for (n, c, t) in
-            [(4, 4096, 16), (4, 7168, 3), (4, 4096, 1), (2, 1288, 9), (4, 4096, 1000), (8, 1280, 64), (32, 64, 600)]
-        {
+        for (n, c, t) in [
+            (4, 4096, 16),
+            (4, 7168, 3),
+            (4, 4096, 1),
+            (2, 1288, 9),
+            (4, 4096, 1000),
+            (8, 1280, 64),
+            (8, 1280, 5),
+            (32, 64, 600),
+        ] {
             let cfg = Config::new(n, c);
             let mut r = ready(&dev, &mut rng, cfg, dtype, t, 1);
             r.out.poison(&s, dtype);

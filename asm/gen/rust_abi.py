@@ -108,6 +108,11 @@ def pre_decode_items():
         const("MID_HPRE_COPIES", "usize", d.HPRE_COPIES, "Copies of the mid kernel's tagged h_pre in the workspace (CTA s polls copy s % 8)."),
         const("MID_MAX_TOKENS", "usize", d.MID_TOKENS, "Token capacity of the mid kernel (its shared x slice and partial sums hold 64 token rows)."),
         const("MID_SMEM", "u32", d.MID_SMEM, "Dynamic shared memory of the mid kernel: `phi_s[24][260]` f32, `x_s[64][260]` f32, `red[8][64][33]` f32."),
+        const("DECODE_SLICE", "usize", d.SLICE, "Elements of a CTA's slice (n x channels per CTA) one shared row of the few-token kernels holds."),
+        const("DECODE_ROW_WORDS", "usize", d.NARROW.words, "Tagged words per partial row of the few-token kernels for n <= 4 (ss, 24 logits, zeros)."),
+        const("MID_N8_N", "usize", d.N8.hp, "The stream count of the mid_n8 entries."),
+        const("MID_N8_ROW_WORDS", "usize", d.N8.words, "Tagged words per partial row of the mid_n8 entries (ss, 80 logits, zeros)."),
+        const("MID_N8_MAX_TOKENS", "usize", d.DECODE_TOKENS, "Token capacity of the mid_n8 entries (16 shared token rows)."),
     ]
 
 

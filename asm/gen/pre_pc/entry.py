@@ -1,7 +1,7 @@
 """One entry assembled from its parts (Entry), and the two files' texts."""
 
 from ..abi import PRE_DECODE
-from ..pre_decode import COEF_REGS, GRID_DEPENDENCY, load_args
+from ..pre_decode import NARROW, GRID_DEPENDENCY, coef_regs, load_args
 from .constants import (
     A_TMAP, CL, ENTRY_POST_PRE, ENTRY_POST_PRE_M, ENTRY_POST_PRE_PAIR, ENTRY_PRE, ENTRY_PRE_PAIR,
     ENTRY_PRE_TMA, FUSED_ARG_BYTES, HC_TILE, HW0, HXB, HXG, HX_SLOTS, LG_ROW, NCW, NMW, NPW, NW,
@@ -136,7 +136,7 @@ def entry_start(k):
     .reg .f32 %z<4>;
     .reg .b32 %sa, %sn;
     .reg .pred %ps;
-{COEF_REGS}
+{coef_regs(NARROW)}
     .reg .f32 %inv_t;
     .reg .f32 %mo<8>;
     .reg .b32 %it, %lgb, %nr, %wsr, %wsx;

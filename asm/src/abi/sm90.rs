@@ -460,6 +460,21 @@ pub const MID_MAX_TOKENS: usize = 64;
 /// Dynamic shared memory of the mid kernel: `phi_s[24][260]` f32, `x_s[64][260]` f32, `red[8][64][33]` f32.
 pub const MID_SMEM: u32 = 159104;
 
+/// Elements of a CTA's slice (n x channels per CTA) one shared row of the few-token kernels holds.
+pub const DECODE_SLICE: usize = 256;
+
+/// Tagged words per partial row of the few-token kernels for n <= 4 (ss, 24 logits, zeros).
+pub const DECODE_ROW_WORDS: usize = 32;
+
+/// The stream count of the mid_n8 entries.
+pub const MID_N8_N: usize = 8;
+
+/// Tagged words per partial row of the mid_n8 entries (ss, 80 logits, zeros).
+pub const MID_N8_ROW_WORDS: usize = 84;
+
+/// Token capacity of the mid_n8 entries (16 shared token rows).
+pub const MID_N8_MAX_TOKENS: usize = 16;
+
 // ---- pre_gemm
 
 /// Arguments of `mhc_pre_gemm_bf16_n*` (one `.param .align 8 .b8 args[144]`; offsets in the

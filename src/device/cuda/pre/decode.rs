@@ -22,9 +22,27 @@ use crate::config::Config;
 use crate::device::cuda::abi::PreDecodeArgs;
 pub(crate) use crate::device::cuda::abi::MID_HPRE_COPIES;
 pub use crate::device::cuda::abi::{DECODE_MAX_CPC, DECODE_MAX_CTAS, DECODE_MAX_N, MID_MAX_TOKENS};
+use crate::device::cuda::abi::{DECODE_ROW_WORDS, DECODE_SLICE, MID_N8_MAX_TOKENS, MID_N8_N, MID_N8_ROW_WORDS};
 use crate::device::cuda::launch::{Bucket, Ctx, Launch, LaunchKind, Row};
 use crate::device::cuda::memory::{DeviceTensor, DeviceTensorMut};
 use crate::error::{Error, Result};
+
+/// Most channels one few-token CTA owns for `n` streams: its shared rows hold the n x cpc
+/// elements of its slice ([`DECODE_SLICE`]), and never more than [`DECODE_MAX_CPC`] (n = 8: 32).
+pub(crate) fn max_cpc(n: usize) -> usize {
+    (DECODE_SLICE / n.max(1)).min(DECODE_MAX_CPC) / 8 * 8
+}
+
+/// `(tagged words per partial row, token capacity)` of the few-token kernels for `n` streams:
+/// n <= 4 the decode / mid entries' 32-word rows for up to [`MID_MAX_TOKENS`] tokens, n = 8 the
+/// mid_n8 entries' 84-word rows for up to 16; `None` for other n (no few-token kernel).
+pub(crate) fn part_rows(n: usize) -> Option<(usize, usize)> {
+    match n {
+        1..=DECODE_MAX_N => Some((DECODE_ROW_WORDS, MID_MAX_TOKENS)),
+        MID_N8_N => Some((MID_N8_ROW_WORDS, MID_N8_MAX_TOKENS)),
+        _ => None,
+    }
+}
 
 /// Above this many tokens the decode kernel uses the fewest CTAs it can (64 channels each):
 /// every CTA reads every CTA's partial rows of every token after the grid barrier, so that
@@ -34,20 +52,21 @@ use crate::error::{Error, Result};
 pub const DECODE_FEW_CTAS_ABOVE: usize = 8;
 
 /// `(ctas, cpc)` of the decode kernel for `t` tokens: channels per CTA `cpc` (a multiple of
-/// 8, at most [`DECODE_MAX_CPC`]) and `ctas = ceil(C / cpc)` <= `min(sms, 144)` (all
+/// 8, at most [`max_cpc`]) and `ctas = ceil(C / cpc)` <= `min(sms, 144)` (all
 /// co-resident: one CTA per SM fits). Few tokens spread C over as many CTAs as allowed; more
 /// than [`DECODE_FEW_CTAS_ABOVE`] use the fewest, but not fewer than T while C has T chunks of
 /// 8 channels; `ctas` (benchmarks, tests) asks for about that many instead. `None` if C needs
-/// more than 64 channels per CTA.
+/// more than [`max_cpc`] channels per CTA.
 pub(crate) fn decode_shape(cfg: &Config, sms: usize, t: usize, ctas: Option<usize>) -> Option<(usize, usize)> {
     let cap = sms.clamp(1, DECODE_MAX_CTAS);
     let chunks = cfg.c.div_ceil(8);
-    let fewest = chunks.div_ceil(DECODE_MAX_CPC / 8);
+    let most = max_cpc(cfg.n);
+    let fewest = chunks.div_ceil(most / 8);
     // At least T CTAs where C allows it: CTA s runs the Sinkhorn of tokens s, s + S, ... in series.
     let auto = if t > DECODE_FEW_CTAS_ABOVE { fewest.max(t) } else { cap };
     let target = ctas.unwrap_or(auto).clamp(1, cap);
     let nch = chunks.div_ceil(target);
-    if nch == 0 || nch * 8 > DECODE_MAX_CPC {
+    if nch == 0 || nch * 8 > most {
         return None;
     }
     let cpc = nch * 8;
@@ -62,26 +81,25 @@ pub(crate) fn mid_shape(cfg: &Config, sms: usize, t: usize, ctas: Option<usize>)
 }
 
 /// The device's limits of the decode kernel for `cfg` on a GPU of `sms` multiprocessors: C must
-/// spread over at most `min(sms, 144)` co-resident CTAs of at most [`DECODE_MAX_CPC`] channels.
+/// spread over at most `min(sms, 144)` co-resident CTAs of at most [`max_cpc`] channels.
 /// (n, dtype, C granule and options are the catalogue's to check.)
 pub(crate) fn decode_limits(cfg: &Config, sms: usize) -> std::result::Result<(), String> {
     if decode_shape(cfg, sms, 1, None).is_none() {
-        return Err(format!("C = {} > {DECODE_MAX_CPC} channels x {} CTAs", cfg.c, sms.min(DECODE_MAX_CTAS)));
+        let most = max_cpc(cfg.n);
+        return Err(format!("C = {} > {most} channels x {} CTAs at n = {}", cfg.c, sms.min(DECODE_MAX_CTAS), cfg.n));
     }
     Ok(())
 }
 
-/// The device's limits of the mid kernel: the decode kernel's, and C must give every one of
-/// [`MID_MAX_TOKENS`] tokens a CTA. Where it runs it is also ahead of the persistent-cluster
-/// kernel (H100, bf16, C = 4096, T = 17 / 32 / 64: 11.4 / 11.7 / 13.5 us per call against
-/// pre_pc's 14.4 / 14.5 / 14.9).
+/// The device's limits of the mid kernels: the decode kernel's, and C must give every token of
+/// the entries' capacity ([`part_rows`]: 64, n = 8: 16) a CTA. Where it runs it is also ahead of
+/// the persistent-cluster kernel (H100, bf16, C = 4096, T = 17 / 32 / 64: 11.4 / 11.7 / 13.5 us
+/// per call against pre_pc's 14.4 / 14.5 / 14.9).
 pub(crate) fn mid_limits(cfg: &Config, sms: usize) -> std::result::Result<(), String> {
     decode_limits(cfg, sms)?;
-    if mid_shape(cfg, sms, MID_MAX_TOKENS, None).is_none() {
-        return Err(format!(
-            "C = {} spreads over fewer than {MID_MAX_TOKENS} CTAs of >= 8 channels (or {sms} SMs)",
-            cfg.c
-        ));
+    let (_, tokens) = part_rows(cfg.n).ok_or_else(|| format!("no few-token kernel for n = {}", cfg.n))?;
+    if mid_shape(cfg, sms, tokens, None).is_none() {
+        return Err(format!("C = {} spreads over fewer than {tokens} CTAs of >= 8 channels (or {sms} SMs)", cfg.c));
     }
     Ok(())
 }
@@ -153,7 +171,7 @@ pub(crate) fn launch(
     let shape = if mid { mid_shape(cfg, sms, t, ctas) } else { decode_shape(cfg, sms, t, ctas) };
     let (grid, cpc) = shape.ok_or_else(|| {
         let want = if mid { format!("at least T = {t} CTAs of") } else { "enough CTAs for".into() };
-        Error::shape("ctas", format!("{want} <= {DECODE_MAX_CPC} channels each"), ctas.unwrap_or(0))
+        Error::shape("ctas", format!("{want} <= {} channels each", max_cpc(cfg.n)), ctas.unwrap_or(0))
     })?;
     let mut a = args(ctx, x, params, out, chk);
     a.ws_part = wsp + lay.dpart as u64;
@@ -221,6 +239,17 @@ mod tests {
         assert_eq!(decode_shape(&Config::new(4, 256), 132, 16, None), Some((16, 16)));
         assert_eq!(decode_shape(&Config::new(4, 64), 132, 16, None), Some((8, 8)));
         assert!(decode_limits(&Config::new(4, 8456), 132).is_err());
+        // n = 8: the shared rows hold 8 x 32 elements of the slice
+        assert_eq!(max_cpc(8), 32);
+        assert_eq!((max_cpc(1), max_cpc(3), max_cpc(4)), (DECODE_MAX_CPC, DECODE_MAX_CPC, DECODE_MAX_CPC));
+        assert_eq!(decode_shape(&Config::new(8, 1280), 132, 1, None), Some((80, 16)));
+        assert_eq!(decode_shape(&Config::new(8, 4096), 132, 16, None), Some((128, 32)));
+        assert_eq!(decode_shape(&Config::new(8, 4224), 132, 1, None), Some((132, 32)));
+        assert_eq!(decode_shape(&Config::new(8, 4232), 132, 1, None), None);
+        assert!(mid_limits(&Config::new(8, 4224), 132).is_ok());
+        assert!(mid_limits(&Config::new(8, 4232), 132).is_err());
+        assert!(mid_limits(&Config::new(8, 512), 16).is_ok(), "16 CTAs hold the mid_n8 entries' 16 tokens");
+        assert!(mid_limits(&Config::new(16, 1280), 132).is_err());
     }
 
     #[test]

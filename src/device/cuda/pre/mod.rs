@@ -45,8 +45,8 @@ pub(crate) struct WsLayout {
     pub p: usize,
     pub ss: usize,
     /// Decode / mid kernels: the epoch word (4 of 256 bytes), the mid kernel's tagged h_pre
-    /// `[MID_HPRE_COPIES][64][4]` (8-byte words, at `dsync + 256`), then the tagged partial rows
-    /// `[S][T][32]`. Past the general kernel's regions, so neither kernel ever sees the other's
+    /// `[MID_HPRE_COPIES][64][4]` (8-byte words, at `dsync + 256`; n = 8: `[16][8]` in each copy's
+    /// 2048 bytes), then the tagged partial rows `[S][T][32]` (n = 8: 84 words, T <= 16). Past the general kernel's regions, so neither kernel ever sees the other's
     /// leftovers.
     pub dsync: usize,
     pub dpart: usize,

@@ -5,7 +5,7 @@
 //! zero (the workspace is reusable without a memset).
 
 use super::cluster::{pair_bytes, pair_c};
-use super::decode::{DECODE_MAX_CTAS, DECODE_MAX_N, MID_HPRE_COPIES, MID_MAX_TOKENS};
+use super::decode::{part_rows, DECODE_MAX_CTAS, MID_HPRE_COPIES, MID_MAX_TOKENS};
 use super::gemm::{
     logit_tiles, GEMM_MAX_SPLITS, GEMM_MIN_SLABS, GEMM_MIX_PARTS, GEMM_NS, GEMM_TILE_LOGITS, GEMM_TILE_TOKENS,
 };
@@ -41,10 +41,9 @@ pub(crate) fn layout(cfg: &Config, dtype: Dtype, max_tokens: usize) -> WsLayout 
     let ss = p + round256(max_tokens * ldp * 4);
     let dsync = ss + round256(max_tokens * 4);
     let dpart = dsync + 256 + MID_HPRE_COPIES * MID_MAX_TOKENS * 4 * 8;
-    let mut total = if cfg.n <= DECODE_MAX_N && !cfg.gamma_f {
-        dpart + round256(DECODE_MAX_CTAS * max_tokens.min(MID_MAX_TOKENS) * 32 * 8)
-    } else {
-        dsync
+    let mut total = match part_rows(cfg.n) {
+        Some((words, tokens)) if !cfg.gamma_f => dpart + round256(DECODE_MAX_CTAS * max_tokens.min(tokens) * words * 8),
+        _ => dsync,
     };
     let gemm = gemm_ws(cfg, max_tokens, total);
     // Where the catalogue may give the GEMM kernel this configuration (bf16, its n, no optional
