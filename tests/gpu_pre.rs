@@ -2460,7 +2460,7 @@ fn profile_pc_phases() {
     }
 }
 
-/// Where the decode kernel's time goes, phase by phase, at T = 1 and 16 (C = 4096, bf16). Needs a
+/// Where the few-token kernels' time goes, phase by phase (n = 4 and the mid_n8 entries). Needs a
 /// timing build: `python3 -m asm.gen --experiment pre_decode.stamps`, the file it writes to
 /// asm/gen/out/ptx/sm90 copied over asm/ptx/sm90 in a scratch checkout, `mhc asm`, then this test
 /// (`--ignored profile_decode_phases`); a normal build prints meaningless numbers. For each
@@ -2476,15 +2476,17 @@ fn profile_decode_phases() {
     // "arrived": thread 0's own poll of its token's rows done; "h_pre seen": every token's
     // tagged h_pre polled (mid).
     let mid = ["start", "loaded", "projected", "stored", "arrived", "reduced", "h_pre seen", "mixed"];
-    for (t, c, dtype) in [
-        (1, 4096, Dtype::Bf16),
-        (16, 4096, Dtype::Bf16),
-        (1, 7168, Dtype::Bf16),
-        (17, 7168, Dtype::Bf16),
-        (64, 7168, Dtype::Bf16),
-        (64, 4096, Dtype::F32),
+    for (n, t, c, dtype) in [
+        (4, 1, 4096, Dtype::Bf16),
+        (4, 16, 4096, Dtype::Bf16),
+        (4, 1, 7168, Dtype::Bf16),
+        (4, 17, 7168, Dtype::Bf16),
+        (4, 64, 7168, Dtype::Bf16),
+        (4, 64, 4096, Dtype::F32),
+        (8, 1, 1280, Dtype::Bf16),
+        (8, 16, 1280, Dtype::Bf16),
     ] {
-        let mut cfg = Config::new(4, c);
+        let mut cfg = Config::new(n, c);
         // MHC_PROFILE_ITERS=1 against the default 20 isolates the Sinkhorn loop's share.
         if let Some(it) = std::env::var("MHC_PROFILE_ITERS").ok().and_then(|v| v.parse().ok()) {
             cfg.sinkhorn_iters = it;
@@ -2503,7 +2505,7 @@ fn profile_decode_phases() {
             let st = r.plan.debug_decode_stamps(&r.ws, t).unwrap();
             let t0 = st.iter().map(|c| c[0].0).min().unwrap();
             println!(
-                "T={t} C={c} {dtype} round {round}: {} CTAs ({})",
+                "n={n} T={t} C={c} {dtype} round {round}: {} CTAs ({})",
                 st.len(),
                 if is_mid { "mid" } else { "decode" }
             );

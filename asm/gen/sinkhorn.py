@@ -15,6 +15,9 @@ forms differ in where the matrix lives and who sums a line:
   unrolled          one thread, one unrolled body per n, the exponent shifted so that denormal
                     results survive ex2.ftz (pre_decode.ptx; pre_pc.ptx's h_res batch, a token
                     per lane)
+  lanes             the unrolled form over n lanes, lane j keeping column j and row j, the
+                    other copy scaled by the lanes' factors (shfl.idx): its bits (pre_decode.ptx,
+                    n = 8)
   lane0             lane 0 of a warp, Paper only (static.ptx, n <= 4)
   scaling_vectors   S = diag(r) K diag(c), lane j keeping column and row j of K (static.ptx,
                     n >= 8)
@@ -321,6 +324,70 @@ def unrolled(n, s, w, labels):
 
     cols = lambda: line_steps(lambda j: [s(i, j) for i in range(n)], lambda j, i: s(i, j))
     rows = lambda: line_steps(lambda i: [s(i, j) for j in range(n)], lambda i, j: s(i, j))
+    w(f"    @%p_paper bra {labels}P;")
+    v4_iterations(w, cols, rows, "%it", "%p1", f"{labels}V4L", f"{labels}OUT", zero_check="%p1")
+    w(f"{labels}P:")
+    paper_iterations(w, cols, rows, "%it", "%p1", f"{labels}PL", f"{labels}OUT")
+    w(f"{labels}OUT:")
+
+
+def lanes(n, w, labels):
+    """The unrolled form spread over lanes 0 .. n-1 of a warp: lane j keeps column j of S in
+    %S0 .. %S{n-1} (S[i][j]) and row j in %S{n} .. %S{2n-1} (S[j][i]), the caller having loaded
+    both copies of Z (every lane's copies from the same values with the same operations). Each
+    line step is the unrolled form's for the lane's own line (pairwise sum + eps_hc,
+    rcp.approx.ftz, the multiplies); the other copy takes the factors of the n lanes by
+    shfl.idx, so both copies of S[i][j] take the same operations and every bit is the unrolled
+    form's. A line step then costs one shuffle round instead of n lines' instructions in one
+    thread (n = 8: 274 instructions per iteration there). The start's shifts and reciprocals
+    reach the other copy the same way. Leaves to {labels}OUT; temporaries %mx, %sum, %rc,
+    %ls0, %lr0, %g1, %g2, %tr, %it, %p1; lanes n .. 31 must not run it (shfl mask 2^n - 1)."""
+    col = [f"%S{i}" for i in range(n)]
+    row = [f"%S{n + i}" for i in range(n)]
+    mask = hex((1 << n) - 1)
+
+    def tree(cells, dst, eps):
+        w(pairwise(cells, lambda d, i, seq: f"%tr{seq}", dst=dst, plus="%eps_hc" if eps else None)[0])
+
+    def from_lane(val, i, dst):
+        w(f"    shfl.sync.idx.b32 {dst}, {val}, {i}, 0x1f, {mask};")
+
+    w(f"    @%p_paper bra {labels}PAPER;")
+    w("    // V4 start: softmax of row j + eps; column j's entries with row i's shift and 1 / sum")
+    w(line_max("%mx", row))
+    for c in row:
+        w(exp_shift(c, c, "%mx", keep_denormals=True))
+    tree(row, "%sum", eps=False)
+    w("    rcp.approx.ftz.f32 %rc, %sum;")
+    for c in row:
+        w(f"    fma.rn.f32 {c}, {c}, %rc, %eps_hc;")
+    for i in range(n):
+        from_lane("%mx", i, "%g1")
+        from_lane("%rc", i, "%g2")
+        w(exp_shift(col[i], col[i], "%g1", keep_denormals=True))
+        w(f"    fma.rn.f32 {col[i]}, {col[i]}, %g2, %eps_hc;")
+    w(f"    bra {labels}START;")
+    w(f"{labels}PAPER:")
+    w("    // Paper start: exp(Z - max of column j); row j's entries with column i's shift")
+    w(line_max("%mx", col))
+    for c in col:
+        w(exp_shift(c, c, "%mx", keep_denormals=True))
+    for i in range(n):
+        from_lane("%mx", i, "%g1")
+        w(exp_shift(row[i], row[i], "%g1", keep_denormals=True))
+    w(f"{labels}START:")
+
+    def step(own, other):
+        tree(own, "%ls0", eps=True)
+        w("    rcp.approx.ftz.f32 %lr0, %ls0;")
+        for c in own:
+            w(f"    mul.f32 {c}, {c}, %lr0;")
+        for i in range(n):
+            from_lane("%lr0", i, "%g1")
+            w(f"    mul.f32 {other[i]}, {other[i]}, %g1;")
+
+    cols = lambda: step(col, row)
+    rows = lambda: step(row, col)
     w(f"    @%p_paper bra {labels}P;")
     v4_iterations(w, cols, rows, "%it", "%p1", f"{labels}V4L", f"{labels}OUT", zero_check="%p1")
     w(f"{labels}P:")

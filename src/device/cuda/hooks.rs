@@ -206,7 +206,7 @@ impl Plan {
         };
         let (s, _) = shape.ok_or_else(|| Error::shape("tokens", "a decode or mid shape".to_string(), t))?;
         let all: Vec<u64> = ws.buf.to_vec()?;
-        pre::decode::stamps(&self.ws, &all, s, t)
+        pre::decode::stamps(&self.ws, &all, cfg.n, s, t)
     }
 
     /// The persistent-cluster kernel's phase stamps a timing build left in `ws` from its last

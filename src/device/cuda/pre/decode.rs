@@ -193,8 +193,9 @@ pub(crate) fn launch(
 /// token's h_pre seen (thread 32), mix done (thread 32). In a normal build the words are
 /// meaningless.
 #[cfg(feature = "testing")]
-pub(crate) fn stamps(lay: &WsLayout, all: &[u64], s: usize, t: usize) -> Result<Vec<[(u64, u64); 8]>> {
-    let base = (lay.dpart + s * t * 256) / 8;
+pub(crate) fn stamps(lay: &WsLayout, all: &[u64], n: usize, s: usize, t: usize) -> Result<Vec<[(u64, u64); 8]>> {
+    let (words, _) = part_rows(n).ok_or_else(|| Error::shape("n", "a few-token kernel's n".to_string(), n))?;
+    let base = (lay.dpart + s * t * words * 8) / 8;
     if all.len() < base + 16 * s {
         // The stamps sit after the partial rows: a plan for more tokens leaves room for them.
         return Err(Error::shape(
