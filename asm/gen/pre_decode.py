@@ -867,7 +867,7 @@ MID_RES:""")
     @%p1 bra MID_WAIT;
     setp.ge.u32 %p1, %tx, {w.hp};                 // the Sinkhorn's lanes
     @%p1 bra EXIT;""")
-    e(coef_call_fixed("SR", w, "res"))
+    e(coef_call_fixed("SR", w, "res") + b.stamp(5, 0))
     e("    bra EXIT;")
     return "\n".join(L)
 
