@@ -285,6 +285,7 @@ class Build:
         self.kind = "mid_n8" if self.n8 else ("mid" if self.wide else "mid16") if mid else "decode"
         self.dynamic = mid and (self.wide or self.n8)
         self.stamps = "stamps" in experiments
+        self.stamps_emitted = 0  # stamp labels are unique per entry (a phase may have two paths)
         self.hpre = w.sym("sm_hpre_mid" if self.wide else "sm_hpre")
         self.name = f"mhc_{'post_pre' if post else 'pre'}_{self.kind}_sm90_{dt}"
         self.args = POST_PRE_PC if post else PRE_DECODE
@@ -298,7 +299,8 @@ class Build:
         return f"mov.u32 {reg}, dsm;" + (f"\n    add.u32 {reg}, {reg}, {off};" if off else "")
 
     def stamp(self, k, thread):
-        return stamp(k, thread, self.exp, self.w.words)
+        self.stamps_emitted += 1
+        return stamp(k, thread, self.exp, self.w.words, label=f"STAMP{k}_{self.stamps_emitted}_END")
 
 
 def load_args(skip=()):
@@ -1008,17 +1010,18 @@ def coef_body(n, lbl):
     return "\n".join(L)
 
 
-def stamp(k, thread, exp, words=32):
+def stamp(k, thread, exp, words=32, label=None):
     """Experiment pre_decode.stamps: thread `thread` writes (%globaltimer, %clock64) to stamp k of this CTA, at
     part + (S T 2 words + 32 ctaid + 4 k) floats (after the S T rows of `words` tagged words). Empty in
     normal builds."""
     if "stamps" not in exp:
         return ""
+    label = label or f"STAMP{k}_END"
     if words != 32:
         return f"""
     // ---- EXP stamp {k}
     setp.eq.u32 %pst, %tx, {thread};
-    @!%pst bra STAMP{k}_END;
+    @!%pst bra {label};
 {read_clocks("%sg", "%sc")}
     mul.lo.u32 %sr, %S, %T;
     mul.lo.u32 %sr, %sr, {2 * words};             // past the partial rows (8-byte tagged words)
@@ -1028,11 +1031,11 @@ def stamp(k, thread, exp, words=32):
     mul.wide.u32 %sa, %sr, 4;
     add.u64 %sa, %part, %sa;
     st.global.v2.u64 [%sa], {{%sg, %sc}};
-STAMP{k}_END:"""
+{label}:"""
     return f"""
     // ---- EXP stamp {k}
     setp.eq.u32 %pst, %tx, {thread};
-    @!%pst bra STAMP{k}_END;
+    @!%pst bra {label};
 {read_clocks("%sg", "%sc")}
     mul.lo.u32 %sr, %S, %T;
     shl.b32 %sr, %sr, 1;                    // past the partial rows (8-byte tagged words)
@@ -1043,7 +1046,7 @@ STAMP{k}_END:"""
     mul.wide.u32 %sa, %sr, 4;
     add.u64 %sa, %part, %sa;
     st.global.v2.u64 [%sa], {{%sg, %sc}};
-STAMP{k}_END:"""
+{label}:"""
 
 
 def poll_start():
