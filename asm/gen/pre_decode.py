@@ -172,18 +172,19 @@ HEADER = """\
 //         thread, all issued before the first use), x_s [16][260] f32; red [8][16][81] aliases
 //         phi_s. Phase 2: the mid16 token classes with RPL = 3 / 5 / 10 / 20 / 40 rows a lane,
 //         phi rows loaded 12 at a time. Partial rows of 84 tagged words (ss, 80 logits, 3
-//         zeros: 21 sectors), stored by thread -> words tid % 32 + 32 p. Phase 5 has two CTAs per
-//         token (S >= 2T): CTA t polls sectors 0..4 of every row (ss, h_pre's and h_post's
-//         logits), reduces them, publishes h_pre (8 tagged words, 64 bytes per copy) and computes
-//         h_post; CTA T + t polls sectors 0 and 4..20 (ss, h_res's logits) and runs the Sinkhorn.
-//         Thread -> (group v < G, CTA subset sub = tid / G < 14), CTAs sub + 14 k (k < 11); each
-//         subset's sums to shared memory, added in subset order (ss in the same order in both
-//         CTAs: the same inv_rms bits). The Sinkhorn on lanes 0..7 of warp 0 (sinkhorn.lanes:
-//         lane j keeps column j and row j, the other copy scaled through shfl.idx; the one-thread
-//         body's bits). H200, bf16, C = 1280, in a graph, T = 1, one owner polling all 21
-//         sectors: 9.18 us with the one-thread Sinkhorn (274 instructions per iteration), 7.37
-//         with the lanes; phase stamps of the latter: rows stored by 2.72 us, the owner's reduce
-//         done at 4.70, every CTA's h_pre seen at 5.86, mixed at 6.27.
+//         zeros: 21 sectors), stored by thread -> words tid % 32 + 32 p. Phase 5: thread -> (4-word
+//         group v = tid % 21, CTA subset sub = tid / 21 < 12), CTAs sub + 12 k (k < 12), each
+//         subset's sums to shared memory and added in subset order (no shuffle tree: 21 groups
+//         do not split a warp evenly). h_pre: 8 tagged words (64 bytes) per token and copy. The
+//         Sinkhorn on lanes 0..7 of warp 0 (sinkhorn.lanes: lane j keeps column j and row j,
+//         the other copy scaled through shfl.idx; the one-thread body's bits): H200, bf16, C =
+//         1280, in a graph, T = 1: 7.37 us against 9.18 with the one-thread body (274
+//         instructions per iteration) and 6.75 with one iteration of it. Phase stamps (T = 1):
+//         rows stored by 2.7 us, the owner's reduce done at 4.7 (2.0 us polling 80 rows of 672
+//         bytes), every CTA's h_pre seen at 5.9, mixed at 6.3; the Sinkhorn ends about then.
+//         Two CTAs per token (one polling the h_pre / h_post sectors, one the h_res sectors)
+//         published h_pre 0.7 us sooner but took 8.34 us in a graph: the h_res CTA still polls
+//         most of each row, and its Sinkhorn ended last.
 // =============================================================================================
 .version 8.0
 .target sm_90a
@@ -218,31 +219,24 @@ class Streams:
     Sinkhorn / h_post body each), hp (h_pre words per token: the largest n), rows (phi_s rows,
     >= M), words (tagged words per partial row: ss, the M logits, zeros to a multiple of 4),
     red (bytes per red[w][t] row: an odd float count > M, so lanes that differ only in the
-    token store to different banks), slots x subs (phase 5: thread -> 4-word group v, CTA
-    subset sub, CTAs sub + subs k, k < slots), roles (the CTAs that finish one token and the
-    4-word groups each polls: one role, every group; or the h_pre / h_post role and the h_res
-    role, CTAs t and T + t) and the static shared symbols' suffix."""
+    token store to different banks), slots x subs (phase 5: thread -> 4-word group v = tid %
+    (words / 4), CTA subset sub = tid / (words / 4), CTAs sub + subs k, k < slots) and the
+    static shared symbols' suffix."""
 
-    def __init__(self, ns, rows, words, red, slots, subs, roles, suffix):
+    def __init__(self, ns, rows, words, red, slots, suffix):
         self.ns, self.hp, self.rows, self.words, self.red = ns, max(ns), rows, words, red
         self.groups = words // 4
-        self.subs, self.slots, self.roles = subs, slots, roles
+        self.subs = 256 // self.groups
+        self.slots = slots
         self.sym = lambda name: name + suffix
         assert self.subs * slots >= MAX_CTAS and red % 8 == 4 and red // 4 > rows
-        assert all(len(g) * subs <= 256 and g[0] == 0 for g in roles), "group 0 (ss) in every role"
 
 
 # n <= 4 (M <= 24): the decode, mid, mid16 and post_pre entries
-NARROW = Streams((1, 2, 3, 4), rows=24, words=32, red=RED, slots=FULL_SLOTS, subs=32, roles=(tuple(range(8)),),
-                 suffix="")
+NARROW = Streams((1, 2, 3, 4), rows=24, words=32, red=RED, slots=FULL_SLOTS, suffix="")
 # n = 8 (M = 80): the mid_n8 entries, T <= 16, C <= 32 channels x CTAs (the slice rows hold 256
-# elements). Phase 5's 84-word rows (21 sectors) are polled by two CTAs per token, each reading
-# only the sectors it needs, by 14 CTA subsets of 11 slots: CTA t groups 0..4 (ss, h_pre's and
-# h_post's 16 logits: 80 B a row), CTA T + t groups 0 and 4..20 (ss, h_res's 64 logits). One
-# owner polling every sector (672 B a row) took 2.0 us from the last row stored to the reduce
-# (H200, C = 1280, T = 1: 80 rows, phase stamps).
-N8 = Streams((8,), rows=80, words=84, red=324, slots=11, subs=14,
-             roles=(tuple(range(5)), (0,) + tuple(range(4, 21))), suffix="_n8")
+# elements); phase 5's 84-word rows in 21 sectors polled by 12 CTA subsets of 12 slots
+N8 = Streams((8,), rows=80, words=84, red=324, slots=12, suffix="_n8")
 # The mid_n8 entries' dynamic shared memory: phi_s [80][260] f32 (red [8][16][81] aliases it
 # after the projection), x_s [16][260] f32.
 N8_X = N8.rows * ROW
@@ -704,13 +698,63 @@ def mid_tail(b, bf):
     token."""
     L = []
     e = L.append
+    e("""    // ================= mid: phase 5 for token tok = ctaid, h_pre published (tagged) ==========
+    mov.u32 %tok, %ctaid.x;""")
     hp = b.w.hp
     hpw = ("4 tagged h_pre words (one 32-byte sector)" if hp == 4 else f"{hp} tagged h_pre words ({hp // 4} 32-byte sectors)")
-    if len(b.w.roles) > 1:
-        e(mid_head_roles(b))
-    else:
-        e(mid_head(b))
-    e("""MID_NOTOK:
+    e(full_load("F0", w=b.w) + b.stamp(4, 0))
+    e("""    setp.ge.u32 %p1, %tok, %T;
+    @%p1 bra MID_NOTOK;""")
+    e(full_reduce(b.w))
+    e(epoch_bump())
+    e("""    setp.lt.u32 %p1, %tx, 32;
+    @%p1 bra MID_W0;
+    setp.eq.u32 %p1, %tx, 64;
+    @%p1 bra MID_COEF;                      // thread 64: h_post, then the mix
+    setp.ne.u32 %p1, %tx, 32;
+    @%p1 bra MID_WAIT;""" + b.stamp(5, 32) + """
+    // thread 32: inv_rms and h_pre of token tok -> global, and h_pre tagged (HPRE_COPIES copies)
+    ld.shared.f32 %f10, [sm_lg];
+""" + inv_rms("%f10", "%f3") + """
+    mul.wide.u32 %rd3, %tok, 4;
+    add.u64 %rd3, %inv, %rd3;
+    st.global.f32 [%rd3], %f3;
+    mul.lo.u32 %r7, %tok, %n;
+    mul.wide.u32 %rd3, %r7, 4;
+    add.u64 %rd3, %hpre, %rd3;""")
+    for i in range(hp):
+        if len(b.w.ns) == 1:  # an entry of one n: no per-stream branches
+            e(f"""    ld.shared.f32 %f11, [sm_lg+{4 * (1 + i)}];
+{h_pre_i(i, "%f11", None)}
+    st.global.f32 [%rd3+{4*i}], %f6;
+{tag_word("%f6", f"%pw{i}")}""")
+            continue
+        e(f"""    mov.f32 %f6, 0f00000000;
+    setp.lt.u32 %p3, {i}, %n;
+    @!%p3 bra MID_HT{i};
+    ld.shared.f32 %f11, [sm_lg+{4 * (1 + i)}];
+{h_pre_i(i, "%f11", "MID_HT" + str(i))}
+    st.global.f32 [%rd3+{4*i}], %f6;
+MID_HT{i}:
+{tag_word("%f6", f"%pw{i}")}""")
+    e(f"""    // the token's {hp} tagged words (zeros past n) -> copy c, word {hp} tok: sync + 256 + 2048 c + {8 * hp} tok
+    mul.wide.u32 %rd4, %tok, {8 * hp};
+    add.u64 %rd4, %sync, %rd4;
+    add.u64 %rd4, %rd4, 256;""")
+    for c in range(HPRE_COPIES):
+        for h in range(0, hp, 2):
+            e(f"    st.relaxed.gpu.global.v2.b64 [%rd4+{2048 * c + 8 * h}], {{%pw{h}, %pw{h + 1}}};")
+    w0 = "setp.ne.u32 %p1, %tx, 0;" if b.w is NARROW else f"setp.ge.u32 %p1, %tx, {b.w.hp};     // the Sinkhorn's lanes"
+    e("""    bra MID_WAIT;
+MID_W0:
+    """ + w0 + """
+    @%p1 bra EXIT;
+MID_COEF:""")
+    e(coef_call("S0", b.w))
+    e("""    setp.eq.u32 %p1, %tx, 64;
+    @%p1 bra MID_WAIT;
+    bra EXIT;
+MID_NOTOK:
     setp.lt.u32 %p1, %tx, 32;
     @%p1 bra EXIT;
 MID_WAIT:
@@ -759,121 +803,6 @@ MIX_END:""" + ("" if "mixsplit" in b.exp else b.stamp(7, 32)))
     return "\n".join(L)
 
 
-def mid_head(b):
-    """The mid entries' phase 5 for token tok = ctaid: the reduce, thread 32's inv_rms and
-    h_pre (published), thread 0 the Sinkhorn, thread 64 h_post; to MID_WAIT / EXIT."""
-    L = []
-    e = L.append
-    e("""    // ================= mid: phase 5 for token tok = ctaid, h_pre published (tagged) ==========
-    mov.u32 %tok, %ctaid.x;""")
-    e(full_load("F0", w=b.w) + b.stamp(4, 0))
-    e("""    setp.ge.u32 %p1, %tok, %T;
-    @%p1 bra MID_NOTOK;""")
-    e(full_reduce(b.w))
-    e(epoch_bump())
-    e("""    setp.lt.u32 %p1, %tx, 32;
-    @%p1 bra MID_W0;
-    setp.eq.u32 %p1, %tx, 64;
-    @%p1 bra MID_COEF;                      // thread 64: h_post, then the mix
-    setp.ne.u32 %p1, %tx, 32;
-    @%p1 bra MID_WAIT;""" + b.stamp(5, 32))
-    e(publish_h_pre(b))
-    e("""    bra MID_WAIT;
-MID_W0:
-    setp.ne.u32 %p1, %tx, 0;
-    @%p1 bra EXIT;
-MID_COEF:""")
-    e(coef_call("S0", b.w))
-    e("""    setp.eq.u32 %p1, %tx, 64;
-    @%p1 bra MID_WAIT;
-    bra EXIT;""")
-    return "\n".join(L)
-
-
-def publish_h_pre(b):
-    """Thread 32: inv_rms and h_pre of token tok -> global, and h_pre as hp tagged words in
-    HPRE_COPIES copies (zeros past n; an entry of one n has no per-stream branches)."""
-    hp = b.w.hp
-    fixed = len(b.w.ns) == 1
-    L = []
-    e = L.append
-    e("""    // thread 32: inv_rms and h_pre of token tok -> global, and h_pre tagged (HPRE_COPIES copies)
-    ld.shared.f32 %f10, [sm_lg];
-""" + inv_rms("%f10", "%f3") + """
-    mul.wide.u32 %rd3, %tok, 4;
-    add.u64 %rd3, %inv, %rd3;
-    st.global.f32 [%rd3], %f3;
-    mul.lo.u32 %r7, %tok, %n;
-    mul.wide.u32 %rd3, %r7, 4;
-    add.u64 %rd3, %hpre, %rd3;""")
-    for i in range(hp):
-        if fixed:
-            e(f"""    ld.shared.f32 %f11, [sm_lg+{4 * (1 + i)}];
-{h_pre_i(i, "%f11", None)}
-    st.global.f32 [%rd3+{4*i}], %f6;
-{tag_word("%f6", f"%pw{i}")}""")
-            continue
-        e(f"""    mov.f32 %f6, 0f00000000;
-    setp.lt.u32 %p3, {i}, %n;
-    @!%p3 bra MID_HT{i};
-    ld.shared.f32 %f11, [sm_lg+{4 * (1 + i)}];
-{h_pre_i(i, "%f11", "MID_HT" + str(i))}
-    st.global.f32 [%rd3+{4*i}], %f6;
-MID_HT{i}:
-{tag_word("%f6", f"%pw{i}")}""")
-    e(f"""    // the token's {hp} tagged words (zeros past n) -> copy c, word {hp} tok: sync + 256 + 2048 c + {8 * hp} tok
-    mul.wide.u32 %rd4, %tok, {8 * hp};
-    add.u64 %rd4, %sync, %rd4;
-    add.u64 %rd4, %rd4, 256;""")
-    for c in range(HPRE_COPIES):
-        for h in range(0, hp, 2):
-            e(f"    st.relaxed.gpu.global.v2.b64 [%rd4+{2048 * c + 8 * h}], {{%pw{h}, %pw{h + 1}}};")
-    return "\n".join(L)
-
-
-def mid_head_roles(b):
-    """Phase 5 of an entry with two roles (N8.roles): CTA t < T polls its token's h_pre / h_post
-    groups, reduces them, publishes h_pre (thread 32) and computes h_post (thread 64); CTA T + t
-    polls the h_res groups, reduces them and runs the Sinkhorn on lanes 0 .. n-1. Both read ss
-    with the same subsets in the same order, so their inv_rms agree bit for bit. To MID_WAIT /
-    MID_NOTOK / EXIT."""
-    w = b.w
-    pre_g, res_g = w.roles
-    L = []
-    e = L.append
-    e("""    // ================= mid: phase 5, CTA t: h_pre / h_post of token t, CTA T + t: its h_res ======
-    mov.u32 %tok, %ctaid.x;
-    setp.ge.u32 %p_act, %tok, %T;           // the h_res role
-    @%p_act sub.u32 %tok, %tok, %T;
-    @%p_act bra MID_RES;""")
-    e(full_load("F0", w=w, groups=pre_g) + b.stamp(4, 0))
-    e(full_reduce(w, pre_g))
-    e(epoch_bump())
-    e("""    setp.lt.u32 %p1, %tx, 32;
-    @%p1 bra EXIT;
-    setp.eq.u32 %p1, %tx, 64;
-    @%p1 bra MID_POST;                      // thread 64: h_post, then the mix
-    setp.ne.u32 %p1, %tx, 32;
-    @%p1 bra MID_WAIT;""" + b.stamp(5, 32))
-    e(publish_h_pre(b))
-    e("""    bra MID_WAIT;
-MID_POST:""")
-    e(coef_call_fixed("SP", w, "post"))
-    e("""    bra MID_WAIT;
-MID_RES:""")
-    e(full_load("F1", w=w, groups=res_g) + b.stamp(4, 0))
-    e("""    setp.ge.u32 %p1, %tok, %T;
-    @%p1 bra MID_NOTOK;""")
-    e(full_reduce(w, res_g))
-    e(f"""    setp.ge.u32 %p1, %tx, 32;
-    @%p1 bra MID_WAIT;
-    setp.ge.u32 %p1, %tx, {w.hp};                 // the Sinkhorn's lanes
-    @%p1 bra EXIT;""")
-    e(coef_call_fixed("SR", w, "res") + b.stamp(5, 0))
-    e("    bra EXIT;")
-    return "\n".join(L)
-
-
 # Timing build pre_decode.nohpre: the mixers take h_pre = 1/4 without waiting for the token
 # owner's tagged copy (wrong a; the owner still reduces and runs the Sinkhorn).
 NO_HPRE_POLL = """    mov.f32 %f1, 0f3E800000;
@@ -882,32 +811,12 @@ NO_HPRE_POLL = """    mov.f32 %f1, 0f3E800000;
 """
 
 
-def role_groups(groups):
-    """(G, off) of a role's 4-word groups: 0, then off + 1 .. off + G - 1 (group g of v < G is
-    v, or v + off past 0)."""
-    off = groups[1] - 1 if len(groups) > 1 else 0
-    assert tuple(groups) == (0,) + tuple(range(off + 1, off + len(groups))), groups
-    return len(groups), off
-
-
-def group_of_thread(G, off):
-    """%r2 = sub = tid / G, %r1 = the group g of v = tid % G (role_groups)."""
-    t = f"""    div.u32 %r2, %tx, {G};                  // sub
-    mul.lo.u32 %r1, %r2, {G};
-    sub.u32 %r1, %tx, %r1;                  // v"""
-    if off:
-        t += f"""
-    setp.ne.u32 %p1, %r1, 0;
-    @%p1 add.u32 %r1, %r1, {off};             // g"""
-    return t
-
-
-def full_load(lbl, first=True, w=NARROW, groups=None):
+def full_load(lbl, first=True, w=NARROW):
     """Phase 5 for token %tok (if %tok < T): thread -> v = tid % G, sub = tid / G (G = the row's
-    4-word groups: 8; n = 8: the role's groups) reads the tagged words part[(s*T + tok)*words +
-    4g .. +3] (g = v, or the role's v-th group) of CTAs s = sub + subs k and polls until every
-    tag is this call's; leaves the values in %fa. first: this is the CTA's first token, whose
-    poll also tells CTA 0 that every CTA has read the epoch (see epoch_bump)."""
+    4-word groups: 8, n = 8: 21) reads the tagged words part[(s*T + tok)*words + 4v .. +3] of
+    CTAs s = sub + subs k and polls until every tag is this call's; leaves the values in %fa.
+    first: this is the CTA's first token, whose poll also tells CTA 0 that every CTA has read
+    the epoch (see epoch_bump)."""
     slots, subs, words = w.slots, w.subs, w.words
     L = []
     e = L.append
@@ -924,9 +833,11 @@ def full_load(lbl, first=True, w=NARROW, groups=None):
     add.u64 %fb, %part, %rd1;
     mul.wide.u32 %fs, %T, 8192;             // 32 CTAs further: 32 * T * 32 words of 8 bytes""")
     else:
-        e(f"""    // ---- phase 5 loads (token %tok): tagged part[(s*T + tok)*{words} + 4g .. +3], s = sub + {subs}k, groups {groups[0]}, {groups[1]}..{groups[-1]}
+        e(f"""    // ---- phase 5 loads (token %tok): tagged part[(s*T + tok)*{words} + 4v .. +3], s = sub + {subs}k
     setp.lt.u32 %p_tok, %tok, %T;
-{group_of_thread(*role_groups(groups))}
+    div.u32 %r2, %tx, {w.groups};                 // sub
+    mul.lo.u32 %r1, %r2, {w.groups};
+    sub.u32 %r1, %tx, %r1;                  // v
     setp.lt.u32 %p1, %r2, {subs};
     and.pred %p_tok, %p_tok, %p1;           // threads past the subsets load nothing
     mad.lo.u32 %r3, %r2, %T, %tok;          // sub*T + tok
@@ -1571,7 +1482,7 @@ MIXI:
     return "\n".join(L)
 
 
-def full_reduce(w=NARROW, groups=None):
+def full_reduce(w=NARROW):
     # phase 5: the loaded 4-float groups summed over the thread's CTAs (k order), 2 shuffle levels,
     # then the 8 warps in order -> sm_lg[0..32) (r = 0 ss, 1 + m logit m); n = 8: the subsets'
     # sums through shared memory, added in subset order -> sm_lg[0..84)
@@ -1583,10 +1494,10 @@ def full_reduce(w=NARROW, groups=None):
         for r in range(4):
             e(f"    @%pf{k} add.f32 %su{r}, %su{r}, %fa{4*k+r};")
     if w.words != 32:
-        G, off = role_groups(groups)
-        lo = 4 * (off + 1)                      # the role's words: 0..3 and lo .. 4 (off + G) - 1
-        e(f"""    // sm_full[sub][4g ..] (sub = tid / {G}, g of v = tid % {G}), then the role's words: the {w.subs} subsets in order
-{group_of_thread(G, off)}
+        e(f"""    // sm_full[sub][4v ..] (sub = tid / {w.groups}, v = tid % {w.groups}), then word tid < {w.words}: the {w.subs} subsets in order
+    div.u32 %r2, %tx, {w.groups};
+    mul.lo.u32 %r1, %r2, {w.groups};
+    sub.u32 %r1, %tx, %r1;
     setp.lt.u32 %p1, %r2, {w.subs};
     mul.lo.u32 %r3, %r2, {w.words};
     shl.b32 %r1, %r1, 2;
@@ -1596,10 +1507,7 @@ def full_reduce(w=NARROW, groups=None):
     add.u32 %r3, %r3, %r4;
     @%p1 st.shared.v4.f32 [%r3], {{%su0, %su1, %su2, %su3}};
     barrier.sync 0;
-    setp.lt.u32 %p1, %tx, {4 * (off + G)};
-    setp.ge.u32 %p2, %tx, {lo};
-    setp.lt.or.u32 %p2, %tx, 4, %p2;
-    and.pred %p1, %p1, %p2;                 // words 0..3 and {lo}..{4 * (off + G) - 1}
+    setp.lt.u32 %p1, %tx, {w.words};
     shl.b32 %r1, %tx, 2;
     mov.u32 %r2, sm_full;
     add.u32 %r2, %r2, %r1;
@@ -1641,6 +1549,8 @@ def full_reduce(w=NARROW, groups=None):
 
 def coef_call(lbl, w=NARROW):
     # thread 0: inv_rms from the token's row, then the unrolled body for n; returns to {lbl}_RET
+    if w.ns != NARROW.ns:
+        return coef_call_fixed(lbl, w)
     L = []
     e = L.append
     e(f"""    // ---- threads 0 and 64: inv_rms; thread 0 Sinkhorn -> h_res, thread 64 h_post, token tok
@@ -1705,12 +1615,11 @@ def coef_body_lanes(n, lbl):
     return "\n".join(L)
 
 
-def coef_call_fixed(lbl, w, part):
-    """coef_call for an entry of one n (w.ns: the mid_n8 entries), for its caller's threads:
-    part "post" h_post (one thread), "res" the Sinkhorn on lanes 0 .. n-1 (coef_body_lanes)."""
+def coef_call_fixed(lbl, w):
+    """coef_call for an entry of one n (w.ns: the mid_n8 entries): lanes 0 .. n-1 run the
+    Sinkhorn (coef_body_lanes), thread 64 h_post."""
     (n,) = w.ns
-    body = post_body(n, lbl) if part == "post" else coef_body_lanes(n, lbl)
-    return f"""    // ---- inv_rms; {'h_post' if part == 'post' else f'lanes 0 .. {n - 1}: the Sinkhorn -> h_res'}, token tok
+    return f"""    // ---- threads 0 .. {n - 1} and 64: inv_rms; lanes 0 .. {n - 1} Sinkhorn -> h_res, thread 64 h_post, token tok
     ld.shared.f32 %f1, [sm_lg];
 {inv_rms("%f1", "%inv_t")}
     mul.lo.u32 %r1, %tok, %n;
@@ -1719,7 +1628,10 @@ def coef_call_fixed(lbl, w, part):
     mul.lo.u32 %r1, %r1, %n;
     mul.wide.u32 %rd1, %r1, 4;
     add.u64 %hro, %hres, %rd1;
-{body}
+    setp.ge.u32 %p1, %tx, {n};
+    @%p1 bra {lbl}_CP_{n};
+{coef_body_lanes(n, lbl)}
+{post_body(n, lbl)}
 {lbl}_CB_DONE:"""
 
 

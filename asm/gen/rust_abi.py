@@ -113,7 +113,6 @@ def pre_decode_items():
         const("MID_N8_N", "usize", d.N8.hp, "The stream count of the mid_n8 entries."),
         const("MID_N8_ROW_WORDS", "usize", d.N8.words, "Tagged words per partial row of the mid_n8 entries (ss, 80 logits, zeros)."),
         const("MID_N8_MAX_TOKENS", "usize", d.DECODE_TOKENS, "Token capacity of the mid_n8 entries (16 shared token rows)."),
-        const("MID_N8_CTAS_PER_TOKEN", "usize", len(d.N8.roles), "CTAs that finish one token in the mid_n8 entries (CTA t: h_pre and h_post, CTA T + t: h_res)."),
     ]
 
 

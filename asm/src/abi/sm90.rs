@@ -475,9 +475,6 @@ pub const MID_N8_ROW_WORDS: usize = 84;
 /// Token capacity of the mid_n8 entries (16 shared token rows).
 pub const MID_N8_MAX_TOKENS: usize = 16;
 
-/// CTAs that finish one token in the mid_n8 entries (CTA t: h_pre and h_post, CTA T + t: h_res).
-pub const MID_N8_CTAS_PER_TOKEN: usize = 2;
-
 // ---- pre_gemm
 
 /// Arguments of `mhc_pre_gemm_bf16_n*` (one `.param .align 8 .b8 args[144]`; offsets in the

@@ -22,9 +22,7 @@ use crate::config::Config;
 use crate::device::cuda::abi::PreDecodeArgs;
 pub(crate) use crate::device::cuda::abi::MID_HPRE_COPIES;
 pub use crate::device::cuda::abi::{DECODE_MAX_CPC, DECODE_MAX_CTAS, DECODE_MAX_N, MID_MAX_TOKENS};
-use crate::device::cuda::abi::{
-    DECODE_ROW_WORDS, DECODE_SLICE, MID_N8_CTAS_PER_TOKEN, MID_N8_MAX_TOKENS, MID_N8_N, MID_N8_ROW_WORDS,
-};
+use crate::device::cuda::abi::{DECODE_ROW_WORDS, DECODE_SLICE, MID_N8_MAX_TOKENS, MID_N8_N, MID_N8_ROW_WORDS};
 use crate::device::cuda::launch::{Bucket, Ctx, Launch, LaunchKind, Row};
 use crate::device::cuda::memory::{DeviceTensor, DeviceTensorMut};
 use crate::error::{Error, Result};
@@ -35,26 +33,13 @@ pub(crate) fn max_cpc(n: usize) -> usize {
     (DECODE_SLICE / n.max(1)).min(DECODE_MAX_CPC) / 8 * 8
 }
 
-/// The few-token kernels' rows for `n` streams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct PartRows {
-    /// Tagged words per partial row.
-    pub words: usize,
-    /// Token capacity of the mid entries.
-    pub tokens: usize,
-    /// CTAs of the mid entries that finish one token (the grid needs that many per token).
-    pub ctas_per_token: usize,
-}
-
-/// The few-token kernels' rows for `n` streams: n <= 4 the decode / mid entries' 32-word rows
-/// for up to [`MID_MAX_TOKENS`] tokens, a CTA per token; n = 8 the mid_n8 entries' 84-word rows
-/// for up to 16 tokens, two CTAs per token; `None` for other n (no few-token kernel).
-pub(crate) fn part_rows(n: usize) -> Option<PartRows> {
+/// `(tagged words per partial row, token capacity)` of the few-token kernels for `n` streams:
+/// n <= 4 the decode / mid entries' 32-word rows for up to [`MID_MAX_TOKENS`] tokens, n = 8 the
+/// mid_n8 entries' 84-word rows for up to 16; `None` for other n (no few-token kernel).
+pub(crate) fn part_rows(n: usize) -> Option<(usize, usize)> {
     match n {
-        1..=DECODE_MAX_N => Some(PartRows { words: DECODE_ROW_WORDS, tokens: MID_MAX_TOKENS, ctas_per_token: 1 }),
-        MID_N8_N => {
-            Some(PartRows { words: MID_N8_ROW_WORDS, tokens: MID_N8_MAX_TOKENS, ctas_per_token: MID_N8_CTAS_PER_TOKEN })
-        }
+        1..=DECODE_MAX_N => Some((DECODE_ROW_WORDS, MID_MAX_TOKENS)),
+        MID_N8_N => Some((MID_N8_ROW_WORDS, MID_N8_MAX_TOKENS)),
         _ => None,
     }
 }
@@ -90,10 +75,9 @@ pub(crate) fn decode_shape(cfg: &Config, sms: usize, t: usize, ctas: Option<usiz
 
 /// `(ctas, cpc)` of the mid kernel: C spread over as many CTAs as allowed (the projection's
 /// FMAs grow with T), as [`decode_shape`] at one token, or about `ctas` (benchmarks, tests).
-/// `None` unless every token has its own CTAs (CTA s finishes token s; n = 8: CTAs s and T + s).
+/// `None` unless every token has its own CTA (CTA s finishes token s).
 pub(crate) fn mid_shape(cfg: &Config, sms: usize, t: usize, ctas: Option<usize>) -> Option<(usize, usize)> {
-    let per_token = part_rows(cfg.n).map_or(1, |r| r.ctas_per_token);
-    decode_shape(cfg, sms, 1, ctas).filter(|&(s, _)| s >= t.saturating_mul(per_token))
+    decode_shape(cfg, sms, 1, ctas).filter(|&(s, _)| s >= t)
 }
 
 /// The device's limits of the decode kernel for `cfg` on a GPU of `sms` multiprocessors: C must
@@ -113,10 +97,9 @@ pub(crate) fn decode_limits(cfg: &Config, sms: usize) -> std::result::Result<(),
 /// per call against pre_pc's 14.4 / 14.5 / 14.9).
 pub(crate) fn mid_limits(cfg: &Config, sms: usize) -> std::result::Result<(), String> {
     decode_limits(cfg, sms)?;
-    let rows = part_rows(cfg.n).ok_or_else(|| format!("no few-token kernel for n = {}", cfg.n))?;
-    if mid_shape(cfg, sms, rows.tokens, None).is_none() {
-        let ctas = rows.tokens * rows.ctas_per_token;
-        return Err(format!("C = {} spreads over fewer than {ctas} CTAs of >= 8 channels (or {sms} SMs)", cfg.c));
+    let (_, tokens) = part_rows(cfg.n).ok_or_else(|| format!("no few-token kernel for n = {}", cfg.n))?;
+    if mid_shape(cfg, sms, tokens, None).is_none() {
+        return Err(format!("C = {} spreads over fewer than {tokens} CTAs of >= 8 channels (or {sms} SMs)", cfg.c));
     }
     Ok(())
 }
@@ -211,8 +194,8 @@ pub(crate) fn launch(
 /// meaningless.
 #[cfg(feature = "testing")]
 pub(crate) fn stamps(lay: &WsLayout, all: &[u64], n: usize, s: usize, t: usize) -> Result<Vec<[(u64, u64); 8]>> {
-    let rows = part_rows(n).ok_or_else(|| Error::shape("n", "a few-token kernel's n".to_string(), n))?;
-    let base = (lay.dpart + s * t * rows.words * 8) / 8;
+    let (words, _) = part_rows(n).ok_or_else(|| Error::shape("n", "a few-token kernel's n".to_string(), n))?;
+    let base = (lay.dpart + s * t * words * 8) / 8;
     if all.len() < base + 16 * s {
         // The stamps sit after the partial rows: a plan for more tokens leaves room for them.
         return Err(Error::shape(
@@ -266,9 +249,7 @@ mod tests {
         assert_eq!(decode_shape(&Config::new(8, 4232), 132, 1, None), None);
         assert!(mid_limits(&Config::new(8, 4224), 132).is_ok());
         assert!(mid_limits(&Config::new(8, 4232), 132).is_err());
-        assert!(mid_limits(&Config::new(8, 512), 32).is_ok(), "32 CTAs finish the mid_n8 entries' 16 tokens");
-        assert!(mid_limits(&Config::new(8, 512), 31).is_err());
-        assert_eq!(mid_shape(&Config::new(8, 1280), 132, 16, Some(31)), None, "two CTAs per token");
+        assert!(mid_limits(&Config::new(8, 512), 16).is_ok(), "16 CTAs hold the mid_n8 entries' 16 tokens");
         assert!(mid_limits(&Config::new(16, 1280), 132).is_err());
     }
 

@@ -42,7 +42,7 @@ pub(crate) fn layout(cfg: &Config, dtype: Dtype, max_tokens: usize) -> WsLayout 
     let dsync = ss + round256(max_tokens * 4);
     let dpart = dsync + 256 + MID_HPRE_COPIES * MID_MAX_TOKENS * 4 * 8;
     let mut total = match part_rows(cfg.n) {
-        Some(rows) if !cfg.gamma_f => dpart + round256(DECODE_MAX_CTAS * max_tokens.min(rows.tokens) * rows.words * 8),
+        Some((words, tokens)) if !cfg.gamma_f => dpart + round256(DECODE_MAX_CTAS * max_tokens.min(tokens) * words * 8),
         _ => dsync,
     };
     let gemm = gemm_ws(cfg, max_tokens, total);
