@@ -209,6 +209,8 @@ def main():
     ap.add_argument("--stages", default="pre,post,post_pre,head")
     ap.add_argument("--tokens", default=",".join(map(str, TOKENS)), help="token counts (comma-separated); "
                     "CUDA-graph replays up to 64")
+    ap.add_argument("--n", type=int, default=4, help="streams (default 4)")
+    ap.add_argument("--c", default="4096,7168", help="hidden sizes (comma-separated; default 4096,7168)")
     ap.add_argument("--check", nargs=2, metavar=("E2E_DIR", "OUT_DIR"), help="write outputs for `mhc compare`, then exit")
     args = ap.parse_args()
     if args.check:
@@ -229,7 +231,8 @@ def main():
     for stage in args.stages.split(","):
         for mode, how in modes:
             fn = STAGES[stage] if how is None else torch.compile(STAGES[stage], dynamic=False)
-            for t, n, c in [(t, 4, c) for c in (4096, 7168) for t in map(int, args.tokens.split(","))]:
+            cs = [int(c) for c in args.c.split(",")]
+            for t, n, c in [(t, args.n, c) for c in cs for t in map(int, args.tokens.split(","))]:
                 if mode == "compile" and not (c == 4096 and t in (1, 8192)):
                     continue  # each shape recompiles: compiled mode on the two headline shapes only
                 nbytes = floor_bytes(stage, t, n, c)
