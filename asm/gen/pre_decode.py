@@ -170,8 +170,10 @@ HEADER = """\
 //         holds 8 x cpc <= 256 elements, so cpc <= 32 (C = 1280: 80 CTAs of 16 channels, C =
 //         4096: 128 of 32). Dynamic shared memory: phi_s [80][260] f32 (20 16-byte loads per
 //         thread, all issued before the first use), x_s [16][260] f32; red [8][16][81] aliases
-//         phi_s. Phase 2: the mid16 token classes with RPL = 3 / 5 / 10 / 20 / 40 rows a lane,
-//         phi rows loaded 12 at a time. Partial rows of 84 tagged words (ss, 80 logits, 3
+//         phi_s. Phase 2: T <= 4 the mid16 token classes with RPL = 3 / 5 / 10 rows a lane;
+//         T <= 8 / 16 a register tile (fma_tile_rows: lane = rows h + 8 r, tokens li + 4 j; 10 +
+//         2 / 4 loads per 80 / 160 FMAs; a token per lane with 20 / 40 rows took 10.06 / 10.76
+//         us at T = 8 / 16 in a graph, H200, C = 1280, against 8.16 / 9.31). Partial rows of 84 tagged words (ss, 80 logits, 3
 //         zeros: 21 sectors), stored by thread -> words tid % 32 + 32 p. Phase 5: thread -> (4-word
 //         group v = tid % 21, CTA subset sub = tid / 21 < 12), CTAs sub + 12 k (k < 12), each
 //         subset's sums to shared memory and added in subset order (no shuffle tree: 21 groups
@@ -622,6 +624,63 @@ FL_{tag}:""")
     return "\n".join(L)
 
 
+def fma_tile_rows(b, tpl):
+    """Phase 2 of the mid_n8 entries for T <= 4 tpl tokens (tpl = 2, 4: the FMA_P8 / FMA_P16
+    classes): a register tile per lane. Lane = 4 h + li: logit rows h + 8 r (r < 10: the 8
+    lanes of one r read 8 consecutive rows, conflict-free), tokens li + 4 j (j < tpl); per 4
+    elements tpl + 10 ld.shared.v4 feed 40 tpl FMAs. (A lane per token and 40 rows took 41
+    loads per 160 FMAs, bound by the shared-memory pipe: 6,190 cycles at T = 16, C = 1280, H200
+    phase stamps.) Sums go to red[w][t][r] (ss from the lanes of h = 0)."""
+    rows = b.w.rows
+    R = rows // 8
+    P = 4 * tpl
+    L = []
+    e = L.append
+    e(f"""FMA_P{P}:
+    shr.u32 %rg, %lane, 2;                  // h: rows h + 8 r
+    and.b32 %tt, %lane, 3;                  // li: tokens li + 4 j
+    mul.lo.u32 %r1, %tt, 1040;
+    {b.smem("%xa", "x")}
+    add.u32 %xa, %xa, %r1;
+    add.u32 %xa, %xa, %woff;
+    {b.smem("%pa0", "phi")}
+    mad.lo.u32 %pa0, %rg, {ROW}, %pa0;
+    add.u32 %pa0, %pa0, %woff;""")
+    for a in range(R * tpl):
+        e(f"    mov.f32 %acc{a}, 0f00000000;")
+    for j in range(tpl):
+        e(f"    mov.f32 %sst{j}, 0f00000000;")
+    e(f"""    mov.u32 %it, 0;
+FL_P{P}:""")
+    for j in range(tpl):
+        e(f"    ld.shared.v4.f32 {{%xq{4*j}, %xq{4*j+1}, %xq{4*j+2}, %xq{4*j+3}}}, [%xa+{4 * ROW * j}];")
+    for r in range(R):
+        e(f"    ld.shared.v4.f32 {{%pq{4*r}, %pq{4*r+1}, %pq{4*r+2}, %pq{4*r+3}}}, [%pa0+{8 * ROW * r}];")
+    for j in range(tpl):
+        for q in range(4):
+            e(f"    fma.rn.f32 %sst{j}, %xq{4*j+q}, %xq{4*j+q}, %sst{j};")
+    for q in range(4):
+        for j in range(tpl):
+            for r in range(R):
+                e(f"    fma.rn.f32 %acc{R*j+r}, %xq{4*j+q}, %pq{4*r+q}, %acc{R*j+r};")
+    e(f"""    add.u32 %xa, %xa, 16;
+    add.u32 %pa0, %pa0, 16;
+    add.u32 %it, %it, 4;
+    setp.lt.u32 %p1, %it, %LW;
+    @%p1 bra FL_P{P};
+    barrier.sync 0;                             // every warp is done with phi_s: red[] aliases it
+    // red[w*{b.tm} + li + 4 j][r]: r = 0 ss (h = 0), 1 + h + 8 r'
+{red_row(b, b.tm, "%p2")}
+    shl.b32 %r2, %rg, 2;
+    add.u32 %r2, %r2, %r1;                  // + 4 h""")
+    for j in range(tpl):
+        e(f"    @%p2 st.shared.f32 [%r1+{4 * b.w.red * j}], %sst{j};")
+        for r in range(R):
+            e(f"    st.shared.f32 [%r2+{4 * b.w.red * j + 4 * (1 + 8 * r)}], %acc{R*j+r};")
+    e("    bra FMA_DONE;")
+    return "\n".join(L)
+
+
 def mma_tile(b, mt_n, tm):
     """Phase 2 of the bf16 mid entry for T > 16 on tensor cores: mma.sync m16n8k16 bf16 with f32
     accumulation. A = x (rows = tokens 16 mt + g, g + 8; x came from bf16, so packing its f32
@@ -1034,7 +1093,8 @@ def declarations(b):
     HMB = ("    @%p1 mbarrier.init.shared::cta.b64 [sm_hmb2], 224;" if mid else
            "    @%p1 mbarrier.init.shared::cta.b64 [sm_hmb], 192;")
     MIDREGS = "\n    .reg .b32 %mi, %mn;" if mid else ""
-    SSTREGS = ("\n    .reg .f32 %sst<8>;\n    .reg .b32 %bh<6>, %bl<6>, %ab<4>;" if wide else "")
+    SSTREGS = ("\n    .reg .f32 %sst<8>;\n    .reg .b32 %bh<6>, %bl<6>, %ab<4>;" if wide else
+               "\n    .reg .f32 %sst<4>;" if b.n8 else "")
     STAMPREGS = ("\n    .reg .pred %pst;\n    .reg .b64 %sg, %sc, %sa;\n    .reg .b32 %sr, %sq;"
                  if "stamps" in exp else "")
     # one CTA per SM (the design: 8 warps, every CTA co-resident); without it ptxas 12.9 held
@@ -1063,7 +1123,7 @@ def declarations(b):
     .reg .f32 %ph<{w.rows}>;
     .reg .b32 %xv<{max(16, 4 * (tm // (8 if bf else 4)))}>;
     .reg .b32 %xf<8>;
-    .reg .f32 %xq<{16 if wide else 4}>;
+    .reg .f32 %xq<{16 if wide or b.n8 else 4}>;
     .reg .f32 %pq<48>;
     .reg .f32 %acc<{48 if wide else -(-w.rows // 2)}>;{SSTREGS}
     .reg .f32 %ssa;
@@ -1148,7 +1208,7 @@ def projection(b):
     bra """ + ("MMA_M4" if bf else "FMA_T4") + """;""" if wide else """
     bra FMA_P16;"""))
     for P in (1, 2, 4, 8, 16):
-        e(fma_class(b, P, tm))
+        e(fma_tile_rows(b, P // 4) if b.n8 and P > 4 else fma_class(b, P, tm))
     if wide:
         for k in (2, 4):
             e(mma_tile(b, k, tm) if bf else fma_tile(b, k, tm))
