@@ -490,7 +490,7 @@ fn pre_n4_math_sizes() {
 /// class of phase 2), n in {1, 2, 3, 4}, C in {64, 72, 1280, 1288, 4096, 7168}, both
 /// formulations and dtypes, phi ~ 0.02 and ~ 0.5, strided x and a, gamma_k. The mid entry runs
 /// them where C >= 512, the decode entry at C < 512 and with forced CTA counts (64, 100, 132 at
-/// C = 4096; 20 at C = 1280); n = 8 and gamma_f keep the general kernel.
+/// C = 4096; 20 at C = 1280); n = 8 above 16 tokens and gamma_f keep the general kernel.
 #[test]
 #[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn pre_decode_kernel_shapes() {
@@ -539,7 +539,7 @@ fn pre_decode_kernel_shapes() {
             let sh = Shape { ctas: Some(20), ..Shape::new(4, 1280, 1, form, dtype) };
             check_pre_kernel(&dev, &stream, &mut rng, &sh, Some(true));
             // The general kernel keeps what the decode kernel does not cover.
-            check_pre_kernel(&dev, &stream, &mut rng, &Shape::new(8, 1280, 3, form, dtype), Some(false));
+            check_pre_kernel(&dev, &stream, &mut rng, &Shape::new(8, 1280, 17, form, dtype), Some(false));
             let sh = Shape { gamma_f: true, ..Shape::new(4, 4096, 2, form, dtype) };
             check_pre_kernel(&dev, &stream, &mut rng, &sh, Some(false));
         }
