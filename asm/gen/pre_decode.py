@@ -1607,6 +1607,19 @@ def full_reduce(w=NARROW):
     return "\n".join(L)
 
 
+def coef_setup():
+    """The coefficient threads' inv_rms (%inv_t) from the token's row and the token's h_post /
+    h_res addresses (%hpo, %hro)."""
+    return f"""    ld.shared.f32 %f1, [sm_lg];
+{inv_rms("%f1", "%inv_t")}
+    mul.lo.u32 %r1, %tok, %n;
+    mul.wide.u32 %rd1, %r1, 4;
+    add.u64 %hpo, %hpost, %rd1;
+    mul.lo.u32 %r1, %r1, %n;
+    mul.wide.u32 %rd1, %r1, 4;
+    add.u64 %hro, %hres, %rd1;"""
+
+
 def coef_call(lbl, w=NARROW):
     # thread 0: inv_rms from the token's row, then the unrolled body for n; returns to {lbl}_RET
     if w.ns != NARROW.ns:
@@ -1614,14 +1627,7 @@ def coef_call(lbl, w=NARROW):
     L = []
     e = L.append
     e(f"""    // ---- threads 0 and 64: inv_rms; thread 0 Sinkhorn -> h_res, thread 64 h_post, token tok
-    ld.shared.f32 %f1, [sm_lg];
-{inv_rms("%f1", "%inv_t")}
-    mul.lo.u32 %r1, %tok, %n;
-    mul.wide.u32 %rd1, %r1, 4;
-    add.u64 %hpo, %hpost, %rd1;
-    mul.lo.u32 %r1, %r1, %n;
-    mul.wide.u32 %rd1, %r1, 4;
-    add.u64 %hro, %hres, %rd1;
+{coef_setup()}
     setp.ne.u32 %p1, %tx, 0;
     @%p1 bra {lbl}_POST;
     setp.eq.u32 %p1, %n, 4;
@@ -1680,14 +1686,7 @@ def coef_call_fixed(lbl, w):
     Sinkhorn (coef_body_lanes), thread 64 h_post."""
     (n,) = w.ns
     return f"""    // ---- threads 0 .. {n - 1} and 64: inv_rms; lanes 0 .. {n - 1} Sinkhorn -> h_res, thread 64 h_post, token tok
-    ld.shared.f32 %f1, [sm_lg];
-{inv_rms("%f1", "%inv_t")}
-    mul.lo.u32 %r1, %tok, %n;
-    mul.wide.u32 %rd1, %r1, 4;
-    add.u64 %hpo, %hpost, %rd1;
-    mul.lo.u32 %r1, %r1, %n;
-    mul.wide.u32 %rd1, %r1, 4;
-    add.u64 %hro, %hres, %rd1;
+{coef_setup()}
     setp.ge.u32 %p1, %tx, {n};
     @%p1 bra {lbl}_CP_{n};
 {coef_body_lanes(n, lbl)}
