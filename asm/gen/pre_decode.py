@@ -578,50 +578,7 @@ def fma_tile(b, tpl, tm):
     ld.shared.v4 feed 48 tpl FMAs. (One token per lane takes 13 loads per 48 FMAs and is bound
     by the shared-memory pipe: 10,688 cycles at T = 64, C = 7168 on the H100.) Sums go to
     red[w][t][r] (ss from half 0)."""
-    tag = f"T{tpl}"
-    L = []
-    e = L.append
-    e(f"""FMA_{tag}:
-    shr.u32 %rg, %lane, 4;                  // h: rows 12 h ..
-    and.b32 %tt, %lane, 15;                 // li: tokens li + 16 j
-    mul.lo.u32 %r1, %tt, 1040;
-    {b.smem("%xa", "x")}
-    add.u32 %xa, %xa, %r1;
-    add.u32 %xa, %xa, %woff;
-    {b.smem("%pa0", "phi")}
-    mad.lo.u32 %pa0, %rg, {12 * ROW}, %pa0;
-    add.u32 %pa0, %pa0, %woff;""")
-    for a in range(12 * tpl):
-        e(f"    mov.f32 %acc{a}, 0f00000000;")
-    for j in range(tpl):
-        e(f"    mov.f32 %sst{j}, 0f00000000;")
-    e(f"""    mov.u32 %it, 0;
-FL_{tag}:""")
-    for j in range(tpl):
-        e(f"    ld.shared.v4.f32 {{%xq{4*j}, %xq{4*j+1}, %xq{4*j+2}, %xq{4*j+3}}}, [%xa+{16 * ROW * j}];")
-    for r in range(12):
-        e(f"    ld.shared.v4.f32 {{%pq{4*r}, %pq{4*r+1}, %pq{4*r+2}, %pq{4*r+3}}}, [%pa0+{ROW*r}];")
-    for j in range(tpl):
-        for q in range(4):
-            e(f"    fma.rn.f32 %sst{j}, %xq{4*j+q}, %xq{4*j+q}, %sst{j};")
-    for q in range(4):
-        for j in range(tpl):
-            for r in range(12):
-                e(f"    fma.rn.f32 %acc{12*j+r}, %xq{4*j+q}, %pq{4*r+q}, %acc{12*j+r};")
-    e(f"""    add.u32 %xa, %xa, 16;
-    add.u32 %pa0, %pa0, 16;
-    add.u32 %it, %it, 4;
-    setp.lt.u32 %p1, %it, %LW;
-    @%p1 bra FL_{tag};
-    // red[w*{tm} + li + 16 j][r]: r = 0 ss (half 0), 1 + 12 h + row
-{red_row(b, tm, "%p2")}
-    mad.lo.u32 %r2, %rg, 48, %r1;           // + 4 * 12 h""")
-    for j in range(tpl):
-        e(f"    @%p2 st.shared.f32 [%r1+{16 * RED * j}], %sst{j};")
-        for r in range(12):
-            e(f"    st.shared.f32 [%r2+{16 * RED * j + 4 * (1 + r)}], %acc{12*j+r};")
-    e("    bra FMA_DONE;")
-    return "\n".join(L)
+    return register_tile(b, tpl, tm, f"T{tpl}", lanes_h=2, rows_h=12, rows_r=1, rows=12)
 
 
 def fma_tile_rows(b, tpl):
@@ -630,53 +587,64 @@ def fma_tile_rows(b, tpl):
     lanes of one r read 8 consecutive rows, conflict-free), tokens li + 4 j (j < tpl); per 4
     elements tpl + 10 ld.shared.v4 feed 40 tpl FMAs. (A lane per token and 40 rows took 41
     loads per 160 FMAs, bound by the shared-memory pipe: 6,190 cycles at T = 16, C = 1280, H200
-    phase stamps.) Sums go to red[w][t][r] (ss from the lanes of h = 0)."""
-    rows = b.w.rows
-    R = rows // 8
-    P = 4 * tpl
+    phase stamps.) Sums go to red[w][t][r] (ss from the lanes of h = 0); red aliases phi_s, so a
+    barrier first."""
+    return register_tile(b, tpl, b.tm, f"P{4 * tpl}", lanes_h=8, rows_h=1, rows_r=8, rows=b.w.rows // 8)
+
+
+def register_tile(b, tpl, tm, tag, lanes_h, rows_h, rows_r, rows):
+    """The register-tile projection body FMA_{tag}: lane = LI h + li (LI = 32 / lanes_h) owns
+    the logit rows rows_h h + rows_r r (r < rows) and the tokens li + LI j (j < tpl). Where
+    red aliases phi_s (rows_r > 1: the mid_n8 entries) every warp passes a barrier before the
+    stores."""
+    LI = 32 // lanes_h
+    aliased = rows_r > 1
+    hrows = f"rows {rows_h} h .." if rows_r == 1 else f"rows h + {rows_r} r"
+    hword = f"{rows_h} h + row" if rows_r == 1 else f"h + {rows_r} r'"
+    who = "half 0" if lanes_h == 2 else "h = 0"
     L = []
     e = L.append
-    e(f"""FMA_P{P}:
-    shr.u32 %rg, %lane, 2;                  // h: rows h + 8 r
-    and.b32 %tt, %lane, 3;                  // li: tokens li + 4 j
+    e(f"""FMA_{tag}:
+    shr.u32 %rg, %lane, {LI.bit_length() - 1};                  // h: {hrows}
+    and.b32 %tt, %lane, {LI - 1};{' ' * (4 - len(str(LI - 1)))}               // li: tokens li + {LI} j
     mul.lo.u32 %r1, %tt, 1040;
     {b.smem("%xa", "x")}
     add.u32 %xa, %xa, %r1;
     add.u32 %xa, %xa, %woff;
     {b.smem("%pa0", "phi")}
-    mad.lo.u32 %pa0, %rg, {ROW}, %pa0;
+    mad.lo.u32 %pa0, %rg, {rows_h * ROW}, %pa0;
     add.u32 %pa0, %pa0, %woff;""")
-    for a in range(R * tpl):
+    for a in range(rows * tpl):
         e(f"    mov.f32 %acc{a}, 0f00000000;")
     for j in range(tpl):
         e(f"    mov.f32 %sst{j}, 0f00000000;")
     e(f"""    mov.u32 %it, 0;
-FL_P{P}:""")
+FL_{tag}:""")
     for j in range(tpl):
-        e(f"    ld.shared.v4.f32 {{%xq{4*j}, %xq{4*j+1}, %xq{4*j+2}, %xq{4*j+3}}}, [%xa+{4 * ROW * j}];")
-    for r in range(R):
-        e(f"    ld.shared.v4.f32 {{%pq{4*r}, %pq{4*r+1}, %pq{4*r+2}, %pq{4*r+3}}}, [%pa0+{8 * ROW * r}];")
+        e(f"    ld.shared.v4.f32 {{%xq{4*j}, %xq{4*j+1}, %xq{4*j+2}, %xq{4*j+3}}}, [%xa+{LI * ROW * j}];")
+    for r in range(rows):
+        e(f"    ld.shared.v4.f32 {{%pq{4*r}, %pq{4*r+1}, %pq{4*r+2}, %pq{4*r+3}}}, [%pa0+{rows_r * ROW * r}];")
     for j in range(tpl):
         for q in range(4):
             e(f"    fma.rn.f32 %sst{j}, %xq{4*j+q}, %xq{4*j+q}, %sst{j};")
     for q in range(4):
         for j in range(tpl):
-            for r in range(R):
-                e(f"    fma.rn.f32 %acc{R*j+r}, %xq{4*j+q}, %pq{4*r+q}, %acc{R*j+r};")
+            for r in range(rows):
+                e(f"    fma.rn.f32 %acc{rows*j+r}, %xq{4*j+q}, %pq{4*r+q}, %acc{rows*j+r};")
+    barrier = "\n    barrier.sync 0;                             // every warp is done with phi_s: red[] aliases it"
     e(f"""    add.u32 %xa, %xa, 16;
     add.u32 %pa0, %pa0, 16;
     add.u32 %it, %it, 4;
     setp.lt.u32 %p1, %it, %LW;
-    @%p1 bra FL_P{P};
-    barrier.sync 0;                             // every warp is done with phi_s: red[] aliases it
-    // red[w*{b.tm} + li + 4 j][r]: r = 0 ss (h = 0), 1 + h + 8 r'
-{red_row(b, b.tm, "%p2")}
-    shl.b32 %r2, %rg, 2;
-    add.u32 %r2, %r2, %r1;                  // + 4 h""")
+    @%p1 bra FL_{tag};{barrier if aliased else ""}
+    // red[w*{tm} + li + {LI} j][r]: r = 0 ss ({who}), 1 + {hword}
+{red_row(b, tm, "%p2")}
+    mad.lo.u32 %r2, %rg, {4 * rows_h}, %r1;           // + 4 {f"* {rows_h} " if rows_h > 1 else ""}h""")
+    red = b.w.red
     for j in range(tpl):
-        e(f"    @%p2 st.shared.f32 [%r1+{4 * b.w.red * j}], %sst{j};")
-        for r in range(R):
-            e(f"    st.shared.f32 [%r2+{4 * b.w.red * j + 4 * (1 + 8 * r)}], %acc{R*j+r};")
+        e(f"    @%p2 st.shared.f32 [%r1+{LI * red * j}], %sst{j};")
+        for r in range(rows):
+            e(f"    st.shared.f32 [%r2+{LI * red * j + 4 * (1 + rows_r * r)}], %acc{rows*j+r};")
     e("    bra FMA_DONE;")
     return "\n".join(L)
 
