@@ -1208,23 +1208,32 @@ def partial_rows(b):
     @!%p1 bra PW{j};
     mov.f32 %f1, 0f00000000;
     @!%p3 bra PWS{j};
-    mul.lo.u32 %r6, %r5, {RED};
+{warp_sums_to_row(str(j), tm, RED, 32)}""")
+    # No grid arrival: every reader polls the tagged words it needs (header, TAGS). The barrier
+    # keeps the red rows (aliasing phi_s) read before phase 5 reuses shared memory.
+    e("""    barrier.sync 0;""" + b.stamp(3, 0))
+    return "\n".join(L)
+
+
+def warp_sums_to_row(lbl, tm, red, words):
+    """%f1 = word r of token t (%r3 = &red[0][0][r], %r5 = t) summed over the 8 warps' red rows
+    in warp order, then (from PWS{lbl}, where the zero words join with %f1 = 0) stored tagged at
+    part[(ctaid T + t) words + r] (%r0 = ctaid, %r1 = r); ends at PW{lbl}."""
+    L = [f"""    mul.lo.u32 %r6, %r5, {red};
     add.u32 %r6, %r6, %r3;                  // &red[0][t][r]
-    ld.shared.f32 %f1, [%r6];""")
-        for w in range(1, 8):
-            e(f"""    ld.shared.f32 %f2, [%r6+{w*tm*RED}];
+    ld.shared.f32 %f1, [%r6];"""]
+    for w in range(1, 8):
+        L.append(f"""    ld.shared.f32 %f2, [%r6+{w*tm*red}];
     add.f32 %f1, %f1, %f2;""")
-        e(f"""PWS{j}:
+    scale = "shl.b32 %r7, %r7, 5;" if words == 32 else f"mul.lo.u32 %r7, %r7, {words};"
+    L.append(f"""PWS{lbl}:
     mad.lo.u32 %r7, %r0, %T, %r5;
-    shl.b32 %r7, %r7, 5;
+    {scale}
     add.u32 %r7, %r7, %r1;
     mul.wide.u32 %rd1, %r7, 8;
     add.u64 %rd1, %part, %rd1;
 {tagged_store("%f1", "%rd1")}
-PW{j}:""")
-    # No grid arrival: every reader polls the tagged words it needs (header, TAGS). The barrier
-    # keeps the red rows (aliasing phi_s) read before phase 5 reuses shared memory.
-    e("""    barrier.sync 0;""" + b.stamp(3, 0))
+PW{lbl}:""")
     return "\n".join(L)
 
 
@@ -1258,20 +1267,7 @@ def partial_rows_passes(b):
     @!%p1 bra PW{lbl};
     mov.f32 %f1, 0f00000000;
     @!%p3 bra PWS{lbl};
-    mul.lo.u32 %r6, %r5, {w.red};
-    add.u32 %r6, %r6, %r3;                  // &red[0][t][r]
-    ld.shared.f32 %f1, [%r6];""")
-            for wp in range(1, 8):
-                e(f"""    ld.shared.f32 %f2, [%r6+{wp*tm*w.red}];
-    add.f32 %f1, %f1, %f2;""")
-            e(f"""PWS{lbl}:
-    mad.lo.u32 %r7, %r0, %T, %r5;
-    mul.lo.u32 %r7, %r7, {w.words};
-    add.u32 %r7, %r7, %r1;
-    mul.wide.u32 %rd1, %r7, 8;
-    add.u64 %rd1, %part, %rd1;
-{tagged_store("%f1", "%rd1")}
-PW{lbl}:""")
+{warp_sums_to_row(lbl, tm, w.red, w.words)}""")
     e("""    barrier.sync 0;""" + b.stamp(3, 0))
     return "\n".join(L)
 
