@@ -955,31 +955,22 @@ def stamp(k, thread, exp, words=32, label=None):
     if "stamps" not in exp:
         return ""
     label = label or f"STAMP{k}_END"
-    if words != 32:
-        return f"""
-    // ---- EXP stamp {k}
-    setp.eq.u32 %pst, %tx, {thread};
-    @!%pst bra {label};
-{read_clocks("%sg", "%sc")}
-    mul.lo.u32 %sr, %S, %T;
-    mul.lo.u32 %sr, %sr, {2 * words};             // past the partial rows (8-byte tagged words)
+    if words == 32:
+        offset = """    shl.b32 %sr, %sr, 1;                    // past the partial rows (8-byte tagged words)
     mov.u32 %sq, %ctaid.x;
-    mad.lo.u32 %sr, %sq, 32, %sr;
-    add.u32 %sr, %sr, {4 * k};
-    mul.wide.u32 %sa, %sr, 4;
-    add.u64 %sa, %part, %sa;
-    st.global.v2.u64 [%sa], {{%sg, %sc}};
-{label}:"""
+    add.u32 %sr, %sr, %sq;
+    shl.b32 %sr, %sr, 5;"""
+    else:
+        offset = f"""    mul.lo.u32 %sr, %sr, {2 * words};             // past the partial rows (8-byte tagged words)
+    mov.u32 %sq, %ctaid.x;
+    mad.lo.u32 %sr, %sq, 32, %sr;"""
     return f"""
     // ---- EXP stamp {k}
     setp.eq.u32 %pst, %tx, {thread};
     @!%pst bra {label};
 {read_clocks("%sg", "%sc")}
     mul.lo.u32 %sr, %S, %T;
-    shl.b32 %sr, %sr, 1;                    // past the partial rows (8-byte tagged words)
-    mov.u32 %sq, %ctaid.x;
-    add.u32 %sr, %sr, %sq;
-    shl.b32 %sr, %sr, 5;
+{offset}
     add.u32 %sr, %sr, {4 * k};
     mul.wide.u32 %sa, %sr, 4;
     add.u64 %sa, %part, %sa;
