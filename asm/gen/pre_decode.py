@@ -1521,19 +1521,8 @@ def full_reduce(w=NARROW):
     mov.u32 %r4, sm_full;
     add.u32 %r3, %r3, %r4;
     @%p1 st.shared.v4.f32 [%r3], {{%su0, %su1, %su2, %su3}};
-    barrier.sync 0;
-    setp.lt.u32 %p1, %tx, {w.words};
-    shl.b32 %r1, %tx, 2;
-    mov.u32 %r2, sm_full;
-    add.u32 %r2, %r2, %r1;
-    @%p1 ld.shared.f32 %f1, [%r2];""")
-        for q in range(1, w.subs):
-            e(f"""    @%p1 ld.shared.f32 %f2, [%r2+{4 * w.words * q}];
-    @%p1 add.f32 %f1, %f1, %f2;""")
-        e("""    mov.u32 %r2, sm_lg;
-    add.u32 %r2, %r2, %r1;
-    @%p1 st.shared.f32 [%r2], %f1;
     barrier.sync 0;""")
+        e(parts_to_row(w.words, w.subs))
         return "\n".join(L)
     for off in (8, 16):
         for r in range(4):
@@ -1546,16 +1535,22 @@ def full_reduce(w=NARROW):
     mov.u32 %r2, sm_full;
     add.u32 %r1, %r1, %r2;
     @%p1 st.shared.v4.f32 [%r1], {%su0, %su1, %su2, %su3};
-    barrier.sync 0;
-    setp.lt.u32 %p1, %tx, 32;
+    barrier.sync 0;""")
+    e(parts_to_row(32, 8))
+    return "\n".join(L)
+
+
+def parts_to_row(words, parts):
+    """sm_lg[r] (r < words, thread r) = the sum of sm_full[p][r] over p < parts in p order."""
+    L = [f"""    setp.lt.u32 %p1, %tx, {words};
     shl.b32 %r1, %tx, 2;
     mov.u32 %r2, sm_full;
     add.u32 %r2, %r2, %r1;
-    @%p1 ld.shared.f32 %f1, [%r2];""")
-    for w in range(1, 8):
-        e(f"""    @%p1 ld.shared.f32 %f2, [%r2+{128*w}];
+    @%p1 ld.shared.f32 %f1, [%r2];"""]
+    for q in range(1, parts):
+        L.append(f"""    @%p1 ld.shared.f32 %f2, [%r2+{4 * words * q}];
     @%p1 add.f32 %f1, %f1, %f2;""")
-    e("""    mov.u32 %r2, sm_lg;
+    L.append("""    mov.u32 %r2, sm_lg;
     add.u32 %r2, %r2, %r1;
     @%p1 st.shared.f32 [%r2], %f1;
     barrier.sync 0;""")

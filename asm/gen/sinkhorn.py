@@ -352,29 +352,35 @@ def lanes(n, w, labels):
     def from_lane(val, i, dst):
         w(f"    shfl.sync.idx.b32 {dst}, {val}, {i}, 0x1f, {mask};")
 
+    def other_start(cells, with_rcp):
+        """cells[i] shifted (and scaled) by lane i's line max (and 1 / sum)."""
+        for i in range(n):
+            from_lane("%mx", i, "%g1")
+            if with_rcp:
+                from_lane("%rc", i, "%g2")
+            w(exp_shift(cells[i], cells[i], "%g1", keep_denormals=True))
+            if with_rcp:
+                w(f"    fma.rn.f32 {cells[i]}, {cells[i]}, %g2, %eps_hc;")
+
+    def own_start(cells):
+        """The lane's own line shifted by its max (%mx)."""
+        w(line_max("%mx", cells))
+        for c in cells:
+            w(exp_shift(c, c, "%mx", keep_denormals=True))
+
     w(f"    @%p_paper bra {labels}PAPER;")
     w("    // V4 start: softmax of row j + eps; column j's entries with row i's shift and 1 / sum")
-    w(line_max("%mx", row))
-    for c in row:
-        w(exp_shift(c, c, "%mx", keep_denormals=True))
+    own_start(row)
     tree(row, "%sum", eps=False)
     w("    rcp.approx.ftz.f32 %rc, %sum;")
     for c in row:
         w(f"    fma.rn.f32 {c}, {c}, %rc, %eps_hc;")
-    for i in range(n):
-        from_lane("%mx", i, "%g1")
-        from_lane("%rc", i, "%g2")
-        w(exp_shift(col[i], col[i], "%g1", keep_denormals=True))
-        w(f"    fma.rn.f32 {col[i]}, {col[i]}, %g2, %eps_hc;")
+    other_start(col, with_rcp=True)
     w(f"    bra {labels}START;")
     w(f"{labels}PAPER:")
     w("    // Paper start: exp(Z - max of column j); row j's entries with column i's shift")
-    w(line_max("%mx", col))
-    for c in col:
-        w(exp_shift(c, c, "%mx", keep_denormals=True))
-    for i in range(n):
-        from_lane("%mx", i, "%g1")
-        w(exp_shift(row[i], row[i], "%g1", keep_denormals=True))
+    own_start(col)
+    other_start(row, with_rcp=False)
     w(f"{labels}START:")
 
     def step(own, other):
