@@ -1,5 +1,5 @@
 //! The few-token kernels of `pre` (asm/ptx/sm90/pre_decode.ptx): one CTA per channel range for
-//! all tokens (its x and phi slices loaded once), n <= 4, no gamma_f, launched cooperatively
+//! all tokens (its x and phi slices loaded once), n <= 4 and n = 8, no gamma_f, launched cooperatively
 //! (their catalogue rows say so: CTAs wait for each other's data, so all must be resident).
 //! No grid arrival counters: partial rows and h_pre are tagged words (f32 bits + the call's tag,
 //! single-copy atomic), and each reader polls exactly the words it needs (the PTX header, TAGS).
@@ -8,6 +8,9 @@
 //!   wherever [`mid_limits`] allows (C >= 512): CTA `s` polls and reduces only token
 //!   `s`'s rows, publishes its `h_pre` (tagged, [`MID_HPRE_COPIES`] copies), and every CTA polls
 //!   those and mixes its channels of every token.
+//! - The **mid_n8** entries (`mhc_pre_mid_n8_sm90_*`) are the mid kernel for n = 8 at T <= 16 in
+//!   16 token rows: at most [`max_cpc`] = 32 channels a CTA, 84-word partial rows ([`part_rows`]),
+//!   the Sinkhorn on 8 lanes.
 //! - The **post_pre** entries (`mhc_post_pre_mid_sm90_*`, `mhc_post_pre_mid16_sm90_*`) are the mid
 //!   entries with layer l's post folded into their load phase: each CTA also loads f's slice and
 //!   the coefficients, computes `x'` of its channels with the post kernel's f32 operations in

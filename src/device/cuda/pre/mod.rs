@@ -5,7 +5,8 @@
 //!
 //! - [`general`]: asm/ptx/sm90/pre.ptx, every configuration (split-K decode shape, prefill tiles;
 //!   its `mhc_post_pre_sm90_*` entries are `post_pre` with a fused producer, on request only).
-//! - [`decode`]: asm/ptx/sm90/pre_decode.ptx, n <= 4, T <= 64: the few-token kernels.
+//! - [`decode`]: asm/ptx/sm90/pre_decode.ptx, n <= 4 (T <= 64) and n = 8 (T <= 16): the few-token
+//!   kernels.
 //! - [`cluster`]: asm/ptx/sm90/pre_pc.ptx, bf16 n = 4 C <= 4096: persistent 16-CTA clusters
 //!   (and the fused `post_pre` entries).
 //! - [`gemm`]: asm/ptx/sm90/pre_gemm.ptx, bf16 n = 16 / 32 prefill: a tiled GEMM.
