@@ -582,8 +582,8 @@ def fma_tile(b, tpl, tm):
 
 
 def fma_tile_rows(b, tpl):
-    """Phase 2 of the mid_n8 entries for T <= 4 tpl tokens (tpl = 2, 4: the FMA_P8 / FMA_P16
-    classes): a register tile per lane. Lane = 4 h + li: logit rows h + 8 r (r < 10: the 8
+    """Phase 2 of the mid_n8 entries for T <= 4 tpl tokens (tpl = 1, 2, 4: the FMA_P4 / P8 /
+    P16 classes): a register tile per lane. Lane = 4 h + li: logit rows h + 8 r (r < 10: the 8
     lanes of one r read 8 consecutive rows, conflict-free), tokens li + 4 j (j < tpl); per 4
     elements tpl + 10 ld.shared.v4 feed 40 tpl FMAs. (A lane per token and 40 rows took 41
     loads per 160 FMAs, bound by the shared-memory pipe: 6,190 cycles at T = 16, C = 1280, H200
@@ -1167,7 +1167,7 @@ def projection(b):
     bra """ + ("MMA_M4" if bf else "FMA_T4") + """;""" if wide else """
     bra FMA_P16;"""))
     for P in (1, 2, 4, 8, 16):
-        e(fma_tile_rows(b, P // 4) if b.n8 and P > 4 else fma_class(b, P, tm))
+        e(fma_tile_rows(b, P // 4) if b.n8 and P >= 4 else fma_class(b, P, tm))
     if wide:
         for k in (2, 4):
             e(mma_tile(b, k, tm) if bf else fma_tile(b, k, tm))
