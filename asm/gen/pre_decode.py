@@ -170,10 +170,11 @@ HEADER = """\
 //         holds 8 x cpc <= 256 elements, so cpc <= 32 (C = 1280: 80 CTAs of 16 channels, C =
 //         4096: 128 of 32). Dynamic shared memory: phi_s [80][260] f32 (20 16-byte loads per
 //         thread, all issued before the first use), x_s [16][260] f32; red [8][16][81] aliases
-//         phi_s. Phase 2: T <= 4 the mid16 token classes with RPL = 3 / 5 / 10 rows a lane;
-//         T <= 8 / 16 a register tile (fma_tile_rows: lane = rows h + 8 r, tokens li + 4 j; 10 +
-//         2 / 4 loads per 80 / 160 FMAs; a token per lane with 20 / 40 rows took 10.06 / 10.76
-//         us at T = 8 / 16 in a graph, H200, C = 1280, against 8.16 / 9.31). Partial rows of 84 tagged words (ss, 80 logits, 3
+//         phi_s. Phase 2: T <= 2 the mid16 token classes with RPL = 3 / 5 rows a lane; T <= 4 /
+//         8 / 16 a register tile (fma_tile_rows: lane = rows h + 8 r, tokens li + 4 j; 10 + 1 /
+//         2 / 4 loads per 40 / 80 / 160 FMAs; a token per lane with 10 / 20 / 40 rows took 8.40
+//         / 10.06 / 10.76 us at T = 4 / 8 / 16 in a graph, H200, C = 1280, against 7.64 / 8.16 /
+//         9.31: the 10-row class put two lanes of a quarter warp on the same banks). Partial rows of 84 tagged words (ss, 80 logits, 3
 //         zeros: 21 sectors), stored by thread -> words tid % 32 + 32 p. Phase 5: thread -> (4-word
 //         group v = tid % 21, CTA subset sub = tid / 21 < 12), CTAs sub + 12 k (k < 12), each
 //         subset's sums to shared memory and added in subset order (no shuffle tree: 21 groups
