@@ -571,7 +571,6 @@ fn pre_mid_kernel_shapes() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
     let mut rng = common::rng("pre_mid");
-    let uses = |sh: &Shape| catalogue_plan(&dev, sh.cfg(), sh.dtype, sh.t).unwrap().pre_uses_mid_kernel(sh.t);
     for dtype in DTYPES {
         for form in FORMS {
             let mut shapes = Vec::new();
@@ -602,18 +601,13 @@ fn pre_mid_kernel_shapes() {
             shapes.push(Shape { ctas: Some(64), ..Shape::new(4, 4096, 64, form, dtype) });
             shapes.push(Shape { ctas: Some(120), ..Shape::new(4, 7168, 30, form, dtype) });
             shapes.push(Shape { ctas: Some(70), ..Shape::new(3, 4096, 64, form, dtype) });
-            for sh in shapes {
-                assert!(uses(&sh), "{}: mid kernel selected", sh.label());
-                check_pre(&dev, &stream, &mut rng, &sh);
-            }
-            for sh in [
+            let others = [
                 Shape::new(4, 256, 40, form, dtype),
                 Shape::new(8, 1280, 40, form, dtype),
                 Shape { gamma_f: true, ..Shape::new(4, 4096, 40, form, dtype) },
                 Shape::new(4, 4096, 65, form, dtype),
-            ] {
-                assert!(!uses(&sh), "{}: mid kernel not selected", sh.label());
-            }
+            ];
+            check_where_selected(&dev, &stream, &mut rng, "mhc_pre_mid", &shapes, &others);
         }
     }
     // Fewer CTAs than tokens (CTA s finishes token s): refused before the launch.
@@ -631,7 +625,6 @@ fn pre_mid_n8_kernel_shapes() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
     let mut rng = common::rng("pre_mid_n8");
-    let uses = |sh: &Shape| catalogue_plan(&dev, sh.cfg(), sh.dtype, sh.t).unwrap().pre_uses_mid_kernel(sh.t);
     let most = 32 * dev.sm_count() as usize;
     for dtype in DTYPES {
         for form in FORMS {
@@ -645,19 +638,37 @@ fn pre_mid_n8_kernel_shapes() {
             shapes.push(Shape { phi_std: 0.5, ..Shape::new(8, 1280, 12, form, dtype) });
             shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(8, 1288, 12, form, dtype) });
             shapes.push(Shape { ctas: Some(40), ..Shape::new(8, 1280, 16, form, dtype) });
-            for sh in shapes {
-                assert!(uses(&sh), "{}: mid_n8 kernel selected", sh.label());
-                check_pre(&dev, &stream, &mut rng, &sh);
-            }
-            for sh in [
+            let others = [
                 Shape::new(8, 1280, 17, form, dtype),
                 Shape::new(8, 504, 4, form, dtype),
                 Shape::new(8, most + 8, 1, form, dtype),
                 Shape { gamma_f: true, ..Shape::new(8, 1280, 4, form, dtype) },
-            ] {
-                assert!(!uses(&sh), "{}: mid_n8 kernel not selected", sh.label());
-            }
+            ];
+            check_where_selected(&dev, &stream, &mut rng, "mhc_pre_mid_n8_sm90_", &shapes, &others);
         }
+    }
+}
+
+/// Every shape of `selected` runs a `pre` entry whose name starts with `entry` (the catalogue's
+/// plan for its T) and matches the reference ([`check_pre`]); no shape of `others` runs one.
+fn check_where_selected(
+    dev: &CudaDevice,
+    stream: &Stream,
+    rng: &mut reference::testing::Rng,
+    entry: &str,
+    selected: &[Shape],
+    others: &[Shape],
+) {
+    let runs = |sh: &Shape| {
+        let plan = catalogue_plan(dev, sh.cfg(), sh.dtype, sh.t).unwrap();
+        plan.kernel_for(mhc::Stage::Pre, sh.t).is_ok_and(|b| b.entry().starts_with(entry))
+    };
+    for sh in selected {
+        assert!(runs(sh), "{}: {entry}* selected", sh.label());
+        check_pre(dev, stream, rng, sh);
+    }
+    for sh in others {
+        assert!(!runs(sh), "{}: {entry}* not selected", sh.label());
     }
 }
 
