@@ -179,15 +179,19 @@ HEADER = """\
 //         group v = tid % 21, CTA subset sub = tid / 21 < 12), CTAs sub + 12 k (k < 12), each
 //         subset's sums to shared memory and added in subset order (no shuffle tree: 21 groups
 //         do not split a warp evenly). h_pre: 8 tagged words (64 bytes) per token and copy. The
-//         Sinkhorn on lanes 0..7 of warp 0 (sinkhorn.lanes: lane j keeps column j and row j,
-//         the other copy scaled through shfl.idx; the one-thread body's bits): H200, bf16, C =
-//         1280, in a graph, T = 1: 7.37 us against 9.18 with the one-thread body (274
-//         instructions per iteration) and 6.75 with one iteration of it. Phase stamps (T = 1):
-//         rows stored by 2.7 us, the owner's reduce done at 4.7 (2.0 us polling 80 rows of 672
-//         bytes), every CTA's h_pre seen at 5.9, mixed at 6.3; the Sinkhorn ends about then.
-//         Two CTAs per token (one polling the h_pre / h_post sectors, one the h_res sectors)
-//         published h_pre 0.7 us sooner but took 8.34 us in a graph: the h_res CTA still polls
-//         most of each row, and its Sinkhorn ended last.
+//         Sinkhorn on warp 0 (sinkhorn.lanes: lane j mod 8 keeps column j and row j, the other
+//         copy scaled through full-warp shfl.idx issued before the own line's multiplies; the
+//         one-thread body's bits): H200, bf16, C = 1280, in a graph, T = 1: 7.16 us; 7.37 with
+//         lanes 0..7 (mask 0xff) and the multiplies first, 9.18 with the one-thread body (274
+//         instructions per iteration). Phase stamps (T = 1): rows stored by 2.7 us, the owner's
+//         reduce done at 3.9 (polling 80 rows of 672 bytes), every CTA mixed by 5.4, the
+//         Sinkhorn done at 6.8: the 40 line steps (~130 cycles each: the pairwise sum,
+//         rcp.approx, a shuffle round, the multiplies, dependent) are the longest path.
+//         Measured and not kept: two CTAs per token (one polling the h_pre / h_post sectors,
+//         one the h_res sectors), 8.34 us: the h_res CTA still polls most of each row; partial
+//         rows added within clusters of 8 CTAs over distributed shared memory first (one row
+//         per cluster to poll), 8.4-8.7 us: the reduce was done 0.4 us later (the cluster
+//         barrier waits for the cluster's slowest CTA).
 // =============================================================================================
 .version 8.0
 .target sm_90a
@@ -772,7 +776,7 @@ MID_HT{i}:
     for c in range(HPRE_COPIES):
         for h in range(0, hp, 2):
             e(f"    st.relaxed.gpu.global.v2.b64 [%rd4+{2048 * c + 8 * h}], {{%pw{h}, %pw{h + 1}}};")
-    w0 = "setp.ne.u32 %p1, %tx, 0;" if b.w is NARROW else f"setp.ge.u32 %p1, %tx, {b.w.hp};     // the Sinkhorn's lanes"
+    w0 = "setp.ne.u32 %p1, %tx, 0;" if b.w is NARROW else "setp.ge.u32 %p1, %tx, 32;     // warp 0 runs the Sinkhorn"
     e("""    bra MID_WAIT;
 MID_W0:
     """ + w0 + """
@@ -1604,13 +1608,15 @@ def coef_call(lbl, w=NARROW):
 
 
 def coef_body_lanes(n, lbl):
-    """h_res of the token on lanes 0 .. n-1 (sinkhorn.lanes): lane j loads Z's column j and row
-    j from its row (sm_lg) and base, and stores row j at %hro; leaves to {lbl}_CB_DONE."""
+    """h_res of the token on warp 0 (sinkhorn.lanes): lane j (mod n) loads Z's column j and row
+    j from its row (sm_lg) and base; lanes j < n store row j at %hro; leaves to {lbl}_CB_DONE."""
     L = []
     e = L.append
     e(f"""{lbl}_CB_{n}:
-    shl.b32 %r1, %tx, 2;                    // column j: words 2n + n i + j
-    shl.b32 %r2, %tx, {(4 * n).bit_length() - 1};                    // row j: words 2n + n j + i
+    and.b32 %r0, %tx, {n - 1};                    // j: lanes j + {n} k hold the same lines
+    setp.lt.u32 %p3, %tx, {n};                    // lanes 0 .. {n - 1} store
+    shl.b32 %r1, %r0, 2;                    // column j: words 2n + n i + j
+    shl.b32 %r2, %r0, {(4 * n).bit_length() - 1};                    // row j: words 2n + n j + i
     mov.u32 %r3, sm_lg;
     mov.u32 %r4, sm_base;""")
     for copy, off in (("col", "%r1"), ("row", "%r2")):
@@ -1627,18 +1633,18 @@ def coef_body_lanes(n, lbl):
     e("""    cvt.u64.u32 %rd1, %r2;
     add.u64 %rd1, %hro, %rd1;""")
     for i in range(n):
-        e(f"    st.global.f32 [%rd1+{4*i}], %S{n + i};")
+        e(f"    @%p3 st.global.f32 [%rd1+{4*i}], %S{n + i};")
     e(f"    bra {lbl}_CB_DONE;")
     return "\n".join(L)
 
 
 def coef_call_fixed(lbl, w):
-    """coef_call for an entry of one n (w.ns: the mid_n8 entries): lanes 0 .. n-1 run the
-    Sinkhorn (coef_body_lanes), thread 64 h_post."""
+    """coef_call for an entry of one n (w.ns: the mid_n8 entries): warp 0 runs the Sinkhorn
+    (coef_body_lanes), thread 64 h_post."""
     (n,) = w.ns
-    return f"""    // ---- threads 0 .. {n - 1} and 64: inv_rms; lanes 0 .. {n - 1} Sinkhorn -> h_res, thread 64 h_post, token tok
+    return f"""    // ---- warp 0 and thread 64: inv_rms; warp 0 Sinkhorn -> h_res, thread 64 h_post, token tok
 {coef_setup()}
-    setp.ge.u32 %p1, %tx, {n};
+    setp.ge.u32 %p1, %tx, 32;
     @%p1 bra {lbl}_CP_{n};
 {coef_body_lanes(n, lbl)}
 {post_body(n, lbl)}

@@ -15,9 +15,9 @@ forms differ in where the matrix lives and who sums a line:
   unrolled          one thread, one unrolled body per n, the exponent shifted so that denormal
                     results survive ex2.ftz (pre_decode.ptx; pre_pc.ptx's h_res batch, a token
                     per lane)
-  lanes             the unrolled form over n lanes, lane j keeping column j and row j, the
-                    other copy scaled by the lanes' factors (shfl.idx): its bits (pre_decode.ptx,
-                    n = 8)
+  lanes             the unrolled form over a warp, lane j (mod n) keeping column j and row j,
+                    the other copy scaled by the lanes' factors (shfl.idx): its bits
+                    (pre_decode.ptx, n = 8)
   lane0             lane 0 of a warp, Paper only (static.ptx, n <= 4)
   scaling_vectors   S = diag(r) K diag(c), lane j keeping column and row j of K (static.ptx,
                     n >= 8)
@@ -332,19 +332,21 @@ def unrolled(n, s, w, labels):
 
 
 def lanes(n, w, labels):
-    """The unrolled form spread over lanes 0 .. n-1 of a warp: lane j keeps column j of S in
-    %S0 .. %S{n-1} (S[i][j]) and row j in %S{n} .. %S{2n-1} (S[j][i]), the caller having loaded
-    both copies of Z (every lane's copies from the same values with the same operations). Each
-    line step is the unrolled form's for the lane's own line (pairwise sum + eps_hc,
-    rcp.approx.ftz, the multiplies); the other copy takes the factors of the n lanes by
-    shfl.idx, so both copies of S[i][j] take the same operations and every bit is the unrolled
-    form's. A line step then costs one shuffle round instead of n lines' instructions in one
-    thread (n = 8: 274 instructions per iteration there). The start's shifts and reciprocals
-    reach the other copy the same way. Leaves to {labels}OUT; temporaries %mx, %sum, %rc,
-    %ls0, %lr0, %g1, %g2, %tr, %it, %p1; lanes n .. 31 must not run it (shfl mask 2^n - 1)."""
+    """The unrolled form spread over the lanes of a warp: lane j (and j + n k: the whole warp
+    runs it, so every shuffle has the full mask and ptxas needs no per-shuffle set-up) keeps
+    column j of S in %S0 .. %S{n-1} (S[i][j]) and row j in %S{n} .. %S{2n-1} (S[j][i]), the
+    caller having loaded both copies of Z (every lane's copies from the same values with the
+    same operations). Each line step is the unrolled form's for the lane's own line (pairwise
+    sum + eps_hc, rcp.approx.ftz, the multiplies); the other copy takes the factors of lanes
+    0 .. n-1 by shfl.idx, issued before the own line's multiplies (the shuffles are the step's
+    longest latency), so both copies of S[i][j] take the same operations and every bit is the
+    unrolled form's. A line step then costs one shuffle round instead of n lines' instructions
+    in one thread (n = 8: 274 instructions per iteration there). The start's shifts and
+    reciprocals reach the other copy the same way. Leaves to {labels}OUT; temporaries %mx,
+    %sum, %rc, %ls0, %lr0, %g1, %g2, %tr, %it, %p1."""
     col = [f"%S{i}" for i in range(n)]
     row = [f"%S{n + i}" for i in range(n)]
-    mask = hex((1 << n) - 1)
+    mask = "0xffffffff"
 
     def tree(cells, dst, eps):
         w(pairwise(cells, lambda d, i, seq: f"%tr{seq}", dst=dst, plus="%eps_hc" if eps else None)[0])
@@ -386,11 +388,12 @@ def lanes(n, w, labels):
     def step(own, other):
         tree(own, "%ls0", eps=True)
         w("    rcp.approx.ftz.f32 %lr0, %ls0;")
+        for i in range(n):
+            from_lane("%lr0", i, f"%tr{i}")
+        for i in range(n):
+            w(f"    mul.f32 {other[i]}, {other[i]}, %tr{i};")
         for c in own:
             w(f"    mul.f32 {c}, {c}, %lr0;")
-        for i in range(n):
-            from_lane("%lr0", i, "%g1")
-            w(f"    mul.f32 {other[i]}, {other[i]}, %g1;")
 
     cols = lambda: step(col, row)
     rows = lambda: step(row, col)
