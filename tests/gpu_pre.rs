@@ -2003,29 +2003,35 @@ fn bench_pre_decode() {
         (Dtype::Bf16, 16, 256),
         (Dtype::Bf16, 4, 504),
     ];
-    // (label, mode, dtype, T, C, Sinkhorn iterations)
-    let mut modes: Vec<(String, Mode, Dtype, usize, usize, u32)> = Vec::new();
+    // (label, mode, dtype, T, n, C, Sinkhorn iterations)
+    let mut modes: Vec<(String, Mode, Dtype, usize, usize, usize, u32)> = Vec::new();
     for (dtype, t, c) in shapes {
-        modes.push(("auto".into(), Mode::Auto, dtype, t, c, 20));
-        modes.push(("general".into(), Mode::General, dtype, t, c, 20));
+        modes.push(("auto".into(), Mode::Auto, dtype, t, 4, c, 20));
+        modes.push(("general".into(), Mode::General, dtype, t, 4, c, 20));
     }
     // Attribution: the Sinkhorn's share (1 iteration instead of 20), and the CTA count (the
-    // kernel takes 64 channels per CTA at most: at least 64 CTAs at C = 4096, 112 at 7168).
+    // kernel takes 64 channels per CTA at most: at least 64 CTAs at C = 4096, 112 at 7168; n =
+    // 8 at most 32: C = 1280 on 80, 54 or 40 CTAs of 16, 24 or 32 channels).
     for t in [1, 16] {
-        modes.push(("auto iters=1".into(), Mode::Auto, Dtype::Bf16, t, 4096, 1));
+        modes.push(("auto iters=1".into(), Mode::Auto, Dtype::Bf16, t, 4, 4096, 1));
         for ctas in [64, 96] {
-            modes.push((format!("decode ctas~{ctas}"), Mode::Decode(ctas), Dtype::Bf16, t, 4096, 20));
+            modes.push((format!("decode ctas~{ctas}"), Mode::Decode(ctas), Dtype::Bf16, t, 4, 4096, 20));
         }
-        modes.push(("decode ctas~112".into(), Mode::Decode(112), Dtype::Bf16, t, 7168, 20));
+        modes.push(("decode ctas~112".into(), Mode::Decode(112), Dtype::Bf16, t, 4, 7168, 20));
+        modes.push(("auto".into(), Mode::Auto, Dtype::Bf16, t, 8, 1280, 20));
+        modes.push(("auto iters=1".into(), Mode::Auto, Dtype::Bf16, t, 8, 1280, 1));
+        for ctas in [40, 54] {
+            modes.push((format!("decode ctas~{ctas}"), Mode::Decode(ctas), Dtype::Bf16, t, 8, 1280, 20));
+        }
     }
     // Each row with plain launches and with programmatic dependent launches (the default).
     let overlaps = [Overlap::Off, Overlap::Launch];
     let modes: Vec<_> = modes
         .into_iter()
-        .flat_map(|(l, m, d, t, c, i)| overlaps.map(|o| (format!("{l} {o:?}"), m, d, t, c, i, o)))
+        .flat_map(|(l, m, d, t, n, c, i)| overlaps.map(|o| (format!("{l} {o:?}"), m, d, t, n, c, i, o)))
         .collect();
-    for (label, mode, dtype, t, c, iters, overlap) in modes {
-        let cfg = Config { sinkhorn_iters: iters, ..Config::new(4, c) };
+    for (label, mode, dtype, t, n, c, iters, overlap) in modes {
+        let cfg = Config { sinkhorn_iters: iters, ..Config::new(n, c) };
         let k = cfg.k();
         let per_set = t * k * dtype.size() + cfg.m() * k * 4;
         let sets = (150_000_000 / per_set).clamp(20, 128);
@@ -2052,7 +2058,7 @@ fn bench_pre_decode() {
         let floor = moved as f64 / copy_bw * 1e6;
         let gbs = moved as f64 / (gus * 1e-6) / 1e9;
         println!(
-            "| {label} | {dtype} | {t} | 4 | {c} | {us:.2} | {gus:.2} | {gbs:.0} | {:.1}% | {floor:.2} |",
+            "| {label} | {dtype} | {t} | {n} | {c} | {us:.2} | {gus:.2} | {gbs:.0} | {:.1}% | {floor:.2} |",
             100.0 * gbs * 1e9 / copy_bw
         );
     }

@@ -180,13 +180,14 @@ HEADER = """\
 //         subset's sums to shared memory and added in subset order (no shuffle tree: 21 groups
 //         do not split a warp evenly). h_pre: 8 tagged words (64 bytes) per token and copy. The
 //         Sinkhorn on warp 0 (sinkhorn.lanes: lane j mod 8 keeps column j and row j, the other
-//         copy scaled through full-warp shfl.idx issued before the own line's multiplies; the
-//         one-thread body's bits): H200, bf16, C = 1280, in a graph, T = 1: 7.16 us; 7.37 with
-//         lanes 0..7 (mask 0xff) and the multiplies first, 9.18 with the one-thread body (274
-//         instructions per iteration). Phase stamps (T = 1): rows stored by 2.7 us, the owner's
-//         reduce done at 3.9 (polling 80 rows of 672 bytes), every CTA mixed by 5.4, the
-//         Sinkhorn done at 6.8: the 40 line steps (~130 cycles each: the pairwise sum,
-//         rcp.approx, a shuffle round, the multiplies, dependent) are the longest path.
+//         copy scaled by the 8 lanes' factors, exchanged through sm_fac_n8: lanes 0..7 store,
+//         bar.warp.sync, two 16-byte loads; the one-thread body's bits): H200, bf16, C = 1280,
+//         in a graph, T = 1: 7.00 us; 7.15 with 8 full-warp shfl.idx per step, 7.37 with lanes
+//         0..7 (mask 0xff) and the own line's multiplies first, 9.18 with the one-thread body
+//         (274 instructions per iteration). Phase stamps (T = 1, lanes 0..7): rows stored by 2.7
+//         us, the owner's reduce done at 3.9 (polling 80 rows of 672 bytes), every CTA mixed by
+//         5.4, the Sinkhorn done at 6.8: the 40 line steps (~130 cycles each: the pairwise sum,
+//         rcp.approx, the exchange, the multiplies, dependent) are the longest path.
 //         Measured and not kept: two CTAs per token (one polling the h_pre / h_post sectors,
 //         one the h_res sectors), 8.34 us: the h_res CTA still polls most of each row; partial
 //         rows added within clusters of 8 CTAs over distributed shared memory first (one row
@@ -247,6 +248,7 @@ N8 = Streams((8,), rows=80, words=84, red=324, slots=12, suffix="_n8")
 # The mid_n8 entries' dynamic shared memory: phi_s [80][260] f32 (red [8][16][81] aliases it
 # after the projection), x_s [16][260] f32.
 N8_X = N8.rows * ROW
+FACTORS = "sm_fac_n8"  # the mid_n8 Sinkhorn's line factors, two buffers of 8 (sinkhorn.lanes)
 N8_SMEM = N8_X + DECODE_TOKENS * ROW
 
 
@@ -1629,7 +1631,9 @@ def coef_body_lanes(n, lbl):
     ld.shared.f32 %g2, [%r6+{4*(2*n+q)}];
     mul.f32 %g1, %g1, %inv_t;
     fma.rn.f32 {reg}, %g1, %sc2, %g2;""")
-    sinkhorn.lanes(n, e, f"{lbl}_CB_{n}_")
+    e(f"""    mov.u32 %r3, {FACTORS};
+    add.u32 %r3, %r3, %r1;                  // lane j's factor slot: {FACTORS} + 4 j""")
+    sinkhorn.lanes(n, e, f"{lbl}_CB_{n}_", (FACTORS, "%r3", "%p3"))
     e("""    cvt.u64.u32 %rd1, %r2;
     add.u64 %rd1, %hro, %rd1;""")
     for i in range(n):
@@ -1693,6 +1697,7 @@ def main(exp=frozenset()):
 .shared .align 16 .b8 sm_base_n8[{4 * N8.rows}];    // base [80] (zero beyond M)
 .shared .align 16 .b8 sm_full_n8[{4 * N8.subs * N8.words}];   // phase 5: per-subset sums [12][84]
 .shared .align 16 .b8 sm_lg_n8[{4 * N8.words}];      // phase 5: the token's row (ss, P[0..M), zeros)
+.shared .align 16 .b8 {FACTORS}[{2 * 4 * N8.hp}];     // the Sinkhorn's line factors [2][8] (sinkhorn.lanes)
 """
     for dt in ("bf16", "f32"):
         text += "\n" + entry(dt, mid=True, tm=DECODE_TOKENS, exp=exp, w=N8)

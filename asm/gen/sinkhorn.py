@@ -16,8 +16,8 @@ forms differ in where the matrix lives and who sums a line:
                     results survive ex2.ftz (pre_decode.ptx; pre_pc.ptx's h_res batch, a token
                     per lane)
   lanes             the unrolled form over a warp, lane j (mod n) keeping column j and row j,
-                    the other copy scaled by the lanes' factors (shfl.idx): its bits
-                    (pre_decode.ptx, n = 8)
+                    the other copy scaled by the lanes' factors (through shared memory): its
+                    bits (pre_decode.ptx, n = 8)
   lane0             lane 0 of a warp, Paper only (static.ptx, n <= 4)
   scaling_vectors   S = diag(r) K diag(c), lane j keeping column and row j of K (static.ptx,
                     n >= 8)
@@ -331,22 +331,27 @@ def unrolled(n, s, w, labels):
     w(f"{labels}OUT:")
 
 
-def lanes(n, w, labels):
+def lanes(n, w, labels, factors):
     """The unrolled form spread over the lanes of a warp: lane j (and j + n k: the whole warp
-    runs it, so every shuffle has the full mask and ptxas needs no per-shuffle set-up) keeps
-    column j of S in %S0 .. %S{n-1} (S[i][j]) and row j in %S{n} .. %S{2n-1} (S[j][i]), the
-    caller having loaded both copies of Z (every lane's copies from the same values with the
-    same operations). Each line step is the unrolled form's for the lane's own line (pairwise
-    sum + eps_hc, rcp.approx.ftz, the multiplies); the other copy takes the factors of lanes
-    0 .. n-1 by shfl.idx, issued before the own line's multiplies (the shuffles are the step's
-    longest latency), so both copies of S[i][j] take the same operations and every bit is the
-    unrolled form's. A line step then costs one shuffle round instead of n lines' instructions
-    in one thread (n = 8: 274 instructions per iteration there). The start's shifts and
-    reciprocals reach the other copy the same way. Leaves to {labels}OUT; temporaries %mx,
-    %sum, %rc, %ls0, %lr0, %g1, %g2, %tr, %it, %p1."""
+    runs it, so every shuffle has the full mask) keeps column j of S in %S0 .. %S{n-1} (S[i][j])
+    and row j in %S{n} .. %S{2n-1} (S[j][i]), the caller having loaded both copies of Z (every
+    lane's copies from the same values with the same operations). Each line step is the
+    unrolled form's for the lane's own line (pairwise sum + eps_hc, rcp.approx.ftz, the
+    multiplies); the other copy takes the factors of lanes 0 .. n-1 through shared memory:
+    factors = (sym, slot, pred), sym two buffers of n floats, slot the address of the lane's
+    float in the first (sym + 4 j), pred true on lanes 0 .. n-1, which store their factor; then
+    bar.warp.sync (which orders the warp's shared-memory accesses) and n / 4 16-byte loads of
+    all n. The steps alternate the buffers, so a store never meets the previous step's loads.
+    Both copies of S[i][j] take the same operations, so every bit is the unrolled form's, and a
+    line step costs one exchange instead of n lines' instructions in one thread (n = 8: 274
+    instructions per iteration there). The start's shifts and reciprocals reach the other copy
+    by shfl.idx. Leaves to {labels}OUT; temporaries %mx, %sum, %rc, %ls0, %lr0, %g1, %g2, %tr,
+    %it, %p1."""
     col = [f"%S{i}" for i in range(n)]
     row = [f"%S{n + i}" for i in range(n)]
     mask = "0xffffffff"
+    sym, slot, pred = factors
+    assert n % 4 == 0 and n <= 8, "the factors are loaded 4 at a time into %tr<8>"
 
     def tree(cells, dst, eps):
         w(pairwise(cells, lambda d, i, seq: f"%tr{seq}", dst=dst, plus="%eps_hc" if eps else None)[0])
@@ -385,11 +390,18 @@ def lanes(n, w, labels):
     other_start(row, with_rcp=False)
     w(f"{labels}START:")
 
+    steps = [0]  # line steps emitted: consecutive steps run in emission order, so the parity
+                 # of this count alternates the buffers at run time too (V4 and Paper)
+
     def step(own, other):
         tree(own, "%ls0", eps=True)
         w("    rcp.approx.ftz.f32 %lr0, %ls0;")
-        for i in range(n):
-            from_lane("%lr0", i, f"%tr{i}")
+        off = 4 * n * (steps[0] % 2)
+        steps[0] += 1
+        w(f"""    @{pred} st.shared.f32 [{slot}+{off}], %lr0;
+    bar.warp.sync -1;""")
+        for q in range(0, n, 4):
+            w(f"    ld.shared.v4.f32 {{%tr{q}, %tr{q + 1}, %tr{q + 2}, %tr{q + 3}}}, [{sym}+{off + 4 * q}];")
         for i in range(n):
             w(f"    mul.f32 {other[i]}, {other[i]}, %tr{i};")
         for c in own:
