@@ -10,7 +10,7 @@
 //!   those and mixes its channels of every token.
 //! - The **mid_n8** entries (`mhc_pre_mid_n8_sm90_*`) are the mid kernel for n = 8 at T <= 16 in
 //!   16 token rows: at most [`max_cpc`] = 32 channels a CTA, 84-word partial rows ([`part_rows`]),
-//!   the Sinkhorn on 8 lanes.
+//!   the Sinkhorn on warp 0 (lane j mod 8 keeping column and row j).
 //! - The **post_pre** entries (`mhc_post_pre_mid_sm90_*`, `mhc_post_pre_mid16_sm90_*`) are the mid
 //!   entries with layer l's post folded into their load phase: each CTA also loads f's slice and
 //!   the coefficients, computes `x'` of its channels with the post kernel's f32 operations in
