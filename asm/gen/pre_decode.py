@@ -1631,9 +1631,14 @@ def coef_body_lanes(n, lbl):
     ld.shared.f32 %g2, [%r6+{4*(2*n+q)}];
     mul.f32 %g1, %g1, %inv_t;
     fma.rn.f32 {reg}, %g1, %sc2, %g2;""")
-    e(f"""    mov.u32 %r3, {FACTORS};
-    add.u32 %r3, %r3, %r1;                  // lane j's factor slot: {FACTORS} + 4 j""")
-    sinkhorn.lanes(n, e, f"{lbl}_CB_{n}_", (FACTORS, "%r3", "%p3"))
+    e(f"""    // the factors' buffers: base %r4, lane j's slot %r3 = base + 4 j. The base is tx & 32 (0 on
+    // warp 0) + the symbol, a value ptxas keeps in a register: from the symbol alone it
+    // rematerialized the address in every step (S2R SR_CgaCtaId before each step's loads)
+    and.b32 %r4, %tx, 32;
+    mov.u32 %r3, {FACTORS};
+    add.u32 %r4, %r4, %r3;
+    add.u32 %r3, %r4, %r1;""")
+    sinkhorn.lanes(n, e, f"{lbl}_CB_{n}_", ("%r4", "%r3", "%p3"))
     e("""    cvt.u64.u32 %rd1, %r2;
     add.u64 %rd1, %hro, %rd1;""")
     for i in range(n):

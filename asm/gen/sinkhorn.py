@@ -338,8 +338,9 @@ def lanes(n, w, labels, factors):
     lane's copies from the same values with the same operations). Each line step is the
     unrolled form's for the lane's own line (pairwise sum + eps_hc, rcp.approx.ftz, the
     multiplies); the other copy takes the factors of lanes 0 .. n-1 through shared memory:
-    factors = (sym, slot, pred), sym two buffers of n floats, slot the address of the lane's
-    float in the first (sym + 4 j), pred true on lanes 0 .. n-1, which store their factor; then
+    factors = (base, slot, pred): base the address of two buffers of n floats (a register or a
+    symbol), slot the address of the lane's float in the first (base + 4 j), pred true on
+    lanes 0 .. n-1, which store their factor; then
     bar.warp.sync (which orders the warp's shared-memory accesses) and n / 4 16-byte loads of
     all n. The steps alternate the buffers, so a store never meets the previous step's loads.
     Both copies of S[i][j] take the same operations, so every bit is the unrolled form's, and a
@@ -350,7 +351,7 @@ def lanes(n, w, labels, factors):
     col = [f"%S{i}" for i in range(n)]
     row = [f"%S{n + i}" for i in range(n)]
     mask = "0xffffffff"
-    sym, slot, pred = factors
+    base, slot, pred = factors
     assert n % 4 == 0 and n <= 8, "the factors are loaded 4 at a time into %tr<8>"
 
     def tree(cells, dst, eps):
@@ -401,7 +402,7 @@ def lanes(n, w, labels, factors):
         w(f"""    @{pred} st.shared.f32 [{slot}+{off}], %lr0;
     bar.warp.sync -1;""")
         for q in range(0, n, 4):
-            w(f"    ld.shared.v4.f32 {{%tr{q}, %tr{q + 1}, %tr{q + 2}, %tr{q + 3}}}, [{sym}+{off + 4 * q}];")
+            w(f"    ld.shared.v4.f32 {{%tr{q}, %tr{q + 1}, %tr{q + 2}, %tr{q + 3}}}, [{base}+{off + 4 * q}];")
         for i in range(n):
             w(f"    mul.f32 {other[i]}, {other[i]}, %tr{i};")
         for c in own:
