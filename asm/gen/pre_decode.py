@@ -181,8 +181,10 @@ HEADER = """\
 //         do not split a warp evenly). h_pre: 8 tagged words (64 bytes) per token and copy. The
 //         Sinkhorn on warp 0 (sinkhorn.lanes: lane j mod 8 keeps column j and row j, the other
 //         copy scaled by the 8 lanes' factors, exchanged through sm_fac_n8: lanes 0..7 store,
-//         bar.warp.sync, two 16-byte loads; the one-thread body's bits): H200, bf16, C = 1280,
-//         in a graph, T = 1: 7.00 us; 7.15 with 8 full-warp shfl.idx per step, 7.37 with lanes
+//         bar.warp.sync, two 16-byte loads from a base kept in a register; the one-thread
+//         body's bits): H200, bf16, C = 1280, in a graph, T = 1: 6.75 us; 7.01 with the buffers
+//         addressed by their symbol (ptxas rematerialized the address, S2R SR_CgaCtaId, before
+//         each step's loads), 7.15 with 8 full-warp shfl.idx per step, 7.37 with lanes
 //         0..7 (mask 0xff) and the own line's multiplies first, 9.18 with the one-thread body
 //         (274 instructions per iteration). Phase stamps (T = 1, lanes 0..7): rows stored by 2.7
 //         us, the owner's reduce done at 3.9 (polling 80 rows of 672 bytes), every CTA mixed by
