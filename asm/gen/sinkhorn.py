@@ -340,9 +340,9 @@ def lanes(n, w, labels, factors):
     multiplies); the other copy takes the factors of lanes 0 .. n-1 through shared memory:
     factors = (base, slot, pred): base the address of two buffers of n floats (a register or a
     symbol), slot the address of the lane's float in the first (base + 4 j), pred true on
-    lanes 0 .. n-1, which store their factor; then
-    bar.warp.sync (which orders the warp's shared-memory accesses) and n / 4 16-byte loads of
-    all n. The steps alternate the buffers, so a store never meets the previous step's loads.
+    lanes 0 .. n-1, which store their factor; then bar.warp.sync (which orders the warp's
+    shared-memory accesses) and n / 4 16-byte loads of all n. The steps alternate the
+    buffers, so a store never meets the previous step's loads.
     Both copies of S[i][j] take the same operations, so every bit is the unrolled form's, and a
     line step costs one exchange instead of n lines' instructions in one thread (n = 8: 274
     instructions per iteration there). The start's shifts and reciprocals reach the other copy
