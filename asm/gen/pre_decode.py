@@ -36,8 +36,9 @@ HEADER = """\
 //          entry's 159 KB of dynamic shared memory, or its 64-row load slots, cost 0.3 us);
 //   DECODE mhc_pre_decode_sm90_*: T <= 16 where the mid kernel cannot run (C < 512) and for
 //          forced CTA counts (PreKernel::Decode): every CTA reduces every token's pre-logits;
-//   POST_PRE mhc_post_pre_mid_sm90_*, mhc_post_pre_mid16_sm90_*: the mid / mid16 entries with
-//          layer l's post folded into their load phase (section POST_PRE at the end);
+//   POST_PRE mhc_post_pre_mid_sm90_*, mhc_post_pre_mid16_sm90_*, mhc_post_pre_mid_n8_sm90_*: the
+//          mid / mid16 / mid_n8 entries with layer l's post folded into their load phase
+//          (section POST_PRE at the end);
 //   MID_N8 mhc_pre_mid_n8_sm90_*: the mid16 kernel for n = 8, T <= 16 (section MID_N8 at the end).
 // gamma_f (F-pre-norm) is not covered: the plan keeps the general kernel (pre.ptx) for it and
 // for everything else.
@@ -150,7 +151,7 @@ HEADER = """\
 //         13.3. Stamps at T=64 C=7168 bf16: loads 3.1 us, projection +1.9 (FMA, one token per
 //         lane: +5.4; a register tile: +4.4; tf32 mma: +3.1), partial rows +0.9, arrival +1.1,
 //         reduce +0.5, second arrival +1.4, h_pre copy and mix +2.2.
-// POST_PRE mhc_post_pre_{mid,mid16}_sm90_* (asm/gen/pre_decode_post.py): CTA s loads its channel
+// POST_PRE mhc_post_pre_{mid,mid16,mid_n8}_sm90_* (asm/gen/pre_decode_post.py): CTA s loads its channel
 //         slice of every stream, which is all that post needs for those channels. Phase 1 also
 //         loads f's slice (thread tid: token tid / 8 + 32 k, 8-channel chunk tid % 8) and the
 //         tokens' h_post / h_res words into shared memory (mid16: as dense as in global memory;
@@ -158,13 +159,16 @@ HEADER = """\
 //         h_res transposed in V4, as is in Paper). After barrier 0, x'[i] = h_post[i] f, then
 //         fma over j = 0 .. n-1 (post.ptx's f32 operations in its order), stored to x_out
 //         rounded to the storage type and written back rounded over x_s: mid16, warp w per
-//         token w + 8 k, lane (stream i, 8-channel chunk q); mid, a thread per (token, 4-channel
-//         quad) item, every stream of it. A second barrier, then phases 2-5 as the mid entry's
+//         token w + 8 k, lane (stream i = lane / 8, 8-channel chunk q); mid_n8 the same with
+//         i = lane / 4 (cpc <= 32: 4 chunks; every stream real, no per-stream predicates);
+//         mid, a thread per (token, 4-channel quad) item, every stream of it. A second barrier, then phases 2-5 as the mid entry's
 //         on x'. So x' is stored once, never read back, and every output is post then pre's bit
 //         for bit; one launch instead of two. H200, bf16 n = 4, us per call in a CUDA graph:
 //         C=4096 T=1 / 16 / 32 5.08 / 6.70 / 7.86 (post then pre 6.22 / 8.00 / 9.07), C=7168
 //         5.55 / 7.92 / 9.30 (6.81 / 9.20 / 10.23); above T = 32 post then the persistent-cluster
-//         pre is as fast in a graph and faster back-to-back (the catalogue rows).
+//         pre is as fast in a graph and faster back-to-back (the catalogue rows). n = 8, C = 1280,
+//         T = 1 / 4 / 8 / 16: 7.07 / 7.76 / 8.44 / 9.87 (post then pre 7.92-8.14 / 8.68 / 9.20 /
+//         10.39-10.68; pre alone 6.73 / 6.96 / 7.62 / 8.63).
 // MID_N8  mhc_pre_mid_n8_sm90_* (n = 8, T = 1..16, C = 512 .. 32 x CTAs): the mid16 kernel with
 //         the layout sized for M = 80 logits (asm/gen/pre_decode.py, Streams N8). A slice row
 //         holds 8 x cpc <= 256 elements, so cpc <= 32 (C = 1280: 80 CTAs of 16 channels, C =
@@ -455,7 +459,7 @@ def load_phase(b, bf, tm=16):
         if j < nx - 1:
             e("    add.u64 %rd6, %rd6, %rd7;")
     if b.post:
-        e(fold.loads(bf, tm, b.exp))
+        e(fold.loads(bf, tm, b.w, b.exp))
     e(f"""    // base -> shared (threads < {w.rows}; zero beyond M)
     setp.lt.u32 %p1, %tx, {w.rows};
     @!%p1 bra BASE_DONE;
@@ -497,7 +501,7 @@ BASE_DONE:""")
         else:
             e(f"    @%p1 st.shared.v4.b32 [%r1+{ROW*tstep*j}], {{%xv{4*j}, %xv{4*j+1}, %xv{4*j+2}, %xv{4*j+3}}};")
     if b.post:
-        e(fold.stores(bf, tm))
+        e(fold.stores(bf, tm, b.w))
     e("    barrier.sync 0;")
     if b.post:
         e(fold.step(b, bf, tm))
@@ -780,12 +784,11 @@ MID_HT{i}:
     for c in range(HPRE_COPIES):
         for h in range(0, hp, 2):
             e(f"    st.relaxed.gpu.global.v2.b64 [%rd4+{2048 * c + 8 * h}], {{%pw{h}, %pw{h + 1}}};")
-    w0 = "setp.ne.u32 %p1, %tx, 0;" if b.w is NARROW else "setp.ge.u32 %p1, %tx, 32;     // warp 0 runs the Sinkhorn"
+    # warp 0 comes here: thread 0 runs the Sinkhorn (n <= 4), or the whole warp (sinkhorn.lanes)
+    w0 = "    setp.ne.u32 %p1, %tx, 0;\n    @%p1 bra EXIT;\n" if b.w is NARROW else ""
     e("""    bra MID_WAIT;
 MID_W0:
-    """ + w0 + """
-    @%p1 bra EXIT;
-MID_COEF:""")
+""" + w0 + """MID_COEF:""")
     e(coef_call("S0", b.w))
     e("""    setp.eq.u32 %p1, %tx, 64;
     @%p1 bra MID_WAIT;
@@ -1042,7 +1045,7 @@ def entry(dt, mid=False, tm=None, exp=frozenset(), post=False, w=NARROW):
     or 16 (mid16: the decode entry's static shared memory); post: the mid entry as post_pre;
     w = N8: the mid_n8 entry (16 token rows, dynamic shared memory, its own static symbols)."""
     assert mid or not post, "post_pre folds into the mid entries only"
-    assert w is NARROW or (mid and tm == DECODE_TOKENS and not post), "mid_n8: pre, 16 token rows"
+    assert w is NARROW or (mid and tm == DECODE_TOKENS), "mid_n8: 16 token rows"
     b = Build(dt, mid, tm or (MID_TOKENS if mid else DECODE_TOKENS), exp, post, w)
     parts = [declarations(b), setup(b), projection(b), partial_rows(b)]
     parts.append(mid_tail(b, b.bf) if mid else decode_tail(b))
@@ -1068,7 +1071,7 @@ def declarations(b):
     # one CTA per SM (the design: 8 warps, every CTA co-resident); without it ptxas 12.9 held
     # the mid bf16 entry to 80 registers and the decode f32 entry to 128, and both spilled
     MINCTA = "\n.minnctapersm 1"
-    POSTREGS = "\n" + fold.declarations(tm) if b.post else ""
+    POSTREGS = "\n" + fold.declarations(tm, w) if b.post else ""
     e(f""".visible .entry {b.name}(
     .param .align 8 .b8 p_args[{b.args.size}]
 )
@@ -1692,8 +1695,8 @@ def main(exp=frozenset()):
     text += f"""
 // ---- the post_pre entries: the mid and mid16 entries with layer l's post folded into their load
 // phase (header, POST_PRE) ----
-{fold.shared_declarations(MID_TOKENS)}
-{fold.shared_declarations(DECODE_TOKENS)}
+{fold.shared_declarations(MID_TOKENS, NARROW)}
+{fold.shared_declarations(DECODE_TOKENS, NARROW)}
 """
     for tm in (MID_TOKENS, DECODE_TOKENS):
         for dt in ("bf16", "f32"):
@@ -1708,6 +1711,12 @@ def main(exp=frozenset()):
 """
     for dt in ("bf16", "f32"):
         text += "\n" + entry(dt, mid=True, tm=DECODE_TOKENS, exp=exp, w=N8)
+    text += f"""
+// ---- the post_pre mid_n8 entries: the mid_n8 entries with layer l's post folded in (header, POST_PRE) ----
+{fold.shared_declarations(DECODE_TOKENS, N8, f_rows=False)}
+"""
+    for dt in ("bf16", "f32"):
+        text += "\n" + entry(dt, mid=True, tm=DECODE_TOKENS, exp=exp, post=True, w=N8)
     return text
 
 
@@ -1783,8 +1792,9 @@ def catalogue_rows():
         for dt in ("bf16", "f32"):
             comment = [
                 "post_pre for few tokens (sm_90a): the post_pre entries of asm/ptx/sm90/pre_decode.ptx. The CUDA",
-                f"plan runs them for post_pre at T = 1..{POST_PRE_MAX_TOKENS} where n = 1, 2 or 4 (a post kernel exists),",
-                f"no gamma_f and C >= {MID_MIN_C}; the post kernel followed by pre serves the rest.",
+                f"plan runs them for post_pre at T = 1..{POST_PRE_MAX_TOKENS} where n = 1, 2 or 4 (a post kernel exists)",
+                f"and at T = 1..{DECODE_TOKENS} where n = 8 (the mid_n8 entries), no gamma_f and C >= {MID_MIN_C}; the post",
+                "kernel followed by pre serves the rest.",
             ] if (kind, dt) == ("mid", "bf16") else ()
             rows.append(catalogue.row(
                 f"post_pre_{kind}_sm90_{dt}", "post_pre", ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_decode.cubin",
@@ -1794,4 +1804,13 @@ def catalogue_rows():
                 x_passes=1, params=f"{POST_PRE_PC.name} ({POST_PRE_PC.size} B, {RUST_MIRROR})", rank=rank,
                 options=["gamma_k"], geometry=G(channels_per_thread=8, dynamic_shared_max=dsm, traits=traits),
                 comment=comment))
+    for dt in ("bf16", "f32"):
+        rows.append(catalogue.row(
+            f"post_pre_mid_n8_sm90_{dt}", "post_pre", ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_decode.cubin",
+            f"mhc_post_pre_mid_n8_sm90_{dt}", [dt], list(N8.ns), (8, MID_MIN_C, SLICE // N8.hp * CATALOGUE_SMS),
+            (1, DECODE_TOKENS), (DECODE_TOKENS, CATALOGUE_SMS), 256,
+            post_why.replace("the mid kernel", "the mid_n8 kernel") + " (n = 8: a warp per token, a lane per output "
+            "stream and 8-channel chunk)", "post_pre_mid", x_passes=1,
+            params=f"{POST_PRE_PC.name} ({POST_PRE_PC.size} B, {RUST_MIRROR})", rank=50, options=["gamma_k"],
+            geometry=G(channels_per_thread=8, dynamic_shared_max=N8_SMEM, traits=traits)))
     return rows

@@ -5,11 +5,15 @@ CTA s already loads its channel slice of every stream of every token into shared
 is exactly what `post` needs for those channels: `x'[i][c] = h_post[i] f[c] + sum_j w[i][j]
 x[j][c]`. So the load phase also brings f's slice and the tokens' coefficients into shared
 memory. After the slices land, x' is computed with post.ptx's f32 operations in post.ptx's order
-(mid16: a warp per token, a lane per output stream and 8-channel chunk; mid: a thread per
-(token, 4-channel quad) item, every output stream of it from its own shared-memory loads),
+(mid16 and mid_n8: a warp per token, a lane per output stream and 8-channel chunk; mid: a
+thread per (token, 4-channel quad) item, every output stream of it from its own shared-memory
+loads),
 stored to `x_out` rounded to the storage type and written back, rounded, over the x slice. The
 projection, the sums of squares and the mix then read x' from there: x' is stored once and never
 read back, and the outputs are those of `post` followed by `pre`, bit for bit.
+
+`w` is the entry's Streams (pre_decode.py): its hp streams per token (4: n = 1, 2, 4 chosen at
+run time; 8: the mid_n8 entries, n fixed) size the coefficients and the lanes of a stream.
 """
 
 from .abi import POST_PRE_PC
@@ -28,9 +32,9 @@ def f_loads(tm):
     return -(-tm // LOAD_TOKENS)
 
 
-def res_slots(tm):
-    """h_res words a thread copies: tm tokens of up to 16 over 256 threads."""
-    return -(-tm * 16 // 256)
+def res_slots(tm, hp):
+    """h_res words a thread copies: tm tokens of up to hp x hp over 256 threads."""
+    return -(-tm * hp * hp // 256)
 
 
 def dense(tm):
@@ -42,32 +46,43 @@ def dense(tm):
     return tm <= 16
 
 
-def symbols(tm):
+def hpost_bytes(tm, w):
+    """Bytes of the coefficients' h_post part: h_post[tm][hp] (the padded W follows it too)."""
+    return tm * 4 * w.hp
+
+
+def symbols(tm, w):
     """(f rows, coefficients) of an entry with tm token rows: f_s[tm][64] f32; the coefficients
-    (dense() says which layout), h_post first and, tm * 16 bytes in, h_res / W."""
-    return f"sm_uf{tm}", f"sm_uc{tm}"
+    (dense() says which layout), h_post first and, hpost_bytes in, h_res / W. The f rows are
+    one layout for every Streams; the coefficients are sized by w.hp (the suffix of its symbols)."""
+    return f"sm_uf{tm}", w.sym(f"sm_uc{tm}")
 
 
-def shared_declarations(tm):
-    f, c = symbols(tm)
-    return (f".shared .align 16 .b8 {f}[{tm * F_ROW}];{' ' * (9 - len(str(tm * F_ROW)))}"
-            f"// post_pre: f slice [{tm}][64] f32 (bf16 widened)\n"
-            f".shared .align 16 .b8 {c}[{tm * 80}];{' ' * (9 - len(str(tm * 80)))}"
-            f"// post_pre: h_post [{tm}][{'n' if dense(tm) else 4}], then at {tm * 16} "
+def shared_declarations(tm, w, f_rows=True):
+    """The entries' shared arrays; f_rows=False: only the coefficients (f's rows are declared)."""
+    f, c = symbols(tm, w)
+    hp, size = hpost_bytes(tm, w), tm * 4 * (w.hp + w.hp * w.hp)
+    rows = (f".shared .align 16 .b8 {f}[{tm * F_ROW}];{' ' * (9 - len(str(tm * F_ROW)))}"
+            f"// post_pre: f slice [{tm}][64] f32 (bf16 widened)\n") if f_rows else ""
+    return (rows + f".shared .align 16 .b8 {c}[{size}];{' ' * (9 - len(str(size)))}"
+            f"// post_pre: h_post [{tm}][{'n' if dense(tm) else 4}], then at {hp} "
             f"{'h_res [' + str(tm) + '][n][n]' if dense(tm) else 'W [' + str(tm) + '][4][4]'}")
 
 
-def declarations(tm):
+def declarations(tm, w):
     return f"""    .reg .b64 %uF, %uHP, %uHR, %uXO, %ua<4>;
     .reg .b32 %uFS, %uXS, %ub<16>;
     .reg .b32 %uf<{8 * f_loads(tm)}>;
-    .reg .f32 %ucw<{1 + res_slots(tm)}>;
-    {STEP_REGS_DENSE if dense(tm) else STEP_REGS_ITEMS}
+    .reg .f32 %ucw<{1 + res_slots(tm, w.hp)}>;
+    {step_regs_dense(w) if dense(tm) else STEP_REGS_ITEMS}
     .reg .pred %up<4>, {"%uw<4>, " if dense(tm) else ""}%uq<{f_loads(tm)}>{", %uok" if dense(tm) else ""};"""
 
 
-# the x' step's registers: a warp per token (dense), 4-channel items (padded; %ud: layout indices)
-STEP_REGS_DENSE = ".reg .f32 %ux<32>, %uo<8>, %uc<5>, %uv<8>;"
+# the x' step's registers: a warp per token (dense: a lane's 8 channels of each of hp streams,
+# its output, the weights and h_post, f), 4-channel items (padded; %ud: layout indices)
+def step_regs_dense(w):
+    return f".reg .f32 %ux<{8 * w.hp}>, %uo<8>, %uc<{w.hp + 1}>, %uv<8>;"
+
 STEP_REGS_ITEMS = """.reg .b32 %ud<10>;
     .reg .f32 %ux<16>, %uo<16>, %uv<4>, %uh<4>, %ur<16>;"""
 
@@ -76,7 +91,7 @@ def load_args():
     return "\n".join("    " + line for line in POST_PRE_PC.ld_params(ARG_REGS, base="p_args"))
 
 
-def loads(bf, tm, exp=frozenset()):
+def loads(bf, tm, w, exp=frozenset()):
     """Issued with the slices' loads: f's chunks (thread tid: token tid / 8 + 32 k, chunk q = tid %
     8, channels c0 + 8q .. +7; %uq<k>: the chunk is real) and the thread's words of h_post (tid <
     T n) and h_res (tid + 256 k < T n n). Experiment nopload: none of these loads (timing only)."""
@@ -110,17 +125,17 @@ def loads(bf, tm, exp=frozenset()):
     add.u64 %ua2, %uHP, %ua1;
     {skip}@%p1 ld.global.nc.f32 %ucw0, [%ua2];
     add.u64 %ua2, %uHR, %ua1;""")
-    for k in range(res_slots(tm)):
+    for k in range(res_slots(tm, w.hp)):
         e(f"""    add.u32 %ub7, %tx, {256 * k};
     setp.lt.u32 %p1, %ub7, %ub6;
     {skip}@%p1 ld.global.nc.f32 %ucw{1 + k}, [%ua2+{1024 * k}];""")
     return "\n".join(L)
 
 
-def stores(bf, tm):
+def stores(bf, tm, w):
     """Before the load phase's barrier: the f chunks (as f32) to f_s[t][8q ..], the coefficient
     words to the same places in their shared arrays."""
-    fs, co = symbols(tm)
+    fs, co = symbols(tm, w)
     L = []
     e = L.append
     e(f"""    // ---- post_pre: f chunks -> {fs}[t][8q ..], coefficients -> {co}
@@ -144,10 +159,10 @@ def stores(bf, tm):
     add.u32 %ub8, %ub8, %ub9;
     setp.lt.u32 %p1, %tx, %ub5;
     @%p1 st.shared.f32 [%ub8], %ucw0;""")
-        for k in range(res_slots(tm)):
+        for k in range(res_slots(tm, w.hp)):
             e(f"""    add.u32 %ub7, %tx, {256 * k};
     setp.lt.u32 %p1, %ub7, %ub6;
-    @%p1 st.shared.f32 [%ub8+{tm * 16 + 1024 * k}], %ucw{1 + k};""")
+    @%p1 st.shared.f32 [%ub8+{hpost_bytes(tm, w) + 1024 * k}], %ucw{1 + k};""")
         return "\n".join(L)
     e(f"""    // h_post word tid (token t = tid >> log2 n, stream i) -> {co}[t][i]; h_res word tid + 256 k
     // (token t, row r, column c) -> W[t][c][r] (DeepSeek-V4: w[i][j] = h_res[j][i]) or W[t][r][c]
@@ -166,7 +181,7 @@ def stores(bf, tm):
     shl.b32 %ud4, %ud0, 1;                  // log2(n n)
     mul.lo.u32 %ud5, %n, %n;
     sub.u32 %ud5, %ud5, 1;""")
-    for k in range(res_slots(tm)):
+    for k in range(res_slots(tm, w.hp)):
         e(f"""    add.u32 %ub7, %tx, {256 * k};
     shr.u32 %ud2, %ub7, %ud4;               // t
     and.b32 %ud3, %ub7, %ud5;
@@ -201,36 +216,45 @@ STREAM_PRED = ["", "@%up1 ", "@%up2 ", "@%up3 "]
 
 
 def step_token_warps(b, bf, tm, xo):
-    """mid16: warp w computes x' of tokens w, w + 8, ... < T, lane (i = lane / 8, q = lane % 8)
-    output stream i of chunk q (coefficients in the dense layout), and writes it back over x_s
-    once every lane of the warp has read the token's x."""
+    """mid16 / mid_n8: warp w computes x' of tokens w, w + 8, ... < T, lane (i = lane / Q,
+    q = lane % Q; Q = 32 / hp chunks, as many as a CTA's channels hold: 64 / hp <= 8 x Q) output
+    stream i of chunk q (coefficients in the dense layout), and writes it back over x_s once
+    every lane of the warp has read the token's x. hp = 4 serves n = 1, 2, 4 (streams past n
+    predicated off); the mid_n8 entries' n is 8."""
     esz = 2 if bf else 4
-    fs, co = symbols(tm)
-    pj = STREAM_PRED
+    w = b.w
+    hp = w.hp
+    fixed = len(w.ns) == 1  # one n: every stream real, no per-stream predicates
+    lanes_q = 32 // hp
+    fs, co = symbols(tm, w)
+    pj = [""] * hp if fixed else STREAM_PRED
+    reads = ["@%uok "] * hp if fixed else [f"@%uw{j} " for j in range(hp)]
     L = []
     e = L.append
     e(f"""    // ---- post_pre: x' = post(x). Warp w: tokens t = w, w + 8, ... < T; lane: output stream
-    // i = lane / 8 of chunk q = lane % 8 (%uok: i < n, the chunk real). post.ptx's f32 operations
+    // i = lane / {lanes_q} of chunk q = lane % {lanes_q} (%uok: {"" if fixed else "i < n, "}the chunk real). post.ptx's f32 operations
     // in its order: h_post[i] f, then + w[i][j] x[j] for j = 0 .. n-1, where w[i][j] = h_res[j][i]
     // (DeepSeek-V4) or h_res[i][j] (Paper); stored to x_out rounded to the storage type and
-    // written back over x_s[t][i][8q ..] once every lane of the warp has read the token's x
-    setp.lt.u32 %up1, 1, %n;
+    // written back over x_s[t][i][8q ..] once every lane of the warp has read the token's x""")
+    if not fixed:
+        e("""    setp.lt.u32 %up1, 1, %n;
     setp.lt.u32 %up2, 2, %n;
-    setp.lt.u32 %up3, 3, %n;
-    and.b32 %ub0, %lane, 7;                 // q
-    shr.u32 %ub1, %lane, 3;                 // i
+    setp.lt.u32 %up3, 3, %n;""")
+    e(f"""    and.b32 %ub0, %lane, {lanes_q - 1};                 // q
+    shr.u32 %ub1, %lane, {lanes_q.bit_length() - 1};                 // i
     shl.b32 %ub2, %ub0, 3;
     add.u32 %ub2, %ub2, %c0;                // first channel
     setp.lt.u32 %uok, %ub0, %nch;
     setp.lt.u32 %p1, %ub2, %C;
-    and.pred %uok, %uok, %p1;
-    setp.lt.u32 %p1, %ub1, %n;
+    and.pred %uok, %uok, %p1;""")
+    if not fixed:
+        e("""    setp.lt.u32 %p1, %ub1, %n;
     and.pred %uok, %uok, %p1;
     mov.pred %uw0, %uok;                    // %uw<j>: this lane reads stream j
     and.pred %uw1, %up1, %uok;
     and.pred %uw2, %up2, %uok;
-    and.pred %uw3, %up3, %uok;
-    {b.smem("%ub3", "x")}
+    and.pred %uw3, %up3, %uok;""")
+    e(f"""    {b.smem("%ub3", "x")}
     shl.b32 %ub4, %ub0, 5;
     add.u32 %ub3, %ub3, %ub4;               // &x_s[0][0 cpc + 8q]
     shl.b32 %ub5, %cpc, 2;                  // stream step (bytes)
@@ -247,7 +271,7 @@ def step_token_warps(b, bf, tm, xo):
     shl.b32 %ub11, %ub11, 2;                // bytes of a token's h_res
     mov.u32 %ub12, {co};
     mad.lo.u32 %ub12, %warp, %ub11, %ub12;
-    add.u32 %ub12, %ub12, {tm * 16};
+    add.u32 %ub12, %ub12, {hpost_bytes(tm, w)};
     add.u32 %ub12, %ub12, %ub10;            // &h_res[t = w] + w[i][0]
     shl.b32 %ub13, %n, 2;
     mov.u32 %ub10, {co};
@@ -260,23 +284,23 @@ UPOST_LOOP:
     setp.ge.u32 %p1, %ub15, %T;
     @%p1 bra UPOST_END;
     mad.lo.u32 %ub4, %ub15, {ROW}, %ub3;    // &x_s[t][8q]""")
-    for j in range(4):
-        e(f"""    @%uw{j} ld.shared.v4.f32 {{%ux{8*j}, %ux{8*j+1}, %ux{8*j+2}, %ux{8*j+3}}}, [%ub4];
-    @%uw{j} ld.shared.v4.f32 {{%ux{8*j+4}, %ux{8*j+5}, %ux{8*j+6}, %ux{8*j+7}}}, [%ub4+16];""")
-        if j < 3:
+    for j in range(hp):
+        e(f"""    {reads[j]}ld.shared.v4.f32 {{%ux{8*j}, %ux{8*j+1}, %ux{8*j+2}, %ux{8*j+3}}}, [%ub4];
+    {reads[j]}ld.shared.v4.f32 {{%ux{8*j+4}, %ux{8*j+5}, %ux{8*j+6}, %ux{8*j+7}}}, [%ub4+16];""")
+        if j < hp - 1:
             e("    add.u32 %ub4, %ub4, %ub5;")
     e(f"""    mad.lo.u32 %ub4, %ub15, {F_ROW}, %ub7;
     @%uok ld.shared.v4.f32 {{%uv0, %uv1, %uv2, %uv3}}, [%ub4];
     @%uok ld.shared.v4.f32 {{%uv4, %uv5, %uv6, %uv7}}, [%ub4+16];
-    @%uok ld.shared.f32 %uc4, [%ub10];
+    @%uok ld.shared.f32 %uc{hp}, [%ub10];
     mov.u32 %ub4, %ub12;""")
-    for j in range(4):
-        e(f"    @%uw{j} ld.shared.f32 %uc{j}, [%ub4];")
-        if j < 3:
+    for j in range(hp):
+        e(f"    {reads[j]}ld.shared.f32 %uc{j}, [%ub4];")
+        if j < hp - 1:
             e("    add.u32 %ub4, %ub4, %ub9;")
     for v in range(8):
-        e(f"    mul.rn.f32 %uo{v}, %uc4, %uv{v};")
-    for j in range(4):
+        e(f"    mul.rn.f32 %uo{v}, %uc{hp}, %uv{v};")
+    for j in range(hp):
         for v in range(8):
             e(f"    {pj[j]}fma.rn.f32 %uo{v}, %uc{j}, %ux{8*j+v}, %uo{v};")
     e(f"""    bar.warp.sync -1;                       // every lane has read the token's x
@@ -315,7 +339,7 @@ def step_items(b, bf, tm, xo):
     tid / NG, + K, + 2K, ... A thread computes its items' n output streams from its own loads and
     writes them back over x_s, words no other thread touches."""
     esz = 2 if bf else 4
-    fs, co = symbols(tm)
+    fs, co = symbols(tm, b.w)
     pj = STREAM_PRED
     L = []
     e = L.append

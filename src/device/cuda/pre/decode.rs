@@ -11,11 +11,12 @@
 //! - The **mid_n8** entries (`mhc_pre_mid_n8_sm90_*`) are the mid kernel for n = 8 at T <= 16 in
 //!   16 token rows: at most [`max_cpc`] = 32 channels a CTA, 84-word partial rows ([`part_rows`]),
 //!   the Sinkhorn on warp 0 (lane j mod 8 keeping column and row j).
-//! - The **post_pre** entries (`mhc_post_pre_mid_sm90_*`, `mhc_post_pre_mid16_sm90_*`) are the mid
-//!   entries with layer l's post folded into their load phase: each CTA also loads f's slice and
-//!   the coefficients, computes `x'` of its channels with the post kernel's f32 operations in
-//!   its order, stores it and runs `pre` on it from shared memory ([`super::post_pre_launch`]):
-//!   one launch, the outputs of `post` then `pre` bit for bit.
+//! - The **post_pre** entries (`mhc_post_pre_mid_sm90_*`, `mhc_post_pre_mid16_sm90_*`,
+//!   `mhc_post_pre_mid_n8_sm90_*`) are the mid, mid16 and mid_n8 entries with layer l's post
+//!   folded into their load phase: each CTA also loads f's slice and the coefficients, computes
+//!   `x'` of its channels with the post kernel's f32 operations in its order, stores it and runs
+//!   `pre` on it from shared memory ([`super::post_pre_launch`]): one launch, the outputs of
+//!   `post` then `pre` bit for bit.
 //! - The **decode** entries (`mhc_pre_decode_sm90_*`) serve T <= [`DECODE_KERNEL_MAX_TOKENS`]
 //!   where the mid entries cannot run (C < 512) and on request (forced CTA counts): every CTA reduces every token's pre-logits itself (see
 //!   [`decode_shape`]), which with many CTAs hammers the same sectors.
