@@ -394,8 +394,18 @@ def load_phase(b, bf, tm=16):
     jr = w.rows // 4
     L = []
     e = L.append
-    e(f"""    // ================= phase 1: phi slice and x slice -> shared memory ==================
-    // element e of this CTA -> stream i = {'e / cpc' if w.hp > 4 else '#(e >= k*cpc)'}, local channel cl = e - i*cpc
+    # post_pre, n = 8: f's chunks and the coefficients (up to 4.5 KB, every CTA the same words)
+    # issued before phi's 20 loads a thread; behind them they came back last
+    early = b.post and b.n8
+    e("    // ================= phase 1: phi slice and x slice -> shared memory ==================")
+    if early:
+        e(fold.loads(bf, tm, b.w, b.exp))
+    # n = 8: x's loads before phi's too (x and phi use their own registers; phi's m0 takes %r2,
+    # so x's stores recompute t0)
+    x_first = b.n8
+    P = []
+    p = P.append
+    p(f"""    // element e of this CTA -> stream i = {'e / cpc' if w.hp > 4 else '#(e >= k*cpc)'}, local channel cl = e - i*cpc
     // phi: thread -> column group e4 = tid % 64 (4 floats), rows m0 + 4j, j < {jr} (m0 = tid / 64)
     and.b32 %r1, %tx, 63;
     shl.b32 %e, %r1, 2;                     // e = 4 * e4
@@ -420,24 +430,26 @@ def load_phase(b, bf, tm=16):
     add.u64 %rd5, %gk, %rd1;
     @%p2 ld.global.nc.v4.f32 {%gk0, %gk1, %gk2, %gk3}, [%rd5];""")
     for j in range(jr):
-        e(f"""    add.u32 %r6, %r2, {4*j};
+        p(f"""    add.u32 %r6, %r2, {4*j};
     setp.lt.u32 %p1, %r6, %M;
     and.pred %p1, %p1, %p_col;
 {zero_then_load([f"%ph{4*j+i}" for i in range(4)], "f32", "0f00000000", "%rd2")}""")
         if j < jr - 1:
-            e("    add.u64 %rd2, %rd2, %rd4;")
+            p("    add.u64 %rd2, %rd2, %rd4;")
+    X = []
+    x = X.append
     # x
     if bf:
-        e(f"""    // x (bf16): thread -> chunk e8 = tid % 32 (8 elements, 16 bytes), tokens t0 + 8j, j < {tm // 8}
+        x(f"""    // x (bf16): thread -> chunk e8 = tid % 32 (8 elements, 16 bytes), tokens t0 + 8j, j < {tm // 8}
     and.b32 %r1, %tx, 31;
     shl.b32 %ex, %r1, 3;
     shr.u32 %r2, %tx, 5;                   // t0""")
     else:
-        e(f"""    // x (f32): thread -> group e4 = tid % 64 (4 elements, 16 bytes), tokens t0 + 4j, j < {tm // 4}
+        x(f"""    // x (f32): thread -> group e4 = tid % 64 (4 elements, 16 bytes), tokens t0 + 4j, j < {tm // 4}
     and.b32 %r1, %tx, 63;
     shl.b32 %ex, %r1, 2;
     shr.u32 %r2, %tx, 6;                   // t0""")
-    e(stream_of("%ex", "%r7", w=w) + """
+    x(stream_of("%ex", "%r7", w=w) + """
     add.u32 %r8, %c0, %r4;
     setp.lt.u32 %p_xc, %ex, %L;
     setp.lt.u32 %p1, %r8, %C;
@@ -446,19 +458,21 @@ def load_phase(b, bf, tm=16):
     mad.lo.u32 %r5, %r7, %C, %r8;           // k = i*C + c
     mad.lo.u32 %r5, %r2, %xs, %r5;          // + t0 * x_stride""")
     esz = 2 if bf else 4
-    e(f"""    mul.wide.u32 %rd1, %r5, {esz};
+    x(f"""    mul.wide.u32 %rd1, %r5, {esz};
     add.u64 %rd6, %x, %rd1;
     mul.wide.u32 %rd7, %xs, {esz * (8 if bf else 4)};   // token step""")
     tstep = 8 if bf else 4
     nx = tm // tstep
     for j in range(nx):
-        e(f"""    add.u32 %r6, %r2, {tstep*j};
+        x(f"""    add.u32 %r6, %r2, {tstep*j};
     setp.lt.u32 %p1, %r6, %T;
     and.pred %p1, %p1, %p_xc;
 {zero_then_load([f"%xv{4*j+i}" for i in range(4)], "b32", "0", "%rd6")}""")
         if j < nx - 1:
-            e("    add.u64 %rd6, %rd6, %rd7;")
-    if b.post:
+            x("    add.u64 %rd6, %rd6, %rd7;")
+    for part in ([X, P] if x_first else [P, X]):
+        L.extend(part)
+    if b.post and not early:
         e(fold.loads(bf, tm, b.w, b.exp))
     e(f"""    // base -> shared (threads < {w.rows}; zero beyond M)
     setp.lt.u32 %p1, %tx, {w.rows};
@@ -484,6 +498,8 @@ BASE_DONE:""")
             e(f"    mul.f32 %ph{4*j+q}, %ph{4*j+q}, %gk{q};")
         e(f"    st.shared.v4.f32 [%r1+{4*ROW*j}], {{%ph{4*j}, %ph{4*j+1}, %ph{4*j+2}, %ph{4*j+3}}};")
     # stores: x
+    if x_first:
+        e(f"    shr.u32 %r2, %tx, {5 if bf else 6};                   // t0")
     e(f"""    {b.smem("%r1", "x")}
     mad.lo.u32 %r1, %r2, 1040, %r1;
     shl.b32 %r3, %ex, 2;
