@@ -167,14 +167,16 @@ HEADER = """\
 //         C=4096 T=1 / 16 / 32 5.08 / 6.70 / 7.86 (post then pre 6.22 / 8.00 / 9.07), C=7168
 //         5.55 / 7.92 / 9.30 (6.81 / 9.20 / 10.23); above T = 32 post then the persistent-cluster
 //         pre is as fast in a graph and faster back-to-back (the catalogue rows). n = 8, C = 1280,
-//         T = 1 / 4 / 8 / 16: 7.07 / 7.76 / 8.44 / 9.87 (post then pre 7.92-8.14 / 8.68 / 9.20 /
-//         10.39-10.68; pre alone 6.73 / 6.96 / 7.62 / 8.63).
+//         T = 1 / 4 / 8 / 16: 6.91 / 7.51 / 8.22 / 9.65 (post then pre 7.92-8.14 / 8.68 / 9.20 /
+//         10.39-10.68; pre alone 6.64 / 6.93 / 7.57 / 8.61); f's chunks and the coefficients are
+//         issued first there, then x's loads, then phi's (behind phi's 20 loads a thread they
+//         came back last: 7.07 / 7.76 / 8.44 / 9.87).
 // MID_N8  mhc_pre_mid_n8_sm90_* (n = 8, T = 1..16, C = 512 .. 32 x CTAs): the mid16 kernel with
 //         the layout sized for M = 80 logits (asm/gen/pre_decode.py, Streams N8). A slice row
 //         holds 8 x cpc <= 256 elements, so cpc <= 32 (C = 1280: 80 CTAs of 16 channels, C =
 //         4096: 128 of 32). Dynamic shared memory: phi_s [80][260] f32 (20 16-byte loads per
-//         thread, all issued before the first use), x_s [16][260] f32; red [8][16][81] aliases
-//         phi_s. Phase 2: T <= 2 the mid16 token classes with RPL = 3 / 5 rows a lane; T <= 4 /
+//         thread, all issued before the first use, after x's), x_s [16][260] f32; red [8][16][81]
+//         aliases phi_s. Phase 2: T <= 2 the mid16 token classes with RPL = 3 / 5 rows a lane; T <= 4 /
 //         8 / 16 a register tile (fma_tile_rows: lane = rows h + 8 r, tokens li + 4 j; 10 + 1 /
 //         2 / 4 loads per 40 / 80 / 160 FMAs; a token per lane with 10 / 20 / 40 rows took 8.40
 //         / 10.06 / 10.76 us at T = 4 / 8 / 16 in a graph, H200, C = 1280, against 7.64 / 8.16 /
