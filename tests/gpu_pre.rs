@@ -649,11 +649,12 @@ fn pre_mid_kernel_shapes() {
     assert_ctas_refused(&dev, &stream, &mut rng, 40, 32);
 }
 
-/// The mid_n8 entries (pre_decode.ptx `mhc_pre_mid_n8_sm90_*`: the mid16 kernel for n = 8) where
-/// the catalogue selects them (n = 8, no gamma_f, C = 512 ..= 32 x SMs, T = 1..16): within the
-/// reference's tolerances at T = 1, odd T and 16, C not a power of two and not a multiple of
-/// the CTAs' channels, phi ~ 0.5, gamma_k, strided rows, forced CTA counts, both formulations and
-/// dtypes; and that T = 17, C < 512, C past 32 channels a CTA and gamma_f keep the general kernel.
+/// The mid_n8 entries (pre_decode.ptx `mhc_pre_mid_n8_sm90_*`: the mid16 kernel for n = 8; and
+/// `mhc_pre_mid32_n8_sm90_*`, the same in 32 token rows) where the catalogue selects them (n = 8,
+/// no gamma_f, C = 512 ..= 32 x SMs, T = 1..16 and 17..32): within the reference's tolerances at
+/// T = 1, odd T, 16, 17 and 32, C not a power of two and not a multiple of the CTAs' channels,
+/// phi ~ 0.5, gamma_k, strided rows, forced CTA counts, both formulations and dtypes; and that
+/// T = 33, C < 512, C past 32 channels a CTA and gamma_f keep the general kernel.
 #[test]
 #[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn pre_mid_n8_kernel_shapes() {
@@ -680,6 +681,22 @@ fn pre_mid_n8_kernel_shapes() {
                 Shape { gamma_f: true, ..Shape::new(8, 1280, 4, form, dtype) },
             ];
             check_where_selected(&dev, &stream, &mut rng, "mhc_pre_mid_n8_sm90_", &shapes, &others);
+            // The mid32_n8 entries: T = 17..32 (32 token rows, C over at least 32 CTAs).
+            let mut shapes: Vec<Shape> = [(1280, 17), (1280, 32), (1288, 25), (4096, 32), (512, 32), (2056, 19)]
+                .into_iter()
+                .map(|(c, t)| Shape::new(8, c, t, form, dtype))
+                .collect();
+            shapes.push(Shape::new(8, most, 23, form, dtype));
+            shapes.push(Shape { phi_std: 0.5, ..Shape::new(8, 1280, 24, form, dtype) });
+            shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(8, 1288, 28, form, dtype) });
+            shapes.push(Shape { ctas: Some(40), ..Shape::new(8, 1280, 32, form, dtype) });
+            let others = [
+                Shape::new(8, 1280, 33, form, dtype),
+                Shape::new(8, 1280, 16, form, dtype),
+                Shape::new(8, 504, 20, form, dtype),
+                Shape { gamma_f: true, ..Shape::new(8, 1280, 20, form, dtype) },
+            ];
+            check_where_selected(&dev, &stream, &mut rng, "mhc_pre_mid32_n8_sm90_", &shapes, &others);
         }
     }
 }
@@ -716,7 +733,7 @@ fn mid_sanitizer_smoke() {
     let stream = Stream::new(&dev).unwrap();
     let mut rng = common::rng("mid_sanitizer_smoke");
     for dtype in DTYPES {
-        for (n, c, t) in [(4, 512, 64), (2, 1288, 33), (4, 1280, 17), (8, 1288, 9)] {
+        for (n, c, t) in [(4, 512, 64), (2, 1288, 33), (4, 1280, 17), (8, 1288, 9), (8, 1288, 21)] {
             let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(n, c, t, Formulation::DeepSeekV4, dtype) };
             check_pre(&dev, &stream, &mut rng, &sh);
         }
@@ -1538,6 +1555,7 @@ fn pre_is_deterministic_and_graph_capturable() {
             (4, 4096, 1000),
             (8, 1280, 64),
             (8, 1280, 5),
+            (8, 1280, 29),
             (32, 64, 600),
         ] {
             let cfg = Config::new(n, c);

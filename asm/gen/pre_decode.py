@@ -258,6 +258,10 @@ N8 = Streams((8,), rows=80, words=84, red=324, slots=12, suffix="_n8")
 N8_X = N8.rows * ROW
 FACTORS = "sm_fac_n8"  # the mid_n8 Sinkhorn's line factors, two buffers of 8 (sinkhorn.lanes)
 N8_SMEM = N8_X + DECODE_TOKENS * ROW
+# The mid32_n8 entries: the same for T = 17..32 in 32 token rows (red [8][32][81] still fits in
+# phi_s: 82,944 of its 83,200 bytes; h_pre's copies hold 32 tokens of 64 bytes).
+N8_TOKENS = 2 * DECODE_TOKENS
+N8_SMEM32 = N8_X + N8_TOKENS * ROW
 
 
 # The PreDecodeArgs fields' registers (pad aside); shared with pre_pc.ptx (gen pre_pc).
@@ -291,13 +295,14 @@ class Build:
         self.dt, self.mid, self.tm, self.exp, self.post, self.w = dt, mid, tm, experiments, post, w
         self.bf = dt == "bf16"
         self.esz = 2 if self.bf else 4
-        self.wide = tm > 16  # 32-token projection bodies (mid, T > 16)
         self.n8 = w is N8
-        self.kind = "mid_n8" if self.n8 else ("mid" if self.wide else "mid16") if mid else "decode"
+        self.wide = tm > 16 and not self.n8  # 32-token projection bodies (mid, T > 16)
+        self.kind = (("mid_n8" if tm == DECODE_TOKENS else f"mid{tm}_n8") if self.n8 else
+                     ("mid" if self.wide else "mid16") if mid else "decode")
         self.dynamic = mid and (self.wide or self.n8)
         self.stamps = "stamps" in experiments
         self.stamps_emitted = 0  # stamp labels are unique per entry (a phase may have two paths)
-        self.hpre = w.sym("sm_hpre_mid" if self.wide else "sm_hpre")
+        self.hpre = w.sym("sm_hpre_mid" if self.wide else "sm_hpre" if tm == DECODE_TOKENS else f"sm_hpre{tm}")
         self.name = f"mhc_{'post_pre' if post else 'pre'}_{self.kind}_sm90_{dt}"
         self.args = POST_PRE_PC if post else PRE_DECODE
 
@@ -613,8 +618,8 @@ def fma_tile(b, tpl, tm):
 
 
 def fma_tile_rows(b, tpl):
-    """Phase 2 of the mid_n8 entries for T <= 4 tpl tokens (tpl = 1, 2, 4: the FMA_P4 / P8 /
-    P16 classes): a register tile per lane. Lane = 4 h + li: logit rows h + 8 r (r < 10: the 8
+    """Phase 2 of the mid_n8 entries for T <= 4 tpl tokens (tpl = 1, 2, 4, 8: the FMA_P4 / P8 /
+    P16 / P32 classes, P32 in the mid32_n8 entries): a register tile per lane. Lane = 4 h + li: logit rows h + 8 r (r < 10: the 8
     lanes of one r read 8 consecutive rows, conflict-free), tokens li + 4 j (j < tpl); per 4
     elements tpl + 10 ld.shared.v4 feed 40 tpl FMAs. (A lane per token and 40 rows took 41
     loads per 160 FMAs, bound by the shared-memory pipe: 6,190 cycles at T = 16, C = 1280, H200
@@ -1063,7 +1068,8 @@ def entry(dt, mid=False, tm=None, exp=frozenset(), post=False, w=NARROW):
     or 16 (mid16: the decode entry's static shared memory); post: the mid entry as post_pre;
     w = N8: the mid_n8 entry (16 token rows, dynamic shared memory, its own static symbols)."""
     assert mid or not post, "post_pre folds into the mid entries only"
-    assert w is NARROW or (mid and tm == DECODE_TOKENS), "mid_n8: 16 token rows"
+    assert w is NARROW or (mid and tm in (DECODE_TOKENS, N8_TOKENS)), "mid_n8: 16 or 32 token rows"
+    assert w is NARROW or not post or tm == DECODE_TOKENS, "post_pre mid_n8: 16 token rows"
     b = Build(dt, mid, tm or (MID_TOKENS if mid else DECODE_TOKENS), exp, post, w)
     parts = [declarations(b), setup(b), projection(b), partial_rows(b)]
     parts.append(mid_tail(b, b.bf) if mid else decode_tail(b))
@@ -1083,7 +1089,7 @@ def declarations(b):
            "    @%p1 mbarrier.init.shared::cta.b64 [sm_hmb], 192;")
     MIDREGS = "\n    .reg .b32 %mi, %mn;" if mid else ""
     SSTREGS = ("\n    .reg .f32 %sst<8>;\n    .reg .b32 %bh<6>, %bl<6>, %ab<4>;" if wide else
-               "\n    .reg .f32 %sst<4>;" if b.n8 else "")
+               f"\n    .reg .f32 %sst<{tm // 4}>;" if b.n8 else "")
     STAMPREGS = ("\n    .reg .pred %pst;\n    .reg .b64 %sg, %sc, %sa;\n    .reg .b32 %sr, %sq;"
                  if "stamps" in exp else "")
     # one CTA per SM (the design: 8 warps, every CTA co-resident); without it ptxas 12.9 held
@@ -1112,9 +1118,9 @@ def declarations(b):
     .reg .f32 %ph<{w.rows}>;
     .reg .b32 %xv<{max(16, 4 * (tm // (8 if bf else 4)))}>;
     .reg .b32 %xf<8>;
-    .reg .f32 %xq<{16 if wide or b.n8 else 4}>;
+    .reg .f32 %xq<{16 if wide else tm if b.n8 else 4}>;
     .reg .f32 %pq<48>;
-    .reg .f32 %acc<{48 if wide else -(-w.rows // 2)}>;{SSTREGS}
+    .reg .f32 %acc<{48 if wide else -(-w.rows // 2) * (tm // DECODE_TOKENS if b.n8 else 1)}>;{SSTREGS}
     .reg .f32 %ssa;
     .reg .f32 %fa<{4*w.slots}>;
     .reg .b64 %pw<25>, %fw<{4*w.slots}>, %qa, %qs, %fb, %fs;
@@ -1195,9 +1201,14 @@ def projection(b):
     setp.le.u32 %p1, %T, 32;
     @%p1 bra """ + ("MMA_M2" if bf else "FMA_T2") + """;
     bra """ + ("MMA_M4" if bf else "FMA_T4") + """;""" if wide else """
+    setp.le.u32 %p1, %T, 16;
+    @%p1 bra FMA_P16;
+    bra FMA_P32;""" if tm == N8_TOKENS else """
     bra FMA_P16;"""))
     for P in (1, 2, 4, 8, 16):
         e(fma_tile_rows(b, P // 4) if b.n8 and P >= 4 else fma_class(b, P, tm))
+    if b.n8 and tm == N8_TOKENS:
+        e(fma_tile_rows(b, 8))
     if wide:
         for k in (2, 4):
             e(mma_tile(b, k, tm) if bf else fma_tile(b, k, tm))
@@ -1730,6 +1741,12 @@ def main(exp=frozenset()):
     for dt in ("bf16", "f32"):
         text += "\n" + entry(dt, mid=True, tm=DECODE_TOKENS, exp=exp, w=N8)
     text += f"""
+// ---- the mid32_n8 entries: the mid_n8 kernel in 32 token rows, T = 17..32 (header, MID_N8) ----
+.shared .align 16 .b8 sm_hpre32_n8[{N8_TOKENS * 4 * N8.hp}];   // h_pre [32][8]
+"""
+    for dt in ("bf16", "f32"):
+        text += "\n" + entry(dt, mid=True, tm=N8_TOKENS, exp=exp, w=N8)
+    text += f"""
 // ---- the post_pre mid_n8 entries: the mid_n8 entries with layer l's post folded in (header, POST_PRE) ----
 {fold.shared_declarations(DECODE_TOKENS, N8, f_rows=False)}
 """
@@ -1788,16 +1805,21 @@ def catalogue_rows():
                 params=f"{PRE_DECODE.name} ({PRE_DECODE.size} B, {RUST_MIRROR})", rank=rank,
                 options=["gamma_k"], geometry=G(channels_per_thread=8, dynamic_shared_max=dsm, traits=traits),
                 comment=comment))
-    for dt in ("bf16", "f32"):
-        rows.append(catalogue.row(
-            f"pre_mid_n8_sm90_{dt}", "pre", ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_decode.cubin",
-            f"mhc_pre_mid_n8_sm90_{dt}", [dt], list(N8.ns), (8, MID_MIN_C, SLICE // N8.hp * CATALOGUE_SMS),
-            (1, DECODE_TOKENS), (DECODE_TOKENS, CATALOGUE_SMS), 256,
-            f"pre for n = 8 and 1..{DECODE_TOKENS} tokens: the mid16 kernel with 80 logit rows (phi slice of <= 32 "
-            f"channels x 8 streams, {N8.words}-word tagged partial rows reduced through shared memory, h_pre "
-            "published as 8 tagged words), so decode avoids the general kernel's chain of split-K round trips",
-            "pre_mid", x_passes=1, params=f"{PRE_DECODE.name} ({PRE_DECODE.size} B, {RUST_MIRROR})", rank=50,
-            options=["gamma_k"], geometry=G(channels_per_thread=8, dynamic_shared_max=N8_SMEM, traits=traits)))
+    for kind, lo, hi, smem, why in [
+        ("mid_n8", 1, DECODE_TOKENS, N8_SMEM, "the mid16 kernel with 80 logit rows"),
+        ("mid32_n8", DECODE_TOKENS + 1, N8_TOKENS, N8_SMEM32,
+         f"the mid_n8 kernel in {N8_TOKENS} token rows (its register tile 8 tokens a lane)"),
+    ]:
+        for dt in ("bf16", "f32"):
+            rows.append(catalogue.row(
+                f"pre_{kind}_sm90_{dt}", "pre", ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_decode.cubin",
+                f"mhc_pre_{kind}_sm90_{dt}", [dt], list(N8.ns), (8, MID_MIN_C, SLICE // N8.hp * CATALOGUE_SMS),
+                (lo, hi), (hi, CATALOGUE_SMS), 256,
+                f"pre for n = 8 and {lo}..{hi} tokens: {why} (phi slice of <= 32 channels x 8 streams, "
+                f"{N8.words}-word tagged partial rows reduced through shared memory, h_pre published as 8 tagged "
+                "words), so few tokens avoid the general kernel's chain of split-K round trips",
+                "pre_mid", x_passes=1, params=f"{PRE_DECODE.name} ({PRE_DECODE.size} B, {RUST_MIRROR})", rank=50,
+                options=["gamma_k"], geometry=G(channels_per_thread=8, dynamic_shared_max=smem, traits=traits)))
     # n with a post kernel (post.ptx), so the result is post then pre's, and a plan without the
     # fused kernel has the same stage
     POST_NS = [n for n in shapes.NS if n <= MAX_N]

@@ -112,7 +112,7 @@ def pre_decode_items():
         const("DECODE_ROW_WORDS", "usize", d.NARROW.words, "Tagged words per partial row of the few-token kernels for n <= 4 (ss, 24 logits, zeros)."),
         const("MID_N8_N", "usize", d.N8.hp, "The stream count of the mid_n8 entries."),
         const("MID_N8_ROW_WORDS", "usize", d.N8.words, "Tagged words per partial row of the mid_n8 entries (ss, 80 logits, zeros)."),
-        const("MID_N8_MAX_TOKENS", "usize", d.DECODE_TOKENS, "Token capacity of the mid_n8 entries (16 shared token rows)."),
+        const("MID_N8_MAX_TOKENS", "usize", d.N8_TOKENS, "Token capacity of the mid_n8 entries (the mid32_n8 entries' 32 shared token rows)."),
     ]
 
 

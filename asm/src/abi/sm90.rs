@@ -472,8 +472,8 @@ pub const MID_N8_N: usize = 8;
 /// Tagged words per partial row of the mid_n8 entries (ss, 80 logits, zeros).
 pub const MID_N8_ROW_WORDS: usize = 84;
 
-/// Token capacity of the mid_n8 entries (16 shared token rows).
-pub const MID_N8_MAX_TOKENS: usize = 16;
+/// Token capacity of the mid_n8 entries (the mid32_n8 entries' 32 shared token rows).
+pub const MID_N8_MAX_TOKENS: usize = 32;
 
 // ---- pre_gemm
 

@@ -38,7 +38,9 @@ pub(crate) fn launch_limits(
             Err("a[C] does not fit in shared memory".into())
         }
         LaunchKind::PreDecode => pre::decode::decode_limits(cfg, limits.sm_count as usize),
-        LaunchKind::PreMid | LaunchKind::PostPreMid => pre::decode::mid_limits(cfg, limits.sm_count as usize),
+        LaunchKind::PreMid | LaunchKind::PostPreMid => {
+            pre::decode::mid_limits(cfg, limits.sm_count as usize, v.entry.tile.tokens as usize)
+        }
         _ => Ok(()),
     }
 }
@@ -762,7 +764,16 @@ mod tests {
         // n = 8: the mid_n8 kernel's post_pre entries to 16 tokens, then post and pre.
         assert_eq!(planned(8, 1280, Dtype::Bf16, PostPre, 1), ["mhc_post_pre_mid_n8_sm90_bf16"]);
         assert_eq!(planned(8, 4096, Dtype::F32, PostPre, 16), ["mhc_post_pre_mid_n8_sm90_f32"]);
-        assert_eq!(planned(8, 1280, Dtype::Bf16, PostPre, 17), ["mhc_post_v4_bf16_n8_v2", "mhc_pre_sm90_bf16"]);
+        assert_eq!(
+            planned(8, 1280, Dtype::Bf16, PostPre, 17),
+            ["mhc_post_v4_bf16_n8_v2", "mhc_pre_mid32_n8_sm90_bf16"]
+        );
+        // pre, n = 8: the mid_n8 entries to 16 tokens, the mid32_n8 entries to 32, then the
+        // general kernel.
+        assert_eq!(planned(8, 1280, Dtype::Bf16, Pre, 16), ["mhc_pre_mid_n8_sm90_bf16"]);
+        assert_eq!(planned(8, 1280, Dtype::Bf16, Pre, 17), ["mhc_pre_mid32_n8_sm90_bf16"]);
+        assert_eq!(planned(8, 4224, Dtype::F32, Pre, 32), ["mhc_pre_mid32_n8_sm90_f32"]);
+        assert_eq!(planned(8, 1280, Dtype::Bf16, Pre, 33), ["mhc_pre_sm90_bf16"]);
         let n3 = planned_kernels(
             &DeviceLimits::flagship(CudaArch::Sm90a),
             &Config::new(3, 4096),

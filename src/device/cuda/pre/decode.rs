@@ -8,9 +8,10 @@
 //!   wherever [`mid_limits`] allows (C >= 512): CTA `s` polls and reduces only token
 //!   `s`'s rows, publishes its `h_pre` (tagged, [`MID_HPRE_COPIES`] copies), and every CTA polls
 //!   those and mixes its channels of every token.
-//! - The **mid_n8** entries (`mhc_pre_mid_n8_sm90_*`) are the mid kernel for n = 8 at T <= 16 in
-//!   16 token rows: at most [`max_cpc`] = 32 channels a CTA, 84-word partial rows ([`part_rows`]),
-//!   the Sinkhorn on warp 0 (lane j mod 8 keeping column and row j).
+//! - The **mid_n8** entries (`mhc_pre_mid_n8_sm90_*`, `mhc_pre_mid32_n8_sm90_*`) are the mid
+//!   kernel for n = 8 at T <= 16 in 16 token rows and at T = 17..32 in 32: at most [`max_cpc`]
+//!   = 32 channels a CTA, 84-word partial rows ([`part_rows`]), the Sinkhorn on warp 0 (lane j
+//!   mod 8 keeping column and row j).
 //! - The **post_pre** entries (`mhc_post_pre_mid_sm90_*`, `mhc_post_pre_mid16_sm90_*`,
 //!   `mhc_post_pre_mid_n8_sm90_*`) are the mid, mid16 and mid_n8 entries with layer l's post
 //!   folded into their load phase: each CTA also loads f's slice and the coefficients, computes
@@ -95,13 +96,15 @@ pub(crate) fn decode_limits(cfg: &Config, sms: usize) -> std::result::Result<(),
     Ok(())
 }
 
-/// The device's limits of the mid kernels: the decode kernel's, and C must give every token of
-/// the entries' capacity ([`part_rows`]: 64, n = 8: 16) a CTA. Where it runs it is also ahead of
-/// the persistent-cluster kernel (H100, bf16, C = 4096, T = 17 / 32 / 64: 11.4 / 11.7 / 13.5 us
-/// per call against pre_pc's 14.4 / 14.5 / 14.9).
-pub(crate) fn mid_limits(cfg: &Config, sms: usize) -> std::result::Result<(), String> {
+/// The device's limits of a mid entry with `rows` token rows (its catalogue tile): the decode
+/// kernel's, and C must give every token it may serve (`rows`, at most the capacity of
+/// [`part_rows`]: 64, n = 8: 32) a CTA. Where it runs it is also ahead of the persistent-cluster
+/// kernel (H100, bf16, C = 4096, T = 17 / 32 / 64: 11.4 / 11.7 / 13.5 us per call against
+/// pre_pc's 14.4 / 14.5 / 14.9).
+pub(crate) fn mid_limits(cfg: &Config, sms: usize, rows: usize) -> std::result::Result<(), String> {
     decode_limits(cfg, sms)?;
-    let (_, tokens) = part_rows(cfg.n).ok_or_else(|| format!("no few-token kernel for n = {}", cfg.n))?;
+    let (_, capacity) = part_rows(cfg.n).ok_or_else(|| format!("no few-token kernel for n = {}", cfg.n))?;
+    let tokens = rows.min(capacity);
     if mid_shape(cfg, sms, tokens, None).is_none() {
         return Err(format!("C = {} spreads over fewer than {tokens} CTAs of >= 8 channels (or {sms} SMs)", cfg.c));
     }
@@ -251,10 +254,12 @@ mod tests {
         assert_eq!(decode_shape(&Config::new(8, 4096), 132, 16, None), Some((128, 32)));
         assert_eq!(decode_shape(&Config::new(8, 4224), 132, 1, None), Some((132, 32)));
         assert_eq!(decode_shape(&Config::new(8, 4232), 132, 1, None), None);
-        assert!(mid_limits(&Config::new(8, 4224), 132).is_ok());
-        assert!(mid_limits(&Config::new(8, 4232), 132).is_err());
-        assert!(mid_limits(&Config::new(8, 512), 16).is_ok(), "16 CTAs hold the mid_n8 entries' 16 tokens");
-        assert!(mid_limits(&Config::new(16, 1280), 132).is_err());
+        assert!(mid_limits(&Config::new(8, 4224), 132, 32).is_ok());
+        assert!(mid_limits(&Config::new(8, 4232), 132, 16).is_err());
+        assert!(mid_limits(&Config::new(8, 512), 16, 16).is_ok(), "16 CTAs hold the mid_n8 entries' 16 tokens");
+        assert!(mid_limits(&Config::new(8, 512), 16, 32).is_err(), "the mid32_n8 entries need 32 CTAs");
+        assert!(mid_limits(&Config::new(8, 512), 132, 32).is_ok(), "64 CTAs of 8 channels");
+        assert!(mid_limits(&Config::new(16, 1280), 132, 16).is_err());
     }
 
     #[test]
@@ -265,7 +270,7 @@ mod tests {
                 // Supported wherever C splits into >= 64 CTAs of <= 64 channels (whole chunks of 8).
                 let nch = c.div_ceil(8).div_ceil(sms);
                 let supported = nch * 8 <= DECODE_MAX_CPC && c.div_ceil(8).div_ceil(nch) >= MID_MAX_TOKENS;
-                assert_eq!(mid_limits(&cfg, sms).is_ok(), supported, "C={c} sms={sms}");
+                assert_eq!(mid_limits(&cfg, sms, MID_MAX_TOKENS).is_ok(), supported, "C={c} sms={sms}");
                 if !supported {
                     continue;
                 }
@@ -278,10 +283,10 @@ mod tests {
         assert_eq!(mid_shape(&Config::new(4, 4096), 132, 64, None), Some((128, 32)));
         assert_eq!(mid_shape(&Config::new(4, 7168), 132, 64, None), Some((128, 56)));
         assert_eq!(mid_shape(&Config::new(4, 4096), 132, 40, Some(32)), None);
-        assert!(mid_limits(&Config::new(4, 520), 64).is_err());
-        assert!(mid_limits(&Config::new(4, 512), 132).is_ok());
-        assert!(mid_limits(&Config::new(4, 504), 132).is_err());
-        assert!(mid_limits(&Config::new(4, 4096), 60).is_err());
-        assert!(mid_limits(&Config::new(4, 4096), 132).is_ok());
+        assert!(mid_limits(&Config::new(4, 520), 64, MID_MAX_TOKENS).is_err());
+        assert!(mid_limits(&Config::new(4, 512), 132, MID_MAX_TOKENS).is_ok());
+        assert!(mid_limits(&Config::new(4, 504), 132, MID_MAX_TOKENS).is_err());
+        assert!(mid_limits(&Config::new(4, 4096), 60, MID_MAX_TOKENS).is_err());
+        assert!(mid_limits(&Config::new(4, 4096), 132, MID_MAX_TOKENS).is_ok());
     }
 }
