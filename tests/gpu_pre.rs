@@ -737,9 +737,12 @@ fn mid_sanitizer_smoke() {
             let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(n, c, t, Formulation::DeepSeekV4, dtype) };
             check_pre(&dev, &stream, &mut rng, &sh);
         }
-        for (n, c, t, form) in
-            [(4, 1288, 5, Formulation::Paper), (2, 520, 29, Formulation::DeepSeekV4), (8, 1288, 9, Formulation::Paper)]
-        {
+        for (n, c, t, form) in [
+            (4, 1288, 5, Formulation::Paper),
+            (2, 520, 29, Formulation::DeepSeekV4),
+            (8, 1288, 9, Formulation::Paper),
+            (8, 1288, 21, Formulation::DeepSeekV4),
+        ] {
             let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(n, c, t, form, dtype) };
             fused_post_pre_matches_pair(&dev, &stream, &mut rng, &sh, true);
             check_post_pre(&dev, &stream, &mut rng, &sh);
@@ -749,11 +752,11 @@ fn mid_sanitizer_smoke() {
 
 /// The mid kernel's post_pre entries (pre_decode.ptx `mhc_post_pre_mid*`: the mid / mid16
 /// kernel with layer l's post folded into its load phase) where the catalogue selects them
-/// (n = 1, 2, 4, no gamma_f, C >= 512, T = 1..32; n = 8 the mid_n8 kernel's, T = 1..16): the same
-/// bits as `post` then `pre` and within the reference's tolerances, at T on both sides of the
-/// mid16 / mid bound, n = 1, 2, 4 and 8, C not a power of two and not a multiple of the CTAs'
-/// channels, phi ~ 0.5, gamma_k, strided rows, both formulations and dtypes; and that gamma_f,
-/// C < 512, n = 3 (no post kernel), n = 8 past 16 tokens and T = 33 .. 64 keep the others.
+/// (n = 1, 2, 4, no gamma_f, C >= 512, T = 1..32; n = 8 the mid_n8 and mid32_n8 kernels', T =
+/// 1..32): the same bits as `post` then `pre` and within the reference's tolerances, at T on both
+/// sides of the mid16 / mid and mid_n8 / mid32_n8 bounds, n = 1, 2, 4 and 8, C not a power of two
+/// and not a multiple of the CTAs' channels, phi ~ 0.5, gamma_k, strided rows, both formulations
+/// and dtypes; and that gamma_f, C < 512, n = 3 (no post kernel) and T = 33 .. 64 keep the others.
 #[test]
 #[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn post_pre_mid_kernel_shapes() {
@@ -789,11 +792,16 @@ fn post_pre_mid_kernel_shapes() {
                 (8, 4096, 8),
                 (8, 1304, 11),
                 (8, 512, 16),
+                (8, 1280, 17),
+                (8, 1288, 25),
+                (8, 4096, 32),
+                (8, 512, 32),
             ] {
                 shapes.push(Shape::new(n, c, t, form, dtype));
             }
             shapes.push(Shape { phi_std: 0.5, ..Shape::new(8, 1280, 12, form, dtype) });
             shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(8, 2056, 5, form, dtype) });
+            shapes.push(Shape { phi_std: 0.5, ..Shape::new(8, 1280, 29, form, dtype) });
             shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 7168, 17, form, dtype) });
             shapes.push(Shape { x_pad: 24, ..Shape::new(4, 1288, 30, form, dtype) });
             shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4096, 7, form, dtype) });
@@ -804,7 +812,7 @@ fn post_pre_mid_kernel_shapes() {
             }
             for sh in [
                 Shape::new(4, 256, 8, form, dtype),
-                Shape::new(8, 1280, 17, form, dtype),
+                Shape::new(8, 1280, 33, form, dtype),
                 Shape::new(8, 256, 4, form, dtype),
                 Shape { gamma_f: true, ..Shape::new(8, 1280, 4, form, dtype) },
                 Shape::new(3, 4096, 8, form, dtype),

@@ -1069,7 +1069,6 @@ def entry(dt, mid=False, tm=None, exp=frozenset(), post=False, w=NARROW):
     w = N8: the mid_n8 entry (16 token rows, dynamic shared memory, its own static symbols)."""
     assert mid or not post, "post_pre folds into the mid entries only"
     assert w is NARROW or (mid and tm in (DECODE_TOKENS, N8_TOKENS)), "mid_n8: 16 or 32 token rows"
-    assert w is NARROW or not post or tm == DECODE_TOKENS, "post_pre mid_n8: 16 token rows"
     b = Build(dt, mid, tm or (MID_TOKENS if mid else DECODE_TOKENS), exp, post, w)
     parts = [declarations(b), setup(b), projection(b), partial_rows(b)]
     parts.append(mid_tail(b, b.bf) if mid else decode_tail(b))
@@ -1752,6 +1751,12 @@ def main(exp=frozenset()):
 """
     for dt in ("bf16", "f32"):
         text += "\n" + entry(dt, mid=True, tm=DECODE_TOKENS, exp=exp, post=True, w=N8)
+    text += f"""
+// ---- the post_pre mid32_n8 entries: the mid32_n8 entries with layer l's post folded in (header, POST_PRE) ----
+{fold.shared_declarations(N8_TOKENS, N8)}
+"""
+    for dt in ("bf16", "f32"):
+        text += "\n" + entry(dt, mid=True, tm=N8_TOKENS, exp=exp, post=True, w=N8)
     return text
 
 
@@ -1833,7 +1838,7 @@ def catalogue_rows():
             comment = [
                 "post_pre for few tokens (sm_90a): the post_pre entries of asm/ptx/sm90/pre_decode.ptx. The CUDA",
                 f"plan runs them for post_pre at T = 1..{POST_PRE_MAX_TOKENS} where n = 1, 2 or 4 (a post kernel exists)",
-                f"and at T = 1..{DECODE_TOKENS} where n = 8 (the mid_n8 entries), no gamma_f and C >= {MID_MIN_C}; the post",
+                f"and at T = 1..{N8_TOKENS} where n = 8 (the mid_n8 entries), no gamma_f and C >= {MID_MIN_C}; the post",
                 "kernel followed by pre serves the rest.",
             ] if (kind, dt) == ("mid", "bf16") else ()
             rows.append(catalogue.row(
@@ -1844,13 +1849,15 @@ def catalogue_rows():
                 x_passes=1, params=f"{POST_PRE_PC.name} ({POST_PRE_PC.size} B, {RUST_MIRROR})", rank=rank,
                 options=["gamma_k"], geometry=G(channels_per_thread=8, dynamic_shared_max=dsm, traits=traits),
                 comment=comment))
-    for dt in ("bf16", "f32"):
-        rows.append(catalogue.row(
-            f"post_pre_mid_n8_sm90_{dt}", "post_pre", ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_decode.cubin",
-            f"mhc_post_pre_mid_n8_sm90_{dt}", [dt], list(N8.ns), (8, MID_MIN_C, SLICE // N8.hp * CATALOGUE_SMS),
-            (1, DECODE_TOKENS), (DECODE_TOKENS, CATALOGUE_SMS), 256,
-            post_why.replace("the mid kernel", "the mid_n8 kernel") + " (n = 8: a warp per token, a lane per output "
-            "stream and 8-channel chunk)", "post_pre_mid", x_passes=1,
-            params=f"{POST_PRE_PC.name} ({POST_PRE_PC.size} B, {RUST_MIRROR})", rank=50, options=["gamma_k"],
-            geometry=G(channels_per_thread=8, dynamic_shared_max=N8_SMEM, traits=traits)))
+    for kind, lo, hi, smem in [("mid_n8", 1, DECODE_TOKENS, N8_SMEM),
+                               ("mid32_n8", DECODE_TOKENS + 1, N8_TOKENS, N8_SMEM32)]:
+        for dt in ("bf16", "f32"):
+            rows.append(catalogue.row(
+                f"post_pre_{kind}_sm90_{dt}", "post_pre", ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_decode.cubin",
+                f"mhc_post_pre_{kind}_sm90_{dt}", [dt], list(N8.ns), (8, MID_MIN_C, SLICE // N8.hp * CATALOGUE_SMS),
+                (lo, hi), (hi, CATALOGUE_SMS), 256,
+                post_why.replace("the mid kernel", f"the {kind} kernel") + " (n = 8: a warp per token, a lane per "
+                "output stream and 8-channel chunk)", "post_pre_mid", x_passes=1,
+                params=f"{POST_PRE_PC.name} ({POST_PRE_PC.size} B, {RUST_MIRROR})", rank=50, options=["gamma_k"],
+                geometry=G(channels_per_thread=8, dynamic_shared_max=smem, traits=traits)))
     return rows

@@ -37,13 +37,13 @@ def res_slots(tm, hp):
     return -(-tm * hp * hp // 256)
 
 
-def dense(tm):
-    """The mid16 entries (tm = 16 token rows) keep the coefficients as dense as in global memory
-    (h_post[tm][n], h_res[tm][n][n]), read by a warp per token; the mid entries pad them to n = 4
-    (h_post[tm][4], W[tm][4][4] with W[t][i][j] the weight of x[j] in output stream i), so that a
-    token's coefficients are five 16-byte loads for the 4-channel items (docs/kernels/post_pre.md
-    has the measurements behind the two forms)."""
-    return tm <= 16
+def dense(tm, w):
+    """The mid16 entries (tm = 16 token rows) and the mid_n8 / mid32_n8 entries keep the
+    coefficients as dense as in global memory (h_post[tm][n], h_res[tm][n][n]), read by a warp per
+    token; the mid entries pad them to n = 4 (h_post[tm][4], W[tm][4][4] with W[t][i][j] the
+    weight of x[j] in output stream i), so that a token's coefficients are five 16-byte loads for
+    the 4-channel items (docs/kernels/post_pre.md has the measurements behind the two forms)."""
+    return tm <= 16 or w.hp == 8
 
 
 def hpost_bytes(tm, w):
@@ -65,8 +65,8 @@ def shared_declarations(tm, w, f_rows=True):
     rows = (f".shared .align 16 .b8 {f}[{tm * F_ROW}];{' ' * (9 - len(str(tm * F_ROW)))}"
             f"// post_pre: f slice [{tm}][64] f32 (bf16 widened)\n") if f_rows else ""
     return (rows + f".shared .align 16 .b8 {c}[{size}];{' ' * (9 - len(str(size)))}"
-            f"// post_pre: h_post [{tm}][{'n' if dense(tm) else 4}], then at {hp} "
-            f"{'h_res [' + str(tm) + '][n][n]' if dense(tm) else 'W [' + str(tm) + '][4][4]'}")
+            f"// post_pre: h_post [{tm}][{'n' if dense(tm, w) else 4}], then at {hp} "
+            f"{'h_res [' + str(tm) + '][n][n]' if dense(tm, w) else 'W [' + str(tm) + '][4][4]'}")
 
 
 def declarations(tm, w):
@@ -74,8 +74,8 @@ def declarations(tm, w):
     .reg .b32 %uFS, %uXS, %ub<16>;
     .reg .b32 %uf<{8 * f_loads(tm)}>;
     .reg .f32 %ucw<{1 + res_slots(tm, w.hp)}>;
-    {step_regs_dense(w) if dense(tm) else STEP_REGS_ITEMS}
-    .reg .pred %up<4>, {"%uw<4>, " if dense(tm) else ""}%uq<{f_loads(tm)}>{", %uok" if dense(tm) else ""};"""
+    {step_regs_dense(w) if dense(tm, w) else STEP_REGS_ITEMS}
+    .reg .pred %up<4>, {"%uw<4>, " if dense(tm, w) else ""}%uq<{f_loads(tm)}>{", %uok" if dense(tm, w) else ""};"""
 
 
 # the x' step's registers: a warp per token (dense: a lane's 8 channels of each of hp streams,
@@ -153,7 +153,7 @@ def stores(bf, tm, w):
             vals = [f"%uf{8*k+r}" for r in range(8)]
         e(f"""    @%uq{k} st.shared.v4.b32 [%ub8+{LOAD_TOKENS * F_ROW * k}], {{{', '.join(vals[:4])}}};
     @%uq{k} st.shared.v4.b32 [%ub8+{LOAD_TOKENS * F_ROW * k + 16}], {{{', '.join(vals[4:])}}};""")
-    if dense(tm):  # mid16: the words as dense as in global memory
+    if dense(tm, w):  # mid16, mid_n8: the words as dense as in global memory
         e(f"""    mov.u32 %ub8, {co};
     shl.b32 %ub9, %tx, 2;
     add.u32 %ub8, %ub8, %ub9;
@@ -202,13 +202,13 @@ def stores(bf, tm, w):
 
 def step(b, bf, tm):
     """After the load phase's barrier: x' = post(x) over the CTA's slice, written back over x_s,
-    then a barrier, so the projection reads x'. mid16 (T <= 8): a warp per token; mid: 4-channel
-    items over every thread (measured in docs/kernels/post_pre.md). Experiments (timing only):
-    nopost, no x' computed (the barrier stays); noxo, x' not stored to x_out."""
+    then a barrier, so the projection reads x'. mid16 and the n = 8 entries: a warp per token;
+    mid: 4-channel items over every thread (measured in docs/kernels/post_pre.md). Experiments
+    (timing only): nopost, no x' computed (the barrier stays); noxo, x' not stored to x_out."""
     if "nopost" in b.exp:
         return "    barrier.sync 0;                         // EXP nopost: no x'"
     xo = "// " if "noxo" in b.exp else ""  # the x_out stores, commented out in noxo
-    return (step_token_warps if dense(tm) else step_items)(b, bf, tm, xo)
+    return (step_token_warps if dense(tm, b.w) else step_items)(b, bf, tm, xo)
 
 
 # Predicates of streams 0..3 (%up<j>: j < n), prefixed to the work of stream j.

@@ -761,13 +761,13 @@ mod tests {
             ["mhc_post_v4_bf16_n4_v2", "mhc_pre_pc16t_bf16_n4"]
         );
         assert_eq!(planned(2, 520, Dtype::F32, PostPre, 32), ["mhc_post_pre_mid_sm90_f32"]);
-        // n = 8: the mid_n8 kernel's post_pre entries to 16 tokens, then post and pre.
+        // n = 8: the mid_n8 kernel's post_pre entries to 16 tokens, the mid32_n8 ones to 32, then
+        // post and pre.
         assert_eq!(planned(8, 1280, Dtype::Bf16, PostPre, 1), ["mhc_post_pre_mid_n8_sm90_bf16"]);
         assert_eq!(planned(8, 4096, Dtype::F32, PostPre, 16), ["mhc_post_pre_mid_n8_sm90_f32"]);
-        assert_eq!(
-            planned(8, 1280, Dtype::Bf16, PostPre, 17),
-            ["mhc_post_v4_bf16_n8_v2", "mhc_pre_mid32_n8_sm90_bf16"]
-        );
+        assert_eq!(planned(8, 1280, Dtype::Bf16, PostPre, 17), ["mhc_post_pre_mid32_n8_sm90_bf16"]);
+        assert_eq!(planned(8, 1280, Dtype::Bf16, PostPre, 32), ["mhc_post_pre_mid32_n8_sm90_bf16"]);
+        assert_eq!(planned(8, 1280, Dtype::Bf16, PostPre, 33), ["mhc_post_v4_bf16_n8_v2", "mhc_pre_sm90_bf16"]);
         // pre, n = 8: the mid_n8 entries to 16 tokens, the mid32_n8 entries to 32, then the
         // general kernel.
         assert_eq!(planned(8, 1280, Dtype::Bf16, Pre, 16), ["mhc_pre_mid_n8_sm90_bf16"]);
