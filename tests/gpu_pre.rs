@@ -573,8 +573,9 @@ fn pre_decode_kernel_shapes() {
             }
             let sh = Shape { ctas: Some(20), ..Shape::new(4, 1280, 1, form, dtype) };
             check_pre_kernel(&dev, &stream, &mut rng, &sh, Some(true));
-            // The general kernel keeps what the decode kernel does not cover.
-            check_pre_kernel(&dev, &stream, &mut rng, &Shape::new(8, 1280, 17, form, dtype), Some(false));
+            // The general kernel keeps what the few-token kernels do not cover (n = 8: past 32
+            // tokens).
+            check_pre_kernel(&dev, &stream, &mut rng, &Shape::new(8, 1280, 33, form, dtype), Some(false));
             let sh = Shape { gamma_f: true, ..Shape::new(4, 4096, 2, form, dtype) };
             check_pre_kernel(&dev, &stream, &mut rng, &sh, Some(false));
         }
