@@ -39,7 +39,8 @@ HEADER = """\
 //   POST_PRE mhc_post_pre_mid_sm90_*, mhc_post_pre_mid16_sm90_*, mhc_post_pre_mid_n8_sm90_*: the
 //          mid / mid16 / mid_n8 entries with layer l's post folded into their load phase
 //          (section POST_PRE at the end);
-//   MID_N8 mhc_pre_mid_n8_sm90_*: the mid16 kernel for n = 8, T <= 16 (section MID_N8 at the end).
+//   MID_N8 mhc_pre_mid_n8_sm90_*: the mid16 kernel for n = 8, T <= 16; mhc_pre_mid32_n8_sm90_*:
+//          the same in 32 token rows, T = 17..32 (section MID_N8 at the end).
 // gamma_f (F-pre-norm) is not covered: the plan keeps the general kernel (pre.ptx) for it and
 // for everything else.
 //
@@ -151,18 +152,19 @@ HEADER = """\
 //         13.3. Stamps at T=64 C=7168 bf16: loads 3.1 us, projection +1.9 (FMA, one token per
 //         lane: +5.4; a register tile: +4.4; tf32 mma: +3.1), partial rows +0.9, arrival +1.1,
 //         reduce +0.5, second arrival +1.4, h_pre copy and mix +2.2.
-// POST_PRE mhc_post_pre_{mid,mid16,mid_n8}_sm90_* (asm/gen/pre_decode_post.py): CTA s loads its channel
-//         slice of every stream, which is all that post needs for those channels. Phase 1 also
+// POST_PRE mhc_post_pre_{mid,mid16,mid_n8,mid32_n8}_sm90_* (asm/gen/pre_decode_post.py): CTA s
+//         loads its channel slice of every stream, which is all that post needs for those
+//         channels. Phase 1 also
 //         loads f's slice (thread tid: token tid / 8 + 32 k, 8-channel chunk tid % 8) and the
 //         tokens' h_post / h_res words into shared memory (mid16: as dense as in global memory;
 //         mid: padded to h_post[t][4] and W[t][4][4], W[t][i][j] the weight of x[j] in x'[i]:
 //         h_res transposed in V4, as is in Paper). After barrier 0, x'[i] = h_post[i] f, then
 //         fma over j = 0 .. n-1 (post.ptx's f32 operations in its order), stored to x_out
 //         rounded to the storage type and written back rounded over x_s: mid16, warp w per
-//         token w + 8 k, lane (stream i = lane / 8, 8-channel chunk q); mid_n8 the same with
-//         i = lane / 4 (cpc <= 32: 4 chunks; every stream real, no per-stream predicates);
-//         mid, a thread per (token, 4-channel quad) item, every stream of it. A second barrier, then phases 2-5 as the mid entry's
-//         on x'. So x' is stored once, never read back, and every output is post then pre's bit
+//         token w + 8 k, lane (stream i = lane / 8, 8-channel chunk q); mid_n8 and mid32_n8 the
+//         same with i = lane / 4 (cpc <= 32: 4 chunks; every stream real, no per-stream
+//         predicates); mid, a thread per (token, 4-channel quad) item, every stream of it. A
+//         second barrier, then phases 2-5 as the mid entry's on x'. So x' is stored once, never read back, and every output is post then pre's bit
 //         for bit; one launch instead of two. H200, bf16 n = 4, us per call in a CUDA graph:
 //         C=4096 T=1 / 16 / 32 5.08 / 6.70 / 7.86 (post then pre 6.22 / 8.00 / 9.07), C=7168
 //         5.55 / 7.92 / 9.30 (6.81 / 9.20 / 10.23); above T = 32 post then the persistent-cluster
@@ -175,10 +177,11 @@ HEADER = """\
 //         the layout sized for M = 80 logits (asm/gen/pre_decode.py, Streams N8). A slice row
 //         holds 8 x cpc <= 256 elements, so cpc <= 32 (C = 1280: 80 CTAs of 16 channels, C =
 //         4096: 128 of 32). Dynamic shared memory: phi_s [80][260] f32 (20 16-byte loads per
-//         thread, all issued before the first use, after x's), x_s [16][260] f32; red [8][16][81]
-//         aliases phi_s. Phase 2: T <= 2 the mid16 token classes with RPL = 3 / 5 rows a lane; T <= 4 /
-//         8 / 16 a register tile (fma_tile_rows: lane = rows h + 8 r, tokens li + 4 j; 10 + 1 /
-//         2 / 4 loads per 40 / 80 / 160 FMAs; a token per lane with 10 / 20 / 40 rows took 8.40
+//         thread, all issued before the first use, after x's), x_s [16][260] f32 (mid32_n8:
+//         [32][260]); red [8][16][81] (mid32_n8: [8][32][81], 82,944 bytes) aliases phi_s.
+//         Phase 2: T <= 2 the mid16 token classes with RPL = 3 / 5 rows a lane; T <= 4 /
+//         8 / 16 (/ 32) a register tile (fma_tile_rows: lane = rows h + 8 r, tokens li + 4 j;
+//         10 + 1 / 2 / 4 (/ 8) loads per 40 / 80 / 160 (/ 320) FMAs; a token per lane with 10 / 20 / 40 rows took 8.40
 //         / 10.06 / 10.76 us at T = 4 / 8 / 16 in a graph, H200, C = 1280, against 7.64 / 8.16 /
 //         9.31: the 10-row class put two lanes of a quarter warp on the same banks). Partial rows of 84 tagged words (ss, 80 logits, 3
 //         zeros: 21 sectors), stored by thread -> words tid % 32 + 32 p. Phase 5: thread -> (4-word
