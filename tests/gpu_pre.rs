@@ -665,39 +665,37 @@ fn pre_mid_n8_kernel_shapes() {
     let most = 32 * dev.sm_count() as usize;
     for dtype in DTYPES {
         for form in FORMS {
-            let mut shapes: Vec<Shape> =
-                [(1280, 1), (1280, 16), (1288, 5), (4096, 1), (4096, 16), (512, 16), (2056, 7)]
-                    .into_iter()
-                    .map(|(c, t)| Shape::new(8, c, t, form, dtype))
-                    .collect();
-            shapes.push(Shape::new(8, most, 9, form, dtype));
-            // phi ~ 0.5 leaves many n = 8 tokens ill-conditioned (h_res not compared): 12 of them
-            shapes.push(Shape { phi_std: 0.5, ..Shape::new(8, 1280, 12, form, dtype) });
-            shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(8, 1288, 12, form, dtype) });
-            shapes.push(Shape { ctas: Some(40), ..Shape::new(8, 1280, 16, form, dtype) });
-            let others = [
-                Shape::new(8, 1280, 17, form, dtype),
-                Shape::new(8, 504, 4, form, dtype),
-                Shape::new(8, most + 8, 1, form, dtype),
-                Shape { gamma_f: true, ..Shape::new(8, 1280, 4, form, dtype) },
+            // Per family: its entry, plain (C, T), then T of: C = 32 x SMs, phi ~ 0.5 (many n = 8
+            // tokens are ill-conditioned there: h_res not compared), gamma_k with strided rows at
+            // C = 1288, 40 forced CTAs at C = 1280; and the (C, T) it must not serve (gamma_f at
+            // C = 1280 too). The mid32_n8 entries: 32 token rows, C over at least 32 CTAs.
+            let families = [
+                (
+                    "mhc_pre_mid_n8_sm90_",
+                    vec![(1280, 1), (1280, 16), (1288, 5), (4096, 1), (4096, 16), (512, 16), (2056, 7)],
+                    [9, 12, 12, 16],
+                    vec![(1280, 17), (504, 4), (most + 8, 1)],
+                    4,
+                ),
+                (
+                    "mhc_pre_mid32_n8_sm90_",
+                    vec![(1280, 17), (1280, 32), (1288, 25), (4096, 32), (512, 32), (2056, 19)],
+                    [23, 24, 28, 32],
+                    vec![(1280, 33), (1280, 16), (504, 20)],
+                    20,
+                ),
             ];
-            check_where_selected(&dev, &stream, &mut rng, "mhc_pre_mid_n8_sm90_", &shapes, &others);
-            // The mid32_n8 entries: T = 17..32 (32 token rows, C over at least 32 CTAs).
-            let mut shapes: Vec<Shape> = [(1280, 17), (1280, 32), (1288, 25), (4096, 32), (512, 32), (2056, 19)]
-                .into_iter()
-                .map(|(c, t)| Shape::new(8, c, t, form, dtype))
-                .collect();
-            shapes.push(Shape::new(8, most, 23, form, dtype));
-            shapes.push(Shape { phi_std: 0.5, ..Shape::new(8, 1280, 24, form, dtype) });
-            shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(8, 1288, 28, form, dtype) });
-            shapes.push(Shape { ctas: Some(40), ..Shape::new(8, 1280, 32, form, dtype) });
-            let others = [
-                Shape::new(8, 1280, 33, form, dtype),
-                Shape::new(8, 1280, 16, form, dtype),
-                Shape::new(8, 504, 20, form, dtype),
-                Shape { gamma_f: true, ..Shape::new(8, 1280, 20, form, dtype) },
-            ];
-            check_where_selected(&dev, &stream, &mut rng, "mhc_pre_mid32_n8_sm90_", &shapes, &others);
+            for (entry, plain, [t_most, t_phi, t_gk, t_ctas], not_served, t_gf) in families {
+                let mut shapes: Vec<Shape> = plain.into_iter().map(|(c, t)| Shape::new(8, c, t, form, dtype)).collect();
+                shapes.push(Shape::new(8, most, t_most, form, dtype));
+                shapes.push(Shape { phi_std: 0.5, ..Shape::new(8, 1280, t_phi, form, dtype) });
+                shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(8, 1288, t_gk, form, dtype) });
+                shapes.push(Shape { ctas: Some(40), ..Shape::new(8, 1280, t_ctas, form, dtype) });
+                let mut others: Vec<Shape> =
+                    not_served.into_iter().map(|(c, t)| Shape::new(8, c, t, form, dtype)).collect();
+                others.push(Shape { gamma_f: true, ..Shape::new(8, 1280, t_gf, form, dtype) });
+                check_where_selected(&dev, &stream, &mut rng, entry, &shapes, &others);
+            }
         }
     }
 }
