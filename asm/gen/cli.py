@@ -58,6 +58,10 @@ FAMILIES = {
     }),
     "pre_gemm": (pre_gemm.generate, {
         "noload": "the K loop issues no ring fills after the prologue",
+        "nox": "the K loop issues no x copies after the prologue",
+        "nophi": "the K loop loads no phi after the prologue (the registers' stale values are split)",
+        "nosplit": "phi is loaded but not split into the ring (the tiles keep the prologue's values)",
+        "noss": "no sums of squares",
         "nocompute": "the K loop skips the mma work",
     }),
 }

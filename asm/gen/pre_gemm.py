@@ -325,7 +325,7 @@ class GemmKernel:
         """The next stage's phi (4 floats of 4 logit rows) into registers, a stage ahead of its
         conversion."""
         k = self.k
-        if "noload" in EXP:
+        if "noload" in EXP or "nophi" in EXP:
             return
         cur = self.p("pcur")
         k.ins(f"mov.u64 {cur}, {self.srcB};")
@@ -343,6 +343,8 @@ class GemmKernel:
         8 (l % 2) in it; the row's swizzle is (l / 16 + 2 j), so row j's address is row 0's with
         the chunk bits xor 2 j, 256 j bytes on."""
         k, u, f, rt, r0, r1 = self.k, self.u, self.f, self.rt, self.r0, self.r1
+        if "nosplit" in EXP:
+            return
         k.ins(f"mov.u32 {rt}, %tid.x;")
         k.comment("row 8 w + l / 16 (w = tid / 32); its swizzle l / 16 = bit 4 of tid")
         k.ins(f"bfe.u32 {r1}, {rt}, 4, 1;")
@@ -372,7 +374,7 @@ class GemmKernel:
         """cp.async of the next x stage into the slot's A tile, 128-byte swizzled (row r = 16 w +
         l / 8 + 4 i: r % 8 = l / 8 + 4 (i % 2)); invalid rows copy from x's base with src-size 0."""
         k, a, pr, rt, r0, r1 = self.k, self.a, self.pr, self.rt, self.r0, self.r1
-        if "noload" in EXP:
+        if "noload" in EXP or "nox" in EXP:
             return
         k.ins(f"mov.u32 {rt}, %tid.x;")
         k.ins(f"shr.u32 {r0}, {rt}, 3;")
@@ -491,6 +493,8 @@ class GemmKernel:
         """Sum of squares from the slot's A tile: thread = half (32 elements) of token row tid / 2,
         its chunks 4 h + j at 16 ((4 h + j) ^ row % 8)."""
         k, u, f, ss, rt, r0, r1 = self.k, self.u, self.f, self.ss, self.rt, self.r0, self.r1
+        if "noss" in EXP:
+            return
         k.ins(f"@!{self.pss} bra SSDONE;")
         k.ins(f"mov.u32 {rt}, %tid.x;")
         k.ins(f"shr.u32 {r0}, {rt}, 1;")
@@ -1149,7 +1153,7 @@ def main():
 
 
 def generate(experiments):
-    """pre_gemm.ptx; experiments: noload, nocompute (timing builds)."""
+    """pre_gemm.ptx; experiments: noload, nox, nophi, nosplit, noss, nocompute (timing builds)."""
     global EXP
     EXP = frozenset(experiments)
     return {"asm/ptx/sm90/pre_gemm.ptx": main()}
