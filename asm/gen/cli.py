@@ -62,6 +62,8 @@ FAMILIES = {
         "nophi": "the K loop loads no phi after the prologue (the registers' stale values are split)",
         "nosplit": "phi is loaded but not split into the ring (the tiles keep the prologue's values)",
         "noss": "no sums of squares",
+        "pol50": "phi's loads mark half their lines evict_last (not all)",
+        "polnormal": "phi's loads with the evict_normal policy (not evict_last)",
         "nocompute": "the K loop skips the mma work",
     }),
 }
