@@ -1154,7 +1154,8 @@ def main():
 
 
 def generate(experiments):
-    """pre_gemm.ptx; experiments: noload, nox, nophi, nosplit, noss, nocompute (timing builds)."""
+    """pre_gemm.ptx; experiments: the timing builds that cli.py lists (noload, nox, nophi,
+    nosplit, noss, pol50, polnormal, nocompute)."""
     global EXP
     EXP = frozenset(experiments)
     return {"asm/ptx/sm90/pre_gemm.ptx": main()}
