@@ -40,7 +40,7 @@ def main():
     phi = torch.randn(M, K, device="cuda") * 0.01
     hi = phi.to(torch.bfloat16)
     lo = (phi - hi.float()).to(torch.bfloat16)
-    hl = torch.cat([hi, lo], 1)
+    hl = torch.cat([hi, lo], 1).t().contiguous().t()  # [M][2K] stored K-major, as the records ran
     for t in [512, 1024, 2048, 4096, 8192]:
         x = torch.randn(t, K, device="cuda").to(torch.bfloat16)
         xx, xf = torch.cat([x, x], 1), x.float()

@@ -308,7 +308,11 @@ class GemmKernel:
         k.ins(f"shl.b64 {self.stB}, {kbytes}, 1;")
         k.comment("phi is read once per token tile: kept in L2 ahead of x (evict_last)")
         self.pol = self.p("pol")
-        prio, frac = ("evict_normal", "1.0") if "polnormal" in EXP else ("evict_last", "0.5" if "pol50" in EXP else "1.0")
+        prio, frac = "evict_last", "1.0"
+        if "pol50" in EXP:
+            frac = "0.5"
+        if "polnormal" in EXP:
+            prio = "evict_normal"
         k.ins(f"createpolicy.fractional.L2::{prio}.b64 {self.pol}, {frac};")
         self.ph = [self.f(f"ph{i}") for i in range(PHI_F)]
         for r in self.ph:
