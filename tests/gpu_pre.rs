@@ -1649,7 +1649,7 @@ fn overlapped_launches_keep_stream_order() {
     let s = Stream::new(&dev).unwrap();
     let mut rng = common::rng("pdl_chain");
     let dtype = Dtype::Bf16;
-    for (c, t) in [(4096, 1), (4096, 16), (7168, 4), (4096, 1000), (1280, 64)] {
+    for (c, t) in [(4096, 1), (4096, 16), (7168, 4), (4096, 1000), (7168, 1000), (1280, 64)] {
         let cfg = Config::new(4, c);
         let post = PostCase::random(&mut rng, cfg, t);
         let pre = stored(PreCase { x: post.x.clone(), ..PreCase::random(&mut rng, cfg, t, 0.02) }, dtype);
@@ -1659,7 +1659,7 @@ fn overlapped_launches_keep_stream_order() {
         let hr = upload(&dev, Dtype::F32, &f32s(&post.h_res)).unwrap();
         let bytes = t * cfg.k() * dtype.size();
         let mut want: Option<Vec<Vec<u8>>> = None;
-        for overlap in [Overlap::Off, Overlap::Launch] {
+        for overlap in [Overlap::Off, Overlap::Launch, Overlap::Weights] {
             let plan = catalogue_plan(&dev, cfg, dtype, t).unwrap().with_overlap(overlap);
             let ws = plan.new_workspace().unwrap();
             let mut xo = DeviceBuffer::alloc(&dev, bytes).unwrap();
@@ -2096,8 +2096,9 @@ fn bench_pre_decode() {
             modes.push((format!("decode ctas~{ctas}"), Mode::Decode(ctas), Dtype::Bf16, t, 8, 1280, 20));
         }
     }
-    // Each row with plain launches and with programmatic dependent launches (the default).
-    let overlaps = [Overlap::Off, Overlap::Launch];
+    // Each row with plain launches, programmatic dependent launches (the default) and those with
+    // the weights loaded before the dependency.
+    let overlaps = [Overlap::Off, Overlap::Launch, Overlap::Weights];
     let modes: Vec<_> = modes
         .into_iter()
         .flat_map(|(l, m, d, t, n, c, i)| overlaps.map(|o| (format!("{l} {o:?}"), m, d, t, n, c, i, o)))

@@ -85,6 +85,7 @@ def pre_items():
              ("FLAG_GAMMA_F", c.FLAG_GAMMA_F, "PreArgs.flags: gamma_f (the F-pre-norm y)."),
              ("FLAG_POST", c.FLAG_POST, "PreArgs.flags: post (post_pre; the entry decides, the flag is informative)."),
              ("FLAG_SOLO", c.FLAG_SOLO, "PreArgs.flags: split prefill, the last CTA of a tile finishes it alone."),
+             ("FLAG_EARLY_PARAMS", c.FLAG_EARLY_PARAMS, "PreArgs / PreDecodeArgs flags: no running kernel writes the weights; the persistent-cluster kernels load phi before the grid dependency."),
              ("FLAG_POST_BATCH", c.FLAG_POST_BATCH, "PreArgs.flags: post_pre, bf16, n <= 4: the batched producer."),
              ("FLAG_PREFETCH", c.FLAG_PREFETCH, "PreArgs.flags: prefetch x (L2) and phi (L1) a few K steps ahead."),
              ("FLAG_FAST_K", c.FLAG_FAST_K, "PreArgs.flags: the fast K loop where its conditions hold."),

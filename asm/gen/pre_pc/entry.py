@@ -1,6 +1,7 @@
 """One entry assembled from its parts (Entry), and the two files' texts."""
 
 from ..abi import PRE_DECODE
+from ..pre.constants import FLAG_EARLY_PARAMS
 from ..pre_decode import NARROW, GRID_DEPENDENCY, coef_regs, load_args
 from .constants import (
     A_TMAP, CL, ENTRY_POST_PRE, ENTRY_POST_PRE_M, ENTRY_POST_PRE_PAIR, ENTRY_PRE, ENTRY_PRE_PAIR,
@@ -100,6 +101,11 @@ class Entry:
         return "\n".join(self.L)
 
 
+# timing build pre_pc.early: the weights before the grid dependency whatever flags say
+EARLY_FORCED = """
+    setp.eq.u32 %p_early, %r2, %r2;           // timing build: the weights before the wait"""
+
+
 def entry_start(k):
     """The entry line, the registers, the parameters, the prologue's prefetches and the mbarriers."""
     NOSINK, e, name, fused, tma, MIXW, MIXERS, STAMPS, HX = k.NOSINK, k.e, k.name, k.fused, k.tma, k.MIXW, k.MIXERS, k.STAMPS, k.HX
@@ -112,7 +118,7 @@ def entry_start(k):
 .reqnctapercluster {CL}, 1, 1
 {{
     .reg .pred %p<8>;
-    .reg .pred %p_paper, %p_gk, %p_math, %p_cur, %p_push;
+    .reg .pred %p_paper, %p_gk, %p_early, %p_math, %p_cur, %p_push;
     .reg .pred %pj<{RMAX}>;
     .reg .b32 %r<24>;
     .reg .b64 %rd<8>;
@@ -152,7 +158,14 @@ def entry_start(k):
     .reg .b64 %hpo, %hro, %mbs;{FUSED_REGS if fused else ""}{PAIR_REGS if k.pair else ""}{STAMP_REGS if STAMPS else ""}
 {load_args(skip=("%part", "%sync", "%cpc"))}{NOSINK}
 {(PAIR_STAMP_LOAD if k.pair else STAMP_LOAD) + exit_stamps("prewait") if STAMPS else ""}{PAIR_HALF + PAIR_SETUP + PAIR_PHI_TO_L2 if k.pair else PHI_TO_L2}{TMAP_PREFETCH if tma else ""}
+    // FLAG_EARLY_PARAMS (no running kernel writes the weights): the math warps load phi's
+    // fragments first and wait for the grid dependency after them, the other warps where they
+    // reach the opening cluster barrier; else every thread waits here
+    and.b32 %r2, %flags, {FLAG_EARLY_PARAMS};
+    setp.ne.u32 %p_early, %r2, 0;{EARLY_FORCED if "early" in k.exp else ""}
+    @%p_early bra.uni EARLY_PARAMS;
 {GRID_DEPENDENCY}
+EARLY_PARAMS:
     mov.u32 %tx, %tid.x;
     shr.u32 %warp, %tx, 5;
     and.b32 %lane, %tx, 31;{exit_stamps("entry") if STAMPS else ""}

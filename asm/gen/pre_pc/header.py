@@ -141,7 +141,7 @@ HEADER = f"""\
 //         two copy issuers, pushes by st.async from the warp sums and the 4-lane Sinkhorn
 //         140.3-142.2; the PROLOGUE below 138.3-139.5; the h_res BATCH 129.9 (87.0%).
 //         Attribution: docs/kernels/pre.md. The pre_pc experiments (python3 -m asm.gen --list-experiments: nosink, nomma, nomix, stamps,
-//         nophi, nophibar; for the fused entry noxf, noxo) build timing-only variants.
+//         nophi, nophibar, early; for the fused entry noxf, noxo) build timing-only variants.
 // PROLOGUE before griddepcontrol.wait, threads < 100 prefetch the CTA's phi and gamma_k slices
 //         to L2 (a prefetch moves nothing into the CTA, so it may run ahead of the previous
 //         kernel's writes) and the TMA entry prefetches x's tensor map. After it, the math warps
@@ -153,6 +153,12 @@ HEADER = f"""\
 //         1024 / 256: 138.3-139.8 / 30.1-30.5 / 17.5 us with the L2 prefetch and the one-pass
 //         loads against 141.2-141.9 / 33.0 / 18.8 without; PHI_BAR 138.3-139.5 against
 //         139.3-140.4 at T = 8192 (T = 256 17.7 against 17.5).
+// EARLY   flags bit 5 (FLAG_EARLY_PARAMS, Overlap::Weights: no running kernel writes the
+//         weights): every thread branches past the wait; the math warps issue phi's loads, then
+//         wait (and trigger the next launch) before the cluster barrier's wait, the other warps
+//         there too. Until then only the weights are read (ld.global.nc). H200, bf16, C = 4096,
+//         T = 256 / 1024 / 2048: 10.6-10.7 / 21.8 / 36.1 us against 11.3 / 22.6-22.7 / 36.8
+//         without (decision 0004).
 // FUSED   mhc_post_pre_pc16_bf16_n4 (PostPrePcArgs, {FUSED_ARG_BYTES} bytes: PreDecodeArgs with x = layer l's
 //         residual, then 144 f, 152 h_post_in, 160 h_res_in, 168 x_out, 176 f_stride, 180
 //         x_out_stride): post_pre in one pass, x' never read back. Each token row of a stage

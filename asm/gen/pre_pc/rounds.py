@@ -14,6 +14,11 @@ from .mix import mix_code
 from .coef import PAIR_EPOCH, sk_clear
 
 
+EARLY_WAIT = """
+    @%p_early griddepcontrol.wait;
+    @%p_early griddepcontrol.launch_dependents;"""
+
+
 def phi_fragments(k):
     """Math warps: phi's slice (times gamma_k) as bf16 hi / lo mma fragments in registers; the
     other warps wait for the opening cluster barrier and go to their own loops."""
@@ -68,10 +73,12 @@ def phi_fragments(k):
     ld.global.nc.v4.f32 {{%f{g0}, %f{g0 + 1}, %f{g0 + 2}, %f{g0 + 3}}}, [%rd1];
     ld.global.nc.v4.f32 {{%f{g0 + 4}, %f{g0 + 5}, %f{g0 + 6}, %f{g0 + 7}}}, [%rd1+16];
 PHL{j}_END:""")
-    # the opening cluster barrier's wait, with phi's loads in flight (they need no peer)
-    e("""    barrier.cluster.wait.acquire;""" + (exit_stamps("clustered") if STAMPS else "") + """
+    # the opening cluster barrier's wait, with phi's loads in flight (they need no peer); with
+    # FLAG_EARLY_PARAMS the grid dependency's wait (entry_start) comes here, after them
+    e(EARLY_WAIT + """
+    barrier.cluster.wait.acquire;""" + (exit_stamps("clustered") if STAMPS else "") + """
     bra.uni PHI_SPLIT;
-CLUSTER_WAIT:
+CLUSTER_WAIT:""" + EARLY_WAIT + """
     barrier.cluster.wait.acquire;""")
     if fused:
         e(f"""    setp.ge.u32 %p1, %warp, {NW + NCW};

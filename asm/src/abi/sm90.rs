@@ -357,6 +357,9 @@ pub const FLAG_POST: u32 = 8;
 /// PreArgs.flags: split prefill, the last CTA of a tile finishes it alone.
 pub const FLAG_SOLO: u32 = 16;
 
+/// PreArgs / PreDecodeArgs flags: no running kernel writes the weights; the persistent-cluster kernels load phi before the grid dependency.
+pub const FLAG_EARLY_PARAMS: u32 = 32;
+
 /// PreArgs.flags: post_pre, bf16, n <= 4: the batched producer.
 pub const FLAG_POST_BATCH: u32 = 64;
 
@@ -425,7 +428,8 @@ pub struct PreDecodeArgs {
     pub cpc: u32,
     /// Sinkhorn iterations.
     pub iters: u32,
-    /// 1 = Paper formulation, 2 = gamma_k.
+    /// 1 = Paper formulation, 2 = gamma_k, 32 = the weights loaded before the grid dependency
+    /// ([`FLAG_EARLY_PARAMS`]; the persistent-cluster entries).
     pub flags: u32,
     /// Added to the mean square of the row under the reciprocal square root (`inv_rms`).
     pub eps_norm: f32,

@@ -92,6 +92,21 @@ typedef enum mhc_formulation {
   MHC_FORMULATION_PAPER = 1,
 } mhc_formulation;
 
+// How a CUDA plan's launches overlap the kernel before them on the stream
+// (`mhc_plan_set_overlap`; the HIP and CPU backends have no dependent launch and ignore it).
+typedef enum mhc_overlap {
+  // Plain launches: a kernel starts when the previous one has completed.
+  MHC_OVERLAP_OFF = 0,
+  // Programmatic dependent launch (the default): a kernel's CTAs start while the previous
+  // kernel drains and wait for it before touching memory; results are those of plain launches.
+  MHC_OVERLAP_LAUNCH = 1,
+  // As `MHC_OVERLAP_LAUNCH`, and the caller promises that no kernel still running when a call
+  // is launched writes the layer's weights (`phi`, `gamma_k`, `scale`, `base`), as in
+  // inference: the persistent-cluster `pre` / `post_pre` kernels then load phi before the
+  // previous kernel has finished. Broken, the promise gives results from stale weights.
+  MHC_OVERLAP_WEIGHTS = 2,
+} mhc_overlap;
+
 // The stages a plan may serve (`mhc_plan_supports`).
 typedef enum mhc_stage {
   MHC_STAGE_PRE = 0,
@@ -282,6 +297,14 @@ enum mhc_status mhc_plan_workspace_bytes(const struct mhc_plan *plan, size_t *by
 // # Safety
 // `plan` is NULL or a live handle.
 enum mhc_status mhc_plan_supports(const struct mhc_plan *plan, int32_t stage);
+
+// Sets how `plan`'s launches overlap the kernel before them on the stream (an `mhc_overlap`;
+// `MHC_OVERLAP_LAUNCH` unless set). CUDA plans only: the HIP and CPU backends accept the value
+// and have no dependent launch. Not while another thread enqueues a call of the plan.
+//
+// # Safety
+// `plan` is NULL or a live handle no other thread is using.
+enum mhc_status mhc_plan_set_overlap(struct mhc_plan *plan, int32_t overlap);
 
 // Makes a workspace for `plan` (device memory, zeroed once; allocates and synchronizes, so do
 // it outside the launch path). On CUDA this may be called while another stream of the thread

@@ -135,6 +135,16 @@ pub fn backend_of(code: i32) -> ApiResult<mhc_backend> {
     }
 }
 
+/// An overlap mode from its `mhc_overlap` value.
+pub fn overlap_of(code: i32) -> ApiResult<cuda::Overlap> {
+    match code {
+        0 => Ok(cuda::Overlap::Off),
+        1 => Ok(cuda::Overlap::Launch),
+        2 => Ok(cuda::Overlap::Weights),
+        _ => Err(ApiError::Invalid(format!("overlap {code} is not MHC_OVERLAP_OFF (0), _LAUNCH (1) or _WEIGHTS (2)"))),
+    }
+}
+
 /// A dtype from its `mhc_dtype` value.
 pub fn dtype_of(code: i32, what: &str) -> ApiResult<Dtype> {
     match code {
@@ -357,6 +367,14 @@ impl Plan {
             PlanKind::Cpu => mhc_backend::MHC_BACKEND_CPU,
             PlanKind::Cuda(_) => mhc_backend::MHC_BACKEND_CUDA,
             PlanKind::Hip(_) => mhc_backend::MHC_BACKEND_HIP,
+        }
+    }
+
+    /// How the plan's CUDA launches overlap the kernel before them on the stream (the HIP and
+    /// CPU backends have no dependent launch: no effect there).
+    pub fn set_overlap(&mut self, overlap: cuda::Overlap) {
+        if let PlanKind::Cuda(p) = &mut self.kind {
+            p.set_overlap(overlap);
         }
     }
 

@@ -249,6 +249,22 @@ pub unsafe extern "C" fn mhc_plan_supports(plan: *const mhc_plan, stage: i32) ->
     })
 }
 
+/// Sets how `plan`'s launches overlap the kernel before them on the stream (an `mhc_overlap`;
+/// `MHC_OVERLAP_LAUNCH` unless set). CUDA plans only: the HIP and CPU backends accept the value
+/// and have no dependent launch. Not while another thread enqueues a call of the plan.
+///
+/// # Safety
+/// `plan` is NULL or a live handle no other thread is using.
+#[no_mangle]
+pub unsafe extern "C" fn mhc_plan_set_overlap(plan: *mut mhc_plan, overlap: i32) -> mhc_status {
+    guard(|| {
+        // SAFETY: this function's contract.
+        let p = unsafe { out_arg(plan, "plan") }?;
+        p.0.set_overlap(api::overlap_of(overlap)?);
+        Ok(())
+    })
+}
+
 /// Makes a workspace for `plan` (device memory, zeroed once; allocates and synchronizes, so do
 /// it outside the launch path). On CUDA this may be called while another stream of the thread
 /// is being captured. A workspace serves one stream: make one per stream.

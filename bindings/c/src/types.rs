@@ -69,6 +69,23 @@ pub enum mhc_backend {
     MHC_BACKEND_HIP = 2,
 }
 
+/// How a CUDA plan's launches overlap the kernel before them on the stream
+/// (`mhc_plan_set_overlap`; the HIP and CPU backends have no dependent launch and ignore it).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum mhc_overlap {
+    /// Plain launches: a kernel starts when the previous one has completed.
+    MHC_OVERLAP_OFF = 0,
+    /// Programmatic dependent launch (the default): a kernel's CTAs start while the previous
+    /// kernel drains and wait for it before touching memory; results are those of plain launches.
+    MHC_OVERLAP_LAUNCH = 1,
+    /// As `MHC_OVERLAP_LAUNCH`, and the caller promises that no kernel still running when a call
+    /// is launched writes the layer's weights (`phi`, `gamma_k`, `scale`, `base`), as in
+    /// inference: the persistent-cluster `pre` / `post_pre` kernels then load phi before the
+    /// previous kernel has finished. Broken, the promise gives results from stale weights.
+    MHC_OVERLAP_WEIGHTS = 2,
+}
+
 /// Storage type of a tensor. Activations (`x`, `f`, `a`, `y`, `out`) are stored in the plan's
 /// dtype; parameters and coefficients are `MHC_DTYPE_F32` (`MHC_DTYPE_F64` when the plan's
 /// dtype is f64, which only the CPU backend takes).

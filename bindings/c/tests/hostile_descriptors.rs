@@ -383,3 +383,23 @@ fn hostile_descriptors_never_panic_and_never_write_on_failure_f32() {
 fn hostile_descriptors_never_panic_and_never_write_on_failure_bf16_with_gammas() {
     hostile_trials(mhc_dtype::MHC_DTYPE_BF16, true, Rng::test_seed("c-abi-hostile-bf16"));
 }
+
+/// `mhc_plan_set_overlap` takes the three `mhc_overlap` values (a CPU plan has no dependent
+/// launch and keeps working), and refuses any other value and a NULL plan with
+/// `MHC_ERROR_INVALID_ARGUMENT` and a message.
+#[test]
+fn plan_overlap_values() {
+    let env = Env::new(mhc_dtype::MHC_DTYPE_F32, false);
+    // SAFETY: `env.plan` is a live plan no other thread uses.
+    unsafe {
+        for o in [mhc_overlap::MHC_OVERLAP_OFF, mhc_overlap::MHC_OVERLAP_LAUNCH, mhc_overlap::MHC_OVERLAP_WEIGHTS] {
+            ok(mhc_plan_set_overlap(env.plan, o as i32), "a valid overlap");
+        }
+        for bad in [-1, 3, i32::MAX] {
+            assert_eq!(mhc_plan_set_overlap(env.plan, bad), mhc_status::MHC_ERROR_INVALID_ARGUMENT, "overlap {bad}");
+            assert!(last_error().contains("MHC_OVERLAP_OFF"), "{}", last_error());
+        }
+        assert_eq!(mhc_plan_set_overlap(std::ptr::null_mut(), 1), mhc_status::MHC_ERROR_INVALID_ARGUMENT);
+        assert!(mhc_plan_supports(env.plan, mhc_stage::MHC_STAGE_PRE as i32) == mhc_status::MHC_SUCCESS);
+    }
+}

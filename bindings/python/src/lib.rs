@@ -103,6 +103,7 @@ impl Plan {
         gamma_f: bool,
         dtype: i32,
         max_tokens: usize,
+        overlap: i32,
     ) -> PyResult<Self> {
         let cfg = mhc_config {
             n,
@@ -117,6 +118,8 @@ impl Plan {
         };
         let plan = to_py(py, api::backend_of(backend).and_then(|b| api::Device::new(b, ordinal)))
             .and_then(|dev| to_py(py, api::Plan::new(&dev, &cfg, dtype, max_tokens)))?;
+        let mut plan = plan;
+        plan.set_overlap(to_py(py, api::overlap_of(overlap))?);
         let act = plan.dtype();
         Ok(Plan { param: mhc::reference::param_dtype(act), act, inner: plan })
     }

@@ -13,8 +13,8 @@ from mhc import _native
 CPU, CUDA, F32 = 0, 1, 0
 
 
-def plan(n, c, max_tokens=64, gamma_k=False, gamma_f=False, dtype=F32, backend=CPU):
-    return _native.Plan(backend, 0, n, c, 0, 20, 1e-6, 1e-6, 1e-6, gamma_k, gamma_f, dtype, max_tokens)
+def plan(n, c, max_tokens=64, gamma_k=False, gamma_f=False, dtype=F32, backend=CPU, overlap=1):
+    return _native.Plan(backend, 0, n, c, 0, 20, 1e-6, 1e-6, 1e-6, gamma_k, gamma_f, dtype, max_tokens, overlap)
 
 
 def d(a, rows=None, cols=None, stride=None):
@@ -124,3 +124,20 @@ def test_cuda_without_a_gpu_is_a_device_error():
     assert info.value.status in ("MHC_ERROR_LIBRARY_MISSING", "MHC_ERROR_NO_DEVICE")
     with pytest.raises(mhc.InvalidArgumentError, match="backend 7"):
         plan(4, 64, backend=7)
+
+
+def test_overlap_values():
+    """The three overlap modes make plans (the CPU backend has no dependent launch, so its results
+    do not change); any other value is refused with the values it may take."""
+    n, c, t = 4, 8, 3
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((t, n * c)).astype(np.float32)
+    params = layer_params(rng, n, c)
+    got = []
+    for o in (0, 1, 2):
+        p = plan(n, c, overlap=o)
+        got.append(pre_call(p, p.workspace(), x, params, n, c, t)["a"])
+    assert all(np.array_equal(got[0], g) for g in got[1:])
+    for bad in (-1, 3):
+        with pytest.raises(mhc.InvalidArgumentError, match="MHC_OVERLAP_OFF"):
+            plan(n, c, overlap=bad)

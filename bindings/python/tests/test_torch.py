@@ -92,6 +92,24 @@ def test_empty_token_axis():
     assert r.layer_input.shape == (0, c) and r.comb.shape == (0, n, n)
 
 
+def test_overlap_modes(gen):
+    """set_overlap takes "off", "launch" and "weights" (plans are cached per mode; the CPU backend
+    has no dependent launch, so every mode gives the same results) and refuses anything else."""
+    n, c, t = 4, 8, 3
+    x = torch.randn(t, n, c, generator=gen)
+    p = params(gen, n, c)
+    try:
+        got = []
+        for mode in ("off", "launch", "weights"):
+            ops.set_overlap(mode)
+            got.append(ops.pre(x, *p).layer_input)
+        assert all(torch.equal(got[0], g) for g in got[1:])
+        with pytest.raises(ValueError, match="overlap must be one of"):
+            ops.set_overlap("early")
+    finally:
+        ops.set_overlap("launch")
+
+
 def test_error_paths(gen):
     n, c, t = 4, 16, 2
     x = torch.randn(t, n, c, generator=gen)

@@ -3,11 +3,11 @@
 //! enqueued when a check fails), and enqueues exactly one kernel (`post_pre` where it has no
 //! fused kernel: `post`, then `pre`, both checked before the first launch).
 
-use super::launch::{Bucket, Launch, LaunchKind};
+use super::launch::{Bucket, Launch, LaunchKind, Overlap};
 use super::memory::{DeviceTensor, DeviceTensorMut};
 use super::plan::{Plan, Workspace};
 use super::pre::general::PreVariant;
-use super::pre::{self, Checked, PostInViews, PreOutViews, PreParamViews};
+use super::pre::{self, Checked, PostInViews, PreOutViews, PreParamViews, FLAG_EARLY_PARAMS};
 use super::static_layer::StaticParams;
 use super::stream::Stream;
 use crate::device::view::{check_disjoint, post_pre_disjoint, pre_disjoint, Span};
@@ -183,13 +183,31 @@ impl Plan {
     ) -> Result<()> {
         let b = self.bucket(Slot::Pre, x.layout.tokens)?;
         self.check_workspace(ws, stream)?;
-        let chk = pre::check(self.ctx.device, &self.ctx.cfg, self.ctx.dtype, &self.ws, ws.bytes(), x, params, out)?;
+        let chk = self.weights_early(pre::check(
+            self.ctx.device,
+            &self.ctx.cfg,
+            self.ctx.dtype,
+            &self.ws,
+            ws.bytes(),
+            x,
+            params,
+            out,
+        )?);
         pre_disjoint(x, params, out)?;
         if chk.t == 0 {
             return Ok(());
         }
         let l = self.pre_launch(b, ws, x, params, out, &chk, Forced::default())?;
         self.enqueue(stream, &l)
+    }
+
+    /// `chk` with [`FLAG_EARLY_PARAMS`] where the plan's overlap promises that the weights are
+    /// not written by a kernel that may still run ([`Overlap::Weights`]).
+    fn weights_early(&self, mut chk: Checked) -> Checked {
+        if self.overlap == Overlap::Weights {
+            chk.flags |= FLAG_EARLY_PARAMS;
+        }
+        chk
     }
 
     /// The launch of a `pre` call on bucket `b` that [`pre::check`] accepted (T > 0).
@@ -265,7 +283,7 @@ impl Plan {
         if let Some(b) = self.fused_post_pre(t) {
             pre::fits_u32("x_out", t, x_out.layout.row_stride, cfg.n * cfg.c)?;
             pre::fits_u32("f", t, post.f.layout.row_stride, cfg.c)?;
-            let chk = pre::check(self.ctx.device, cfg, dt, &self.ws, ws.bytes(), x, params, out)?;
+            let chk = self.weights_early(pre::check(self.ctx.device, cfg, dt, &self.ws, ws.bytes(), x, params, out)?);
             if t == 0 {
                 return Ok(());
             }

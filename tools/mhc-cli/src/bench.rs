@@ -59,8 +59,8 @@ pub struct Args {
     /// static: each mHC.cu config's (C, n) at these counts instead of the configs' own.
     #[arg(long)]
     pub tokens: Option<String>,
-    /// Launch overlap with the previous kernel (programmatic dependent launch): off, or launch
-    /// (the plans' default).
+    /// Launch overlap with the previous kernel (programmatic dependent launch): off, launch
+    /// (the plans' default) or weights (launch, and the weights read before the dependency).
     #[arg(long, default_value = "launch")]
     pub overlap: String,
     /// Tuned tables the plans select with: `embedded` (those compiled in), `none` (the cost
@@ -73,7 +73,8 @@ fn parse_overlap(s: &str) -> Result<Overlap, String> {
     match s {
         "off" => Ok(Overlap::Off),
         "launch" => Ok(Overlap::Launch),
-        other => Err(format!("--overlap: off or launch (got {other:?})")),
+        "weights" => Ok(Overlap::Weights),
+        other => Err(format!("--overlap: off, launch or weights (got {other:?})")),
     }
 }
 

@@ -45,12 +45,15 @@ __all__ = [
     "hc_head",
     "prepare",
     "set_default_max_tokens",
+    "set_overlap",
     "clear_caches",
 ]
 
 _DTYPE_CODE = {torch.float32: 0, torch.bfloat16: 1, torch.float64: 2}
 _BACKEND_CPU, _BACKEND_CUDA, _BACKEND_HIP = 0, 1, 2
 _DEFAULT_MAX_TOKENS = 8192
+_OVERLAP_CODE = {"off": 0, "launch": 1, "weights": 2}
+_overlap = "launch"
 
 _plans = {}
 _workspaces = {}
@@ -63,6 +66,21 @@ def set_default_max_tokens(max_tokens):
     if int(max_tokens) < 1:
         raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
     _DEFAULT_MAX_TOKENS = int(max_tokens)
+
+
+def set_overlap(mode):
+    """How the CUDA kernels of plans made from now on overlap the kernel before them on the stream:
+    "launch" (the default: programmatic dependent launch, the results of plain stream order), "off"
+    (plain launches), or "weights": "launch", and your promise that no kernel still running when an
+    op starts writes the layer's weights (`hc_fn`, `hc_scale`, `hc_base`, `gamma`), as in inference.
+    The persistent-cluster `pre` / `post_pre` kernels then load `hc_fn` before the previous kernel
+    has finished (0.5-2 us less per call from a few dozen tokens up); broken, the promise gives
+    results from stale weights. Plans are cached per mode: call `prepare(...)` again after changing
+    it, before any graph capture."""
+    global _overlap
+    if mode not in _OVERLAP_CODE:
+        raise ValueError(f"overlap must be one of {sorted(_OVERLAP_CODE)}, got {mode!r}")
+    _overlap = mode
 
 
 def clear_caches():
@@ -89,7 +107,8 @@ def _plan(device, n, c, formulation, iters, eps_norm, eps_hc, eps_f, gamma_k, ga
     while max_tokens < tokens:
         max_tokens *= 2
     backend, index = _backend(device)
-    key = (backend, index, n, c, formulation, iters, eps_norm, eps_hc, eps_f, gamma_k, gamma_f, dtype, max_tokens)
+    key = (backend, index, n, c, formulation, iters, eps_norm, eps_hc, eps_f, gamma_k, gamma_f, dtype, max_tokens,
+           _overlap)
     plan = _plans.get(key)
     if plan is None:
         if _capturing(device):
@@ -99,7 +118,7 @@ def _plan(device, n, c, formulation, iters, eps_norm, eps_hc, eps_f, gamma_k, ga
             )
         check_config(iters, eps_norm, eps_hc, eps_f)
         plan = _native.Plan(backend, index, n, c, formulation, iters, eps_norm, eps_hc, eps_f, gamma_k, gamma_f,
-                            _DTYPE_CODE[dtype], max_tokens)
+                            _DTYPE_CODE[dtype], max_tokens, _OVERLAP_CODE[_overlap])
         _plans[key] = plan
     return plan, backend
 

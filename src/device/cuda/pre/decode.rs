@@ -22,7 +22,7 @@
 //!   where the mid entries cannot run (C < 512) and on request (forced CTA counts): every CTA reduces every token's pre-logits itself (see
 //!   [`decode_shape`]), which with many CTAs hammers the same sectors.
 
-use super::{Checked, PostInViews, PreOutViews, PreParamViews, WsLayout, FLAG_GAMMA_K, FLAG_PAPER};
+use super::{Checked, PostInViews, PreOutViews, PreParamViews, WsLayout, FLAG_EARLY_PARAMS, FLAG_GAMMA_K, FLAG_PAPER};
 use crate::config::Config;
 use crate::device::cuda::abi::PreDecodeArgs;
 pub(crate) use crate::device::cuda::abi::MID_HPRE_COPIES;
@@ -142,7 +142,7 @@ pub(crate) fn args(
         a_stride: out.a.layout.row_stride as u32,
         cpc: 0,
         iters: cfg.sinkhorn_iters,
-        flags: chk.flags & (FLAG_PAPER | FLAG_GAMMA_K),
+        flags: chk.flags & (FLAG_PAPER | FLAG_GAMMA_K | FLAG_EARLY_PARAMS),
         eps_norm: cfg.eps_norm as f32,
         eps_hc: cfg.eps_hc as f32,
         pad: 0,

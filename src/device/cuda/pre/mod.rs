@@ -24,7 +24,7 @@ use super::launch::{Bucket, Ctx, Launch, LaunchKind, Row};
 use super::memory::{DeviceTensor, DeviceTensorMut};
 use crate::config::{Config, Dtype, Formulation};
 use crate::device::cuda::abi::{PostPrePcArgs, PreDecodeArgs};
-pub(crate) use crate::device::cuda::abi::{FLAG_GAMMA_F, FLAG_GAMMA_K, FLAG_PAPER};
+pub(crate) use crate::device::cuda::abi::{FLAG_EARLY_PARAMS, FLAG_GAMMA_F, FLAG_GAMMA_K, FLAG_PAPER};
 use crate::error::{Error, Result};
 
 /// The parameters of `pre` (see [`crate::device::view::PreParamViews`]); `phi` and the gammas
