@@ -2337,6 +2337,12 @@ fn profile_pc_phases() {
     let env = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
     let (t, c) = (env("MHC_PROFILE_T", 8192), env("MHC_PROFILE_C", 4096));
     let mut r = ready(&dev, &mut rng, Config::new(4, c), Dtype::Bf16, t, 4);
+    // MHC_PROFILE_OVERLAP=weights (or off): the plan's launch overlap, Launch unless set
+    match std::env::var("MHC_PROFILE_OVERLAP").as_deref() {
+        Ok("weights") => r.plan.set_overlap(Overlap::Weights),
+        Ok("off") => r.plan.set_overlap(Overlap::Off),
+        _ => {}
+    }
     assert!(r.plan.pre_uses_cluster_kernel(t), "T = {t}, C = {c} does not run pre_pc");
     let pair = r.plan.pre_launcher(t) == Some(LaunchKind::PreClusterPair);
     let buckets = r.plan.buckets(mhc::Stage::Pre).unwrap();
@@ -2414,7 +2420,10 @@ fn profile_pc_phases() {
         s.synchronize().unwrap();
         let st = r.plan.debug_pc_stamps(&r.ws, ctas, t).unwrap();
         let at = |cta: usize, round: usize, slot: usize| st[cta * PC_STAMP_ROUNDS + round][slot];
-        println!("T={t} C={c} bf16 launch batch {batch}: {ctas} CTAs, {ncl} clusters, {tiles} tiles");
+        println!(
+            "T={t} C={c} bf16 {:?} launch batch {batch}: {ctas} CTAs, {ncl} clusters, {tiles} tiles",
+            r.plan.overlap()
+        );
         for (si, &(first, count, channels)) in sets.iter().enumerate() {
             let members: Vec<usize> = (16 * first..16 * (first + count)).collect();
             println!("  clusters {first}..{}: {channels} channels, {} rounds", first + count, rounds_of(16 * first));
