@@ -61,7 +61,7 @@ impl Plan {
         let t = x.layout.tokens;
         let auto = self.bucket(Slot::Pre, t)?;
         self.check_workspace(ws, stream)?;
-        let chk = pre::check(self.ctx.device, &self.ctx.cfg, self.ctx.dtype, &self.ws, ws.bytes(), x, params, out)?;
+        let chk = self.check_pre(ws, x, params, out)?;
         if chk.t == 0 {
             return Ok(());
         }
@@ -165,7 +165,7 @@ impl Plan {
         self.check_workspace(ws, stream)?;
         pre::fits_u32("x_out", t, x_out.layout.row_stride, cfg.n * cfg.c)?;
         pre::fits_u32("f", t, post.f.layout.row_stride, cfg.c)?;
-        let chk = pre::check(self.ctx.device, cfg, dt, &self.ws, ws.bytes(), x, params, out)?;
+        let chk = self.check_pre(ws, x, params, out)?;
         if t == 0 {
             return Ok(());
         }

@@ -183,16 +183,7 @@ impl Plan {
     ) -> Result<()> {
         let b = self.bucket(Slot::Pre, x.layout.tokens)?;
         self.check_workspace(ws, stream)?;
-        let chk = self.weights_early(pre::check(
-            self.ctx.device,
-            &self.ctx.cfg,
-            self.ctx.dtype,
-            &self.ws,
-            ws.bytes(),
-            x,
-            params,
-            out,
-        )?);
+        let chk = self.check_pre(ws, x, params, out)?;
         pre_disjoint(x, params, out)?;
         if chk.t == 0 {
             return Ok(());
@@ -201,13 +192,21 @@ impl Plan {
         self.enqueue(stream, &l)
     }
 
-    /// `chk` with [`FLAG_EARLY_PARAMS`] where the plan's overlap promises that the weights are
-    /// not written by a kernel that may still run ([`Overlap::Weights`]).
-    fn weights_early(&self, mut chk: Checked) -> Checked {
+    /// [`pre::check`] of a call's `pre` side with this plan's configuration, and
+    /// [`FLAG_EARLY_PARAMS`] where the plan's overlap promises that the weights are not written
+    /// by a kernel that may still run ([`Overlap::Weights`]).
+    pub(crate) fn check_pre(
+        &self,
+        ws: &Workspace,
+        x: &DeviceTensor<'_>,
+        params: &PreParamViews<'_>,
+        out: &PreOutViews<'_>,
+    ) -> Result<Checked> {
+        let mut chk = pre::check(self.ctx.device, &self.ctx.cfg, self.ctx.dtype, &self.ws, ws.bytes(), x, params, out)?;
         if self.overlap == Overlap::Weights {
             chk.flags |= FLAG_EARLY_PARAMS;
         }
-        chk
+        Ok(chk)
     }
 
     /// The launch of a `pre` call on bucket `b` that [`pre::check`] accepted (T > 0).
@@ -283,7 +282,7 @@ impl Plan {
         if let Some(b) = self.fused_post_pre(t) {
             pre::fits_u32("x_out", t, x_out.layout.row_stride, cfg.n * cfg.c)?;
             pre::fits_u32("f", t, post.f.layout.row_stride, cfg.c)?;
-            let chk = self.weights_early(pre::check(self.ctx.device, cfg, dt, &self.ws, ws.bytes(), x, params, out)?);
+            let chk = self.check_pre(ws, x, params, out)?;
             if t == 0 {
                 return Ok(());
             }
@@ -292,7 +291,7 @@ impl Plan {
             return self.enqueue(stream, &l);
         }
         let pre_bucket = self.bucket(Slot::Pre, t)?;
-        let chk = pre::check(self.ctx.device, cfg, dt, &self.ws, ws.bytes(), &x_out.as_view(), params, out)?;
+        let chk = self.check_pre(ws, &x_out.as_view(), params, out)?;
         let Some(post_launch) = post_launch else { return Ok(()) };
         let pre_launch = self.pre_launch(pre_bucket, ws, &x_out.as_view(), params, out, &chk, Forced::default())?;
         self.enqueue(stream, &post_launch)?;
