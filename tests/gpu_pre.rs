@@ -405,9 +405,16 @@ fn check_pre(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testing::Rn
 
 /// A plan with the catalogue's own choices (the cost model, no tuned table): these tests exercise
 /// each kernel family where the catalogue selects it; the embedded tuned table's overrides are
-/// checked by the plan's unit tests and by `planned_kernels_match_the_plan`.
+/// checked by the plan's unit tests and by `planned_kernels_match_the_plan`. `MHC_TEST_OVERLAP`
+/// = `weights` or `off` gives the plan that launch overlap (the default `Launch` otherwise), so
+/// the shape and sanitizer tests can run the weights-early path too.
 fn catalogue_plan(dev: &CudaDevice, cfg: Config, dtype: Dtype, max_tokens: usize) -> mhc::Result<Plan> {
-    Plan::with_tuning(dev, cfg, dtype, max_tokens, &Tuning::CostModel)
+    let plan = Plan::with_tuning(dev, cfg, dtype, max_tokens, &Tuning::CostModel)?;
+    Ok(match std::env::var("MHC_TEST_OVERLAP").as_deref() {
+        Ok("weights") => plan.with_overlap(Overlap::Weights),
+        Ok("off") => plan.with_overlap(Overlap::Off),
+        _ => plan,
+    })
 }
 
 /// [`check_pre`], also asserting which kernel `pre` selected (`Some(true)`: the decode or the mid
