@@ -21,8 +21,8 @@ use crate::config::{Config, Dtype};
 use crate::device::cuda::abi::PreArgs;
 pub use crate::device::cuda::abi::TILE_TOKENS;
 pub(crate) use crate::device::cuda::abi::{
-    CTA_STEP, FLAG_DBG_NO_K, FLAG_DBG_NO_MIX, FLAG_FAST_K, FLAG_GROUPS_SHIFT, FLAG_POST, FLAG_POST_BATCH,
-    FLAG_PREFETCH, FLAG_SOLO,
+    CTA_STEP, FLAG_DBG_NO_K, FLAG_DBG_NO_MIX, FLAG_EARLY_PARAMS, FLAG_FAST_K, FLAG_GROUPS_SHIFT, FLAG_POST,
+    FLAG_POST_BATCH, FLAG_PREFETCH, FLAG_SOLO,
 };
 use crate::device::cuda::launch::{Bucket, Ctx, Launch, Row};
 use crate::device::cuda::memory::DeviceTensor;
@@ -227,7 +227,8 @@ pub(crate) fn launch(
 ) -> Result<Launch> {
     let cfg = &ctx.cfg;
     let (n, c, k, m, dt) = (cfg.n, cfg.c, cfg.k(), cfg.m(), ctx.dtype);
-    let (t, mut flags) = (chk.t, chk.flags);
+    // (the K loop reads phi as it goes: nothing to load before the grid dependency)
+    let (t, mut flags) = (chk.t, chk.flags & !FLAG_EARLY_PARAMS);
     let post = post.unwrap_or(PostIn { f: 0, f_stride: 0, h_post: 0, h_res: 0, x_out: 0, xo_stride: 0, batch: false });
     if post.x_out != 0 {
         flags |= FLAG_POST;
