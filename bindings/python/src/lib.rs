@@ -116,10 +116,10 @@ impl Plan {
             gamma_k: gamma_k as u8,
             gamma_f: gamma_f as u8,
         };
-        let plan = to_py(py, api::backend_of(backend).and_then(|b| api::Device::new(b, ordinal)))
+        let overlap = to_py(py, api::overlap_of(overlap))?;
+        let mut plan = to_py(py, api::backend_of(backend).and_then(|b| api::Device::new(b, ordinal)))
             .and_then(|dev| to_py(py, api::Plan::new(&dev, &cfg, dtype, max_tokens)))?;
-        let mut plan = plan;
-        plan.set_overlap(to_py(py, api::overlap_of(overlap))?);
+        plan.set_overlap(overlap);
         let act = plan.dtype();
         Ok(Plan { param: mhc::reference::param_dtype(act), act, inner: plan })
     }
