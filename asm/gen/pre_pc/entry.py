@@ -51,6 +51,8 @@ class Entry:
         self.MIXERS = 32 * (NPW if fused else NMW)  # with MIXW: the threads that mix (and fill the ring)
         self.STAMPS = "stamps" in exp and not fused
         self.HX = tma or pair  # h_pre exchanged (the TMA and pair entries; see HX_SLOTS)
+        self.LOCALFILL = "localfill" in exp
+        self.LATECLU = "lateclu" in exp and self.LOCALFILL and tma and mixw
         # rounds between a tile's projection and its mix by the math warps: the fused pair entry's
         # h_pre comes after the other part's sums, so its math warps mix tile kk-2 in round kk
         self.LAG = 2 if pair and not tma else 1
@@ -219,7 +221,8 @@ EARLY_PARAMS:
         if HX:  # armed here for tiles 0..HXG-1, then by the coefficient warp that waited the phase
             e(f"    mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [gbar+{8 * b_}], {CL * HX_SLOTS * 16};")
     e("""    fence.mbarrier_init.release.cluster;
-INIT_END:
+INIT_END:""" + ("""
+    barrier.sync 0;                         // the mbarriers are initialised (this CTA's own fills)""" if k.LOCALFILL else "") + """
     // base[24] -> shared (warp NW's coefficient bodies read sm_base)
     setp.ge.u32 %p1, %tx, 24;
     @%p1 bra BASE_END;
@@ -284,6 +287,8 @@ MIX_WARP:
                 e(f"""    setp.ge.u32 %p1, %r21, %nst;
     @%p1 mov.u32 %r20, %ntiles;""")
             fill(k, "%r20", "%r21", f"PRO{j}")
+            if j == 0 and k.LOCALFILL:  # stage 0 is this CTA's own: the peers are needed only now
+                e("    barrier.cluster.wait.acquire;")
             if j == 0 and phi_bar:  # the first tile iteration needs stage 0 and phi: stages 1.. wait for phi
                 e(f"""    barrier.sync {PHI_BAR}, {phi_bar_threads};         // the math warps' phi fragments are in""")
         if STAMPS:

@@ -75,15 +75,24 @@ def phi_fragments(k):
 PHL{j}_END:""")
     # the opening cluster barrier's wait, with phi's loads in flight (they need no peer); with
     # FLAG_EARLY_PARAMS the grid dependency's wait (entry_start) comes here, after them
-    e(EARLY_WAIT + """
+    if k.LOCALFILL:  # the split first: it needs neither peers nor activations
+        e("""    bra.uni PHI_SPLIT;
+CLUSTER_WAIT:""" + EARLY_WAIT)
+        if MIXW:  # the side warps fill stage 0 before they wait for the cluster
+            e(f"""    setp.ge.u32 %p1, %warp, {NW + NCW};
+    @%p1 bra {"POST_WARP" if fused else "MIX_WARP"};""")
+        e("""    barrier.cluster.wait.acquire;""")
+    else:
+        e(EARLY_WAIT + """
     barrier.cluster.wait.acquire;""" + (exit_stamps("clustered") if STAMPS else "") + """
     bra.uni PHI_SPLIT;
 CLUSTER_WAIT:""" + EARLY_WAIT + """
     barrier.cluster.wait.acquire;""")
-    if fused:
+    side_left = k.LOCALFILL and MIXW  # the side warps branched off before the wait
+    if fused and not side_left:
         e(f"""    setp.ge.u32 %p1, %warp, {NW + NCW};
     @%p1 bra POST_WARP;""")
-    if MIXW and not fused:
+    if MIXW and not fused and not side_left:
         e(f"""    setp.ge.u32 %p1, %warp, {NW + NCW};
     @%p1 bra MIX_WARP;""")
     e("""    bra.uni COEF_WARP;
@@ -114,6 +123,10 @@ PHI_SPLIT:""")
             e(exit_stamps("phi", f"_e{j}", 2 * j + 1))
     if phi_bar:
         e(f"""    barrier.arrive {PHI_BAR}, {phi_bar_threads};      // phi is in: the mix warps fill stages 1..""")
+    if k.LOCALFILL:
+        e(EARLY_WAIT)
+        if not k.LATECLU:  # else before the first push (warp_sums_hx)
+            e("""    barrier.cluster.wait.acquire;""" + (exit_stamps("clustered") if STAMPS else ""))
     if STAMPS:
         e(exit_stamps("ready", "_phi"))
 
@@ -261,7 +274,9 @@ def warp_sums_hx(k):
     // half to lane l, which adds the two (h 0 + h 1: a fixed order) and st.async's the float4 to
     // CTA tk (the pushes after barrier 2, as 16 bulk copies from a staging buffer, cost the
     // math warps ~460-580 cycles a round: fence, barrier, serial issue). Addresses: WSUM_SETUP.
-    setp.lt.u32 %p_push, %tx, {2 * TT * 7};
+    setp.lt.u32 %p_push, %tx, {2 * TT * 7};""" + ("""
+    setp.eq.u32 %p1, %kk, 0;                // the first push needs the peers' mbarriers
+    @%p1 barrier.cluster.wait.acquire;""" if k.LATECLU else "") + f"""
     and.pred %p_push, %p_push, %p_cur;
     @!%p_push bra WSUM_END;""")
         if "nowsum" in k.exp:
