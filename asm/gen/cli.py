@@ -50,8 +50,9 @@ FAMILIES = {
                   "the pair entry's past its exchange rows (tests/gpu_pre.rs profile_pc_phases)",
         "nophi": "phi's fragments come from a register, not memory",
         "nophibar": "the mix warps do not wait for phi's fragments (PHI_BAR) before stages 1..",
-        "localfill": "each CTA fills its stage 0 and splits phi before the opening cluster barrier's wait",
-        "lateclu": "with localfill, TMA entries: the math warps wait for the cluster before their first push",
+        "localfill": "every entry splits phi, and fills stage 0 with its side warps, before the opening "
+                     "cluster barrier's wait (the fused entries that fill with post warps and the fused pair "
+                     "entry always do)",
         "early": "phi's fragments loaded before the grid dependency whatever flags say (FLAG_EARLY_PARAMS)",
         "xlate": "pair entry: the own sums written to the exchange after barrier 2 (not before it)",
         "nowait": "pair entry: the other half's sums read without waiting for their tags (wrong sums)",

@@ -51,8 +51,13 @@ class Entry:
         self.MIXERS = 32 * (NPW if fused else NMW)  # with MIXW: the threads that mix (and fill the ring)
         self.STAMPS = "stamps" in exp and not fused
         self.HX = tma or pair  # h_pre exchanged (the TMA and pair entries; see HX_SLOTS)
-        self.LOCALFILL = "localfill" in exp
-        self.LATECLU = "lateclu" in exp and self.LOCALFILL and tma and mixw
+        # LOCALFILL: a CTA barrier on the mbarriers' init, then phi split, and with MIXW stage 0
+        # filled by the side warps, before the opening cluster barrier's wait. Kept where it
+        # measured faster: the fused entry whose post warps fill the ring and the fused pair
+        # entry (docs/kernels/post_pre.md); the pre entries measured slower (phi's loads then
+        # share the SM's inbound bandwidth with the fill), the fused C <= 4096 entry for many
+        # tokens no faster: the localfill experiment gives them the same
+        self.LOCALFILL = (fused and (mixw or pair)) or "localfill" in exp
         # rounds between a tile's projection and its mix by the math warps: the fused pair entry's
         # h_pre comes after the other part's sums, so its math warps mix tile kk-2 in round kk
         self.LAG = 2 if pair and not tma else 1

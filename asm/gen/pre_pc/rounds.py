@@ -124,9 +124,8 @@ PHI_SPLIT:""")
     if phi_bar:
         e(f"""    barrier.arrive {PHI_BAR}, {phi_bar_threads};      // phi is in: the mix warps fill stages 1..""")
     if k.LOCALFILL:
-        e(EARLY_WAIT)
-        if not k.LATECLU:  # else before the first push (warp_sums_hx)
-            e("""    barrier.cluster.wait.acquire;""" + (exit_stamps("clustered") if STAMPS else ""))
+        e(EARLY_WAIT + """
+    barrier.cluster.wait.acquire;""" + (exit_stamps("clustered") if STAMPS else ""))
     if STAMPS:
         e(exit_stamps("ready", "_phi"))
 
@@ -274,9 +273,7 @@ def warp_sums_hx(k):
     // half to lane l, which adds the two (h 0 + h 1: a fixed order) and st.async's the float4 to
     // CTA tk (the pushes after barrier 2, as 16 bulk copies from a staging buffer, cost the
     // math warps ~460-580 cycles a round: fence, barrier, serial issue). Addresses: WSUM_SETUP.
-    setp.lt.u32 %p_push, %tx, {2 * TT * 7};""" + ("""
-    setp.eq.u32 %p1, %kk, 0;                // the first push needs the peers' mbarriers
-    @%p1 barrier.cluster.wait.acquire;""" if k.LATECLU else "") + f"""
+    setp.lt.u32 %p_push, %tx, {2 * TT * 7};
     and.pred %p_push, %p_push, %p_cur;
     @!%p_push bra WSUM_END;""")
         if "nowsum" in k.exp:
