@@ -50,9 +50,11 @@ FAMILIES = {
                   "the pair entry's past its exchange rows (tests/gpu_pre.rs profile_pc_phases)",
         "nophi": "phi's fragments come from a register, not memory",
         "nophibar": "the mix warps do not wait for phi's fragments (PHI_BAR) before stages 1..",
-        "localfill": "every entry splits phi, and fills stage 0 with its side warps, before the opening "
-                     "cluster barrier's wait (the fused entries that fill with post warps and the fused pair "
-                     "entry always do)",
+        "opening": "every entry: a CTA barrier on the mbarriers' init, then phi split before the opening "
+                   "cluster barrier's wait (the fused entry that fills with post warps and the fused pair "
+                   "entry always do)",
+        "localfill": "with the opening, every entry's side warps fill stage 0 before that wait (the fused "
+                     "entry that fills with post warps always does)",
         "early": "phi's fragments loaded before the grid dependency whatever flags say (FLAG_EARLY_PARAMS)",
         "xlate": "pair entry: the own sums written to the exchange after barrier 2 (not before it)",
         "nowait": "pair entry: the other half's sums read without waiting for their tags (wrong sums)",

@@ -51,13 +51,15 @@ class Entry:
         self.MIXERS = 32 * (NPW if fused else NMW)  # with MIXW: the threads that mix (and fill the ring)
         self.STAMPS = "stamps" in exp and not fused
         self.HX = tma or pair  # h_pre exchanged (the TMA and pair entries; see HX_SLOTS)
-        # LOCALFILL: a CTA barrier on the mbarriers' init, then phi split, and with MIXW stage 0
-        # filled by the side warps, before the opening cluster barrier's wait. Kept where it
-        # measured faster: the fused entry whose post warps fill the ring and the fused pair
-        # entry (docs/kernels/post_pre.md); the pre entries measured slower (phi's loads then
-        # share the SM's inbound bandwidth with the fill), the fused C <= 4096 entry for many
-        # tokens no faster: the localfill experiment gives them the same
-        self.LOCALFILL = (fused and (mixw or pair)) or "localfill" in exp
+        # OPENING: a CTA barrier on the mbarriers' init, then phi split before the opening
+        # cluster barrier's wait; LOCALFILL: with it, the side warps fill stage 0 before that
+        # wait too. Kept where they measured faster (docs/kernels/post_pre.md): both in the
+        # fused entry whose post warps fill the ring, the opening in the fused pair entry. The
+        # pre entries measured slower with either up to T = 512 and no faster above (pre.md),
+        # the fused C <= 4096 entry for many tokens no faster; the opening and localfill
+        # experiments give them to every entry
+        self.LOCALFILL = (fused and mixw) or "localfill" in exp
+        self.OPENING = self.LOCALFILL or (fused and pair) or "opening" in exp
         # rounds between a tile's projection and its mix by the math warps: the fused pair entry's
         # h_pre comes after the other part's sums, so its math warps mix tile kk-2 in round kk
         self.LAG = 2 if pair and not tma else 1
@@ -227,7 +229,7 @@ EARLY_PARAMS:
             e(f"    mbarrier.arrive.expect_tx.shared::cta.b64 %mbs, [gbar+{8 * b_}], {CL * HX_SLOTS * 16};")
     e("""    fence.mbarrier_init.release.cluster;
 INIT_END:""" + ("""
-    barrier.sync 0;                         // the mbarriers are initialised (this CTA's own fills)""" if k.LOCALFILL else "") + """
+    barrier.sync 0;                         // the mbarriers are initialised (this CTA's own fills)""" if k.OPENING else "") + """
     // base[24] -> shared (warp NW's coefficient bodies read sm_base)
     setp.ge.u32 %p1, %tx, 24;
     @%p1 bra BASE_END;

@@ -141,8 +141,8 @@ HEADER = f"""\
 //         two copy issuers, pushes by st.async from the warp sums and the 4-lane Sinkhorn
 //         140.3-142.2; the PROLOGUE below 138.3-139.5; the h_res BATCH 129.9 (87.0%).
 //         Attribution: docs/kernels/pre.md. The pre_pc experiments (python3 -m asm.gen --list-experiments: nosink, nomma, nomix, stamps,
-//         nophi, nophibar, early, localfill; for the fused entry noxf, noxo) build timing-only
-//         variants.
+//         nophi, nophibar, early, opening, localfill; for the fused entry noxf, noxo) build
+//         timing-only variants.
 // PROLOGUE before griddepcontrol.wait, threads < 100 prefetch the CTA's phi and gamma_k slices
 //         to L2 (a prefetch moves nothing into the CTA, so it may run ahead of the previous
 //         kernel's writes) and the TMA entry prefetches x's tensor map. After it, the math warps
@@ -165,8 +165,9 @@ HEADER = f"""\
 //         first fill before the opening cluster barrier's wait; nothing before it touches
 //         another CTA. H200, us: pc16m T = 128 / 256 15.3 / 20.2 against 15.9 / 20.7 (Launch);
 //         the fused pair entry T = 512 / 2048 39.2 / 127.8-128.3 against 40.0-40.1 /
-//         128.8-129.0. The pre entries measured slower so (the fill then competes with phi's
-//         loads): the localfill experiment (docs/kernels/post_pre.md, pre.md).
+//         128.8-129.0. The pre entries measured slower so up to T = 512, with or without the
+//         early fill, and no faster above: the opening and localfill experiments
+//         (docs/kernels/post_pre.md, pre.md).
 // FUSED   mhc_post_pre_pc16_bf16_n4 (PostPrePcArgs, {FUSED_ARG_BYTES} bytes: PreDecodeArgs with x = layer l's
 //         residual, then 144 f, 152 h_post_in, 160 h_res_in, 168 x_out, 176 f_stride, 180
 //         x_out_stride): post_pre in one pass, x' never read back. Each token row of a stage

@@ -75,10 +75,10 @@ def phi_fragments(k):
 PHL{j}_END:""")
     # the opening cluster barrier's wait, with phi's loads in flight (they need no peer); with
     # FLAG_EARLY_PARAMS the grid dependency's wait (entry_start) comes here, after them
-    if k.LOCALFILL:  # the split first: it needs neither peers nor activations
+    if k.OPENING:  # the split first: it needs neither peers nor activations
         e("""    bra.uni PHI_SPLIT;
 CLUSTER_WAIT:""" + EARLY_WAIT)
-        if MIXW:  # the side warps fill stage 0 before they wait for the cluster
+        if k.LOCALFILL and MIXW:  # the side warps fill stage 0 before they wait for the cluster
             e(f"""    setp.ge.u32 %p1, %warp, {NW + NCW};
     @%p1 bra {"POST_WARP" if fused else "MIX_WARP"};""")
         e("""    barrier.cluster.wait.acquire;""")
@@ -123,7 +123,7 @@ PHI_SPLIT:""")
             e(exit_stamps("phi", f"_e{j}", 2 * j + 1))
     if phi_bar:
         e(f"""    barrier.arrive {PHI_BAR}, {phi_bar_threads};      // phi is in: the mix warps fill stages 1..""")
-    if k.LOCALFILL:
+    if k.OPENING:
         e(EARLY_WAIT + """
     barrier.cluster.wait.acquire;""" + (exit_stamps("clustered") if STAMPS else ""))
     if STAMPS:
