@@ -125,8 +125,9 @@ impl Tuning {
 }
 
 /// The selector of the embedded catalogue with `tuning`'s tables for a device of `units` SMs /
-/// CUs (the tuned tables' entries are keyed by the unit count they were measured on).
-pub fn selector(units: u32, tuning: &Tuning) -> Result<Selector<'static>> {
+/// CUs named `device` (the tuned tables' entries are keyed by the unit count they were measured
+/// on, and some by the GPU's name; without a name those do not apply).
+pub fn selector(units: u32, device: Option<&str>, tuning: &Tuning) -> Result<Selector<'static>> {
     let bad = |e: mhc_loader::Error| Error::BadCodeObject {
         image: mhc_kernels::CATALOGUE_PATH.into(),
         reason: e.to_string(),
@@ -136,7 +137,11 @@ pub fn selector(units: u32, tuning: &Tuning) -> Result<Selector<'static>> {
         Tuning::Tables(tables) => tables.iter().fold(Selector::new(catalogue()?), |s, table| s.with_table(table)),
         Tuning::CostModel => Selector::new(catalogue()?),
     };
-    Ok(base.with_units(units))
+    let base = base.with_units(units);
+    Ok(match device {
+        Some(name) => base.with_device(name),
+        None => base,
+    })
 }
 
 /// One token range of a stage: its last count and the variant chosen for it, or why none is.
@@ -166,7 +171,7 @@ pub fn choose(
     request: Option<&str>,
     admit: &dyn Fn(&Variant) -> std::result::Result<(), String>,
 ) -> Result<Vec<Choice>> {
-    let selector = selector(units, &Tuning::Embedded)?;
+    let selector = selector(units, None, &Tuning::Embedded)?;
     Ok(choose_with(&selector, arch, cfg, dtype, slot, max_tokens, request, admit).ranges)
 }
 

@@ -2684,10 +2684,17 @@ fn planned_kernels_match_the_plan() {
                             } else {
                                 first(&plan, stage, t).map(|e| vec![e])
                             };
-                            let got =
-                                planned_kernels(&dev.limits(), &cfg, dtype, stage.name(), t, &mhc::Tuning::Embedded)
-                                    .ok()
-                                    .map(|k| k.into_iter().map(|k| k.entry).collect::<Vec<_>>());
+                            let got = planned_kernels(
+                                &dev.limits(),
+                                Some(dev.name()),
+                                &cfg,
+                                dtype,
+                                stage.name(),
+                                t,
+                                &mhc::Tuning::Embedded,
+                            )
+                            .ok()
+                            .map(|k| k.into_iter().map(|k| k.entry).collect::<Vec<_>>());
                             assert_eq!(
                                 got, want,
                                 "{stage} T={t} n={n} C={c} {dtype} gamma_k={gamma_k} gamma_f={gamma_f}"

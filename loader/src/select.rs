@@ -24,14 +24,17 @@
 //!    `units` is the device's SM/CU count when given, else the flagship part's
 //!    ([`Arch::default_compute_units`]). Ties keep catalogue order (stable sort).
 //! 3. **Override**: if a tuned table has an entry for (arch, units, stage, dtype, formulation,
-//!    bucket(T), n, bucket(C)) whose variant passed the filters, it wins (an entry for the
-//!    call's formulation before one for either); a tuned variant that was filtered out, or an
-//!    entry for this problem measured on a part with another SM/CU count, is reported in
-//!    `warnings` and the cost model's choice stands.
+//!    device, bucket(T), n, bucket(C)) whose variant passed the filters, it wins (an entry for
+//!    this GPU before one for every GPU, then an entry for the call's formulation before one for
+//!    either; an entry for another GPU does not answer); a tuned variant that was filtered out,
+//!    or an entry for this problem measured on a part with another SM/CU count, is reported in
+//!    `warnings` and the cost model's choice stands. A `post_pre` entry of
+//!    [`POST_THEN_PRE`](crate::tuning::POST_THEN_PRE) rejects every fused row
+//!    ([`Reason::Tuned`]): the selection fails, and the runtime runs `post`, then `pre`.
 
 use crate::arch::Arch;
 use crate::registry::{Registry, Variant};
-use crate::tuning::{bucket, TunedEntry, TunedTable};
+use crate::tuning::{bucket, TunedEntry, TunedTable, POST_THEN_PRE};
 use crate::Error;
 use std::fmt;
 
@@ -241,6 +244,11 @@ pub enum Reason {
         /// The launcher's explanation.
         why: String,
     },
+    /// A tuned entry chose no row of this stage here (`post_pre`: `post`, then `pre`).
+    Tuned {
+        /// The entry's evidence: its choice, times, GPU and date.
+        evidence: String,
+    },
 }
 
 impl fmt::Display for Reason {
@@ -266,6 +274,7 @@ impl fmt::Display for Reason {
                 }
             }
             Reason::Launch { why } => write!(f, "{why}"),
+            Reason::Tuned { evidence } => write!(f, "{evidence}"),
             Reason::Launcher { wanted, has } => write!(f, "launcher {has}, not the requested {wanted}"),
             Reason::OnRequest => write!(f, "kept for comparison, run only when asked for by launcher"),
             Reason::RegisterBudget { uses, budget } => {
@@ -454,20 +463,21 @@ impl Selection<'_> {
     }
 }
 
-/// A registry plus tuned entries and the device's SM/CU count.
+/// A registry plus tuned entries, the device's SM/CU count and its name.
 #[derive(Debug, Clone)]
 pub struct Selector<'r> {
     registry: &'r Registry,
     tuned: Vec<TunedEntry>,
     warnings: Vec<String>,
     units: Option<u32>,
+    device: Option<String>,
 }
 
 impl<'r> Selector<'r> {
     /// A selector over `registry`'s variants with no tuned tables, for the flagship part's SM/CU
     /// count.
     pub fn new(registry: &'r Registry) -> Selector<'r> {
-        Selector { registry, tuned: Vec::new(), warnings: Vec::new(), units: None }
+        Selector { registry, tuned: Vec::new(), warnings: Vec::new(), units: None, device: None }
     }
 
     /// Adds a tuned table; stale entries are dropped and reported in every selection's warnings.
@@ -481,6 +491,14 @@ impl<'r> Selector<'r> {
     /// The device's SM/CU count (default: the architecture's flagship part).
     pub fn with_units(mut self, units: u32) -> Selector<'r> {
         self.units = Some(units);
+        self
+    }
+
+    /// The device's name as the driver reports it: tuned entries for this GPU apply, before
+    /// those for every GPU. Without it (a selection made without a device) entries for one GPU
+    /// do not apply.
+    pub fn with_device(mut self, name: &str) -> Selector<'r> {
+        self.device = Some(name.to_string());
         self
     }
 
@@ -552,16 +570,14 @@ impl<'r> Selector<'r> {
                 && e.n == shape.n
                 && e.c == bucket(shape.c)
         };
-        let formulation_is = |e: &&TunedEntry, f: Option<&str>| e.formulation.as_deref() == f;
-        let found = match shape.formulation.as_deref() {
-            Some(f) => self
-                .tuned
-                .iter()
-                .filter(same_problem)
-                .find(|e| formulation_is(e, Some(f)))
-                .or_else(|| self.tuned.iter().filter(same_problem).find(|e| formulation_is(e, None))),
-            None => self.tuned.iter().filter(same_problem).find(|e| formulation_is(e, None)),
+        // An entry for this GPU before one for every GPU, then the call's formulation before
+        // either; an entry for another GPU, or for the other formulation, does not answer.
+        let answers = |e: &&TunedEntry| {
+            (e.formulation.is_none() || e.formulation == shape.formulation)
+                && (e.device.is_none() || e.device == self.device)
         };
+        let specific = |e: &&TunedEntry| std::cmp::Reverse((e.device.is_some(), e.formulation.is_some()));
+        let found = self.tuned.iter().filter(same_problem).filter(answers).min_by_key(specific);
         let entry = match found {
             Some(e) if e.units != units => {
                 warnings.push(format!(
@@ -572,6 +588,21 @@ impl<'r> Selector<'r> {
             }
             other => other,
         };
+        if let Some(entry) = entry.filter(|e| e.variant == POST_THEN_PRE) {
+            let evidence = post_then_pre_evidence(entry);
+            rejected.extend(admissible.iter().map(|(_, v, _)| Rejection {
+                id: v.id().to_string(),
+                reason: Reason::Tuned { evidence: evidence.clone() },
+            }));
+            return Err(NoVariant {
+                stage: stage.to_string(),
+                arch: arch.to_string(),
+                shape: shape.to_string(),
+                rejected,
+                other_stages,
+                other_arches,
+            });
+        }
         if let Some(entry) = entry {
             match admissible.iter().find(|(_, v, _)| v.id() == entry.variant) {
                 Some(&(_, v, _)) => {
@@ -606,6 +637,22 @@ impl<'r> Selector<'r> {
             warnings,
         })
     }
+}
+
+/// Why a [`POST_THEN_PRE`] entry rejects the fused rows: its times, GPU and date.
+fn post_then_pre_evidence(e: &TunedEntry) -> String {
+    let beaten = match (&e.cost_model, e.cost_model_us) {
+        (Some(v), Some(us)) => format!(" against {us:.2} us for {v}"),
+        (Some(v), None) => format!(" against {v}"),
+        _ => String::new(),
+    };
+    format!(
+        "the tuned table runs post, then pre here: {:.2} us{beaten} ({} samples on {}, {})",
+        e.us,
+        e.samples,
+        e.gpu.as_deref().or(e.device.as_deref()).unwrap_or("the GPU measured"),
+        e.date
+    )
 }
 
 /// One token range of a stage and the selection that serves it ([`Selector::buckets`]).

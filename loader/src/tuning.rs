@@ -2,7 +2,8 @@
 //! which variant won for one key, with the evidence (format in asm/tuning/README.md):
 //!
 //! key:   arch, units (SM/CU count of the GPU it was measured on), stage, dtype, formulation
-//!        (optional: absent answers either), tokens / c bucketed up to a power of two
+//!        (optional: absent answers either), device (optional: the GPU's name; absent answers
+//!        every GPU of that arch and unit count), tokens / c bucketed up to a power of two
 //!        ([`bucket`]), n exact
 //! value: variant, image_sha256 (of the image it was measured with), us, gbps, error, samples,
 //!        date, and optionally the tuner's further evidence (GPU, driver, % of copy, spread,
@@ -24,6 +25,13 @@ use serde::Deserialize;
 
 /// The tuned tables compiled into the crate, one per architecture (may be empty).
 pub const EMBEDDED_TABLES: [(&str, &str); 3] = mhc_kernels::TUNED_TABLES;
+
+/// The variant of a `post_pre` entry that chose none of the stage's fused rows: the plan runs
+/// its `post` kernel, then its `pre` kernel (two launches). Where the memory is fast against the
+/// SMs' rate, two streaming kernels can beat one fused pass that moves fewer bytes, so the choice
+/// is measured per GPU. Such an entry names the fused row it beat in `cost_model` and carries
+/// that row's image hash, so it goes stale with that image as any entry goes stale with its own.
+pub const POST_THEN_PRE: &str = "post+pre";
 
 /// Size bucket of a tuning key: `x` rounded up to a power of two (1, 2, 4, ...).
 pub fn bucket(x: u64) -> u64 {
@@ -65,6 +73,11 @@ pub struct TunedEntry {
     /// The formulation measured (`v4` or `paper`); absent: the entry answers either.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub formulation: Option<String>,
+    /// The GPU the entry is for, by the name the driver reports (`NVIDIA H200`); absent: every
+    /// GPU of this architecture and unit count. Parts that share both (an H100 SXM and an H200)
+    /// can still want different choices: their memory bandwidths differ.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
     /// The GPU's name as the driver reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<String>,
@@ -104,6 +117,8 @@ pub struct Key {
     pub dtype: String,
     /// [`TunedEntry::formulation`] (`None`: either).
     pub formulation: Option<String>,
+    /// [`TunedEntry::device`] (`None`: every GPU of the arch and unit count).
+    pub device: Option<String>,
     /// [`TunedEntry::tokens`] (a bucket).
     pub tokens: u64,
     /// [`TunedEntry::n`].
@@ -121,6 +136,7 @@ impl TunedEntry {
             stage: self.stage.clone(),
             dtype: self.dtype.clone(),
             formulation: self.formulation.clone(),
+            device: self.device.clone(),
             tokens: self.tokens,
             n: self.n,
             c: self.c,
@@ -184,6 +200,12 @@ fn validate(e: &TunedEntry) -> Result<(), &'static str> {
     }
     if e.formulation.as_deref().is_some_and(|f| f != "v4" && f != "paper") {
         return Err("formulation must be v4 or paper (or absent: either)");
+    }
+    if e.device.as_deref().is_some_and(|d| d.trim().is_empty() || d.trim() != d) {
+        return Err("device must be the GPU's name, without surrounding spaces (or absent: every GPU)");
+    }
+    if e.variant == POST_THEN_PRE && (e.stage != "post_pre" || e.cost_model.is_none()) {
+        return Err("variant post+pre is for stage post_pre and names the fused row it beat in cost_model");
     }
     let finite_or_absent = |v: Option<f64>| v.is_none_or(|v| v.is_finite() && v >= 0.0);
     let evidence = [e.pct_copy, e.spread_pct, e.cost_model_us, e.runner_up_margin_pct];
@@ -277,6 +299,9 @@ impl TunedTable {
             if let Some(f) = &e.formulation {
                 field("formulation", string(f));
             }
+            if let Some(d) = &e.device {
+                field("device", string(d));
+            }
             field("tokens", e.tokens.to_string());
             field("n", e.n.to_string());
             field("c", e.c.to_string());
@@ -361,17 +386,18 @@ impl TunedTable {
         let mut warnings = self.skipped();
         let short = |sha: &str| sha.get(..12).unwrap_or(sha).to_string();
         for e in &self.entries {
-            let problem = match registry.get(&e.variant) {
-                None => Some(format!("variant {:?} is not in the catalogue", e.variant)),
+            // post+pre answers for the fused row it beat: that row's image is the one measured.
+            let measured = if e.variant == POST_THEN_PRE { e.cost_model.as_deref().unwrap_or("") } else { &e.variant };
+            let problem = match registry.get(measured) {
+                None => Some(format!("variant {measured:?} is not in the catalogue")),
                 Some(v) if v.entry.stage != e.stage => {
-                    Some(format!("variant {:?} is not a {} variant", e.variant, e.stage))
+                    Some(format!("variant {measured:?} is not a {} variant", e.stage))
                 }
                 Some(v) if Arch::parse(&e.arch).map(|a| a.family()) != Ok(v.arch.family()) => {
-                    Some(format!("variant {:?} is for {}, not {}", e.variant, v.arch.name(), e.arch))
+                    Some(format!("variant {measured:?} is for {}, not {}", v.arch.name(), e.arch))
                 }
                 Some(v) if v.image_sha256 != e.image_sha256 => Some(format!(
-                    "image of {:?} changed since it was measured (sha256 {}.. now {}..)",
-                    e.variant,
+                    "image of {measured:?} changed since it was measured (sha256 {}.. now {}..)",
                     short(&e.image_sha256),
                     v.image_sha256.get(..12).unwrap_or("none")
                 )),

@@ -144,3 +144,70 @@ fn a_tuned_entry_applies_to_its_formulation_and_sm_count_only() {
     assert_eq!(id, model);
     assert!(warnings.iter().any(|w| w.contains("114 units") && w.contains("132")), "{warnings:?}");
 }
+
+/// The embedded registry's choice for `stage` at `shape` with `table` on a 132-SM GPU named
+/// `gpu` (or none), or the rejections when it chooses no row.
+fn choice(stage: &str, shape: &Shape, table: &TunedTable, gpu: Option<&str>) -> Result<String, String> {
+    let reg = Registry::embedded().unwrap();
+    let mut s = Selector::new(reg).with_units(132).with_table(table);
+    if let Some(g) = gpu {
+        s = s.with_device(g);
+    }
+    let arch = Arch::parse("sm_90a").unwrap();
+    s.select(arch, stage, shape, &Budget::default()).map(|sel| sel.variant.id().to_string()).map_err(|e| e.to_string())
+}
+
+/// An entry made for one GPU answers only on that GPU, and there before an entry for every
+/// GPU; a selection made without a GPU's name ignores it.
+#[test]
+fn a_device_entry_applies_to_its_gpu_and_first() {
+    let reg = Registry::embedded().unwrap();
+    let arch = Arch::parse("sm_90a").unwrap();
+    let shape = Shape::new(300, 4, 4096, "bf16").with_formulation("v4");
+    let sel = Selector::new(reg).with_units(132).select(arch, "pre", &shape, &Budget::default()).unwrap();
+    let (model, other) = (sel.candidates[0].id.clone(), sel.candidates[1].id.clone());
+    let row = |variant: &str, extra: &str| {
+        let sha = &reg.get(variant).unwrap().image_sha256;
+        entry(variant, 512, extra).replace(&"ab".repeat(32), sha)
+    };
+    let only_a = TunedTable::parse("t.toml", &row(&other, "device = \"GPU A\"")).unwrap();
+    assert_eq!(choice("pre", &shape, &only_a, Some("GPU A")).unwrap(), other);
+    assert_eq!(choice("pre", &shape, &only_a, Some("GPU B")).unwrap(), model, "another GPU's entry");
+    assert_eq!(choice("pre", &shape, &only_a, None).unwrap(), model, "no GPU named: no GPU's entry");
+    let both = format!("{}{}", row(&other, ""), row(&model, "device = \"GPU A\""));
+    let both = TunedTable::parse("t.toml", &both).unwrap();
+    assert_eq!(choice("pre", &shape, &both, Some("GPU A")).unwrap(), model, "the GPU's own entry first");
+    assert_eq!(choice("pre", &shape, &both, Some("GPU B")).unwrap(), other, "then the entry for every GPU");
+    for bad in ["device = \"\"", "device = \" GPU A\""] {
+        assert!(TunedTable::parse("t.toml", &row(&other, bad)).is_err(), "{bad} was accepted");
+    }
+}
+
+/// A `post_pre` entry of `post+pre` rejects every fused row, so the plan runs post, then pre;
+/// it names the fused row it beat and goes stale with that row's image.
+#[test]
+fn a_post_then_pre_entry_rejects_the_fused_rows() {
+    let reg = Registry::embedded().unwrap();
+    let arch = Arch::parse("sm_90a").unwrap();
+    let shape = Shape::new(256, 4, 4096, "bf16").with_formulation("v4");
+    let fused = Selector::new(reg).with_units(132).select(arch, "post_pre", &shape, &Budget::default()).unwrap();
+    let fused = fused.variant.id().to_string();
+    let sha = reg.get(&fused).unwrap().image_sha256.clone();
+    let text = |sha: &str, extra: &str| {
+        entry("post+pre", 256, extra).replace("stage = \"pre\"", "stage = \"post_pre\"").replace(&"ab".repeat(32), sha)
+    };
+    let beat = format!("cost_model = \"{fused}\"\ncost_model_us = 20.1\ngpu = \"GPU A\"");
+    let table = TunedTable::parse("t.toml", &text(&sha, &beat)).unwrap();
+    let why = choice("post_pre", &shape, &table, None).unwrap_err();
+    assert!(why.contains(&format!("rejected {fused}: the tuned table runs post, then pre")), "{why}");
+    assert!(why.contains("2.50 us against 20.10 us"), "{why}");
+    // Other token buckets keep the fused row.
+    assert_eq!(choice("post_pre", &shape.clone().at(300), &table, None).unwrap(), fused);
+    // The fused row's image changed: the entry is stale, the fused row runs.
+    let stale = TunedTable::parse("t.toml", &text(&"cd".repeat(32), &beat)).unwrap();
+    assert_eq!(choice("post_pre", &shape, &stale, None).unwrap(), fused);
+    // Without the row it beat, or for another stage, the entry is malformed.
+    assert!(TunedTable::parse("t.toml", &text(&sha, "")).is_err());
+    let other_stage = text(&sha, &beat).replace("stage = \"post_pre\"", "stage = \"pre\"");
+    assert!(TunedTable::parse("t.toml", &other_stage).is_err());
+}

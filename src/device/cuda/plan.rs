@@ -122,7 +122,7 @@ impl Plan {
         let limits = dev.limits();
         let device = dev.ordinal() as u32 + 1;
         let ctx = Ctx { cfg, dtype, sm_count: dev.sm_count(), max_tokens, arch: dev.arch().name(), device };
-        let selector = crate::plan::selector(dev.sm_count(), tuning)?;
+        let selector = crate::plan::selector(dev.sm_count(), Some(dev.name()), tuning)?;
         let mut stages = Vec::with_capacity(Slot::ALL.len());
         let mut warnings = Vec::new();
         for slot in Slot::ALL {
@@ -303,7 +303,7 @@ impl Plan {
     #[cfg(feature = "testing")]
     pub(crate) fn requested(&self, slot: Slot, kind: LaunchKind, tokens: usize) -> Result<Bucket> {
         let limits = self.dev.limits();
-        let selector = crate::plan::selector(self.dev.sm_count(), &self.tuning)?;
+        let selector = crate::plan::selector(self.dev.sm_count(), Some(self.dev.name()), &self.tuning)?;
         let (ranges, _) = Self::plan_stage(&selector, &self.dev, &limits, &self.ctx, slot, Some(kind))?;
         let found = ranges.0.into_iter().find(|(max, _)| tokens <= *max);
         found.map(|(_, b)| b).unwrap_or_else(|| {
@@ -329,7 +329,7 @@ impl Plan {
     /// when no row can ([`Error::NoVariant`], every rejection with its reason).
     pub fn candidates(&self, stage: Stage, tokens: usize) -> Result<Vec<&'static Variant>> {
         let slot = Slot::of(stage).ok_or_else(|| no_slot(stage))?;
-        let selector = crate::plan::selector(self.dev.sm_count(), &Tuning::CostModel)?;
+        let selector = crate::plan::selector(self.dev.sm_count(), None, &Tuning::CostModel)?;
         let (cfg, dtype, limits) = (&self.ctx.cfg, self.ctx.dtype, self.dev.limits());
         let admit = |v: &Variant| -> std::result::Result<(), String> {
             launch_limits(v, cfg, dtype, &limits, self.ctx.max_tokens)?;
@@ -456,11 +456,13 @@ pub struct PlannedKernel {
 
 /// The kernels a plan for `cfg` in `dtype` launches for one call of catalogue stage `stage`
 /// (`pre`, `post`, `post_pre`, `head`, `expand`, `static`, `coeffs`) at `tokens` tokens on a
-/// device with `limits`, in launch order, each with the selector's account: the plan's own
-/// selection, run without a device (`mhc inspect --explain`). It assumes what only a device can
-/// say: the images load and a persistent kernel's clusters fit.
+/// device with `limits` named `gpu` (tuned entries for one GPU apply only with its name), in
+/// launch order, each with the selector's account: the plan's own selection, run without a
+/// device (`mhc inspect --explain`). It assumes what only a device can say: the images load and
+/// a persistent kernel's clusters fit.
 pub fn planned_kernels(
     limits: &DeviceLimits,
+    gpu: Option<&str>,
     cfg: &Config,
     dtype: Dtype,
     stage: &str,
@@ -475,15 +477,19 @@ pub fn planned_kernels(
         what: "stage",
         reason: format!("{stage:?} has no CUDA kernels; the stages are {}", Slot::ALL.map(Slot::name).join(", ")),
     })?;
-    let selector = crate::plan::selector(limits.sm_count, tuning)?;
+    let selector = crate::plan::selector(limits.sm_count, gpu, tuning)?;
     let choice = choose(&selector, limits, cfg, dtype, slot, tokens, None, &|_| Ok(())).ranges.pop().map(|(_, c)| c);
     let choice = choice.unwrap_or_else(|| Err(no_slot_named(stage)));
     let variant = match (slot, choice) {
         (_, Ok(v)) => v,
-        (Slot::PostPre, Err(_)) => {
-            // Where no fused kernel serves T: post, then pre.
-            let mut kernels = planned_kernels(limits, cfg, dtype, "post", tokens, tuning)?;
-            kernels.extend(planned_kernels(limits, cfg, dtype, "pre", tokens, tuning)?);
+        (Slot::PostPre, Err(no_fused)) => {
+            // Where no fused kernel serves T (or a tuned entry chose two launches): post, then
+            // pre; the first kernel's account says why.
+            let mut kernels = planned_kernels(limits, gpu, cfg, dtype, "post", tokens, tuning)?;
+            kernels.extend(planned_kernels(limits, gpu, cfg, dtype, "pre", tokens, tuning)?);
+            if let Some(first) = kernels.first_mut() {
+                first.explain = format!("post_pre runs post, then pre: {no_fused}\n{}", first.explain);
+            }
             return Ok(kernels);
         }
         (_, Err(e)) => return Err(e),
@@ -557,7 +563,7 @@ mod tests {
     fn entries(stage: Stage, cfg: Config, dtype: Dtype, max: usize) -> Result<Vec<(usize, &'static str)>> {
         let limits = DeviceLimits::flagship(CudaArch::Sm90a);
         let slot = Slot::of(stage).unwrap();
-        let selector = crate::plan::selector(limits.sm_count, &Tuning::CostModel).unwrap();
+        let selector = crate::plan::selector(limits.sm_count, None, &Tuning::CostModel).unwrap();
         choose(&selector, &limits, &cfg, dtype, slot, max, None, &|_| Ok(()))
             .ranges
             .into_iter()
@@ -692,7 +698,7 @@ mod tests {
 
     fn planned_with(n: usize, c: usize, dtype: Dtype, stage: Stage, t: usize, tuning: &Tuning) -> Vec<String> {
         let limits = DeviceLimits::flagship(CudaArch::Sm90a);
-        planned_kernels(&limits, &Config::new(n, c), dtype, stage.name(), t, tuning)
+        planned_kernels(&limits, None, &Config::new(n, c), dtype, stage.name(), t, tuning)
             .unwrap()
             .into_iter()
             .map(|k| k.entry)
@@ -776,6 +782,7 @@ mod tests {
         assert_eq!(planned(8, 1280, Dtype::Bf16, Pre, 33), ["mhc_pre_sm90_bf16"]);
         let n3 = planned_kernels(
             &DeviceLimits::flagship(CudaArch::Sm90a),
+            None,
             &Config::new(3, 4096),
             Dtype::Bf16,
             "post_pre",
@@ -806,9 +813,12 @@ mod tests {
         assert_eq!(planned(4, 4096, Dtype::Bf16, Post, 65), ["mhc_post_v4_bf16_n4"]);
         // Bad input is an error, not a panic.
         let limits = DeviceLimits::flagship(CudaArch::Sm90a);
-        assert!(planned_kernels(&limits, &Config::new(4, 100), Dtype::Bf16, "pre", 1, &Tuning::Embedded).is_err());
-        assert!(planned_kernels(&limits, &Config::new(4, 4096), Dtype::Bf16, "pre", 0, &Tuning::Embedded).is_err());
-        assert!(planned_kernels(&limits, &Config::new(4, 4096), Dtype::Bf16, "sinkhorn", 1, &Tuning::Embedded).is_err());
+        assert!(planned_kernels(&limits, None, &Config::new(4, 100), Dtype::Bf16, "pre", 1, &Tuning::Embedded).is_err());
+        assert!(
+            planned_kernels(&limits, None, &Config::new(4, 4096), Dtype::Bf16, "pre", 0, &Tuning::Embedded).is_err()
+        );
+        assert!(planned_kernels(&limits, None, &Config::new(4, 4096), Dtype::Bf16, "sinkhorn", 1, &Tuning::Embedded)
+            .is_err());
     }
 
     #[test]
@@ -877,7 +887,7 @@ mod tests {
                                 cfg.gamma_f = gf;
                                 let dtype: Dtype = dtype.parse().unwrap();
                                 let max = ts.iter().copied().max().unwrap_or(1);
-                                let selector = crate::plan::selector(limits.sm_count, &Tuning::Embedded).unwrap();
+                                let selector = crate::plan::selector(limits.sm_count, None, &Tuning::Embedded).unwrap();
                                 let ranges =
                                     choose(&selector, &limits, &cfg, dtype, slot, max, None, &|_| Ok(())).ranges;
                                 ts.iter().any(|&t| {
@@ -906,7 +916,7 @@ mod tests {
     fn token_counts_past_the_32_bit_offsets_are_refused() {
         let limits = DeviceLimits::flagship(CudaArch::Sm90a);
         let at = |n: usize, c: usize, dtype: Dtype, t: usize| {
-            let selector = crate::plan::selector(limits.sm_count, &Tuning::Embedded).unwrap();
+            let selector = crate::plan::selector(limits.sm_count, None, &Tuning::Embedded).unwrap();
             let ranges = choose(&selector, &limits, &Config::new(n, c), dtype, Slot::Pre, t, None, &|_| Ok(())).ranges;
             Ranges(ranges).at(Slot::Pre, "sm_90a", t).map(|v| v.entry.entry.clone())
         };

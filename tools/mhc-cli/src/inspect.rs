@@ -52,6 +52,10 @@ pub struct Args {
     /// SM / CU count of the device (default: the architecture's flagship part).
     #[arg(long)]
     pub units: Option<u32>,
+    /// The GPU's name as the driver reports it (`mhc devices`), for tuned entries made for one
+    /// GPU (`device` in asm/tuning/README.md); without it they do not apply.
+    #[arg(long)]
+    pub gpu: Option<String>,
     /// The layer applies the pre-norm weight gamma_k (`pre`, `post_pre`).
     #[arg(long)]
     pub gamma_k: bool,
@@ -226,7 +230,7 @@ fn explain(args: &Args) -> Result<(), String> {
     let budget = Budget { max_registers_per_thread: args.max_registers, max_shared_bytes: args.max_shared };
     let tuning = crate::tune::tuning_arg(&args.tuning)?;
     let units = args.units.unwrap_or_else(|| arch.default_compute_units());
-    let selector = mhc::plan::selector(units, &tuning).map_err(|e| e.to_string())?;
+    let selector = mhc::plan::selector(units, args.gpu.as_deref(), &tuning).map_err(|e| e.to_string())?;
     match selector.select(arch, stage, &shape, &budget) {
         Ok(selection) => {
             print!("{}", selection.explain());
@@ -252,7 +256,8 @@ fn explain_cuda_plan(
         limits.sm_count = units;
     }
     let tuning = crate::tune::tuning_arg(&args.tuning)?;
-    let kernels = planned_kernels(&limits, cfg, dtype, stage, tokens, &tuning).map_err(|e| e.to_string())?;
+    let kernels =
+        planned_kernels(&limits, args.gpu.as_deref(), cfg, dtype, stage, tokens, &tuning).map_err(|e| e.to_string())?;
     let names: Vec<&str> = kernels.iter().map(|k| k.entry.as_str()).collect();
     println!(
         "the CUDA plan for {stage} at T={tokens} n={} C={} {dtype} {} ({} SMs) launches: {}",

@@ -8,7 +8,9 @@
 //! - **Candidates**: the rows the selector admits at the bucket's largest T on this device, the
 //!   cost model's choice first (`Plan::candidates`). The rows' launch parameters (split and CTA
 //!   counts, the pre kernels' per-launch flags) are not candidates of their own: their
-//!   launchers derive them from T and the SM count (docs/kernels/pre.md).
+//!   launchers derive them from T and the SM count (docs/kernels/pre.md). A `post_pre` key
+//!   with a fused row has one more: `post`, then `pre` (two launches, [`POST_THEN_PRE`]),
+//!   which beats one fused pass where the memory is fast against the SMs' rate.
 //! - **Forcing**: each candidate is timed and checked through a plan built with a one-entry
 //!   table naming it, so what is measured is the runtime's own path; a plan that does not run
 //!   the candidate is an error for that candidate.
@@ -22,7 +24,8 @@
 //! - **Decision**: the fastest correct candidate is written only when it beats the cost
 //!   model's choice by more than the noise (the larger spread of the two, at least
 //!   [`NOISE_FLOOR_PCT`]): a table holds only choices the cost model gets wrong, so re-tuning
-//!   does not churn it.
+//!   does not churn it. Entries name the GPU measured as their `device`: they apply to that GPU
+//!   alone (an H100 SXM and an H200 share the architecture and SM count, not the bandwidth).
 //!
 //! Progress goes to stderr with an estimate of the time left; a journal beside the table (one
 //! JSON line per finished key) lets `--resume` continue an interrupted or over-budget run; the
@@ -35,7 +38,7 @@ use mhc::reference::testing::Rng;
 use mhc::runner::{signature, Class, CpuRunner, Named, StageRunner};
 use mhc::{Config, Dtype, Formulation, Stage, Tuning};
 use mhc_loader::tuning::bucket;
-use mhc_loader::tuning::{TunedEntry, TunedTable};
+use mhc_loader::tuning::{TunedEntry, TunedTable, POST_THEN_PRE};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -133,11 +136,27 @@ pub(crate) struct Device {
     pub(crate) driver: i64,
 }
 
-/// A candidate row: its catalogue id and its image's hash.
+/// A candidate row: its catalogue id and its image's hash. [`POST_THEN_PRE`] carries the image
+/// hash of the fused row it stands against, named in `against` (the entry goes stale with it).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Candidate {
     pub(crate) id: String,
     pub(crate) image_sha256: String,
+    pub(crate) against: Option<String>,
+}
+
+impl Candidate {
+    fn row(id: &str, image_sha256: &str) -> Candidate {
+        Candidate { id: id.to_string(), image_sha256: image_sha256.to_string(), against: None }
+    }
+}
+
+/// What a plan runs for `stage` at `t` tokens: a row's id, or [`POST_THEN_PRE`].
+fn runs(plan: &Plan, stage: Stage, t: usize) -> Result<String, String> {
+    if stage == Stage::PostPre && !plan.post_pre_is_fused(t) {
+        return Ok(POST_THEN_PRE.to_string());
+    }
+    Ok(plan.kernel_for(stage, t).map_err(|e| e.to_string())?.variant.id().to_string())
 }
 
 /// One candidate's measurement.
@@ -200,11 +219,12 @@ pub(crate) fn forcing_table(case: &Case, candidate: &Candidate, device: &Device)
         samples: 1,
         date: "2000-01-01".into(),
         formulation: Some(case.formulation.to_string()),
+        device: Some(device.gpu.clone()),
         gpu: None,
         driver: None,
         pct_copy: None,
         spread_pct: None,
-        cost_model: None,
+        cost_model: candidate.against.clone(),
         cost_model_us: None,
         runner_up: None,
         runner_up_margin_pct: None,
@@ -227,7 +247,14 @@ pub(crate) fn tune_case(bench: &mut dyn Bench, case: &Case, date: &str) -> Outco
             out.decision = "no row serves this key".into();
             return out;
         }
-        Ok(c) => c,
+        Ok(mut c) => {
+            if case.stage == Stage::PostPre {
+                let fused = &c[0];
+                let against = Some(fused.id.clone());
+                c.push(Candidate { id: POST_THEN_PRE.into(), image_sha256: fused.image_sha256.clone(), against });
+            }
+            c
+        }
         Err(e) => {
             out.decision = if case.stage == Stage::PostPre {
                 "no fused row serves this key: the plan runs post, then pre (their keys are tuned)".into()
@@ -304,6 +331,7 @@ pub(crate) fn tune_case(bench: &mut dyn Bench, case: &Case, date: &str) -> Outco
         samples: winner.samples,
         date: date.to_string(),
         formulation: Some(case.formulation.to_string()),
+        device: Some(dev.gpu.clone()),
         gpu: Some(dev.gpu),
         driver: Some(dev.driver),
         pct_copy: Some(winner.pct_copy),
@@ -389,6 +417,7 @@ pub(crate) fn run(
         let tuned_here = |e: &TunedEntry| {
             e.arch == device.arch
                 && e.units == device.units
+                && e.device.as_ref().is_none_or(|d| *d == device.gpu)
                 && cases.iter().any(|c| {
                     e.stage == c.stage.name()
                         && e.dtype == c.dtype.name()
@@ -570,7 +599,7 @@ impl Gpu {
         let mut t = case.check_tokens();
         let ran = |t: usize| -> Result<String, String> {
             let plan = Plan::with_tuning(&self.dev, cfg, case.dtype, t, tuning).map_err(|e| e.to_string())?;
-            Ok(plan.kernel_for(case.stage, t).map_err(|e| e.to_string())?.variant.id().to_string())
+            runs(&plan, case.stage, t)
         };
         if ran(t).ok().as_deref() != Some(candidate) {
             t = case.tokens; // the row's token range begins inside the bucket
@@ -634,17 +663,14 @@ impl Bench for Gpu {
         let plan = Plan::with_tuning(&self.dev, case.config(), case.dtype, case.tokens, &Tuning::CostModel)
             .map_err(|e| e.to_string())?;
         let rows = plan.candidates(case.stage, case.tokens).map_err(|e| e.to_string())?;
-        Ok(rows
-            .into_iter()
-            .map(|v| Candidate { id: v.id().to_string(), image_sha256: v.image_sha256.clone() })
-            .collect())
+        Ok(rows.into_iter().map(|v| Candidate::row(v.id(), &v.image_sha256)).collect())
     }
 
     fn measure(&mut self, case: &Case, candidate: &Candidate) -> Result<Measured, String> {
         let tuning = self.forced(case, candidate)?;
         let plan =
             Plan::with_tuning(&self.dev, case.config(), case.dtype, case.tokens, &tuning).map_err(|e| e.to_string())?;
-        let ran = plan.kernel_for(case.stage, case.tokens).map_err(|e| e.to_string())?.variant.id();
+        let ran = runs(&plan, case.stage, case.tokens)?;
         if ran != candidate.id {
             return Err(format!("the plan did not follow the table: it runs {ran}"));
         }
@@ -794,13 +820,16 @@ mod tests {
         }
     }
 
+    /// The fake device's name: the entries it writes are for it.
+    const FAKE_GPU: &str = "Fake H100";
+
     fn limits() -> DeviceLimits {
         DeviceLimits::flagship(CudaArch::Sm90a)
     }
 
     /// The variants the plan would run, by the device-free selection (`mhc inspect --explain`).
     fn planned(case: &Case, tuning: &Tuning) -> Vec<String> {
-        planned_kernels(&limits(), &case.config(), case.dtype, case.stage.name(), case.tokens, tuning)
+        planned_kernels(&limits(), Some(FAKE_GPU), &case.config(), case.dtype, case.stage.name(), case.tokens, tuning)
             .unwrap()
             .into_iter()
             .map(|k| k.variant)
@@ -808,7 +837,7 @@ mod tests {
     }
 
     fn candidates_without_a_device(case: &Case) -> Result<Vec<Candidate>, String> {
-        let selector = mhc::plan::selector(132, &Tuning::CostModel).map_err(|e| e.to_string())?;
+        let selector = mhc::plan::selector(132, None, &Tuning::CostModel).map_err(|e| e.to_string())?;
         let shape = mhc::plan::shape_of(&case.config(), case.dtype, mhc::plan::Slot::of(case.stage).unwrap())
             .at(case.tokens as u64);
         let arch = mhc_loader::Arch::parse("sm_90a").unwrap();
@@ -820,13 +849,10 @@ mod tests {
         let mut out = Vec::new();
         for c in &sel.candidates {
             let v = reg.get(&c.id).unwrap();
-            let forced = Tuning::Tables(vec![forcing_table(
-                case,
-                &Candidate { id: c.id.clone(), image_sha256: v.image_sha256.clone() },
-                &Fake::device_of(),
-            )?]);
+            let forced =
+                Tuning::Tables(vec![forcing_table(case, &Candidate::row(&c.id, &v.image_sha256), &Fake::device_of())?]);
             if planned(case, &forced) == [c.id.clone()] {
-                out.push(Candidate { id: c.id.clone(), image_sha256: v.image_sha256.clone() });
+                out.push(Candidate::row(&c.id, &v.image_sha256));
             }
         }
         Ok(out)
@@ -834,7 +860,7 @@ mod tests {
 
     impl Fake {
         fn device_of() -> Device {
-            Device { arch: "sm_90a".into(), units: 132, gpu: "Fake H100".into(), driver: 13000 }
+            Device { arch: "sm_90a".into(), units: 132, gpu: FAKE_GPU.into(), driver: 13000 }
         }
         fn new(times: &[(&str, f64, f64, bool)]) -> Fake {
             Fake {
@@ -900,10 +926,18 @@ mod tests {
             planned(&Case { tokens: case.tokens / 2 + 1, ..case.clone() }, &tuning),
             std::slice::from_ref(other)
         );
-        let explain = planned_kernels(&limits(), &case.config(), case.dtype, case.stage.name(), case.tokens, &tuning)
-            .unwrap()
-            .remove(0)
-            .explain;
+        let explain = planned_kernels(
+            &limits(),
+            Some(FAKE_GPU),
+            &case.config(),
+            case.dtype,
+            case.stage.name(),
+            case.tokens,
+            &tuning,
+        )
+        .unwrap()
+        .remove(0)
+        .explain;
         assert!(explain.contains("by the tuned table") && explain.contains("the cost model would choose"), "{explain}");
         assert!(!journal_path(&s.out).exists(), "a finished run leaves no journal");
     }
@@ -976,6 +1010,50 @@ mod tests {
         );
     }
 
+    /// A `post_pre` key with a fused row also measures `post`, then `pre`; where the two
+    /// launches win, the entry says so for this GPU, names the fused row it beat, and the plan
+    /// runs post, then pre on this GPU only.
+    #[test]
+    fn post_then_pre_is_a_candidate_of_post_pre() {
+        let case = Case {
+            stage: Stage::PostPre,
+            formulation: Formulation::DeepSeekV4,
+            dtype: Dtype::Bf16,
+            n: 4,
+            c: 4096,
+            tokens: 256,
+        };
+        let fused = candidates_without_a_device(&case).unwrap();
+        let model = fused[0].id.clone();
+        let mut fake = Fake::new(&[(model.as_str(), 20.0, 1.0, true), (POST_THEN_PRE, 18.0, 1.0, true)]);
+        let outcome = tune_case(&mut fake, &case, "2026-11-29");
+        assert_eq!(fake.measures, fused.len() + 1, "every fused row and post, then pre");
+        let entry = outcome.entry.clone().expect("post, then pre beat the fused row");
+        assert_eq!(entry.variant, POST_THEN_PRE);
+        assert_eq!(entry.cost_model.as_deref(), Some(model.as_str()));
+        assert_eq!(entry.image_sha256, fused[0].image_sha256, "tied to the fused row's image");
+        assert_eq!(entry.device.as_deref(), Some(FAKE_GPU));
+        let tuning = Tuning::Tables(vec![TunedTable::from_entries("t", vec![entry]).unwrap()]);
+        assert_eq!(planned(&case, &tuning), ["mhc_post_v4_bf16_n4", "mhc_pre_pc16t_bf16_n4"].map(catalogue_id));
+        let first = planned_kernels(&limits(), Some(FAKE_GPU), &case.config(), case.dtype, "post_pre", 256, &tuning)
+            .unwrap()
+            .remove(0);
+        assert!(first.explain.starts_with("post_pre runs post, then pre: ") && first.explain.contains("tuned table"));
+        let elsewhere =
+            planned_kernels(&limits(), Some("Another GPU"), &case.config(), case.dtype, "post_pre", 256, &tuning)
+                .unwrap();
+        assert_eq!(elsewhere.into_iter().map(|k| k.variant).collect::<Vec<_>>(), std::slice::from_ref(&model));
+        // The fused row faster: nothing written.
+        let mut fake = Fake::new(&[(model.as_str(), 18.0, 1.0, true), (POST_THEN_PRE, 20.0, 1.0, true)]);
+        assert!(tune_case(&mut fake, &case, "2026-11-29").entry.is_none());
+    }
+
+    /// The catalogue row of a kernel entry symbol.
+    fn catalogue_id(entry: &str) -> String {
+        let reg = mhc_loader::Registry::embedded().unwrap();
+        reg.variants().iter().find(|v| v.entry.entry == entry && v.arch.name() == "sm_90a").unwrap().id().to_string()
+    }
+
     /// A corrupted table and stale entries are ignored with a warning naming why; the plan
     /// falls back to the cost model.
     #[test]
@@ -989,9 +1067,17 @@ mod tests {
         let explain = |text: &str| {
             std::fs::write(&s.out, text).unwrap();
             let tuning = Tuning::from_file(&s.out).unwrap();
-            let k = planned_kernels(&limits(), &case.config(), case.dtype, case.stage.name(), case.tokens, &tuning)
-                .unwrap()
-                .remove(0);
+            let k = planned_kernels(
+                &limits(),
+                Some(FAKE_GPU),
+                &case.config(),
+                case.dtype,
+                case.stage.name(),
+                case.tokens,
+                &tuning,
+            )
+            .unwrap()
+            .remove(0);
             (k.variant, k.explain)
         };
         let sha = &cands[1].image_sha256;
