@@ -647,7 +647,7 @@ fn post_then_pre_evidence(e: &TunedEntry) -> String {
         _ => String::new(),
     };
     format!(
-        "the tuned table runs post, then pre here: {:.2} us{beaten} ({} samples on {}, {})",
+        "the tuned table chose post, then pre: {:.2} us{beaten} ({} samples on {}, {})",
         e.us,
         e.samples,
         e.gpu.as_deref().or(e.device.as_deref()).unwrap_or("the GPU measured"),

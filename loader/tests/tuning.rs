@@ -199,7 +199,7 @@ fn a_post_then_pre_entry_rejects_the_fused_rows() {
     let beat = format!("cost_model = \"{fused}\"\ncost_model_us = 20.1\ngpu = \"GPU A\"");
     let table = TunedTable::parse("t.toml", &text(&sha, &beat)).unwrap();
     let why = choice("post_pre", &shape, &table, None).unwrap_err();
-    assert!(why.contains(&format!("rejected {fused}: the tuned table runs post, then pre")), "{why}");
+    assert!(why.contains(&format!("rejected {fused}: the tuned table chose post, then pre")), "{why}");
     assert!(why.contains("2.50 us against 20.10 us"), "{why}");
     // Other token buckets keep the fused row.
     assert_eq!(choice("post_pre", &shape.clone().at(300), &table, None).unwrap(), fused);

@@ -488,7 +488,7 @@ pub fn planned_kernels(
             let mut kernels = planned_kernels(limits, gpu, cfg, dtype, "post", tokens, tuning)?;
             kernels.extend(planned_kernels(limits, gpu, cfg, dtype, "pre", tokens, tuning)?);
             if let Some(first) = kernels.first_mut() {
-                first.explain = format!("post_pre runs post, then pre: {no_fused}\n{}", first.explain);
+                first.explain = format!("{}{}", why_two_launches(&no_fused), first.explain);
             }
             return Ok(kernels);
         }
@@ -503,6 +503,22 @@ pub fn planned_kernels(
         image: variant.entry.file.clone(),
         explain,
     }])
+}
+
+/// Why `post_pre` runs as two launches: the tuned entry that chose them, or every fused row's
+/// rejection.
+fn why_two_launches(no_fused: &Error) -> String {
+    let Error::NoVariant { rejected, .. } = no_fused else {
+        return format!("post_pre runs as two launches: {no_fused}\n");
+    };
+    let tuned = rejected.iter().find_map(|r| r.split_once(": the tuned table ").map(|(_, why)| why));
+    match tuned {
+        Some(why) => format!("post_pre runs as two launches: the tuned table {why}\n"),
+        None => {
+            let lines: String = rejected.iter().map(|r| format!("  rejected {r}\n")).collect();
+            format!("post_pre runs as two launches: no fused kernel serves this call\n{lines}")
+        }
+    }
 }
 
 fn no_slot_named(stage: &str) -> Error {

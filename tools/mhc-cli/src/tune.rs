@@ -1038,7 +1038,10 @@ mod tests {
         let first = planned_kernels(&limits(), Some(FAKE_GPU), &case.config(), case.dtype, "post_pre", 256, &tuning)
             .unwrap()
             .remove(0);
-        assert!(first.explain.starts_with("post_pre runs post, then pre: ") && first.explain.contains("tuned table"));
+        assert!(
+            first.explain.starts_with("post_pre runs as two launches: the tuned table chose post, then pre")
+                && first.explain.contains("tuned table")
+        );
         let elsewhere =
             planned_kernels(&limits(), Some("Another GPU"), &case.config(), case.dtype, "post_pre", 256, &tuning)
                 .unwrap();
