@@ -29,7 +29,7 @@
 //!    either; an entry for another GPU does not answer); a tuned variant that was filtered out,
 //!    or an entry for this problem measured on a part with another SM/CU count, is reported in
 //!    `warnings` and the cost model's choice stands. A `post_pre` entry of
-//!    [`POST_THEN_PRE`](crate::tuning::POST_THEN_PRE) rejects every fused row
+//!    [`crate::tuning::POST_THEN_PRE`] rejects every fused row
 //!    ([`Reason::Tuned`]): the selection fails, and the runtime runs `post`, then `pre`.
 
 use crate::arch::Arch;
