@@ -547,21 +547,22 @@ impl<'r> Selector<'r> {
         // Highest rank first, then the lowest cost; equal ones keep catalogue order.
         admissible
             .sort_by(|a, b| b.2.rank.cmp(&a.2.rank).then(a.2.cost_us.total_cmp(&b.2.cost_us)).then(a.0.cmp(&b.0)));
+        let none = |rejected| NoVariant {
+            stage: stage.to_string(),
+            arch: arch.to_string(),
+            shape: shape.to_string(),
+            rejected,
+            other_stages,
+            other_arches,
+        };
         let Some(&(_, best, _)) = admissible.first() else {
-            return Err(NoVariant {
-                stage: stage.to_string(),
-                arch: arch.to_string(),
-                shape: shape.to_string(),
-                rejected,
-                other_stages,
-                other_arches,
-            });
+            return Err(none(rejected));
         };
         let mut warnings = self.warnings.clone();
         let mut variant = best;
         let mut choice = Choice::CostModel;
-        // The entry for this key: the call's formulation before an entry for either; the
-        // SM/CU count is compared last, so that an entry measured on another part is named.
+        // The entry for this key; the SM/CU count is compared last, so that an entry measured
+        // on another part is named.
         let same_problem = |e: &&TunedEntry| {
             Arch::parse(&e.arch).map(Arch::family) == Ok(arch.family())
                 && e.stage == stage
@@ -594,14 +595,7 @@ impl<'r> Selector<'r> {
                 id: v.id().to_string(),
                 reason: Reason::Tuned { evidence: evidence.clone() },
             }));
-            return Err(NoVariant {
-                stage: stage.to_string(),
-                arch: arch.to_string(),
-                shape: shape.to_string(),
-                rejected,
-                other_stages,
-                other_arches,
-            });
+            return Err(none(rejected));
         }
         if let Some(entry) = entry {
             match admissible.iter().find(|(_, v, _)| v.id() == entry.variant) {

@@ -827,13 +827,15 @@ mod tests {
         DeviceLimits::flagship(CudaArch::Sm90a)
     }
 
-    /// The variants the plan would run, by the device-free selection (`mhc inspect --explain`).
-    fn planned(case: &Case, tuning: &Tuning) -> Vec<String> {
+    /// The kernels a plan on the fake GPU would launch for `case` (`mhc inspect --explain`).
+    fn planned_on_fake(case: &Case, tuning: &Tuning) -> Vec<mhc::device::cuda::PlannedKernel> {
         planned_kernels(&limits(), Some(FAKE_GPU), &case.config(), case.dtype, case.stage.name(), case.tokens, tuning)
             .unwrap()
-            .into_iter()
-            .map(|k| k.variant)
-            .collect()
+    }
+
+    /// The variants the plan would run, by the device-free selection (`mhc inspect --explain`).
+    fn planned(case: &Case, tuning: &Tuning) -> Vec<String> {
+        planned_on_fake(case, tuning).into_iter().map(|k| k.variant).collect()
     }
 
     fn candidates_without_a_device(case: &Case) -> Result<Vec<Candidate>, String> {
@@ -926,18 +928,7 @@ mod tests {
             planned(&Case { tokens: case.tokens / 2 + 1, ..case.clone() }, &tuning),
             std::slice::from_ref(other)
         );
-        let explain = planned_kernels(
-            &limits(),
-            Some(FAKE_GPU),
-            &case.config(),
-            case.dtype,
-            case.stage.name(),
-            case.tokens,
-            &tuning,
-        )
-        .unwrap()
-        .remove(0)
-        .explain;
+        let explain = planned_on_fake(&case, &tuning).remove(0).explain;
         assert!(explain.contains("by the tuned table") && explain.contains("the cost model would choose"), "{explain}");
         assert!(!journal_path(&s.out).exists(), "a finished run leaves no journal");
     }
@@ -1035,12 +1026,11 @@ mod tests {
         assert_eq!(entry.device.as_deref(), Some(FAKE_GPU));
         let tuning = Tuning::Tables(vec![TunedTable::from_entries("t", vec![entry]).unwrap()]);
         assert_eq!(planned(&case, &tuning), ["mhc_post_v4_bf16_n4", "mhc_pre_pc16t_bf16_n4"].map(catalogue_id));
-        let first = planned_kernels(&limits(), Some(FAKE_GPU), &case.config(), case.dtype, "post_pre", 256, &tuning)
-            .unwrap()
-            .remove(0);
+        let first = planned_on_fake(&case, &tuning).remove(0);
         assert!(
-            first.explain.starts_with("post_pre runs as two launches: the tuned table chose post, then pre")
-                && first.explain.contains("tuned table")
+            first.explain.starts_with("post_pre runs as two launches: the tuned table chose post, then pre"),
+            "{}",
+            first.explain
         );
         let elsewhere =
             planned_kernels(&limits(), Some("Another GPU"), &case.config(), case.dtype, "post_pre", 256, &tuning)
@@ -1070,17 +1060,7 @@ mod tests {
         let explain = |text: &str| {
             std::fs::write(&s.out, text).unwrap();
             let tuning = Tuning::from_file(&s.out).unwrap();
-            let k = planned_kernels(
-                &limits(),
-                Some(FAKE_GPU),
-                &case.config(),
-                case.dtype,
-                case.stage.name(),
-                case.tokens,
-                &tuning,
-            )
-            .unwrap()
-            .remove(0);
+            let k = planned_on_fake(&case, &tuning).remove(0);
             (k.variant, k.explain)
         };
         let sha = &cands[1].image_sha256;
