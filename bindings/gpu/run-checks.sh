@@ -27,6 +27,7 @@ step c-overhead "$here/basic" --cuda --bench 100000
 step cpp-decode-step "$here/decode_step" --backend cuda --tokens 16
 MHC_DECODE_STEP="$here/decode_step" MHC_REQUIRE_GPU=1 \
     step cpp-matches-rust "$here/mhc_c_examples" --include-ignored --exact cpp_decode_step_matches_the_rust_api_bit_for_bit_on_cuda
+MHC_REQUIRE_GPU=1 step c-tuned "$here/mhc_c_examples" --include-ignored --exact tuned_plans_on_cuda
 step python-gpu-check python3 "$here/gpu_check.py" --json "$logs/gpu_check.json"
 if [ "${MHC_SKIP_BENCH:-0}" != 1 ]; then
     step decode-stack python3 "$here/decode_stack.py" --json "$logs/decode_stack.json"

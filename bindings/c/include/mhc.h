@@ -277,6 +277,22 @@ enum mhc_status mhc_plan_create(const struct mhc_device *device,
                                 size_t max_tokens,
                                 struct mhc_plan **plan);
 
+// [`mhc_plan_create`], the CUDA kernels selected with the tuned table in the file at `tuning`
+// (a NUL-terminated path: a table `mhc tune` wrote for this GPU, asm/tuning/README.md) instead
+// of the tables compiled into the library; NULL: those, as `mhc_plan_create`. A table steers
+// only a CUDA plan's choice of kernels: on the CPU and HIP it is `MHC_ERROR_UNSUPPORTED`. A
+// file that cannot be read is `MHC_ERROR_CONFIG`; entries that do not apply to this GPU
+// or whose kernels changed are skipped.
+//
+// # Safety
+// As `mhc_plan_create`; `tuning` is NULL or a NUL-terminated string.
+enum mhc_status mhc_plan_create_tuned(const struct mhc_device *device,
+                                      const struct mhc_config *config,
+                                      int32_t dtype,
+                                      size_t max_tokens,
+                                      const char *tuning,
+                                      struct mhc_plan **plan);
+
 // Frees a plan (NULL is ignored). No op of the plan may be running or enqueued-and-unfinished
 // on a stream when it is freed.
 //

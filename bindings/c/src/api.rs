@@ -335,6 +335,21 @@ impl Plan {
     /// Validates the configuration and selects and loads every stage's kernels (the CPU
     /// backend checks the configuration only). Do this outside stream capture and keep it.
     pub fn new(dev: &Device, cfg: &mhc_config, dtype: i32, max_tokens: usize) -> ApiResult<Plan> {
+        Self::with_tuning(dev, cfg, dtype, max_tokens, None)
+    }
+
+    /// [`Plan::new`], the CUDA kernels selected with the tuned table in the file `tuning` (one
+    /// `mhc tune` wrote for this GPU) instead of the compiled-in tables; `None`: those. A table
+    /// steers only a CUDA plan's choice of kernels: for the CPU reference and HIP it is refused.
+    /// A file that cannot be read is an error; entries that do not apply are skipped, as
+    /// [`mhc::Tuning::from_file`] says.
+    pub fn with_tuning(
+        dev: &Device,
+        cfg: &mhc_config,
+        dtype: i32,
+        max_tokens: usize,
+        tuning: Option<&std::path::Path>,
+    ) -> ApiResult<Plan> {
         let config = config_of(cfg)?;
         let dtype = dtype_of(dtype, "plan")?;
         if max_tokens == 0 || max_tokens > i32::MAX as usize {
@@ -342,9 +357,18 @@ impl Plan {
                 Error::Config { what: "max_tokens", reason: format!("must be in 1..2^31, got {max_tokens}") }.into()
             );
         }
+        let tuning = match (tuning, &dev.kind) {
+            (None, _) => mhc::Tuning::Embedded,
+            (Some(path), DeviceKind::Cuda(_)) => mhc::Tuning::from_file(path)?,
+            (Some(_), _) => {
+                return Err(ApiError::Unsupported(
+                    "a tuned table steers the kernel choice of CUDA plans; this device's plans take none".into(),
+                ))
+            }
+        };
         let kind = match &dev.kind {
             DeviceKind::Cpu => PlanKind::Cpu,
-            DeviceKind::Cuda(d) => PlanKind::Cuda(cuda::Plan::new(d, config, dtype, max_tokens)?),
+            DeviceKind::Cuda(d) => PlanKind::Cuda(cuda::Plan::with_tuning(d, config, dtype, max_tokens, &tuning)?),
             DeviceKind::Hip(d) => PlanKind::Hip(Box::new(hip::Plan::new(d, config, dtype, max_tokens)?)),
         };
         Ok(Plan { kind, id: NEXT_PLAN.fetch_add(1, Ordering::Relaxed), cfg: config, dtype, max_tokens })

@@ -207,6 +207,42 @@ pub unsafe extern "C" fn mhc_plan_create(
     })
 }
 
+/// [`mhc_plan_create`], the CUDA kernels selected with the tuned table in the file at `tuning`
+/// (a NUL-terminated path: a table `mhc tune` wrote for this GPU, asm/tuning/README.md) instead
+/// of the tables compiled into the library; NULL: those, as `mhc_plan_create`. A table steers
+/// only a CUDA plan's choice of kernels: on the CPU and HIP it is `MHC_ERROR_UNSUPPORTED`. A
+/// file that cannot be read is `MHC_ERROR_CONFIG`; entries that do not apply to this GPU
+/// or whose kernels changed are skipped.
+///
+/// # Safety
+/// As `mhc_plan_create`; `tuning` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn mhc_plan_create_tuned(
+    device: *const mhc_device,
+    config: *const mhc_config,
+    dtype: i32,
+    max_tokens: usize,
+    tuning: *const c_char,
+    plan: *mut *mut mhc_plan,
+) -> mhc_status {
+    guard(|| {
+        // SAFETY: this function's contract.
+        let out = unsafe { out_arg(plan, "plan") }?;
+        *out = std::ptr::null_mut();
+        // SAFETY: this function's contract.
+        let (d, cfg) = unsafe { (arg(device, "device")?, arg(config, "config")?) };
+        let path = (!tuning.is_null()).then(|| {
+            use std::os::unix::ffi::OsStrExt;
+            // SAFETY: this function's contract: a NUL-terminated string.
+            let bytes = unsafe { std::ffi::CStr::from_ptr(tuning) }.to_bytes();
+            std::path::PathBuf::from(std::ffi::OsStr::from_bytes(bytes))
+        });
+        let p = Plan::with_tuning(&d.0, cfg, dtype, max_tokens, path.as_deref())?;
+        *out = Box::into_raw(Box::new(mhc_plan(p)));
+        Ok(())
+    })
+}
+
 /// Frees a plan (NULL is ignored). No op of the plan may be running or enqueued-and-unfinished
 /// on a stream when it is freed.
 ///

@@ -296,3 +296,45 @@ fn cpp_decode_step_matches_the_rust_api_bit_for_bit_on_cuda() {
         assert_same_bits(&cpp, &rust);
     }
 }
+
+/// `mhc_plan_create_tuned` on a GPU: a table that cannot be read is `MHC_ERROR_CONFIG` with the
+/// path in the message and no handle; the compiled-in sm_90a table, read from a file, makes a
+/// plan that serves every forward stage, as NULL (the compiled-in tables) does.
+#[test]
+#[ignore = "needs a CUDA GPU: bindings/gpu/run-checks.sh runs it there, with no skipping"]
+fn tuned_plans_on_cuda() {
+    use mhc_c::ffi::*;
+    if let Err(e) = mhc::device::cuda::CudaDevice::new(0) {
+        assert!(std::env::var_os("MHC_REQUIRE_GPU").is_none(), "MHC_REQUIRE_GPU is set but: {e}");
+        eprintln!("skipped: no usable CUDA device ({e})");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("mhc-c-tuned-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let table = dir.join("sm_90a.toml");
+    std::fs::write(&table, include_str!("../../../asm/tuning/sm_90a.toml")).unwrap();
+    let path = |p: &Path| std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+    let (readable, missing) = (path(&table), path(&dir.join("missing.toml")));
+    let cfg = api::default_config(4, 4096);
+    let bf16 = mhc_dtype::MHC_DTYPE_BF16 as i32;
+    // SAFETY: every out-pointer is a local; every handle made is destroyed here.
+    unsafe {
+        let mut dev = std::ptr::null_mut();
+        assert_eq!(mhc_device_create(mhc_backend::MHC_BACKEND_CUDA as i32, 0, &mut dev), mhc_status::MHC_SUCCESS);
+        let mut plan = std::ptr::null_mut();
+        let status = mhc_plan_create_tuned(dev, &cfg, bf16, 8192, missing.as_ptr(), &mut plan);
+        let message = std::ffi::CStr::from_ptr(mhc_last_error()).to_string_lossy().into_owned();
+        assert_eq!(status, mhc_status::MHC_ERROR_CONFIG, "{message}");
+        assert!(plan.is_null() && message.contains("missing.toml"), "{message}");
+        for tuning in [readable.as_ptr(), std::ptr::null()] {
+            let status = mhc_plan_create_tuned(dev, &cfg, bf16, 8192, tuning, &mut plan);
+            assert_eq!(status, mhc_status::MHC_SUCCESS);
+            for stage in [mhc_stage::MHC_STAGE_PRE, mhc_stage::MHC_STAGE_POST, mhc_stage::MHC_STAGE_POST_PRE] {
+                assert_eq!(mhc_plan_supports(plan, stage as i32), mhc_status::MHC_SUCCESS);
+            }
+            mhc_plan_destroy(plan);
+        }
+        mhc_device_destroy(dev);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

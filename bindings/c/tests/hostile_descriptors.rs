@@ -403,3 +403,47 @@ fn plan_overlap_values() {
         assert!(mhc_plan_supports(env.plan, mhc_stage::MHC_STAGE_PRE as i32) == mhc_status::MHC_SUCCESS);
     }
 }
+
+/// `mhc_plan_create_tuned` with NULL is `mhc_plan_create`; a table for a plan whose kernels no
+/// table steers (the CPU reference) is `MHC_ERROR_UNSUPPORTED` with a message and no handle;
+/// NULL handles are refused as for `mhc_plan_create`.
+#[test]
+fn plan_create_tuned_arguments() {
+    let env = Env::new(mhc_dtype::MHC_DTYPE_F32, false);
+    let cfg = api::default_config(N as u32, C as u32);
+    let table = c"/nonexistent/sm_90a.toml";
+    // SAFETY: every out-pointer is a local; the plans made are destroyed here.
+    unsafe {
+        let mut plan = std::ptr::null_mut();
+        ok(
+            mhc_plan_create_tuned(env.device, &cfg, mhc_dtype::MHC_DTYPE_F32 as i32, 16, std::ptr::null(), &mut plan),
+            "NULL",
+        );
+        assert!(!plan.is_null());
+        mhc_plan_destroy(plan);
+        let mut plan = std::ptr::dangling_mut::<mhc_plan>();
+        let status =
+            mhc_plan_create_tuned(env.device, &cfg, mhc_dtype::MHC_DTYPE_F32 as i32, 16, table.as_ptr(), &mut plan);
+        assert_eq!(status, mhc_status::MHC_ERROR_UNSUPPORTED);
+        assert!(plan.is_null(), "no handle on failure");
+        assert!(last_error().contains("CUDA plans"), "{}", last_error());
+        let status = mhc_plan_create_tuned(
+            std::ptr::null(),
+            &cfg,
+            mhc_dtype::MHC_DTYPE_F32 as i32,
+            16,
+            table.as_ptr(),
+            &mut plan,
+        );
+        assert_eq!(status, mhc_status::MHC_ERROR_INVALID_ARGUMENT);
+        let status = mhc_plan_create_tuned(
+            env.device,
+            &cfg,
+            mhc_dtype::MHC_DTYPE_F32 as i32,
+            16,
+            table.as_ptr(),
+            std::ptr::null_mut(),
+        );
+        assert_eq!(status, mhc_status::MHC_ERROR_INVALID_ARGUMENT);
+    }
+}

@@ -2,7 +2,7 @@
 //! `mhc-c` ([`mhc_c::api`]) to the Python half, which turns tensors into descriptors:
 //!
 //! - `Plan(backend, ordinal, n, c, formulation, sinkhorn_iters, eps_norm, eps_hc, eps_f,
-//!   gamma_k, gamma_f, dtype, max_tokens)` with one method per op taking `(ptr, rows, cols,
+//!   gamma_k, gamma_f, dtype, max_tokens, overlap, tuning)` (`tuning`: a table's path or None) with one method per op taking `(ptr, rows, cols,
 //!   row_stride)` tuples (or `None` for an absent optional tensor) and a raw stream, and
 //!   `workspace()`;
 //! - `reference(stage, inputs, ...)`: the float64 reference of any stage on named arrays (f64
@@ -104,6 +104,7 @@ impl Plan {
         dtype: i32,
         max_tokens: usize,
         overlap: i32,
+        tuning: Option<String>,
     ) -> PyResult<Self> {
         let cfg = mhc_config {
             n,
@@ -117,8 +118,11 @@ impl Plan {
             gamma_f: gamma_f as u8,
         };
         let overlap = to_py(py, api::overlap_of(overlap))?;
-        let mut plan = to_py(py, api::backend_of(backend).and_then(|b| api::Device::new(b, ordinal)))
-            .and_then(|dev| to_py(py, api::Plan::new(&dev, &cfg, dtype, max_tokens)))?;
+        let mut plan =
+            to_py(py, api::backend_of(backend).and_then(|b| api::Device::new(b, ordinal))).and_then(|dev| {
+                let table = tuning.as_deref().map(std::path::Path::new);
+                to_py(py, api::Plan::with_tuning(&dev, &cfg, dtype, max_tokens, table))
+            })?;
         plan.set_overlap(overlap);
         let act = plan.dtype();
         Ok(Plan { param: mhc::reference::param_dtype(act), act, inner: plan })

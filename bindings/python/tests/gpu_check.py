@@ -13,7 +13,9 @@
    side stream, two streams at once, each with its own workspace);
 5. host overhead per eager Python call (torch.ops.mhc.post and the mhc.ops wrapper, T = 1);
 6. `ops.set_overlap`: plain launches, dependent launches and the weights read early give the same
-   bits, eager and from a CUDA graph.
+   bits, eager and from a CUDA graph;
+7. `ops.set_tuning`: a table of no entries against the compiled-in tables, within tolerance; a
+   table that cannot be read is a ConfigError.
 
 Exits 1 when any check fails; prints one line per check.
 """
@@ -203,6 +205,51 @@ def check_overlap(gen):
             ops.set_overlap("launch")
 
 
+def check_tuning(gen):
+    """ops.set_tuning: plans made with a table of no entries (the cost model alone) and with the
+    compiled-in tables (None) give results within tolerance of each other at sizes where the
+    compiled-in table of some GPUs runs post_pre as two launches; a table that cannot be read is a
+    ConfigError when the plan is made."""
+    import tempfile
+
+    n, c = 4, 4096
+    with tempfile.TemporaryDirectory() as d:
+        empty, missing = os.path.join(d, "empty.toml"), os.path.join(d, "missing.toml")
+        with open(empty, "w") as fh:
+            fh.write("# a tuned table without entries: the cost model decides every key\n")
+        for t in (200, 700):
+            name = f"set_tuning: an empty table against the compiled-in ones, post_pre bf16 T={t} C={c}"
+            try:
+                x = torch.randn(t, n, c, device="cuda", generator=gen).to(torch.bfloat16)
+                f = torch.randn(t, c, device="cuda", generator=gen).to(torch.bfloat16)
+                hp, hr = coeffs(gen, t, n)
+                p = params(gen, n, c)
+                got = {}
+                for table in (empty, None):
+                    ops.set_tuning(table)
+                    r = ops.post_pre(f, x, hp, hr, *p)
+                    got[table] = (np_of(r.layer_input), np_of(r.residual), np_of(r.comb))
+                (a0, x0, h0), (a1, x1, h1) = got[empty], got[None]
+                worst = max(rel_l2(a0, a1), rel_l2(x0, x1))
+                ok = worst <= 1e-2 and max_abs(h0, h1) <= 1e-3
+                report(name, ok, f"rel L2 {worst:.2e}, h_res max abs {max_abs(h0, h1):.2e}")
+            except Exception as e:  # noqa: BLE001
+                report(name, False, f"{type(e).__name__}: {e}")
+            finally:
+                ops.set_tuning(None)
+        name = "set_tuning: a table that cannot be read"
+        try:
+            ops.set_tuning(missing)
+            ops.pre(torch.randn(3, n, c, device="cuda", generator=gen).to(torch.bfloat16), *params(gen, n, c))
+            report(name, False, "no error")
+        except mhc.ConfigError as e:
+            report(name, "missing.toml" in str(e), f"ConfigError: {e}")
+        except Exception as e:  # noqa: BLE001
+            report(name, False, f"{type(e).__name__}: {e}")
+        finally:
+            ops.set_tuning(None)
+
+
 def check_compile(gen):
     n, c, t = 4, 4096, 8
     dtype = torch.bfloat16
@@ -307,6 +354,7 @@ def main():
     check_forward(gen)
     check_graph(gen)
     check_overlap(gen)
+    check_tuning(gen)
     check_compile(gen)
     check_streams(gen)
     check_overhead(gen)

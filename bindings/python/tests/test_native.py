@@ -13,8 +13,9 @@ from mhc import _native
 CPU, CUDA, F32 = 0, 1, 0
 
 
-def plan(n, c, max_tokens=64, gamma_k=False, gamma_f=False, dtype=F32, backend=CPU, overlap=1):
-    return _native.Plan(backend, 0, n, c, 0, 20, 1e-6, 1e-6, 1e-6, gamma_k, gamma_f, dtype, max_tokens, overlap)
+def plan(n, c, max_tokens=64, gamma_k=False, gamma_f=False, dtype=F32, backend=CPU, overlap=1, tuning=None):
+    return _native.Plan(backend, 0, n, c, 0, 20, 1e-6, 1e-6, 1e-6, gamma_k, gamma_f, dtype, max_tokens, overlap,
+                        tuning)
 
 
 def d(a, rows=None, cols=None, stride=None):
@@ -141,3 +142,12 @@ def test_overlap_values():
     for bad in (-1, 3):
         with pytest.raises(mhc.InvalidArgumentError, match="MHC_OVERLAP_OFF"):
             plan(n, c, overlap=bad)
+
+
+def test_a_tuned_table_is_refused_where_no_table_steers_the_kernels():
+    """A tuned table steers the kernel choice of CUDA plans only: the CPU backend refuses one
+    (UnsupportedError, naming why) and takes None."""
+    plan(4, 8, tuning=None)
+    with pytest.raises(mhc.UnsupportedError, match="CUDA plans"):
+        plan(4, 8, tuning="/nonexistent/sm_90a.toml")
+

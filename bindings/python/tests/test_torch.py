@@ -110,6 +110,22 @@ def test_overlap_modes(gen):
         ops.set_overlap("launch")
 
 
+def test_set_tuning(gen, tmp_path):
+    """set_tuning takes a path or None; CPU plans ignore it (the ops still run and give the same
+    results), and anything but a path or None is refused."""
+    n, c, t = 4, 8, 3
+    x = torch.randn(t, n, c, generator=gen)
+    p = params(gen, n, c)
+    want = ops.pre(x, *p).layer_input
+    try:
+        ops.set_tuning(tmp_path / "sm_90a.toml")
+        assert torch.equal(ops.pre(x, *p).layer_input, want)
+        with pytest.raises(TypeError, match="path or None"):
+            ops.set_tuning(3)
+    finally:
+        ops.set_tuning(None)
+
+
 def test_error_paths(gen):
     n, c, t = 4, 16, 2
     x = torch.randn(t, n, c, generator=gen)

@@ -18,6 +18,8 @@ strides `[..., C, 1]`; the token stride is free), `hc_fn [n*n + 2n, n*C]`, `hc_s
 on the CPU).
 """
 
+import os
+
 import torch
 
 from . import _native
@@ -46,6 +48,7 @@ __all__ = [
     "prepare",
     "set_default_max_tokens",
     "set_overlap",
+    "set_tuning",
     "clear_caches",
 ]
 
@@ -54,6 +57,7 @@ _BACKEND_CPU, _BACKEND_CUDA, _BACKEND_HIP = 0, 1, 2
 _DEFAULT_MAX_TOKENS = 8192
 _OVERLAP_CODE = {"off": 0, "launch": 1, "weights": 2}
 _overlap = "launch"
+_tuning = None
 
 _plans = {}
 _workspaces = {}
@@ -83,6 +87,19 @@ def set_overlap(mode):
     _overlap = mode
 
 
+def set_tuning(path):
+    """The tuned table CUDA plans made from now on select their kernels with: the path of a table
+    `mhc tune` wrote for this GPU (asm/tuning/README.md), or None for the tables compiled into the
+    library (the default). CPU and HIP plans ignore it. A file that cannot be
+    read is a ConfigError when the next CUDA plan is made; entries that do not apply to the GPU, or
+    whose kernels have changed since they were measured, are skipped. Plans are cached per table:
+    call `prepare(...)` again after changing it, before any graph capture."""
+    global _tuning
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"set_tuning takes a path or None, got {type(path).__name__}")
+    _tuning = None if path is None else os.fspath(path)
+
+
 def clear_caches():
     """Drops every cached plan and workspace (synchronize first if ops may still run)."""
     _plans.clear()
@@ -108,7 +125,7 @@ def _plan(device, n, c, formulation, iters, eps_norm, eps_hc, eps_f, gamma_k, ga
         max_tokens *= 2
     backend, index = _backend(device)
     key = (backend, index, n, c, formulation, iters, eps_norm, eps_hc, eps_f, gamma_k, gamma_f, dtype, max_tokens,
-           _overlap)
+           _overlap, _tuning if backend == _BACKEND_CUDA else None)
     plan = _plans.get(key)
     if plan is None:
         if _capturing(device):
@@ -118,7 +135,7 @@ def _plan(device, n, c, formulation, iters, eps_norm, eps_hc, eps_f, gamma_k, ga
             )
         check_config(iters, eps_norm, eps_hc, eps_f)
         plan = _native.Plan(backend, index, n, c, formulation, iters, eps_norm, eps_hc, eps_f, gamma_k, gamma_f,
-                            _DTYPE_CODE[dtype], max_tokens, _OVERLAP_CODE[_overlap])
+                            _DTYPE_CODE[dtype], max_tokens, _OVERLAP_CODE[_overlap], key[-1])
         _plans[key] = plan
     return plan, backend
 
