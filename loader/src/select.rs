@@ -589,7 +589,8 @@ impl<'r> Selector<'r> {
             }
             other => other,
         };
-        if let Some(entry) = entry.filter(|e| e.variant == POST_THEN_PRE) {
+        // A call that asked for one launcher gets it: two launches are not a launcher.
+        if let Some(entry) = entry.filter(|e| e.variant == POST_THEN_PRE && shape.launch.is_none()) {
             let evidence = post_then_pre_evidence(entry);
             rejected.extend(admissible.iter().map(|(_, v, _)| Rejection {
                 id: v.id().to_string(),
@@ -597,7 +598,7 @@ impl<'r> Selector<'r> {
             }));
             return Err(none(rejected));
         }
-        if let Some(entry) = entry {
+        if let Some(entry) = entry.filter(|e| e.variant != POST_THEN_PRE) {
             match admissible.iter().find(|(_, v, _)| v.id() == entry.variant) {
                 Some(&(_, v, _)) => {
                     variant = v;

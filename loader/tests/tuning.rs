@@ -201,8 +201,18 @@ fn a_post_then_pre_entry_rejects_the_fused_rows() {
     let why = choice("post_pre", &shape, &table, None).unwrap_err();
     assert!(why.contains(&format!("rejected {fused}: the tuned table chose post, then pre")), "{why}");
     assert!(why.contains("2.50 us against 20.10 us"), "{why}");
-    // Other token buckets keep the fused row.
+    // Other token buckets keep the fused row, and so does a call that asks for its launcher.
     assert_eq!(choice("post_pre", &shape.clone().at(300), &table, None).unwrap(), fused);
+    let launcher = reg.get(&fused).unwrap().entry.launch.clone();
+    let asked = Selector::new(reg).with_units(132).with_table(&table).select(
+        arch,
+        "post_pre",
+        &shape.clone().with_launch(&launcher),
+        &Budget::default(),
+    );
+    let asked = asked.unwrap();
+    assert_eq!(asked.variant.id(), fused);
+    assert!(asked.warnings.is_empty(), "{:?}", asked.warnings);
     // The fused row's image changed: the entry is stale, the fused row runs.
     let stale = TunedTable::parse("t.toml", &text(&"cd".repeat(32), &beat)).unwrap();
     assert_eq!(choice("post_pre", &shape, &stale, None).unwrap(), fused);

@@ -2,9 +2,9 @@
 //! `mhc-c` ([`mhc_c::api`]) to the Python half, which turns tensors into descriptors:
 //!
 //! - `Plan(backend, ordinal, n, c, formulation, sinkhorn_iters, eps_norm, eps_hc, eps_f,
-//!   gamma_k, gamma_f, dtype, max_tokens, overlap, tuning)` (`tuning`: a table's path or None) with one method per op taking `(ptr, rows, cols,
-//!   row_stride)` tuples (or `None` for an absent optional tensor) and a raw stream, and
-//!   `workspace()`;
+//!   gamma_k, gamma_f, dtype, max_tokens, overlap, tuning)` (`tuning`: a table's path or None)
+//!   with one method per op taking `(ptr, rows, cols, row_stride)` tuples (or `None` for an
+//!   absent optional tensor) and a raw stream, and `workspace()`;
 //! - `reference(stage, inputs, ...)`: the float64 reference of any stage on named arrays (f64
 //!   bytes), as `mhc run` computes it, for NumPy callers.
 //!
