@@ -401,6 +401,22 @@ fn code_objects_and_tables(t: &mut Table) {
         "`TunedTable::parse_lenient` (warning; the other tables apply)",
         broken.skipped().first().cloned().map_or(Ok(()), Err),
     );
+    let post_then_pre = entry(8).replace("stage = \"pre\"", "stage = \"post_pre\"").replace("\"v\"", "\"post+pre\"");
+    t.add(
+        "a `post_pre` entry of `post+pre` without the fused row it beat (`cost_model`)",
+        "`TunedTable::parse` (strict; at run time the entry is skipped with a warning)",
+        TunedTable::parse("t.toml", &post_then_pre),
+    );
+    t.add(
+        "an entry for `device = \" NVIDIA H200\"` (a name with surrounding spaces)",
+        "`TunedTable::parse` (strict; at run time the entry is skipped with a warning)",
+        TunedTable::parse("t.toml", &format!("{}device = \" NVIDIA H200\"\n", entry(8))),
+    );
+    t.add(
+        "a tuned table file that does not exist",
+        "`Tuning::from_file` (`Plan::with_tuning`, `mhc_plan_create_tuned`, `mhc.ops.set_tuning`)",
+        mhc::Tuning::from_file(Path::new("/nonexistent/sm_90a.toml")).map(|_| ()),
+    );
 }
 
 /// A C ABI call's status as a result: the status name and the thread's last error.
@@ -492,6 +508,12 @@ fn c_abi(t: &mut Table) {
         let mut bad = null_mut();
         t.add("`mhc_plan_create` with dtype 7", CAUGHT, c_status(mhc_plan_create(dev, &cfg, 7, 16, &mut bad)));
         t.add("`mhc_device_create` with backend 9", CAUGHT, c_status(mhc_device_create(9, 0, &mut bad.cast())));
+        let table = c"tuning/sm_90a.toml";
+        t.add(
+            "`mhc_plan_create_tuned` with a tuned table for a CPU plan",
+            CAUGHT,
+            c_status(mhc_plan_create_tuned(dev, &cfg, mhc_dtype::MHC_DTYPE_F32 as i32, 16, table.as_ptr(), &mut bad)),
+        );
         mhc_workspace_destroy(ws);
         mhc_workspace_destroy(other_ws);
         mhc_plan_destroy(plan);
