@@ -314,6 +314,21 @@ enum mhc_status mhc_plan_workspace_bytes(const struct mhc_plan *plan, size_t *by
 // `plan` is NULL or a live handle.
 enum mhc_status mhc_plan_supports(const struct mhc_plan *plan, int32_t stage);
 
+// The tuned entries `plan`'s selection ignored, each with why (measured on a part with another
+// SM count, a kernel changed since, not runnable here), one a line, as a NUL-terminated string
+// in `buf` (truncated to `len - 1` bytes; `buf` may be NULL when `len` is 0); `*needed` gets the
+// bytes the whole text needs with its NUL. Empty when every entry that matched applied, and for
+// CPU and HIP plans. A plan made with a table (`mhc_plan_create_tuned`) whose entries went stale
+// runs the cost model's choice for their keys: this says which and why.
+//
+// # Safety
+// `plan` is NULL or a live handle; `buf` is NULL or `len` writable bytes; `needed` is NULL or a
+// writable `size_t`.
+enum mhc_status mhc_plan_tuning_warnings(const struct mhc_plan *plan,
+                                         char *buf,
+                                         size_t len,
+                                         size_t *needed);
+
 // Sets how `plan`'s launches overlap the kernel before them on the stream (an `mhc_overlap`;
 // `MHC_OVERLAP_LAUNCH` unless set). CUDA plans only: the HIP and CPU backends accept the value
 // and have no dependent launch. Not while another thread enqueues a call of the plan.

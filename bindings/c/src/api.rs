@@ -394,6 +394,16 @@ impl Plan {
         }
     }
 
+    /// The tuned entries this plan's selection ignored, each with why (an entry measured on a
+    /// part with another SM count, whose kernel changed, or that cannot run here), one a line;
+    /// empty when every entry that matched applied, and for the CPU and HIP plans.
+    pub fn tuning_warnings(&self) -> String {
+        match &self.kind {
+            PlanKind::Cuda(p) => p.tuning_warnings().join("\n"),
+            PlanKind::Cpu | PlanKind::Hip(_) => String::new(),
+        }
+    }
+
     /// How the plan's CUDA launches overlap the kernel before them on the stream (the HIP and
     /// CPU backends have no dependent launch: no effect there).
     pub fn set_overlap(&mut self, overlap: cuda::Overlap) {

@@ -285,6 +285,43 @@ pub unsafe extern "C" fn mhc_plan_supports(plan: *const mhc_plan, stage: i32) ->
     })
 }
 
+/// The tuned entries `plan`'s selection ignored, each with why (measured on a part with another
+/// SM count, a kernel changed since, not runnable here), one a line, as a NUL-terminated string
+/// in `buf` (truncated to `len - 1` bytes; `buf` may be NULL when `len` is 0); `*needed` gets the
+/// bytes the whole text needs with its NUL. Empty when every entry that matched applied, and for
+/// CPU and HIP plans. A plan made with a table (`mhc_plan_create_tuned`) whose entries went stale
+/// runs the cost model's choice for their keys: this says which and why.
+///
+/// # Safety
+/// `plan` is NULL or a live handle; `buf` is NULL or `len` writable bytes; `needed` is NULL or a
+/// writable `size_t`.
+#[no_mangle]
+pub unsafe extern "C" fn mhc_plan_tuning_warnings(
+    plan: *const mhc_plan,
+    buf: *mut c_char,
+    len: usize,
+    needed: *mut usize,
+) -> mhc_status {
+    guard(|| {
+        // SAFETY: this function's contract.
+        let (p, needed) = unsafe { (arg(plan, "plan")?, out_arg(needed, "needed")?) };
+        if buf.is_null() && len > 0 {
+            return Err(ApiError::Invalid(format!("buf: NULL with len {len}")));
+        }
+        let text = p.0.tuning_warnings();
+        *needed = text.len() + 1;
+        if len > 0 {
+            let n = text.len().min(len - 1);
+            // SAFETY: `buf` holds `len` bytes (this function's contract) and n < len.
+            unsafe {
+                std::ptr::copy_nonoverlapping(text.as_ptr(), buf as *mut u8, n);
+                *buf.add(n) = 0;
+            }
+        }
+        Ok(())
+    })
+}
+
 /// Sets how `plan`'s launches overlap the kernel before them on the stream (an `mhc_overlap`;
 /// `MHC_OVERLAP_LAUNCH` unless set). CUDA plans only: the HIP and CPU backends accept the value
 /// and have no dependent launch. Not while another thread enqueues a call of the plan.

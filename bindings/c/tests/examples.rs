@@ -299,7 +299,9 @@ fn cpp_decode_step_matches_the_rust_api_bit_for_bit_on_cuda() {
 
 /// `mhc_plan_create_tuned` on a GPU: a table that cannot be read is `MHC_ERROR_CONFIG` with the
 /// path in the message and no handle; the compiled-in sm_90a table, read from a file, makes a
-/// plan that serves every forward stage, as NULL (the compiled-in tables) does.
+/// plan that serves every forward stage, as NULL (the compiled-in tables) does, with no tuning
+/// warning; the same table with one image hash changed makes a plan too, and
+/// `mhc_plan_tuning_warnings` names the stale entry.
 #[test]
 #[ignore = "needs a CUDA GPU: bindings/gpu/run-checks.sh runs it there, with no skipping"]
 fn tuned_plans_on_cuda() {
@@ -311,10 +313,22 @@ fn tuned_plans_on_cuda() {
     }
     let dir = std::env::temp_dir().join(format!("mhc-c-tuned-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let table = dir.join("sm_90a.toml");
-    std::fs::write(&table, include_str!("../../../asm/tuning/sm_90a.toml")).unwrap();
+    let (table, stale) = (dir.join("sm_90a.toml"), dir.join("stale.toml"));
+    let text = include_str!("../../../asm/tuning/sm_90a.toml");
+    std::fs::write(&table, text).unwrap();
+    let hash = text.split("image_sha256 = \"").nth(1).unwrap().split('"').next().unwrap();
+    std::fs::write(&stale, text.replacen(hash, &"0".repeat(64), 1)).unwrap();
     let path = |p: &Path| std::ffi::CString::new(p.to_str().unwrap()).unwrap();
-    let (readable, missing) = (path(&table), path(&dir.join("missing.toml")));
+    let (readable, missing, stale) = (path(&table), path(&dir.join("missing.toml")), path(&stale));
+    let warnings = |plan: *const mhc_plan| -> String {
+        let mut buf = vec![0 as std::ffi::c_char; 1 << 16];
+        let mut needed = 0;
+        // SAFETY: `plan` is live; `buf` holds its length.
+        let status = unsafe { mhc_plan_tuning_warnings(plan, buf.as_mut_ptr(), buf.len(), &mut needed) };
+        assert_eq!(status, mhc_status::MHC_SUCCESS);
+        // SAFETY: the library NUL-terminated it within the buffer.
+        unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
+    };
     let cfg = api::default_config(4, 4096);
     let bf16 = mhc_dtype::MHC_DTYPE_BF16 as i32;
     // SAFETY: every out-pointer is a local; every handle made is destroyed here.
@@ -326,12 +340,14 @@ fn tuned_plans_on_cuda() {
         let message = std::ffi::CStr::from_ptr(mhc_last_error()).to_string_lossy().into_owned();
         assert_eq!(status, mhc_status::MHC_ERROR_CONFIG, "{message}");
         assert!(plan.is_null() && message.contains("missing.toml"), "{message}");
-        for tuning in [readable.as_ptr(), std::ptr::null()] {
+        for (tuning, stale) in [(readable.as_ptr(), false), (std::ptr::null(), false), (stale.as_ptr(), true)] {
             let status = mhc_plan_create_tuned(dev, &cfg, bf16, 8192, tuning, &mut plan);
             assert_eq!(status, mhc_status::MHC_SUCCESS);
             for stage in [mhc_stage::MHC_STAGE_PRE, mhc_stage::MHC_STAGE_POST, mhc_stage::MHC_STAGE_POST_PRE] {
                 assert_eq!(mhc_plan_supports(plan, stage as i32), mhc_status::MHC_SUCCESS);
             }
+            let said = warnings(plan);
+            assert_eq!(said.contains("changed since it was measured"), stale, "{said}");
             mhc_plan_destroy(plan);
         }
         mhc_device_destroy(dev);

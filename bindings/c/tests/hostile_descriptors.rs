@@ -447,3 +447,29 @@ fn plan_create_tuned_arguments() {
         assert_eq!(status, mhc_status::MHC_ERROR_INVALID_ARGUMENT);
     }
 }
+
+/// `mhc_plan_tuning_warnings` of a CPU plan is the empty string: `*needed` 1 with or without a
+/// buffer; a NULL buffer with a length, a NULL plan or a NULL `needed` is refused.
+#[test]
+fn plan_tuning_warnings_arguments() {
+    let env = Env::new(mhc_dtype::MHC_DTYPE_F32, false);
+    // SAFETY: the buffers are locals of the stated lengths.
+    unsafe {
+        let mut needed = 0usize;
+        ok(mhc_plan_tuning_warnings(env.plan, std::ptr::null_mut(), 0, &mut needed), "size query");
+        assert_eq!(needed, 1);
+        let mut buf = [b'x' as std::ffi::c_char; 8];
+        ok(mhc_plan_tuning_warnings(env.plan, buf.as_mut_ptr(), buf.len(), &mut needed), "into a buffer");
+        assert_eq!((needed, buf[0]), (1, 0));
+        let null = std::ptr::null_mut();
+        assert_eq!(mhc_plan_tuning_warnings(env.plan, null, 8, &mut needed), mhc_status::MHC_ERROR_INVALID_ARGUMENT);
+        assert_eq!(
+            mhc_plan_tuning_warnings(std::ptr::null(), null, 0, &mut needed),
+            mhc_status::MHC_ERROR_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            mhc_plan_tuning_warnings(env.plan, null, 0, std::ptr::null_mut()),
+            mhc_status::MHC_ERROR_INVALID_ARGUMENT
+        );
+    }
+}

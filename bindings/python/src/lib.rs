@@ -137,6 +137,12 @@ impl Plan {
         self.inner.workspace_bytes()
     }
 
+    /// The tuned entries this plan's selection ignored, each with why (an empty list when every
+    /// entry that matched applied, and for CPU and HIP plans).
+    fn tuning_warnings(&self) -> Vec<String> {
+        self.inner.tuning_warnings().lines().map(str::to_string).collect()
+    }
+
     fn max_tokens(&self) -> usize {
         self.inner.max_tokens()
     }

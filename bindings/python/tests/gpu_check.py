@@ -237,6 +237,21 @@ def check_tuning(gen):
                 report(name, False, f"{type(e).__name__}: {e}")
             finally:
                 ops.set_tuning(None)
+        name = "set_tuning: a table with a stale entry names it in the plan's tuning_warnings()"
+        try:
+            stale = os.path.join(d, "stale.toml")
+            with open(stale, "w") as fh:
+                fh.write('[[entry]]\narch = "sm_90a"\nunits = %d\nstage = "pre"\ndtype = "bf16"\ntokens = 64\n'
+                         'n = 4\nc = 4096\nvariant = "pre_pc16t_sm90_bf16_n4"\nimage_sha256 = "%s"\nus = 1.0\n'
+                         'gbps = 1.0\nerror = 0.0\nsamples = 1\ndate = "2026-11-29"\n'
+                         % (torch.cuda.get_device_properties(0).multi_processor_count, "0" * 64))
+            ops.set_tuning(stale)
+            said = ops.prepare(n, c, torch.bfloat16).tuning_warnings()
+            report(name, any("changed since it was measured" in w for w in said), "; ".join(said))
+        except Exception as e:  # noqa: BLE001
+            report(name, False, f"{type(e).__name__}: {e}")
+        finally:
+            ops.set_tuning(None)
         name = "set_tuning: a table that cannot be read"
         try:
             ops.set_tuning(missing)

@@ -147,7 +147,7 @@ def test_overlap_values():
 def test_a_tuned_table_is_refused_where_no_table_steers_the_kernels():
     """A tuned table steers the kernel choice of CUDA plans only: the CPU backend refuses one
     (UnsupportedError, naming why) and takes None."""
-    plan(4, 8, tuning=None)
+    assert plan(4, 8, tuning=None).tuning_warnings() == []
     with pytest.raises(mhc.UnsupportedError, match="CUDA plans"):
         plan(4, 8, tuning="/nonexistent/sm_90a.toml")
 

@@ -92,8 +92,9 @@ def set_tuning(path):
     `mhc tune` wrote for this GPU (asm/tuning/README.md), or None for the tables compiled into the
     library (the default). CPU and HIP plans ignore it. A file that cannot be read is a
     ConfigError when the next CUDA plan is made; entries that do not apply to the GPU, or whose
-    kernels have changed since they were measured, are skipped. Plans are cached per table: call
-    `prepare(...)` again after changing it, before any graph capture."""
+    kernels have changed since they were measured, are skipped (`prepare(...).tuning_warnings()`
+    lists them with why). Plans are cached per table: call `prepare(...)` again after changing it,
+    before any graph capture."""
     global _tuning
     if path is not None and not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"set_tuning takes a path or None, got {type(path).__name__}")
