@@ -634,6 +634,10 @@ impl<'r> Selector<'r> {
     }
 }
 
+/// How the rejection of a fused row by a [`POST_THEN_PRE`] entry begins (what follows: the
+/// entry's times, GPU and date); the runtime's account of a plan looks for it.
+pub const CHOSE_POST_THEN_PRE: &str = "the tuned table chose post, then pre";
+
 /// Why a [`POST_THEN_PRE`] entry rejects the fused rows: its times, GPU and date.
 fn post_then_pre_evidence(e: &TunedEntry) -> String {
     let beaten = match (&e.cost_model, e.cost_model_us) {
@@ -642,7 +646,7 @@ fn post_then_pre_evidence(e: &TunedEntry) -> String {
         _ => String::new(),
     };
     format!(
-        "the tuned table chose post, then pre: {:.2} us{beaten} ({} samples on {}, {})",
+        "{CHOSE_POST_THEN_PRE}: {:.2} us{beaten} ({} samples on {}, {})",
         e.us,
         e.samples,
         e.gpu.as_deref().or(e.device.as_deref()).unwrap_or("the GPU measured"),

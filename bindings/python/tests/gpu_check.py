@@ -205,64 +205,68 @@ def check_overlap(gen):
             ops.set_overlap("launch")
 
 
+def with_tuning(name, table, body):
+    """Reports `body()`'s (ok, detail) run with `ops.set_tuning(table)`; an exception fails it.
+    The compiled-in tables are restored after."""
+    try:
+        ops.set_tuning(table)
+        ok, detail = body()
+        report(name, ok, detail)
+    except Exception as e:  # noqa: BLE001
+        report(name, False, f"{type(e).__name__}: {e}")
+    finally:
+        ops.set_tuning(None)
+
+
 def check_tuning(gen):
     """ops.set_tuning: plans made with a table of no entries (the cost model alone) and with the
     compiled-in tables (None) give results within tolerance of each other at sizes where the
-    compiled-in table of some GPUs runs post_pre as two launches; a table that cannot be read is a
-    ConfigError when the plan is made."""
+    compiled-in table of some GPUs runs post_pre as two launches; a stale entry is named in the
+    plan's tuning_warnings(); a table that cannot be read is a ConfigError when the plan is made."""
     import tempfile
 
     n, c = 4, 4096
     with tempfile.TemporaryDirectory() as d:
-        empty, missing = os.path.join(d, "empty.toml"), os.path.join(d, "missing.toml")
+        empty, stale, missing = (os.path.join(d, f) for f in ("empty.toml", "stale.toml", "missing.toml"))
         with open(empty, "w") as fh:
             fh.write("# a tuned table without entries: the cost model decides every key\n")
-        for t in (200, 700):
-            name = f"set_tuning: an empty table against the compiled-in ones, post_pre bf16 T={t} C={c}"
-            try:
-                x = torch.randn(t, n, c, device="cuda", generator=gen).to(torch.bfloat16)
-                f = torch.randn(t, c, device="cuda", generator=gen).to(torch.bfloat16)
-                hp, hr = coeffs(gen, t, n)
-                p = params(gen, n, c)
-                got = {}
-                for table in (empty, None):
-                    ops.set_tuning(table)
-                    r = ops.post_pre(f, x, hp, hr, *p)
-                    got[table] = (np_of(r.layer_input), np_of(r.residual), np_of(r.comb))
-                (a0, x0, h0), (a1, x1, h1) = got[empty], got[None]
-                worst = max(rel_l2(a0, a1), rel_l2(x0, x1))
-                ok = worst <= 1e-2 and max_abs(h0, h1) <= 1e-3
-                report(name, ok, f"rel L2 {worst:.2e}, h_res max abs {max_abs(h0, h1):.2e}")
-            except Exception as e:  # noqa: BLE001
-                report(name, False, f"{type(e).__name__}: {e}")
-            finally:
-                ops.set_tuning(None)
-        name = "set_tuning: a table with a stale entry names it in the plan's tuning_warnings()"
-        try:
-            stale = os.path.join(d, "stale.toml")
-            with open(stale, "w") as fh:
-                fh.write('[[entry]]\narch = "sm_90a"\nunits = %d\nstage = "pre"\ndtype = "bf16"\ntokens = 64\n'
-                         'n = 4\nc = 4096\nvariant = "pre_pc16t_sm90_bf16_n4"\nimage_sha256 = "%s"\nus = 1.0\n'
-                         'gbps = 1.0\nerror = 0.0\nsamples = 1\ndate = "2026-11-29"\n'
-                         % (torch.cuda.get_device_properties(0).multi_processor_count, "0" * 64))
-            ops.set_tuning(stale)
+        with open(stale, "w") as fh:
+            fh.write('[[entry]]\narch = "sm_90a"\nunits = %d\nstage = "pre"\ndtype = "bf16"\ntokens = 64\n'
+                     'n = 4\nc = 4096\nvariant = "pre_pc16t_sm90_bf16_n4"\nimage_sha256 = "%s"\nus = 1.0\n'
+                     'gbps = 1.0\nerror = 0.0\nsamples = 1\ndate = "2026-11-29"\n'
+                     % (torch.cuda.get_device_properties(0).multi_processor_count, "0" * 64))
+
+        def empty_against_compiled_in(t):
+            x = torch.randn(t, n, c, device="cuda", generator=gen).to(torch.bfloat16)
+            f = torch.randn(t, c, device="cuda", generator=gen).to(torch.bfloat16)
+            hp, hr = coeffs(gen, t, n)
+            p = params(gen, n, c)
+            got = {}
+            for table in (empty, None):
+                ops.set_tuning(table)
+                r = ops.post_pre(f, x, hp, hr, *p)
+                got[table] = (np_of(r.layer_input), np_of(r.residual), np_of(r.comb))
+            (a0, x0, h0), (a1, x1, h1) = got[empty], got[None]
+            worst, h = max(rel_l2(a0, a1), rel_l2(x0, x1)), max_abs(h0, h1)
+            return worst <= 1e-2 and h <= 1e-3, f"rel L2 {worst:.2e}, h_res max abs {h:.2e}"
+
+        def stale_named():
             said = ops.prepare(n, c, torch.bfloat16).tuning_warnings()
-            report(name, any("changed since it was measured" in w for w in said), "; ".join(said))
-        except Exception as e:  # noqa: BLE001
-            report(name, False, f"{type(e).__name__}: {e}")
-        finally:
-            ops.set_tuning(None)
-        name = "set_tuning: a table that cannot be read"
-        try:
-            ops.set_tuning(missing)
-            ops.pre(torch.randn(3, n, c, device="cuda", generator=gen).to(torch.bfloat16), *params(gen, n, c))
-            report(name, False, "no error")
-        except mhc.ConfigError as e:
-            report(name, "missing.toml" in str(e), f"ConfigError: {e}")
-        except Exception as e:  # noqa: BLE001
-            report(name, False, f"{type(e).__name__}: {e}")
-        finally:
-            ops.set_tuning(None)
+            return any("changed since it was measured" in w for w in said), "; ".join(said)
+
+        def unreadable():
+            try:
+                ops.pre(torch.randn(3, n, c, device="cuda", generator=gen).to(torch.bfloat16), *params(gen, n, c))
+            except mhc.ConfigError as e:
+                return "missing.toml" in str(e), f"ConfigError: {e}"
+            return False, "no error"
+
+        for t in (200, 700):
+            with_tuning(f"set_tuning: an empty table against the compiled-in ones, post_pre bf16 T={t} C={c}",
+                        empty, lambda t=t: empty_against_compiled_in(t))
+        with_tuning("set_tuning: a table with a stale entry names it in the plan's tuning_warnings()", stale,
+                    stale_named)
+        with_tuning("set_tuning: a table that cannot be read", missing, unreadable)
 
 
 def check_compile(gen):

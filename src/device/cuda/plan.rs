@@ -511,9 +511,11 @@ fn why_two_launches(no_fused: &Error) -> String {
     let Error::NoVariant { rejected, .. } = no_fused else {
         return format!("post_pre runs as two launches: {no_fused}\n");
     };
-    let tuned = rejected.iter().find_map(|r| r.split_once(": the tuned table ").map(|(_, why)| why));
+    // Each rejection reads "row: reason"; a tuned entry's reason is the same for every row.
+    let marker = mhc_loader::select::CHOSE_POST_THEN_PRE;
+    let tuned = rejected.iter().find_map(|r| r.split_once(": ").map(|(_, why)| why).filter(|w| w.starts_with(marker)));
     match tuned {
-        Some(why) => format!("post_pre runs as two launches: the tuned table {why}\n"),
+        Some(why) => format!("post_pre runs as two launches: {why}\n"),
         None => {
             let lines: String = rejected.iter().map(|r| format!("  rejected {r}\n")).collect();
             format!("post_pre runs as two launches: no fused kernel serves this call\n{lines}")
