@@ -4,9 +4,10 @@
 //! - `us`: back-to-back launches on one stream (the plans' default launch overlap), events around
 //!   `--runs` (>= 100) calls whose inputs rotate over enough sets that the working set exceeds
 //!   twice the L2 size; the mean per call, measured 5 times after a warm-up, median of the 5.
-//! - `us_graph` (T <= [`GRAPH_MAX_TOKENS`]): 100 calls captured in a CUDA graph, replayed; the
-//!   mean per call, measured 5 times after a warm-up replay, median of the 5 (what an inference
-//!   engine's decode step pays).
+//! - `us_graph` (T <= `--graph-tokens`, by default [`GRAPH_MAX_TOKENS`]): 100 calls captured in a
+//!   CUDA graph, replayed; the mean per call, measured 5 times after a warm-up replay, median of
+//!   the 5 (what an inference engine's decode step pays, and how peers timed from Python, whose
+//!   back-to-back calls the interpreter bounds, are compared at every T).
 //! - `copy_us`: one device-to-device copy moving the same bytes, timed as `us`.
 //! - `host_us`: the host's wall time to enqueue one call of the `us` measurement (median of the
 //!   5): near `us`, the GPU waited for the host; well below, the host ran ahead of it.
@@ -22,10 +23,10 @@
 
 use mhc::device::cuda::{CudaDevice, DeviceBuffer, Event, Overlap, Plan, Stream};
 
-/// Largest T also timed as graph replays: decode and the mid kernel's range, where launch
-/// overhead is a large share and inference engines capture graphs (the peer figures for `pre`
-/// at T <= 128 in docs/benchmarks/README.md are graph replays).
-const GRAPH_MAX_TOKENS: usize = 64;
+/// Largest T also timed as graph replays unless `--graph-tokens` says otherwise: decode and the
+/// mid kernel's range, where launch overhead is a large share and inference engines capture
+/// graphs (the peer figures for `pre` at T <= 128 in docs/benchmarks/README.md are graph replays).
+pub(crate) const GRAPH_MAX_TOKENS: usize = 64;
 use mhc::reference::testing::Rng;
 use mhc::{Config, Dtype, Formulation, Layout, Stage};
 use std::fmt::Write as _;
@@ -67,6 +68,10 @@ pub struct Args {
     /// model alone) or the path of a table `mhc tune` wrote.
     #[arg(long, default_value = "embedded")]
     pub tuning: String,
+    /// Largest token count also timed as CUDA-graph replays (`us_graph`); a peer timed in graphs
+    /// at every T is compared with `--graph-tokens 1000000`.
+    #[arg(long, default_value_t = GRAPH_MAX_TOKENS)]
+    pub graph_tokens: usize,
 }
 
 fn parse_overlap(s: &str) -> Result<Overlap, String> {
@@ -146,7 +151,7 @@ pub(crate) struct Row {
     pub(crate) us: f64,
     /// (slowest - fastest) / median of the 5 back-to-back measurements, percent.
     pub(crate) spread_pct: f64,
-    /// CUDA-graph replay, mean per call (median of 5), for T <= GRAPH_MAX_TOKENS.
+    /// CUDA-graph replay, mean per call (median of 5), for T <= `--graph-tokens`.
     pub(crate) us_graph: Option<f64>,
     /// The same spread of the 5 graph measurements.
     pub(crate) graph_spread_pct: Option<f64>,
@@ -277,7 +282,7 @@ pub fn main(args: Args) -> Result<(), String> {
             for w in plan.as_ref().map(|p| p.tuning_warnings()).unwrap_or_default() {
                 eprintln!("warning: {w}");
             }
-            match plan.and_then(|plan| bench_case(&dev, &stream, stage, &plan, t, runs)) {
+            match plan.and_then(|plan| bench_case(&dev, &stream, stage, &plan, t, runs, args.graph_tokens)) {
                 Ok(r) => {
                     if rows.is_empty() {
                         emit(header());
@@ -502,6 +507,7 @@ pub(crate) fn bench_case(
     plan: &Plan,
     t: usize,
     runs: usize,
+    graph_tokens: usize,
 ) -> mhc::Result<Row> {
     let (cfg, dtype) = (*plan.config(), plan.dtype());
     plan.supports(stage)?;
@@ -661,8 +667,8 @@ pub(crate) fn bench_case(
     s.synchronize()?;
     let mut call = |i: usize| call(i % sets);
     let b2b = time_b2b(dev, s, runs, &mut call)?;
-    // Graph replay for small T: 100 captured calls, replayed 5 times per measurement.
-    let graph = if t <= GRAPH_MAX_TOKENS { Some(time_graph(dev, s, 5, &mut call)?) } else { None };
+    // Graph replay up to graph_tokens: 100 captured calls, replayed 5 times per measurement.
+    let graph = if t <= graph_tokens { Some(time_graph(dev, s, 5, &mut call)?) } else { None };
     let copy_us = same_size_copy_us(dev, s, bytes, runs)?;
     Ok(Row {
         stage,

@@ -32,7 +32,7 @@
 //! table is rewritten after every key (write, then rename), so it is never half-written. The
 //! loop itself ([`run`]) takes the device through the [`Bench`] trait, which the tests fake.
 
-use crate::bench::{bench_case, copy_bandwidth, today, DeviceFacts};
+use crate::bench::{bench_case, copy_bandwidth, today, DeviceFacts, GRAPH_MAX_TOKENS};
 use mhc::device::cuda::{CudaDevice, CudaRunner, Plan, Stream};
 use mhc::reference::testing::Rng;
 use mhc::runner::{signature, Class, CpuRunner, Named, StageRunner};
@@ -674,7 +674,7 @@ impl Bench for Gpu {
         if ran != candidate.id {
             return Err(format!("the plan did not follow the table: it runs {ran}"));
         }
-        let row = bench_case(&self.dev, &self.stream, case.stage, &plan, case.tokens, self.runs)
+        let row = bench_case(&self.dev, &self.stream, case.stage, &plan, case.tokens, self.runs, GRAPH_MAX_TOKENS)
             .map_err(|e| e.to_string())?;
         let (us, spread_pct) = match (row.us_graph, row.graph_spread_pct) {
             (Some(g), Some(s)) => (g, s),
