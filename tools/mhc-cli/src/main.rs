@@ -45,7 +45,26 @@ enum Command {
     Tune(tune::Args),
 }
 
+/// Restores the default action of SIGPIPE, which the Rust runtime ignores: output piped into a
+/// reader that stops early (`mhc inspect | head`) then ends the process quietly, as every Unix
+/// tool does, instead of a panic in `println!`.
+#[cfg(unix)]
+fn default_sigpipe() {
+    extern "C" {
+        fn signal(signum: i32, handler: usize) -> usize;
+    }
+    const SIGPIPE: i32 = 13; // the same number on Linux and macOS
+    const SIG_DFL: usize = 0;
+    // SAFETY: signal(2) with SIG_DFL installs no Rust code as a handler; it runs before any
+    // thread is started.
+    unsafe {
+        signal(SIGPIPE, SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    #[cfg(unix)]
+    default_sigpipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run::main(args),
