@@ -299,7 +299,7 @@ pub fn main(args: Args) -> Result<(), String> {
         std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
     };
     write("bench.txt", table)?;
-    write("bench.json", record(&DeviceFacts::of(&dev), copy_bw, launch_us, dtype, overlap, &rows)?)?;
+    write("bench.json", record(&DeviceFacts::of(&dev), copy_bw, launch_us, dtype, overlap, args.graph_tokens, &rows)?)?;
     write("bench.svg", svg(copy_bw, &rows))?;
     println!("wrote bench.txt, bench.json and bench.svg to {}", args.out.display());
     Ok(())
@@ -736,6 +736,7 @@ fn record(
     launch: Launch,
     dtype: Dtype,
     overlap: Overlap,
+    graph_tokens: usize,
     rows: &[Row],
 ) -> Result<String, String> {
     use serde_json::json;
@@ -780,8 +781,9 @@ fn record(
         "copy_gbps": copy_bw / 1e9,
         "launch_us_b2b": launch.b2b,
         "launch_us_graph": launch.graph,
+        "graph_max_tokens": graph_tokens,
         "source": "mhc bench",
-        "description": "us_b2b: back-to-back calls, mean per call, median of 5 measurements of >= 100 calls with inputs rotated past L2; us_graph: a CUDA graph of 100 calls replayed, mean per call, median of 5; spread_pct: (slowest - fastest) / median of the 5; host_us: the host's wall time to enqueue one call back-to-back (median of the 5); b2b_by: what bounds us_b2b (host: the call's GPU time is within 1.25x of launching its kernels back-to-back)",
+        "description": "us_b2b: back-to-back calls, mean per call, median of 5 measurements of >= 100 calls with inputs rotated past L2; us_graph (T <= graph_max_tokens): a CUDA graph of 100 calls replayed, mean per call, median of 5; spread_pct: (slowest - fastest) / median of the 5; host_us: the host's wall time to enqueue one call back-to-back (median of the 5); b2b_by: what bounds us_b2b (host: the call's GPU time is within 1.25x of launching its kernels back-to-back)",
         "rows": rows,
     });
     // Non-finite numbers (a failed measurement) become null: the record stays valid JSON.
@@ -940,7 +942,9 @@ mod tests {
         let dev =
             DeviceFacts { name: "GPU \"x\"".into(), arch: "sm_90a", sm_count: 132, l2_bytes: 50 << 20, driver: 13000 };
         let rows = [row(Stage::Pre, 4, 4096, 1, 5.0), row(Stage::Post, 4, 4096, 8192, f64::NAN)];
-        let text = record(&dev, 3e12, Launch { b2b: 3.0, graph: 0.7 }, Dtype::Bf16, Overlap::Launch, &rows).unwrap();
+        let text =
+            record(&dev, 3e12, Launch { b2b: 3.0, graph: 0.7 }, Dtype::Bf16, Overlap::Launch, GRAPH_MAX_TOKENS, &rows)
+                .unwrap();
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         for key in [
             "date",
@@ -951,12 +955,14 @@ mod tests {
             "copy_gbps",
             "launch_us_graph",
             "launch_us_b2b",
+            "graph_max_tokens",
             "source",
             "description",
             "rows",
         ] {
             assert!(v.get(key).is_some(), "{key} missing: {text}");
         }
+        assert_eq!(v["graph_max_tokens"], GRAPH_MAX_TOKENS);
         assert_eq!(v["rows"][0]["us_graph"], 2.5);
         assert!(v["rows"][1]["us_b2b"].is_null() && v["rows"][1]["us_graph"].is_null());
         // 2.5 us of GPU time per call is under 1.25x the 3 us launch: the host bounds us_b2b.
