@@ -63,13 +63,15 @@ def post_token_chunk(k, item, chunks, t, ch, tmp, chunk_bytes, cbytes):
     return t64, cb, cb64
 
 
-# Largest n whose bf16 entries load all n^2 coefficients into registers with the chunk's x and f
-# before the first FMA (`.minnctapersm 1`, as the decode kernels: ptxas otherwise sank V4's row j
-# of h_res to stream j, and Paper's rows waited behind the earlier rows' stores; each a wait in
-# the middle of the math). The same bits; on an H200 (2026-11-29, docs/kernels/post.md) V4 0.3-6.6%
-# and Paper 2.5-10.4% faster at T = 128..8192. Above n = 4 the n^2 coefficients would not fit
-# beside the n*V accumulators; f32 entries (twice the bytes in flight) were 5% slower with it.
-COEFFS_FIRST_MAX_N = 4
+# Largest n whose bf16 entries issue every load of a chunk, all n^2 coefficients of h_res
+# included, before the first FMA: `.minnctapersm 1`, as the decode kernels (left to fit full
+# occupancy, ptxas sank V4's load of row j of h_res to stream j, a wait in the middle of the
+# math), and Paper's n outputs formed before the first store (a row stored first held the next
+# rows' loads behind it). The same bits; on an H200 (2026-11-29, docs/kernels/post.md) V4
+# 0.3-6.6% and Paper 2.5-10.4% faster at T = 128..8192. Above n = 4 Paper's n*V accumulators
+# would not fit beside the n^2 coefficients; f32 entries (twice the bytes in flight) were 5%
+# slower with it.
+LOADS_FIRST_MAX_N = 4
 
 
 def post_kernel(form, dtype, n, V=None):
@@ -105,52 +107,46 @@ def post_kernel(form, dtype, n, V=None):
         a = p(f"ao{j}")
         k.ins(f"add.u64 {a}, {aos[-1]}, {cb64};")
         aos.append(a)
-    coeffs_first = dtype == "bf16" and n <= COEFFS_FIRST_MAX_N
-    if coeffs_first:
-        # out[k] = h_post[k] f + sum_j a[k][j] x[j], a = h_res^T (V4) or h_res (Paper)
-        k.comment("V4: out[k] = h_post[k] f + sum_j h_res[j][k] x[j]; Paper: ... h_res[k][j] x[j].")
-        k.comment("All of h_res with x and f before the math (.minnctapersm 1), n*V accumulators,")
-        k.comment("stores last; each output's operations in the order j = 0..n-1")
-        rows = [load_f32_run(k, f"r{r}_", ahr, n, off=4 * r * n) for r in range(n)]
-        coef = (lambda kk, jj: rows[jj][kk]) if form == "v4" else (lambda kk, jj: rows[kk][jj])
+    loads_first = dtype == "bf16" and n <= LOADS_FIRST_MAX_N
+    def walk_streams(coeffs_of_stream):
+        """n*V accumulators from h_post f, then x[j] for j = 0..n-1 into every output with the
+        coefficients coeffs_of_stream(j)[k], then the n stores."""
         acc = [[k.reg("f32", f"acc{kk}_{v}") for v in range(V)] for kk in range(n)]
         for kk in range(n):
             for v in range(V):
                 k.ins(f"mul.f32 {acc[kk][v]}, {hp[kk]}, {fv[v]};")
-        for jj in range(n):
+        for j in range(n):
+            cj = coeffs_of_stream(j)
             for kk in range(n):
                 for v in range(V):
-                    k.ins(f"fma.rn.f32 {acc[kk][v]}, {coef(kk, jj)}, {xs[jj][v]}, {acc[kk][v]};")
+                    k.ins(f"fma.rn.f32 {acc[kk][v]}, {cj[kk]}, {xs[j][v]}, {acc[kk][v]};")
         for kk in range(n):
             store_row(k, dtype, acc[kk], aos[kk], tag=f"o{kk}")
-    elif form == "v4":
+
+    if form == "v4":
         k.comment("V4: out[k] = h_post[k] f + sum_j h_res[j][k] x[j]; row j of h_res is contiguous,")
         k.comment("so accumulate all n outputs while walking j (n*V accumulators)")
-        acc = [[k.reg("f32", f"acc{kk}_{v}") for v in range(V)] for kk in range(n)]
-        for kk in range(n):
-            for v in range(V):
-                k.ins(f"mul.f32 {acc[kk][v]}, {hp[kk]}, {fv[v]};")
-        for jj in range(n):
-            rr = load_f32_run(k, f"r{jj}_", ahr, n, off=4 * jj * n)
-            for kk in range(n):
-                for v in range(V):
-                    k.ins(f"fma.rn.f32 {acc[kk][v]}, {rr[kk]}, {xs[jj][v]}, {acc[kk][v]};")
-        for kk in range(n):
-            store_row(k, dtype, acc[kk], aos[kk], tag=f"o{kk}")
+        walk_streams(lambda j: load_f32_run(k, f"r{j}_", ahr, n, off=4 * j * n))
     else:
         k.comment("Paper: out[i] = h_post[i] f + sum_j h_res[i][j] x[j]; row i of h_res is contiguous")
-        for i in range(n):
-            rr = load_f32_run(k, f"r{i}_", ahr, n, off=4 * i * n)
-            acc = [k.reg("f32", f"acc{i}_{v}") for v in range(V)]
-            for v in range(V):
-                k.ins(f"mul.f32 {acc[v]}, {hp[i]}, {fv[v]};")
-            for jj in range(n):
+        if loads_first:
+            # every row first, then walk x[j] as V4 does (each output's operations still in the
+            # order j = 0..n-1), the stores last: no row's store holds the next rows' loads
+            rows = [load_f32_run(k, f"r{i}_", ahr, n, off=4 * i * n) for i in range(n)]
+            walk_streams(lambda j: [rows[i][j] for i in range(n)])
+        else:
+            for i in range(n):
+                rr = load_f32_run(k, f"r{i}_", ahr, n, off=4 * i * n)
+                acc = [k.reg("f32", f"acc{i}_{v}") for v in range(V)]
                 for v in range(V):
-                    k.ins(f"fma.rn.f32 {acc[v]}, {rr[jj]}, {xs[jj][v]}, {acc[v]};")
-            store_row(k, dtype, acc, aos[i], tag=f"o{i}")
+                    k.ins(f"mul.f32 {acc[v]}, {hp[i]}, {fv[v]};")
+                for j in range(n):
+                    for v in range(V):
+                        k.ins(f"fma.rn.f32 {acc[v]}, {rr[j]}, {xs[j][v]}, {acc[v]};")
+                store_row(k, dtype, acc, aos[i], tag=f"o{i}")
     # the decode variants (T <= 16, `_v2`) are latency-bound: one wave, every load up front;
-    # the bf16 n <= 4 entries likewise (COEFFS_FIRST_MAX_N)
-    return plain_entry(name, k, POST.size, latency_bound=name.endswith("_v2") or coeffs_first)
+    # the bf16 n <= 4 entries likewise (LOADS_FIRST_MAX_N)
+    return plain_entry(name, k, POST.size, latency_bound=name.endswith("_v2") or loads_first)
 
 
 LK_NS = [16, 32]  # post "lk" variants: lane = output stream
@@ -421,11 +417,10 @@ def ptx_text():
 //   n = 16, 2 at n = 32) over all n streams; grid = ceil(T * C/V / 128) CTAs of 128 threads.
 //   Consecutive threads take consecutive chunks of one token, so each warp's loads and stores
 //   of a stream row are contiguous (16-byte vectors for bf16 V = 8 and f32 V = 4/8).
-// Register plan: x[j][v] (n*V f32, bf16 widened by a shift), f[v], h_post[n]; bf16 n <= 4: all
-//   of h_res (16-byte row loads) and n*V accumulators, every load before the math
-//   (.minnctapersm 1); otherwise V4 keeps n*V accumulators and loads row j of h_res as it reaches
-//   stream j, Paper keeps V and forms output i from row i. Coefficients are warp-uniform loads
-//   (L1 broadcast).
+// Register plan: x[j][v] (n*V f32, bf16 widened by a shift), f[v], h_post[n]; V4 keeps n*V
+//   accumulators (h_res row j is contiguous in memory: 16-byte coefficient loads), Paper keeps V
+//   (row i contiguous), or n*V with its stores last where every load comes first (bf16 n <= 4,
+//   .minnctapersm 1). Coefficients are warp-uniform loads (L1 broadcast).
 // Bytes: per token (n+1) C esize read + n C esize written + 4(n + n^2) coefficients; the floor
 //   is that over the measured copy bandwidth. All loads of a chunk are issued before the first
 //   FMA: (n+1) x 16 bytes in flight per thread.
