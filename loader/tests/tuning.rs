@@ -2,7 +2,7 @@
 //! time), and at run time a malformed entry or table costs only itself, with a warning naming it.
 
 use mhc_loader::tuning::{tables, TunedTable, EMBEDDED_TABLES};
-use mhc_loader::{Arch, Budget, Registry, Selector, Shape};
+use mhc_loader::{Arch, Budget, Registry, Selection, Selector, Shape};
 
 #[test]
 fn every_embedded_table_parses_strictly() {
@@ -147,6 +147,12 @@ fn a_tuned_entry_applies_to_its_formulation_and_sm_count_only() {
 
 /// The embedded registry's choice for `stage` at `shape` with `table` on a 132-SM GPU named
 /// `gpu` (or none), or the rejections when it chooses no row.
+/// What the cost model alone selects on a 132-SM sm_90a part.
+fn untuned(stage: &str, shape: &Shape) -> Selection<'static> {
+    let reg = Registry::embedded().unwrap();
+    Selector::new(reg).with_units(132).select(Arch::parse("sm_90a").unwrap(), stage, shape, &Budget::default()).unwrap()
+}
+
 fn choice(stage: &str, shape: &Shape, table: &TunedTable, gpu: Option<&str>) -> Result<String, String> {
     let reg = Registry::embedded().unwrap();
     let mut s = Selector::new(reg).with_units(132).with_table(table);
@@ -162,9 +168,8 @@ fn choice(stage: &str, shape: &Shape, table: &TunedTable, gpu: Option<&str>) -> 
 #[test]
 fn a_device_entry_applies_to_its_gpu_and_first() {
     let reg = Registry::embedded().unwrap();
-    let arch = Arch::parse("sm_90a").unwrap();
     let shape = Shape::new(300, 4, 4096, "bf16").with_formulation("v4");
-    let sel = Selector::new(reg).with_units(132).select(arch, "pre", &shape, &Budget::default()).unwrap();
+    let sel = untuned("pre", &shape);
     let (model, other) = (sel.candidates[0].id.clone(), sel.candidates[1].id.clone());
     let row = |variant: &str, extra: &str| {
         let sha = &reg.get(variant).unwrap().image_sha256;
@@ -188,10 +193,8 @@ fn a_device_entry_applies_to_its_gpu_and_first() {
 #[test]
 fn a_post_then_pre_entry_rejects_the_fused_rows() {
     let reg = Registry::embedded().unwrap();
-    let arch = Arch::parse("sm_90a").unwrap();
     let shape = Shape::new(256, 4, 4096, "bf16").with_formulation("v4");
-    let fused = Selector::new(reg).with_units(132).select(arch, "post_pre", &shape, &Budget::default()).unwrap();
-    let fused = fused.variant.id().to_string();
+    let fused = untuned("post_pre", &shape).variant.id().to_string();
     let sha = reg.get(&fused).unwrap().image_sha256.clone();
     let text = |sha: &str, extra: &str| {
         entry("post+pre", 256, extra).replace("stage = \"pre\"", "stage = \"post_pre\"").replace(&"ab".repeat(32), sha)
@@ -205,7 +208,7 @@ fn a_post_then_pre_entry_rejects_the_fused_rows() {
     assert_eq!(choice("post_pre", &shape.clone().at(300), &table, None).unwrap(), fused);
     let launcher = reg.get(&fused).unwrap().entry.launch.clone();
     let asked = Selector::new(reg).with_units(132).with_table(&table).select(
-        arch,
+        Arch::parse("sm_90a").unwrap(),
         "post_pre",
         &shape.clone().with_launch(&launcher),
         &Budget::default(),
