@@ -707,6 +707,75 @@ fn pre_mid_n8_kernel_shapes() {
     }
 }
 
+/// The logit-cluster entries (asm/ptx/sm90/pre_lc.ptx, `mhc_pre_lc_sm90_*`) where the catalogue
+/// selects them (n = 4, no gamma_f, C a multiple of 128 in 512..=8192, T = 1..12): within the
+/// reference's tolerances at every token count of a group and across groups (1..5, 8, 9, 12),
+/// C of 512, 1152 (72 channels a CTA), 1280, 4096, 7168 and 8192, phi ~ 0.5, gamma_k, strided
+/// rows, both formulations and dtypes; and that T = 13, n = 3, gamma_f, C = 1288 (not a
+/// multiple of 128) and C = 8320 keep the other kernels.
+#[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
+fn pre_lc_kernel_shapes() {
+    let Some(dev) = gpu() else { return };
+    let stream = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("pre_lc");
+    for dtype in DTYPES {
+        for form in FORMS {
+            let mut shapes = Vec::new();
+            for (c, t) in [
+                (4096, 1),
+                (4096, 2),
+                (4096, 3),
+                (4096, 4),
+                (4096, 5),
+                (4096, 8),
+                (4096, 12),
+                (7168, 1),
+                (7168, 7),
+                (7168, 12),
+                (512, 1),
+                (512, 12),
+                (1152, 3),
+                (1280, 9),
+                (8192, 4),
+            ] {
+                shapes.push(Shape::new(4, c, t, form, dtype));
+            }
+            shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 4096, 1, form, dtype) });
+            shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 7168, 6, form, dtype) });
+            shapes.push(Shape { x_pad: 24, ..Shape::new(4, 4096, 3, form, dtype) });
+            shapes.push(Shape { x_pad: 24, ..Shape::new(4, 1152, 10, form, dtype) });
+            shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4096, 2, form, dtype) });
+            shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 7168, 9, form, dtype) });
+            let others = [
+                Shape::new(4, 4096, 13, form, dtype),
+                Shape::new(3, 4096, 1, form, dtype),
+                Shape { gamma_f: true, ..Shape::new(4, 4096, 2, form, dtype) },
+                Shape::new(4, 1288, 2, form, dtype),
+                Shape::new(4, 8320, 1, form, dtype),
+            ];
+            check_where_selected(&dev, &stream, &mut rng, "mhc_pre_lc", &shapes, &others);
+        }
+    }
+}
+
+/// Small launches of the logit-cluster entries (gamma_k, strided rows, both dtypes and
+/// formulations, one and three groups), for compute-sanitizer; also checked against the
+/// reference.
+#[test]
+#[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
+fn lc_sanitizer_smoke() {
+    let Some(dev) = gpu() else { return };
+    let stream = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("lc_sanitizer_smoke");
+    for dtype in DTYPES {
+        for (c, t, form) in [(512, 1, Formulation::DeepSeekV4), (1152, 11, Formulation::Paper)] {
+            let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, c, t, form, dtype) };
+            check_pre(&dev, &stream, &mut rng, &sh);
+        }
+    }
+}
+
 /// Every shape of `selected` runs a `pre` entry whose name starts with `entry` (the catalogue's
 /// plan for its T) and matches the reference ([`check_pre`]); no shape of `others` runs one.
 fn check_where_selected(
@@ -2564,6 +2633,60 @@ fn profile_pc_phases() {
         show("coefficient warps at the end", (0..ctas).map(|c| last(c, 8).max(last(c, 9))).collect());
         show("mix warps at the end", (0..ctas).map(|c| last(c, 10).max(last(c, 11))).collect());
         show("past the closing cluster barrier", (0..ctas).map(|c| last(c, 12)).collect());
+    }
+}
+
+/// Phase stamps of the logit-cluster kernel: needs the `pre_lc.stamps` timing build
+/// (`tools/timing-pack.sh pre_lc.stamps`, then `--ignored profile_lc_phases`); a normal build
+/// prints meaningless numbers. Per role (res: the h_res clusters' token CTAs, which run the
+/// Sinkhorn; pre: every CTA of the h_pre / h_post clusters) and phase boundary: microseconds
+/// after the earliest CTA started (%globaltimer), min / median / max over the CTAs.
+#[test]
+#[ignore = "benchmark: run with --ignored on a GPU machine"]
+fn profile_lc_phases() {
+    let Some(dev) = gpu() else { return };
+    let s = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("profile_lc_phases");
+    let names = ["start", "dependency", "loaded", "projected", "rows", "cluster", "gathered", "done"];
+    for (t, c, dtype) in
+        [(1, 4096, Dtype::Bf16), (4, 4096, Dtype::Bf16), (1, 7168, Dtype::Bf16), (12, 7168, Dtype::Bf16)]
+    {
+        let cfg = Config::new(4, c);
+        let mut r = ready(&dev, &mut rng, cfg, dtype, t, 64);
+        // Room for the stamps at the few-token kernels' partial rows (a plan for 64 tokens).
+        r.plan = catalogue_plan(&dev, cfg, dtype, 64).unwrap();
+        r.ws = r.plan.new_workspace().unwrap();
+        for round in 0..3 {
+            for i in 0..64 {
+                r.launch_mode(&s, i, Mode::Auto).unwrap();
+            }
+            s.synchronize().unwrap();
+            let st = r.plan.debug_lc_stamps(&r.ws, t).unwrap();
+            let t0 = st.iter().map(|c| c[0]).min().unwrap();
+            println!("T={t} C={c} {dtype} round {round}: {} CTAs", st.len());
+            for role in ["res", "pre"] {
+                let ctas: Vec<&[u64; 8]> = st
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| {
+                        let (cluster, rank) = (i / 16, i % 16);
+                        let tokens = t.saturating_sub(4 * (cluster / 2)).min(4);
+                        if role == "res" {
+                            cluster % 2 == 0 && rank < tokens
+                        } else {
+                            cluster % 2 == 1
+                        }
+                    })
+                    .map(|(_, c)| c)
+                    .collect();
+                println!("  {role}: {} CTAs", ctas.len());
+                for (k, name) in names.iter().enumerate() {
+                    let mut us: Vec<f64> = ctas.iter().map(|c| c[k].wrapping_sub(t0) as f64 / 1e3).collect();
+                    us.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                    println!("    {name:>10}: {:6.2} {:6.2} {:6.2} us", us[0], us[us.len() / 2], us[us.len() - 1]);
+                }
+            }
+        }
     }
 }
 

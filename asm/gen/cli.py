@@ -16,7 +16,7 @@ import os
 import sys
 import tempfile
 
-from . import catalogue, coeffs, expand, head, post, pre_decode, pre_gemm, pre_pc, rust_abi, static
+from . import catalogue, coeffs, expand, head, post, pre_decode, pre_gemm, pre_lc, pre_pc, rust_abi, static
 from .pre import kernel as pre_kernel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -40,6 +40,10 @@ FAMILIES = {
         "nopload": "post_pre entries: f and the coefficients not loaded",
         "nohpre": "mid entries: the mixers take h_pre = 1/4 without polling the token owner's copy (wrong a)",
         "sink1": "one Sinkhorn iteration whatever the arguments say",
+    }),
+    "pre_lc": (pre_lc.generate, {
+        "stamps": "thread 0 of every CTA writes %globaltimer at 8 phase boundaries to the workspace "
+                  "(tests/gpu_pre.rs profile_lc_phases)",
     }),
     "pre_pc": (pre_pc.generate, {
         "nosink": "iters = 0: no Sinkhorn iteration",
@@ -108,6 +112,7 @@ def catalogue_sections():
         ("coeffs_sm100", "sm_100a coeffs_thread.ptx / coeffs_shfl.ptx", [], coeffs.catalogue_rows("sm_100a")),
         ("pre", "sm_90a pre.ptx", [], pre_kernel.catalogue_rows()),
         ("pre_decode", "sm_90a pre_decode.ptx", [], pre_decode.catalogue_rows()),
+        ("pre_lc", "sm_90a pre_lc.ptx", [], pre_lc.catalogue_rows()),
         ("pre_pc", "sm_90a pre_pc.ptx", [], pre_pc.catalogue_rows()),
         ("pre_gemm", "sm_90a pre_gemm.ptx", [], pre_gemm.catalogue_rows()),
     ]

@@ -3,7 +3,7 @@ launch numbers the runtime's launchers share with the generators, for the runtim
 of its own copies. Functions of n are tables computed by the generators' own Python; functions
 of C are the generators' formulas."""
 
-from . import abi, head, post, pre_decode, pre_gemm, pre_pc, shapes, static
+from . import abi, head, post, pre_decode, pre_gemm, pre_lc, pre_pc, shapes, static
 from .pre import constants as pre_consts
 
 PATH = abi.RUST_MIRROR
@@ -117,6 +117,17 @@ def pre_decode_items():
     ]
 
 
+def pre_lc_items():
+    c = pre_lc
+    return [
+        const("LC_GROUP_TOKENS", "usize", c.GROUP, "Tokens per group of `mhc_pre_lc_sm90_*`: one pair of clusters (h_res logits, h_pre / h_post logits) per group."),
+        const("LC_CLUSTER", "u32", c.CLUSTER, "CTAs per cluster (a non-portable size); CTA r owns channels [r C/16, (r+1) C/16)."),
+        const("LC_MAX_TOKENS", "usize", c.MAX_TOKENS, "Largest T of the entries (three groups: six clusters)."),
+        const("LC_SHARED_PER_CHANNEL_BF16", "usize", c.lc_shared(2, 1), "Dynamic shared memory per channel of a CTA's C/16, bf16 storage (x slices of the group, gamma_k's slice, 16 phi row slices)."),
+        const("LC_SHARED_PER_CHANNEL_F32", "usize", c.lc_shared(4, 1), "The same with f32 storage."),
+    ]
+
+
 def pre_gemm_items():
     g = pre_gemm
     return [
@@ -186,6 +197,7 @@ def text():
          [L.rust() for L in (abi.POST, abi.HEAD, abi.STATIC, abi.EXPAND, abi.COEFFS)] + forward_items()),
         ("pre (general)", [abi.PRE.rust()] + pre_items()),
         ("pre_decode", [abi.PRE_DECODE.rust()] + pre_decode_items()),
+        ("pre_lc", pre_lc_items()),
         ("pre_gemm", [abi.PRE_GEMM.rust()] + pre_gemm_items()),
         ("pre_pc", [abi.POST_PRE_PC.rust(), abi.PRE_TMA.rust()] + pre_pc_items()),
     ]

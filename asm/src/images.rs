@@ -23,6 +23,7 @@ pub static IMAGES: &[EmbeddedImage] = &[
     EmbeddedImage { path: "asm/bin/sm90/pre.cubin", bytes: include_bytes!("../bin/sm90/pre.cubin") },
     EmbeddedImage { path: "asm/bin/sm90/pre_decode.cubin", bytes: include_bytes!("../bin/sm90/pre_decode.cubin") },
     EmbeddedImage { path: "asm/bin/sm90/pre_gemm.cubin", bytes: include_bytes!("../bin/sm90/pre_gemm.cubin") },
+    EmbeddedImage { path: "asm/bin/sm90/pre_lc.cubin", bytes: include_bytes!("../bin/sm90/pre_lc.cubin") },
     EmbeddedImage { path: "asm/bin/sm90/pre_pc.cubin", bytes: include_bytes!("../bin/sm90/pre_pc.cubin") },
     EmbeddedImage { path: "asm/bin/sm90/pre_pc_pair.cubin", bytes: include_bytes!("../bin/sm90/pre_pc_pair.cubin") },
     EmbeddedImage { path: "asm/bin/sm90/static.cubin", bytes: include_bytes!("../bin/sm90/static.cubin") },

@@ -479,6 +479,23 @@ pub const MID_N8_ROW_WORDS: usize = 84;
 /// Token capacity of the mid_n8 entries (the mid32_n8 entries' 32 shared token rows).
 pub const MID_N8_MAX_TOKENS: usize = 32;
 
+// ---- pre_lc
+
+/// Tokens per group of `mhc_pre_lc_sm90_*`: one pair of clusters (h_res logits, h_pre / h_post logits) per group.
+pub const LC_GROUP_TOKENS: usize = 4;
+
+/// CTAs per cluster (a non-portable size); CTA r owns channels [r C/16, (r+1) C/16).
+pub const LC_CLUSTER: u32 = 16;
+
+/// Largest T of the entries (three groups: six clusters).
+pub const LC_MAX_TOKENS: usize = 12;
+
+/// Dynamic shared memory per channel of a CTA's C/16, bf16 storage (x slices of the group, gamma_k's slice, 16 phi row slices).
+pub const LC_SHARED_PER_CHANNEL_BF16: usize = 304;
+
+/// The same with f32 storage.
+pub const LC_SHARED_PER_CHANNEL_F32: usize = 336;
+
 // ---- pre_gemm
 
 /// Arguments of `mhc_pre_gemm_bf16_n*` (one `.param .align 8 .b8 args[144]`; offsets in the

@@ -209,6 +209,15 @@ impl Plan {
         pre::decode::stamps(&self.ws, &all, cfg.n, s, t)
     }
 
+    /// The logit-cluster kernel's phase stamps a timing build left in `ws` from its last call at
+    /// `t` tokens ([`pre::lc::stamps`]), per CTA in grid order (clusters of
+    /// [`pre::lc::LC_CLUSTER`]: even ones the h_res logits, odd ones h_pre / h_post and the mix).
+    pub fn debug_lc_stamps(&self, ws: &Workspace, t: usize) -> Result<Vec<[u64; 8]>> {
+        let (grid, _, _) = pre::lc::shape(self.ctx.cfg.c, t, self.ctx.dtype);
+        let all: Vec<u64> = ws.buf.to_vec()?;
+        pre::lc::stamps(&self.ws, &all, grid as usize)
+    }
+
     /// The persistent-cluster kernel's phase stamps a timing build left in `ws` from its last
     /// call at `t` tokens ([`pre::cluster::stamps`]): at the workspace's start, or for the pair
     /// entry past its exchange rows for `t` tokens.

@@ -39,6 +39,8 @@ pub enum LaunchKind {
     PreDecode,
     /// pre_decode.ptx `mhc_pre_mid*`: CTA s finishes token s, T <= 64.
     PreMid,
+    /// pre_lc.ptx: per group of tokens two 16-CTA clusters that split the logits, T <= 12.
+    PreLogitClusters,
     /// pre_pc.ptx, the cp.async ring entry: persistent 16-CTA clusters.
     PreCluster,
     /// pre_pc.ptx, the TMA ring entry (its argument bank carries x's tensor map).
@@ -62,7 +64,7 @@ pub enum LaunchKind {
 
 impl LaunchKind {
     /// Every launcher.
-    pub const ALL: [LaunchKind; 16] = [
+    pub const ALL: [LaunchKind; 17] = [
         LaunchKind::Post,
         LaunchKind::Head,
         LaunchKind::Static,
@@ -71,6 +73,7 @@ impl LaunchKind {
         LaunchKind::Pre,
         LaunchKind::PreDecode,
         LaunchKind::PreMid,
+        LaunchKind::PreLogitClusters,
         LaunchKind::PreCluster,
         LaunchKind::PreClusterTma,
         LaunchKind::PreClusterPair,
@@ -92,6 +95,7 @@ impl LaunchKind {
             LaunchKind::Pre => "pre",
             LaunchKind::PreDecode => "pre_decode",
             LaunchKind::PreMid => "pre_mid",
+            LaunchKind::PreLogitClusters => "pre_lc",
             LaunchKind::PreCluster => "pre_cluster",
             LaunchKind::PreClusterTma => "pre_cluster_tma",
             LaunchKind::PreClusterPair => "pre_cluster_pair",
@@ -118,7 +122,9 @@ impl LaunchKind {
             LaunchKind::Expand => size_of::<ExpandArgs>(),
             LaunchKind::Coeffs => size_of::<CoeffsArgs>(),
             LaunchKind::Pre | LaunchKind::PostPre => size_of::<PreArgs>(),
-            LaunchKind::PreDecode | LaunchKind::PreMid | LaunchKind::PreCluster => size_of::<PreDecodeArgs>(),
+            LaunchKind::PreDecode | LaunchKind::PreMid | LaunchKind::PreLogitClusters | LaunchKind::PreCluster => {
+                size_of::<PreDecodeArgs>()
+            }
             LaunchKind::PreClusterTma | LaunchKind::PreClusterPair => size_of::<PreTmaArgs>(),
             LaunchKind::PreGemm => size_of::<PreGemmArgs>(),
             LaunchKind::PostPreCluster | LaunchKind::PostPreClusterPair | LaunchKind::PostPreMid => {

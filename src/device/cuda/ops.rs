@@ -227,6 +227,7 @@ impl Plan {
                 pre::cluster::launch(ctx, b, lay, wsp, x, params, out, forced.clusters, chk)
             }
             LaunchKind::PreGemm => pre::gemm::launch(ctx, b, lay, wsp, x, params, out, chk),
+            LaunchKind::PreLogitClusters => pre::lc::launch(ctx, b, lay, wsp, x, params, out, chk),
             LaunchKind::PreDecode | LaunchKind::PreMid => {
                 pre::decode::launch(ctx, b, lay, wsp, x, params, out, forced.ctas, chk, None)
             }

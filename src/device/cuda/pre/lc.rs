@@ -1,0 +1,90 @@
+//! `pre` for few tokens on clusters that split the logits (asm/ptx/sm90/pre_lc.ptx, entries
+//! `mhc_pre_lc_sm90_{bf16,f32}`): n = 4, C a multiple of 128 up to 8192, no gamma_f, T <=
+//! [`LC_MAX_TOKENS`]. Each group of [`LC_GROUP_TOKENS`] tokens gets two clusters of
+//! [`LC_CLUSTER`] CTAs: the first computes the 16 h_res logits and runs the Sinkhorn, the second
+//! the 8 h_pre / h_post logits and the mix. CTA r of a cluster owns channels `[r C/16, (r+1) C/16)`
+//! of every stream; the CTAs' partial rows meet through distributed shared memory, so no CTA
+//! waits for another cluster, nothing goes through the workspace, and the grid needs no
+//! co-residency beyond each cluster's own (the hardware's guarantee).
+
+use super::{Checked, PreOutViews, PreParamViews, WsLayout};
+use crate::config::Dtype;
+pub use crate::device::cuda::abi::{LC_CLUSTER, LC_GROUP_TOKENS, LC_MAX_TOKENS};
+use crate::device::cuda::abi::{LC_SHARED_PER_CHANNEL_BF16, LC_SHARED_PER_CHANNEL_F32};
+use crate::device::cuda::launch::{Bucket, Ctx, Launch, Row};
+use crate::device::cuda::memory::DeviceTensor;
+use crate::error::Result;
+use crate::Stage;
+
+/// `(grid CTAs, channels per CTA, dynamic shared bytes)` of a launch at `t` tokens (1..=
+/// [`LC_MAX_TOKENS`]) of C = `c` (a multiple of 8 x [`LC_CLUSTER`]) in `dtype`.
+pub(crate) fn shape(c: usize, t: usize, dtype: Dtype) -> (u32, usize, u32) {
+    let cluster = LC_CLUSTER as usize;
+    let cpc = c / cluster;
+    let groups = t.div_ceil(LC_GROUP_TOKENS);
+    let per_channel = if dtype == Dtype::Bf16 { LC_SHARED_PER_CHANNEL_BF16 } else { LC_SHARED_PER_CHANNEL_F32 };
+    ((groups * 2 * cluster) as u32, cpc, (per_channel * cpc) as u32)
+}
+
+/// The launch on bucket `b` (its row) on views [`super::check`] accepted (`chk`, T > 0). `wsp` is
+/// the workspace: the kernel itself keeps nothing there; a timing build writes its phase stamps
+/// at the few-token kernels' partial rows ([`stamps`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch(
+    ctx: &Ctx,
+    b: &Bucket,
+    lay: &WsLayout,
+    wsp: u64,
+    x: &DeviceTensor<'_>,
+    params: &PreParamViews<'_>,
+    out: &PreOutViews<'_>,
+    chk: &Checked,
+) -> Result<Launch> {
+    let (c, t) = (ctx.cfg.c, chk.t);
+    let cluster = b.cluster() as usize;
+    if t > LC_MAX_TOKENS || cluster != LC_CLUSTER as usize || c % (8 * cluster) != 0 || ctx.cfg.n != 4 {
+        // The catalogue row's ranges exclude these; a launch never guesses.
+        return Err(ctx.refused(Stage::Pre, b.entry(), format!("T = {t}, C = {c} outside its row")));
+    }
+    let (grid, cpc, shared) = shape(c, t, ctx.dtype);
+    if shared > b.dynamic_shared_max() {
+        return Err(ctx.refused(Stage::Pre, b.entry(), format!("{shared} bytes of shared memory at C = {c}")));
+    }
+    let mut a = super::decode::args(ctx, x, params, out, chk);
+    a.cpc = cpc as u32;
+    a.ws_part = wsp + lay.dpart as u64;
+    Ok(Launch::new(b, grid, b.threads(), shared, &a))
+}
+
+/// Timing builds only (`--experiment pre_lc.stamps` of the PTX generator, then `mhc asm`): the
+/// %globaltimer stamps (ns) thread 0 of each of the `ctas` CTAs wrote at its 8 phase boundaries
+/// (start, grid dependency, loads landed, projected, rows added, cluster barrier, gather landed,
+/// done), read from the workspace words `all`. CTAs that never pass a boundary (role res beyond
+/// the group's tokens) leave an earlier call's word. In a normal build the words are meaningless.
+#[cfg(feature = "testing")]
+pub(crate) fn stamps(lay: &WsLayout, all: &[u64], ctas: usize) -> Result<Vec<[u64; 8]>> {
+    let base = lay.dpart / 8;
+    if all.len() < base + 8 * ctas {
+        return Err(crate::error::Error::shape(
+            "workspace",
+            format!(">= {} bytes", (base + 8 * ctas) * 8),
+            all.len() * 8,
+        ));
+    }
+    Ok((0..ctas).map(|c| std::array::from_fn(|k| all[base + 8 * c + k])).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_grid_is_two_clusters_a_group_and_the_slices_fit() {
+        assert_eq!(shape(4096, 1, Dtype::Bf16), (32, 256, 256 * LC_SHARED_PER_CHANNEL_BF16 as u32));
+        assert_eq!(shape(7168, 4, Dtype::Bf16).0, 32);
+        assert_eq!(shape(7168, 5, Dtype::F32).0, 64);
+        assert_eq!(shape(4096, LC_MAX_TOKENS, Dtype::Bf16).0, 6 * LC_CLUSTER);
+        // At the catalogue's largest C the f32 slices fit an H100's 227 KB with the static arrays.
+        assert!(shape(8192, 1, Dtype::F32).2 <= 200 * 1024);
+    }
+}
