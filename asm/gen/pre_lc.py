@@ -169,15 +169,26 @@ def declarations(name, esz):
     add.u64 %sadr, %sadr, %part;""" if "stamps" in EXPERIMENTS else "") + stamp(0)
 
 
-def opening():
-    """Thread 0 initialises the load and gather mbarriers and arms both (the gather one where this
-    CTA receives rows), everyone arrives on the cluster barrier that tells the peers the gather
+def opening(esz):
+    """Thread 0 initialises the four load mbarriers (one per stream) and the gather mbarrier and
+    arms them (the gather one where this CTA receives rows); a CTA barrier, so no copy completes
+    on an unarmed barrier; everyone arrives on the cluster barrier that tells the peers the gather
     mbarrier exists; then the grid dependency."""
+    inits = "\n".join(f"    mbarrier.init.shared::cta.b64 [sm_lbar+{8 * i}], 1;" for i in range(N))
+    arms = "\n".join(f"    mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_lbar+{8 * i}], %r1;" for i in range(N))
     return f"""    setp.ne.u32 %p1, %tx, 0;
     @%p1 bra INIT_DONE;
-    mbarrier.init.shared::cta.b64 [sm_lbar], 1;
+{inits}
     mbarrier.init.shared::cta.b64 [sm_gbar], 1;
     fence.mbarrier_init.release.cluster;
+    // a stream's bytes: the role's phi rows and the group's x rows of its cpc channels (+ gamma_k's)
+    selp.u32 %r2, {ROLES['res']['rows']}, {ROLES['pre']['rows']}, %p_res;
+    mul.lo.u32 %r1, %cnt, %cpc;
+    mul.lo.u32 %r1, %r1, {esz};
+    shl.b32 %r3, %cpc, 2;
+    mad.lo.u32 %r1, %r2, %r3, %r1;
+    @%p_gk add.u32 %r1, %r1, %r3;
+{arms}
     // the gather: role pre 16 ranks x {GROUP} tokens x 48 bytes; role res CTA t < {GROUP} 16 x {4 * ROW}
     @!%p_res bra ARM_PRE;
     setp.ge.u32 %p2, %rank, {GROUP};
@@ -187,36 +198,30 @@ def opening():
 ARM_PRE:
     mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_gbar], {CLUSTER * GROUP * 4 * ROLES['pre']['words']};
 INIT_DONE:
+    barrier.sync 0;                         // the load mbarriers are armed
     barrier.cluster.arrive.release;         // waited for before the first push
 {GRID_DEPENDENCY}{stamp(1)}"""
 
 
 def loads(esz):
-    """Warp 0: arm the load mbarrier with the bytes of this CTA's copies and issue them; the
-    other warps fill gk_s with 1.0 where gamma_k is absent and zero x_s past the group's tokens.
-    Then the coefficient threads' base / scale registers."""
+    """The bulk copies, spread over the warps (a warp's lanes issue theirs one after another): lane
+    l of warp w issues copy m = w + 8 (l / 4) of stream i = l % 4, completing on stream i's
+    mbarrier: m < rows a phi row, then the group's x rows, then gamma_k's run. The warps fill gk_s
+    with 1.0 where gamma_k is absent and zero x_s past the group's tokens. Then the coefficient
+    threads' base / scale registers."""
     L = []
     e = L.append
-    e(f"""    // ---- loads: bytes = rows x 16 cpc + cnt x 4 cpc x {esz} (+ 16 cpc for gamma_k)
-    setp.ne.u32 %p1, %warp, 0;
-    @%p1 bra FILLS;
-    mul.lo.u32 %r1, %cnt, %xrow;
+    e(f"""    // ---- loads
+    and.b32 %r4, %lane, 3;                  // stream i
+    shr.u32 %r3, %lane, 2;
+    shl.b32 %r3, %r3, 3;
+    add.u32 %r3, %r3, %warp;                // copy m of the stream
+    mad.lo.u32 %r12, %r4, 8, %lbar;         // its mbarrier
+    shl.b32 %r11, %cpc, 2;                  // bytes of a phi / gamma_k run
     selp.u32 %r2, {ROLES['res']['rows']}, {ROLES['pre']['rows']}, %p_res;
-    mad.lo.u32 %r1, %r2, %rowb, %r1;
-    @%p_gk add.u32 %r1, %r1, %rowb;
-    setp.eq.u32 %p1, %lane, 0;
-    @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_lbar], %r1;
-    bar.warp.sync 0xffffffff;
-    // phi: copy j = lane + 32 k -> row j / 4, stream j % 4 (rows x 4 runs of cpc floats)
-    shl.b32 %r9, %r2, 2;                    // copies
+    setp.ge.u32 %p1, %r3, %r2;
+    @%p1 bra COPY_X;
     selp.u32 %r10, {ROLES['res']['first']}, {ROLES['pre']['first']}, %p_res;      // first logit row
-    shl.b32 %r11, %cpc, 2;                  // bytes of a run
-    mov.u32 %r1, %lane;
-PHI_LOOP:
-    setp.ge.u32 %p1, %r1, %r9;
-    @%p1 bra PHI_DONE;
-    shr.u32 %r3, %r1, 2;                    // row of the slice
-    and.b32 %r4, %r1, 3;                    // stream
     add.u32 %r5, %r3, %r10;
     mad.lo.u32 %r5, %r5, %K, %c0;
     mad.lo.u32 %r5, %r4, %C, %r5;           // element of phi (M K < 2^32)
@@ -224,16 +229,12 @@ PHI_LOOP:
     add.u64 %rd1, %phi, %rd1;
     mad.lo.u32 %r6, %r3, %rowb, %phsm;
     mad.lo.u32 %r6, %r4, %r11, %r6;
-    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%lbar];
-    add.u32 %r1, %r1, 32;
-    bra PHI_LOOP;
-PHI_DONE:
-    // x: lane = 4 t + i (t < cnt), a run of cpc elements of token tok0 + t, stream i
-    shr.u32 %r3, %lane, 2;
-    and.b32 %r4, %lane, 3;
-    setp.lt.u32 %p1, %r3, %cnt;
-    setp.lt.and.u32 %p1, %lane, {4 * GROUP}, %p1;
-    @!%p1 bra X_DONE;
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%r12];
+    bra FILLS;
+COPY_X:
+    sub.u32 %r3, %r3, %r2;                  // token t of the group
+    setp.ge.u32 %p1, %r3, %cnt;
+    @%p1 bra COPY_GK;
     add.u32 %r5, %tok0, %r3;
     mul.wide.u32 %rd1, %r5, %xs;            // token row (64-bit: T x stride may pass 2^32)
     mad.lo.u32 %r5, %r4, %C, %c0;
@@ -246,18 +247,17 @@ PHI_DONE:
     mad.lo.u32 %r6, %r7, {esz}, %r6;
     add.u32 %r6, %r6, %xsm;
     mul.lo.u32 %r8, %cpc, {esz};
-    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r8, [%lbar];
-X_DONE:
-    // gamma_k: lanes 16..19, stream lane - 16
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r8, [%r12];
+    bra FILLS;
+COPY_GK:
+    setp.ne.u32 %p1, %r3, {GROUP};
+    @%p1 bra FILLS;
     @!%p_gk bra FILLS;
-    sub.u32 %r4, %lane, 16;
-    setp.lt.u32 %p1, %r4, 4;
-    @!%p1 bra FILLS;
     mad.lo.u32 %r5, %r4, %C, %c0;
     mul.wide.u32 %rd1, %r5, 4;
     add.u64 %rd1, %gk, %rd1;
     mad.lo.u32 %r6, %r4, %r11, %gksm;
-    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%lbar];
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%r12];
 FILLS:
     // gk_s = 1.0 without gamma_k (x times 1.0 is exact); x_s zeros past the group's tokens
     @%p_gk bra GK_DONE;
@@ -306,10 +306,7 @@ PARAMS_PRE:
     add.u64 %rd1, %scale, %rd1;
     ld.global.nc.f32 %sc, [%rd1];
 PARAMS_DONE:
-    barrier.sync 0;                             // gk_s and x_s's zeros written
-LOAD_WAIT:
-    mbarrier.try_wait.parity.shared::cta.b64 %p1, [sm_lbar], 0;
-    @!%p1 bra LOAD_WAIT;""" + stamp(2))
+    barrier.sync 0;                         // gk_s and x_s's zeros written""")
     return "\n".join(L)
 
 
@@ -328,6 +325,12 @@ def projection(role, esz, tg):
 PJ_{R}:
     setp.ge.u32 %p1, %q, %cpc;
     @%p1 bra PJ_{R}_DONE;
+    shl.b32 %r9, %q, 2;
+    div.u32 %r9, %r9, %cpc;                 // the quad's stream
+    mad.lo.u32 %r9, %r9, 8, %lbar;
+PW_{R}:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r9], 0;
+    @!%p1 bra PW_{R};""" + stamp(2) + f"""
     mad.lo.u32 %r1, %q, {4 * esz}, %xsm;            // &x_s[0][4 q]""")
     for t in range(tg):
         xq = [f"%xq{4 * t + u}" for u in range(4)]
@@ -706,7 +709,7 @@ COEF_DONE:
 
 def entry(dt):
     esz = 2 if dt == "bf16" else 4
-    L = [declarations(f"mhc_pre_lc_sm90_{dt}", esz), opening(), loads(esz),
+    L = [declarations(f"mhc_pre_lc_sm90_{dt}", esz), opening(esz), loads(esz),
          "    @!%p_res bra ROLE_PRE;",
          role_rows("res", esz), push("res"), res_tail(),
          "ROLE_PRE:",
@@ -722,7 +725,7 @@ def main():
 .address_size 64
 
 .extern .shared .align 128 .b8 dsm[];      // x_s, gk_s, phi_s (header, LOADS)
-.shared .align 8 .b64 sm_lbar;             // the loads' mbarrier
+.shared .align 8 .b8 sm_lbar[32];          // the loads' mbarriers, one per stream
 .shared .align 8 .b64 sm_gbar;             // the gather's mbarrier (st.async from the peers)
 .shared .align 16 .b8 sm_red[{4 * WARPS * (GROUP * 16 + GROUP)}];    // warp sums red[8][V + {GROUP}]
 .shared .align 16 .b8 sm_row[{4 * GROUP * ROW}];      // the CTA's rows [{GROUP}][{ROW}]
