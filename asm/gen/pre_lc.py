@@ -169,6 +169,40 @@ def declarations(name, esz):
     add.u64 %sadr, %sadr, %part;""" if "stamps" in EXPERIMENTS else "") + stamp(0)
 
 
+def prefetch():
+    """Before the grid dependency: the CTA's phi runs (and gamma_k's) prefetched to L2
+    (cp.async.bulk.prefetch: no data comes into the CTA, so it may run while the previous kernel
+    drains; weights only, activations wait for the dependency). Lane l of warp w takes run m =
+    w + 8 (l / 4) of stream l % 4, as the copies do. An SM keeps only so many bytes of its own
+    loads in flight (the copies alone took ~2 us for 64 KB from HBM, H200 phase stamps), while
+    prefetches by every CTA fill L2 at the memory's rate."""
+    return f"""    and.b32 %r4, %lane, 3;                  // stream i
+    shr.u32 %r3, %lane, 2;
+    shl.b32 %r3, %r3, 3;
+    add.u32 %r3, %r3, %warp;                // run m of the stream
+    shl.b32 %r11, %cpc, 2;                  // bytes of a run
+    selp.u32 %r2, {ROLES['res']['rows']}, {ROLES['pre']['rows']}, %p_res;
+    setp.gt.u32 %p1, %r3, %r2;
+    @%p1 bra PREFETCHED;
+    setp.lt.u32 %p2, %r3, %r2;
+    @%p2 bra PREFETCH_PHI;
+    @!%p_gk bra PREFETCHED;
+    mad.lo.u32 %r5, %r4, %C, %c0;           // m = rows: gamma_k's run
+    mul.wide.u32 %rd1, %r5, 4;
+    add.u64 %rd1, %gk, %rd1;
+    bra PREFETCH_ISSUE;
+PREFETCH_PHI:
+    selp.u32 %r10, {ROLES['res']['first']}, {ROLES['pre']['first']}, %p_res;
+    add.u32 %r5, %r3, %r10;
+    mad.lo.u32 %r5, %r5, %K, %c0;
+    mad.lo.u32 %r5, %r4, %C, %r5;
+    mul.wide.u32 %rd1, %r5, 4;
+    add.u64 %rd1, %phi, %rd1;
+PREFETCH_ISSUE:
+    cp.async.bulk.prefetch.L2.global [%rd1], %r11;
+PREFETCHED:"""
+
+
 def opening(esz):
     """Thread 0 initialises the four load mbarriers (one per stream) and the gather mbarrier and
     arms them (the gather one where this CTA receives rows); a CTA barrier, so no copy completes
@@ -176,7 +210,8 @@ def opening(esz):
     mbarrier exists; then the grid dependency."""
     inits = "\n".join(f"    mbarrier.init.shared::cta.b64 [sm_lbar+{8 * i}], 1;" for i in range(N))
     arms = "\n".join(f"    mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_lbar+{8 * i}], %r1;" for i in range(N))
-    return f"""    setp.ne.u32 %p1, %tx, 0;
+    return f"""{prefetch()}
+    setp.ne.u32 %p1, %tx, 0;
     @%p1 bra INIT_DONE;
 {inits}
     mbarrier.init.shared::cta.b64 [sm_gbar], 1;
