@@ -210,6 +210,8 @@ def opening(esz):
     mbarrier exists; then the grid dependency."""
     inits = "\n".join(f"    mbarrier.init.shared::cta.b64 [sm_lbar+{8 * i}], 1;" for i in range(N))
     arms = "\n".join(f"    mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_lbar+{8 * i}], %r1;" for i in range(N))
+    if "onebar" in EXPERIMENTS:
+        arms = "\n".join(["    shl.b32 %r1, %r1, 2;"] + [f"    mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_lbar+{8 * i}], {'%r1' if i == 0 else 0};" for i in range(N)])
     return f"""{prefetch()}
     setp.ne.u32 %p1, %tx, 0;
     @%p1 bra INIT_DONE;
@@ -251,7 +253,7 @@ def loads(esz):
     shr.u32 %r3, %lane, 2;
     shl.b32 %r3, %r3, 3;
     add.u32 %r3, %r3, %warp;                // copy m of the stream
-    mad.lo.u32 %r12, %r4, 8, %lbar;         // its mbarrier
+    {"mov.u32 %r12, %lbar;" if "onebar" in EXPERIMENTS else "mad.lo.u32 %r12, %r4, 8, %lbar;"}         // its mbarrier
     shl.b32 %r11, %cpc, 2;                  // bytes of a phi / gamma_k run
     selp.u32 %r2, {ROLES['res']['rows']}, {ROLES['pre']['rows']}, %p_res;
     setp.ge.u32 %p1, %r3, %r2;
@@ -362,7 +364,7 @@ PJ_{R}:
     @%p1 bra PJ_{R}_DONE;
     shl.b32 %r9, %q, 2;
     div.u32 %r9, %r9, %cpc;                 // the quad's stream
-    mad.lo.u32 %r9, %r9, 8, %lbar;
+    mad.lo.u32 %r9, %r9, 8, %lbar;""" + ("\n    mov.u32 %r9, %lbar;" if "onebar" in EXPERIMENTS else "") + f"""
 PW_{R}:
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r9], 0;
     @!%p1 bra PW_{R};""" + stamp(2) + f"""
