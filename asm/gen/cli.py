@@ -44,7 +44,6 @@ FAMILIES = {
     "pre_lc": (pre_lc.generate, {
         "stamps": "thread 0 of every CTA writes %globaltimer at 8 phase boundaries to the workspace "
                   "(tests/gpu_pre.rs profile_lc_phases)",
-        "onebar": "every copy completes on one load mbarrier (not one per stream)",
     }),
     "pre_pc": (pre_pc.generate, {
         "nosink": "iters = 0: no Sinkhorn iteration",

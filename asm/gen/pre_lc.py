@@ -208,24 +208,21 @@ def opening(esz):
     arms them (the gather one where this CTA receives rows); a CTA barrier, so no copy completes
     on an unarmed barrier; everyone arrives on the cluster barrier that tells the peers the gather
     mbarrier exists; then the grid dependency."""
-    inits = "\n".join(f"    mbarrier.init.shared::cta.b64 [sm_lbar+{8 * i}], 1;" for i in range(N))
-    arms = "\n".join(f"    mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_lbar+{8 * i}], %r1;" for i in range(N))
-    if "onebar" in EXPERIMENTS:
-        arms = "\n".join(["    shl.b32 %r1, %r1, 2;"] + [f"    mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_lbar+{8 * i}], {'%r1' if i == 0 else 0};" for i in range(N)])
     return f"""{prefetch()}
     setp.ne.u32 %p1, %tx, 0;
     @%p1 bra INIT_DONE;
-{inits}
+    mbarrier.init.shared::cta.b64 [sm_lbar], 1;
     mbarrier.init.shared::cta.b64 [sm_gbar], 1;
     fence.mbarrier_init.release.cluster;
-    // a stream's bytes: the role's phi rows and the group's x rows of its cpc channels (+ gamma_k's)
+    // the copies' bytes: the role's phi rows and the group's x rows of 4 streams x cpc channels (+ gamma_k's)
     selp.u32 %r2, {ROLES['res']['rows']}, {ROLES['pre']['rows']}, %p_res;
     mul.lo.u32 %r1, %cnt, %cpc;
     mul.lo.u32 %r1, %r1, {esz};
     shl.b32 %r3, %cpc, 2;
     mad.lo.u32 %r1, %r2, %r3, %r1;
     @%p_gk add.u32 %r1, %r1, %r3;
-{arms}
+    shl.b32 %r1, %r1, 2;
+    mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_lbar], %r1;
     // the gather: role pre 16 ranks x {GROUP} tokens x 48 bytes; role res CTA t < {GROUP} 16 x {4 * ROW}
     @!%p_res bra ARM_PRE;
     setp.ge.u32 %p2, %rank, {GROUP};
@@ -253,7 +250,6 @@ def loads(esz):
     shr.u32 %r3, %lane, 2;
     shl.b32 %r3, %r3, 3;
     add.u32 %r3, %r3, %warp;                // copy m of the stream
-    {"mov.u32 %r12, %lbar;" if "onebar" in EXPERIMENTS else "mad.lo.u32 %r12, %r4, 8, %lbar;"}         // its mbarrier
     shl.b32 %r11, %cpc, 2;                  // bytes of a phi / gamma_k run
     selp.u32 %r2, {ROLES['res']['rows']}, {ROLES['pre']['rows']}, %p_res;
     setp.ge.u32 %p1, %r3, %r2;
@@ -266,7 +262,7 @@ def loads(esz):
     add.u64 %rd1, %phi, %rd1;
     mad.lo.u32 %r6, %r3, %rowb, %phsm;
     mad.lo.u32 %r6, %r4, %r11, %r6;
-    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%r12];
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%lbar];
     bra FILLS;
 COPY_X:
     sub.u32 %r3, %r3, %r2;                  // token t of the group
@@ -284,7 +280,7 @@ COPY_X:
     mad.lo.u32 %r6, %r7, {esz}, %r6;
     add.u32 %r6, %r6, %xsm;
     mul.lo.u32 %r8, %cpc, {esz};
-    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r8, [%r12];
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r8, [%lbar];
     bra FILLS;
 COPY_GK:
     setp.ne.u32 %p1, %r3, {GROUP};
@@ -294,7 +290,7 @@ COPY_GK:
     mul.wide.u32 %rd1, %r5, 4;
     add.u64 %rd1, %gk, %rd1;
     mad.lo.u32 %r6, %r4, %r11, %gksm;
-    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%r12];
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%lbar];
 FILLS:
     // gk_s = 1.0 without gamma_k (x times 1.0 is exact); x_s zeros past the group's tokens
     @%p_gk bra GK_DONE;
@@ -343,7 +339,10 @@ PARAMS_PRE:
     add.u64 %rd1, %scale, %rd1;
     ld.global.nc.f32 %sc, [%rd1];
 PARAMS_DONE:
-    barrier.sync 0;                         // gk_s and x_s's zeros written""")
+    barrier.sync 0;                         // gk_s and x_s's zeros written
+LOAD_WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [sm_lbar], 0;
+    @!%p1 bra LOAD_WAIT;""" + stamp(2))
     return "\n".join(L)
 
 
@@ -362,12 +361,7 @@ def projection(role, esz, tg):
 PJ_{R}:
     setp.ge.u32 %p1, %q, %cpc;
     @%p1 bra PJ_{R}_DONE;
-    shl.b32 %r9, %q, 2;
-    div.u32 %r9, %r9, %cpc;                 // the quad's stream
-    mad.lo.u32 %r9, %r9, 8, %lbar;""" + ("\n    mov.u32 %r9, %lbar;" if "onebar" in EXPERIMENTS else "") + f"""
-PW_{R}:
-    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r9], 0;
-    @!%p1 bra PW_{R};""" + stamp(2) + f"""
+
     mad.lo.u32 %r1, %q, {4 * esz}, %xsm;            // &x_s[0][4 q]""")
     for t in range(tg):
         xq = [f"%xq{4 * t + u}" for u in range(4)]
@@ -762,7 +756,7 @@ def main():
 .address_size 64
 
 .extern .shared .align 128 .b8 dsm[];      // x_s, gk_s, phi_s (header, LOADS)
-.shared .align 8 .b8 sm_lbar[32];          // the loads' mbarriers, one per stream
+.shared .align 8 .b64 sm_lbar;             // the copies' mbarrier
 .shared .align 8 .b64 sm_gbar;             // the gather's mbarrier (st.async from the peers)
 .shared .align 16 .b8 sm_red[{4 * WARPS * (GROUP * 16 + GROUP)}];    // warp sums red[8][V + {GROUP}]
 .shared .align 16 .b8 sm_row[{4 * GROUP * ROW}];      // the CTA's rows [{GROUP}][{ROW}]
