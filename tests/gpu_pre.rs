@@ -417,8 +417,8 @@ fn catalogue_plan(dev: &CudaDevice, cfg: Config, dtype: Dtype, max_tokens: usize
     })
 }
 
-/// [`check_pre`], also asserting which kernel `pre` selected (`Some(true)`: the decode or the mid
-/// kernel; the mid kernel wherever it runs, also for T <= 16).
+/// [`check_pre`], also asserting which kernel `pre` selected (`Some(true)`: a few-token kernel:
+/// the decode, mid or logit-cluster kernel).
 fn check_pre_kernel(
     dev: &CudaDevice,
     stream: &Stream,
@@ -432,8 +432,8 @@ fn check_pre_kernel(
     let want = case.forward();
     let plan = catalogue_plan(dev, cfg, sh.dtype, t.max(1)).unwrap();
     if let Some(want) = decode {
-        let decode_family = plan.pre_uses_decode_kernel(t) || plan.pre_uses_mid_kernel(t);
-        assert_eq!(decode_family, want, "{}: decode or mid kernel selected?", sh.label());
+        let few = plan.pre_uses_decode_kernel(t) || plan.pre_uses_mid_kernel(t) || plan.pre_uses_logit_clusters(t);
+        assert_eq!(few, want, "{}: a few-token kernel selected?", sh.label());
     }
     let ws = plan.new_workspace().unwrap();
     let din = dev_in(dev, &case, sh.dtype, cfg.k() + sh.x_pad);
@@ -530,9 +530,11 @@ fn pre_n4_math_sizes() {
 
 /// The decode-sized shapes (asm/ptx/sm90/pre_decode.ptx): T in {1, 2, 3, 5, 9, 16} (every token
 /// class of phase 2), n in {1, 2, 3, 4}, C in {64, 72, 1280, 1288, 4096, 7168}, both
-/// formulations and dtypes, phi ~ 0.02 and ~ 0.5, strided x and a, gamma_k. The mid entry runs
-/// them where C >= 512, the decode entry at C < 512 and with forced CTA counts (64, 100, 132 at
-/// C = 4096; 20 at C = 1280); n = 8 above 16 tokens and gamma_f keep the general kernel.
+/// formulations and dtypes, phi ~ 0.02 and ~ 0.5, strided x and a, gamma_k. A few-token kernel
+/// runs each: the logit clusters at n = 4 up to 12 tokens where C is a multiple of 128, the mid
+/// entry elsewhere where C >= 512, the decode entry at C < 512 and with forced CTA counts (64,
+/// 100, 132 at C = 4096; 20 at C = 1280); n = 8 above 32 tokens and gamma_f keep the general
+/// kernel.
 #[test]
 #[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn pre_decode_kernel_shapes() {
@@ -604,8 +606,9 @@ fn assert_ctas_refused(dev: &CudaDevice, stream: &Stream, rng: &mut reference::t
 }
 
 /// The mid kernel (asm/ptx/sm90/pre_decode.ptx, `mhc_pre_mid_*`) at the shapes it is selected
-/// for: T in 1..=64 (token classes, both 32-token FMA passes, partial passes), n in {1, 2, 3, 4}, C in {512,
-/// 1280, 1288, 4096, 7168}, both formulations and dtypes, phi ~ 0.5, strided x and a, gamma_k,
+/// for: T in 1..=64 (token classes, both 32-token FMA passes, partial passes; at n = 4 and C a
+/// multiple of 128 from 13 tokens, below them the logit clusters run), n in {1, 2, 3, 4}, C in
+/// {512, 520, 1280, 1288, 4096, 4104, 7168}, both formulations and dtypes, phi ~ 0.5, strided x and a, gamma_k,
 /// forced CTA counts; and that C < 512, n = 8, gamma_f and T = 65 keep the other kernels, and
 /// that fewer CTAs than tokens are refused before the launch.
 #[test]
@@ -630,9 +633,9 @@ fn pre_mid_kernel_shapes() {
                 (1, 4096, 64),
                 (2, 1280, 20),
                 (3, 7168, 48),
-                (4, 4096, 1),
+                (4, 4104, 1),
                 (4, 7168, 16),
-                (4, 512, 8),
+                (4, 520, 8),
                 (2, 1280, 3),
             ] {
                 shapes.push(Shape::new(n, c, t, form, dtype));
@@ -1598,7 +1601,8 @@ fn decode_on_two_streams_at_once() {
     let Some(dev) = gpu() else { return };
     let mut rng = common::rng("decode_two_streams");
     let (s0, s1) = (Stream::new(&dev).unwrap(), Stream::new(&dev).unwrap());
-    for (c, t) in [(4096, 1), (7168, 16)] {
+    // C = 4104 (not a multiple of 128): the mid kernel, not the logit clusters, at T = 1.
+    for (c, t) in [(4104, 1), (7168, 16)] {
         let cfg = Config::new(4, c);
         let mut a = ready(&dev, &mut rng, cfg, Dtype::Bf16, t, 1);
         let mut b = ready(&dev, &mut rng, cfg, Dtype::Bf16, t, 1);
@@ -2707,9 +2711,9 @@ fn profile_decode_phases() {
     // tagged h_pre polled (mid).
     let mid = ["start", "loaded", "projected", "stored", "arrived", "reduced", "h_pre seen", "mixed"];
     for (n, t, c, dtype) in [
-        (4, 1, 4096, Dtype::Bf16),
+        (4, 1, 4104, Dtype::Bf16),
         (4, 16, 4096, Dtype::Bf16),
-        (4, 1, 7168, Dtype::Bf16),
+        (4, 1, 7176, Dtype::Bf16),
         (4, 17, 7168, Dtype::Bf16),
         (4, 64, 7168, Dtype::Bf16),
         (4, 64, 4096, Dtype::F32),

@@ -60,20 +60,27 @@ HEADER = f"""\
 // GRID    ceil(T / {GROUP}) groups of two clusters of {CLUSTER} CTAs ({THREADS} threads): cluster 2g
 //         (role res) and 2g + 1 (role pre) serve tokens [{GROUP}g, {GROUP}g + {GROUP}) of T. CTA
 //         rank r owns channels [r cpc, (r+1) cpc) of every stream, cpc = C / 16.
-// LOADS   Warp 0 issues bulk copies (cp.async.bulk, complete_tx on one mbarrier): the role's phi
-//         rows (a run of cpc floats per row and stream), the group's x rows (a run per token and
-//         stream) and gamma_k's slice (or 1.0 where gamma_k is absent). Dynamic shared memory:
-//         x_s[{GROUP}][4 cpc] (storage dtype; zeros past the group's tokens), gk_s[4 cpc] f32,
-//         phi_s[rows][4 cpc] f32.
-// PROJECT Thread j owns the slice's element quads q = j, j + {THREADS}, ...: per quad, the {GROUP}
+// LOADS   Before the grid dependency every CTA prefetches its phi runs (and gamma_k's) to L2
+//         (cp.async.bulk.prefetch: weights only; nothing enters the CTA). After it, bulk copies
+//         (cp.async.bulk) bring the role's phi rows (a run of cpc floats per row and stream), the
+//         group's x rows (a run per token and stream) and gamma_k's slice (or 1.0 where gamma_k
+//         is absent) into dynamic shared memory, all completing on one mbarrier. A warp's lanes
+//         issue bulk copies one after another, so lane l of warp w takes copy w + 8 (l / 4) of
+//         stream l % 4 (at most 12 a warp instead of 68 on one warp: T = 1, C = 4096 in a graph
+//         5.77 -> 4.42 us, H200). One mbarrier a stream, the projection waiting per quad, was
+//         slower in graph replays wherever C / 16 is not 256 (C = 3072, T = 4: 8.21 against
+//         4.43 us; C = 7168: 9.78 against 5.87). Layout: x_s[{GROUP}][4 cpc] (storage dtype; zeros
+//         past the group's tokens), gk_s[4 cpc] f32, phi_s[rows][4 cpc] f32.
+// PROJECT Thread j owns the slice's element quads q = j, j + {THREADS}, ...: per quad, the group's
 //         tokens' x (widened, times gamma_k) and the role's rows of phi (16-byte loads: a warp
 //         reads 512 consecutive bytes) into acc[t][row] (FMA over the quad's 4 elements, in
-//         order) and ss[t] (raw x). The warp's 32 partials of each value are added by recursive
-//         halving: at the level of offset o, lanes with bit o send one half of their values and
-//         keep the other (shfl.bfly; keep + received), so after 5 levels lane l holds values
-//         l (V / 32) .. + V/32 - 1 summed over the warp ({M} + 4 values: 62 shuffles instead of 5
-//         a value); ss the same over 2 levels, then a butterfly. red[w][v] then gets added in
-//         warp order: the CTA's partial row of each token (ss, the role's logits).
+//         order) and ss[t] (raw x); one of three bodies by the group's token count (1, 2, 3-4).
+//         The warp's 32 partials of each value are added by recursive halving: at the level of
+//         offset o, lanes with bit o send one half of their values and keep the other
+//         (shfl.bfly; keep + received), so lane l ends with values (l V / 32) .. summed over
+//         the warp (64 values: 62 shuffles instead of 5 a value); a butterfly finishes where
+//         fewer than 32 values remain. red[w][v] then gets added in warp order: the CTA's
+//         partial row of each token (ss, the role's logits).
 // PUSH    After the cluster barrier that the opening mbarrier init announced (arrive at the
 //         start, wait here), each row goes out by st.async (complete_tx on the receiver's
 //         mbarrier): role res sends token t's row ({ROW} words) to CTA t only, role pre every

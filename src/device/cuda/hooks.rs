@@ -129,6 +129,11 @@ impl Plan {
         self.pre_launcher(tokens) == Some(LaunchKind::PreMid)
     }
 
+    /// Whether `pre` at `tokens` tokens runs the logit-cluster kernel.
+    pub fn pre_uses_logit_clusters(&self, tokens: usize) -> bool {
+        self.pre_launcher(tokens) == Some(LaunchKind::PreLogitClusters)
+    }
+
     /// Whether `pre` at `tokens` tokens runs the persistent-cluster kernel.
     pub fn pre_uses_cluster_kernel(&self, tokens: usize) -> bool {
         matches!(

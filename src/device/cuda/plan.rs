@@ -752,10 +752,16 @@ mod tests {
     #[test]
     fn planned_kernels_follow_the_catalogue() {
         use Stage::{Post, PostPre, Pre};
-        // pre, n = 4, C = 4096: mid16 up to 8 tokens, mid up to 64 (the decode kernel behind
-        // it), then the persistent clusters.
-        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 1), ["mhc_pre_mid16_sm90_bf16"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 9), ["mhc_pre_mid_sm90_bf16"]);
+        // pre, n = 4, C = 4096: the logit clusters up to 12 tokens, mid up to 64 (the decode
+        // kernel behind it), then the persistent clusters.
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 1), ["mhc_pre_lc_sm90_bf16"]);
+        assert_eq!(planned(4, 7168, Dtype::F32, Pre, 12), ["mhc_pre_lc_sm90_f32"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 13), ["mhc_pre_mid_sm90_bf16"]);
+        // Where the logit clusters do not run (C not a multiple of 128, past 8192, n = 3):
+        // mid16 up to 8 tokens, then mid.
+        assert_eq!(planned(4, 1288, Dtype::Bf16, Pre, 1), ["mhc_pre_mid16_sm90_bf16"]);
+        assert_eq!(planned(4, 8320, Dtype::Bf16, Pre, 8), ["mhc_pre_mid16_sm90_bf16"]);
+        assert_eq!(planned(3, 4096, Dtype::Bf16, Pre, 9), ["mhc_pre_mid_sm90_bf16"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 64), ["mhc_pre_mid_sm90_bf16"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 65), ["mhc_pre_pc16t_bf16_n4"]);
         // C not a multiple of 1024: the cluster kernel's cp.async entry.
