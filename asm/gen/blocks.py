@@ -199,3 +199,14 @@ def exp_shift(dst, x, shift, ex2="ex2.approx.f32", keep_denormals=False):
                      f"ex2.approx.ftz.f32 {dst}, {dst};",
                      f"mul.f32 {dst}, {dst}, 0f1F800000;")
     return lines(f"sub.f32 {dst}, {x}, {shift};", f"mul.f32 {dst}, {dst}, {LOG2E};", f"{ex2} {dst}, {dst};")
+
+
+def store8(addr, vals, bf16, packed):
+    """The 8 f32 values vals (consecutive channels) stored at [addr]: bf16 rounded to nearest
+    and packed pairwise into the 4 registers packed (one 16-byte store), or as two 16-byte f32
+    stores."""
+    if bf16:
+        cvts = [f"cvt.rn.bf16x2.f32 {packed[j]}, {vals[2 * j + 1]}, {vals[2 * j]};" for j in range(4)]
+        return lines(*cvts, f"st.global.v4.b32 [{addr}], {vec(packed)};")
+    return lines(f"st.global.v4.f32 [{addr}], {vec(vals[:4])};", f"st.global.v4.f32 [{addr}+16], {vec(vals[4:])};")
+

@@ -12,7 +12,7 @@ import re
 from . import catalogue, shapes, sinkhorn
 from . import pre_decode_post as fold
 from .abi import POST_PRE_PC, PRE_DECODE, RUST_MIRROR
-from .blocks import MMA_BF16, butterfly, mma, read_clocks, sigmoid as sigmoid_block, split_bf16_via
+from .blocks import MMA_BF16, butterfly, mma, read_clocks, sigmoid as sigmoid_block, split_bf16_via, store8
 from .ptx import PDL_NOTES_STREAM, grid_dependency
 
 
@@ -1530,13 +1530,7 @@ MIXI:
     mad.lo.u32 %r10, %r2, %as, %r4;
     mul.wide.u32 %rd1, %r10, {esz};
     add.u64 %rd1, %a, %rd1;""")
-    if bf:
-        for j in range(4):
-            e(f"    cvt.rn.bf16x2.f32 %r{11+j}, %mo{2*j+1}, %mo{2*j};")
-        e("    st.global.v4.b32 [%rd1], {%r11, %r12, %r13, %r14};")
-    else:
-        e("    st.global.v4.f32 [%rd1], {%mo0, %mo1, %mo2, %mo3};")
-        e("    st.global.v4.f32 [%rd1+16], {%mo4, %mo5, %mo6, %mo7};")
+    e(store8("%rd1", [f"%mo{j}" for j in range(8)], bf, [f"%r{11 + j}" for j in range(4)]))
     return "\n".join(L)
 
 

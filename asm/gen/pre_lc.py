@@ -7,6 +7,7 @@ header below is the design document; docs/kernels/pre.md has the measurements.
 """
 
 from . import catalogue, sinkhorn
+from .blocks import store8
 from .abi import PRE_DECODE, RUST_MIRROR
 from .pre_decode import GRID_DEPENDENCY, inv_rms, load_args, sigmoid
 
@@ -244,6 +245,19 @@ INIT_DONE:
 {GRID_DEPENDENCY}{stamp(1)}"""
 
 
+def shared_fill(label, base):
+    """%r4 stored to [base + %r1 .. base + %r3) in 16-byte words, the CTA's threads taking every
+    {16 * THREADS}th byte from their own %r1 on; leaves at {label}_DONE."""
+    return f"""{label}:
+    setp.ge.u32 %p1, %r1, %r3;
+    @%p1 bra {label}_DONE;
+    add.u32 %r2, {base}, %r1;
+    st.shared.v4.b32 [%r2], {{%r4, %r4, %r4, %r4}};
+    add.u32 %r1, %r1, {16 * THREADS};
+    bra {label};
+{label}_DONE:"""
+
+
 def loads(esz):
     """The bulk copies, spread over the warps (a warp's lanes issue theirs one after another): lane
     l of warp w issues copy m = w + 8 (l / 4) of stream i = l % 4, completing on stream i's
@@ -301,29 +315,17 @@ COPY_GK:
 FILLS:
     // gk_s = 1.0 without gamma_k (x times 1.0 is exact); x_s zeros past the group's tokens
     @%p_gk bra GK_DONE;
-    mov.f32 %f1, 0f3F800000;
+    mov.b32 %r4, 0x3F800000;                // 1.0f
     shl.b32 %r1, %tx, 4;
-GK_FILL:
-    setp.ge.u32 %p1, %r1, %rowb;
-    @%p1 bra GK_DONE;
-    add.u32 %r2, %gksm, %r1;
-    st.shared.v4.f32 [%r2], {{%f1, %f1, %f1, %f1}};
-    add.u32 %r1, %r1, {16 * THREADS};
-    bra GK_FILL;
+    mov.u32 %r3, %rowb;
+{shared_fill("GK_FILL", "%gksm")}
 GK_DONE:
     mul.lo.u32 %r1, %cnt, %xrow;
     shl.b32 %r3, %xrow, {GROUP.bit_length() - 1};
     shl.b32 %r2, %tx, 4;
     add.u32 %r1, %r1, %r2;
     mov.b32 %r4, 0;
-X_ZERO:
-    setp.ge.u32 %p1, %r1, %r3;
-    @%p1 bra X_ZERO_DONE;
-    add.u32 %r2, %xsm, %r1;
-    st.shared.v4.b32 [%r2], {{%r4, %r4, %r4, %r4}};
-    add.u32 %r1, %r1, {16 * THREADS};
-    bra X_ZERO;
-X_ZERO_DONE:""")
+{shared_fill("X_ZERO", "%xsm")}""")
     e(f"""    // the coefficient threads' parameters, in flight during the projection: role res thread 0
     // base[8..24) and scale[2]; role pre thread s < 32 (token s / 8, logit s % 8) base[s % 8] and
     // scale[0] (h_pre) / scale[1] (h_post)
@@ -734,13 +736,7 @@ COEF_DONE:
     add.u64 %rd1, %rd1, %rd2;
     mul.lo.u64 %rd1, %rd1, {esz};
     add.u64 %rd1, %a, %rd1;""")
-    if esz == 2:
-        for j in range(4):
-            e(f"    cvt.rn.bf16x2.f32 %xw{j}, %mo{2 * j + 1}, %mo{2 * j};")
-        e("    st.global.v4.b32 [%rd1], {%xw0, %xw1, %xw2, %xw3};")
-    else:
-        e("    st.global.v4.f32 [%rd1], {%mo0, %mo1, %mo2, %mo3};")
-        e("    st.global.v4.f32 [%rd1+16], {%mo4, %mo5, %mo6, %mo7};")
+    e(store8("%rd1", [f"%mo{j}" for j in range(8)], esz == 2, [f"%xw{j}" for j in range(4)]))
     e(stamp(7))
     return "\n".join(L)
 
