@@ -715,7 +715,8 @@ fn pre_mid_n8_kernel_shapes() {
 /// reference's tolerances at every token count of a group and across groups (1..5, 8, 9, 12),
 /// C of 512, 1152 (72 channels a CTA), 1280, 4096, 7168 and 8192, phi ~ 0.5, gamma_k, strided
 /// rows, both formulations and dtypes; and that T = 13, n = 3, gamma_f, C = 1288 (not a
-/// multiple of 128) and C = 8320 keep the other kernels.
+/// multiple of 128) and C = 8320 keep the other kernels. The same shapes through the fused
+/// `post_pre` entries: bit for bit `post` then `pre`, and within tolerance.
 #[test]
 #[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn pre_lc_kernel_shapes() {
@@ -758,6 +759,15 @@ fn pre_lc_kernel_shapes() {
                 Shape::new(4, 8320, 1, form, dtype),
             ];
             check_where_selected(&dev, &stream, &mut rng, "mhc_pre_lc", &shapes, &others);
+            // post_pre: the fused entries give post then pre's outputs bit for bit, within the
+            // reference's tolerances.
+            for sh in &shapes {
+                let plan = catalogue_plan(&dev, sh.cfg(), sh.dtype, sh.t).unwrap();
+                let lc = plan.post_pre_launcher(sh.t) == Some(mhc::device::cuda::LaunchKind::PostPreLogitClusters);
+                assert!(lc, "{}: post_pre logit clusters selected", sh.label());
+                fused_post_pre_matches_pair(&dev, &stream, &mut rng, sh, true);
+                check_post_pre(&dev, &stream, &mut rng, sh);
+            }
         }
     }
 }
@@ -775,6 +785,7 @@ fn lc_sanitizer_smoke() {
         for (c, t, form) in [(512, 1, Formulation::DeepSeekV4), (1152, 11, Formulation::Paper)] {
             let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, c, t, form, dtype) };
             check_pre(&dev, &stream, &mut rng, &sh);
+            fused_post_pre_matches_pair(&dev, &stream, &mut rng, &sh, true);
         }
     }
 }
@@ -849,13 +860,13 @@ fn post_pre_mid_kernel_shapes() {
         for form in FORMS {
             let mut shapes = Vec::new();
             for (n, c, t) in [
-                (4, 4096, 1),
-                (4, 4096, 4),
-                (4, 4096, 8),
-                (4, 4096, 9),
+                (4, 4104, 1),
+                (4, 4104, 4),
+                (4, 4104, 8),
+                (4, 4104, 9),
                 (4, 4096, 16),
                 (4, 4096, 32),
-                (4, 7168, 1),
+                (4, 7176, 1),
                 (4, 7168, 16),
                 (4, 7168, 31),
                 (4, 512, 32),
@@ -882,7 +893,7 @@ fn post_pre_mid_kernel_shapes() {
             shapes.push(Shape { phi_std: 0.5, ..Shape::new(8, 1280, 29, form, dtype) });
             shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 7168, 17, form, dtype) });
             shapes.push(Shape { x_pad: 24, ..Shape::new(4, 1288, 30, form, dtype) });
-            shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4096, 7, form, dtype) });
+            shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4104, 7, form, dtype) });
             for sh in shapes {
                 assert!(uses(&sh), "{}: post_pre mid kernel selected", sh.label());
                 fused_post_pre_matches_pair(&dev, &stream, &mut rng, &sh, true);

@@ -8,7 +8,8 @@ header below is the design document; docs/kernels/pre.md has the measurements.
 
 from . import catalogue, sinkhorn
 from .blocks import store8
-from .abi import PRE_DECODE, RUST_MIRROR
+from . import pre_decode_post as fold
+from .abi import POST_PRE_PC, PRE_DECODE, RUST_MIRROR
 from .pre_decode import GRID_DEPENDENCY, inv_rms, load_args, sigmoid
 
 # Timing builds (asm/gen/cli.py lists them): pre_lc.stamps makes thread 0 of every CTA write
@@ -34,10 +35,11 @@ ROLES = {
 }
 
 
-def lc_shared(esz, cpc):
+def lc_shared(esz, cpc, post=False):
     """Dynamic shared memory at cpc channels a CTA: x slices of GROUP tokens, gamma_k's slice,
-    the res role's 16 phi row slices (the pre role uses the first 8 rows' bytes)."""
-    return (GROUP * N * esz + 4 * N + 4 * N * ROLES["res"]["rows"]) * cpc
+    the res role's 16 phi row slices (the pre role uses the first 8 rows' bytes); post_pre: then
+    f's slices of the GROUP tokens."""
+    return (GROUP * N * esz + 4 * N + 4 * N * ROLES["res"]["rows"] + (GROUP * esz if post else 0)) * cpc
 
 
 HEADER = f"""\
@@ -116,9 +118,9 @@ def stamp(k):
     @%pst st.global.u64 [%sadr+{8 * k}], %stmp;"""
 
 
-def declarations(name, esz):
+def declarations(name, esz, post):
     return f""".visible .entry {name}(
-    .param .align 8 .b8 p_args[{PRE_DECODE.size}]
+    .param .align 8 .b8 p_args[{(POST_PRE_PC if post else PRE_DECODE).size}]
 )
 .reqntid {THREADS}, 1, 1
 .reqnctapercluster {CLUSTER}, 1, 1
@@ -142,8 +144,8 @@ def declarations(name, esz):
     .reg .f32 %ls<4>, %lr<4>, %tr<8>;
     .reg .b32 %it;
     .reg .b64 %stmp, %sadr;
-    .reg .pred %pst;
-{load_args()}
+    .reg .pred %pst;{POST_REGS if post else ""}
+{load_args()}{chr(10) + fold.load_args() if post else ""}
     mov.u32 %tx, %tid.x;
     shr.u32 %warp, %tx, 5;
     and.b32 %lane, %tx, 31;
@@ -168,13 +170,181 @@ def declarations(name, esz):
     shl.b32 %r1, %xrow, {GROUP.bit_length() - 1};
     add.u32 %gksm, %xsm, %r1;               // gk_s[4 cpc] f32
     shl.b32 %rowb, %cpc, 4;                 // bytes of a phi row slice (4 cpc floats)
-    add.u32 %phsm, %gksm, %rowb;            // phi_s[rows][4 cpc] f32
+    add.u32 %phsm, %gksm, %rowb;            // phi_s[rows][4 cpc] f32""" + ("""
+    shl.b32 %r1, %rowb, 4;
+    add.u32 %fsm, %phsm, %r1;               // post_pre: f_s[4][cpc] (storage dtype)""" if post else "") + f"""
     mov.u32 %lbar, sm_lbar;
     mov.u32 %gbar, sm_gbar;""" + ("""
     setp.eq.u32 %pst, %tx, 0;
     mov.u32 %r1, %ctaid.x;
     mul.wide.u32 %sadr, %r1, 64;
     add.u64 %sadr, %sadr, %part;""" if "stamps" in EXPERIMENTS else "") + stamp(0)
+
+
+# post_pre: the f rows of the group's tokens, cpc elements each, arrive on the same mbarrier
+# post_pre: copy m = GROUP + 1 of "stream" i is token i's f row (cpc elements from channel c0)
+F_COPY = """
+    bra FILLS;
+COPY_F:
+    setp.ne.u32 %p1, %r3, 5;
+    setp.ge.or.u32 %p1, %r4, %cnt, %p1;
+    @%p1 bra FILLS;
+    add.u32 %r5, %tok0, %r4;
+    mul.wide.u32 %rd1, %r5, %uFS;
+    cvt.u64.u32 %rd2, %c0;
+    add.u64 %rd1, %rd1, %rd2;
+    mul.lo.u64 %rd1, %rd1, {esz};
+    add.u64 %rd1, %uF, %rd1;
+    mul.lo.u32 %r8, %cpc, {esz};
+    mad.lo.u32 %r6, %r4, %r8, %fsm;
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r8, [%lbar];"""
+
+F_BYTES = """
+    mul.lo.u32 %r5, %cnt, %cpc;
+    mad.lo.u32 %r1, %r5, {esz}, %r1;        // post_pre: the f rows"""
+
+POST_REGS = """
+    .reg .b64 %uF, %uHP, %uHR, %uXO, %ua;
+    .reg .b32 %uFS, %uXS, %fsm, %us<4>, %uv<4>, %uw<4>;
+    .reg .f32 %uo<8>, %ux<8>, %uc<5>;
+    .reg .pred %uq<4>;
+""" + "\n".join(f"    .reg .b32 %uk{k}_<4>;\n    .reg .f32 %ukf{k}_<8>;" for k in range(4))
+
+
+# post_pre: layer l's coefficients of the group's tokens to sm_uc[t][20] (h_post[4], h_res[4][4])
+COEF_LOADS = f"""
+    setp.ge.u32 %p1, %tx, {GROUP * 20};
+    @%p1 bra UC_DONE;
+    div.u32 %r1, %tx, 20;                   // token t
+    mul.lo.u32 %r2, %r1, 20;
+    sub.u32 %r2, %tx, %r2;                  // word k: h_post[k] (k < 4), h_res[k - 4]
+    setp.ge.u32 %p1, %r1, %cnt;
+    @%p1 bra UC_DONE;
+    add.u32 %r3, %tok0, %r1;
+    setp.lt.u32 %p2, %r2, 4;
+    mad.lo.u32 %r4, %r3, 4, %r2;
+    mul.wide.u32 %rd1, %r4, 4;
+    add.u64 %rd1, %uHP, %rd1;
+    mad.lo.u32 %r4, %r3, 16, %r2;
+    sub.u32 %r4, %r4, 4;
+    mul.wide.u32 %rd2, %r4, 4;
+    add.u64 %rd2, %uHR, %rd2;
+    selp.b64 %rd1, %rd1, %rd2, %p2;
+    ld.global.nc.f32 %f1, [%rd1];
+    mov.u32 %r5, sm_uc;
+    mad.lo.u32 %r5, %tx, 4, %r5;
+    st.shared.f32 [%r5], %f1;
+UC_DONE:"""
+
+
+def post_step(esz):
+    """post_pre, after the loads: x' = post(x) over the CTA's slice of the group's tokens, with
+    post.ptx's f32 operations in its order (h_post[i] f, then + w[i][j] x[j] for j = 0..3, where
+    w[i][j] = h_res[j][i] for DeepSeek-V4 and h_res[i][j] for the Paper), rounded to the storage
+    type, stored to x_out by the pre role and written back over x_s once every thread has read
+    it: the projection and the mix then read x', and the outputs are post then pre's, bit for
+    bit. Items: token t, stream i, 8 channels; at most 4 a thread (cpc <= 512)."""
+    L = []
+    e = L.append
+    e(f"""    // ---- post_pre: x' = post(x); item s = tx + {THREADS} k -> token s / (cpc / 2), stream, 8 channels
+    shr.u32 %r9, %cpc, 1;                   // items a token
+    shr.u32 %r10, %cpc, 3;                  // octets a stream
+    mul.lo.u32 %r11, %cnt, %r9;             // items""")
+    for k in range(4):
+        e(f"""    add.u32 %r1, %tx, {THREADS * k};
+    setp.lt.u32 %uq{k}, %r1, %r11;
+    @!%uq{k} bra UX{k}_DONE;
+    div.u32 %r2, %r1, %r9;                  // t
+    mul.lo.u32 %r3, %r2, %r9;
+    sub.u32 %r3, %r1, %r3;
+    div.u32 %r4, %r3, %r10;                 // stream i
+    mul.lo.u32 %r5, %r4, %r10;
+    sub.u32 %r5, %r3, %r5;
+    shl.b32 %r5, %r5, 3;                    // first channel of the item in the slice
+    mov.u32 %r6, sm_uc;
+    mad.lo.u32 %r6, %r2, 80, %r6;           // the token's coefficients
+    mad.lo.u32 %r7, %r4, 4, %r6;
+    ld.shared.f32 %uc4, [%r7];              // h_post[i]
+    // w[i][j]: V4 h_res[j][i] at 16 + 4 (4 j + i), Paper h_res[i][j] at 16 + 4 (4 i + j)
+    selp.u32 %r8, 16, 4, %p_paper;
+    mad.lo.u32 %r8, %r4, %r8, %r6;
+    selp.u32 %r12, 4, 16, %p_paper;         // step over j""")
+        for j in range(N):
+            if j:
+                e("    add.u32 %r8, %r8, %r12;")
+            e(f"    ld.shared.f32 %uc{j}, [%r8+16];")
+        # f's 8 channels
+        e(f"""    mul.lo.u32 %r7, %r2, %cpc;
+    add.u32 %r7, %r7, %r5;
+    mad.lo.u32 %r7, %r7, {esz}, %fsm;""")
+        e(load8("%r7", [f"%ux{v}" for v in range(8)], esz))
+        for v in range(8):
+            e(f"    mul.rn.f32 %uo{v}, %uc4, %ux{v};")
+        e(f"""    mad.lo.u32 %r7, %r2, %xrow, %xsm;
+    mad.lo.u32 %r7, %r5, {esz}, %r7;        // &x_s[t][stream 0][channel]
+    mul.lo.u32 %r8, %cpc, {esz};""")
+        for j in range(N):
+            if j:
+                e("    add.u32 %r7, %r7, %r8;")
+            e(load8("%r7", [f"%ux{v}" for v in range(8)], esz))
+            for v in range(8):
+                e(f"    fma.rn.f32 %uo{v}, %uc{j}, %ux{v}, %uo{v};")
+        e(f"""    mad.lo.u32 %us{k}, %r4, %r8, %r7;
+    mul.lo.u32 %r3, %r8, 3;
+    sub.u32 %us{k}, %us{k}, %r3;            // &x_s[t][i][channel]""")
+        if esz == 2:
+            for q in range(4):
+                e(f"    cvt.rn.bf16x2.f32 %r{13 + q}, %uo{2 * q + 1}, %uo{2 * q};")
+        e(f"""    @%p_res bra UX{k}_KEEP;
+    add.u32 %r3, %tok0, %r2;
+    mul.wide.u32 %ua, %r3, %uXS;
+    mad.lo.u32 %r3, %r4, %C, %c0;
+    add.u32 %r3, %r3, %r5;
+    cvt.u64.u32 %rd2, %r3;
+    add.u64 %ua, %ua, %rd2;
+    mul.lo.u64 %ua, %ua, {esz};
+    add.u64 %ua, %uXO, %ua;""")
+        if esz == 2:
+            e("    st.global.v4.b32 [%ua], {%r13, %r14, %r15, %r16};")
+        else:
+            e("    st.global.v4.f32 [%ua], {%uo0, %uo1, %uo2, %uo3};")
+            e("    st.global.v4.f32 [%ua+16], {%uo4, %uo5, %uo6, %uo7};")
+        e(f"UX{k}_KEEP:")
+        e(keep_regs(k, esz))
+        e(f"UX{k}_DONE:")
+    e("    barrier.sync 0;                         // every x read")
+    for k in range(4):
+        e(write_back(k, esz))
+    e("    barrier.sync 0;                         // x' in x_s")
+    return "\n".join(L)
+
+
+def load8(addr, regs, esz):
+    """8 consecutive values at [addr] (storage dtype) into the f32 registers regs."""
+    if esz == 4:
+        return (f"    ld.shared.v4.f32 {{{', '.join(regs[:4])}}}, [{addr}];\n"
+                f"    ld.shared.v4.f32 {{{', '.join(regs[4:])}}}, [{addr}+16];")
+    L = [f"    ld.shared.v4.b32 {{%uw0, %uw1, %uw2, %uw3}}, [{addr}];"]
+    for q in range(4):
+        L.append(f"    shl.b32 %r3, %uw{q}, 16;\n    mov.b32 {regs[2 * q]}, %r3;")
+        L.append(f"    and.b32 %r3, %uw{q}, 0xffff0000;\n    mov.b32 {regs[2 * q + 1]}, %r3;")
+    return "\n".join(L)
+
+
+def keep_regs(k, esz):
+    """Item k's x' kept in registers until every thread has read x: bf16 the 4 packed words in
+    %uv-like per-item registers, f32 the 8 values."""
+    if esz == 2:
+        return "\n".join(f"    mov.b32 %uk{k}_{q}, %r{13 + q};" for q in range(4))
+    return "\n".join(f"    mov.f32 %ukf{k}_{v}, %uo{v};" for v in range(8))
+
+
+def write_back(k, esz):
+    if esz == 2:
+        vals = ", ".join(f"%uk{k}_{q}" for q in range(4))
+        return f"    @%uq{k} st.shared.v4.b32 [%us{k}], {{{vals}}};"
+    return (f"    @%uq{k} st.shared.v4.f32 [%us{k}], {{{', '.join(f'%ukf{k}_{v}' for v in range(4))}}};\n"
+            f"    @%uq{k} st.shared.v4.f32 [%us{k}+16], {{{', '.join(f'%ukf{k}_{v}' for v in range(4, 8))}}};")
 
 
 def prefetch():
@@ -211,7 +381,7 @@ PREFETCH_ISSUE:
 PREFETCHED:"""
 
 
-def opening(esz):
+def opening(esz, post):
     """Thread 0 initialises the four load mbarriers (one per stream) and the gather mbarrier and
     arms them (the gather one where this CTA receives rows); a CTA barrier, so no copy completes
     on an unarmed barrier; everyone arrives on the cluster barrier that tells the peers the gather
@@ -229,7 +399,7 @@ def opening(esz):
     shl.b32 %r3, %cpc, 2;
     mad.lo.u32 %r1, %r2, %r3, %r1;
     @%p_gk add.u32 %r1, %r1, %r3;
-    shl.b32 %r1, %r1, 2;
+    shl.b32 %r1, %r1, 2;{F_BYTES.format(esz=esz) if post else ""}
     mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_lbar], %r1;
     // the gather: role pre 16 ranks x {GROUP} tokens x 48 bytes; role res CTA t < {GROUP} 16 x {4 * ROW}
     @!%p_res bra ARM_PRE;
@@ -258,7 +428,7 @@ def shared_fill(label, base):
 {label}_DONE:"""
 
 
-def loads(esz):
+def loads(esz, post):
     """The bulk copies, spread over the warps (a warp's lanes issue theirs one after another): lane
     l of warp w issues copy m = w + 8 (l / 4) of stream i = l % 4, completing on stream i's
     mbarrier: m < rows a phi row, then the group's x rows, then gamma_k's run. The warps fill gk_s
@@ -305,13 +475,13 @@ COPY_X:
     bra FILLS;
 COPY_GK:
     setp.ne.u32 %p1, %r3, {GROUP};
-    @%p1 bra FILLS;
+    @%p1 bra {"COPY_F" if post else "FILLS"};
     @!%p_gk bra FILLS;
     mad.lo.u32 %r5, %r4, %C, %c0;
     mul.wide.u32 %rd1, %r5, 4;
     add.u64 %rd1, %gk, %rd1;
     mad.lo.u32 %r6, %r4, %r11, %gksm;
-    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%lbar];
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%lbar];{F_COPY.format(esz=esz) if post else ""}
 FILLS:
     // gk_s = 1.0 without gamma_k (x times 1.0 is exact); x_s zeros past the group's tokens
     @%p_gk bra GK_DONE;
@@ -347,7 +517,7 @@ PARAMS_PRE:
     mul.wide.u32 %rd1, %r1, 4;
     add.u64 %rd1, %scale, %rd1;
     ld.global.nc.f32 %sc, [%rd1];
-PARAMS_DONE:
+PARAMS_DONE:{COEF_LOADS if post else ""}
     barrier.sync 0;                         // gk_s and x_s's zeros written
 LOAD_WAIT:
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [sm_lbar], 0;
@@ -741,9 +911,12 @@ COEF_DONE:
     return "\n".join(L)
 
 
-def entry(dt):
+def entry(dt, post=False):
+    """One entry: `pre` (mhc_pre_lc_sm90_*) or `post_pre` (mhc_post_pre_lc_sm90_*: layer l's post
+    folded in after the loads, post_step)."""
     esz = 2 if dt == "bf16" else 4
-    L = [declarations(f"mhc_pre_lc_sm90_{dt}", esz), opening(esz), loads(esz),
+    name = f"mhc_{'post_pre' if post else 'pre'}_lc_sm90_{dt}"
+    L = [declarations(name, esz, post), opening(esz, post), loads(esz, post), post_step(esz) if post else "",
          "    @!%p_res bra ROLE_PRE;",
          role_rows("res", esz), push("res"), res_tail(),
          "ROLE_PRE:",
@@ -766,9 +939,10 @@ def main():
 .shared .align 16 .b8 sm_gat[{4 * max(CLUSTER * ROW, GROUP * CLUSTER * 12)}];     // res: [16 ranks][{ROW}]; pre: [{GROUP}][16 ranks][12]
 .shared .align 16 .b8 sm_sum[{4 * GROUP * 12}];      // the rows added over the ranks
 .shared .align 16 .b8 sm_hp[{4 * GROUP * N}];        // h_pre [{GROUP}][4]
+.shared .align 16 .b8 sm_uc[{4 * GROUP * 20}];       // post_pre: layer l's h_post [4] and h_res [4][4] per token
 
 """
-    return text + entry("bf16") + "\n" + entry("f32")
+    return text + "\n".join(entry(dt, post) for post in (False, True) for dt in ("bf16", "f32"))
 
 
 def generate(experiments):
@@ -785,26 +959,33 @@ MIN_C = 512  # cpc >= 32: below it the few-token kernel's 64 CTAs already cover 
 
 
 def catalogue_rows():
-    """The catalogue rows of the two entries."""
+    """The catalogue rows of the four entries."""
     G = catalogue.geometry
     rows = []
-    for dt in ("bf16", "f32"):
-        esz = 2 if dt == "bf16" else 4
-        comment = [
-            "pre for few tokens on two clusters that split the logits (sm_90a): asm/ptx/sm90/pre_lc.ptx",
-            f"(generated by python3 -m asm.gen). n = 4, T <= {MAX_TOKENS}, C a multiple of {C_MULTIPLE}, no gamma_f:",
-            "the partial sums meet through distributed shared memory, no global exchange.",
-        ] if dt == "bf16" else ()
-        rows.append(catalogue.row(
-            f"pre_lc_sm90_{dt}", "pre", ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_lc.cubin",
-            f"mhc_pre_lc_sm90_{dt}", [dt], [N], (C_MULTIPLE, MIN_C, CLUSTER * MAX_CPC), (1, MAX_TOKENS),
-            GROUP, THREADS,
-            f"pre for 1..{MAX_TOKENS} tokens: per {GROUP} tokens a {CLUSTER}-CTA cluster for the h_res logits (and "
-            f"the Sinkhorn) and one for the h_pre / h_post logits (and the mix), each splitting K over its CTAs "
-            "and adding their partial rows through distributed shared memory: no grid-wide exchange",
-            "pre_lc", x_passes=1, params=f"{PRE_DECODE.name} ({PRE_DECODE.size} B, {RUST_MIRROR})", rank=70,
-            options=["gamma_k"],
-            geometry=G(channels_per_thread=8, cluster=CLUSTER, dynamic_shared_max=lc_shared(esz, MAX_CPC),
-                       traits=["grid_dependency"]),
-            comment=comment))
+    for post in (False, True):
+        for dt in ("bf16", "f32"):
+            esz = 2 if dt == "bf16" else 4
+            stage, kind = ("post_pre", "post_pre_lc") if post else ("pre", "pre_lc")
+            comment = [
+                "pre for few tokens on two clusters that split the logits (sm_90a): asm/ptx/sm90/pre_lc.ptx",
+                f"(generated by python3 -m asm.gen). n = 4, T <= {MAX_TOKENS}, C a multiple of {C_MULTIPLE}, no gamma_f:",
+                "the partial sums meet through distributed shared memory, no global exchange; the post_pre",
+                "entries fold layer l's post in after the loads (post then pre's outputs, bit for bit).",
+            ] if (post, dt) == (False, "bf16") else ()
+            what = (f"post_pre for 1..{MAX_TOKENS} tokens in one launch: the logit-cluster pre kernel with layer l's post "
+                    "computed from the slices it loads (f's slice and the coefficients arrive with x's; x' with post's "
+                    "f32 operations in its order, stored by the h_pre clusters and written back over the x slice)"
+                    if post else
+                    f"pre for 1..{MAX_TOKENS} tokens: per {GROUP} tokens a {CLUSTER}-CTA cluster for the h_res logits "
+                    "(and the Sinkhorn) and one for the h_pre / h_post logits (and the mix), each splitting K over its "
+                    "CTAs and adding their partial rows through distributed shared memory: no grid-wide exchange")
+            args = POST_PRE_PC if post else PRE_DECODE
+            rows.append(catalogue.row(
+                f"{stage}_lc_sm90_{dt}", stage, ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_lc.cubin",
+                f"mhc_{stage}_lc_sm90_{dt}", [dt], [N], (C_MULTIPLE, MIN_C, CLUSTER * MAX_CPC), (1, MAX_TOKENS),
+                GROUP, THREADS, what, kind, x_passes=1, params=f"{args.name} ({args.size} B, {RUST_MIRROR})",
+                rank=70, options=["gamma_k"],
+                geometry=G(channels_per_thread=8, cluster=CLUSTER, dynamic_shared_max=lc_shared(esz, MAX_CPC, post),
+                           traits=["grid_dependency"]),
+                comment=comment))
     return rows

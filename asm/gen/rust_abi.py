@@ -125,6 +125,8 @@ def pre_lc_items():
         const("LC_MAX_TOKENS", "usize", c.MAX_TOKENS, "Largest T of the entries (three groups: six clusters)."),
         const("LC_SHARED_PER_CHANNEL_BF16", "usize", c.lc_shared(2, 1), "Dynamic shared memory per channel of a CTA's C/16, bf16 storage (x slices of the group, gamma_k's slice, 16 phi row slices)."),
         const("LC_SHARED_PER_CHANNEL_F32", "usize", c.lc_shared(4, 1), "The same with f32 storage."),
+        const("LC_POST_SHARED_PER_CHANNEL_BF16", "usize", c.lc_shared(2, 1, True), "The `post_pre` entries' dynamic shared memory per channel, bf16: the `pre` entries' and f's slices of the group."),
+        const("LC_POST_SHARED_PER_CHANNEL_F32", "usize", c.lc_shared(4, 1, True), "The same with f32 storage."),
     ]
 
 

@@ -496,6 +496,12 @@ pub const LC_SHARED_PER_CHANNEL_BF16: usize = 304;
 /// The same with f32 storage.
 pub const LC_SHARED_PER_CHANNEL_F32: usize = 336;
 
+/// The `post_pre` entries' dynamic shared memory per channel, bf16: the `pre` entries' and f's slices of the group.
+pub const LC_POST_SHARED_PER_CHANNEL_BF16: usize = 312;
+
+/// The same with f32 storage.
+pub const LC_POST_SHARED_PER_CHANNEL_F32: usize = 352;
+
 // ---- pre_gemm
 
 /// Arguments of `mhc_pre_gemm_bf16_n*` (one `.param .align 8 .b8 args[144]`; offsets in the

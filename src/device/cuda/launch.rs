@@ -60,11 +60,14 @@ pub enum LaunchKind {
     /// pre_pc_pair.ptx, the fused post_pre entry on two clusters per tile, each on a part of C
     /// (the workspace's exchange rows, as [`LaunchKind::PreClusterPair`]).
     PostPreClusterPair,
+    /// pre_lc.ptx `mhc_post_pre_lc*`: the logit-cluster kernel with layer l's post folded in
+    /// after its loads, T <= 12.
+    PostPreLogitClusters,
 }
 
 impl LaunchKind {
     /// Every launcher.
-    pub const ALL: [LaunchKind; 17] = [
+    pub const ALL: [LaunchKind; 18] = [
         LaunchKind::Post,
         LaunchKind::Head,
         LaunchKind::Static,
@@ -82,6 +85,7 @@ impl LaunchKind {
         LaunchKind::PostPreCluster,
         LaunchKind::PostPreClusterPair,
         LaunchKind::PostPreMid,
+        LaunchKind::PostPreLogitClusters,
     ];
 
     /// The catalogue's name of the launcher.
@@ -104,6 +108,7 @@ impl LaunchKind {
             LaunchKind::PostPreCluster => "post_pre_cluster",
             LaunchKind::PostPreClusterPair => "post_pre_cluster_pair",
             LaunchKind::PostPreMid => "post_pre_mid",
+            LaunchKind::PostPreLogitClusters => "post_pre_lc",
         }
     }
 
@@ -127,9 +132,10 @@ impl LaunchKind {
             }
             LaunchKind::PreClusterTma | LaunchKind::PreClusterPair => size_of::<PreTmaArgs>(),
             LaunchKind::PreGemm => size_of::<PreGemmArgs>(),
-            LaunchKind::PostPreCluster | LaunchKind::PostPreClusterPair | LaunchKind::PostPreMid => {
-                size_of::<PostPrePcArgs>()
-            }
+            LaunchKind::PostPreCluster
+            | LaunchKind::PostPreClusterPair
+            | LaunchKind::PostPreMid
+            | LaunchKind::PostPreLogitClusters => size_of::<PostPrePcArgs>(),
         }
     }
 

@@ -775,15 +775,19 @@ mod tests {
             assert_eq!(planned(n, 1280, Dtype::Bf16, Pre, from), [format!("mhc_pre_gemm_bf16_n{n}")], "n={n}");
         }
         assert_eq!(planned(32, 1280, Dtype::F32, Pre, 8192), ["mhc_pre_sm90_f32"]);
-        // post_pre: the mid kernel's post_pre entries to 32 tokens (mid16 to 8), the fused
+        // post_pre: the few-token kernels' post_pre entries to 32 tokens, the fused
         // cluster kernel from 65 (its `m` entry to 448); post then pre where neither runs.
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 65), ["mhc_post_pre_pc16m_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 448), ["mhc_post_pre_pc16m_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 449), ["mhc_post_pre_pc16_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 8192), ["mhc_post_pre_pc16_bf16_n4"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 1), ["mhc_post_pre_mid16_sm90_bf16"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 8), ["mhc_post_pre_mid16_sm90_bf16"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 9), ["mhc_post_pre_mid_sm90_bf16"]);
+        // The logit clusters' fused entries to 12 tokens where they run, else mid16 / mid.
+        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 1), ["mhc_post_pre_lc_sm90_bf16"]);
+        assert_eq!(planned(4, 7168, Dtype::F32, PostPre, 12), ["mhc_post_pre_lc_sm90_f32"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 13), ["mhc_post_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 4104, Dtype::Bf16, PostPre, 1), ["mhc_post_pre_mid16_sm90_bf16"]);
+        assert_eq!(planned(4, 4104, Dtype::Bf16, PostPre, 8), ["mhc_post_pre_mid16_sm90_bf16"]);
+        assert_eq!(planned(4, 4104, Dtype::Bf16, PostPre, 9), ["mhc_post_pre_mid_sm90_bf16"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 32), ["mhc_post_pre_mid_sm90_bf16"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 33), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_mid_sm90_bf16"]);
         assert_eq!(

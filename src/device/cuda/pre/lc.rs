@@ -5,24 +5,37 @@
 //! the 8 h_pre / h_post logits and the mix. CTA r of a cluster owns channels `[r C/16, (r+1) C/16)`
 //! of every stream; the CTAs' partial rows meet through distributed shared memory, so no CTA
 //! waits for another cluster, nothing goes through the workspace, and the grid needs no
-//! co-residency beyond each cluster's own (the hardware's guarantee).
+//! co-residency beyond each cluster's own (the hardware's guarantee). Its `post_pre` entries
+//! (`mhc_post_pre_lc_sm90_*`) also bring f's slice and layer l's coefficients with the loads and
+//! compute x' = post(x) over the slice with the post kernel's f32 operations in its order (the
+//! `h_pre` clusters store it to `x_out`) before the projection: the outputs of `post` then `pre`,
+//! bit for bit, in one launch.
 
 use super::{Checked, PreOutViews, PreParamViews, WsLayout};
 use crate::config::Dtype;
+use crate::device::cuda::abi::{
+    PreDecodeArgs, LC_POST_SHARED_PER_CHANNEL_BF16, LC_POST_SHARED_PER_CHANNEL_F32, LC_SHARED_PER_CHANNEL_BF16,
+    LC_SHARED_PER_CHANNEL_F32,
+};
 pub use crate::device::cuda::abi::{LC_CLUSTER, LC_GROUP_TOKENS, LC_MAX_TOKENS};
-use crate::device::cuda::abi::{LC_SHARED_PER_CHANNEL_BF16, LC_SHARED_PER_CHANNEL_F32};
 use crate::device::cuda::launch::{Bucket, Ctx, Launch, Row};
 use crate::device::cuda::memory::DeviceTensor;
 use crate::error::Result;
 use crate::Stage;
 
 /// `(grid CTAs, channels per CTA, dynamic shared bytes)` of a launch at `t` tokens (1..=
-/// [`LC_MAX_TOKENS`]) of C = `c` (a multiple of 8 x [`LC_CLUSTER`]) in `dtype`.
-pub(crate) fn shape(c: usize, t: usize, dtype: Dtype) -> (u32, usize, u32) {
+/// [`LC_MAX_TOKENS`]) of C = `c` (a multiple of 8 x [`LC_CLUSTER`]) in `dtype`; `post`: the
+/// `post_pre` entries (f's slices too).
+pub(crate) fn shape(c: usize, t: usize, dtype: Dtype, post: bool) -> (u32, usize, u32) {
     let cluster = LC_CLUSTER as usize;
     let cpc = c / cluster;
     let groups = t.div_ceil(LC_GROUP_TOKENS);
-    let per_channel = if dtype == Dtype::Bf16 { LC_SHARED_PER_CHANNEL_BF16 } else { LC_SHARED_PER_CHANNEL_F32 };
+    let per_channel = match (dtype == Dtype::Bf16, post) {
+        (true, false) => LC_SHARED_PER_CHANNEL_BF16,
+        (false, false) => LC_SHARED_PER_CHANNEL_F32,
+        (true, true) => LC_POST_SHARED_PER_CHANNEL_BF16,
+        (false, true) => LC_POST_SHARED_PER_CHANNEL_F32,
+    };
     ((groups * 2 * cluster) as u32, cpc, (per_channel * cpc) as u32)
 }
 
@@ -40,20 +53,40 @@ pub(crate) fn launch(
     out: &PreOutViews<'_>,
     chk: &Checked,
 ) -> Result<Launch> {
+    let (a, grid, shared) = args(ctx, b, lay, wsp, x, params, out, chk, false)?;
+    Ok(Launch::new(b, grid, b.threads(), shared, &a))
+}
+
+/// The `pre` side's argument block, grid and dynamic shared bytes of a launch on bucket `b` (a
+/// `pre` or, with `post`, a `post_pre` entry of this kernel; the fused launch adds layer l's
+/// post inputs: [`super::post_pre_launch`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn args(
+    ctx: &Ctx,
+    b: &Bucket,
+    lay: &WsLayout,
+    wsp: u64,
+    x: &DeviceTensor<'_>,
+    params: &PreParamViews<'_>,
+    out: &PreOutViews<'_>,
+    chk: &Checked,
+    post: bool,
+) -> Result<(PreDecodeArgs, u32, u32)> {
     let (c, t) = (ctx.cfg.c, chk.t);
     let cluster = b.cluster() as usize;
+    let stage = if post { Stage::PostPre } else { Stage::Pre };
     if t > LC_MAX_TOKENS || cluster != LC_CLUSTER as usize || c % (8 * cluster) != 0 || ctx.cfg.n != 4 {
         // The catalogue row's ranges exclude these; a launch never guesses.
-        return Err(ctx.refused(Stage::Pre, b.entry(), format!("T = {t}, C = {c} outside its row")));
+        return Err(ctx.refused(stage, b.entry(), format!("T = {t}, C = {c} outside its row")));
     }
-    let (grid, cpc, shared) = shape(c, t, ctx.dtype);
+    let (grid, cpc, shared) = shape(c, t, ctx.dtype, post);
     if shared > b.dynamic_shared_max() {
-        return Err(ctx.refused(Stage::Pre, b.entry(), format!("{shared} bytes of shared memory at C = {c}")));
+        return Err(ctx.refused(stage, b.entry(), format!("{shared} bytes of shared memory at C = {c}")));
     }
     let mut a = super::decode::args(ctx, x, params, out, chk);
     a.cpc = cpc as u32;
     a.ws_part = wsp + lay.dpart as u64;
-    Ok(Launch::new(b, grid, b.threads(), shared, &a))
+    Ok((a, grid, shared))
 }
 
 /// Timing builds only (`--experiment pre_lc.stamps` of the PTX generator, then `mhc asm`): the
@@ -80,11 +113,12 @@ mod tests {
 
     #[test]
     fn the_grid_is_two_clusters_a_group_and_the_slices_fit() {
-        assert_eq!(shape(4096, 1, Dtype::Bf16), (32, 256, 256 * LC_SHARED_PER_CHANNEL_BF16 as u32));
-        assert_eq!(shape(7168, 4, Dtype::Bf16).0, 32);
-        assert_eq!(shape(7168, 5, Dtype::F32).0, 64);
-        assert_eq!(shape(4096, LC_MAX_TOKENS, Dtype::Bf16).0, 6 * LC_CLUSTER);
+        assert_eq!(shape(4096, 1, Dtype::Bf16, false), (32, 256, 256 * LC_SHARED_PER_CHANNEL_BF16 as u32));
+        assert_eq!(shape(7168, 4, Dtype::Bf16, true).0, 32);
+        assert_eq!(shape(7168, 5, Dtype::F32, false).0, 64);
+        assert_eq!(shape(4096, LC_MAX_TOKENS, Dtype::Bf16, true).0, 6 * LC_CLUSTER);
         // At the catalogue's largest C the f32 slices fit an H100's 227 KB with the static arrays.
-        assert!(shape(8192, 1, Dtype::F32).2 <= 200 * 1024);
+        assert!(shape(8192, 1, Dtype::F32, true).2 <= 200 * 1024);
+        assert!(shape(8192, 1, Dtype::F32, false).2 < shape(8192, 1, Dtype::F32, true).2);
     }
 }

@@ -192,6 +192,10 @@ pub(crate) fn post_pre_launch(
     if b.kind == LaunchKind::PostPreMid {
         return decode::launch(ctx, b, lay, wsp, x, params, out, None, chk, Some((post, x_out)));
     }
+    if b.kind == LaunchKind::PostPreLogitClusters {
+        let (args, grid, shared) = lc::args(ctx, b, lay, wsp, x, params, out, chk, true)?;
+        return Ok(Launch::new(b, grid, b.threads(), shared, &post_pre_args(args, post, x_out)));
+    }
     let mut pre = decode::args(ctx, x, params, out, chk);
     if b.kind == LaunchKind::PostPreClusterPair {
         pre.ws_part = wsp + lay.pair as u64;
