@@ -205,10 +205,9 @@ F_BYTES = """
 
 POST_REGS = """
     .reg .b64 %uF, %uHP, %uHR, %uXO, %ua;
-    .reg .b32 %uFS, %uXS, %fsm, %us<4>, %uv<4>, %uw<4>;
-    .reg .f32 %uo<8>, %ux<8>, %uc<5>;
-    .reg .pred %uq<4>;
-""" + "\n".join(f"    .reg .b32 %uk{k}_<4>;\n    .reg .f32 %ukf{k}_<8>;" for k in range(4))
+    .reg .b32 %uFS, %uXS, %fsm, %us0, %ut<4>, %upk<16>;
+    .reg .f32 %uh<4>, %ur<16>, %uwt<16>, %ufv<8>, %uxv<32>, %uov<32>;
+    .reg .pred %uq0;"""
 
 
 # post_pre: layer l's coefficients of the group's tokens to sm_uc[t][20] (h_post[4], h_res[4][4])
@@ -243,80 +242,81 @@ def post_step(esz):
     w[i][j] = h_res[j][i] for DeepSeek-V4 and h_res[i][j] for the Paper), rounded to the storage
     type, stored to x_out by the pre role and written back over x_s once every thread has read
     it: the projection and the mix then read x', and the outputs are post then pre's, bit for
-    bit. Items: token t, stream i, 8 channels; at most 4 a thread (cpc <= 512)."""
+    bit. Thread s < cnt cpc / 8 takes token s / (cpc / 8) and 8 channels of it, every output
+    stream from one read of f and the 4 input streams (at most one item a thread: cpc <= 512)."""
     L = []
     e = L.append
-    e(f"""    // ---- post_pre: x' = post(x); item s = tx + {THREADS} k -> token s / (cpc / 2), stream, 8 channels
-    shr.u32 %r9, %cpc, 1;                   // items a token
+    e(f"""    // ---- post_pre: x' = post(x); thread s -> token s / (cpc / 8), channels 8 (s % (cpc / 8)), 4 output streams
     shr.u32 %r10, %cpc, 3;                  // octets a stream
-    mul.lo.u32 %r11, %cnt, %r9;             // items""")
-    for k in range(4):
-        e(f"""    add.u32 %r1, %tx, {THREADS * k};
-    setp.lt.u32 %uq{k}, %r1, %r11;
-    @!%uq{k} bra UX{k}_DONE;
-    div.u32 %r2, %r1, %r9;                  // t
-    mul.lo.u32 %r3, %r2, %r9;
-    sub.u32 %r3, %r1, %r3;
-    div.u32 %r4, %r3, %r10;                 // stream i
-    mul.lo.u32 %r5, %r4, %r10;
-    sub.u32 %r5, %r3, %r5;
+    mul.lo.u32 %r11, %cnt, %r10;
+    setp.lt.u32 %uq0, %tx, %r11;
+    @!%uq0 bra UX_DONE;
+    div.u32 %r2, %tx, %r10;                 // t
+    mul.lo.u32 %r3, %r2, %r10;
+    sub.u32 %r5, %tx, %r3;
     shl.b32 %r5, %r5, 3;                    // first channel of the item in the slice
     mov.u32 %r6, sm_uc;
-    mad.lo.u32 %r6, %r2, 80, %r6;           // the token's coefficients
-    mad.lo.u32 %r7, %r4, 4, %r6;
-    ld.shared.f32 %uc4, [%r7];              // h_post[i]
-    // w[i][j]: V4 h_res[j][i] at 16 + 4 (4 j + i), Paper h_res[i][j] at 16 + 4 (4 i + j)
-    selp.u32 %r8, 16, 4, %p_paper;
-    mad.lo.u32 %r8, %r4, %r8, %r6;
-    selp.u32 %r12, 4, 16, %p_paper;         // step over j""")
+    mad.lo.u32 %r6, %r2, 80, %r6;           // the token's h_post[4], h_res[4][4]
+    ld.shared.v4.f32 {{%uh0, %uh1, %uh2, %uh3}}, [%r6];""")
+    for q in range(4):
+        e(f"    ld.shared.v4.f32 {{%ur{4 * q}, %ur{4 * q + 1}, %ur{4 * q + 2}, %ur{4 * q + 3}}}, [%r6+{16 + 16 * q}];")
+    e("    // w[i][j]: h_res[j][i] (DeepSeek-V4) or h_res[i][j] (Paper)")
+    for i in range(N):
         for j in range(N):
-            if j:
-                e("    add.u32 %r8, %r8, %r12;")
-            e(f"    ld.shared.f32 %uc{j}, [%r8+16];")
-        # f's 8 channels
-        e(f"""    mul.lo.u32 %r7, %r2, %cpc;
+            e(f"    selp.f32 %uwt{4 * i + j}, %ur{4 * i + j}, %ur{4 * j + i}, %p_paper;")
+    e(f"""    mul.lo.u32 %r7, %r2, %cpc;
     add.u32 %r7, %r7, %r5;
     mad.lo.u32 %r7, %r7, {esz}, %fsm;""")
-        e(load8("%r7", [f"%ux{v}" for v in range(8)], esz))
+    e(load8("%r7", [f"%ufv{v}" for v in range(8)], esz))
+    e(f"""    mad.lo.u32 %us0, %r2, %xrow, %xsm;
+    mad.lo.u32 %us0, %r5, {esz}, %us0;      // &x_s[t][stream 0][channel]
+    mul.lo.u32 %r8, %cpc, {esz};            // stream step""")
+    for j in range(N):
+        e(f"    mad.lo.u32 %r7, %r8, {j}, %us0;" if j else "    mov.u32 %r7, %us0;")
+        e(load8("%r7", [f"%uxv{8 * j + v}" for v in range(8)], esz))
+    for i in range(N):
         for v in range(8):
-            e(f"    mul.rn.f32 %uo{v}, %uc4, %ux{v};")
-        e(f"""    mad.lo.u32 %r7, %r2, %xrow, %xsm;
-    mad.lo.u32 %r7, %r5, {esz}, %r7;        // &x_s[t][stream 0][channel]
-    mul.lo.u32 %r8, %cpc, {esz};""")
+            e(f"    mul.rn.f32 %uov{8 * i + v}, %uh{i}, %ufv{v};")
         for j in range(N):
-            if j:
-                e("    add.u32 %r7, %r7, %r8;")
-            e(load8("%r7", [f"%ux{v}" for v in range(8)], esz))
             for v in range(8):
-                e(f"    fma.rn.f32 %uo{v}, %uc{j}, %ux{v}, %uo{v};")
-        e(f"""    mad.lo.u32 %us{k}, %r4, %r8, %r7;
-    mul.lo.u32 %r3, %r8, 3;
-    sub.u32 %us{k}, %us{k}, %r3;            // &x_s[t][i][channel]""")
-        if esz == 2:
+                e(f"    fma.rn.f32 %uov{8 * i + v}, %uwt{4 * i + j}, %uxv{8 * j + v}, %uov{8 * i + v};")
+    if esz == 2:
+        for i in range(N):
             for q in range(4):
-                e(f"    cvt.rn.bf16x2.f32 %r{13 + q}, %uo{2 * q + 1}, %uo{2 * q};")
-        e(f"""    @%p_res bra UX{k}_KEEP;
+                e(f"    cvt.rn.bf16x2.f32 %upk{4 * i + q}, %uov{8 * i + 2 * q + 1}, %uov{8 * i + 2 * q};")
+    e(f"""    @%p_res bra UX_DONE;
     add.u32 %r3, %tok0, %r2;
     mul.wide.u32 %ua, %r3, %uXS;
-    mad.lo.u32 %r3, %r4, %C, %c0;
-    add.u32 %r3, %r3, %r5;
+    add.u32 %r3, %c0, %r5;
     cvt.u64.u32 %rd2, %r3;
     add.u64 %ua, %ua, %rd2;
     mul.lo.u64 %ua, %ua, {esz};
-    add.u64 %ua, %uXO, %ua;""")
-        if esz == 2:
-            e("    st.global.v4.b32 [%ua], {%r13, %r14, %r15, %r16};")
-        else:
-            e("    st.global.v4.f32 [%ua], {%uo0, %uo1, %uo2, %uo3};")
-            e("    st.global.v4.f32 [%ua+16], {%uo4, %uo5, %uo6, %uo7};")
-        e(f"UX{k}_KEEP:")
-        e(keep_regs(k, esz))
-        e(f"UX{k}_DONE:")
-    e("    barrier.sync 0;                         // every x read")
-    for k in range(4):
-        e(write_back(k, esz))
-    e("    barrier.sync 0;                         // x' in x_s")
+    add.u64 %ua, %uXO, %ua;                 // x_out[tok][stream 0][c0 + channel]
+    mul.wide.u32 %rd3, %C, {esz};           // stream step""")
+    for i in range(N):
+        if i:
+            e("    add.u64 %ua, %ua, %rd3;")
+        e(store_item(i, "st.global", "%ua", esz))
+    e("""UX_DONE:
+    barrier.sync 0;                         // every x read
+    @!%uq0 bra UX_WRITTEN;
+    mov.u32 %r7, %us0;""")
+    for i in range(N):
+        if i:
+            e("    add.u32 %r7, %r7, %r8;")
+        e(store_item(i, "st.shared", "%r7", esz))
+    e("""UX_WRITTEN:
+    barrier.sync 0;                         // x' in x_s""")
     return "\n".join(L)
+
+
+def store_item(i, op, addr, esz):
+    """Output stream i's 8 values of the item (packed bf16 words or f32) stored by op at addr."""
+    if esz == 2:
+        return f"    {op}.v4.b32 [{addr}], {{{', '.join(f'%upk{4 * i + q}' for q in range(4))}}};"
+    vals = [f"%uov{8 * i + v}" for v in range(8)]
+    return (f"    {op}.v4.f32 [{addr}], {{{', '.join(vals[:4])}}};\n"
+            f"    {op}.v4.f32 [{addr}+16], {{{', '.join(vals[4:])}}};")
 
 
 def load8(addr, regs, esz):
@@ -324,27 +324,11 @@ def load8(addr, regs, esz):
     if esz == 4:
         return (f"    ld.shared.v4.f32 {{{', '.join(regs[:4])}}}, [{addr}];\n"
                 f"    ld.shared.v4.f32 {{{', '.join(regs[4:])}}}, [{addr}+16];")
-    L = [f"    ld.shared.v4.b32 {{%uw0, %uw1, %uw2, %uw3}}, [{addr}];"]
+    L = [f"    ld.shared.v4.b32 {{%ut0, %ut1, %ut2, %ut3}}, [{addr}];"]
     for q in range(4):
-        L.append(f"    shl.b32 %r3, %uw{q}, 16;\n    mov.b32 {regs[2 * q]}, %r3;")
-        L.append(f"    and.b32 %r3, %uw{q}, 0xffff0000;\n    mov.b32 {regs[2 * q + 1]}, %r3;")
+        L.append(f"    shl.b32 %r3, %ut{q}, 16;\n    mov.b32 {regs[2 * q]}, %r3;")
+        L.append(f"    and.b32 %r3, %ut{q}, 0xffff0000;\n    mov.b32 {regs[2 * q + 1]}, %r3;")
     return "\n".join(L)
-
-
-def keep_regs(k, esz):
-    """Item k's x' kept in registers until every thread has read x: bf16 the 4 packed words in
-    %uv-like per-item registers, f32 the 8 values."""
-    if esz == 2:
-        return "\n".join(f"    mov.b32 %uk{k}_{q}, %r{13 + q};" for q in range(4))
-    return "\n".join(f"    mov.f32 %ukf{k}_{v}, %uo{v};" for v in range(8))
-
-
-def write_back(k, esz):
-    if esz == 2:
-        vals = ", ".join(f"%uk{k}_{q}" for q in range(4))
-        return f"    @%uq{k} st.shared.v4.b32 [%us{k}], {{{vals}}};"
-    return (f"    @%uq{k} st.shared.v4.f32 [%us{k}], {{{', '.join(f'%ukf{k}_{v}' for v in range(4))}}};\n"
-            f"    @%uq{k} st.shared.v4.f32 [%us{k}+16], {{{', '.join(f'%ukf{k}_{v}' for v in range(4, 8))}}};")
 
 
 def prefetch():
