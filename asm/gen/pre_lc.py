@@ -47,7 +47,8 @@ HEADER = f"""\
 // =============================================================================================
 // pre_lc.ptx -- mHC `pre` (docs/math.md stages 1-3) for few tokens on sm_90a, n = 4 streams
 // (M = 24 logits), C a multiple of {C_MULTIPLE} up to {CLUSTER * MAX_CPC}, no gamma_f; entries
-// mhc_pre_lc_sm90_bf16 / _f32 (storage dtype of x and a).
+// mhc_pre_lc_sm90_bf16 / _f32 (storage dtype of x and a), and mhc_post_pre_lc_sm90_bf16 / _f32:
+// `post_pre` (layer l's post, then this pre) in one launch (POST_PRE below).
 //
 // WHY     The few-token kernel of pre_decode.ptx spreads C over ~128 CTAs; their partial sums
 //         meet through global memory (tagged words polled by the token's CTA, then h_pre
@@ -97,6 +98,16 @@ HEADER = f"""\
 //         CTA t stores token t's h_pre, h_post and inv_rms. Then the mix of the CTA's channels:
 //         a[t][c] = sum_i h_pre[t][i] x_s[t][i][c] (f32, streams in order, one rounding),
 //         8 channels a thread.
+// POST_PRE The post_pre entries take PostPrePcArgs (this kernel's arguments, then layer l's f,
+//         h_post, h_res, x_out and their strides). With the loads, bulk copies also bring f's
+//         slice of the group's tokens (f_s[{GROUP}][cpc] after phi_s) and threads load the tokens'
+//         h_post / h_res words (sm_uc[t][20]). After the loads, thread s < cnt cpc / 8 takes
+//         token s / (cpc / 8) and 8 channels: x'[i] = h_post[i] f, then + w[i][j] x[j] for
+//         j = 0..3 (w[i][j] = h_res[j][i] for V4, h_res[i][j] for the Paper): post.ptx's f32
+//         operations in its order, every output stream from one read of f and the 4 streams;
+//         rounded to the storage type, stored to x_out by the pre role, and written back over
+//         x_s after a barrier. The projection, sums of squares and mix then read x', so the
+//         outputs are post then pre's, bit for bit.
 // ORDER   Every sum has a fixed order (the quads per thread, the halving levels, warps, ranks):
 //         identical inputs give identical bits.
 """
