@@ -3,7 +3,7 @@
 //! enqueued when a check fails), and enqueues exactly one kernel (`post_pre` where it has no
 //! fused kernel: `post`, then `pre`, both checked before the first launch).
 
-use super::launch::{Bucket, Launch, LaunchKind, Overlap};
+use super::launch::{Bucket, Launch, LaunchKind, Overlap, Row};
 use super::memory::{DeviceTensor, DeviceTensorMut};
 use super::plan::{Plan, Workspace};
 use super::pre::general::PreVariant;
@@ -227,7 +227,10 @@ impl Plan {
                 pre::cluster::launch(ctx, b, lay, wsp, x, params, out, forced.clusters, chk)
             }
             LaunchKind::PreGemm => pre::gemm::launch(ctx, b, lay, wsp, x, params, out, chk),
-            LaunchKind::PreLogitClusters => pre::lc::launch(ctx, b, lay, wsp, x, params, out, chk),
+            LaunchKind::PreLogitClusters => {
+                let (args, grid, shared) = pre::lc::args(ctx, b, lay, wsp, x, params, out, chk, false)?;
+                Ok(Launch::new(b, grid, b.threads(), shared, &args))
+            }
             LaunchKind::PreDecode | LaunchKind::PreMid => {
                 pre::decode::launch(ctx, b, lay, wsp, x, params, out, forced.ctas, chk, None)
             }

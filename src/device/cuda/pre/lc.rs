@@ -18,7 +18,7 @@ use crate::device::cuda::abi::{
     LC_SHARED_PER_CHANNEL_F32,
 };
 pub use crate::device::cuda::abi::{LC_CLUSTER, LC_GROUP_TOKENS, LC_MAX_TOKENS};
-use crate::device::cuda::launch::{Bucket, Ctx, Launch, Row};
+use crate::device::cuda::launch::{Bucket, Ctx, Row};
 use crate::device::cuda::memory::DeviceTensor;
 use crate::error::Result;
 use crate::Stage;
@@ -39,27 +39,11 @@ pub(crate) fn shape(c: usize, t: usize, dtype: Dtype, post: bool) -> (u32, usize
     ((groups * 2 * cluster) as u32, cpc, (per_channel * cpc) as u32)
 }
 
-/// The launch on bucket `b` (its row) on views [`super::check`] accepted (`chk`, T > 0). `wsp` is
-/// the workspace: the kernel itself keeps nothing there; a timing build writes its phase stamps
-/// at the few-token kernels' partial rows ([`stamps`]).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn launch(
-    ctx: &Ctx,
-    b: &Bucket,
-    lay: &WsLayout,
-    wsp: u64,
-    x: &DeviceTensor<'_>,
-    params: &PreParamViews<'_>,
-    out: &PreOutViews<'_>,
-    chk: &Checked,
-) -> Result<Launch> {
-    let (a, grid, shared) = args(ctx, b, lay, wsp, x, params, out, chk, false)?;
-    Ok(Launch::new(b, grid, b.threads(), shared, &a))
-}
-
-/// The `pre` side's argument block, grid and dynamic shared bytes of a launch on bucket `b` (a
-/// `pre` or, with `post`, a `post_pre` entry of this kernel; the fused launch adds layer l's
-/// post inputs: [`super::post_pre_launch`]).
+/// The `pre` side's argument block, grid and dynamic shared bytes of a launch on bucket `b` (its
+/// row) on views [`super::check`] accepted (`chk`, T > 0): a `pre` entry, or with `post` a
+/// `post_pre` entry of this kernel, whose launch adds layer l's post inputs
+/// ([`super::post_pre_launch`]). `wsp` is the workspace: the kernel itself keeps nothing there; a
+/// timing build writes its phase stamps at the few-token kernels' partial rows ([`stamps`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn args(
     ctx: &Ctx,
