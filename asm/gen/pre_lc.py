@@ -424,11 +424,12 @@ def shared_fill(label, base):
 
 
 def loads(esz, post):
-    """The bulk copies, spread over the warps (a warp's lanes issue theirs one after another): lane
-    l of warp w issues copy m = w + 8 (l / 4) of stream i = l % 4, completing on stream i's
-    mbarrier: m < rows a phi row, then the group's x rows, then gamma_k's run. The warps fill gk_s
-    with 1.0 where gamma_k is absent and zero x_s past the group's tokens. Then the coefficient
-    threads' base / scale registers."""
+    """The bulk copies, spread over the warps (a warp's lanes issue theirs one after another), all
+    completing on the one load mbarrier: lane l of warp w issues copy m = w + 8 (l / 4) of stream
+    i = l % 4: m < rows a phi row, then the group's x rows, then gamma_k's run (and for post_pre
+    the f row of token i). The warps fill gk_s with 1.0 where gamma_k is absent and zero x_s past
+    the group's tokens. Then the coefficient threads' base / scale registers (post_pre: layer l's
+    coefficients too), and the wait for the copies."""
     L = []
     e = L.append
     e(f"""    // ---- loads
