@@ -174,7 +174,7 @@ impl Plan {
         let resident: std::cell::RefCell<HashMap<usize, Result<u32>>> = Default::default();
         let occupancy = |v: &Variant| -> std::result::Result<(), String> {
             if !v.has(Trait::Persistent) {
-                return Ok(());
+                return logit_clusters_fit(dev, ctx, v).map_err(|e| e.to_string())?;
             }
             let index = row_index(v).map_err(|e| e.to_string())?;
             let r = resident.borrow_mut().entry(index).or_insert_with(|| resident_ctas(dev, ctx, v, index)).clone();
@@ -373,6 +373,23 @@ fn no_slot(stage: Stage) -> Error {
 
 fn unreachable_stage(stage: Stage) -> Result<&'static Bucket> {
     Err(no_slot(stage))
+}
+
+/// A logit-cluster row's admission (`Ok(Ok(()))` for every other row): one of its 16-CTA
+/// clusters, with the shared memory this configuration's C needs, must fit the device (a part
+/// or a partition with too few SMs in one GPC, or too little shared memory a CTA, holds none, and
+/// its launch would fail). Its clusters never wait for each other, so one at a time is correct.
+fn logit_clusters_fit(dev: &CudaDevice, ctx: &Ctx, v: &Variant) -> Result<std::result::Result<(), String>> {
+    let post = match LaunchKind::from_name(&v.entry.launch) {
+        Some(LaunchKind::PreLogitClusters) => false,
+        Some(LaunchKind::PostPreLogitClusters) => true,
+        _ => return Ok(Ok(())),
+    };
+    let (_, _, shared) = pre::lc::shape(ctx.cfg.c, 1, ctx.dtype, post);
+    let kind = if post { LaunchKind::PostPreLogitClusters } else { LaunchKind::PreLogitClusters };
+    let func = dev.function(row_index(v)?, kind.arg_bytes())?;
+    let clusters = ffi::occupancy_max_active_clusters(func.raw, v.threads(), shared, v.cluster())?;
+    Ok(if clusters >= 1 { Ok(()) } else { Err(format!("no cluster of {} CTAs fits this device", v.cluster())) })
 }
 
 /// A persistent row's admission from [`resident_ctas`]: at least one whole cluster must fit.
