@@ -312,7 +312,7 @@ PRE_DECODE = Layout("PreDecodeArgs", "Arguments of `mhc_pre_decode_sm90_*` (one 
                             "entries ignore it (0)."),
     Field("iters", "u32", doc="Sinkhorn iterations."),
     Field("flags", "u32", doc="1 = Paper formulation, 2 = gamma_k, 32 = the weights loaded before the grid dependency\n"
-                              "([`FLAG_EARLY_PARAMS`]; the persistent-cluster entries)."),
+                              "([`FLAG_EARLY_PARAMS`]; the persistent-cluster and logit-cluster entries)."),
     Field("eps_norm", "f32", doc="Added to the mean square of the row under the reciprocal square root (`inv_rms`)."),
     Field("eps_hc", "f32", doc="The coefficient epsilon (Sinkhorn line sums; `h_pre` in the DeepSeek-V4 formulation)."),
     Field("pad", "u32", doc="Unused; 0."),

@@ -138,7 +138,7 @@ def declarations(name, esz, post):
 .minnctapersm 1
 {{
     .reg .pred %p<8>;
-    .reg .pred %p_paper, %p_gk, %p_res, %pb;
+    .reg .pred %p_paper, %p_gk, %p_res, %p_early, %pb;
     .reg .b32 %r<24>;
     .reg .b64 %rd<8>;
     .reg .f32 %f<16>;
@@ -176,6 +176,8 @@ def declarations(name, esz, post):
     setp.ne.u32 %p_paper, %r1, 0;
     and.b32 %r1, %flags, 2;
     setp.ne.u32 %p_gk, %r1, 0;
+    and.b32 %r1, %flags, 32;
+    setp.ne.u32 %p_early, %r1, 0;           // FLAG_EARLY_PARAMS: phi before the grid dependency
     mov.u32 %xsm, dsm;                      // x_s[{GROUP}][4 cpc]
     shl.b32 %xrow, %cpc, {(4 * esz).bit_length() - 1};                 // bytes of a token's x slice (4 cpc elements)
     shl.b32 %r1, %xrow, {GROUP.bit_length() - 1};
@@ -342,6 +344,37 @@ def load8(addr, regs, esz):
     return "\n".join(L)
 
 
+# The thread's bulk-copy slot: %r4 = stream i = lane % 4, %r3 = copy m = warp + 8 (lane / 4) of
+# the stream, %r11 = bytes of a phi / gamma_k run, %r2 = the role's phi rows.
+COPY_SLOT = f"""    and.b32 %r4, %lane, 3;                  // stream i
+    shr.u32 %r3, %lane, 2;
+    shl.b32 %r3, %r3, 3;
+    add.u32 %r3, %r3, %warp;                // copy m of the stream
+    shl.b32 %r11, %cpc, 2;                  // bytes of a phi / gamma_k run
+    selp.u32 %r2, {ROLES['res']['rows']}, {ROLES['pre']['rows']}, %p_res;"""
+
+# Copy m < rows of the slot: phi row m of the role, stream i (a run of cpc floats).
+PHI_COPY = f"""    selp.u32 %r10, {ROLES['res']['first']}, {ROLES['pre']['first']}, %p_res;      // first logit row
+    add.u32 %r5, %r3, %r10;
+    mad.lo.u32 %r5, %r5, %K, %c0;
+    mad.lo.u32 %r5, %r4, %C, %r5;           // element of phi (M K < 2^32)
+    mul.wide.u32 %rd1, %r5, 4;
+    add.u64 %rd1, %phi, %rd1;
+    mad.lo.u32 %r6, %r3, %rowb, %phsm;
+    mad.lo.u32 %r6, %r4, %r11, %r6;
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%lbar];"""
+
+# Where the caller promised that no kernel still running writes the weights (FLAG_EARLY_PARAMS,
+# Overlap::Weights): phi's rows are copied before the grid dependency, while the previous
+# kernel drains; activations and layer l's inputs still wait for it.
+EARLY_PHI = f"""    @!%p_early bra EARLY_DONE;
+{COPY_SLOT}
+    setp.ge.u32 %p1, %r3, %r2;
+    @%p1 bra EARLY_DONE;
+{PHI_COPY}
+EARLY_DONE:"""
+
+
 def prefetch():
     """Before the grid dependency: the CTA's phi runs (and gamma_k's) prefetched to L2
     (cp.async.bulk.prefetch: no data comes into the CTA, so it may run while the previous kernel
@@ -405,7 +438,8 @@ def opening(esz, post):
 ARM_PRE:
     mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_gbar], {CLUSTER * GROUP * 4 * ROLES['pre']['words']};
 INIT_DONE:
-    barrier.sync 0;                         // the load mbarriers are armed
+    barrier.sync 0;                         // the load mbarrier is armed
+{EARLY_PHI}
     barrier.cluster.arrive.release;         // waited for before the first push
 {GRID_DEPENDENCY}{stamp(1)}"""
 
@@ -432,24 +466,12 @@ def loads(esz, post):
     coefficients too), and the wait for the copies."""
     L = []
     e = L.append
-    e(f"""    // ---- loads
-    and.b32 %r4, %lane, 3;                  // stream i
-    shr.u32 %r3, %lane, 2;
-    shl.b32 %r3, %r3, 3;
-    add.u32 %r3, %r3, %warp;                // copy m of the stream
-    shl.b32 %r11, %cpc, 2;                  // bytes of a phi / gamma_k run
-    selp.u32 %r2, {ROLES['res']['rows']}, {ROLES['pre']['rows']}, %p_res;
+    e(f"""    // ---- loads (phi's rows already issued where flags say the weights may load early)
+{COPY_SLOT}
     setp.ge.u32 %p1, %r3, %r2;
     @%p1 bra COPY_X;
-    selp.u32 %r10, {ROLES['res']['first']}, {ROLES['pre']['first']}, %p_res;      // first logit row
-    add.u32 %r5, %r3, %r10;
-    mad.lo.u32 %r5, %r5, %K, %c0;
-    mad.lo.u32 %r5, %r4, %C, %r5;           // element of phi (M K < 2^32)
-    mul.wide.u32 %rd1, %r5, 4;
-    add.u64 %rd1, %phi, %rd1;
-    mad.lo.u32 %r6, %r3, %rowb, %phsm;
-    mad.lo.u32 %r6, %r4, %r11, %r6;
-    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%lbar];
+    @%p_early bra FILLS;
+{PHI_COPY}
     bra FILLS;
 COPY_X:
     sub.u32 %r3, %r3, %r2;                  // token t of the group

@@ -429,7 +429,7 @@ pub struct PreDecodeArgs {
     /// Sinkhorn iterations.
     pub iters: u32,
     /// 1 = Paper formulation, 2 = gamma_k, 32 = the weights loaded before the grid dependency
-    /// ([`FLAG_EARLY_PARAMS`]; the persistent-cluster entries).
+    /// ([`FLAG_EARLY_PARAMS`]; the persistent-cluster and logit-cluster entries).
     pub flags: u32,
     /// Added to the mean square of the row under the reciprocal square root (`inv_rms`).
     pub eps_norm: f32,

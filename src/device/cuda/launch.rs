@@ -294,8 +294,9 @@ pub enum Overlap {
     /// As [`Overlap::Launch`], and the caller promises that no kernel which may still be running
     /// when a call is launched writes the layer's weights (`phi`, `gamma_k`, `scale`, `base`):
     /// weights loaded once, as in inference. The persistent-cluster `pre` and `post_pre` kernels
-    /// (n = 4, bf16, a few dozen tokens and more) then load phi before the grid dependency, while the
-    /// previous kernel drains; activations and the workspace are still touched only after it.
+    /// (n = 4, bf16, a few dozen tokens and more) and the logit-cluster ones (n = 4, T <= 12) then
+    /// load phi before the grid dependency, while the previous kernel drains; activations and the
+    /// workspace are still touched only after it.
     /// Measured on an H200 (bf16, T = 256 .. 2048, C = 4096 and 7168): 0.5-2.1 us less per
     /// call, up to 8% at T = 256 (docs/decisions/0004-programmatic-dependent-launch-by-default.md).
     /// Broken, the promise gives results computed from stale weights, never a fault.
