@@ -367,12 +367,18 @@ PHI_COPY = f"""    selp.u32 %r10, {ROLES['res']['first']}, {ROLES['pre']['first'
 # Where the caller promised that no kernel still running writes the weights (FLAG_EARLY_PARAMS,
 # Overlap::Weights): phi's rows are copied before the grid dependency, while the previous
 # kernel drains; activations and layer l's inputs still wait for it.
-EARLY_PHI = f"""    @!%p_early bra EARLY_DONE;
+EARLY_PHI = f"""    @%p_early bra.uni EARLY_PARAMS;
+{GRID_DEPENDENCY}
+    bra.uni DEPENDENCY_DONE;
+EARLY_PARAMS:
 {COPY_SLOT}
     setp.ge.u32 %p1, %r3, %r2;
-    @%p1 bra EARLY_DONE;
+    @%p1 bra EARLY_COPIED;
 {PHI_COPY}
-EARLY_DONE:"""
+EARLY_COPIED:
+    @%p_early griddepcontrol.wait;
+    @%p_early griddepcontrol.launch_dependents;
+DEPENDENCY_DONE:"""
 
 
 def prefetch():
@@ -439,9 +445,8 @@ ARM_PRE:
     mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_gbar], {CLUSTER * GROUP * 4 * ROLES['pre']['words']};
 INIT_DONE:
     barrier.sync 0;                         // the load mbarrier is armed
-{EARLY_PHI}
     barrier.cluster.arrive.release;         // waited for before the first push
-{GRID_DEPENDENCY}{stamp(1)}"""
+{EARLY_PHI}{stamp(1)}"""
 
 
 def shared_fill(label, base):
