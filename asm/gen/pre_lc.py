@@ -65,7 +65,9 @@ HEADER = f"""\
 //         (role res) and 2g + 1 (role pre) serve tokens [{GROUP}g, {GROUP}g + {GROUP}) of T. CTA
 //         rank r owns channels [r cpc, (r+1) cpc) of every stream, cpc = C / 16.
 // LOADS   Before the grid dependency every CTA prefetches its phi runs (and gamma_k's) to L2
-//         (cp.async.bulk.prefetch: weights only; nothing enters the CTA). After it, bulk copies
+//         (cp.async.bulk.prefetch: weights only; nothing enters the CTA); where flags carry
+//         FLAG_EARLY_PARAMS (the caller's promise that no running kernel writes the weights) it
+//         skips the first wait, copies its phi rows, and waits after them. After it, bulk copies
 //         (cp.async.bulk) bring the role's phi rows (a run of cpc floats per row and stream), the
 //         group's x rows (a run per token and stream) and gamma_k's slice (or 1.0 where gamma_k
 //         is absent) into dynamic shared memory, all completing on one mbarrier. A warp's lanes
