@@ -2671,14 +2671,14 @@ fn profile_lc_phases() {
         // Room for the stamps at the few-token kernels' partial rows (a plan for 64 tokens).
         r.plan = catalogue_plan(&dev, cfg, dtype, 64).unwrap();
         r.ws = r.plan.new_workspace().unwrap();
-        for round in 0..3 {
+        for repeat in 0..3 {
             for i in 0..64 {
                 r.launch_mode(&s, i, Mode::Auto).unwrap();
             }
             s.synchronize().unwrap();
             let st = r.plan.debug_lc_stamps(&r.ws, t).unwrap();
             let t0 = st.iter().map(|c| c[0]).min().unwrap();
-            println!("T={t} C={c} {dtype} round {round}: {} CTAs", st.len());
+            println!("T={t} C={c} {dtype} repeat {repeat}: {} CTAs", st.len());
             for role in ["res", "pre"] {
                 let ctas: Vec<&[u64; 8]> = st
                     .iter()

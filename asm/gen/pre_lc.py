@@ -718,6 +718,22 @@ def role_rows(role, esz):
     return "\n".join(L)
 
 
+def push_float4(token, slot, words, between=""):
+    """Thread's float4 %r2 of token's row (sm_row) st.async'd to CTA %r1's gat at row slot (rows
+    of `words` words), completing bytes on that CTA's gather mbarrier; between: lines after the
+    row's load."""
+    return f"""    mov.u32 %r3, sm_row;
+    mad.lo.u32 %r4, {token}, {4 * ROW}, %r3;
+    mad.lo.u32 %r4, %r2, 16, %r4;
+    ld.shared.v4.f32 {{%f1, %f2, %f3, %f4}}, [%r4];{between}
+    mov.u32 %r5, sm_gat;
+    mad.lo.u32 %r5, {slot}, {4 * words}, %r5;
+    mad.lo.u32 %r5, %r2, 16, %r5;
+    mapa.shared::cluster.u32 %r5, %r5, %r1;
+    mapa.shared::cluster.u32 %r6, %gbar, %r1;
+    st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%r5], {{%f1, %f2, %f3, %f4}}, [%r6];"""
+
+
 def push(role):
     """st.async of the rows: res token t's 5 float4 to CTA t; pre every token's 3 float4 to every
     CTA (gat[t][rank][12])."""
@@ -731,16 +747,7 @@ def push(role):
     div.u32 %r1, %tx, {k4};                 // t (the receiving rank)
     mul.lo.u32 %r2, %r1, {k4};
     sub.u32 %r2, %tx, %r2;                  // k
-    mov.u32 %r3, sm_row;
-    mad.lo.u32 %r4, %r1, {4 * ROW}, %r3;
-    mad.lo.u32 %r4, %r2, 16, %r4;
-    ld.shared.v4.f32 {{%f1, %f2, %f3, %f4}}, [%r4];
-    mov.u32 %r5, sm_gat;
-    mad.lo.u32 %r5, %rank, {4 * ROW}, %r5;
-    mad.lo.u32 %r5, %r2, 16, %r5;
-    mapa.shared::cluster.u32 %r5, %r5, %r1;
-    mapa.shared::cluster.u32 %r6, %gbar, %r1;
-    st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%r5], {{%f1, %f2, %f3, %f4}}, [%r6];
+{push_float4("%r1", "%rank", ROW)}
 PUSH_{R}_DONE:"""
     return f"""    // push: thread s < {CLUSTER * GROUP * k4}: CTA d = s / {GROUP * k4}, token t, float4 k -> CTA d, gat[t][rank][{words}]
     setp.ge.u32 %p1, %tx, {CLUSTER * GROUP * k4};
@@ -751,17 +758,7 @@ PUSH_{R}_DONE:"""
     div.u32 %r7, %r2, {k4};                 // t
     mul.lo.u32 %r8, %r7, {k4};
     sub.u32 %r2, %r2, %r8;                  // k
-    mov.u32 %r3, sm_row;
-    mad.lo.u32 %r4, %r7, {4 * ROW}, %r3;
-    mad.lo.u32 %r4, %r2, 16, %r4;
-    ld.shared.v4.f32 {{%f1, %f2, %f3, %f4}}, [%r4];
-    mad.lo.u32 %r8, %r7, {CLUSTER}, %rank;
-    mov.u32 %r5, sm_gat;
-    mad.lo.u32 %r5, %r8, {4 * words}, %r5;
-    mad.lo.u32 %r5, %r2, 16, %r5;
-    mapa.shared::cluster.u32 %r5, %r5, %r1;
-    mapa.shared::cluster.u32 %r6, %gbar, %r1;
-    st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%r5], {{%f1, %f2, %f3, %f4}}, [%r6];
+{push_float4("%r7", "%r8", words, chr(10) + f"    mad.lo.u32 %r8, %r7, {CLUSTER}, %rank;")}
 PUSH_{R}_DONE:"""
 
 
