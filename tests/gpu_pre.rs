@@ -2662,11 +2662,29 @@ fn profile_lc_phases() {
     let Some(dev) = gpu() else { return };
     let s = Stream::new(&dev).unwrap();
     let mut rng = common::rng("profile_lc_phases");
-    let names = ["start", "dependency", "loaded", "projected", "rows", "cluster", "gathered", "done"];
+    // The last three only in the res role's tail (the token's rows summed, Z formed, the Sinkhorn
+    // iterated); "done" follows the h_res store there.
+    let names = [
+        "start",
+        "dependency",
+        "loaded",
+        "projected",
+        "rows",
+        "cluster",
+        "gathered",
+        "done",
+        "summed",
+        "z",
+        "iterated",
+    ];
     for (t, c, dtype) in
         [(1, 4096, Dtype::Bf16), (4, 4096, Dtype::Bf16), (1, 7168, Dtype::Bf16), (12, 7168, Dtype::Bf16)]
     {
-        let cfg = Config::new(4, c);
+        let mut cfg = Config::new(4, c);
+        // MHC_PROFILE_ITERS=1 against the default 20 isolates the Sinkhorn loop's share.
+        if let Some(it) = std::env::var("MHC_PROFILE_ITERS").ok().and_then(|v| v.parse().ok()) {
+            cfg.sinkhorn_iters = it;
+        }
         let mut r = ready(&dev, &mut rng, cfg, dtype, t, 64);
         // Room for the stamps at the few-token kernels' partial rows (a plan for 64 tokens).
         r.plan = catalogue_plan(&dev, cfg, dtype, 64).unwrap();
@@ -2680,7 +2698,7 @@ fn profile_lc_phases() {
             let t0 = st.iter().map(|c| c[0]).min().unwrap();
             println!("T={t} C={c} {dtype} repeat {repeat}: {} CTAs", st.len());
             for role in ["res", "pre"] {
-                let ctas: Vec<&[u64; 8]> = st
+                let ctas: Vec<&[u64; 16]> = st
                     .iter()
                     .enumerate()
                     .filter(|(i, _)| {
@@ -2695,7 +2713,8 @@ fn profile_lc_phases() {
                     .map(|(_, c)| c)
                     .collect();
                 println!("  {role}: {} CTAs", ctas.len());
-                for (k, name) in names.iter().enumerate() {
+                let stamped = if role == "res" { names.len() } else { 8 };
+                for (k, name) in names.iter().enumerate().take(stamped) {
                     let mut us: Vec<f64> = ctas.iter().map(|c| c[k].wrapping_sub(t0) as f64 / 1e3).collect();
                     us.sort_by(|a, b| a.partial_cmp(b).unwrap());
                     println!("    {name:>10}: {:6.2} {:6.2} {:6.2} us", us[0], us[us.len() / 2], us[us.len() - 1]);

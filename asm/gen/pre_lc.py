@@ -13,7 +13,8 @@ from .abi import POST_PRE_PC, PRE_DECODE, RUST_MIRROR
 from .pre_decode import GRID_DEPENDENCY, inv_rms, load_args, sigmoid
 
 # Timing builds (asm/gen/cli.py lists them): pre_lc.stamps makes thread 0 of every CTA write
-# %globaltimer at 8 phase boundaries to the workspace (tests/gpu_pre.rs `profile_lc_phases`).
+# %globaltimer at its phase boundaries (STAMP_NAMES; the last three in the res role's tail only) to
+# the workspace, STAMP_STRIDE bytes a CTA (tests/gpu_pre.rs `profile_lc_phases`).
 EXPERIMENTS = set()
 
 N = 4                       # streams (the entries are specialised for n = 4: M = 24 logits)
@@ -119,11 +120,14 @@ EXIT = """EXIT:
 }
 """
 
-STAMP_NAMES = ("start", "dependency", "loaded", "projected", "rows", "cluster", "gathered", "done")
+STAMP_NAMES = ("start", "dependency", "loaded", "projected", "rows", "cluster", "gathered", "done",
+               "summed", "z", "iterated")
+STAMP_STRIDE = 128          # bytes of stamps a CTA (16 slots; src/device/cuda/pre/lc.rs reads them)
 
 
 def stamp(k):
-    """pre_lc.stamps: thread 0 writes %globaltimer to stamp k of this CTA (ws_part + 64 ctaid)."""
+    """pre_lc.stamps: thread 0 writes %globaltimer to stamp k of this CTA (ws_part + STAMP_STRIDE
+    ctaid)."""
     if "stamps" not in EXPERIMENTS:
         return ""
     return f"""
@@ -189,10 +193,10 @@ def declarations(name, esz, post):
     shl.b32 %r1, %rowb, 4;
     add.u32 %fsm, %phsm, %r1;               // post_pre: f_s[4][cpc] (storage dtype)""" if post else "") + f"""
     mov.u32 %lbar, sm_lbar;
-    mov.u32 %gbar, sm_gbar;""" + ("""
+    mov.u32 %gbar, sm_gbar;""" + (f"""
     setp.eq.u32 %pst, %tx, 0;
     mov.u32 %r1, %ctaid.x;
-    mul.wide.u32 %sadr, %r1, 64;
+    mul.wide.u32 %sadr, %r1, {STAMP_STRIDE};
     add.u64 %sadr, %sadr, %part;""" if "stamps" in EXPERIMENTS else "") + stamp(0)
 
 
@@ -782,6 +786,10 @@ def res_tail():
     """CTA t < GROUP waits for its 16 rows; t < cnt adds them and runs the Sinkhorn."""
     L = []
     e = L.append
+
+    def mark(k):
+        if stamp(k):  # timing builds only
+            e(stamp(k).lstrip("\n"))
     e(f"""    setp.ge.u32 %p1, %rank, {GROUP};
     @%p1 bra EXIT;                          // receives nothing
 {GATHER_WAIT.format(R="RES", S=stamp(6))}
@@ -801,14 +809,16 @@ def res_tail():
 RES_SUMMED:
     bar.warp.sync 0xffffffff;
     setp.ne.u32 %p1, %tx, 0;
-    @%p1 bra EXIT;
+    @%p1 bra EXIT;{stamp(8)}
     ld.shared.f32 %f1, [sm_sum];
 {inv_rms("%f1", "%inv_t")}""")
     for q in range(N * N):
         e(f"""    ld.shared.f32 %f2, [sm_sum+{4 * (1 + q)}];
     mul.f32 %f2, %f2, %inv_t;
     fma.rn.f32 %S{q}, %f2, %sc, %bz{q};""")
+    mark(9)
     sinkhorn.unrolled(N, lambda i, j: f"%S{i * N + j}", e, "SK_")
+    mark(10)
     e(f"""    add.u32 %r1, %tok0, %rank;
     mul.wide.u32 %rd1, %r1, {4 * N * N};
     add.u64 %rd1, %hres, %rd1;""")

@@ -217,7 +217,7 @@ impl Plan {
     /// The logit-cluster kernel's phase stamps a timing build left in `ws` from its last call at
     /// `t` tokens ([`pre::lc::stamps`]), per CTA in grid order (clusters of
     /// [`pre::lc::LC_CLUSTER`]: even ones the h_res logits, odd ones h_pre / h_post and the mix).
-    pub fn debug_lc_stamps(&self, ws: &Workspace, t: usize) -> Result<Vec<[u64; 8]>> {
+    pub fn debug_lc_stamps(&self, ws: &Workspace, t: usize) -> Result<Vec<[u64; pre::lc::LC_STAMP_SLOTS]>> {
         let (grid, _, _) = pre::lc::shape(self.ctx.cfg.c, t, self.ctx.dtype, false);
         let all: Vec<u64> = ws.buf.to_vec()?;
         pre::lc::stamps(&self.ws, &all, grid as usize)

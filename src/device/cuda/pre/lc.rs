@@ -73,22 +73,25 @@ pub(crate) fn args(
     Ok((a, grid, shared))
 }
 
-/// Timing builds only (`--experiment pre_lc.stamps` of the PTX generator, then `mhc asm`): the
-/// %globaltimer stamps (ns) thread 0 of each of the `ctas` CTAs wrote at its 8 phase boundaries
-/// (start, grid dependency, loads landed, projected, rows added, cluster barrier, gather landed,
-/// done), read from the workspace words `all`. CTAs that never pass a boundary (role res beyond
-/// the group's tokens) leave an earlier call's word. In a normal build the words are meaningless.
+/// Stamp slots a CTA of a timing build writes (`STAMP_STRIDE` in asm/gen/pre_lc.py: 128 bytes).
 #[cfg(feature = "testing")]
-pub(crate) fn stamps(lay: &WsLayout, all: &[u64], ctas: usize) -> Result<Vec<[u64; 8]>> {
+pub(crate) const LC_STAMP_SLOTS: usize = 16;
+
+/// Timing builds only (`--experiment pre_lc.stamps` of the PTX generator, then `mhc asm`): the
+/// %globaltimer stamps (ns) thread 0 of each of the `ctas` CTAs wrote at its phase boundaries
+/// (start, grid dependency, loads landed, projected, rows added, cluster barrier, gather landed,
+/// done; then, in the res role's tail only, the token's rows summed, Z formed, the Sinkhorn
+/// iterated), read from the workspace words `all`. CTAs that never pass a boundary (role res
+/// beyond the group's tokens, the pre role past "done") leave an earlier call's word. In a normal
+/// build the words are meaningless.
+#[cfg(feature = "testing")]
+pub(crate) fn stamps(lay: &WsLayout, all: &[u64], ctas: usize) -> Result<Vec<[u64; LC_STAMP_SLOTS]>> {
     let base = lay.dpart / 8;
-    if all.len() < base + 8 * ctas {
-        return Err(crate::error::Error::shape(
-            "workspace",
-            format!(">= {} bytes", (base + 8 * ctas) * 8),
-            all.len() * 8,
-        ));
+    let words = LC_STAMP_SLOTS * ctas;
+    if all.len() < base + words {
+        return Err(crate::error::Error::shape("workspace", format!(">= {} bytes", (base + words) * 8), all.len() * 8));
     }
-    Ok((0..ctas).map(|c| std::array::from_fn(|k| all[base + 8 * c + k])).collect())
+    Ok((0..ctas).map(|c| std::array::from_fn(|k| all[base + LC_STAMP_SLOTS * c + k])).collect())
 }
 
 #[cfg(test)]
