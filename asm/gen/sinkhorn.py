@@ -211,15 +211,17 @@ class PerWarp:
         alternate(w, L, self.cols, self.rows, "%k", "%q", o["paper"])
 
 
-def v4_iterations(w, cols, rows, counter, pred, top, out, zero_check=None):
+def v4_iterations(w, cols, rows, counter, pred, top, out, zero_check=None, pair=False):
     """V4 after its start: a column step, then (iters - 1) x (row step, column step); leaves to
-    out. zero_check: a predicate register to skip everything when iters = 0."""
+    out. zero_check: a predicate register to skip everything when iters = 0. pair: rows() emits
+    both steps of an iteration (unrolled's line_pair)."""
     if zero_check:
         w(f"    setp.eq.u32 {zero_check}, %iters, 0;\n    @{zero_check} bra {out};")
     cols()
     w(loop_head(counter, 1, "%iters", pred, top, out))
     rows()
-    cols()
+    if not pair:
+        cols()
     w(loop_tail(counter, top))
 
 
@@ -290,7 +292,10 @@ def unrolled(n, s, w, labels):
     by %p_paper; exp with its denormals kept (blocks.exp_shift); every line summed pairwise
     (%tr temporaries) into %ls<j> (+ eps_hc), then rcp.approx.ftz into %lr<j> (1 ulp; every
     divisor is >= eps_hc or a softmax sum >= 1: no Newton step on this critical path), then the
-    multiplies. Leaves to {labels}OUT with S final. Temporaries %mx, %sum, %rc, %it, %p1."""
+    multiplies. V4's iterations (n >= 2) run each row and column step as one line_pair: one set
+    of reciprocals an iteration instead of two (T = 1, C = 4096 on an H200, pre_lc's phase
+    stamps: the 19 iterations after the first took 1.34 us as separate steps). Leaves to
+    {labels}OUT with S final. Temporaries %mx, %sum, %rc, %ls<n>, %lr<n>, %tr<3>, %it, %p1."""
     def exp_minus_max(cells):
         # the start matrix's shift: a row for V4, a column for the Paper
         w(line_max("%mx", cells))
@@ -322,13 +327,68 @@ def unrolled(n, s, w, labels):
             for b in range(n):
                 w(f"    mul.f32 {cell(a, b)}, {cell(a, b)}, %lr{a};")
 
-    cols = lambda: line_steps(lambda j: [s(i, j) for i in range(n)], lambda j, i: s(i, j))
-    rows = lambda: line_steps(lambda i: [s(i, j) for j in range(n)], lambda i, j: s(i, j))
+    def line_pair(first, second):
+        """A step along the first lines, then one along the second, with one set of reciprocals
+        (the second's): S'' = S / (R_a C_b) with R_a the first step's sums (+ eps_hc) and C_b
+        the second's taken after it, and R_a C_b = D_b / Q_a, where P = prod R, Q_a = P / R_a
+        (the products of the other lines' R) and D_b = sum_a S[a][b] Q_a + eps_hc P. So
+        S'' = (S Q_a) / D_b: the first step's reciprocals and multiplies leave the chain."""
+        for a in range(n):
+            tree(first(a), f"%ls{a}", eps=True)
+        w(line_products(n))
+        w("    mul.f32 %mx, %eps_hc, %sum;")
+        for a in range(n):
+            for c in first(a):
+                w(f"    mul.f32 {c}, {c}, %lr{a};")
+        for b in range(n):
+            w(pairwise(second(b), lambda d, i, seq: f"%tr{seq}", dst=f"%ls{b}", plus="%mx")[0])
+        for b in range(n):
+            w(f"    rcp.approx.ftz.f32 %lr{b}, %ls{b};")
+        for b in range(n):
+            for c in second(b):
+                w(f"    mul.f32 {c}, {c}, %lr{b};")
+
+    col = lambda j: [s(i, j) for i in range(n)]
+    row = lambda i: [s(i, j) for j in range(n)]
+    cols = lambda: line_steps(col, lambda j, i: s(i, j))
+    rows = lambda: line_steps(row, lambda i, j: s(i, j))
     w(f"    @%p_paper bra {labels}P;")
-    v4_iterations(w, cols, rows, "%it", "%p1", f"{labels}V4L", f"{labels}OUT", zero_check="%p1")
+    if n == 1:
+        # a 1 x 1 matrix: a pair has nothing to defer
+        v4_iterations(w, cols, rows, "%it", "%p1", f"{labels}V4L", f"{labels}OUT", zero_check="%p1")
+    else:
+        v4_iterations(w, cols, lambda: line_pair(row, col), "%it", "%p1", f"{labels}V4L", f"{labels}OUT",
+                      zero_check="%p1", pair=True)
     w(f"{labels}P:")
     paper_iterations(w, cols, rows, "%it", "%p1", f"{labels}PL", f"{labels}OUT")
     w(f"{labels}OUT:")
+
+
+def line_products(n):
+    """From the line sums %ls0 .. %ls{n-1} (R): %lr<a> = Q_a, the product of the other lines'
+    sums, and %sum = P, the product of all (%tr0, %tr1 temporaries): 7 multiplies two deep for
+    n = 4. V4 only: its softmax start gives every row a sum of 1 and the column steps divide an
+    entry by at most n + eps_hc, so no row sum nears zero (at least 0.11 for n <= 4 over logits
+    1e4 apart, eps_hc 1e-20 .. 1 and 2,000 iterations, emulated in f32) and P and Q stay normal
+    floats. The Paper's rows can be exactly 0 (R = eps_hc, whose fourth power underflows), so it
+    keeps the direct steps."""
+    if n == 2:
+        return """    mov.f32 %lr0, %ls1;
+    mov.f32 %lr1, %ls0;
+    mul.f32 %sum, %ls0, %ls1;"""
+    if n == 3:
+        return """    mul.f32 %lr0, %ls1, %ls2;
+    mul.f32 %lr1, %ls0, %ls2;
+    mul.f32 %lr2, %ls0, %ls1;
+    mul.f32 %sum, %lr2, %ls2;"""
+    assert n == 4, n
+    return """    mul.f32 %tr0, %ls0, %ls1;
+    mul.f32 %tr1, %ls2, %ls3;
+    mul.f32 %lr0, %ls1, %tr1;
+    mul.f32 %lr1, %ls0, %tr1;
+    mul.f32 %lr2, %ls3, %tr0;
+    mul.f32 %lr3, %ls2, %tr0;
+    mul.f32 %sum, %tr0, %tr1;"""
 
 
 def lanes(n, w, labels, factors):
