@@ -2713,6 +2713,12 @@ fn profile_lc_phases() {
                     .map(|(_, c)| c)
                     .collect();
                 println!("  {role}: {} CTAs", ctas.len());
+                if role == "res" {
+                    // slots 11 / 12: %clock64 at "z" and "iterated": the Sinkhorn in SM cycles
+                    let mut cycles: Vec<u64> = ctas.iter().map(|c| c[12].wrapping_sub(c[11])).collect();
+                    cycles.sort_unstable();
+                    println!("    Sinkhorn: {} cycles (median over the CTAs)", cycles[cycles.len() / 2]);
+                }
                 let stamped = if role == "res" { names.len() } else { 8 };
                 for (k, name) in names.iter().enumerate().take(stamped) {
                     let mut us: Vec<f64> = ctas.iter().map(|c| c[k].wrapping_sub(t0) as f64 / 1e3).collect();

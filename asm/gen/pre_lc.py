@@ -121,18 +121,21 @@ EXIT = """EXIT:
 """
 
 STAMP_NAMES = ("start", "dependency", "loaded", "projected", "rows", "cluster", "gathered", "done",
-               "summed", "z", "iterated")
+               "summed", "z", "iterated")  # then %clock64 at "z" and "iterated" (slots 11, 12)
 STAMP_STRIDE = 128          # bytes of stamps a CTA (16 slots; src/device/cuda/pre/lc.rs reads them)
 
 
-def stamp(k):
+def stamp(k, clock=None):
     """pre_lc.stamps: thread 0 writes %globaltimer to stamp k of this CTA (ws_part + STAMP_STRIDE
-    ctaid)."""
+    ctaid), and with clock %clock64 to slot clock."""
     if "stamps" not in EXPERIMENTS:
         return ""
+    cycles = f"""
+    mov.u64 %stmp, %clock64;
+    @%pst st.global.u64 [%sadr+{8 * clock}], %stmp;""" if clock is not None else ""
     return f"""
     mov.u64 %stmp, %globaltimer;
-    @%pst st.global.u64 [%sadr+{8 * k}], %stmp;"""
+    @%pst st.global.u64 [%sadr+{8 * k}], %stmp;""" + cycles
 
 
 def declarations(name, esz, post):
@@ -158,7 +161,7 @@ def declarations(name, esz, post):
     .reg .f32 %mo<8>, %gv<8>;
     .reg .f32 %S<16>;
     .reg .f32 %mx, %sum, %rc;
-    .reg .f32 %ls<4>, %lr<4>, %tr<8>;
+    .reg .f32 %ls<4>, %lr<4>, %tr<8>;{chr(10) + "    .reg .f32 %su<4>, %sv<4>;" if "scaling" in EXPERIMENTS else ""}
     .reg .b32 %it;
     .reg .b64 %stmp, %sadr;
     .reg .pred %pst;{POST_REGS if post else ""}
@@ -787,9 +790,9 @@ def res_tail():
     L = []
     e = L.append
 
-    def mark(k):
+    def mark(k, clock):
         if stamp(k):  # timing builds only
-            e(stamp(k).lstrip("\n"))
+            e(stamp(k, clock).lstrip("\n"))
     e(f"""    setp.ge.u32 %p1, %rank, {GROUP};
     @%p1 bra EXIT;                          // receives nothing
 {GATHER_WAIT.format(R="RES", S=stamp(6))}
@@ -816,9 +819,9 @@ RES_SUMMED:
         e(f"""    ld.shared.f32 %f2, [sm_sum+{4 * (1 + q)}];
     mul.f32 %f2, %f2, %inv_t;
     fma.rn.f32 %S{q}, %f2, %sc, %bz{q};""")
-    mark(9)
-    sinkhorn.unrolled(N, lambda i, j: f"%S{i * N + j}", e, "SK_")
-    mark(10)
+    mark(9, 11)
+    sinkhorn.unrolled(N, lambda i, j: f"%S{i * N + j}", e, "SK_", scaling="scaling" in EXPERIMENTS)
+    mark(10, 12)
     e(f"""    add.u32 %r1, %tok0, %rank;
     mul.wide.u32 %rd1, %r1, {4 * N * N};
     add.u64 %rd1, %hres, %rd1;""")

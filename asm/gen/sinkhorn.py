@@ -287,14 +287,15 @@ def per_thread_padded(w, rcp):
     paper_iterations(w, cols, rows, "%r53", "%p15", "CS_P_LOOP", "CS_OUT")
 
 
-def unrolled(n, s, w, labels):
+def unrolled(n, s, w, labels, pair=True, scaling=False):
     """One thread's n x n matrix s(i, j) (registers), one unrolled body per n, the formulation
     by %p_paper; exp with its denormals kept (blocks.exp_shift); every line summed pairwise
     (%tr temporaries) into %ls<j> (+ eps_hc), then rcp.approx.ftz into %lr<j> (1 ulp; every
     divisor is >= eps_hc or a softmax sum >= 1: no Newton step on this critical path), then the
-    multiplies. V4's iterations (n >= 2) run each row and column step as one line_pair: one set
-    of reciprocals an iteration instead of two (T = 1, C = 4096 on an H200, pre_lc's phase
-    stamps: the 19 iterations after the first took 1.34 us as separate steps). Leaves to
+    multiplies. With pair, V4's iterations (n >= 2) run each row and column step as one
+    line_pair: one set of reciprocals an iteration instead of two, for the one-thread chains
+    (docs/kernels/pre.md, "The Sinkhorn's iterations"); without, the direct steps (pre_pc's
+    h_res batch, a token per lane, where the pair measured slower). Leaves to
     {labels}OUT with S final. Temporaries %mx, %sum, %rc, %ls<n>, %lr<n>, %tr<3>, %it, %p1."""
     def exp_minus_max(cells):
         # the start matrix's shift: a row for V4, a column for the Paper
@@ -353,8 +354,53 @@ def unrolled(n, s, w, labels):
     cols = lambda: line_steps(col, lambda j, i: s(i, j))
     rows = lambda: line_steps(row, lambda i, j: s(i, j))
     w(f"    @%p_paper bra {labels}P;")
-    if n == 1:
-        # a 1 x 1 matrix: a pair has nothing to defer
+    def scaled_pairs():
+        """(experiment) V4's iterations on the scaling vectors u, v (%su<n>, %sv<n>) of
+        S = diag(u) K diag(v), K the matrix after the first column step: R_a = u_a (K v)_a +
+        eps_hc, then u_a *= Q_a and v_b /= v_b (K^T u)_b + eps_hc P; S formed at the end."""
+        def dot(line, vec, dst):
+            cells = [(c, f"{vec}{k}") for k, c in enumerate(line)]
+            (c0, x0), (c1, x1) = cells[0], cells[1]
+            w(f"    mul.f32 %tr2, {c0}, {x0};")
+            w(f"    fma.rn.f32 %tr2, {c1}, {x1}, %tr2;")
+            if len(cells) == 2:
+                w(f"    mov.f32 {dst}, %tr2;")
+                return
+            (c2, x2) = cells[2]
+            w(f"    mul.f32 %tr3, {c2}, {x2};")
+            if len(cells) == 4:
+                w(f"    fma.rn.f32 %tr3, {cells[3][0]}, {cells[3][1]}, %tr3;")
+            w(f"    add.f32 {dst}, %tr2, %tr3;")
+        for a in range(n):
+            w(f"    mov.f32 %su{a}, 0f3F800000;\n    mov.f32 %sv{a}, 0f3F800000;")
+        w(f"""    setp.eq.u32 %p1, %iters, 0;
+    @%p1 bra {labels}OUT;""")
+        cols()
+        w(loop_head("%it", 1, "%iters", "%p1", f"{labels}V4L", f"{labels}V4F"))
+        for a in range(n):
+            dot(row(a), "%sv", f"%ls{a}")
+            w(f"    fma.rn.f32 %ls{a}, %su{a}, %ls{a}, %eps_hc;")
+        w(line_products(n))
+        w("    mul.f32 %mx, %eps_hc, %sum;")
+        for a in range(n):
+            w(f"    mul.f32 %su{a}, %su{a}, %lr{a};")
+        for b in range(n):
+            dot(col(b), "%su", f"%ls{b}")
+            w(f"    fma.rn.f32 %ls{b}, %sv{b}, %ls{b}, %mx;")
+        for b in range(n):
+            w(f"    rcp.approx.ftz.f32 %lr{b}, %ls{b};")
+            w(f"    mul.f32 %sv{b}, %sv{b}, %lr{b};")
+        w(loop_tail("%it", f"{labels}V4L"))
+        w(f"{labels}V4F:")
+        for a in range(n):
+            for b in range(n):
+                w(f"    mul.f32 {s(a, b)}, {s(a, b)}, %su{a};\n    mul.f32 {s(a, b)}, {s(a, b)}, %sv{b};")
+        w(f"    bra {labels}OUT;")
+
+    if scaling:
+        scaled_pairs()
+    elif n == 1 or not pair:
+        # (a 1 x 1 matrix: a pair has nothing to defer)
         v4_iterations(w, cols, rows, "%it", "%p1", f"{labels}V4L", f"{labels}OUT", zero_check="%p1")
     else:
         v4_iterations(w, cols, lambda: line_pair(row, col), "%it", "%p1", f"{labels}V4L", f"{labels}OUT",

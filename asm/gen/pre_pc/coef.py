@@ -67,9 +67,8 @@ def sk_clear():
 
 def sk_batch():
     """The h_res of the batch's tokens (every lane): lane b takes slot b's z_res matrix, the
-    one-thread Sinkhorn (sinkhorn.unrolled, the decode kernel's operations and bits) runs on all
-    SKB slots at once, the lanes of slots with an address store their matrices, and the slots
-    are cleared. Empty slots compute on stale words and store nothing."""
+    one-thread Sinkhorn (sinkhorn.unrolled with the direct steps) runs on all SKB slots at once,
+    the lanes of slots with an address store their matrices, and the slots are cleared. Empty slots compute on stale words and store nothing."""
     L = []
     e = L.append
     e(f"""PC_SK_BATCH:
@@ -84,7 +83,7 @@ def sk_batch():
     setp.ne.u64 %p1, %hro, 0;
     vote.sync.any.pred %p1, %p1, 0xffffffff;
     @!%p1 bra PC_SK_DONE;                   // every slot empty (the pair's other half, past T)""")
-    sinkhorn.unrolled(4, lambda i, j: f"%S{4 * i + j}", e, "PC_SKB_")
+    sinkhorn.unrolled(4, lambda i, j: f"%S{4 * i + j}", e, "PC_SKB_", pair=False)
     e("""    setp.eq.u64 %p1, %hro, 0;
     @%p1 bra PC_SK_STORED;                  // an empty slot""")
     for q in range(16):
