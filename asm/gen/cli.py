@@ -45,6 +45,7 @@ FAMILIES = {
         "stamps": "thread 0 of every CTA writes %globaltimer at 8 phase boundaries to the workspace "
                   "(tests/gpu_pre.rs profile_lc_phases)",
         "scaling": "the res role's Sinkhorn on scaling vectors (sinkhorn.unrolled's scaled_pairs)",
+        "direct": "the res role's Sinkhorn in direct steps (sinkhorn.unrolled without pairs)",
     }),
     "pre_pc": (pre_pc.generate, {
         "nosink": "iters = 0: no Sinkhorn iteration",

@@ -820,7 +820,8 @@ RES_SUMMED:
     mul.f32 %f2, %f2, %inv_t;
     fma.rn.f32 %S{q}, %f2, %sc, %bz{q};""")
     mark(9, 11)
-    sinkhorn.unrolled(N, lambda i, j: f"%S{i * N + j}", e, "SK_", scaling="scaling" in EXPERIMENTS)
+    sinkhorn.unrolled(N, lambda i, j: f"%S{i * N + j}", e, "SK_", pair="direct" not in EXPERIMENTS,
+                      scaling="scaling" in EXPERIMENTS)
     mark(10, 12)
     e(f"""    add.u32 %r1, %tok0, %rank;
     mul.wide.u32 %rd1, %r1, {4 * N * N};
