@@ -46,6 +46,8 @@ FAMILIES = {
                   "(tests/gpu_pre.rs profile_lc_phases)",
         "scaling": "the res role's Sinkhorn on scaling vectors (sinkhorn.unrolled's scaled_pairs)",
         "direct": "the res role's Sinkhorn in direct steps (sinkhorn.unrolled without pairs)",
+        "newton2": "the res role's Sinkhorn: 2 of the 4 reciprocals of a line pair by Newton steps on the FMA pipe",
+        "newton4": "the res role's Sinkhorn: every reciprocal of a line pair by Newton steps on the FMA pipe",
     }),
     "pre_pc": (pre_pc.generate, {
         "nosink": "iters = 0: no Sinkhorn iteration",

@@ -287,7 +287,7 @@ def per_thread_padded(w, rcp):
     paper_iterations(w, cols, rows, "%r53", "%p15", "CS_P_LOOP", "CS_OUT")
 
 
-def unrolled(n, s, w, labels, pair=True, scaling=False):
+def unrolled(n, s, w, labels, pair=True, scaling=False, newton=0):
     """One thread's n x n matrix s(i, j) (registers), one unrolled body per n, the formulation
     by %p_paper; exp with its denormals kept (blocks.exp_shift); every line summed pairwise
     (%tr temporaries) into %ls<j> (+ eps_hc), then rcp.approx.ftz into %lr<j> (1 ulp; every
@@ -344,7 +344,10 @@ def unrolled(n, s, w, labels, pair=True, scaling=False):
         for b in range(n):
             w(pairwise(second(b), lambda d, i, seq: f"%tr{seq}", dst=f"%ls{b}", plus="%mx")[0])
         for b in range(n):
-            w(f"    rcp.approx.ftz.f32 %lr{b}, %ls{b};")
+            if b % 2 == 1 and b // 2 < newton or newton > n // 2 and b % 2 == 0 and b // 2 < newton - n // 2:
+                w(newton_rcp(f"%lr{b}", f"%ls{b}"))
+            else:
+                w(f"    rcp.approx.ftz.f32 %lr{b}, %ls{b};")
         for b in range(n):
             for c in second(b):
                 w(f"    mul.f32 {c}, {c}, %lr{b};")
@@ -408,6 +411,26 @@ def unrolled(n, s, w, labels, pair=True, scaling=False):
     w(f"{labels}P:")
     paper_iterations(w, cols, rows, "%it", "%p1", f"{labels}PL", f"{labels}OUT")
     w(f"{labels}OUT:")
+
+
+def newton_rcp(dst, d):
+    """(experiment) dst = 1 / d (d a positive normal float) on the FMA pipe: a seed from the
+    exponent bits (within 12%), then two cubic steps y (1 + e + e^2), e = 1 - d y."""
+    return f"""    {{
+    .reg .b32 %nwi, %nwk;
+    .reg .f32 %nwd, %nwe;
+    mov.b32 %nwi, {d};
+    mov.b32 %nwk, 0x7EF311C3;
+    sub.s32 %nwi, %nwk, %nwi;
+    mov.b32 {dst}, %nwi;
+    neg.f32 %nwd, {d};
+    fma.rn.f32 %nwe, %nwd, {dst}, 0f3F800000;
+    fma.rn.f32 %nwe, %nwe, %nwe, %nwe;
+    fma.rn.f32 {dst}, {dst}, %nwe, {dst};
+    fma.rn.f32 %nwe, %nwd, {dst}, 0f3F800000;
+    fma.rn.f32 %nwe, %nwe, %nwe, %nwe;
+    fma.rn.f32 {dst}, {dst}, %nwe, {dst};
+    }}"""
 
 
 def line_products(n):
