@@ -48,6 +48,7 @@ FAMILIES = {
         "direct": "the res role's Sinkhorn in direct steps (sinkhorn.unrolled without pairs)",
         "newton2": "the res role's Sinkhorn: 2 of the 4 reciprocals of a line pair by Newton steps on the FMA pipe",
         "newton4": "the res role's Sinkhorn: every reciprocal of a line pair by Newton steps on the FMA pipe",
+        "fused": "the res role's Sinkhorn: line pairs with the column factors pending, line sums as FMA chains",
     }),
     "pre_pc": (pre_pc.generate, {
         "nosink": "iters = 0: no Sinkhorn iteration",

@@ -822,7 +822,8 @@ RES_SUMMED:
     mark(9, 11)
     sinkhorn.unrolled(N, lambda i, j: f"%S{i * N + j}", e, "SK_", pair="direct" not in EXPERIMENTS,
                       scaling="scaling" in EXPERIMENTS,
-                      newton=4 if "newton4" in EXPERIMENTS else 2 if "newton2" in EXPERIMENTS else 0)
+                      newton=4 if "newton4" in EXPERIMENTS else 2 if "newton2" in EXPERIMENTS else 0,
+                      fused="fused" in EXPERIMENTS)
     mark(10, 12)
     e(f"""    add.u32 %r1, %tok0, %rank;
     mul.wide.u32 %rd1, %r1, {4 * N * N};

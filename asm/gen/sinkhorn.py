@@ -287,7 +287,7 @@ def per_thread_padded(w, rcp):
     paper_iterations(w, cols, rows, "%r53", "%p15", "CS_P_LOOP", "CS_OUT")
 
 
-def unrolled(n, s, w, labels, pair=True, scaling=False, newton=0):
+def unrolled(n, s, w, labels, pair=True, scaling=False, newton=0, fused=False):
     """One thread's n x n matrix s(i, j) (registers), one unrolled body per n, the formulation
     by %p_paper; exp with its denormals kept (blocks.exp_shift); every line summed pairwise
     (%tr temporaries) into %ls<j> (+ eps_hc), then rcp.approx.ftz into %lr<j> (1 ulp; every
@@ -400,7 +400,56 @@ def unrolled(n, s, w, labels, pair=True, scaling=False, newton=0):
                 w(f"    mul.f32 {s(a, b)}, {s(a, b)}, %su{a};\n    mul.f32 {s(a, b)}, {s(a, b)}, %sv{b};")
         w(f"    bra {labels}OUT;")
 
-    if scaling:
+    def fma_sum(pairs, plus, dst):
+        """dst = sum of cell * factor over pairs, + plus: two FMA chains (the first half's from a
+        multiply, the second half's from plus) and one add."""
+        h = (len(pairs) + 1) // 2
+        (c, f), rest = pairs[0], pairs[1:h]
+        w(f"    mul.f32 %tr2, {c}, {f};")
+        for c, f in rest:
+            w(f"    fma.rn.f32 %tr2, {c}, {f}, %tr2;")
+        acc = plus
+        for c, f in reversed(pairs[h:]):
+            w(f"    fma.rn.f32 %tr3, {c}, {f}, {acc};")
+            acc = "%tr3"
+        w(f"    add.f32 {dst}, %tr2, {acc};")
+
+    def fused_pairs():
+        """(experiment) V4's iterations with the column factors pending: the cells hold T and
+        %lr<b> the factors r, S = T r_b. R_a = sum_b T_ab r_b + eps_hc (FMA chains), S
+        materialised off the chain, P and Q, D_b = sum_a S_ab Q_a + eps_hc P (FMA chains),
+        T = S Q_a, r = 1 / D."""
+        w(f"""    setp.eq.u32 %p1, %iters, 0;
+    @%p1 bra {labels}OUT;""")
+        for b in range(n):
+            tree(col(b), f"%ls{b}", eps=True)
+        for b in range(n):
+            w(f"    rcp.approx.ftz.f32 %lr{b}, %ls{b};")
+        w(loop_head("%it", 1, "%iters", "%p1", f"{labels}V4L", f"{labels}V4F"))
+        for a in range(n):
+            fma_sum([(s(a, b), f"%lr{b}") for b in range(n)], "%eps_hc", f"%ls{a}")
+        for a in range(n):
+            for b in range(n):
+                w(f"    mul.f32 {s(a, b)}, {s(a, b)}, %lr{b};")
+        w(line_products(n))
+        w("    mul.f32 %mx, %eps_hc, %sum;")
+        for b in range(n):
+            fma_sum([(s(a, b), f"%lr{a}") for a in range(n)], "%mx", f"%ls{b}")
+        for a in range(n):
+            for b in range(n):
+                w(f"    mul.f32 {s(a, b)}, {s(a, b)}, %lr{a};")
+        for b in range(n):
+            w(f"    rcp.approx.ftz.f32 %lr{b}, %ls{b};")
+        w(loop_tail("%it", f"{labels}V4L"))
+        w(f"{labels}V4F:")
+        for a in range(n):
+            for b in range(n):
+                w(f"    mul.f32 {s(a, b)}, {s(a, b)}, %lr{b};")
+        w(f"    bra {labels}OUT;")
+
+    if fused and n > 1:
+        fused_pairs()
+    elif scaling:
         scaled_pairs()
     elif n == 1 or not pair:
         # (a 1 x 1 matrix: a pair has nothing to defer)
