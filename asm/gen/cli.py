@@ -44,11 +44,7 @@ FAMILIES = {
     "pre_lc": (pre_lc.generate, {
         "stamps": "thread 0 of every CTA writes %globaltimer at 8 phase boundaries to the workspace "
                   "(tests/gpu_pre.rs profile_lc_phases)",
-        "scaling": "the res role's Sinkhorn on scaling vectors (sinkhorn.unrolled's scaled_pairs)",
         "direct": "the res role's Sinkhorn in direct steps (sinkhorn.unrolled without pairs)",
-        "newton2": "the res role's Sinkhorn: 2 of the 4 reciprocals of a line pair by Newton steps on the FMA pipe",
-        "newton4": "the res role's Sinkhorn: every reciprocal of a line pair by Newton steps on the FMA pipe",
-        "fused": "the res role's Sinkhorn: line pairs with the column factors pending, line sums as FMA chains",
     }),
     "pre_pc": (pre_pc.generate, {
         "nosink": "iters = 0: no Sinkhorn iteration",

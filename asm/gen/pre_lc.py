@@ -161,7 +161,7 @@ def declarations(name, esz, post):
     .reg .f32 %mo<8>, %gv<8>;
     .reg .f32 %S<16>;
     .reg .f32 %mx, %sum, %rc;
-    .reg .f32 %ls<4>, %lr<4>, %tr<8>;{chr(10) + "    .reg .f32 %su<4>, %sv<4>;" if "scaling" in EXPERIMENTS else ""}
+    .reg .f32 %ls<4>, %lr<4>, %tr<8>;
     .reg .b32 %it;
     .reg .b64 %stmp, %sadr;
     .reg .pred %pst;{POST_REGS if post else ""}
@@ -820,10 +820,7 @@ RES_SUMMED:
     mul.f32 %f2, %f2, %inv_t;
     fma.rn.f32 %S{q}, %f2, %sc, %bz{q};""")
     mark(9, 11)
-    sinkhorn.unrolled(N, lambda i, j: f"%S{i * N + j}", e, "SK_", pair="direct" not in EXPERIMENTS,
-                      scaling="scaling" in EXPERIMENTS,
-                      newton=4 if "newton4" in EXPERIMENTS else 2 if "newton2" in EXPERIMENTS else 0,
-                      fused="fused" in EXPERIMENTS)
+    sinkhorn.unrolled(N, lambda i, j: f"%S{i * N + j}", e, "SK_", pair="direct" not in EXPERIMENTS)
     mark(10, 12)
     e(f"""    add.u32 %r1, %tok0, %rank;
     mul.wide.u32 %rd1, %r1, {4 * N * N};

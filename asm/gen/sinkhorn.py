@@ -211,17 +211,15 @@ class PerWarp:
         alternate(w, L, self.cols, self.rows, "%k", "%q", o["paper"])
 
 
-def v4_iterations(w, cols, rows, counter, pred, top, out, zero_check=None, pair=False):
+def v4_iterations(w, cols, rows, counter, pred, top, out, zero_check=None):
     """V4 after its start: a column step, then (iters - 1) x (row step, column step); leaves to
-    out. zero_check: a predicate register to skip everything when iters = 0. pair: rows() emits
-    both steps of an iteration (unrolled's line_pair)."""
+    out. zero_check: a predicate register to skip everything when iters = 0."""
     if zero_check:
         w(f"    setp.eq.u32 {zero_check}, %iters, 0;\n    @{zero_check} bra {out};")
     cols()
     w(loop_head(counter, 1, "%iters", pred, top, out))
     rows()
-    if not pair:
-        cols()
+    cols()
     w(loop_tail(counter, top))
 
 
@@ -287,16 +285,16 @@ def per_thread_padded(w, rcp):
     paper_iterations(w, cols, rows, "%r53", "%p15", "CS_P_LOOP", "CS_OUT")
 
 
-def unrolled(n, s, w, labels, pair=True, scaling=False, newton=0, fused=False):
+def unrolled(n, s, w, labels, pair=True):
     """One thread's n x n matrix s(i, j) (registers), one unrolled body per n, the formulation
     by %p_paper; exp with its denormals kept (blocks.exp_shift); every line summed pairwise
     (%tr temporaries) into %ls<j> (+ eps_hc), then rcp.approx.ftz into %lr<j> (1 ulp; every
     divisor is >= eps_hc or a softmax sum >= 1: no Newton step on this critical path), then the
-    multiplies. With pair, V4's iterations (n >= 2) run each row and column step as one
-    line_pair: one set of reciprocals an iteration instead of two, for the one-thread chains
-    (docs/kernels/pre.md, "The Sinkhorn's iterations"); without, the direct steps (pre_pc's
-    h_res batch, a token per lane, where the pair measured slower). Leaves to
-    {labels}OUT with S final. Temporaries %mx, %sum, %rc, %ls<n>, %lr<n>, %tr<3>, %it, %p1."""
+    multiplies. With pair (the one-thread chains), V4's iterations (n >= 2) run as
+    paired_iterations: one set of reciprocals an iteration instead of two; without (pre_pc's
+    h_res batch, a token per lane, where the pairs measured slower), the direct steps.
+    Leaves to {labels}OUT with S final. Temporaries %mx, %sum, %rc, %ls<n>, %lr<n>, %tr<4>,
+    %it, %p1."""
     def exp_minus_max(cells):
         # the start matrix's shift: a row for V4, a column for the Paper
         w(line_max("%mx", cells))
@@ -319,90 +317,21 @@ def unrolled(n, s, w, labels, pair=True, scaling=False, newton=0, fused=False):
         exp_minus_max([s(i, j) for i in range(n)])
     w(f"{labels}START:")
 
-    def line_steps(cells_of, cell):
+    col = lambda j: [s(i, j) for i in range(n)]
+    row = lambda i: [s(i, j) for j in range(n)]
+
+    def line_steps(cells_of):
         for a in range(n):
             tree(cells_of(a), f"%ls{a}", eps=True)
         for a in range(n):
             w(f"    rcp.approx.ftz.f32 %lr{a}, %ls{a};")
         for a in range(n):
-            for b in range(n):
-                w(f"    mul.f32 {cell(a, b)}, {cell(a, b)}, %lr{a};")
-
-    def line_pair(first, second):
-        """A step along the first lines, then one along the second, with one set of reciprocals
-        (the second's): S'' = S / (R_a C_b) with R_a the first step's sums (+ eps_hc) and C_b
-        the second's taken after it, and R_a C_b = D_b / Q_a, where P = prod R, Q_a = P / R_a
-        (the products of the other lines' R) and D_b = sum_a S[a][b] Q_a + eps_hc P. So
-        S'' = (S Q_a) / D_b: the first step's reciprocals and multiplies leave the chain."""
-        for a in range(n):
-            tree(first(a), f"%ls{a}", eps=True)
-        w(line_products(n))
-        w("    mul.f32 %mx, %eps_hc, %sum;")
-        for a in range(n):
-            for c in first(a):
+            for c in cells_of(a):
                 w(f"    mul.f32 {c}, {c}, %lr{a};")
-        for b in range(n):
-            w(pairwise(second(b), lambda d, i, seq: f"%tr{seq}", dst=f"%ls{b}", plus="%mx")[0])
-        for b in range(n):
-            if b % 2 == 1 and b // 2 < newton or newton > n // 2 and b % 2 == 0 and b // 2 < newton - n // 2:
-                w(newton_rcp(f"%lr{b}", f"%ls{b}"))
-            else:
-                w(f"    rcp.approx.ftz.f32 %lr{b}, %ls{b};")
-        for b in range(n):
-            for c in second(b):
-                w(f"    mul.f32 {c}, {c}, %lr{b};")
-
-    col = lambda j: [s(i, j) for i in range(n)]
-    row = lambda i: [s(i, j) for j in range(n)]
-    cols = lambda: line_steps(col, lambda j, i: s(i, j))
-    rows = lambda: line_steps(row, lambda i, j: s(i, j))
-    w(f"    @%p_paper bra {labels}P;")
-    def scaled_pairs():
-        """(experiment) V4's iterations on the scaling vectors u, v (%su<n>, %sv<n>) of
-        S = diag(u) K diag(v), K the matrix after the first column step: R_a = u_a (K v)_a +
-        eps_hc, then u_a *= Q_a and v_b /= v_b (K^T u)_b + eps_hc P; S formed at the end."""
-        def dot(line, vec, dst):
-            cells = [(c, f"{vec}{k}") for k, c in enumerate(line)]
-            (c0, x0), (c1, x1) = cells[0], cells[1]
-            w(f"    mul.f32 %tr2, {c0}, {x0};")
-            w(f"    fma.rn.f32 %tr2, {c1}, {x1}, %tr2;")
-            if len(cells) == 2:
-                w(f"    mov.f32 {dst}, %tr2;")
-                return
-            (c2, x2) = cells[2]
-            w(f"    mul.f32 %tr3, {c2}, {x2};")
-            if len(cells) == 4:
-                w(f"    fma.rn.f32 %tr3, {cells[3][0]}, {cells[3][1]}, %tr3;")
-            w(f"    add.f32 {dst}, %tr2, %tr3;")
-        for a in range(n):
-            w(f"    mov.f32 %su{a}, 0f3F800000;\n    mov.f32 %sv{a}, 0f3F800000;")
-        w(f"""    setp.eq.u32 %p1, %iters, 0;
-    @%p1 bra {labels}OUT;""")
-        cols()
-        w(loop_head("%it", 1, "%iters", "%p1", f"{labels}V4L", f"{labels}V4F"))
-        for a in range(n):
-            dot(row(a), "%sv", f"%ls{a}")
-            w(f"    fma.rn.f32 %ls{a}, %su{a}, %ls{a}, %eps_hc;")
-        w(line_products(n))
-        w("    mul.f32 %mx, %eps_hc, %sum;")
-        for a in range(n):
-            w(f"    mul.f32 %su{a}, %su{a}, %lr{a};")
-        for b in range(n):
-            dot(col(b), "%su", f"%ls{b}")
-            w(f"    fma.rn.f32 %ls{b}, %sv{b}, %ls{b}, %mx;")
-        for b in range(n):
-            w(f"    rcp.approx.ftz.f32 %lr{b}, %ls{b};")
-            w(f"    mul.f32 %sv{b}, %sv{b}, %lr{b};")
-        w(loop_tail("%it", f"{labels}V4L"))
-        w(f"{labels}V4F:")
-        for a in range(n):
-            for b in range(n):
-                w(f"    mul.f32 {s(a, b)}, {s(a, b)}, %su{a};\n    mul.f32 {s(a, b)}, {s(a, b)}, %sv{b};")
-        w(f"    bra {labels}OUT;")
 
     def fma_sum(pairs, plus, dst):
-        """dst = sum of cell * factor over pairs, + plus: two FMA chains (the first half's from a
-        multiply, the second half's from plus) and one add."""
+        """dst = the sum of cell * factor over pairs, + plus: two FMA chains (the first half's
+        from a multiply, the second half's from plus), then one add."""
         h = (len(pairs) + 1) // 2
         (c, f), rest = pairs[0], pairs[1:h]
         w(f"    mul.f32 %tr2, {c}, {f};")
@@ -414,11 +343,15 @@ def unrolled(n, s, w, labels, pair=True, scaling=False, newton=0, fused=False):
             acc = "%tr3"
         w(f"    add.f32 {dst}, %tr2, {acc};")
 
-    def fused_pairs():
-        """(experiment) V4's iterations with the column factors pending: the cells hold T and
-        %lr<b> the factors r, S = T r_b. R_a = sum_b T_ab r_b + eps_hc (FMA chains), S
-        materialised off the chain, P and Q, D_b = sum_a S_ab Q_a + eps_hc P (FMA chains),
-        T = S Q_a, r = 1 / D."""
+    def paired_iterations():
+        """V4 after its start: the first column step, then (iters - 1) x (row step, column step),
+        each iteration with one set of reciprocals. A row step and the column step after it
+        divide S by R_a C_b, R_a the row sums (+ eps_hc), C_b the column sums after the row
+        step (+ eps_hc); with P = prod R and Q_a = P / R_a (the other rows' R multiplied:
+        line_products), R_a C_b = D_b / Q_a where D_b = sum_a S_ab Q_a + eps_hc P, so the pair
+        is S Q_a / D_b and the row step's reciprocals and multiplies leave the chain. The
+        column factors r_b = 1 / D_b stay pending in %lr<b> (S = T r_b, the cells holding T):
+        the next row sums take them in FMA chains while S is formed beside them."""
         w(f"""    setp.eq.u32 %p1, %iters, 0;
     @%p1 bra {labels}OUT;""")
         for b in range(n):
@@ -447,39 +380,16 @@ def unrolled(n, s, w, labels, pair=True, scaling=False, newton=0, fused=False):
                 w(f"    mul.f32 {s(a, b)}, {s(a, b)}, %lr{b};")
         w(f"    bra {labels}OUT;")
 
-    if fused and n > 1:
-        fused_pairs()
-    elif scaling:
-        scaled_pairs()
-    elif n == 1 or not pair:
-        # (a 1 x 1 matrix: a pair has nothing to defer)
-        v4_iterations(w, cols, rows, "%it", "%p1", f"{labels}V4L", f"{labels}OUT", zero_check="%p1")
+    cols = lambda: line_steps(col)
+    rows = lambda: line_steps(row)
+    w(f"    @%p_paper bra {labels}P;")
+    if pair and n > 1:
+        paired_iterations()
     else:
-        v4_iterations(w, cols, lambda: line_pair(row, col), "%it", "%p1", f"{labels}V4L", f"{labels}OUT",
-                      zero_check="%p1", pair=True)
+        v4_iterations(w, cols, rows, "%it", "%p1", f"{labels}V4L", f"{labels}OUT", zero_check="%p1")
     w(f"{labels}P:")
     paper_iterations(w, cols, rows, "%it", "%p1", f"{labels}PL", f"{labels}OUT")
     w(f"{labels}OUT:")
-
-
-def newton_rcp(dst, d):
-    """(experiment) dst = 1 / d (d a positive normal float) on the FMA pipe: a seed from the
-    exponent bits (within 12%), then two cubic steps y (1 + e + e^2), e = 1 - d y."""
-    return f"""    {{
-    .reg .b32 %nwi, %nwk;
-    .reg .f32 %nwd, %nwe;
-    mov.b32 %nwi, {d};
-    mov.b32 %nwk, 0x7EF311C3;
-    sub.s32 %nwi, %nwk, %nwi;
-    mov.b32 {dst}, %nwi;
-    neg.f32 %nwd, {d};
-    fma.rn.f32 %nwe, %nwd, {dst}, 0f3F800000;
-    fma.rn.f32 %nwe, %nwe, %nwe, %nwe;
-    fma.rn.f32 {dst}, {dst}, %nwe, {dst};
-    fma.rn.f32 %nwe, %nwd, {dst}, 0f3F800000;
-    fma.rn.f32 %nwe, %nwe, %nwe, %nwe;
-    fma.rn.f32 {dst}, {dst}, %nwe, {dst};
-    }}"""
 
 
 def line_products(n):
