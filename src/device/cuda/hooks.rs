@@ -184,9 +184,9 @@ impl Plan {
             xo_stride: x_out.layout.row_stride,
             batch: batched,
         };
-        let lay = &self.ws;
-        let l =
-            pre::general::launch(&self.ctx, &b, lay, ws.device_ptr(), x, params, out, Some(pin), split, None, &chk)?;
+        let call =
+            pre::PreCall { ctx: &self.ctx, b: &b, lay: &self.ws, wsp: ws.device_ptr(), x, params, out, chk: &chk };
+        let l = pre::general::launch(&call, Some(pin), split, None)?;
         l.enqueue(stream, self.overlap)
     }
 

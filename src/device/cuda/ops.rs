@@ -7,7 +7,7 @@ use super::launch::{Bucket, Launch, LaunchKind, Overlap, Row};
 use super::memory::{DeviceTensor, DeviceTensorMut};
 use super::plan::{Plan, Workspace};
 use super::pre::general::PreVariant;
-use super::pre::{self, Checked, PostInViews, PreOutViews, PreParamViews, FLAG_EARLY_PARAMS};
+use super::pre::{self, Checked, PostInViews, PreCall, PreOutViews, PreParamViews, FLAG_EARLY_PARAMS};
 use super::static_layer::StaticParams;
 use super::stream::Stream;
 use crate::device::view::{check_disjoint, post_pre_disjoint, pre_disjoint, Span};
@@ -221,22 +221,18 @@ impl Plan {
         chk: &Checked,
         forced: Forced,
     ) -> Result<Launch> {
-        let (ctx, lay, wsp) = (&self.ctx, &self.ws, ws.device_ptr());
+        let call = &PreCall { ctx: &self.ctx, b, lay: &self.ws, wsp: ws.device_ptr(), x, params, out, chk };
         match b.kind {
             LaunchKind::PreCluster | LaunchKind::PreClusterTma | LaunchKind::PreClusterPair => {
-                pre::cluster::launch(ctx, b, lay, wsp, x, params, out, forced.clusters, chk)
+                pre::cluster::launch(call, forced.clusters)
             }
-            LaunchKind::PreGemm => pre::gemm::launch(ctx, b, lay, wsp, x, params, out, chk),
+            LaunchKind::PreGemm => pre::gemm::launch(call),
             LaunchKind::PreLogitClusters => {
-                let (args, grid, shared) = pre::lc::args(ctx, b, lay, wsp, x, params, out, chk, false)?;
+                let (args, grid, shared) = pre::lc::args(call, false)?;
                 Ok(Launch::new(b, grid, b.threads(), shared, &args))
             }
-            LaunchKind::PreDecode | LaunchKind::PreMid => {
-                pre::decode::launch(ctx, b, lay, wsp, x, params, out, forced.ctas, chk, None)
-            }
-            LaunchKind::Pre => {
-                pre::general::launch(ctx, b, lay, wsp, x, params, out, None, forced.split, forced.tuning, chk)
-            }
+            LaunchKind::PreDecode | LaunchKind::PreMid => pre::decode::launch(call, forced.ctas, None),
+            LaunchKind::Pre => pre::general::launch(call, None, forced.split, forced.tuning),
             other => Err(Error::BadCodeObject {
                 image: b.variant.entry.file.clone(),
                 reason: format!("{}: launcher {} is not a pre launcher", b.variant.id(), other.name()),
@@ -290,8 +286,8 @@ impl Plan {
             if t == 0 {
                 return Ok(());
             }
-            let (ctx, lay, wsp) = (&self.ctx, &self.ws, ws.device_ptr());
-            let l = pre::post_pre_launch(ctx, b, lay, wsp, x, post, x_out, params, out, &chk)?;
+            let call = PreCall { ctx: &self.ctx, b, lay: &self.ws, wsp: ws.device_ptr(), x, params, out, chk: &chk };
+            let l = pre::post_pre_launch(&call, post, x_out)?;
             return self.enqueue(stream, &l);
         }
         let pre_bucket = self.bucket(Slot::Pre, t)?;

@@ -30,14 +30,14 @@
 //! f, needed only until x' is computed, has a ring of its own (the catalogue gives it `post_pre`
 //! from 256 tokens; below, `post` then the pair entry is faster).
 
-use super::{Checked, PreOutViews, PreParamViews, WsLayout};
+use super::PreCall;
 pub use crate::device::cuda::abi::{
     fused_pair_ring_bytes, fused_ring_bytes, pair_ring_bytes, ring_bytes, tma_ring_bytes, PC_TILE_TOKENS,
 };
 use crate::device::cuda::abi::{
     PreTmaArgs, PC_PAIR_HEAD_BYTES, PC_PAIR_MAX_C, PC_PAIR_MIN_C, PC_PAIR_ROW_BYTES, PC_TMA_C_MULTIPLE,
 };
-use crate::device::cuda::launch::{Bucket, Ctx, Launch, LaunchKind, Row};
+use crate::device::cuda::launch::{Launch, LaunchKind, Row};
 use crate::device::cuda::memory::DeviceTensor;
 use crate::error::Result;
 
@@ -93,25 +93,14 @@ pub const fn ring_bytes_of(kind: LaunchKind, c: usize) -> usize {
     }
 }
 
-/// The persistent-cluster `pre` launch on bucket `b` (its row, with its resident CTA count) on
-/// views [`super::check`] accepted (`chk`, T > 0), on at most `clusters` clusters where given (tests).
-/// `wsp` is the workspace: the pair entry's exchange rows, and what timing builds write (the
-/// phase stamps of [`stamps`]).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn launch(
-    ctx: &Ctx,
-    b: &Bucket,
-    lay: &WsLayout,
-    wsp: u64,
-    x: &DeviceTensor<'_>,
-    params: &PreParamViews<'_>,
-    out: &PreOutViews<'_>,
-    clusters: Option<usize>,
-    chk: &Checked,
-) -> Result<Launch> {
+/// The persistent-cluster `pre` launch of `call` (its row, with its resident CTA count), on at
+/// most `clusters` clusters where given (tests). The workspace holds the pair entry's exchange
+/// rows, and what timing builds write (the phase stamps of [`stamps`]).
+pub(crate) fn launch(call: &PreCall<'_, '_>, clusters: Option<usize>) -> Result<Launch> {
+    let PreCall { ctx, b, lay, wsp, x, chk, .. } = *call;
     let cluster = b.variant.cluster();
     let ctas = clusters.map_or(b.resident_ctas, |q| b.resident_ctas.min((q as u32).saturating_mul(cluster)));
-    let mut args = super::decode::args(ctx, x, params, out, chk);
+    let mut args = super::decode::args(call);
     args.ws_part = wsp;
     let shared = ring_bytes_of(b.kind, ctx.cfg.c) as u32;
     if b.kind == LaunchKind::PreClusterPair {

@@ -22,14 +22,14 @@
 //!   where the mid entries cannot run (C < 512) and on request (forced CTA counts): every CTA reduces every token's pre-logits itself (see
 //!   [`decode_shape`]), which with many CTAs hammers the same sectors.
 
-use super::{Checked, PostInViews, PreOutViews, PreParamViews, WsLayout, FLAG_EARLY_PARAMS, FLAG_GAMMA_K, FLAG_PAPER};
+use super::{PostInViews, PreCall, FLAG_EARLY_PARAMS, FLAG_GAMMA_K, FLAG_PAPER};
 use crate::config::Config;
 use crate::device::cuda::abi::PreDecodeArgs;
 pub(crate) use crate::device::cuda::abi::MID_HPRE_COPIES;
 pub use crate::device::cuda::abi::{DECODE_MAX_CPC, DECODE_MAX_CTAS, DECODE_MAX_N, MID_MAX_TOKENS};
 use crate::device::cuda::abi::{DECODE_ROW_WORDS, DECODE_SLICE, MID_N8_MAX_TOKENS, MID_N8_N, MID_N8_ROW_WORDS};
-use crate::device::cuda::launch::{Bucket, Ctx, Launch, LaunchKind, Row};
-use crate::device::cuda::memory::{DeviceTensor, DeviceTensorMut};
+use crate::device::cuda::launch::{Launch, LaunchKind, Row};
+use crate::device::cuda::memory::DeviceTensorMut;
 use crate::error::{Error, Result};
 
 /// Most channels one few-token CTA owns for `n` streams: its shared rows hold the n x cpc
@@ -113,13 +113,8 @@ pub(crate) fn mid_limits(cfg: &Config, sms: usize, rows: usize) -> std::result::
 
 /// The argument block shared by the few-token and the persistent-cluster `pre` kernels, without
 /// the few-token kernels' workspace and channel split (0 here).
-pub(crate) fn args(
-    ctx: &Ctx,
-    x: &DeviceTensor<'_>,
-    params: &PreParamViews<'_>,
-    out: &PreOutViews<'_>,
-    chk: &Checked,
-) -> PreDecodeArgs {
+pub(crate) fn args(call: &PreCall<'_, '_>) -> PreDecodeArgs {
+    let PreCall { ctx, x, params, out, chk, .. } = *call;
     let cfg = &ctx.cfg;
     PreDecodeArgs {
         x: x.ptr,
@@ -149,23 +144,15 @@ pub(crate) fn args(
     }
 }
 
-/// The decode or mid kernel's launch on bucket `b` (its row) on views [`super::check`]
-/// accepted (`chk`, T > 0): its token rows must hold T, and C must spread over the CTAs the
-/// kernel needs; `ctas` asks for about that many. `post` (the post_pre entries): layer l's post
-/// inputs and `x_out`, passed after the `pre` arguments.
-#[allow(clippy::too_many_arguments)]
+/// The decode or mid kernel's launch of `call` (its row): its token rows must hold T, and C
+/// must spread over the CTAs the kernel needs; `ctas` asks for about that many. `post` (the
+/// post_pre entries): layer l's post inputs and `x_out`, passed after the `pre` arguments.
 pub(crate) fn launch(
-    ctx: &Ctx,
-    b: &Bucket,
-    lay: &WsLayout,
-    wsp: u64,
-    x: &DeviceTensor<'_>,
-    params: &PreParamViews<'_>,
-    out: &PreOutViews<'_>,
+    call: &PreCall<'_, '_>,
     ctas: Option<usize>,
-    chk: &Checked,
     post: Option<(&PostInViews<'_>, &DeviceTensorMut<'_>)>,
 ) -> Result<Launch> {
+    let PreCall { ctx, b, lay, wsp, chk, .. } = *call;
     let cfg = &ctx.cfg;
     let t = chk.t;
     let sms = ctx.sm_count as usize;
@@ -180,7 +167,7 @@ pub(crate) fn launch(
         let want = if mid { format!("at least T = {t} CTAs of") } else { "enough CTAs for".into() };
         Error::shape("ctas", format!("{want} <= {} channels each", max_cpc(cfg.n)), ctas.unwrap_or(0))
     })?;
-    let mut a = args(ctx, x, params, out, chk);
+    let mut a = args(call);
     a.ws_part = wsp + lay.dpart as u64;
     a.ws_sync = wsp + lay.dsync as u64;
     a.cpc = cpc as u32;
@@ -200,7 +187,7 @@ pub(crate) fn launch(
 /// token's h_pre seen (thread 32), mix done (thread 32). In a normal build the words are
 /// meaningless.
 #[cfg(feature = "testing")]
-pub(crate) fn stamps(lay: &WsLayout, all: &[u64], n: usize, s: usize, t: usize) -> Result<Vec<[(u64, u64); 8]>> {
+pub(crate) fn stamps(lay: &super::WsLayout, all: &[u64], n: usize, s: usize, t: usize) -> Result<Vec<[(u64, u64); 8]>> {
     let (words, _) = part_rows(n).ok_or_else(|| Error::shape("n", "a few-token kernel's n".to_string(), n))?;
     let base = (lay.dpart + s * t * words * 8) / 8;
     if all.len() < base + 16 * s {

@@ -12,14 +12,13 @@
 //! H100, C = 1280, against the general kernel: n = 32 T = 512 504 vs 785 us; n = 16 T = 1024
 //! 247 vs 288, T = 512 219 vs 156); the general kernel serves the rest.
 
-use super::{Checked, PreOutViews, PreParamViews, WsLayout, FLAG_PAPER};
+use super::{PreCall, FLAG_PAPER};
 use crate::device::cuda::abi::PreGemmArgs;
 pub use crate::device::cuda::abi::{
     logit_tiles, GEMM_MAX_SPLITS, GEMM_MIX_PARTS, GEMM_NS, GEMM_STAGE_K, GEMM_THREADS, GEMM_TILE_LOGITS,
     GEMM_TILE_TOKENS,
 };
-use crate::device::cuda::launch::{Bucket, Ctx, Launch, Row};
-use crate::device::cuda::memory::DeviceTensor;
+use crate::device::cuda::launch::{Launch, Row};
 use crate::error::{Error, Result};
 
 /// Partial slabs the workspace holds at least (n = 32, C = 1280: 96 lets T = 8192 split K three
@@ -68,19 +67,9 @@ pub(crate) fn split_stages(stages: usize, want: usize) -> (usize, usize) {
     (stages.div_ceil(per), per)
 }
 
-/// The GEMM kernel's launch on bucket `b` (its row) on views [`super::check`] accepted (`chk`,
-/// T > 0).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn launch(
-    ctx: &Ctx,
-    b: &Bucket,
-    lay: &WsLayout,
-    wsp: u64,
-    x: &DeviceTensor<'_>,
-    params: &PreParamViews<'_>,
-    out: &PreOutViews<'_>,
-    chk: &Checked,
-) -> Result<Launch> {
+/// The GEMM kernel's launch of `call` (its row).
+pub(crate) fn launch(call: &PreCall<'_, '_>) -> Result<Launch> {
+    let PreCall { ctx, b, lay, wsp, x, params, out, chk } = *call;
     let cfg = &ctx.cfg;
     let t = chk.t;
     // The kernel indexes h_res (T x n^2 words) in 32 bits.

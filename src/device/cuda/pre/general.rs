@@ -16,7 +16,7 @@
 //! tile for 4.9 ms, 134 us with 132 CTAs). The K loop variant (general / fast) and prefetching
 //! are chosen per launch by [`default_variant`] from measurements (docs/kernels/pre.md).
 
-use super::{Checked, PostIn, PreOutViews, PreParamViews, WsLayout};
+use super::{PostIn, PreCall};
 use crate::config::{Config, Dtype};
 use crate::device::cuda::abi::PreArgs;
 pub use crate::device::cuda::abi::TILE_TOKENS;
@@ -24,8 +24,7 @@ pub(crate) use crate::device::cuda::abi::{
     CTA_STEP, FLAG_DBG_NO_K, FLAG_DBG_NO_MIX, FLAG_EARLY_PARAMS, FLAG_FAST_K, FLAG_GROUPS_SHIFT, FLAG_POST,
     FLAG_POST_BATCH, FLAG_PREFETCH, FLAG_SOLO,
 };
-use crate::device::cuda::launch::{Bucket, Ctx, Launch, Row};
-use crate::device::cuda::memory::DeviceTensor;
+use crate::device::cuda::launch::{Launch, Row};
 use crate::error::{Error, Result};
 
 /// The tuning `pre` launches with (measured on H200; docs/kernels/pre.md). bf16: the
@@ -207,24 +206,16 @@ fn wide_shape(cfg: &Config, t: usize, sms: usize, blocks: usize, ngr: usize) -> 
     best.map(|(_, s)| s).unwrap_or(LaunchShape { ctas: 1, ksplits: 1, kslice: blocks * CTA_STEP, groups: 1 })
 }
 
-/// The general kernel's launch on bucket `b` (its `pre` or `post_pre` row), for `pre` and the
-/// fused `post_pre` (`post` = Some), on views [`super::check`] accepted (`chk`, T > 0);
-/// `split_target` forces the CTAs per 32-token tile, `tuning` the K-loop variant (`None`: the
-/// measured default).
-#[allow(clippy::too_many_arguments)]
+/// The general kernel's launch of `call` (its `pre` or `post_pre` row), for `pre` and the fused
+/// `post_pre` (`post` = Some); `split_target` forces the CTAs per 32-token tile, `tuning` the
+/// K-loop variant (`None`: the measured default).
 pub(crate) fn launch(
-    ctx: &Ctx,
-    b: &Bucket,
-    lay: &WsLayout,
-    wsp: u64,
-    x: &DeviceTensor<'_>,
-    params: &PreParamViews<'_>,
-    out: &PreOutViews<'_>,
+    call: &PreCall<'_, '_>,
     post: Option<PostIn>,
     split_target: Option<usize>,
     tuning: Option<PreVariant>,
-    chk: &Checked,
 ) -> Result<Launch> {
+    let PreCall { ctx, b, lay, wsp, x, params, out, chk } = *call;
     let cfg = &ctx.cfg;
     let (n, c, k, m, dt) = (cfg.n, cfg.c, cfg.k(), cfg.m(), ctx.dtype);
     // (the K loop reads phi as it goes: nothing to load before the grid dependency)

@@ -11,15 +11,14 @@
 //! `h_pre` clusters store it to `x_out`) before the projection: the outputs of `post` then `pre`,
 //! bit for bit, in one launch.
 
-use super::{Checked, PreOutViews, PreParamViews, WsLayout};
+use super::PreCall;
 use crate::config::Dtype;
 use crate::device::cuda::abi::{
     PreDecodeArgs, LC_POST_SHARED_PER_CHANNEL_BF16, LC_POST_SHARED_PER_CHANNEL_F32, LC_SHARED_PER_CHANNEL_BF16,
     LC_SHARED_PER_CHANNEL_F32,
 };
 pub use crate::device::cuda::abi::{LC_CLUSTER, LC_GROUP_TOKENS, LC_MAX_TOKENS};
-use crate::device::cuda::launch::{Bucket, Ctx, Row};
-use crate::device::cuda::memory::DeviceTensor;
+use crate::device::cuda::launch::Row;
 use crate::error::Result;
 use crate::Stage;
 
@@ -39,23 +38,12 @@ pub(crate) fn shape(c: usize, t: usize, dtype: Dtype, post: bool) -> (u32, usize
     ((groups * 2 * cluster) as u32, cpc, (per_channel * cpc) as u32)
 }
 
-/// The `pre` side's argument block, grid and dynamic shared bytes of a launch on bucket `b` (its
-/// row) on views [`super::check`] accepted (`chk`, T > 0): a `pre` entry, or with `post` a
-/// `post_pre` entry of this kernel, whose launch adds layer l's post inputs
-/// ([`super::post_pre_launch`]). `wsp` is the workspace: the kernel itself keeps nothing there; a
+/// The `pre` side's argument block, grid and dynamic shared bytes of `call` (its row): a `pre`
+/// entry, or with `post` a `post_pre` entry of this kernel, whose launch adds layer l's post
+/// inputs ([`super::post_pre_launch`]). The kernel itself keeps nothing in the workspace; a
 /// timing build writes its phase stamps at the few-token kernels' partial rows ([`stamps`]).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn args(
-    ctx: &Ctx,
-    b: &Bucket,
-    lay: &WsLayout,
-    wsp: u64,
-    x: &DeviceTensor<'_>,
-    params: &PreParamViews<'_>,
-    out: &PreOutViews<'_>,
-    chk: &Checked,
-    post: bool,
-) -> Result<(PreDecodeArgs, u32, u32)> {
+pub(crate) fn args(call: &PreCall<'_, '_>, post: bool) -> Result<(PreDecodeArgs, u32, u32)> {
+    let PreCall { ctx, b, lay, wsp, chk, .. } = *call;
     let (c, t) = (ctx.cfg.c, chk.t);
     let cluster = b.cluster() as usize;
     let stage = if post { Stage::PostPre } else { Stage::Pre };
@@ -67,7 +55,7 @@ pub(crate) fn args(
     if shared > b.dynamic_shared_max() {
         return Err(ctx.refused(stage, b.entry(), format!("{shared} bytes of shared memory at C = {c}")));
     }
-    let mut a = super::decode::args(ctx, x, params, out, chk);
+    let mut a = super::decode::args(call);
     a.cpc = cpc as u32;
     a.ws_part = wsp + lay.dpart as u64;
     Ok((a, grid, shared))
@@ -85,7 +73,7 @@ pub(crate) const LC_STAMP_SLOTS: usize = 16;
 /// beyond the group's tokens, the pre role past "done") leave an earlier call's word. In a normal
 /// build the words are meaningless.
 #[cfg(feature = "testing")]
-pub(crate) fn stamps(lay: &WsLayout, all: &[u64], ctas: usize) -> Result<Vec<[u64; LC_STAMP_SLOTS]>> {
+pub(crate) fn stamps(lay: &super::WsLayout, all: &[u64], ctas: usize) -> Result<Vec<[u64; LC_STAMP_SLOTS]>> {
     let base = lay.dpart / 8;
     let words = LC_STAMP_SLOTS * ctas;
     if all.len() < base + words {

@@ -89,6 +89,22 @@ pub(crate) struct PostIn {
     pub batch: bool,
 }
 
+/// One `pre` launch as every launcher takes it: the plan's context, the bucket (catalogue row)
+/// that runs it, the workspace layout and its device address, and the views [`check`] accepted
+/// with what it found (`chk`, T > 0). A launcher adds only what is its own (forced CTA or
+/// cluster counts, layer l's post inputs).
+#[derive(Clone, Copy)]
+pub(crate) struct PreCall<'c, 'v> {
+    pub ctx: &'c Ctx,
+    pub b: &'c Bucket,
+    pub lay: &'c WsLayout,
+    pub wsp: u64,
+    pub x: &'c DeviceTensor<'v>,
+    pub params: &'c PreParamViews<'v>,
+    pub out: &'c PreOutViews<'v>,
+    pub chk: &'c Checked,
+}
+
 /// What [`check`] found valid: the device pointers and flags of one call.
 pub(crate) struct Checked {
     pub t: usize,
@@ -171,32 +187,25 @@ pub(crate) fn check_post_side(
     x_out.check(device, "x_out", dt, t, n * c, 16)
 }
 
-/// The fused `post_pre` launch on bucket `b` (a fused kernel's row) on views checked for both
-/// sides (`chk` from the `pre` side on `x`, layer l's residual; T > 0); `wsp` is the workspace.
-/// The few-token entries take the mid kernel's grid and workspace rows; the persistent-cluster
-/// entries their resident clusters and ring (the pair entry also the exchange rows at
-/// `lay.pair`). Both take the `pre` arguments, then layer l's post inputs and `x_out`.
-#[allow(clippy::too_many_arguments)]
+/// The fused `post_pre` launch of `call` (a fused kernel's row; views checked for both sides,
+/// `call.x` being layer l's residual). The few-token entries take the mid kernel's grid and
+/// workspace rows; the persistent-cluster entries their resident clusters and ring (the pair
+/// entry also the exchange rows at `lay.pair`). All take the `pre` arguments, then layer l's
+/// post inputs and `x_out`.
 pub(crate) fn post_pre_launch(
-    ctx: &Ctx,
-    b: &Bucket,
-    lay: &WsLayout,
-    wsp: u64,
-    x: &DeviceTensor<'_>,
+    call: &PreCall<'_, '_>,
     post: &PostInViews<'_>,
     x_out: &DeviceTensorMut<'_>,
-    params: &PreParamViews<'_>,
-    out: &PreOutViews<'_>,
-    chk: &Checked,
 ) -> Result<Launch> {
+    let PreCall { ctx, b, lay, wsp, .. } = *call;
     if b.kind == LaunchKind::PostPreMid {
-        return decode::launch(ctx, b, lay, wsp, x, params, out, None, chk, Some((post, x_out)));
+        return decode::launch(call, None, Some((post, x_out)));
     }
     if b.kind == LaunchKind::PostPreLogitClusters {
-        let (args, grid, shared) = lc::args(ctx, b, lay, wsp, x, params, out, chk, true)?;
+        let (args, grid, shared) = lc::args(call, true)?;
         return Ok(Launch::new(b, grid, b.threads(), shared, &post_pre_args(args, post, x_out)));
     }
-    let mut pre = decode::args(ctx, x, params, out, chk);
+    let mut pre = decode::args(call);
     if b.kind == LaunchKind::PostPreClusterPair {
         pre.ws_part = wsp + lay.pair as u64;
     }
