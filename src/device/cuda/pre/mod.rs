@@ -13,8 +13,9 @@
 //!   (and the fused `post_pre` entries).
 //! - [`gemm`]: asm/ptx/sm90/pre_gemm.ptx, bf16 n = 16 / 32 prefill: a tiled GEMM.
 //!
-//! This module holds what they share: the views, their checks ([`check`]) and the workspace
-//! layout's type ([`WsLayout`], sized by [`workspace::layout`]).
+//! This module holds what they share: the views, their checks ([`check`]), the launch's inputs
+//! every launcher takes ([`PreCall`]) and the workspace layout's type ([`WsLayout`], sized by
+//! [`workspace::layout`]).
 
 pub(crate) mod cluster;
 pub(crate) mod decode;
