@@ -42,8 +42,8 @@ FAMILIES = {
         "sink1": "one Sinkhorn iteration whatever the arguments say",
     }),
     "pre_lc": (pre_lc.generate, {
-        "stamps": "thread 0 of every CTA writes %globaltimer at 8 phase boundaries to the workspace "
-                  "(tests/gpu_pre.rs profile_lc_phases)",
+        "stamps": "thread 0 of every CTA writes %globaltimer at its phase boundaries, and %clock64 around the "
+                  "res role's Sinkhorn, to the workspace (tests/gpu_pre.rs profile_lc_phases)",
         "direct": "the res role's Sinkhorn in direct steps (sinkhorn.unrolled without pairs)",
     }),
     "pre_pc": (pre_pc.generate, {
