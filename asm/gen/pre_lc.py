@@ -791,8 +791,9 @@ def res_tail():
     e = L.append
 
     def mark(k, clock):
-        if stamp(k):  # timing builds only
-            e(stamp(k, clock).lstrip("\n"))
+        text = stamp(k, clock)
+        if text:  # timing builds only
+            e(text.lstrip("\n"))
     e(f"""    setp.ge.u32 %p1, %rank, {GROUP};
     @%p1 bra EXIT;                          // receives nothing
 {GATHER_WAIT.format(R="RES", S=stamp(6))}

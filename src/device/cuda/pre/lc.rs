@@ -69,9 +69,9 @@ pub(crate) const LC_STAMP_SLOTS: usize = 16;
 /// %globaltimer stamps (ns) thread 0 of each of the `ctas` CTAs wrote at its phase boundaries
 /// (start, grid dependency, loads landed, projected, rows added, cluster barrier, gather landed,
 /// done; then, in the res role's tail only, the token's rows summed, Z formed, the Sinkhorn
-/// iterated, and %clock64 at the last two), read from the workspace words `all`. CTAs that never pass a boundary (role res
-/// beyond the group's tokens, the pre role past "done") leave an earlier call's word. In a normal
-/// build the words are meaningless.
+/// iterated, and %clock64 at the last two), read from the workspace words `all`. CTAs that never
+/// pass a boundary (role res beyond the group's tokens, the pre role past "done") leave an
+/// earlier call's word. In a normal build the words are meaningless.
 #[cfg(feature = "testing")]
 pub(crate) fn stamps(lay: &super::WsLayout, all: &[u64], ctas: usize) -> Result<Vec<[u64; LC_STAMP_SLOTS]>> {
     let base = lay.dpart / 8;
