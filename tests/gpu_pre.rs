@@ -711,11 +711,12 @@ fn pre_mid_n8_kernel_shapes() {
 }
 
 /// The logit-cluster entries (asm/ptx/sm90/pre_lc.ptx, `mhc_pre_lc_sm90_*`) where the catalogue
-/// selects them (n = 4, no gamma_f, C a multiple of 128 in 512..=8192, T = 1..12): within the
-/// reference's tolerances at every token count of a group and across groups (1..5, 8, 9, 12),
-/// C of 512, 1152 (72 channels a CTA), 1280, 4096, 7168 and 8192, phi ~ 0.5, gamma_k, strided
-/// rows, both formulations and dtypes; and that T = 13, n = 3, gamma_f, C = 1288 (not a
-/// multiple of 128) and C = 8320 keep the other kernels. The same shapes through the fused
+/// selects them (n = 4, no gamma_f, C a multiple of 128 in 512..=8192, T = 1..16): within the
+/// reference's tolerances at every token count of a group and across groups (1..5, 8, 9, 12,
+/// 13, 16: the h_res clusters take 4 tokens, the h_pre clusters 8), C of 512, 1152 (72 channels
+/// a CTA), 1280, 4096, 7168 and 8192, phi ~ 0.5, gamma_k, strided rows, both formulations and
+/// dtypes; and that T = 17, n = 3, gamma_f, C = 1288 (not a multiple of 128) and C = 8320 keep
+/// the other kernels. The same shapes through the fused
 /// `post_pre` entries: bit for bit `post` then `pre`, and within tolerance.
 #[test]
 #[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
@@ -734,11 +735,14 @@ fn pre_lc_kernel_shapes() {
                 (4096, 5),
                 (4096, 8),
                 (4096, 12),
+                (4096, 13),
+                (4096, 16),
                 (7168, 1),
                 (7168, 7),
                 (7168, 12),
+                (7168, 16),
                 (512, 1),
-                (512, 12),
+                (512, 16),
                 (1152, 3),
                 (1280, 9),
                 (8192, 4),
@@ -749,10 +753,11 @@ fn pre_lc_kernel_shapes() {
             shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 7168, 6, form, dtype) });
             shapes.push(Shape { x_pad: 24, ..Shape::new(4, 4096, 3, form, dtype) });
             shapes.push(Shape { x_pad: 24, ..Shape::new(4, 1152, 10, form, dtype) });
+            shapes.push(Shape { x_pad: 24, ..Shape::new(4, 8192, 15, form, dtype) });
             shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4096, 2, form, dtype) });
             shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 7168, 9, form, dtype) });
             let others = [
-                Shape::new(4, 4096, 13, form, dtype),
+                Shape::new(4, 4096, 17, form, dtype),
                 Shape::new(3, 4096, 1, form, dtype),
                 Shape { gamma_f: true, ..Shape::new(4, 4096, 2, form, dtype) },
                 Shape::new(4, 1288, 2, form, dtype),
@@ -773,8 +778,9 @@ fn pre_lc_kernel_shapes() {
 }
 
 /// Small launches of the logit-cluster entries (gamma_k, strided rows, both dtypes and
-/// formulations, one and three groups), for compute-sanitizer; also checked against the
-/// reference.
+/// formulations; one cluster per role, then four h_res and two h_pre clusters, whose pushes, mix
+/// and post items take two passes of the CTA's threads at 4352 channels), for compute-sanitizer;
+/// also checked against the reference.
 #[test]
 #[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn lc_sanitizer_smoke() {
@@ -782,7 +788,9 @@ fn lc_sanitizer_smoke() {
     let stream = Stream::new(&dev).unwrap();
     let mut rng = common::rng("lc_sanitizer_smoke");
     for dtype in DTYPES {
-        for (c, t, form) in [(512, 1, Formulation::DeepSeekV4), (1152, 11, Formulation::Paper)] {
+        for (c, t, form) in
+            [(512, 1, Formulation::DeepSeekV4), (1152, 14, Formulation::Paper), (4352, 16, Formulation::DeepSeekV4)]
+        {
             let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, c, t, form, dtype) };
             check_pre(&dev, &stream, &mut rng, &sh);
             fused_post_pre_matches_pair(&dev, &stream, &mut rng, &sh, true);
@@ -2677,9 +2685,13 @@ fn profile_lc_phases() {
         "z",
         "iterated",
     ];
-    for (t, c, dtype) in
-        [(1, 4096, Dtype::Bf16), (4, 4096, Dtype::Bf16), (1, 7168, Dtype::Bf16), (12, 7168, Dtype::Bf16)]
-    {
+    for (t, c, dtype) in [
+        (1, 4096, Dtype::Bf16),
+        (4, 4096, Dtype::Bf16),
+        (16, 4096, Dtype::Bf16),
+        (1, 7168, Dtype::Bf16),
+        (16, 7168, Dtype::Bf16),
+    ] {
         let mut cfg = Config::new(4, c);
         // MHC_PROFILE_ITERS=1 against the default 20 isolates the Sinkhorn loop's share.
         if let Some(it) = std::env::var("MHC_PROFILE_ITERS").ok().and_then(|v| v.parse().ok()) {
@@ -2702,12 +2714,13 @@ fn profile_lc_phases() {
                     .iter()
                     .enumerate()
                     .filter(|(i, _)| {
+                        // the h_res clusters first (4 tokens each), then the h_pre clusters
                         let (cluster, rank) = (i / 16, i % 16);
-                        let tokens = t.saturating_sub(4 * (cluster / 2)).min(4);
+                        let res_clusters = t.div_ceil(4);
                         if role == "res" {
-                            cluster % 2 == 0 && rank < tokens
+                            cluster < res_clusters && rank < t.saturating_sub(4 * cluster).min(4)
                         } else {
-                            cluster % 2 == 1
+                            cluster >= res_clusters
                         }
                     })
                     .map(|(_, c)| c)

@@ -20,27 +20,40 @@ EXPERIMENTS = set()
 N = 4                       # streams (the entries are specialised for n = 4: M = 24 logits)
 M = N * N + 2 * N
 CLUSTER = 16                # CTAs per cluster (a non-portable size)
-GROUP = 4                   # tokens per group: one pair of clusters per group
 THREADS = 256
 MAX_CPC = 512               # channels per CTA (C / 16): C <= 8192
 C_MULTIPLE = 128            # C / 16 a multiple of 8: every bulk copy 16-byte aligned and sized
-MAX_TOKENS = 12             # three groups: six 16-CTA clusters, resident at once on 132-SM parts
 WARPS = THREADS // 32
 ROW = 20                    # words of a pushed row: ss, up to 16 logits, zeros
 
-# The two roles: the even cluster of a group owns the h_res logits (rows 2n .. M of phi), the odd
-# one the h_pre and h_post logits (rows 0 .. 2n) and the mix.
+# The two roles. A res cluster owns the h_res logits (rows 2n .. M of phi) of `group` tokens and
+# runs their Sinkhorns (CTA t token t's); a pre cluster the h_pre and h_post logits (rows 0 .. 2n)
+# of `group` tokens and their mix. A pre token costs half the rows of a res token, so a pre
+# cluster serves twice the tokens with the same 64 accumulators a thread.
 ROLES = {
-    "res": {"first": 2 * N, "rows": N * N, "words": ROW},
-    "pre": {"first": 0, "rows": 2 * N, "words": 12},
+    "res": {"first": 2 * N, "rows": N * N, "words": ROW, "group": 4},
+    "pre": {"first": 0, "rows": 2 * N, "words": 12, "group": 8},
 }
+RES_GROUP = ROLES["res"]["group"]
+PRE_GROUP = ROLES["pre"]["group"]
+GROUP = max(RES_GROUP, PRE_GROUP)   # the most tokens a cluster serves (the shared arrays' rows)
+RED_STRIDE = max(r["group"] * (r["rows"] + 1) for r in ROLES.values())  # warp sums and squares
+MAX_TOKENS = 16             # 4 res clusters and 2 pre clusters: six 16-CTA clusters, resident at
+                            # once on 132-SM parts
+
+
+def clusters(t):
+    """(res clusters, pre clusters) of a launch at t tokens (src/device/cuda/pre/lc.rs mirrors it)."""
+    return -(-t // RES_GROUP), -(-t // PRE_GROUP)
 
 
 def lc_shared(esz, cpc, post=False):
-    """Dynamic shared memory at cpc channels a CTA: x slices of GROUP tokens, gamma_k's slice,
-    the res role's 16 phi row slices (the pre role uses the first 8 rows' bytes); post_pre: then
-    f's slices of the GROUP tokens."""
-    return (GROUP * N * esz + 4 * N + 4 * N * ROLES["res"]["rows"] + (GROUP * esz if post else 0)) * cpc
+    """Dynamic shared memory at cpc channels a CTA, the larger role's: x slices of the role's
+    tokens, gamma_k's slice, its phi row slices; post_pre: then f's slices of its tokens."""
+    def role(r):
+        g = ROLES[r]["group"]
+        return g * N * esz + 4 * N + 4 * N * ROLES[r]["rows"] + (g * esz if post else 0)
+    return max(role("res"), role("pre")) * cpc
 
 
 HEADER = f"""\
@@ -62,9 +75,12 @@ HEADER = f"""\
 //         the other the 8 h_pre / h_post logits (and mixes). Each CTA then loads 16 (8) rows of
 //         phi for its C/16 channels: 64 (32) KB at C = 4096 instead of 12 KB, which is the
 //         price of the design.
-// GRID    ceil(T / {GROUP}) groups of two clusters of {CLUSTER} CTAs ({THREADS} threads): cluster 2g
-//         (role res) and 2g + 1 (role pre) serve tokens [{GROUP}g, {GROUP}g + {GROUP}) of T. CTA
-//         rank r owns channels [r cpc, (r+1) cpc) of every stream, cpc = C / 16.
+// GRID    Clusters of {CLUSTER} CTAs ({THREADS} threads): R = ceil(T / {RES_GROUP}) of role res, cluster g < R
+//         serving tokens [{RES_GROUP}g, {RES_GROUP}g + {RES_GROUP}), then ceil(T / {PRE_GROUP}) of role pre, cluster R + g
+//         serving tokens [{PRE_GROUP}g, {PRE_GROUP}g + {PRE_GROUP}) (a token's h_pre / h_post logits are half its h_res
+//         logits, so a pre cluster takes twice the tokens with the same 64 accumulators a thread;
+//         T = 16 is six clusters, resident at once on 132-SM parts). A cluster's group: its
+//         tokens (cnt). CTA rank r owns channels [r cpc, (r+1) cpc) of every stream, cpc = C / 16.
 // LOADS   Before the grid dependency every CTA prefetches its phi runs (and gamma_k's) to L2
 //         (cp.async.bulk.prefetch: weights only; nothing enters the CTA); where flags carry
 //         FLAG_EARLY_PARAMS (the caller's promise that no running kernel writes the weights) it
@@ -76,12 +92,12 @@ HEADER = f"""\
 //         stream l % 4 (at most 12 a warp instead of 68 on one warp: T = 1, C = 4096 in a graph
 //         5.77 -> 4.42 us, H200). One mbarrier a stream, the projection waiting per quad, was
 //         slower in graph replays wherever C / 16 is not 256 (C = 3072, T = 4: 8.21 against
-//         4.43 us; C = 7168: 9.78 against 5.87). Layout: x_s[{GROUP}][4 cpc] (storage dtype; zeros
+//         4.43 us; C = 7168: 9.78 against 5.87). Layout: x_s[group][4 cpc] (storage dtype; zeros
 //         past the group's tokens), gk_s[4 cpc] f32, phi_s[rows][4 cpc] f32.
 // PROJECT Thread j owns the slice's element quads q = j, j + {THREADS}, ...: per quad, the group's
 //         tokens' x (widened, times gamma_k) and the role's rows of phi (16-byte loads: a warp
 //         reads 512 consecutive bytes) into acc[t][row] (FMA over the quad's 4 elements, in
-//         order) and ss[t] (raw x); one of three bodies by the group's token count (1, 2, 3-4).
+//         order) and ss[t] (raw x); one body per token count (1, 2, 3-4, 5-8).
 //         The warp's 32 partials of each value are added by recursive halving: at the level of
 //         offset o, lanes with bit o send one half of their values and keep the other
 //         (shfl.bfly; keep + received), so lane l ends with values (l V / 32) .. summed over
@@ -90,9 +106,10 @@ HEADER = f"""\
 //         partial row of each token (ss, the role's logits).
 // PUSH    After the cluster barrier that the opening mbarrier init announced (arrive at the
 //         start, wait here), each row goes out by st.async (complete_tx on the receiver's
-//         mbarrier): role res sends token t's row ({ROW} words) to CTA t only, role pre every
-//         token's row (12 words) to every CTA. Rows of absent tokens are zeros, so every
-//         receiver expects a fixed byte count; no receiver exits before its bytes arrived.
+//         mbarrier): role res sends token t's row ({ROW} words) to CTA t only (rows of absent
+//         tokens are zeros, so CTAs 0..{RES_GROUP - 1} expect a fixed byte count), role pre every token's
+//         row (12 words) to every CTA (each expects cnt rows a rank; 16 cnt 3 float4 items, the
+//         CTA's threads taking every {THREADS}th). No receiver exits before its bytes arrived.
 // RES     CTA t < the group's tokens adds its token's 16 rows in rank order (17 threads, one a
 //         word), then thread 0: inv_rms, Z = logit inv_rms scale[2] + base, the Sinkhorn
 //         (pre_decode.ptx's one-thread body, sinkhorn.unrolled), h_res stored.
@@ -100,17 +117,18 @@ HEADER = f"""\
 //         thread per token and logit: h_pre = sigma(z) (+ eps_hc for V4), h_post = 2 sigma(z);
 //         CTA t stores token t's h_pre, h_post and inv_rms. Then the mix of the CTA's channels:
 //         a[t][c] = sum_i h_pre[t][i] x_s[t][i][c] (f32, streams in order, one rounding),
-//         8 channels a thread.
+//         an item of 8 channels of a token at a time, thread j taking items j, j + {THREADS}, ...
 // POST_PRE The post_pre entries take PostPrePcArgs (this kernel's arguments, then layer l's f,
 //         h_post, h_res, x_out and their strides). With the loads, bulk copies also bring f's
-//         slice of the group's tokens (f_s[{GROUP}][cpc] after phi_s) and threads load the tokens'
-//         h_post / h_res words (sm_uc[t][20]). After the loads, thread s < cnt cpc / 8 takes
-//         token s / (cpc / 8) and 8 channels: x'[i] = h_post[i] f, then + w[i][j] x[j] for
-//         j = 0..3 (w[i][j] = h_res[j][i] for V4, h_res[i][j] for the Paper): post.ptx's f32
-//         operations in its order, every output stream from one read of f and the 4 streams;
+//         slice of the group's tokens (f_s[group][cpc] after phi_s) and threads load the tokens'
+//         h_post / h_res words (sm_uc[t][20]). After the loads, item s < cnt cpc / 8 (thread j
+//         takes items j, j + {THREADS}, ...) is token s / (cpc / 8) and 8 channels:
+//         x'[i] = h_post[i] f, then + w[i][j] x[j] for j = 0..3 (w[i][j] = h_res[j][i] for
+//         V4, h_res[i][j] for the Paper): post.ptx's f32 operations in its order, every output
+//         stream from one read of f and the 4 streams;
 //         rounded to the storage type, stored to x_out by the pre role, and written back over
-//         x_s after a barrier. The projection, sums of squares and mix then read x', so the
-//         outputs are post then pre's, bit for bit.
+//         the item's own x_s words (no other item reads them). The projection, sums of squares
+//         and mix then read x', so the outputs are post then pre's, bit for bit.
 // ORDER   Every sum has a fixed order (the quads per thread, the halving levels, warps, ranks):
 //         identical inputs give identical bits.
 """
@@ -154,9 +172,9 @@ def declarations(name, esz, post):
     .reg .b64 %x, %phi, %scale, %base, %gk, %a, %hpre, %hpost, %hres, %inv, %part, %sync, %st;
     .reg .b32 %T, %n, %C, %M, %xs, %as, %cpc, %iters, %flags;
     .reg .f32 %eps_norm, %eps_hc, %invk, %inv_t, %sc, %bz<16>;
-    .reg .b32 %tx, %warp, %lane, %rank, %clu, %tok0, %cnt, %K, %c0, %q;
+    .reg .b32 %tx, %warp, %lane, %rank, %clu, %tok0, %cnt, %grp, %K, %c0, %q, %s;
     .reg .b32 %xsm, %gksm, %phsm, %rowb, %xrow, %lbar, %gbar;
-    .reg .f32 %acc<64>, %ss<4>, %xq<16>, %gq<4>, %ph<4>, %hs, %hk, %hr;
+    .reg .f32 %acc<64>, %ss<8>, %xq<32>, %gq<4>, %ph<4>, %hs, %hk, %hr;
     .reg .b32 %xw<8>;
     .reg .f32 %mo<8>, %gv<8>;
     .reg .f32 %S<16>;
@@ -171,12 +189,16 @@ def declarations(name, esz, post):
     and.b32 %lane, %tx, 31;
     mov.u32 %rank, %cluster_ctarank;
     mov.u32 %clu, %clusterid.x;
-    and.b32 %r0, %clu, 1;
-    setp.eq.u32 %p_res, %r0, 0;             // even cluster: the h_res logits; odd: h_pre / h_post and the mix
-    shr.u32 %tok0, %clu, 1;
-    shl.b32 %tok0, %tok0, {GROUP.bit_length() - 1};                  // the group's first token
+    add.u32 %r0, %T, {RES_GROUP - 1};
+    shr.u32 %r0, %r0, {RES_GROUP.bit_length() - 1};                   // res clusters: ceil(T / {RES_GROUP})
+    setp.lt.u32 %p_res, %clu, %r0;          // res first (h_res logits), then pre (h_pre / h_post, mix)
+    shl.b32 %r1, %clu, {RES_GROUP.bit_length() - 1};
+    sub.u32 %r2, %clu, %r0;
+    shl.b32 %r2, %r2, {PRE_GROUP.bit_length() - 1};
+    selp.u32 %tok0, %r1, %r2, %p_res;       // the cluster's first token
+    selp.u32 %grp, {RES_GROUP}, {PRE_GROUP}, %p_res;       // its group's size
     sub.u32 %cnt, %T, %tok0;
-    min.u32 %cnt, %cnt, {GROUP};                  // its tokens
+    min.u32 %cnt, %cnt, %grp;               // its tokens
     mul.lo.u32 %c0, %rank, %cpc;            // first channel of this CTA
     shl.b32 %K, %C, 2;                      // K = 4 C
     cvt.rn.f32.u32 %invk, %K;
@@ -187,14 +209,15 @@ def declarations(name, esz, post):
     setp.ne.u32 %p_gk, %r1, 0;
     and.b32 %r1, %flags, 32;
     setp.ne.u32 %p_early, %r1, 0;           // FLAG_EARLY_PARAMS: phi before the grid dependency
-    mov.u32 %xsm, dsm;                      // x_s[{GROUP}][4 cpc]
+    mov.u32 %xsm, dsm;                      // x_s[grp][4 cpc]
     shl.b32 %xrow, %cpc, {(4 * esz).bit_length() - 1};                 // bytes of a token's x slice (4 cpc elements)
-    shl.b32 %r1, %xrow, {GROUP.bit_length() - 1};
+    mul.lo.u32 %r1, %xrow, %grp;
     add.u32 %gksm, %xsm, %r1;               // gk_s[4 cpc] f32
     shl.b32 %rowb, %cpc, 4;                 // bytes of a phi row slice (4 cpc floats)
-    add.u32 %phsm, %gksm, %rowb;            // phi_s[rows][4 cpc] f32""" + ("""
-    shl.b32 %r1, %rowb, 4;
-    add.u32 %fsm, %phsm, %r1;               // post_pre: f_s[4][cpc] (storage dtype)""" if post else "") + f"""
+    add.u32 %phsm, %gksm, %rowb;            // phi_s[rows][4 cpc] f32""" + f"""
+    selp.u32 %r1, {ROLES['res']['rows']}, {ROLES['pre']['rows']}, %p_res;
+    mul.lo.u32 %r1, %r1, %rowb;
+    add.u32 %fsm, %phsm, %r1;               // post_pre: f_s[grp][cpc] (storage dtype)""" * post + f"""
     mov.u32 %lbar, sm_lbar;
     mov.u32 %gbar, sm_gbar;""" + (f"""
     setp.eq.u32 %pst, %tx, 0;
@@ -203,13 +226,17 @@ def declarations(name, esz, post):
     add.u64 %sadr, %sadr, %part;""" if "stamps" in EXPERIMENTS else "") + stamp(0)
 
 
-# post_pre: the f rows of the group's tokens, cpc elements each, arrive on the same mbarrier
-# post_pre: copy m = GROUP + 1 of "stream" i is token i's f row (cpc elements from channel c0)
+# post_pre: the f rows of the group's tokens, cpc elements each, arrive on the same mbarrier:
+# copy m = rows + grp + 1 + k of "stream" i is token 4 k + i's f row (cpc elements from channel c0)
 F_COPY = """
     bra FILLS;
 COPY_F:
-    setp.ne.u32 %p1, %r3, 5;
-    setp.ge.or.u32 %p1, %r4, %cnt, %p1;
+    sub.u32 %r5, %r3, %grp;
+    sub.u32 %r5, %r5, 1;                    // k (wraps below the f copies)
+    setp.gt.u32 %p1, %r5, {k_max};
+    @%p1 bra FILLS;
+    mad.lo.u32 %r4, %r5, 4, %r4;            // token t = 4 k + i
+    setp.ge.u32 %p1, %r4, %cnt;
     @%p1 bra FILLS;
     add.u32 %r5, %tok0, %r4;
     mul.wide.u32 %rd1, %r5, %uFS;
@@ -262,20 +289,23 @@ def post_step(esz):
     """post_pre, after the loads: x' = post(x) over the CTA's slice of the group's tokens, with
     post.ptx's f32 operations in its order (h_post[i] f, then + w[i][j] x[j] for j = 0..3, where
     w[i][j] = h_res[j][i] for DeepSeek-V4 and h_res[i][j] for the Paper), rounded to the storage
-    type, stored to x_out by the pre role and written back over x_s once every thread has read
-    it: the projection and the mix then read x', and the outputs are post then pre's, bit for
-    bit. Thread s < cnt cpc / 8 takes token s / (cpc / 8) and 8 channels of it, every output
-    stream from one read of f and the 4 input streams (at most one item a thread: cpc <= 512)."""
+    type, stored to x_out by the pre role and written back over x_s in place: an item (a token,
+    8 channels of its 4 streams) is read and rewritten by one thread, so no other thread's item
+    overlaps it. The projection and the mix then read x', and the outputs are post then pre's, bit
+    for bit. Item s < cnt cpc / 8 is token s / (cpc / 8) and 8 channels of it, every output stream
+    from one read of f and the 4 input streams; thread j takes items j, j + THREADS, ..."""
     L = []
     e = L.append
-    e(f"""    // ---- post_pre: x' = post(x); thread s -> token s / (cpc / 8), channels 8 (s % (cpc / 8)), 4 output streams
+    e(f"""    // ---- post_pre: x' = post(x); item s -> token s / (cpc / 8), channels 8 (s % (cpc / 8)), 4 output streams
     shr.u32 %r10, %cpc, 3;                  // octets a stream
-    mul.lo.u32 %r11, %cnt, %r10;
-    setp.lt.u32 %uq0, %tx, %r11;
+    mul.lo.u32 %r11, %cnt, %r10;            // items
+    mov.u32 %s, %tx;
+UX_ITEM:
+    setp.lt.u32 %uq0, %s, %r11;
     @!%uq0 bra UX_DONE;
-    div.u32 %r2, %tx, %r10;                 // t
+    div.u32 %r2, %s, %r10;                  // t
     mul.lo.u32 %r3, %r2, %r10;
-    sub.u32 %r5, %tx, %r3;
+    sub.u32 %r5, %s, %r3;
     shl.b32 %r5, %r5, 3;                    // first channel of the item in the slice
     mov.u32 %r6, sm_uc;
     mad.lo.u32 %r6, %r2, 80, %r6;           // the token's h_post[4], h_res[4][4]
@@ -306,7 +336,7 @@ def post_step(esz):
         for i in range(N):
             for q in range(4):
                 e(f"    cvt.rn.bf16x2.f32 %upk{4 * i + q}, %uov{8 * i + 2 * q + 1}, %uov{8 * i + 2 * q};")
-    e(f"""    @%p_res bra UX_DONE;
+    e(f"""    @%p_res bra UX_WRITE;
     add.u32 %r3, %tok0, %r2;
     mul.wide.u32 %ua, %r3, %uXS;
     add.u32 %r3, %c0, %r5;
@@ -319,15 +349,15 @@ def post_step(esz):
         if i:
             e("    add.u64 %ua, %ua, %rd3;")
         e(store_item(i, "st.global", "%ua", esz))
-    e("""UX_DONE:
-    barrier.sync 0;                         // every x read
-    @!%uq0 bra UX_WRITTEN;
+    e("""UX_WRITE:
     mov.u32 %r7, %us0;""")
     for i in range(N):
         if i:
             e("    add.u32 %r7, %r7, %r8;")
         e(store_item(i, "st.shared", "%r7", esz))
-    e("""UX_WRITTEN:
+    e(f"""    add.u32 %s, %s, {THREADS};
+    bra UX_ITEM;
+UX_DONE:
     barrier.sync 0;                         // x' in x_s""")
     return "\n".join(L)
 
@@ -444,14 +474,15 @@ def opening(esz, post):
     @%p_gk add.u32 %r1, %r1, %r3;
     shl.b32 %r1, %r1, 2;{F_BYTES.format(esz=esz) if post else ""}
     mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_lbar], %r1;
-    // the gather: role pre 16 ranks x {GROUP} tokens x 48 bytes; role res CTA t < {GROUP} 16 x {4 * ROW}
+    // the gather: role pre 16 ranks x the group's tokens x 48 bytes; role res CTA t < {RES_GROUP} 16 x {4 * ROW}
     @!%p_res bra ARM_PRE;
-    setp.ge.u32 %p2, %rank, {GROUP};
+    setp.ge.u32 %p2, %rank, {RES_GROUP};
     @%p2 bra INIT_DONE;
     mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_gbar], {CLUSTER * 4 * ROLES['res']['words']};
     bra INIT_DONE;
 ARM_PRE:
-    mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_gbar], {CLUSTER * GROUP * 4 * ROLES['pre']['words']};
+    mul.lo.u32 %r1, %cnt, {CLUSTER * 4 * ROLES['pre']['words']};
+    mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_gbar], %r1;
 INIT_DONE:
     barrier.sync 0;                         // the load mbarrier is armed
     barrier.cluster.arrive.release;         // waited for before the first push
@@ -506,14 +537,14 @@ COPY_X:
     cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r8, [%lbar];
     bra FILLS;
 COPY_GK:
-    setp.ne.u32 %p1, %r3, {GROUP};
+    setp.ne.u32 %p1, %r3, %grp;
     @%p1 bra {"COPY_F" if post else "FILLS"};
     @!%p_gk bra FILLS;
     mad.lo.u32 %r5, %r4, %C, %c0;
     mul.wide.u32 %rd1, %r5, 4;
     add.u64 %rd1, %gk, %rd1;
     mad.lo.u32 %r6, %r4, %r11, %gksm;
-    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%lbar];{F_COPY.format(esz=esz) if post else ""}
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%lbar];{F_COPY.format(esz=esz, k_max=GROUP // N - 1) if post else ""}
 FILLS:
     // gk_s = 1.0 without gamma_k (x times 1.0 is exact); x_s zeros past the group's tokens
     @%p_gk bra GK_DONE;
@@ -523,7 +554,7 @@ FILLS:
 {shared_fill("GK_FILL", "%gksm")}
 GK_DONE:
     mul.lo.u32 %r1, %cnt, %xrow;
-    shl.b32 %r3, %xrow, {GROUP.bit_length() - 1};
+    mul.lo.u32 %r3, %xrow, %grp;
     shl.b32 %r2, %tx, 4;
     add.u32 %r1, %r1, %r2;
     mov.b32 %r4, 0;
@@ -539,7 +570,7 @@ GK_DONE:
         e(f"    ld.global.nc.v4.f32 {{%bz{q}, %bz{q + 1}, %bz{q + 2}, %bz{q + 3}}}, [%base+{4 * (2 * N + q)}];")
     e(f"""    bra PARAMS_DONE;
 PARAMS_PRE:
-    setp.ge.u32 %p1, %tx, {GROUP * 2 * N};
+    setp.ge.u32 %p1, %tx, {PRE_GROUP * 2 * N};
     @%p1 bra PARAMS_DONE;
     and.b32 %r1, %tx, {2 * N - 1};
     mul.wide.u32 %rd1, %r1, 4;
@@ -675,8 +706,8 @@ def warp_sums(role, tg):
     e(warp_reduce([f"%acc{v}" for v in range(V)], 0))
     e(warp_reduce([f"%ss{t}" for t in range(tg)], 4 * V))
     e(f"""    barrier.sync 0;
-    // the CTA's rows: thread s < {GROUP * ROW} -> sm_row[t = s / {ROW}][k = s % {ROW}]
-    setp.ge.u32 %p1, %tx, {GROUP * ROW};
+    // the CTA's rows: thread s < {ROLES[role]['group'] * ROW} -> sm_row[t = s / {ROW}][k = s % {ROW}]
+    setp.ge.u32 %p1, %tx, {ROLES[role]['group'] * ROW};
     @%p1 bra ROWS_{R}_DONE;
     mov.f32 %f1, 0f00000000;
     div.u32 %r1, %tx, {ROW};                // t
@@ -707,15 +738,17 @@ ROWS_{R}_DONE:
 
 
 def role_rows(role, esz):
-    """The projection and the CTA's rows in one of three bodies by the group's token count, then
-    the cluster barrier's wait (every CTA's gather mbarrier is armed)."""
+    """The projection and the CTA's rows in one body per token count (1, 2, up to 4, up to 8; the
+    role's group bounds it), then the cluster barrier's wait (every CTA's gather mbarrier is
+    armed)."""
     R = role.upper()
-    L = [f"""    setp.eq.u32 %p1, %cnt, 1;
-    @%p1 bra {R}_TG1;
-    setp.eq.u32 %p1, %cnt, 2;
-    @%p1 bra {R}_TG2;"""]
-    for tg in (4, 1, 2):
-        if tg != 4:
+    counts = [tg for tg in (1, 2, 4, 8) if tg <= ROLES[role]["group"]]
+    L = []
+    for tg in counts[:-1]:
+        L.append(f"""    setp.le.u32 %p1, %cnt, {tg};
+    @%p1 bra {R}_TG{tg};""")
+    for tg in counts[::-1]:
+        if tg != counts[-1]:
             L.append(f"{R}_TG{tg}:")
         L.append(projection(role, esz, tg))
         L.append(warp_sums(role, tg))
@@ -743,29 +776,36 @@ def push_float4(token, slot, words, between=""):
 
 def push(role):
     """st.async of the rows: res token t's 5 float4 to CTA t; pre every token's 3 float4 to every
-    CTA (gat[t][rank][12])."""
+    CTA (gat[t][rank][12]), item s = (CTA d, token t, float4 k) of 16 cnt 3 taken by thread
+    s % THREADS."""
     words = ROLES[role]["words"]
     k4 = words // 4
     R = role.upper()
     if role == "res":
-        return f"""    // push: thread s < {GROUP * k4}: token t = s / {k4}, float4 k = s % {k4} -> CTA t, gat[rank][{ROW}]
-    setp.ge.u32 %p1, %tx, {GROUP * k4};
+        return f"""    // push: thread s < {RES_GROUP * k4}: token t = s / {k4}, float4 k = s % {k4} -> CTA t, gat[rank][{ROW}]
+    setp.ge.u32 %p1, %tx, {RES_GROUP * k4};
     @%p1 bra PUSH_{R}_DONE;
     div.u32 %r1, %tx, {k4};                 // t (the receiving rank)
     mul.lo.u32 %r2, %r1, {k4};
     sub.u32 %r2, %tx, %r2;                  // k
 {push_float4("%r1", "%rank", ROW)}
 PUSH_{R}_DONE:"""
-    return f"""    // push: thread s < {CLUSTER * GROUP * k4}: CTA d = s / {GROUP * k4}, token t, float4 k -> CTA d, gat[t][rank][{words}]
-    setp.ge.u32 %p1, %tx, {CLUSTER * GROUP * k4};
+    return f"""    // push: item s < {CLUSTER} cnt {k4}: CTA d = s / (cnt {k4}), token t, float4 k -> CTA d, gat[t][rank][{words}]
+    mul.lo.u32 %r9, %cnt, {k4};             // items a CTA receives
+    mul.lo.u32 %r10, %r9, {CLUSTER};
+    mov.u32 %s, %tx;
+PUSH_{R}:
+    setp.ge.u32 %p1, %s, %r10;
     @%p1 bra PUSH_{R}_DONE;
-    div.u32 %r1, %tx, {GROUP * k4};         // d
-    mul.lo.u32 %r2, %r1, {GROUP * k4};
-    sub.u32 %r2, %tx, %r2;
+    div.u32 %r1, %s, %r9;                   // d
+    mul.lo.u32 %r2, %r1, %r9;
+    sub.u32 %r2, %s, %r2;
     div.u32 %r7, %r2, {k4};                 // t
     mul.lo.u32 %r8, %r7, {k4};
     sub.u32 %r2, %r2, %r8;                  // k
 {push_float4("%r7", "%r8", words, chr(10) + f"    mad.lo.u32 %r8, %r7, {CLUSTER}, %rank;")}
+    add.u32 %s, %s, {THREADS};
+    bra PUSH_{R};
 PUSH_{R}_DONE:"""
 
 
@@ -786,7 +826,7 @@ GATHER_WAIT = """GW_{R}:
 
 
 def res_tail():
-    """CTA t < GROUP waits for its 16 rows; t < cnt adds them and runs the Sinkhorn."""
+    """CTA t < RES_GROUP waits for its 16 rows; t < cnt adds them and runs the Sinkhorn."""
     L = []
     e = L.append
 
@@ -794,7 +834,7 @@ def res_tail():
         text = stamp(k, clock)
         if text:  # timing builds only
             e(text.lstrip("\n"))
-    e(f"""    setp.ge.u32 %p1, %rank, {GROUP};
+    e(f"""    setp.ge.u32 %p1, %rank, {RES_GROUP};
     @%p1 bra EXIT;                          // receives nothing
 {GATHER_WAIT.format(R="RES", S=stamp(6))}
     setp.ge.u32 %p1, %rank, %cnt;
@@ -840,8 +880,9 @@ def pre_tail(esz):
     L = []
     e = L.append
     e(f"""{GATHER_WAIT.format(R="PRE", S=stamp(6))}
-    // thread s < {GROUP * 9}: token t = s / 9, word v = s % 9 (ss, 8 logits), ranks in order
-    setp.ge.u32 %p1, %tx, {GROUP * 9};
+    // thread s < cnt 9: token t = s / 9, word v = s % 9 (ss, 8 logits), ranks in order
+    mul.lo.u32 %r1, %cnt, 9;
+    setp.ge.u32 %p1, %tx, %r1;
     @%p1 bra PRE_SUMMED;
     div.u32 %r1, %tx, 9;
     mul.lo.u32 %r2, %r1, 9;
@@ -858,8 +899,8 @@ def pre_tail(esz):
     st.shared.f32 [%r6], %f1;
 PRE_SUMMED:
     barrier.sync 0;
-    // thread s < {GROUP * 2 * N}: token t = s / 8, logit i = s % 8: h_pre (i < 4) or h_post
-    setp.ge.u32 %p1, %tx, {GROUP * 2 * N};
+    // thread s < {PRE_GROUP * 2 * N}: token t = s / 8, logit i = s % 8: h_pre (i < 4) or h_post
+    setp.ge.u32 %p1, %tx, {PRE_GROUP * 2 * N};
     @%p1 bra COEF_DONE;
     shr.u32 %r1, %tx, 3;                    // t
     and.b32 %r2, %tx, 7;                    // i
@@ -904,13 +945,16 @@ COEF_POST:
     st.global.f32 [%rd1], %f3;
 COEF_DONE:
     barrier.sync 0;
-    // mix: thread s -> token t = s / (cpc / 8), channels 8 (s % (cpc / 8)) of the slice
+    // mix: item s -> token t = s / (cpc / 8), channels 8 (s % (cpc / 8)) of the slice; thread j
+    // takes items j, j + {THREADS}, ...
     shr.u32 %r1, %cpc, 3;
-    div.u32 %r2, %tx, %r1;                  // t
+    mov.u32 %s, %tx;
+MIX:
+    div.u32 %r2, %s, %r1;                   // t
     setp.ge.u32 %p1, %r2, %cnt;
-    @%p1 bra EXIT;
+    @%p1 bra MIXED;
     mul.lo.u32 %r3, %r2, %r1;
-    sub.u32 %r3, %tx, %r3;
+    sub.u32 %r3, %s, %r3;
     shl.b32 %r3, %r3, 3;                    // first channel of the item in the slice
     mad.lo.u32 %r4, %r2, %xrow, %xsm;
     mad.lo.u32 %r4, %r3, {esz}, %r4;        // &x_s[t][stream 0][channel]
@@ -943,7 +987,9 @@ COEF_DONE:
     mul.lo.u64 %rd1, %rd1, {esz};
     add.u64 %rd1, %a, %rd1;""")
     e(store8("%rd1", [f"%mo{j}" for j in range(8)], esz == 2, [f"%xw{j}" for j in range(4)]))
-    e(stamp(7))
+    e(f"""    add.u32 %s, %s, {THREADS};
+    bra MIX;
+MIXED:""" + stamp(7))
     return "\n".join(L)
 
 
@@ -970,9 +1016,9 @@ def main():
 .extern .shared .align 128 .b8 dsm[];      // x_s, gk_s, phi_s (header, LOADS)
 .shared .align 8 .b64 sm_lbar;             // the copies' mbarrier
 .shared .align 8 .b64 sm_gbar;             // the gather's mbarrier (st.async from the peers)
-.shared .align 16 .b8 sm_red[{4 * WARPS * (GROUP * 16 + GROUP)}];    // warp sums red[8][V + {GROUP}]
+.shared .align 16 .b8 sm_red[{4 * WARPS * RED_STRIDE}];    // warp sums red[8][V + tg] (V = tg rows)
 .shared .align 16 .b8 sm_row[{4 * GROUP * ROW}];      // the CTA's rows [{GROUP}][{ROW}]
-.shared .align 16 .b8 sm_gat[{4 * max(CLUSTER * ROW, GROUP * CLUSTER * 12)}];     // res: [16 ranks][{ROW}]; pre: [{GROUP}][16 ranks][12]
+.shared .align 16 .b8 sm_gat[{4 * max(CLUSTER * ROW, PRE_GROUP * CLUSTER * 12)}];     // res: [16 ranks][{ROW}]; pre: [{PRE_GROUP}][16 ranks][12]
 .shared .align 16 .b8 sm_sum[{4 * GROUP * 12}];      // the rows added over the ranks
 .shared .align 16 .b8 sm_hp[{4 * GROUP * N}];        // h_pre [{GROUP}][4]
 .shared .align 16 .b8 sm_uc[{4 * GROUP * 20}];       // post_pre: layer l's h_post [4] and h_res [4][4] per token
@@ -1012,14 +1058,14 @@ def catalogue_rows():
                     "computed from the slices it loads (f's slice and the coefficients arrive with x's; x' with post's "
                     "f32 operations in its order, stored by the h_pre clusters and written back over the x slice)"
                     if post else
-                    f"pre for 1..{MAX_TOKENS} tokens: per {GROUP} tokens a {CLUSTER}-CTA cluster for the h_res logits "
-                    "(and the Sinkhorn) and one for the h_pre / h_post logits (and the mix), each splitting K over its "
+                    f"pre for 1..{MAX_TOKENS} tokens: per {RES_GROUP} tokens a {CLUSTER}-CTA cluster for the h_res logits "
+                    f"(and the Sinkhorns), per {PRE_GROUP} one for the h_pre / h_post logits (and the mix), each splitting K over its "
                     "CTAs and adding their partial rows through distributed shared memory: no grid-wide exchange")
             args = POST_PRE_PC if post else PRE_DECODE
             rows.append(catalogue.row(
                 f"{stage}_lc_sm90_{dt}", stage, ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_lc.cubin",
                 f"mhc_{stage}_lc_sm90_{dt}", [dt], [N], (C_MULTIPLE, MIN_C, CLUSTER * MAX_CPC), (1, MAX_TOKENS),
-                GROUP, THREADS, what, kind, x_passes=1, params=f"{args.name} ({args.size} B, {RUST_MIRROR})",
+                RES_GROUP, THREADS, what, kind, x_passes=1, params=f"{args.name} ({args.size} B, {RUST_MIRROR})",
                 rank=70, options=["gamma_k"],
                 geometry=G(channels_per_thread=8, cluster=CLUSTER, dynamic_shared_max=lc_shared(esz, MAX_CPC, post),
                            traits=["grid_dependency"]),

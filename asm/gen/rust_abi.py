@@ -120,10 +120,11 @@ def pre_decode_items():
 def pre_lc_items():
     c = pre_lc
     return [
-        const("LC_GROUP_TOKENS", "usize", c.GROUP, "Tokens per group of `mhc_pre_lc_sm90_*`: one pair of clusters (h_res logits, h_pre / h_post logits) per group."),
+        const("LC_RES_TOKENS", "usize", c.RES_GROUP, "Tokens per h_res cluster of `mhc_pre_lc_sm90_*` (its h_res logits; CTA t runs token t's Sinkhorn): the grid's first ceil(T / this) clusters."),
+        const("LC_PRE_TOKENS", "usize", c.PRE_GROUP, "Tokens per h_pre cluster (their h_pre / h_post logits and the mix): the grid's last ceil(T / this) clusters."),
         const("LC_CLUSTER", "u32", c.CLUSTER, "CTAs per cluster (a non-portable size); CTA r owns channels [r C/16, (r+1) C/16)."),
-        const("LC_MAX_TOKENS", "usize", c.MAX_TOKENS, "Largest T of the entries (three groups: six clusters)."),
-        const("LC_SHARED_PER_CHANNEL_BF16", "usize", c.lc_shared(2, 1), "Dynamic shared memory per channel of a CTA's C/16, bf16 storage (x slices of the group, gamma_k's slice, 16 phi row slices)."),
+        const("LC_MAX_TOKENS", "usize", c.MAX_TOKENS, "Largest T of the entries (4 h_res clusters and 2 h_pre clusters: six clusters)."),
+        const("LC_SHARED_PER_CHANNEL_BF16", "usize", c.lc_shared(2, 1), "Dynamic shared memory per channel of a CTA's C/16, bf16 storage (the h_res role's: x slices of its tokens, gamma_k's slice, 16 phi row slices)."),
         const("LC_SHARED_PER_CHANNEL_F32", "usize", c.lc_shared(4, 1), "The same with f32 storage."),
         const("LC_POST_SHARED_PER_CHANNEL_BF16", "usize", c.lc_shared(2, 1, True), "The `post_pre` entries' dynamic shared memory per channel, bf16: the `pre` entries' and f's slices of the group."),
         const("LC_POST_SHARED_PER_CHANNEL_F32", "usize", c.lc_shared(4, 1, True), "The same with f32 storage."),

@@ -481,16 +481,19 @@ pub const MID_N8_MAX_TOKENS: usize = 32;
 
 // ---- pre_lc
 
-/// Tokens per group of `mhc_pre_lc_sm90_*`: one pair of clusters (h_res logits, h_pre / h_post logits) per group.
-pub const LC_GROUP_TOKENS: usize = 4;
+/// Tokens per h_res cluster of `mhc_pre_lc_sm90_*` (its h_res logits; CTA t runs token t's Sinkhorn): the grid's first ceil(T / this) clusters.
+pub const LC_RES_TOKENS: usize = 4;
+
+/// Tokens per h_pre cluster (their h_pre / h_post logits and the mix): the grid's last ceil(T / this) clusters.
+pub const LC_PRE_TOKENS: usize = 8;
 
 /// CTAs per cluster (a non-portable size); CTA r owns channels [r C/16, (r+1) C/16).
 pub const LC_CLUSTER: u32 = 16;
 
-/// Largest T of the entries (three groups: six clusters).
-pub const LC_MAX_TOKENS: usize = 12;
+/// Largest T of the entries (4 h_res clusters and 2 h_pre clusters: six clusters).
+pub const LC_MAX_TOKENS: usize = 16;
 
-/// Dynamic shared memory per channel of a CTA's C/16, bf16 storage (x slices of the group, gamma_k's slice, 16 phi row slices).
+/// Dynamic shared memory per channel of a CTA's C/16, bf16 storage (the h_res role's: x slices of its tokens, gamma_k's slice, 16 phi row slices).
 pub const LC_SHARED_PER_CHANNEL_BF16: usize = 304;
 
 /// The same with f32 storage.

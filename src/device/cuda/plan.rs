@@ -769,11 +769,11 @@ mod tests {
     #[test]
     fn planned_kernels_follow_the_catalogue() {
         use Stage::{Post, PostPre, Pre};
-        // pre, n = 4, C = 4096: the logit clusters up to 12 tokens, mid up to 64 (the decode
+        // pre, n = 4, C = 4096: the logit clusters up to 16 tokens, mid up to 64 (the decode
         // kernel behind it), then the persistent clusters.
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 1), ["mhc_pre_lc_sm90_bf16"]);
-        assert_eq!(planned(4, 7168, Dtype::F32, Pre, 12), ["mhc_pre_lc_sm90_f32"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 13), ["mhc_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 7168, Dtype::F32, Pre, 16), ["mhc_pre_lc_sm90_f32"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 17), ["mhc_pre_mid_sm90_bf16"]);
         // Where the logit clusters do not run (C not a multiple of 128, past 8192, n = 3):
         // mid16 up to 8 tokens, then mid.
         assert_eq!(planned(4, 1288, Dtype::Bf16, Pre, 1), ["mhc_pre_mid16_sm90_bf16"]);
@@ -798,10 +798,10 @@ mod tests {
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 448), ["mhc_post_pre_pc16m_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 449), ["mhc_post_pre_pc16_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 8192), ["mhc_post_pre_pc16_bf16_n4"]);
-        // The logit clusters' fused entries to 12 tokens where they run, else mid16 / mid.
+        // The logit clusters' fused entries to 16 tokens where they run, else mid16 / mid.
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 1), ["mhc_post_pre_lc_sm90_bf16"]);
-        assert_eq!(planned(4, 7168, Dtype::F32, PostPre, 12), ["mhc_post_pre_lc_sm90_f32"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 13), ["mhc_post_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 7168, Dtype::F32, PostPre, 16), ["mhc_post_pre_lc_sm90_f32"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 17), ["mhc_post_pre_mid_sm90_bf16"]);
         assert_eq!(planned(4, 4104, Dtype::Bf16, PostPre, 1), ["mhc_post_pre_mid16_sm90_bf16"]);
         assert_eq!(planned(4, 4104, Dtype::Bf16, PostPre, 8), ["mhc_post_pre_mid16_sm90_bf16"]);
         assert_eq!(planned(4, 4104, Dtype::Bf16, PostPre, 9), ["mhc_post_pre_mid_sm90_bf16"]);
