@@ -713,7 +713,7 @@ fn pre_mid_n8_kernel_shapes() {
 /// The logit-cluster entries (asm/ptx/sm90/pre_lc.ptx, `mhc_pre_lc_sm90_*`) where the catalogue
 /// selects them (n = 4, no gamma_f, C a multiple of 128 in 512..=8192, T = 1..16): within the
 /// reference's tolerances at every token count of a group and across groups (1..5, 8, 9, 12,
-/// 13, 16: the h_res clusters take 4 tokens, the h_pre clusters 8), C of 512, 1152 (72 channels
+/// 13, 16: the h_res clusters take 4 tokens, the h_pre clusters 8 above 12), C of 512, 1152 (72 channels
 /// a CTA), 1280, 4096, 7168 and 8192, phi ~ 0.5, gamma_k, strided rows, both formulations and
 /// dtypes; and that T = 17, n = 3, gamma_f, C = 1288 (not a multiple of 128) and C = 8320 keep
 /// the other kernels. The same shapes through the fused

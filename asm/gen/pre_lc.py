@@ -37,14 +37,22 @@ ROLES = {
 RES_GROUP = ROLES["res"]["group"]
 PRE_GROUP = ROLES["pre"]["group"]
 GROUP = max(RES_GROUP, PRE_GROUP)   # the most tokens a cluster serves (the shared arrays' rows)
+# Up to NARROW_MAX_TOKENS the pre clusters take RES_GROUP tokens too (three of each role fit the
+# six resident clusters, and a pre cluster's path is shorter with fewer tokens); beyond, PRE_GROUP.
+NARROW_MAX_TOKENS = 12
 RED_STRIDE = max(r["group"] * (r["rows"] + 1) for r in ROLES.values())  # warp sums and squares
 MAX_TOKENS = 16             # 4 res clusters and 2 pre clusters: six 16-CTA clusters, resident at
                             # once on 132-SM parts
 
 
+def pre_group(t):
+    """Tokens a pre cluster serves at t tokens (src/device/cuda/pre/lc.rs mirrors it)."""
+    return RES_GROUP if t <= NARROW_MAX_TOKENS else PRE_GROUP
+
+
 def clusters(t):
-    """(res clusters, pre clusters) of a launch at t tokens (src/device/cuda/pre/lc.rs mirrors it)."""
-    return -(-t // RES_GROUP), -(-t // PRE_GROUP)
+    """(res clusters, pre clusters) of a launch at t tokens."""
+    return -(-t // RES_GROUP), -(-t // pre_group(t))
 
 
 def lc_shared(esz, cpc, post=False):
@@ -76,11 +84,14 @@ HEADER = f"""\
 //         phi for its C/16 channels: 64 (32) KB at C = 4096 instead of 12 KB, which is the
 //         price of the design.
 // GRID    Clusters of {CLUSTER} CTAs ({THREADS} threads): R = ceil(T / {RES_GROUP}) of role res, cluster g < R
-//         serving tokens [{RES_GROUP}g, {RES_GROUP}g + {RES_GROUP}), then ceil(T / {PRE_GROUP}) of role pre, cluster R + g
-//         serving tokens [{PRE_GROUP}g, {PRE_GROUP}g + {PRE_GROUP}) (a token's h_pre / h_post logits are half its h_res
-//         logits, so a pre cluster takes twice the tokens with the same 64 accumulators a thread;
-//         T = 16 is six clusters, resident at once on 132-SM parts). A cluster's group: its
-//         tokens (cnt). CTA rank r owns channels [r cpc, (r+1) cpc) of every stream, cpc = C / 16.
+//         serving tokens [{RES_GROUP}g, {RES_GROUP}g + {RES_GROUP}), then ceil(T / G) of role pre, cluster R + g serving
+//         tokens [G g, G g + G), G = {RES_GROUP} up to T = {NARROW_MAX_TOKENS} and {PRE_GROUP} above. A token's h_pre / h_post
+//         logits are half its h_res logits, so a pre cluster can take twice the tokens with the
+//         same 64 accumulators a thread: T = 16 is 4 + 2 clusters, resident at once on 132-SM
+//         parts. Up to T = {NARROW_MAX_TOKENS} three of each role fit as well, and a pre cluster of {RES_GROUP} tokens ends
+//         sooner (H200: C = 7168, T = 8, post_pre in a graph 6.42 against 6.59 us with {PRE_GROUP}). A
+//         cluster's group: its tokens (cnt). CTA rank r owns channels [r cpc, (r+1) cpc) of every
+//         stream, cpc = C / 16.
 // LOADS   Before the grid dependency every CTA prefetches its phi runs (and gamma_k's) to L2
 //         (cp.async.bulk.prefetch: weights only; nothing enters the CTA); where flags carry
 //         FLAG_EARLY_PARAMS (the caller's promise that no running kernel writes the weights) it
@@ -122,8 +133,9 @@ HEADER = f"""\
 //         h_post, h_res, x_out and their strides). With the loads, bulk copies also bring f's
 //         slice of the group's tokens (f_s[group][cpc] after phi_s) and threads load the tokens'
 //         h_post / h_res words (sm_uc[t][20]). After the loads, item s < cnt cpc / 8 (thread j
-//         takes items j, j + {THREADS}, ...) is token s / (cpc / 8) and 8 channels:
-//         x'[i] = h_post[i] f, then + w[i][j] x[j] for j = 0..3 (w[i][j] = h_res[j][i] for
+//         takes items j and j + {THREADS} in straight-line code: a loop over the items took 5.87
+//         against 5.23 us at C = 4096, T = 16 in a graph, H200) is token s / (cpc / 8) and 8
+//         channels: x'[i] = h_post[i] f, then + w[i][j] x[j] for j = 0..3 (w[i][j] = h_res[j][i] for
 //         V4, h_res[i][j] for the Paper): post.ptx's f32 operations in its order, every output
 //         stream from one read of f and the 4 streams;
 //         rounded to the storage type, stored to x_out by the pre role, and written back over
@@ -192,11 +204,13 @@ def declarations(name, esz, post):
     add.u32 %r0, %T, {RES_GROUP - 1};
     shr.u32 %r0, %r0, {RES_GROUP.bit_length() - 1};                   // res clusters: ceil(T / {RES_GROUP})
     setp.lt.u32 %p_res, %clu, %r0;          // res first (h_res logits), then pre (h_pre / h_post, mix)
+    setp.gt.u32 %p1, %T, {NARROW_MAX_TOKENS};
+    selp.u32 %r3, {PRE_GROUP}, {RES_GROUP}, %p1;          // a pre cluster's group
     shl.b32 %r1, %clu, {RES_GROUP.bit_length() - 1};
     sub.u32 %r2, %clu, %r0;
-    shl.b32 %r2, %r2, {PRE_GROUP.bit_length() - 1};
+    mul.lo.u32 %r2, %r2, %r3;
     selp.u32 %tok0, %r1, %r2, %p_res;       // the cluster's first token
-    selp.u32 %grp, {RES_GROUP}, {PRE_GROUP}, %p_res;       // its group's size
+    selp.u32 %grp, {RES_GROUP}, %r3, %p_res;          // its group's size
     sub.u32 %cnt, %T, %tok0;
     min.u32 %cnt, %cnt, %grp;               // its tokens
     mul.lo.u32 %c0, %rank, %cpc;            // first channel of this CTA
@@ -293,14 +307,24 @@ def post_step(esz):
     8 channels of its 4 streams) is read and rewritten by one thread, so no other thread's item
     overlaps it. The projection and the mix then read x', and the outputs are post then pre's, bit
     for bit. Item s < cnt cpc / 8 is token s / (cpc / 8) and 8 channels of it, every output stream
-    from one read of f and the 4 input streams; thread j takes items j, j + THREADS, ..."""
+    from one read of f and the 4 input streams; thread j takes items j and j + THREADS (the
+    second only where a group of 8 tokens has more items than threads), in straight-line code."""
+    passes = -(-GROUP * MAX_CPC // 8 // THREADS)
+    L = [f"""    // ---- post_pre: x' = post(x); item s -> token s / (cpc / 8), channels 8 (s % (cpc / 8)), 4 output streams
+    shr.u32 %r10, %cpc, 3;                  // octets a stream
+    mul.lo.u32 %r11, %cnt, %r10;            // items"""]
+    for k in range(passes):
+        L.append(post_item(esz, k))
+    L.append("""UX_DONE:
+    barrier.sync 0;                         // x' in x_s""")
+    return "\n".join(L)
+
+
+def post_item(esz, k):
+    """post_step's item s = %tx + k THREADS of this thread, if any (none: on to UX_DONE)."""
     L = []
     e = L.append
-    e(f"""    // ---- post_pre: x' = post(x); item s -> token s / (cpc / 8), channels 8 (s % (cpc / 8)), 4 output streams
-    shr.u32 %r10, %cpc, 3;                  // octets a stream
-    mul.lo.u32 %r11, %cnt, %r10;            // items
-    mov.u32 %s, %tx;
-UX_ITEM:
+    e(f"""    add.u32 %s, %tx, {k * THREADS};
     setp.lt.u32 %uq0, %s, %r11;
     @!%uq0 bra UX_DONE;
     div.u32 %r2, %s, %r10;                  // t
@@ -336,7 +360,7 @@ UX_ITEM:
         for i in range(N):
             for q in range(4):
                 e(f"    cvt.rn.bf16x2.f32 %upk{4 * i + q}, %uov{8 * i + 2 * q + 1}, %uov{8 * i + 2 * q};")
-    e(f"""    @%p_res bra UX_WRITE;
+    e(f"""    @%p_res bra UX{k}_WRITE;
     add.u32 %r3, %tok0, %r2;
     mul.wide.u32 %ua, %r3, %uXS;
     add.u32 %r3, %c0, %r5;
@@ -349,16 +373,12 @@ UX_ITEM:
         if i:
             e("    add.u64 %ua, %ua, %rd3;")
         e(store_item(i, "st.global", "%ua", esz))
-    e("""UX_WRITE:
+    e(f"""UX{k}_WRITE:
     mov.u32 %r7, %us0;""")
     for i in range(N):
         if i:
             e("    add.u32 %r7, %r7, %r8;")
         e(store_item(i, "st.shared", "%r7", esz))
-    e(f"""    add.u32 %s, %s, {THREADS};
-    bra UX_ITEM;
-UX_DONE:
-    barrier.sync 0;                         // x' in x_s""")
     return "\n".join(L)
 
 

@@ -121,7 +121,8 @@ def pre_lc_items():
     c = pre_lc
     return [
         const("LC_RES_TOKENS", "usize", c.RES_GROUP, "Tokens per h_res cluster of `mhc_pre_lc_sm90_*` (its h_res logits; CTA t runs token t's Sinkhorn): the grid's first ceil(T / this) clusters."),
-        const("LC_PRE_TOKENS", "usize", c.PRE_GROUP, "Tokens per h_pre cluster (their h_pre / h_post logits and the mix): the grid's last ceil(T / this) clusters."),
+        const("LC_PRE_TOKENS", "usize", c.PRE_GROUP, "Tokens per h_pre cluster (their h_pre / h_post logits and the mix) above `LC_NARROW_MAX_TOKENS`: the grid's last ceil(T / this) clusters."),
+        const("LC_NARROW_MAX_TOKENS", "usize", c.NARROW_MAX_TOKENS, "Up to this T the h_pre clusters take `LC_RES_TOKENS` tokens each."),
         const("LC_CLUSTER", "u32", c.CLUSTER, "CTAs per cluster (a non-portable size); CTA r owns channels [r C/16, (r+1) C/16)."),
         const("LC_MAX_TOKENS", "usize", c.MAX_TOKENS, "Largest T of the entries (4 h_res clusters and 2 h_pre clusters: six clusters)."),
         const("LC_SHARED_PER_CHANNEL_BF16", "usize", c.lc_shared(2, 1), "Dynamic shared memory per channel of a CTA's C/16, bf16 storage (the h_res role's: x slices of its tokens, gamma_k's slice, 16 phi row slices)."),

@@ -484,8 +484,11 @@ pub const MID_N8_MAX_TOKENS: usize = 32;
 /// Tokens per h_res cluster of `mhc_pre_lc_sm90_*` (its h_res logits; CTA t runs token t's Sinkhorn): the grid's first ceil(T / this) clusters.
 pub const LC_RES_TOKENS: usize = 4;
 
-/// Tokens per h_pre cluster (their h_pre / h_post logits and the mix): the grid's last ceil(T / this) clusters.
+/// Tokens per h_pre cluster (their h_pre / h_post logits and the mix) above `LC_NARROW_MAX_TOKENS`: the grid's last ceil(T / this) clusters.
 pub const LC_PRE_TOKENS: usize = 8;
+
+/// Up to this T the h_pre clusters take `LC_RES_TOKENS` tokens each.
+pub const LC_NARROW_MAX_TOKENS: usize = 12;
 
 /// CTAs per cluster (a non-portable size); CTA r owns channels [r C/16, (r+1) C/16).
 pub const LC_CLUSTER: u32 = 16;

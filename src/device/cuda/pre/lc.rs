@@ -2,8 +2,8 @@
 //! `mhc_pre_lc_sm90_{bf16,f32}`): n = 4, C a multiple of 128 up to 8192, no gamma_f, T <=
 //! [`LC_MAX_TOKENS`]. The grid is clusters of [`LC_CLUSTER`] CTAs: first one per
 //! [`LC_RES_TOKENS`] tokens that computes their 16 h_res logits and runs their Sinkhorns, then one
-//! per [`LC_PRE_TOKENS`] tokens for their 8 h_pre / h_post logits and the mix (a token's h_pre
-//! logits cost half its h_res logits). CTA r of a cluster owns channels `[r C/16, (r+1) C/16)`
+//! per [`pre_group`] tokens for their 8 h_pre / h_post logits and the mix (a token's h_pre logits
+//! cost half its h_res logits). CTA r of a cluster owns channels `[r C/16, (r+1) C/16)`
 //! of every stream; the CTAs' partial rows meet through distributed shared memory, so no CTA
 //! waits for another cluster, nothing goes through the workspace, and the grid needs no
 //! co-residency beyond each cluster's own (the hardware's guarantee). Its `post_pre` entries
@@ -18,7 +18,18 @@ use crate::device::cuda::abi::{
     PreDecodeArgs, LC_POST_SHARED_PER_CHANNEL_BF16, LC_POST_SHARED_PER_CHANNEL_F32, LC_SHARED_PER_CHANNEL_BF16,
     LC_SHARED_PER_CHANNEL_F32,
 };
-pub use crate::device::cuda::abi::{LC_CLUSTER, LC_MAX_TOKENS, LC_PRE_TOKENS, LC_RES_TOKENS};
+pub use crate::device::cuda::abi::{LC_CLUSTER, LC_MAX_TOKENS, LC_NARROW_MAX_TOKENS, LC_PRE_TOKENS, LC_RES_TOKENS};
+
+/// Tokens an h_pre cluster serves at `t` tokens (the kernel's rule): [`LC_RES_TOKENS`] up to
+/// [`LC_NARROW_MAX_TOKENS`] (three clusters of each role fit the six resident ones, and the
+/// h_pre clusters end sooner with fewer tokens), [`LC_PRE_TOKENS`] above (T = 16: 4 + 2 clusters).
+pub(crate) fn pre_group(t: usize) -> usize {
+    if t <= LC_NARROW_MAX_TOKENS {
+        LC_RES_TOKENS
+    } else {
+        LC_PRE_TOKENS
+    }
+}
 use crate::device::cuda::launch::Row;
 use crate::error::Result;
 use crate::Stage;
@@ -29,7 +40,7 @@ use crate::Stage;
 pub(crate) fn shape(c: usize, t: usize, dtype: Dtype, post: bool) -> (u32, usize, u32) {
     let cluster = LC_CLUSTER as usize;
     let cpc = c / cluster;
-    let clusters = t.div_ceil(LC_RES_TOKENS) + t.div_ceil(LC_PRE_TOKENS);
+    let clusters = t.div_ceil(LC_RES_TOKENS) + t.div_ceil(pre_group(t));
     let per_channel = match (dtype == Dtype::Bf16, post) {
         (true, false) => LC_SHARED_PER_CHANNEL_BF16,
         (false, false) => LC_SHARED_PER_CHANNEL_F32,
@@ -91,8 +102,9 @@ mod tests {
     fn the_grid_is_a_cluster_per_role_and_group_and_the_slices_fit() {
         assert_eq!(shape(4096, 1, Dtype::Bf16, false), (32, 256, 256 * LC_SHARED_PER_CHANNEL_BF16 as u32));
         assert_eq!(shape(7168, 4, Dtype::Bf16, true).0, 32);
-        assert_eq!(shape(7168, 5, Dtype::F32, false).0, 3 * LC_CLUSTER);
-        assert_eq!(shape(4096, 9, Dtype::Bf16, false).0, 5 * LC_CLUSTER);
+        assert_eq!(shape(7168, 5, Dtype::F32, false).0, 4 * LC_CLUSTER);
+        assert_eq!(shape(4096, 12, Dtype::Bf16, false).0, 6 * LC_CLUSTER);
+        assert_eq!(shape(4096, 13, Dtype::Bf16, false).0, 6 * LC_CLUSTER);
         // Six clusters at most: resident at once on the 132-SM parts.
         assert_eq!(shape(4096, LC_MAX_TOKENS, Dtype::Bf16, true).0, 6 * LC_CLUSTER);
         // At the catalogue's largest C the f32 slices fit an H100's 227 KB with the static arrays.
