@@ -531,7 +531,7 @@ fn pre_n4_math_sizes() {
 /// The decode-sized shapes (asm/ptx/sm90/pre_decode.ptx): T in {1, 2, 3, 5, 9, 16} (every token
 /// class of phase 2), n in {1, 2, 3, 4}, C in {64, 72, 1280, 1288, 4096, 7168}, both
 /// formulations and dtypes, phi ~ 0.02 and ~ 0.5, strided x and a, gamma_k. A few-token kernel
-/// runs each: the logit clusters at n = 4 up to 12 tokens where C is a multiple of 128, the mid
+/// runs each: the logit clusters at n = 4 up to 16 tokens where C is a multiple of 128, the mid
 /// entry elsewhere where C >= 512, the decode entry at C < 512 and with forced CTA counts (64,
 /// 100, 132 at C = 4096; 20 at C = 1280); n = 8 above 32 tokens and gamma_f keep the general
 /// kernel.
@@ -607,7 +607,7 @@ fn assert_ctas_refused(dev: &CudaDevice, stream: &Stream, rng: &mut reference::t
 
 /// The mid kernel (asm/ptx/sm90/pre_decode.ptx, `mhc_pre_mid_*`) at the shapes it is selected
 /// for: T in 1..=64 (token classes, both 32-token FMA passes, partial passes; at n = 4 and C a
-/// multiple of 128 from 13 tokens, below them the logit clusters run), n in {1, 2, 3, 4}, C in
+/// multiple of 128 from 17 tokens, below them the logit clusters run), n in {1, 2, 3, 4}, C in
 /// {512, 520, 1280, 1288, 4096, 4104, 7168}, both formulations and dtypes, phi ~ 0.5, strided x and a, gamma_k,
 /// forced CTA counts; and that C < 512, n = 8, gamma_f and T = 65 keep the other kernels, and
 /// that fewer CTAs than tokens are refused before the launch.
@@ -634,7 +634,7 @@ fn pre_mid_kernel_shapes() {
                 (2, 1280, 20),
                 (3, 7168, 48),
                 (4, 4104, 1),
-                (4, 7168, 16),
+                (4, 7168, 17),
                 (4, 520, 8),
                 (2, 1280, 3),
             ] {
@@ -849,8 +849,8 @@ fn mid_sanitizer_smoke() {
 
 /// The mid kernel's post_pre entries (pre_decode.ptx `mhc_post_pre_mid*`: the mid / mid16
 /// kernel with layer l's post folded into its load phase) where the catalogue selects them
-/// (n = 1, 2, 4, no gamma_f, C >= 512, T = 1..32; n = 8 the mid_n8 and mid32_n8 kernels', T =
-/// 1..32): the same bits as `post` then `pre` and within the reference's tolerances, at T on both
+/// (n = 1, 2, 4, no gamma_f, C >= 512, T = 1..32 where the logit clusters do not run: n = 4 and
+/// C a multiple of 128 from 17 tokens; n = 8 the mid_n8 and mid32_n8 kernels', T = 1..32): the same bits as `post` then `pre` and within the reference's tolerances, at T on both
 /// sides of the mid16 / mid and mid_n8 / mid32_n8 bounds, n = 1, 2, 4 and 8, C not a power of two
 /// and not a multiple of the CTAs' channels, phi ~ 0.5, gamma_k, strided rows, both formulations
 /// and dtypes; and that gamma_f, C < 512, n = 3 (no post kernel) and T = 33 .. 64 keep the others.
@@ -872,10 +872,10 @@ fn post_pre_mid_kernel_shapes() {
                 (4, 4104, 4),
                 (4, 4104, 8),
                 (4, 4104, 9),
-                (4, 4096, 16),
+                (4, 4096, 17),
                 (4, 4096, 32),
                 (4, 7176, 1),
-                (4, 7168, 16),
+                (4, 7168, 20),
                 (4, 7168, 31),
                 (4, 512, 32),
                 (4, 1288, 27),
@@ -1621,7 +1621,7 @@ fn decode_on_two_streams_at_once() {
     let mut rng = common::rng("decode_two_streams");
     let (s0, s1) = (Stream::new(&dev).unwrap(), Stream::new(&dev).unwrap());
     // C = 4104 (not a multiple of 128): the mid kernel, not the logit clusters, at T = 1.
-    for (c, t) in [(4104, 1), (7168, 16)] {
+    for (c, t) in [(4104, 1), (7168, 17)] {
         let cfg = Config::new(4, c);
         let mut a = ready(&dev, &mut rng, cfg, Dtype::Bf16, t, 1);
         let mut b = ready(&dev, &mut rng, cfg, Dtype::Bf16, t, 1);
@@ -2142,8 +2142,8 @@ fn bench_pre_split_prefill() {
     }
 }
 
-/// The plan's choice at decode shapes (the mid / mid16 entries where C >= 512, the decode
-/// entry below) against the general kernel: median us per call back-to-back on a stream and
+/// The plan's choice at decode shapes (the logit clusters or the mid / mid16 entries where C >=
+/// 512, the decode entry below) against the general kernel: median us per call back-to-back on a stream and
 /// inside a CUDA graph (replays of one call per input set; input sets rotated so phi + x exceed
 /// the L2 between reuses), plus a CTA-count sweep of the decode entry.
 #[test]
@@ -2210,9 +2210,10 @@ fn bench_pre_decode() {
         let mut r = ready(&dev, &mut rng, cfg, dtype, t, sets);
         r.plan.set_overlap(overlap);
         let label = match mode {
+            Mode::Auto if r.plan.pre_uses_logit_clusters(t) => format!("{label} (logit clusters)"),
             Mode::Auto if r.plan.pre_uses_mid_kernel(t) => format!("{label} (mid)"),
             Mode::Auto if r.plan.pre_uses_decode_kernel(t) => format!("{label} (decode)"),
-            Mode::Auto => panic!("T={t} C={c}: neither the decode nor the mid kernel selected"),
+            Mode::Auto => panic!("T={t} C={c}: no few-token kernel selected"),
             _ => label,
         };
         for i in 0..3 {
@@ -2761,7 +2762,7 @@ fn profile_decode_phases() {
     let mid = ["start", "loaded", "projected", "stored", "arrived", "reduced", "h_pre seen", "mixed"];
     for (n, t, c, dtype) in [
         (4, 1, 4104, Dtype::Bf16),
-        (4, 16, 4096, Dtype::Bf16),
+        (4, 17, 4096, Dtype::Bf16),
         (4, 1, 7176, Dtype::Bf16),
         (4, 17, 7168, Dtype::Bf16),
         (4, 64, 7168, Dtype::Bf16),

@@ -39,7 +39,7 @@ pub enum LaunchKind {
     PreDecode,
     /// pre_decode.ptx `mhc_pre_mid*`: CTA s finishes token s, T <= 64.
     PreMid,
-    /// pre_lc.ptx: per group of tokens two 16-CTA clusters that split the logits, T <= 12.
+    /// pre_lc.ptx: 16-CTA clusters that split the logits of groups of tokens, T <= 16.
     PreLogitClusters,
     /// pre_pc.ptx, the cp.async ring entry: persistent 16-CTA clusters.
     PreCluster,
@@ -61,7 +61,7 @@ pub enum LaunchKind {
     /// (the workspace's exchange rows, as [`LaunchKind::PreClusterPair`]).
     PostPreClusterPair,
     /// pre_lc.ptx `mhc_post_pre_lc*`: the logit-cluster kernel with layer l's post folded in
-    /// after its loads, T <= 12.
+    /// after its loads, T <= 16.
     PostPreLogitClusters,
 }
 
@@ -294,7 +294,7 @@ pub enum Overlap {
     /// As [`Overlap::Launch`], and the caller promises that no kernel which may still be running
     /// when a call is launched writes the layer's weights (`phi`, `gamma_k`, `scale`, `base`):
     /// weights loaded once, as in inference. The persistent-cluster `pre` and `post_pre` kernels
-    /// (n = 4, bf16, a few dozen tokens and more) and the logit-cluster ones (n = 4, T <= 12) then
+    /// (n = 4, bf16, a few dozen tokens and more) and the logit-cluster ones (n = 4, T <= 16) then
     /// load phi before the grid dependency, while the previous kernel drains; activations and the
     /// workspace are still touched only after it.
     /// Measured on an H200 (bf16, T = 256 .. 2048, C = 4096 and 7168): 0.5-2.1 us less per

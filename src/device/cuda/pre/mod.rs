@@ -7,8 +7,8 @@
 //!   its `mhc_post_pre_sm90_*` entries are `post_pre` with a fused producer, on request only).
 //! - [`decode`]: asm/ptx/sm90/pre_decode.ptx, n <= 4 (T <= 64) and n = 8 (T <= 16): the few-token
 //!   kernels.
-//! - [`lc`]: asm/ptx/sm90/pre_lc.ptx, n = 4, T <= 12: per group of 4 tokens two 16-CTA clusters
-//!   that split the logits (h_res; h_pre / h_post and the mix), partial sums met on chip.
+//! - [`lc`]: asm/ptx/sm90/pre_lc.ptx, n = 4, T <= 16: 16-CTA clusters that split the logits (h_res
+//!   of 4 tokens; h_pre / h_post of 4 or 8 tokens and the mix), partial sums met on chip.
 //! - [`cluster`]: asm/ptx/sm90/pre_pc.ptx, bf16 n = 4 C <= 4096: persistent 16-CTA clusters
 //!   (and the fused `post_pre` entries).
 //! - [`gemm`]: asm/ptx/sm90/pre_gemm.ptx, bf16 n = 16 / 32 prefill: a tiled GEMM.
