@@ -716,8 +716,8 @@ fn pre_mid_n8_kernel_shapes() {
 /// 13, 16: the h_res clusters take 4 tokens, the h_pre clusters 8 above 12), C of 512, 1152 (72 channels
 /// a CTA), 1280, 4096, 7168 and 8192, phi ~ 0.5, gamma_k, strided rows, both formulations and
 /// dtypes; and that T = 17, n = 3, gamma_f, C = 1288 (not a multiple of 128) and C = 8320 keep
-/// the other kernels. The same shapes through the fused
-/// `post_pre` entries: bit for bit `post` then `pre`, and within tolerance.
+/// the other kernels. The same shapes through the fused `post_pre` entries (f32: to 12
+/// tokens): bit for bit `post` then `pre`, and within tolerance.
 #[test]
 #[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn pre_lc_kernel_shapes() {
@@ -765,11 +765,12 @@ fn pre_lc_kernel_shapes() {
             ];
             check_where_selected(&dev, &stream, &mut rng, "mhc_pre_lc", &shapes, &others);
             // post_pre: the fused entries give post then pre's outputs bit for bit, within the
-            // reference's tolerances.
+            // reference's tolerances (f32: to 12 tokens, the mid kernel above).
             for sh in &shapes {
                 let plan = catalogue_plan(&dev, sh.cfg(), sh.dtype, sh.t).unwrap();
                 let lc = plan.post_pre_launcher(sh.t) == Some(mhc::device::cuda::LaunchKind::PostPreLogitClusters);
-                assert!(lc, "{}: post_pre logit clusters selected", sh.label());
+                let want = sh.dtype == Dtype::Bf16 || sh.t <= 12;
+                assert_eq!(lc, want, "{}: post_pre logit clusters selected?", sh.label());
                 fused_post_pre_matches_pair(&dev, &stream, &mut rng, sh, true);
                 check_post_pre(&dev, &stream, &mut rng, sh);
             }

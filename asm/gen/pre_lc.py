@@ -1060,6 +1060,14 @@ def generate(experiments):
 MIN_C = 512  # cpc >= 32: below it the few-token kernel's 64 CTAs already cover C
 
 
+def row_max_tokens(post, dt):
+    """The entries' largest T. f32 post_pre keeps NARROW_MAX_TOKENS: the h_pre clusters' slices of
+    8 f32 tokens (x, f and phi: 128 KB a CTA at C = 7168) make them the longer path, and the mid
+    kernel was faster at T = 16 (H200, in a graph: 6.69 / 7.98 us against 6.93 / 9.27 at C =
+    4096 / 7168; f32 pre 5.48 against 5.81 at C = 4096 and level at 7168)."""
+    return NARROW_MAX_TOKENS if (post and dt == "f32") else MAX_TOKENS
+
+
 def catalogue_rows():
     """The catalogue rows of the four entries."""
     G = catalogue.geometry
@@ -1067,6 +1075,7 @@ def catalogue_rows():
     for post in (False, True):
         for dt in ("bf16", "f32"):
             esz = 2 if dt == "bf16" else 4
+            top = row_max_tokens(post, dt)
             stage, kind = ("post_pre", "post_pre_lc") if post else ("pre", "pre_lc")
             comment = [
                 "pre for few tokens on two clusters that split the logits (sm_90a): asm/ptx/sm90/pre_lc.ptx",
@@ -1074,17 +1083,17 @@ def catalogue_rows():
                 "the partial sums meet through distributed shared memory, no global exchange; the post_pre",
                 "entries fold layer l's post in after the loads (post then pre's outputs, bit for bit).",
             ] if (post, dt) == (False, "bf16") else ()
-            what = (f"post_pre for 1..{MAX_TOKENS} tokens in one launch: the logit-cluster pre kernel with layer l's post "
+            what = (f"post_pre for 1..{top} tokens in one launch: the logit-cluster pre kernel with layer l's post "
                     "computed from the slices it loads (f's slice and the coefficients arrive with x's; x' with post's "
                     "f32 operations in its order, stored by the h_pre clusters and written back over the x slice)"
                     if post else
-                    f"pre for 1..{MAX_TOKENS} tokens: per {RES_GROUP} tokens a {CLUSTER}-CTA cluster for the h_res logits "
+                    f"pre for 1..{top} tokens: per {RES_GROUP} tokens a {CLUSTER}-CTA cluster for the h_res logits "
                     f"(and the Sinkhorns), per {PRE_GROUP} one for the h_pre / h_post logits (and the mix), each splitting K over its "
                     "CTAs and adding their partial rows through distributed shared memory: no grid-wide exchange")
             args = POST_PRE_PC if post else PRE_DECODE
             rows.append(catalogue.row(
                 f"{stage}_lc_sm90_{dt}", stage, ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_lc.cubin",
-                f"mhc_{stage}_lc_sm90_{dt}", [dt], [N], (C_MULTIPLE, MIN_C, CLUSTER * MAX_CPC), (1, MAX_TOKENS),
+                f"mhc_{stage}_lc_sm90_{dt}", [dt], [N], (C_MULTIPLE, MIN_C, CLUSTER * MAX_CPC), (1, top),
                 RES_GROUP, THREADS, what, kind, x_passes=1, params=f"{args.name} ({args.size} B, {RUST_MIRROR})",
                 rank=70, options=["gamma_k"],
                 geometry=G(channels_per_thread=8, cluster=CLUSTER, dynamic_shared_max=lc_shared(esz, MAX_CPC, post),

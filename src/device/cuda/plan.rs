@@ -798,9 +798,12 @@ mod tests {
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 448), ["mhc_post_pre_pc16m_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 449), ["mhc_post_pre_pc16_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 8192), ["mhc_post_pre_pc16_bf16_n4"]);
-        // The logit clusters' fused entries to 16 tokens where they run, else mid16 / mid.
+        // The logit clusters' fused entries to 16 tokens where they run (f32: 12), else mid16 /
+        // mid.
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 1), ["mhc_post_pre_lc_sm90_bf16"]);
-        assert_eq!(planned(4, 7168, Dtype::F32, PostPre, 16), ["mhc_post_pre_lc_sm90_f32"]);
+        assert_eq!(planned(4, 7168, Dtype::Bf16, PostPre, 16), ["mhc_post_pre_lc_sm90_bf16"]);
+        assert_eq!(planned(4, 7168, Dtype::F32, PostPre, 12), ["mhc_post_pre_lc_sm90_f32"]);
+        assert_eq!(planned(4, 7168, Dtype::F32, PostPre, 13), ["mhc_post_pre_mid_sm90_f32"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 17), ["mhc_post_pre_mid_sm90_bf16"]);
         assert_eq!(planned(4, 4104, Dtype::Bf16, PostPre, 1), ["mhc_post_pre_mid16_sm90_bf16"]);
         assert_eq!(planned(4, 4104, Dtype::Bf16, PostPre, 8), ["mhc_post_pre_mid16_sm90_bf16"]);
