@@ -1060,12 +1060,13 @@ def generate(experiments):
 MIN_C = 512  # cpc >= 32: below it the few-token kernel's 64 CTAs already cover C
 
 
-def row_max_tokens(post, dt):
-    """The entries' largest T. f32 post_pre keeps NARROW_MAX_TOKENS: the h_pre clusters' slices of
-    8 f32 tokens (x, f and phi: 128 KB a CTA at C = 7168) make them the longer path, and the mid
-    kernel was faster at T = 16 (H200, in a graph: 6.69 / 7.98 us against 6.93 / 9.27 at C =
-    4096 / 7168; f32 pre 5.48 against 5.81 at C = 4096 and level at 7168)."""
-    return NARROW_MAX_TOKENS if (post and dt == "f32") else MAX_TOKENS
+def row_max_tokens(dt):
+    """The entries' largest T. f32 keeps NARROW_MAX_TOKENS: in its post_pre entry the h_pre
+    clusters' slices of 8 f32 tokens (x, f and phi: 128 KB a CTA at C = 7168) make them the longer
+    path, and the mid kernel was faster at T = 16 (H200, in a graph: 6.69 / 7.98 us against 6.93 /
+    9.27 at C = 4096 / 7168); f32 pre, 5.48 against 5.81 us at C = 4096 and level at 7168, stops
+    there too, so that post_pre stays post then pre's bits (the same pre kernel on both paths)."""
+    return NARROW_MAX_TOKENS if dt == "f32" else MAX_TOKENS
 
 
 def catalogue_rows():
@@ -1075,7 +1076,7 @@ def catalogue_rows():
     for post in (False, True):
         for dt in ("bf16", "f32"):
             esz = 2 if dt == "bf16" else 4
-            top = row_max_tokens(post, dt)
+            top = row_max_tokens(dt)
             stage, kind = ("post_pre", "post_pre_lc") if post else ("pre", "pre_lc")
             comment = [
                 "pre for few tokens on two clusters that split the logits (sm_90a): asm/ptx/sm90/pre_lc.ptx",

@@ -769,10 +769,12 @@ mod tests {
     #[test]
     fn planned_kernels_follow_the_catalogue() {
         use Stage::{Post, PostPre, Pre};
-        // pre, n = 4, C = 4096: the logit clusters up to 16 tokens, mid up to 64 (the decode
+        // pre, n = 4, C = 4096: the logit clusters up to 16 tokens (f32: 12), mid up to 64 (the decode
         // kernel behind it), then the persistent clusters.
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 1), ["mhc_pre_lc_sm90_bf16"]);
-        assert_eq!(planned(4, 7168, Dtype::F32, Pre, 16), ["mhc_pre_lc_sm90_f32"]);
+        assert_eq!(planned(4, 7168, Dtype::Bf16, Pre, 16), ["mhc_pre_lc_sm90_bf16"]);
+        assert_eq!(planned(4, 7168, Dtype::F32, Pre, 12), ["mhc_pre_lc_sm90_f32"]);
+        assert_eq!(planned(4, 7168, Dtype::F32, Pre, 13), ["mhc_pre_mid_sm90_f32"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 17), ["mhc_pre_mid_sm90_bf16"]);
         // Where the logit clusters do not run (C not a multiple of 128, past 8192, n = 3):
         // mid16 up to 8 tokens, then mid.
