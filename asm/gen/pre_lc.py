@@ -299,7 +299,7 @@ COEF_LOADS = f"""
 UC_DONE:"""
 
 
-def post_step(esz):
+def post_step(esz, most):
     """post_pre, after the loads: x' = post(x) over the CTA's slice of the group's tokens, with
     post.ptx's f32 operations in its order (h_post[i] f, then + w[i][j] x[j] for j = 0..3, where
     w[i][j] = h_res[j][i] for DeepSeek-V4 and h_res[i][j] for the Paper), rounded to the storage
@@ -309,7 +309,7 @@ def post_step(esz):
     for bit. Item s < cnt cpc / 8 is token s / (cpc / 8) and 8 channels of it, every output stream
     from one read of f and the 4 input streams; thread j takes items j and j + THREADS (the
     second only where a group of 8 tokens has more items than threads), in straight-line code."""
-    passes = -(-GROUP * MAX_CPC // 8 // THREADS)
+    passes = -(-most * MAX_CPC // 8 // THREADS)
     L = [f"""    // ---- post_pre: x' = post(x); item s -> token s / (cpc / 8), channels 8 (s % (cpc / 8)), 4 output streams
     shr.u32 %r10, %cpc, 3;                  // octets a stream
     mul.lo.u32 %r11, %cnt, %r10;            // items"""]
@@ -757,12 +757,12 @@ ROWS_{R}_DONE:
     return "\n".join(L)
 
 
-def role_rows(role, esz):
+def role_rows(role, esz, most):
     """The projection and the CTA's rows in one body per token count (1, 2, up to 4, up to 8; the
-    role's group bounds it), then the cluster barrier's wait (every CTA's gather mbarrier is
-    armed)."""
+    role's group and `most`, the entry's largest group, bound it), then the cluster barrier's
+    wait (every CTA's gather mbarrier is armed)."""
     R = role.upper()
-    counts = [tg for tg in (1, 2, 4, 8) if tg <= ROLES[role]["group"]]
+    counts = [tg for tg in (1, 2, 4, 8) if tg <= min(ROLES[role]["group"], most)]
     L = []
     for tg in counts[:-1]:
         L.append(f"""    setp.le.u32 %p1, %cnt, {tg};
@@ -1017,12 +1017,13 @@ def entry(dt, post=False):
     """One entry: `pre` (mhc_pre_lc_sm90_*) or `post_pre` (mhc_post_pre_lc_sm90_*: layer l's post
     folded in after the loads, post_step)."""
     esz = 2 if dt == "bf16" else 4
+    most = largest_group(dt)
     name = f"mhc_{'post_pre' if post else 'pre'}_lc_sm90_{dt}"
-    L = [declarations(name, esz, post), opening(esz, post), loads(esz, post), post_step(esz) if post else "",
+    L = [declarations(name, esz, post), opening(esz, post), loads(esz, post), post_step(esz, most) if post else "",
          "    @!%p_res bra ROLE_PRE;",
-         role_rows("res", esz), push("res"), res_tail(),
+         role_rows("res", esz, most), push("res"), res_tail(),
          "ROLE_PRE:",
-         role_rows("pre", esz), push("pre"), pre_tail(esz),
+         role_rows("pre", esz, most), push("pre"), pre_tail(esz),
          EXIT]
     return "\n".join(L)
 
@@ -1058,6 +1059,12 @@ def generate(experiments):
 
 
 MIN_C = 512  # cpc >= 32: below it the few-token kernel's 64 CTAs already cover C
+
+
+def largest_group(dt):
+    """The most tokens a cluster of the dt entries serves: the h_pre clusters' PRE_GROUP only
+    where the entries go past NARROW_MAX_TOKENS (the f32 ones do not, and carry no body for it)."""
+    return GROUP if row_max_tokens(dt) > NARROW_MAX_TOKENS else RES_GROUP
 
 
 def row_max_tokens(dt):

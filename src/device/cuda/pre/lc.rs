@@ -59,7 +59,9 @@ pub(crate) fn args(call: &PreCall<'_, '_>, post: bool) -> Result<(PreDecodeArgs,
     let (c, t) = (ctx.cfg.c, chk.t);
     let cluster = b.cluster() as usize;
     let stage = if post { Stage::PostPre } else { Stage::Pre };
-    if t > LC_MAX_TOKENS || cluster != LC_CLUSTER as usize || c % (8 * cluster) != 0 || ctx.cfg.n != 4 {
+    // The row's own range: its f32 entries end at LC_NARROW_MAX_TOKENS and carry no 8-token body.
+    let top = (b.variant().entry.tokens.max as usize).min(LC_MAX_TOKENS);
+    if t > top || cluster != LC_CLUSTER as usize || c % (8 * cluster) != 0 || ctx.cfg.n != 4 {
         // The catalogue row's ranges exclude these; a launch never guesses.
         return Err(ctx.refused(stage, b.entry(), format!("T = {t}, C = {c} outside its row")));
     }
