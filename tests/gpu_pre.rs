@@ -712,13 +712,13 @@ fn pre_mid_n8_kernel_shapes() {
 
 /// The logit-cluster entries (asm/ptx/sm90/pre_lc.ptx, `mhc_pre_lc_sm90_*`) where the catalogue
 /// selects them (n = 4, no gamma_f, C a multiple of 128 in 512..=8192, T = 1..16): within the
-/// reference's tolerances at every token count of a group and across groups (1..5, 8, 9, 12,
-/// 13, 16: the h_res clusters take 4 tokens, the h_pre clusters 8 above 12), C of 512, 1152 (72 channels
-/// a CTA), 1280, 4096, 7168 and 8192, phi ~ 0.5, gamma_k, strided rows, both formulations and
-/// dtypes; and that T = 17, n = 3, gamma_f, C = 1288 (not a multiple of 128) and C = 8320 keep
-/// the other kernels. The same shapes through the fused `post_pre` entries: bit for bit `post`
-/// then `pre`, and within tolerance. f32 runs to 12 tokens (its rows' range: its shapes above
-/// 12 tokens are checked to keep the mid kernel).
+/// reference's tolerances at every token count of a group and across groups (1..5, 8, 9, 12, 13,
+/// 16: the h_res clusters take 4 tokens, the h_pre clusters 8 above 12), C of 512, 1152 (72
+/// channels a CTA), 1280, 4096, 7168 and 8192, phi ~ 0.5, gamma_k, strided rows, both formulations
+/// and dtypes; and that T = 17, n = 3, gamma_f, C = 1288 (not a multiple of 128) and C = 8320 keep
+/// the other kernels. The same shapes through the fused `post_pre` entries: bit for bit `post` then
+/// `pre`, and within tolerance. f32 runs to 12 tokens (its rows' range: its shapes above 12 tokens
+/// are checked to keep the mid kernel).
 #[test]
 #[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn pre_lc_kernel_shapes() {
@@ -854,13 +854,14 @@ fn mid_sanitizer_smoke() {
     }
 }
 
-/// The mid kernel's post_pre entries (pre_decode.ptx `mhc_post_pre_mid*`: the mid / mid16
-/// kernel with layer l's post folded into its load phase) where the catalogue selects them
-/// (n = 1, 2, 4, no gamma_f, C >= 512, T = 1..32 where the logit clusters do not run: n = 4 and
-/// C a multiple of 128 from 17 tokens; n = 8 the mid_n8 and mid32_n8 kernels', T = 1..32): the same bits as `post` then `pre` and within the reference's tolerances, at T on both
-/// sides of the mid16 / mid and mid_n8 / mid32_n8 bounds, n = 1, 2, 4 and 8, C not a power of two
-/// and not a multiple of the CTAs' channels, phi ~ 0.5, gamma_k, strided rows, both formulations
-/// and dtypes; and that gamma_f, C < 512, n = 3 (no post kernel) and T = 33 .. 64 keep the others.
+/// The mid kernel's post_pre entries (pre_decode.ptx `mhc_post_pre_mid*`: the mid / mid16 kernel
+/// with layer l's post folded into its load phase) where the catalogue selects them (n = 1, 2, 4,
+/// no gamma_f, C >= 512, T = 1..32 where the logit clusters do not run: n = 4 and C a multiple of
+/// 128 from 17 tokens; n = 8 the mid_n8 and mid32_n8 kernels', T = 1..32): the same bits as `post`
+/// then `pre` and within the reference's tolerances, at T on both sides of the mid16 / mid and
+/// mid_n8 / mid32_n8 bounds, n = 1, 2, 4 and 8, C not a power of two and not a multiple of the
+/// CTAs' channels, phi ~ 0.5, gamma_k, strided rows, both formulations and dtypes; and that
+/// gamma_f, C < 512, n = 3 (no post kernel) and T = 33 .. 64 keep the others.
 #[test]
 #[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn post_pre_mid_kernel_shapes() {
@@ -2150,9 +2151,9 @@ fn bench_pre_split_prefill() {
 }
 
 /// The plan's choice at decode shapes (the logit clusters or the mid / mid16 entries where C >=
-/// 512, the decode entry below) against the general kernel: median us per call back-to-back on a stream and
-/// inside a CUDA graph (replays of one call per input set; input sets rotated so phi + x exceed
-/// the L2 between reuses), plus a CTA-count sweep of the decode entry.
+/// 512, the decode entry below) against the general kernel: median us per call back-to-back on a
+/// stream and inside a CUDA graph (replays of one call per input set; input sets rotated so phi + x
+/// exceed the L2 between reuses), plus a CTA-count sweep of the decode entry.
 #[test]
 #[ignore = "benchmark: run with --ignored on a GPU machine"]
 fn bench_pre_decode() {

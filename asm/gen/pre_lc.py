@@ -39,20 +39,12 @@ PRE_GROUP = ROLES["pre"]["group"]
 GROUP = max(RES_GROUP, PRE_GROUP)   # the most tokens a cluster serves (the shared arrays' rows)
 # Up to NARROW_MAX_TOKENS the pre clusters take RES_GROUP tokens too (three of each role fit the
 # six resident clusters, and a pre cluster's path is shorter with fewer tokens); beyond, PRE_GROUP.
+# The kernel applies the rule at its start (declarations); src/device/cuda/pre/lc.rs `pre_group`
+# mirrors it for the grid.
 NARROW_MAX_TOKENS = 12
 RED_STRIDE = max(r["group"] * (r["rows"] + 1) for r in ROLES.values())  # warp sums and squares
 MAX_TOKENS = 16             # 4 res clusters and 2 pre clusters: six 16-CTA clusters, resident at
                             # once on 132-SM parts
-
-
-def pre_group(t):
-    """Tokens a pre cluster serves at t tokens (src/device/cuda/pre/lc.rs mirrors it)."""
-    return RES_GROUP if t <= NARROW_MAX_TOKENS else PRE_GROUP
-
-
-def clusters(t):
-    """(res clusters, pre clusters) of a launch at t tokens."""
-    return -(-t // RES_GROUP), -(-t // pre_group(t))
 
 
 def lc_shared(esz, cpc, post=False):

@@ -769,8 +769,8 @@ mod tests {
     #[test]
     fn planned_kernels_follow_the_catalogue() {
         use Stage::{Post, PostPre, Pre};
-        // pre, n = 4, C = 4096: the logit clusters up to 16 tokens (f32: 12), mid up to 64 (the decode
-        // kernel behind it), then the persistent clusters.
+        // pre, n = 4, C = 4096: the logit clusters up to 16 tokens (f32: 12), mid up to 64 (the
+        // decode kernel behind it), then the persistent clusters.
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 1), ["mhc_pre_lc_sm90_bf16"]);
         assert_eq!(planned(4, 7168, Dtype::Bf16, Pre, 16), ["mhc_pre_lc_sm90_bf16"]);
         assert_eq!(planned(4, 7168, Dtype::F32, Pre, 12), ["mhc_pre_lc_sm90_f32"]);
