@@ -45,6 +45,7 @@ FAMILIES = {
         "stamps": "thread 0 of every CTA writes %globaltimer at its phase boundaries, and %clock64 around the "
                   "res role's Sinkhorn, to the workspace (tests/gpu_pre.rs profile_lc_phases)",
         "direct": "the res role's Sinkhorn in direct steps (sinkhorn.unrolled without pairs)",
+        "ldgsts": "phi's rows by 16-byte cp.async from every thread instead of bulk copies",
     }),
     "pre_pc": (pre_pc.generate, {
         "nosink": "iters = 0: no Sinkhorn iteration",

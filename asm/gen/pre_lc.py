@@ -415,18 +415,61 @@ PHI_COPY = f"""    selp.u32 %r10, {ROLES['res']['first']}, {ROLES['pre']['first'
     mad.lo.u32 %r6, %r4, %r11, %r6;
     cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%lbar];"""
 
-# Where the caller promised that no kernel still running writes the weights (FLAG_EARLY_PARAMS,
-# Overlap::Weights): phi's rows are copied before the grid dependency, while the previous
-# kernel drains; activations and layer l's inputs still wait for it.
-EARLY_PHI = f"""    @%p_early bra.uni EARLY_PARAMS;
-{GRID_DEPENDENCY}
-    bra.uni DEPENDENCY_DONE;
-EARLY_PARAMS:
-{COPY_SLOT}
+
+
+def phi_async(label):
+    """pre_lc.ldgsts: the role's phi rows by 16-byte cp.async from every thread instead of bulk
+    copies: thread j copies chunk u = j, j + THREADS, ... (stream u / (cpc / 4)) of every row
+    slice, then arrives on the load mbarrier when they have landed (noinc: the mbarrier counts
+    1 + THREADS arrivals)."""
+    return f"""    selp.u32 %r2, {ROLES['res']['rows']}, {ROLES['pre']['rows']}, %p_res;
+    selp.u32 %r10, {ROLES['res']['first']}, {ROLES['pre']['first']}, %p_res;
+    shr.u32 %r9, %cpc, 2;                   // chunks a stream
+    mov.u32 %s, %tx;
+{label}_U:
+    setp.ge.u32 %p1, %s, %cpc;              // chunks a row slice: 4 streams x cpc / 4
+    @%p1 bra {label}_DONE;
+    div.u32 %r4, %s, %r9;                   // stream i
+    mul.lo.u32 %r5, %r4, %r9;
+    sub.u32 %r5, %s, %r5;
+    mad.lo.u32 %r6, %r4, %C, %c0;
+    mad.lo.u32 %r6, %r5, 4, %r6;            // element of the row: i C + c0 + 4 c4
+    mad.lo.u32 %r7, %r10, %K, %r6;
+    mul.wide.u32 %rd1, %r7, 4;
+    add.u64 %rd1, %phi, %rd1;
+    mul.wide.u32 %rd2, %K, 4;               // a phi row (bytes)
+    mad.lo.u32 %r8, %s, 16, %phsm;
+    mov.u32 %r3, 0;
+{label}_ROW:
+    cp.async.cg.shared.global [%r8], [%rd1], 16;
+    add.u64 %rd1, %rd1, %rd2;
+    add.u32 %r8, %r8, %rowb;
+    add.u32 %r3, %r3, 1;
+    setp.lt.u32 %p1, %r3, %r2;
+    @%p1 bra {label}_ROW;
+    add.u32 %s, %s, {THREADS};
+    bra {label}_U;
+{label}_DONE:
+    cp.async.mbarrier.arrive.noinc.shared::cta.b64 [sm_lbar];"""
+
+
+def early_phi():
+    """Where the caller promised that no kernel still running writes the weights
+    (FLAG_EARLY_PARAMS, Overlap::Weights): phi's rows are copied before the grid dependency, while
+    the previous kernel drains; activations and layer l's inputs still wait for it."""
+    if "ldgsts" in EXPERIMENTS:
+        copies = phi_async("EARLY_PHI")
+    else:
+        copies = f"""{COPY_SLOT}
     setp.ge.u32 %p1, %r3, %r2;
     @%p1 bra EARLY_COPIED;
 {PHI_COPY}
-EARLY_COPIED:
+EARLY_COPIED:"""
+    return f"""    @%p_early bra.uni EARLY_PARAMS;
+{GRID_DEPENDENCY}
+    bra.uni DEPENDENCY_DONE;
+EARLY_PARAMS:
+{copies}
     @%p_early griddepcontrol.wait;
     @%p_early griddepcontrol.launch_dependents;
 DEPENDENCY_DONE:"""
@@ -474,15 +517,14 @@ def opening(esz, post):
     return f"""{prefetch()}
     setp.ne.u32 %p1, %tx, 0;
     @%p1 bra INIT_DONE;
-    mbarrier.init.shared::cta.b64 [sm_lbar], 1;
+    mbarrier.init.shared::cta.b64 [sm_lbar], {1 + THREADS if "ldgsts" in EXPERIMENTS else 1};
     mbarrier.init.shared::cta.b64 [sm_gbar], 1;
     fence.mbarrier_init.release.cluster;
     // the copies' bytes: the role's phi rows and the group's x rows of 4 streams x cpc channels (+ gamma_k's)
     selp.u32 %r2, {ROLES['res']['rows']}, {ROLES['pre']['rows']}, %p_res;
     mul.lo.u32 %r1, %cnt, %cpc;
     mul.lo.u32 %r1, %r1, {esz};
-    shl.b32 %r3, %cpc, 2;
-    mad.lo.u32 %r1, %r2, %r3, %r1;
+    shl.b32 %r3, %cpc, 2;{"" if "ldgsts" in EXPERIMENTS else chr(10) + "    mad.lo.u32 %r1, %r2, %r3, %r1;"}
     @%p_gk add.u32 %r1, %r1, %r3;
     shl.b32 %r1, %r1, 2;{F_BYTES.format(esz=esz) if post else ""}
     mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_lbar], %r1;
@@ -498,7 +540,7 @@ ARM_PRE:
 INIT_DONE:
     barrier.sync 0;                         // the load mbarrier is armed
     barrier.cluster.arrive.release;         // waited for before the first push
-{EARLY_PHI}{stamp(1)}"""
+{early_phi()}{stamp(1)}"""
 
 
 def shared_fill(label, base):
@@ -523,13 +565,17 @@ def loads(esz, post):
     coefficients too), and the wait for the copies."""
     L = []
     e = L.append
-    e(f"""    // ---- loads (phi's rows already issued where flags say the weights may load early)
+    phi = "    bra FILLS;" if "ldgsts" in EXPERIMENTS else f"""    @%p_early bra FILLS;
+{PHI_COPY}
+    bra FILLS;"""
+    e((f"""    @%p_early bra PHI_ISSUED;
+{phi_async("PHI")}
+PHI_ISSUED:
+""" if "ldgsts" in EXPERIMENTS else "") + f"""    // ---- loads (phi's rows already issued where flags say the weights may load early)
 {COPY_SLOT}
     setp.ge.u32 %p1, %r3, %r2;
     @%p1 bra COPY_X;
-    @%p_early bra FILLS;
-{PHI_COPY}
-    bra FILLS;
+{phi}
 COPY_X:
     sub.u32 %r3, %r3, %r2;                  // token t of the group
     setp.ge.u32 %p1, %r3, %cnt;
