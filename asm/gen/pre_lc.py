@@ -47,6 +47,11 @@ MAX_TOKENS = 16             # 4 res clusters and 2 pre clusters: six 16-CTA clus
                             # once on 132-SM parts
 
 
+def role_select(reg, key):
+    """reg = the role's ROLES[..][key] (res where %p_res, else pre)."""
+    return f"selp.u32 {reg}, {ROLES['res'][key]}, {ROLES['pre'][key]}, %p_res;"
+
+
 def lc_shared(esz, cpc, post=False):
     """Dynamic shared memory at cpc channels a CTA, the larger role's: x slices of the role's
     tokens, gamma_k's slice, its phi row slices; post_pre: then f's slices of its tokens."""
@@ -221,7 +226,7 @@ def declarations(name, esz, post):
     add.u32 %gksm, %xsm, %r1;               // gk_s[4 cpc] f32
     shl.b32 %rowb, %cpc, 4;                 // bytes of a phi row slice (4 cpc floats)
     add.u32 %phsm, %gksm, %rowb;            // phi_s[rows][4 cpc] f32""" + f"""
-    selp.u32 %r1, {ROLES['res']['rows']}, {ROLES['pre']['rows']}, %p_res;
+    {role_select('%r1', 'rows')}
     mul.lo.u32 %r1, %r1, %rowb;
     add.u32 %fsm, %phsm, %r1;               // post_pre: f_s[grp][cpc] (storage dtype)""" * post + f"""
     mov.u32 %lbar, sm_lbar;
@@ -402,10 +407,10 @@ COPY_SLOT = f"""    and.b32 %r4, %lane, 3;                  // stream i
     shl.b32 %r3, %r3, 3;
     add.u32 %r3, %r3, %warp;                // copy m of the stream
     shl.b32 %r11, %cpc, 2;                  // bytes of a phi / gamma_k run
-    selp.u32 %r2, {ROLES['res']['rows']}, {ROLES['pre']['rows']}, %p_res;"""
+    {role_select('%r2', 'rows')}"""
 
 # Copy m < rows of the slot: phi row m of the role, stream i (a run of cpc floats).
-PHI_COPY = f"""    selp.u32 %r10, {ROLES['res']['first']}, {ROLES['pre']['first']}, %p_res;      // first logit row
+PHI_COPY = f"""    {role_select('%r10', 'first')}      // first logit row
     add.u32 %r5, %r3, %r10;
     mad.lo.u32 %r5, %r5, %K, %c0;
     mad.lo.u32 %r5, %r4, %C, %r5;           // element of phi (M K < 2^32)
@@ -422,8 +427,8 @@ def phi_async(label):
     copies: thread j copies chunk u = j, j + THREADS, ... (stream u / (cpc / 4)) of every row
     slice, then arrives on the load mbarrier when they have landed (noinc: the mbarrier counts
     1 + THREADS arrivals)."""
-    return f"""    selp.u32 %r2, {ROLES['res']['rows']}, {ROLES['pre']['rows']}, %p_res;
-    selp.u32 %r10, {ROLES['res']['first']}, {ROLES['pre']['first']}, %p_res;
+    return f"""    {role_select('%r2', 'rows')}
+    {role_select('%r10', 'first')}
     shr.u32 %r9, %cpc, 2;                   // chunks a stream
     mov.u32 %s, %tx;
 {label}_U:
@@ -487,7 +492,7 @@ def prefetch():
     shl.b32 %r3, %r3, 3;
     add.u32 %r3, %r3, %warp;                // run m of the stream
     shl.b32 %r11, %cpc, 2;                  // bytes of a run
-    selp.u32 %r2, {ROLES['res']['rows']}, {ROLES['pre']['rows']}, %p_res;
+    {role_select('%r2', 'rows')}
     setp.gt.u32 %p1, %r3, %r2;
     @%p1 bra PREFETCHED;
     setp.lt.u32 %p2, %r3, %r2;
@@ -498,7 +503,7 @@ def prefetch():
     add.u64 %rd1, %gk, %rd1;
     bra PREFETCH_ISSUE;
 PREFETCH_PHI:
-    selp.u32 %r10, {ROLES['res']['first']}, {ROLES['pre']['first']}, %p_res;
+    {role_select('%r10', 'first')}
     add.u32 %r5, %r3, %r10;
     mad.lo.u32 %r5, %r5, %K, %c0;
     mad.lo.u32 %r5, %r4, %C, %r5;
@@ -521,7 +526,7 @@ def opening(esz, post):
     mbarrier.init.shared::cta.b64 [sm_gbar], 1;
     fence.mbarrier_init.release.cluster;
     // the copies' bytes: the role's phi rows and the group's x rows of 4 streams x cpc channels (+ gamma_k's)
-    selp.u32 %r2, {ROLES['res']['rows']}, {ROLES['pre']['rows']}, %p_res;
+    {role_select('%r2', 'rows')}
     mul.lo.u32 %r1, %cnt, %cpc;
     mul.lo.u32 %r1, %r1, {esz};
     shl.b32 %r3, %cpc, 2;{"" if "ldgsts" in EXPERIMENTS else chr(10) + "    mad.lo.u32 %r1, %r2, %r3, %r1;"}
@@ -1105,6 +1110,13 @@ def largest_group(dt):
     return GROUP if row_max_tokens(dt) > NARROW_MAX_TOKENS else RES_GROUP
 
 
+def pre_groups(dt):
+    """The h_pre clusters' token counts of the dt entries, in words for the catalogue."""
+    if largest_group(dt) > RES_GROUP:
+        return f"{RES_GROUP} ({PRE_GROUP} above {NARROW_MAX_TOKENS} tokens)"
+    return f"{RES_GROUP}"
+
+
 def row_max_tokens(dt):
     """The entries' largest T. f32 keeps NARROW_MAX_TOKENS: in its post_pre entry the h_pre
     clusters' slices of 8 f32 tokens (x, f and phi: 128 KB a CTA at C = 7168) make them the longer
@@ -1134,7 +1146,8 @@ def catalogue_rows():
                     "f32 operations in its order, stored by the h_pre clusters and written back over the x slice)"
                     if post else
                     f"pre for 1..{top} tokens: per {RES_GROUP} tokens a {CLUSTER}-CTA cluster for the h_res logits "
-                    f"(and the Sinkhorns), per {PRE_GROUP} one for the h_pre / h_post logits (and the mix), each splitting K over its "
+                    f"(and the Sinkhorns), per {pre_groups(dt)} one for the h_pre / h_post logits (and the mix), each "
+                    "splitting K over its "
                     "CTAs and adding their partial rows through distributed shared memory: no grid-wide exchange")
             args = POST_PRE_PC if post else PRE_DECODE
             rows.append(catalogue.row(
