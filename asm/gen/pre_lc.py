@@ -182,7 +182,7 @@ def declarations(name, esz, post):
     .reg .b32 %T, %n, %C, %M, %xs, %as, %cpc, %iters, %flags;
     .reg .f32 %eps_norm, %eps_hc, %invk, %inv_t, %sc, %bz<16>;
     .reg .b32 %tx, %warp, %lane, %rank, %clu, %tok0, %cnt, %grp, %K, %c0, %q, %s;
-    .reg .b32 %xsm, %gksm, %phsm, %rowb, %xrow, %lbar, %lbar2, %gbar;
+    .reg .b32 %xsm, %gksm, %phsm, %rowb, %xrow, %lbar, %gbar;
     .reg .f32 %acc<64>, %ss<8>, %xq<32>, %gq<4>, %ph<4>, %hs, %hk, %hr;
     .reg .b32 %xw<8>;
     .reg .f32 %mo<8>, %gv<8>;
@@ -230,7 +230,6 @@ def declarations(name, esz, post):
     mul.lo.u32 %r1, %r1, %rowb;
     add.u32 %fsm, %phsm, %r1;               // post_pre: f_s[grp][cpc] (storage dtype)""" * post + f"""
     mov.u32 %lbar, sm_lbar;
-    mov.u32 %lbar2, sm_lbar2;
     mov.u32 %gbar, sm_gbar;""" + (f"""
     setp.eq.u32 %pst, %tx, 0;
     mov.u32 %r1, %ctaid.x;
@@ -238,15 +237,15 @@ def declarations(name, esz, post):
     add.u64 %sadr, %sadr, %part;""" if "stamps" in EXPERIMENTS else "") + stamp(0)
 
 
-# post_pre: the f rows of the group's tokens, cpc elements each, arrive on the first load
-# mbarrier: copy m = grp + 1 + k of "stream" i is token 4 k + i's f row (cpc elements from c0)
+# post_pre: the f rows of the group's tokens, cpc elements each, arrive on the same mbarrier:
+# copy m = rows + grp + 1 + k of "stream" i is token 4 k + i's f row (cpc elements from channel c0)
 F_COPY = """
     bra FILLS;
 COPY_F:
     sub.u32 %r5, %r3, %grp;
-    sub.u32 %r5, %r5, 1;                    // k
+    sub.u32 %r5, %r5, 1;                    // k (wraps below the f copies)
     setp.gt.u32 %p1, %r5, {k_max};
-    @%p1 bra COPY_PHI;
+    @%p1 bra FILLS;
     mad.lo.u32 %r4, %r5, 4, %r4;            // token t = 4 k + i
     setp.ge.u32 %p1, %r4, %cnt;
     @%p1 bra FILLS;
@@ -410,8 +409,7 @@ COPY_SLOT = f"""    and.b32 %r4, %lane, 3;                  // stream i
     shl.b32 %r11, %cpc, 2;                  // bytes of a phi / gamma_k run
     {role_select('%r2', 'rows')}"""
 
-# Phi row %r3 < rows (%r2) of the role, stream i (a run of cpc floats), completing on the first
-# load mbarrier for the first half of the rows and on the second for the rest.
+# Copy m < rows of the slot: phi row m of the role, stream i (a run of cpc floats).
 PHI_COPY = f"""    {role_select('%r10', 'first')}      // first logit row
     add.u32 %r5, %r3, %r10;
     mad.lo.u32 %r5, %r5, %K, %c0;
@@ -420,10 +418,7 @@ PHI_COPY = f"""    {role_select('%r10', 'first')}      // first logit row
     add.u64 %rd1, %phi, %rd1;
     mad.lo.u32 %r6, %r3, %rowb, %phsm;
     mad.lo.u32 %r6, %r4, %r11, %r6;
-    shr.u32 %r12, %r2, 1;
-    setp.lt.u32 %p2, %r3, %r12;
-    selp.u32 %r12, %lbar, %lbar2, %p2;      // the row's half
-    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%r12];"""
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%lbar];"""
 
 
 
@@ -520,33 +515,24 @@ PREFETCHED:"""
 
 
 def opening(esz, post):
-    """Thread 0 initialises the two load mbarriers (x, gamma_k, f and the first half of phi's rows;
-    the second half) and the gather mbarrier and arms them (the gather one where this CTA receives
-    rows); a CTA barrier, so no copy completes
+    """Thread 0 initialises the four load mbarriers (one per stream) and the gather mbarrier and
+    arms them (the gather one where this CTA receives rows); a CTA barrier, so no copy completes
     on an unarmed barrier; everyone arrives on the cluster barrier that tells the peers the gather
     mbarrier exists; then the grid dependency."""
-    LBAR2 = ("""
-    mbarrier.arrive.shared::cta.b64 %st, [sm_lbar2];     // phi's rows all count on the first""" if "ldgsts" in EXPERIMENTS
-             else """
-    mul.lo.u32 %r1, %r2, %rowb;             // the second half's bytes
-    mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_lbar2], %r1;""")
     return f"""{prefetch()}
     setp.ne.u32 %p1, %tx, 0;
     @%p1 bra INIT_DONE;
     mbarrier.init.shared::cta.b64 [sm_lbar], {1 + THREADS if "ldgsts" in EXPERIMENTS else 1};
-    mbarrier.init.shared::cta.b64 [sm_lbar2], 1;
     mbarrier.init.shared::cta.b64 [sm_gbar], 1;
     fence.mbarrier_init.release.cluster;
-    // the copies' bytes: the group's x rows of 4 streams x cpc channels (+ gamma_k's) and half the
-    // role's phi rows on the first mbarrier, the other half on the second
+    // the copies' bytes: the role's phi rows and the group's x rows of 4 streams x cpc channels (+ gamma_k's)
     {role_select('%r2', 'rows')}
-    shr.u32 %r2, %r2, 1;                    // phi rows a half
     mul.lo.u32 %r1, %cnt, %cpc;
     mul.lo.u32 %r1, %r1, {esz};
     shl.b32 %r3, %cpc, 2;{"" if "ldgsts" in EXPERIMENTS else chr(10) + "    mad.lo.u32 %r1, %r2, %r3, %r1;"}
     @%p_gk add.u32 %r1, %r1, %r3;
     shl.b32 %r1, %r1, 2;{F_BYTES.format(esz=esz) if post else ""}
-    mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_lbar], %r1;{LBAR2}
+    mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_lbar], %r1;
     // the gather: role pre 16 ranks x the group's tokens x 48 bytes; role res CTA t < {RES_GROUP} 16 x {4 * ROW}
     @!%p_res bra ARM_PRE;
     setp.ge.u32 %p2, %rank, {RES_GROUP};
@@ -576,22 +562,15 @@ def shared_fill(label, base):
 
 
 def loads(esz, post):
-    """The bulk copies, spread over the warps (a warp's lanes issue theirs one after another): lane
-    l of warp w issues copy m = w + 8 (l / 4) of stream i = l % 4: the group's x rows (m < grp),
-    gamma_k's run (m = grp; for post_pre then the f row of token 4 k + i, m = grp + 1 + k), then
-    the role's phi rows (unless flags had them copied before the grid dependency). x comes first
-    so that the first load mbarrier, which the projection's first half waits for, completes
-    ahead of the second (phi's other half). The warps fill gk_s with 1.0 where gamma_k is absent
-    and zero x_s past the group's tokens. Then the coefficient threads' base / scale registers
-    (post_pre: layer l's coefficients too), and the wait for the first mbarrier."""
+    """The bulk copies, spread over the warps (a warp's lanes issue theirs one after another), all
+    completing on the one load mbarrier: lane l of warp w issues copy m = w + 8 (l / 4) of stream
+    i = l % 4: m < rows a phi row, then the group's x rows, then gamma_k's run (and for post_pre
+    the f row of token i). The warps fill gk_s with 1.0 where gamma_k is absent and zero x_s past
+    the group's tokens. Then the coefficient threads' base / scale registers (post_pre: layer l's
+    coefficients too), and the wait for the copies."""
     L = []
     e = L.append
-    nx = 1 + (GROUP // N if post else 0)  # copies after the x rows before phi's: gamma_k (and f)
     phi = "    bra FILLS;" if "ldgsts" in EXPERIMENTS else f"""    @%p_early bra FILLS;
-    add.u32 %r5, %grp, {nx};
-    sub.u32 %r3, %r3, %r5;                  // phi row of the role
-    setp.ge.u32 %p1, %r3, %r2;
-    @%p1 bra FILLS;
 {PHI_COPY}
     bra FILLS;"""
     e((f"""    @%p_early bra PHI_ISSUED;
@@ -599,10 +578,13 @@ def loads(esz, post):
 PHI_ISSUED:
 """ if "ldgsts" in EXPERIMENTS else "") + f"""    // ---- loads (phi's rows already issued where flags say the weights may load early)
 {COPY_SLOT}
-    setp.ge.u32 %p1, %r3, %grp;
+    setp.ge.u32 %p1, %r3, %r2;
+    @%p1 bra COPY_X;
+{phi}
+COPY_X:
+    sub.u32 %r3, %r3, %r2;                  // token t of the group
+    setp.ge.u32 %p1, %r3, %cnt;
     @%p1 bra COPY_GK;
-    setp.ge.u32 %p1, %r3, %cnt;             // token t = m of the group
-    @%p1 bra FILLS;
     add.u32 %r5, %tok0, %r3;
     mul.wide.u32 %rd1, %r5, %xs;            // token row (64-bit: T x stride may pass 2^32)
     mad.lo.u32 %r5, %r4, %C, %c0;
@@ -619,16 +601,13 @@ PHI_ISSUED:
     bra FILLS;
 COPY_GK:
     setp.ne.u32 %p1, %r3, %grp;
-    @%p1 bra {"COPY_F" if post else "COPY_PHI"};
+    @%p1 bra {"COPY_F" if post else "FILLS"};
     @!%p_gk bra FILLS;
     mad.lo.u32 %r5, %r4, %C, %c0;
     mul.wide.u32 %rd1, %r5, 4;
     add.u64 %rd1, %gk, %rd1;
     mad.lo.u32 %r6, %r4, %r11, %gksm;
     cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%lbar];{F_COPY.format(esz=esz, k_max=GROUP // N - 1) if post else ""}
-    bra FILLS;
-COPY_PHI:
-{phi}
 FILLS:
     // gk_s = 1.0 without gamma_k (x times 1.0 is exact); x_s zeros past the group's tokens
     @%p_gk bra GK_DONE;
@@ -672,29 +651,17 @@ LOAD_WAIT:
     return "\n".join(L)
 
 
-def half_rows(role, part):
-    """The role's phi rows of half `part` (0: those on the first load mbarrier, 1: the second)."""
-    h = ROLES[role]["rows"] // 2
-    return range(part * h, (part + 1) * h)
-
-
-def projection(role, esz, tg, part):
-    """acc[t][r] (t < tg, r of half `part`) over this thread's quads, and in the first half ss[t]
-    (tg: the group's token count rounded up to 1, 2, 4 or 8; the x rows past cnt are zeros). Each
-    accumulator still takes the quads in order and a quad's 4 elements in order, so the split
-    leaves every sum's bits as one pass over all rows gives them; the second half reads the
-    group's x quads from shared memory again."""
+def projection(role, esz, tg):
+    """acc[t][r] (t < tg, r < rows) and ss[t] over this thread's quads (tg: the group's token
+    count rounded up to 1, 2 or 4; the x rows past cnt are zeros)."""
     rows = ROLES[role]["rows"]
-    rs = half_rows(role, part)
-    R = f"{role.upper()}{tg}_{part}"
+    R = f"{role.upper()}{tg}"
     L = []
     e = L.append
+    for v in range(tg * rows):
+        e(f"    mov.f32 %acc{v}, 0f00000000;")
     for t in range(tg):
-        for r in rs:
-            e(f"    mov.f32 %acc{t * rows + r}, 0f00000000;")
-    if part == 0:
-        for t in range(tg):
-            e(f"    mov.f32 %ss{t}, 0f00000000;")
+        e(f"    mov.f32 %ss{t}, 0f00000000;")
     e(f"""    mov.u32 %q, %tx;
 PJ_{R}:
     setp.ge.u32 %p1, %q, %cpc;
@@ -716,9 +683,8 @@ PJ_{R}:
     mov.b32 {xq[3]}, %r3;""")
         else:
             e(f"    ld.shared.v4.f32 {{{', '.join(xq)}}}, [%r2];")
-        if part == 0:
-            for u in range(4):
-                e(f"    fma.rn.f32 %ss{t}, {xq[u]}, {xq[u]}, %ss{t};")
+        for u in range(4):
+            e(f"    fma.rn.f32 %ss{t}, {xq[u]}, {xq[u]}, %ss{t};")
     e(f"""    shl.b32 %r4, %q, 4;
     add.u32 %r5, %gksm, %r4;
     ld.shared.v4.f32 {{%gq0, %gq1, %gq2, %gq3}}, [%r5];""")
@@ -726,11 +692,9 @@ PJ_{R}:
         for u in range(4):
             e(f"    mul.f32 %xq{4 * t + u}, %xq{4 * t + u}, %gq{u};")
     e("    add.u32 %r5, %phsm, %r4;                // &phi_s[0][4 q]")
-    if rs[0]:
-        e(f"    mad.lo.u32 %r5, %rowb, {rs[0]}, %r5;       // &phi_s[{rs[0]}][4 q]")
-    for r in rs:
+    for r in range(rows):
         e(f"    ld.shared.v4.f32 {{%ph0, %ph1, %ph2, %ph3}}, [%r5];")
-        if r + 1 < rs[-1] + 1:
+        if r + 1 < rows:
             e("    add.u32 %r5, %r5, %rowb;")
         for t in range(tg):
             for u in range(4):
@@ -789,34 +753,21 @@ def warp_reduce(vals, red_off):
     return "\n".join(L)
 
 
-def half_sums(role, tg, part):
-    """The warp's sums of half `part`'s partials (and in the first half the sums of squares) to
-    red[warp]: the logits of half p at v = p tg h + t h + r' (h = rows / 2, r' the row within
-    the half), ss[t] at tg rows + t. The first half's sums run while the second half's phi rows
-    are still arriving."""
+def warp_sums(role, tg):
+    """The warp's sums to red[warp][v] (v < V: acc[t][r] at t rows + r; V + t: ss[t]), then the
+    CTA's rows (ss, logits, zeros; zeros for t >= tg) in sm_row[t][ROW] added in warp order."""
     rows = ROLES[role]["rows"]
-    h = rows // 2
-    V = tg * rows
-    L = [f"""    // warp sums of half {part}: {tg * h} logit partials{f' and {tg} sum{"s" if tg > 1 else ""} of squares' if part == 0 else ''}
-    mov.u32 %r2, sm_red;
-    mad.lo.u32 %r2, %warp, {4 * (V + tg)}, %r2;"""]
-    L.append(warp_reduce([f"%acc{t * rows + r}" for t in range(tg) for r in half_rows(role, part)],
-                         4 * part * tg * h))
-    if part == 0:
-        L.append(warp_reduce([f"%ss{t}" for t in range(tg)], 4 * V))
-    return "\n".join(L)
-
-
-def cta_rows(role, tg):
-    """After both halves' warp sums: the CTA's rows (ss, logits, zeros; zeros for t >= tg) in
-    sm_row[t][ROW], red[w][v] added in warp order."""
-    rows = ROLES[role]["rows"]
-    h = rows // 2
     V = tg * rows
     stride = V + tg
     R = f"{role.upper()}{tg}"
     L = []
     e = L.append
+    e(stamp(3))
+    e(f"""    // warp sums: {V} logit partials and {tg} sums of squares
+    mov.u32 %r2, sm_red;
+    mad.lo.u32 %r2, %warp, {4 * stride}, %r2;""")
+    e(warp_reduce([f"%acc{v}" for v in range(V)], 0))
+    e(warp_reduce([f"%ss{t}" for t in range(tg)], 4 * V))
     e(f"""    barrier.sync 0;
     // the CTA's rows: thread s < {ROLES[role]['group'] * ROW} -> sm_row[t = s / {ROW}][k = s % {ROW}]
     setp.ge.u32 %p1, %tx, {ROLES[role]['group'] * ROW};
@@ -830,10 +781,8 @@ def cta_rows(role, tg):
     @%p2 bra ROWS_{R}_STORE;
     add.u32 %r4, %r1, {V};                  // k = 0: ss of t
     setp.eq.u32 %p3, %r3, 0;
-    mad.lo.u32 %r5, %r1, {h}, %r3;
-    sub.u32 %r5, %r5, 1;                    // k >= 1: logit r = k - 1 of t, at t h + r in the first half
-    setp.gt.u32 %p4, %r3, {h};""" + (f"""
-    @%p4 add.u32 %r5, %r5, {tg * h - h};       // and at tg h + t h + r - h in the second""" if tg > 1 else "") + f"""
+    mad.lo.u32 %r5, %r1, {rows}, %r3;
+    sub.u32 %r5, %r5, 1;                    // k >= 1: logit k - 1 of t
     selp.u32 %r4, %r4, %r5, %p3;
     mov.u32 %r2, sm_red;
     mad.lo.u32 %r2, %r4, 4, %r2;""")
@@ -853,10 +802,8 @@ ROWS_{R}_DONE:
 
 def role_rows(role, esz, most):
     """The projection and the CTA's rows in one body per token count (1, 2, up to 4, up to 8; the
-    role's group and `most`, the entry's largest group, bound it): the first half of phi's rows
-    projected and their warp sums taken, then the wait for the second half's copies, its
-    projection and sums, the rows added; then the cluster barrier's wait (every CTA's gather
-    mbarrier is armed)."""
+    role's group and `most`, the entry's largest group, bound it), then the cluster barrier's
+    wait (every CTA's gather mbarrier is armed)."""
     R = role.upper()
     counts = [tg for tg in (1, 2, 4, 8) if tg <= min(ROLES[role]["group"], most)]
     L = []
@@ -866,15 +813,8 @@ def role_rows(role, esz, most):
     for tg in counts[::-1]:
         if tg != counts[-1]:
             L.append(f"{R}_TG{tg}:")
-        L.append(projection(role, esz, tg, 0))
-        L.append(half_sums(role, tg, 0))
-        L.append(f"""LW2_{R}{tg}:
-    mbarrier.try_wait.parity.shared::cta.b64 %p1, [sm_lbar2], 0;
-    @!%p1 bra LW2_{R}{tg};""")
-        L.append(projection(role, esz, tg, 1))
-        L.append(stamp(3))
-        L.append(half_sums(role, tg, 1))
-        L.append(cta_rows(role, tg))
+        L.append(projection(role, esz, tg))
+        L.append(warp_sums(role, tg))
         L.append(f"    bra {R}_ROWS;")
     L.append(f"""{R}_ROWS:{stamp(4)}
     barrier.cluster.wait.acquire;           // every CTA's gather mbarrier is armed{stamp(5)}""")
@@ -1138,8 +1078,7 @@ def main():
 .address_size 64
 
 .extern .shared .align 128 .b8 dsm[];      // x_s, gk_s, phi_s (header, LOADS)
-.shared .align 8 .b64 sm_lbar;             // the copies of x, gamma_k, f and phi's first half rows
-.shared .align 8 .b64 sm_lbar2;            // the copies of phi's second half rows
+.shared .align 8 .b64 sm_lbar;             // the copies' mbarrier
 .shared .align 8 .b64 sm_gbar;             // the gather's mbarrier (st.async from the peers)
 .shared .align 16 .b8 sm_red[{4 * WARPS * RED_STRIDE}];    // warp sums red[8][V + tg] (V = tg rows)
 .shared .align 16 .b8 sm_row[{4 * GROUP * ROW}];      // the CTA's rows [{GROUP}][{ROW}]
