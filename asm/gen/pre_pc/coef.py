@@ -84,7 +84,7 @@ def sk_batch():
     setp.ne.u64 %p1, %hro, 0;
     vote.sync.any.pred %p1, %p1, 0xffffffff;
     @!%p1 bra PC_SK_DONE;                   // every slot empty (the pair's other half, past T)""")
-    sinkhorn.unrolled(4, lambda i, j: f"%S{4 * i + j}", e, "PC_SKB_", pair=False)
+    sinkhorn.unrolled(4, lambda i, j: f"%S{4 * i + j}", e, "PC_SKB_", pair=True)
     e("""    setp.eq.u64 %p1, %hro, 0;
     @%p1 bra PC_SK_STORED;                  // an empty slot""")
     for q in range(16):
