@@ -290,11 +290,10 @@ def unrolled(n, s, w, labels, pair=True):
     by %p_paper; exp with its denormals kept (blocks.exp_shift); every line summed pairwise
     (%tr temporaries) into %ls<j> (+ eps_hc), then rcp.approx.ftz into %lr<j> (1 ulp; every
     divisor is >= eps_hc or a softmax sum >= 1: no Newton step on this critical path), then the
-    multiplies. With pair (the one-thread chains of the few-token kernels), V4's iterations
-    (n >= 2) run as paired_iterations: one set of reciprocals an iteration instead of two
-    (docs/kernels/pre.md, "The Sinkhorn's iterations"); without, the direct steps (pre_pc's
-    h_res batch, a token per lane, whose images the tuned tables name by hash; the pairs are
-    not measured there).
+    multiplies. With pair (every kernel's form), V4's iterations (n >= 2) run as
+    paired_iterations: one set of reciprocals an iteration instead of two (docs/kernels/pre.md,
+    "The Sinkhorn's iterations"); without, the direct steps (the pre_lc.direct timing build
+    that measures the pairs' gain).
     Leaves to {labels}OUT with S final. Temporaries %mx, %sum, %rc, %ls<n>, %lr<n>, %tr<4>,
     %it, %p1."""
     def exp_minus_max(cells):

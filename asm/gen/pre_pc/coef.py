@@ -67,9 +67,9 @@ def sk_clear():
 
 def sk_batch():
     """The h_res of the batch's tokens (every lane): lane b takes slot b's z_res matrix, the
-    one-thread Sinkhorn (sinkhorn.unrolled with the direct steps) runs on all SKB slots at once,
-    the lanes of slots with an address store their matrices, and the slots are cleared. Empty
-    slots compute on stale words and store nothing."""
+    one-thread Sinkhorn (sinkhorn.unrolled, V4 in row-column pairs) runs on all SKB slots at
+    once, the lanes of slots with an address store their matrices, and the slots are cleared.
+    Empty slots compute on stale words and store nothing."""
     L = []
     e = L.append
     e(f"""PC_SK_BATCH:

@@ -100,8 +100,9 @@ HEADER = f"""\
 // BATCH   each coefficient warp keeps the z_res rows of its last {SKB} rounds in sm_lg (slot
 //         (kk / 2) % {SKB}, with the token's h_res address; 0: no token) and at the last slot, or its
 //         last round, runs the {SKB} Sinkhorns at once: lane b holds slot b's whole matrix in
-//         registers, the one-thread form with the direct steps (sinkhorn.unrolled, pair=False),
-//         with no shuffle. Its instructions are the warp's, so {SKB} tokens cost what one
+//         registers, the one-thread form (sinkhorn.unrolled; V4 in row-column pairs, which took
+//         0.1-0.3 us off pre at T = 64..2048 against the direct steps: the last batch ends the
+//         call), with no shuffle. Its instructions are the warp's, so {SKB} tokens cost what one
 //         does. Per token the Sinkhorn had taken most of the warp's two rounds (phase stamps:
 //         5,620 of 6,364 cycles), so any delay, such as the pair entry's wait for the other half,
 //         pushed the warp's next gather and barrier 2 later and held the math warps. H100, same
