@@ -2742,7 +2742,14 @@ fn profile_lc_phases() {
                     println!("    Sinkhorn: {} cycles (median over the CTAs)", cycles[cycles.len() / 2]);
                 }
                 let stamped = if role == "res" { names.len() } else { 8 };
-                for (k, name) in names.iter().enumerate().take(stamped) {
+                let mut slots: Vec<(usize, &str)> = names.iter().copied().enumerate().take(stamped).collect();
+                // pre_lc.xprobe builds: thread 255's plain load of the CTA's first x word, issued
+                // (slot 14) and arrived (slot 13); other builds leave those slots unwritten
+                let probed = |k: usize| ctas.iter().all(|c| c[k] >= t0 && c[k] - t0 < 1_000_000_000);
+                if probed(13) && probed(14) {
+                    slots.extend([(14, "x issued"), (13, "x arrived")]);
+                }
+                for (k, name) in slots {
                     let mut us: Vec<f64> = ctas.iter().map(|c| c[k].wrapping_sub(t0) as f64 / 1e3).collect();
                     us.sort_by(|a, b| a.partial_cmp(b).unwrap());
                     println!("    {name:>10}: {:6.2} {:6.2} {:6.2} us", us[0], us[us.len() / 2], us[us.len() - 1]);

@@ -46,6 +46,8 @@ FAMILIES = {
                   "res role's Sinkhorn, to the workspace (tests/gpu_pre.rs profile_lc_phases)",
         "direct": "the res role's Sinkhorn in direct steps (sinkhorn.unrolled without pairs)",
         "ldgsts": "phi's rows by 16-byte cp.async from every thread instead of bulk copies",
+        "xprobe": "with stamps: thread 255, which issues no copy, loads one word of the CTA's x slice "
+                  "right after the grid dependency and stamps when it arrives (slots 14, then 13)",
     }),
     "pre_pc": (pre_pc.generate, {
         "nosink": "iters = 0: no Sinkhorn iteration",

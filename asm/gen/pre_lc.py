@@ -561,6 +561,29 @@ def shared_fill(label, base):
 {label}_DONE:"""
 
 
+def x_probe(esz):
+    """pre_lc.xprobe (with stamps): thread 255 (no copy slot) times one plain load of the CTA's
+    first x word after the grid dependency: slot 14 when issued, 13 when it has arrived (the
+    branch on the loaded word keeps the timer read after the load), 15 the word."""
+    return f"""    setp.ne.u32 %p7, %tx, {THREADS - 1};
+    @%p7 bra XPROBE_DONE;
+    mul.wide.u32 %rd1, %tok0, %xs;
+    cvt.u64.u32 %rd2, %c0;
+    add.u64 %rd1, %rd1, %rd2;
+    mul.lo.u64 %rd1, %rd1, {esz};
+    add.u64 %rd1, %x, %rd1;
+    mov.u64 %stmp, %globaltimer;
+    st.global.u64 [%sadr+{8 * 14}], %stmp;
+    ld.global.cg.u32 %r1, [%rd1];
+    setp.eq.u32 %p7, %r1, 0x7fc00001;
+    @%p7 bra XPROBE_SKIP;
+    mov.u64 %stmp, %globaltimer;
+    st.global.u64 [%sadr+{8 * 13}], %stmp;
+XPROBE_SKIP:
+    st.global.u32 [%sadr+{8 * 15}], %r1;
+XPROBE_DONE:"""
+
+
 def loads(esz, post):
     """The bulk copies, spread over the warps (a warp's lanes issue theirs one after another), all
     completing on the one load mbarrier: lane l of warp w issues copy m = w + 8 (l / 4) of stream
@@ -573,6 +596,8 @@ def loads(esz, post):
     phi = "    bra FILLS;" if "ldgsts" in EXPERIMENTS else f"""    @%p_early bra FILLS;
 {PHI_COPY}
     bra FILLS;"""
+    if "xprobe" in EXPERIMENTS:
+        e(x_probe(esz))
     e((f"""    @%p_early bra PHI_ISSUED;
 {phi_async("PHI")}
 PHI_ISSUED:
