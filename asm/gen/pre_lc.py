@@ -184,7 +184,7 @@ def declarations(name, esz, post):
     .reg .b32 %tx, %warp, %lane, %rank, %clu, %tok0, %cnt, %grp, %K, %c0, %q, %s;
     .reg .b32 %xsm, %gksm, %phsm, %rowb, %xrow, %lbar, %gbar;
     .reg .f32 %acc<64>, %ss<8>, %xq<32>, %gq<4>, %ph<4>, %hs, %hk, %hr;
-    .reg .b32 %xw<8>, %xr<32>;
+    .reg .b32 %xw<8>;
     .reg .f32 %mo<8>, %gv<8>;
     .reg .f32 %S<16>;
     .reg .f32 %mx, %sum, %rc;
@@ -514,16 +514,6 @@ PREFETCH_ISSUE:
 PREFETCHED:"""
 
 
-X_COPY_HEAD = """
-    setp.ge.u32 %p1, %r3, %cnt;
-    @%p1 bra COPY_GK;"""
-X_LOADED = """
-    bra COPY_GK;                            // pre: x by the threads' own loads (x_loads)"""
-
-X_BYTES = """    mul.lo.u32 %r1, %cnt, %cpc;
-    mul.lo.u32 %r1, %r1, {esz};"""
-
-
 def opening(esz, post):
     """Thread 0 initialises the four load mbarriers (one per stream) and the gather mbarrier and
     arms them (the gather one where this CTA receives rows); a CTA barrier, so no copy completes
@@ -537,7 +527,8 @@ def opening(esz, post):
     fence.mbarrier_init.release.cluster;
     // the copies' bytes: the role's phi rows and the group's x rows of 4 streams x cpc channels (+ gamma_k's)
     {role_select('%r2', 'rows')}
-{X_BYTES.format(esz=esz) if post else "    mov.u32 %r1, 0;                        // pre: x by the threads' own loads (X_LOADS)"}
+    mul.lo.u32 %r1, %cnt, %cpc;
+    mul.lo.u32 %r1, %r1, {esz};
     shl.b32 %r3, %cpc, 2;{"" if "ldgsts" in EXPERIMENTS else chr(10) + "    mad.lo.u32 %r1, %r2, %r3, %r1;"}
     @%p_gk add.u32 %r1, %r1, %r3;
     shl.b32 %r1, %r1, 2;{F_BYTES.format(esz=esz) if post else ""}
@@ -593,50 +584,15 @@ XPROBE_SKIP:
 XPROBE_DONE:"""
 
 
-def x_loads(esz, most):
-    """pre entries: every thread loads the x words of its own projection quads (quad slot s:
-    q = tid + THREADS s, at most two as cpc <= MAX_CPC; element 4 q of the slice is stream
-    i = 4 q / cpc, channel c0 + 4 q - i cpc) for the group's tokens into %xr, zeros past the
-    group's tokens and past the slice. Plain loads arrive sooner than bulk copies: a word of x
-    came 0.32-0.44 us after the grid dependency where the copies' mbarrier completed at
-    0.67-0.89 (H200 phase stamps, pre_lc.xprobe, phi copied before the dependency)."""
-    w = 4 * esz // 4  # words of a quad
-    L = ["    // ---- x: the thread's own projection quads (X_LOADS), in flight during the copies"]
-    for sl in range(2):
-        L.append(f"""    add.u32 %r1, %tx, {THREADS * sl};
-    setp.lt.u32 %p2, %r1, %cpc;             // quad slot {sl} in the slice
-    shl.b32 %r1, %r1, 2;                    // element 4 q
-    div.u32 %r4, %r1, %cpc;                 // stream i
-    mul.lo.u32 %r5, %r4, %cpc;
-    sub.u32 %r5, %r1, %r5;
-    add.u32 %r5, %r5, %c0;
-    mad.lo.u32 %r5, %r4, %C, %r5;           // i C + its channel
-    cvt.u64.u32 %rd3, %r5;""")
-        for t in range(most):
-            regs = [f"%xr{(sl * most + t) * w + k}" for k in range(w)]
-            L.append("\n".join(f"    mov.b32 {r}, 0;" for r in regs))
-            L.append(f"""    setp.gt.and.u32 %p3, %cnt, {t}, %p2;
-    add.u32 %r6, %tok0, {t};
-    mul.wide.u32 %rd1, %r6, %xs;            // token row (64-bit: T x stride may pass 2^32)
-    add.u64 %rd1, %rd1, %rd3;
-    mul.lo.u64 %rd1, %rd1, {esz};
-    add.u64 %rd1, %x, %rd1;
-    @%p3 ld.global.nc.v{w}.b32 {{{', '.join(regs)}}}, [%rd1];""")
-    return "\n".join(L)
-
-
-def loads(esz, post, most):
+def loads(esz, post):
     """The bulk copies, spread over the warps (a warp's lanes issue theirs one after another), all
     completing on the one load mbarrier: lane l of warp w issues copy m = w + 8 (l / 4) of stream
-    i = l % 4: m < rows a phi row, then (post_pre) the group's x rows, then gamma_k's run (and for
-    post_pre the f row of token i). The pre entries' threads load their own x words first
-    (x_loads). The warps fill gk_s with 1.0 where gamma_k is absent and (post_pre) zero x_s past
+    i = l % 4: m < rows a phi row, then the group's x rows, then gamma_k's run (and for post_pre
+    the f row of token i). The warps fill gk_s with 1.0 where gamma_k is absent and zero x_s past
     the group's tokens. Then the coefficient threads' base / scale registers (post_pre: layer l's
     coefficients too), and the wait for the copies."""
     L = []
     e = L.append
-    if not post:
-        e(x_loads(esz, most))
     phi = "    bra FILLS;" if "ldgsts" in EXPERIMENTS else f"""    @%p_early bra FILLS;
 {PHI_COPY}
     bra FILLS;"""
@@ -651,7 +607,9 @@ PHI_ISSUED:
     @%p1 bra COPY_X;
 {phi}
 COPY_X:
-    sub.u32 %r3, %r3, %r2;                  // token t of the group{X_COPY_HEAD if post else X_LOADED}
+    sub.u32 %r3, %r3, %r2;                  // token t of the group
+    setp.ge.u32 %p1, %r3, %cnt;
+    @%p1 bra COPY_GK;
     add.u32 %r5, %tok0, %r3;
     mul.wide.u32 %rd1, %r5, %xs;            // token row (64-bit: T x stride may pass 2^32)
     mad.lo.u32 %r5, %r4, %C, %c0;
@@ -682,13 +640,13 @@ FILLS:
     shl.b32 %r1, %tx, 4;
     mov.u32 %r3, %rowb;
 {shared_fill("GK_FILL", "%gksm")}
-GK_DONE:""" + (f"""
+GK_DONE:
     mul.lo.u32 %r1, %cnt, %xrow;
     mul.lo.u32 %r3, %xrow, %grp;
     shl.b32 %r2, %tx, 4;
     add.u32 %r1, %r1, %r2;
     mov.b32 %r4, 0;
-{shared_fill("X_ZERO", "%xsm")}""" if post else ""))
+{shared_fill("X_ZERO", "%xsm")}""")
     e(f"""    // the coefficient threads' parameters, in flight during the projection: role res thread 0
     // base[8..24) and scale[2]; role pre thread s < 32 (token s / 8, logit s % 8) base[s % 8] and
     // scale[0] (h_pre) / scale[1] (h_post)
@@ -718,80 +676,9 @@ LOAD_WAIT:
     return "\n".join(L)
 
 
-def quad_math(role, tg):
-    """One quad q (%r4 = 16 q): ss[t] from the tokens' widened elements (%xq<4 t + u>), then x
-    times gamma_k, then every row of phi into acc[t][r]."""
-    rows = ROLES[role]["rows"]
-    L = []
-    e = L.append
-    for t in range(tg):
-        xq = [f"%xq{4 * t + u}" for u in range(4)]
-        for u in range(4):
-            e(f"    fma.rn.f32 %ss{t}, {xq[u]}, {xq[u]}, %ss{t};")
-    e(f"""    add.u32 %r5, %gksm, %r4;
-    ld.shared.v4.f32 {{%gq0, %gq1, %gq2, %gq3}}, [%r5];""")
-    for t in range(tg):
-        for u in range(4):
-            e(f"    mul.f32 %xq{4 * t + u}, %xq{4 * t + u}, %gq{u};")
-    e("    add.u32 %r5, %phsm, %r4;                // &phi_s[0][4 q]")
-    for r in range(rows):
-        e(f"    ld.shared.v4.f32 {{%ph0, %ph1, %ph2, %ph3}}, [%r5];")
-        if r + 1 < rows:
-            e("    add.u32 %r5, %r5, %rowb;")
-        for t in range(tg):
-            for u in range(4):
-                e(f"    fma.rn.f32 %acc{t * rows + r}, %xq{4 * t + u}, %ph{u}, %acc{t * rows + r};")
-    return "\n".join(L)
-
-
-def widen(esz, words, xq):
-    """xq (4 f32 registers) = the quad's elements from its words (bf16: 2 words; f32: 4)."""
-    if esz == 4:
-        return "\n".join(f"    mov.b32 {xq[u]}, {words[u]};" for u in range(4))
-    return f"""    shl.b32 %r3, {words[0]}, 16;
-    mov.b32 {xq[0]}, %r3;
-    and.b32 %r3, {words[0]}, 0xffff0000;
-    mov.b32 {xq[1]}, %r3;
-    shl.b32 %r3, {words[1]}, 16;
-    mov.b32 {xq[2]}, %r3;
-    and.b32 %r3, {words[1]}, 0xffff0000;
-    mov.b32 {xq[3]}, %r3;"""
-
-
-def projection_loaded(role, esz, tg, most):
-    """pre entries: acc[t][r] and ss[t] over the thread's quad slots from the x words it loaded
-    (x_loads); the pre role also stores them to x_s for its mix (zeros past the group's tokens)."""
-    rows = ROLES[role]["rows"]
-    R = f"{role.upper()}{tg}"
-    w = esz
-    L = []
-    e = L.append
-    for v in range(tg * rows):
-        e(f"    mov.f32 %acc{v}, 0f00000000;")
-    for t in range(tg):
-        e(f"    mov.f32 %ss{t}, 0f00000000;")
-    for sl in range(2):
-        e(f"""    add.u32 %q, %tx, {THREADS * sl};
-    setp.ge.u32 %p1, %q, %cpc;
-    @%p1 bra PJ_{R}_DONE;
-    shl.b32 %r4, %q, 4;""")
-        if role == "pre":
-            e(f"    mad.lo.u32 %r1, %q, {4 * esz}, %xsm;            // &x_s[0][4 q]")
-        for t in range(tg):
-            words = [f"%xr{(sl * most + t) * w + k}" for k in range(w)]
-            if role == "pre":
-                e(f"    mad.lo.u32 %r2, %xrow, {t}, %r1;" if t else "    mov.u32 %r2, %r1;")
-                e(f"    st.shared.v{w}.b32 [%r2], {{{', '.join(words)}}};")
-            e(widen(esz, words, [f"%xq{4 * t + u}" for u in range(4)]))
-        e(quad_math(role, tg))
-    e(f"PJ_{R}_DONE:")
-    return "\n".join(L)
-
-
 def projection(role, esz, tg):
-    """post_pre entries: acc[t][r] (t < tg, r < rows) and ss[t] over this thread's quads from x_s
-    (x', written there by post_step; tg: the group's token count rounded up to 1, 2, 4 or 8; the
-    x rows past cnt are zeros)."""
+    """acc[t][r] (t < tg, r < rows) and ss[t] over this thread's quads (tg: the group's token
+    count rounded up to 1, 2 or 4; the x rows past cnt are zeros)."""
     rows = ROLES[role]["rows"]
     R = f"{role.upper()}{tg}"
     L = []
@@ -804,17 +691,39 @@ def projection(role, esz, tg):
 PJ_{R}:
     setp.ge.u32 %p1, %q, %cpc;
     @%p1 bra PJ_{R}_DONE;
+
     mad.lo.u32 %r1, %q, {4 * esz}, %xsm;            // &x_s[0][4 q]""")
     for t in range(tg):
         xq = [f"%xq{4 * t + u}" for u in range(4)]
         e(f"    mad.lo.u32 %r2, %xrow, {t}, %r1;" if t else "    mov.u32 %r2, %r1;")
         if esz == 2:
-            e("    ld.shared.v2.b32 {%xw0, %xw1}, [%r2];")
-            e(widen(esz, ["%xw0", "%xw1"], xq))
+            e(f"""    ld.shared.v2.b32 {{%xw0, %xw1}}, [%r2];
+    shl.b32 %r3, %xw0, 16;
+    mov.b32 {xq[0]}, %r3;
+    and.b32 %r3, %xw0, 0xffff0000;
+    mov.b32 {xq[1]}, %r3;
+    shl.b32 %r3, %xw1, 16;
+    mov.b32 {xq[2]}, %r3;
+    and.b32 %r3, %xw1, 0xffff0000;
+    mov.b32 {xq[3]}, %r3;""")
         else:
             e(f"    ld.shared.v4.f32 {{{', '.join(xq)}}}, [%r2];")
-    e("    shl.b32 %r4, %q, 4;")
-    e(quad_math(role, tg))
+        for u in range(4):
+            e(f"    fma.rn.f32 %ss{t}, {xq[u]}, {xq[u]}, %ss{t};")
+    e(f"""    shl.b32 %r4, %q, 4;
+    add.u32 %r5, %gksm, %r4;
+    ld.shared.v4.f32 {{%gq0, %gq1, %gq2, %gq3}}, [%r5];""")
+    for t in range(tg):
+        for u in range(4):
+            e(f"    mul.f32 %xq{4 * t + u}, %xq{4 * t + u}, %gq{u};")
+    e("    add.u32 %r5, %phsm, %r4;                // &phi_s[0][4 q]")
+    for r in range(rows):
+        e(f"    ld.shared.v4.f32 {{%ph0, %ph1, %ph2, %ph3}}, [%r5];")
+        if r + 1 < rows:
+            e("    add.u32 %r5, %r5, %rowb;")
+        for t in range(tg):
+            for u in range(4):
+                e(f"    fma.rn.f32 %acc{t * rows + r}, %xq{4 * t + u}, %ph{u}, %acc{t * rows + r};")
     e(f"""    add.u32 %q, %q, {THREADS};
     bra PJ_{R};
 PJ_{R}_DONE:""")
@@ -916,7 +825,7 @@ ROWS_{R}_DONE:
     return "\n".join(L)
 
 
-def role_rows(role, esz, most, post):
+def role_rows(role, esz, most):
     """The projection and the CTA's rows in one body per token count (1, 2, up to 4, up to 8; the
     role's group and `most`, the entry's largest group, bound it), then the cluster barrier's
     wait (every CTA's gather mbarrier is armed)."""
@@ -929,7 +838,7 @@ def role_rows(role, esz, most, post):
     for tg in counts[::-1]:
         if tg != counts[-1]:
             L.append(f"{R}_TG{tg}:")
-        L.append(projection(role, esz, tg) if post else projection_loaded(role, esz, tg, most))
+        L.append(projection(role, esz, tg))
         L.append(warp_sums(role, tg))
         L.append(f"    bra {R}_ROWS;")
     L.append(f"""{R}_ROWS:{stamp(4)}
@@ -1178,11 +1087,11 @@ def entry(dt, post=False):
     esz = 2 if dt == "bf16" else 4
     most = largest_group(dt)
     name = f"mhc_{'post_pre' if post else 'pre'}_lc_sm90_{dt}"
-    L = [declarations(name, esz, post), opening(esz, post), loads(esz, post, most), post_step(esz, most) if post else "",
+    L = [declarations(name, esz, post), opening(esz, post), loads(esz, post), post_step(esz, most) if post else "",
          "    @!%p_res bra ROLE_PRE;",
-         role_rows("res", esz, most, post), push("res"), res_tail(),
+         role_rows("res", esz, most), push("res"), res_tail(),
          "ROLE_PRE:",
-         role_rows("pre", esz, most, post), push("pre"), pre_tail(esz),
+         role_rows("pre", esz, most), push("pre"), pre_tail(esz),
          EXIT]
     return "\n".join(L)
 
