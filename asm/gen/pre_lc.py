@@ -174,7 +174,7 @@ def declarations(name, esz, post):
 .minnctapersm 1
 {{
     .reg .pred %p<8>;
-    .reg .pred %p_paper, %p_gk, %p_res, %p_early, %p_rp, %pb;
+    .reg .pred %p_paper, %p_gk, %p_res, %p_early, %pb;
     .reg .b32 %r<24>;
     .reg .b64 %rd<8>;
     .reg .f32 %f<16>;
@@ -183,7 +183,7 @@ def declarations(name, esz, post):
     .reg .f32 %eps_norm, %eps_hc, %invk, %inv_t, %sc, %bz<16>;
     .reg .b32 %tx, %warp, %lane, %rank, %clu, %tok0, %cnt, %grp, %K, %c0, %q, %s;
     .reg .b32 %xsm, %gksm, %phsm, %rowb, %xrow, %lbar, %gbar;
-    .reg .f32 %acc<64>, %ss<8>, %xq<32>, %gq<4>, %ph<4>, %pr<64>, %hs, %hk, %hr;
+    .reg .f32 %acc<64>, %ss<8>, %xq<32>, %gq<4>, %ph<4>, %hs, %hk, %hr;
     .reg .b32 %xw<8>;
     .reg .f32 %mo<8>, %gv<8>;
     .reg .f32 %S<16>;
@@ -219,10 +219,7 @@ def declarations(name, esz, post):
     and.b32 %r1, %flags, 2;
     setp.ne.u32 %p_gk, %r1, 0;
     and.b32 %r1, %flags, 32;
-    setp.ne.u32 %p_early, %r1, 0;           // FLAG_EARLY_PARAMS: phi before the grid dependency""" + (
-    "\n    setp.ne.u32 %p_rp, 0, 0;                // phi through shared memory" if post or "ldgsts" in EXPERIMENTS else f"""
-    setp.le.u32 %p_rp, %cpc, {THREADS};           // pre, T = 1: a quad a thread, its phi rows in registers
-    setp.eq.and.u32 %p_rp, %T, 1, %p_rp;    // (PHI_REGS)""") + f"""
+    setp.ne.u32 %p_early, %r1, 0;           // FLAG_EARLY_PARAMS: phi before the grid dependency
     mov.u32 %xsm, dsm;                      // x_s[grp][4 cpc]
     shl.b32 %xrow, %cpc, {(4 * esz).bit_length() - 1};                 // bytes of a token's x slice (4 cpc elements)
     mul.lo.u32 %r1, %xrow, %grp;
@@ -461,31 +458,6 @@ def phi_async(label):
     cp.async.mbarrier.arrive.noinc.shared::cta.b64 [sm_lbar];"""
 
 
-def phi_regs():
-    """PHI_REGS (pre entries where cpc <= THREADS: thread j owns quad j alone): the role's phi
-    rows of the thread's quad straight into %pr<4 r + u> (16-byte loads, a warp reading 512
-    consecutive bytes a row), no bulk copy and no shared memory. Element 4 j of the slice is
-    stream i = 4 j / cpc, channel c0 + 4 j - i cpc; rows 8..15 for the res role only."""
-    L = [f"""    setp.lt.u32 %p2, %tx, %cpc;             // the thread's quad is in the slice
-    setp.lt.and.u32 %p3, %tx, %cpc, %p_res;
-    shl.b32 %r1, %tx, 2;                    // element 4 q
-    div.u32 %r4, %r1, %cpc;                 // stream i
-    mul.lo.u32 %r5, %r4, %cpc;
-    sub.u32 %r5, %r1, %r5;
-    add.u32 %r5, %r5, %c0;
-    mad.lo.u32 %r5, %r4, %C, %r5;           // i C + its channel
-    {role_select('%r10', 'first')}
-    mad.lo.u32 %r5, %r10, %K, %r5;          // the role's first row (M K < 2^32)
-    mul.wide.u32 %rd1, %r5, 4;
-    add.u64 %rd1, %phi, %rd1;
-    mul.wide.u32 %rd2, %K, 4;               // a row (bytes)"""]
-    for r in range(ROLES["res"]["rows"]):
-        pred = "%p2" if r < ROLES["pre"]["rows"] else "%p3"
-        regs = ", ".join(f"%pr{4 * r + u}" for u in range(4))
-        L.append(f"""    @{pred} ld.global.nc.v4.f32 {{{regs}}}, [%rd1];""" + ("\n    add.u64 %rd1, %rd1, %rd2;" if r + 1 < ROLES["res"]["rows"] else ""))
-    return "\n".join(L)
-
-
 def early_phi():
     """Where the caller promised that no kernel still running writes the weights
     (FLAG_EARLY_PARAMS, Overlap::Weights): phi's rows are copied before the grid dependency, while
@@ -493,14 +465,10 @@ def early_phi():
     if "ldgsts" in EXPERIMENTS:
         copies = phi_async("EARLY_PHI")
     else:
-        copies = f"""    @%p_rp bra EARLY_REGS;
-{COPY_SLOT}
+        copies = f"""{COPY_SLOT}
     setp.ge.u32 %p1, %r3, %r2;
     @%p1 bra EARLY_COPIED;
 {PHI_COPY}
-    bra EARLY_COPIED;
-EARLY_REGS:
-{phi_regs()}
 EARLY_COPIED:"""
     return f"""    @%p_early bra.uni EARLY_PARAMS;
 {GRID_DEPENDENCY}
@@ -561,7 +529,7 @@ def opening(esz, post):
     {role_select('%r2', 'rows')}
     mul.lo.u32 %r1, %cnt, %cpc;
     mul.lo.u32 %r1, %r1, {esz};
-    shl.b32 %r3, %cpc, 2;{"" if "ldgsts" in EXPERIMENTS else chr(10) + "    @!%p_rp mad.lo.u32 %r1, %r2, %r3, %r1;    // phi's rows unless PHI_REGS"}
+    shl.b32 %r3, %cpc, 2;{"" if "ldgsts" in EXPERIMENTS else chr(10) + "    mad.lo.u32 %r1, %r2, %r3, %r1;"}
     @%p_gk add.u32 %r1, %r1, %r3;
     shl.b32 %r1, %r1, 2;{F_BYTES.format(esz=esz) if post else ""}
     mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_lbar], %r1;
@@ -617,11 +585,6 @@ XPROBE_DONE:"""
 
 
 def loads(esz, post):
-    PHI_REGS_LATE = f"""
-    @%p_early bra PHI_REGS_DONE;            // loaded before the grid dependency
-    @!%p_rp bra PHI_REGS_DONE;
-{phi_regs()}
-PHI_REGS_DONE:"""
     """The bulk copies, spread over the warps (a warp's lanes issue theirs one after another), all
     completing on the one load mbarrier: lane l of warp w issues copy m = w + 8 (l / 4) of stream
     i = l % 4: m < rows a phi row, then the group's x rows, then gamma_k's run (and for post_pre
@@ -631,7 +594,6 @@ PHI_REGS_DONE:"""
     L = []
     e = L.append
     phi = "    bra FILLS;" if "ldgsts" in EXPERIMENTS else f"""    @%p_early bra FILLS;
-    @%p_rp bra FILLS;                       // PHI_REGS: the rows come by the threads' own loads
 {PHI_COPY}
     bra FILLS;"""
     if "xprobe" in EXPERIMENTS:
@@ -671,7 +633,7 @@ COPY_GK:
     add.u64 %rd1, %gk, %rd1;
     mad.lo.u32 %r6, %r4, %r11, %gksm;
     cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%lbar];{F_COPY.format(esz=esz, k_max=GROUP // N - 1) if post else ""}
-FILLS:{"" if "ldgsts" in EXPERIMENTS else PHI_REGS_LATE}
+FILLS:
     // gk_s = 1.0 without gamma_k (x times 1.0 is exact); x_s zeros past the group's tokens
     @%p_gk bra GK_DONE;
     mov.b32 %r4, 0x3F800000;                // 1.0f
@@ -714,12 +676,11 @@ LOAD_WAIT:
     return "\n".join(L)
 
 
-def projection(role, esz, tg, phi_in_regs=False):
+def projection(role, esz, tg):
     """acc[t][r] (t < tg, r < rows) and ss[t] over this thread's quads (tg: the group's token
-    count rounded up to 1, 2, 4 or 8; the x rows past cnt are zeros). phi_in_regs (PHI_REGS:
-    cpc <= THREADS): the thread's one quad, its phi rows in %pr; else phi_s, every quad."""
+    count rounded up to 1, 2 or 4; the x rows past cnt are zeros)."""
     rows = ROLES[role]["rows"]
-    R = f"{role.upper()}{tg}" + ("R" if phi_in_regs else "")
+    R = f"{role.upper()}{tg}"
     L = []
     e = L.append
     for v in range(tg * rows):
@@ -755,23 +716,15 @@ PJ_{R}:
     for t in range(tg):
         for u in range(4):
             e(f"    mul.f32 %xq{4 * t + u}, %xq{4 * t + u}, %gq{u};")
-    if not phi_in_regs:
-        e("    add.u32 %r5, %phsm, %r4;                // &phi_s[0][4 q]")
+    e("    add.u32 %r5, %phsm, %r4;                // &phi_s[0][4 q]")
     for r in range(rows):
-        if phi_in_regs:
-            ph = [f"%pr{4 * r + u}" for u in range(4)]
-        else:
-            ph = [f"%ph{u}" for u in range(4)]
-            e(f"    ld.shared.v4.f32 {{%ph0, %ph1, %ph2, %ph3}}, [%r5];")
-            if r + 1 < rows:
-                e("    add.u32 %r5, %r5, %rowb;")
+        e(f"    ld.shared.v4.f32 {{%ph0, %ph1, %ph2, %ph3}}, [%r5];")
+        if r + 1 < rows:
+            e("    add.u32 %r5, %r5, %rowb;")
         for t in range(tg):
             for u in range(4):
-                e(f"    fma.rn.f32 %acc{t * rows + r}, %xq{4 * t + u}, {ph[u]}, %acc{t * rows + r};")
-    if phi_in_regs:
-        e(f"PJ_{R}_DONE:")
-    else:
-        e(f"""    add.u32 %q, %q, {THREADS};
+                e(f"    fma.rn.f32 %acc{t * rows + r}, %xq{4 * t + u}, %ph{u}, %acc{t * rows + r};")
+    e(f"""    add.u32 %q, %q, {THREADS};
     bra PJ_{R};
 PJ_{R}_DONE:""")
     return "\n".join(L)
@@ -885,14 +838,7 @@ def role_rows(role, esz, most):
     for tg in counts[::-1]:
         if tg != counts[-1]:
             L.append(f"{R}_TG{tg}:")
-        if tg == 1:  # PHI_REGS serves T = 1 only
-            L.append(f"    @%p_rp bra PJR_{R}{tg};")
         L.append(projection(role, esz, tg))
-        if tg == 1:
-            L.append(f"""    bra PJE_{R}{tg};
-PJR_{R}{tg}:""")
-            L.append(projection(role, esz, tg, phi_in_regs=True))
-            L.append(f"PJE_{R}{tg}:")
         L.append(warp_sums(role, tg))
         L.append(f"    bra {R}_ROWS;")
     L.append(f"""{R}_ROWS:{stamp(4)}
