@@ -1118,6 +1118,9 @@ def main():
 
 def generate(experiments):
     """pre_lc.ptx; experiments: the timing builds named in asm/gen/cli.py."""
+    if "xprobe" in experiments and "stamps" not in experiments:
+        # the probe writes through the stamps' per-CTA address, which only stamps builds set
+        raise SystemExit("pre_lc.xprobe needs pre_lc.stamps in the same build")
     EXPERIMENTS.clear()
     EXPERIMENTS.update(experiments)
     try:
