@@ -757,21 +757,30 @@ fn pre_lc_kernel_shapes() {
             shapes.push(Shape { x_pad: 24, ..Shape::new(4, 8192, 15, form, dtype) });
             shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4096, 2, form, dtype) });
             shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 7168, 9, form, dtype) });
+            // The wide groups (bf16 pre, 17..64 tokens): odd counts, a partial last group, every
+            // C bucket's edge, gamma_k, strided rows, phi ~ 0.5.
+            for (c, t) in [(4096, 17), (4096, 32), (4096, 33), (4096, 64), (7168, 31), (7168, 64), (8192, 64)] {
+                shapes.push(Shape::new(4, c, t, form, dtype));
+            }
+            shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 4096, 40, form, dtype) });
+            shapes.push(Shape { x_pad: 24, ..Shape::new(4, 512, 64, form, dtype) });
+            shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 1152, 23, form, dtype) });
+            shapes.push(Shape { gamma_k: true, ..Shape::new(4, 7168, 57, form, dtype) });
             let mut others = vec![
-                Shape::new(4, 4096, 17, form, dtype),
+                Shape::new(4, 4096, 65, form, dtype),
                 Shape::new(3, 4096, 1, form, dtype),
                 Shape { gamma_f: true, ..Shape::new(4, 4096, 2, form, dtype) },
                 Shape::new(4, 1288, 2, form, dtype),
                 Shape::new(4, 8320, 1, form, dtype),
             ];
             // f32: the rows end at 12 tokens; the longer shapes keep the mid kernel.
-            let top = if dtype == Dtype::Bf16 { 16 } else { 12 };
+            let top = if dtype == Dtype::Bf16 { 64 } else { 12 };
             let (shapes, beyond): (Vec<Shape>, Vec<Shape>) = shapes.into_iter().partition(|sh| sh.t <= top);
             others.extend(beyond);
             check_where_selected(&dev, &stream, &mut rng, "mhc_pre_lc", &shapes, &others);
             // post_pre: the fused entries give post then pre's outputs bit for bit, within the
-            // reference's tolerances.
-            for sh in &shapes {
+            // reference's tolerances (to 16 tokens: the post_pre entries have no wide groups).
+            for sh in shapes.iter().filter(|sh| sh.t <= 16) {
                 let plan = catalogue_plan(&dev, sh.cfg(), sh.dtype, sh.t).unwrap();
                 let lc = plan.post_pre_launcher(sh.t) == Some(mhc::device::cuda::LaunchKind::PostPreLogitClusters);
                 assert!(lc, "{}: post_pre logit clusters selected", sh.label());
@@ -803,6 +812,9 @@ fn lc_sanitizer_smoke() {
             fused_post_pre_matches_pair(&dev, &stream, &mut rng, &sh, true);
         }
     }
+    // The wide groups (bf16 pre): a partial second group of each role, two mix passes.
+    let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4352, 23, Formulation::Paper, Dtype::Bf16) };
+    check_pre(&dev, &stream, &mut rng, &sh);
 }
 
 /// Every shape of `selected` runs a `pre` entry whose name starts with `entry` (the catalogue's
@@ -1664,6 +1676,7 @@ fn pre_is_deterministic_and_graph_capturable() {
         for (n, c, t) in [
             (4, 4096, 16),
             (4, 7168, 3),
+            (4, 7168, 24),
             (4, 4096, 1),
             (2, 1288, 9),
             (4, 4096, 1000),

@@ -42,9 +42,21 @@ GROUP = max(RES_GROUP, PRE_GROUP)   # the most tokens a cluster serves (the shar
 # The kernel applies the rule at its start (declarations); src/device/cuda/pre/lc.rs `pre_group`
 # mirrors it for the grid.
 NARROW_MAX_TOKENS = 12
-RED_STRIDE = max(r["group"] * (r["rows"] + 1) for r in ROLES.values())  # warp sums and squares
-MAX_TOKENS = 16             # 4 res clusters and 2 pre clusters: six 16-CTA clusters, resident at
-                            # once on 132-SM parts
+FMA_MAX_TOKENS = 16         # up to here the FMA bodies: 4 res clusters and 2 pre clusters, six
+                            # 16-CTA clusters resident at once on 132-SM parts
+# Above FMA_MAX_TOKENS (bf16 pre entries): both roles take WIDE_GROUP tokens a cluster and project
+# on the tensor cores (mma.sync m16n8k16: a group is one m16 tile of tokens), up to MAX_TOKENS:
+# 4 + 4 clusters, 128 CTAs, resident at once on 132-SM parts.
+WIDE_GROUP = 16
+MAX_TOKENS = 64
+# The wide layout pads a token's x slice by 16 bytes and a phi row slice by 32, so the rows that
+# one ldmatrix phase (8 token rows) and one phi fragment load (8 logit rows) touch fall in
+# different banks (unpadded, C / 16 = 256 channels put every row at a multiple of 128 bytes).
+WIDE_X_PAD = 16
+WIDE_PHI_PAD = 32
+TOP_GROUP = max(GROUP, WIDE_GROUP)  # the most tokens any cluster serves (the static arrays' rows)
+RED_STRIDE = max([r["group"] * (r["rows"] + 1) for r in ROLES.values()]
+                 + [WIDE_GROUP * (ROLES["res"]["rows"] + 1)])  # warp sums and squares
 
 
 def role_select(reg, key):
@@ -59,6 +71,15 @@ def lc_shared(esz, cpc, post=False):
         g = ROLES[r]["group"]
         return g * N * esz + 4 * N + 4 * N * ROLES[r]["rows"] + (g * esz if post else 0)
     return max(role("res"), role("pre")) * cpc
+
+
+def wide_shared(cpc):
+    """Dynamic shared memory of the wide groups (bf16 pre entries, T > FMA_MAX_TOKENS) at cpc
+    channels a CTA, the larger role's: WIDE_GROUP padded x slices, gamma_k's slice and the role's
+    padded phi row slices (gk_s takes a phi row's padded size)."""
+    def role(r):
+        return WIDE_GROUP * (N * 2 * cpc + WIDE_X_PAD) + (1 + ROLES[r]["rows"]) * (4 * N * cpc + WIDE_PHI_PAD)
+    return max(role("res"), role("pre"))
 
 
 HEADER = f"""\
@@ -165,7 +186,33 @@ def stamp(k, clock=None):
     @%pst st.global.u64 [%sadr+{8 * k}], %stmp;""" + cycles
 
 
-def declarations(name, esz, post):
+def group_rule(wide):
+    """The cluster's role, first token and group (%p_res, %tok0, %grp, %cnt), and %p_wide: T above
+    FMA_MAX_TOKENS in an entry with the wide groups (both roles WIDE_GROUP tokens a cluster)."""
+    if not wide:
+        return f"""    add.u32 %r0, %T, {RES_GROUP - 1};
+    shr.u32 %r0, %r0, {RES_GROUP.bit_length() - 1};                   // res clusters: ceil(T / {RES_GROUP})
+    setp.lt.u32 %p_res, %clu, %r0;          // res first (h_res logits), then pre (h_pre / h_post, mix)
+    setp.gt.u32 %p1, %T, {NARROW_MAX_TOKENS};
+    selp.u32 %r3, {PRE_GROUP}, {RES_GROUP}, %p1;          // a pre cluster's group
+    shl.b32 %r1, %clu, {RES_GROUP.bit_length() - 1};
+    setp.ne.u32 %p_wide, %r0, %r0;          // no wide groups in this entry
+    mov.u32 %r4, {RES_GROUP};"""
+    return f"""    setp.gt.u32 %p_wide, %T, {FMA_MAX_TOKENS};         // the wide groups, projected on the tensor cores
+    selp.u32 %r4, {WIDE_GROUP.bit_length() - 1}, {RES_GROUP.bit_length() - 1}, %p_wide;            // log2 of a res cluster's group
+    shl.b32 %r5, 1, %r4;
+    add.u32 %r0, %T, %r5;
+    sub.u32 %r0, %r0, 1;
+    shr.u32 %r0, %r0, %r4;                  // res clusters: ceil(T / group)
+    setp.lt.u32 %p_res, %clu, %r0;          // res first (h_res logits), then pre (h_pre / h_post, mix)
+    setp.gt.u32 %p1, %T, {NARROW_MAX_TOKENS};
+    selp.u32 %r3, {PRE_GROUP}, {RES_GROUP}, %p1;
+    selp.u32 %r3, {WIDE_GROUP}, %r3, %p_wide;          // a pre cluster's group
+    shl.b32 %r1, %clu, %r4;
+    mov.u32 %r4, %r5;"""
+
+
+def declarations(name, esz, post, wide=False):
     return f""".visible .entry {name}(
     .param .align 8 .b8 p_args[{(POST_PRE_PC if post else PRE_DECODE).size}]
 )
@@ -174,7 +221,7 @@ def declarations(name, esz, post):
 .minnctapersm 1
 {{
     .reg .pred %p<8>;
-    .reg .pred %p_paper, %p_gk, %p_res, %p_early, %pb;
+    .reg .pred %p_paper, %p_gk, %p_res, %p_early, %pb, %p_wide;
     .reg .b32 %r<24>;
     .reg .b64 %rd<8>;
     .reg .f32 %f<16>;
@@ -184,7 +231,8 @@ def declarations(name, esz, post):
     .reg .b32 %tx, %warp, %lane, %rank, %clu, %tok0, %cnt, %grp, %K, %c0, %q, %s;
     .reg .b32 %xsm, %gksm, %phsm, %rowb, %xrow, %lbar, %gbar;
     .reg .f32 %acc<64>, %ss<8>, %xq<32>, %gq<4>, %ph<4>, %hs, %hk, %hr;
-    .reg .b32 %xw<8>;
+    .reg .b32 %xw<8>, %bh<2>, %bl<2>, %bu<4>;
+    .reg .f32 %bf<4>;
     .reg .f32 %mo<8>, %gv<8>;
     .reg .f32 %S<16>;
     .reg .f32 %mx, %sum, %rc;
@@ -198,16 +246,11 @@ def declarations(name, esz, post):
     and.b32 %lane, %tx, 31;
     mov.u32 %rank, %cluster_ctarank;
     mov.u32 %clu, %clusterid.x;
-    add.u32 %r0, %T, {RES_GROUP - 1};
-    shr.u32 %r0, %r0, {RES_GROUP.bit_length() - 1};                   // res clusters: ceil(T / {RES_GROUP})
-    setp.lt.u32 %p_res, %clu, %r0;          // res first (h_res logits), then pre (h_pre / h_post, mix)
-    setp.gt.u32 %p1, %T, {NARROW_MAX_TOKENS};
-    selp.u32 %r3, {PRE_GROUP}, {RES_GROUP}, %p1;          // a pre cluster's group
-    shl.b32 %r1, %clu, {RES_GROUP.bit_length() - 1};
+{group_rule(wide)}
     sub.u32 %r2, %clu, %r0;
     mul.lo.u32 %r2, %r2, %r3;
     selp.u32 %tok0, %r1, %r2, %p_res;       // the cluster's first token
-    selp.u32 %grp, {RES_GROUP}, %r3, %p_res;          // its group's size
+    selp.u32 %grp, %r4, %r3, %p_res;        // its group's size
     sub.u32 %cnt, %T, %tok0;
     min.u32 %cnt, %cnt, %grp;               // its tokens
     mul.lo.u32 %c0, %rank, %cpc;            // first channel of this CTA
@@ -222,9 +265,11 @@ def declarations(name, esz, post):
     setp.ne.u32 %p_early, %r1, 0;           // FLAG_EARLY_PARAMS: phi before the grid dependency
     mov.u32 %xsm, dsm;                      // x_s[grp][4 cpc]
     shl.b32 %xrow, %cpc, {(4 * esz).bit_length() - 1};                 // bytes of a token's x slice (4 cpc elements)
+    @%p_wide add.u32 %xrow, %xrow, {WIDE_X_PAD};
     mul.lo.u32 %r1, %xrow, %grp;
     add.u32 %gksm, %xsm, %r1;               // gk_s[4 cpc] f32
     shl.b32 %rowb, %cpc, 4;                 // bytes of a phi row slice (4 cpc floats)
+    @%p_wide add.u32 %rowb, %rowb, {WIDE_PHI_PAD};
     add.u32 %phsm, %gksm, %rowb;            // phi_s[rows][4 cpc] f32""" + f"""
     {role_select('%r1', 'rows')}
     mul.lo.u32 %r1, %r1, %rowb;
@@ -533,9 +578,9 @@ def opening(esz, post):
     @%p_gk add.u32 %r1, %r1, %r3;
     shl.b32 %r1, %r1, 2;{F_BYTES.format(esz=esz) if post else ""}
     mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_lbar], %r1;
-    // the gather: role pre 16 ranks x the group's tokens x 48 bytes; role res CTA t < {RES_GROUP} 16 x {4 * ROW}
+    // the gather: role pre 16 ranks x the group's tokens x 48 bytes; role res CTA t < its group 16 x {4 * ROW}
     @!%p_res bra ARM_PRE;
-    setp.ge.u32 %p2, %rank, {RES_GROUP};
+    setp.ge.u32 %p2, %rank, %grp;
     @%p2 bra INIT_DONE;
     mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_gbar], {CLUSTER * 4 * ROLES['res']['words']};
     bra INIT_DONE;
@@ -658,7 +703,7 @@ GK_DONE:
         e(f"    ld.global.nc.v4.f32 {{%bz{q}, %bz{q + 1}, %bz{q + 2}, %bz{q + 3}}}, [%base+{4 * (2 * N + q)}];")
     e(f"""    bra PARAMS_DONE;
 PARAMS_PRE:
-    setp.ge.u32 %p1, %tx, {PRE_GROUP * 2 * N};
+    setp.ge.u32 %p1, %tx, {TOP_GROUP * 2 * N};
     @%p1 bra PARAMS_DONE;
     and.b32 %r1, %tx, {2 * N - 1};
     mul.wide.u32 %rd1, %r1, 4;
@@ -825,13 +870,151 @@ ROWS_{R}_DONE:
     return "\n".join(L)
 
 
-def role_rows(role, esz, most):
+MMA = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+
+
+def projection_mma(role):
+    """The wide groups' projection (bf16, WIDE_GROUP tokens, x rows past cnt zeros) on the tensor
+    cores, then the CTA's rows in sm_row[t][ROW] as warp_sums leaves them. The slice's K = 4 cpc
+    elements go in k-steps of 16, warp w taking steps w, w + 8, ...: A = the 16 tokens' x
+    (ldmatrix.x4 from x_s: lane l addresses token row l % 16 at k + 8 (l / 16)), B = the role's
+    phi rows times gamma_k (f32 from phi_s / gk_s, thread (g = lane / 4, q = lane % 4) holding
+    rows 8 j + g at k + 2q, 2q + 1, 2q + 8, 2q + 9), each value split once into bf16 hi + lo (x is
+    exact in bf16, phi to 2^-17, as in the persistent-cluster kernels), and the two products
+    accumulate in one f32 chain per 8 logits. ss is the diagonal of the Gram matrix x x^T: two
+    more mma a step whose B is A's own registers (tokens 0..7: A's first and third, 8..15: its
+    second and fourth). Each warp stores its partials to red[w][t rows + r] (ss at V + t), then
+    the CTA's threads add the 8 warps' values in warp order (s and s + THREADS: 16 rows of ROW
+    words outnumber the threads)."""
+    rows = ROLES[role]["rows"]
+    nt = rows // 8
+    V = WIDE_GROUP * rows
+    stride = V + WIDE_GROUP
+    R = f"{role.upper()}W"
+    L = []
+    e = L.append
+    for v in range(4 * nt):
+        e(f"    mov.f32 %acc{v}, 0f00000000;")
+    for v in range(8):
+        e(f"    mov.f32 %ss{v}, 0f00000000;")
+    e(f"""    // ---- projection on the tensor cores: k-steps of 16, warp w taking steps w, w + {WARPS}, ...
+    and.b32 %r1, %lane, 15;
+    mad.lo.u32 %r6, %r1, %xrow, %xsm;
+    shr.u32 %r1, %lane, 4;
+    mad.lo.u32 %r6, %r1, 16, %r6;           // ldmatrix row: &x_s[l % 16][8 (l / 16)]
+    shr.u32 %r2, %lane, 2;                  // g
+    and.b32 %r3, %lane, 3;                  // q
+    mad.lo.u32 %r7, %r2, %rowb, %phsm;
+    mad.lo.u32 %r7, %r3, 8, %r7;            // &phi_s[g][2q]
+    shl.b32 %r8, %r3, 3;
+    add.u32 %r8, %r8, %gksm;                // &gk_s[2q]
+    shl.b32 %r10, %rowb, 3;                 // 8 phi rows
+    shr.u32 %r9, %cpc, 2;                   // k-steps: 4 cpc / 16
+    mov.u32 %q, %warp;
+MM_{R}:
+    setp.ge.u32 %p1, %q, %r9;
+    @%p1 bra MM_{R}_DONE;
+    shl.b32 %r1, %q, 5;                     // 16 elements of x: 32 bytes a step
+    add.u32 %r1, %r6, %r1;
+    ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%xw0, %xw1, %xw2, %xw3}}, [%r1];
+    shl.b32 %r1, %q, 6;                     // 16 floats: 64 bytes a step
+    add.u32 %r4, %r8, %r1;
+    ld.shared.v2.f32 {{%gq0, %gq1}}, [%r4];
+    ld.shared.v2.f32 {{%gq2, %gq3}}, [%r4+32];
+    add.u32 %r5, %r7, %r1;""")
+    for j in range(nt):
+        acc = ", ".join(f"%acc{4 * j + c}" for c in range(4))
+        e(f"""    ld.shared.v2.f32 {{%ph0, %ph1}}, [%r5];
+    ld.shared.v2.f32 {{%ph2, %ph3}}, [%r5+32];""")
+        for u in range(4):
+            e(f"    mul.f32 %ph{u}, %ph{u}, %gq{u};")
+        e("""    cvt.rn.bf16x2.f32 %bh0, %ph1, %ph0;    // hi: the lower half holds the lower k
+    cvt.rn.bf16x2.f32 %bh1, %ph3, %ph2;
+    shl.b32 %bu0, %bh0, 16;
+    and.b32 %bu1, %bh0, 0xffff0000;
+    shl.b32 %bu2, %bh1, 16;
+    and.b32 %bu3, %bh1, 0xffff0000;""")
+        for u in range(4):
+            e(f"""    mov.b32 %bf{u}, %bu{u};
+    sub.f32 %ph{u}, %ph{u}, %bf{u};""")
+        e(f"""    cvt.rn.bf16x2.f32 %bl0, %ph1, %ph0;    // lo: what hi leaves
+    cvt.rn.bf16x2.f32 %bl1, %ph3, %ph2;
+    {MMA} {{{acc}}}, {{%xw0, %xw1, %xw2, %xw3}}, {{%bh0, %bh1}}, {{{acc}}};
+    {MMA} {{{acc}}}, {{%xw0, %xw1, %xw2, %xw3}}, {{%bl0, %bl1}}, {{{acc}}};""")
+        if j + 1 < nt:
+            e("    add.u32 %r5, %r5, %r10;")
+    e(f"""    // ss: the Gram matrix's diagonal (tokens 0..7 against A's rows 0..7, 8..15 against 8..15)
+    {MMA} {{%ss0, %ss1, %ss2, %ss3}}, {{%xw0, %xw1, %xw2, %xw3}}, {{%xw0, %xw2}}, {{%ss0, %ss1, %ss2, %ss3}};
+    {MMA} {{%ss4, %ss5, %ss6, %ss7}}, {{%xw0, %xw1, %xw2, %xw3}}, {{%xw1, %xw3}}, {{%ss4, %ss5, %ss6, %ss7}};
+    add.u32 %q, %q, {WARPS};
+    bra MM_{R};
+MM_{R}_DONE:{stamp(3)}""")
+    e(f"""    // the warp's partials: c0, c1 token g, logits 8 j + 2q, + 1; c2, c3 token g + 8
+    mov.u32 %r4, sm_red;
+    mad.lo.u32 %r4, %warp, {4 * stride}, %r4;
+    shr.u32 %r2, %lane, 2;                  // g
+    and.b32 %r3, %lane, 3;                  // q
+    mul.lo.u32 %r1, %r2, {rows};
+    shl.b32 %r5, %r3, 1;
+    add.u32 %r1, %r1, %r5;                  // g rows + 2q
+    mad.lo.u32 %r1, %r1, 4, %r4;""")
+    for j in range(nt):
+        e(f"""    st.shared.v2.f32 [%r1+{32 * j}], {{%acc{4 * j}, %acc{4 * j + 1}}};
+    st.shared.v2.f32 [%r1+{32 * j + 32 * rows}], {{%acc{4 * j + 2}, %acc{4 * j + 3}}};""")
+    e(f"""    shr.u32 %r5, %r2, 1;
+    setp.ne.u32 %p1, %r3, %r5;              // the diagonal: q = g / 2
+    @%p1 bra MM_{R}_SS;
+    and.b32 %r5, %r2, 1;
+    setp.ne.u32 %p2, %r5, 0;
+    selp.f32 %f1, %ss1, %ss0, %p2;          // token g: column 2q (+ 1) of rows 0..7
+    selp.f32 %f2, %ss7, %ss6, %p2;          // token g + 8: the same of rows 8..15
+    mad.lo.u32 %r1, %r2, 4, %r4;
+    st.shared.f32 [%r1+{4 * V}], %f1;
+    st.shared.f32 [%r1+{4 * V + 32}], %f2;
+MM_{R}_SS:
+    barrier.sync 0;
+    // the CTA's rows: s = thread, thread + {THREADS} < {WIDE_GROUP * ROW} -> sm_row[t = s / {ROW}][k = s % {ROW}]""")
+    for p in range(-(-WIDE_GROUP * ROW // THREADS)):
+        e(f"""    add.u32 %s, %tx, {p * THREADS};
+    setp.ge.u32 %p1, %s, {WIDE_GROUP * ROW};
+    @%p1 bra MM_{R}_ROWS{p};
+    mov.f32 %f1, 0f00000000;
+    div.u32 %r1, %s, {ROW};                 // t
+    mul.lo.u32 %r3, %r1, {ROW};
+    sub.u32 %r3, %s, %r3;                   // k
+    setp.gt.u32 %p2, %r3, {rows};
+    @%p2 bra MM_{R}_STORE{p};
+    add.u32 %r4, %r1, {V};                  // k = 0: ss of t
+    setp.eq.u32 %p3, %r3, 0;
+    mad.lo.u32 %r5, %r1, {rows}, %r3;
+    sub.u32 %r5, %r5, 1;                    // k >= 1: logit k - 1 of t
+    selp.u32 %r4, %r4, %r5, %p3;
+    mov.u32 %r2, sm_red;
+    mad.lo.u32 %r2, %r4, 4, %r2;""")
+        for w in range(WARPS):
+            e(f"    ld.shared.f32 %f{2 + w}, [%r2+{4 * stride * w}];")
+        e("    mov.f32 %f1, %f2;")
+        for w in range(1, WARPS):
+            e(f"    add.f32 %f1, %f1, %f{2 + w};")
+        e(f"""MM_{R}_STORE{p}:
+    mov.u32 %r2, sm_row;
+    mad.lo.u32 %r2, %s, 4, %r2;
+    st.shared.f32 [%r2], %f1;
+MM_{R}_ROWS{p}:""")
+    e(f"""    barrier.sync 0;
+    bra {role.upper()}_ROWS;""")
+    return "\n".join(x for x in L if x)
+
+
+def role_rows(role, esz, most, wide=False):
     """The projection and the CTA's rows in one body per token count (1, 2, up to 4, up to 8; the
-    role's group and `most`, the entry's largest group, bound it), then the cluster barrier's
-    wait (every CTA's gather mbarrier is armed)."""
+    role's group and `most`, the entry's largest group, bound it; with wide the tensor-core body
+    for the wide groups), then the cluster barrier's wait (every CTA's gather mbarrier is armed)."""
     R = role.upper()
     counts = [tg for tg in (1, 2, 4, 8) if tg <= min(ROLES[role]["group"], most)]
     L = []
+    if wide:
+        L.append(f"    @%p_wide bra {R}_MMA;")
     for tg in counts[:-1]:
         L.append(f"""    setp.le.u32 %p1, %cnt, {tg};
     @%p1 bra {R}_TG{tg};""")
@@ -841,6 +1024,9 @@ def role_rows(role, esz, most):
         L.append(projection(role, esz, tg))
         L.append(warp_sums(role, tg))
         L.append(f"    bra {R}_ROWS;")
+    if wide:
+        L.append(f"{R}_MMA:")
+        L.append(projection_mma(role))
     L.append(f"""{R}_ROWS:{stamp(4)}
     barrier.cluster.wait.acquire;           // every CTA's gather mbarrier is armed{stamp(5)}""")
     return "\n".join(L)
@@ -870,8 +1056,9 @@ def push(role):
     k4 = words // 4
     R = role.upper()
     if role == "res":
-        return f"""    // push: thread s < {RES_GROUP * k4}: token t = s / {k4}, float4 k = s % {k4} -> CTA t, gat[rank][{ROW}]
-    setp.ge.u32 %p1, %tx, {RES_GROUP * k4};
+        return f"""    // push: thread s < {k4} grp: token t = s / {k4}, float4 k = s % {k4} -> CTA t, gat[rank][{ROW}]
+    mul.lo.u32 %r1, %grp, {k4};
+    setp.ge.u32 %p1, %tx, %r1;
     @%p1 bra PUSH_{R}_DONE;
     div.u32 %r1, %tx, {k4};                 // t (the receiving rank)
     mul.lo.u32 %r2, %r1, {k4};
@@ -914,7 +1101,7 @@ GATHER_WAIT = """GW_{R}:
 
 
 def res_tail():
-    """CTA t < RES_GROUP waits for its 16 rows; t < cnt adds them and runs the Sinkhorn."""
+    """CTA t < the group's size waits for its 16 rows; t < cnt adds them and runs the Sinkhorn."""
     L = []
     e = L.append
 
@@ -922,7 +1109,7 @@ def res_tail():
         text = stamp(k, clock)
         if text:  # timing builds only
             e(text.lstrip("\n"))
-    e(f"""    setp.ge.u32 %p1, %rank, {RES_GROUP};
+    e(f"""    setp.ge.u32 %p1, %rank, %grp;
     @%p1 bra EXIT;                          // receives nothing
 {GATHER_WAIT.format(R="RES", S=stamp(6))}
     setp.ge.u32 %p1, %rank, %cnt;
@@ -987,8 +1174,8 @@ def pre_tail(esz):
     st.shared.f32 [%r6], %f1;
 PRE_SUMMED:
     barrier.sync 0;
-    // thread s < {PRE_GROUP * 2 * N}: token t = s / 8, logit i = s % 8: h_pre (i < 4) or h_post
-    setp.ge.u32 %p1, %tx, {PRE_GROUP * 2 * N};
+    // thread s < {TOP_GROUP * 2 * N}: token t = s / 8, logit i = s % 8: h_pre (i < 4) or h_post
+    setp.ge.u32 %p1, %tx, {TOP_GROUP * 2 * N};
     @%p1 bra COEF_DONE;
     shr.u32 %r1, %tx, 3;                    // t
     and.b32 %r2, %tx, 7;                    // i
@@ -1086,12 +1273,14 @@ def entry(dt, post=False):
     folded in after the loads, post_step)."""
     esz = 2 if dt == "bf16" else 4
     most = largest_group(dt)
+    wide = has_wide(dt, post)
     name = f"mhc_{'post_pre' if post else 'pre'}_lc_sm90_{dt}"
-    L = [declarations(name, esz, post), opening(esz, post), loads(esz, post), post_step(esz, most) if post else "",
+    L = [declarations(name, esz, post, wide), opening(esz, post), loads(esz, post),
+         post_step(esz, most) if post else "",
          "    @!%p_res bra ROLE_PRE;",
-         role_rows("res", esz, most), push("res"), res_tail(),
+         role_rows("res", esz, most, wide), push("res"), res_tail(),
          "ROLE_PRE:",
-         role_rows("pre", esz, most), push("pre"), pre_tail(esz),
+         role_rows("pre", esz, most, wide), push("pre"), pre_tail(esz),
          EXIT]
     return "\n".join(L)
 
@@ -1106,10 +1295,10 @@ def main():
 .shared .align 8 .b64 sm_lbar;             // the copies' mbarrier
 .shared .align 8 .b64 sm_gbar;             // the gather's mbarrier (st.async from the peers)
 .shared .align 16 .b8 sm_red[{4 * WARPS * RED_STRIDE}];    // warp sums red[8][V + tg] (V = tg rows)
-.shared .align 16 .b8 sm_row[{4 * GROUP * ROW}];      // the CTA's rows [{GROUP}][{ROW}]
-.shared .align 16 .b8 sm_gat[{4 * max(CLUSTER * ROW, PRE_GROUP * CLUSTER * 12)}];     // res: [16 ranks][{ROW}]; pre: [{PRE_GROUP}][16 ranks][12]
-.shared .align 16 .b8 sm_sum[{4 * GROUP * 12}];      // the rows added over the ranks
-.shared .align 16 .b8 sm_hp[{4 * GROUP * N}];        // h_pre [{GROUP}][4]
+.shared .align 16 .b8 sm_row[{4 * TOP_GROUP * ROW}];      // the CTA's rows [{TOP_GROUP}][{ROW}]
+.shared .align 16 .b8 sm_gat[{4 * max(CLUSTER * ROW, TOP_GROUP * CLUSTER * 12)}];     // res: [16 ranks][{ROW}]; pre: [{TOP_GROUP}][16 ranks][12]
+.shared .align 16 .b8 sm_sum[{4 * TOP_GROUP * 12}];      // the rows added over the ranks
+.shared .align 16 .b8 sm_hp[{4 * TOP_GROUP * N}];        // h_pre [{TOP_GROUP}][4]
 .shared .align 16 .b8 sm_uc[{4 * GROUP * 20}];       // post_pre: layer l's h_post [4] and h_res [4][4] per token
 
 """
@@ -1145,13 +1334,22 @@ def pre_groups(dt):
     return f"{RES_GROUP}"
 
 
-def row_max_tokens(dt):
+def has_wide(dt, post):
+    """Whether the entry carries the wide groups (T above FMA_MAX_TOKENS): the bf16 pre entry
+    only. The post_pre entries would add f's slices of 16 tokens to the wide layout, which at
+    C = 8192 passes a CTA's shared memory."""
+    return dt == "bf16" and not post
+
+
+def row_max_tokens(dt, post=False):
     """The entries' largest T. f32 keeps NARROW_MAX_TOKENS: in its post_pre entry the h_pre
     clusters' slices of 8 f32 tokens (x, f and phi: 128 KB a CTA at C = 7168) make them the longer
     path, and the mid kernel was faster at T = 16 (H200, in a graph: 6.69 / 7.98 us against 6.93 /
     9.27 at C = 4096 / 7168); f32 pre, 5.48 against 5.81 us at C = 4096 and level at 7168, stops
     there too, so that post_pre stays post then pre's bits (the same pre kernel on both paths)."""
-    return NARROW_MAX_TOKENS if dt == "f32" else MAX_TOKENS
+    if dt == "f32":
+        return NARROW_MAX_TOKENS
+    return MAX_TOKENS if has_wide(dt, post) else FMA_MAX_TOKENS
 
 
 def catalogue_rows():
@@ -1161,7 +1359,9 @@ def catalogue_rows():
     for post in (False, True):
         for dt in ("bf16", "f32"):
             esz = 2 if dt == "bf16" else 4
-            top = row_max_tokens(dt)
+            top = row_max_tokens(dt, post)
+            wide = has_wide(dt, post)
+            shared = max(lc_shared(esz, MAX_CPC, post), wide_shared(MAX_CPC) if wide else 0)
             stage, kind = ("post_pre", "post_pre_lc") if post else ("pre", "pre_lc")
             comment = [
                 "pre for few tokens on two clusters that split the logits (sm_90a): asm/ptx/sm90/pre_lc.ptx",
@@ -1176,14 +1376,16 @@ def catalogue_rows():
                     f"pre for 1..{top} tokens: per {RES_GROUP} tokens a {CLUSTER}-CTA cluster for the h_res logits "
                     f"(and the Sinkhorns), per {pre_groups(dt)} one for the h_pre / h_post logits (and the mix), each "
                     "splitting K over its "
-                    "CTAs and adding their partial rows through distributed shared memory: no grid-wide exchange")
+                    "CTAs and adding their partial rows through distributed shared memory: no grid-wide exchange"
+                    + (f"; above {FMA_MAX_TOKENS} tokens {WIDE_GROUP} tokens a cluster of either role, projected "
+                       "on the tensor cores" if wide else ""))
             args = POST_PRE_PC if post else PRE_DECODE
             rows.append(catalogue.row(
                 f"{stage}_lc_sm90_{dt}", stage, ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_lc.cubin",
                 f"mhc_{stage}_lc_sm90_{dt}", [dt], [N], (C_MULTIPLE, MIN_C, CLUSTER * MAX_CPC), (1, top),
                 RES_GROUP, THREADS, what, kind, x_passes=1, params=f"{args.name} ({args.size} B, {RUST_MIRROR})",
                 rank=70, options=["gamma_k"],
-                geometry=G(channels_per_thread=8, cluster=CLUSTER, dynamic_shared_max=lc_shared(esz, MAX_CPC, post),
+                geometry=G(channels_per_thread=8, cluster=CLUSTER, dynamic_shared_max=shared,
                            traits=["grid_dependency"]),
                 comment=comment))
     return rows

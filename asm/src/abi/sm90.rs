@@ -493,8 +493,20 @@ pub const LC_NARROW_MAX_TOKENS: usize = 12;
 /// CTAs per cluster (a non-portable size); CTA r owns channels [r C/16, (r+1) C/16).
 pub const LC_CLUSTER: u32 = 16;
 
-/// Largest T of the entries (4 h_res clusters and 2 h_pre clusters: six clusters).
-pub const LC_MAX_TOKENS: usize = 16;
+/// Up to this T the clusters' groups are `LC_RES_TOKENS` / the h_pre rule and the projection runs on FMA (at most 4 h_res and 2 h_pre clusters: six).
+pub const LC_FMA_MAX_TOKENS: usize = 16;
+
+/// Above `LC_FMA_MAX_TOKENS` (the bf16 `pre` entry only) each cluster of either role serves this many tokens and projects on the tensor cores.
+pub const LC_WIDE_TOKENS: usize = 16;
+
+/// Largest T of any entry (the bf16 `pre` entry: 4 + 4 wide clusters, 128 CTAs).
+pub const LC_MAX_TOKENS: usize = 64;
+
+/// Dynamic shared memory per channel of a CTA's C/16 with the wide groups (bf16: 16 tokens' x slices, gamma_k's slice, 16 phi row slices).
+pub const LC_WIDE_SHARED_PER_CHANNEL: usize = 400;
+
+/// The wide layout's padding bytes (16 a token's x slice, 32 a phi row slice), on top of the per-channel bytes.
+pub const LC_WIDE_SHARED_FIXED: usize = 800;
 
 /// Dynamic shared memory per channel of a CTA's C/16, bf16 storage (the h_res role's: x slices of its tokens, gamma_k's slice, 16 phi row slices).
 pub const LC_SHARED_PER_CHANNEL_BF16: usize = 304;

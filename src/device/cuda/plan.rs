@@ -385,7 +385,9 @@ fn logit_clusters_fit(dev: &CudaDevice, ctx: &Ctx, v: &Variant) -> Result<std::r
         Some(LaunchKind::PostPreLogitClusters) => true,
         _ => return Ok(Ok(())),
     };
-    let (_, _, shared) = pre::lc::shape(ctx.cfg.c, 1, ctx.dtype, post);
+    // The most shared memory any of the row's token counts needs (the wide groups' above 16).
+    let top = (v.entry.tokens.max as usize).clamp(1, pre::lc::LC_MAX_TOKENS);
+    let shared = (1..=top).map(|t| pre::lc::shape(ctx.cfg.c, t, ctx.dtype, post).2).max().unwrap_or(0);
     let kind = if post { LaunchKind::PostPreLogitClusters } else { LaunchKind::PreLogitClusters };
     let func = dev.function(row_index(v)?, kind.arg_bytes())?;
     let clusters = ffi::occupancy_max_active_clusters(func.raw, v.threads(), shared, v.cluster())?;

@@ -16,18 +16,33 @@ use super::PreCall;
 use crate::config::Dtype;
 use crate::device::cuda::abi::{
     PreDecodeArgs, LC_POST_SHARED_PER_CHANNEL_BF16, LC_POST_SHARED_PER_CHANNEL_F32, LC_SHARED_PER_CHANNEL_BF16,
-    LC_SHARED_PER_CHANNEL_F32,
+    LC_SHARED_PER_CHANNEL_F32, LC_WIDE_SHARED_FIXED, LC_WIDE_SHARED_PER_CHANNEL,
 };
-pub use crate::device::cuda::abi::{LC_CLUSTER, LC_MAX_TOKENS, LC_NARROW_MAX_TOKENS, LC_PRE_TOKENS, LC_RES_TOKENS};
+pub use crate::device::cuda::abi::{
+    LC_CLUSTER, LC_FMA_MAX_TOKENS, LC_MAX_TOKENS, LC_NARROW_MAX_TOKENS, LC_PRE_TOKENS, LC_RES_TOKENS, LC_WIDE_TOKENS,
+};
 
 /// Tokens an h_pre cluster serves at `t` tokens (the kernel's rule): [`LC_RES_TOKENS`] up to
 /// [`LC_NARROW_MAX_TOKENS`] (three clusters of each role fit the six resident ones, and the
-/// h_pre clusters end sooner with fewer tokens), [`LC_PRE_TOKENS`] above (T = 16: 4 + 2 clusters).
+/// h_pre clusters end sooner with fewer tokens), [`LC_PRE_TOKENS`] up to [`LC_FMA_MAX_TOKENS`]
+/// (T = 16: 4 + 2 clusters), [`LC_WIDE_TOKENS`] above (the wide groups).
 pub(crate) fn pre_group(t: usize) -> usize {
     if t <= LC_NARROW_MAX_TOKENS {
         LC_RES_TOKENS
-    } else {
+    } else if t <= LC_FMA_MAX_TOKENS {
         LC_PRE_TOKENS
+    } else {
+        LC_WIDE_TOKENS
+    }
+}
+
+/// Tokens an h_res cluster serves at `t` tokens: [`LC_RES_TOKENS`] up to [`LC_FMA_MAX_TOKENS`],
+/// [`LC_WIDE_TOKENS`] above.
+pub(crate) fn res_group(t: usize) -> usize {
+    if t <= LC_FMA_MAX_TOKENS {
+        LC_RES_TOKENS
+    } else {
+        LC_WIDE_TOKENS
     }
 }
 use crate::device::cuda::launch::Row;
@@ -40,14 +55,20 @@ use crate::Stage;
 pub(crate) fn shape(c: usize, t: usize, dtype: Dtype, post: bool) -> (u32, usize, u32) {
     let cluster = LC_CLUSTER as usize;
     let cpc = c / cluster;
-    let clusters = t.div_ceil(LC_RES_TOKENS) + t.div_ceil(pre_group(t));
-    let per_channel = match (dtype == Dtype::Bf16, post) {
-        (true, false) => LC_SHARED_PER_CHANNEL_BF16,
-        (false, false) => LC_SHARED_PER_CHANNEL_F32,
-        (true, true) => LC_POST_SHARED_PER_CHANNEL_BF16,
-        (false, true) => LC_POST_SHARED_PER_CHANNEL_F32,
+    let clusters = t.div_ceil(res_group(t)) + t.div_ceil(pre_group(t));
+    let shared = if t > LC_FMA_MAX_TOKENS {
+        // The wide groups (the bf16 pre entry; `args` refuses the others past their rows' T).
+        LC_WIDE_SHARED_PER_CHANNEL * cpc + LC_WIDE_SHARED_FIXED
+    } else {
+        let per_channel = match (dtype == Dtype::Bf16, post) {
+            (true, false) => LC_SHARED_PER_CHANNEL_BF16,
+            (false, false) => LC_SHARED_PER_CHANNEL_F32,
+            (true, true) => LC_POST_SHARED_PER_CHANNEL_BF16,
+            (false, true) => LC_POST_SHARED_PER_CHANNEL_F32,
+        };
+        per_channel * cpc
     };
-    ((clusters * cluster) as u32, cpc, (per_channel * cpc) as u32)
+    ((clusters * cluster) as u32, cpc, shared as u32)
 }
 
 /// The `pre` side's argument block, grid and dynamic shared bytes of `call` (its row): a `pre`
@@ -59,7 +80,8 @@ pub(crate) fn args(call: &PreCall<'_, '_>, post: bool) -> Result<(PreDecodeArgs,
     let (c, t) = (ctx.cfg.c, chk.t);
     let cluster = b.cluster() as usize;
     let stage = if post { Stage::PostPre } else { Stage::Pre };
-    // The row's own range: its f32 entries end at LC_NARROW_MAX_TOKENS and carry no 8-token body.
+    // The row's own range: its f32 entries end at LC_NARROW_MAX_TOKENS and carry no 8-token body,
+    // its post_pre entries at LC_FMA_MAX_TOKENS (no wide groups).
     let top = (b.variant().entry.tokens.max as usize).min(LC_MAX_TOKENS);
     if t > top || cluster != LC_CLUSTER as usize || c % (8 * cluster) != 0 || ctx.cfg.n != 4 {
         // The catalogue row's ranges exclude these; a launch never guesses.
@@ -107,8 +129,13 @@ mod tests {
         assert_eq!(shape(7168, 5, Dtype::F32, false).0, 4 * LC_CLUSTER);
         assert_eq!(shape(4096, 12, Dtype::Bf16, false).0, 6 * LC_CLUSTER);
         assert_eq!(shape(4096, 13, Dtype::Bf16, false).0, 6 * LC_CLUSTER);
-        // Six clusters at most: resident at once on the 132-SM parts.
-        assert_eq!(shape(4096, LC_MAX_TOKENS, Dtype::Bf16, true).0, 6 * LC_CLUSTER);
+        // Six clusters at most up to 16 tokens, eight (128 CTAs) with the wide groups: resident at
+        // once on the 132-SM parts.
+        assert_eq!(shape(4096, LC_FMA_MAX_TOKENS, Dtype::Bf16, true).0, 6 * LC_CLUSTER);
+        assert_eq!(shape(4096, 17, Dtype::Bf16, false).0, 4 * LC_CLUSTER);
+        assert_eq!(shape(4096, LC_MAX_TOKENS, Dtype::Bf16, false).0, 8 * LC_CLUSTER);
+        // The wide layout at C = 8192 leaves room for the static arrays in an H100's 227 KB.
+        assert!(shape(8192, LC_MAX_TOKENS, Dtype::Bf16, false).2 <= 206 * 1024);
         // At the catalogue's largest C the f32 slices fit an H100's 227 KB with the static arrays.
         assert!(shape(8192, 1, Dtype::F32, true).2 <= 200 * 1024);
         assert!(shape(8192, 1, Dtype::F32, false).2 < shape(8192, 1, Dtype::F32, true).2);
