@@ -2713,6 +2713,9 @@ fn profile_lc_phases() {
         (16, 4096, Dtype::Bf16),
         (1, 7168, Dtype::Bf16),
         (16, 7168, Dtype::Bf16),
+        (32, 4096, Dtype::Bf16),
+        (64, 4096, Dtype::Bf16),
+        (64, 7168, Dtype::Bf16),
     ] {
         let mut cfg = Config::new(4, c);
         // MHC_PROFILE_ITERS=1 against the default 20 isolates the Sinkhorn loop's share.
@@ -2736,11 +2739,13 @@ fn profile_lc_phases() {
                     .iter()
                     .enumerate()
                     .filter(|(i, _)| {
-                        // the h_res clusters first (4 tokens each), then the h_pre clusters
+                        // the h_res clusters first (4 tokens each, 16 above 16 tokens), then the
+                        // h_pre clusters
                         let (cluster, rank) = (i / 16, i % 16);
-                        let res_clusters = t.div_ceil(4);
+                        let group = if t > 16 { 16 } else { 4 };
+                        let res_clusters = t.div_ceil(group);
                         if role == "res" {
-                            cluster < res_clusters && rank < t.saturating_sub(4 * cluster).min(4)
+                            cluster < res_clusters && rank < t.saturating_sub(group * cluster).min(group)
                         } else {
                             cluster >= res_clusters
                         }

@@ -49,14 +49,22 @@ FMA_MAX_TOKENS = 16         # up to here the FMA bodies: 4 res clusters and 2 pr
 # 4 + 4 clusters, 128 CTAs, resident at once on 132-SM parts.
 WIDE_GROUP = 16
 MAX_TOKENS = 64
+# Above WIDE_PRE_ABOVE tokens, where the slices leave room (C / 16 <= WIDE_PRE_MAX_CPC), a pre
+# cluster takes WIDE_PRE_GROUP tokens (two m16 tiles): T = 64 is then 4 + 2 clusters. At most 7
+# clusters of 16 CTAs are resident at once on the 132-SM parts (one CTA an SM, a cluster within a
+# GPC), and 4 + 4 would run an eighth in a second wave.
+WIDE_PRE_ABOVE = 48
+WIDE_PRE_GROUP = 32
+WIDE_PRE_MAX_CPC = 448
 # The wide layout pads a token's x slice by 16 bytes and a phi row slice by 32, so the rows that
 # one ldmatrix phase (8 token rows) and one phi fragment load (8 logit rows) touch fall in
 # different banks (unpadded, C / 16 = 256 channels put every row at a multiple of 128 bytes).
 WIDE_X_PAD = 16
 WIDE_PHI_PAD = 32
-TOP_GROUP = max(GROUP, WIDE_GROUP)  # the most tokens any cluster serves (the static arrays' rows)
+TOP_GROUP = max(GROUP, WIDE_GROUP, WIDE_PRE_GROUP)  # the most tokens any cluster serves (the static arrays' rows)
 RED_STRIDE = max([r["group"] * (r["rows"] + 1) for r in ROLES.values()]
-                 + [WIDE_GROUP * (ROLES["res"]["rows"] + 1)])  # warp sums and squares
+                 + [WIDE_GROUP * (ROLES["res"]["rows"] + 1), WIDE_PRE_GROUP * (ROLES["pre"]["rows"] + 1)])
+PRE_WORDS = ROLES["pre"]["words"]
 
 
 def role_select(reg, key):
@@ -73,13 +81,21 @@ def lc_shared(esz, cpc, post=False):
     return max(role("res"), role("pre")) * cpc
 
 
+def wide_role_shared(role, group, cpc):
+    """Dynamic shared memory of a wide role's CTA (bf16) at cpc channels: group padded x slices,
+    gamma_k's slice and the role's padded phi row slices (gk_s takes a phi row's padded size);
+    the pre role's gather buffer (group x 16 ranks x PRE_WORDS words) follows them."""
+    gather = group * CLUSTER * PRE_WORDS * 4 if role == "pre" else 0
+    return group * (N * 2 * cpc + WIDE_X_PAD) + (1 + ROLES[role]["rows"]) * (4 * N * cpc + WIDE_PHI_PAD) + gather
+
+
+WIDE_LAYOUTS = (("res", WIDE_GROUP), ("pre", WIDE_GROUP), ("pre", WIDE_PRE_GROUP))
+
+
 def wide_shared(cpc):
-    """Dynamic shared memory of the wide groups (bf16 pre entries, T > FMA_MAX_TOKENS) at cpc
-    channels a CTA, the larger role's: WIDE_GROUP padded x slices, gamma_k's slice and the role's
-    padded phi row slices (gk_s takes a phi row's padded size)."""
-    def role(r):
-        return WIDE_GROUP * (N * 2 * cpc + WIDE_X_PAD) + (1 + ROLES[r]["rows"]) * (4 * N * cpc + WIDE_PHI_PAD)
-    return max(role("res"), role("pre"))
+    """The most dynamic shared memory a wide launch at cpc channels needs (its roles' larger)."""
+    pre = WIDE_PRE_GROUP if cpc <= WIDE_PRE_MAX_CPC else WIDE_GROUP
+    return max(wide_role_shared("res", WIDE_GROUP, cpc), wide_role_shared("pre", pre, cpc))
 
 
 HEADER = f"""\
@@ -207,7 +223,10 @@ def group_rule(wide):
     setp.lt.u32 %p_res, %clu, %r0;          // res first (h_res logits), then pre (h_pre / h_post, mix)
     setp.gt.u32 %p1, %T, {NARROW_MAX_TOKENS};
     selp.u32 %r3, {PRE_GROUP}, {RES_GROUP}, %p1;
-    selp.u32 %r3, {WIDE_GROUP}, %r3, %p_wide;          // a pre cluster's group
+    selp.u32 %r3, {WIDE_GROUP}, %r3, %p_wide;
+    setp.gt.u32 %p1, %T, {WIDE_PRE_ABOVE};
+    setp.le.and.u32 %p1, %cpc, {WIDE_PRE_MAX_CPC}, %p1;
+    selp.u32 %r3, {WIDE_PRE_GROUP}, %r3, %p1;          // a pre cluster's group
     shl.b32 %r1, %clu, %r4;
     mov.u32 %r4, %r5;"""
 
@@ -229,10 +248,10 @@ def declarations(name, esz, post, wide=False):
     .reg .b32 %T, %n, %C, %M, %xs, %as, %cpc, %iters, %flags;
     .reg .f32 %eps_norm, %eps_hc, %invk, %inv_t, %sc, %bz<16>;
     .reg .b32 %tx, %warp, %lane, %rank, %clu, %tok0, %cnt, %grp, %K, %c0, %q, %s;
-    .reg .b32 %xsm, %gksm, %phsm, %rowb, %xrow, %lbar, %gbar;
+    .reg .b32 %xsm, %gksm, %phsm, %rowb, %xrow, %lbar, %gbar, %gat;
     .reg .f32 %acc<64>, %ss<8>, %xq<32>, %gq<4>, %ph<4>, %hs, %hk, %hr;
     .reg .b32 %xw<8>, %bh<2>, %bl<2>, %bu<4>;
-    .reg .f32 %bf<4>;
+    .reg .f32 %bf<4>, %sg<16>;
     .reg .f32 %mo<8>, %gv<8>;
     .reg .f32 %S<16>;
     .reg .f32 %mx, %sum, %rc;
@@ -275,7 +294,11 @@ def declarations(name, esz, post, wide=False):
     mul.lo.u32 %r1, %r1, %rowb;
     add.u32 %fsm, %phsm, %r1;               // post_pre: f_s[grp][cpc] (storage dtype)""" * post + f"""
     mov.u32 %lbar, sm_lbar;
-    mov.u32 %gbar, sm_gbar;""" + (f"""
+    mov.u32 %gbar, sm_gbar;
+    mov.u32 %gat, sm_gat;                   // the gather buffer: static, but the wide pre role's after phi_s
+    not.pred %p2, %p_res;
+    and.pred %p2, %p2, %p_wide;
+    @%p2 mad.lo.u32 %gat, %rowb, {ROLES['pre']['rows']}, %phsm;""" + (f"""
     setp.eq.u32 %pst, %tx, 0;
     mov.u32 %r1, %ctaid.x;
     mul.wide.u32 %sadr, %r1, {STAMP_STRIDE};
@@ -873,35 +896,36 @@ ROWS_{R}_DONE:
 MMA = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
 
 
-def projection_mma(role):
-    """The wide groups' projection (bf16, WIDE_GROUP tokens, x rows past cnt zeros) on the tensor
-    cores, then the CTA's rows in sm_row[t][ROW] as warp_sums leaves them. The slice's K = 4 cpc
-    elements go in k-steps of 16, warp w taking steps w, w + 8, ...: A = the 16 tokens' x
-    (ldmatrix.x4 from x_s: lane l addresses token row l % 16 at k + 8 (l / 16)), B = the role's
-    phi rows times gamma_k (f32 from phi_s / gk_s, thread (g = lane / 4, q = lane % 4) holding
-    rows 8 j + g at k + 2q, 2q + 1, 2q + 8, 2q + 9), each value split once into bf16 hi + lo (x is
-    exact in bf16, phi to 2^-17, as in the persistent-cluster kernels), and the two products
-    accumulate in one f32 chain per 8 logits. ss is the diagonal of the Gram matrix x x^T: two
-    more mma a step whose B is A's own registers (tokens 0..7: A's first and third, 8..15: its
-    second and fourth). Each warp stores its partials to red[w][t rows + r] (ss at V + t), then
-    the CTA's threads add the 8 warps' values in warp order (s and s + THREADS: 16 rows of ROW
-    words outnumber the threads)."""
+def projection_mma(role, group):
+    """The wide groups' projection (bf16, group = 16 mt tokens, x rows past cnt zeros) on the
+    tensor cores, then the CTA's rows in sm_row[t][ROW] as warp_sums leaves them. The slice's
+    K = 4 cpc elements go in k-steps of 16, warp w taking steps w, w + 8, ...: A = 16 tokens' x
+    per m16 tile (ldmatrix.x4 from x_s: lane l addresses token row 16 m + l % 16 at k + 8 (l / 16)),
+    B = the role's phi rows times gamma_k (f32 from phi_s / gk_s, thread (g = lane / 4,
+    q = lane % 4) holding rows 8 j + g at k + 2q, 2q + 1, 2q + 8, 2q + 9), each value split once
+    into bf16 hi + lo (x is exact in bf16, phi to 2^-17, as in the persistent-cluster kernels) for
+    every tile of tokens, and the two products accumulate in one f32 chain per 8 logits and tile.
+    ss is the diagonal of the Gram matrix x x^T: two more mma a step and tile whose B is A's own
+    registers (tokens 0..7 of the tile: A's first and third, 8..15: its second and fourth). Each
+    warp stores its partials to red[w][t rows + r] (ss at V + t), then the CTA's threads add the
+    8 warps' values in warp order (items s, s + THREADS, ...: the rows outnumber the threads)."""
     rows = ROLES[role]["rows"]
-    nt = rows // 8
-    V = WIDE_GROUP * rows
-    stride = V + WIDE_GROUP
-    R = f"{role.upper()}W"
+    nt, mt = rows // 8, group // 16
+    V = group * rows
+    stride = V + group
+    R = f"{role.upper()}W{group}"
     L = []
     e = L.append
-    for v in range(4 * nt):
+    for v in range(4 * nt * mt):
         e(f"    mov.f32 %acc{v}, 0f00000000;")
-    for v in range(8):
-        e(f"    mov.f32 %ss{v}, 0f00000000;")
+    for v in range(8 * mt):
+        e(f"    mov.f32 %sg{v}, 0f00000000;")
     e(f"""    // ---- projection on the tensor cores: k-steps of 16, warp w taking steps w, w + {WARPS}, ...
     and.b32 %r1, %lane, 15;
     mad.lo.u32 %r6, %r1, %xrow, %xsm;
     shr.u32 %r1, %lane, 4;
     mad.lo.u32 %r6, %r1, 16, %r6;           // ldmatrix row: &x_s[l % 16][8 (l / 16)]
+    shl.b32 %r11, %xrow, 4;                 // 16 token rows
     shr.u32 %r2, %lane, 2;                  // g
     and.b32 %r3, %lane, 3;                  // q
     mad.lo.u32 %r7, %r2, %rowb, %phsm;
@@ -915,17 +939,20 @@ MM_{R}:
     setp.ge.u32 %p1, %q, %r9;
     @%p1 bra MM_{R}_DONE;
     shl.b32 %r1, %q, 5;                     // 16 elements of x: 32 bytes a step
-    add.u32 %r1, %r6, %r1;
-    ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%xw0, %xw1, %xw2, %xw3}}, [%r1];
-    shl.b32 %r1, %q, 6;                     // 16 floats: 64 bytes a step
+    add.u32 %r1, %r6, %r1;""")
+    for m in range(mt):
+        xw = ", ".join(f"%xw{4 * m + u}" for u in range(4))
+        e(f"    ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{xw}}}, [%r1];")
+        if m + 1 < mt:
+            e("    add.u32 %r1, %r1, %r11;")
+    e("""    shl.b32 %r1, %q, 6;                     // 16 floats: 64 bytes a step
     add.u32 %r4, %r8, %r1;
-    ld.shared.v2.f32 {{%gq0, %gq1}}, [%r4];
-    ld.shared.v2.f32 {{%gq2, %gq3}}, [%r4+32];
+    ld.shared.v2.f32 {%gq0, %gq1}, [%r4];
+    ld.shared.v2.f32 {%gq2, %gq3}, [%r4+32];
     add.u32 %r5, %r7, %r1;""")
     for j in range(nt):
-        acc = ", ".join(f"%acc{4 * j + c}" for c in range(4))
-        e(f"""    ld.shared.v2.f32 {{%ph0, %ph1}}, [%r5];
-    ld.shared.v2.f32 {{%ph2, %ph3}}, [%r5+32];""")
+        e("""    ld.shared.v2.f32 {%ph0, %ph1}, [%r5];
+    ld.shared.v2.f32 {%ph2, %ph3}, [%r5+32];""")
         for u in range(4):
             e(f"    mul.f32 %ph{u}, %ph{u}, %gq{u};")
         e("""    cvt.rn.bf16x2.f32 %bh0, %ph1, %ph0;    // hi: the lower half holds the lower k
@@ -937,19 +964,25 @@ MM_{R}:
         for u in range(4):
             e(f"""    mov.b32 %bf{u}, %bu{u};
     sub.f32 %ph{u}, %ph{u}, %bf{u};""")
-        e(f"""    cvt.rn.bf16x2.f32 %bl0, %ph1, %ph0;    // lo: what hi leaves
-    cvt.rn.bf16x2.f32 %bl1, %ph3, %ph2;
-    {MMA} {{{acc}}}, {{%xw0, %xw1, %xw2, %xw3}}, {{%bh0, %bh1}}, {{{acc}}};
-    {MMA} {{{acc}}}, {{%xw0, %xw1, %xw2, %xw3}}, {{%bl0, %bl1}}, {{{acc}}};""")
+        e("""    cvt.rn.bf16x2.f32 %bl0, %ph1, %ph0;    // lo: what hi leaves
+    cvt.rn.bf16x2.f32 %bl1, %ph3, %ph2;""")
+        for m in range(mt):
+            acc = ", ".join(f"%acc{4 * (m * nt + j) + c}" for c in range(4))
+            xw = ", ".join(f"%xw{4 * m + u}" for u in range(4))
+            e(f"""    {MMA} {{{acc}}}, {{{xw}}}, {{%bh0, %bh1}}, {{{acc}}};
+    {MMA} {{{acc}}}, {{{xw}}}, {{%bl0, %bl1}}, {{{acc}}};""")
         if j + 1 < nt:
             e("    add.u32 %r5, %r5, %r10;")
-    e(f"""    // ss: the Gram matrix's diagonal (tokens 0..7 against A's rows 0..7, 8..15 against 8..15)
-    {MMA} {{%ss0, %ss1, %ss2, %ss3}}, {{%xw0, %xw1, %xw2, %xw3}}, {{%xw0, %xw2}}, {{%ss0, %ss1, %ss2, %ss3}};
-    {MMA} {{%ss4, %ss5, %ss6, %ss7}}, {{%xw0, %xw1, %xw2, %xw3}}, {{%xw1, %xw3}}, {{%ss4, %ss5, %ss6, %ss7}};
-    add.u32 %q, %q, {WARPS};
+    e("    // ss: the Gram matrix's diagonal (a tile's tokens 0..7 against its rows 0..7, 8..15 against 8..15)")
+    for m in range(mt):
+        xw = ", ".join(f"%xw{4 * m + u}" for u in range(4))
+        for h in range(2):
+            sg = ", ".join(f"%sg{8 * m + 4 * h + c}" for c in range(4))
+            e(f"    {MMA} {{{sg}}}, {{{xw}}}, {{%xw{4 * m + h}, %xw{4 * m + h + 2}}}, {{{sg}}};")
+    e(f"""    add.u32 %q, %q, {WARPS};
     bra MM_{R};
-MM_{R}_DONE:{stamp(3)}""")
-    e(f"""    // the warp's partials: c0, c1 token g, logits 8 j + 2q, + 1; c2, c3 token g + 8
+MM_{R}_DONE:{stamp(3)}
+    // the warp's partials: c0, c1 token 16 m + g, logits 8 j + 2q, + 1; c2, c3 token 16 m + g + 8
     mov.u32 %r4, sm_red;
     mad.lo.u32 %r4, %warp, {4 * stride}, %r4;
     shr.u32 %r2, %lane, 2;                  // g
@@ -958,25 +991,29 @@ MM_{R}_DONE:{stamp(3)}""")
     shl.b32 %r5, %r3, 1;
     add.u32 %r1, %r1, %r5;                  // g rows + 2q
     mad.lo.u32 %r1, %r1, 4, %r4;""")
-    for j in range(nt):
-        e(f"""    st.shared.v2.f32 [%r1+{32 * j}], {{%acc{4 * j}, %acc{4 * j + 1}}};
-    st.shared.v2.f32 [%r1+{32 * j + 32 * rows}], {{%acc{4 * j + 2}, %acc{4 * j + 3}}};""")
+    for m in range(mt):
+        for j in range(nt):
+            a = 4 * (m * nt + j)
+            off = 4 * (16 * m * rows + 8 * j)
+            e(f"""    st.shared.v2.f32 [%r1+{off}], {{%acc{a}, %acc{a + 1}}};
+    st.shared.v2.f32 [%r1+{off + 32 * rows}], {{%acc{a + 2}, %acc{a + 3}}};""")
     e(f"""    shr.u32 %r5, %r2, 1;
     setp.ne.u32 %p1, %r3, %r5;              // the diagonal: q = g / 2
     @%p1 bra MM_{R}_SS;
     and.b32 %r5, %r2, 1;
     setp.ne.u32 %p2, %r5, 0;
-    selp.f32 %f1, %ss1, %ss0, %p2;          // token g: column 2q (+ 1) of rows 0..7
-    selp.f32 %f2, %ss7, %ss6, %p2;          // token g + 8: the same of rows 8..15
-    mad.lo.u32 %r1, %r2, 4, %r4;
-    st.shared.f32 [%r1+{4 * V}], %f1;
-    st.shared.f32 [%r1+{4 * V + 32}], %f2;
-MM_{R}_SS:
+    mad.lo.u32 %r1, %r2, 4, %r4;""")
+    for m in range(mt):
+        e(f"""    selp.f32 %f1, %sg{8 * m + 1}, %sg{8 * m}, %p2;          // token 16 m + g: column 2q (+ 1)
+    selp.f32 %f2, %sg{8 * m + 7}, %sg{8 * m + 6}, %p2;          // token 16 m + g + 8
+    st.shared.f32 [%r1+{4 * (V + 16 * m)}], %f1;
+    st.shared.f32 [%r1+{4 * (V + 16 * m + 8)}], %f2;""")
+    e(f"""MM_{R}_SS:
     barrier.sync 0;
-    // the CTA's rows: s = thread, thread + {THREADS} < {WIDE_GROUP * ROW} -> sm_row[t = s / {ROW}][k = s % {ROW}]""")
-    for p in range(-(-WIDE_GROUP * ROW // THREADS)):
+    // the CTA's rows: items s < {group * ROW} (thread s, s + {THREADS}, ...) -> sm_row[t = s / {ROW}][k = s % {ROW}]""")
+    for p in range(-(-group * ROW // THREADS)):
         e(f"""    add.u32 %s, %tx, {p * THREADS};
-    setp.ge.u32 %p1, %s, {WIDE_GROUP * ROW};
+    setp.ge.u32 %p1, %s, {group * ROW};
     @%p1 bra MM_{R}_ROWS{p};
     mov.f32 %f1, 0f00000000;
     div.u32 %r1, %s, {ROW};                 // t
@@ -1003,7 +1040,7 @@ MM_{R}_SS:
 MM_{R}_ROWS{p}:""")
     e(f"""    barrier.sync 0;
     bra {role.upper()}_ROWS;""")
-    return "\n".join(x for x in L if x)
+    return "\n".join(L)
 
 
 def role_rows(role, esz, most, wide=False):
@@ -1026,7 +1063,13 @@ def role_rows(role, esz, most, wide=False):
         L.append(f"    bra {R}_ROWS;")
     if wide:
         L.append(f"{R}_MMA:")
-        L.append(projection_mma(role))
+        if role == "pre":
+            L.append(f"""    setp.eq.u32 %p1, %grp, {WIDE_PRE_GROUP};
+    @%p1 bra {R}_MMA{WIDE_PRE_GROUP};""")
+        L.append(projection_mma(role, WIDE_GROUP))
+        if role == "pre":
+            L.append(f"{R}_MMA{WIDE_PRE_GROUP}:")
+            L.append(projection_mma(role, WIDE_PRE_GROUP))
     L.append(f"""{R}_ROWS:{stamp(4)}
     barrier.cluster.wait.acquire;           // every CTA's gather mbarrier is armed{stamp(5)}""")
     return "\n".join(L)
@@ -1040,7 +1083,7 @@ def push_float4(token, slot, words, between=""):
     mad.lo.u32 %r4, {token}, {4 * ROW}, %r3;
     mad.lo.u32 %r4, %r2, 16, %r4;
     ld.shared.v4.f32 {{%f1, %f2, %f3, %f4}}, [%r4];{between}
-    mov.u32 %r5, sm_gat;
+    mov.u32 %r5, %gat;
     mad.lo.u32 %r5, {slot}, {4 * words}, %r5;
     mad.lo.u32 %r5, %r2, 16, %r5;
     mapa.shared::cluster.u32 %r5, %r5, %r1;
@@ -1119,7 +1162,7 @@ def res_tail():
     // lane v <= 16 adds word v of the 16 ranks' rows in rank order
     setp.gt.u32 %p2, %lane, {N * N};
     @%p2 bra RES_SUMMED;
-    mov.u32 %r1, sm_gat;
+    mov.u32 %r1, %gat;
     mad.lo.u32 %r1, %lane, 4, %r1;""")
     e(rank_sum("%r1", 4 * ROW))
     e(f"""    mov.u32 %r2, sm_sum;
@@ -1155,23 +1198,26 @@ def pre_tail(esz):
     L = []
     e = L.append
     e(f"""{GATHER_WAIT.format(R="PRE", S=stamp(6))}
-    // thread s < cnt 9: token t = s / 9, word v = s % 9 (ss, 8 logits), ranks in order
-    mul.lo.u32 %r1, %cnt, 9;
-    setp.ge.u32 %p1, %tx, %r1;
+    // item s < cnt 9 (thread s, s + {THREADS}): token t = s / 9, word v = s % 9 (ss, 8 logits), ranks in order
+    mul.lo.u32 %r9, %cnt, 9;
+    mov.u32 %s, %tx;
+PRE_SUM:
+    setp.ge.u32 %p1, %s, %r9;
     @%p1 bra PRE_SUMMED;
-    div.u32 %r1, %tx, 9;
+    div.u32 %r1, %s, 9;
     mul.lo.u32 %r2, %r1, 9;
-    sub.u32 %r2, %tx, %r2;
+    sub.u32 %r2, %s, %r2;
     mul.lo.u32 %r3, %r1, {CLUSTER * words};
     add.u32 %r3, %r3, %r2;
-    mov.u32 %r4, sm_gat;
-    mad.lo.u32 %r4, %r3, 4, %r4;""")
+    mad.lo.u32 %r4, %r3, 4, %gat;""")
     e(rank_sum("%r4", 4 * words))
     e(f"""    mov.u32 %r6, sm_sum;
     mul.lo.u32 %r7, %r1, 12;
     add.u32 %r7, %r7, %r2;
     mad.lo.u32 %r6, %r7, 4, %r6;
     st.shared.f32 [%r6], %f1;
+    add.u32 %s, %s, {THREADS};
+    bra PRE_SUM;
 PRE_SUMMED:
     barrier.sync 0;
     // thread s < {TOP_GROUP * 2 * N}: token t = s / 8, logit i = s % 8: h_pre (i < 4) or h_post
@@ -1296,7 +1342,7 @@ def main():
 .shared .align 8 .b64 sm_gbar;             // the gather's mbarrier (st.async from the peers)
 .shared .align 16 .b8 sm_red[{4 * WARPS * RED_STRIDE}];    // warp sums red[8][V + tg] (V = tg rows)
 .shared .align 16 .b8 sm_row[{4 * TOP_GROUP * ROW}];      // the CTA's rows [{TOP_GROUP}][{ROW}]
-.shared .align 16 .b8 sm_gat[{4 * max(CLUSTER * ROW, TOP_GROUP * CLUSTER * 12)}];     // res: [16 ranks][{ROW}]; pre: [{TOP_GROUP}][16 ranks][12]
+.shared .align 16 .b8 sm_gat[{4 * max(CLUSTER * ROW, GROUP * CLUSTER * PRE_WORDS)}];     // res: [16 ranks][{ROW}]; pre: [{GROUP}][16 ranks][{PRE_WORDS}] (wide pre: dynamic)
 .shared .align 16 .b8 sm_sum[{4 * TOP_GROUP * 12}];      // the rows added over the ranks
 .shared .align 16 .b8 sm_hp[{4 * TOP_GROUP * N}];        // h_pre [{TOP_GROUP}][4]
 .shared .align 16 .b8 sm_uc[{4 * GROUP * 20}];       // post_pre: layer l's h_post [4] and h_res [4][4] per token

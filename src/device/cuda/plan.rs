@@ -759,10 +759,10 @@ mod tests {
         assert_eq!(tuned(4, 4096, Head, 3), ["mhc_head_cld_bf16_n4"], "bucket 4 has no entry");
         assert_eq!(tuned(4, 4096, Head, 1000), ["mhc_head_bf16_n4"]);
         assert_eq!(tuned(4, 4096, Head, 1025), ["mhc_head_pc4_bf16_n4"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 64), ["mhc_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 64), ["mhc_pre_lc_sm90_bf16"]);
         assert_eq!(tuned(4, 4096, Pre, 64), ["mhc_pre_pc16t_bf16_n4"]);
         assert_eq!(tuned(4, 4096, Pre, 33), ["mhc_pre_pc16t_bf16_n4"]);
-        assert_eq!(tuned(4, 4096, Pre, 32), ["mhc_pre_mid_sm90_bf16"]);
+        assert_eq!(tuned(4, 4096, Pre, 32), ["mhc_pre_lc_sm90_bf16"]);
         // Another dtype, n or C bucket: the cost model.
         assert_eq!(planned_with(4, 4096, Dtype::F32, Head, 1, &Tuning::Embedded), ["mhc_head_cld_f32_n4"]);
         assert_eq!(tuned(4, 7168, Head, 1), ["mhc_head_cld_bf16_n4"]);
@@ -771,19 +771,20 @@ mod tests {
     #[test]
     fn planned_kernels_follow_the_catalogue() {
         use Stage::{Post, PostPre, Pre};
-        // pre, n = 4, C = 4096: the logit clusters up to 16 tokens (f32: 12), mid up to 64 (the
+        // pre, n = 4, C = 4096: the logit clusters up to 64 tokens (f32: 12, then mid to 64, the
         // decode kernel behind it), then the persistent clusters.
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 1), ["mhc_pre_lc_sm90_bf16"]);
         assert_eq!(planned(4, 7168, Dtype::Bf16, Pre, 16), ["mhc_pre_lc_sm90_bf16"]);
         assert_eq!(planned(4, 7168, Dtype::F32, Pre, 12), ["mhc_pre_lc_sm90_f32"]);
         assert_eq!(planned(4, 7168, Dtype::F32, Pre, 13), ["mhc_pre_mid_sm90_f32"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 17), ["mhc_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 17), ["mhc_pre_lc_sm90_bf16"]);
         // Where the logit clusters do not run (C not a multiple of 128, past 8192, n = 3):
         // mid16 up to 8 tokens, then mid.
         assert_eq!(planned(4, 1288, Dtype::Bf16, Pre, 1), ["mhc_pre_mid16_sm90_bf16"]);
         assert_eq!(planned(4, 8320, Dtype::Bf16, Pre, 8), ["mhc_pre_mid16_sm90_bf16"]);
         assert_eq!(planned(3, 4096, Dtype::Bf16, Pre, 9), ["mhc_pre_mid_sm90_bf16"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 64), ["mhc_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 64), ["mhc_pre_lc_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::F32, Pre, 64), ["mhc_pre_mid_sm90_f32"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 65), ["mhc_pre_pc16t_bf16_n4"]);
         // C not a multiple of 1024: the cluster kernel's cp.async entry.
         assert_eq!(planned(4, 1280, Dtype::Bf16, Pre, 65), ["mhc_pre_pc16_bf16_n4"]);
@@ -813,7 +814,7 @@ mod tests {
         assert_eq!(planned(4, 4104, Dtype::Bf16, PostPre, 8), ["mhc_post_pre_mid16_sm90_bf16"]);
         assert_eq!(planned(4, 4104, Dtype::Bf16, PostPre, 9), ["mhc_post_pre_mid_sm90_bf16"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 32), ["mhc_post_pre_mid_sm90_bf16"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 33), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 33), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_lc_sm90_bf16"]);
         assert_eq!(
             planned_with(4, 4096, Dtype::Bf16, PostPre, 33, &Tuning::Embedded),
             ["mhc_post_v4_bf16_n4_v2", "mhc_pre_pc16t_bf16_n4"]
@@ -844,7 +845,8 @@ mod tests {
         assert!(n3.is_err(), "n = 3 has no post kernel, so no post_pre (fused or not)");
         assert_eq!(planned(4, 504, Dtype::Bf16, PostPre, 1), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_decode_sm90_bf16"]);
         // C = 5120..8192 (multiples of 1024): the fused pair entry from 256 tokens, post then the
-        // pair pre entry from 65; the mid kernel's post_pre entry to 32 tokens.
+        // pair pre entry from 65; the mid kernel's post_pre entry to 32 tokens; pre on the logit
+        // clusters to 64.
         for c in [5120, 6144, 7168, 8192] {
             assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 256), ["mhc_post_pre_pc16p_bf16_n4"], "C = {c}");
             assert_eq!(
@@ -854,7 +856,7 @@ mod tests {
             );
             assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 8192), ["mhc_post_pre_pc16p_bf16_n4"], "C = {c}");
             assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 32), ["mhc_post_pre_mid_sm90_bf16"], "C = {c}");
-            assert_eq!(planned(4, c, Dtype::Bf16, Pre, 64), ["mhc_pre_mid_sm90_bf16"], "C = {c}");
+            assert_eq!(planned(4, c, Dtype::Bf16, Pre, 64), ["mhc_pre_lc_sm90_bf16"], "C = {c}");
             assert_eq!(planned(4, c, Dtype::Bf16, Pre, 65), ["mhc_pre_pc16p_bf16_n4"], "C = {c}");
             assert_eq!(planned(4, c, Dtype::Bf16, Pre, 8192), ["mhc_pre_pc16p_bf16_n4"], "C = {c}");
         }
