@@ -251,7 +251,8 @@ def declarations(name, esz, post, wide=False):
     .reg .b32 %xsm, %gksm, %phsm, %rowb, %xrow, %lbar, %gbar, %gat;
     .reg .f32 %acc<64>, %ss<8>, %xq<32>, %gq<4>, %ph<4>, %hs, %hk, %hr;
     .reg .b32 %xw<8>, %bh<2>, %bl<2>, %bu<4>;
-    .reg .f32 %bf<4>, %sg<16>;
+    .reg .f32 %bf<4>, %sg<32>, %pa<16>, %ga<8>;
+    .reg .b32 %xa<16>;
     .reg .f32 %mo<8>, %gv<8>;
     .reg .f32 %S<16>;
     .reg .f32 %mx, %sum, %rc;
@@ -848,7 +849,8 @@ def warp_reduce(vals, red_off):
 
 def warp_sums(role, tg):
     """The warp's sums to red[warp][v] (v < V: acc[t][r] at t rows + r; V + t: ss[t]), then the
-    CTA's rows (ss, logits, zeros; zeros for t >= tg) in sm_row[t][ROW] added in warp order."""
+    CTA's rows (ss, logits, zeros; zeros for t >= tg) in sm_row[t][words] (the role's pushed
+    row: ROW words for res, PRE_WORDS for pre) added in warp order."""
     rows = ROLES[role]["rows"]
     V = tg * rows
     stride = V + tg
@@ -861,13 +863,14 @@ def warp_sums(role, tg):
     mad.lo.u32 %r2, %warp, {4 * stride}, %r2;""")
     e(warp_reduce([f"%acc{v}" for v in range(V)], 0))
     e(warp_reduce([f"%ss{t}" for t in range(tg)], 4 * V))
+    rw = ROLES[role]["words"]
     e(f"""    barrier.sync 0;
-    // the CTA's rows: thread s < {ROLES[role]['group'] * ROW} -> sm_row[t = s / {ROW}][k = s % {ROW}]
-    setp.ge.u32 %p1, %tx, {ROLES[role]['group'] * ROW};
+    // the CTA's rows: thread s < {ROLES[role]['group'] * rw} -> sm_row[t = s / {rw}][k = s % {rw}]
+    setp.ge.u32 %p1, %tx, {ROLES[role]['group'] * rw};
     @%p1 bra ROWS_{R}_DONE;
     mov.f32 %f1, 0f00000000;
-    div.u32 %r1, %tx, {ROW};                // t
-    mul.lo.u32 %r3, %r1, {ROW};
+    div.u32 %r1, %tx, {rw};                 // t
+    mul.lo.u32 %r3, %r1, {rw};
     sub.u32 %r3, %tx, %r3;                  // k
     setp.gt.u32 %p2, %r3, {rows};
     setp.ge.or.u32 %p2, %r1, {tg}, %p2;
@@ -898,29 +901,35 @@ MMA = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
 
 def projection_mma(role, group):
     """The wide groups' projection (bf16, group = 16 mt tokens, x rows past cnt zeros) on the
-    tensor cores, then the CTA's rows in sm_row[t][ROW] as warp_sums leaves them. The slice's
+    tensor cores, then the CTA's rows in sm_row[t][words] as warp_sums leaves them. The slice's
     K = 4 cpc elements go in k-steps of 16, warp w taking steps w, w + 8, ...: A = 16 tokens' x
     per m16 tile (ldmatrix.x4 from x_s: lane l addresses token row 16 m + l % 16 at k + 8 (l / 16)),
     B = the role's phi rows times gamma_k (f32 from phi_s / gk_s, thread (g = lane / 4,
     q = lane % 4) holding rows 8 j + g at k + 2q, 2q + 1, 2q + 8, 2q + 9), each value split once
     into bf16 hi + lo (x is exact in bf16, phi to 2^-17, as in the persistent-cluster kernels) for
-    every tile of tokens, and the two products accumulate in one f32 chain per 8 logits and tile.
+    every tile of tokens. A trip takes two steps with all their loads issued first, and the hi and
+    lo products of each step accumulate in their own f32 sets (four chains instead of one: with
+    one, the projection of 16 tokens took 1.15 us at C = 4096), added in a fixed order at the end.
     ss is the diagonal of the Gram matrix x x^T: two more mma a step and tile whose B is A's own
     registers (tokens 0..7 of the tile: A's first and third, 8..15: its second and fourth). Each
     warp stores its partials to red[w][t rows + r] (ss at V + t), then the CTA's threads add the
     8 warps' values in warp order (items s, s + THREADS, ...: the rows outnumber the threads)."""
     rows = ROLES[role]["rows"]
+    rw = ROLES[role]["words"]
     nt, mt = rows // 8, group // 16
     V = group * rows
     stride = V + group
     R = f"{role.upper()}W{group}"
     L = []
     e = L.append
-    for v in range(4 * nt * mt):
+    S = 4 * nt * mt                         # accumulators of one set: (tile, 8 logits) x 4
+    for v in range(4 * S):                  # four sets: step A hi, A lo, step B hi, B lo
         e(f"    mov.f32 %acc{v}, 0f00000000;")
-    for v in range(8 * mt):
+    for v in range(16 * mt):                # Gram sets: step A, step B
         e(f"    mov.f32 %sg{v}, 0f00000000;")
-    e(f"""    // ---- projection on the tensor cores: k-steps of 16, warp w taking steps w, w + {WARPS}, ...
+    e(f"""    // ---- projection on the tensor cores: k-steps of 16, warp w taking steps w, w + {WARPS}, ...,
+    // two a trip (A = q, B = q + {WARPS}; B's x zeroed where it is past the slice), every load of
+    // both issued before the first multiply, each product in its own accumulator set
     and.b32 %r1, %lane, 15;
     mad.lo.u32 %r6, %r1, %xrow, %xsm;
     shr.u32 %r1, %lane, 4;
@@ -938,50 +947,73 @@ def projection_mma(role, group):
 MM_{R}:
     setp.ge.u32 %p1, %q, %r9;
     @%p1 bra MM_{R}_DONE;
-    shl.b32 %r1, %q, 5;                     // 16 elements of x: 32 bytes a step
+    add.u32 %r12, %q, {WARPS};
+    setp.lt.u32 %p4, %r12, %r9;             // step B within the slice
+    selp.u32 %r12, %r12, %q, %p4;           // else B reads A's elements (its x zeroed)""")
+    for step, qreg in (("A", "%q"), ("B", "%r12")):
+        base = 0 if step == "A" else 4 * mt
+        e(f"""    shl.b32 %r1, {qreg}, 5;                     // 16 elements of x: 32 bytes a step
     add.u32 %r1, %r6, %r1;""")
-    for m in range(mt):
-        xw = ", ".join(f"%xw{4 * m + u}" for u in range(4))
-        e(f"    ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{xw}}}, [%r1];")
-        if m + 1 < mt:
-            e("    add.u32 %r1, %r1, %r11;")
-    e("""    shl.b32 %r1, %q, 6;                     // 16 floats: 64 bytes a step
+        for m in range(mt):
+            xw = ", ".join(f"%xa{base + 4 * m + u}" for u in range(4))
+            e(f"    ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{xw}}}, [%r1];")
+            if m + 1 < mt:
+                e("    add.u32 %r1, %r1, %r11;")
+        g = 0 if step == "A" else 4
+        e(f"""    shl.b32 %r1, {qreg}, 6;                     // 16 floats: 64 bytes a step
     add.u32 %r4, %r8, %r1;
-    ld.shared.v2.f32 {%gq0, %gq1}, [%r4];
-    ld.shared.v2.f32 {%gq2, %gq3}, [%r4+32];
+    ld.shared.v2.f32 {{%ga{g}, %ga{g + 1}}}, [%r4];
+    ld.shared.v2.f32 {{%ga{g + 2}, %ga{g + 3}}}, [%r4+32];
     add.u32 %r5, %r7, %r1;""")
-    for j in range(nt):
-        e("""    ld.shared.v2.f32 {%ph0, %ph1}, [%r5];
-    ld.shared.v2.f32 {%ph2, %ph3}, [%r5+32];""")
-        for u in range(4):
-            e(f"    mul.f32 %ph{u}, %ph{u}, %gq{u};")
-        e("""    cvt.rn.bf16x2.f32 %bh0, %ph1, %ph0;    // hi: the lower half holds the lower k
-    cvt.rn.bf16x2.f32 %bh1, %ph3, %ph2;
+        for j in range(nt):
+            pa = (0 if step == "A" else 4 * nt) + 4 * j
+            e(f"""    ld.shared.v2.f32 {{%pa{pa}, %pa{pa + 1}}}, [%r5];
+    ld.shared.v2.f32 {{%pa{pa + 2}, %pa{pa + 3}}}, [%r5+32];""")
+            if j + 1 < nt:
+                e("    add.u32 %r5, %r5, %r10;")
+    for v in range(4 * mt):
+        e(f"    @!%p4 mov.b32 %xa{4 * mt + v}, 0;")
+    for si, step in enumerate("AB"):
+        xbase, gbase = 4 * mt * si, 4 * si
+        for j in range(nt):
+            pa = 4 * nt * si + 4 * j
+            for u in range(4):
+                e(f"    mul.f32 %pa{pa + u}, %pa{pa + u}, %ga{gbase + u};")
+            e(f"""    cvt.rn.bf16x2.f32 %bh0, %pa{pa + 1}, %pa{pa};    // hi: the lower half holds the lower k
+    cvt.rn.bf16x2.f32 %bh1, %pa{pa + 3}, %pa{pa + 2};
     shl.b32 %bu0, %bh0, 16;
     and.b32 %bu1, %bh0, 0xffff0000;
     shl.b32 %bu2, %bh1, 16;
     and.b32 %bu3, %bh1, 0xffff0000;""")
-        for u in range(4):
-            e(f"""    mov.b32 %bf{u}, %bu{u};
-    sub.f32 %ph{u}, %ph{u}, %bf{u};""")
-        e("""    cvt.rn.bf16x2.f32 %bl0, %ph1, %ph0;    // lo: what hi leaves
-    cvt.rn.bf16x2.f32 %bl1, %ph3, %ph2;""")
+            for u in range(4):
+                e(f"""    mov.b32 %bf{u}, %bu{u};
+    sub.f32 %pa{pa + u}, %pa{pa + u}, %bf{u};""")
+            e(f"""    cvt.rn.bf16x2.f32 %bl0, %pa{pa + 1}, %pa{pa};    // lo: what hi leaves
+    cvt.rn.bf16x2.f32 %bl1, %pa{pa + 3}, %pa{pa + 2};""")
+            for m in range(mt):
+                xw = ", ".join(f"%xa{xbase + 4 * m + u}" for u in range(4))
+                for h, b in (("h", "%bh0, %bh1"), ("l", "%bl0, %bl1")):
+                    k = 2 * si + (h == "l")
+                    acc = ", ".join(f"%acc{k * S + 4 * (m * nt + j) + c}" for c in range(4))
+                    e(f"    {MMA} {{{acc}}}, {{{xw}}}, {{{b}}}, {{{acc}}};")
+        e(f"    // ss of step {step}: the Gram matrix's diagonal (a tile's tokens 0..7 against its rows 0..7, 8..15 against 8..15)")
         for m in range(mt):
-            acc = ", ".join(f"%acc{4 * (m * nt + j) + c}" for c in range(4))
-            xw = ", ".join(f"%xw{4 * m + u}" for u in range(4))
-            e(f"""    {MMA} {{{acc}}}, {{{xw}}}, {{%bh0, %bh1}}, {{{acc}}};
-    {MMA} {{{acc}}}, {{{xw}}}, {{%bl0, %bl1}}, {{{acc}}};""")
-        if j + 1 < nt:
-            e("    add.u32 %r5, %r5, %r10;")
-    e("    // ss: the Gram matrix's diagonal (a tile's tokens 0..7 against its rows 0..7, 8..15 against 8..15)")
-    for m in range(mt):
-        xw = ", ".join(f"%xw{4 * m + u}" for u in range(4))
-        for h in range(2):
-            sg = ", ".join(f"%sg{8 * m + 4 * h + c}" for c in range(4))
-            e(f"    {MMA} {{{sg}}}, {{{xw}}}, {{%xw{4 * m + h}, %xw{4 * m + h + 2}}}, {{{sg}}};")
-    e(f"""    add.u32 %q, %q, {WARPS};
+            xw = ", ".join(f"%xa{xbase + 4 * m + u}" for u in range(4))
+            for h in range(2):
+                sg = ", ".join(f"%sg{8 * mt * si + 8 * m + 4 * h + c}" for c in range(4))
+                e(f"    {MMA} {{{sg}}}, {{{xw}}}, {{%xa{xbase + 4 * m + h}, %xa{xbase + 4 * m + h + 2}}}, {{{sg}}};")
+    e(f"""    add.u32 %q, %q, {2 * WARPS};
     bra MM_{R};
-MM_{R}_DONE:{stamp(3)}
+""")
+    e(f"MM_{R}_DONE:{stamp(3)}")
+    e("    // the four sets added in a fixed order: (A hi + A lo) + (B hi + B lo); ss A + B")
+    for v in range(S):
+        e(f"""    add.f32 %acc{v}, %acc{v}, %acc{S + v};
+    add.f32 %f1, %acc{2 * S + v}, %acc{3 * S + v};
+    add.f32 %acc{v}, %acc{v}, %f1;""")
+    for v in range(8 * mt):
+        e(f"    add.f32 %sg{v}, %sg{v}, %sg{8 * mt + v};")
+    e(f"""
     // the warp's partials: c0, c1 token 16 m + g, logits 8 j + 2q, + 1; c2, c3 token 16 m + g + 8
     mov.u32 %r4, sm_red;
     mad.lo.u32 %r4, %warp, {4 * stride}, %r4;
@@ -1010,14 +1042,14 @@ MM_{R}_DONE:{stamp(3)}
     st.shared.f32 [%r1+{4 * (V + 16 * m + 8)}], %f2;""")
     e(f"""MM_{R}_SS:
     barrier.sync 0;
-    // the CTA's rows: items s < {group * ROW} (thread s, s + {THREADS}, ...) -> sm_row[t = s / {ROW}][k = s % {ROW}]""")
-    for p in range(-(-group * ROW // THREADS)):
+    // the CTA's rows: items s < {group * rw} (thread s, s + {THREADS}, ...) -> sm_row[t = s / {rw}][k = s % {rw}]""")
+    for p in range(-(-group * rw // THREADS)):
         e(f"""    add.u32 %s, %tx, {p * THREADS};
-    setp.ge.u32 %p1, %s, {group * ROW};
+    setp.ge.u32 %p1, %s, {group * rw};
     @%p1 bra MM_{R}_ROWS{p};
     mov.f32 %f1, 0f00000000;
-    div.u32 %r1, %s, {ROW};                 // t
-    mul.lo.u32 %r3, %r1, {ROW};
+    div.u32 %r1, %s, {rw};                  // t
+    mul.lo.u32 %r3, %r1, {rw};
     sub.u32 %r3, %s, %r3;                   // k
     setp.gt.u32 %p2, %r3, {rows};
     @%p2 bra MM_{R}_STORE{p};
@@ -1092,9 +1124,11 @@ def push_float4(token, slot, words, between=""):
 
 
 def push(role):
-    """st.async of the rows: res token t's 5 float4 to CTA t; pre every token's 3 float4 to every
-    CTA (gat[t][rank][12]), item s = (CTA d, token t, float4 k) of 16 cnt 3 taken by thread
-    s % THREADS."""
+    """The rows to their receivers: res token t's 5 float4 to CTA t by st.async; pre the CTA's
+    cnt rows of PRE_WORDS words (contiguous in sm_row) to every CTA d of the cluster, at
+    gat[rank][t] there, by one bulk copy each (cp.async.bulk shared::cta -> shared::cluster,
+    completing bytes on d's gather mbarrier: 16 copies instead of 16 cnt 3 float4 stores; at 32
+    tokens the stores took ~2 us)."""
     words = ROLES[role]["words"]
     k4 = words // 4
     R = role.upper()
@@ -1108,23 +1142,31 @@ def push(role):
     sub.u32 %r2, %tx, %r2;                  // k
 {push_float4("%r1", "%rank", ROW)}
 PUSH_{R}_DONE:"""
-    return f"""    // push: item s < {CLUSTER} cnt {k4}: CTA d = s / (cnt {k4}), token t, float4 k -> CTA d, gat[t][rank][{words}]
-    mul.lo.u32 %r9, %cnt, {k4};             // items a CTA receives
-    mul.lo.u32 %r10, %r9, {CLUSTER};
-    mov.u32 %s, %tx;
-PUSH_{R}:
-    setp.ge.u32 %p1, %s, %r10;
+    return f"""    // push: thread d < {CLUSTER} copies the CTA's cnt rows to CTA d's gat[rank][t][{words}]
+    fence.proxy.async.shared::cta;          // the rows' generic writes, before the copies read them
+    barrier.sync 0;
+    setp.ge.u32 %p1, %tx, {CLUSTER};
     @%p1 bra PUSH_{R}_DONE;
-    div.u32 %r1, %s, %r9;                   // d
-    mul.lo.u32 %r2, %r1, %r9;
-    sub.u32 %r2, %s, %r2;
-    div.u32 %r7, %r2, {k4};                 // t
-    mul.lo.u32 %r8, %r7, {k4};
-    sub.u32 %r2, %r2, %r8;                  // k
-{push_float4("%r7", "%r8", words, chr(10) + f"    mad.lo.u32 %r8, %r7, {CLUSTER}, %rank;")}
-    add.u32 %s, %s, {THREADS};
-    bra PUSH_{R};
+    mul.lo.u32 %r9, %cnt, {4 * words};      // bytes of the block
+    mov.u32 %r3, sm_row;
+    mad.lo.u32 %r5, %rank, %r9, %gat;       // this rank's block there (the receiver's layout is this CTA's)
+    mapa.shared::cluster.u32 %r5, %r5, %tx;
+    mapa.shared::cluster.u32 %r6, %gbar, %tx;
+    cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%r5], [%r3], %r9, [%r6];
 PUSH_{R}_DONE:"""
+
+
+def rank_sum_step(addr, step):
+    """rank_sum with the ranks step bytes apart (a register; addr is advanced)."""
+    L = []
+    for half in (0, 8):
+        for r in range(8):
+            L.append(f"    ld.shared.f32 %gv{r}, [{addr}];")
+            if half + r < CLUSTER - 1:
+                L.append(f"    add.u32 {addr}, {addr}, {step};")
+        L += (["    mov.f32 %f1, %gv0;"] if half == 0 else ["    add.f32 %f1, %f1, %gv0;"])
+        L += [f"    add.f32 %f1, %f1, %gv{r};" for r in range(1, 8)]
+    return "\n".join(L)
 
 
 def rank_sum(addr, step):
@@ -1198,8 +1240,11 @@ def pre_tail(esz):
     L = []
     e = L.append
     e(f"""{GATHER_WAIT.format(R="PRE", S=stamp(6))}
-    // item s < cnt 9 (thread s, s + {THREADS}): token t = s / 9, word v = s % 9 (ss, 8 logits), ranks in order
+    barrier.cluster.arrive.release;         // every block this CTA receives has landed (waited for before exit)
+    // item s < cnt 9 (thread s, s + {THREADS}): token t = s / 9, word v = s % 9 (ss, 8 logits),
+    // gat[rank][t][v] added in rank order (a rank's block is cnt rows)
     mul.lo.u32 %r9, %cnt, 9;
+    mul.lo.u32 %r10, %cnt, {4 * words};     // bytes of a rank's block
     mov.u32 %s, %tx;
 PRE_SUM:
     setp.ge.u32 %p1, %s, %r9;
@@ -1207,10 +1252,9 @@ PRE_SUM:
     div.u32 %r1, %s, 9;
     mul.lo.u32 %r2, %r1, 9;
     sub.u32 %r2, %s, %r2;
-    mul.lo.u32 %r3, %r1, {CLUSTER * words};
-    add.u32 %r3, %r3, %r2;
+    mad.lo.u32 %r3, %r1, {words}, %r2;
     mad.lo.u32 %r4, %r3, 4, %gat;""")
-    e(rank_sum("%r4", 4 * words))
+    e(rank_sum_step("%r4", "%r10"))
     e(f"""    mov.u32 %r6, sm_sum;
     mul.lo.u32 %r7, %r1, 12;
     add.u32 %r7, %r7, %r2;
@@ -1236,7 +1280,8 @@ PRE_SUMMED:
     mul.f32 %f2, %f2, %inv_t;
     fma.rn.f32 %f2, %f2, %sc, %bz0;
 {sigmoid("%f2", "%f3")}
-    setp.eq.u32 %p2, %r1, %rank;            // CTA t stores token t's coefficients
+    and.b32 %r6, %r1, {CLUSTER - 1};
+    setp.eq.u32 %p2, %r6, %rank;            // CTA t % 16 stores token t's coefficients
     add.u32 %r5, %tok0, %r1;
     setp.ge.u32 %p3, %r2, {N};
     @%p3 bra COEF_POST;
@@ -1310,7 +1355,8 @@ MIX:
     e(store8("%rd1", [f"%mo{j}" for j in range(8)], esz == 2, [f"%xw{j}" for j in range(4)]))
     e(f"""    add.u32 %s, %s, {THREADS};
     bra MIX;
-MIXED:""" + stamp(7))
+MIXED:""" + stamp(7) + """
+    barrier.cluster.wait.acquire;           // every copy of the cluster landed: no source block is still read""")
     return "\n".join(L)
 
 
