@@ -56,6 +56,7 @@ MAX_TOKENS = 64
 WIDE_PRE_ABOVE = 48
 WIDE_PRE_GROUP = 32
 WIDE_PRE_MAX_CPC = 448
+WIDE_SLOTS = WIDE_PRE_GROUP // CLUSTER  # a wide pre CTA owns tokens rank + 16 j, j < WIDE_SLOTS
 # The wide layout pads a token's x slice by 16 bytes and a phi row slice by 32, so the rows that
 # one ldmatrix phase (8 token rows) and one phi fragment load (8 logit rows) touch fall in
 # different banks (unpadded, C / 16 = 256 channels put every row at a multiple of 128 bytes).
@@ -83,10 +84,8 @@ def lc_shared(esz, cpc, post=False):
 
 def wide_role_shared(role, group, cpc):
     """Dynamic shared memory of a wide role's CTA (bf16) at cpc channels: group padded x slices,
-    gamma_k's slice and the role's padded phi row slices (gk_s takes a phi row's padded size);
-    the pre role's gather buffer (group x 16 ranks x PRE_WORDS words) follows them."""
-    gather = group * CLUSTER * PRE_WORDS * 4 if role == "pre" else 0
-    return group * (N * 2 * cpc + WIDE_X_PAD) + (1 + ROLES[role]["rows"]) * (4 * N * cpc + WIDE_PHI_PAD) + gather
+    gamma_k's slice and the role's padded phi row slices (gk_s takes a phi row's padded size)."""
+    return group * (N * 2 * cpc + WIDE_X_PAD) + (1 + ROLES[role]["rows"]) * (4 * N * cpc + WIDE_PHI_PAD)
 
 
 WIDE_LAYOUTS = (("res", WIDE_GROUP), ("pre", WIDE_GROUP), ("pre", WIDE_PRE_GROUP))
@@ -248,12 +247,13 @@ def declarations(name, esz, post, wide=False):
     .reg .b32 %T, %n, %C, %M, %xs, %as, %cpc, %iters, %flags;
     .reg .f32 %eps_norm, %eps_hc, %invk, %inv_t, %sc, %bz<16>;
     .reg .b32 %tx, %warp, %lane, %rank, %clu, %tok0, %cnt, %grp, %K, %c0, %q, %s;
-    .reg .b32 %xsm, %gksm, %phsm, %rowb, %xrow, %lbar, %gbar, %gat;
+    .reg .b32 %xsm, %gksm, %phsm, %rowb, %xrow, %lbar, %gbar, %hbar;
     .reg .f32 %acc<64>, %ss<8>, %xq<32>, %gq<4>, %ph<4>, %hs, %hk, %hr;
     .reg .b32 %xw<8>, %bh<2>, %bl<2>, %bu<4>;
     .reg .f32 %bf<4>, %sg<32>, %pa<16>, %ga<8>;
     .reg .b32 %xa<16>;
-    .reg .f32 %mo<8>, %gv<8>;
+    .reg .f32 %mo<8>, %mb<8>, %gv<8>;
+    .reg .b32 %mx<32>;
     .reg .f32 %S<16>;
     .reg .f32 %mx, %sum, %rc;
     .reg .f32 %ls<4>, %lr<4>, %tr<8>;
@@ -296,10 +296,7 @@ def declarations(name, esz, post, wide=False):
     add.u32 %fsm, %phsm, %r1;               // post_pre: f_s[grp][cpc] (storage dtype)""" * post + f"""
     mov.u32 %lbar, sm_lbar;
     mov.u32 %gbar, sm_gbar;
-    mov.u32 %gat, sm_gat;                   // the gather buffer: static, but the wide pre role's after phi_s
-    not.pred %p2, %p_res;
-    and.pred %p2, %p2, %p_wide;
-    @%p2 mad.lo.u32 %gat, %rowb, {ROLES['pre']['rows']}, %phsm;""" + (f"""
+    mov.u32 %hbar, sm_hbar;""" + (f"""
     setp.eq.u32 %pst, %tx, 0;
     mov.u32 %r1, %ctaid.x;
     mul.wide.u32 %sadr, %r1, {STAMP_STRIDE};
@@ -583,7 +580,7 @@ PREFETCH_ISSUE:
 PREFETCHED:"""
 
 
-def opening(esz, post):
+def opening(esz, post, wide=False):
     """Thread 0 initialises the four load mbarriers (one per stream) and the gather mbarrier and
     arms them (the gather one where this CTA receives rows); a CTA barrier, so no copy completes
     on an unarmed barrier; everyone arrives on the cluster barrier that tells the peers the gather
@@ -592,7 +589,8 @@ def opening(esz, post):
     setp.ne.u32 %p1, %tx, 0;
     @%p1 bra INIT_DONE;
     mbarrier.init.shared::cta.b64 [sm_lbar], {1 + THREADS if "ldgsts" in EXPERIMENTS else 1};
-    mbarrier.init.shared::cta.b64 [sm_gbar], 1;
+    mbarrier.init.shared::cta.b64 [sm_gbar], 1;""" + ("""
+    mbarrier.init.shared::cta.b64 [sm_hbar], 1;""" if wide else "") + f"""
     fence.mbarrier_init.release.cluster;
     // the copies' bytes: the role's phi rows and the group's x rows of 4 streams x cpc channels (+ gamma_k's)
     {role_select('%r2', 'rows')}
@@ -609,7 +607,19 @@ def opening(esz, post):
     mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_gbar], {CLUSTER * 4 * ROLES['res']['words']};
     bra INIT_DONE;
 ARM_PRE:
-    mul.lo.u32 %r1, %cnt, {CLUSTER * 4 * ROLES['pre']['words']};
+    mul.lo.u32 %r1, %cnt, {CLUSTER * 4 * PRE_WORDS};""" + (f"""
+    @!%p_wide bra ARM_PRE_GATHER;
+    // wide: the rows of the tokens this CTA owns (rank + 16 j < cnt), h_pre of every token
+    shl.b32 %r2, %cnt, 4;
+    mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_hbar], %r2;
+    setp.lt.u32 %p2, %rank, %cnt;
+    selp.u32 %r1, 1, 0, %p2;
+    add.u32 %r3, %rank, {CLUSTER};
+    setp.lt.u32 %p2, %r3, %cnt;
+    selp.u32 %r3, 1, 0, %p2;
+    add.u32 %r1, %r1, %r3;
+    mul.lo.u32 %r1, %r1, {CLUSTER * 4 * PRE_WORDS};
+ARM_PRE_GATHER:""" if wide else "") + f"""
     mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_gbar], %r1;
 INIT_DONE:
     barrier.sync 0;                         // the load mbarrier is armed
@@ -906,8 +916,9 @@ def projection_mma(role, group):
     per m16 tile (ldmatrix.x4 from x_s: lane l addresses token row 16 m + l % 16 at k + 8 (l / 16)),
     B = the role's phi rows times gamma_k (f32 from phi_s / gk_s, thread (g = lane / 4,
     q = lane % 4) holding rows 8 j + g at k + 2q, 2q + 1, 2q + 8, 2q + 9), each value split once
-    into bf16 hi + lo (x is exact in bf16, phi to 2^-17, as in the persistent-cluster kernels) for
-    every tile of tokens. A trip takes two steps with all their loads issued first, and the hi and
+    into bf16 hi + lo (x is exact in bf16) for every tile of tokens: hi = the value's upper 16 bits (prmt: the conversion unit, a quarter of
+    the FMA rate, then splits only lo), lo = the rest rounded to bf16, so phi is kept to 2^-16. A
+    trip takes two steps with all their loads issued first, and the hi and
     lo products of each step accumulate in their own f32 sets (four chains instead of one: with
     one, the projection of 16 tokens took 1.15 us at C = 4096), added in a fixed order at the end.
     ss is the diagonal of the Gram matrix x x^T: two more mma a step and tile whose B is A's own
@@ -979,12 +990,12 @@ MM_{R}:
             pa = 4 * nt * si + 4 * j
             for u in range(4):
                 e(f"    mul.f32 %pa{pa + u}, %pa{pa + u}, %ga{gbase + u};")
-            e(f"""    cvt.rn.bf16x2.f32 %bh0, %pa{pa + 1}, %pa{pa};    // hi: the lower half holds the lower k
-    cvt.rn.bf16x2.f32 %bh1, %pa{pa + 3}, %pa{pa + 2};
-    shl.b32 %bu0, %bh0, 16;
-    and.b32 %bu1, %bh0, 0xffff0000;
-    shl.b32 %bu2, %bh1, 16;
-    and.b32 %bu3, %bh1, 0xffff0000;""")
+            for u in range(4):
+                e(f"    mov.b32 %bu{u}, %pa{pa + u};")
+            e("""    prmt.b32 %bh0, %bu0, %bu1, 0x7632;     // hi: the upper halves (the lower k in the lower half)
+    prmt.b32 %bh1, %bu2, %bu3, 0x7632;""")
+            for u in range(4):
+                e(f"    and.b32 %bu{u}, %bu{u}, 0xffff0000;")
             for u in range(4):
                 e(f"""    mov.b32 %bf{u}, %bu{u};
     sub.f32 %pa{pa + u}, %pa{pa + u}, %bf{u};""")
@@ -1108,14 +1119,14 @@ def role_rows(role, esz, most, wide=False):
 
 
 def push_float4(token, slot, words, between=""):
-    """Thread's float4 %r2 of token's row (sm_row) st.async'd to CTA %r1's gat at row slot (rows
-    of `words` words), completing bytes on that CTA's gather mbarrier; between: lines after the
-    row's load."""
+    """Thread's float4 %r2 of token's row (sm_row, rows of `words` words) st.async'd to CTA %r1's
+    gat at row slot (rows of `words` words), completing bytes on that CTA's gather mbarrier;
+    between: lines after the row's load."""
     return f"""    mov.u32 %r3, sm_row;
-    mad.lo.u32 %r4, {token}, {4 * ROW}, %r3;
+    mad.lo.u32 %r4, {token}, {4 * words}, %r3;
     mad.lo.u32 %r4, %r2, 16, %r4;
     ld.shared.v4.f32 {{%f1, %f2, %f3, %f4}}, [%r4];{between}
-    mov.u32 %r5, %gat;
+    mov.u32 %r5, sm_gat;
     mad.lo.u32 %r5, {slot}, {4 * words}, %r5;
     mad.lo.u32 %r5, %r2, 16, %r5;
     mapa.shared::cluster.u32 %r5, %r5, %r1;
@@ -1123,12 +1134,12 @@ def push_float4(token, slot, words, between=""):
     st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%r5], {{%f1, %f2, %f3, %f4}}, [%r6];"""
 
 
-def push(role):
-    """The rows to their receivers: res token t's 5 float4 to CTA t by st.async; pre the CTA's
-    cnt rows of PRE_WORDS words (contiguous in sm_row) to every CTA d of the cluster, at
-    gat[rank][t] there, by one bulk copy each (cp.async.bulk shared::cta -> shared::cluster,
-    completing bytes on d's gather mbarrier: 16 copies instead of 16 cnt 3 float4 stores; at 32
-    tokens the stores took ~2 us)."""
+def push(role, wide=False):
+    """st.async of the rows: res token t's 5 float4 to CTA t; pre every token's 3 float4 to every
+    CTA (gat[t][rank][12]), item s = (CTA d, token t, float4 k) of 16 cnt 3 taken by thread
+    s % THREADS; with the wide groups pre token t's 3 float4 to its owner, CTA t % 16 only
+    (gat[rank][t / 16][12] there), which computes its h_pre and sends it to every CTA (pre_tail):
+    the all-gather of 32 tokens' rows (16 x 32 x 3 stores a CTA) took ~2 us."""
     words = ROLES[role]["words"]
     k4 = words // 4
     R = role.upper()
@@ -1142,31 +1153,36 @@ def push(role):
     sub.u32 %r2, %tx, %r2;                  // k
 {push_float4("%r1", "%rank", ROW)}
 PUSH_{R}_DONE:"""
-    return f"""    // push: thread d < {CLUSTER} copies the CTA's cnt rows to CTA d's gat[rank][t][{words}]
-    fence.proxy.async.shared::cta;          // the rows' generic writes, before the copies read them
-    barrier.sync 0;
-    setp.ge.u32 %p1, %tx, {CLUSTER};
+    owners = f"""    @!%p_wide bra PUSH_{R};
+    // wide: thread s < cnt {k4}: token t = s / {k4}, float4 k -> CTA t % {CLUSTER}, gat[rank][t / {CLUSTER}][{words}]
+    mul.lo.u32 %r9, %cnt, {k4};
+    setp.ge.u32 %p1, %tx, %r9;
     @%p1 bra PUSH_{R}_DONE;
-    mul.lo.u32 %r9, %cnt, {4 * words};      // bytes of the block
-    mov.u32 %r3, sm_row;
-    mad.lo.u32 %r5, %rank, %r9, %gat;       // this rank's block there (the receiver's layout is this CTA's)
-    mapa.shared::cluster.u32 %r5, %r5, %tx;
-    mapa.shared::cluster.u32 %r6, %gbar, %tx;
-    cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%r5], [%r3], %r9, [%r6];
+    div.u32 %r7, %tx, {k4};                 // t
+    mul.lo.u32 %r2, %r7, {k4};
+    sub.u32 %r2, %tx, %r2;                  // k
+    and.b32 %r1, %r7, {CLUSTER - 1};        // its owner
+{push_float4("%r7", "%r8", words, chr(10) + f"    shr.u32 %r8, %r7, {CLUSTER.bit_length() - 1};" + chr(10) + f"    mad.lo.u32 %r8, %rank, {WIDE_SLOTS}, %r8;")}
+    bra PUSH_{R}_DONE;
+""" if wide else ""
+    return owners + f"""PUSH_{R}:
+    // push: item s < {CLUSTER} cnt {k4}: CTA d = s / (cnt {k4}), token t, float4 k -> CTA d, gat[t][rank][{words}]
+    mul.lo.u32 %r9, %cnt, {k4};             // items a CTA receives
+    mul.lo.u32 %r10, %r9, {CLUSTER};
+    mov.u32 %s, %tx;
+PUSH_{R}_ITEM:
+    setp.ge.u32 %p1, %s, %r10;
+    @%p1 bra PUSH_{R}_DONE;
+    div.u32 %r1, %s, %r9;                   // d
+    mul.lo.u32 %r2, %r1, %r9;
+    sub.u32 %r2, %s, %r2;
+    div.u32 %r7, %r2, {k4};                 // t
+    mul.lo.u32 %r8, %r7, {k4};
+    sub.u32 %r2, %r2, %r8;                  // k
+{push_float4("%r7", "%r8", words, chr(10) + f"    mad.lo.u32 %r8, %r7, {CLUSTER}, %rank;")}
+    add.u32 %s, %s, {THREADS};
+    bra PUSH_{R}_ITEM;
 PUSH_{R}_DONE:"""
-
-
-def rank_sum_step(addr, step):
-    """rank_sum with the ranks step bytes apart (a register; addr is advanced)."""
-    L = []
-    for half in (0, 8):
-        for r in range(8):
-            L.append(f"    ld.shared.f32 %gv{r}, [{addr}];")
-            if half + r < CLUSTER - 1:
-                L.append(f"    add.u32 {addr}, {addr}, {step};")
-        L += (["    mov.f32 %f1, %gv0;"] if half == 0 else ["    add.f32 %f1, %f1, %gv0;"])
-        L += [f"    add.f32 %f1, %f1, %gv{r};" for r in range(1, 8)]
-    return "\n".join(L)
 
 
 def rank_sum(addr, step):
@@ -1204,7 +1220,7 @@ def res_tail():
     // lane v <= 16 adds word v of the 16 ranks' rows in rank order
     setp.gt.u32 %p2, %lane, {N * N};
     @%p2 bra RES_SUMMED;
-    mov.u32 %r1, %gat;
+    mov.u32 %r1, sm_gat;
     mad.lo.u32 %r1, %lane, 4, %r1;""")
     e(rank_sum("%r1", 4 * ROW))
     e(f"""    mov.u32 %r2, sm_sum;
@@ -1233,46 +1249,62 @@ RES_SUMMED:
     return "\n".join(L)
 
 
-def pre_tail(esz):
+def pre_tail(esz, wide=False):
     """Every CTA adds every token's rows, computes h_pre (and CTA t stores token t's h_pre,
-    h_post, inv_rms), then mixes its channels."""
+    h_post, inv_rms), then mixes its channels. With the wide groups (pre_wide_coefficients) the
+    owner of each token does, and sends h_pre to every CTA."""
     words = ROLES["pre"]["words"]
     L = []
     e = L.append
+    if wide:
+        e("    @%p_wide bra PRE_WIDE;")
     e(f"""{GATHER_WAIT.format(R="PRE", S=stamp(6))}
-    barrier.cluster.arrive.release;         // every block this CTA receives has landed (waited for before exit)
-    // item s < cnt 9 (thread s, s + {THREADS}): token t = s / 9, word v = s % 9 (ss, 8 logits),
-    // gat[rank][t][v] added in rank order (a rank's block is cnt rows)
-    mul.lo.u32 %r9, %cnt, 9;
-    mul.lo.u32 %r10, %cnt, {4 * words};     // bytes of a rank's block
-    mov.u32 %s, %tx;
-PRE_SUM:
-    setp.ge.u32 %p1, %s, %r9;
+    // thread s < cnt 9: token t = s / 9, word v = s % 9 (ss, 8 logits), ranks in order
+    mul.lo.u32 %r1, %cnt, 9;
+    setp.ge.u32 %p1, %tx, %r1;
     @%p1 bra PRE_SUMMED;
-    div.u32 %r1, %s, 9;
+    div.u32 %r1, %tx, 9;
     mul.lo.u32 %r2, %r1, 9;
-    sub.u32 %r2, %s, %r2;
-    mad.lo.u32 %r3, %r1, {words}, %r2;
-    mad.lo.u32 %r4, %r3, 4, %gat;""")
-    e(rank_sum_step("%r4", "%r10"))
+    sub.u32 %r2, %tx, %r2;
+    mul.lo.u32 %r3, %r1, {CLUSTER * words};
+    add.u32 %r3, %r3, %r2;
+    mov.u32 %r4, sm_gat;
+    mad.lo.u32 %r4, %r3, 4, %r4;""")
+    e(rank_sum("%r4", 4 * words))
     e(f"""    mov.u32 %r6, sm_sum;
     mul.lo.u32 %r7, %r1, 12;
     add.u32 %r7, %r7, %r2;
     mad.lo.u32 %r6, %r7, 4, %r6;
     st.shared.f32 [%r6], %f1;
-    add.u32 %s, %s, {THREADS};
-    bra PRE_SUM;
 PRE_SUMMED:
     barrier.sync 0;
-    // thread s < {TOP_GROUP * 2 * N}: token t = s / 8, logit i = s % 8: h_pre (i < 4) or h_post
-    setp.ge.u32 %p1, %tx, {TOP_GROUP * 2 * N};
+    // thread s < {GROUP * 2 * N}: token t = s / 8, logit i = s % 8: h_pre (i < 4) or h_post
+    setp.ge.u32 %p1, %tx, {GROUP * 2 * N};
     @%p1 bra COEF_DONE;
     shr.u32 %r1, %tx, 3;                    // t
     and.b32 %r2, %tx, 7;                    // i
     setp.ge.u32 %p1, %r1, %cnt;
     @%p1 bra COEF_DONE;
-    mov.u32 %r3, sm_sum;
-    mad.lo.u32 %r3, %r1, 48, %r3;
+    setp.eq.u32 %p2, %r1, %rank;            // CTA t stores token t's coefficients
+{coefficient("%r1", "%r1", "N")}
+    @%p3 bra COEF_DONE;
+    mov.u32 %r6, sm_hp;
+    mad.lo.u32 %r6, %r1, {4 * N}, %r6;
+    mad.lo.u32 %r6, %r2, 4, %r6;
+    st.shared.f32 [%r6], %f3;
+    bra COEF_DONE;""")
+    if wide:
+        e(pre_wide_coefficients(esz))
+    e(mix_tail(esz))
+    return "\n".join(L)
+
+
+def coefficient(t, slot, tag):
+    """Thread (token t, logit %r2 = i) of sm_sum's row slot: inv_rms, z, then h_pre (i < 4, into
+    %f3; %p3 false) or h_post (%p3 true); where %p2, stored to global (h_pre, h_post, and
+    inv_rms by i = 0)."""
+    return f"""    mov.u32 %r3, sm_sum;
+    mad.lo.u32 %r3, {slot}, 48, %r3;
     ld.shared.f32 %f1, [%r3];
 {inv_rms("%f1", "%inv_t")}
     mad.lo.u32 %r4, %r2, 4, %r3;
@@ -1280,83 +1312,164 @@ PRE_SUMMED:
     mul.f32 %f2, %f2, %inv_t;
     fma.rn.f32 %f2, %f2, %sc, %bz0;
 {sigmoid("%f2", "%f3")}
-    and.b32 %r6, %r1, {CLUSTER - 1};
-    setp.eq.u32 %p2, %r6, %rank;            // CTA t % 16 stores token t's coefficients
-    add.u32 %r5, %tok0, %r1;
+    add.u32 %r5, %tok0, {t};
     setp.ge.u32 %p3, %r2, {N};
-    @%p3 bra COEF_POST;
+    @%p3 bra COEF_POST{tag};
     @!%p_paper add.f32 %f3, %f3, %eps_hc;
-    mov.u32 %r6, sm_hp;
-    mad.lo.u32 %r6, %r1, {4 * N}, %r6;
-    mad.lo.u32 %r6, %r2, 4, %r6;
-    st.shared.f32 [%r6], %f3;
-    @!%p2 bra COEF_DONE;
+    @!%p2 bra COEF_STORED{tag};
     mad.lo.u32 %r6, %r5, {N}, %r2;
     mul.wide.u32 %rd1, %r6, 4;
     add.u64 %rd1, %hpre, %rd1;
     st.global.f32 [%rd1], %f3;
     setp.ne.u32 %p4, %r2, 0;
-    @%p4 bra COEF_DONE;
+    @%p4 bra COEF_STORED{tag};
     mul.wide.u32 %rd1, %r5, 4;
     add.u64 %rd1, %inv, %rd1;
     st.global.f32 [%rd1], %inv_t;
-    bra COEF_DONE;
-COEF_POST:
-    @!%p2 bra COEF_DONE;
-    add.f32 %f3, %f3, %f3;
+    bra COEF_STORED{tag};
+COEF_POST{tag}:
+    @!%p2 bra COEF_STORED{tag};
+    add.f32 %f4, %f3, %f3;
     mad.lo.u32 %r6, %r5, {N}, %r2;
     sub.u32 %r6, %r6, {N};
     mul.wide.u32 %rd1, %r6, 4;
     add.u64 %rd1, %hpost, %rd1;
-    st.global.f32 [%rd1], %f3;
-COEF_DONE:
+    st.global.f32 [%rd1], %f4;
+COEF_STORED{tag}:"""
+
+
+def pre_wide_coefficients(esz):
+    """The wide groups' h_pre clusters: CTA r owns tokens t = r + 16 j < cnt (j < WIDE_SLOTS). It
+    adds their rows (gat[rank][j][12], ranks in order), computes and stores their h_pre, h_post
+    and inv_rms, and sends each h_pre value to every CTA's sm_hp[t] (st.async, completing bytes
+    on that CTA's h_pre mbarrier, armed for cnt x 16 bytes); every CTA then waits for all of
+    them."""
+    words = ROLES["pre"]["words"]
+    return f"""PRE_WIDE:
+    // owned tokens: n = [rank < cnt] + [rank + 16 < cnt]
+    setp.lt.u32 %p1, %rank, %cnt;
+    selp.u32 %r12, 1, 0, %p1;
+    add.u32 %r1, %rank, {CLUSTER};
+    setp.lt.u32 %p1, %r1, %cnt;
+    selp.u32 %r1, 1, 0, %p1;
+    add.u32 %r12, %r12, %r1;
+    setp.eq.u32 %p1, %r12, 0;
+    @%p1 bra WIDE_SUMMED;
+{GATHER_WAIT.format(R="PREW", S=stamp(6))}
+    // thread s < n 9: slot j = s / 9, word v = s % 9, ranks in order
+    mul.lo.u32 %r1, %r12, 9;
+    setp.ge.u32 %p1, %tx, %r1;
+    @%p1 bra WIDE_SUMMED;
+    div.u32 %r1, %tx, 9;
+    mul.lo.u32 %r2, %r1, 9;
+    sub.u32 %r2, %tx, %r2;
+    mad.lo.u32 %r3, %r1, {words}, %r2;
+    mov.u32 %r4, sm_gat;
+    mad.lo.u32 %r4, %r3, 4, %r4;
+{rank_sum("%r4", 4 * words * WIDE_SLOTS)}
+    mov.u32 %r6, sm_sum;
+    mul.lo.u32 %r7, %r1, 12;
+    add.u32 %r7, %r7, %r2;
+    mad.lo.u32 %r6, %r7, 4, %r6;
+    st.shared.f32 [%r6], %f1;
+WIDE_SUMMED:
     barrier.sync 0;
-    // mix: item s -> token t = s / (cpc / 8), channels 8 (s % (cpc / 8)) of the slice; thread j
-    // takes items j, j + {THREADS}, ...
-    shr.u32 %r1, %cpc, 3;
+    // thread s < n 8: slot j = s / 8, logit i = s % 8 of token rank + 16 j
+    shl.b32 %r1, %r12, 3;
+    setp.ge.u32 %p1, %tx, %r1;
+    @%p1 bra WIDE_SENT;
+    shr.u32 %r10, %tx, 3;                   // j
+    and.b32 %r2, %tx, 7;                    // i
+    mad.lo.u32 %r11, %r10, {CLUSTER}, %rank;            // t
+    setp.eq.u32 %p2, %r2, %r2;              // the owner stores
+{coefficient("%r11", "%r10", "W")}
+    @%p3 bra WIDE_SENT;
+    // h_pre[t][i] to every CTA's sm_hp
+    mov.u32 %r6, sm_hp;
+    mad.lo.u32 %r6, %r11, {4 * N}, %r6;
+    mad.lo.u32 %r6, %r2, 4, %r6;""" + "".join(f"""
+    mapa.shared::cluster.u32 %r7, %r6, {d};
+    mapa.shared::cluster.u32 %r8, %hbar, {d};
+    st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%r7], %f3, [%r8];""" for d in range(CLUSTER)) + f"""
+WIDE_SENT:
+HW_WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [sm_hbar], 0;
+    @!%p1 bra HW_WAIT;
+"""
+
+
+def mix_tail(esz):
+    """After the coefficients (COEF_DONE): the mix of the CTA's channels of every token, item s ->
+    token t = s / (cpc / 8), channels 8 (s % (cpc / 8)) of the slice, thread j taking items j,
+    j + THREADS, ...: a[t][c] = sum_i h_pre[t][i] x_s[t][i][c] (f32, streams in order, one
+    rounding). bf16 takes two items a trip (j and j + THREADS: every load of both issued before
+    the first FMA; a group of 32 tokens has 4 items a thread at C = 4096)."""
+    L = []
+    e = L.append
+    e(f"""COEF_DONE:
+    barrier.sync 0;
+    // mix
+    shr.u32 %r1, %cpc, 3;                   // items a token
     mov.u32 %s, %tx;
 MIX:
     div.u32 %r2, %s, %r1;                   // t
     setp.ge.u32 %p1, %r2, %cnt;
     @%p1 bra MIXED;
-    mul.lo.u32 %r3, %r2, %r1;
-    sub.u32 %r3, %s, %r3;
-    shl.b32 %r3, %r3, 3;                    // first channel of the item in the slice
-    mad.lo.u32 %r4, %r2, %xrow, %xsm;
-    mad.lo.u32 %r4, %r3, {esz}, %r4;        // &x_s[t][stream 0][channel]
-    mul.lo.u32 %r5, %cpc, {esz};            // stream step
+    mul.lo.u32 %r5, %cpc, {esz};            // stream step""")
+    items = [("%s", "%r2", "%r3", "%r4", "%f", 1, "%mo", "%rd1", 0)]
+    if esz == 2:
+        e(f"""    add.u32 %r9, %s, {THREADS};
+    div.u32 %r10, %r9, %r1;
+    setp.lt.u32 %p5, %r10, %cnt;            // the second item exists
+    @!%p5 mov.u32 %r9, %s;                  // else it repeats the first (not stored)
+    @!%p5 mov.u32 %r10, %r2;""")
+        items.append(("%r9", "%r10", "%r11", "%r12", "%f", 5, "%mb", "%rd3", 4))
+    for it, (si, t, ch, xa, _, h, _, _, _) in enumerate(items):
+        e(f"""    mul.lo.u32 {ch}, {t}, %r1;
+    sub.u32 {ch}, {si}, {ch};
+    shl.b32 {ch}, {ch}, 3;                    // first channel of the item in the slice
+    mad.lo.u32 {xa}, {t}, %xrow, %xsm;
+    mad.lo.u32 {xa}, {ch}, {esz}, {xa};        // &x_s[t][stream 0][channel]
     mov.u32 %r6, sm_hp;
-    mad.lo.u32 %r6, %r2, {4 * N}, %r6;
-    ld.shared.v4.f32 {{%f1, %f2, %f3, %f4}}, [%r6];""")
-    for j in range(8):
-        e(f"    mov.f32 %mo{j}, 0f00000000;")
-    for i in range(N):
+    mad.lo.u32 %r6, {t}, {4 * N}, %r6;
+    ld.shared.v4.f32 {{%f{h}, %f{h + 1}, %f{h + 2}, %f{h + 3}}}, [%r6];""")
         if esz == 2:
-            e(f"    ld.shared.v4.b32 {{%xw0, %xw1, %xw2, %xw3}}, [%r4];")
-            for j in range(4):
-                e(f"""    shl.b32 %r7, %xw{j}, 16;
-    mov.b32 %gv{2 * j}, %r7;
-    and.b32 %r7, %xw{j}, 0xffff0000;
-    mov.b32 %gv{2 * j + 1}, %r7;""")
-        else:
-            e(f"""    ld.shared.v4.f32 {{%gv0, %gv1, %gv2, %gv3}}, [%r4];
-    ld.shared.v4.f32 {{%gv4, %gv5, %gv6, %gv7}}, [%r4+16];""")
+            for i in range(N):
+                w = [f"%mx{16 * it + 4 * i + q}" for q in range(4)]
+                e(f"    ld.shared.v4.b32 {{{', '.join(w)}}}, [{xa}];")
+                if i + 1 < N:
+                    e(f"    add.u32 {xa}, {xa}, %r5;")
+    for it, (si, t, ch, xa, _, h, mo, rd, pk) in enumerate(items):
         for j in range(8):
-            e(f"    fma.rn.f32 %mo{j}, %f{1 + i}, %gv{j}, %mo{j};")
-        if i + 1 < N:
-            e("    add.u32 %r4, %r4, %r5;")
-    e(f"""    add.u32 %r7, %tok0, %r2;
-    mul.wide.u32 %rd1, %r7, %as;
-    add.u32 %r8, %c0, %r3;
+            e(f"    mov.f32 {mo}{j}, 0f00000000;")
+        for i in range(N):
+            if esz == 2:
+                for q in range(4):
+                    e(f"""    shl.b32 %r7, %mx{16 * it + 4 * i + q}, 16;
+    mov.b32 %gv{2 * q}, %r7;
+    and.b32 %r7, %mx{16 * it + 4 * i + q}, 0xffff0000;
+    mov.b32 %gv{2 * q + 1}, %r7;""")
+            else:
+                e(f"""    ld.shared.v4.f32 {{%gv0, %gv1, %gv2, %gv3}}, [{xa}];
+    ld.shared.v4.f32 {{%gv4, %gv5, %gv6, %gv7}}, [{xa}+16];""")
+                if i + 1 < N:
+                    e(f"    add.u32 {xa}, {xa}, %r5;")
+            for j in range(8):
+                e(f"    fma.rn.f32 {mo}{j}, %f{h + i}, %gv{j}, {mo}{j};")
+        e(f"""    add.u32 %r7, %tok0, {t};
+    mul.wide.u32 {rd}, %r7, %as;
+    add.u32 %r8, %c0, {ch};
     cvt.u64.u32 %rd2, %r8;
-    add.u64 %rd1, %rd1, %rd2;
-    mul.lo.u64 %rd1, %rd1, {esz};
-    add.u64 %rd1, %a, %rd1;""")
-    e(store8("%rd1", [f"%mo{j}" for j in range(8)], esz == 2, [f"%xw{j}" for j in range(4)]))
-    e(f"""    add.u32 %s, %s, {THREADS};
+    add.u64 {rd}, {rd}, %rd2;
+    mul.lo.u64 {rd}, {rd}, {esz};
+    add.u64 {rd}, %a, {rd};""")
+        store = store8(rd, [f"{mo}{j}" for j in range(8)], esz == 2, [f"%xw{pk + j}" for j in range(4)])
+        if it:
+            store = "\n".join(f"    @%p5 {x.strip()}" if x.strip().startswith("st.") else x for x in store.split("\n"))
+        e(store)
+    e(f"""    add.u32 %s, %s, {THREADS * len(items)};
     bra MIX;
-MIXED:""" + stamp(7) + """
-    barrier.cluster.wait.acquire;           // every copy of the cluster landed: no source block is still read""")
+MIXED:""" + stamp(7))
     return "\n".join(L)
 
 
@@ -1367,12 +1480,12 @@ def entry(dt, post=False):
     most = largest_group(dt)
     wide = has_wide(dt, post)
     name = f"mhc_{'post_pre' if post else 'pre'}_lc_sm90_{dt}"
-    L = [declarations(name, esz, post, wide), opening(esz, post), loads(esz, post),
+    L = [declarations(name, esz, post, wide), opening(esz, post, wide), loads(esz, post),
          post_step(esz, most) if post else "",
          "    @!%p_res bra ROLE_PRE;",
          role_rows("res", esz, most, wide), push("res"), res_tail(),
          "ROLE_PRE:",
-         role_rows("pre", esz, most, wide), push("pre"), pre_tail(esz),
+         role_rows("pre", esz, most, wide), push("pre", wide), pre_tail(esz, wide),
          EXIT]
     return "\n".join(L)
 
@@ -1386,9 +1499,10 @@ def main():
 .extern .shared .align 128 .b8 dsm[];      // x_s, gk_s, phi_s (header, LOADS)
 .shared .align 8 .b64 sm_lbar;             // the copies' mbarrier
 .shared .align 8 .b64 sm_gbar;             // the gather's mbarrier (st.async from the peers)
+.shared .align 8 .b64 sm_hbar;             // the wide h_pre clusters' h_pre mbarrier (st.async from the owners)
 .shared .align 16 .b8 sm_red[{4 * WARPS * RED_STRIDE}];    // warp sums red[8][V + tg] (V = tg rows)
 .shared .align 16 .b8 sm_row[{4 * TOP_GROUP * ROW}];      // the CTA's rows [{TOP_GROUP}][{ROW}]
-.shared .align 16 .b8 sm_gat[{4 * max(CLUSTER * ROW, GROUP * CLUSTER * PRE_WORDS)}];     // res: [16 ranks][{ROW}]; pre: [{GROUP}][16 ranks][{PRE_WORDS}] (wide pre: dynamic)
+.shared .align 16 .b8 sm_gat[{4 * max(CLUSTER * ROW, GROUP * CLUSTER * PRE_WORDS, CLUSTER * WIDE_SLOTS * PRE_WORDS)}];     // res: [16 ranks][{ROW}]; pre: [{GROUP}][16 ranks][{PRE_WORDS}]; wide pre: [16 ranks][{WIDE_SLOTS}][{PRE_WORDS}]
 .shared .align 16 .b8 sm_sum[{4 * TOP_GROUP * 12}];      // the rows added over the ranks
 .shared .align 16 .b8 sm_hp[{4 * TOP_GROUP * N}];        // h_pre [{TOP_GROUP}][4]
 .shared .align 16 .b8 sm_uc[{4 * GROUP * 20}];       // post_pre: layer l's h_post [4] and h_res [4][4] per token

@@ -512,7 +512,7 @@ pub const LC_WIDE_PRE_TOKENS: usize = 32;
 pub const LC_WIDE_PRE_MAX_CPC: usize = 448;
 
 /// Dynamic shared memory of the wide groups' CTAs as (bytes per channel of C/16, fixed bytes): the h_res role (16 tokens), the h_pre role with 16 and with `LC_WIDE_PRE_TOKENS` tokens (x slices padded by 16 bytes, phi row slices by 32, the h_pre gather buffer after them).
-pub const LC_WIDE_SHARED: [(usize, usize); 3] = [(400, 800), (272, 12832), (400, 25376)];
+pub const LC_WIDE_SHARED: [(usize, usize); 3] = [(400, 800), (272, 544), (400, 800)];
 
 /// Dynamic shared memory per channel of a CTA's C/16, bf16 storage (the h_res role's: x slices of its tokens, gamma_k's slice, 16 phi row slices).
 pub const LC_SHARED_PER_CHANNEL_BF16: usize = 304;
