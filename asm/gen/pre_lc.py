@@ -49,13 +49,13 @@ FMA_MAX_TOKENS = 16         # up to here the FMA bodies: 4 res clusters and 2 pr
 # 4 + 4 clusters, 128 CTAs, resident at once on 132-SM parts.
 WIDE_GROUP = 16
 MAX_TOKENS = 64
-# Above WIDE_PRE_ABOVE tokens, where the slices leave room (C / 16 <= WIDE_PRE_MAX_CPC), a pre
-# cluster takes WIDE_PRE_GROUP tokens (two m16 tiles): T = 64 is then 4 + 2 clusters. At most 7
-# clusters of 16 CTAs are resident at once on the 132-SM parts (one CTA an SM, a cluster within a
-# GPC), and 4 + 4 would run an eighth in a second wave.
+# Above WIDE_PRE_ABOVE tokens a pre cluster takes WIDE_PRE_GROUP tokens (two m16 tiles): T = 64
+# is then 4 + 2 clusters. At most 7 clusters of 16 CTAs are resident at once on the 132-SM parts
+# (one CTA an SM, a cluster within a GPC): 4 + 4 ran the eighth in a second wave (H200, C = 4096,
+# T = 64: 8.68 against 11.27 us in a graph with 16 tokens a pre cluster, before the other
+# changes of the wide path).
 WIDE_PRE_ABOVE = 48
 WIDE_PRE_GROUP = 32
-WIDE_PRE_MAX_CPC = 448
 WIDE_SLOTS = WIDE_PRE_GROUP // CLUSTER  # a wide pre CTA owns tokens rank + 16 j, j < WIDE_SLOTS
 # The wide layout pads a token's x slice by 16 bytes and a phi row slice by 32, so the rows that
 # one ldmatrix phase (8 token rows) and one phi fragment load (8 logit rows) touch fall in
@@ -93,8 +93,7 @@ WIDE_LAYOUTS = (("res", WIDE_GROUP), ("pre", WIDE_GROUP), ("pre", WIDE_PRE_GROUP
 
 def wide_shared(cpc):
     """The most dynamic shared memory a wide launch at cpc channels needs (its roles' larger)."""
-    pre = WIDE_PRE_GROUP if cpc <= WIDE_PRE_MAX_CPC else WIDE_GROUP
-    return max(wide_role_shared("res", WIDE_GROUP, cpc), wide_role_shared("pre", pre, cpc))
+    return max(wide_role_shared(r, g, cpc) for r, g in WIDE_LAYOUTS)
 
 
 HEADER = f"""\
@@ -224,7 +223,6 @@ def group_rule(wide):
     selp.u32 %r3, {PRE_GROUP}, {RES_GROUP}, %p1;
     selp.u32 %r3, {WIDE_GROUP}, %r3, %p_wide;
     setp.gt.u32 %p1, %T, {WIDE_PRE_ABOVE};
-    setp.le.and.u32 %p1, %cpc, {WIDE_PRE_MAX_CPC}, %p1;
     selp.u32 %r3, {WIDE_PRE_GROUP}, %r3, %p1;          // a pre cluster's group
     shl.b32 %r1, %clu, %r4;
     mov.u32 %r4, %r5;"""

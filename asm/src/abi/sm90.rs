@@ -502,16 +502,13 @@ pub const LC_WIDE_TOKENS: usize = 16;
 /// Largest T of any entry (the bf16 `pre` entry: 4 + 4 wide clusters, 128 CTAs).
 pub const LC_MAX_TOKENS: usize = 64;
 
-/// Above this T an h_pre cluster of the wide groups serves `LC_WIDE_PRE_TOKENS` tokens where C/16 <= `LC_WIDE_PRE_MAX_CPC` (T = 64: 4 + 2 clusters, resident at once).
+/// Above this T an h_pre cluster of the wide groups serves `LC_WIDE_PRE_TOKENS` tokens (T = 64: 4 + 2 clusters, resident at once).
 pub const LC_WIDE_PRE_ABOVE: usize = 48;
 
 /// Tokens per h_pre cluster of the wide groups above `LC_WIDE_PRE_ABOVE`.
 pub const LC_WIDE_PRE_TOKENS: usize = 32;
 
-/// Largest C/16 at which the h_pre clusters take `LC_WIDE_PRE_TOKENS` tokens (their slices fit a CTA's shared memory).
-pub const LC_WIDE_PRE_MAX_CPC: usize = 448;
-
-/// Dynamic shared memory of the wide groups' CTAs as (bytes per channel of C/16, fixed bytes): the h_res role (16 tokens), the h_pre role with 16 and with `LC_WIDE_PRE_TOKENS` tokens (x slices padded by 16 bytes, phi row slices by 32, the h_pre gather buffer after them).
+/// Dynamic shared memory of the wide groups' CTAs as (bytes per channel of C/16, fixed bytes): the h_res role (16 tokens), the h_pre role with 16 and with `LC_WIDE_PRE_TOKENS` tokens (x slices padded by 16 bytes, phi row slices by 32).
 pub const LC_WIDE_SHARED: [(usize, usize); 3] = [(400, 800), (272, 544), (400, 800)];
 
 /// Dynamic shared memory per channel of a CTA's C/16, bf16 storage (the h_res role's: x slices of its tokens, gamma_k's slice, 16 phi row slices).

@@ -760,9 +760,8 @@ mod tests {
         assert_eq!(tuned(4, 4096, Head, 1000), ["mhc_head_bf16_n4"]);
         assert_eq!(tuned(4, 4096, Head, 1025), ["mhc_head_pc4_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 64), ["mhc_pre_lc_sm90_bf16"]);
-        assert_eq!(tuned(4, 4096, Pre, 64), ["mhc_pre_pc16t_bf16_n4"]);
-        assert_eq!(tuned(4, 4096, Pre, 33), ["mhc_pre_pc16t_bf16_n4"]);
-        assert_eq!(tuned(4, 4096, Pre, 32), ["mhc_pre_lc_sm90_bf16"]);
+        assert_eq!(tuned(4, 4096, Pre, 64), ["mhc_pre_lc_sm90_bf16"], "no entry: the cost model");
+        assert_eq!(tuned(4, 4096, Pre, 65), ["mhc_pre_pc16t_bf16_n4"]);
         // Another dtype, n or C bucket: the cost model.
         assert_eq!(planned_with(4, 4096, Dtype::F32, Head, 1, &Tuning::Embedded), ["mhc_head_cld_f32_n4"]);
         assert_eq!(tuned(4, 7168, Head, 1), ["mhc_head_cld_bf16_n4"]);
@@ -817,7 +816,7 @@ mod tests {
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 33), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_lc_sm90_bf16"]);
         assert_eq!(
             planned_with(4, 4096, Dtype::Bf16, PostPre, 33, &Tuning::Embedded),
-            ["mhc_post_v4_bf16_n4_v2", "mhc_pre_pc16t_bf16_n4"]
+            ["mhc_post_v4_bf16_n4_v2", "mhc_pre_lc_sm90_bf16"]
         );
         assert_eq!(planned(2, 520, Dtype::F32, PostPre, 32), ["mhc_post_pre_mid_sm90_f32"]);
         // n = 8: the mid_n8 kernel's post_pre entries to 16 tokens, the mid32_n8 ones to 32, then

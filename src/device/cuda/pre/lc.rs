@@ -16,24 +16,24 @@ use super::PreCall;
 use crate::config::Dtype;
 use crate::device::cuda::abi::{
     PreDecodeArgs, LC_POST_SHARED_PER_CHANNEL_BF16, LC_POST_SHARED_PER_CHANNEL_F32, LC_SHARED_PER_CHANNEL_BF16,
-    LC_SHARED_PER_CHANNEL_F32, LC_WIDE_PRE_ABOVE, LC_WIDE_PRE_MAX_CPC, LC_WIDE_PRE_TOKENS, LC_WIDE_SHARED,
+    LC_SHARED_PER_CHANNEL_F32, LC_WIDE_PRE_ABOVE, LC_WIDE_PRE_TOKENS, LC_WIDE_SHARED,
 };
 pub use crate::device::cuda::abi::{
     LC_CLUSTER, LC_FMA_MAX_TOKENS, LC_MAX_TOKENS, LC_NARROW_MAX_TOKENS, LC_PRE_TOKENS, LC_RES_TOKENS, LC_WIDE_TOKENS,
 };
 
-/// Tokens an h_pre cluster serves at `t` tokens with `cpc` channels a CTA (the kernel's rule):
-/// [`LC_RES_TOKENS`] up to [`LC_NARROW_MAX_TOKENS`] (three clusters of each role fit the six
-/// resident ones, and the h_pre clusters end sooner with fewer tokens), [`LC_PRE_TOKENS`] up to
-/// [`LC_FMA_MAX_TOKENS`] (T = 16: 4 + 2 clusters), then the wide groups: [`LC_WIDE_TOKENS`], and
-/// [`LC_WIDE_PRE_TOKENS`] above [`LC_WIDE_PRE_ABOVE`] where `cpc` <= [`LC_WIDE_PRE_MAX_CPC`]
-/// (T = 64: 4 + 2 clusters; 4 + 4 would not all be resident).
-pub(crate) fn pre_group(t: usize, cpc: usize) -> usize {
+/// Tokens an h_pre cluster serves at `t` tokens (the kernel's rule): [`LC_RES_TOKENS`] up to
+/// [`LC_NARROW_MAX_TOKENS`] (three clusters of each role fit the six resident ones, and the
+/// h_pre clusters end sooner with fewer tokens), [`LC_PRE_TOKENS`] up to [`LC_FMA_MAX_TOKENS`]
+/// (T = 16: 4 + 2 clusters), then the wide groups: [`LC_WIDE_TOKENS`], and
+/// [`LC_WIDE_PRE_TOKENS`] above [`LC_WIDE_PRE_ABOVE`] (T = 64: 4 + 2 clusters; 4 + 4 would not
+/// all be resident at once).
+pub(crate) fn pre_group(t: usize) -> usize {
     if t <= LC_NARROW_MAX_TOKENS {
         LC_RES_TOKENS
     } else if t <= LC_FMA_MAX_TOKENS {
         LC_PRE_TOKENS
-    } else if t > LC_WIDE_PRE_ABOVE && cpc <= LC_WIDE_PRE_MAX_CPC {
+    } else if t > LC_WIDE_PRE_ABOVE {
         LC_WIDE_PRE_TOKENS
     } else {
         LC_WIDE_TOKENS
@@ -59,7 +59,7 @@ use crate::Stage;
 pub(crate) fn shape(c: usize, t: usize, dtype: Dtype, post: bool) -> (u32, usize, u32) {
     let cluster = LC_CLUSTER as usize;
     let cpc = c / cluster;
-    let pre = pre_group(t, cpc);
+    let pre = pre_group(t);
     let clusters = t.div_ceil(res_group(t)) + t.div_ceil(pre);
     let shared = if t > LC_FMA_MAX_TOKENS {
         // The wide groups (the bf16 pre entry; `args` refuses the others past their rows' T):
@@ -144,8 +144,7 @@ mod tests {
         assert_eq!(shape(4096, 48, Dtype::Bf16, false).0, 6 * LC_CLUSTER);
         assert_eq!(shape(4096, LC_MAX_TOKENS, Dtype::Bf16, false).0, 6 * LC_CLUSTER);
         assert_eq!(shape(7168, LC_MAX_TOKENS, Dtype::Bf16, false).0, 6 * LC_CLUSTER);
-        // Past C = 7168 the h_pre slices of 32 tokens do not fit: 4 + 4 clusters.
-        assert_eq!(shape(8192, LC_MAX_TOKENS, Dtype::Bf16, false).0, 8 * LC_CLUSTER);
+        assert_eq!(shape(8192, LC_MAX_TOKENS, Dtype::Bf16, false).0, 6 * LC_CLUSTER);
         // The wide layouts leave room for the static arrays in an H100's 227 KB.
         for c in [7168, 8192] {
             assert!(shape(c, LC_MAX_TOKENS, Dtype::Bf16, false).2 <= 206 * 1024);
