@@ -201,8 +201,9 @@ def stamp(k, clock=None):
 
 
 def group_rule(wide):
-    """The cluster's role, first token and group (%p_res, %tok0, %grp, %cnt), and %p_wide: T above
-    FMA_MAX_TOKENS in an entry with the wide groups (both roles WIDE_GROUP tokens a cluster)."""
+    """The cluster's role, first token and group (%p_res, %tok0, %grp; %r0 = res clusters): the
+    narrow rule (res RES_GROUP, pre RES_GROUP or PRE_GROUP tokens) or, in the wide entry, res
+    WIDE_GROUP and pre WIDE_GROUP or WIDE_PRE_GROUP tokens."""
     if not wide:
         return f"""    add.u32 %r0, %T, {RES_GROUP - 1};
     shr.u32 %r0, %r0, {RES_GROUP.bit_length() - 1};                   // res clusters: ceil(T / {RES_GROUP})
@@ -210,22 +211,14 @@ def group_rule(wide):
     setp.gt.u32 %p1, %T, {NARROW_MAX_TOKENS};
     selp.u32 %r3, {PRE_GROUP}, {RES_GROUP}, %p1;          // a pre cluster's group
     shl.b32 %r1, %clu, {RES_GROUP.bit_length() - 1};
-    setp.ne.u32 %p_wide, %r0, %r0;          // no wide groups in this entry
     mov.u32 %r4, {RES_GROUP};"""
-    return f"""    setp.gt.u32 %p_wide, %T, {FMA_MAX_TOKENS};         // the wide groups, projected on the tensor cores
-    selp.u32 %r4, {WIDE_GROUP.bit_length() - 1}, {RES_GROUP.bit_length() - 1}, %p_wide;            // log2 of a res cluster's group
-    shl.b32 %r5, 1, %r4;
-    add.u32 %r0, %T, %r5;
-    sub.u32 %r0, %r0, 1;
-    shr.u32 %r0, %r0, %r4;                  // res clusters: ceil(T / group)
+    return f"""    add.u32 %r0, %T, {WIDE_GROUP - 1};
+    shr.u32 %r0, %r0, {WIDE_GROUP.bit_length() - 1};                   // res clusters: ceil(T / {WIDE_GROUP})
     setp.lt.u32 %p_res, %clu, %r0;          // res first (h_res logits), then pre (h_pre / h_post, mix)
-    setp.gt.u32 %p1, %T, {NARROW_MAX_TOKENS};
-    selp.u32 %r3, {PRE_GROUP}, {RES_GROUP}, %p1;
-    selp.u32 %r3, {WIDE_GROUP}, %r3, %p_wide;
     setp.gt.u32 %p1, %T, {WIDE_PRE_ABOVE};
-    selp.u32 %r3, {WIDE_PRE_GROUP}, %r3, %p1;          // a pre cluster's group
-    shl.b32 %r1, %clu, %r4;
-    mov.u32 %r4, %r5;"""
+    selp.u32 %r3, {WIDE_PRE_GROUP}, {WIDE_GROUP}, %p1;          // a pre cluster's group
+    shl.b32 %r1, %clu, {WIDE_GROUP.bit_length() - 1};
+    mov.u32 %r4, {WIDE_GROUP};"""
 
 
 def declarations(name, esz, post, wide=False):
@@ -237,7 +230,7 @@ def declarations(name, esz, post, wide=False):
 .minnctapersm 1
 {{
     .reg .pred %p<8>;
-    .reg .pred %p_paper, %p_gk, %p_res, %p_early, %pb, %p_wide;
+    .reg .pred %p_paper, %p_gk, %p_res, %p_early, %pb;
     .reg .b32 %r<24>;
     .reg .b64 %rd<8>;
     .reg .f32 %f<16>;
@@ -283,12 +276,10 @@ def declarations(name, esz, post, wide=False):
     setp.ne.u32 %p_early, %r1, 0;           // FLAG_EARLY_PARAMS: phi before the grid dependency
     mov.u32 %xsm, dsm;                      // x_s[grp][4 cpc]
     shl.b32 %xrow, %cpc, {(4 * esz).bit_length() - 1};                 // bytes of a token's x slice (4 cpc elements)
-    @%p_wide add.u32 %xrow, %xrow, {WIDE_X_PAD};
-    mul.lo.u32 %r1, %xrow, %grp;
+{f"    add.u32 %xrow, %xrow, {WIDE_X_PAD};" + chr(10) if wide else ""}    mul.lo.u32 %r1, %xrow, %grp;
     add.u32 %gksm, %xsm, %r1;               // gk_s[4 cpc] f32
     shl.b32 %rowb, %cpc, 4;                 // bytes of a phi row slice (4 cpc floats)
-    @%p_wide add.u32 %rowb, %rowb, {WIDE_PHI_PAD};
-    add.u32 %phsm, %gksm, %rowb;            // phi_s[rows][4 cpc] f32""" + f"""
+{f"    add.u32 %rowb, %rowb, {WIDE_PHI_PAD};" + chr(10) if wide else ""}    add.u32 %phsm, %gksm, %rowb;            // phi_s[rows][4 cpc] f32""" + f"""
     {role_select('%r1', 'rows')}
     mul.lo.u32 %r1, %r1, %rowb;
     add.u32 %fsm, %phsm, %r1;               // post_pre: f_s[grp][cpc] (storage dtype)""" * post + f"""
@@ -604,10 +595,8 @@ def opening(esz, post, wide=False):
     @%p2 bra INIT_DONE;
     mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_gbar], {CLUSTER * 4 * ROLES['res']['words']};
     bra INIT_DONE;
-ARM_PRE:
-    mul.lo.u32 %r1, %cnt, {CLUSTER * 4 * PRE_WORDS};""" + (f"""
-    @!%p_wide bra ARM_PRE_GATHER;
-    // wide: the rows of the tokens this CTA owns (rank + 16 j < cnt), h_pre of every token
+ARM_PRE:""" + (f"""
+    // the rows of the tokens this CTA owns (rank + 16 j < cnt), h_pre of every token
     shl.b32 %r2, %cnt, 4;
     mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_hbar], %r2;
     setp.lt.u32 %p2, %rank, %cnt;
@@ -616,8 +605,8 @@ ARM_PRE:
     setp.lt.u32 %p2, %r3, %cnt;
     selp.u32 %r3, 1, 0, %p2;
     add.u32 %r1, %r1, %r3;
-    mul.lo.u32 %r1, %r1, {CLUSTER * 4 * PRE_WORDS};
-ARM_PRE_GATHER:""" if wide else "") + f"""
+    mul.lo.u32 %r1, %r1, {CLUSTER * 4 * PRE_WORDS};""" if wide else f"""
+    mul.lo.u32 %r1, %cnt, {CLUSTER * 4 * PRE_WORDS};""") + f"""
     mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_gbar], %r1;
 INIT_DONE:
     barrier.sync 0;                         // the load mbarrier is armed
@@ -1085,25 +1074,13 @@ MM_{R}_ROWS{p}:""")
 
 
 def role_rows(role, esz, most, wide=False):
-    """The projection and the CTA's rows in one body per token count (1, 2, up to 4, up to 8; the
-    role's group and `most`, the entry's largest group, bound it; with wide the tensor-core body
-    for the wide groups), then the cluster barrier's wait (every CTA's gather mbarrier is armed)."""
+    """The projection and the CTA's rows, then the cluster barrier's wait (every CTA's gather
+    mbarrier is armed): one FMA body per token count (1, 2, up to 4, up to 8; the role's group and
+    `most`, the entry's largest group, bound it), or in the wide entry the tensor-core bodies (res
+    WIDE_GROUP tokens, pre WIDE_GROUP or WIDE_PRE_GROUP)."""
     R = role.upper()
-    counts = [tg for tg in (1, 2, 4, 8) if tg <= min(ROLES[role]["group"], most)]
     L = []
     if wide:
-        L.append(f"    @%p_wide bra {R}_MMA;")
-    for tg in counts[:-1]:
-        L.append(f"""    setp.le.u32 %p1, %cnt, {tg};
-    @%p1 bra {R}_TG{tg};""")
-    for tg in counts[::-1]:
-        if tg != counts[-1]:
-            L.append(f"{R}_TG{tg}:")
-        L.append(projection(role, esz, tg))
-        L.append(warp_sums(role, tg))
-        L.append(f"    bra {R}_ROWS;")
-    if wide:
-        L.append(f"{R}_MMA:")
         if role == "pre":
             L.append(f"""    setp.eq.u32 %p1, %grp, {WIDE_PRE_GROUP};
     @%p1 bra {R}_MMA{WIDE_PRE_GROUP};""")
@@ -1111,6 +1088,17 @@ def role_rows(role, esz, most, wide=False):
         if role == "pre":
             L.append(f"{R}_MMA{WIDE_PRE_GROUP}:")
             L.append(projection_mma(role, WIDE_PRE_GROUP))
+    else:
+        counts = [tg for tg in (1, 2, 4, 8) if tg <= min(ROLES[role]["group"], most)]
+        for tg in counts[:-1]:
+            L.append(f"""    setp.le.u32 %p1, %cnt, {tg};
+    @%p1 bra {R}_TG{tg};""")
+        for tg in counts[::-1]:
+            if tg != counts[-1]:
+                L.append(f"{R}_TG{tg}:")
+            L.append(projection(role, esz, tg))
+            L.append(warp_sums(role, tg))
+            L.append(f"    bra {R}_ROWS;")
     L.append(f"""{R}_ROWS:{stamp(4)}
     barrier.cluster.wait.acquire;           // every CTA's gather mbarrier is armed{stamp(5)}""")
     return "\n".join(L)
@@ -1151,8 +1139,8 @@ def push(role, wide=False):
     sub.u32 %r2, %tx, %r2;                  // k
 {push_float4("%r1", "%rank", ROW)}
 PUSH_{R}_DONE:"""
-    owners = f"""    @!%p_wide bra PUSH_{R};
-    // wide: thread s < cnt {k4}: token t = s / {k4}, float4 k -> CTA t % {CLUSTER}, gat[rank][t / {CLUSTER}][{words}]
+    if wide:
+        return f"""    // thread s < cnt {k4}: token t = s / {k4}, float4 k -> CTA t % {CLUSTER}, gat[rank][t / {CLUSTER}][{words}]
     mul.lo.u32 %r9, %cnt, {k4};
     setp.ge.u32 %p1, %tx, %r9;
     @%p1 bra PUSH_{R}_DONE;
@@ -1161,10 +1149,8 @@ PUSH_{R}_DONE:"""
     sub.u32 %r2, %tx, %r2;                  // k
     and.b32 %r1, %r7, {CLUSTER - 1};        // its owner
 {push_float4("%r7", "%r8", words, chr(10) + f"    shr.u32 %r8, %r7, {CLUSTER.bit_length() - 1};" + chr(10) + f"    mad.lo.u32 %r8, %rank, {WIDE_SLOTS}, %r8;")}
-    bra PUSH_{R}_DONE;
-""" if wide else ""
-    return owners + f"""PUSH_{R}:
-    // push: item s < {CLUSTER} cnt {k4}: CTA d = s / (cnt {k4}), token t, float4 k -> CTA d, gat[t][rank][{words}]
+PUSH_{R}_DONE:"""
+    return f"""    // push: item s < {CLUSTER} cnt {k4}: CTA d = s / (cnt {k4}), token t, float4 k -> CTA d, gat[t][rank][{words}]
     mul.lo.u32 %r9, %cnt, {k4};             // items a CTA receives
     mul.lo.u32 %r10, %r9, {CLUSTER};
     mov.u32 %s, %tx;
@@ -1255,7 +1241,9 @@ def pre_tail(esz, wide=False):
     L = []
     e = L.append
     if wide:
-        e("    @%p_wide bra PRE_WIDE;")
+        e(pre_wide_coefficients(esz))
+        e(mix_tail(esz))
+        return "\n".join(L)
     e(f"""{GATHER_WAIT.format(R="PRE", S=stamp(6))}
     // thread s < cnt 9: token t = s / 9, word v = s % 9 (ss, 8 logits), ranks in order
     mul.lo.u32 %r1, %cnt, 9;
@@ -1291,8 +1279,6 @@ PRE_SUMMED:
     mad.lo.u32 %r6, %r2, 4, %r6;
     st.shared.f32 [%r6], %f3;
     bra COEF_DONE;""")
-    if wide:
-        e(pre_wide_coefficients(esz))
     e(mix_tail(esz))
     return "\n".join(L)
 
@@ -1343,8 +1329,7 @@ def pre_wide_coefficients(esz):
     on that CTA's h_pre mbarrier, armed for cnt x 16 bytes); every CTA then waits for all of
     them."""
     words = ROLES["pre"]["words"]
-    return f"""PRE_WIDE:
-    // owned tokens: n = [rank < cnt] + [rank + 16 < cnt]
+    return f"""    // owned tokens: n = [rank < cnt] + [rank + 16 < cnt]
     setp.lt.u32 %p1, %rank, %cnt;
     selp.u32 %r12, 1, 0, %p1;
     add.u32 %r1, %rank, {CLUSTER};
@@ -1471,13 +1456,13 @@ MIXED:""" + stamp(7))
     return "\n".join(L)
 
 
-def entry(dt, post=False):
-    """One entry: `pre` (mhc_pre_lc_sm90_*) or `post_pre` (mhc_post_pre_lc_sm90_*: layer l's post
-    folded in after the loads, post_step)."""
+def entry(dt, post=False, wide=False):
+    """One entry: `pre` (mhc_pre_lc_sm90_*), `post_pre` (mhc_post_pre_lc_sm90_*: layer l's post
+    folded in after the loads, post_step) or with wide the wide groups' `pre`
+    (mhc_pre_lcw_sm90_bf16, T above FMA_MAX_TOKENS)."""
     esz = 2 if dt == "bf16" else 4
     most = largest_group(dt)
-    wide = has_wide(dt, post)
-    name = f"mhc_{'post_pre' if post else 'pre'}_lc_sm90_{dt}"
+    name = f"mhc_{'post_pre' if post else 'pre'}_lc{'w' if wide else ''}_sm90_{dt}"
     L = [declarations(name, esz, post, wide), opening(esz, post, wide), loads(esz, post),
          post_step(esz, most) if post else "",
          "    @!%p_res bra ROLE_PRE;",
@@ -1506,7 +1491,8 @@ def main():
 .shared .align 16 .b8 sm_uc[{4 * GROUP * 20}];       // post_pre: layer l's h_post [4] and h_res [4][4] per token
 
 """
-    return text + "\n".join(entry(dt, post) for post in (False, True) for dt in ("bf16", "f32"))
+    return text + "\n".join([entry(dt, post) for post in (False, True) for dt in ("bf16", "f32")]
+                            + [entry("bf16", wide=True)])
 
 
 def generate(experiments):
@@ -1538,38 +1524,27 @@ def pre_groups(dt):
     return f"{RES_GROUP}"
 
 
-def has_wide(dt, post):
-    """Whether the entry carries the wide groups (T above FMA_MAX_TOKENS): the bf16 pre entry
-    only. The post_pre entries would add f's slices of 16 tokens to the wide layout, which at
-    C = 8192 passes a CTA's shared memory."""
-    return dt == "bf16" and not post
-
-
-def row_max_tokens(dt, post=False):
+def row_max_tokens(dt):
     """The entries' largest T. f32 keeps NARROW_MAX_TOKENS: in its post_pre entry the h_pre
     clusters' slices of 8 f32 tokens (x, f and phi: 128 KB a CTA at C = 7168) make them the longer
     path, and the mid kernel was faster at T = 16 (H200, in a graph: 6.69 / 7.98 us against 6.93 /
     9.27 at C = 4096 / 7168); f32 pre, 5.48 against 5.81 us at C = 4096 and level at 7168, stops
     there too, so that post_pre stays post then pre's bits (the same pre kernel on both paths)."""
-    if dt == "f32":
-        return NARROW_MAX_TOKENS
-    return MAX_TOKENS if has_wide(dt, post) else FMA_MAX_TOKENS
+    return NARROW_MAX_TOKENS if dt == "f32" else FMA_MAX_TOKENS
 
 
 def catalogue_rows():
-    """The catalogue rows of the four entries."""
+    """The catalogue rows of the five entries."""
     G = catalogue.geometry
     rows = []
     for post in (False, True):
         for dt in ("bf16", "f32"):
             esz = 2 if dt == "bf16" else 4
-            top = row_max_tokens(dt, post)
-            wide = has_wide(dt, post)
-            shared = max(lc_shared(esz, MAX_CPC, post), wide_shared(MAX_CPC) if wide else 0)
+            top = row_max_tokens(dt)
             stage, kind = ("post_pre", "post_pre_lc") if post else ("pre", "pre_lc")
             comment = [
                 "pre for few tokens on two clusters that split the logits (sm_90a): asm/ptx/sm90/pre_lc.ptx",
-                f"(generated by python3 -m asm.gen). n = 4, T <= {MAX_TOKENS}, C a multiple of {C_MULTIPLE}, no gamma_f:",
+                f"(generated by python3 -m asm.gen). n = 4, T <= {FMA_MAX_TOKENS}, C a multiple of {C_MULTIPLE}, no gamma_f:",
                 "the partial sums meet through distributed shared memory, no global exchange; the post_pre",
                 "entries fold layer l's post in after the loads (post then pre's outputs, bit for bit).",
             ] if (post, dt) == (False, "bf16") else ()
@@ -1580,16 +1555,24 @@ def catalogue_rows():
                     f"pre for 1..{top} tokens: per {RES_GROUP} tokens a {CLUSTER}-CTA cluster for the h_res logits "
                     f"(and the Sinkhorns), per {pre_groups(dt)} one for the h_pre / h_post logits (and the mix), each "
                     "splitting K over its "
-                    "CTAs and adding their partial rows through distributed shared memory: no grid-wide exchange"
-                    + (f"; above {FMA_MAX_TOKENS} tokens {WIDE_GROUP} tokens a cluster of either role, projected "
-                       "on the tensor cores" if wide else ""))
+                    "CTAs and adding their partial rows through distributed shared memory: no grid-wide exchange")
             args = POST_PRE_PC if post else PRE_DECODE
             rows.append(catalogue.row(
                 f"{stage}_lc_sm90_{dt}", stage, ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_lc.cubin",
                 f"mhc_{stage}_lc_sm90_{dt}", [dt], [N], (C_MULTIPLE, MIN_C, CLUSTER * MAX_CPC), (1, top),
                 RES_GROUP, THREADS, what, kind, x_passes=1, params=f"{args.name} ({args.size} B, {RUST_MIRROR})",
                 rank=70, options=["gamma_k"],
-                geometry=G(channels_per_thread=8, cluster=CLUSTER, dynamic_shared_max=shared,
+                geometry=G(channels_per_thread=8, cluster=CLUSTER, dynamic_shared_max=lc_shared(esz, MAX_CPC, post),
                            traits=["grid_dependency"]),
                 comment=comment))
+    rows.append(catalogue.row(
+        "pre_lcw_sm90_bf16", "pre", ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_lc.cubin", "mhc_pre_lcw_sm90_bf16",
+        ["bf16"], [N], (C_MULTIPLE, MIN_C, CLUSTER * MAX_CPC), (FMA_MAX_TOKENS + 1, MAX_TOKENS), WIDE_GROUP, THREADS,
+        f"pre for {FMA_MAX_TOKENS + 1}..{MAX_TOKENS} tokens: the logit clusters with {WIDE_GROUP} tokens a cluster "
+        f"of either role ({WIDE_PRE_GROUP} an h_pre cluster above {WIDE_PRE_ABOVE}), projected on the tensor cores "
+        "(mma.sync, phi split into bf16 hi + lo); each h_pre cluster gathers a token's rows at one CTA, which sends "
+        "its h_pre to every CTA", "pre_lc", x_passes=1, params=f"{PRE_DECODE.name} ({PRE_DECODE.size} B, {RUST_MIRROR})",
+        rank=70, options=["gamma_k"],
+        geometry=G(channels_per_thread=8, cluster=CLUSTER, dynamic_shared_max=wide_shared(MAX_CPC),
+                   traits=["grid_dependency"])))
     return rows

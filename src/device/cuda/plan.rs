@@ -385,9 +385,10 @@ fn logit_clusters_fit(dev: &CudaDevice, ctx: &Ctx, v: &Variant) -> Result<std::r
         Some(LaunchKind::PostPreLogitClusters) => true,
         _ => return Ok(Ok(())),
     };
-    // The most shared memory any of the row's token counts needs (the wide groups' above 16).
+    // The most shared memory any of the row's token counts needs.
     let top = (v.entry.tokens.max as usize).clamp(1, pre::lc::LC_MAX_TOKENS);
-    let shared = (1..=top).map(|t| pre::lc::shape(ctx.cfg.c, t, ctx.dtype, post).2).max().unwrap_or(0);
+    let low = (v.entry.tokens.min as usize).clamp(1, top);
+    let shared = (low..=top).map(|t| pre::lc::shape(ctx.cfg.c, t, ctx.dtype, post).2).max().unwrap_or(0);
     let kind = if post { LaunchKind::PostPreLogitClusters } else { LaunchKind::PreLogitClusters };
     let func = dev.function(row_index(v)?, kind.arg_bytes())?;
     let clusters = ffi::occupancy_max_active_clusters(func.raw, v.threads(), shared, v.cluster())?;
@@ -759,8 +760,8 @@ mod tests {
         assert_eq!(tuned(4, 4096, Head, 3), ["mhc_head_cld_bf16_n4"], "bucket 4 has no entry");
         assert_eq!(tuned(4, 4096, Head, 1000), ["mhc_head_bf16_n4"]);
         assert_eq!(tuned(4, 4096, Head, 1025), ["mhc_head_pc4_bf16_n4"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 64), ["mhc_pre_lc_sm90_bf16"]);
-        assert_eq!(tuned(4, 4096, Pre, 64), ["mhc_pre_lc_sm90_bf16"], "no entry: the cost model");
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 64), ["mhc_pre_lcw_sm90_bf16"]);
+        assert_eq!(tuned(4, 4096, Pre, 64), ["mhc_pre_lcw_sm90_bf16"], "no entry: the cost model");
         assert_eq!(tuned(4, 4096, Pre, 65), ["mhc_pre_pc16t_bf16_n4"]);
         // Another dtype, n or C bucket: the cost model.
         assert_eq!(planned_with(4, 4096, Dtype::F32, Head, 1, &Tuning::Embedded), ["mhc_head_cld_f32_n4"]);
@@ -770,19 +771,20 @@ mod tests {
     #[test]
     fn planned_kernels_follow_the_catalogue() {
         use Stage::{Post, PostPre, Pre};
-        // pre, n = 4, C = 4096: the logit clusters up to 64 tokens (f32: 12, then mid to 64, the
-        // decode kernel behind it), then the persistent clusters.
+        // pre, n = 4, C = 4096: the logit clusters up to 16 tokens (f32: 12, then mid to 64, the
+        // decode kernel behind it), their wide entry to 64, then the persistent clusters.
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 1), ["mhc_pre_lc_sm90_bf16"]);
         assert_eq!(planned(4, 7168, Dtype::Bf16, Pre, 16), ["mhc_pre_lc_sm90_bf16"]);
+        assert_eq!(planned(4, 7168, Dtype::Bf16, Pre, 48), ["mhc_pre_lcw_sm90_bf16"]);
         assert_eq!(planned(4, 7168, Dtype::F32, Pre, 12), ["mhc_pre_lc_sm90_f32"]);
         assert_eq!(planned(4, 7168, Dtype::F32, Pre, 13), ["mhc_pre_mid_sm90_f32"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 17), ["mhc_pre_lc_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 17), ["mhc_pre_lcw_sm90_bf16"]);
         // Where the logit clusters do not run (C not a multiple of 128, past 8192, n = 3):
         // mid16 up to 8 tokens, then mid.
         assert_eq!(planned(4, 1288, Dtype::Bf16, Pre, 1), ["mhc_pre_mid16_sm90_bf16"]);
         assert_eq!(planned(4, 8320, Dtype::Bf16, Pre, 8), ["mhc_pre_mid16_sm90_bf16"]);
         assert_eq!(planned(3, 4096, Dtype::Bf16, Pre, 9), ["mhc_pre_mid_sm90_bf16"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 64), ["mhc_pre_lc_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 64), ["mhc_pre_lcw_sm90_bf16"]);
         assert_eq!(planned(4, 4096, Dtype::F32, Pre, 64), ["mhc_pre_mid_sm90_f32"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 65), ["mhc_pre_pc16t_bf16_n4"]);
         // C not a multiple of 1024: the cluster kernel's cp.async entry.
@@ -813,10 +815,10 @@ mod tests {
         assert_eq!(planned(4, 4104, Dtype::Bf16, PostPre, 8), ["mhc_post_pre_mid16_sm90_bf16"]);
         assert_eq!(planned(4, 4104, Dtype::Bf16, PostPre, 9), ["mhc_post_pre_mid_sm90_bf16"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 32), ["mhc_post_pre_mid_sm90_bf16"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 33), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_lc_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 33), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_lcw_sm90_bf16"]);
         assert_eq!(
             planned_with(4, 4096, Dtype::Bf16, PostPre, 33, &Tuning::Embedded),
-            ["mhc_post_v4_bf16_n4_v2", "mhc_pre_lc_sm90_bf16"]
+            ["mhc_post_v4_bf16_n4_v2", "mhc_pre_lcw_sm90_bf16"]
         );
         assert_eq!(planned(2, 520, Dtype::F32, PostPre, 32), ["mhc_post_pre_mid_sm90_f32"]);
         // n = 8: the mid_n8 kernel's post_pre entries to 16 tokens, the mid32_n8 ones to 32, then
@@ -855,7 +857,7 @@ mod tests {
             );
             assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 8192), ["mhc_post_pre_pc16p_bf16_n4"], "C = {c}");
             assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 32), ["mhc_post_pre_mid_sm90_bf16"], "C = {c}");
-            assert_eq!(planned(4, c, Dtype::Bf16, Pre, 64), ["mhc_pre_lc_sm90_bf16"], "C = {c}");
+            assert_eq!(planned(4, c, Dtype::Bf16, Pre, 64), ["mhc_pre_lcw_sm90_bf16"], "C = {c}");
             assert_eq!(planned(4, c, Dtype::Bf16, Pre, 65), ["mhc_pre_pc16p_bf16_n4"], "C = {c}");
             assert_eq!(planned(4, c, Dtype::Bf16, Pre, 8192), ["mhc_pre_pc16p_bf16_n4"], "C = {c}");
         }

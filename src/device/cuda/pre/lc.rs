@@ -55,7 +55,8 @@ use crate::Stage;
 
 /// `(grid CTAs, channels per CTA, dynamic shared bytes)` of a launch at `t` tokens (1..=
 /// [`LC_MAX_TOKENS`]) of C = `c` (a multiple of 8 x [`LC_CLUSTER`]) in `dtype`; `post`: the
-/// `post_pre` entries (f's slices too).
+/// `post_pre` entries (f's slices too). Above [`LC_FMA_MAX_TOKENS`] the launch is the wide
+/// entry's (`mhc_pre_lcw_sm90_bf16`), whose row starts there.
 pub(crate) fn shape(c: usize, t: usize, dtype: Dtype, post: bool) -> (u32, usize, u32) {
     let cluster = LC_CLUSTER as usize;
     let cpc = c / cluster;
@@ -89,9 +90,18 @@ pub(crate) fn args(call: &PreCall<'_, '_>, post: bool) -> Result<(PreDecodeArgs,
     let cluster = b.cluster() as usize;
     let stage = if post { Stage::PostPre } else { Stage::Pre };
     // The row's own range: its f32 entries end at LC_NARROW_MAX_TOKENS and carry no 8-token body,
-    // its post_pre entries at LC_FMA_MAX_TOKENS (no wide groups).
-    let top = (b.variant().entry.tokens.max as usize).min(LC_MAX_TOKENS);
-    if t > top || cluster != LC_CLUSTER as usize || c % (8 * cluster) != 0 || ctx.cfg.n != 4 {
+    // the others at LC_FMA_MAX_TOKENS; the wide entry (mhc_pre_lcw_sm90_bf16) starts above it,
+    // and `shape` lays a launch out by that boundary.
+    let tokens = &b.variant().entry.tokens;
+    let (low, top) = (tokens.min as usize, (tokens.max as usize).min(LC_MAX_TOKENS));
+    let wide_row = low > LC_FMA_MAX_TOKENS;
+    if t < low
+        || t > top
+        || wide_row != (t > LC_FMA_MAX_TOKENS)
+        || cluster != LC_CLUSTER as usize
+        || c % (8 * cluster) != 0
+        || ctx.cfg.n != 4
+    {
         // The catalogue row's ranges exclude these; a launch never guesses.
         return Err(ctx.refused(stage, b.entry(), format!("T = {t}, C = {c} outside its row")));
     }
