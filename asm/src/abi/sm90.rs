@@ -493,13 +493,13 @@ pub const LC_NARROW_MAX_TOKENS: usize = 12;
 /// CTAs per cluster (a non-portable size); CTA r owns channels [r C/16, (r+1) C/16).
 pub const LC_CLUSTER: u32 = 16;
 
-/// Up to this T the clusters' groups are `LC_RES_TOKENS` / the h_pre rule and the projection runs on FMA (at most 4 h_res and 2 h_pre clusters: six).
+/// The largest T of the FMA entries (`mhc_pre_lc_sm90_*`, `mhc_post_pre_lc_sm90_*`: at most 4 h_res and 2 h_pre clusters, six); the wide entry `mhc_pre_lcw_sm90_bf16` takes the T above.
 pub const LC_FMA_MAX_TOKENS: usize = 16;
 
-/// Above `LC_FMA_MAX_TOKENS` (the bf16 `pre` entry only) each cluster of either role serves this many tokens and projects on the tensor cores.
+/// Tokens per cluster of either role in the wide entry (`mhc_pre_lcw_sm90_bf16`, T above `LC_FMA_MAX_TOKENS`), which projects on the tensor cores.
 pub const LC_WIDE_TOKENS: usize = 16;
 
-/// Largest T of any entry (the bf16 `pre` entry: 4 + 4 wide clusters, 128 CTAs).
+/// Largest T of any entry (the wide entry: 4 h_res and 2 h_pre clusters, 96 CTAs).
 pub const LC_MAX_TOKENS: usize = 64;
 
 /// Above this T an h_pre cluster of the wide groups serves `LC_WIDE_PRE_TOKENS` tokens (T = 64: 4 + 2 clusters, resident at once).
