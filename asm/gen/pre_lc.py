@@ -896,6 +896,73 @@ ROWS_{R}_DONE:
 MMA = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
 
 
+def trips(e, R, mt, nt, S, gk):
+    """projection_mma's K loop: two k-steps a trip, with (gk) or without gamma_k's multiplies."""
+    top = f"MM_{R}_{'GK' if gk else 'PLAIN'}_TRIP"
+    e(f"""{"" if gk else f"MM_{R}_PLAIN:" + chr(10)}    mov.u32 %q, %warp;
+{top}:
+    setp.ge.u32 %p1, %q, %r9;
+    @%p1 bra MM_{R}_DONE;
+    add.u32 %r12, %q, {WARPS};
+    setp.lt.u32 %p4, %r12, %r9;             // step B within the slice
+    selp.u32 %r12, %r12, %q, %p4;           // else B reads A's elements (its x zeroed)""")
+    for step, qreg in (("A", "%q"), ("B", "%r12")):
+        base = 0 if step == "A" else 4 * mt
+        e(f"""    shl.b32 %r1, {qreg}, 5;                     // 16 elements of x: 32 bytes a step
+    add.u32 %r1, %r6, %r1;""")
+        for m in range(mt):
+            xw = ", ".join(f"%xa{base + 4 * m + u}" for u in range(4))
+            e(f"    ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{xw}}}, [%r1];")
+            if m + 1 < mt:
+                e("    add.u32 %r1, %r1, %r11;")
+        g = 0 if step == "A" else 4
+        e(f"    shl.b32 %r1, {qreg}, 6;                     // 16 floats: 64 bytes a step")
+        if gk:
+            e(f"""    add.u32 %r4, %r8, %r1;
+    ld.shared.v2.f32 {{%ga{g}, %ga{g + 1}}}, [%r4];
+    ld.shared.v2.f32 {{%ga{g + 2}, %ga{g + 3}}}, [%r4+32];""")
+        e("    add.u32 %r5, %r7, %r1;")
+        for j in range(nt):
+            pa = (0 if step == "A" else 4 * nt) + 4 * j
+            e(f"""    ld.shared.v2.f32 {{%pa{pa}, %pa{pa + 1}}}, [%r5];
+    ld.shared.v2.f32 {{%pa{pa + 2}, %pa{pa + 3}}}, [%r5+32];""")
+            if j + 1 < nt:
+                e("    add.u32 %r5, %r5, %r10;")
+    for v in range(4 * mt):
+        e(f"    @!%p4 mov.b32 %xa{4 * mt + v}, 0;")
+    for si, step in enumerate("AB"):
+        xbase, gbase = 4 * mt * si, 4 * si
+        for j in range(nt):
+            pa = 4 * nt * si + 4 * j
+            for u in range(4 if gk else 0):
+                e(f"    mul.f32 %pa{pa + u}, %pa{pa + u}, %ga{gbase + u};")
+            for u in range(4):
+                e(f"    mov.b32 %bu{u}, %pa{pa + u};")
+            e("""    prmt.b32 %bh0, %bu0, %bu1, 0x7632;     // hi: the upper halves (the lower k in the lower half)
+    prmt.b32 %bh1, %bu2, %bu3, 0x7632;""")
+            for u in range(4):
+                e(f"    and.b32 %bu{u}, %bu{u}, 0xffff0000;")
+            for u in range(4):
+                e(f"""    mov.b32 %bf{u}, %bu{u};
+    sub.f32 %pa{pa + u}, %pa{pa + u}, %bf{u};""")
+            e(f"""    cvt.rn.bf16x2.f32 %bl0, %pa{pa + 1}, %pa{pa};    // lo: what hi leaves
+    cvt.rn.bf16x2.f32 %bl1, %pa{pa + 3}, %pa{pa + 2};""")
+            for m in range(mt):
+                xw = ", ".join(f"%xa{xbase + 4 * m + u}" for u in range(4))
+                for h, b in (("h", "%bh0, %bh1"), ("l", "%bl0, %bl1")):
+                    k = 2 * si + (h == "l")
+                    acc = ", ".join(f"%acc{k * S + 4 * (m * nt + j) + c}" for c in range(4))
+                    e(f"    {MMA} {{{acc}}}, {{{xw}}}, {{{b}}}, {{{acc}}};")
+        e(f"    // ss of step {step}: the Gram matrix's diagonal (a tile's tokens 0..7 against its rows 0..7, 8..15 against 8..15)")
+        for m in range(mt):
+            xw = ", ".join(f"%xa{xbase + 4 * m + u}" for u in range(4))
+            for h in range(2):
+                sg = ", ".join(f"%sg{8 * mt * si + 8 * m + 4 * h + c}" for c in range(4))
+                e(f"    {MMA} {{{sg}}}, {{{xw}}}, {{%xa{xbase + 4 * m + h}, %xa{xbase + 4 * m + h + 2}}}, {{{sg}}};")
+    e(f"""    add.u32 %q, %q, {2 * WARPS};
+    bra {top};""")
+
+
 def projection_mma(role, group):
     """The wide groups' projection (bf16, group = 16 mt tokens, x rows past cnt zeros) on the
     tensor cores, then the CTA's rows in sm_row[t][words] as warp_sums leaves them. The slice's
@@ -941,68 +1008,9 @@ def projection_mma(role, group):
     add.u32 %r8, %r8, %gksm;                // &gk_s[2q]
     shl.b32 %r10, %rowb, 3;                 // 8 phi rows
     shr.u32 %r9, %cpc, 2;                   // k-steps: 4 cpc / 16
-    mov.u32 %q, %warp;
-MM_{R}:
-    setp.ge.u32 %p1, %q, %r9;
-    @%p1 bra MM_{R}_DONE;
-    add.u32 %r12, %q, {WARPS};
-    setp.lt.u32 %p4, %r12, %r9;             // step B within the slice
-    selp.u32 %r12, %r12, %q, %p4;           // else B reads A's elements (its x zeroed)""")
-    for step, qreg in (("A", "%q"), ("B", "%r12")):
-        base = 0 if step == "A" else 4 * mt
-        e(f"""    shl.b32 %r1, {qreg}, 5;                     // 16 elements of x: 32 bytes a step
-    add.u32 %r1, %r6, %r1;""")
-        for m in range(mt):
-            xw = ", ".join(f"%xa{base + 4 * m + u}" for u in range(4))
-            e(f"    ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{xw}}}, [%r1];")
-            if m + 1 < mt:
-                e("    add.u32 %r1, %r1, %r11;")
-        g = 0 if step == "A" else 4
-        e(f"""    shl.b32 %r1, {qreg}, 6;                     // 16 floats: 64 bytes a step
-    add.u32 %r4, %r8, %r1;
-    ld.shared.v2.f32 {{%ga{g}, %ga{g + 1}}}, [%r4];
-    ld.shared.v2.f32 {{%ga{g + 2}, %ga{g + 3}}}, [%r4+32];
-    add.u32 %r5, %r7, %r1;""")
-        for j in range(nt):
-            pa = (0 if step == "A" else 4 * nt) + 4 * j
-            e(f"""    ld.shared.v2.f32 {{%pa{pa}, %pa{pa + 1}}}, [%r5];
-    ld.shared.v2.f32 {{%pa{pa + 2}, %pa{pa + 3}}}, [%r5+32];""")
-            if j + 1 < nt:
-                e("    add.u32 %r5, %r5, %r10;")
-    for v in range(4 * mt):
-        e(f"    @!%p4 mov.b32 %xa{4 * mt + v}, 0;")
-    for si, step in enumerate("AB"):
-        xbase, gbase = 4 * mt * si, 4 * si
-        for j in range(nt):
-            pa = 4 * nt * si + 4 * j
-            for u in range(4):
-                e(f"    mul.f32 %pa{pa + u}, %pa{pa + u}, %ga{gbase + u};")
-            for u in range(4):
-                e(f"    mov.b32 %bu{u}, %pa{pa + u};")
-            e("""    prmt.b32 %bh0, %bu0, %bu1, 0x7632;     // hi: the upper halves (the lower k in the lower half)
-    prmt.b32 %bh1, %bu2, %bu3, 0x7632;""")
-            for u in range(4):
-                e(f"    and.b32 %bu{u}, %bu{u}, 0xffff0000;")
-            for u in range(4):
-                e(f"""    mov.b32 %bf{u}, %bu{u};
-    sub.f32 %pa{pa + u}, %pa{pa + u}, %bf{u};""")
-            e(f"""    cvt.rn.bf16x2.f32 %bl0, %pa{pa + 1}, %pa{pa};    // lo: what hi leaves
-    cvt.rn.bf16x2.f32 %bl1, %pa{pa + 3}, %pa{pa + 2};""")
-            for m in range(mt):
-                xw = ", ".join(f"%xa{xbase + 4 * m + u}" for u in range(4))
-                for h, b in (("h", "%bh0, %bh1"), ("l", "%bl0, %bl1")):
-                    k = 2 * si + (h == "l")
-                    acc = ", ".join(f"%acc{k * S + 4 * (m * nt + j) + c}" for c in range(4))
-                    e(f"    {MMA} {{{acc}}}, {{{xw}}}, {{{b}}}, {{{acc}}};")
-        e(f"    // ss of step {step}: the Gram matrix's diagonal (a tile's tokens 0..7 against its rows 0..7, 8..15 against 8..15)")
-        for m in range(mt):
-            xw = ", ".join(f"%xa{xbase + 4 * m + u}" for u in range(4))
-            for h in range(2):
-                sg = ", ".join(f"%sg{8 * mt * si + 8 * m + 4 * h + c}" for c in range(4))
-                e(f"    {MMA} {{{sg}}}, {{{xw}}}, {{%xa{xbase + 4 * m + h}, %xa{xbase + 4 * m + h + 2}}}, {{{sg}}};")
-    e(f"""    add.u32 %q, %q, {2 * WARPS};
-    bra MM_{R};
-""")
+    @!%p_gk bra MM_{R}_PLAIN;               // no gamma_k: phi as it is (times 1.0: the same bits)""")
+    for gk in (True, False):
+        trips(e, R, mt, nt, S, gk)
     e(f"MM_{R}_DONE:{stamp(3)}")
     e("    // the four sets added in a fixed order: (A hi + A lo) + (B hi + B lo); ss A + B")
     for v in range(S):
