@@ -206,8 +206,9 @@ fn compare_skip(label: &str, dtype: Dtype, got: &PreOut, want: &PreOut, cond: Op
     };
     let (got_hres, want_hres) = (keep(&got.h_res), keep(&want.h_res));
     let slack = |i: usize| cond.map_or(coef_tol, |c| coef_tol.max(3.0 * c.f32_err[i]));
+    let a_tol = cond.map_or(act_tol, |c| act_tol.max(3.0 * c.f32_a_err));
     let outs = [
-        ("a", &got.a, &want.a, act_tol, true),
+        ("a", &got.a, &want.a, a_tol, true),
         ("y", &got.y, &want.y, act_tol, true),
         ("h_pre", &got.h_pre, &want.h_pre, slack(0), false),
         ("h_post", &got.h_post, &want.h_post, slack(1), false),
@@ -335,6 +336,10 @@ impl Shape {
 struct Conditioning {
     skip_hres: Vec<bool>,
     f32_err: [f64; 4],
+    /// The f32 reference's relative L2 error in `a` (where every h_pre of a token sits in the
+    /// sigmoid's exponential tail, as the Paper's can at phi ~ 0.5, `a`'s relative error is the
+    /// logit's absolute one).
+    f32_a_err: f64,
 }
 
 fn conditioning(case: &PreCase, want: &PreOut, dtype: Dtype, label: &str) -> Conditioning {
@@ -385,17 +390,18 @@ fn conditioning(case: &PreCase, want: &PreOut, dtype: Dtype, label: &str) -> Con
     let worst =
         |out: fn(&PreOut) -> &Vec<f64>| evals.iter().map(|f| max_abs_diff(out(f), out(want))).fold(0.0, f64::max);
     let f32_err = [worst(|o| &o.h_pre), worst(|o| &o.h_post), hres_err, worst(|o| &o.inv_rms)];
+    let f32_a_err = evals.iter().map(|f| rel_l2(&f.a, &want.a)).fold(0.0, f64::max);
     let bad = skip_hres.iter().filter(|&&m| m).count();
     let [e_pre, e_post, e_res, e_rms] = f32_err;
     eprintln!(
         "{label}: {bad} of {t} tokens ill-conditioned (h_res not compared); f32 reference errors h_pre {e_pre:.1e} \
-         h_post {e_post:.1e} h_res {e_res:.1e} inv_rms {e_rms:.1e}"
+         h_post {e_post:.1e} h_res {e_res:.1e} inv_rms {e_rms:.1e} a {f32_a_err:.1e} (relative)"
     );
     // At most three quarters of the tokens may be skipped; a single token may be (at n = 4 about
     // 1.3% of phi ~ 0.5 tokens are, measured over 20,000 on the H100: asserting on T = 1 made the
     // test flaky; n = 8 in the paper formulation skips about half, 5 of 9 in two of four runs).
     assert!(bad * 4 <= 3 * t.max(2), "{label}: {bad} of {t} tokens ill-conditioned: the case tests too little");
-    Conditioning { skip_hres, f32_err }
+    Conditioning { skip_hres, f32_err, f32_a_err }
 }
 
 /// Runs `pre` for one shape on fresh inputs and checks it against the reference.
