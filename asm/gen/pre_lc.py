@@ -1,5 +1,5 @@
 """`pre` for few tokens on two clusters that split the logits, sm_90a: asm/ptx/sm90/pre_lc.ptx
-(bf16 and f32 storage, n = 4).
+(bf16 and f32 storage, n = 4; the wide entry, bf16, to 64 tokens on the tensor cores).
 
 The kernel is written by hand here as PTX text; Python only unrolls what PTX cannot loop over
 without register indexing (the logit rows, the four tokens of a group, the reduction levels). The
@@ -102,7 +102,8 @@ HEADER = f"""\
 // pre_lc.ptx -- mHC `pre` (docs/math.md stages 1-3) for few tokens on sm_90a, n = 4 streams
 // (M = 24 logits), C a multiple of {C_MULTIPLE} up to {CLUSTER * MAX_CPC}, no gamma_f; entries
 // mhc_pre_lc_sm90_bf16 / _f32 (storage dtype of x and a), and mhc_post_pre_lc_sm90_bf16 / _f32:
-// `post_pre` (layer l's post, then this pre) in one launch (POST_PRE below).
+// `post_pre` (layer l's post, then this pre) in one launch (POST_PRE below); the wide entry
+// mhc_pre_lcw_sm90_bf16 takes T = {FMA_MAX_TOKENS + 1}..{MAX_TOKENS} on the tensor cores (WIDE below).
 //
 // WHY     The few-token kernel of pre_decode.ptx spreads C over ~128 CTAs; their partial sums
 //         meet through global memory (tagged words polled by the token's CTA, then h_pre
@@ -173,6 +174,15 @@ HEADER = f"""\
 //         rounded to the storage type, stored to x_out by the pre role, and written back over
 //         the item's own x_s words (no other item reads them). The projection, sums of squares
 //         and mix then read x', so the outputs are post then pre's, bit for bit.
+// WIDE    mhc_pre_lcw_sm90_bf16 (T > {FMA_MAX_TOKENS}): res clusters of {WIDE_GROUP} tokens, pre clusters of {WIDE_GROUP}
+//         ({WIDE_PRE_GROUP} above T = {WIDE_PRE_ABOVE}: 4 + 2 clusters at T = 64, resident at once; 4 + 4 put the eighth in
+//         a second wave). x slices padded by {WIDE_X_PAD} bytes and phi row slices by {WIDE_PHI_PAD} (conflict-free
+//         ldmatrix and fragment loads). The projection is mma.sync m16n8k16 (projection_mma): A = 16
+//         tokens' x by ldmatrix.x4, B = phi times gamma_k split into bf16 hi (upper half, prmt) +
+//         lo (the rest, rounded), ss the Gram diagonal; k-steps dealt to the warps, two a trip in
+//         four accumulator sets. The pre role gathers each token's row at its owner CTA t % 16
+//         (st.async), which computes and stores its coefficients and st.async's h_pre to every
+//         CTA's sm_hp (the h_pre mbarrier sm_hbar, 16 cnt bytes); every CTA then mixes.
 // ORDER   Every sum has a fixed order (the quads per thread, the halving levels, warps, ranks):
 //         identical inputs give identical bits.
 """
