@@ -212,23 +212,17 @@ def stamp(k, clock=None):
 
 def group_rule(wide):
     """The cluster's role, first token and group (%p_res, %tok0, %grp; %r0 = res clusters): the
-    narrow rule (res RES_GROUP, pre RES_GROUP or PRE_GROUP tokens) or, in the wide entry, res
-    WIDE_GROUP and pre WIDE_GROUP or WIDE_PRE_GROUP tokens."""
-    if not wide:
-        return f"""    add.u32 %r0, %T, {RES_GROUP - 1};
-    shr.u32 %r0, %r0, {RES_GROUP.bit_length() - 1};                   // res clusters: ceil(T / {RES_GROUP})
+    narrow rule (res RES_GROUP, pre RES_GROUP or PRE_GROUP tokens above NARROW_MAX_TOKENS) or, in
+    the wide entry, res WIDE_GROUP and pre WIDE_GROUP or WIDE_PRE_GROUP above WIDE_PRE_ABOVE."""
+    res, (pre, pre_above, above) = ((WIDE_GROUP, (WIDE_GROUP, WIDE_PRE_GROUP, WIDE_PRE_ABOVE)) if wide
+                                    else (RES_GROUP, (RES_GROUP, PRE_GROUP, NARROW_MAX_TOKENS)))
+    return f"""    add.u32 %r0, %T, {res - 1};
+    shr.u32 %r0, %r0, {res.bit_length() - 1};                   // res clusters: ceil(T / {res})
     setp.lt.u32 %p_res, %clu, %r0;          // res first (h_res logits), then pre (h_pre / h_post, mix)
-    setp.gt.u32 %p1, %T, {NARROW_MAX_TOKENS};
-    selp.u32 %r3, {PRE_GROUP}, {RES_GROUP}, %p1;          // a pre cluster's group
-    shl.b32 %r1, %clu, {RES_GROUP.bit_length() - 1};
-    mov.u32 %r4, {RES_GROUP};"""
-    return f"""    add.u32 %r0, %T, {WIDE_GROUP - 1};
-    shr.u32 %r0, %r0, {WIDE_GROUP.bit_length() - 1};                   // res clusters: ceil(T / {WIDE_GROUP})
-    setp.lt.u32 %p_res, %clu, %r0;          // res first (h_res logits), then pre (h_pre / h_post, mix)
-    setp.gt.u32 %p1, %T, {WIDE_PRE_ABOVE};
-    selp.u32 %r3, {WIDE_PRE_GROUP}, {WIDE_GROUP}, %p1;          // a pre cluster's group
-    shl.b32 %r1, %clu, {WIDE_GROUP.bit_length() - 1};
-    mov.u32 %r4, {WIDE_GROUP};"""
+    setp.gt.u32 %p1, %T, {above};
+    selp.u32 %r3, {pre_above}, {pre}, %p1;          // a pre cluster's group
+    shl.b32 %r1, %clu, {res.bit_length() - 1};
+    mov.u32 %r4, {res};"""
 
 
 def declarations(name, esz, post, wide=False):
@@ -609,12 +603,7 @@ ARM_PRE:""" + (f"""
     // the rows of the tokens this CTA owns (rank + 16 j < cnt), h_pre of every token
     shl.b32 %r2, %cnt, 4;
     mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_hbar], %r2;
-    setp.lt.u32 %p2, %rank, %cnt;
-    selp.u32 %r1, 1, 0, %p2;
-    add.u32 %r3, %rank, {CLUSTER};
-    setp.lt.u32 %p2, %r3, %cnt;
-    selp.u32 %r3, 1, 0, %p2;
-    add.u32 %r1, %r1, %r3;
+{owned_tokens("%r1", "%r3", "%p2")}
     mul.lo.u32 %r1, %r1, {CLUSTER * 4 * PRE_WORDS};""" if wide else f"""
     mul.lo.u32 %r1, %cnt, {CLUSTER * 4 * PRE_WORDS};""") + f"""
     mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_gbar], %r1;
@@ -854,6 +843,35 @@ def warp_reduce(vals, red_off):
     return "\n".join(L)
 
 
+def cta_row_word(item, rw, rows, V, stride, store, tg=None):
+    """Word item (a register) of the CTA's rows, sm_row[t = item / rw][k = item % rw]: ss of t
+    (k = 0), logit k - 1 of t (k <= rows), else zero (and zero for t >= tg where given), the 8
+    warps' red values added in warp order (a warp's block: stride words, logit partials at
+    t rows + r, ss at V + t)."""
+    L = [f"""    mov.f32 %f1, 0f00000000;
+    div.u32 %r1, {item}, {rw};                 // t
+    mul.lo.u32 %r3, %r1, {rw};
+    sub.u32 %r3, {item}, %r3;                  // k
+    setp.gt.u32 %p2, %r3, {rows};""" + (f"""
+    setp.ge.or.u32 %p2, %r1, {tg}, %p2;""" if tg is not None else "") + f"""
+    @%p2 bra {store};
+    add.u32 %r4, %r1, {V};                  // k = 0: ss of t
+    setp.eq.u32 %p3, %r3, 0;
+    mad.lo.u32 %r5, %r1, {rows}, %r3;
+    sub.u32 %r5, %r5, 1;                    // k >= 1: logit k - 1 of t
+    selp.u32 %r4, %r4, %r5, %p3;
+    mov.u32 %r2, sm_red;
+    mad.lo.u32 %r2, %r4, 4, %r2;"""]
+    L += [f"    ld.shared.f32 %f{2 + w}, [%r2+{4 * stride * w}];" for w in range(WARPS)]
+    L.append("    mov.f32 %f1, %f2;")
+    L += [f"    add.f32 %f1, %f1, %f{2 + w};" for w in range(1, WARPS)]
+    L.append(f"""{store}:
+    mov.u32 %r2, sm_row;
+    mad.lo.u32 %r2, {item}, 4, %r2;
+    st.shared.f32 [%r2], %f1;""")
+    return "\n".join(L)
+
+
 def warp_sums(role, tg):
     """The warp's sums to red[warp][v] (v < V: acc[t][r] at t rows + r; V + t: ss[t]), then the
     CTA's rows (ss, logits, zeros; zeros for t >= tg) in sm_row[t][words] (the role's pushed
@@ -875,29 +893,7 @@ def warp_sums(role, tg):
     // the CTA's rows: thread s < {ROLES[role]['group'] * rw} -> sm_row[t = s / {rw}][k = s % {rw}]
     setp.ge.u32 %p1, %tx, {ROLES[role]['group'] * rw};
     @%p1 bra ROWS_{R}_DONE;
-    mov.f32 %f1, 0f00000000;
-    div.u32 %r1, %tx, {rw};                 // t
-    mul.lo.u32 %r3, %r1, {rw};
-    sub.u32 %r3, %tx, %r3;                  // k
-    setp.gt.u32 %p2, %r3, {rows};
-    setp.ge.or.u32 %p2, %r1, {tg}, %p2;
-    @%p2 bra ROWS_{R}_STORE;
-    add.u32 %r4, %r1, {V};                  // k = 0: ss of t
-    setp.eq.u32 %p3, %r3, 0;
-    mad.lo.u32 %r5, %r1, {rows}, %r3;
-    sub.u32 %r5, %r5, 1;                    // k >= 1: logit k - 1 of t
-    selp.u32 %r4, %r4, %r5, %p3;
-    mov.u32 %r2, sm_red;
-    mad.lo.u32 %r2, %r4, 4, %r2;""")
-    for w in range(WARPS):
-        e(f"    ld.shared.f32 %f{2 + w}, [%r2+{4 * stride * w}];")
-    e("    mov.f32 %f1, %f2;")
-    for w in range(1, WARPS):
-        e(f"    add.f32 %f1, %f1, %f{2 + w};")
-    e(f"""ROWS_{R}_STORE:
-    mov.u32 %r2, sm_row;
-    mad.lo.u32 %r2, %tx, 4, %r2;
-    st.shared.f32 [%r2], %f1;
+{cta_row_word("%tx", rw, rows, V, stride, f"ROWS_{R}_STORE", tg)}
 ROWS_{R}_DONE:
     barrier.sync 0;""")
     return "\n".join(L)
@@ -1063,28 +1059,7 @@ def projection_mma(role, group):
         e(f"""    add.u32 %s, %tx, {p * THREADS};
     setp.ge.u32 %p1, %s, {group * rw};
     @%p1 bra MM_{R}_ROWS{p};
-    mov.f32 %f1, 0f00000000;
-    div.u32 %r1, %s, {rw};                  // t
-    mul.lo.u32 %r3, %r1, {rw};
-    sub.u32 %r3, %s, %r3;                   // k
-    setp.gt.u32 %p2, %r3, {rows};
-    @%p2 bra MM_{R}_STORE{p};
-    add.u32 %r4, %r1, {V};                  // k = 0: ss of t
-    setp.eq.u32 %p3, %r3, 0;
-    mad.lo.u32 %r5, %r1, {rows}, %r3;
-    sub.u32 %r5, %r5, 1;                    // k >= 1: logit k - 1 of t
-    selp.u32 %r4, %r4, %r5, %p3;
-    mov.u32 %r2, sm_red;
-    mad.lo.u32 %r2, %r4, 4, %r2;""")
-        for w in range(WARPS):
-            e(f"    ld.shared.f32 %f{2 + w}, [%r2+{4 * stride * w}];")
-        e("    mov.f32 %f1, %f2;")
-        for w in range(1, WARPS):
-            e(f"    add.f32 %f1, %f1, %f{2 + w};")
-        e(f"""MM_{R}_STORE{p}:
-    mov.u32 %r2, sm_row;
-    mad.lo.u32 %r2, %s, 4, %r2;
-    st.shared.f32 [%r2], %f1;
+{cta_row_word("%s", rw, rows, V, stride, f"MM_{R}_STORE{p}")}
 MM_{R}_ROWS{p}:""")
     e(f"""    barrier.sync 0;
     bra {role.upper()}_ROWS;""")
@@ -1251,6 +1226,31 @@ RES_SUMMED:
     return "\n".join(L)
 
 
+def row_word(rows, skip):
+    """Thread s < rows 9 takes word %r2 = s % 9 (ss, 8 logits) of the h_pre row %r1 = s / 9; the
+    others go to skip."""
+    return f"""    mul.lo.u32 %r1, {rows}, 9;
+    setp.ge.u32 %p1, %tx, %r1;
+    @%p1 bra {skip};
+    div.u32 %r1, %tx, 9;
+    mul.lo.u32 %r2, %r1, 9;
+    sub.u32 %r2, %tx, %r2;"""
+
+
+def gather_sum(row_words, rank_step):
+    """Word %r2 of gathered row %r1 (at sm_gat + 4 (%r1 row_words + %r2), the ranks rank_step
+    bytes apart) added over the 16 ranks in order, into sm_sum[%r1][%r2]."""
+    return f"""    mad.lo.u32 %r3, %r1, {row_words}, %r2;
+    mov.u32 %r4, sm_gat;
+    mad.lo.u32 %r4, %r3, 4, %r4;
+{rank_sum("%r4", rank_step)}
+    mov.u32 %r6, sm_sum;
+    mul.lo.u32 %r7, %r1, 12;
+    add.u32 %r7, %r7, %r2;
+    mad.lo.u32 %r6, %r7, 4, %r6;
+    st.shared.f32 [%r6], %f1;"""
+
+
 def pre_tail(esz, wide=False):
     """Every CTA adds every token's rows, computes h_pre (and CTA t stores token t's h_pre,
     h_post, inv_rms), then mixes its channels. With the wide groups (pre_wide_coefficients) the
@@ -1264,22 +1264,8 @@ def pre_tail(esz, wide=False):
         return "\n".join(L)
     e(f"""{GATHER_WAIT.format(R="PRE", S=stamp(6))}
     // thread s < cnt 9: token t = s / 9, word v = s % 9 (ss, 8 logits), ranks in order
-    mul.lo.u32 %r1, %cnt, 9;
-    setp.ge.u32 %p1, %tx, %r1;
-    @%p1 bra PRE_SUMMED;
-    div.u32 %r1, %tx, 9;
-    mul.lo.u32 %r2, %r1, 9;
-    sub.u32 %r2, %tx, %r2;
-    mul.lo.u32 %r3, %r1, {CLUSTER * words};
-    add.u32 %r3, %r3, %r2;
-    mov.u32 %r4, sm_gat;
-    mad.lo.u32 %r4, %r3, 4, %r4;""")
-    e(rank_sum("%r4", 4 * words))
-    e(f"""    mov.u32 %r6, sm_sum;
-    mul.lo.u32 %r7, %r1, 12;
-    add.u32 %r7, %r7, %r2;
-    mad.lo.u32 %r6, %r7, 4, %r6;
-    st.shared.f32 [%r6], %f1;
+{row_word("%cnt", "PRE_SUMMED")}
+{gather_sum(CLUSTER * words, 4 * words)}
 PRE_SUMMED:
     barrier.sync 0;
     // thread s < {GROUP * 2 * N}: token t = s / 8, logit i = s % 8: h_pre (i < 4) or h_post
@@ -1340,6 +1326,18 @@ COEF_POST{tag}:
 COEF_STORED{tag}:"""
 
 
+def owned_tokens(dst, tmp, pred):
+    """dst = the tokens a wide h_pre CTA owns: rank + 16 j < cnt for j < WIDE_SLOTS."""
+    L = [f"""    // owned tokens: rank + {CLUSTER} j < cnt, j < {WIDE_SLOTS}
+    mov.u32 {dst}, 0;"""]
+    for j in range(WIDE_SLOTS):
+        L.append(f"""    add.u32 {tmp}, %rank, {CLUSTER * j};
+    setp.lt.u32 {pred}, {tmp}, %cnt;
+    selp.u32 {tmp}, 1, 0, {pred};
+    add.u32 {dst}, {dst}, {tmp};""")
+    return "\n".join(L)
+
+
 def pre_wide_coefficients(esz):
     """The wide groups' h_pre clusters: CTA r owns tokens t = r + 16 j < cnt (j < WIDE_SLOTS). It
     adds their rows (gat[rank][j][12], ranks in order), computes and stores their h_pre, h_post
@@ -1347,32 +1345,13 @@ def pre_wide_coefficients(esz):
     on that CTA's h_pre mbarrier, armed for cnt x 16 bytes); every CTA then waits for all of
     them."""
     words = ROLES["pre"]["words"]
-    return f"""    // owned tokens: n = [rank < cnt] + [rank + 16 < cnt]
-    setp.lt.u32 %p1, %rank, %cnt;
-    selp.u32 %r12, 1, 0, %p1;
-    add.u32 %r1, %rank, {CLUSTER};
-    setp.lt.u32 %p1, %r1, %cnt;
-    selp.u32 %r1, 1, 0, %p1;
-    add.u32 %r12, %r12, %r1;
+    return f"""{owned_tokens("%r12", "%r1", "%p1")}
     setp.eq.u32 %p1, %r12, 0;
     @%p1 bra WIDE_SUMMED;
 {GATHER_WAIT.format(R="PREW", S=stamp(6))}
     // thread s < n 9: slot j = s / 9, word v = s % 9, ranks in order
-    mul.lo.u32 %r1, %r12, 9;
-    setp.ge.u32 %p1, %tx, %r1;
-    @%p1 bra WIDE_SUMMED;
-    div.u32 %r1, %tx, 9;
-    mul.lo.u32 %r2, %r1, 9;
-    sub.u32 %r2, %tx, %r2;
-    mad.lo.u32 %r3, %r1, {words}, %r2;
-    mov.u32 %r4, sm_gat;
-    mad.lo.u32 %r4, %r3, 4, %r4;
-{rank_sum("%r4", 4 * words * WIDE_SLOTS)}
-    mov.u32 %r6, sm_sum;
-    mul.lo.u32 %r7, %r1, 12;
-    add.u32 %r7, %r7, %r2;
-    mad.lo.u32 %r6, %r7, 4, %r6;
-    st.shared.f32 [%r6], %f1;
+{row_word("%r12", "WIDE_SUMMED")}
+{gather_sum(words, 4 * words * WIDE_SLOTS)}
 WIDE_SUMMED:
     barrier.sync 0;
     // thread s < n 8: slot j = s / 8, logit i = s % 8 of token rank + 16 j
