@@ -51,9 +51,8 @@ WIDE_GROUP = 16
 MAX_TOKENS = 64
 # Above WIDE_PRE_ABOVE tokens a pre cluster takes WIDE_PRE_GROUP tokens (two m16 tiles): T = 64
 # is then 4 + 2 clusters. At most 7 clusters of 16 CTAs are resident at once on the 132-SM parts
-# (one CTA an SM, a cluster within a GPC): 4 + 4 ran the eighth in a second wave (H200, C = 4096,
-# T = 64: 8.68 against 11.27 us in a graph with 16 tokens a pre cluster, before the other
-# changes of the wide path).
+# (one CTA an SM, a cluster within a GPC): 4 + 4 run the eighth in a second wave (H200, C = 4096,
+# T = 64, mhc tune: 11.27 us with 16 tokens a pre cluster against 8.68 with 32; docs/kernels/pre.md).
 WIDE_PRE_ABOVE = 48
 WIDE_PRE_GROUP = 32
 WIDE_SLOTS = WIDE_PRE_GROUP // CLUSTER  # a wide pre CTA owns tokens rank + 16 j, j < WIDE_SLOTS
@@ -978,9 +977,10 @@ def projection_mma(role, group):
     q = lane % 4) holding rows 8 j + g at k + 2q, 2q + 1, 2q + 8, 2q + 9), each value split once
     into bf16 hi + lo (x is exact in bf16) for every tile of tokens: hi = the value's upper 16 bits (prmt: the conversion unit, a quarter of
     the FMA rate, then splits only lo), lo = the rest rounded to bf16, so phi is kept to 2^-16. A
-    trip takes two steps with all their loads issued first, and the hi and
-    lo products of each step accumulate in their own f32 sets (four chains instead of one: with
-    one, the projection of 16 tokens took 1.15 us at C = 4096), added in a fixed order at the end.
+    trip takes two steps with all their loads issued first, and the hi and lo products of each
+    step accumulate in their own f32 sets, added in a fixed order at the end. The loop is bound by
+    its instruction count (Nsight Compute: the warps issuing or waiting on fixed-latency results;
+    one chain or four, one step a trip or two, the stamps read the same), most of it the split.
     ss is the diagonal of the Gram matrix x x^T: two more mma a step and tile whose B is A's own
     registers (tokens 0..7 of the tile: A's first and third, 8..15: its second and fourth). Each
     warp stores its partials to red[w][t rows + r] (ss at V + t), then the CTA's threads add the
