@@ -613,7 +613,8 @@ fn assert_ctas_refused(dev: &CudaDevice, stream: &Stream, rng: &mut reference::t
 
 /// The mid kernel (asm/ptx/sm90/pre_decode.ptx, `mhc_pre_mid_*`) at the shapes it is selected
 /// for: T in 1..=64 (token classes, both 32-token FMA passes, partial passes; at n = 4 and C a
-/// multiple of 128 from 17 tokens, below them the logit clusters run), n in {1, 2, 3, 4}, C in
+/// multiple of 128 from 17 tokens, below them the logit clusters run; bf16 runs their wide entry
+/// there up to 64 tokens, so those bf16 cases take C + 8), n in {1, 2, 3, 4}, C in
 /// {512, 520, 1280, 1288, 4096, 4104, 7168}, both formulations and dtypes, phi ~ 0.5, strided x and a, gamma_k,
 /// forced CTA counts; and that C < 512, n = 8, gamma_f and T = 65 keep the other kernels, and
 /// that fewer CTAs than tokens are refused before the launch.
@@ -652,6 +653,13 @@ fn pre_mid_kernel_shapes() {
             shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4096, 40, form, dtype) });
             shapes.push(Shape { ctas: Some(64), ..Shape::new(4, 4096, 64, form, dtype) });
             shapes.push(Shape { ctas: Some(120), ..Shape::new(4, 7168, 30, form, dtype) });
+            // bf16 n = 4 from 17 tokens at C a multiple of 128: the logit clusters' wide entry
+            // (pre_lc_kernel_shapes); the mid kernel at the C next to it.
+            for sh in shapes.iter_mut() {
+                if dtype == Dtype::Bf16 && sh.n == 4 && sh.t > 16 && sh.c % 128 == 0 {
+                    sh.c += 8;
+                }
+            }
             shapes.push(Shape { ctas: Some(70), ..Shape::new(3, 4096, 64, form, dtype) });
             let others = [
                 Shape::new(4, 256, 40, form, dtype),
@@ -1646,8 +1654,8 @@ fn decode_on_two_streams_at_once() {
     let Some(dev) = gpu() else { return };
     let mut rng = common::rng("decode_two_streams");
     let (s0, s1) = (Stream::new(&dev).unwrap(), Stream::new(&dev).unwrap());
-    // C = 4104 (not a multiple of 128): the mid kernel, not the logit clusters, at T = 1.
-    for (c, t) in [(4104, 1), (7168, 17)] {
+    // C not a multiple of 128: the mid kernel, not the logit clusters.
+    for (c, t) in [(4104, 1), (7176, 17)] {
         let cfg = Config::new(4, c);
         let mut a = ready(&dev, &mut rng, cfg, Dtype::Bf16, t, 1);
         let mut b = ready(&dev, &mut rng, cfg, Dtype::Bf16, t, 1);
@@ -2801,10 +2809,10 @@ fn profile_decode_phases() {
     let mid = ["start", "loaded", "projected", "stored", "arrived", "reduced", "h_pre seen", "mixed"];
     for (n, t, c, dtype) in [
         (4, 1, 4104, Dtype::Bf16),
-        (4, 17, 4096, Dtype::Bf16),
+        (4, 17, 4104, Dtype::Bf16),
         (4, 1, 7176, Dtype::Bf16),
-        (4, 17, 7168, Dtype::Bf16),
-        (4, 64, 7168, Dtype::Bf16),
+        (4, 17, 7176, Dtype::Bf16),
+        (4, 64, 7176, Dtype::Bf16),
         (4, 64, 4096, Dtype::F32),
         (8, 1, 1280, Dtype::Bf16),
         (8, 16, 1280, Dtype::Bf16),
