@@ -614,7 +614,7 @@ fn assert_ctas_refused(dev: &CudaDevice, stream: &Stream, rng: &mut reference::t
 /// The mid kernel (asm/ptx/sm90/pre_decode.ptx, `mhc_pre_mid_*`) at the shapes it is selected
 /// for: T in 1..=64 (token classes, both 32-token FMA passes, partial passes; at n = 4 and C a
 /// multiple of 128 from 17 tokens, below them the logit clusters run; bf16 runs their wide entry
-/// there up to 64 tokens, so those bf16 cases take C + 8), n in {1, 2, 3, 4}, C in
+/// from 33 to 64 tokens, so those bf16 cases take the C next to it), n in {1, 2, 3, 4}, C in
 /// {512, 520, 1280, 1288, 4096, 4104, 7168}, both formulations and dtypes, phi ~ 0.5, strided x and a, gamma_k,
 /// forced CTA counts; and that C < 512, n = 8, gamma_f and T = 65 keep the other kernels, and
 /// that fewer CTAs than tokens are refused before the launch.
@@ -653,11 +653,12 @@ fn pre_mid_kernel_shapes() {
             shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4096, 40, form, dtype) });
             shapes.push(Shape { ctas: Some(64), ..Shape::new(4, 4096, 64, form, dtype) });
             shapes.push(Shape { ctas: Some(120), ..Shape::new(4, 7168, 30, form, dtype) });
-            // bf16 n = 4 from 17 tokens at C a multiple of 128: the logit clusters' wide entry
-            // (pre_lc_kernel_shapes); the mid kernel at the C next to it.
+            // bf16 n = 4 from 33 tokens at C a multiple of 128: the logit clusters' wide entry
+            // (pre_lc_kernel_shapes); the mid kernel at the C next to it (below it where a forced
+            // CTA count needs C / CTAs <= 64).
             for sh in shapes.iter_mut() {
-                if dtype == Dtype::Bf16 && sh.n == 4 && sh.t > 16 && sh.c % 128 == 0 {
-                    sh.c += 8;
+                if dtype == Dtype::Bf16 && sh.n == 4 && sh.t > 32 && sh.c % 128 == 0 {
+                    sh.c = if sh.c > 512 { sh.c - 8 } else { sh.c + 8 };
                 }
             }
             shapes.push(Shape { ctas: Some(70), ..Shape::new(3, 4096, 64, form, dtype) });
@@ -771,16 +772,18 @@ fn pre_lc_kernel_shapes() {
             shapes.push(Shape { x_pad: 24, ..Shape::new(4, 8192, 15, form, dtype) });
             shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4096, 2, form, dtype) });
             shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 7168, 9, form, dtype) });
-            // The wide groups (bf16 pre, 17..64 tokens): odd counts, a partial last group, every
-            // C bucket's edge, gamma_k, strided rows, phi ~ 0.5.
-            for (c, t) in [(4096, 17), (4096, 32), (4096, 33), (4096, 64), (7168, 31), (7168, 64), (8192, 64)] {
+            // The wide entry (bf16 pre, 33..64 tokens): odd counts, a partial last group, 16 and
+            // 32 tokens an h_pre cluster, every C bucket's edge, gamma_k, strided rows, phi ~ 0.5.
+            for (c, t) in [(4096, 33), (4096, 48), (4096, 49), (4096, 64), (7168, 47), (7168, 64), (8192, 64)] {
                 shapes.push(Shape::new(4, c, t, form, dtype));
             }
             shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 4096, 40, form, dtype) });
             shapes.push(Shape { x_pad: 24, ..Shape::new(4, 512, 64, form, dtype) });
-            shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 1152, 23, form, dtype) });
+            shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 1152, 39, form, dtype) });
             shapes.push(Shape { gamma_k: true, ..Shape::new(4, 7168, 57, form, dtype) });
             let mut others = vec![
+                Shape::new(4, 4096, 17, form, dtype),
+                Shape::new(4, 4096, 32, form, dtype),
                 Shape::new(4, 4096, 65, form, dtype),
                 Shape::new(3, 4096, 1, form, dtype),
                 Shape { gamma_f: true, ..Shape::new(4, 4096, 2, form, dtype) },
@@ -826,8 +829,8 @@ fn lc_sanitizer_smoke() {
             fused_post_pre_matches_pair(&dev, &stream, &mut rng, &sh, true);
         }
     }
-    // The wide groups (bf16 pre): a partial second group of each role, two mix passes.
-    let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4352, 23, Formulation::Paper, Dtype::Bf16) };
+    // The wide entry (bf16 pre): partial last groups of each role, two mix passes.
+    let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4352, 39, Formulation::Paper, Dtype::Bf16) };
     check_pre(&dev, &stream, &mut rng, &sh);
 }
 
@@ -1654,8 +1657,8 @@ fn decode_on_two_streams_at_once() {
     let Some(dev) = gpu() else { return };
     let mut rng = common::rng("decode_two_streams");
     let (s0, s1) = (Stream::new(&dev).unwrap(), Stream::new(&dev).unwrap());
-    // C not a multiple of 128: the mid kernel, not the logit clusters.
-    for (c, t) in [(4104, 1), (7176, 17)] {
+    // C = 4104 (not a multiple of 128): the mid kernel, not the logit clusters, at T = 1.
+    for (c, t) in [(4104, 1), (7168, 17)] {
         let cfg = Config::new(4, c);
         let mut a = ready(&dev, &mut rng, cfg, Dtype::Bf16, t, 1);
         let mut b = ready(&dev, &mut rng, cfg, Dtype::Bf16, t, 1);
@@ -1690,7 +1693,7 @@ fn pre_is_deterministic_and_graph_capturable() {
         for (n, c, t) in [
             (4, 4096, 16),
             (4, 7168, 3),
-            (4, 7168, 24),
+            (4, 7168, 40),
             (4, 4096, 1),
             (2, 1288, 9),
             (4, 4096, 1000),
@@ -2727,7 +2730,7 @@ fn profile_lc_phases() {
         (16, 4096, Dtype::Bf16),
         (1, 7168, Dtype::Bf16),
         (16, 7168, Dtype::Bf16),
-        (32, 4096, Dtype::Bf16),
+        (48, 4096, Dtype::Bf16),
         (64, 4096, Dtype::Bf16),
         (64, 7168, Dtype::Bf16),
     ] {
@@ -2809,9 +2812,9 @@ fn profile_decode_phases() {
     let mid = ["start", "loaded", "projected", "stored", "arrived", "reduced", "h_pre seen", "mixed"];
     for (n, t, c, dtype) in [
         (4, 1, 4104, Dtype::Bf16),
-        (4, 17, 4104, Dtype::Bf16),
+        (4, 17, 4096, Dtype::Bf16),
         (4, 1, 7176, Dtype::Bf16),
-        (4, 17, 7176, Dtype::Bf16),
+        (4, 17, 7168, Dtype::Bf16),
         (4, 64, 7176, Dtype::Bf16),
         (4, 64, 4096, Dtype::F32),
         (8, 1, 1280, Dtype::Bf16),

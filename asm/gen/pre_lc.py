@@ -55,6 +55,12 @@ MAX_TOKENS = 64
 # T = 64, mhc tune: 11.27 us with 16 tokens a pre cluster against 8.68 with 32; docs/kernels/pre.md).
 WIDE_PRE_ABOVE = 48
 WIDE_PRE_GROUP = 32
+# The wide entry's row starts at WIDE_MIN_TOKENS: up to 32 tokens `post_pre` runs the mid kernel's
+# fold (one launch), whose outputs must be `post` then `pre`'s bit for bit, so `pre` there stays
+# the mid kernel; from 33 tokens `post_pre` is `post`, then this entry. (The entry computes any
+# T > FMA_MAX_TOKENS: at T = 17 / 32 it measured 5.36 / 5.56 us in a graph against the mid
+# kernel's 6.30 / 6.84, H200, C = 4096; docs/kernels/pre.md.)
+WIDE_MIN_TOKENS = 33
 WIDE_SLOTS = WIDE_PRE_GROUP // CLUSTER  # a wide pre CTA owns tokens rank + 16 j, j < WIDE_SLOTS
 # The wide layout pads a token's x slice by 16 bytes and a phi row slice by 32, so the rows that
 # one ldmatrix phase (8 token rows) and one phi fragment load (8 logit rows) touch fall in
@@ -102,7 +108,7 @@ HEADER = f"""\
 // (M = 24 logits), C a multiple of {C_MULTIPLE} up to {CLUSTER * MAX_CPC}, no gamma_f; entries
 // mhc_pre_lc_sm90_bf16 / _f32 (storage dtype of x and a), and mhc_post_pre_lc_sm90_bf16 / _f32:
 // `post_pre` (layer l's post, then this pre) in one launch (POST_PRE below); the wide entry
-// mhc_pre_lcw_sm90_bf16 takes T = {FMA_MAX_TOKENS + 1}..{MAX_TOKENS} on the tensor cores (WIDE below).
+// mhc_pre_lcw_sm90_bf16 takes T = {WIDE_MIN_TOKENS}..{MAX_TOKENS} on the tensor cores (WIDE below).
 //
 // WHY     The few-token kernel of pre_decode.ptx spreads C over ~128 CTAs; their partial sums
 //         meet through global memory (tagged words polled by the token's CTA, then h_pre
@@ -173,7 +179,7 @@ HEADER = f"""\
 //         rounded to the storage type, stored to x_out by the pre role, and written back over
 //         the item's own x_s words (no other item reads them). The projection, sums of squares
 //         and mix then read x', so the outputs are post then pre's, bit for bit.
-// WIDE    mhc_pre_lcw_sm90_bf16 (T > {FMA_MAX_TOKENS}): res clusters of {WIDE_GROUP} tokens, pre clusters of {WIDE_GROUP}
+// WIDE    mhc_pre_lcw_sm90_bf16 (T > {FMA_MAX_TOKENS}; its row from {WIDE_MIN_TOKENS}): res clusters of {WIDE_GROUP} tokens, pre clusters of {WIDE_GROUP}
 //         ({WIDE_PRE_GROUP} above T = {WIDE_PRE_ABOVE}: 4 + 2 clusters at T = 64, resident at once; 4 + 4 put the eighth in
 //         a second wave). x slices padded by {WIDE_X_PAD} bytes and phi row slices by {WIDE_PHI_PAD} (conflict-free
 //         ldmatrix and fragment loads). The projection is mma.sync m16n8k16 (projection_mma): A = 16
@@ -1564,8 +1570,8 @@ def catalogue_rows():
                 comment=comment))
     rows.append(catalogue.row(
         "pre_lcw_sm90_bf16", "pre", ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_lc.cubin", "mhc_pre_lcw_sm90_bf16",
-        ["bf16"], [N], (C_MULTIPLE, MIN_C, CLUSTER * MAX_CPC), (FMA_MAX_TOKENS + 1, MAX_TOKENS), WIDE_GROUP, THREADS,
-        f"pre for {FMA_MAX_TOKENS + 1}..{MAX_TOKENS} tokens: the logit clusters with {WIDE_GROUP} tokens a cluster "
+        ["bf16"], [N], (C_MULTIPLE, MIN_C, CLUSTER * MAX_CPC), (WIDE_MIN_TOKENS, MAX_TOKENS), WIDE_GROUP, THREADS,
+        f"pre for {WIDE_MIN_TOKENS}..{MAX_TOKENS} tokens: the logit clusters with {WIDE_GROUP} tokens a cluster "
         f"of either role ({WIDE_PRE_GROUP} an h_pre cluster above {WIDE_PRE_ABOVE}), projected on the tensor cores "
         "(mma.sync, phi split into bf16 hi + lo); each h_pre cluster gathers a token's rows at one CTA, which sends "
         "its h_pre to every CTA", "pre_lc", x_passes=1, params=f"{PRE_DECODE.name} ({PRE_DECODE.size} B, {RUST_MIRROR})",

@@ -763,6 +763,7 @@ mod tests {
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 64), ["mhc_pre_lcw_sm90_bf16"]);
         assert_eq!(tuned(4, 4096, Pre, 64), ["mhc_pre_lcw_sm90_bf16"], "no entry: the cost model");
         assert_eq!(tuned(4, 4096, Pre, 65), ["mhc_pre_pc16t_bf16_n4"]);
+        assert_eq!(tuned(4, 4096, Pre, 32), ["mhc_pre_mid_sm90_bf16"]);
         // Another dtype, n or C bucket: the cost model.
         assert_eq!(planned_with(4, 4096, Dtype::F32, Head, 1, &Tuning::Embedded), ["mhc_head_cld_f32_n4"]);
         assert_eq!(tuned(4, 7168, Head, 1), ["mhc_head_cld_bf16_n4"]);
@@ -771,14 +772,17 @@ mod tests {
     #[test]
     fn planned_kernels_follow_the_catalogue() {
         use Stage::{Post, PostPre, Pre};
-        // pre, n = 4, C = 4096: the logit clusters up to 16 tokens (f32: 12, then mid to 64, the
-        // decode kernel behind it), their wide entry to 64, then the persistent clusters.
+        // pre, n = 4, C = 4096: the logit clusters up to 16 tokens (f32: 12), mid to 32 (f32: to
+        // 64; the decode kernel behind it), the logit clusters' wide entry to 64 (bf16), then
+        // the persistent clusters.
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 1), ["mhc_pre_lc_sm90_bf16"]);
         assert_eq!(planned(4, 7168, Dtype::Bf16, Pre, 16), ["mhc_pre_lc_sm90_bf16"]);
         assert_eq!(planned(4, 7168, Dtype::Bf16, Pre, 48), ["mhc_pre_lcw_sm90_bf16"]);
         assert_eq!(planned(4, 7168, Dtype::F32, Pre, 12), ["mhc_pre_lc_sm90_f32"]);
         assert_eq!(planned(4, 7168, Dtype::F32, Pre, 13), ["mhc_pre_mid_sm90_f32"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 17), ["mhc_pre_lcw_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 17), ["mhc_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 32), ["mhc_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 33), ["mhc_pre_lcw_sm90_bf16"]);
         // Where the logit clusters do not run (C not a multiple of 128, past 8192, n = 3):
         // mid16 up to 8 tokens, then mid.
         assert_eq!(planned(4, 1288, Dtype::Bf16, Pre, 1), ["mhc_pre_mid16_sm90_bf16"]);
