@@ -493,13 +493,13 @@ pub const LC_NARROW_MAX_TOKENS: usize = 12;
 /// CTAs per cluster (a non-portable size); CTA r owns channels [r C/16, (r+1) C/16).
 pub const LC_CLUSTER: u32 = 16;
 
-/// The largest T of the FMA entries (`mhc_pre_lc_sm90_*`, `mhc_post_pre_lc_sm90_*`: at most 4 h_res and 2 h_pre clusters, six); the wide entry `mhc_pre_lcw_sm90_bf16` takes the T above.
+/// The largest T of the FMA entries (`mhc_pre_lc_sm90_*`, `mhc_post_pre_lc_sm90_*`: at most 4 h_res and 2 h_pre clusters, six); the wide entry `mhc_pre_lcw_sm90_bf16` computes the T above (its row from `LC_WIDE_MIN_TOKENS`).
 pub const LC_FMA_MAX_TOKENS: usize = 16;
 
 /// The wide entry's smallest T (its catalogue row's): below it `post_pre` runs the mid kernel's fold, whose outputs must be `post` then `pre`'s bit for bit, so `pre` there is the mid kernel.
 pub const LC_WIDE_MIN_TOKENS: usize = 33;
 
-/// Tokens per cluster of either role in the wide entry (`mhc_pre_lcw_sm90_bf16`, T above `LC_FMA_MAX_TOKENS`), which projects on the tensor cores.
+/// Tokens per cluster of either role in the wide entry (`mhc_pre_lcw_sm90_bf16`, its row T = `LC_WIDE_MIN_TOKENS`..`LC_MAX_TOKENS`), which projects on the tensor cores.
 pub const LC_WIDE_TOKENS: usize = 16;
 
 /// Largest T of any entry (the wide entry: 4 h_res and 2 h_pre clusters, 96 CTAs).

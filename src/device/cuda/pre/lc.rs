@@ -19,7 +19,8 @@ use crate::device::cuda::abi::{
     LC_SHARED_PER_CHANNEL_F32, LC_WIDE_PRE_ABOVE, LC_WIDE_PRE_TOKENS, LC_WIDE_SHARED,
 };
 pub use crate::device::cuda::abi::{
-    LC_CLUSTER, LC_FMA_MAX_TOKENS, LC_MAX_TOKENS, LC_NARROW_MAX_TOKENS, LC_PRE_TOKENS, LC_RES_TOKENS, LC_WIDE_TOKENS,
+    LC_CLUSTER, LC_FMA_MAX_TOKENS, LC_MAX_TOKENS, LC_NARROW_MAX_TOKENS, LC_PRE_TOKENS, LC_RES_TOKENS,
+    LC_WIDE_MIN_TOKENS, LC_WIDE_TOKENS,
 };
 
 /// Tokens an h_pre cluster serves at `t` tokens (the kernel's rule): [`LC_RES_TOKENS`] up to
@@ -56,7 +57,8 @@ use crate::Stage;
 /// `(grid CTAs, channels per CTA, dynamic shared bytes)` of a launch at `t` tokens (1..=
 /// [`LC_MAX_TOKENS`]) of C = `c` (a multiple of 8 x [`LC_CLUSTER`]) in `dtype`; `post`: the
 /// `post_pre` entries (f's slices too). Above [`LC_FMA_MAX_TOKENS`] the launch is the wide
-/// entry's (`mhc_pre_lcw_sm90_bf16`), whose row starts there.
+/// entry's (`mhc_pre_lcw_sm90_bf16`, whose row starts at
+/// [`LC_WIDE_MIN_TOKENS`](crate::device::cuda::abi::LC_WIDE_MIN_TOKENS)).
 pub(crate) fn shape(c: usize, t: usize, dtype: Dtype, post: bool) -> (u32, usize, u32) {
     let cluster = LC_CLUSTER as usize;
     let cpc = c / cluster;
