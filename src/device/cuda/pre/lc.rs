@@ -19,8 +19,7 @@ use crate::device::cuda::abi::{
     LC_SHARED_PER_CHANNEL_F32, LC_WIDE_PRE_ABOVE, LC_WIDE_PRE_TOKENS, LC_WIDE_SHARED,
 };
 pub use crate::device::cuda::abi::{
-    LC_CLUSTER, LC_FMA_MAX_TOKENS, LC_MAX_TOKENS, LC_NARROW_MAX_TOKENS, LC_PRE_TOKENS, LC_RES_TOKENS,
-    LC_WIDE_MIN_TOKENS, LC_WIDE_TOKENS,
+    LC_CLUSTER, LC_FMA_MAX_TOKENS, LC_MAX_TOKENS, LC_NARROW_MAX_TOKENS, LC_PRE_TOKENS, LC_RES_TOKENS, LC_WIDE_TOKENS,
 };
 
 /// Tokens an h_pre cluster serves at `t` tokens (the kernel's rule): [`LC_RES_TOKENS`] up to
