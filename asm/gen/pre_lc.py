@@ -579,10 +579,11 @@ PREFETCHED:"""
 
 
 def opening(esz, post, wide=False):
-    """Thread 0 initialises the four load mbarriers (one per stream) and the gather mbarrier and
-    arms them (the gather one where this CTA receives rows); a CTA barrier, so no copy completes
-    on an unarmed barrier; everyone arrives on the cluster barrier that tells the peers the gather
-    mbarrier exists; then the grid dependency."""
+    """Thread 0 initialises the load mbarrier and the gather mbarrier (and in the wide entry the
+    h_pre mbarrier) and arms them (the gather one where this CTA receives rows: the wide pre role
+    its owned tokens' rows, the h_pre one every token's h_pre); a CTA barrier, so no copy completes
+    on an unarmed barrier; everyone arrives on the cluster barrier that tells the peers the
+    mbarriers exist; then the grid dependency."""
     return f"""{prefetch()}
     setp.ne.u32 %p1, %tx, 0;
     @%p1 bra INIT_DONE;
