@@ -51,8 +51,9 @@ WIDE_GROUP = 16
 MAX_TOKENS = 64
 # Above WIDE_PRE_ABOVE tokens a pre cluster takes WIDE_PRE_GROUP tokens (two m16 tiles): T = 64
 # is then 4 + 2 clusters. At most 7 clusters of 16 CTAs are resident at once on the 132-SM parts
-# (one CTA an SM, a cluster within a GPC): 4 + 4 run the eighth in a second wave (H200, C = 4096,
-# T = 64, mhc tune: 11.27 us with 16 tokens a pre cluster against 8.68 with 32; docs/kernels/pre.md).
+# (one CTA an SM, a cluster within a GPC), so pre clusters of 16 tokens at T = 64 (eight clusters)
+# leave one cluster waiting for a free GPC (H200, C = 4096, T = 64, mhc tune: 11.27 us with 16
+# tokens a pre cluster against 8.68 with 32; docs/kernels/pre.md).
 WIDE_PRE_ABOVE = 48
 WIDE_PRE_GROUP = 32
 # The wide entry's row starts at WIDE_MIN_TOKENS: up to 32 tokens `post_pre` runs the mid kernel's
@@ -180,8 +181,8 @@ HEADER = f"""\
 //         the item's own x_s words (no other item reads them). The projection, sums of squares
 //         and mix then read x', so the outputs are post then pre's, bit for bit.
 // WIDE    mhc_pre_lcw_sm90_bf16 (T > {FMA_MAX_TOKENS}; its row from {WIDE_MIN_TOKENS}): res clusters of {WIDE_GROUP} tokens, pre clusters of {WIDE_GROUP}
-//         ({WIDE_PRE_GROUP} above T = {WIDE_PRE_ABOVE}: 4 + 2 clusters at T = 64, resident at once; 4 + 4 put the eighth in
-//         a second wave). x slices padded by {WIDE_X_PAD} bytes and phi row slices by {WIDE_PHI_PAD} (conflict-free
+//         ({WIDE_PRE_GROUP} above T = {WIDE_PRE_ABOVE}: 4 + 2 clusters at T = 64, resident at once; with pre clusters
+//         of {WIDE_GROUP}, eight clusters, one would wait for a free GPC). x slices padded by {WIDE_X_PAD} bytes and phi row slices by {WIDE_PHI_PAD} (conflict-free
 //         ldmatrix and fragment loads). The projection is mma.sync m16n8k16 (projection_mma): A = 16
 //         tokens' x by ldmatrix.x4, B = phi times gamma_k split into bf16 hi (upper half, prmt) +
 //         lo (the rest, rounded), ss the Gram diagonal; k-steps dealt to the warps, two a trip in
