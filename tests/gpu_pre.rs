@@ -596,13 +596,27 @@ fn pre_decode_kernel_shapes() {
         }
     }
     // Too few CTAs for C (more than 64 channels each): refused before the launch.
-    assert_ctas_refused(&dev, &stream, &mut rng, 2, 8);
+    assert_ctas_refused(&dev, &stream, &mut rng, 4096, 2, 8);
 }
 
-/// A `pre` call at C = 4096, `t` tokens, forced onto about `ctas` CTAs that cannot serve it:
+/// Whether bf16 `pre` at n = 4, C = `c` (a multiple of 128 from 512), `t` tokens runs the logit
+/// clusters' wide entry: from 17 tokens up to C = 7168 (where `post_pre` runs its fold), from 33
+/// above, to 64.
+fn runs_wide(c: usize, t: usize) -> bool {
+    c % 128 == 0 && (512..=8192).contains(&c) && t <= 64 && (t > 32 || (t > 16 && c <= 7168))
+}
+
+/// A `pre` call at C = `c`, `t` tokens, forced onto about `ctas` CTAs that cannot serve it:
 /// `Err(Shape "ctas")`, and nothing was written (outputs still poisoned).
-fn assert_ctas_refused(dev: &CudaDevice, stream: &Stream, rng: &mut reference::testing::Rng, t: usize, ctas: usize) {
-    let cfg = Config::new(4, 4096);
+fn assert_ctas_refused(
+    dev: &CudaDevice,
+    stream: &Stream,
+    rng: &mut reference::testing::Rng,
+    c: usize,
+    t: usize,
+    ctas: usize,
+) {
+    let cfg = Config::new(4, c);
     let mut r = ready(dev, rng, cfg, Dtype::Bf16, t, 1);
     r.out.poison(stream, Dtype::Bf16);
     let e = r.launch_mode(stream, 0, Mode::Decode(ctas));
@@ -613,8 +627,9 @@ fn assert_ctas_refused(dev: &CudaDevice, stream: &Stream, rng: &mut reference::t
 
 /// The mid kernel (asm/ptx/sm90/pre_decode.ptx, `mhc_pre_mid_*`) at the shapes it is selected
 /// for: T in 1..=64 (token classes, both 32-token FMA passes, partial passes; at n = 4 and C a
-/// multiple of 128 from 17 tokens, below them the logit clusters run; bf16 runs their wide entry
-/// from 33 to 64 tokens, so those bf16 cases take the C next to it), n in {1, 2, 3, 4}, C in
+/// multiple of 128 below 17 tokens the logit clusters run, and bf16 runs their wide entry from 17
+/// to 64 tokens (from 33 above C = 7168), so those bf16 cases take the C next to it), n in
+/// {1, 2, 3, 4}, C in
 /// {512, 520, 1280, 1288, 4096, 4104, 7168}, both formulations and dtypes, phi ~ 0.5, strided x and a, gamma_k,
 /// forced CTA counts; and that C < 512, n = 8, gamma_f and T = 65 keep the other kernels, and
 /// that fewer CTAs than tokens are refused before the launch.
@@ -653,11 +668,11 @@ fn pre_mid_kernel_shapes() {
             shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4096, 40, form, dtype) });
             shapes.push(Shape { ctas: Some(64), ..Shape::new(4, 4096, 64, form, dtype) });
             shapes.push(Shape { ctas: Some(120), ..Shape::new(4, 7168, 30, form, dtype) });
-            // bf16 n = 4 from 33 tokens at C a multiple of 128: the logit clusters' wide entry
-            // (pre_lc_kernel_shapes); the mid kernel at the C next to it (below it where a forced
-            // CTA count needs C / CTAs <= 64).
+            // bf16 n = 4 at C a multiple of 128 from 17 tokens (33 above C = 7168): the logit
+            // clusters' wide entry (pre_lc_kernel_shapes); the mid kernel at the C next to it
+            // (below it where a forced CTA count needs C / CTAs <= 64).
             for sh in shapes.iter_mut() {
-                if dtype == Dtype::Bf16 && sh.n == 4 && sh.t > 32 && sh.c % 128 == 0 {
+                if dtype == Dtype::Bf16 && sh.n == 4 && runs_wide(sh.c, sh.t) {
                     sh.c = if sh.c > 512 { sh.c - 8 } else { sh.c + 8 };
                 }
             }
@@ -671,9 +686,9 @@ fn pre_mid_kernel_shapes() {
             check_where_selected(&dev, &stream, &mut rng, "mhc_pre_mid", &shapes, &others);
         }
     }
-    // Fewer CTAs than tokens (CTA s finishes token s): refused before the launch (T = 32: the
-    // mid kernel's range at C = 4096 in either dtype).
-    assert_ctas_refused(&dev, &stream, &mut rng, 32, 16);
+    // Fewer CTAs than tokens (CTA s finishes token s): refused before the launch (C = 4104,
+    // T = 32: the mid kernel's range in either dtype).
+    assert_ctas_refused(&dev, &stream, &mut rng, 4104, 32, 16);
 }
 
 /// The mid_n8 entries (pre_decode.ptx `mhc_pre_mid_n8_sm90_*`: the mid16 kernel for n = 8; and
@@ -726,15 +741,16 @@ fn pre_mid_n8_kernel_shapes() {
     }
 }
 
-/// The logit-cluster entries (asm/ptx/sm90/pre_lc.ptx, `mhc_pre_lc_sm90_*`) where the catalogue
-/// selects them (n = 4, no gamma_f, C a multiple of 128 in 512..=8192, T = 1..16): within the
-/// reference's tolerances at every token count of a group and across groups (1..5, 8, 9, 12, 13,
-/// 16: the h_res clusters take 4 tokens, the h_pre clusters 8 above 12), C of 512, 1152 (72
-/// channels a CTA), 1280, 4096, 7168 and 8192, phi ~ 0.5, gamma_k, strided rows, both formulations
-/// and dtypes; and that T = 17, n = 3, gamma_f, C = 1288 (not a multiple of 128) and C = 8320 keep
-/// the other kernels. The same shapes through the fused `post_pre` entries: bit for bit `post` then
-/// `pre`, and within tolerance. f32 runs to 12 tokens (its rows' range: its shapes above 12 tokens
-/// are checked to keep the mid kernel).
+/// The logit-cluster entries (asm/ptx/sm90/pre_lc.ptx, `mhc_pre_lc*`) where the catalogue selects
+/// them (n = 4, no gamma_f, C a multiple of 128 in 512..=8192, T = 1..16; bf16 the wide entries
+/// to 64, from 33 above C = 7168): within the reference's tolerances at every token count of a
+/// group and across groups (1..5, 8, 9, 12, 13, 16: the h_res clusters take 4 tokens, the h_pre
+/// clusters 8 above 12; then groups of 16 and 32), C of 512, 1152 (72 channels a CTA), 1280,
+/// 4096, 7168 and 8192, phi ~ 0.5, gamma_k, strided rows, both formulations and dtypes; and that
+/// T = 65, T = 17 / 32 at C = 8192, n = 3, gamma_f, C = 1288 (not a multiple of 128) and C = 8320
+/// keep the other kernels. The same shapes through the fused `post_pre` entries (the wide one to
+/// C = 7168): bit for bit `post` then `pre`, and within tolerance. f32 runs to 12 tokens (its
+/// rows' range: its shapes above 12 tokens are checked to keep the mid kernel).
 #[test]
 #[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn pre_lc_kernel_shapes() {
@@ -773,18 +789,32 @@ fn pre_lc_kernel_shapes() {
             shapes.push(Shape { x_pad: 24, ..Shape::new(4, 8192, 15, form, dtype) });
             shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4096, 2, form, dtype) });
             shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 7168, 9, form, dtype) });
-            // The wide entry (bf16 pre, 33..64 tokens): odd counts, a partial last group, 16 and
-            // 32 tokens an h_pre cluster, every C bucket's edge, gamma_k, strided rows, phi ~ 0.5.
-            for (c, t) in [(4096, 33), (4096, 48), (4096, 49), (4096, 64), (7168, 47), (7168, 64), (8192, 64)] {
+            // The wide entries (bf16, 17..64 tokens; pre above C = 7168 from 33): odd counts, a
+            // partial last group, 16 and 32 tokens an h_pre cluster, every C bucket's edge,
+            // gamma_k, strided rows, phi ~ 0.5.
+            for (c, t) in [
+                (4096, 17),
+                (4096, 32),
+                (7168, 23),
+                (4096, 33),
+                (4096, 48),
+                (4096, 49),
+                (4096, 64),
+                (7168, 47),
+                (7168, 64),
+                (8192, 33),
+                (8192, 64),
+            ] {
                 shapes.push(Shape::new(4, c, t, form, dtype));
             }
+            shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 7168, 20, form, dtype) });
             shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 4096, 40, form, dtype) });
             shapes.push(Shape { x_pad: 24, ..Shape::new(4, 512, 64, form, dtype) });
             shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 1152, 39, form, dtype) });
             shapes.push(Shape { gamma_k: true, ..Shape::new(4, 7168, 57, form, dtype) });
             let mut others = vec![
-                Shape::new(4, 4096, 17, form, dtype),
-                Shape::new(4, 4096, 32, form, dtype),
+                Shape::new(4, 8192, 17, form, dtype),
+                Shape::new(4, 8192, 32, form, dtype),
                 Shape::new(4, 4096, 65, form, dtype),
                 Shape::new(3, 4096, 1, form, dtype),
                 Shape { gamma_f: true, ..Shape::new(4, 4096, 2, form, dtype) },
@@ -797,13 +827,16 @@ fn pre_lc_kernel_shapes() {
             others.extend(beyond);
             check_where_selected(&dev, &stream, &mut rng, "mhc_pre_lc", &shapes, &others);
             // post_pre: the fused entries give post then pre's outputs bit for bit, within the
-            // reference's tolerances (to 16 tokens: the post_pre entries have no wide groups).
-            for sh in shapes.iter().filter(|sh| sh.t <= 16) {
+            // reference's tolerances (the wide one up to C = 7168; above it post, then pre).
+            for sh in &shapes {
                 let plan = catalogue_plan(&dev, sh.cfg(), sh.dtype, sh.t).unwrap();
                 let lc = plan.post_pre_launcher(sh.t) == Some(mhc::device::cuda::LaunchKind::PostPreLogitClusters);
-                assert!(lc, "{}: post_pre logit clusters selected", sh.label());
-                fused_post_pre_matches_pair(&dev, &stream, &mut rng, sh, true);
-                check_post_pre(&dev, &stream, &mut rng, sh);
+                let fused = sh.t <= 16 || sh.c <= 7168;
+                assert_eq!(lc, fused, "{}: post_pre logit clusters selected", sh.label());
+                if fused {
+                    fused_post_pre_matches_pair(&dev, &stream, &mut rng, sh, true);
+                    check_post_pre(&dev, &stream, &mut rng, sh);
+                }
             }
         }
     }
@@ -812,7 +845,8 @@ fn pre_lc_kernel_shapes() {
 /// Small launches of the logit-cluster entries (gamma_k, strided rows, both dtypes and
 /// formulations; one cluster per role, then (bf16) four h_res and two h_pre clusters, whose
 /// pushes, mix and post items take two passes of the CTA's threads at 4352 channels; f32 to its
-/// 12 tokens), for compute-sanitizer; also checked against the reference.
+/// 12 tokens; bf16 the wide entries at 20 and 39 tokens), for compute-sanitizer; also checked
+/// against the reference, `post_pre` bit for bit against `post` then `pre`.
 #[test]
 #[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn lc_sanitizer_smoke() {
@@ -830,9 +864,13 @@ fn lc_sanitizer_smoke() {
             fused_post_pre_matches_pair(&dev, &stream, &mut rng, &sh, true);
         }
     }
-    // The wide entry (bf16 pre): partial last groups of each role, two mix passes.
-    let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4352, 39, Formulation::Paper, Dtype::Bf16) };
-    check_pre(&dev, &stream, &mut rng, &sh);
+    // The wide entries (bf16): partial last groups of each role, two mix passes, post items in
+    // several passes.
+    for (t, form) in [(39, Formulation::Paper), (20, Formulation::DeepSeekV4)] {
+        let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4352, t, form, Dtype::Bf16) };
+        check_pre(&dev, &stream, &mut rng, &sh);
+        fused_post_pre_matches_pair(&dev, &stream, &mut rng, &sh, true);
+    }
 }
 
 /// Every shape of `selected` runs a `pre` entry whose name starts with `entry` (the catalogue's
@@ -886,8 +924,9 @@ fn mid_sanitizer_smoke() {
 
 /// The mid kernel's post_pre entries (pre_decode.ptx `mhc_post_pre_mid*`: the mid / mid16 kernel
 /// with layer l's post folded into its load phase) where the catalogue selects them (n = 1, 2, 4,
-/// no gamma_f, C >= 512, T = 1..32 where the logit clusters do not run: n = 4 and C a multiple of
-/// 128 from 17 tokens; n = 8 the mid_n8 and mid32_n8 kernels', T = 1..32): the same bits as `post`
+/// no gamma_f, C >= 512, T = 1..32 where the logit clusters do not run (n = 4 and C a multiple of
+/// 128: to 16 tokens, bf16 to 64 up to C = 7168); n = 8 the mid_n8 and mid32_n8 kernels',
+/// T = 1..32): the same bits as `post`
 /// then `pre` and within the reference's tolerances, at T on both sides of the mid16 / mid and
 /// mid_n8 / mid32_n8 bounds, n = 1, 2, 4 and 8, C not a power of two and not a multiple of the
 /// CTAs' channels, phi ~ 0.5, gamma_k, strided rows, both formulations and dtypes; and that
@@ -901,6 +940,14 @@ fn post_pre_mid_kernel_shapes() {
     let uses = |sh: &Shape| {
         let plan = catalogue_plan(&dev, sh.cfg(), sh.dtype, sh.t).unwrap();
         plan.post_pre_launcher(sh.t) == Some(mhc::device::cuda::LaunchKind::PostPreMid)
+    };
+    // bf16 n = 4 from 17 tokens at C a multiple of 128 up to 7168 runs the wide logit clusters'
+    // fold (pre_lc_kernel_shapes): those cases take the C next to it.
+    let moved = |mut sh: Shape| {
+        if sh.dtype == Dtype::Bf16 && sh.n == 4 && sh.t > 16 && sh.c % 128 == 0 && sh.c <= 7168 {
+            sh.c = if sh.c > 512 { sh.c - 8 } else { sh.c + 8 };
+        }
+        sh
     };
     for dtype in DTYPES {
         for form in FORMS {
@@ -940,7 +987,7 @@ fn post_pre_mid_kernel_shapes() {
             shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 7168, 17, form, dtype) });
             shapes.push(Shape { x_pad: 24, ..Shape::new(4, 1288, 30, form, dtype) });
             shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4104, 7, form, dtype) });
-            for sh in shapes {
+            for sh in shapes.into_iter().map(moved) {
                 assert!(uses(&sh), "{}: post_pre mid kernel selected", sh.label());
                 fused_post_pre_matches_pair(&dev, &stream, &mut rng, &sh, true);
                 check_post_pre(&dev, &stream, &mut rng, &sh);
@@ -954,6 +1001,7 @@ fn post_pre_mid_kernel_shapes() {
                 Shape { gamma_f: true, ..Shape::new(4, 4096, 8, form, dtype) },
                 Shape::new(4, 4096, 33, form, dtype),
                 Shape::new(4, 7168, 64, form, dtype),
+                Shape::new(4, 4096, if dtype == Dtype::Bf16 { 17 } else { 33 }, form, dtype),
             ] {
                 assert!(!uses(&sh), "{}: post_pre mid kernel not selected", sh.label());
             }

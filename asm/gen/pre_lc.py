@@ -56,21 +56,23 @@ MAX_TOKENS = 64
 # tokens a pre cluster against 8.68 with 32; docs/kernels/pre.md).
 WIDE_PRE_ABOVE = 48
 WIDE_PRE_GROUP = 32
-# The wide entry's row starts at WIDE_MIN_TOKENS: up to 32 tokens `post_pre` runs the mid kernel's
-# fold (one launch), whose outputs must be `post` then `pre`'s bit for bit, so `pre` there stays
-# the mid kernel; from 33 tokens `post_pre` is `post`, then this entry. (The entry computes any
-# T > FMA_MAX_TOKENS: at T = 17 / 32 it measured 5.36 / 5.56 us in a graph against the mid
-# kernel's 6.30 / 6.84, H200, C = 4096; docs/kernels/pre.md.)
-WIDE_MIN_TOKENS = 33
+# The wide entries' rows start above FMA_MAX_TOKENS up to C = WIDE_POST_MAX_C (where the post_pre
+# wide entry folds post in, so `pre` and `post_pre` run the same kernel and `post_pre` gives `post`
+# then `pre`'s bits); above that C `pre`'s row starts at LARGE_C_MIN_TOKENS: up to 32 tokens
+# `post_pre` there runs the mid kernel's fold, whose outputs must be `post` then `pre`'s bit for
+# bit, so `pre` stays the mid kernel; from 33 tokens `post_pre` is `post`, then this entry.
+WIDE_MIN_TOKENS = FMA_MAX_TOKENS + 1
+LARGE_C_MIN_TOKENS = 33
 WIDE_SLOTS = WIDE_PRE_GROUP // CLUSTER  # a wide pre CTA owns tokens rank + 16 j, j < WIDE_SLOTS
 # The wide layout pads a token's x slice by 16 bytes and a phi row slice by 32, so the rows that
 # one ldmatrix phase (8 token rows) and one phi fragment load (8 logit rows) touch fall in
 # different banks (unpadded, C / 16 = 256 channels put every row at a multiple of 128 bytes).
 WIDE_X_PAD = 16
 WIDE_PHI_PAD = 32
-TOP_GROUP = max(GROUP, WIDE_GROUP, WIDE_PRE_GROUP)  # the most tokens any cluster serves (the static arrays' rows)
-RED_STRIDE = max([r["group"] * (r["rows"] + 1) for r in ROLES.values()]
-                 + [WIDE_GROUP * (ROLES["res"]["rows"] + 1), WIDE_PRE_GROUP * (ROLES["pre"]["rows"] + 1)])
+# The post_pre wide entry's largest C: f's slices of a cluster's tokens beside the wide layout and
+# the entry's static arrays fit a CTA's 227 KB up to C = 7168 (the h_pre role of 32 tokens: 226,720
+# bytes), not at 8192 (the h_res role 240,032, the h_pre role 256,416).
+WIDE_POST_MAX_C = 7168
 PRE_WORDS = ROLES["pre"]["words"]
 
 
@@ -88,18 +90,20 @@ def lc_shared(esz, cpc, post=False):
     return max(role("res"), role("pre")) * cpc
 
 
-def wide_role_shared(role, group, cpc):
+def wide_role_shared(role, group, cpc, post=False):
     """Dynamic shared memory of a wide role's CTA (bf16) at cpc channels: group padded x slices,
-    gamma_k's slice and the role's padded phi row slices (gk_s takes a phi row's padded size)."""
-    return group * (N * 2 * cpc + WIDE_X_PAD) + (1 + ROLES[role]["rows"]) * (4 * N * cpc + WIDE_PHI_PAD)
+    gamma_k's slice and the role's padded phi row slices (gk_s takes a phi row's padded size);
+    post_pre: then f's slices of the group's tokens."""
+    return (group * (N * 2 * cpc + WIDE_X_PAD) + (1 + ROLES[role]["rows"]) * (4 * N * cpc + WIDE_PHI_PAD)
+            + (group * 2 * cpc if post else 0))
 
 
 WIDE_LAYOUTS = (("res", WIDE_GROUP), ("pre", WIDE_GROUP), ("pre", WIDE_PRE_GROUP))
 
 
-def wide_shared(cpc):
+def wide_shared(cpc, post=False):
     """The most dynamic shared memory a wide launch at cpc channels needs (its roles' larger)."""
-    return max(wide_role_shared(r, g, cpc) for r, g in WIDE_LAYOUTS)
+    return max(wide_role_shared(r, g, cpc, post) for r, g in WIDE_LAYOUTS)
 
 
 HEADER = f"""\
@@ -108,8 +112,9 @@ HEADER = f"""\
 // pre_lc.ptx -- mHC `pre` (docs/math.md stages 1-3) for few tokens on sm_90a, n = 4 streams
 // (M = 24 logits), C a multiple of {C_MULTIPLE} up to {CLUSTER * MAX_CPC}, no gamma_f; entries
 // mhc_pre_lc_sm90_bf16 / _f32 (storage dtype of x and a), and mhc_post_pre_lc_sm90_bf16 / _f32:
-// `post_pre` (layer l's post, then this pre) in one launch (POST_PRE below); the wide entry
-// mhc_pre_lcw_sm90_bf16 takes T = {WIDE_MIN_TOKENS}..{MAX_TOKENS} on the tensor cores (WIDE below).
+// `post_pre` (layer l's post, then this pre) in one launch (POST_PRE below); the wide entries
+// mhc_pre_lcw_sm90_bf16 and mhc_post_pre_lcw_sm90_bf16 take T = {WIDE_MIN_TOKENS}..{MAX_TOKENS} on the tensor
+// cores (WIDE below).
 //
 // WHY     The few-token kernel of pre_decode.ptx spreads C over ~128 CTAs; their partial sums
 //         meet through global memory (tagged words polled by the token's CTA, then h_pre
@@ -180,15 +185,20 @@ HEADER = f"""\
 //         rounded to the storage type, stored to x_out by the pre role, and written back over
 //         the item's own x_s words (no other item reads them). The projection, sums of squares
 //         and mix then read x', so the outputs are post then pre's, bit for bit.
-// WIDE    mhc_pre_lcw_sm90_bf16 (T > {FMA_MAX_TOKENS}; its row from {WIDE_MIN_TOKENS}): res clusters of {WIDE_GROUP} tokens, pre clusters of {WIDE_GROUP}
-//         ({WIDE_PRE_GROUP} above T = {WIDE_PRE_ABOVE}: 4 + 2 clusters at T = 64, resident at once; with pre clusters
-//         of {WIDE_GROUP}, eight clusters, one would wait for a free GPC). x slices padded by {WIDE_X_PAD} bytes and phi row slices by {WIDE_PHI_PAD} (conflict-free
-//         ldmatrix and fragment loads). The projection is mma.sync m16n8k16 (projection_mma): A = 16
-//         tokens' x by ldmatrix.x4, B = phi times gamma_k split into bf16 hi (upper half, prmt) +
-//         lo (the rest, rounded), ss the Gram diagonal; k-steps dealt to the warps, two a trip in
-//         four accumulator sets. The pre role gathers each token's row at its owner CTA t % 16
+// WIDE    mhc_pre_lcw_sm90_bf16 and mhc_post_pre_lcw_sm90_bf16 (T > {FMA_MAX_TOKENS}; post_pre to C = {WIDE_POST_MAX_C}:
+//         its f slices do not fit beside the wide layout above; above that C pre's row starts at
+//         T = {LARGE_C_MIN_TOKENS}, post_pre running the mid kernel's fold below it): res clusters of {WIDE_GROUP}
+//         tokens, pre clusters of {WIDE_GROUP} ({WIDE_PRE_GROUP} above T = {WIDE_PRE_ABOVE}: 4 + 2 clusters at T = 64, resident
+//         at once; with pre clusters of {WIDE_GROUP}, eight clusters, one would wait for a free GPC). x
+//         slices padded by {WIDE_X_PAD} bytes and phi row slices by {WIDE_PHI_PAD} (conflict-free ldmatrix and
+//         fragment loads). The projection is mma.sync m16n8k16 (projection_mma): A = 16 tokens' x
+//         by ldmatrix.x4, B = phi times gamma_k split into bf16 hi (upper half, prmt) + lo (the
+//         rest, rounded), ss the Gram diagonal; k-steps dealt to the warps, two a trip in four
+//         accumulator sets. The pre role gathers each token's row at its owner CTA t % 16
 //         (st.async), which computes and stores its coefficients and st.async's h_pre to every
-//         CTA's sm_hp (the h_pre mbarrier sm_hbar, 16 cnt bytes); every CTA then mixes.
+//         CTA's sm_hp (the h_pre mbarrier sm_hbar, 16 cnt bytes); every CTA then mixes. The
+//         post_pre wide entry folds post in as POST_PRE says, its item passes sized for {WIDE_PRE_GROUP} tokens.
+//         Each entry declares its own static arrays, sized for its groups.
 // ORDER   Every sum has a fixed order (the quads per thread, the halving levels, warps, ranks):
 //         identical inputs give identical bits.
 """
@@ -231,7 +241,30 @@ def group_rule(wide):
     mov.u32 %r4, {res};"""
 
 
-def declarations(name, esz, post, wide=False):
+def static_arrays(top, wide, post):
+    """The entry's own static shared arrays, sized for its groups (top: its largest): the narrow
+    entries' stay as small as their 8 tokens need, the wide entries' hold 32."""
+    if wide:
+        red = max(WIDE_GROUP * (ROLES["res"]["rows"] + 1), WIDE_PRE_GROUP * (ROLES["pre"]["rows"] + 1))
+        gat = CLUSTER * max(ROW, WIDE_SLOTS * PRE_WORDS)
+        gat_what = f"res: [16 ranks][{ROW}]; pre: [16 ranks][{WIDE_SLOTS}][{PRE_WORDS}] (the owned tokens)"
+    else:
+        red = max(r["group"] * (r["rows"] + 1) for r in ROLES.values())
+        gat = max(CLUSTER * ROW, GROUP * CLUSTER * PRE_WORDS)
+        gat_what = f"res: [16 ranks][{ROW}]; pre: [{GROUP}][16 ranks][{PRE_WORDS}]"
+    uc = f"""
+    .shared .align 16 .b8 sm_uc[{4 * top * 20}];          // layer l's h_post [4] and h_res [4][4] per token""" if post else ""
+    return f"""    .shared .align 8 .b64 sm_lbar;             // the copies' mbarrier
+    .shared .align 8 .b64 sm_gbar;             // the gather's mbarrier (st.async from the peers)""" + ("""
+    .shared .align 8 .b64 sm_hbar;             // the h_pre mbarrier (st.async from the owners)""" if wide else "") + f"""
+    .shared .align 16 .b8 sm_red[{4 * WARPS * red}];       // warp sums red[8][V + tg] (V = tg rows)
+    .shared .align 16 .b8 sm_row[{4 * top * ROW}];         // the CTA's rows [{top}][{ROW}]
+    .shared .align 16 .b8 sm_gat[{4 * gat}];        // {gat_what}
+    .shared .align 16 .b8 sm_sum[{4 * top * 12}];          // the rows added over the ranks
+    .shared .align 16 .b8 sm_hp[{4 * top * N}];            // h_pre [{top}][4]{uc}"""
+
+
+def declarations(name, esz, post, wide, top):
     return f""".visible .entry {name}(
     .param .align 8 .b8 p_args[{(POST_PRE_PC if post else PRE_DECODE).size}]
 )
@@ -239,6 +272,7 @@ def declarations(name, esz, post, wide=False):
 .reqnctapercluster {CLUSTER}, 1, 1
 .minnctapersm 1
 {{
+{static_arrays(top, wide, post)}
     .reg .pred %p<8>;
     .reg .pred %p_paper, %p_gk, %p_res, %p_early, %pb;
     .reg .b32 %r<24>;
@@ -294,8 +328,8 @@ def declarations(name, esz, post, wide=False):
     mul.lo.u32 %r1, %r1, %rowb;
     add.u32 %fsm, %phsm, %r1;               // post_pre: f_s[grp][cpc] (storage dtype)""" * post + f"""
     mov.u32 %lbar, sm_lbar;
-    mov.u32 %gbar, sm_gbar;
-    mov.u32 %hbar, sm_hbar;""" + (f"""
+    mov.u32 %gbar, sm_gbar;""" + ("""
+    mov.u32 %hbar, sm_hbar;""" if wide else "") + (f"""
     setp.eq.u32 %pst, %tx, 0;
     mov.u32 %r1, %ctaid.x;
     mul.wide.u32 %sadr, %r1, {STAMP_STRIDE};
@@ -335,13 +369,20 @@ POST_REGS = """
     .reg .pred %uq0;"""
 
 
-# post_pre: layer l's coefficients of the group's tokens to sm_uc[t][20] (h_post[4], h_res[4][4])
-COEF_LOADS = f"""
-    setp.ge.u32 %p1, %tx, {GROUP * 20};
+def coef_loads(top):
+    """post_pre: layer l's coefficients of the group's tokens to sm_uc[t][20] (h_post[4],
+    h_res[4][4]): word s < top 20 by thread s % THREADS, a pass per THREADS words (a word past
+    the group's tokens ends the thread's passes: the later ones are further past)."""
+    L = []
+    for k in range(-(-top * 20 // THREADS)):
+        s = "%tx" if k == 0 else "%s"
+        L.append((f"""
+    add.u32 %s, %tx, {k * THREADS};""" if k else "") + f"""
+    setp.ge.u32 %p1, {s}, {top * 20};
     @%p1 bra UC_DONE;
-    div.u32 %r1, %tx, 20;                   // token t
+    div.u32 %r1, {s}, 20;{" " * (22 - len(s))}// token t
     mul.lo.u32 %r2, %r1, 20;
-    sub.u32 %r2, %tx, %r2;                  // word k: h_post[k] (k < 4), h_res[k - 4]
+    sub.u32 %r2, {s}, %r2;{" " * (21 - len(s))}// word k: h_post[k] (k < 4), h_res[k - 4]
     setp.ge.u32 %p1, %r1, %cnt;
     @%p1 bra UC_DONE;
     add.u32 %r3, %tok0, %r1;
@@ -356,12 +397,13 @@ COEF_LOADS = f"""
     selp.b64 %rd1, %rd1, %rd2, %p2;
     ld.global.nc.f32 %f1, [%rd1];
     mov.u32 %r5, sm_uc;
-    mad.lo.u32 %r5, %tx, 4, %r5;
-    st.shared.f32 [%r5], %f1;
+    mad.lo.u32 %r5, {s}, 4, %r5;
+    st.shared.f32 [%r5], %f1;""")
+    return "".join(L) + """
 UC_DONE:"""
 
 
-def post_step(esz, most):
+def post_step(esz, most, max_cpc):
     """post_pre, after the loads: x' = post(x) over the CTA's slice of the group's tokens, with
     post.ptx's f32 operations in its order (h_post[i] f, then + w[i][j] x[j] for j = 0..3, where
     w[i][j] = h_res[j][i] for DeepSeek-V4 and h_res[i][j] for the Paper), rounded to the storage
@@ -370,8 +412,8 @@ def post_step(esz, most):
     overlaps it. The projection and the mix then read x', and the outputs are post then pre's, bit
     for bit. Item s < cnt cpc / 8 is token s / (cpc / 8) and 8 channels of it, every output stream
     from one read of f and the 4 input streams; thread j takes items j and j + THREADS (the
-    second only where a group of 8 tokens has more items than threads), in straight-line code."""
-    passes = -(-most * MAX_CPC // 8 // THREADS)
+    later ones only where the group's items outnumber the threads), in straight-line code."""
+    passes = -(-most * max_cpc // 8 // THREADS)
     L = [f"""    // ---- post_pre: x' = post(x); item s -> token s / (cpc / 8), channels 8 (s % (cpc / 8)), 4 output streams
     shr.u32 %r10, %cpc, 3;                  // octets a stream
     mul.lo.u32 %r11, %cnt, %r10;            // items"""]
@@ -656,7 +698,7 @@ XPROBE_SKIP:
 XPROBE_DONE:"""
 
 
-def loads(esz, post):
+def loads(esz, post, top):
     """The bulk copies, spread over the warps (a warp's lanes issue theirs one after another), all
     completing on the one load mbarrier: lane l of warp w issues copy m = w + 8 (l / 4) of stream
     i = l % 4: m < rows a phi row, then the group's x rows, then gamma_k's run (and for post_pre
@@ -704,7 +746,7 @@ COPY_GK:
     mul.wide.u32 %rd1, %r5, 4;
     add.u64 %rd1, %gk, %rd1;
     mad.lo.u32 %r6, %r4, %r11, %gksm;
-    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%lbar];{F_COPY.format(esz=esz, k_max=GROUP // N - 1) if post else ""}
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%lbar];{F_COPY.format(esz=esz, k_max=top // N - 1) if post else ""}
 FILLS:
     // gk_s = 1.0 without gamma_k (x times 1.0 is exact); x_s zeros past the group's tokens
     @%p_gk bra GK_DONE;
@@ -730,7 +772,7 @@ GK_DONE:
         e(f"    ld.global.nc.v4.f32 {{%bz{q}, %bz{q + 1}, %bz{q + 2}, %bz{q + 3}}}, [%base+{4 * (2 * N + q)}];")
     e(f"""    bra PARAMS_DONE;
 PARAMS_PRE:
-    setp.ge.u32 %p1, %tx, {TOP_GROUP * 2 * N};
+    setp.ge.u32 %p1, %tx, {top * 2 * N};
     @%p1 bra PARAMS_DONE;
     and.b32 %r1, %tx, {2 * N - 1};
     mul.wide.u32 %rd1, %r1, 4;
@@ -740,7 +782,7 @@ PARAMS_PRE:
     mul.wide.u32 %rd1, %r1, 4;
     add.u64 %rd1, %scale, %rd1;
     ld.global.nc.f32 %sc, [%rd1];
-PARAMS_DONE:{COEF_LOADS if post else ""}
+PARAMS_DONE:{coef_loads(top) if post else ""}
     barrier.sync 0;                         // gk_s and x_s's zeros written
 LOAD_WAIT:
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [sm_lbar], 0;
@@ -1463,13 +1505,15 @@ MIXED:""" + stamp(7))
 
 def entry(dt, post=False, wide=False):
     """One entry: `pre` (mhc_pre_lc_sm90_*), `post_pre` (mhc_post_pre_lc_sm90_*: layer l's post
-    folded in after the loads, post_step) or with wide the wide groups' `pre`
-    (mhc_pre_lcw_sm90_bf16, T above FMA_MAX_TOKENS)."""
+    folded in after the loads, post_step) or with wide the wide groups' (mhc_pre_lcw_sm90_bf16,
+    mhc_post_pre_lcw_sm90_bf16: T above FMA_MAX_TOKENS)."""
     esz = 2 if dt == "bf16" else 4
     most = largest_group(dt)
+    top = WIDE_PRE_GROUP if wide else GROUP     # the static arrays' rows, the coefficient threads
+    max_cpc = WIDE_POST_MAX_C // CLUSTER if wide else MAX_CPC
     name = f"mhc_{'post_pre' if post else 'pre'}_lc{'w' if wide else ''}_sm90_{dt}"
-    L = [declarations(name, esz, post, wide), opening(esz, post, wide), loads(esz, post),
-         post_step(esz, most) if post else "",
+    L = [declarations(name, esz, post, wide, top), opening(esz, post, wide), loads(esz, post, top),
+         post_step(esz, top if wide else most, max_cpc) if post else "",
          "    @!%p_res bra ROLE_PRE;",
          role_rows("res", esz, most, wide), push("res"), res_tail(),
          "ROLE_PRE:",
@@ -1485,19 +1529,9 @@ def main():
 .address_size 64
 
 .extern .shared .align 128 .b8 dsm[];      // x_s, gk_s, phi_s (header, LOADS)
-.shared .align 8 .b64 sm_lbar;             // the copies' mbarrier
-.shared .align 8 .b64 sm_gbar;             // the gather's mbarrier (st.async from the peers)
-.shared .align 8 .b64 sm_hbar;             // the wide h_pre clusters' h_pre mbarrier (st.async from the owners)
-.shared .align 16 .b8 sm_red[{4 * WARPS * RED_STRIDE}];    // warp sums red[8][V + tg] (V = tg rows)
-.shared .align 16 .b8 sm_row[{4 * TOP_GROUP * ROW}];      // the CTA's rows [{TOP_GROUP}][{ROW}]
-.shared .align 16 .b8 sm_gat[{4 * max(CLUSTER * ROW, GROUP * CLUSTER * PRE_WORDS, CLUSTER * WIDE_SLOTS * PRE_WORDS)}];     // res: [16 ranks][{ROW}]; pre: [{GROUP}][16 ranks][{PRE_WORDS}]; wide pre: [16 ranks][{WIDE_SLOTS}][{PRE_WORDS}]
-.shared .align 16 .b8 sm_sum[{4 * TOP_GROUP * 12}];      // the rows added over the ranks
-.shared .align 16 .b8 sm_hp[{4 * TOP_GROUP * N}];        // h_pre [{TOP_GROUP}][4]
-.shared .align 16 .b8 sm_uc[{4 * GROUP * 20}];       // post_pre: layer l's h_post [4] and h_res [4][4] per token
-
 """
     return text + "\n".join([entry(dt, post) for post in (False, True) for dt in ("bf16", "f32")]
-                            + [entry("bf16", wide=True)])
+                            + [entry("bf16", post, wide=True) for post in (False, True)])
 
 
 def generate(experiments):
@@ -1539,7 +1573,7 @@ def row_max_tokens(dt):
 
 
 def catalogue_rows():
-    """The catalogue rows of the five entries."""
+    """The catalogue rows of the six entries (the wide pre entry's in two rows: its C ranges)."""
     G = catalogue.geometry
     rows = []
     for post in (False, True):
@@ -1570,14 +1604,32 @@ def catalogue_rows():
                 geometry=G(channels_per_thread=8, cluster=CLUSTER, dynamic_shared_max=lc_shared(esz, MAX_CPC, post),
                            traits=["grid_dependency"]),
                 comment=comment))
+    wide = (f"the logit clusters with {WIDE_GROUP} tokens a cluster of either role ({WIDE_PRE_GROUP} an h_pre "
+            f"cluster above {WIDE_PRE_ABOVE}), projected on the tensor cores (mma.sync, phi split into bf16 hi + "
+            "lo); each h_pre cluster gathers a token's rows at one CTA, which sends its h_pre to every CTA")
+    top_c = CLUSTER * MAX_CPC
+    for rid, c_range, low in (("pre_lcw_sm90_bf16", (C_MULTIPLE, MIN_C, WIDE_POST_MAX_C), WIDE_MIN_TOKENS),
+                              ("pre_lcw_large_c_sm90_bf16", (C_MULTIPLE, WIDE_POST_MAX_C + C_MULTIPLE, top_c),
+                               LARGE_C_MIN_TOKENS)):
+        rows.append(catalogue.row(
+            rid, "pre", ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_lc.cubin", "mhc_pre_lcw_sm90_bf16",
+            ["bf16"], [N], c_range, (low, MAX_TOKENS), WIDE_GROUP, THREADS,
+            f"pre for {low}..{MAX_TOKENS} tokens at C = {c_range[1]}..{c_range[2]}: {wide}" + (
+                f" (up to {LARGE_C_MIN_TOKENS - 1} tokens the mid kernel, as post_pre's fold there)"
+                if low > WIDE_MIN_TOKENS else ""),
+            "pre_lc", x_passes=1, params=f"{PRE_DECODE.name} ({PRE_DECODE.size} B, {RUST_MIRROR})",
+            rank=70, options=["gamma_k"],
+            geometry=G(channels_per_thread=8, cluster=CLUSTER, dynamic_shared_max=wide_shared(c_range[2] // CLUSTER),
+                       traits=["grid_dependency"])))
     rows.append(catalogue.row(
-        "pre_lcw_sm90_bf16", "pre", ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_lc.cubin", "mhc_pre_lcw_sm90_bf16",
-        ["bf16"], [N], (C_MULTIPLE, MIN_C, CLUSTER * MAX_CPC), (WIDE_MIN_TOKENS, MAX_TOKENS), WIDE_GROUP, THREADS,
-        f"pre for {WIDE_MIN_TOKENS}..{MAX_TOKENS} tokens: the logit clusters with {WIDE_GROUP} tokens a cluster "
-        f"of either role ({WIDE_PRE_GROUP} an h_pre cluster above {WIDE_PRE_ABOVE}), projected on the tensor cores "
-        "(mma.sync, phi split into bf16 hi + lo); each h_pre cluster gathers a token's rows at one CTA, which sends "
-        "its h_pre to every CTA", "pre_lc", x_passes=1, params=f"{PRE_DECODE.name} ({PRE_DECODE.size} B, {RUST_MIRROR})",
-        rank=70, options=["gamma_k"],
-        geometry=G(channels_per_thread=8, cluster=CLUSTER, dynamic_shared_max=wide_shared(MAX_CPC),
+        "post_pre_lcw_sm90_bf16", "post_pre", ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_lc.cubin",
+        "mhc_post_pre_lcw_sm90_bf16", ["bf16"], [N], (C_MULTIPLE, MIN_C, WIDE_POST_MAX_C),
+        (WIDE_MIN_TOKENS, MAX_TOKENS), WIDE_GROUP, THREADS,
+        f"post_pre for {WIDE_MIN_TOKENS}..{MAX_TOKENS} tokens in one launch: {wide}; layer l's post computed from "
+        "the slices it loads (x' with post's f32 operations in its order, stored by the h_pre clusters and written "
+        "back over the x slice)", "post_pre_lc", x_passes=1,
+        params=f"{POST_PRE_PC.name} ({POST_PRE_PC.size} B, {RUST_MIRROR})", rank=70, options=["gamma_k"],
+        geometry=G(channels_per_thread=8, cluster=CLUSTER,
+                   dynamic_shared_max=wide_shared(WIDE_POST_MAX_C // CLUSTER, post=True),
                    traits=["grid_dependency"])))
     return rows

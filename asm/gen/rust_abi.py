@@ -117,6 +117,13 @@ def pre_decode_items():
     ]
 
 
+def wide_layouts(c, post):
+    """The wide roles' dynamic shared memory as Rust `(per channel, fixed)` pairs."""
+    pairs = ((c.wide_role_shared(r, g, 1, post) - c.wide_role_shared(r, g, 0, post), c.wide_role_shared(r, g, 0, post))
+             for r, g in c.WIDE_LAYOUTS)
+    return "[" + ", ".join(f"({a}, {b})" for a, b in pairs) + "]"
+
+
 def pre_lc_items():
     c = pre_lc
     return [
@@ -124,15 +131,17 @@ def pre_lc_items():
         const("LC_PRE_TOKENS", "usize", c.PRE_GROUP, "Tokens per h_pre cluster (their h_pre / h_post logits and the mix) above `LC_NARROW_MAX_TOKENS`: the grid's last ceil(T / this) clusters."),
         const("LC_NARROW_MAX_TOKENS", "usize", c.NARROW_MAX_TOKENS, "Up to this T the h_pre clusters take `LC_RES_TOKENS` tokens each."),
         const("LC_CLUSTER", "u32", c.CLUSTER, "CTAs per cluster (a non-portable size); CTA r owns channels [r C/16, (r+1) C/16)."),
-        const("LC_FMA_MAX_TOKENS", "usize", c.FMA_MAX_TOKENS, "The largest T of the FMA entries (`mhc_pre_lc_sm90_*`, `mhc_post_pre_lc_sm90_*`: at most 4 h_res and 2 h_pre clusters, six); the wide entry `mhc_pre_lcw_sm90_bf16` computes the T above (its row from `LC_WIDE_MIN_TOKENS`)."),
-        const("LC_WIDE_MIN_TOKENS", "usize", c.WIDE_MIN_TOKENS, "The wide entry's smallest T (its catalogue row's): below it `post_pre` runs the mid kernel's fold, whose outputs must be `post` then `pre`'s bit for bit, so `pre` there is the mid kernel."),
-        const("LC_WIDE_TOKENS", "usize", c.WIDE_GROUP, "Tokens per cluster of either role in the wide entry (`mhc_pre_lcw_sm90_bf16`, its row T = `LC_WIDE_MIN_TOKENS`..`LC_MAX_TOKENS`), which projects on the tensor cores."),
+        const("LC_FMA_MAX_TOKENS", "usize", c.FMA_MAX_TOKENS, "The largest T of the FMA entries (`mhc_pre_lc_sm90_*`, `mhc_post_pre_lc_sm90_*`: at most 4 h_res and 2 h_pre clusters, six); the wide entries (`mhc_pre_lcw_sm90_bf16`, `mhc_post_pre_lcw_sm90_bf16`) take the T above."),
+        const("LC_WIDE_POST_MAX_C", "usize", c.WIDE_POST_MAX_C, "The largest C of the `post_pre` wide entry (f's slices beside the wide layout fit a CTA to here)."),
+        const("LC_LARGE_C_MIN_TOKENS", "usize", c.LARGE_C_MIN_TOKENS, "Above `LC_WIDE_POST_MAX_C` the `pre` wide entry's row starts here: below it `post_pre` runs the mid kernel's fold, whose outputs must be `post` then `pre`'s bit for bit, so `pre` there is the mid kernel."),
+        const("LC_WIDE_TOKENS", "usize", c.WIDE_GROUP, "Tokens per cluster of either role in the wide entries (`mhc_pre_lcw_sm90_bf16`, `mhc_post_pre_lcw_sm90_bf16`), which project on the tensor cores."),
         const("LC_MAX_TOKENS", "usize", c.MAX_TOKENS, "Largest T of any entry (the wide entry: 4 h_res and 2 h_pre clusters, 96 CTAs)."),
         const("LC_WIDE_PRE_ABOVE", "usize", c.WIDE_PRE_ABOVE, "Above this T an h_pre cluster of the wide groups serves `LC_WIDE_PRE_TOKENS` tokens (T = 64: 4 + 2 clusters, resident at once)."),
         const("LC_WIDE_PRE_TOKENS", "usize", c.WIDE_PRE_GROUP, "Tokens per h_pre cluster of the wide groups above `LC_WIDE_PRE_ABOVE`."),
-        const("LC_WIDE_SHARED", "[(usize, usize); 3]",
-              "[" + ", ".join(f"({c.wide_role_shared(r, g, 1) - c.wide_role_shared(r, g, 0)}, {c.wide_role_shared(r, g, 0)})" for r, g in c.WIDE_LAYOUTS) + "]",
+        const("LC_WIDE_SHARED", "[(usize, usize); 3]", wide_layouts(c, False),
               "Dynamic shared memory of the wide groups' CTAs as (bytes per channel of C/16, fixed bytes): the h_res role (16 tokens), the h_pre role with 16 and with `LC_WIDE_PRE_TOKENS` tokens (x slices padded by 16 bytes, phi row slices by 32)."),
+        const("LC_WIDE_POST_SHARED", "[(usize, usize); 3]", wide_layouts(c, True),
+              "The same for the `post_pre` wide entry: the `pre` layouts and f's slices of the group's tokens."),
         const("LC_SHARED_PER_CHANNEL_BF16", "usize", c.lc_shared(2, 1), "Dynamic shared memory per channel of a CTA's C/16, bf16 storage (the h_res role's: x slices of its tokens, gamma_k's slice, 16 phi row slices)."),
         const("LC_SHARED_PER_CHANNEL_F32", "usize", c.lc_shared(4, 1), "The same with f32 storage."),
         const("LC_POST_SHARED_PER_CHANNEL_BF16", "usize", c.lc_shared(2, 1, True), "The `post_pre` entries' dynamic shared memory per channel, bf16: the `pre` entries' and f's slices of the group."),

@@ -493,13 +493,16 @@ pub const LC_NARROW_MAX_TOKENS: usize = 12;
 /// CTAs per cluster (a non-portable size); CTA r owns channels [r C/16, (r+1) C/16).
 pub const LC_CLUSTER: u32 = 16;
 
-/// The largest T of the FMA entries (`mhc_pre_lc_sm90_*`, `mhc_post_pre_lc_sm90_*`: at most 4 h_res and 2 h_pre clusters, six); the wide entry `mhc_pre_lcw_sm90_bf16` computes the T above (its row from `LC_WIDE_MIN_TOKENS`).
+/// The largest T of the FMA entries (`mhc_pre_lc_sm90_*`, `mhc_post_pre_lc_sm90_*`: at most 4 h_res and 2 h_pre clusters, six); the wide entries (`mhc_pre_lcw_sm90_bf16`, `mhc_post_pre_lcw_sm90_bf16`) take the T above.
 pub const LC_FMA_MAX_TOKENS: usize = 16;
 
-/// The wide entry's smallest T (its catalogue row's): below it `post_pre` runs the mid kernel's fold, whose outputs must be `post` then `pre`'s bit for bit, so `pre` there is the mid kernel.
-pub const LC_WIDE_MIN_TOKENS: usize = 33;
+/// The largest C of the `post_pre` wide entry (f's slices beside the wide layout fit a CTA to here).
+pub const LC_WIDE_POST_MAX_C: usize = 7168;
 
-/// Tokens per cluster of either role in the wide entry (`mhc_pre_lcw_sm90_bf16`, its row T = `LC_WIDE_MIN_TOKENS`..`LC_MAX_TOKENS`), which projects on the tensor cores.
+/// Above `LC_WIDE_POST_MAX_C` the `pre` wide entry's row starts here: below it `post_pre` runs the mid kernel's fold, whose outputs must be `post` then `pre`'s bit for bit, so `pre` there is the mid kernel.
+pub const LC_LARGE_C_MIN_TOKENS: usize = 33;
+
+/// Tokens per cluster of either role in the wide entries (`mhc_pre_lcw_sm90_bf16`, `mhc_post_pre_lcw_sm90_bf16`), which project on the tensor cores.
 pub const LC_WIDE_TOKENS: usize = 16;
 
 /// Largest T of any entry (the wide entry: 4 h_res and 2 h_pre clusters, 96 CTAs).
@@ -513,6 +516,9 @@ pub const LC_WIDE_PRE_TOKENS: usize = 32;
 
 /// Dynamic shared memory of the wide groups' CTAs as (bytes per channel of C/16, fixed bytes): the h_res role (16 tokens), the h_pre role with 16 and with `LC_WIDE_PRE_TOKENS` tokens (x slices padded by 16 bytes, phi row slices by 32).
 pub const LC_WIDE_SHARED: [(usize, usize); 3] = [(400, 800), (272, 544), (400, 800)];
+
+/// The same for the `post_pre` wide entry: the `pre` layouts and f's slices of the group's tokens.
+pub const LC_WIDE_POST_SHARED: [(usize, usize); 3] = [(432, 800), (304, 544), (464, 800)];
 
 /// Dynamic shared memory per channel of a CTA's C/16, bf16 storage (the h_res role's: x slices of its tokens, gamma_k's slice, 16 phi row slices).
 pub const LC_SHARED_PER_CHANNEL_BF16: usize = 304;

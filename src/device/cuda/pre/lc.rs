@@ -8,16 +8,17 @@
 //! of every stream; the CTAs' partial rows meet through distributed shared memory, so no CTA
 //! waits for another cluster, nothing goes through the workspace, and the grid needs no
 //! co-residency beyond each cluster's own (the hardware's guarantee). Its `post_pre` entries
-//! (`mhc_post_pre_lc_sm90_*`) also bring f's slice and layer l's coefficients with the loads and
-//! compute x' = post(x) over the slice with the post kernel's f32 operations in its order (the
-//! `h_pre` clusters store it to `x_out`) before the projection: the outputs of `post` then `pre`,
-//! bit for bit, in one launch.
+//! (`mhc_post_pre_lc_sm90_*`, and the wide `mhc_post_pre_lcw_sm90_bf16` up to C =
+//! [`LC_WIDE_POST_MAX_C`](crate::device::cuda::abi::LC_WIDE_POST_MAX_C)) also bring f's slice and
+//! layer l's coefficients with the loads and compute x' = post(x) over the slice with the post
+//! kernel's f32 operations in its order (the `h_pre` clusters store it to `x_out`) before the
+//! projection: the outputs of `post` then `pre`, bit for bit, in one launch.
 
 use super::PreCall;
 use crate::config::Dtype;
 use crate::device::cuda::abi::{
     PreDecodeArgs, LC_POST_SHARED_PER_CHANNEL_BF16, LC_POST_SHARED_PER_CHANNEL_F32, LC_SHARED_PER_CHANNEL_BF16,
-    LC_SHARED_PER_CHANNEL_F32, LC_WIDE_PRE_ABOVE, LC_WIDE_PRE_TOKENS, LC_WIDE_SHARED,
+    LC_SHARED_PER_CHANNEL_F32, LC_WIDE_POST_SHARED, LC_WIDE_PRE_ABOVE, LC_WIDE_PRE_TOKENS, LC_WIDE_SHARED,
 };
 pub use crate::device::cuda::abi::{
     LC_CLUSTER, LC_FMA_MAX_TOKENS, LC_MAX_TOKENS, LC_NARROW_MAX_TOKENS, LC_PRE_TOKENS, LC_RES_TOKENS, LC_WIDE_TOKENS,
@@ -56,18 +57,17 @@ use crate::Stage;
 
 /// `(grid CTAs, channels per CTA, dynamic shared bytes)` of a launch at `t` tokens (1..=
 /// [`LC_MAX_TOKENS`]) of C = `c` (a multiple of 8 x [`LC_CLUSTER`]) in `dtype`; `post`: the
-/// `post_pre` entries (f's slices too). Above [`LC_FMA_MAX_TOKENS`] the launch is the wide
-/// entry's (`mhc_pre_lcw_sm90_bf16`, whose row starts at
-/// [`LC_WIDE_MIN_TOKENS`](crate::device::cuda::abi::LC_WIDE_MIN_TOKENS)).
+/// `post_pre` entries (f's slices too). Above [`LC_FMA_MAX_TOKENS`] the launch is a wide entry's
+/// (`mhc_pre_lcw_sm90_bf16`, `mhc_post_pre_lcw_sm90_bf16`).
 pub(crate) fn shape(c: usize, t: usize, dtype: Dtype, post: bool) -> (u32, usize, u32) {
     let cluster = LC_CLUSTER as usize;
     let cpc = c / cluster;
     let pre = pre_group(t);
     let clusters = t.div_ceil(res_group(t)) + t.div_ceil(pre);
     let shared = if t > LC_FMA_MAX_TOKENS {
-        // The wide groups (the bf16 pre entry; `args` refuses the others past their rows' T):
-        // the larger role's layout.
-        let [res, pre16, pre32] = LC_WIDE_SHARED;
+        // The wide groups (the bf16 entries; `args` refuses the others past their rows' T): the
+        // larger role's layout.
+        let [res, pre16, pre32] = if post { LC_WIDE_POST_SHARED } else { LC_WIDE_SHARED };
         let pre = if pre == LC_WIDE_PRE_TOKENS { pre32 } else { pre16 };
         (res.0 * cpc + res.1).max(pre.0 * cpc + pre.1)
     } else {
@@ -92,8 +92,8 @@ pub(crate) fn args(call: &PreCall<'_, '_>, post: bool) -> Result<(PreDecodeArgs,
     let cluster = b.cluster() as usize;
     let stage = if post { Stage::PostPre } else { Stage::Pre };
     // The row's own range: its f32 entries end at LC_NARROW_MAX_TOKENS and carry no 8-token body,
-    // the others at LC_FMA_MAX_TOKENS; the wide entry (mhc_pre_lcw_sm90_bf16) starts above it,
-    // and `shape` lays a launch out by that boundary.
+    // the others at LC_FMA_MAX_TOKENS; the wide entries start above it, and `shape` lays a launch
+    // out by that boundary.
     let tokens = &b.variant().entry.tokens;
     let (low, top) = (tokens.min as usize, (tokens.max as usize).min(LC_MAX_TOKENS));
     let wide_row = low > LC_FMA_MAX_TOKENS;
@@ -157,10 +157,14 @@ mod tests {
         assert_eq!(shape(4096, LC_MAX_TOKENS, Dtype::Bf16, false).0, 6 * LC_CLUSTER);
         assert_eq!(shape(7168, LC_MAX_TOKENS, Dtype::Bf16, false).0, 6 * LC_CLUSTER);
         assert_eq!(shape(8192, LC_MAX_TOKENS, Dtype::Bf16, false).0, 6 * LC_CLUSTER);
-        // The wide layouts leave room for the static arrays in an H100's 227 KB.
-        for c in [7168, 8192] {
-            assert!(shape(c, LC_MAX_TOKENS, Dtype::Bf16, false).2 <= 206 * 1024);
+        // The wide layouts leave room for the static arrays (at most 18 KB) in an H100's 227 KB:
+        // `pre` to C = 8192, `post_pre` (f's slices too) to LC_WIDE_POST_MAX_C only.
+        let room = 227 * 1024 - 18 * 1024;
+        for t in [17, 48, LC_MAX_TOKENS] {
+            assert!(shape(8192, t, Dtype::Bf16, false).2 <= room);
+            assert!(shape(crate::device::cuda::abi::LC_WIDE_POST_MAX_C, t, Dtype::Bf16, true).2 <= room);
         }
+        assert!(shape(8192, 17, Dtype::Bf16, true).2 > room);
         // At the catalogue's largest C the f32 slices fit an H100's 227 KB with the static arrays.
         assert!(shape(8192, 1, Dtype::F32, true).2 <= 200 * 1024);
         assert!(shape(8192, 1, Dtype::F32, false).2 < shape(8192, 1, Dtype::F32, true).2);
