@@ -389,7 +389,11 @@ fn conditioning(case: &PreCase, want: &PreOut, dtype: Dtype, label: &str) -> Con
     let hres_err = (0..t).map(row_err).filter(|&e| e <= tol).fold(0.0f64, common::nan_max);
     let worst =
         |out: fn(&PreOut) -> &Vec<f64>| evals.iter().map(|f| max_abs_diff(out(f), out(want))).fold(0.0, f64::max);
-    let f32_err = [worst(|o| &o.h_pre), worst(|o| &o.h_post), hres_err, worst(|o| &o.inv_rms)];
+    // h_pre = sigma(z) (+ eps_hc) and h_post = 2 sigma(z') come from the same kind of sums (phi
+    // rows 0..n and n..2n over the same x), so their f32 errors are one sample: pooled, h_post's
+    // scaled by its factor 2 (one run's f32 reference erred 4.6e-6 on h_pre and 6.0e-5 on h_post).
+    let sigmoid_err = worst(|o| &o.h_pre).max(worst(|o| &o.h_post) / 2.0);
+    let f32_err = [sigmoid_err, 2.0 * sigmoid_err, hres_err, worst(|o| &o.inv_rms)];
     let f32_a_err = evals.iter().map(|f| rel_l2(&f.a, &want.a)).fold(0.0, f64::max);
     let bad = skip_hres.iter().filter(|&&m| m).count();
     let [e_pre, e_post, e_res, e_rms] = f32_err;
@@ -599,11 +603,17 @@ fn pre_decode_kernel_shapes() {
     assert_ctas_refused(&dev, &stream, &mut rng, 4096, 2, 8);
 }
 
-/// Whether bf16 `pre` at n = 4, C = `c` (a multiple of 128 from 512), `t` tokens runs the logit
-/// clusters' wide entry: from 17 tokens up to C = 7168 (where `post_pre` runs its fold), from 33
-/// above, to 64.
+/// Whether bf16 `pre` at n = 4, C = `c`, `t` tokens runs the logit clusters' wide entry: C a
+/// multiple of 128 in 512..=8192, from 17 tokens up to C = 4096 (where `post_pre` runs its fold
+/// from 17 too), from 33 above, to 64.
 fn runs_wide(c: usize, t: usize) -> bool {
-    c % 128 == 0 && (512..=8192).contains(&c) && t <= 64 && (t > 32 || (t > 16 && c <= 7168))
+    c % 128 == 0 && (512..=8192).contains(&c) && t <= 64 && (t > 32 || (t > 16 && c <= 4096))
+}
+
+/// Whether bf16 `post_pre` at n = 4, C = `c`, `t` tokens runs the wide entry's fold (one launch):
+/// where `pre` runs the wide entry, to 48 tokens and C = 7168.
+fn folds_wide(c: usize, t: usize) -> bool {
+    runs_wide(c, t) && t <= 48 && c <= 7168
 }
 
 /// A `pre` call at C = `c`, `t` tokens, forced onto about `ctas` CTAs that cannot serve it:
@@ -628,11 +638,10 @@ fn assert_ctas_refused(
 /// The mid kernel (asm/ptx/sm90/pre_decode.ptx, `mhc_pre_mid_*`) at the shapes it is selected
 /// for: T in 1..=64 (token classes, both 32-token FMA passes, partial passes; at n = 4 and C a
 /// multiple of 128 below 17 tokens the logit clusters run, and bf16 runs their wide entry from 17
-/// to 64 tokens (from 33 above C = 7168), so those bf16 cases take the C next to it), n in
-/// {1, 2, 3, 4}, C in
-/// {512, 520, 1280, 1288, 4096, 4104, 7168}, both formulations and dtypes, phi ~ 0.5, strided x and a, gamma_k,
-/// forced CTA counts; and that C < 512, n = 8, gamma_f and T = 65 keep the other kernels, and
-/// that fewer CTAs than tokens are refused before the launch.
+/// to 64 tokens (from 33 above C = 4096), so those bf16 cases take the C next to it), n in
+/// {1, 2, 3, 4}, C in {512, 520, 1280, 1288, 4096, 4104, 7168}, both formulations and dtypes,
+/// phi ~ 0.5, strided x and a, gamma_k, forced CTA counts; and that C < 512, n = 8, gamma_f and
+/// T = 65 keep the other kernels, and that fewer CTAs than tokens are refused before the launch.
 #[test]
 #[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn pre_mid_kernel_shapes() {
@@ -743,14 +752,15 @@ fn pre_mid_n8_kernel_shapes() {
 
 /// The logit-cluster entries (asm/ptx/sm90/pre_lc.ptx, `mhc_pre_lc*`) where the catalogue selects
 /// them (n = 4, no gamma_f, C a multiple of 128 in 512..=8192, T = 1..16; bf16 the wide entries
-/// to 64, from 33 above C = 7168): within the reference's tolerances at every token count of a
+/// to 64, from 33 above C = 4096): within the reference's tolerances at every token count of a
 /// group and across groups (1..5, 8, 9, 12, 13, 16: the h_res clusters take 4 tokens, the h_pre
 /// clusters 8 above 12; then groups of 16 and 32), C of 512, 1152 (72 channels a CTA), 1280,
 /// 4096, 7168 and 8192, phi ~ 0.5, gamma_k, strided rows, both formulations and dtypes; and that
-/// T = 65, T = 17 / 32 at C = 8192, n = 3, gamma_f, C = 1288 (not a multiple of 128) and C = 8320
-/// keep the other kernels. The same shapes through the fused `post_pre` entries (the wide one to
-/// C = 7168): bit for bit `post` then `pre`, and within tolerance. f32 runs to 12 tokens (its
-/// rows' range: its shapes above 12 tokens are checked to keep the mid kernel).
+/// T = 65, T = 17 / 32 above C = 4096, n = 3, gamma_f, C = 1288 (not a multiple of 128) and
+/// C = 8320 keep the other kernels. The same shapes through the fused `post_pre` entries (the wide
+/// one to 48 tokens and C = 7168, elsewhere `post` then `pre`): bit for bit `post` then `pre`, and
+/// within tolerance. f32 runs to 12 tokens (its rows' range: its shapes above 12 tokens are
+/// checked to keep the mid kernel).
 #[test]
 #[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn pre_lc_kernel_shapes() {
@@ -789,13 +799,13 @@ fn pre_lc_kernel_shapes() {
             shapes.push(Shape { x_pad: 24, ..Shape::new(4, 8192, 15, form, dtype) });
             shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4096, 2, form, dtype) });
             shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 7168, 9, form, dtype) });
-            // The wide entries (bf16, 17..64 tokens; pre above C = 7168 from 33): odd counts, a
-            // partial last group, 16 and 32 tokens an h_pre cluster, every C bucket's edge,
-            // gamma_k, strided rows, phi ~ 0.5.
+            // The wide entries (bf16, 17..64 tokens, from 33 above C = 4096): odd counts, a partial
+            // last group, 16 and 32 tokens an h_pre cluster, every C bucket's edge, gamma_k,
+            // strided rows, phi ~ 0.5.
             for (c, t) in [
                 (4096, 17),
                 (4096, 32),
-                (7168, 23),
+                (1152, 23),
                 (4096, 33),
                 (4096, 48),
                 (4096, 49),
@@ -807,14 +817,14 @@ fn pre_lc_kernel_shapes() {
             ] {
                 shapes.push(Shape::new(4, c, t, form, dtype));
             }
-            shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 7168, 20, form, dtype) });
+            shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 4096, 20, form, dtype) });
             shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 4096, 40, form, dtype) });
             shapes.push(Shape { x_pad: 24, ..Shape::new(4, 512, 64, form, dtype) });
             shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 1152, 39, form, dtype) });
             shapes.push(Shape { gamma_k: true, ..Shape::new(4, 7168, 57, form, dtype) });
             let mut others = vec![
                 Shape::new(4, 8192, 17, form, dtype),
-                Shape::new(4, 8192, 32, form, dtype),
+                Shape::new(4, 7168, 32, form, dtype),
                 Shape::new(4, 4096, 65, form, dtype),
                 Shape::new(3, 4096, 1, form, dtype),
                 Shape { gamma_f: true, ..Shape::new(4, 4096, 2, form, dtype) },
@@ -827,11 +837,11 @@ fn pre_lc_kernel_shapes() {
             others.extend(beyond);
             check_where_selected(&dev, &stream, &mut rng, "mhc_pre_lc", &shapes, &others);
             // post_pre: the fused entries give post then pre's outputs bit for bit, within the
-            // reference's tolerances (the wide one up to C = 7168; above it post, then pre).
+            // reference's tolerances (the wide one where `folds_wide`; elsewhere post, then pre).
             for sh in &shapes {
                 let plan = catalogue_plan(&dev, sh.cfg(), sh.dtype, sh.t).unwrap();
                 let lc = plan.post_pre_launcher(sh.t) == Some(mhc::device::cuda::LaunchKind::PostPreLogitClusters);
-                let fused = sh.t <= 16 || sh.c <= 7168;
+                let fused = sh.t <= 16 || folds_wide(sh.c, sh.t);
                 assert_eq!(lc, fused, "{}: post_pre logit clusters selected", sh.label());
                 if fused {
                     fused_post_pre_matches_pair(&dev, &stream, &mut rng, sh, true);
@@ -845,7 +855,8 @@ fn pre_lc_kernel_shapes() {
 /// Small launches of the logit-cluster entries (gamma_k, strided rows, both dtypes and
 /// formulations; one cluster per role, then (bf16) four h_res and two h_pre clusters, whose
 /// pushes, mix and post items take two passes of the CTA's threads at 4352 channels; f32 to its
-/// 12 tokens; bf16 the wide entries at 20 and 39 tokens), for compute-sanitizer; also checked
+/// 12 tokens; bf16 the wide entries at 20 tokens and C = 3968, 39 and 4352), for compute-sanitizer;
+/// also checked
 /// against the reference, `post_pre` bit for bit against `post` then `pre`.
 #[test]
 #[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
@@ -866,8 +877,8 @@ fn lc_sanitizer_smoke() {
     }
     // The wide entries (bf16): partial last groups of each role, two mix passes, post items in
     // several passes.
-    for (t, form) in [(39, Formulation::Paper), (20, Formulation::DeepSeekV4)] {
-        let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4352, t, form, Dtype::Bf16) };
+    for (c, t, form) in [(4352, 39, Formulation::Paper), (3968, 20, Formulation::DeepSeekV4)] {
+        let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, c, t, form, Dtype::Bf16) };
         check_pre(&dev, &stream, &mut rng, &sh);
         fused_post_pre_matches_pair(&dev, &stream, &mut rng, &sh, true);
     }
@@ -925,9 +936,9 @@ fn mid_sanitizer_smoke() {
 /// The mid kernel's post_pre entries (pre_decode.ptx `mhc_post_pre_mid*`: the mid / mid16 kernel
 /// with layer l's post folded into its load phase) where the catalogue selects them (n = 1, 2, 4,
 /// no gamma_f, C >= 512, T = 1..32 where the logit clusters do not run (n = 4 and C a multiple of
-/// 128: to 16 tokens, bf16 to 64 up to C = 7168); n = 8 the mid_n8 and mid32_n8 kernels',
-/// T = 1..32): the same bits as `post`
-/// then `pre` and within the reference's tolerances, at T on both sides of the mid16 / mid and
+/// 128: to 16 tokens, bf16 from 17 up to C = 4096); n = 8 the mid_n8 and mid32_n8 kernels',
+/// T = 1..32): the same bits as `post` then `pre` and within the reference's tolerances, at T on
+/// both sides of the mid16 / mid and
 /// mid_n8 / mid32_n8 bounds, n = 1, 2, 4 and 8, C not a power of two and not a multiple of the
 /// CTAs' channels, phi ~ 0.5, gamma_k, strided rows, both formulations and dtypes; and that
 /// gamma_f, C < 512, n = 3 (no post kernel) and T = 33 .. 64 keep the others.
@@ -941,10 +952,10 @@ fn post_pre_mid_kernel_shapes() {
         let plan = catalogue_plan(&dev, sh.cfg(), sh.dtype, sh.t).unwrap();
         plan.post_pre_launcher(sh.t) == Some(mhc::device::cuda::LaunchKind::PostPreMid)
     };
-    // bf16 n = 4 from 17 tokens at C a multiple of 128 up to 7168 runs the wide logit clusters'
-    // fold (pre_lc_kernel_shapes): those cases take the C next to it.
+    // bf16 n = 4 where the wide logit clusters fold post in (pre_lc_kernel_shapes): those cases
+    // take the C next to it.
     let moved = |mut sh: Shape| {
-        if sh.dtype == Dtype::Bf16 && sh.n == 4 && sh.t > 16 && sh.c % 128 == 0 && sh.c <= 7168 {
+        if sh.dtype == Dtype::Bf16 && sh.n == 4 && folds_wide(sh.c, sh.t) {
             sh.c = if sh.c > 512 { sh.c - 8 } else { sh.c + 8 };
         }
         sh
@@ -1706,8 +1717,9 @@ fn decode_on_two_streams_at_once() {
     let Some(dev) = gpu() else { return };
     let mut rng = common::rng("decode_two_streams");
     let (s0, s1) = (Stream::new(&dev).unwrap(), Stream::new(&dev).unwrap());
-    // C = 4104 (not a multiple of 128): the mid kernel, not the logit clusters, at T = 1.
-    for (c, t) in [(4104, 1), (7168, 17)] {
+    // C = 4104 (not a multiple of 128): the mid kernel, not the logit clusters, at T = 1; above
+    // C = 4096 it serves T = 17..32.
+    for (c, t) in [(4104, 1), (8192, 17)] {
         let cfg = Config::new(4, c);
         let mut a = ready(&dev, &mut rng, cfg, Dtype::Bf16, t, 1);
         let mut b = ready(&dev, &mut rng, cfg, Dtype::Bf16, t, 1);

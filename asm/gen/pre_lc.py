@@ -56,13 +56,22 @@ MAX_TOKENS = 64
 # tokens a pre cluster against 8.68 with 32; docs/kernels/pre.md).
 WIDE_PRE_ABOVE = 48
 WIDE_PRE_GROUP = 32
-# The wide entries' rows start above FMA_MAX_TOKENS up to C = WIDE_POST_MAX_C (where the post_pre
-# wide entry folds post in, so `pre` and `post_pre` run the same kernel and `post_pre` gives `post`
-# then `pre`'s bits); above that C `pre`'s row starts at LARGE_C_MIN_TOKENS: up to 32 tokens
-# `post_pre` there runs the mid kernel's fold, whose outputs must be `post` then `pre`'s bit for
-# bit, so `pre` stays the mid kernel; from 33 tokens `post_pre` is `post`, then this entry.
+# Where the wide entries run. `post_pre` must give `post` then `pre`'s bits, so wherever it folds
+# post into a kernel, `pre` runs that kernel too (the mid kernel's fold with the mid kernel, this
+# entry's fold with this entry). Measured on an H200 in a graph (docs/kernels/post_pre.md), the
+# fold of post into the wide entry costs a pass over the group's x slices a CTA before the
+# projection (cnt cpc / 8 items of 160 FMA on 256 threads):
+# - up to C = WIDE_FOLD_MAX_C both wide entries take T = WIDE_MIN_TOKENS.. (post_pre at C = 4096,
+#   T = 17 / 32: 6.61 / 6.89 us against the mid kernel's fold 6.93 / 7.84);
+# - above it, the mid kernel and its fold keep T <= 32 (C = 7168, T = 17: the mid fold 8.03, the
+#   wide fold 9.06 us: twice the items a CTA), and the wide entries start at LARGE_C_MIN_TOKENS
+#   (post_pre at T = 40 / 48: 9.48 / 9.92 against post, then this pre 9.96 / 10.21);
+# - post_pre folds to WIDE_POST_MAX_TOKENS: above it the h_pre clusters of 32 tokens double their
+#   items and post, then this pre is faster (T = 64: 8.39 against 9.20 us at C = 4096, 11.27
+#   against 13.17 at 7168), and to C = WIDE_POST_MAX_C, past which f's slices do not fit.
 WIDE_MIN_TOKENS = FMA_MAX_TOKENS + 1
 LARGE_C_MIN_TOKENS = 33
+WIDE_FOLD_MAX_C = 4096
 WIDE_SLOTS = WIDE_PRE_GROUP // CLUSTER  # a wide pre CTA owns tokens rank + 16 j, j < WIDE_SLOTS
 # The wide layout pads a token's x slice by 16 bytes and a phi row slice by 32, so the rows that
 # one ldmatrix phase (8 token rows) and one phi fragment load (8 logit rows) touch fall in
@@ -70,9 +79,10 @@ WIDE_SLOTS = WIDE_PRE_GROUP // CLUSTER  # a wide pre CTA owns tokens rank + 16 j
 WIDE_X_PAD = 16
 WIDE_PHI_PAD = 32
 # The post_pre wide entry's largest C: f's slices of a cluster's tokens beside the wide layout and
-# the entry's static arrays fit a CTA's 227 KB up to C = 7168 (the h_pre role of 32 tokens: 226,720
-# bytes), not at 8192 (the h_res role 240,032, the h_pre role 256,416).
+# the entry's static arrays fit a CTA's 227 KB up to C = 7168 (the h_res role: 212,384 bytes), not
+# at 8192 (240,032); and its largest T (h_pre clusters of WIDE_GROUP tokens).
 WIDE_POST_MAX_C = 7168
+WIDE_POST_MAX_TOKENS = WIDE_PRE_ABOVE
 PRE_WORDS = ROLES["pre"]["words"]
 
 
@@ -185,9 +195,9 @@ HEADER = f"""\
 //         rounded to the storage type, stored to x_out by the pre role, and written back over
 //         the item's own x_s words (no other item reads them). The projection, sums of squares
 //         and mix then read x', so the outputs are post then pre's, bit for bit.
-// WIDE    mhc_pre_lcw_sm90_bf16 and mhc_post_pre_lcw_sm90_bf16 (T > {FMA_MAX_TOKENS}; post_pre to C = {WIDE_POST_MAX_C}:
-//         its f slices do not fit beside the wide layout above; above that C pre's row starts at
-//         T = {LARGE_C_MIN_TOKENS}, post_pre running the mid kernel's fold below it): res clusters of {WIDE_GROUP}
+// WIDE    mhc_pre_lcw_sm90_bf16 and mhc_post_pre_lcw_sm90_bf16 (T > {FMA_MAX_TOKENS}; their rows: from
+//         T = {WIDE_MIN_TOKENS} up to C = {WIDE_FOLD_MAX_C}, from {LARGE_C_MIN_TOKENS} above it; post_pre to T = {WIDE_POST_MAX_TOKENS} and C = {WIDE_POST_MAX_C},
+//         the reasons beside WIDE_MIN_TOKENS in asm/gen/pre_lc.py): res clusters of {WIDE_GROUP}
 //         tokens, pre clusters of {WIDE_GROUP} ({WIDE_PRE_GROUP} above T = {WIDE_PRE_ABOVE}: 4 + 2 clusters at T = 64, resident
 //         at once; with pre clusters of {WIDE_GROUP}, eight clusters, one would wait for a free GPC). x
 //         slices padded by {WIDE_X_PAD} bytes and phi row slices by {WIDE_PHI_PAD} (conflict-free ldmatrix and
@@ -197,7 +207,7 @@ HEADER = f"""\
 //         accumulator sets. The pre role gathers each token's row at its owner CTA t % 16
 //         (st.async), which computes and stores its coefficients and st.async's h_pre to every
 //         CTA's sm_hp (the h_pre mbarrier sm_hbar, 16 cnt bytes); every CTA then mixes. The
-//         post_pre wide entry folds post in as POST_PRE says, its item passes sized for {WIDE_PRE_GROUP} tokens.
+//         post_pre wide entry folds post in as POST_PRE says, its item passes sized for {WIDE_GROUP} tokens.
 //         Each entry declares its own static arrays, sized for its groups.
 // ORDER   Every sum has a fixed order (the quads per thread, the halving levels, warps, ranks):
 //         identical inputs give identical bits.
@@ -1513,7 +1523,7 @@ def entry(dt, post=False, wide=False):
     max_cpc = WIDE_POST_MAX_C // CLUSTER if wide else MAX_CPC
     name = f"mhc_{'post_pre' if post else 'pre'}_lc{'w' if wide else ''}_sm90_{dt}"
     L = [declarations(name, esz, post, wide, top), opening(esz, post, wide), loads(esz, post, top),
-         post_step(esz, top if wide else most, max_cpc) if post else "",
+         post_step(esz, WIDE_GROUP if wide else most, max_cpc) if post else "",
          "    @!%p_res bra ROLE_PRE;",
          role_rows("res", esz, most, wide), push("res"), res_tail(),
          "ROLE_PRE:",
@@ -1573,7 +1583,7 @@ def row_max_tokens(dt):
 
 
 def catalogue_rows():
-    """The catalogue rows of the six entries (the wide pre entry's in two rows: its C ranges)."""
+    """The catalogue rows of the six entries (each wide entry in two rows: its C ranges)."""
     G = catalogue.geometry
     rows = []
     for post in (False, True):
@@ -1608,28 +1618,31 @@ def catalogue_rows():
             f"cluster above {WIDE_PRE_ABOVE}), projected on the tensor cores (mma.sync, phi split into bf16 hi + "
             "lo); each h_pre cluster gathers a token's rows at one CTA, which sends its h_pre to every CTA")
     top_c = CLUSTER * MAX_CPC
-    for rid, c_range, low in (("pre_lcw_sm90_bf16", (C_MULTIPLE, MIN_C, WIDE_POST_MAX_C), WIDE_MIN_TOKENS),
-                              ("pre_lcw_large_c_sm90_bf16", (C_MULTIPLE, WIDE_POST_MAX_C + C_MULTIPLE, top_c),
+    for rid, c_range, low in (("pre_lcw_sm90_bf16", (C_MULTIPLE, MIN_C, WIDE_FOLD_MAX_C), WIDE_MIN_TOKENS),
+                              ("pre_lcw_large_c_sm90_bf16", (C_MULTIPLE, WIDE_FOLD_MAX_C + C_MULTIPLE, top_c),
                                LARGE_C_MIN_TOKENS)):
         rows.append(catalogue.row(
             rid, "pre", ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_lc.cubin", "mhc_pre_lcw_sm90_bf16",
             ["bf16"], [N], c_range, (low, MAX_TOKENS), WIDE_GROUP, THREADS,
             f"pre for {low}..{MAX_TOKENS} tokens at C = {c_range[1]}..{c_range[2]}: {wide}" + (
-                f" (up to {LARGE_C_MIN_TOKENS - 1} tokens the mid kernel, as post_pre's fold there)"
+                f" (up to {low - 1} tokens the mid kernel, whose fold post_pre runs there)"
                 if low > WIDE_MIN_TOKENS else ""),
             "pre_lc", x_passes=1, params=f"{PRE_DECODE.name} ({PRE_DECODE.size} B, {RUST_MIRROR})",
             rank=70, options=["gamma_k"],
             geometry=G(channels_per_thread=8, cluster=CLUSTER, dynamic_shared_max=wide_shared(c_range[2] // CLUSTER),
                        traits=["grid_dependency"])))
-    rows.append(catalogue.row(
-        "post_pre_lcw_sm90_bf16", "post_pre", ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_lc.cubin",
-        "mhc_post_pre_lcw_sm90_bf16", ["bf16"], [N], (C_MULTIPLE, MIN_C, WIDE_POST_MAX_C),
-        (WIDE_MIN_TOKENS, MAX_TOKENS), WIDE_GROUP, THREADS,
-        f"post_pre for {WIDE_MIN_TOKENS}..{MAX_TOKENS} tokens in one launch: {wide}; layer l's post computed from "
-        "the slices it loads (x' with post's f32 operations in its order, stored by the h_pre clusters and written "
-        "back over the x slice)", "post_pre_lc", x_passes=1,
-        params=f"{POST_PRE_PC.name} ({POST_PRE_PC.size} B, {RUST_MIRROR})", rank=70, options=["gamma_k"],
-        geometry=G(channels_per_thread=8, cluster=CLUSTER,
-                   dynamic_shared_max=wide_shared(WIDE_POST_MAX_C // CLUSTER, post=True),
-                   traits=["grid_dependency"])))
+    for rid, c_range, low in (("post_pre_lcw_sm90_bf16", (C_MULTIPLE, MIN_C, WIDE_FOLD_MAX_C), WIDE_MIN_TOKENS),
+                              ("post_pre_lcw_large_c_sm90_bf16",
+                               (C_MULTIPLE, WIDE_FOLD_MAX_C + C_MULTIPLE, WIDE_POST_MAX_C), LARGE_C_MIN_TOKENS)):
+        rows.append(catalogue.row(
+            rid, "post_pre", ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_lc.cubin", "mhc_post_pre_lcw_sm90_bf16",
+            ["bf16"], [N], c_range, (low, WIDE_POST_MAX_TOKENS), WIDE_GROUP, THREADS,
+            f"post_pre for {low}..{WIDE_POST_MAX_TOKENS} tokens at C = {c_range[1]}..{c_range[2]} in one launch: "
+            f"{wide}; layer l's post computed from the slices it loads (x' with post's f32 operations in its order, "
+            "stored by the h_pre clusters and written back over the x slice)", "post_pre_lc", x_passes=1,
+            params=f"{POST_PRE_PC.name} ({POST_PRE_PC.size} B, {RUST_MIRROR})", rank=70, options=["gamma_k"],
+            geometry=G(channels_per_thread=8, cluster=CLUSTER,
+                       dynamic_shared_max=max(wide_role_shared(r, WIDE_GROUP, c_range[2] // CLUSTER, post=True)
+                                              for r in ("res", "pre")),
+                       traits=["grid_dependency"])))
     return rows

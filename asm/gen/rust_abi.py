@@ -133,7 +133,6 @@ def pre_lc_items():
         const("LC_CLUSTER", "u32", c.CLUSTER, "CTAs per cluster (a non-portable size); CTA r owns channels [r C/16, (r+1) C/16)."),
         const("LC_FMA_MAX_TOKENS", "usize", c.FMA_MAX_TOKENS, "The largest T of the FMA entries (`mhc_pre_lc_sm90_*`, `mhc_post_pre_lc_sm90_*`: at most 4 h_res and 2 h_pre clusters, six); the wide entries (`mhc_pre_lcw_sm90_bf16`, `mhc_post_pre_lcw_sm90_bf16`) take the T above."),
         const("LC_WIDE_POST_MAX_C", "usize", c.WIDE_POST_MAX_C, "The largest C of the `post_pre` wide entry (f's slices beside the wide layout fit a CTA to here)."),
-        const("LC_LARGE_C_MIN_TOKENS", "usize", c.LARGE_C_MIN_TOKENS, "Above `LC_WIDE_POST_MAX_C` the `pre` wide entry's row starts here: below it `post_pre` runs the mid kernel's fold, whose outputs must be `post` then `pre`'s bit for bit, so `pre` there is the mid kernel."),
         const("LC_WIDE_TOKENS", "usize", c.WIDE_GROUP, "Tokens per cluster of either role in the wide entries (`mhc_pre_lcw_sm90_bf16`, `mhc_post_pre_lcw_sm90_bf16`), which project on the tensor cores."),
         const("LC_MAX_TOKENS", "usize", c.MAX_TOKENS, "Largest T of any entry (the wide entry: 4 h_res and 2 h_pre clusters, 96 CTAs)."),
         const("LC_WIDE_PRE_ABOVE", "usize", c.WIDE_PRE_ABOVE, "Above this T an h_pre cluster of the wide groups serves `LC_WIDE_PRE_TOKENS` tokens (T = 64: 4 + 2 clusters, resident at once)."),

@@ -499,9 +499,6 @@ pub const LC_FMA_MAX_TOKENS: usize = 16;
 /// The largest C of the `post_pre` wide entry (f's slices beside the wide layout fit a CTA to here).
 pub const LC_WIDE_POST_MAX_C: usize = 7168;
 
-/// Above `LC_WIDE_POST_MAX_C` the `pre` wide entry's row starts here: below it `post_pre` runs the mid kernel's fold, whose outputs must be `post` then `pre`'s bit for bit, so `pre` there is the mid kernel.
-pub const LC_LARGE_C_MIN_TOKENS: usize = 33;
-
 /// Tokens per cluster of either role in the wide entries (`mhc_pre_lcw_sm90_bf16`, `mhc_post_pre_lcw_sm90_bf16`), which project on the tensor cores.
 pub const LC_WIDE_TOKENS: usize = 16;
 

@@ -774,7 +774,7 @@ mod tests {
     fn planned_kernels_follow_the_catalogue() {
         use Stage::{Post, PostPre, Pre};
         // pre, n = 4, C = 4096: the logit clusters up to 16 tokens (f32: 12; then mid to 64, the
-        // decode kernel behind it), their wide entry to 64 (bf16; above C = 7168 from 33 tokens,
+        // decode kernel behind it), their wide entry to 64 (bf16; above C = 4096 from 33 tokens,
         // mid below), then the persistent clusters.
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 1), ["mhc_pre_lc_sm90_bf16"]);
         assert_eq!(planned(4, 7168, Dtype::Bf16, Pre, 16), ["mhc_pre_lc_sm90_bf16"]);
@@ -782,8 +782,9 @@ mod tests {
         assert_eq!(planned(4, 7168, Dtype::F32, Pre, 12), ["mhc_pre_lc_sm90_f32"]);
         assert_eq!(planned(4, 7168, Dtype::F32, Pre, 13), ["mhc_pre_mid_sm90_f32"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 17), ["mhc_pre_lcw_sm90_bf16"]);
-        assert_eq!(planned(4, 7168, Dtype::Bf16, Pre, 32), ["mhc_pre_lcw_sm90_bf16"]);
-        assert_eq!(planned(4, 7296, Dtype::Bf16, Pre, 32), ["mhc_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 32), ["mhc_pre_lcw_sm90_bf16"]);
+        assert_eq!(planned(4, 4224, Dtype::Bf16, Pre, 17), ["mhc_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 7168, Dtype::Bf16, Pre, 32), ["mhc_pre_mid_sm90_bf16"]);
         assert_eq!(planned(4, 8192, Dtype::Bf16, Pre, 17), ["mhc_pre_mid_sm90_bf16"]);
         assert_eq!(planned(4, 8192, Dtype::Bf16, Pre, 33), ["mhc_pre_lcw_sm90_bf16"]);
         // Where the logit clusters do not run (C not a multiple of 128, past 8192, n = 3):
@@ -812,21 +813,24 @@ mod tests {
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 449), ["mhc_post_pre_pc16_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 8192), ["mhc_post_pre_pc16_bf16_n4"]);
         // The logit clusters' fused entries where they run: to 16 tokens (f32: 12), the wide one
-        // (bf16) from 17 to 64 up to C = 7168; else mid16 / mid to 32, then post and pre.
+        // (bf16) to 48 (from 17 up to C = 4096, from 33 up to 7168); else mid16 / mid to 32, then
+        // post and pre.
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 1), ["mhc_post_pre_lc_sm90_bf16"]);
         assert_eq!(planned(4, 7168, Dtype::Bf16, PostPre, 16), ["mhc_post_pre_lc_sm90_bf16"]);
         assert_eq!(planned(4, 7168, Dtype::F32, PostPre, 12), ["mhc_post_pre_lc_sm90_f32"]);
         assert_eq!(planned(4, 7168, Dtype::F32, PostPre, 13), ["mhc_post_pre_mid_sm90_f32"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 17), ["mhc_post_pre_lcw_sm90_bf16"]);
-        assert_eq!(planned(4, 7168, Dtype::Bf16, PostPre, 64), ["mhc_post_pre_lcw_sm90_bf16"]);
-        assert_eq!(planned(4, 7296, Dtype::Bf16, PostPre, 17), ["mhc_post_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 7168, Dtype::Bf16, PostPre, 48), ["mhc_post_pre_lcw_sm90_bf16"]);
+        assert_eq!(planned(4, 7168, Dtype::Bf16, PostPre, 32), ["mhc_post_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 4224, Dtype::Bf16, PostPre, 17), ["mhc_post_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 49), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_lcw_sm90_bf16"]);
         assert_eq!(planned(4, 8192, Dtype::Bf16, PostPre, 33), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_lcw_sm90_bf16"]);
         assert_eq!(planned(4, 4104, Dtype::Bf16, PostPre, 1), ["mhc_post_pre_mid16_sm90_bf16"]);
         assert_eq!(planned(4, 4104, Dtype::Bf16, PostPre, 8), ["mhc_post_pre_mid16_sm90_bf16"]);
         assert_eq!(planned(4, 4104, Dtype::Bf16, PostPre, 9), ["mhc_post_pre_mid_sm90_bf16"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 32), ["mhc_post_pre_lcw_sm90_bf16"]);
         assert_eq!(planned(4, 4096, Dtype::F32, PostPre, 32), ["mhc_post_pre_mid_sm90_f32"]);
-        assert_eq!(planned_with(4, 4096, Dtype::Bf16, PostPre, 64, &Tuning::Embedded), ["mhc_post_pre_lcw_sm90_bf16"]);
+        assert_eq!(planned_with(4, 4096, Dtype::Bf16, PostPre, 40, &Tuning::Embedded), ["mhc_post_pre_lcw_sm90_bf16"]);
         assert_eq!(planned(2, 520, Dtype::F32, PostPre, 32), ["mhc_post_pre_mid_sm90_f32"]);
         // n = 8: the mid_n8 kernel's post_pre entries to 16 tokens, the mid32_n8 ones to 32, then
         // post and pre.
@@ -853,8 +857,8 @@ mod tests {
         assert!(n3.is_err(), "n = 3 has no post kernel, so no post_pre (fused or not)");
         assert_eq!(planned(4, 504, Dtype::Bf16, PostPre, 1), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_decode_sm90_bf16"]);
         // C = 5120..8192 (multiples of 1024): the fused pair entry from 256 tokens, post then the
-        // pair pre entry from 65; the wide logit clusters' post_pre entry to 64 tokens up to
-        // C = 7168, the mid kernel's to 32 above; pre on the logit clusters to 64.
+        // pair pre entry from 65; the mid kernel's post_pre entry to 32 tokens, the wide logit
+        // clusters' to 48 up to C = 7168; pre on the logit clusters to 64.
         for c in [5120, 6144, 7168, 8192] {
             assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 256), ["mhc_post_pre_pc16p_bf16_n4"], "C = {c}");
             assert_eq!(
@@ -863,8 +867,9 @@ mod tests {
                 "C = {c}"
             );
             assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 8192), ["mhc_post_pre_pc16p_bf16_n4"], "C = {c}");
-            let fold = if c <= 7168 { "mhc_post_pre_lcw_sm90_bf16" } else { "mhc_post_pre_mid_sm90_bf16" };
-            assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 32), [fold], "C = {c}");
+            assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 32), ["mhc_post_pre_mid_sm90_bf16"], "C = {c}");
+            let fold = if c <= 7168 { "mhc_post_pre_lcw_sm90_bf16" } else { "mhc_post_v4_bf16_n4_v2" };
+            assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 40)[0], fold, "C = {c}");
             assert_eq!(planned(4, c, Dtype::Bf16, Pre, 64), ["mhc_pre_lcw_sm90_bf16"], "C = {c}");
             assert_eq!(planned(4, c, Dtype::Bf16, Pre, 65), ["mhc_pre_pc16p_bf16_n4"], "C = {c}");
             assert_eq!(planned(4, c, Dtype::Bf16, Pre, 8192), ["mhc_pre_pc16p_bf16_n4"], "C = {c}");

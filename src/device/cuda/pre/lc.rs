@@ -162,6 +162,8 @@ mod tests {
         let room = 227 * 1024 - 18 * 1024;
         for t in [17, 48, LC_MAX_TOKENS] {
             assert!(shape(8192, t, Dtype::Bf16, false).2 <= room);
+        }
+        for t in [17, LC_WIDE_PRE_ABOVE] {
             assert!(shape(crate::device::cuda::abi::LC_WIDE_POST_MAX_C, t, Dtype::Bf16, true).2 <= room);
         }
         assert!(shape(8192, 17, Dtype::Bf16, true).2 > room);
