@@ -793,7 +793,9 @@ fn pre_lc_kernel_shapes() {
                 shapes.push(Shape::new(4, c, t, form, dtype));
             }
             shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 4096, 1, form, dtype) });
-            shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 7168, 6, form, dtype) });
+            // phi ~ 0.5 at C = 4096: at 7168 most tokens' h_res is ill-conditioned in f32 (the
+            // Paper: 5 of 6 in one run), and the case would compare too little.
+            shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 4096, 6, form, dtype) });
             shapes.push(Shape { x_pad: 24, ..Shape::new(4, 4096, 3, form, dtype) });
             shapes.push(Shape { x_pad: 24, ..Shape::new(4, 1152, 10, form, dtype) });
             shapes.push(Shape { x_pad: 24, ..Shape::new(4, 8192, 15, form, dtype) });
