@@ -152,15 +152,13 @@ HEADER = f"""\
 //         skips the first wait, copies its phi rows, and waits after them. After it, bulk copies
 //         (cp.async.bulk) bring the role's phi rows (a run of cpc floats per row and stream), the
 //         group's x rows (a run per token and stream) and gamma_k's slice (or 1.0 where gamma_k
-//         is absent) into dynamic shared memory, the activations (x, gamma_k, post_pre's f)
-//         issued first and completing on one mbarrier, phi's rows on another, so post_pre's x'
-//         step runs while phi arrives. A warp's lanes issue bulk copies one after another, so
-//         lane l of warp w takes copy w + 8 (l / 4) of stream l % 4 (at most 12 a warp instead
-//         of 68 on one warp: T = 1, C = 4096 in a graph 5.77 -> 4.42 us, H200). One mbarrier a
-//         stream, the projection waiting per quad, was slower in graph replays wherever C / 16
-//         is not 256 (C = 3072, T = 4: 8.21 against 4.43 us; C = 7168: 9.78 against 5.87).
-//         Layout: x_s[group][4 cpc] (storage dtype; zeros past the group's tokens), gk_s[4 cpc]
-//         f32, phi_s[rows][4 cpc] f32.
+//         is absent) into dynamic shared memory, all completing on one mbarrier. A warp's lanes
+//         issue bulk copies one after another, so lane l of warp w takes copy w + 8 (l / 4) of
+//         stream l % 4 (at most 12 a warp instead of 68 on one warp: T = 1, C = 4096 in a graph
+//         5.77 -> 4.42 us, H200). One mbarrier a stream, the projection waiting per quad, was
+//         slower in graph replays wherever C / 16 is not 256 (C = 3072, T = 4: 8.21 against
+//         4.43 us; C = 7168: 9.78 against 5.87). Layout: x_s[group][4 cpc] (storage dtype; zeros
+//         past the group's tokens), gk_s[4 cpc] f32, phi_s[rows][4 cpc] f32.
 // PROJECT Thread j owns the slice's element quads q = j, j + {THREADS}, ...: per quad, the group's
 //         tokens' x (widened, times gamma_k) and the role's rows of phi (16-byte loads: a warp
 //         reads 512 consecutive bytes) into acc[t][row] (FMA over the quad's 4 elements, in
@@ -266,8 +264,7 @@ def static_arrays(top, wide, post):
         gat_what = f"res: [16 ranks][{ROW}]; pre: [{GROUP}][16 ranks][{PRE_WORDS}]"
     uc = f"""
     .shared .align 16 .b8 sm_uc[{4 * top * 20}];          // layer l's h_post [4] and h_res [4][4] per token""" if post else ""
-    return f"""    .shared .align 8 .b64 sm_lbar;             // the activations' copies' mbarrier (x, gamma_k; post_pre: f)
-    .shared .align 8 .b64 sm_pbar;             // phi's copies' mbarrier
+    return f"""    .shared .align 8 .b64 sm_lbar;             // the copies' mbarrier
     .shared .align 8 .b64 sm_gbar;             // the gather's mbarrier (st.async from the peers)""" + ("""
     .shared .align 8 .b64 sm_hbar;             // the h_pre mbarrier (st.async from the owners)""" if wide else "") + f"""
     .shared .align 16 .b8 sm_red[{4 * WARPS * red}];       // warp sums red[8][V + tg] (V = tg rows)
@@ -295,7 +292,7 @@ def declarations(name, esz, post, wide, top):
     .reg .b32 %T, %n, %C, %M, %xs, %as, %cpc, %iters, %flags;
     .reg .f32 %eps_norm, %eps_hc, %invk, %inv_t, %sc, %bz<16>;
     .reg .b32 %tx, %warp, %lane, %rank, %clu, %tok0, %cnt, %grp, %K, %c0, %q, %s;
-    .reg .b32 %xsm, %gksm, %phsm, %rowb, %xrow, %lbar, %pbar, %gbar, %hbar;
+    .reg .b32 %xsm, %gksm, %phsm, %rowb, %xrow, %lbar, %gbar, %hbar;
     .reg .f32 %acc<64>, %ss<8>, %xq<32>, %gq<4>, %ph<4>, %hs, %hk, %hr;
     .reg .b32 %xw<8>, %bh<2>, %bl<2>, %bu<4>;
     .reg .f32 %bf<4>, %sg<32>, %pa<16>, %ga<8>;
@@ -341,7 +338,6 @@ def declarations(name, esz, post, wide, top):
     mul.lo.u32 %r1, %r1, %rowb;
     add.u32 %fsm, %phsm, %r1;               // post_pre: f_s[grp][cpc] (storage dtype)""" * post + f"""
     mov.u32 %lbar, sm_lbar;
-    mov.u32 %pbar, sm_pbar;
     mov.u32 %gbar, sm_gbar;""" + ("""
     mov.u32 %hbar, sm_hbar;""" if wide else "") + (f"""
     setp.eq.u32 %pst, %tx, 0;
@@ -350,13 +346,15 @@ def declarations(name, esz, post, wide, top):
     add.u64 %sadr, %sadr, %part;""" if "stamps" in EXPERIMENTS else "") + stamp(0)
 
 
-# post_pre: the f rows of the group's tokens, cpc elements each, arrive on the activations'
-# mbarrier: copy m = grp + 1 + k of "stream" i is token 4 k + i's f row (cpc elements from c0)
+# post_pre: the f rows of the group's tokens, cpc elements each, arrive on the same mbarrier:
+# copy m = rows + grp + 1 + k of "stream" i is token 4 k + i's f row (cpc elements from channel c0)
 F_COPY = """
     bra FILLS;
 COPY_F:
     sub.u32 %r5, %r3, %grp;
-    sub.u32 %r5, %r5, 1;                    // k
+    sub.u32 %r5, %r5, 1;                    // k (wraps below the f copies)
+    setp.gt.u32 %p1, %r5, {k_max};
+    @%p1 bra FILLS;
     mad.lo.u32 %r4, %r5, 4, %r4;            // token t = 4 k + i
     setp.ge.u32 %p1, %r4, %cnt;
     @%p1 bra FILLS;
@@ -520,10 +518,7 @@ def load8(addr, regs, esz):
 
 
 # The thread's bulk-copy slot: %r4 = stream i = lane % 4, %r3 = copy m = warp + 8 (lane / 4) of
-# the stream, %r11 = bytes of a phi / gamma_k run, %r2 = the role's phi rows. The copies of a
-# stream go activations first: m < grp the group's x rows, m = grp gamma_k's run, then (post_pre)
-# f's rows, then phi's rows from phi_base(); a warp's lanes issue in order, so x lands before phi
-# and post_pre's x' step runs while phi is still arriving.
+# the stream, %r11 = bytes of a phi / gamma_k run, %r2 = the role's phi rows.
 COPY_SLOT = f"""    and.b32 %r4, %lane, 3;                  // stream i
     shr.u32 %r3, %lane, 2;
     shl.b32 %r3, %r3, 3;
@@ -531,13 +526,7 @@ COPY_SLOT = f"""    and.b32 %r4, %lane, 3;                  // stream i
     shl.b32 %r11, %cpc, 2;                  // bytes of a phi / gamma_k run
     {role_select('%r2', 'rows')}"""
 
-def phi_base(post, top):
-    """%r12 = the first phi copy of a stream's slots: after x (grp), gamma_k (1) and f (post_pre:
-    top / N copies of N tokens' rows)."""
-    return f"    {f'add.u32 %r12, %grp, {1 + (top // N if post else 0)};':<36}// the first phi copy"
-
-
-# Copy %r3 (< rows) of the phi copies: phi row %r3 of the role, stream i (a run of cpc floats).
+# Copy m < rows of the slot: phi row m of the role, stream i (a run of cpc floats).
 PHI_COPY = f"""    {role_select('%r10', 'first')}      // first logit row
     add.u32 %r5, %r3, %r10;
     mad.lo.u32 %r5, %r5, %K, %c0;
@@ -546,14 +535,14 @@ PHI_COPY = f"""    {role_select('%r10', 'first')}      // first logit row
     add.u64 %rd1, %phi, %rd1;
     mad.lo.u32 %r6, %r3, %rowb, %phsm;
     mad.lo.u32 %r6, %r4, %r11, %r6;
-    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%pbar];"""
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%lbar];"""
 
 
 
 def phi_async(label):
     """pre_lc.ldgsts: the role's phi rows by 16-byte cp.async from every thread instead of bulk
     copies: thread j copies chunk u = j, j + THREADS, ... (stream u / (cpc / 4)) of every row
-    slice, then arrives on the phi mbarrier when they have landed (noinc: the mbarrier counts
+    slice, then arrives on the load mbarrier when they have landed (noinc: the mbarrier counts
     1 + THREADS arrivals)."""
     return f"""    {role_select('%r2', 'rows')}
     {role_select('%r10', 'first')}
@@ -583,10 +572,10 @@ def phi_async(label):
     add.u32 %s, %s, {THREADS};
     bra {label}_U;
 {label}_DONE:
-    cp.async.mbarrier.arrive.noinc.shared::cta.b64 [sm_pbar];"""
+    cp.async.mbarrier.arrive.noinc.shared::cta.b64 [sm_lbar];"""
 
 
-def early_phi(post, top):
+def early_phi():
     """Where the caller promised that no kernel still running writes the weights
     (FLAG_EARLY_PARAMS, Overlap::Weights): phi's rows are copied before the grid dependency, while
     the previous kernel drains; activations and layer l's inputs still wait for it."""
@@ -594,8 +583,6 @@ def early_phi(post, top):
         copies = phi_async("EARLY_PHI")
     else:
         copies = f"""{COPY_SLOT}
-{phi_base(post, top)}
-    sub.u32 %r3, %r3, %r12;                 // phi copy (wraps below the first)
     setp.ge.u32 %p1, %r3, %r2;
     @%p1 bra EARLY_COPIED;
 {PHI_COPY}
@@ -644,33 +631,27 @@ PREFETCH_ISSUE:
 PREFETCHED:"""
 
 
-def opening(esz, post, top, wide=False):
-    """Thread 0 initialises the load mbarriers (activations; phi) and the gather mbarrier (and in
-    the wide entry the h_pre mbarrier) and arms them (the gather one where this CTA receives rows: the wide pre role
+def opening(esz, post, wide=False):
+    """Thread 0 initialises the load mbarrier and the gather mbarrier (and in the wide entry the
+    h_pre mbarrier) and arms them (the gather one where this CTA receives rows: the wide pre role
     its owned tokens' rows, the h_pre one every token's h_pre); a CTA barrier, so no copy completes
     on an unarmed barrier; everyone arrives on the cluster barrier that tells the peers the
     mbarriers exist; then the grid dependency."""
     return f"""{prefetch()}
     setp.ne.u32 %p1, %tx, 0;
     @%p1 bra INIT_DONE;
-    mbarrier.init.shared::cta.b64 [sm_lbar], 1;
-    mbarrier.init.shared::cta.b64 [sm_pbar], {1 + THREADS if "ldgsts" in EXPERIMENTS else 1};
+    mbarrier.init.shared::cta.b64 [sm_lbar], {1 + THREADS if "ldgsts" in EXPERIMENTS else 1};
     mbarrier.init.shared::cta.b64 [sm_gbar], 1;""" + ("""
     mbarrier.init.shared::cta.b64 [sm_hbar], 1;""" if wide else "") + f"""
     fence.mbarrier_init.release.cluster;
-    // the activations' bytes: the group's x rows of 4 streams x cpc channels (+ gamma_k's; post_pre: f's)
+    // the copies' bytes: the role's phi rows and the group's x rows of 4 streams x cpc channels (+ gamma_k's)
     {role_select('%r2', 'rows')}
     mul.lo.u32 %r1, %cnt, %cpc;
     mul.lo.u32 %r1, %r1, {esz};
-    shl.b32 %r3, %cpc, 2;
+    shl.b32 %r3, %cpc, 2;{"" if "ldgsts" in EXPERIMENTS else chr(10) + "    mad.lo.u32 %r1, %r2, %r3, %r1;"}
     @%p_gk add.u32 %r1, %r1, %r3;
     shl.b32 %r1, %r1, 2;{F_BYTES.format(esz=esz) if post else ""}
     mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_lbar], %r1;
-    // phi's: the role's rows of 4 streams x cpc floats""" + ("""
-    mbarrier.arrive.shared::cta.b64 %st, [sm_pbar];""" if "ldgsts" in EXPERIMENTS else """
-    mul.lo.u32 %r1, %r2, %r3;
-    shl.b32 %r1, %r1, 2;
-    mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_pbar], %r1;""") + f"""
     // the gather: role pre 16 ranks x the group's tokens x 48 bytes; role res CTA t < its group 16 x {4 * ROW}
     @!%p_res bra ARM_PRE;
     setp.ge.u32 %p2, %rank, %grp;
@@ -688,7 +669,7 @@ ARM_PRE:""" + (f"""
 INIT_DONE:
     barrier.sync 0;                         // the load mbarrier is armed
     barrier.cluster.arrive.release;         // waited for before the first push
-{early_phi(post, top)}{stamp(1)}"""
+{early_phi()}{stamp(1)}"""
 
 
 def shared_fill(label, base):
@@ -728,24 +709,17 @@ XPROBE_DONE:"""
 
 
 def loads(esz, post, top):
-    """The bulk copies, spread over the warps (a warp's lanes issue theirs one after another): lane
-    l of warp w issues copy m = w + 8 (l / 4) of stream i = l % 4: m < grp the group's x rows,
-    m = grp gamma_k's run, then for post_pre the f rows (token 4 k + i), all on the activations'
-    mbarrier, then the role's phi rows on phi's. The warps fill gk_s with 1.0 where gamma_k is
-    absent and zero x_s past the group's tokens. Then the coefficient threads' base / scale
-    registers (post_pre: layer l's coefficients too), and the wait for the activations (phi's:
-    phi_wait, after post_pre's x' step)."""
+    """The bulk copies, spread over the warps (a warp's lanes issue theirs one after another), all
+    completing on the one load mbarrier: lane l of warp w issues copy m = w + 8 (l / 4) of stream
+    i = l % 4: m < rows a phi row, then the group's x rows, then gamma_k's run (and for post_pre
+    the f row of token i). The warps fill gk_s with 1.0 where gamma_k is absent and zero x_s past
+    the group's tokens. Then the coefficient threads' base / scale registers (post_pre: layer l's
+    coefficients too), and the wait for the copies."""
     L = []
     e = L.append
     phi = "    bra FILLS;" if "ldgsts" in EXPERIMENTS else f"""    @%p_early bra FILLS;
-    sub.u32 %r3, %r3, %r12;                 // phi copy
-    setp.ge.u32 %p1, %r3, %r2;
-    @%p1 bra FILLS;
 {PHI_COPY}
     bra FILLS;"""
-    to_f = """
-    setp.lt.u32 %p1, %r3, %r12;
-    @%p1 bra COPY_F;""" if post else ""
     if "xprobe" in EXPERIMENTS:
         e(x_probe(esz))
     e((f"""    @%p_early bra PHI_ISSUED;
@@ -753,15 +727,13 @@ def loads(esz, post, top):
 PHI_ISSUED:
 """ if "ldgsts" in EXPERIMENTS else "") + f"""    // ---- loads (phi's rows already issued where flags say the weights may load early)
 {COPY_SLOT}
-{phi_base(post, top)}
-    setp.lt.u32 %p1, %r3, %grp;
-    @%p1 bra COPY_X;                        // token t = m of the group
-    setp.eq.u32 %p1, %r3, %grp;
-    @%p1 bra COPY_GK;{to_f}
+    setp.ge.u32 %p1, %r3, %r2;
+    @%p1 bra COPY_X;
 {phi}
 COPY_X:
+    sub.u32 %r3, %r3, %r2;                  // token t of the group
     setp.ge.u32 %p1, %r3, %cnt;
-    @%p1 bra FILLS;
+    @%p1 bra COPY_GK;
     add.u32 %r5, %tok0, %r3;
     mul.wide.u32 %rd1, %r5, %xs;            // token row (64-bit: T x stride may pass 2^32)
     mad.lo.u32 %r5, %r4, %C, %c0;
@@ -777,12 +749,14 @@ COPY_X:
     cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r8, [%lbar];
     bra FILLS;
 COPY_GK:
+    setp.ne.u32 %p1, %r3, %grp;
+    @%p1 bra {"COPY_F" if post else "FILLS"};
     @!%p_gk bra FILLS;
     mad.lo.u32 %r5, %r4, %C, %c0;
     mul.wide.u32 %rd1, %r5, 4;
     add.u64 %rd1, %gk, %rd1;
     mad.lo.u32 %r6, %r4, %r11, %gksm;
-    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%lbar];{F_COPY.format(esz=esz) if post else ""}
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%lbar];{F_COPY.format(esz=esz, k_max=top // N - 1) if post else ""}
 FILLS:
     // gk_s = 1.0 without gamma_k (x times 1.0 is exact); x_s zeros past the group's tokens
     @%p_gk bra GK_DONE;
@@ -822,15 +796,8 @@ PARAMS_DONE:{coef_loads(top) if post else ""}
     barrier.sync 0;                         // gk_s and x_s's zeros written
 LOAD_WAIT:
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [sm_lbar], 0;
-    @!%p1 bra LOAD_WAIT;""")
+    @!%p1 bra LOAD_WAIT;""" + stamp(2))
     return "\n".join(L)
-
-
-def phi_wait():
-    """The wait for phi's rows (after post_pre's x' step, which needs only the activations)."""
-    return """PHI_WAIT:
-    mbarrier.try_wait.parity.shared::cta.b64 %p1, [sm_pbar], 0;
-    @!%p1 bra PHI_WAIT;""" + stamp(2)
 
 
 def projection(role, esz, tg):
@@ -1555,8 +1522,8 @@ def entry(dt, post=False, wide=False):
     top = WIDE_PRE_GROUP if wide else GROUP     # the static arrays' rows, the coefficient threads
     max_cpc = WIDE_POST_MAX_C // CLUSTER if wide else MAX_CPC
     name = f"mhc_{'post_pre' if post else 'pre'}_lc{'w' if wide else ''}_sm90_{dt}"
-    L = [declarations(name, esz, post, wide, top), opening(esz, post, top, wide), loads(esz, post, top),
-         post_step(esz, WIDE_GROUP if wide else most, max_cpc) if post else "", phi_wait(),
+    L = [declarations(name, esz, post, wide, top), opening(esz, post, wide), loads(esz, post, top),
+         post_step(esz, WIDE_GROUP if wide else most, max_cpc) if post else "",
          "    @!%p_res bra ROLE_PRE;",
          role_rows("res", esz, most, wide), push("res"), res_tail(),
          "ROLE_PRE:",
