@@ -203,8 +203,8 @@ HEADER = f"""\
 //         slices padded by {WIDE_X_PAD} bytes and phi row slices by {WIDE_PHI_PAD} (conflict-free ldmatrix and
 //         fragment loads). The projection is mma.sync m16n8k16 (projection_mma): A = 16 tokens' x
 //         by ldmatrix.x4, B = phi times gamma_k split into bf16 hi (upper half, prmt) + lo (the
-//         rest, rounded), ss the Gram diagonal; k-steps dealt to the warps, one a trip, hi's
-//         and lo's products into one accumulator set. The pre role gathers each token's row at its owner CTA t % 16
+//         rest, rounded), ss the Gram diagonal; k-steps dealt to the warps, two a trip in four
+//         accumulator sets. The pre role gathers each token's row at its owner CTA t % 16
 //         (st.async), which computes and stores its coefficients and st.async's h_pre to every
 //         CTA's sm_hp (the h_pre mbarrier sm_hbar, 16 cnt bytes); every CTA then mixes. The
 //         post_pre wide entry folds post in as POST_PRE says, its item passes sized for {WIDE_GROUP} tokens.
@@ -961,58 +961,70 @@ ROWS_{R}_DONE:
 MMA = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
 
 
-def trips(e, R, mt, nt, gk):
-    """projection_mma's K loop, a k-step a trip, with (gk) or without gamma_k's multiplies."""
+def trips(e, R, mt, nt, S, gk):
+    """projection_mma's K loop: two k-steps a trip, with (gk) or without gamma_k's multiplies."""
     top = f"MM_{R}_{'GK' if gk else 'PLAIN'}_TRIP"
     e(f"""{"" if gk else f"MM_{R}_PLAIN:" + chr(10)}    mov.u32 %q, %warp;
 {top}:
     setp.ge.u32 %p1, %q, %r9;
     @%p1 bra MM_{R}_DONE;
-    shl.b32 %r1, %q, 5;                     // 16 elements of x: 32 bytes a step
+    add.u32 %r12, %q, {WARPS};
+    setp.lt.u32 %p4, %r12, %r9;             // step B within the slice
+    selp.u32 %r12, %r12, %q, %p4;           // else B reads A's elements (its x zeroed)""")
+    for step, qreg in (("A", "%q"), ("B", "%r12")):
+        base = 0 if step == "A" else 4 * mt
+        e(f"""    shl.b32 %r1, {qreg}, 5;                     // 16 elements of x: 32 bytes a step
     add.u32 %r1, %r6, %r1;""")
-    for m in range(mt):
-        xw = ", ".join(f"%xa{4 * m + u}" for u in range(4))
-        e(f"    ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{xw}}}, [%r1];")
-        if m + 1 < mt:
-            e("    add.u32 %r1, %r1, %r11;")
-    e("    shl.b32 %r1, %q, 6;                     // 16 floats: 64 bytes a step")
-    if gk:
-        e("""    add.u32 %r4, %r8, %r1;
-    ld.shared.v2.f32 {%ga0, %ga1}, [%r4];
-    ld.shared.v2.f32 {%ga2, %ga3}, [%r4+32];""")
-    e("    add.u32 %r5, %r7, %r1;")
-    for j in range(nt):
-        e(f"""    ld.shared.v2.f32 {{%pa{4 * j}, %pa{4 * j + 1}}}, [%r5];
-    ld.shared.v2.f32 {{%pa{4 * j + 2}, %pa{4 * j + 3}}}, [%r5+32];""")
-        if j + 1 < nt:
-            e("    add.u32 %r5, %r5, %r10;")
-    for j in range(nt):
-        pa = 4 * j
-        for u in range(4 if gk else 0):
-            e(f"    mul.f32 %pa{pa + u}, %pa{pa + u}, %ga{u};")
-        for u in range(4):
-            e(f"    mov.b32 %bu{u}, %pa{pa + u};")
-        e("""    prmt.b32 %bh0, %bu0, %bu1, 0x7632;     // hi: the upper halves (the lower k in the lower half)
-    prmt.b32 %bh1, %bu2, %bu3, 0x7632;""")
-        for u in range(4):
-            e(f"    and.b32 %bu{u}, %bu{u}, 0xffff0000;")
-        for u in range(4):
-            e(f"""    mov.b32 %bf{u}, %bu{u};
-    sub.f32 %pa{pa + u}, %pa{pa + u}, %bf{u};""")
-        e(f"""    cvt.rn.bf16x2.f32 %bl0, %pa{pa + 1}, %pa{pa};    // lo: what hi leaves
-    cvt.rn.bf16x2.f32 %bl1, %pa{pa + 3}, %pa{pa + 2};""")
         for m in range(mt):
-            xw = ", ".join(f"%xa{4 * m + u}" for u in range(4))
-            acc = ", ".join(f"%acc{4 * (m * nt + j) + c}" for c in range(4))
-            for b in ("%bh0, %bh1", "%bl0, %bl1"):
-                e(f"    {MMA} {{{acc}}}, {{{xw}}}, {{{b}}}, {{{acc}}};")
-    e("    // ss: the Gram matrix's diagonal (a tile's tokens 0..7 against its rows 0..7, 8..15 against 8..15)")
-    for m in range(mt):
-        xw = ", ".join(f"%xa{4 * m + u}" for u in range(4))
-        for h in range(2):
-            sg = ", ".join(f"%sg{8 * m + 4 * h + c}" for c in range(4))
-            e(f"    {MMA} {{{sg}}}, {{{xw}}}, {{%xa{4 * m + h}, %xa{4 * m + h + 2}}}, {{{sg}}};")
-    e(f"""    add.u32 %q, %q, {WARPS};
+            xw = ", ".join(f"%xa{base + 4 * m + u}" for u in range(4))
+            e(f"    ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{xw}}}, [%r1];")
+            if m + 1 < mt:
+                e("    add.u32 %r1, %r1, %r11;")
+        g = 0 if step == "A" else 4
+        e(f"    shl.b32 %r1, {qreg}, 6;                     // 16 floats: 64 bytes a step")
+        if gk:
+            e(f"""    add.u32 %r4, %r8, %r1;
+    ld.shared.v2.f32 {{%ga{g}, %ga{g + 1}}}, [%r4];
+    ld.shared.v2.f32 {{%ga{g + 2}, %ga{g + 3}}}, [%r4+32];""")
+        e("    add.u32 %r5, %r7, %r1;")
+        for j in range(nt):
+            pa = (0 if step == "A" else 4 * nt) + 4 * j
+            e(f"""    ld.shared.v2.f32 {{%pa{pa}, %pa{pa + 1}}}, [%r5];
+    ld.shared.v2.f32 {{%pa{pa + 2}, %pa{pa + 3}}}, [%r5+32];""")
+            if j + 1 < nt:
+                e("    add.u32 %r5, %r5, %r10;")
+    for v in range(4 * mt):
+        e(f"    @!%p4 mov.b32 %xa{4 * mt + v}, 0;")
+    for si, step in enumerate("AB"):
+        xbase, gbase = 4 * mt * si, 4 * si
+        for j in range(nt):
+            pa = 4 * nt * si + 4 * j
+            for u in range(4 if gk else 0):
+                e(f"    mul.f32 %pa{pa + u}, %pa{pa + u}, %ga{gbase + u};")
+            for u in range(4):
+                e(f"    mov.b32 %bu{u}, %pa{pa + u};")
+            e("""    prmt.b32 %bh0, %bu0, %bu1, 0x7632;     // hi: the upper halves (the lower k in the lower half)
+    prmt.b32 %bh1, %bu2, %bu3, 0x7632;""")
+            for u in range(4):
+                e(f"    and.b32 %bu{u}, %bu{u}, 0xffff0000;")
+            for u in range(4):
+                e(f"""    mov.b32 %bf{u}, %bu{u};
+    sub.f32 %pa{pa + u}, %pa{pa + u}, %bf{u};""")
+            e(f"""    cvt.rn.bf16x2.f32 %bl0, %pa{pa + 1}, %pa{pa};    // lo: what hi leaves
+    cvt.rn.bf16x2.f32 %bl1, %pa{pa + 3}, %pa{pa + 2};""")
+            for m in range(mt):
+                xw = ", ".join(f"%xa{xbase + 4 * m + u}" for u in range(4))
+                for h, b in (("h", "%bh0, %bh1"), ("l", "%bl0, %bl1")):
+                    k = 2 * si + (h == "l")
+                    acc = ", ".join(f"%acc{k * S + 4 * (m * nt + j) + c}" for c in range(4))
+                    e(f"    {MMA} {{{acc}}}, {{{xw}}}, {{{b}}}, {{{acc}}};")
+        e(f"    // ss of step {step}: the Gram matrix's diagonal (a tile's tokens 0..7 against its rows 0..7, 8..15 against 8..15)")
+        for m in range(mt):
+            xw = ", ".join(f"%xa{xbase + 4 * m + u}" for u in range(4))
+            for h in range(2):
+                sg = ", ".join(f"%sg{8 * mt * si + 8 * m + 4 * h + c}" for c in range(4))
+                e(f"    {MMA} {{{sg}}}, {{{xw}}}, {{%xa{xbase + 4 * m + h}, %xa{xbase + 4 * m + h + 2}}}, {{{sg}}};")
+    e(f"""    add.u32 %q, %q, {2 * WARPS};
     bra {top};""")
 
 
@@ -1023,12 +1035,12 @@ def projection_mma(role, group):
     per m16 tile (ldmatrix.x4 from x_s: lane l addresses token row 16 m + l % 16 at k + 8 (l / 16)),
     B = the role's phi rows times gamma_k (f32 from phi_s / gk_s, thread (g = lane / 4,
     q = lane % 4) holding rows 8 j + g at k + 2q, 2q + 1, 2q + 8, 2q + 9), each value split once
-    into bf16 hi + lo (x is exact in bf16) for every tile of tokens: hi = the value's upper 16
-    bits (prmt: the conversion unit, a quarter of the FMA rate, then splits only lo), lo = the
-    rest rounded to bf16, so phi is kept to 2^-16. A trip is one step, hi's product and then lo's
-    accumulating into one f32 set. The loop is bound by its instruction count (Nsight Compute:
-    the warps issuing or waiting on fixed-latency results; one chain or four, one step a trip or
-    two, the times read the same: docs/kernels/pre.md), most of it the split.
+    into bf16 hi + lo (x is exact in bf16) for every tile of tokens: hi = the value's upper 16 bits (prmt: the conversion unit, a quarter of
+    the FMA rate, then splits only lo), lo = the rest rounded to bf16, so phi is kept to 2^-16. A
+    trip takes two steps with all their loads issued first, and the hi and lo products of each
+    step accumulate in their own f32 sets, added in a fixed order at the end. The loop is bound by
+    its instruction count (Nsight Compute: the warps issuing or waiting on fixed-latency results;
+    one chain or four, one step a trip or two, the stamps read the same), most of it the split.
     ss is the diagonal of the Gram matrix x x^T: two more mma a step and tile whose B is A's own
     registers (tokens 0..7 of the tile: A's first and third, 8..15: its second and fourth). Each
     warp stores its partials to red[w][t rows + r] (ss at V + t), then the CTA's threads add the
@@ -1041,11 +1053,14 @@ def projection_mma(role, group):
     R = f"{role.upper()}W{group}"
     L = []
     e = L.append
-    for v in range(4 * nt * mt):            # (tile, 8 logits) x 4
+    S = 4 * nt * mt                         # accumulators of one set: (tile, 8 logits) x 4
+    for v in range(4 * S):                  # four sets: step A hi, A lo, step B hi, B lo
         e(f"    mov.f32 %acc{v}, 0f00000000;")
-    for v in range(8 * mt):                 # the Gram tiles' diagonal blocks
+    for v in range(16 * mt):                # Gram sets: step A, step B
         e(f"    mov.f32 %sg{v}, 0f00000000;")
-    e(f"""    // ---- projection on the tensor cores: k-steps of 16, warp w taking steps w, w + {WARPS}, ...
+    e(f"""    // ---- projection on the tensor cores: k-steps of 16, warp w taking steps w, w + {WARPS}, ...,
+    // two a trip (A = q, B = q + {WARPS}; B's x zeroed where it is past the slice), every load of
+    // both issued before the first multiply, each product in its own accumulator set
     and.b32 %r1, %lane, 15;
     mad.lo.u32 %r6, %r1, %xrow, %xsm;
     shr.u32 %r1, %lane, 4;
@@ -1061,8 +1076,15 @@ def projection_mma(role, group):
     shr.u32 %r9, %cpc, 2;                   // k-steps: 4 cpc / 16
     @!%p_gk bra MM_{R}_PLAIN;               // no gamma_k: phi as it is (times 1.0: the same bits)""")
     for gk in (True, False):
-        trips(e, R, mt, nt, gk)
+        trips(e, R, mt, nt, S, gk)
     e(f"MM_{R}_DONE:{stamp(3)}")
+    e("    // the four sets added in a fixed order: (A hi + A lo) + (B hi + B lo); ss A + B")
+    for v in range(S):
+        e(f"""    add.f32 %acc{v}, %acc{v}, %acc{S + v};
+    add.f32 %f1, %acc{2 * S + v}, %acc{3 * S + v};
+    add.f32 %acc{v}, %acc{v}, %f1;""")
+    for v in range(8 * mt):
+        e(f"    add.f32 %sg{v}, %sg{v}, %sg{8 * mt + v};")
     e(f"""
     // the warp's partials: c0, c1 token 16 m + g, logits 8 j + 2q, + 1; c2, c3 token 16 m + g + 8
     mov.u32 %r4, sm_red;
