@@ -264,9 +264,7 @@ def static_arrays(top, wide, post):
         gat_what = f"res: [16 ranks][{ROW}]; pre: [{GROUP}][16 ranks][{PRE_WORDS}]"
     uc = f"""
     .shared .align 16 .b8 sm_uc[{4 * top * 20}];          // layer l's h_post [4] and h_res [4][4] per token""" if post else ""
-    lbar, pbar = ("the activations' copies' mbarrier", """
-    .shared .align 8 .b64 sm_pbar;             // phi's copies' mbarrier""") if post and wide else ("the copies' mbarrier", "")
-    return f"""    .shared .align 8 .b64 sm_lbar;             // {lbar}{pbar}
+    return f"""    .shared .align 8 .b64 sm_lbar;             // the copies' mbarrier
     .shared .align 8 .b64 sm_gbar;             // the gather's mbarrier (st.async from the peers)""" + ("""
     .shared .align 8 .b64 sm_hbar;             // the h_pre mbarrier (st.async from the owners)""" if wide else "") + f"""
     .shared .align 16 .b8 sm_red[{4 * WARPS * red}];       // warp sums red[8][V + tg] (V = tg rows)
@@ -294,7 +292,7 @@ def declarations(name, esz, post, wide, top):
     .reg .b32 %T, %n, %C, %M, %xs, %as, %cpc, %iters, %flags;
     .reg .f32 %eps_norm, %eps_hc, %invk, %inv_t, %sc, %bz<16>;
     .reg .b32 %tx, %warp, %lane, %rank, %clu, %tok0, %cnt, %grp, %K, %c0, %q, %s;
-    .reg .b32 %xsm, %gksm, %phsm, %rowb, %xrow, %lbar, %pbar, %gbar, %hbar;
+    .reg .b32 %xsm, %gksm, %phsm, %rowb, %xrow, %lbar, %gbar, %hbar;
     .reg .f32 %acc<64>, %ss<8>, %xq<32>, %gq<4>, %ph<4>, %hs, %hk, %hr;
     .reg .b32 %xw<8>, %bh<2>, %bl<2>, %bu<4>;
     .reg .f32 %bf<4>, %sg<32>, %pa<16>, %ga<8>;
@@ -341,8 +339,7 @@ def declarations(name, esz, post, wide, top):
     add.u32 %fsm, %phsm, %r1;               // post_pre: f_s[grp][cpc] (storage dtype)""" * post + f"""
     mov.u32 %lbar, sm_lbar;
     mov.u32 %gbar, sm_gbar;""" + ("""
-    mov.u32 %hbar, sm_hbar;""" if wide else "") + ("""
-    mov.u32 %pbar, sm_pbar;""" if post and wide else "") + (f"""
+    mov.u32 %hbar, sm_hbar;""" if wide else "") + (f"""
     setp.eq.u32 %pst, %tx, 0;
     mov.u32 %r1, %ctaid.x;
     mul.wide.u32 %sadr, %r1, {STAMP_STRIDE};
@@ -416,7 +413,7 @@ def coef_loads(top):
 UC_DONE:"""
 
 
-def post_step(esz, most, max_cpc, store=True):
+def post_step(esz, most, max_cpc):
     """post_pre, after the loads: x' = post(x) over the CTA's slice of the group's tokens, with
     post.ptx's f32 operations in its order (h_post[i] f, then + w[i][j] x[j] for j = 0..3, where
     w[i][j] = h_res[j][i] for DeepSeek-V4 and h_res[i][j] for the Paper), rounded to the storage
@@ -431,15 +428,14 @@ def post_step(esz, most, max_cpc, store=True):
     shr.u32 %r10, %cpc, 3;                  // octets a stream
     mul.lo.u32 %r11, %cnt, %r10;            // items"""]
     for k in range(passes):
-        L.append(post_item(esz, k, store))
+        L.append(post_item(esz, k))
     L.append("""UX_DONE:
     barrier.sync 0;                         // x' in x_s""")
     return "\n".join(L)
 
 
-def post_item(esz, k, store=True):
-    """post_step's item s = %tx + k THREADS of this thread, if any (none: on to UX_DONE); store:
-    the pre role stores it to x_out here (else store_x_out does, after the projection)."""
+def post_item(esz, k):
+    """post_step's item s = %tx + k THREADS of this thread, if any (none: on to UX_DONE)."""
     L = []
     e = L.append
     e(f"""    add.u32 %s, %tx, {k * THREADS};
@@ -478,8 +474,7 @@ def post_item(esz, k, store=True):
         for i in range(N):
             for q in range(4):
                 e(f"    cvt.rn.bf16x2.f32 %upk{4 * i + q}, %uov{8 * i + 2 * q + 1}, %uov{8 * i + 2 * q};")
-    if store:
-        e(f"""    @%p_res bra UX{k}_WRITE;
+    e(f"""    @%p_res bra UX{k}_WRITE;
     add.u32 %r3, %tok0, %r2;
     mul.wide.u32 %ua, %r3, %uXS;
     add.u32 %r3, %c0, %r5;
@@ -488,10 +483,10 @@ def post_item(esz, k, store=True):
     mul.lo.u64 %ua, %ua, {esz};
     add.u64 %ua, %uXO, %ua;                 // x_out[tok][stream 0][c0 + channel]
     mul.wide.u32 %rd3, %C, {esz};           // stream step""")
-        for i in range(N):
-            if i:
-                e("    add.u64 %ua, %ua, %rd3;")
-            e(store_item(i, "st.global", "%ua", esz))
+    for i in range(N):
+        if i:
+            e("    add.u64 %ua, %ua, %rd3;")
+        e(store_item(i, "st.global", "%ua", esz))
     e(f"""UX{k}_WRITE:
     mov.u32 %r7, %us0;""")
     for i in range(N):
@@ -499,52 +494,6 @@ def post_item(esz, k, store=True):
             e("    add.u32 %r7, %r7, %r8;")
         e(store_item(i, "st.shared", "%r7", esz))
     return "\n".join(L)
-
-
-def store_x_out(esz):
-    """The post_pre wide entry's pre role, after its projection and push: x' of the group's tokens
-    from x_s to x_out, 16 bytes a thread and step (chunk s: token, stream, 16 bytes of its cpc
-    elements), off the loads' path (stored during the x' step, these writes slowed the loads)."""
-    return f"""    // x' of the group's tokens to x_out: chunk s -> token s / (4 u), stream (s % 4 u) / u, u = cpc {esz} / 16
-    mul.lo.u32 %r9, %cpc, {esz};
-    shr.u32 %r9, %r9, 4;                    // chunks a stream
-    shl.b32 %r10, %r9, 2;                   // chunks a token
-    mul.lo.u32 %r11, %r10, %cnt;
-    mov.u32 %s, %tx;
-XO_CHUNK:
-    setp.ge.u32 %p1, %s, %r11;
-    @%p1 bra XO_DONE;
-    div.u32 %r1, %s, %r10;                  // t
-    mul.lo.u32 %r2, %r1, %r10;
-    sub.u32 %r2, %s, %r2;
-    div.u32 %r3, %r2, %r9;                  // stream i
-    mul.lo.u32 %r4, %r3, %r9;
-    sub.u32 %r4, %r2, %r4;                  // chunk of the stream
-    mad.lo.u32 %r5, %r1, %xrow, %xsm;
-    mul.lo.u32 %r6, %cpc, {esz};
-    mad.lo.u32 %r5, %r3, %r6, %r5;
-    mad.lo.u32 %r5, %r4, 16, %r5;           // &x_s[t][i][16-byte chunk]
-    ld.shared.v4.b32 {{%ut0, %ut1, %ut2, %ut3}}, [%r5];
-    add.u32 %r7, %tok0, %r1;
-    mul.wide.u32 %rd1, %r7, %uXS;
-    mad.lo.u32 %r8, %r3, %C, %c0;
-    cvt.u64.u32 %rd2, %r8;
-    add.u64 %rd1, %rd1, %rd2;
-    mul.lo.u64 %rd1, %rd1, {esz};
-    add.u64 %rd1, %uXO, %rd1;
-    mul.wide.u32 %rd2, %r4, 16;
-    add.u64 %rd1, %rd1, %rd2;               // &x_out[tok][i][c0 + chunk]
-    st.global.v4.b32 [%rd1], {{%ut0, %ut1, %ut2, %ut3}};
-    add.u32 %s, %s, {THREADS};
-    bra XO_CHUNK;
-XO_DONE:"""
-
-
-def phi_wait():
-    """Split loads: the wait for phi's rows, after the x' step (which needs the activations only)."""
-    return """PHI_WAIT:
-    mbarrier.try_wait.parity.shared::cta.b64 %p1, [sm_pbar], 0;
-    @!%p1 bra PHI_WAIT;"""
 
 
 def store_item(i, op, addr, esz):
@@ -577,13 +526,7 @@ COPY_SLOT = f"""    and.b32 %r4, %lane, 3;                  // stream i
     shl.b32 %r11, %cpc, 2;                  // bytes of a phi / gamma_k run
     {role_select('%r2', 'rows')}"""
 
-def phi_base(top):
-    """%r12 = the first phi copy of a stream's slots where the activations go first (split loads):
-    after x (grp copies), gamma_k (1) and f (top / N copies of N tokens' rows)."""
-    return f"    {f'add.u32 %r12, %grp, {1 + top // N};':<36}// the first phi copy"
-
-
-# Copy %r3 < rows of the phi copies: phi row %r3 of the role, stream i (a run of cpc floats).
+# Copy m < rows of the slot: phi row m of the role, stream i (a run of cpc floats).
 PHI_COPY = f"""    {role_select('%r10', 'first')}      // first logit row
     add.u32 %r5, %r3, %r10;
     mad.lo.u32 %r5, %r5, %K, %c0;
@@ -592,11 +535,11 @@ PHI_COPY = f"""    {role_select('%r10', 'first')}      // first logit row
     add.u64 %rd1, %phi, %rd1;
     mad.lo.u32 %r6, %r3, %rowb, %phsm;
     mad.lo.u32 %r6, %r4, %r11, %r6;
-    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [{{bar}}];"""
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r11, [%lbar];"""
 
 
 
-def phi_async(label, bar="sm_lbar"):
+def phi_async(label):
     """pre_lc.ldgsts: the role's phi rows by 16-byte cp.async from every thread instead of bulk
     copies: thread j copies chunk u = j, j + THREADS, ... (stream u / (cpc / 4)) of every row
     slice, then arrives on the load mbarrier when they have landed (noinc: the mbarrier counts
@@ -629,23 +572,20 @@ def phi_async(label, bar="sm_lbar"):
     add.u32 %s, %s, {THREADS};
     bra {label}_U;
 {label}_DONE:
-    cp.async.mbarrier.arrive.noinc.shared::cta.b64 [{bar}];"""
+    cp.async.mbarrier.arrive.noinc.shared::cta.b64 [sm_lbar];"""
 
 
-def early_phi(split, top):
+def early_phi():
     """Where the caller promised that no kernel still running writes the weights
     (FLAG_EARLY_PARAMS, Overlap::Weights): phi's rows are copied before the grid dependency, while
     the previous kernel drains; activations and layer l's inputs still wait for it."""
     if "ldgsts" in EXPERIMENTS:
-        copies = phi_async("EARLY_PHI", "sm_pbar" if split else "sm_lbar")
+        copies = phi_async("EARLY_PHI")
     else:
-        first = f"""
-{phi_base(top)}
-    sub.u32 %r3, %r3, %r12;                 // phi copy (wraps below the first)""" if split else ""
-        copies = f"""{COPY_SLOT}{first}
+        copies = f"""{COPY_SLOT}
     setp.ge.u32 %p1, %r3, %r2;
     @%p1 bra EARLY_COPIED;
-{PHI_COPY.format(bar="%pbar" if split else "%lbar")}
+{PHI_COPY}
 EARLY_COPIED:"""
     return f"""    @%p_early bra.uni EARLY_PARAMS;
 {GRID_DEPENDENCY}
@@ -691,26 +631,16 @@ PREFETCH_ISSUE:
 PREFETCHED:"""
 
 
-def opening(esz, post, top, wide=False):
-    """Thread 0 initialises the load mbarrier (split loads, the post_pre wide entry: one for the
-    activations, one for phi) and the gather mbarrier (and in the wide entries the h_pre
-    mbarrier) and arms them (the gather one where this CTA receives rows: the wide pre role its
-    owned tokens' rows, the h_pre one every token's h_pre); a CTA barrier, so no copy completes on
-    an unarmed barrier; everyone arrives on the cluster barrier that tells the peers the mbarriers
-    exist; then the grid dependency."""
-    split = post and wide
-    split_init = """
-    mbarrier.init.shared::cta.b64 [sm_lbar], 1;"""
-    split_arm = """
-    // phi's rows on their own mbarrier""" + ("""
-    mbarrier.arrive.shared::cta.b64 %st, [sm_pbar];""" if "ldgsts" in EXPERIMENTS else """
-    mul.lo.u32 %r1, %r2, %r3;
-    shl.b32 %r1, %r1, 2;
-    mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_pbar], %r1;""")
+def opening(esz, post, wide=False):
+    """Thread 0 initialises the load mbarrier and the gather mbarrier (and in the wide entry the
+    h_pre mbarrier) and arms them (the gather one where this CTA receives rows: the wide pre role
+    its owned tokens' rows, the h_pre one every token's h_pre); a CTA barrier, so no copy completes
+    on an unarmed barrier; everyone arrives on the cluster barrier that tells the peers the
+    mbarriers exist; then the grid dependency."""
     return f"""{prefetch()}
     setp.ne.u32 %p1, %tx, 0;
     @%p1 bra INIT_DONE;
-    mbarrier.init.shared::cta.b64 [{"sm_pbar" if split else "sm_lbar"}], {1 + THREADS if "ldgsts" in EXPERIMENTS else 1};{split_init if split else ""}
+    mbarrier.init.shared::cta.b64 [sm_lbar], {1 + THREADS if "ldgsts" in EXPERIMENTS else 1};
     mbarrier.init.shared::cta.b64 [sm_gbar], 1;""" + ("""
     mbarrier.init.shared::cta.b64 [sm_hbar], 1;""" if wide else "") + f"""
     fence.mbarrier_init.release.cluster;
@@ -718,10 +648,10 @@ def opening(esz, post, top, wide=False):
     {role_select('%r2', 'rows')}
     mul.lo.u32 %r1, %cnt, %cpc;
     mul.lo.u32 %r1, %r1, {esz};
-    shl.b32 %r3, %cpc, 2;{"" if "ldgsts" in EXPERIMENTS or split else chr(10) + "    mad.lo.u32 %r1, %r2, %r3, %r1;"}
+    shl.b32 %r3, %cpc, 2;{"" if "ldgsts" in EXPERIMENTS else chr(10) + "    mad.lo.u32 %r1, %r2, %r3, %r1;"}
     @%p_gk add.u32 %r1, %r1, %r3;
     shl.b32 %r1, %r1, 2;{F_BYTES.format(esz=esz) if post else ""}
-    mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_lbar], %r1;{split_arm if split else ""}
+    mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_lbar], %r1;
     // the gather: role pre 16 ranks x the group's tokens x 48 bytes; role res CTA t < its group 16 x {4 * ROW}
     @!%p_res bra ARM_PRE;
     setp.ge.u32 %p2, %rank, %grp;
@@ -739,7 +669,7 @@ ARM_PRE:""" + (f"""
 INIT_DONE:
     barrier.sync 0;                         // the load mbarrier is armed
     barrier.cluster.arrive.release;         // waited for before the first push
-{early_phi(split, top)}{stamp(1)}"""
+{early_phi()}{stamp(1)}"""
 
 
 def shared_fill(label, base):
@@ -778,7 +708,7 @@ XPROBE_SKIP:
 XPROBE_DONE:"""
 
 
-def loads(esz, post, top, split=False):
+def loads(esz, post, top):
     """The bulk copies, spread over the warps (a warp's lanes issue theirs one after another), all
     completing on the one load mbarrier: lane l of warp w issues copy m = w + 8 (l / 4) of stream
     i = l % 4: m < rows a phi row, then the group's x rows, then gamma_k's run (and for post_pre
@@ -788,48 +718,22 @@ def loads(esz, post, top, split=False):
     L = []
     e = L.append
     phi = "    bra FILLS;" if "ldgsts" in EXPERIMENTS else f"""    @%p_early bra FILLS;
-{PHI_COPY.format(bar="%lbar")}
+{PHI_COPY}
     bra FILLS;"""
-    if split:
-        # Activations first: m < grp x rows, m = grp gamma_k's run, then the f rows, then phi's
-        # rows (on their own mbarrier) from phi_base.
-        phi = "    bra FILLS;" if "ldgsts" in EXPERIMENTS else f"""    @%p_early bra FILLS;
-    sub.u32 %r3, %r3, %r12;                 // phi copy
+    if "xprobe" in EXPERIMENTS:
+        e(x_probe(esz))
+    e((f"""    @%p_early bra PHI_ISSUED;
+{phi_async("PHI")}
+PHI_ISSUED:
+""" if "ldgsts" in EXPERIMENTS else "") + f"""    // ---- loads (phi's rows already issued where flags say the weights may load early)
+{COPY_SLOT}
     setp.ge.u32 %p1, %r3, %r2;
-    @%p1 bra FILLS;
-{PHI_COPY.format(bar="%pbar")}
-    bra FILLS;"""
-        order = f"""{phi_base(top)}
-    setp.lt.u32 %p1, %r3, %grp;
-    @%p1 bra COPY_X;                        // token t = m of the group
-    setp.eq.u32 %p1, %r3, %grp;
-    @%p1 bra COPY_GK;
-    setp.lt.u32 %p1, %r3, %r12;
-    @%p1 bra COPY_F;
-{phi}
-COPY_X:
-    setp.ge.u32 %p1, %r3, %cnt;
-    @%p1 bra FILLS;"""
-        gk_test = ""
-    else:
-        order = f"""    setp.ge.u32 %p1, %r3, %r2;
     @%p1 bra COPY_X;
 {phi}
 COPY_X:
     sub.u32 %r3, %r3, %r2;                  // token t of the group
     setp.ge.u32 %p1, %r3, %cnt;
-    @%p1 bra COPY_GK;"""
-        gk_test = f"""
-    setp.ne.u32 %p1, %r3, %grp;
-    @%p1 bra {"COPY_F" if post else "FILLS"};"""
-    if "xprobe" in EXPERIMENTS:
-        e(x_probe(esz))
-    e((f"""    @%p_early bra PHI_ISSUED;
-{phi_async("PHI", "sm_pbar" if split else "sm_lbar")}
-PHI_ISSUED:
-""" if "ldgsts" in EXPERIMENTS else "") + f"""    // ---- loads (phi's rows already issued where flags say the weights may load early)
-{COPY_SLOT}
-{order}
+    @%p1 bra COPY_GK;
     add.u32 %r5, %tok0, %r3;
     mul.wide.u32 %rd1, %r5, %xs;            // token row (64-bit: T x stride may pass 2^32)
     mad.lo.u32 %r5, %r4, %C, %c0;
@@ -844,7 +748,9 @@ PHI_ISSUED:
     mul.lo.u32 %r8, %cpc, {esz};
     cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1], %r8, [%lbar];
     bra FILLS;
-COPY_GK:{gk_test}
+COPY_GK:
+    setp.ne.u32 %p1, %r3, %grp;
+    @%p1 bra {"COPY_F" if post else "FILLS"};
     @!%p_gk bra FILLS;
     mad.lo.u32 %r5, %r4, %C, %c0;
     mul.wide.u32 %rd1, %r5, 4;
@@ -890,7 +796,7 @@ PARAMS_DONE:{coef_loads(top) if post else ""}
     barrier.sync 0;                         // gk_s and x_s's zeros written
 LOAD_WAIT:
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [sm_lbar], 0;
-    @!%p1 bra LOAD_WAIT;""" + ("" if split else stamp(2)))
+    @!%p1 bra LOAD_WAIT;""" + stamp(2))
     return "\n".join(L)
 
 
@@ -1617,17 +1523,14 @@ def entry(dt, post=False, wide=False):
     top = WIDE_PRE_GROUP if wide else GROUP     # the static arrays' rows, the coefficient threads
     max_cpc = WIDE_POST_MAX_C // CLUSTER if wide else MAX_CPC
     name = f"mhc_{'post_pre' if post else 'pre'}_lc{'w' if wide else ''}_sm90_{dt}"
-    split = post and wide   # the activations first on their own mbarrier, x' while phi arrives
-    L = [declarations(name, esz, post, wide, top), opening(esz, post, top, wide), loads(esz, post, top, split),
-         post_step(esz, WIDE_GROUP if wide else most, max_cpc, store=not split) if post else "",
-         phi_wait() + stamp(2) if split else "",
+    L = [declarations(name, esz, post, wide, top), opening(esz, post, wide), loads(esz, post, top),
+         post_step(esz, WIDE_GROUP if wide else most, max_cpc) if post else "",
          "    @!%p_res bra ROLE_PRE;",
          role_rows("res", esz, most, wide), push("res"), res_tail(),
          "ROLE_PRE:",
-         role_rows("pre", esz, most, wide), push("pre", wide), store_x_out(esz) if split else "",
-         pre_tail(esz, wide),
+         role_rows("pre", esz, most, wide), push("pre", wide), pre_tail(esz, wide),
          EXIT]
-    return "\n".join(x for x in L if x)
+    return "\n".join(L)
 
 
 def main():
