@@ -770,6 +770,44 @@ mod tests {
         assert_eq!(tuned(4, 7168, Head, 1), ["mhc_head_cld_bf16_n4"]);
     }
 
+    /// Where `post_pre` folds `post` into a few-token kernel (the logit clusters', the mid
+    /// kernel's), its outputs are `post` then that kernel's `pre`, bit for bit: so `pre` must run
+    /// the same kernel at that call, with the cost model and with the embedded table on every GPU
+    /// it names (n = 4: every token bucket to 64 on both sides of each bound, C at and beside the
+    /// rows' bounds, both dtypes and formulations).
+    #[test]
+    fn post_pre_folds_into_the_kernel_pre_runs() {
+        let limits = DeviceLimits::flagship(CudaArch::Sm90a);
+        let tokens = [1, 2, 3, 4, 5, 8, 9, 12, 13, 16, 17, 24, 32, 33, 40, 48, 49, 64];
+        let channels = [512, 1152, 2048, 3968, 4096, 4104, 4224, 5120, 6144, 7168, 7176, 7296, 8192];
+        for tuning in [Tuning::CostModel, Tuning::Embedded] {
+            for gpu in [None, Some("NVIDIA H200")] {
+                for dtype in [Dtype::Bf16, Dtype::F32] {
+                    for form in [Formulation::DeepSeekV4, Formulation::Paper] {
+                        for (c, t) in channels.iter().flat_map(|&c| tokens.iter().map(move |&t| (c, t))) {
+                            let cfg = Config::new(4, c).with_formulation(form);
+                            let plan = |stage| -> Vec<String> {
+                                planned_kernels(&limits, gpu, &cfg, dtype, stage, t, &tuning)
+                                    .unwrap()
+                                    .into_iter()
+                                    .map(|k| k.entry)
+                                    .collect()
+                            };
+                            let fused = plan("post_pre");
+                            let Some(kernel) = fused.first().and_then(|e| e.strip_prefix("mhc_post_pre_")) else {
+                                continue;
+                            };
+                            if fused.len() == 1 && (kernel.starts_with("lc") || kernel.starts_with("mid")) {
+                                let key = format!("{tuning:?} {gpu:?} {dtype:?} {form:?} C={c} T={t}");
+                                assert_eq!(plan("pre"), [format!("mhc_pre_{kernel}")], "{key}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn planned_kernels_follow_the_catalogue() {
         use Stage::{Post, PostPre, Pre};
