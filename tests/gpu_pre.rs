@@ -604,10 +604,10 @@ fn pre_decode_kernel_shapes() {
 }
 
 /// Whether bf16 `pre` at n = 4, C = `c`, `t` tokens runs the logit clusters' wide entry: C a
-/// multiple of 128 in 512..=8192, from 17 tokens up to C = 4096 (where `post_pre` runs its fold
+/// multiple of 128 in 512..=8192, from 17 tokens up to C = 5120 (where `post_pre` runs its fold
 /// from 17 too), from 33 above, to 64.
 fn runs_wide(c: usize, t: usize) -> bool {
-    c % 128 == 0 && (512..=8192).contains(&c) && t <= 64 && (t > 32 || (t > 16 && c <= 4096))
+    c % 128 == 0 && (512..=8192).contains(&c) && t <= 64 && (t > 32 || (t > 16 && c <= 5120))
 }
 
 /// Whether bf16 `post_pre` at n = 4, C = `c`, `t` tokens runs the wide entry's fold (one launch):
@@ -638,7 +638,7 @@ fn assert_ctas_refused(
 /// The mid kernel (asm/ptx/sm90/pre_decode.ptx, `mhc_pre_mid_*`) at the shapes it is selected
 /// for: T in 1..=64 (token classes, both 32-token FMA passes, partial passes; at n = 4 and C a
 /// multiple of 128 below 17 tokens the logit clusters run, and bf16 runs their wide entry from 17
-/// to 64 tokens (from 33 above C = 4096), so those bf16 cases take the C next to it), n in
+/// to 64 tokens (from 33 above C = 5120), so those bf16 cases take the C next to it), n in
 /// {1, 2, 3, 4}, C in {512, 520, 1280, 1288, 4096, 4104, 7168}, both formulations and dtypes,
 /// phi ~ 0.5, strided x and a, gamma_k, forced CTA counts; and that C < 512, n = 8, gamma_f and
 /// T = 65 keep the other kernels, and that fewer CTAs than tokens are refused before the launch.
@@ -752,11 +752,11 @@ fn pre_mid_n8_kernel_shapes() {
 
 /// The logit-cluster entries (asm/ptx/sm90/pre_lc.ptx, `mhc_pre_lc*`) where the catalogue selects
 /// them (n = 4, no gamma_f, C a multiple of 128 in 512..=8192, T = 1..16; bf16 the wide entries
-/// to 64, from 33 above C = 4096): within the reference's tolerances at every token count of a
+/// to 64, from 33 above C = 5120): within the reference's tolerances at every token count of a
 /// group and across groups (1..5, 8, 9, 12, 13, 16: the h_res clusters take 4 tokens, the h_pre
 /// clusters 8 above 12; then groups of 16 and 32), C of 512, 1152 (72 channels a CTA), 1280,
 /// 4096, 7168 and 8192, phi ~ 0.5, gamma_k, strided rows, both formulations and dtypes; and that
-/// T = 65, T = 17 / 32 above C = 4096, n = 3, gamma_f, C = 1288 (not a multiple of 128) and
+/// T = 65, T = 17 / 32 above C = 5120, n = 3, gamma_f, C = 1288 (not a multiple of 128) and
 /// C = 8320 keep the other kernels. The same shapes through the fused `post_pre` entries (the wide
 /// one to 48 tokens and C = 7168, elsewhere `post` then `pre`): bit for bit `post` then `pre`, and
 /// within tolerance. f32 runs to 12 tokens (its rows' range: its shapes above 12 tokens are
@@ -801,13 +801,14 @@ fn pre_lc_kernel_shapes() {
             shapes.push(Shape { x_pad: 24, ..Shape::new(4, 8192, 15, form, dtype) });
             shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4096, 2, form, dtype) });
             shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 7168, 9, form, dtype) });
-            // The wide entries (bf16, 17..64 tokens, from 33 above C = 4096): odd counts, a partial
+            // The wide entries (bf16, 17..64 tokens, from 33 above C = 5120): odd counts, a partial
             // last group, 16 and 32 tokens an h_pre cluster, every C bucket's edge, gamma_k,
             // strided rows, phi ~ 0.5.
             for (c, t) in [
                 (4096, 17),
                 (4096, 32),
                 (1152, 23),
+                (5120, 20),
                 (4096, 33),
                 (4096, 48),
                 (4096, 49),
@@ -938,7 +939,7 @@ fn mid_sanitizer_smoke() {
 /// The mid kernel's post_pre entries (pre_decode.ptx `mhc_post_pre_mid*`: the mid / mid16 kernel
 /// with layer l's post folded into its load phase) where the catalogue selects them (n = 1, 2, 4,
 /// no gamma_f, C >= 512, T = 1..32 where the logit clusters do not run (n = 4 and C a multiple of
-/// 128: to 16 tokens, bf16 from 17 up to C = 4096); n = 8 the mid_n8 and mid32_n8 kernels',
+/// 128: to 16 tokens, bf16 from 17 up to C = 5120); n = 8 the mid_n8 and mid32_n8 kernels',
 /// T = 1..32): the same bits as `post` then `pre` and within the reference's tolerances, at T on
 /// both sides of the mid16 / mid and
 /// mid_n8 / mid32_n8 bounds, n = 1, 2, 4 and 8, C not a power of two and not a multiple of the

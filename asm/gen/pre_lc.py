@@ -62,16 +62,18 @@ WIDE_PRE_GROUP = 32
 # fold of post into the wide entry costs a pass over the group's x slices a CTA before the
 # projection (cnt cpc / 8 items of 160 FMA on 256 threads):
 # - up to C = WIDE_FOLD_MAX_C both wide entries take T = WIDE_MIN_TOKENS.. (post_pre at C = 4096,
-#   T = 17 / 32: 6.61 / 6.89 us against the mid kernel's fold 6.93 / 7.84);
-# - above it, the mid kernel and its fold keep T <= 32 (C = 7168, T = 17: the mid fold 8.03, the
-#   wide fold 9.06 us: twice the items a CTA), and the wide entries start at LARGE_C_MIN_TOKENS
+#   T = 17 / 32: 6.61 / 6.89 us against the mid kernel's fold 6.93 / 7.84; at 5120 7.55-7.56 /
+#   7.82-7.83 against 7.65-7.66 / 8.83-8.90);
+# - above it, the mid kernel and its fold keep T <= 32 (C = 6144, T = 17: the mid fold 7.73-7.77,
+#   the wide fold 8.20-8.21 us, though 0.4-0.5 us ahead at T = 24 / 32; C = 7168, T = 17: 8.03
+#   against 9.06: the items a CTA grow with C), and the wide entries start at LARGE_C_MIN_TOKENS
 #   (post_pre at T = 40 / 48: 9.48 / 9.92 against post, then this pre 9.96 / 10.21);
 # - post_pre folds to WIDE_POST_MAX_TOKENS: above it the h_pre clusters of 32 tokens double their
 #   items and post, then this pre is faster (T = 64: 8.39 against 9.20 us at C = 4096, 11.27
 #   against 13.17 at 7168), and to C = WIDE_POST_MAX_C, past which f's slices do not fit.
 WIDE_MIN_TOKENS = FMA_MAX_TOKENS + 1
 LARGE_C_MIN_TOKENS = 33
-WIDE_FOLD_MAX_C = 4096
+WIDE_FOLD_MAX_C = 5120
 WIDE_SLOTS = WIDE_PRE_GROUP // CLUSTER  # a wide pre CTA owns tokens rank + 16 j, j < WIDE_SLOTS
 # The wide layout pads a token's x slice by 16 bytes and a phi row slice by 32, so the rows that
 # one ldmatrix phase (8 token rows) and one phi fragment load (8 logit rows) touch fall in

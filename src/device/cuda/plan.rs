@@ -779,7 +779,7 @@ mod tests {
     fn post_pre_folds_into_the_kernel_pre_runs() {
         let limits = DeviceLimits::flagship(CudaArch::Sm90a);
         let tokens = [1, 2, 3, 4, 5, 8, 9, 12, 13, 16, 17, 24, 32, 33, 40, 48, 49, 64];
-        let channels = [512, 1152, 2048, 3968, 4096, 4104, 4224, 5120, 6144, 7168, 7176, 7296, 8192];
+        let channels = [512, 1152, 2048, 3968, 4096, 4104, 5120, 5248, 6144, 7168, 7176, 7296, 8192];
         for tuning in [Tuning::CostModel, Tuning::Embedded] {
             for gpu in [None, Some("NVIDIA H200")] {
                 for dtype in [Dtype::Bf16, Dtype::F32] {
@@ -812,7 +812,7 @@ mod tests {
     fn planned_kernels_follow_the_catalogue() {
         use Stage::{Post, PostPre, Pre};
         // pre, n = 4, C = 4096: the logit clusters up to 16 tokens (f32: 12; then mid to 64, the
-        // decode kernel behind it), their wide entry to 64 (bf16; above C = 4096 from 33 tokens,
+        // decode kernel behind it), their wide entry to 64 (bf16; above C = 5120 from 33 tokens,
         // mid below), then the persistent clusters.
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 1), ["mhc_pre_lc_sm90_bf16"]);
         assert_eq!(planned(4, 7168, Dtype::Bf16, Pre, 16), ["mhc_pre_lc_sm90_bf16"]);
@@ -821,7 +821,8 @@ mod tests {
         assert_eq!(planned(4, 7168, Dtype::F32, Pre, 13), ["mhc_pre_mid_sm90_f32"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 17), ["mhc_pre_lcw_sm90_bf16"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 32), ["mhc_pre_lcw_sm90_bf16"]);
-        assert_eq!(planned(4, 4224, Dtype::Bf16, Pre, 17), ["mhc_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 5120, Dtype::Bf16, Pre, 17), ["mhc_pre_lcw_sm90_bf16"]);
+        assert_eq!(planned(4, 5248, Dtype::Bf16, Pre, 17), ["mhc_pre_mid_sm90_bf16"]);
         assert_eq!(planned(4, 7168, Dtype::Bf16, Pre, 32), ["mhc_pre_mid_sm90_bf16"]);
         assert_eq!(planned(4, 8192, Dtype::Bf16, Pre, 17), ["mhc_pre_mid_sm90_bf16"]);
         assert_eq!(planned(4, 8192, Dtype::Bf16, Pre, 33), ["mhc_pre_lcw_sm90_bf16"]);
@@ -851,7 +852,7 @@ mod tests {
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 449), ["mhc_post_pre_pc16_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 8192), ["mhc_post_pre_pc16_bf16_n4"]);
         // The logit clusters' fused entries where they run: to 16 tokens (f32: 12), the wide one
-        // (bf16) to 48 (from 17 up to C = 4096, from 33 up to 7168); else mid16 / mid to 32, then
+        // (bf16) to 48 (from 17 up to C = 5120, from 33 up to 7168); else mid16 / mid to 32, then
         // post and pre.
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 1), ["mhc_post_pre_lc_sm90_bf16"]);
         assert_eq!(planned(4, 7168, Dtype::Bf16, PostPre, 16), ["mhc_post_pre_lc_sm90_bf16"]);
@@ -860,7 +861,8 @@ mod tests {
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 17), ["mhc_post_pre_lcw_sm90_bf16"]);
         assert_eq!(planned(4, 7168, Dtype::Bf16, PostPre, 48), ["mhc_post_pre_lcw_sm90_bf16"]);
         assert_eq!(planned(4, 7168, Dtype::Bf16, PostPre, 32), ["mhc_post_pre_mid_sm90_bf16"]);
-        assert_eq!(planned(4, 4224, Dtype::Bf16, PostPre, 17), ["mhc_post_pre_mid_sm90_bf16"]);
+        assert_eq!(planned(4, 5120, Dtype::Bf16, PostPre, 32), ["mhc_post_pre_lcw_sm90_bf16"]);
+        assert_eq!(planned(4, 5248, Dtype::Bf16, PostPre, 17), ["mhc_post_pre_mid_sm90_bf16"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 49), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_lcw_sm90_bf16"]);
         assert_eq!(planned(4, 8192, Dtype::Bf16, PostPre, 33), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_lcw_sm90_bf16"]);
         assert_eq!(planned(4, 4104, Dtype::Bf16, PostPre, 1), ["mhc_post_pre_mid16_sm90_bf16"]);
@@ -895,8 +897,9 @@ mod tests {
         assert!(n3.is_err(), "n = 3 has no post kernel, so no post_pre (fused or not)");
         assert_eq!(planned(4, 504, Dtype::Bf16, PostPre, 1), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_decode_sm90_bf16"]);
         // C = 5120..8192 (multiples of 1024): the fused pair entry from 256 tokens, post then the
-        // pair pre entry from 65; the mid kernel's post_pre entry to 32 tokens, the wide logit
-        // clusters' to 48 up to C = 7168; pre on the logit clusters to 64.
+        // pair pre entry from 65; the wide logit clusters' post_pre entry to 48 tokens up to
+        // C = 7168 (from 17 at 5120, the mid kernel's fold below 33 above it); pre on the logit
+        // clusters to 64.
         for c in [5120, 6144, 7168, 8192] {
             assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 256), ["mhc_post_pre_pc16p_bf16_n4"], "C = {c}");
             assert_eq!(
@@ -905,7 +908,8 @@ mod tests {
                 "C = {c}"
             );
             assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 8192), ["mhc_post_pre_pc16p_bf16_n4"], "C = {c}");
-            assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 32), ["mhc_post_pre_mid_sm90_bf16"], "C = {c}");
+            let few = if c <= 5120 { "mhc_post_pre_lcw_sm90_bf16" } else { "mhc_post_pre_mid_sm90_bf16" };
+            assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 32), [few], "C = {c}");
             let fold = if c <= 7168 { "mhc_post_pre_lcw_sm90_bf16" } else { "mhc_post_v4_bf16_n4_v2" };
             assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 40)[0], fold, "C = {c}");
             assert_eq!(planned(4, c, Dtype::Bf16, Pre, 64), ["mhc_pre_lcw_sm90_bf16"], "C = {c}");
