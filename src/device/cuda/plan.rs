@@ -854,24 +854,29 @@ mod tests {
         // The logit clusters' fused entries where they run: to 16 tokens (f32: 12), the wide one
         // (bf16) to 48 (from 17 up to C = 5120, from 33 up to 7168); else mid16 / mid to 32, then
         // post and pre.
-        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 1), ["mhc_post_pre_lc_sm90_bf16"]);
-        assert_eq!(planned(4, 7168, Dtype::Bf16, PostPre, 16), ["mhc_post_pre_lc_sm90_bf16"]);
-        assert_eq!(planned(4, 7168, Dtype::F32, PostPre, 12), ["mhc_post_pre_lc_sm90_f32"]);
-        assert_eq!(planned(4, 7168, Dtype::F32, PostPre, 13), ["mhc_post_pre_mid_sm90_f32"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 17), ["mhc_post_pre_lcw_sm90_bf16"]);
-        assert_eq!(planned(4, 7168, Dtype::Bf16, PostPre, 48), ["mhc_post_pre_lcw_sm90_bf16"]);
-        assert_eq!(planned(4, 7168, Dtype::Bf16, PostPre, 32), ["mhc_post_pre_mid_sm90_bf16"]);
-        assert_eq!(planned(4, 5120, Dtype::Bf16, PostPre, 32), ["mhc_post_pre_lcw_sm90_bf16"]);
-        assert_eq!(planned(4, 5248, Dtype::Bf16, PostPre, 17), ["mhc_post_pre_mid_sm90_bf16"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 49), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_lcw_sm90_bf16"]);
-        assert_eq!(planned(4, 8192, Dtype::Bf16, PostPre, 33), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_lcw_sm90_bf16"]);
-        assert_eq!(planned(4, 4104, Dtype::Bf16, PostPre, 1), ["mhc_post_pre_mid16_sm90_bf16"]);
-        assert_eq!(planned(4, 4104, Dtype::Bf16, PostPre, 8), ["mhc_post_pre_mid16_sm90_bf16"]);
-        assert_eq!(planned(4, 4104, Dtype::Bf16, PostPre, 9), ["mhc_post_pre_mid_sm90_bf16"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 32), ["mhc_post_pre_lcw_sm90_bf16"]);
-        assert_eq!(planned(4, 4096, Dtype::F32, PostPre, 32), ["mhc_post_pre_mid_sm90_f32"]);
+        let cases: &[(usize, usize, Dtype, usize, &[&str])] = &[
+            (4, 4096, Dtype::Bf16, 1, &["mhc_post_pre_lc_sm90_bf16"]),
+            (4, 7168, Dtype::Bf16, 16, &["mhc_post_pre_lc_sm90_bf16"]),
+            (4, 7168, Dtype::F32, 12, &["mhc_post_pre_lc_sm90_f32"]),
+            (4, 7168, Dtype::F32, 13, &["mhc_post_pre_mid_sm90_f32"]),
+            (4, 4096, Dtype::Bf16, 17, &["mhc_post_pre_lcw_sm90_bf16"]),
+            (4, 7168, Dtype::Bf16, 48, &["mhc_post_pre_lcw_sm90_bf16"]),
+            (4, 7168, Dtype::Bf16, 32, &["mhc_post_pre_mid_sm90_bf16"]),
+            (4, 5120, Dtype::Bf16, 32, &["mhc_post_pre_lcw_sm90_bf16"]),
+            (4, 5248, Dtype::Bf16, 17, &["mhc_post_pre_mid_sm90_bf16"]),
+            (4, 4096, Dtype::Bf16, 49, &["mhc_post_v4_bf16_n4_v2", "mhc_pre_lcw_sm90_bf16"]),
+            (4, 8192, Dtype::Bf16, 33, &["mhc_post_v4_bf16_n4_v2", "mhc_pre_lcw_sm90_bf16"]),
+            (4, 4104, Dtype::Bf16, 1, &["mhc_post_pre_mid16_sm90_bf16"]),
+            (4, 4104, Dtype::Bf16, 8, &["mhc_post_pre_mid16_sm90_bf16"]),
+            (4, 4104, Dtype::Bf16, 9, &["mhc_post_pre_mid_sm90_bf16"]),
+            (4, 4096, Dtype::Bf16, 32, &["mhc_post_pre_lcw_sm90_bf16"]),
+            (4, 4096, Dtype::F32, 32, &["mhc_post_pre_mid_sm90_f32"]),
+            (2, 520, Dtype::F32, 32, &["mhc_post_pre_mid_sm90_f32"]),
+        ];
+        for &(n, c, dtype, t, want) in cases {
+            assert_eq!(planned(n, c, dtype, PostPre, t), want, "n = {n}, C = {c}, {dtype:?}, T = {t}");
+        }
         assert_eq!(planned_with(4, 4096, Dtype::Bf16, PostPre, 40, &Tuning::Embedded), ["mhc_post_pre_lcw_sm90_bf16"]);
-        assert_eq!(planned(2, 520, Dtype::F32, PostPre, 32), ["mhc_post_pre_mid_sm90_f32"]);
         // n = 8: the mid_n8 kernel's post_pre entries to 16 tokens, the mid32_n8 ones to 32, then
         // post and pre.
         assert_eq!(planned(8, 1280, Dtype::Bf16, PostPre, 1), ["mhc_post_pre_mid_n8_sm90_bf16"]);
