@@ -61,7 +61,58 @@ pub(crate) fn choose(
 ) -> Choices {
     let admit = |v: &Variant| launch_limits(v, cfg, dtype, limits, max_tokens).and_then(|()| admit(v));
     let arch = limits.arch.loader_arch();
-    crate::plan::choose_with(selector, arch, cfg, dtype, slot, max_tokens, request.map(LaunchKind::name), &admit)
+    let mut choices =
+        crate::plan::choose_with(selector, arch, cfg, dtype, slot, max_tokens, request.map(LaunchKind::name), &admit);
+    if slot == Slot::PostPre && request.is_none() {
+        let pre = crate::plan::choose_with(selector, arch, cfg, dtype, Slot::Pre, max_tokens, None, &admit);
+        folds_follow_pre(&mut choices, &pre.ranges, arch.name());
+    }
+    choices
+}
+
+/// The `pre` entry whose kernel a few-token `post_pre` fold runs (the logit clusters', the mid
+/// kernels': the same text with `post` folded in after the loads), or `None` for another kind.
+fn folded_pre_entry(v: &Variant) -> Option<String> {
+    match LaunchKind::from_name(&v.entry.launch)? {
+        LaunchKind::PostPreLogitClusters | LaunchKind::PostPreMid => {
+            Some(v.entry.entry.replacen("mhc_post_pre_", "mhc_pre_", 1))
+        }
+        _ => None,
+    }
+}
+
+/// How [`folds_follow_pre`]'s reason begins (after the row's id).
+const FOLD_RULE: &str = "set aside: pre runs another kernel than this fold's";
+
+/// A few-token fold's outputs are `post` then its own kernel's `pre`, bit for bit, and
+/// `post_pre` must give `post` then `pre`'s: where `pre` (`pre_ranges`) runs another kernel at
+/// some T of a fold's range (a tuned table that chose one stage alone), that range runs `post`,
+/// then `pre` instead, and a warning names the entry that could not apply.
+fn folds_follow_pre(post_pre: &mut Choices, pre_ranges: &[crate::plan::Choice], arch: &str) {
+    let pre_at = |t: usize| pre_ranges.iter().find(|(max, _)| t <= *max).and_then(|(_, c)| c.as_ref().ok());
+    let mut first = 1;
+    for (max, choice) in &mut post_pre.ranges {
+        let range = (first, *max);
+        first = max.saturating_add(1);
+        let Ok(v) = choice else { continue };
+        let Some(twin) = folded_pre_entry(v) else { continue };
+        let last = range.1.min(v.entry.tokens.max as usize);
+        let Some(t) = (range.0..=last).find(|&t| pre_at(t).map(|p| p.entry.entry.as_str()) != Some(twin.as_str()))
+        else {
+            continue;
+        };
+        let other = pre_at(t).map_or("no kernel".to_string(), |p| p.id().to_string());
+        let why = format!("{}: {FOLD_RULE} ({twin}; at T = {t}: {other}), so post, then pre", v.id());
+        if !post_pre.warnings.contains(&why) {
+            post_pre.warnings.push(why.clone());
+        }
+        *choice = Err(Error::NoVariant {
+            stage: Slot::PostPre.name().into(),
+            arch: arch.into(),
+            shape: format!("T = {}..{}", range.0, range.1),
+            rejected: vec![why],
+        });
+    }
 }
 
 /// A configuration on a device: kernels chosen and loaded for every stage the device has for it.
@@ -534,6 +585,10 @@ fn why_two_launches(no_fused: &Error) -> String {
     // Each rejection reads "row: reason"; a tuned entry's reason is the same for every row.
     let marker = mhc_loader::select::CHOSE_POST_THEN_PRE;
     let tuned = rejected.iter().find_map(|r| r.split_once(": ").map(|(_, why)| why).filter(|w| w.starts_with(marker)));
+    if let Some(fold) = rejected.iter().find(|r| r.split_once(": ").is_some_and(|(_, why)| why.starts_with(FOLD_RULE)))
+    {
+        return format!("post_pre runs as two launches: {fold}\n");
+    }
     match tuned {
         Some(why) => format!("post_pre runs as two launches: {why}\n"),
         None => {
@@ -793,12 +848,16 @@ mod tests {
                                     .map(|k| k.entry)
                                     .collect()
                             };
-                            let fused = plan("post_pre");
+                            let key = format!("{tuning:?} {gpu:?} {dtype:?} {form:?} C={c} T={t}");
+                            let post_pre = planned_kernels(&limits, gpu, &cfg, dtype, "post_pre", t, &tuning).unwrap();
+                            // The table and the rows agree by themselves: the plan never had to
+                            // set a fold aside.
+                            assert!(!post_pre[0].explain.contains(FOLD_RULE), "{key}: {}", post_pre[0].explain);
+                            let fused: Vec<String> = post_pre.into_iter().map(|k| k.entry).collect();
                             let Some(kernel) = fused.first().and_then(|e| e.strip_prefix("mhc_post_pre_")) else {
                                 continue;
                             };
                             if fused.len() == 1 && (kernel.starts_with("lc") || kernel.starts_with("mid")) {
-                                let key = format!("{tuning:?} {gpu:?} {dtype:?} {form:?} C={c} T={t}");
                                 assert_eq!(plan("pre"), [format!("mhc_pre_{kernel}")], "{key}");
                             }
                         }
@@ -806,6 +865,54 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A table whose `post_pre` entry folds into a kernel `pre` does not run there (the mid16
+    /// fold where `pre` runs the logit clusters) is set aside at that call: `post`, then `pre`,
+    /// with the reason in the plan's account.
+    #[test]
+    fn a_fold_whose_pre_runs_elsewhere_gives_way_to_post_then_pre() {
+        // The row's current image, so that the entry applies (a stale one would be ignored).
+        let sha = &catalogue().unwrap().get("post_pre_mid16_sm90_bf16").unwrap().image_sha256;
+        let entry = r#"
+[[entry]]
+arch = "sm_90a"
+units = 132
+stage = "post_pre"
+dtype = "bf16"
+formulation = "paper"
+device = "NVIDIA H200"
+tokens = 4
+n = 4
+c = 8192
+variant = "post_pre_mid16_sm90_bf16"
+image_sha256 = "SHA"
+us = 6.265
+gbps = 530.8
+error = 5.548e-5
+samples = 500
+date = "2026-11-29"
+gpu = "NVIDIA H200"
+driver = 13000
+pct_copy = 12.66
+spread_pct = 0.05107
+cost_model = "post_pre_lc_sm90_bf16"
+cost_model_us = 6.521
+runner_up = "post_pre_lc_sm90_bf16"
+runner_up_margin_pct = 4.083
+"#;
+        let table = mhc_loader::TunedTable::parse("test", &entry.replace("SHA", sha)).unwrap();
+        let tuning = Tuning::Tables(vec![table]);
+        let limits = DeviceLimits::flagship(CudaArch::Sm90a);
+        let cfg = Config::new(4, 7168).with_formulation(Formulation::Paper);
+        let plan = |stage| planned_kernels(&limits, Some("NVIDIA H200"), &cfg, Dtype::Bf16, stage, 4, &tuning).unwrap();
+        assert_eq!(plan("pre")[0].entry, "mhc_pre_lc_sm90_bf16");
+        let post_pre = plan("post_pre");
+        let entries: Vec<&str> = post_pre.iter().map(|k| k.entry.as_str()).collect();
+        assert_eq!(entries.len(), 2, "{entries:?}");
+        assert!(entries[0].starts_with("mhc_post_"), "{entries:?}");
+        assert_eq!(entries[1], "mhc_pre_lc_sm90_bf16");
+        assert!(post_pre[0].explain.contains(FOLD_RULE), "{}", post_pre[0].explain);
     }
 
     #[test]
