@@ -829,18 +829,21 @@ mod tests {
     /// kernel's), its outputs are `post` then that kernel's `pre`, bit for bit: so `pre` must run
     /// the same kernel at that call, with the cost model and with the embedded table on every GPU
     /// it names (n = 4: every token bucket to 64 on both sides of each bound, C at and beside the
-    /// rows' bounds, both dtypes and formulations).
+    /// rows' bounds; n = 1, 2, 8 at a few C; both dtypes and formulations).
     #[test]
     fn post_pre_folds_into_the_kernel_pre_runs() {
         let limits = DeviceLimits::flagship(CudaArch::Sm90a);
         let tokens = [1, 2, 3, 4, 5, 8, 9, 12, 13, 16, 17, 24, 32, 33, 40, 48, 49, 64];
         let channels = [512, 1152, 2048, 3968, 4096, 4104, 5120, 5248, 6144, 7168, 7176, 7296, 8192];
+        // n = 1, 2 and 8 (the mid kernels' folds), at fewer C.
+        let others = [(1, 520), (2, 1280), (2, 4096), (8, 512), (8, 1280), (8, 1288), (8, 4224)];
+        let shapes = channels.iter().map(|&c| (4, c)).chain(others);
         for tuning in [Tuning::CostModel, Tuning::Embedded] {
             for gpu in [None, Some("NVIDIA H200")] {
                 for dtype in [Dtype::Bf16, Dtype::F32] {
                     for form in [Formulation::DeepSeekV4, Formulation::Paper] {
-                        for (c, t) in channels.iter().flat_map(|&c| tokens.iter().map(move |&t| (c, t))) {
-                            let cfg = Config::new(4, c).with_formulation(form);
+                        for ((n, c), t) in shapes.clone().flat_map(|s| tokens.iter().map(move |&t| (s, t))) {
+                            let cfg = Config::new(n, c).with_formulation(form);
                             let plan = |stage| -> Vec<String> {
                                 planned_kernels(&limits, gpu, &cfg, dtype, stage, t, &tuning)
                                     .unwrap()
@@ -848,7 +851,7 @@ mod tests {
                                     .map(|k| k.entry)
                                     .collect()
                             };
-                            let key = format!("{tuning:?} {gpu:?} {dtype:?} {form:?} C={c} T={t}");
+                            let key = format!("{tuning:?} {gpu:?} {dtype:?} {form:?} n={n} C={c} T={t}");
                             let post_pre = planned_kernels(&limits, gpu, &cfg, dtype, "post_pre", t, &tuning).unwrap();
                             // The table and the rows agree by themselves: the plan never had to
                             // set a fold aside.
