@@ -672,7 +672,12 @@ impl Bench for Gpu {
             Plan::with_tuning(&self.dev, case.config(), case.dtype, case.tokens, &tuning).map_err(|e| e.to_string())?;
         let ran = runs(&plan, case.stage, case.tokens)?;
         if ran != candidate.id {
-            return Err(format!("the plan did not follow the table: it runs {ran}"));
+            // The plan's warnings say why (a stale image; a fold set aside beside another pre).
+            let why = plan.tuning_warnings().join("; ");
+            return Err(format!(
+                "the plan did not follow the table: it runs {ran}{}",
+                if why.is_empty() { String::new() } else { format!(" ({why})") }
+            ));
         }
         let row = bench_case(&self.dev, &self.stream, case.stage, &plan, case.tokens, self.runs, GRAPH_MAX_TOKENS)
             .map_err(|e| e.to_string())?;
