@@ -1523,6 +1523,9 @@ def entry(dt, post=False, wide=False):
     esz = 2 if dt == "bf16" else 4
     most = largest_group(dt)
     top = WIDE_PRE_GROUP if wide else GROUP     # the static arrays' rows, the coefficient threads
+    # post_pre's x' passes: the wide fold's rows end at WIDE_POST_MAX_TOKENS, where its h_pre
+    # clusters hold WIDE_GROUP tokens (lc.rs `args` refuses a T outside the row), up to
+    # WIDE_POST_MAX_C.
     max_cpc = WIDE_POST_MAX_C // CLUSTER if wide else MAX_CPC
     name = f"mhc_{'post_pre' if post else 'pre'}_lc{'w' if wide else ''}_sm90_{dt}"
     L = [declarations(name, esz, post, wide, top), opening(esz, post, wide), loads(esz, post, top),
