@@ -789,22 +789,8 @@ fn pre_lc_kernel_shapes() {
                 (1152, 3),
                 (1280, 9),
                 (8192, 4),
-            ] {
-                shapes.push(Shape::new(4, c, t, form, dtype));
-            }
-            shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 4096, 1, form, dtype) });
-            // phi ~ 0.5 at C = 4096: at 7168 most tokens' h_res is ill-conditioned in f32 (the
-            // Paper: 5 of 6 in one run), and the case would compare too little.
-            shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 4096, 6, form, dtype) });
-            shapes.push(Shape { x_pad: 24, ..Shape::new(4, 4096, 3, form, dtype) });
-            shapes.push(Shape { x_pad: 24, ..Shape::new(4, 1152, 10, form, dtype) });
-            shapes.push(Shape { x_pad: 24, ..Shape::new(4, 8192, 15, form, dtype) });
-            shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4096, 2, form, dtype) });
-            shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 7168, 9, form, dtype) });
-            // The wide entries (bf16, 17..64 tokens, from 33 above C = 5120): odd counts, a partial
-            // last group, 16 and 32 tokens an h_pre cluster, every C bucket's edge, gamma_k,
-            // strided rows, phi ~ 0.5.
-            for (c, t) in [
+                // The wide entries (bf16, 17..64 tokens, from 33 above C = 5120): odd counts, a
+                // partial last group, 16 and 32 tokens an h_pre cluster, every C bucket's edge.
                 (4096, 17),
                 (4096, 32),
                 (1152, 23),
@@ -820,6 +806,16 @@ fn pre_lc_kernel_shapes() {
             ] {
                 shapes.push(Shape::new(4, c, t, form, dtype));
             }
+            shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 4096, 1, form, dtype) });
+            // phi ~ 0.5 at C = 4096: at 7168 most tokens' h_res is ill-conditioned in f32 (the
+            // Paper: 5 of 6 in one run), and the case would compare too little.
+            shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 4096, 6, form, dtype) });
+            shapes.push(Shape { x_pad: 24, ..Shape::new(4, 4096, 3, form, dtype) });
+            shapes.push(Shape { x_pad: 24, ..Shape::new(4, 1152, 10, form, dtype) });
+            shapes.push(Shape { x_pad: 24, ..Shape::new(4, 8192, 15, form, dtype) });
+            shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 4096, 2, form, dtype) });
+            shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 7168, 9, form, dtype) });
+            // The wide entries with phi ~ 0.5, gamma_k and strided rows.
             shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 4096, 20, form, dtype) });
             shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 4096, 40, form, dtype) });
             shapes.push(Shape { x_pad: 24, ..Shape::new(4, 512, 64, form, dtype) });
