@@ -803,6 +803,17 @@ fn pre_lc_kernel_shapes() {
                 (7168, 64),
                 (8192, 33),
                 (8192, 64),
+                // The long wide entry (bf16, 65..128 tokens, C up to 6144): 32 tokens an h_res
+                // cluster (two Sinkhorns a CTA), 48 an h_pre cluster, partial last groups of
+                // either role, the largest C.
+                (4096, 65),
+                (4096, 96),
+                (4096, 97),
+                (4096, 128),
+                (1152, 77),
+                (512, 100),
+                (5120, 113),
+                (6144, 128),
             ] {
                 shapes.push(Shape::new(4, c, t, form, dtype));
             }
@@ -821,17 +832,22 @@ fn pre_lc_kernel_shapes() {
             shapes.push(Shape { x_pad: 24, ..Shape::new(4, 512, 64, form, dtype) });
             shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 1152, 39, form, dtype) });
             shapes.push(Shape { gamma_k: true, ..Shape::new(4, 7168, 57, form, dtype) });
+            shapes.push(Shape { phi_std: 0.5, ..Shape::new(4, 4096, 100, form, dtype) });
+            shapes.push(Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 1152, 81, form, dtype) });
+            shapes.push(Shape { x_pad: 24, ..Shape::new(4, 6144, 70, form, dtype) });
             let mut others = vec![
                 Shape::new(4, 8192, 17, form, dtype),
                 Shape::new(4, 7168, 32, form, dtype),
-                Shape::new(4, 4096, 65, form, dtype),
+                Shape::new(4, 4096, 129, form, dtype),
+                Shape::new(4, 6272, 65, form, dtype),
+                Shape::new(4, 7168, 65, form, dtype),
                 Shape::new(3, 4096, 1, form, dtype),
                 Shape { gamma_f: true, ..Shape::new(4, 4096, 2, form, dtype) },
                 Shape::new(4, 1288, 2, form, dtype),
                 Shape::new(4, 8320, 1, form, dtype),
             ];
             // f32: the rows end at 12 tokens; the longer shapes keep the mid kernel.
-            let top = if dtype == Dtype::Bf16 { 64 } else { 12 };
+            let top = if dtype == Dtype::Bf16 { 128 } else { 12 };
             let (shapes, beyond): (Vec<Shape>, Vec<Shape>) = shapes.into_iter().partition(|sh| sh.t <= top);
             others.extend(beyond);
             check_where_selected(&dev, &stream, &mut rng, "mhc_pre_lc", &shapes, &others);
@@ -876,7 +892,12 @@ fn lc_sanitizer_smoke() {
     }
     // The wide entries (bf16): partial last groups of each role, two mix passes, post items in
     // several passes.
-    for (c, t, form) in [(4352, 39, Formulation::Paper), (3968, 20, Formulation::DeepSeekV4)] {
+    for (c, t, form) in [
+        (4352, 39, Formulation::Paper),
+        (3968, 20, Formulation::DeepSeekV4),
+        (4352, 100, Formulation::Paper),
+        (3968, 71, Formulation::DeepSeekV4),
+    ] {
         let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, c, t, form, Dtype::Bf16) };
         check_pre(&dev, &stream, &mut rng, &sh);
         fused_post_pre_matches_pair(&dev, &stream, &mut rng, &sh, true);
@@ -1068,14 +1089,14 @@ fn pre_cluster_kernel_shapes() {
         let bf = |n, c, t| Shape::new(n, c, t, form, Dtype::Bf16);
         let mut shapes = Vec::new();
         for (c, t) in [
-            (4096, 65),
+            (4096, 131),
             (4096, 1000),
             (4096, 4099),
             (128, 33),
             (384, 100),
             (1280, 257),
-            (2048, 80),
-            (3968, 97),
+            (2048, 180),
+            (3968, 197),
             (1024, 300),
             (3072, 150),
         ] {
@@ -1083,7 +1104,7 @@ fn pre_cluster_kernel_shapes() {
         }
         shapes.push(Shape { phi_std: 0.5, ..bf(4, 4096, 1000) });
         shapes.push(Shape { gamma_k: true, ..bf(4, 4096, 200) });
-        shapes.push(Shape { gamma_k: true, x_pad: 24, ..bf(4, 1280, 72) });
+        shapes.push(Shape { gamma_k: true, x_pad: 24, ..bf(4, 1280, 172) });
         shapes.push(Shape { x_pad: 8, ..bf(4, 4096, 129) });
         for sh in shapes {
             assert!(uses(&sh), "{}: cluster kernel selected", sh.label());
@@ -1096,6 +1117,7 @@ fn pre_cluster_kernel_shapes() {
             bf(4, 9216, 1000),
             bf(4, 4096, 16),
             bf(4, 4096, 64),
+            bf(4, 4096, 128),
             bf(8, 1280, 1000),
         ] {
             assert!(!uses(&sh), "{}: cluster kernel not selected", sh.label());
@@ -1145,7 +1167,7 @@ fn pre_cluster_pair_shapes() {
     }
     for form in FORMS {
         let bf = |c, t| Shape::new(4, c, t, form, Dtype::Bf16);
-        let mut shapes: Vec<Shape> = [(7168, 65), (7168, 1000), (7168, 4099), (5120, 97), (6144, 300), (8192, 129)]
+        let mut shapes: Vec<Shape> = [(7168, 65), (7168, 1000), (7168, 4099), (5120, 197), (6144, 300), (8192, 129)]
             .map(|(c, t)| bf(c, t))
             .into();
         shapes.push(Shape { phi_std: 0.5, ..bf(7168, 1000) });
@@ -1297,12 +1319,12 @@ fn post_pre_cluster_kernel_shapes() {
     for form in FORMS {
         let bf = |c, t| Shape::new(4, c, t, form, Dtype::Bf16);
         let mut shapes = Vec::new();
-        for (c, t) in [(4096, 65), (4096, 1000), (4096, 1111), (128, 100), (1280, 257), (3968, 97)] {
+        for (c, t) in [(4096, 129), (4096, 1000), (4096, 1111), (128, 150), (1280, 257), (3968, 197)] {
             shapes.push(bf(c, t));
         }
         shapes.push(Shape { phi_std: 0.5, ..bf(4096, 300) });
         shapes.push(Shape { gamma_k: true, x_pad: 24, ..bf(1280, 200) });
-        shapes.push(Shape { x_pad: 8, ..bf(4096, 129) });
+        shapes.push(Shape { x_pad: 8, ..bf(4096, 130) });
         for sh in shapes {
             assert!(uses(&sh), "{}: fused cluster kernel selected", sh.label());
             fused_post_pre_matches_pair(&dev, &stream, &mut rng, &sh, false);
@@ -1315,6 +1337,9 @@ fn post_pre_cluster_kernel_shapes() {
             bf(7296, 1000),
             bf(4096, 64),
             bf(7168, 64),
+            // pre runs the logit clusters' long wide entry there, so post, then pre
+            bf(4096, 65),
+            bf(3968, 128),
             Shape::new(8, 1280, 1000, form, Dtype::Bf16),
         ] {
             assert!(!uses(&sh), "{}: fused cluster kernel not selected", sh.label());

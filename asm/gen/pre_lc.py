@@ -74,7 +74,6 @@ WIDE_PRE_GROUP = 32
 WIDE_MIN_TOKENS = FMA_MAX_TOKENS + 1
 LARGE_C_MIN_TOKENS = 33
 WIDE_FOLD_MAX_C = 5120
-WIDE_SLOTS = WIDE_PRE_GROUP // CLUSTER  # a wide pre CTA owns tokens rank + 16 j, j < WIDE_SLOTS
 # The wide layout pads a token's x slice by 16 bytes and a phi row slice by 32, so the rows that
 # one ldmatrix phase (8 token rows) and one phi fragment load (8 logit rows) touch fall in
 # different banks (unpadded, C / 16 = 256 channels put every row at a multiple of 128 bytes).
@@ -86,6 +85,37 @@ WIDE_PHI_PAD = 32
 WIDE_POST_MAX_C = 7168
 WIDE_POST_MAX_TOKENS = WIDE_PRE_ABOVE
 PRE_WORDS = ROLES["pre"]["words"]
+# Above MAX_TOKENS the long wide entry (`pre` only) takes LONG_RES_GROUP tokens an h_res cluster
+# (two m16 tiles; CTA r runs the Sinkhorns of tokens r and r + 16) and LONG_PRE_GROUP an h_pre
+# cluster (three tiles), to LONG_MAX_TOKENS: T = 128 is 4 + 3 clusters, the seven a 132-SM part
+# holds at once (the persistent clusters pay about 4.8 us before their first tile and 4 us of
+# drain there: docs/kernels/pre.md). Both layouts need 528 bytes a channel of C / 16 and the static
+# arrays 26.9 KB, which fit a CTA's 227 KB to C = LONG_MAX_C.
+LONG_RES_GROUP = 32
+LONG_PRE_GROUP = 48
+LONG_MAX_TOKENS = 128
+LONG_MAX_C = 6144
+
+
+class Wide:
+    """The token groups of a wide entry: h_res clusters of `res` tokens, h_pre clusters of `pre`
+    tokens, or `pre_above` above `above` tokens; CTA r of a cluster owns the tokens r + 16 j (the
+    h_res role runs their Sinkhorns, the h_pre role adds their rows, stores their coefficients and
+    sends their h_pre to every CTA). Its rows take T = tokens[0]..tokens[1]; `suffix` names its
+    entries (mhc_pre_lc<suffix>_sm90_bf16)."""
+
+    def __init__(self, suffix, res, pre, above, pre_above, tokens):
+        self.suffix, self.res, self.pre, self.above, self.pre_above = suffix, res, pre, above, pre_above
+        self.tokens = tokens
+        self.pre_groups = (pre,) if pre_above == pre else (pre, pre_above)
+        self.res_slots = res // CLUSTER
+        self.pre_slots = max(self.pre_groups) // CLUSTER
+        self.top = max(res, *self.pre_groups)
+        self.layouts = (("res", res),) + tuple(("pre", g) for g in self.pre_groups)
+
+
+WIDE = Wide("w", WIDE_GROUP, WIDE_GROUP, WIDE_PRE_ABOVE, WIDE_PRE_GROUP, (WIDE_MIN_TOKENS, MAX_TOKENS))
+LONG = Wide("w128", LONG_RES_GROUP, LONG_PRE_GROUP, LONG_MAX_TOKENS, LONG_PRE_GROUP, (MAX_TOKENS + 1, LONG_MAX_TOKENS))
 
 
 def role_select(reg, key):
@@ -110,12 +140,13 @@ def wide_role_shared(role, group, cpc, post=False):
             + (group * 2 * cpc if post else 0))
 
 
-WIDE_LAYOUTS = (("res", WIDE_GROUP), ("pre", WIDE_GROUP), ("pre", WIDE_PRE_GROUP))
+WIDE_LAYOUTS = WIDE.layouts
 
 
-def wide_shared(cpc, post=False):
-    """The most dynamic shared memory a wide launch at cpc channels needs (its roles' larger)."""
-    return max(wide_role_shared(r, g, cpc, post) for r, g in WIDE_LAYOUTS)
+def wide_shared(cpc, post=False, wide=WIDE):
+    """The most dynamic shared memory a launch of a wide entry at cpc channels needs (its roles'
+    larger)."""
+    return max(wide_role_shared(r, g, cpc, post) for r, g in wide.layouts)
 
 
 HEADER = f"""\
@@ -240,9 +271,9 @@ def stamp(k, clock=None):
 
 def group_rule(wide):
     """The cluster's role, first token and group (%p_res, %tok0, %grp; %r0 = res clusters): the
-    narrow rule (res RES_GROUP, pre RES_GROUP or PRE_GROUP tokens above NARROW_MAX_TOKENS) or, in
-    the wide entry, res WIDE_GROUP and pre WIDE_GROUP or WIDE_PRE_GROUP above WIDE_PRE_ABOVE."""
-    res, (pre, pre_above, above) = ((WIDE_GROUP, (WIDE_GROUP, WIDE_PRE_GROUP, WIDE_PRE_ABOVE)) if wide
+    narrow rule (res RES_GROUP, pre RES_GROUP or PRE_GROUP tokens above NARROW_MAX_TOKENS) or a
+    wide entry's groups (Wide)."""
+    res, (pre, pre_above, above) = ((wide.res, (wide.pre, wide.pre_above, wide.above)) if wide
                                     else (RES_GROUP, (RES_GROUP, PRE_GROUP, NARROW_MAX_TOKENS)))
     return f"""    add.u32 %r0, %T, {res - 1};
     shr.u32 %r0, %r0, {res.bit_length() - 1};                   // res clusters: ceil(T / {res})
@@ -255,11 +286,12 @@ def group_rule(wide):
 
 def static_arrays(top, wide, post):
     """The entry's own static shared arrays, sized for its groups (top: its largest): the narrow
-    entries' stay as small as their 8 tokens need, the wide entries' hold 32."""
+    entries' stay as small as their 8 tokens need, the wide entries' hold their groups."""
     if wide:
-        red = max(WIDE_GROUP * (ROLES["res"]["rows"] + 1), WIDE_PRE_GROUP * (ROLES["pre"]["rows"] + 1))
-        gat = CLUSTER * max(ROW, WIDE_SLOTS * PRE_WORDS)
-        gat_what = f"res: [16 ranks][{ROW}]; pre: [16 ranks][{WIDE_SLOTS}][{PRE_WORDS}] (the owned tokens)"
+        red = max(wide.res * (ROLES["res"]["rows"] + 1), max(wide.pre_groups) * (ROLES["pre"]["rows"] + 1))
+        gat = CLUSTER * max(wide.res_slots * ROW, wide.pre_slots * PRE_WORDS)
+        res_gat = f"[{wide.res_slots}][16 ranks][{ROW}]" if wide.res_slots > 1 else f"[16 ranks][{ROW}]"
+        gat_what = f"res: {res_gat}; pre: [16 ranks][{wide.pre_slots}][{PRE_WORDS}] (the owned tokens)"
     else:
         red = max(r["group"] * (r["rows"] + 1) for r in ROLES.values())
         gat = max(CLUSTER * ROW, GROUP * CLUSTER * PRE_WORDS)
@@ -277,6 +309,7 @@ def static_arrays(top, wide, post):
 
 
 def declarations(name, esz, post, wide, top):
+    tiles = max(2, top // 16)               # the most m16 tiles of tokens a projection_mma body holds
     return f""".visible .entry {name}(
     .param .align 8 .b8 p_args[{(POST_PRE_PC if post else PRE_DECODE).size}]
 )
@@ -297,8 +330,8 @@ def declarations(name, esz, post, wide, top):
     .reg .b32 %xsm, %gksm, %phsm, %rowb, %xrow, %lbar, %gbar, %hbar;
     .reg .f32 %acc<64>, %ss<8>, %xq<32>, %gq<4>, %ph<4>, %hs, %hk, %hr;
     .reg .b32 %xw<8>, %bh<2>, %bl<2>, %bu<4>;
-    .reg .f32 %bf<4>, %sg<32>, %pa<16>, %ga<8>;
-    .reg .b32 %xa<16>;
+    .reg .f32 %bf<4>, %sg<{16 * tiles}>, %pa<16>, %ga<8>;
+    .reg .b32 %xa<{8 * tiles}>;
     .reg .f32 %mo<8>, %mb<8>, %gv<8>;
     .reg .b32 %mx<32>;
     .reg .f32 %S<16>;
@@ -655,16 +688,17 @@ def opening(esz, post, wide=False):
     shl.b32 %r1, %r1, 2;{F_BYTES.format(esz=esz) if post else ""}
     mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_lbar], %r1;
     // the gather: role pre 16 ranks x the group's tokens x 48 bytes; role res CTA t < its group 16 x {4 * ROW}
-    @!%p_res bra ARM_PRE;
+    @!%p_res bra ARM_PRE;""" + (f"""
+    // every CTA owns {wide.res_slots} tokens of the group (rows of tokens past T arrive as zeros)""" if wide and wide.res_slots > 1 else """
     setp.ge.u32 %p2, %rank, %grp;
-    @%p2 bra INIT_DONE;
-    mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_gbar], {CLUSTER * 4 * ROLES['res']['words']};
+    @%p2 bra INIT_DONE;""") + f"""
+    mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_gbar], {(wide.res_slots if wide else 1) * CLUSTER * 4 * ROLES['res']['words']};
     bra INIT_DONE;
 ARM_PRE:""" + (f"""
     // the rows of the tokens this CTA owns (rank + 16 j < cnt), h_pre of every token
     shl.b32 %r2, %cnt, 4;
     mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_hbar], %r2;
-{owned_tokens("%r1", "%r3", "%p2")}
+{owned_tokens("%r1", "%r3", "%p2", wide.pre_slots if wide else 0)}
     mul.lo.u32 %r1, %r1, {CLUSTER * 4 * PRE_WORDS};""" if wide else f"""
     mul.lo.u32 %r1, %cnt, {CLUSTER * 4 * PRE_WORDS};""") + f"""
     mbarrier.arrive.expect_tx.shared::cta.b64 %st, [sm_gbar], %r1;
@@ -710,7 +744,7 @@ XPROBE_SKIP:
 XPROBE_DONE:"""
 
 
-def loads(esz, post, top):
+def loads(esz, post, top, wide=None):
     """The bulk copies, spread over the warps (a warp's lanes issue theirs one after another), all
     completing on the one load mbarrier: lane l of warp w issues copy m = w + 8 (l / 4) of stream
     i = l % 4: m < rows a phi row, then the group's x rows, then gamma_k's run (and for post_pre
@@ -773,11 +807,14 @@ GK_DONE:
     add.u32 %r1, %r1, %r2;
     mov.b32 %r4, 0;
 {shared_fill("X_ZERO", "%xsm")}""")
+    slots = wide.res_slots if wide else 1
     e(f"""    // the coefficient threads' parameters, in flight during the projection: role res thread 0
-    // base[8..24) and scale[2]; role pre thread s < 32 (token s / 8, logit s % 8) base[s % 8] and
+    // {"(lane 0 of warps 0.." + str(slots - 1) + ": a Sinkhorn each) " if slots > 1 else ""}base[8..24) and scale[2]; role pre thread s < 32 (token s / 8, logit s % 8) base[s % 8] and
     // scale[0] (h_pre) / scale[1] (h_post)
-    @!%p_res bra PARAMS_PRE;
-    setp.ne.u32 %p1, %tx, 0;
+    @!%p_res bra PARAMS_PRE;""" + (f"""
+    setp.ne.u32 %p1, %lane, 0;
+    setp.ge.or.u32 %p1, %tx, {32 * slots}, %p1;""" if slots > 1 else """
+    setp.ne.u32 %p1, %tx, 0;""") + """
     @%p1 bra PARAMS_DONE;
     ld.global.nc.f32 %sc, [%scale+8];""")
     for q in range(0, N * N, 4):
@@ -1129,21 +1166,22 @@ MM_{R}_ROWS{p}:""")
     return "\n".join(L)
 
 
-def role_rows(role, esz, most, wide=False):
+def role_rows(role, esz, most, wide=None):
     """The projection and the CTA's rows, then the cluster barrier's wait (every CTA's gather
     mbarrier is armed): one FMA body per token count (1, 2, up to 4, up to 8; the role's group and
-    `most`, the entry's largest group, bound it), or in the wide entry the tensor-core bodies (res
-    WIDE_GROUP tokens, pre WIDE_GROUP or WIDE_PRE_GROUP)."""
+    `most`, the entry's largest group, bound it), or in a wide entry the tensor-core bodies of its
+    groups (Wide)."""
     R = role.upper()
     L = []
     if wide:
-        if role == "pre":
-            L.append(f"""    setp.eq.u32 %p1, %grp, {WIDE_PRE_GROUP};
-    @%p1 bra {R}_MMA{WIDE_PRE_GROUP};""")
-        L.append(projection_mma(role, WIDE_GROUP))
-        if role == "pre":
-            L.append(f"{R}_MMA{WIDE_PRE_GROUP}:")
-            L.append(projection_mma(role, WIDE_PRE_GROUP))
+        groups = (wide.res,) if role == "res" else wide.pre_groups
+        for g in groups[1:]:
+            L.append(f"""    setp.eq.u32 %p1, %grp, {g};
+    @%p1 bra {R}_MMA{g};""")
+        for i, g in enumerate(groups):
+            if i:
+                L.append(f"{R}_MMA{g}:")
+            L.append(projection_mma(role, g))
     else:
         counts = [tg for tg in (1, 2, 4, 8) if tg <= min(ROLES[role]["group"], most)]
         for tg in counts[:-1]:
@@ -1176,15 +1214,27 @@ def push_float4(token, slot, words, between=""):
     st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%r5], {{%f1, %f2, %f3, %f4}}, [%r6];"""
 
 
-def push(role, wide=False):
-    """st.async of the rows: res token t's 5 float4 to CTA t; pre every token's 3 float4 to every
-    CTA (gat[t][rank][12]), item s = (CTA d, token t, float4 k) of 16 cnt 3 taken by thread
+def push(role, wide=None):
+    """st.async of the rows: res token t's 5 float4 to CTA t (with two or more tokens a CTA, to
+    CTA t % 16, gat[t / 16][rank][ROW] there); pre every token's 3 float4 to every CTA
+    (gat[t][rank][12]), item s = (CTA d, token t, float4 k) of 16 cnt 3 taken by thread
     s % THREADS; with the wide groups pre token t's 3 float4 to its owner, CTA t % 16 only
     (gat[rank][t / 16][12] there), which computes its h_pre and sends it to every CTA (pre_tail):
     the all-gather of 32 tokens' rows (16 x 32 x 3 stores a CTA) took ~2 us."""
     words = ROLES[role]["words"]
     k4 = words // 4
     R = role.upper()
+    if role == "res" and wide and wide.res_slots > 1:
+        return f"""    // push: thread s < {k4} grp: token t = s / {k4}, float4 k = s % {k4} -> CTA t % {CLUSTER}, gat[t / {CLUSTER}][rank][{ROW}]
+    mul.lo.u32 %r1, %grp, {k4};
+    setp.ge.u32 %p1, %tx, %r1;
+    @%p1 bra PUSH_{R}_DONE;
+    div.u32 %r7, %tx, {k4};                 // t
+    mul.lo.u32 %r2, %r7, {k4};
+    sub.u32 %r2, %tx, %r2;                  // k
+    and.b32 %r1, %r7, {CLUSTER - 1};        // its owner
+{push_float4("%r7", "%r8", ROW, chr(10) + f"    shr.u32 %r8, %r7, {CLUSTER.bit_length() - 1};" + chr(10) + f"    mad.lo.u32 %r8, %r8, {CLUSTER}, %rank;")}
+PUSH_{R}_DONE:"""
     if role == "res":
         return f"""    // push: thread s < {k4} grp: token t = s / {k4}, float4 k = s % {k4} -> CTA t, gat[rank][{ROW}]
     mul.lo.u32 %r1, %grp, {k4};
@@ -1204,7 +1254,7 @@ PUSH_{R}_DONE:"""
     mul.lo.u32 %r2, %r7, {k4};
     sub.u32 %r2, %tx, %r2;                  // k
     and.b32 %r1, %r7, {CLUSTER - 1};        // its owner
-{push_float4("%r7", "%r8", words, chr(10) + f"    shr.u32 %r8, %r7, {CLUSTER.bit_length() - 1};" + chr(10) + f"    mad.lo.u32 %r8, %rank, {WIDE_SLOTS}, %r8;")}
+{push_float4("%r7", "%r8", words, chr(10) + f"    shr.u32 %r8, %r7, {CLUSTER.bit_length() - 1};" + chr(10) + f"    mad.lo.u32 %r8, %rank, {wide.pre_slots}, %r8;")}
 PUSH_{R}_DONE:"""
     return f"""    // push: item s < {CLUSTER} cnt {k4}: CTA d = s / (cnt {k4}), token t, float4 k -> CTA d, gat[t][rank][{words}]
     mul.lo.u32 %r9, %cnt, {k4};             // items a CTA receives
@@ -1241,8 +1291,10 @@ GATHER_WAIT = """GW_{R}:
     @!%p1 bra GW_{R};{S}"""
 
 
-def res_tail():
-    """CTA t < the group's size waits for its 16 rows; t < cnt adds them and runs the Sinkhorn."""
+def res_tail(slots=1):
+    """CTA t < the group's size waits for its 16 rows; t < cnt adds them and runs the Sinkhorn.
+    With two or more slots (tokens a CTA: r + 16 j) warp j takes token r + 16 j's rows
+    (gat[j][rank][ROW]) and runs its Sinkhorn on its lane 0."""
     L = []
     e = L.append
 
@@ -1250,7 +1302,23 @@ def res_tail():
         text = stamp(k, clock)
         if text:  # timing builds only
             e(text.lstrip("\n"))
-    e(f"""    setp.ge.u32 %p1, %rank, %grp;
+    if slots > 1:
+        e(f"""    setp.ge.u32 %p1, %tx, {32 * slots};
+    @%p1 bra EXIT;                          // warp j < {slots}: token rank + 16 j
+{GATHER_WAIT.format(R="RES", S=stamp(6))}
+    mad.lo.u32 %r9, %warp, {CLUSTER}, %rank;            // the token in the group
+    setp.ge.u32 %p1, %r9, %cnt;
+    @%p1 bra EXIT;                          // a token past T (its zeros have arrived)
+    // lane v <= 16 adds word v of the 16 ranks' rows in rank order
+    mov.u32 %r10, sm_sum;
+    mad.lo.u32 %r10, %warp, {4 * ROW}, %r10;         // the token's sums
+    setp.gt.u32 %p2, %lane, {N * N};
+    @%p2 bra RES_SUMMED;
+    mov.u32 %r1, sm_gat;
+    mad.lo.u32 %r1, %warp, {4 * ROW * CLUSTER}, %r1;
+    mad.lo.u32 %r1, %lane, 4, %r1;""")
+    else:
+        e(f"""    setp.ge.u32 %p1, %rank, %grp;
     @%p1 bra EXIT;                          // receives nothing
 {GATHER_WAIT.format(R="RES", S=stamp(6))}
     setp.ge.u32 %p1, %rank, %cnt;
@@ -1263,23 +1331,24 @@ def res_tail():
     mov.u32 %r1, sm_gat;
     mad.lo.u32 %r1, %lane, 4, %r1;""")
     e(rank_sum("%r1", 4 * ROW))
-    e(f"""    mov.u32 %r2, sm_sum;
+    base = "%r10" if slots > 1 else "sm_sum"
+    e(f"""    mov.u32 %r2, {base};
     mad.lo.u32 %r2, %lane, 4, %r2;
     st.shared.f32 [%r2], %f1;
 RES_SUMMED:
     bar.warp.sync 0xffffffff;
-    setp.ne.u32 %p1, %tx, 0;
+    setp.ne.u32 %p1, {"%lane" if slots > 1 else "%tx"}, 0;
     @%p1 bra EXIT;{stamp(8)}
-    ld.shared.f32 %f1, [sm_sum];
+    ld.shared.f32 %f1, [{base}];
 {inv_rms("%f1", "%inv_t")}""")
     for q in range(N * N):
-        e(f"""    ld.shared.f32 %f2, [sm_sum+{4 * (1 + q)}];
+        e(f"""    ld.shared.f32 %f2, [{base}+{4 * (1 + q)}];
     mul.f32 %f2, %f2, %inv_t;
     fma.rn.f32 %S{q}, %f2, %sc, %bz{q};""")
     mark(9, 11)
     sinkhorn.unrolled(N, lambda i, j: f"%S{i * N + j}", e, "SK_", pair="direct" not in EXPERIMENTS)
     mark(10, 12)
-    e(f"""    add.u32 %r1, %tok0, %rank;
+    e(f"""    add.u32 %r1, %tok0, {"%r9" if slots > 1 else "%rank"};
     mul.wide.u32 %rd1, %r1, {4 * N * N};
     add.u64 %rd1, %hres, %rd1;""")
     for q in range(0, N * N, 4):
@@ -1322,7 +1391,7 @@ def pre_tail(esz, wide=False):
     L = []
     e = L.append
     if wide:
-        e(pre_wide_coefficients(esz))
+        e(pre_wide_coefficients(esz, wide.pre_slots))
         e(mix_tail(esz))
         return "\n".join(L)
     e(f"""{GATHER_WAIT.format(R="PRE", S=stamp(6))}
@@ -1389,11 +1458,11 @@ COEF_POST{tag}:
 COEF_STORED{tag}:"""
 
 
-def owned_tokens(dst, tmp, pred):
-    """dst = the tokens a wide h_pre CTA owns: rank + 16 j < cnt for j < WIDE_SLOTS."""
-    L = [f"""    // owned tokens: rank + {CLUSTER} j < cnt, j < {WIDE_SLOTS}
+def owned_tokens(dst, tmp, pred, slots):
+    """dst = the tokens a wide h_pre CTA owns: rank + 16 j < cnt for j < slots."""
+    L = [f"""    // owned tokens: rank + {CLUSTER} j < cnt, j < {slots}
     mov.u32 {dst}, 0;"""]
-    for j in range(WIDE_SLOTS):
+    for j in range(slots):
         L.append(f"""    add.u32 {tmp}, %rank, {CLUSTER * j};
     setp.lt.u32 {pred}, {tmp}, %cnt;
     selp.u32 {tmp}, 1, 0, {pred};
@@ -1401,20 +1470,20 @@ def owned_tokens(dst, tmp, pred):
     return "\n".join(L)
 
 
-def pre_wide_coefficients(esz):
-    """The wide groups' h_pre clusters: CTA r owns tokens t = r + 16 j < cnt (j < WIDE_SLOTS). It
+def pre_wide_coefficients(esz, slots):
+    """The wide groups' h_pre clusters: CTA r owns tokens t = r + 16 j < cnt (j < slots). It
     adds their rows (gat[rank][j][12], ranks in order), computes and stores their h_pre, h_post
     and inv_rms, and sends each h_pre value to every CTA's sm_hp[t] (st.async, completing bytes
     on that CTA's h_pre mbarrier, armed for cnt x 16 bytes); every CTA then waits for all of
     them."""
     words = ROLES["pre"]["words"]
-    return f"""{owned_tokens("%r12", "%r1", "%p1")}
+    return f"""{owned_tokens("%r12", "%r1", "%p1", slots)}
     setp.eq.u32 %p1, %r12, 0;
     @%p1 bra WIDE_SUMMED;
 {GATHER_WAIT.format(R="PREW", S=stamp(6))}
     // thread s < n 9: slot j = s / 9, word v = s % 9, ranks in order
 {row_word("%r12", "WIDE_SUMMED")}
-{gather_sum(words, 4 * words * WIDE_SLOTS)}
+{gather_sum(words, 4 * words * slots)}
 WIDE_SUMMED:
     barrier.sync 0;
     // thread s < n 8: slot j = s / 8, logit i = s % 8 of token rank + 16 j
@@ -1516,22 +1585,23 @@ MIXED:""" + stamp(7))
     return "\n".join(L)
 
 
-def entry(dt, post=False, wide=False):
+def entry(dt, post=False, wide=None):
     """One entry: `pre` (mhc_pre_lc_sm90_*), `post_pre` (mhc_post_pre_lc_sm90_*: layer l's post
-    folded in after the loads, post_step) or with wide the wide groups' (mhc_pre_lcw_sm90_bf16,
-    mhc_post_pre_lcw_sm90_bf16: T above FMA_MAX_TOKENS)."""
+    folded in after the loads, post_step) or with a Wide the wide groups' (WIDE:
+    mhc_pre_lcw_sm90_bf16, mhc_post_pre_lcw_sm90_bf16, T above FMA_MAX_TOKENS; LONG:
+    mhc_pre_lcw128_sm90_bf16, T above MAX_TOKENS)."""
     esz = 2 if dt == "bf16" else 4
     most = largest_group(dt)
-    top = WIDE_PRE_GROUP if wide else GROUP     # the static arrays' rows, the coefficient threads
+    top = wide.top if wide else GROUP       # the static arrays' rows, the coefficient threads
     # post_pre's x' passes: the wide fold's rows end at WIDE_POST_MAX_TOKENS, where its h_pre
     # clusters hold WIDE_GROUP tokens (lc.rs `args` refuses a T outside the row), up to
     # WIDE_POST_MAX_C.
     max_cpc = WIDE_POST_MAX_C // CLUSTER if wide else MAX_CPC
-    name = f"mhc_{'post_pre' if post else 'pre'}_lc{'w' if wide else ''}_sm90_{dt}"
-    L = [declarations(name, esz, post, wide, top), opening(esz, post, wide), loads(esz, post, top),
+    name = f"mhc_{'post_pre' if post else 'pre'}_lc{wide.suffix if wide else ''}_sm90_{dt}"
+    L = [declarations(name, esz, post, wide, top), opening(esz, post, wide), loads(esz, post, top, wide),
          post_step(esz, WIDE_GROUP if wide else most, max_cpc) if post else "",
          "    @!%p_res bra ROLE_PRE;",
-         role_rows("res", esz, most, wide), push("res"), res_tail(),
+         role_rows("res", esz, most, wide), push("res", wide), res_tail(wide.res_slots if wide else 1),
          "ROLE_PRE:",
          role_rows("pre", esz, most, wide), push("pre", wide), pre_tail(esz, wide),
          EXIT]
@@ -1547,7 +1617,8 @@ def main():
 .extern .shared .align 128 .b8 dsm[];      // x_s, gk_s, phi_s (header, LOADS)
 """
     return text + "\n".join([entry(dt, post) for post in (False, True) for dt in ("bf16", "f32")]
-                            + [entry("bf16", post, wide=True) for post in (False, True)])
+                            + [entry("bf16", post, wide=WIDE) for post in (False, True)]
+                            + [entry("bf16", wide=LONG)])
 
 
 def generate(experiments):
@@ -1589,7 +1660,8 @@ def row_max_tokens(dt):
 
 
 def catalogue_rows():
-    """The catalogue rows of the six entries (each wide entry in two rows: its C ranges)."""
+    """The catalogue rows of the seven entries (the first two wide entries in two rows each: their C
+    ranges)."""
     G = catalogue.geometry
     rows = []
     for post in (False, True):
@@ -1637,6 +1709,17 @@ def catalogue_rows():
             rank=70, options=["gamma_k"],
             geometry=G(channels_per_thread=8, cluster=CLUSTER, dynamic_shared_max=wide_shared(c_range[2] // CLUSTER),
                        traits=["grid_dependency"])))
+    rows.append(catalogue.row(
+        "pre_lcw128_sm90_bf16", "pre", ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_lc.cubin",
+        f"mhc_pre_lc{LONG.suffix}_sm90_bf16", ["bf16"], [N], (C_MULTIPLE, MIN_C, LONG_MAX_C), LONG.tokens,
+        LONG.res, THREADS,
+        f"pre for {LONG.tokens[0]}..{LONG.tokens[1]} tokens at C = {MIN_C}..{LONG_MAX_C}: the wide entry's design with "
+        f"{LONG.res} tokens an h_res cluster (CTA r runs the Sinkhorns of tokens r and r + 16) and {LONG.pre} an h_pre "
+        f"cluster (T = {LONG.tokens[1]}: 4 + 3 clusters, resident at once): no persistent clusters' opening barrier, "
+        "first fill or drain", "pre_lc", x_passes=1, params=f"{PRE_DECODE.name} ({PRE_DECODE.size} B, {RUST_MIRROR})",
+        rank=70, options=["gamma_k"],
+        geometry=G(channels_per_thread=8, cluster=CLUSTER, dynamic_shared_max=wide_shared(LONG_MAX_C // CLUSTER, wide=LONG),
+                   traits=["grid_dependency"])))
     for rid, c_range, low in (("post_pre_lcw_sm90_bf16", (C_MULTIPLE, MIN_C, WIDE_FOLD_MAX_C), WIDE_MIN_TOKENS),
                               ("post_pre_lcw_large_c_sm90_bf16",
                                (C_MULTIPLE, WIDE_FOLD_MAX_C + C_MULTIPLE, WIDE_POST_MAX_C), LARGE_C_MIN_TOKENS)):

@@ -117,10 +117,11 @@ def pre_decode_items():
     ]
 
 
-def wide_layouts(c, post):
-    """The wide roles' dynamic shared memory as Rust `(per channel, fixed)` pairs."""
+def wide_layouts(c, post, wide=None):
+    """A wide entry's roles' dynamic shared memory (the first wide entries' by default) as Rust
+    `(per channel, fixed)` pairs."""
     pairs = ((c.wide_role_shared(r, g, 1, post) - c.wide_role_shared(r, g, 0, post), c.wide_role_shared(r, g, 0, post))
-             for r, g in c.WIDE_LAYOUTS)
+             for r, g in (wide or c.WIDE).layouts)
     return "[" + ", ".join(f"({a}, {b})" for a, b in pairs) + "]"
 
 
@@ -134,7 +135,12 @@ def pre_lc_items():
         const("LC_FMA_MAX_TOKENS", "usize", c.FMA_MAX_TOKENS, "The largest T of the FMA entries (`mhc_pre_lc_sm90_*`, `mhc_post_pre_lc_sm90_*`: at most 4 h_res and 2 h_pre clusters, six); the wide entries (`mhc_pre_lcw_sm90_bf16`, `mhc_post_pre_lcw_sm90_bf16`) take the T above."),
         const("LC_WIDE_POST_MAX_C", "usize", c.WIDE_POST_MAX_C, "The largest C of the `post_pre` wide entry (f's slices beside the wide layout fit a CTA to here)."),
         const("LC_WIDE_TOKENS", "usize", c.WIDE_GROUP, "Tokens per cluster of either role in the wide entries (`mhc_pre_lcw_sm90_bf16`, `mhc_post_pre_lcw_sm90_bf16`), which project on the tensor cores."),
-        const("LC_MAX_TOKENS", "usize", c.MAX_TOKENS, "Largest T of any entry (the wide entry: 4 h_res and 2 h_pre clusters, 96 CTAs)."),
+        const("LC_WIDE_MAX_TOKENS", "usize", c.MAX_TOKENS, "Largest T of the wide entries (4 h_res and 2 h_pre clusters, 96 CTAs); the long wide entry `mhc_pre_lcw128_sm90_bf16` takes the T above."),
+        const("LC_MAX_TOKENS", "usize", c.LONG_MAX_TOKENS, "Largest T of any entry (the long wide entry: 4 h_res and 3 h_pre clusters, 112 CTAs)."),
+        const("LC_LONG_RES_TOKENS", "usize", c.LONG_RES_GROUP, "Tokens per h_res cluster of the long wide entry (CTA r runs the Sinkhorns of tokens r and r + 16)."),
+        const("LC_LONG_PRE_TOKENS", "usize", c.LONG_PRE_GROUP, "Tokens per h_pre cluster of the long wide entry."),
+        const("LC_LONG_SHARED", "[(usize, usize); 2]", wide_layouts(c, False, c.LONG),
+              "Dynamic shared memory of the long wide entry's CTAs as (bytes per channel of C/16, fixed bytes): the h_res role, the h_pre role."),
         const("LC_WIDE_PRE_ABOVE", "usize", c.WIDE_PRE_ABOVE, "Above this T an h_pre cluster of the wide groups serves `LC_WIDE_PRE_TOKENS` tokens (T = 64: 4 + 2 clusters, resident at once)."),
         const("LC_WIDE_PRE_TOKENS", "usize", c.WIDE_PRE_GROUP, "Tokens per h_pre cluster of the wide groups above `LC_WIDE_PRE_ABOVE`."),
         const("LC_WIDE_SHARED", "[(usize, usize); 3]", wide_layouts(c, False),

@@ -1,6 +1,6 @@
 """The catalogue rows of the persistent-cluster entries."""
 
-from .. import catalogue, pre_decode
+from .. import catalogue, pre_decode, pre_lc
 from ..abi import POST_PRE_PC, PRE_DECODE, RUST_MIRROR, TMA_PARAM_BYTES, TMA_TMAP
 from ..shapes import TMAX
 from .constants import (
@@ -14,10 +14,13 @@ def catalogue_rows():
     of the cp.async one where C allows)."""
     G = catalogue.geometry
     traits = ["persistent", "grid_dependency", "tile_in_shared"]
-    min_tokens, post_min = pre_decode.DECODE_TOKENS + 1, pre_decode.MID_TOKENS + 1
+    # The fused passes give post, then these clusters' pre, bit for bit, and post_pre must give
+    # post, then the pre that runs: up to pre_lc.LONG_MAX_TOKENS pre runs the logit clusters' long
+    # wide entry (C = 512..6144), so the fused passes start above it.
+    min_tokens, post_min = pre_decode.DECODE_TOKENS + 1, pre_lc.LONG_MAX_TOKENS + 1
     fused_params = (f"{POST_PRE_PC.name} ({POST_PRE_PC.size} B, {RUST_MIRROR}): {PRE_DECODE.name}, then "
                     "f, h_post_in, h_res_in, x_out (u64), f_stride, x_out_stride (u32)")
-    post_pre_note = ["post_pre at T >= 65 where pre_pc16 serves pre (bf16, n = 4, C % 128 == 0 up to 4096, no gamma_f;",
+    post_pre_note = [f"post_pre at T >= {post_min} where pre_pc16 serves pre (bf16, n = 4, C % 128 == 0 up to 4096, no gamma_f;",
                      "h_post / h_res 16-byte aligned); the post kernel followed by pre serves the rest."]
 
     def row(id_, stage, entry, c_multiple, tokens, params, launch, rank, ring_c, why, comment, c_range=None,
@@ -59,10 +62,10 @@ def catalogue_rows():
              "kernel serves the rest."]),
         row("post_pre_pc16m_sm90_bf16_n4", "post_pre", ENTRY_POST_PRE_M, 128, (post_min, PCM_MAX_TOKENS),
             fused_params, "post_pre_cluster", 20, ring("fused_ring_bytes", C_MAX),
-            "post_pre at 65..448 tokens: the fused pass with its 2 post warps computing x' (tensor cores), mixing "
+            f"post_pre at {post_min}..{PCM_MAX_TOKENS} tokens: the fused pass with its 2 post warps computing x' (tensor cores), mixing "
             "each tile and filling the ring, so the math warps only project and exchange (H100 C = 4096 T = 65 / "
-            "128: 16.8 / 20.1 us against 18.4 / 22.7)",
-            ["post_pre for 65..448 tokens (sm_90a): the same file's fused entry whose post warps also mix",
+            "128: 16.8 / 20.1 us against 18.4 / 22.7 with the post warps only filling the ring)",
+            [f"post_pre for {post_min}..{PCM_MAX_TOKENS} tokens (sm_90a): the same file's fused entry whose post warps also mix",
              "each tile and fill the ring (faster while a cluster walks few tiles). Same selection otherwise",
              "as the entry below. The CUDA plan runs it for"]
             + post_pre_note),

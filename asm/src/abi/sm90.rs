@@ -502,8 +502,20 @@ pub const LC_WIDE_POST_MAX_C: usize = 7168;
 /// Tokens per cluster of either role in the wide entries (`mhc_pre_lcw_sm90_bf16`, `mhc_post_pre_lcw_sm90_bf16`), which project on the tensor cores.
 pub const LC_WIDE_TOKENS: usize = 16;
 
-/// Largest T of any entry (the wide entry: 4 h_res and 2 h_pre clusters, 96 CTAs).
-pub const LC_MAX_TOKENS: usize = 64;
+/// Largest T of the wide entries (4 h_res and 2 h_pre clusters, 96 CTAs); the long wide entry `mhc_pre_lcw128_sm90_bf16` takes the T above.
+pub const LC_WIDE_MAX_TOKENS: usize = 64;
+
+/// Largest T of any entry (the long wide entry: 4 h_res and 3 h_pre clusters, 112 CTAs).
+pub const LC_MAX_TOKENS: usize = 128;
+
+/// Tokens per h_res cluster of the long wide entry (CTA r runs the Sinkhorns of tokens r and r + 16).
+pub const LC_LONG_RES_TOKENS: usize = 32;
+
+/// Tokens per h_pre cluster of the long wide entry.
+pub const LC_LONG_PRE_TOKENS: usize = 48;
+
+/// Dynamic shared memory of the long wide entry's CTAs as (bytes per channel of C/16, fixed bytes): the h_res role, the h_pre role.
+pub const LC_LONG_SHARED: [(usize, usize); 2] = [(528, 1056), (528, 1056)];
 
 /// Above this T an h_pre cluster of the wide groups serves `LC_WIDE_PRE_TOKENS` tokens (T = 64: 4 + 2 clusters, resident at once).
 pub const LC_WIDE_PRE_ABOVE: usize = 48;

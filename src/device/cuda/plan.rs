@@ -817,7 +817,8 @@ mod tests {
         assert_eq!(tuned(4, 4096, Head, 1025), ["mhc_head_pc4_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 64), ["mhc_pre_lcw_sm90_bf16"]);
         assert_eq!(tuned(4, 4096, Pre, 64), ["mhc_pre_lcw_sm90_bf16"], "no entry: the cost model");
-        assert_eq!(tuned(4, 4096, Pre, 65), ["mhc_pre_pc16t_bf16_n4"]);
+        assert_eq!(tuned(4, 4096, Pre, 65), ["mhc_pre_lcw128_sm90_bf16"]);
+        assert_eq!(tuned(4, 4096, Pre, 129), ["mhc_pre_pc16t_bf16_n4"]);
         assert_eq!(tuned(4, 4096, Pre, 32), ["mhc_pre_lcw_sm90_bf16"]);
         assert_eq!(tuned(4, 8192, Pre, 32), ["mhc_pre_mid_sm90_bf16"]);
         // Another dtype, n or C bucket: the cost model.
@@ -943,9 +944,15 @@ runner_up_margin_pct = 4.083
         assert_eq!(planned(3, 4096, Dtype::Bf16, Pre, 9), ["mhc_pre_mid_sm90_bf16"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 64), ["mhc_pre_lcw_sm90_bf16"]);
         assert_eq!(planned(4, 4096, Dtype::F32, Pre, 64), ["mhc_pre_mid_sm90_f32"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 65), ["mhc_pre_pc16t_bf16_n4"]);
+        // The long wide entry to 128 tokens up to C = 6144, then the persistent clusters.
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 65), ["mhc_pre_lcw128_sm90_bf16"]);
+        assert_eq!(planned(4, 6144, Dtype::Bf16, Pre, 128), ["mhc_pre_lcw128_sm90_bf16"]);
+        assert_eq!(planned(4, 6144, Dtype::Bf16, Pre, 129), ["mhc_pre_pc16p_bf16_n4"]);
+        assert_eq!(planned(4, 7168, Dtype::Bf16, Pre, 65), ["mhc_pre_pc16p_bf16_n4"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, Pre, 129), ["mhc_pre_pc16t_bf16_n4"]);
         // C not a multiple of 1024: the cluster kernel's cp.async entry.
-        assert_eq!(planned(4, 1280, Dtype::Bf16, Pre, 65), ["mhc_pre_pc16_bf16_n4"]);
+        assert_eq!(planned(4, 1280, Dtype::Bf16, Pre, 129), ["mhc_pre_pc16_bf16_n4"]);
+        assert_eq!(planned(4, 384, Dtype::Bf16, Pre, 65), ["mhc_pre_pc16_bf16_n4"]);
         // C < 512: no mid kernel; the decode kernel, then the cluster kernel.
         assert_eq!(planned(4, 256, Dtype::Bf16, Pre, 16), ["mhc_pre_decode_sm90_bf16"]);
         // GEMM pre from gemm_min_tokens(n) on (n = 32: 512, n = 16: 1024), the general kernel
@@ -956,8 +963,11 @@ runner_up_margin_pct = 4.083
         }
         assert_eq!(planned(32, 1280, Dtype::F32, Pre, 8192), ["mhc_pre_sm90_f32"]);
         // post_pre: the few-token kernels' post_pre entries to 32 tokens, the fused
-        // cluster kernel from 65 (its `m` entry to 448); post then pre where neither runs.
-        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 65), ["mhc_post_pre_pc16m_bf16_n4"]);
+        // cluster kernel from 129 (its `m` entry to 448: to 128 pre runs the long wide entry);
+        // post then pre where neither runs.
+        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 65), ["mhc_post_v4_bf16_n4", "mhc_pre_lcw128_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 128), ["mhc_post_v4_bf16_n4", "mhc_pre_lcw128_sm90_bf16"]);
+        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 129), ["mhc_post_pre_pc16m_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 448), ["mhc_post_pre_pc16m_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 449), ["mhc_post_pre_pc16_bf16_n4"]);
         assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 8192), ["mhc_post_pre_pc16_bf16_n4"]);
@@ -1012,7 +1022,8 @@ runner_up_margin_pct = 4.083
         assert!(n3.is_err(), "n = 3 has no post kernel, so no post_pre (fused or not)");
         assert_eq!(planned(4, 504, Dtype::Bf16, PostPre, 1), ["mhc_post_v4_bf16_n4_v2", "mhc_pre_decode_sm90_bf16"]);
         // C = 5120..8192 (multiples of 1024): the fused pair entry from 256 tokens, post then the
-        // pair pre entry from 65; the wide logit clusters' post_pre entry to 48 tokens up to
+        // pair pre entry from 65 (from 129 up to C = 6144, where the logit clusters' long wide
+        // entry takes 65..128); the wide logit clusters' post_pre entry to 48 tokens up to
         // C = 7168 (from 17 at 5120, the mid kernel's fold below 33 above it); pre on the logit
         // clusters to 64.
         for c in [5120, 6144, 7168, 8192] {
@@ -1028,7 +1039,10 @@ runner_up_margin_pct = 4.083
             let fold = if c <= 7168 { "mhc_post_pre_lcw_sm90_bf16" } else { "mhc_post_v4_bf16_n4_v2" };
             assert_eq!(planned(4, c, Dtype::Bf16, PostPre, 40)[0], fold, "C = {c}");
             assert_eq!(planned(4, c, Dtype::Bf16, Pre, 64), ["mhc_pre_lcw_sm90_bf16"], "C = {c}");
-            assert_eq!(planned(4, c, Dtype::Bf16, Pre, 65), ["mhc_pre_pc16p_bf16_n4"], "C = {c}");
+            // the long wide entry to 128 tokens up to C = 6144
+            let long = if c <= 6144 { "mhc_pre_lcw128_sm90_bf16" } else { "mhc_pre_pc16p_bf16_n4" };
+            assert_eq!(planned(4, c, Dtype::Bf16, Pre, 65), [long], "C = {c}");
+            assert_eq!(planned(4, c, Dtype::Bf16, Pre, 129), ["mhc_pre_pc16p_bf16_n4"], "C = {c}");
             assert_eq!(planned(4, c, Dtype::Bf16, Pre, 8192), ["mhc_pre_pc16p_bf16_n4"], "C = {c}");
         }
         assert_eq!(planned(4, 7296, Dtype::Bf16, Pre, 8192), ["mhc_pre_sm90_bf16"], "C not a multiple of 1024");

@@ -17,11 +17,13 @@
 use super::PreCall;
 use crate::config::Dtype;
 use crate::device::cuda::abi::{
-    PreDecodeArgs, LC_POST_SHARED_PER_CHANNEL_BF16, LC_POST_SHARED_PER_CHANNEL_F32, LC_SHARED_PER_CHANNEL_BF16,
-    LC_SHARED_PER_CHANNEL_F32, LC_WIDE_POST_SHARED, LC_WIDE_PRE_ABOVE, LC_WIDE_PRE_TOKENS, LC_WIDE_SHARED,
+    PreDecodeArgs, LC_LONG_PRE_TOKENS, LC_LONG_RES_TOKENS, LC_LONG_SHARED, LC_POST_SHARED_PER_CHANNEL_BF16,
+    LC_POST_SHARED_PER_CHANNEL_F32, LC_SHARED_PER_CHANNEL_BF16, LC_SHARED_PER_CHANNEL_F32, LC_WIDE_POST_SHARED,
+    LC_WIDE_PRE_ABOVE, LC_WIDE_PRE_TOKENS, LC_WIDE_SHARED,
 };
 pub use crate::device::cuda::abi::{
-    LC_CLUSTER, LC_FMA_MAX_TOKENS, LC_MAX_TOKENS, LC_NARROW_MAX_TOKENS, LC_PRE_TOKENS, LC_RES_TOKENS, LC_WIDE_TOKENS,
+    LC_CLUSTER, LC_FMA_MAX_TOKENS, LC_MAX_TOKENS, LC_NARROW_MAX_TOKENS, LC_PRE_TOKENS, LC_RES_TOKENS,
+    LC_WIDE_MAX_TOKENS, LC_WIDE_TOKENS,
 };
 
 /// Tokens an h_pre cluster serves at `t` tokens (the kernel's rule): [`LC_RES_TOKENS`] up to
@@ -29,12 +31,15 @@ pub use crate::device::cuda::abi::{
 /// h_pre clusters end sooner with fewer tokens), [`LC_PRE_TOKENS`] up to [`LC_FMA_MAX_TOKENS`]
 /// (T = 16: 4 + 2 clusters), then the wide groups: [`LC_WIDE_TOKENS`], and
 /// [`LC_WIDE_PRE_TOKENS`] above [`LC_WIDE_PRE_ABOVE`] (T = 64: 4 + 2 clusters; 4 + 4 would not
-/// all be resident at once).
+/// all be resident at once), and [`LC_LONG_PRE_TOKENS`] above [`LC_WIDE_MAX_TOKENS`] (the long
+/// wide entry; T = 128: 4 + 3 clusters).
 pub(crate) fn pre_group(t: usize) -> usize {
     if t <= LC_NARROW_MAX_TOKENS {
         LC_RES_TOKENS
     } else if t <= LC_FMA_MAX_TOKENS {
         LC_PRE_TOKENS
+    } else if t > LC_WIDE_MAX_TOKENS {
+        LC_LONG_PRE_TOKENS
     } else if t > LC_WIDE_PRE_ABOVE {
         LC_WIDE_PRE_TOKENS
     } else {
@@ -43,12 +48,14 @@ pub(crate) fn pre_group(t: usize) -> usize {
 }
 
 /// Tokens an h_res cluster serves at `t` tokens: [`LC_RES_TOKENS`] up to [`LC_FMA_MAX_TOKENS`],
-/// [`LC_WIDE_TOKENS`] above.
+/// [`LC_WIDE_TOKENS`] to [`LC_WIDE_MAX_TOKENS`], [`LC_LONG_RES_TOKENS`] above.
 pub(crate) fn res_group(t: usize) -> usize {
     if t <= LC_FMA_MAX_TOKENS {
         LC_RES_TOKENS
-    } else {
+    } else if t <= LC_WIDE_MAX_TOKENS {
         LC_WIDE_TOKENS
+    } else {
+        LC_LONG_RES_TOKENS
     }
 }
 use crate::device::cuda::launch::Row;
@@ -58,13 +65,17 @@ use crate::Stage;
 /// `(grid CTAs, channels per CTA, dynamic shared bytes)` of a launch at `t` tokens (1..=
 /// [`LC_MAX_TOKENS`]) of C = `c` (a multiple of 8 x [`LC_CLUSTER`]) in `dtype`; `post`: the
 /// `post_pre` entries (f's slices too). Above [`LC_FMA_MAX_TOKENS`] the launch is a wide entry's
-/// (`mhc_pre_lcw_sm90_bf16`, `mhc_post_pre_lcw_sm90_bf16`).
+/// (`mhc_pre_lcw_sm90_bf16`, `mhc_post_pre_lcw_sm90_bf16`), above [`LC_WIDE_MAX_TOKENS`] the long
+/// wide entry's (`mhc_pre_lcw128_sm90_bf16`).
 pub(crate) fn shape(c: usize, t: usize, dtype: Dtype, post: bool) -> (u32, usize, u32) {
     let cluster = LC_CLUSTER as usize;
     let cpc = c / cluster;
     let pre = pre_group(t);
     let clusters = t.div_ceil(res_group(t)) + t.div_ceil(pre);
-    let shared = if t > LC_FMA_MAX_TOKENS {
+    let shared = if t > LC_WIDE_MAX_TOKENS {
+        // The long wide entry (`pre` only; `args` refuses the others past their rows' T).
+        LC_LONG_SHARED.iter().map(|&(per, fixed)| per * cpc + fixed).max().unwrap_or(0)
+    } else if t > LC_FMA_MAX_TOKENS {
         // The wide groups (the bf16 entries; `args` refuses the others past their rows' T): the
         // larger role's layout.
         let [res, pre16, pre32] = if post { LC_WIDE_POST_SHARED } else { LC_WIDE_SHARED };
@@ -92,14 +103,15 @@ pub(crate) fn args(call: &PreCall<'_, '_>, post: bool) -> Result<(PreDecodeArgs,
     let cluster = b.cluster() as usize;
     let stage = if post { Stage::PostPre } else { Stage::Pre };
     // The row's own range: its f32 entries end at LC_NARROW_MAX_TOKENS and carry no 8-token body,
-    // the others at LC_FMA_MAX_TOKENS; the wide entries start above it, and `shape` lays a launch
-    // out by that boundary.
+    // the others at LC_FMA_MAX_TOKENS; the wide entries start above it and end at
+    // LC_WIDE_MAX_TOKENS, the long wide entry above that, and `shape` lays a launch out by those
+    // boundaries.
     let tokens = &b.variant().entry.tokens;
     let (low, top) = (tokens.min as usize, (tokens.max as usize).min(LC_MAX_TOKENS));
-    let wide_row = low > LC_FMA_MAX_TOKENS;
+    let class = |t: usize| (t > LC_FMA_MAX_TOKENS) as u8 + (t > LC_WIDE_MAX_TOKENS) as u8;
     if t < low
         || t > top
-        || wide_row != (t > LC_FMA_MAX_TOKENS)
+        || class(low) != class(t)
         || cluster != LC_CLUSTER as usize
         || c % (8 * cluster) != 0
         || ctx.cfg.n != 4
@@ -154,14 +166,25 @@ mod tests {
         assert_eq!(shape(4096, LC_FMA_MAX_TOKENS, Dtype::Bf16, true).0, 6 * LC_CLUSTER);
         assert_eq!(shape(4096, 17, Dtype::Bf16, false).0, 4 * LC_CLUSTER);
         assert_eq!(shape(4096, 48, Dtype::Bf16, false).0, 6 * LC_CLUSTER);
-        assert_eq!(shape(4096, LC_MAX_TOKENS, Dtype::Bf16, false).0, 6 * LC_CLUSTER);
-        assert_eq!(shape(7168, LC_MAX_TOKENS, Dtype::Bf16, false).0, 6 * LC_CLUSTER);
-        assert_eq!(shape(8192, LC_MAX_TOKENS, Dtype::Bf16, false).0, 6 * LC_CLUSTER);
+        assert_eq!(shape(4096, LC_WIDE_MAX_TOKENS, Dtype::Bf16, false).0, 6 * LC_CLUSTER);
+        assert_eq!(shape(7168, LC_WIDE_MAX_TOKENS, Dtype::Bf16, false).0, 6 * LC_CLUSTER);
+        assert_eq!(shape(8192, LC_WIDE_MAX_TOKENS, Dtype::Bf16, false).0, 6 * LC_CLUSTER);
+        // The long wide entry: 3 + 2 clusters from 65 tokens, 4 + 3 (seven, resident at once) at 128.
+        assert_eq!(shape(4096, LC_WIDE_MAX_TOKENS + 1, Dtype::Bf16, false).0, 5 * LC_CLUSTER);
+        assert_eq!(shape(4096, 96, Dtype::Bf16, false).0, 5 * LC_CLUSTER);
+        assert_eq!(shape(4096, 97, Dtype::Bf16, false).0, 7 * LC_CLUSTER);
+        assert_eq!(shape(4096, LC_MAX_TOKENS, Dtype::Bf16, false).0, 7 * LC_CLUSTER);
         // The wide layouts leave room for the static arrays (at most 18 KB) in an H100's 227 KB:
         // `pre` to C = 8192, `post_pre` (f's slices too) to LC_WIDE_POST_MAX_C only.
         let room = 227 * 1024 - 18 * 1024;
-        for t in [17, 48, LC_MAX_TOKENS] {
+        for t in [17, 48, LC_WIDE_MAX_TOKENS] {
             assert!(shape(8192, t, Dtype::Bf16, false).2 <= room);
+        }
+        // The long wide entry's layouts with its static arrays (27,008 bytes) to C = 6144 only.
+        let long_room = 227 * 1024 - 27_008;
+        for t in [LC_WIDE_MAX_TOKENS + 1, LC_MAX_TOKENS] {
+            assert!(shape(6144, t, Dtype::Bf16, false).2 <= long_room);
+            assert!(shape(6272, t, Dtype::Bf16, false).2 > long_room);
         }
         for t in [17, LC_WIDE_PRE_ABOVE] {
             assert!(shape(crate::device::cuda::abi::LC_WIDE_POST_MAX_C, t, Dtype::Bf16, true).2 <= room);
