@@ -1385,8 +1385,9 @@ fn post_pre_cluster_sanitizer_smoke() {
     let stream = Stream::new(&dev).unwrap();
     let mut rng = common::rng("post_pre_cluster_sanitizer_smoke");
     for form in FORMS {
-        // T = 70: the `m` entry (post warps mix); T = 500: the entry whose math warps mix
-        for t in [70, 500] {
+        // T = 140: the `m` entry (post warps mix; below 129 tokens pre runs the logit clusters'
+        // long wide entry, and post_pre post, then it); T = 500: the entry whose math warps mix
+        for t in [140, 500] {
             let sh = Shape { gamma_k: true, x_pad: 8, ..Shape::new(4, 256, t, form, Dtype::Bf16) };
             fused_post_pre_matches_pair(&dev, &stream, &mut rng, &sh, false);
             check_post_pre(&dev, &stream, &mut rng, &sh);
@@ -1422,7 +1423,8 @@ fn cluster_pair_sanitizer_smoke() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
     let mut rng = common::rng("cluster_pair_sanitizer_smoke");
-    for (c, t, clusters) in [(5120, 65, Some(2)), (7168, 37 + 16 * 7, None)] {
+    // (C = 5120 from 129 tokens: below, the logit clusters' long wide entry)
+    for (c, t, clusters) in [(5120, 129, Some(2)), (7168, 37 + 16 * 7, None)] {
         let sh =
             Shape { gamma_k: true, x_pad: 8, clusters, ..Shape::new(4, c, t, Formulation::DeepSeekV4, Dtype::Bf16) };
         let plan = catalogue_plan(&dev, sh.cfg(), sh.dtype, sh.t).unwrap();
