@@ -157,7 +157,7 @@ HEADER = f"""\
 // mhc_pre_lc_sm90_bf16 / _f32 (storage dtype of x and a), and mhc_post_pre_lc_sm90_bf16 / _f32:
 // `post_pre` (layer l's post, then this pre) in one launch (POST_PRE below); the wide entries
 // mhc_pre_lcw_sm90_bf16 and mhc_post_pre_lcw_sm90_bf16 take T = {WIDE_MIN_TOKENS}..{MAX_TOKENS} on the tensor
-// cores (WIDE below).
+// cores (WIDE below), mhc_pre_lcw128_sm90_bf16 T = {LONG.tokens[0]}..{LONG.tokens[1]} (LONG below).
 //
 // WHY     The few-token kernel of pre_decode.ptx spreads C over ~128 CTAs; their partial sums
 //         meet through global memory (tagged words polled by the token's CTA, then h_pre
@@ -242,6 +242,13 @@ HEADER = f"""\
 //         CTA's sm_hp (the h_pre mbarrier sm_hbar, 16 cnt bytes); every CTA then mixes. The
 //         post_pre wide entry folds post in as POST_PRE says, its item passes sized for {WIDE_GROUP} tokens.
 //         Each entry declares its own static arrays, sized for its groups.
+// LONG    mhc_pre_lcw128_sm90_bf16 (T = {LONG.tokens[0]}..{LONG.tokens[1]}, C up to {LONG_MAX_C}; no post_pre twin: post_pre runs
+//         post, then it): the wide entry with res clusters of {LONG.res} tokens and pre clusters of {LONG.pre}
+//         (T = 128: 4 + 3 clusters, resident at once). CTA r owns tokens r + 16 j of either role:
+//         res token t's row goes to CTA t % 16 (gat[t / 16][rank][{ROW}]), where warp j adds the rows
+//         of token r + 16 j and runs its Sinkhorn on lane 0, two side by side; pre CTA r owns {LONG.pre_slots}
+//         tokens. Both roles need 528 bytes a channel of C / 16: with the static arrays they fit a
+//         CTA's 227 KB to C = {LONG_MAX_C}.
 // ORDER   Every sum has a fixed order (the quads per thread, the halving levels, warps, ranks):
 //         identical inputs give identical bits.
 """

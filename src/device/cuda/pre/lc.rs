@@ -1,7 +1,8 @@
 //! `pre` for few tokens on clusters that split the logits (asm/ptx/sm90/pre_lc.ptx, entries
-//! `mhc_pre_lc_sm90_{bf16,f32}` to [`LC_FMA_MAX_TOKENS`], and the bf16 wide entry
-//! `mhc_pre_lcw_sm90_bf16` above, to [`LC_MAX_TOKENS`], which projects on the tensor cores): n = 4,
-//! C a multiple of 128 up to 8192, no gamma_f. The grid is clusters of [`LC_CLUSTER`] CTAs: first
+//! `mhc_pre_lc_sm90_{bf16,f32}` to [`LC_FMA_MAX_TOKENS`], the bf16 wide entry
+//! `mhc_pre_lcw_sm90_bf16` above, to [`LC_WIDE_MAX_TOKENS`], which projects on the tensor cores,
+//! and the long wide entry `mhc_pre_lcw128_sm90_bf16` above that, to [`LC_MAX_TOKENS`] and
+//! C = 6144): n = 4, C a multiple of 128 up to 8192, no gamma_f. The grid is clusters of [`LC_CLUSTER`] CTAs: first
 //! one per [`res_group`] tokens that computes their 16 h_res logits and runs their Sinkhorns, then
 //! one per [`pre_group`] tokens for their 8 h_pre / h_post logits and the mix (a token's h_pre
 //! logits cost half its h_res logits). CTA r of a cluster owns channels `[r C/16, (r+1) C/16)`
