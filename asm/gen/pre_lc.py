@@ -1221,6 +1221,23 @@ def push_float4(token, slot, words, between=""):
     st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%r5], {{%f1, %f2, %f3, %f4}}, [%r6];"""
 
 
+def push_to_owner(R, tokens, words, layout, slot):
+    """Thread s < `tokens` (a register's name without %) x words / 4: token t = s / (words / 4),
+    float4 k of its row -> its owner, CTA t % 16, at that CTA's gat row `slot` computes into %r8
+    from %r8 = t / 16 and %rank (layout: gat's, in words)."""
+    k4 = words // 4
+    return f"""    // thread s < {tokens} {k4}: token t = s / {k4}, float4 k -> CTA t % {CLUSTER}, gat{layout}
+    mul.lo.u32 %r9, %{tokens}, {k4};
+    setp.ge.u32 %p1, %tx, %r9;
+    @%p1 bra PUSH_{R}_DONE;
+    div.u32 %r7, %tx, {k4};                 // t
+    mul.lo.u32 %r2, %r7, {k4};
+    sub.u32 %r2, %tx, %r2;                  // k
+    and.b32 %r1, %r7, {CLUSTER - 1};        // its owner
+{push_float4("%r7", "%r8", words, chr(10) + f"    shr.u32 %r8, %r7, {CLUSTER.bit_length() - 1};" + chr(10) + "    " + slot)}
+PUSH_{R}_DONE:"""
+
+
 def push(role, wide=None):
     """st.async of the rows: res token t's 5 float4 to CTA t (with two or more tokens a CTA, to
     CTA t % 16, gat[t / 16][rank][ROW] there); pre every token's 3 float4 to every CTA
@@ -1232,16 +1249,8 @@ def push(role, wide=None):
     k4 = words // 4
     R = role.upper()
     if role == "res" and wide and wide.res_slots > 1:
-        return f"""    // push: thread s < {k4} grp: token t = s / {k4}, float4 k = s % {k4} -> CTA t % {CLUSTER}, gat[t / {CLUSTER}][rank][{ROW}]
-    mul.lo.u32 %r1, %grp, {k4};
-    setp.ge.u32 %p1, %tx, %r1;
-    @%p1 bra PUSH_{R}_DONE;
-    div.u32 %r7, %tx, {k4};                 // t
-    mul.lo.u32 %r2, %r7, {k4};
-    sub.u32 %r2, %tx, %r2;                  // k
-    and.b32 %r1, %r7, {CLUSTER - 1};        // its owner
-{push_float4("%r7", "%r8", ROW, chr(10) + f"    shr.u32 %r8, %r7, {CLUSTER.bit_length() - 1};" + chr(10) + f"    mad.lo.u32 %r8, %r8, {CLUSTER}, %rank;")}
-PUSH_{R}_DONE:"""
+        # every token of the group, its zeros past T too: each CTA expects a fixed byte count
+        return push_to_owner(R, "grp", words, f"[t / {CLUSTER}][rank][{words}]", f"mad.lo.u32 %r8, %r8, {CLUSTER}, %rank;")
     if role == "res":
         return f"""    // push: thread s < {k4} grp: token t = s / {k4}, float4 k = s % {k4} -> CTA t, gat[rank][{ROW}]
     mul.lo.u32 %r1, %grp, {k4};
@@ -1253,16 +1262,7 @@ PUSH_{R}_DONE:"""
 {push_float4("%r1", "%rank", ROW)}
 PUSH_{R}_DONE:"""
     if wide:
-        return f"""    // thread s < cnt {k4}: token t = s / {k4}, float4 k -> CTA t % {CLUSTER}, gat[rank][t / {CLUSTER}][{words}]
-    mul.lo.u32 %r9, %cnt, {k4};
-    setp.ge.u32 %p1, %tx, %r9;
-    @%p1 bra PUSH_{R}_DONE;
-    div.u32 %r7, %tx, {k4};                 // t
-    mul.lo.u32 %r2, %r7, {k4};
-    sub.u32 %r2, %tx, %r2;                  // k
-    and.b32 %r1, %r7, {CLUSTER - 1};        // its owner
-{push_float4("%r7", "%r8", words, chr(10) + f"    shr.u32 %r8, %r7, {CLUSTER.bit_length() - 1};" + chr(10) + f"    mad.lo.u32 %r8, %rank, {wide.pre_slots}, %r8;")}
-PUSH_{R}_DONE:"""
+        return push_to_owner(R, "cnt", words, f"[rank][t / {CLUSTER}][{words}]", f"mad.lo.u32 %r8, %rank, {wide.pre_slots}, %r8;")
     return f"""    // push: item s < {CLUSTER} cnt {k4}: CTA d = s / (cnt {k4}), token t, float4 k -> CTA d, gat[t][rank][{words}]
     mul.lo.u32 %r9, %cnt, {k4};             // items a CTA receives
     mul.lo.u32 %r10, %r9, {CLUSTER};
