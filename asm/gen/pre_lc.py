@@ -90,7 +90,7 @@ PRE_WORDS = ROLES["pre"]["words"]
 # cluster (three tiles), to LONG_MAX_TOKENS: T = 128 is 4 + 3 clusters, the seven a 132-SM part
 # holds at once (the persistent clusters pay about 4.8 us before their first tile and 4 us of
 # drain there: docs/kernels/pre.md). Both layouts need 528 bytes a channel of C / 16 and the static
-# arrays 26.9 KB, which fit a CTA's 227 KB to C = LONG_MAX_C.
+# arrays 27,008 bytes, which fit a CTA's 227 KB to C = LONG_MAX_C.
 LONG_RES_GROUP = 32
 LONG_PRE_GROUP = 48
 LONG_MAX_TOKENS = 128
@@ -1223,8 +1223,8 @@ def push_float4(token, slot, words, between=""):
 
 def push_to_owner(R, tokens, words, layout, slot):
     """Thread s < `tokens` (a register's name without %) x words / 4: token t = s / (words / 4),
-    float4 k of its row -> its owner, CTA t % 16, at that CTA's gat row `slot` computes into %r8
-    from %r8 = t / 16 and %rank (layout: gat's, in words)."""
+    float4 k of its row -> its owner, CTA t % 16, at the gat row that `slot` (a PTX line) computes
+    into %r8 from %r8 = t / 16 and %rank; `layout` names gat's shape in the comment."""
     k4 = words // 4
     return f"""    // thread s < {tokens} {k4}: token t = s / {k4}, float4 k -> CTA t % {CLUSTER}, gat{layout}
     mul.lo.u32 %r9, %{tokens}, {k4};
