@@ -407,6 +407,20 @@ pub struct Selection<'r> {
 }
 
 impl Selection<'_> {
+    /// Why the chosen variant won without a tuned entry: the lowest estimated time, or its rank
+    /// (a measured preference ahead of the cost model) over a variant the model estimates lower.
+    fn untuned_reason(&self) -> String {
+        let chosen = self.candidates.iter().find(|c| c.id == self.variant.id());
+        let cheapest = self.candidates.iter().min_by(|a, b| a.cost_us.total_cmp(&b.cost_us));
+        match (chosen, cheapest) {
+            (Some(c), Some(m)) if c.rank > m.rank && m.cost_us < c.cost_us => format!(
+                "  by its rank ({}, measured ahead of the cost model, which estimates {} lowest: {:.2} us)\n",
+                c.rank, m.id, m.cost_us
+            ),
+            _ => "  by the cost model (lowest estimated time)\n".to_string(),
+        }
+    }
+
     /// A readable account: the query, the winner and why, every candidate's cost, every
     /// rejection with its reason, and warnings.
     pub fn explain(&self) -> String {
@@ -421,7 +435,7 @@ impl Selection<'_> {
         let v = self.variant;
         s.push_str(&format!("chosen: {} ({} in {})\n", v.id(), v.entry.entry, v.entry.file));
         match &self.choice {
-            Choice::CostModel => s.push_str("  by the cost model (lowest estimated time)\n"),
+            Choice::CostModel => s.push_str(&self.untuned_reason()),
             Choice::Tuned(e) => {
                 s.push_str(&format!(
                     "  by the tuned table: {:.2} us, {:.0} GB/s, error {:.1e}, {} samples on {} units{}, {}\n",

@@ -467,6 +467,13 @@ fn rank_options_and_device_limits_decide_before_the_cost_model() {
     let s = sel.select(Arch::Sm90a, "pre", &Shape::new(8192, 4, 4096, "bf16"), &none).unwrap();
     assert_eq!(s.variant.id(), "pre_generic", "{}", s.explain());
     assert_eq!(s.candidates[0].rank, 5);
+    // The account names the rank, not the cost model, as what chose it.
+    let text = s.explain();
+    assert!(
+        text.contains("by its rank (5, measured ahead of the cost model, which estimates pre_tile lowest"),
+        "{text}"
+    );
+    assert!(!text.contains("by the cost model"), "{text}");
     // gamma_k is an option only the fallback has.
     let s = sel.select(Arch::Sm90a, "pre", &Shape::new(7, 4, 4096, "bf16").with_option("gamma_k"), &none).unwrap();
     assert_eq!(s.variant.id(), "pre_generic");
