@@ -102,11 +102,11 @@ class Wide:
     tokens, or `pre_above` above `above` tokens; CTA r of a cluster owns the tokens r + 16 j (the
     h_res role runs their Sinkhorns, the h_pre role adds their rows, stores their coefficients and
     sends their h_pre to every CTA). Its rows take T = tokens[0]..tokens[1]; `suffix` names its
-    entries (mhc_pre_lc<suffix>_sm90_bf16); the mix takes `mix_items` items a trip (mix_tail)."""
+    entries (mhc_pre_lc<suffix>_sm90_bf16)."""
 
-    def __init__(self, suffix, res, pre, above, pre_above, tokens, mix_items):
+    def __init__(self, suffix, res, pre, above, pre_above, tokens):
         self.suffix, self.res, self.pre, self.above, self.pre_above = suffix, res, pre, above, pre_above
-        self.tokens, self.mix_items = tokens, mix_items
+        self.tokens = tokens
         self.pre_groups = (pre,) if pre_above == pre else (pre, pre_above)
         self.res_slots = res // CLUSTER
         self.pre_slots = max(self.pre_groups) // CLUSTER
@@ -114,13 +114,8 @@ class Wide:
         self.layouts = (("res", res),) + tuple(("pre", g) for g in self.pre_groups)
 
 
-# The mix's items a trip (bf16): every load of a trip's items issued before its first FMA. The
-# long wide entry's h_pre clusters mix 48 tokens: 6 items a thread at C = 4096, 9 at 6144.
-MIX_ITEMS = 2
-LONG_MIX_ITEMS = 3
-WIDE = Wide("w", WIDE_GROUP, WIDE_GROUP, WIDE_PRE_ABOVE, WIDE_PRE_GROUP, (WIDE_MIN_TOKENS, MAX_TOKENS), MIX_ITEMS)
-LONG = Wide("w128", LONG_RES_GROUP, LONG_PRE_GROUP, LONG_MAX_TOKENS, LONG_PRE_GROUP, (MAX_TOKENS + 1, LONG_MAX_TOKENS),
-            LONG_MIX_ITEMS)
+WIDE = Wide("w", WIDE_GROUP, WIDE_GROUP, WIDE_PRE_ABOVE, WIDE_PRE_GROUP, (WIDE_MIN_TOKENS, MAX_TOKENS))
+LONG = Wide("w128", LONG_RES_GROUP, LONG_PRE_GROUP, LONG_MAX_TOKENS, LONG_PRE_GROUP, (MAX_TOKENS + 1, LONG_MAX_TOKENS))
 
 
 def role_select(reg, key):
@@ -322,7 +317,6 @@ def static_arrays(top, wide, post):
 
 def declarations(name, esz, post, wide, top):
     tiles = max(2, top // 16)               # the most m16 tiles of tokens a projection_mma body holds
-    mix = wide.mix_items if wide else MIX_ITEMS
     return f""".visible .entry {name}(
     .param .align 8 .b8 p_args[{(POST_PRE_PC if post else PRE_DECODE).size}]
 )
@@ -342,11 +336,11 @@ def declarations(name, esz, post, wide, top):
     .reg .b32 %tx, %warp, %lane, %rank, %clu, %tok0, %cnt, %grp, %K, %c0, %q, %s;
     .reg .b32 %xsm, %gksm, %phsm, %rowb, %xrow, %lbar, %gbar, %hbar;
     .reg .f32 %acc<64>, %ss<8>, %xq<32>, %gq<4>, %ph<4>, %hs, %hk, %hr;
-    .reg .b32 %xw<{4 * mix}>, %bh<2>, %bl<2>, %bu<4>;
+    .reg .b32 %xw<8>, %bh<2>, %bl<2>, %bu<4>;
     .reg .f32 %bf<4>, %sg<{16 * tiles}>, %pa<16>, %ga<8>;
     .reg .b32 %xa<{8 * tiles}>;
-    .reg .f32 %mo<8>, %mb<8>, %gv<8>;{"" if mix < 3 else chr(10) + "    .reg .f32 %mc<8>;"}
-    .reg .b32 %mx<{16 * mix}>;
+    .reg .f32 %mo<8>, %mb<8>, %gv<8>;
+    .reg .b32 %mx<32>;
     .reg .f32 %S<16>;
     .reg .f32 %mx, %sum, %rc;
     .reg .f32 %ls<4>, %lr<4>, %tr<8>;
@@ -1405,7 +1399,7 @@ def pre_tail(esz, wide=False):
     e = L.append
     if wide:
         e(pre_wide_coefficients(esz, wide.pre_slots))
-        e(mix_tail(esz, wide.mix_items))
+        e(mix_tail(esz))
         return "\n".join(L)
     e(f"""{GATHER_WAIT.format(R="PRE", S=stamp(6))}
     // thread s < cnt 9: token t = s / 9, word v = s % 9 (ss, 8 logits), ranks in order
@@ -1523,13 +1517,12 @@ HW_WAIT:
 """
 
 
-def mix_tail(esz, per_trip=MIX_ITEMS):
+def mix_tail(esz):
     """After the coefficients (COEF_DONE): the mix of the CTA's channels of every token, item s ->
     token t = s / (cpc / 8), channels 8 (s % (cpc / 8)) of the slice, thread j taking items j,
     j + THREADS, ...: a[t][c] = sum_i h_pre[t][i] x_s[t][i][c] (f32, streams in order, one
-    rounding). bf16 takes per_trip items a trip (j, j + THREADS, ...: every load of them issued
-    before the first FMA; a group of 32 tokens has 4 items a thread at C = 4096); an item past
-    the tokens repeats the trip's first and is not stored."""
+    rounding). bf16 takes two items a trip (j and j + THREADS: every load of both issued before
+    the first FMA; a group of 32 tokens has 4 items a thread at C = 4096)."""
     L = []
     e = L.append
     e(f"""COEF_DONE:
@@ -1543,17 +1536,13 @@ MIX:
     @%p1 bra MIXED;
     mul.lo.u32 %r5, %cpc, {esz};            // stream step""")
     items = [("%s", "%r2", "%r3", "%r4", "%f", 1, "%mo", "%rd1", 0)]
-    more = [("%r9", "%r10", "%r11", "%r12", "%f", 5, "%mb", "%rd3", 4, "%p5", "second"),
-            ("%r13", "%r14", "%r15", "%r16", "%f", 9, "%mc", "%rd5", 8, "%p6", "third")]
-    preds = {}
-    for k, (si, t, ch, xa, f, h, mo, rd, pk, p, nth) in enumerate(more[:per_trip - 1] if esz == 2 else []):
-        e(f"""    add.u32 {si}, %s, {THREADS * (k + 1)};
-    div.u32 {t}, {si}, %r1;
-    setp.lt.u32 {p}, {t}, %cnt;            // the {nth} item exists
-    @!{p} mov.u32 {si}, %s;                  // else it repeats the first (not stored)
-    @!{p} mov.u32 {t}, %r2;""")
-        items.append((si, t, ch, xa, f, h, mo, rd, pk))
-        preds[len(items) - 1] = p
+    if esz == 2:
+        e(f"""    add.u32 %r9, %s, {THREADS};
+    div.u32 %r10, %r9, %r1;
+    setp.lt.u32 %p5, %r10, %cnt;            // the second item exists
+    @!%p5 mov.u32 %r9, %s;                  // else it repeats the first (not stored)
+    @!%p5 mov.u32 %r10, %r2;""")
+        items.append(("%r9", "%r10", "%r11", "%r12", "%f", 5, "%mb", "%rd3", 4))
     for it, (si, t, ch, xa, _, h, _, _, _) in enumerate(items):
         e(f"""    mul.lo.u32 {ch}, {t}, %r1;
     sub.u32 {ch}, {si}, {ch};
@@ -1595,8 +1584,7 @@ MIX:
     add.u64 {rd}, %a, {rd};""")
         store = store8(rd, [f"{mo}{j}" for j in range(8)], esz == 2, [f"%xw{pk + j}" for j in range(4)])
         if it:
-            store = "\n".join(f"    @{preds[it]} {x.strip()}" if x.strip().startswith("st.") else x
-                               for x in store.split("\n"))
+            store = "\n".join(f"    @%p5 {x.strip()}" if x.strip().startswith("st.") else x for x in store.split("\n"))
         e(store)
     e(f"""    add.u32 %s, %s, {THREADS * len(items)};
     bra MIX;
