@@ -1668,7 +1668,8 @@ def row_max_tokens(dt):
 
 def catalogue_rows():
     """The catalogue rows of the seven entries (the first two wide entries in two rows each: their C
-    ranges)."""
+    ranges). A row's tile is an h_res cluster's tokens split over its CTAs, as the persistent
+    clusters' rows give theirs: the selector's cost model counts tiles x split CTAs in flight."""
     G = catalogue.geometry
     rows = []
     for post in (False, True):
@@ -1694,7 +1695,7 @@ def catalogue_rows():
             rows.append(catalogue.row(
                 f"{stage}_lc_sm90_{dt}", stage, ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_lc.cubin",
                 f"mhc_{stage}_lc_sm90_{dt}", [dt], [N], (C_MULTIPLE, MIN_C, CLUSTER * MAX_CPC), (1, top),
-                RES_GROUP, THREADS, what, kind, x_passes=1, params=f"{args.name} ({args.size} B, {RUST_MIRROR})",
+                (RES_GROUP, CLUSTER), THREADS, what, kind, x_passes=1, params=f"{args.name} ({args.size} B, {RUST_MIRROR})",
                 rank=70, options=["gamma_k"],
                 geometry=G(channels_per_thread=8, cluster=CLUSTER, dynamic_shared_max=lc_shared(esz, MAX_CPC, post),
                            traits=["grid_dependency"]),
@@ -1708,7 +1709,7 @@ def catalogue_rows():
                                LARGE_C_MIN_TOKENS)):
         rows.append(catalogue.row(
             rid, "pre", ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_lc.cubin", "mhc_pre_lcw_sm90_bf16",
-            ["bf16"], [N], c_range, (low, MAX_TOKENS), WIDE_GROUP, THREADS,
+            ["bf16"], [N], c_range, (low, MAX_TOKENS), (WIDE_GROUP, CLUSTER), THREADS,
             f"pre for {low}..{MAX_TOKENS} tokens at C = {c_range[1]}..{c_range[2]}: {wide}" + (
                 f" (up to {low - 1} tokens the mid kernel, whose fold post_pre runs there)"
                 if low > WIDE_MIN_TOKENS else ""),
@@ -1719,7 +1720,7 @@ def catalogue_rows():
     rows.append(catalogue.row(
         "pre_lcw128_sm90_bf16", "pre", ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_lc.cubin",
         f"mhc_pre_lc{LONG.suffix}_sm90_bf16", ["bf16"], [N], (C_MULTIPLE, MIN_C, LONG_MAX_C), LONG.tokens,
-        LONG.res, THREADS,
+        (LONG.res, CLUSTER), THREADS,
         f"pre for {LONG.tokens[0]}..{LONG.tokens[1]} tokens at C = {MIN_C}..{LONG_MAX_C}: the wide entry's design with "
         f"{LONG.res} tokens an h_res cluster (CTA r runs the Sinkhorns of tokens r and r + 16) and {LONG.pre} an h_pre "
         f"cluster (T = {LONG.tokens[1]}: 4 + 3 clusters, resident at once): no persistent clusters' opening barrier, "
@@ -1732,7 +1733,7 @@ def catalogue_rows():
                                (C_MULTIPLE, WIDE_FOLD_MAX_C + C_MULTIPLE, WIDE_POST_MAX_C), LARGE_C_MIN_TOKENS)):
         rows.append(catalogue.row(
             rid, "post_pre", ["v4", "paper"], "sm_90a", "asm/bin/sm90/pre_lc.cubin", "mhc_post_pre_lcw_sm90_bf16",
-            ["bf16"], [N], c_range, (low, WIDE_POST_MAX_TOKENS), WIDE_GROUP, THREADS,
+            ["bf16"], [N], c_range, (low, WIDE_POST_MAX_TOKENS), (WIDE_GROUP, CLUSTER), THREADS,
             f"post_pre for {low}..{WIDE_POST_MAX_TOKENS} tokens at C = {c_range[1]}..{c_range[2]} in one launch: "
             f"{wide}; layer l's post computed from the slices it loads (x' with post's f32 operations in its order, "
             "stored by the h_pre clusters and written back over the x slice)", "post_pre_lc", x_passes=1,
