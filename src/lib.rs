@@ -7,8 +7,9 @@
 //!
 //! Layers, data flowing one way: `asm/` sources -> `asm/bin` code objects -> `mhc_loader`
 //! (parse, registry, select) -> device (load once, cache handles) -> plan -> one launch per op
-//! (`post_pre` on NVIDIA is one fused cluster kernel for bf16 with n = 4 from 65 tokens, C a
-//! multiple of 128 up to 4096 and no `gamma_f`, and the post kernel then the pre kernel elsewhere; docs/kernels/post_pre.md).
+//! (`post_pre` on NVIDIA is one launch where it folds post into the kernel pre runs: few tokens,
+//! and for bf16 with n = 4 from 129 tokens one fused cluster kernel at C a multiple of 128 up to
+//! 4096 without `gamma_f`; the post kernel then the pre kernel elsewhere; docs/kernels/post_pre.md).
 //! docs/architecture.md describes the folders and where each choice is made.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]

@@ -1065,9 +1065,9 @@ fn wide_n_sanitizer_smoke() {
 }
 
 /// The persistent-cluster kernel (asm/ptx/sm90/pre_pc.ptx) at the shapes it is selected for
-/// (bf16, n = 4, C % 128 == 0 up to 4096, T >= 65, and T = 17..64 where C < 512): partial last
+/// (bf16, n = 4, C % 128 == 0 up to 4096, T >= 129, and T = 17..128 where C < 512): partial last
 /// tiles, every run count per warp (C = 128 .. 4096), phi ~ 0.5, gamma_k, strided x and a; and
-/// that f32, gamma_f, C = 4224, T <= 16 and T = 17..64 at C >= 512 keep the other kernels.
+/// that f32, gamma_f, C = 4224, T <= 16 and T = 17..128 at C >= 512 keep the other kernels.
 #[test]
 #[ignore = "needs a GPU: tools/gpu-tests.sh runs it there, with no skipping"]
 fn pre_cluster_kernel_shapes() {
@@ -1129,7 +1129,8 @@ fn pre_cluster_kernel_shapes() {
 
 /// The pair entry of the persistent-cluster kernel (pre_pc_pair.ptx `mhc_pre_pc16p_bf16_n4`: two
 /// clusters per tile, each on a part of C, their sums added through the workspace) where the
-/// catalogue selects it (bf16, n = 4, C = 5120..8192 a multiple of 1024, T >= 65): every split
+/// catalogue selects it (bf16, n = 4, C = 5120..8192 a multiple of 1024, T >= 65; T >= 129 up to
+/// C = 6144): every split
 /// of C (2+3, 3+3, 3+4, 4+4 blocks), partial last tiles, phi ~ 0.5, gamma_k, strided x and a.
 /// Then one plan and workspace for a sequence of calls of different T on fresh inputs, each
 /// against the reference (every call tags its exchange words with the pair's call count: no

@@ -22,7 +22,8 @@
 //! `x' = post(x)` in the stage on the tensor cores (h_res / h_post in bf16 hi + lo, f32
 //! accumulation: the stored bf16 x' matches the post kernel's f32 FMAs except ~0.1% of values one
 //! rounding step apart), the projection runs on it and the mix stores it to `x_out`: `x'` is never
-//! read back (the catalogue gives it `post_pre` from 65 tokens where this kernel serves `pre`). Its stage rows pad each stream slice ([`fused_row_bytes`]).
+//! read back (the catalogue gives it `post_pre` from 129 tokens where this kernel serves `pre`;
+//! up to 128 `pre` runs the logit clusters' long wide entry). Its stage rows pad each stream slice ([`fused_row_bytes`]).
 //! At C = 5120..8192 the pair file's second entry, `mhc_post_pre_pc16p_bf16_n4`, runs that fused
 //! pass on two clusters per tile as the pair entry does, each cluster on its part of C
 //! ([`fused_pair_ring_bytes`]): its math warps mix each tile two rounds after its projection, once
