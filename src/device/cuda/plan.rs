@@ -962,19 +962,17 @@ runner_up_margin_pct = 4.083
             assert_eq!(planned(n, 1280, Dtype::Bf16, Pre, from), [format!("mhc_pre_gemm_bf16_n{n}")], "n={n}");
         }
         assert_eq!(planned(32, 1280, Dtype::F32, Pre, 8192), ["mhc_pre_sm90_f32"]);
-        // post_pre: the few-token kernels' post_pre entries to 32 tokens, the fused
-        // cluster kernel from 129 (its `m` entry to 448: to 128 pre runs the long wide entry);
-        // post then pre where neither runs.
-        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 65), ["mhc_post_v4_bf16_n4", "mhc_pre_lcw128_sm90_bf16"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 128), ["mhc_post_v4_bf16_n4", "mhc_pre_lcw128_sm90_bf16"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 129), ["mhc_post_pre_pc16m_bf16_n4"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 448), ["mhc_post_pre_pc16m_bf16_n4"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 449), ["mhc_post_pre_pc16_bf16_n4"]);
-        assert_eq!(planned(4, 4096, Dtype::Bf16, PostPre, 8192), ["mhc_post_pre_pc16_bf16_n4"]);
-        // The logit clusters' fused entries where they run: to 16 tokens (f32: 12), the wide one
-        // (bf16) to 48 (from 17 up to C = 5120, from 33 up to 7168); else mid16 / mid to 32, then
-        // post and pre.
+        // post_pre: the logit clusters' fused entries where they run: to 16 tokens (f32: 12), the
+        // wide one (bf16) to 48 (from 17 up to C = 5120, from 33 up to 7168); else mid16 / mid to
+        // 32; the persistent clusters' fused pass from 129 (its `m` entry to 448: to 128 pre runs
+        // the long wide entry); post then pre where none runs.
         let cases: &[(usize, usize, Dtype, usize, &[&str])] = &[
+            (4, 4096, Dtype::Bf16, 65, &["mhc_post_v4_bf16_n4", "mhc_pre_lcw128_sm90_bf16"]),
+            (4, 4096, Dtype::Bf16, 128, &["mhc_post_v4_bf16_n4", "mhc_pre_lcw128_sm90_bf16"]),
+            (4, 4096, Dtype::Bf16, 129, &["mhc_post_pre_pc16m_bf16_n4"]),
+            (4, 4096, Dtype::Bf16, 448, &["mhc_post_pre_pc16m_bf16_n4"]),
+            (4, 4096, Dtype::Bf16, 449, &["mhc_post_pre_pc16_bf16_n4"]),
+            (4, 4096, Dtype::Bf16, 8192, &["mhc_post_pre_pc16_bf16_n4"]),
             (4, 4096, Dtype::Bf16, 1, &["mhc_post_pre_lc_sm90_bf16"]),
             (4, 7168, Dtype::Bf16, 16, &["mhc_post_pre_lc_sm90_bf16"]),
             (4, 7168, Dtype::F32, 12, &["mhc_post_pre_lc_sm90_f32"]),
