@@ -2,9 +2,10 @@
 //! `mhc_pre_lc_sm90_{bf16,f32}` to [`LC_FMA_MAX_TOKENS`], the bf16 wide entry
 //! `mhc_pre_lcw_sm90_bf16` above, to [`LC_WIDE_MAX_TOKENS`], which projects on the tensor cores,
 //! and the long wide entry `mhc_pre_lcw128_sm90_bf16` above that, to [`LC_MAX_TOKENS`] and
-//! C = 6144): n = 4, C a multiple of 128 up to 8192, no gamma_f. The grid is clusters of [`LC_CLUSTER`] CTAs: first
-//! one per [`res_group`] tokens that computes their 16 h_res logits and runs their Sinkhorns, then
-//! one per [`pre_group`] tokens for their 8 h_pre / h_post logits and the mix (a token's h_pre
+//! C = 6144): n = 4, C a multiple of 128 up to 8192, no gamma_f. The grid is clusters of
+//! [`LC_CLUSTER`] CTAs: first one per [`res_group`] tokens that computes their 16 h_res logits and
+//! runs their Sinkhorns, then one per [`pre_group`] tokens for their 8 h_pre / h_post logits and
+//! the mix (a token's h_pre
 //! logits cost half its h_res logits). CTA r of a cluster owns channels `[r C/16, (r+1) C/16)`
 //! of every stream; the CTAs' partial rows meet through distributed shared memory, so no CTA
 //! waits for another cluster, nothing goes through the workspace, and the grid needs no
@@ -75,7 +76,8 @@ pub(crate) fn shape(c: usize, t: usize, dtype: Dtype, post: bool) -> (u32, usize
     let clusters = t.div_ceil(res_group(t)) + t.div_ceil(pre);
     let shared = if t > LC_WIDE_MAX_TOKENS {
         // The long wide entry (`pre` only; `args` refuses the others past their rows' T).
-        LC_LONG_SHARED.iter().map(|&(per, fixed)| per * cpc + fixed).max().unwrap_or(0)
+        let [res, pre] = LC_LONG_SHARED;
+        (res.0 * cpc + res.1).max(pre.0 * cpc + pre.1)
     } else if t > LC_FMA_MAX_TOKENS {
         // The wide groups (the bf16 entries; `args` refuses the others past their rows' T): the
         // larger role's layout.
