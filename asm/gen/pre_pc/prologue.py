@@ -65,6 +65,24 @@ TMA_XW = """
     xor.b32 %r1, %r1, %gq;
     shl.b32 %r1, %r1, 4;
     add.u32 %xw, %xw, %r1;                  // + the swizzled chunk"""
+# The ldsm experiment: lane l addresses row l % 8 of matrix mi = l / 8 of an ldmatrix.x4: token
+# l % 8 + 8 (mi % 2), 16-byte chunk 4 (w % 2) + mi / 2 of the run (k-step 0; k-step 1 is the
+# address xor 32), swizzled by the token's row (l % 8)
+TMA_XW_LDSM = """
+    shr.u32 %r1, %lane, 3;                  // mi
+    and.b32 %r2, %lane, 7;                  // r
+    and.b32 %r3, %r1, 1;
+    mad.lo.u32 %r3, %r3, 8, %r2;            // token r + 8 (mi % 2)
+    shr.u32 %r4, %warp, 1;
+    mad.lo.u32 %r3, %r4, 16, %r3;           // row (stream w / 2, token)
+    shl.b32 %xw, %r3, 7;
+    and.b32 %r4, %warp, 1;
+    shl.b32 %r4, %r4, 2;
+    shr.u32 %r5, %r1, 1;
+    add.u32 %r4, %r4, %r5;                  // chunk 4 (w % 2) + mi / 2
+    xor.b32 %r4, %r4, %r2;
+    shl.b32 %r4, %r4, 4;
+    add.u32 %xw, %xw, %r4;"""
 TMA_ROW = """
     shr.u32 %tstride, %C, 1;                // TMA entry: C/2 bytes per token (no pad: the swizzle)"""
 TMA_DSM = """
