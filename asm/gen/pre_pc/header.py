@@ -71,13 +71,17 @@ HEADER = f"""\
 //         barrier 2 148.8 us; the halves added in the warp sums and pushed from there: see
 //         docs/kernels/pre.md.
 // MMA     m16n8k16 bf16 -> f32, A = x (rows = the tile's 16 tokens: g, g + 8), B = phi (columns
-//         = logits 8nb + g, nb < 3: 24 exactly), lane = 4g + q. K order permuted identically in
-//         A and B: the slice is cut in 32-element runs, lane q owns elements 8q..8q+7 of each
-//         run (one 16-byte ld.shared per token), {{0,1}},{{2,3}} feed k16-block 0 (k pairs 2q,
-//         2q+8), {{4,5}},{{6,7}} block 1. Warp w owns runs w + {NW}j, j < {RMAX}. phi (gamma_k folded
-//         in) is split into bf16 hi + lo (x is exact in bf16, phi to 2^-17). Odd runs accumulate
-//         apart (two chains). ss = the diagonal of the Gram matrix x x^T from 4 more mma per run
-//         (unpacking x for FMAs makes the phase issue-bound).
+//         = logits 8nb + g, nb < 3: 24 exactly), lane = 4g + q. The slice is cut in 32-element
+//         runs; warp w owns runs w + {NW}j, j < {RMAX}. TMA entries: a run's k-step kb is its
+//         channels 16 kb .. 16 kb + 15, A by two ldmatrix.x4 a run (the swizzled rows put a
+//         matrix's 8 token rows on 8 bank groups; no register moves build the fragments), lane q's
+//         phi the channel pairs 2q + 8m. cp.async and fused entries: K permuted identically in A
+//         and B, lane q owns elements 8q..8q+7 of each run (one 16-byte ld.shared per token; their
+//         padded rows put ldmatrix's 8 token rows on at most 2 bank groups), {{0,1}},{{2,3}} feed
+//         k-step 0 (k pairs 2q, 2q+8), {{4,5}},{{6,7}} k-step 1. phi (gamma_k folded in) is split
+//         into bf16 hi + lo (x is exact in bf16, phi to 2^-17). Odd runs accumulate apart (two
+//         chains). ss = the diagonal of the Gram matrix x x^T from 4 more mma per run (unpacking
+//         x for FMAs makes the phase issue-bound).
 // REGS    phi fragments 24 per run x {RMAX} = {24 * RMAX}; ptxas 12.9: 161-165 registers (the TMA
 //         entry 159), no local memory; 12 warps put 3 on one SM sub-partition: 16K registers / 96
 //         threads caps a thread at 168.

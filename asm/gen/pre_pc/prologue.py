@@ -51,38 +51,26 @@ XW = """
     mad.lo.u32 %xw, %gq, %tstride, %r1;
     shl.b32 %r1, %warp, 6;
     add.u32 %xw, %xw, %r1;                  // token g's row + lane q's 16 bytes + this warp's first run"""
-# TMA entry: run w + 8j = 64-channel block j, stream w / 2, channels 32 (w % 2) .. + 31 of it; lane
-# q's 16 bytes are chunk 4 (w % 2) + q of the 128-byte row (stream, token g), stored at chunk
-# (4 (w % 2) + q) xor (g % 8) (the 128-byte swizzle: rows g and g + 8 of a stream share it)
+# TMA entry: run w + 8j = 64-channel block j, stream w / 2, channels 32 (w % 2) .. + 31 of it,
+# read by ldmatrix.x4 (k-step 0: the run's 16-byte chunks 0, 1; k-step 1: 2, 3). Lane l gives row
+# l % 8 of matrix mi = l / 8: token l % 8 + 8 (mi % 2), chunk 4 (w % 2) + mi / 2 of the 128-byte
+# row (stream, token), stored at that chunk xor (token % 8) = l % 8 (the 128-byte swizzle), so the
+# 8 rows of a matrix fall on 8 bank groups; k-step 1's chunks are 2 further, the address xor 32.
 TMA_XW = """
-    shr.u32 %r1, %warp, 1;
-    shl.b32 %r1, %r1, 4;
-    add.u32 %r1, %r1, %gq;
-    shl.b32 %xw, %r1, 7;                    // row (stream w / 2, token g), 128 bytes
-    and.b32 %r1, %warp, 1;
-    shl.b32 %r1, %r1, 2;
-    add.u32 %r1, %r1, %q;
-    xor.b32 %r1, %r1, %gq;
-    shl.b32 %r1, %r1, 4;
-    add.u32 %xw, %xw, %r1;                  // + the swizzled chunk"""
-# The ldsm experiment: lane l addresses row l % 8 of matrix mi = l / 8 of an ldmatrix.x4: token
-# l % 8 + 8 (mi % 2), 16-byte chunk 4 (w % 2) + mi / 2 of the run (k-step 0; k-step 1 is the
-# address xor 32), swizzled by the token's row (l % 8)
-TMA_XW_LDSM = """
     shr.u32 %r1, %lane, 3;                  // mi
-    and.b32 %r2, %lane, 7;                  // r
+    and.b32 %r2, %lane, 7;                  // its row r
     and.b32 %r3, %r1, 1;
     mad.lo.u32 %r3, %r3, 8, %r2;            // token r + 8 (mi % 2)
     shr.u32 %r4, %warp, 1;
-    mad.lo.u32 %r3, %r4, 16, %r3;           // row (stream w / 2, token)
-    shl.b32 %xw, %r3, 7;
+    mad.lo.u32 %r3, %r4, 16, %r3;
+    shl.b32 %xw, %r3, 7;                    // row (stream w / 2, token), 128 bytes
     and.b32 %r4, %warp, 1;
     shl.b32 %r4, %r4, 2;
     shr.u32 %r5, %r1, 1;
     add.u32 %r4, %r4, %r5;                  // chunk 4 (w % 2) + mi / 2
     xor.b32 %r4, %r4, %r2;
     shl.b32 %r4, %r4, 4;
-    add.u32 %xw, %xw, %r4;"""
+    add.u32 %xw, %xw, %r4;                  // + the swizzled chunk"""
 TMA_ROW = """
     shr.u32 %tstride, %C, 1;                // TMA entry: C/2 bytes per token (no pad: the swizzle)"""
 TMA_DSM = """

@@ -5,7 +5,7 @@ from ..pre_decode import sigmoid
 from .constants import (
     ARG, BAR2, BAR2_ID, BJOBS, CL, HW0, HXB, HXG, HX_SLOTS, LG_ROW, NCW, NW, OJOBS, OWN_SLOT, RMAX,
     SLOTS, SS_SLOT, STAGES, TBLK, TT)
-from .prologue import PHI_BAR, TMA_XW, TMA_XW_LDSM, XADJ, XW
+from .prologue import PHI_BAR, TMA_XW, XADJ, XW
 from .sums import arm_gather, ordered_sum, wait_gather
 from .stamps import exit_stamps
 from .post import coef_post_prologue, coef_post_share
@@ -19,19 +19,20 @@ EARLY_WAIT = """
     @%p_early griddepcontrol.launch_dependents;"""
 
 
-def ldsm_loads(f0):
-    """The ldsm experiment: 8 floats at the channel pairs 2q + 8m (m < 4) from %rd1."""
-    return "\n".join(f"    ld.global.nc.v2.f32 {{%f{f0 + 2 * m}, %f{f0 + 2 * m + 1}}}, [%rd1+{32 * m}];" for m in range(4))
+def lane_floats(f0, tma):
+    """A lane's 8 floats of a run from %rd1 into %f{f0}..: TMA entries, the channel pairs 2q + 8m
+    (m < 4: ldmatrix's k order, %rd1 at 2q); the others, 8 consecutive channels (%rd1 at 8q)."""
+    if tma:
+        return "\n".join(f"    ld.global.nc.v2.f32 {{%f{f0 + 2 * m}, %f{f0 + 2 * m + 1}}}, [%rd1+{32 * m}];"
+                          for m in range(4))
+    return f"""    ld.global.nc.v4.f32 {{%f{f0}, %f{f0 + 1}, %f{f0 + 2}, %f{f0 + 3}}}, [%rd1];
+    ld.global.nc.v4.f32 {{%f{f0 + 4}, %f{f0 + 5}, %f{f0 + 6}, %f{f0 + 7}}}, [%rd1+16];"""
 
 
 def phi_fragments(k):
     """Math warps: phi's slice (times gamma_k) as bf16 hi / lo mma fragments in registers; the
     other warps wait for the opening cluster barrier and go to their own loops."""
     e, fused, tma, MIXW, STAMPS, phi_bar, phi_bar_threads = k.e, k.fused, k.tma, k.MIXW, k.STAMPS, k.phi_bar, k.phi_bar_threads
-    LDSM = tma and not fused and "ldsm" in k.exp
-    if LDSM:  # lane q's 8 floats of a run: the channel pairs 2q + 8m, m < 4 (ldmatrix's k order)
-        e = lambda text, e=e: e(text.replace("mad.lo.u32 %r4, %q, 8, %r4;             // + 8q: local channel",
-                                             "mad.lo.u32 %r4, %q, 2, %r4;             // + 2q: local channel"))
     e("""    @!%p_math bra CLUSTER_WAIT;
     // ================= math warps: phi fragments of runs w + 8j into registers ==============""")
     if STAMPS:
@@ -51,7 +52,7 @@ def phi_fragments(k):
     shl.b32 %r4, %r4, 6;                    // block rho / 8: channels 64 (rho / 8) ..
     and.b32 %r2, %r1, 1;
     mad.lo.u32 %r4, %r2, 32, %r4;           // + 32 (rho % 2)
-    mad.lo.u32 %r4, %q, 8, %r4;             // + 8q: local channel
+    mad.lo.u32 %r4, %q, 2, %r4;             // + 2q: lane q's first channel pair
     mad.lo.u32 %r5, %rank, %C16, %r4;""" + ("""
     add.u32 %r5, %r5, %C0;                  // pair entry: this half's first channel""" if k.pair else "") + """
     mad.lo.u32 %r5, %r3, %C, %r5;           // k = i C + r C/16 + cl""")
@@ -72,16 +73,13 @@ def phi_fragments(k):
                 e("\n".join(f"    mov.b32 %f{f0 + m}, %r6;" for m in range(8)))
             else:
                 e(f"""    mul.wide.u32 %rd1, %r6, 4;
-    add.u64 %rd1, %phi, %rd1;""")
-                e(ldsm_loads(f0) if LDSM else f"""    ld.global.nc.v4.f32 {{%f{f0}, %f{f0 + 1}, %f{f0 + 2}, %f{f0 + 3}}}, [%rd1];
-    ld.global.nc.v4.f32 {{%f{f0 + 4}, %f{f0 + 5}, %f{f0 + 6}, %f{f0 + 7}}}, [%rd1+16];""")
+    add.u64 %rd1, %phi, %rd1;
+{lane_floats(f0, tma)}""")
         g0 = 24 * RMAX + 8 * j
-        gk_loads = ldsm_loads(g0) if LDSM else f"""    ld.global.nc.v4.f32 {{%f{g0}, %f{g0 + 1}, %f{g0 + 2}, %f{g0 + 3}}}, [%rd1];
-    ld.global.nc.v4.f32 {{%f{g0 + 4}, %f{g0 + 5}, %f{g0 + 6}, %f{g0 + 7}}}, [%rd1+16];"""
         e(f"""    @!%p_gk bra PHL{j}_END;
     mul.wide.u32 %rd1, %r5, 4;
     add.u64 %rd1, %gk, %rd1;
-{gk_loads}
+{lane_floats(g0, tma)}
 PHL{j}_END:""")
     # the opening cluster barrier's wait, with phi's loads in flight (they need no peer); with
     # FLAG_EARLY_PARAMS the grid dependency's wait (entry_start) comes here, after them
@@ -144,7 +142,6 @@ def tile_loop(k):
     """The prologue fills (math warps fill the ring themselves), then the round loop: wait for the
     stage, the projection's mma of the tile and the warp partials."""
     e, fused, tma, MIXW, st = k.e, k.fused, k.tma, k.MIXW, k.st
-    LDSM = tma and not fused and "ldsm" in k.exp
     if not MIXW:
         e(mapping(k, "%tx", NW * 32))
         prologue_fill(k, "PRO")
@@ -152,7 +149,7 @@ def tile_loop(k):
     mov.u32 %stage, 0;
     mov.u32 %kk, 0;
     mov.u32 %phb, 0;                        // parity bits of full[s]
-{(TMA_XW_LDSM if LDSM else TMA_XW) if tma else XW}{XADJ if fused else ""}{(WSUM_SETUP_PACKED if k.pair and not tma else WSUM_SETUP) if k.HX else ""}
+{TMA_XW if tma else XW}{XADJ if fused else ""}{(WSUM_SETUP_PACKED if k.pair and not tma else WSUM_SETUP) if k.HX else ""}
     // ================= the tile loop: iteration kk computes tile kk's partials and pushes
     // them, then finishes tile kk-1 (its pushes had a whole mma phase to arrive) =============
 TILE_LOOP:{st(0, "math")}
@@ -174,11 +171,11 @@ FULL_WAIT:
         e(f"    mov.f32 %acc{i}, 0f00000000;")
     for i in range(8):
         e(f"    mov.f32 %gr{i}, 0f00000000;")
-    e("""    add.u32 %r3, %st0, %xw;                 // token g""")
     if tma:
-        e("""    add.u32 %r4, %r3, 1024;                 // token g + 8 (8 rows of 128 bytes; same swizzle)""")
+        e("""    add.u32 %r3, %st0, %xw;                 // this lane's ldmatrix row of run w""")
     else:
-        e("""    mad.lo.u32 %r4, %tstride, 8, %r3;       // token g + 8""")
+        e("""    add.u32 %r3, %st0, %xw;                 // token g
+    mad.lo.u32 %r4, %tstride, 8, %r3;       // token g + 8""")
     XSTEP = TBLK if tma else 64 * NW  # bytes from run w + 8j to run w + 8(j + 1)
     for j in range(RMAX):
         base = 24 * j
@@ -189,7 +186,7 @@ FULL_WAIT:
     add.u32 %r7, %r4, %r5;
     ld.shared.v4.b32 {{%xa0, %xa1, %xa2, %xa3}}, [%r6+{64 * NW * j}];
     ld.shared.v4.b32 {{%xb0, %xb1, %xb2, %xb3}}, [%r7+{64 * NW * j}];""")
-        elif LDSM:  # k-step kb: chunks 2 kb, 2 kb + 1 of the run (the address xor 32 for kb = 1)
+        elif tma:  # k-step kb reads chunks 2 kb, 2 kb + 1 of the run: kb = 1 at the address xor 32
             e(f"""    @!%pj{j} bra MMA_{j}_END;
     add.u32 %r6, %r3, {XSTEP * j};
     ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%xa0, %xb0, %xa1, %xb1}}, [%r6];
