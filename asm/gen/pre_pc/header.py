@@ -82,8 +82,8 @@ HEADER = f"""\
 //         into bf16 hi + lo (x is exact in bf16, phi to 2^-17). Odd runs accumulate apart (two
 //         chains). ss = the diagonal of the Gram matrix x x^T from 4 more mma per run (unpacking
 //         x for FMAs makes the phase issue-bound).
-// REGS    phi fragments 24 per run x {RMAX} = {24 * RMAX}; ptxas 12.9: 161-165 registers (the TMA
-//         entry 159), no local memory; 12 warps put 3 on one SM sub-partition: 16K registers / 96
+// REGS    phi fragments 24 per run x {RMAX} = {24 * RMAX}; ptxas 12.9: the TMA entry 159 registers,
+//         the cp.async entry 165, the fused entries 166-167, no local memory; 12 warps put 3 on one SM sub-partition: 16K registers / 96
 //         threads caps a thread at 168.
 // REDUCE  warp partials -> red[w][token][28] (logits 0..23, ss at 24); threads < 112 add the 8
 //         warps in order into psum[token][7] (float4; the ss into pss[token]); after barrier 2
