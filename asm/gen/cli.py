@@ -52,8 +52,6 @@ FAMILIES = {
     "pre_pc": (pre_pc.generate, {
         "nosink": "iters = 0: no Sinkhorn iteration",
         "nomma": "the math warps skip the projection's mma (the Gram matrix of ss stays)",
-        "cpldsm": "the cp.async pre entry: x's A fragments by ldmatrix.x4 (phi in that k order; with "
-                  "PAD 16 for conflict-free rows: set by the experiment)",
         "nomix": "the mix stores nothing",
         "nowsum": "TMA entries: no barrier 1 and no warp sums (the pushes carry zeros: wrong sums)",
         "stamps": "the pre entries record (%globaltimer, %clock64) per round and phase in the workspace, "

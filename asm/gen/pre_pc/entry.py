@@ -197,7 +197,7 @@ EARLY_PARAMS:
     shr.u32 %C16, {CW}, 4;                    // channels per CTA and stream
     shr.u32 %C8, {CW}, 3;                     // bytes of one stream slice
     shr.u32 %NR, {CW}, 7;                     // 32-element runs per CTA (C/4 / 32)
-{(f_row(4 if k.fring else 5).replace("%C,", CW + ",") if fused else (TMA_ROW.replace("%C,", CW + ",") if tma else (ROW.replace("%tstride, 64;", "%tstride, 16;") if "cpldsm" in k.exp else ROW))).lstrip(chr(10))}
+{(f_row(4 if k.fring else 5).replace("%C,", CW + ",") if fused else (TMA_ROW.replace("%C,", CW + ",") if tma else ROW)).lstrip(chr(10))}
     shl.b32 %sstage, %tstride, 4;           // stage bytes ({TT} rows){F_STAGE if fused else ""}
     add.u32 %ntiles, %T, {TT - 1};
     shr.u32 %ntiles, %ntiles, 4;

@@ -51,20 +51,6 @@ XW = """
     mad.lo.u32 %xw, %gq, %tstride, %r1;
     shl.b32 %r1, %warp, 6;
     add.u32 %xw, %xw, %r1;                  // token g's row + lane q's 16 bytes + this warp's first run"""
-# cp.async entry, read by ldmatrix.x4: lane l gives row l % 8 of matrix mi = l / 8, token
-# l % 8 + 8 (mi % 2), the run's 16-byte chunk mi / 2 (k-step 1: 32 bytes further); rows of C/2 + PAD
-# bytes, an odd number of 16-byte units mod 8, put a matrix's 8 rows on 8 bank groups.
-XW_LDSM = """
-    shr.u32 %r1, %lane, 3;                  // mi
-    and.b32 %r2, %lane, 7;                  // its row r
-    and.b32 %r3, %r1, 1;
-    mad.lo.u32 %r3, %r3, 8, %r2;            // token r + 8 (mi % 2)
-    mul.lo.u32 %xw, %r3, %tstride;
-    shr.u32 %r4, %r1, 1;
-    shl.b32 %r4, %r4, 4;
-    add.u32 %xw, %xw, %r4;                  // + chunk mi / 2
-    shl.b32 %r1, %warp, 6;
-    add.u32 %xw, %xw, %r1;                  // + this warp's first run"""
 # TMA entry: run w + 8j = 64-channel block j, stream w / 2, channels 32 (w % 2) .. + 31 of it,
 # read by ldmatrix.x4 (k-step 0: the run's 16-byte chunks 0, 1; k-step 1: 2, 3). Lane l gives row
 # l % 8 of matrix mi = l / 8: token l % 8 + 8 (mi % 2), chunk 4 (w % 2) + mi / 2 of the 128-byte

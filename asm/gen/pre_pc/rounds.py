@@ -5,7 +5,7 @@ from ..pre_decode import sigmoid
 from .constants import (
     ARG, BAR2, BAR2_ID, BJOBS, CL, HW0, HXB, HXG, HX_SLOTS, LG_ROW, NCW, NW, OJOBS, OWN_SLOT, RMAX,
     SLOTS, SS_SLOT, STAGES, TBLK, TT)
-from .prologue import PHI_BAR, TMA_XW, XADJ, XW, XW_LDSM
+from .prologue import PHI_BAR, TMA_XW, XADJ, XW
 from .sums import arm_gather, ordered_sum, wait_gather
 from .stamps import exit_stamps
 from .post import coef_post_prologue, coef_post_share
@@ -33,7 +33,6 @@ def phi_fragments(k):
     """Math warps: phi's slice (times gamma_k) as bf16 hi / lo mma fragments in registers; the
     other warps wait for the opening cluster barrier and go to their own loops."""
     e, fused, tma, MIXW, STAMPS, phi_bar, phi_bar_threads = k.e, k.fused, k.tma, k.MIXW, k.STAMPS, k.phi_bar, k.phi_bar_threads
-    CPLD = not tma and not fused and "cpldsm" in k.exp  # the cp.async entry's fragments by ldmatrix
     e("""    @!%p_math bra CLUSTER_WAIT;
     // ================= math warps: phi fragments of runs w + 8j into registers ==============""")
     if STAMPS:
@@ -57,9 +56,6 @@ def phi_fragments(k):
     mad.lo.u32 %r5, %rank, %C16, %r4;""" + ("""
     add.u32 %r5, %r5, %C0;                  // pair entry: this half's first channel""" if k.pair else "") + """
     mad.lo.u32 %r5, %r3, %C, %r5;           // k = i C + r C/16 + cl""")
-        elif CPLD:
-            e("""    shl.b32 %r2, %r1, 5;
-    mad.lo.u32 %r2, %q, 2, %r2;             // slice element e = 32 rho + 2q: lane q's first pair""")
         else:
             e("""    shl.b32 %r2, %r1, 5;
     mad.lo.u32 %r2, %q, 8, %r2;             // slice element e = 32 rho + 8q
@@ -69,27 +65,6 @@ def phi_fragments(k):
     mad.lo.u32 %r5, %rank, %C16, %r4;""" + ("""
     add.u32 %r5, %r5, %C0;                  // pair entry: this half's first channel""" if k.pair else "") + """
     mad.lo.u32 %r5, %r3, %C, %r5;           // k = i C + r C/16 + cl""")
-        if CPLD:  # pair m (element e + 8m) may lie in the next stream: its own k for each
-            for m in range(4):
-                e(f"""    add.u32 %r7, %r2, {8 * m};
-    div.u32 %r3, %r7, %C16;                 // stream i of pair {m}
-    mul.lo.u32 %r4, %r3, %C16;
-    sub.u32 %r4, %r7, %r4;
-    mad.lo.u32 %r5, %rank, %C16, %r4;
-    mad.lo.u32 %r5, %r3, %C, %r5;           // k = i C + r C/16 + cl""")
-                for ri, roff in enumerate((0, 8, 16)):
-                    f0 = 24 * j + 8 * ri + 2 * m
-                    e(f"""    add.u32 %r6, %gq, {roff};
-    mad.lo.u32 %r6, %r6, %K, %r5;
-    mul.wide.u32 %rd1, %r6, 4;
-    add.u64 %rd1, %phi, %rd1;
-    ld.global.nc.v2.f32 {{%f{f0}, %f{f0 + 1}}}, [%rd1];""")
-                g0 = 24 * RMAX + 8 * j + 2 * m
-                e(f"""    @%p_gk mul.wide.u32 %rd1, %r5, 4;
-    @%p_gk add.u64 %rd1, %gk, %rd1;
-    @%p_gk ld.global.nc.v2.f32 {{%f{g0}, %f{g0 + 1}}}, [%rd1];""")
-            e(f"PHL{j}_END:")
-            continue
         for ri, roff in enumerate((0, 8, 16)):
             f0 = 24 * j + 8 * ri
             e(f"""    add.u32 %r6, %gq, {roff};
@@ -167,7 +142,6 @@ def tile_loop(k):
     """The prologue fills (math warps fill the ring themselves), then the round loop: wait for the
     stage, the projection's mma of the tile and the warp partials."""
     e, fused, tma, MIXW, st = k.e, k.fused, k.tma, k.MIXW, k.st
-    CPLD = not tma and not fused and "cpldsm" in k.exp  # the cp.async entry's fragments by ldmatrix
     if not MIXW:
         e(mapping(k, "%tx", NW * 32))
         prologue_fill(k, "PRO")
@@ -175,7 +149,7 @@ def tile_loop(k):
     mov.u32 %stage, 0;
     mov.u32 %kk, 0;
     mov.u32 %phb, 0;                        // parity bits of full[s]
-{TMA_XW if tma else (XW_LDSM if CPLD else XW)}{XADJ if fused else ""}{(WSUM_SETUP_PACKED if k.pair and not tma else WSUM_SETUP) if k.HX else ""}
+{TMA_XW if tma else XW}{XADJ if fused else ""}{(WSUM_SETUP_PACKED if k.pair and not tma else WSUM_SETUP) if k.HX else ""}
     // ================= the tile loop: iteration kk computes tile kk's partials and pushes
     // them, then finishes tile kk-1 (its pushes had a whole mma phase to arrive) =============
 TILE_LOOP:{st(0, "math")}
@@ -197,7 +171,7 @@ FULL_WAIT:
         e(f"    mov.f32 %acc{i}, 0f00000000;")
     for i in range(8):
         e(f"    mov.f32 %gr{i}, 0f00000000;")
-    if tma or CPLD:
+    if tma:
         e("""    add.u32 %r3, %st0, %xw;                 // this lane's ldmatrix row of run w""")
     else:
         e("""    add.u32 %r3, %st0, %xw;                 // token g
@@ -218,10 +192,6 @@ FULL_WAIT:
     ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%xa0, %xb0, %xa1, %xb1}}, [%r6];
     xor.b32 %r6, %r6, 32;
     ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%xa2, %xb2, %xa3, %xb3}}, [%r6];""")
-        elif CPLD:  # padded rows: k-step 1's chunks 32 bytes further
-            e(f"""    @!%pj{j} bra MMA_{j}_END;
-    ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%xa0, %xb0, %xa1, %xb1}}, [%r3+{XSTEP * j}];
-    ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%xa2, %xb2, %xa3, %xb3}}, [%r3+{XSTEP * j + 32}];""")
         else:
             e(f"""    @!%pj{j} bra MMA_{j}_END;
     ld.shared.v4.b32 {{%xa0, %xa1, %xa2, %xa3}}, [%r3+{XSTEP * j}];
