@@ -76,8 +76,9 @@ HEADER = f"""\
 //         channels 16 kb .. 16 kb + 15, A by two ldmatrix.x4 a run (the swizzled rows put a
 //         matrix's 8 token rows on 8 bank groups; no register moves build the fragments), lane q's
 //         phi the channel pairs 2q + 8m. cp.async and fused entries: K permuted identically in A
-//         and B, lane q owns elements 8q..8q+7 of each run (one 16-byte ld.shared per token; their
-//         padded rows put ldmatrix's 8 token rows on at most 2 bank groups), {{0,1}},{{2,3}} feed
+//         and B, lane q owns elements 8q..8q+7 of each run (one 16-byte ld.shared per token; the
+//         fused rows put ldmatrix's 8 token rows on 2 bank groups, and the cp.async entry with
+//         ldmatrix was slower up to T = 1024: docs/kernels/pre.md), {{0,1}},{{2,3}} feed
 //         k-step 0 (k pairs 2q, 2q+8), {{4,5}},{{6,7}} k-step 1. phi (gamma_k folded in) is split
 //         into bf16 hi + lo (x is exact in bf16, phi to 2^-17). Odd runs accumulate apart (two
 //         chains). ss = the diagonal of the Gram matrix x x^T from 4 more mma per run (unpacking
