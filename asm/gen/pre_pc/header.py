@@ -84,8 +84,8 @@ HEADER = f"""\
 //         chains). ss = the diagonal of the Gram matrix x x^T from 4 more mma per run (unpacking
 //         x for FMAs makes the phase issue-bound).
 // REGS    phi fragments 24 per run x {RMAX} = {24 * RMAX}; ptxas 12.9: the TMA entry 159 registers,
-//         the cp.async entry 165, the fused entries 166-167, no local memory; 12 warps put 3 on one SM sub-partition: 16K registers / 96
-//         threads caps a thread at 168.
+//         the cp.async entry 165, the fused entries 166-167, no local memory; 12 warps put 3 on
+//         one SM sub-partition: 16K registers / 96 threads caps a thread at 168.
 // REDUCE  warp partials -> red[w][token][28] (logits 0..23, ss at 24); threads < 112 add the 8
 //         warps in order into psum[token][7] (float4; the ss into pss[token]); after barrier 2
 //         all 256 math threads st.async the float4s to the CTAs that need them: each token's

@@ -14,10 +14,10 @@ def catalogue_rows():
     of the cp.async one where C allows)."""
     G = catalogue.geometry
     traits = ["persistent", "grid_dependency", "tile_in_shared"]
-    # A fused pass's pre half is these clusters' pre (phi fragments, exchange, Sinkhorn, mix) on the
-    # x' it computes (docs/decisions/0007-fused-post-pre-on-tensor-cores.md), so it runs only where
-    # pre runs these clusters: up to pre_lc.LONG_MAX_TOKENS pre runs the logit clusters' long wide entry
-    # (C = 512..6144), and the fused passes start above it.
+    # A fused pass's pre half is these clusters' pre (phi fragments, exchange, Sinkhorn, mix) on
+    # the x' it computes (docs/decisions/0007-fused-post-pre-on-tensor-cores.md), so it runs only
+    # where pre runs these clusters: up to pre_lc.LONG_MAX_TOKENS pre runs the logit clusters' long
+    # wide entry (C = 512..6144), and the fused passes start above it.
     min_tokens, post_min = pre_decode.DECODE_TOKENS + 1, pre_lc.LONG_MAX_TOKENS + 1
     fused_params = (f"{POST_PRE_PC.name} ({POST_PRE_PC.size} B, {RUST_MIRROR}): {PRE_DECODE.name}, then "
                     "f, h_post_in, h_res_in, x_out (u64), f_stride, x_out_stride (u32)")
