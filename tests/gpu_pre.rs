@@ -1449,7 +1449,7 @@ fn pre_gemm_kernel_shapes() {
     for form in FORMS {
         let bf = |n, c, t| Shape { gemm: true, ..Shape::new(n, c, t, form, Dtype::Bf16) };
         let mut shapes = Vec::new();
-        for n in [16, 32] {
+        for n in [8, 16, 32] {
             for (c, t) in [(1280, 1), (64, 3), (72, 17), (1280, 129), (64, 130), (72, 1000)] {
                 shapes.push(bf(n, c, t));
             }
@@ -1470,7 +1470,7 @@ fn pre_gemm_kernel_shapes() {
         for sh in [
             auto(32, 64, 511),
             auto(16, 64, 1023),
-            auto(8, 64, 8192),
+            auto(8, 64, 4095),
             auto(4, 64, 8192),
             Shape::new(32, 64, 2000, form, Dtype::F32),
             Shape { gamma_k: true, ..auto(32, 64, 2000) },
@@ -1489,7 +1489,9 @@ fn gemm_sanitizer_smoke() {
     let Some(dev) = gpu() else { return };
     let stream = Stream::new(&dev).unwrap();
     let mut rng = common::rng("gemm_sanitizer_smoke");
-    for (n, c, t, form) in [(32, 64, 130, Formulation::Paper), (16, 72, 3, Formulation::DeepSeekV4)] {
+    for (n, c, t, form) in
+        [(32, 64, 130, Formulation::Paper), (16, 72, 3, Formulation::DeepSeekV4), (8, 72, 300, Formulation::DeepSeekV4)]
+    {
         let sh = Shape { x_pad: 8, gemm: true, ..Shape::new(n, c, t, form, Dtype::Bf16) };
         check_pre(&dev, &stream, &mut rng, &sh);
     }
@@ -2176,9 +2178,9 @@ fn bench_pre_wide() {
     }
 }
 
-/// The GEMM kernel (forced) against the general kernel at n = 16 / 32, C = 1280,
+/// The GEMM kernel (forced) against the general kernel at n = 8 / 16 / 32, C = 1280,
 /// bf16: median us per call back-to-back, inputs rotated past L2 where they fit.
-/// `MHC_GEMM_TOKENS=1,64` limits the token counts.
+/// `MHC_GEMM_TOKENS=1,64` limits the token counts, `MHC_GEMM_NS=8` the n.
 #[test]
 #[ignore = "benchmark: run with --ignored on a GPU machine"]
 fn bench_pre_gemm() {
@@ -2188,9 +2190,12 @@ fn bench_pre_gemm() {
     let tokens: Vec<usize> = std::env::var("MHC_GEMM_TOKENS")
         .map(|v| v.split(',').filter_map(|t| t.trim().parse().ok()).collect())
         .unwrap_or_else(|_| vec![1, 16, 64, 256, 1024, 4096, 8192]);
+    let ns: Vec<usize> = std::env::var("MHC_GEMM_NS")
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|_| vec![8, 16, 32]);
     println!("| n | T | GEMM kernel us | general kernel us | speed-up |");
     println!("|---|---|---|---|---|");
-    for n in [16, 32] {
+    for n in ns {
         for &t in &tokens {
             let cfg = Config::new(n, 1280);
             let per_set = t * cfg.k() * 2 + cfg.m() * cfg.k() * 4;

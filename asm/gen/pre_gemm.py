@@ -18,7 +18,7 @@ from .ptx import Kernel, entry, prologue
 
 EXP = frozenset()  # timing experiments only (set by generate())
 
-NS = [16, 32]  # n = 8: the general kernel (pre.ptx) is faster at every T measured (T = 8192 398 vs 421 us)
+NS = [8, 16, 32]
 TM = 256           # tokens per CTA tile (4 warpgroups of 64)
 TN = 128           # logits per CTA tile (one wgmma N)
 KS = 64            # K elements per ring stage (one 128-byte bf16 row: the 128-byte swizzle)
@@ -44,7 +44,7 @@ def gemm_min_tokens(n):
     """Smallest T the plan gives the kernel at n (H100, C = 1280, against the general kernel:
     n = 32 T = 512 504 vs 785 us; n = 16 T = 512 219 vs 156, T = 1024 247 vs 288; below
     n = 32's bound, with the mma.sync version of this kernel, T = 64 283 vs 209)."""
-    return 512 if n >= 32 else 1024
+    return 512 if n >= 32 else 1024 if n >= 16 else 4096
 PT = TM // MIXP              # tokens per part
 SYNC_WORDS = MIXP + 1        # per tile in the sync region: ready tag, then one claim word per part
 MIX_TIMEOUT_NS = 2_000_000   # a mixer waits at most this long for its tile (then the finisher mixes)

@@ -164,8 +164,8 @@ def pre_gemm_items():
         const("GEMM_SHARED", "u32", g.RING_BYTES, "The ring's dynamic shared memory: 3 stages of `x[256][64]`, `phi_hi[128][64]` and `phi_lo[128][64]` (bf16, 128-byte rows), plus 1024 bytes to align them."),
         const("GEMM_MAX_SPLITS", "usize", g.MAX_SPLITS, "Most K splits of one launch."),
         const("GEMM_MIX_PARTS", "usize", g.MIXP, "Mixer CTAs per token tile after the GEMM grid."),
-        const("GEMM_NS", "[usize; 2]", "[" + ", ".join(map(str, g.NS)) + "]", "The n the kernel is specialised for (one entry each)."),
-        const("GEMM_ENTRIES", "[&str; 2]", "[" + ", ".join(f'"mhc_pre_gemm_bf16_n{n}"' for n in g.NS) + "]", "The entries, by n."),
+        const("GEMM_NS", f"[usize; {len(g.NS)}]", "[" + ", ".join(map(str, g.NS)) + "]", "The n the kernel is specialised for (one entry each)."),
+        const("GEMM_ENTRIES", f"[&str; {len(g.NS)}]", "[" + ", ".join(f'"mhc_pre_gemm_bf16_n{n}"' for n in g.NS) + "]", "The entries, by n."),
         table_fn("gemm_min_tokens", "usize", g.gemm_min_tokens, "Smallest T the plan gives the kernel at n (below it the general kernel is faster)."),
         table_fn("logit_tiles", "usize", g.nt_of, "Logit tiles of n (M = n^2 + 2n logits in tiles of 128)."),
     ]

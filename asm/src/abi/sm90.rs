@@ -620,14 +620,14 @@ pub const GEMM_MAX_SPLITS: usize = 16;
 pub const GEMM_MIX_PARTS: usize = 8;
 
 /// The n the kernel is specialised for (one entry each).
-pub const GEMM_NS: [usize; 2] = [16, 32];
+pub const GEMM_NS: [usize; 3] = [8, 16, 32];
 
 /// The entries, by n.
-pub const GEMM_ENTRIES: [&str; 2] = ["mhc_pre_gemm_bf16_n16", "mhc_pre_gemm_bf16_n32"];
+pub const GEMM_ENTRIES: [&str; 3] = ["mhc_pre_gemm_bf16_n8", "mhc_pre_gemm_bf16_n16", "mhc_pre_gemm_bf16_n32"];
 
 /// Smallest T the plan gives the kernel at n (below it the general kernel is faster).
 pub const fn gemm_min_tokens(n: usize) -> usize {
-    const T: [usize; 32] = [1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 512];
+    const T: [usize; 32] = [4096, 4096, 4096, 4096, 4096, 4096, 4096, 4096, 4096, 4096, 4096, 4096, 4096, 4096, 4096, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 512];
     T[n - 1]
 }
 
