@@ -70,13 +70,27 @@ def zrow(n):
 
 
 def warp_floats(n):
-    """The finisher's per-warp shared buffer: the 2n pre / post logits, Z (n padded rows), vectors."""
+    """A token's buffer in the finisher's shared memory: the 2n pre / post logits, Z (n padded rows),
+    vectors."""
     return 2 * n + n * zrow(n) + VEC_FLOATS
 
 
+def group_of(n):
+    """Tokens whose Sinkhorns a finisher warp runs at once: lane l keeps line l % n of token l / n
+    (32 / n: 4 at n = 8, 2 at n = 16, 1 at n = 32), so that every lane works."""
+    return 32 // n
+
+
 def fin_bytes(n):
-    """The finisher's shared memory: one buffer per warp (NWARPS), then h_pre of the tile's tokens [TM][n]."""
-    return NWARPS * warp_floats(n) * 4 + TM * n * 4
+    """The finisher's shared memory: a buffer per token of each warp's group (NWARPS x group_of),
+    then h_pre of the tile's tokens [TM][n]."""
+    return NWARPS * group_of(n) * warp_floats(n) * 4 + TM * n * 4
+
+
+def split_unroll(loads):
+    """K splits whose loads the finisher issues before their adds, for `loads` values a split: up to
+    4, at most 18 loads in flight (the 128-register budget; n = 32's 17 logits a pass: 1)."""
+    return max(1, min(4, 18 // loads))
 
 
 HEADER = f"""\
@@ -660,8 +674,9 @@ def gemm_kernel(n):
 
 class Finisher:
     """The last CTA of a token tile: per token (one warp each), the K splits' sums of squares and
-    partial logits summed in split order, inv_rms, h_pre / h_post / h_res (Sinkhorn), then the
-    tile published to the mixers and the parts no mixer claimed mixed here."""
+    partial logits summed in split order, inv_rms, h_pre / h_post; then the Sinkhorns of a warp's
+    group_of(n) tokens at once (h_res); then the tile published to the mixers and the parts no
+    mixer claimed mixed here."""
 
     def __init__(self, k, n, a, tid, lane, warp, tt, ntt, sm, tmp, tmp2, t64, pr):
         self.k, self.n, self.a = k, n, a
@@ -679,28 +694,73 @@ class Finisher:
         return self.k.reg("f32", s)
 
     def emit(self):
+        k, G = self.k, group_of(self.n)
         self.setup()
         self.token_loop_head()
+        g = self.u("grp")
+        if G > 1:
+            k.comment(f"the group's tokens tl0 + {NWARPS} g, g < {G}, one after another into buffers g")
+            k.ins(f"mov.u32 {g}, 0;")
+            k.label("GRP_LOOP")
+            k.ins(f"mad.lo.u32 {self.tl}, {g}, {NWARPS}, {self.tl0};")
+            self.token_of(self.t, self.tl, "GRP_NEXT")
+            k.ins(f"mad.lo.u32 {self.wb}, {g}, {warp_floats(self.n) * 4}, {self.wb0};")
         self.inv_rms()
         self.sum_logits()
         self.store_z()
         self.h_pre_post()
-        coefficient_matrix(self.k, self.n, self.a, self.lane, self.j_, self.la, self.wb, self.paper,
-                           self.plive, self.t, self.tmp, self.t64, self.pr)
-        self.k.ins(f"add.u32 {self.tl}, {self.tl}, {NWARPS};")
-        self.k.ins("bra TOK_LOOP;")
-        self.k.label("TOK_END")
-        self.k.ins("bar.sync 0;")
+        if G > 1:
+            k.label("GRP_NEXT")
+            k.ins(f"add.u32 {g}, {g}, 1;")
+            k.ins(f"setp.lt.u32 {self.pr}, {g}, {G};")
+            k.ins(f"@{self.pr} bra GRP_LOOP;")
+            k.ins("bar.warp.sync 0xffffffff;")
+        self.sinkhorns()
+        k.ins(f"add.u32 {self.tl0}, {self.tl0}, {NWARPS * G};")
+        k.ins("bra TOK_LOOP;")
+        k.label("TOK_END")
+        k.ins("bar.sync 0;")
         self.mix_unclaimed_parts()
+
+    def token_of(self, t, tl, skip):
+        """t = the batch index of the tile's token tl; to `skip` where tl or t is past the tile or
+        the batch (uniform in the warp)."""
+        k, pr = self.k, self.pr
+        k.ins(f"shl.b32 {t}, {self.tt}, {TM_SHIFT};")
+        k.ins(f"add.u32 {t}, {t}, {tl};")
+        k.ins(f"setp.ge.u32 {pr}, {t}, {self.a['tokens']};")
+        k.ins(f"@{pr} bra {skip};")
+        k.ins(f"setp.ge.u32 {pr}, {tl}, {TM};")
+        k.ins(f"@{pr} bra {skip};")
+
+    def sinkhorns(self):
+        """h_res of the group's tokens: lane l runs line j = l % n of token tl0 + NWARPS (l / n)
+        from that token's buffer; lanes of a token past the tile or the batch store nothing."""
+        k, n, a, lane, tmp = self.k, self.n, self.a, self.lane, self.tmp
+        sj, sla, swb, stl, st_ = self.u("sj"), self.u("sla"), self.u("swb"), self.u("stl"), self.u("st")
+        slive = k.reg("pred", "slive")
+        k.comment(f"lane l: line l % {n} of the group's token l / {n}")
+        k.ins(f"and.b32 {sj}, {lane}, {n - 1};")
+        k.ins(f"shr.u32 {tmp}, {lane}, {n.bit_length() - 1};")
+        k.ins(f"mad.lo.u32 {swb}, {tmp}, {warp_floats(n) * 4}, {self.wb0};")
+        k.ins(f"mad.lo.u32 {stl}, {tmp}, {NWARPS}, {self.tl0};")
+        k.ins(f"shl.b32 {st_}, {self.tt}, {TM_SHIFT};")
+        k.ins(f"add.u32 {st_}, {st_}, {stl};")
+        k.ins(f"setp.lt.u32 {slive}, {st_}, {a['tokens']};")
+        k.ins(f"setp.lt.and.u32 {slive}, {stl}, {TM}, {slive};")
+        k.ins(f"shl.b32 {sla}, {sj}, 2;")
+        coefficient_matrix(k, n, a, sj, sla, swb, self.paper, slive, st_, tmp, self.t64, self.pr)
 
     def setup(self):
         k, a, n, tmp = self.k, self.a, self.n, self.tmp
-        WF = warp_floats(n)
-        self.wb = wb = self.u("wb")
-        k.comment(f"finisher: warp buffer = the 2n pre / post z, Z in rows of {self.ZR} floats, the vectors")
-        k.ins(f"mad.lo.u32 {wb}, {self.warp}, {WF * 4}, {self.sm};")
+        WF, G = warp_floats(n), group_of(n)
+        self.wb0, self.wb = self.u("wb0"), self.u("wb")
+        k.comment(f"finisher: a token's buffer = the 2n pre / post z, Z in rows of {self.ZR} floats, the")
+        k.comment(f"vectors; warp w's {G} at w * {G * WF * 4} bytes")
+        k.ins(f"mad.lo.u32 {self.wb0}, {self.warp}, {G * WF * 4}, {self.sm};")
+        k.ins(f"mov.u32 {self.wb}, {self.wb0};")
         self.hp = self.u("hp")
-        k.ins(f"add.u32 {self.hp}, {self.sm}, {NWARPS * WF * 4};")
+        k.ins(f"add.u32 {self.hp}, {self.sm}, {NWARPS * G * WF * 4};")
         self.paper = k.reg("pred", "paper")
         k.ins(f"and.b32 {tmp}, {a['flags']}, 1;")
         k.ins(f"setp.ne.u32 {self.paper}, {tmp}, 0;")
@@ -718,35 +778,54 @@ class Finisher:
         k.ins(f"mul.wide.u32 {self.ssstride}, {self.ntt}, {TM * 4};")
 
     def token_loop_head(self):
-        """Warp w takes the tile's tokens w, w + 16, ...: tl (in the tile), t (in the batch)."""
-        k, pr = self.k, self.pr
-        self.tl, self.t = tl, t = self.u("tl"), self.u("t")
-        k.ins(f"mov.u32 {tl}, {self.warp};")
+        """Warp w takes the tile's tokens w, w + 16, ... in groups of group_of(n): tl0 the group's
+        first (in the tile), tl / t the token at hand (in the tile, in the batch)."""
+        k = self.k
+        self.tl0, self.tl, self.t = tl0, tl, t = self.u("tl0"), self.u("tl"), self.u("t")
+        k.ins(f"mov.u32 {tl0}, {self.warp};")
         k.label("TOK_LOOP")
-        k.ins(f"shl.b32 {t}, {self.tt}, {TM_SHIFT};")
-        k.ins(f"add.u32 {t}, {t}, {tl};")
-        k.ins(f"setp.ge.u32 {pr}, {t}, {self.a['tokens']};")
-        k.ins(f"@{pr} bra TOK_END;")
-        k.ins(f"setp.ge.u32 {pr}, {tl}, {TM};")
-        k.ins(f"@{pr} bra TOK_END;")
+        k.ins(f"mov.u32 {tl}, {tl0};")
+        self.token_of(t, tl, "TOK_END")
+
+    def split_sums(self, dsts, base, stride, offs, tag):
+        """dsts[i] = the sum over the K splits, in split order, of the f32 at base + offs[i] (bytes),
+        slabs `stride` bytes apart; split_unroll(len(dsts)) splits' loads issued before their adds
+        (one L2 round trip for them, not one each)."""
+        k, a, tmp, pr, ks_ = self.k, self.a, self.tmp, self.pr, self.ks_
+        R, L = split_unroll(len(dsts)), len(dsts)
+        lds = [[self.f(f"zl{r * L + i}") for i in range(L)] for r in range(R)]
+        addr = [self.p(f"pka{r}") for r in range(R)]
+        pks = [None] + [k.reg("pred", f"pks{r}") for r in range(1, R)]
+        k.ins(f"mov.u64 {addr[0]}, {base};")
+        for d in dsts:
+            k.ins(f"mov.f32 {d}, 0f00000000;")
+        k.ins(f"mov.u32 {ks_}, 0;")
+        k.label(tag)
+        for r in range(1, R):
+            k.ins(f"add.u64 {addr[r]}, {addr[r - 1]}, {stride};")
+            k.ins(f"add.u32 {tmp}, {ks_}, {r};")
+            k.ins(f"setp.lt.u32 {pks[r]}, {tmp}, {a['ksplit']};")
+        guard = lambda r: f"@{pks[r]} " if r else ""
+        for r in range(R):
+            for i in range(L):
+                k.ins(f"{guard(r)}ld.global.cg.f32 {lds[r][i]}, [{addr[r]}+{offs[i]}];")
+        for r in range(R):
+            for i in range(L):
+                k.ins(f"{guard(r)}add.f32 {dsts[i]}, {dsts[i]}, {lds[r][i]};")
+        k.ins(f"add.u64 {addr[0]}, {addr[R - 1]}, {stride};")
+        k.ins(f"add.u32 {ks_}, {ks_}, {R};")
+        k.ins(f"setp.lt.u32 {pr}, {ks_}, {a['ksplit']};")
+        k.ins(f"@{pr} bra {tag};")
 
     def inv_rms(self):
         k, a, tmp, t64, pr, ks_ = self.k, self.a, self.tmp, self.t64, self.pr, self.ks_
         k.comment("ss: the K splits in order")
-        ssv, ssp, ld_ = self.f("ssv"), self.p("ssp"), self.f("ldv")
+        ssv, ssp = self.f("ssv"), self.p("ssp")
         k.ins(f"shl.b32 {tmp}, {self.tt}, {TM_SHIFT};")
         k.ins(f"add.u32 {tmp}, {tmp}, {self.tl};")
         k.ins(f"mul.wide.u32 {ssp}, {tmp}, 4;")
         k.ins(f"add.u64 {ssp}, {ssp}, {a['pssw']};")
-        k.ins(f"mov.f32 {ssv}, 0f00000000;")
-        k.ins(f"mov.u32 {ks_}, 0;")
-        k.label("SS_SUM")
-        k.ins(f"ld.global.cg.f32 {ld_}, [{ssp}];")
-        k.ins(f"add.f32 {ssv}, {ssv}, {ld_};")
-        k.ins(f"add.u64 {ssp}, {ssp}, {self.ssstride};")
-        k.ins(f"add.u32 {ks_}, {ks_}, 1;")
-        k.ins(f"setp.lt.u32 {pr}, {ks_}, {a['ksplit']};")
-        k.ins(f"@{pr} bra SS_SUM;")
+        self.split_sums([ssv], ssp, self.ssstride, [0], "SS_SUM")
         self.inv = inv = self.f("inv")
         k.comment("inv_rms = 1 / sqrt(ss / K + eps_norm) (IEEE division, square root and reciprocal)")
         k.ins(f"div.rn.f32 {inv}, {ssv}, {self.kf};")
@@ -776,23 +855,9 @@ class Finisher:
         # in flight stay within the 128-register budget of 512 threads
         UB = -(-U // -(-U // 18))
         self.sums = sums = [self.f(f"zs{u_}") for u_ in range(U)]
-        lds = [self.f(f"zl{u_}") for u_ in range(UB)]
-        pa = self.p("pza")
         for g0 in range(0, U, UB):
             gl = list(range(g0, min(U, g0 + UB)))
-            for u_ in gl:
-                k.ins(f"mov.f32 {sums[u_]}, 0f00000000;")
-            k.ins(f"mov.u64 {pa}, {prow};")
-            k.ins(f"mov.u32 {ks_}, 0;")
-            k.label(f"P_SUM{g0}")
-            for u_ in gl:
-                k.ins(f"ld.global.cg.f32 {lds[u_ - g0]}, [{pa}+{128 * u_}];")
-            for u_ in gl:
-                k.ins(f"add.f32 {sums[u_]}, {sums[u_]}, {lds[u_ - g0]};")
-            k.ins(f"add.u64 {pa}, {pa}, {self.slabstride};")
-            k.ins(f"add.u32 {ks_}, {ks_}, 1;")
-            k.ins(f"setp.lt.u32 {pr}, {ks_}, {a['ksplit']};")
-            k.ins(f"@{pr} bra P_SUM{g0};")
+            self.split_sums([sums[u_] for u_ in gl], prow, self.slabstride, [128 * u_ for u_ in gl], f"P_SUM{g0}")
 
     def store_z(self):
         """z = sum * inv_rms * scale[region] + base into the warp buffer (pre, post, Z rows)."""
@@ -928,8 +993,9 @@ class Finisher:
         k.ins(f"@{pr} bra FPART;")
 
 
-def coefficient_matrix(k, n, a, lane, j_, la, wb, paper, plive, t, tmp, t64, pr):
-    """h_res of the warp's token from Z in the warp buffer, in the direct form: lane j
+def coefficient_matrix(k, n, a, j_, la, wb, paper, plive, t, tmp, t64, pr):
+    """h_res of the lane's token t from Z in its buffer wb (lane l: line j_ = l % n of token l / n of
+    the group; lanes of tokens past the batch, plive false, store nothing), in the direct form: lane j
     holds column j of S (col[i] = S[i][j]) and row j (row[i] = S[j][i]), so each S[i][j] lives in
     two lanes and both copies take the same operations (identical bits). Start: V4 S =
     softmax_row(Z) + eps, Paper S = exp(Z - colmax) (ex2.approx without ftz: tiny entries kept).
@@ -953,7 +1019,7 @@ def coefficient_matrix(k, n, a, lane, j_, la, wb, paper, plive, t, tmp, t64, pr)
     for i in range(0, n, 4):
         k.ins(f"ld.shared.v4.f32 {{{', '.join(row[i:i + 4])}}}, [{ra}+{4 * (zoff + i)}];")
     sinkhorn.lane_column_row(k, n, col, row, paper, plive, la, wb, 4 * (2 * n + n * ZR), a["eps_hc"], a["iters"], pr)
-    k.comment("lane j < n writes column j: h_res[t][i][j] = S[i][j]")
+    k.comment("lane j writes column j: h_res[t][i][j] = S[i][j]")
     hr = k.reg("b64", "hra")
     k.ins(f"mul.lo.u32 {tmp}, {t}, {n * n};")
     k.ins(f"add.u32 {tmp}, {tmp}, {j_};")

@@ -21,7 +21,7 @@ forms differ in where the matrix lives and who sums a line:
   lane0             lane 0 of a warp, Paper only (static.ptx, n <= 4)
   scaling_vectors   S = diag(r) K diag(c), lane j keeping column and row j of K (static.ptx,
                     n >= 8)
-  lane_column_row   lane j keeps column j and row j of S itself (pre_gemm.ptx)
+  lane_column_row   lane j of an n-lane segment keeps column j and row j of its token's S (pre_gemm.ptx)
 
 alternate, v4_iterations and paper_iterations emit the shared iteration loops (V4 / Paper
 order) around a form's column and row steps.
@@ -616,17 +616,18 @@ def scaling_vectors(k, n, kc, kr, lane, sH, la, eps_hc, it, pr):
 
 
 def lane_column_row(k, n, col, row, paper, plive, la, wb, vec_off, eps_hc, iters, pr):
-    """A warp's n x n matrix in the direct form: lane j holds column j of S (col[i] =
-    S[i][j]) and row j (row[i] = S[j][i]), so each S[i][j] lives in two lanes and both copies
-    take the same operations (identical bits). Start: V4 S = softmax_row(Z) + eps, Paper S =
+    """An n x n matrix per n-lane segment of a warp (32 / n tokens at once) in the direct form:
+    lane j of the segment holds column j of S (col[i] = S[i][j]) and row j (row[i] = S[j][i]),
+    so each S[i][j] lives in two lanes and both copies take the same operations (identical bits). Start: V4 S = softmax_row(Z) + eps, Paper S =
     exp(Z - colmax) (ex2.approx without ftz: tiny entries kept). Column step: lane j sums its
     column (fixed tree), f_j = 1 / (sum + eps) (Newton-refined) scales it and is published in the
-    warp's vector buffer (wb + vec_off; la = 4 j; plive: lanes j < n), every lane scales its row
-    copy by f (16-byte broadcast loads); the row step likewise. Paper: iters x (column, row); V4:
+    segment's vector buffer (wb + vec_off, wb the lane's token's buffer; la = 4 j; plive: the lanes
+    that publish), every lane scales its row copy by f (16-byte broadcast loads); the row step likewise. Paper: iters x (column, row); V4:
     column, (iters - 1) x (row, column). (The scaling-vector form S = diag(r) K diag(c)
     overflowed r where a row of K held only denormal entries: NaN at phi ~ 0.5.) Ends at SK_END."""
     f = lambda s: k.reg("f32", s)
     u = lambda s: k.reg("b32", s)
+    seg = f"{((32 - n) << 8) | 0x1f:#x}"  # shuffles within the lane's n-lane segment (its token's lines)
     m, mi, ri = f("zmax"), f("zmi"), f("rinv_i")
     k.ins(f"@!{paper} bra SK_V4START;")
     k.comment("Paper: S = exp(Z - colmax); column j's max here, row j's entries need column i's max")
@@ -634,7 +635,7 @@ def lane_column_row(k, n, col, row, paper, plive, la, wb, vec_off, eps_hc, iters
     for i in range(n):
         k.raw(exp_shift(col[i], col[i], m))
     for i in range(n):
-        k.ins(f"shfl.sync.idx.b32 {mi}, {m}, {i}, 0x1f, 0xffffffff;")
+        k.ins(f"shfl.sync.idx.b32 {mi}, {m}, {i}, {seg}, 0xffffffff;")
         k.raw(exp_shift(row[i], row[i], mi))
     k.ins("bra SK_STARTED;")
     k.label("SK_V4START")
@@ -648,8 +649,8 @@ def lane_column_row(k, n, col, row, paper, plive, la, wb, vec_off, eps_hc, iters
     for i in range(n):
         k.ins(f"fma.rn.f32 {row[i]}, {row[i]}, {rinv}, {eps_hc};")
     for i in range(n):
-        k.ins(f"shfl.sync.idx.b32 {mi}, {m}, {i}, 0x1f, 0xffffffff;")
-        k.ins(f"shfl.sync.idx.b32 {ri}, {rinv}, {i}, 0x1f, 0xffffffff;")
+        k.ins(f"shfl.sync.idx.b32 {mi}, {m}, {i}, {seg}, 0xffffffff;")
+        k.ins(f"shfl.sync.idx.b32 {ri}, {rinv}, {i}, {seg}, 0xffffffff;")
         k.raw(exp_shift(col[i], col[i], mi))
         k.ins(f"fma.rn.f32 {col[i]}, {col[i]}, {ri}, {eps_hc};")
     k.label("SK_STARTED")
