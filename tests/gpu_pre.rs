@@ -458,7 +458,7 @@ fn check_pre_kernel(
             PreKernel::Clusters { clusters }
         } else {
             match (sh.split, sh.ctas, sh.claim || sh.general_k) {
-                _ if sh.gemm => PreKernel::Gemm,
+                _ if sh.gemm => PreKernel::Gemm { splits: None },
                 (split, _, true) => PreKernel::General { split, tuning: Some(tuning) },
                 (Some(s), _, false) => PreKernel::General { split: Some(s), tuning: None },
                 (None, Some(ctas), false) => PreKernel::Decode { ctas },
@@ -1705,6 +1705,8 @@ enum Mode {
     Decode(usize),
     /// The GEMM kernel at any T.
     Gemm,
+    /// The GEMM kernel at any T, its K split this many ways.
+    GemmSplits(usize),
 }
 
 impl Ready {
@@ -1721,7 +1723,8 @@ impl Ready {
             Mode::General => PreKernel::General { split: None, tuning: None },
             Mode::Split(sp) => PreKernel::General { split: Some(sp), tuning: None },
             Mode::Decode(ctas) => PreKernel::Decode { ctas },
-            Mode::Gemm => PreKernel::Gemm,
+            Mode::Gemm => PreKernel::Gemm { splits: None },
+            Mode::GemmSplits(s) => PreKernel::Gemm { splits: Some(s) },
         };
         self.plan.pre_with(s, &self.ws, &x, &params, &mut views, kernel)
     }
@@ -2211,6 +2214,45 @@ fn bench_pre_gemm() {
                 us[slot] = time_calls(&dev, &s, 11, calls, &mut f);
             }
             println!("| {n} | {t} | {:.2} | {:.2} | {:.2}x |", us[0], us[1], us[1] / us[0]);
+        }
+    }
+}
+
+/// The GEMM kernel's K splits (C = 1280, bf16): the cost model's choice, then every split count
+/// the workspace holds slabs for, median us per call back-to-back. `MHC_GEMM_NS` / `MHC_GEMM_TOKENS`
+/// limit the n (default 8, 16) and token counts.
+#[test]
+#[ignore = "benchmark: run with --ignored on a GPU machine"]
+fn bench_pre_gemm_splits() {
+    let Some(dev) = gpu() else { return };
+    let s = Stream::new(&dev).unwrap();
+    let mut rng = common::rng("bench_pre_gemm_splits");
+    let list = |var: &str, default: &[usize]| -> Vec<usize> {
+        std::env::var(var)
+            .map(|v| v.split(',').filter_map(|t| t.trim().parse().ok()).collect())
+            .unwrap_or_else(|_| default.to_vec())
+    };
+    println!("| n | T | model us | us by K splits |");
+    println!("|---|---|---|---|");
+    for n in list("MHC_GEMM_NS", &[8, 16]) {
+        for t in list("MHC_GEMM_TOKENS", &[256, 1024, 2048, 4096, 8192]) {
+            let cfg = Config::new(n, 1280);
+            let per_set = t * cfg.k() * 2 + cfg.m() * cfg.k() * 4;
+            let sets = (120_000_000 / per_set).clamp(1, 8);
+            let mut r = ready(&dev, &mut rng, cfg, Dtype::Bf16, t, sets);
+            let calls = if n * t >= 32 * 1024 { 2 } else { 5 };
+            let mut time = |mode: Mode| -> Option<f64> {
+                for i in 0..2 {
+                    r.launch_mode(&s, i, mode).ok()?;
+                }
+                Some(time_calls(&dev, &s, 11, calls, |i| r.launch_mode(&s, i, mode)))
+            };
+            let model = time(Mode::Gemm).unwrap();
+            let cells: Vec<String> = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16]
+                .into_iter()
+                .filter_map(|k| time(Mode::GemmSplits(k)).map(|us| format!("{k}: {us:.1}")))
+                .collect();
+            println!("| {n} | {t} | {model:.2} | {} |", cells.join(", "));
         }
     }
 }

@@ -36,8 +36,13 @@ pub enum PreKernel {
         /// About how many CTAs the grid has.
         ctas: usize,
     },
-    /// The GEMM kernel at any T, also below the token counts the plan gives it.
-    Gemm,
+    /// The GEMM kernel at any T, also below the token counts the plan gives it, its K split
+    /// `splits` ways (`None`: the plan's cost model; more than the workspace holds slabs for is
+    /// `Err(Config)`).
+    Gemm {
+        /// K splits of the launch.
+        splits: Option<usize>,
+    },
     /// The plan's persistent-cluster kernel for T on at most `clusters` of its resident clusters
     /// (`Err(NoVariant)` where it runs another kernel, `Err(Config)` below the kernel's least:
     /// the pair entry needs two).
@@ -85,7 +90,10 @@ impl Plan {
                     }
                 }
             }
-            PreKernel::Gemm => (self.requested(Slot::Pre, LaunchKind::PreGemm, t)?, Forced::default()),
+            PreKernel::Gemm { splits } => (
+                self.requested(Slot::Pre, LaunchKind::PreGemm, t)?,
+                Forced { gemm_splits: splits, ..Forced::default() },
+            ),
             PreKernel::Clusters { clusters } => {
                 if !self.pre_uses_cluster_kernel(t) {
                     return Err(Error::NoVariant {

@@ -25,6 +25,8 @@ pub(crate) struct Forced {
     pub tuning: Option<PreVariant>,
     /// Most clusters of the persistent-cluster kernels.
     pub clusters: Option<usize>,
+    /// K splits of the GEMM kernel.
+    pub gemm_splits: Option<usize>,
 }
 
 impl Plan {
@@ -226,7 +228,7 @@ impl Plan {
             LaunchKind::PreCluster | LaunchKind::PreClusterTma | LaunchKind::PreClusterPair => {
                 pre::cluster::launch(call, forced.clusters)
             }
-            LaunchKind::PreGemm => pre::gemm::launch(call),
+            LaunchKind::PreGemm => pre::gemm::launch(call, forced.gemm_splits),
             LaunchKind::PreLogitClusters => {
                 let (args, grid, shared) = pre::lc::args(call, false)?;
                 Ok(Launch::new(b, grid, b.threads(), shared, &args))

@@ -21,9 +21,17 @@ pub use crate::device::cuda::abi::{
 use crate::device::cuda::launch::{Launch, Row};
 use crate::error::{Error, Result};
 
-/// Partial slabs the workspace holds at least (n = 32, C = 1280: 96 lets T = 8192 split K three
-/// ways, 5434 -> 5109 us on the H100, for 113 MB of workspace instead of 75).
-pub const GEMM_MIN_SLABS: usize = 96;
+/// Logit tiles of partial slabs the workspace holds at least: 96 slabs of n = 32's 9 logit tiles
+/// (C = 1280: 96 let T = 8192 split K three ways, 5434 against 5109 us on the H100, in 113 MB of
+/// workspace instead of 75), the same bytes at every n (n = 8: 864 slabs of one logit tile).
+pub const GEMM_SLAB_LOGIT_TILES: usize = 864;
+
+/// Partial slabs (a K split of a token tile) the workspace holds for `tiles` token tiles at n:
+/// one a tile, and room for K splits up to [`GEMM_SLAB_LOGIT_TILES`] (at most
+/// [`GEMM_MAX_SPLITS`] a tile).
+pub(crate) fn gemm_slabs(n: usize, tiles: usize) -> usize {
+    tiles.max((GEMM_SLAB_LOGIT_TILES / logit_tiles(n)).min(tiles * GEMM_MAX_SPLITS))
+}
 
 /// Measured cost model of one launch (H100): a CTA streams a 64-element ring stage of its tile
 /// in about [`STAGE_US`]; the finisher reads each K split of a token's logits in one L2 round
@@ -43,7 +51,7 @@ pub(crate) fn gemm_splits(n: usize, c: usize, t: usize, sms: usize) -> usize {
     let tiles = t.div_ceil(GEMM_TILE_TOKENS).max(1);
     let stages = n * c / GEMM_STAGE_K;
     let ctas = tiles * logit_tiles(n);
-    let slabs = tiles.max(GEMM_MIN_SLABS);
+    let slabs = gemm_slabs(n, tiles);
     let per_warp = t.min(GEMM_TILE_TOKENS).div_ceil(GEMM_THREADS as usize / 32) as f64;
     let mut best = (f64::MAX, 1);
     for s in 1..=GEMM_MAX_SPLITS.min(stages.max(1)) {
@@ -67,8 +75,9 @@ pub(crate) fn split_stages(stages: usize, want: usize) -> (usize, usize) {
     (stages.div_ceil(per), per)
 }
 
-/// The GEMM kernel's launch of `call` (its row).
-pub(crate) fn launch(call: &PreCall<'_, '_>) -> Result<Launch> {
+/// The GEMM kernel's launch of `call` (its row), its K split `forced` ways where given (tests and
+/// benchmarks).
+pub(crate) fn launch(call: &PreCall<'_, '_>, forced: Option<usize>) -> Result<Launch> {
     let PreCall { ctx, b, lay, wsp, x, params, out, chk } = *call;
     let cfg = &ctx.cfg;
     let t = chk.t;
@@ -78,7 +87,17 @@ pub(crate) fn launch(call: &PreCall<'_, '_>) -> Result<Launch> {
     }
     let tiles = t.div_ceil(GEMM_TILE_TOKENS);
     let stages = cfg.k() / GEMM_STAGE_K;
-    let (splits, kstages) = split_stages(stages, gemm_splits(cfg.n, cfg.c, t, ctx.sm_count as usize));
+    let want = forced.unwrap_or_else(|| gemm_splits(cfg.n, cfg.c, t, ctx.sm_count as usize));
+    let (splits, kstages) = split_stages(stages, want);
+    if !(1..=GEMM_MAX_SPLITS).contains(&want) || tiles * splits > lay.gemm.slabs {
+        return Err(Error::Config {
+            what: "splits",
+            reason: format!(
+                "{want} K splits of {tiles} token tiles: 1..={GEMM_MAX_SPLITS}, at most {} slabs in the workspace",
+                lay.gemm.slabs
+            ),
+        });
+    }
     let grid = (tiles * logit_tiles(cfg.n))
         .checked_mul(splits)
         .and_then(|g| g.checked_add(tiles * GEMM_MIX_PARTS))
@@ -127,7 +146,8 @@ mod tests {
             let tiles = t.div_ceil(GEMM_TILE_TOKENS);
             let s = gemm_splits(32, 1280, t, 132);
             assert!((1..=GEMM_MAX_SPLITS).contains(&s));
-            assert!(tiles * s <= tiles.max(GEMM_MIN_SLABS), "T {t} splits {s}");
+            assert!(tiles * s <= gemm_slabs(32, tiles), "T {t} splits {s}");
+            assert_eq!(gemm_slabs(32, tiles), tiles.max(96.min(tiles * GEMM_MAX_SPLITS)));
         }
         // Every split owns at least one stage, and together they own every stage once.
         for (n, c) in [(8, 8), (16, 8), (32, 8), (8, 72), (16, 72), (32, 1280), (32, 64)] {
@@ -148,8 +168,11 @@ mod tests {
         let w = gemm_ws(&cfg, 8192, 1000);
         assert_eq!(w.sync, 1024);
         assert_eq!(w.cnt, 1024 + 1280, "64 bytes + 32 tiles x 9 words, rounded to 256");
-        assert_eq!(w.total - w.p, GEMM_MIN_SLABS * GEMM_TILE_TOKENS * 9 * 128 * 4);
+        assert_eq!((w.slabs, w.total - w.p), (96, 96 * GEMM_TILE_TOKENS * 9 * 128 * 4));
         let w1 = gemm_ws(&cfg, 1, 0);
         assert_eq!(w1.total - w1.p, 16 * GEMM_TILE_TOKENS * 9 * 128 * 4, "one tile, 16 splits");
+        // n = 8: one logit tile, the same bytes in 9 times the slabs (T = 8192: 32 tiles x 16).
+        let w8 = gemm_ws(&crate::Config::new(8, 1280), 8192, 0);
+        assert_eq!((w8.slabs, w8.total - w8.p), (512, 512 * GEMM_TILE_TOKENS * 128 * 4));
     }
 }

@@ -73,6 +73,8 @@ pub(crate) struct GemmWs {
     pub cnt: usize,
     pub ss: usize,
     pub p: usize,
+    /// Partial slabs (a K split of a token tile) the region holds.
+    pub slabs: usize,
     pub total: usize,
 }
 

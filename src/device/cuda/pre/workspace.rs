@@ -6,9 +6,7 @@
 
 use super::cluster::{pair_bytes, pair_c};
 use super::decode::{part_rows, DECODE_MAX_CTAS, MID_HPRE_COPIES, MID_MAX_TOKENS};
-use super::gemm::{
-    logit_tiles, GEMM_MAX_SPLITS, GEMM_MIN_SLABS, GEMM_MIX_PARTS, GEMM_NS, GEMM_TILE_LOGITS, GEMM_TILE_TOKENS,
-};
+use super::gemm::{gemm_slabs, logit_tiles, GEMM_MIX_PARTS, GEMM_NS, GEMM_TILE_LOGITS, GEMM_TILE_TOKENS};
 use super::general::{
     ldp, prefill_split, split_cap, DECODE_MAX_TOKENS, PREFILL_SPLIT_BLOCKS, TILE_TOKENS, WIDE_PREFILL_BLOCKS,
 };
@@ -62,13 +60,13 @@ pub(crate) fn layout(cfg: &Config, dtype: Dtype, max_tokens: usize) -> WsLayout 
 /// The GEMM kernel's region of the workspace, starting at byte `at`, for up to `max_tokens`.
 pub(crate) fn gemm_ws(cfg: &Config, max_tokens: usize, at: usize) -> GemmWs {
     let tiles = max_tokens.div_ceil(GEMM_TILE_TOKENS).max(1);
-    let slabs = tiles.max(GEMM_MIN_SLABS.min(tiles * GEMM_MAX_SPLITS));
+    let slabs = gemm_slabs(cfg.n, tiles);
     let sync = round256(at);
     let cnt = sync + round256(64 + tiles * (GEMM_MIX_PARTS + 1) * 4);
     let ss = cnt + round256(tiles * 4);
     let p = ss + round256(slabs * GEMM_TILE_TOKENS * 4);
     let total = p + slabs * GEMM_TILE_TOKENS * logit_tiles(cfg.n) * GEMM_TILE_LOGITS * 4;
-    GemmWs { sync, cnt, ss, p, total }
+    GemmWs { sync, cnt, ss, p, slabs, total }
 }
 
 #[cfg(test)]
