@@ -89,8 +89,8 @@ def fin_bytes(n):
 
 def split_unroll(loads):
     """K splits whose loads the finisher issues before their adds, for `loads` values a split: up to
-    4, at most 18 loads in flight (the 128-register budget; n = 32's 17 logits a pass: 1)."""
-    return max(1, min(4, 18 // loads))
+    4, at most 32 loads in flight (the 128-register budget; n = 32's 17 logits a pass: 1)."""
+    return max(1, min(4, 32 // loads))
 
 
 HEADER = f"""\
@@ -673,10 +673,11 @@ def gemm_kernel(n):
 
 
 class Finisher:
-    """The last CTA of a token tile: per token (one warp each), the K splits' sums of squares and
-    partial logits summed in split order, inv_rms, h_pre / h_post; then the Sinkhorns of a warp's
-    group_of(n) tokens at once (h_res); then the tile published to the mixers and the parts no
-    mixer claimed mixed here."""
+    """The last CTA of a token tile: a warp takes group_of(n) tokens at a time. Their K splits' sums
+    of squares and partial logits are summed in split order (every token's loads of a split issued
+    together), then per token inv_rms, z and h_pre / h_post, then the group's Sinkhorns at once
+    (h_res); then the tile is published to the mixers and the parts no mixer claimed are mixed
+    here."""
 
     def __init__(self, k, n, a, tid, lane, warp, tt, ntt, sm, tmp, tmp2, t64, pr):
         self.k, self.n, self.a = k, n, a
@@ -697,24 +698,18 @@ class Finisher:
         k, G = self.k, group_of(self.n)
         self.setup()
         self.token_loop_head()
-        g = self.u("grp")
-        if G > 1:
-            k.comment(f"the group's tokens tl0 + {NWARPS} g, g < {G}, one after another into buffers g")
-            k.ins(f"mov.u32 {g}, 0;")
-            k.label("GRP_LOOP")
-            k.ins(f"mad.lo.u32 {self.tl}, {g}, {NWARPS}, {self.tl0};")
-            self.token_of(self.t, self.tl, "GRP_NEXT")
-            k.ins(f"mad.lo.u32 {self.wb}, {g}, {warp_floats(self.n) * 4}, {self.wb0};")
-        self.inv_rms()
-        self.sum_logits()
-        self.store_z()
-        self.h_pre_post()
-        if G > 1:
-            k.label("GRP_NEXT")
-            k.ins(f"add.u32 {g}, {g}, 1;")
-            k.ins(f"setp.lt.u32 {self.pr}, {g}, {G};")
-            k.ins(f"@{self.pr} bra GRP_LOOP;")
-            k.ins("bar.warp.sync 0xffffffff;")
+        self.group_sums()
+        for g in range(G):
+            if g:
+                k.comment(f"token tl0 + {NWARPS * g} into buffer {g}")
+                k.ins(f"add.u32 {self.tl}, {self.tl0}, {NWARPS * g};")
+                self.token_of(self.t, self.tl, f"TOK{g}_DONE")
+            k.ins(f"add.u32 {self.wb}, {self.wb0}, {g * warp_floats(self.n) * 4};")
+            self.inv_rms(g)
+            self.store_z(g)
+            self.h_pre_post()
+            if g:
+                k.label(f"TOK{g}_DONE")
         self.sinkhorns()
         k.ins(f"add.u32 {self.tl0}, {self.tl0}, {NWARPS * G};")
         k.ins("bra TOK_LOOP;")
@@ -817,15 +812,38 @@ class Finisher:
         k.ins(f"setp.lt.u32 {pr}, {ks_}, {a['ksplit']};")
         k.ins(f"@{pr} bra {tag};")
 
-    def inv_rms(self):
-        k, a, tmp, t64, pr, ks_ = self.k, self.a, self.tmp, self.t64, self.pr, self.ks_
-        k.comment("ss: the K splits in order")
-        ssv, ssp = self.f("ssv"), self.p("ssp")
+    def group_sums(self):
+        """The group's sums over the K splits, in split order: token g's ss in ssv[g] and its logit
+        lane + 32 u in sums[g, u]. The group's rows lie NWARPS rows apart in every slab (all in
+        the tile: tl0 + NWARPS (G - 1) < TM), so one base and fixed offsets reach them."""
+        k, a, n, tmp, t64 = self.k, self.a, self.n, self.tmp, self.t64
+        G, U = group_of(n), -(-self.M // 32)
+        self.U = U
+        k.comment(f"the group's sums: ss and the logits of tokens tl0 + {NWARPS} g over the K splits in order")
+        ssp, prow = self.p("ssp"), self.p("prow_f")
         k.ins(f"shl.b32 {tmp}, {self.tt}, {TM_SHIFT};")
-        k.ins(f"add.u32 {tmp}, {tmp}, {self.tl};")
+        k.ins(f"add.u32 {tmp}, {tmp}, {self.tl0};")
         k.ins(f"mul.wide.u32 {ssp}, {tmp}, 4;")
         k.ins(f"add.u64 {ssp}, {ssp}, {a['pssw']};")
-        self.split_sums([ssv], ssp, self.ssstride, [0], "SS_SUM")
+        k.ins(f"mul.wide.u32 {prow}, {tmp}, {self.MPAD * 4};")
+        k.ins(f"add.u64 {prow}, {prow}, {a['pp']};")
+        k.ins(f"mul.wide.u32 {t64}, {self.lane}, 4;")
+        k.ins(f"add.u64 {prow}, {prow}, {t64};")
+        self.ssv = [self.f(f"ssv{g}") for g in range(G)]
+        self.split_sums(self.ssv, ssp, self.ssstride, [4 * NWARPS * g for g in range(G)], "SS_SUM")
+        k.comment("lane's logit m = lane + 32 u of each token; at most 18 values a pass (n = 32: 34 in two), so")
+        k.comment("the sums and the loads in flight stay within the 128-register budget of 512 threads")
+        items = [(g, u_) for g in range(G) for u_ in range(U)]
+        B = -(-len(items) // -(-len(items) // 18))
+        self.sums = {it: self.f(f"zs{it[0]}_{it[1]}") for it in items}
+        for i0 in range(0, len(items), B):
+            part = items[i0:i0 + B]
+            self.split_sums([self.sums[it] for it in part], prow, self.slabstride,
+                            [4 * NWARPS * self.MPAD * g + 128 * u_ for g, u_ in part], f"P_SUM{i0}")
+
+    def inv_rms(self, g):
+        k, a, t64, pr = self.k, self.a, self.t64, self.pr
+        ssv = self.ssv[g]
         self.inv = inv = self.f("inv")
         k.comment("inv_rms = 1 / sqrt(ss / K + eps_norm) (IEEE division, square root and reciprocal)")
         k.ins(f"div.rn.f32 {inv}, {ssv}, {self.kf};")
@@ -837,30 +855,8 @@ class Finisher:
         k.ins(f"add.u64 {t64}, {t64}, {a['pinv']};")
         k.ins(f"@{pr} st.global.f32 [{t64}], {inv};")
 
-    def sum_logits(self):
-        """sums[u] = logit lane + 32 u of the token, summed over the K splits in order."""
-        k, a, tmp, t64, pr, ks_ = self.k, self.a, self.tmp, self.t64, self.pr, self.ks_
-        k.comment("z[m] = (sum over splits of P[m]) * inv_rms * scale[sel] + base[m] into the warp buffer")
-        k.comment("(pre / post at floats 0..2n-1, Z[i][j] at 2n + i * ZR + j); lane's m = lane + 32u, all")
-        k.comment("U loads of a split issued before their adds (one L2 round trip per split, not per value)")
-        self.U = U = -(-self.M // 32)
-        prow = self.p("prow_f")
-        k.ins(f"shl.b32 {tmp}, {self.tt}, {TM_SHIFT};")
-        k.ins(f"add.u32 {tmp}, {tmp}, {self.tl};")
-        k.ins(f"mul.wide.u32 {prow}, {tmp}, {self.MPAD * 4};")
-        k.ins(f"add.u64 {prow}, {prow}, {a['pp']};")
-        k.ins(f"mul.wide.u32 {t64}, {self.lane}, 4;")
-        k.ins(f"add.u64 {prow}, {prow}, {t64};")
-        # at most 18 logits per lane at a time (n = 32: 34 in two passes), so the sums and the loads
-        # in flight stay within the 128-register budget of 512 threads
-        UB = -(-U // -(-U // 18))
-        self.sums = sums = [self.f(f"zs{u_}") for u_ in range(U)]
-        for g0 in range(0, U, UB):
-            gl = list(range(g0, min(U, g0 + UB)))
-            self.split_sums([sums[u_] for u_ in gl], prow, self.slabstride, [128 * u_ for u_ in gl], f"P_SUM{g0}")
-
-    def store_z(self):
-        """z = sum * inv_rms * scale[region] + base into the warp buffer (pre, post, Z rows)."""
+    def store_z(self, g):
+        """Token g's z = sum * inv_rms * scale[region] + base into its buffer (pre, post, Z rows)."""
         k, n, lane, pr = self.k, self.n, self.lane, self.pr
         bp = self.p("bp")
         k.ins(f"mul.wide.u32 {bp}, {lane}, 4;")
@@ -873,17 +869,17 @@ class Finisher:
             live = self.M - m0 < 32
             if live:
                 k.ins(f"setp.lt.u32 {pr}, {lane}, {self.M - m0};")
-                k.ins(f"@!{pr} bra Z_SKIP{u_};")
+                k.ins(f"@!{pr} bra Z_SKIP{g}_{u_};")
             k.ins(f"ld.global.nc.f32 {bv}, [{bp}+{4 * m0}];")
-            k.ins(f"mul.f32 {zv}, {self.sums[u_]}, {self.inv};")
+            k.ins(f"mul.f32 {zv}, {self.sums[g, u_]}, {self.inv};")
             # the 32 logits m0 .. m0 + 31 lie in one region: pre (m < n), post (< 2n) or Z rows
             sel = lambda m: 0 if m < n else (1 if m < 2 * n else 2)
             if sel(m0) == sel(min(m0 + 31, self.M - 1)):
                 self.store_z_region(m0, zv, bv, sel(m0))
             else:
-                self.store_z_mixed(u_, m0, zv, bv)
+                self.store_z_mixed(f"{g}_{u_}", m0, zv, bv)
             if live:
-                k.label(f"Z_SKIP{u_}")
+                k.label(f"Z_SKIP{g}_{u_}")
         k.ins("bar.warp.sync 0xffffffff;")
 
     def store_z_region(self, m0, zv, bv, region):
@@ -902,7 +898,7 @@ class Finisher:
             k.ins(f"mad.lo.u32 {tmp}, {tmp}, 4, {wb};")
             k.ins(f"st.shared.f32 [{tmp}+{8 * n}], {zv};")
 
-    def store_z_mixed(self, u_, m0, zv, bv):
+    def store_z_mixed(self, tag, m0, zv, bv):
         """n = 8 / 16: one warp of logits spans regions; per-lane selection."""
         k, n, lane, tmp, tmp2, pr, sc = self.k, self.n, self.lane, self.tmp, self.tmp2, self.pr, self.sc
         m_ = self.u("zm")
@@ -915,13 +911,13 @@ class Finisher:
         k.ins(f"fma.rn.f32 {zv}, {zv}, {scs}, {bv};")
         zi = self.u("zi")
         k.ins(f"mov.u32 {zi}, {m_};")
-        k.ins(f"@{pr} bra Z_IDX{u_};")
+        k.ins(f"@{pr} bra Z_IDX{tag};")
         k.ins(f"sub.u32 {tmp}, {m_}, {2 * n};")
         k.ins(f"shr.u32 {tmp2}, {tmp}, {n.bit_length() - 1};")
         k.ins(f"and.b32 {tmp}, {tmp}, {n - 1};")
         k.ins(f"mad.lo.u32 {zi}, {tmp2}, {self.ZR}, {tmp};")
         k.ins(f"add.u32 {zi}, {zi}, {2 * n};")
-        k.label(f"Z_IDX{u_}")
+        k.label(f"Z_IDX{tag}")
         k.ins(f"mad.lo.u32 {tmp}, {zi}, 4, {self.wb};")
         k.ins(f"st.shared.f32 [{tmp}], {zv};")
 
