@@ -1434,7 +1434,7 @@ fn cluster_pair_sanitizer_smoke() {
     }
 }
 
-/// The GEMM kernel (asm/ptx/sm90/pre_gemm.ptx: bf16, n = 16 / 32, no gamma_k / gamma_f), forced
+/// The GEMM kernel (asm/ptx/sm90/pre_gemm.ptx: bf16, n = 8 / 16 / 32, no gamma_k / gamma_f), forced
 /// at every T: one partial token tile and several (T = 1 .. 1000), K split 1 .. 16 ways (the
 /// host's choice by T), C = 64 / 72 / 1280 (K a multiple of the 64-element stage, not of 128),
 /// logits past M in the last logit tile, strided x and a, phi ~ 0.5, both formulations; then
@@ -1461,16 +1461,16 @@ fn pre_gemm_kernel_shapes() {
         for sh in shapes {
             check_pre(&dev, &stream, &mut rng, &sh);
         }
-        // The plan's choice: from gemm_min_tokens(n) on (512 / 1024 tokens at n = 32 / 16).
+        // The plan's choice: from gemm_min_tokens(n) on (512 / 1024 / 2048 tokens at n = 32 / 16 / 8).
         let auto = |n, c, t| Shape::new(n, c, t, form, Dtype::Bf16);
-        for sh in [auto(32, 64, 512), auto(32, 64, 3000), auto(16, 64, 1024)] {
+        for sh in [auto(32, 64, 512), auto(32, 64, 3000), auto(16, 64, 1024), auto(8, 64, 2048)] {
             assert!(uses(&sh), "{}: GEMM kernel selected", sh.label());
         }
         check_pre(&dev, &stream, &mut rng, &auto(32, 72, 600));
         for sh in [
             auto(32, 64, 511),
             auto(16, 64, 1023),
-            auto(8, 64, 4095),
+            auto(8, 64, 2047),
             auto(4, 64, 8192),
             Shape::new(32, 64, 2000, form, Dtype::F32),
             Shape { gamma_k: true, ..auto(32, 64, 2000) },

@@ -48,7 +48,7 @@ pub enum LaunchKind {
     /// pre_pc.ptx, the pair entry: the TMA entry on two clusters per tile, each on a part of C
     /// (an even cluster count; the workspace's exchange rows).
     PreClusterPair,
-    /// pre_gemm.ptx: n = 16 / 32 as a tiled GEMM.
+    /// pre_gemm.ptx: n = 8 / 16 / 32 as a tiled GEMM.
     PreGemm,
     /// pre.ptx `mhc_post_pre_sm90_*`: the general kernel's fused post producer (on request).
     PostPre,

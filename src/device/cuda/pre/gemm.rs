@@ -1,17 +1,16 @@
-//! `pre` for n = 16 / 32 as a tiled GEMM (asm/ptx/sm90/pre_gemm.ptx, entries
-//! `mhc_pre_gemm_bf16_n{16,32}`): bf16 storage, no gamma_k / gamma_f. At n = 32 the mixing
+//! `pre` for n = 8 / 16 / 32 as a tiled GEMM (asm/ptx/sm90/pre_gemm.ptx, entries
+//! `mhc_pre_gemm_bf16_n{8,16,32}`): bf16 storage, no gamma_k / gamma_f. At n = 32 the mixing
 //! projection is [T x 40960] x [40960 x 1088] (C = 1280): tensor-core work that the general
 //! kernel's 32 x 32 tiles turn into 68 GB of L2 traffic at T = 8192. A CTA owns a
 //! [`GEMM_TILE_TOKENS`]-token x [`GEMM_TILE_LOGITS`]-logit tile and a slice of K (the host splits
 //! K while the grid would leave SMs idle), streams x and phi through a shared-memory ring into
 //! `wgmma` (phi split once into bf16 hi + lo) and writes partial logits to the workspace; the
-//! last CTA of a token tile sums the K splits in order, runs the coefficients and the Sinkhorn
+//! last CTA of a token tile sums the K splits in order, runs the coefficients and the Sinkhorns
 //! and publishes h_pre; [`GEMM_MIX_PARTS`] mixer CTAs per tile after the GEMM grid (and the
-//! finisher, for parts nobody claimed) mix `a`. The
-//! catalogue gives it T >= 1024 (n = 16) / 512 (n = 32) without gamma_k / gamma_f (measured,
-//! H100, C = 1280, against the general kernel: n = 32 T = 512 504 vs 785 us; n = 16 T = 1024
-//! 247 vs 288, T = 512 219 vs 156); the general kernel serves the rest.
-
+//! finisher, for parts nobody claimed) mix `a`. The catalogue gives it T >= 2048 (n = 8) / 1024
+//! (n = 16) / 512 (n = 32) without gamma_k / gamma_f (measured against the general kernel, C =
+//! 1280: H100, n = 32 T = 512 504 vs 785 us; n = 16 T = 1024 247 vs 288, T = 512 219 vs 156; H200,
+//! n = 8 T = 2048 92 vs 115 us, T = 1024 99-105 vs 82-114); the general kernel serves the rest.
 use super::{PreCall, FLAG_PAPER};
 use crate::device::cuda::abi::PreGemmArgs;
 pub use crate::device::cuda::abi::{

@@ -11,7 +11,7 @@
 //!   of 4 tokens; h_pre / h_post of 4 or 8 tokens and the mix), partial sums met on chip.
 //! - [`cluster`]: asm/ptx/sm90/pre_pc.ptx, bf16 n = 4 C <= 4096: persistent 16-CTA clusters
 //!   (and the fused `post_pre` entries).
-//! - [`gemm`]: asm/ptx/sm90/pre_gemm.ptx, bf16 n = 16 / 32 prefill: a tiled GEMM.
+//! - [`gemm`]: asm/ptx/sm90/pre_gemm.ptx, bf16 n = 8 / 16 / 32 prefill: a tiled GEMM.
 //!
 //! This module holds what they share: the views, their checks ([`check`]), the launch's inputs
 //! every launcher takes ([`PreCall`]) and the workspace layout's type ([`WsLayout`], sized by
