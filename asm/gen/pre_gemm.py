@@ -155,7 +155,7 @@ HEADER = f"""\
 //         step's 1 / (sum + eps) factors are published in shared memory and read back by
 //         broadcast 16-byte loads). h_pre is then published. At n = 8 a warp's tokens one at a
 //         time, each split's loads waiting on the one before, took most of a launch: H200,
-//         C = 1280, T = 2048, 144 us against 92 (bench_pre_gemm).
+//         C = 1280, T = 2048, 141-148 us against 91 in one call (bench_pre_gemm).
 // MIX     a = sum_i h_pre[i] x[i] in stream order, rounded once, in {MIXP} parts of {PT} tokens per tile
 //         ((token, 8-channel) items over the CTA). {MIXP} mixer CTAs per tile follow the GEMM CTAs
 //         in the grid; mixer p waits (at most {MIX_TIMEOUT_NS // 1000} us, %globaltimer) for its tile's ready
@@ -173,7 +173,9 @@ HEADER = f"""\
 //         plan selects it from 512 (n = 32) / 1024 (n = 16) tokens. A pair of token tiles per
 //         cluster sharing phi's split through distributed shared memory was slower (4.28-4.36
 //         against 4.06-4.14 ms with quarter-row phi loads): the pair's barrier each stage costs
-//         more than the halved phi reads save.
+//         more than the halved phi reads save. H200 (bench_pre_gemm, 2026-11-29): n = 8
+//         T = 2048 / 4096 / 8192: 91 / 127 / 177-178 (pre.ptx: 113-121 / 200-203 / 368-371, so
+//         the plan selects it from 2048 tokens); n = 16 T = 1024 / 8192: 190 / 596-616.
 // PARAMS  one .param block of 144 bytes = asm/src/abi/sm90.rs PreGemmArgs:
 //         0 x, 8 phi, 16 scale, 24 base, 32 a, 40 h_pre, 48 h_post, 56 h_res, 64 inv_rms,
 //         72 ws_cnt, 80 ws_ss, 88 ws_p, 96 ws_sync (u64); 104 T, C, x_stride, a_stride
