@@ -77,9 +77,10 @@ def warp_floats(n):
 
 
 def group_of(n):
-    """Tokens whose Sinkhorns a finisher warp runs at once: lane l keeps line l % n of token l / n
-    (32 / n: 4 at n = 8, 2 at n = 16, 1 at n = 32), so that every lane works."""
-    return 32 // n
+    """Consecutive tokens of a mix part a finisher warp takes at once (lane l keeps line l % n of
+    token l / n in their Sinkhorns): 32 / n, at most a part's tokens over the warps (2 at n = 8 /
+    16, 1 at n = 32), so that every warp has tokens."""
+    return min(32 // n, PT // NWARPS)
 
 
 def fin_bytes(n):
@@ -654,6 +655,69 @@ class GemmKernel:
         k.ins(f"setp.eq.u32 {pr}, {fin}, 0;")
         k.ins(f"@{pr} bra GRID_ARRIVE;")
 
+    def claim_parts(self, part):
+        """The tile's last GEMM CTA: the tile's partial sums are complete, so it publishes the tile
+        to the mixers at once, then claims the mix parts from the last down and finishes those it
+        wins (FINISH_PART, returning to FPART_NEXT)."""
+        k, a, tt, tid, tmp, t64, pr = self.k, self.a, self.tt, self.tid, self.tmp, self.t64, self.pr
+        tag, sy = self.u("tag"), self.p("sy")
+        read_tag(k, a, tag)
+        k.comment("publish: the tile's partial sums are complete; each part goes to the first to claim it")
+        sync_words(k, a, tt, sy)
+        k.ins(f"setp.ne.u32 {pr}, {tid}, 0;")
+        k.ins("fence.acq_rel.gpu;")
+        k.ins(f"@!{pr} st.relaxed.gpu.global.u32 [{sy}], {tag};")
+        ntok, pn, won = self.u("fntok"), self.u("fpart"), self.u("fwon")
+        k.ins(f"shl.b32 {tmp}, {tt}, {TM_SHIFT};")
+        k.ins(f"sub.u32 {ntok}, {a['tokens']}, {tmp};")
+        k.ins(f"min.u32 {ntok}, {ntok}, {TM};")
+        k.ins(f"mov.u32 {part.role}, 1;")
+        k.comment("claim the parts from the last down (mixers take theirs from the start of the grid's tail)")
+        k.ins(f"mov.u32 {pn}, {MIXP};")
+        k.label("FPART")
+        k.ins(f"sub.u32 {pn}, {pn}, 1;")
+        k.ins(f"mul.lo.u32 {part.lo}, {pn}, {PT};")
+        k.ins(f"setp.ge.u32 {pr}, {part.lo}, {ntok};")
+        k.ins(f"@{pr} bra FPART_NEXT;")
+        k.ins(f"setp.ne.u32 {pr}, {tid}, 0;")
+        k.ins(f"@{pr} bra FPART_CLAIMED;")
+        claim(k, pn, sy, tag, won, tmp, t64, pr)
+        k.ins(f"st.shared.u32 [fin_flag], {won};")
+        k.label("FPART_CLAIMED")
+        k.ins("bar.sync 0;")
+        k.ins(f"ld.shared.u32 {won}, [fin_flag];")
+        k.ins("bar.sync 0;")
+        k.ins(f"setp.eq.u32 {pr}, {won}, 0;")
+        k.ins(f"@{pr} bra FPART_NEXT;")
+        k.ins(f"mov.u32 {part.tt}, {tt};")
+        k.ins(f"sub.u32 {part.cnt}, {ntok}, {part.lo};")
+        k.ins(f"min.u32 {part.cnt}, {part.cnt}, {PT};")
+        k.ins("bra FINISH_PART;")
+        k.label("FPART_NEXT")
+        k.ins(f"setp.ne.u32 {pr}, {pn}, 0;")
+        k.ins(f"@{pr} bra FPART;")
+        k.ins("bra GRID_ARRIVE;")
+
+    def finish_part(self, part):
+        """A claimed part, by the finisher or a mixer: its coefficients (Finisher), then its mix;
+        then back to the finisher's claims (role 1) or out (role 0)."""
+        k, a, tmp, tmp2, t64, pr = self.k, self.a, self.tmp, self.tmp2, self.t64, self.pr
+        k.label("FINISH_PART")
+        tid, lane, warp, ntt, sm = (self.u(x) for x in ("d_tid", "d_lane", "d_warp", "d_ntt", "d_sm"))
+        k.ins(f"mov.u32 {tid}, %tid.x;")
+        k.ins(f"and.b32 {lane}, {tid}, 31;")
+        k.ins(f"shr.u32 {warp}, {tid}, 5;")
+        k.ins(f"add.u32 {ntt}, {a['tokens']}, {TM - 1};")
+        k.ins(f"shr.u32 {ntt}, {ntt}, {TM_SHIFT};")
+        k.ins(f"mov.u32 {sm}, dsm;")
+        fin = Finisher(k, self.n, a, tid, lane, warp, part.tt, part.lo, part.cnt, ntt, sm, tmp, tmp2, t64, pr)
+        fin.emit()
+        mix(k, self.n, a, tid, part.tt, fin.hp, part.lo, part.cnt, tmp, tmp2, t64, pr, "P")
+        k.ins("bar.sync 0;")
+        k.ins(f"setp.ne.u32 {pr}, {part.role}, 0;")
+        k.ins(f"@{pr} bra FPART_NEXT;")
+        k.ins("bra GRID_ARRIVE;")
+
     def build(self):
         k, a, tmp, tmp2, pr = self.k, self.a, self.tmp, self.tmp2, self.pr
         self.ids("")
@@ -667,10 +731,10 @@ class GemmKernel:
         self.roles("_e")
         self.store_partials()
         self.tile_arrival()
-        Finisher(k, self.n, a, self.tid, self.lane, self.warp, self.tt, self.ntt, self.sm, tmp, tmp2,
-                 self.t64, pr).emit()
-        k.ins("bra GRID_ARRIVE;")
-        mixer(k, self.n, a, self.NT, tmp, tmp2, self.t64, pr)
+        part = PartRegs(k)
+        self.claim_parts(part)
+        mixer(k, self.n, a, part, tmp, tmp2, self.t64, pr)
+        self.finish_part(part)
         grid_arrive(k, a, tmp, pr)
         k.label("DONE")
         k.ins("ret;")
@@ -684,15 +748,16 @@ def gemm_kernel(n):
 
 
 class Finisher:
-    """The last CTA of a token tile: a warp takes group_of(n) tokens at a time. Their K splits' sums
-    of squares and partial logits are summed in split order (every token's loads of a split issued
-    together), then per token inv_rms, z and h_pre / h_post, then the group's Sinkhorns at once
-    (h_res); then the tile is published to the mixers and the parts no mixer claimed are mixed
-    here."""
+    """The coefficients of one mix part (tokens lo .. lo + cnt - 1 of token tile tt), by the CTA that
+    claimed it: a warp takes group_of(n) consecutive tokens at a time. Their K splits' sums of
+    squares and partial logits are summed in split order (every token's loads of a split issued
+    together), then per token inv_rms, z and h_pre / h_post (h_pre also to shared memory for the
+    mix), then the group's Sinkhorns at once (h_res). Ends with a CTA barrier."""
 
-    def __init__(self, k, n, a, tid, lane, warp, tt, ntt, sm, tmp, tmp2, t64, pr):
+    def __init__(self, k, n, a, tid, lane, warp, tt, lo, cnt, ntt, sm, tmp, tmp2, t64, pr):
         self.k, self.n, self.a = k, n, a
         self.tid, self.lane, self.warp, self.tt, self.ntt, self.sm = tid, lane, warp, tt, ntt, sm
+        self.lo, self.cnt = lo, cnt
         self.tmp, self.tmp2, self.t64, self.pr = tmp, tmp2, t64, pr
         self.M, self.MPAD, self.ZR = m_of(n), nt_of(n) * TN, zrow(n)
 
@@ -712,8 +777,8 @@ class Finisher:
         self.group_sums()
         for g in range(G):
             if g:
-                k.comment(f"token tl0 + {NWARPS * g} into buffer {g}")
-                k.ins(f"add.u32 {self.tl}, {self.tl0}, {NWARPS * g};")
+                k.comment(f"token tl0 + {g} into buffer {g}")
+                k.ins(f"add.u32 {self.tl}, {self.tl0}, {g};")
                 self.token_of(self.t, self.tl, f"TOK{g}_DONE")
             k.ins(f"add.u32 {self.wb}, {self.wb0}, {g * warp_floats(self.n) * 4};")
             self.inv_rms(g)
@@ -726,34 +791,34 @@ class Finisher:
         k.ins("bra TOK_LOOP;")
         k.label("TOK_END")
         k.ins("bar.sync 0;")
-        self.mix_unclaimed_parts()
 
     def token_of(self, t, tl, skip):
-        """t = the batch index of the tile's token tl; to `skip` where tl or t is past the tile or
-        the batch (uniform in the warp)."""
+        """t = the batch index of the tile's token tl; to `skip` where tl is past the part (uniform
+        in the warp; the part ends within the tile and the batch)."""
         k, pr = self.k, self.pr
         k.ins(f"shl.b32 {t}, {self.tt}, {TM_SHIFT};")
         k.ins(f"add.u32 {t}, {t}, {tl};")
-        k.ins(f"setp.ge.u32 {pr}, {t}, {self.a['tokens']};")
-        k.ins(f"@{pr} bra {skip};")
-        k.ins(f"setp.ge.u32 {pr}, {tl}, {TM};")
+        k.ins(f"setp.ge.u32 {pr}, {tl}, {self.hi};")
         k.ins(f"@{pr} bra {skip};")
 
     def sinkhorns(self):
-        """h_res of the group's tokens: lane l runs line j = l % n of token tl0 + NWARPS (l / n)
-        from that token's buffer; lanes of a token past the tile or the batch store nothing."""
+        """h_res of the group's tokens: lane l runs line j = l % n of token tl0 + l / n from that
+        token's buffer; lanes past the group (l / n >= G: they repeat its last token) or of a token
+        past the part store nothing."""
         k, n, a, lane, tmp = self.k, self.n, self.a, self.lane, self.tmp
+        G = group_of(n)
         sj, sla, swb, stl, st_ = self.u("sj"), self.u("sla"), self.u("swb"), self.u("stl"), self.u("st")
         slive = k.reg("pred", "slive")
-        k.comment(f"lane l: line l % {n} of the group's token l / {n}")
+        k.comment(f"lane l: line l % {n} of the group's token min(l / {n}, {G - 1})")
         k.ins(f"and.b32 {sj}, {lane}, {n - 1};")
         k.ins(f"shr.u32 {tmp}, {lane}, {n.bit_length() - 1};")
+        k.ins(f"setp.lt.u32 {slive}, {tmp}, {G};")
+        k.ins(f"min.u32 {tmp}, {tmp}, {G - 1};")
         k.ins(f"mad.lo.u32 {swb}, {tmp}, {warp_floats(n) * 4}, {self.wb0};")
-        k.ins(f"mad.lo.u32 {stl}, {tmp}, {NWARPS}, {self.tl0};")
+        k.ins(f"add.u32 {stl}, {self.tl0}, {tmp};")
         k.ins(f"shl.b32 {st_}, {self.tt}, {TM_SHIFT};")
         k.ins(f"add.u32 {st_}, {st_}, {stl};")
-        k.ins(f"setp.lt.u32 {slive}, {st_}, {a['tokens']};")
-        k.ins(f"setp.lt.and.u32 {slive}, {stl}, {TM}, {slive};")
+        k.ins(f"setp.lt.and.u32 {slive}, {stl}, {self.hi}, {slive};")
         k.ins(f"shl.b32 {sla}, {sj}, 2;")
         coefficient_matrix(k, n, a, sj, sla, swb, self.paper, slive, st_, tmp, self.t64, self.pr)
 
@@ -784,11 +849,13 @@ class Finisher:
         k.ins(f"mul.wide.u32 {self.ssstride}, {self.ntt}, {TM * 4};")
 
     def token_loop_head(self):
-        """Warp w takes the tile's tokens w, w + 16, ... in groups of group_of(n): tl0 the group's
-        first (in the tile), tl / t the token at hand (in the tile, in the batch)."""
-        k = self.k
-        self.tl0, self.tl, self.t = tl0, tl, t = self.u("tl0"), self.u("tl"), self.u("t")
-        k.ins(f"mov.u32 {tl0}, {self.warp};")
+        """Warp w takes the part's groups w, w + NWARPS, ... of group_of(n) consecutive tokens: tl0
+        the group's first (in the tile), tl / t the token at hand (in the tile, in the batch), hi
+        the part's end (in the tile)."""
+        k, G = self.k, group_of(self.n)
+        self.tl0, self.tl, self.t, self.hi = tl0, tl, t, hi = [self.u(x) for x in ("tl0", "tl", "t", "fhi")]
+        k.ins(f"add.u32 {hi}, {self.lo}, {self.cnt};")
+        k.ins(f"mad.lo.u32 {tl0}, {self.warp}, {G}, {self.lo};")
         k.label("TOK_LOOP")
         k.ins(f"mov.u32 {tl}, {tl0};")
         self.token_of(t, tl, "TOK_END")
@@ -825,12 +892,13 @@ class Finisher:
 
     def group_sums(self):
         """The group's sums over the K splits, in split order: token g's ss in ssv[g] and its logit
-        lane + 32 u in sums[g, u]. The group's rows lie NWARPS rows apart in every slab (all in
-        the tile: tl0 + NWARPS (G - 1) < TM), so one base and fixed offsets reach them."""
+        lane + 32 u in sums[g, u]. The group's rows are consecutive in every slab (all in the part,
+        whose size is a multiple of G: rows past the batch are loaded and not used), so one base
+        and fixed offsets reach them."""
         k, a, n, tmp, t64 = self.k, self.a, self.n, self.tmp, self.t64
         G, U = group_of(n), -(-self.M // 32)
         self.U = U
-        k.comment(f"the group's sums: ss and the logits of tokens tl0 + {NWARPS} g over the K splits in order")
+        k.comment("the group's sums: ss and the logits of tokens tl0 + g over the K splits in order")
         ssp, prow = self.p("ssp"), self.p("prow_f")
         k.ins(f"shl.b32 {tmp}, {self.tt}, {TM_SHIFT};")
         k.ins(f"add.u32 {tmp}, {tmp}, {self.tl0};")
@@ -841,7 +909,7 @@ class Finisher:
         k.ins(f"mul.wide.u32 {t64}, {self.lane}, 4;")
         k.ins(f"add.u64 {prow}, {prow}, {t64};")
         self.ssv = [self.f(f"ssv{g}") for g in range(G)]
-        self.split_sums(self.ssv, ssp, self.ssstride, [4 * NWARPS * g for g in range(G)], "SS_SUM")
+        self.split_sums(self.ssv, ssp, self.ssstride, [4 * g for g in range(G)], "SS_SUM")
         k.comment("lane's logit m = lane + 32 u of each token; at most 18 values a pass (n = 32: 34 in two), so")
         k.comment("the sums and the loads in flight stay within the 128-register budget of 512 threads")
         items = [(g, u_) for g in range(G) for u_ in range(U)]
@@ -850,7 +918,7 @@ class Finisher:
         for i0 in range(0, len(items), B):
             part = items[i0:i0 + B]
             self.split_sums([self.sums[it] for it in part], prow, self.slabstride,
-                            [4 * NWARPS * self.MPAD * g + 128 * u_ for g, u_ in part], f"P_SUM{i0}")
+                            [4 * self.MPAD * g + 128 * u_ for g, u_ in part], f"P_SUM{i0}")
 
     def inv_rms(self, g):
         k, a, t64, pr = self.k, self.a, self.t64, self.pr
@@ -959,46 +1027,6 @@ class Finisher:
         k.ins(f"mad.lo.u32 {tmp}, {tmp}, 4, {self.hp};")
         k.ins(f"@{plive} st.shared.f32 [{tmp}], {hpre};")
 
-    def mix_unclaimed_parts(self):
-        """Publish the tile's h_pre, then claim the mix parts from the last down and mix those won."""
-        k, a, tt, tid, tmp, tmp2, t64, pr = (self.k, self.a, self.tt, self.tid, self.tmp, self.tmp2,
-                                             self.t64, self.pr)
-        u = self.u
-        tag, sy = u("tag"), k.reg("b64", "sy")
-        read_tag(k, a, tag)
-        k.comment("publish: the tile's h_pre (global, every token) is ready for the mixers")
-        sync_words(k, a, tt, sy)
-        k.ins(f"setp.ne.u32 {pr}, {tid}, 0;")
-        k.ins("fence.acq_rel.gpu;")
-        k.ins(f"@!{pr} st.relaxed.gpu.global.u32 [{sy}], {tag};")
-        ntok, part, lo, cnt_, won = u("fntok"), u("part"), u("flo"), u("fcnt"), u("won")
-        k.ins(f"shl.b32 {tmp}, {tt}, {TM_SHIFT};")
-        k.ins(f"sub.u32 {ntok}, {a['tokens']}, {tmp};")
-        k.ins(f"min.u32 {ntok}, {ntok}, {TM};")
-        k.comment("claim the parts from the last down (mixers take theirs from the start of the grid's tail)")
-        k.ins(f"mov.u32 {part}, {MIXP};")
-        k.label("FPART")
-        k.ins(f"sub.u32 {part}, {part}, 1;")
-        k.ins(f"mul.lo.u32 {lo}, {part}, {PT};")
-        k.ins(f"setp.ge.u32 {pr}, {lo}, {ntok};")
-        k.ins(f"@{pr} bra FPART_NEXT;")
-        k.ins(f"setp.ne.u32 {pr}, {tid}, 0;")
-        k.ins(f"@{pr} bra FPART_CLAIMED;")
-        claim(k, part, sy, tag, won, tmp, t64, pr)
-        k.ins(f"st.shared.u32 [fin_flag], {won};")
-        k.label("FPART_CLAIMED")
-        k.ins("bar.sync 0;")
-        k.ins(f"ld.shared.u32 {won}, [fin_flag];")
-        k.ins("bar.sync 0;")
-        k.ins(f"setp.eq.u32 {pr}, {won}, 0;")
-        k.ins(f"@{pr} bra FPART_NEXT;")
-        k.ins(f"sub.u32 {cnt_}, {ntok}, {lo};")
-        k.ins(f"min.u32 {cnt_}, {cnt_}, {PT};")
-        mix(k, self.n, a, tid, tt, self.hp, lo, cnt_, tmp, tmp2, t64, pr, "F")
-        k.label("FPART_NEXT")
-        k.ins(f"setp.ne.u32 {pr}, {part}, 0;")
-        k.ins(f"@{pr} bra FPART;")
-
 
 def coefficient_matrix(k, n, a, j_, la, wb, paper, plive, t, tmp, t64, pr):
     """h_res of the lane's token t from Z in its buffer wb (lane l: line j_ = l % n of token l / n of
@@ -1061,8 +1089,17 @@ def claim(k, part, sy, tag, won, tmp, t64, pr):
     k.ins(f"selp.u32 {won}, 1, 0, {pr};")
 
 
-def mixer(k, n, a, NT, tmp, tmp2, t64, pr):
-    """A mixer CTA: part p of token tile tt (block - the GEMM grid = tt * MIXP + p)."""
+class PartRegs:
+    """The mix part a CTA finishes (FINISH_PART): token tile tt, tokens lo .. lo + cnt - 1 of it,
+    and who claimed it (role 1: the tile's last GEMM CTA, which goes on claiming; 0: a mixer)."""
+
+    def __init__(self, k):
+        self.tt, self.lo, self.cnt, self.role = (k.reg("b32", x) for x in ("pt_tt", "pt_lo", "pt_cnt", "pt_role"))
+
+
+def mixer(k, n, a, claimed, tmp, tmp2, t64, pr):
+    """A mixer CTA: part p of token tile tt (block - the GEMM grid = tt * MIXP + p), once the tile's
+    partial sums are complete, if it claims the part first."""
     u = lambda s_: k.reg("b32", s_)
     k.label("MIXER")
     tid, tt, part, ntok, lo, cnt_, won, tag = (u(x) for x in ["x_tid", "x_tt", "x_part", "x_ntok", "x_lo", "x_cnt", "x_won", "x_tag"])
@@ -1106,27 +1143,11 @@ def mixer(k, n, a, NT, tmp, tmp2, t64, pr):
     k.ins(f"ld.shared.u32 {won}, [fin_flag];")
     k.ins(f"setp.eq.u32 {pr}, {won}, 0;")
     k.ins(f"@{pr} bra GRID_ARRIVE;")
-    k.comment("h_pre of the part's tokens from the output (published before the ready word) to shared")
-    hp, idx, tk, hv = u("x_hp"), u("x_idx"), u("x_tk"), k.reg("f32", "x_hv")
-    k.ins(f"mov.u32 {hp}, dsm;")
-    k.ins(f"mov.u32 {idx}, {tid};")
-    k.label("MX_HP")
-    k.ins(f"mul.lo.u32 {tmp}, {cnt_}, {n};")
-    k.ins(f"setp.ge.u32 {pr}, {idx}, {tmp};")
-    k.ins(f"@{pr} bra MX_HP_DONE;")
-    k.ins(f"mad.lo.u32 {tk}, {lo}, {n}, {idx};")
-    k.ins(f"shl.b32 {tmp}, {tt}, {TM_SHIFT};")
-    k.ins(f"mad.lo.u32 {tmp}, {tmp}, {n}, {tk};")
-    k.ins(f"mul.wide.u32 {t64}, {tmp}, 4;")
-    k.ins(f"add.u64 {t64}, {t64}, {a['phpre']};")
-    k.ins(f"ld.relaxed.gpu.global.f32 {hv}, [{t64}];")
-    k.ins(f"mad.lo.u32 {tmp}, {tk}, 4, {hp};")
-    k.ins(f"st.shared.f32 [{tmp}], {hv};")
-    k.ins(f"add.u32 {idx}, {idx}, {THREADS};")
-    k.ins("bra MX_HP;")
-    k.label("MX_HP_DONE")
-    k.ins("bar.sync 0;")
-    mix(k, n, a, tid, tt, hp, lo, cnt_, tmp, tmp2, t64, pr, "X")
+    k.ins(f"mov.u32 {claimed.tt}, {tt};")
+    k.ins(f"mov.u32 {claimed.lo}, {lo};")
+    k.ins(f"mov.u32 {claimed.cnt}, {cnt_};")
+    k.ins(f"mov.u32 {claimed.role}, 0;")
+    k.ins("bra FINISH_PART;")
 
 
 def grid_arrive(k, a, tmp, pr):
