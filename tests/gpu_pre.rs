@@ -1796,6 +1796,7 @@ fn pre_is_deterministic_and_graph_capturable() {
             (8, 1280, 5),
             (8, 1280, 29),
             (32, 64, 600),
+            (8, 72, 2100),
         ] {
             let cfg = Config::new(n, c);
             let mut r = ready(&dev, &mut rng, cfg, dtype, t, 1);
