@@ -672,6 +672,8 @@ class GemmKernel:
         k.ins(f"sub.u32 {ntok}, {a['tokens']}, {tmp};")
         k.ins(f"min.u32 {ntok}, {ntok}, {TM};")
         k.ins(f"mov.u32 {part.role}, 1;")
+        k.comment("every thread has read fin_flag (the arrival) before thread 0 writes its first claim there")
+        k.ins("bar.sync 0;")
         k.comment("claim the parts from the last down (mixers take theirs from the start of the grid's tail)")
         k.ins(f"mov.u32 {pn}, {MIXP};")
         k.label("FPART")
