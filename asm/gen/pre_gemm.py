@@ -41,11 +41,10 @@ MAX_SPLITS = 16              # K splits of one launch at most (the host splits K
 
 
 def gemm_min_tokens(n):
-    """Smallest T the plan gives the kernel at n (C = 1280, against the general kernel: H100,
-    n = 32 T = 512 504 vs 785 us; n = 16 T = 512 219 vs 156, T = 1024 247 vs 288; below
-    n = 32's bound, with the mma.sync version of this kernel, T = 64 283 vs 209; H200, n = 8
-    T = 2048 92 vs 115 us, T = 1024 99-105 vs 82-114)."""
-    return 512 if n >= 32 else 1024 if n >= 16 else 2048
+    """Smallest T the plan gives the kernel at n (H200, C = 1280, bench_pre_gemm, against the
+    general kernel in one call: n = 32 T = 128 179 vs 270 us; n = 16 T = 256 91 vs 113, T = 128
+    78 vs 79; n = 8 T = 1024 68 vs 76, T = 512 61 vs 63)."""
+    return 128 if n >= 32 else 256 if n >= 16 else 1024
 PT = TM // MIXP              # tokens per part
 SYNC_WORDS = MIXP + 1        # per tile in the sync region: ready tag, then one claim word per part
 MIX_TIMEOUT_NS = 2_000_000   # a mixer waits at most this long for its tile (then the finisher mixes)
@@ -147,22 +146,27 @@ HEADER = f"""\
 // OUT     partial logits [ks][tt][{TM}][NT * {TN}] f32 and sums of squares [ks][tt][{TM}] in the
 //         workspace, plain stores (each word written by one CTA).
 // FINISH  the last CTA of token tile tt to arrive (atom.add on its counter, which it resets)
-//         reduces the K splits in ks order (deterministic). Warp w takes the tile's tokens w,
-//         w + 16, ... in groups of 32 / n (4 / 2 / 1 at n = 8 / 16 / 32): the group's ss and
-//         partial logits of a split are loaded together, and up to 4 splits' loads are issued
-//         before their adds (one L2 round trip for them); then per token inv_rms, z and
-//         h_pre / h_post (lanes < n); then the group's Sinkhorns at once in the direct form, a
-//         token per n-lane segment (lane j of a segment holds column j and row j of its S; each
-//         step's 1 / (sum + eps) factors are published in shared memory and read back by
-//         broadcast 16-byte loads). h_pre is then published. At n = 8 a warp's tokens one at a
-//         time, each split's loads waiting on the one before, took most of a launch: H200,
-//         C = 1280, T = 2048, 141-148 us against 91 in one call (bench_pre_gemm).
-// MIX     a = sum_i h_pre[i] x[i] in stream order, rounded once, in {MIXP} parts of {PT} tokens per tile
-//         ((token, 8-channel) items over the CTA). {MIXP} mixer CTAs per tile follow the GEMM CTAs
-//         in the grid; mixer p waits (at most {MIX_TIMEOUT_NS // 1000} us, %globaltimer) for its tile's ready
-//         word to hold this launch's tag, claims part p (atom.exch of the tag) and mixes it;
-//         the finisher, after publishing, claims the parts from the last down and mixes those it
-//         wins. Nobody waits for a mixer, so no schedule deadlocks; every part is mixed once.
+//         publishes the tile at once: its partial sums are complete. The tile's {MIXP} parts of
+//         {PT} tokens then go each to the first CTA to claim it (atom.exch of the tag on its claim
+//         word): mixer p, which waits (at most {MIX_TIMEOUT_NS // 1000} us, %globaltimer) for the
+//         tile's ready word to hold this launch's tag and claims part p, or the tile's last GEMM
+//         CTA, which claims the parts from the last down. Nobody waits for a mixer, so no schedule
+//         deadlocks; every part is finished once. The claimant of a part computes its
+//         coefficients, then mixes it: up to {MIXP + 1} CTAs share a tile's coefficient work.
+// COEFS   per part, warp w takes groups w, w + 16, ... of 32 / n consecutive tokens (at most
+//         2: 2 / 2 / 1 at n = 8 / 16 / 32). The K splits are reduced in ks order
+//         (deterministic): the group's ss and partial logits of a split are loaded together,
+//         and up to 4 splits' loads are issued before their adds (one L2 round trip for them);
+//         then per token inv_rms, z and h_pre / h_post (lanes < n; h_pre also to shared memory
+//         for the mix); then the group's Sinkhorns at once in the direct form, a token per
+//         n-lane segment (lane j of a segment holds column j and row j of its S; each step's
+//         1 / (sum + eps) factors are published in shared memory and read back by broadcast
+//         16-byte loads). With one CTA computing every token's coefficients, and at n = 8 a
+//         warp's tokens one at a time, each split's loads waiting on the one before, that CTA
+//         took most of a launch at small T (H200, C = 1280, bench_pre_gemm in one call: n = 32
+//         T = 512 265 us with the parts' claimants against 488-492 for one finishing CTA).
+// MIX     a = sum_i h_pre[i] x[i] in stream order, rounded once, over the part's (token, 8-channel)
+//         items over the CTA.
 // TAGS    tag = the epoch word + 1: every CTA arrives on a grid counter as it leaves, the last
 //         resets it and stores the tag as the next epoch (so ready / claim words never need a
 //         reset: a stale word holds an older tag). Workspace sync region: epoch, grid counter,
@@ -170,13 +174,13 @@ HEADER = f"""\
 // MEASURED H100 (bench_pre_gemm, C = 1280, bf16, us per call back-to-back; docs/kernels/pre.md):
 //         n = 32 T = 512 / 1024 / 2048 / 4096 / 8192: 504 / 707 / 1087 / 1696-1701 /
 //         2946-2980 (mma.sync with phi split per fragment: 642 / 986 / 1468 / 2768 / 5120;
-//         pre.ptx: 775 / 1407 / 2631 / 6613 / 13235); n = 16 T = 8192 854-883 (1374). The
-//         plan selects it from 512 (n = 32) / 1024 (n = 16) tokens. A pair of token tiles per
+//         pre.ptx: 775 / 1407 / 2631 / 6613 / 13235); n = 16 T = 8192 854-883 (1374). A pair of token tiles per
 //         cluster sharing phi's split through distributed shared memory was slower (4.28-4.36
 //         against 4.06-4.14 ms with quarter-row phi loads): the pair's barrier each stage costs
-//         more than the halved phi reads save. H200 (bench_pre_gemm, 2026-11-29): n = 8
-//         T = 2048 / 4096 / 8192: 91 / 127 / 177-178 (pre.ptx: 113-121 / 200-203 / 368-371, so
-//         the plan selects it from 2048 tokens); n = 16 T = 1024 / 8192: 190 / 596-616.
+//         more than the halved phi reads save. H200 (bench_pre_gemm, 2026-11-29, one call):
+//         n = 32 T = 128 / 256 / 512 179 / 185 / 264 (pre.ptx 270 / 432 / 771); n = 16 T = 128 /
+//         256 / 512 78 / 91 / 96 (79 / 113 / 157); n = 8 T = 512 / 1024 / 2048 61 / 68 / 79 (63 /
+//         76 / 117): the plan selects it from 128 / 256 / 1024 tokens at n = 32 / 16 / 8.
 // PARAMS  one .param block of 144 bytes = asm/src/abi/sm90.rs PreGemmArgs:
 //         0 x, 8 phi, 16 scale, 24 base, 32 a, 40 h_pre, 48 h_post, 56 h_res, 64 inv_rms,
 //         72 ws_cnt, 80 ws_ss, 88 ws_p, 96 ws_sync (u64); 104 T, C, x_stride, a_stride
