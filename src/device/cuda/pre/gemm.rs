@@ -4,13 +4,13 @@
 //! kernel's 32 x 32 tiles turn into 68 GB of L2 traffic at T = 8192. A CTA owns a
 //! [`GEMM_TILE_TOKENS`]-token x [`GEMM_TILE_LOGITS`]-logit tile and a slice of K (the host splits
 //! K while the grid would leave SMs idle), streams x and phi through a shared-memory ring into
-//! `wgmma` (phi split once into bf16 hi + lo) and writes partial logits to the workspace; the
-//! last CTA of a token tile sums the K splits in order, runs the coefficients and the Sinkhorns
-//! and publishes h_pre; [`GEMM_MIX_PARTS`] mixer CTAs per tile after the GEMM grid (and the
-//! finisher, for parts nobody claimed) mix `a`. The catalogue gives it T >= 2048 (n = 8) / 1024
-//! (n = 16) / 512 (n = 32) without gamma_k / gamma_f (measured against the general kernel, C =
-//! 1280: H100, n = 32 T = 512 504 vs 785 us; n = 16 T = 1024 247 vs 288, T = 512 219 vs 156; H200,
-//! n = 8 T = 2048 92 vs 115 us, T = 1024 99-105 vs 82-114); the general kernel serves the rest.
+//! `wgmma` (phi split once into bf16 hi + lo) and writes partial logits to the workspace. The last
+//! CTA of a token tile publishes it; each of its [`GEMM_MIX_PARTS`] parts is finished by the first
+//! to claim it, the part's mixer CTA (after the GEMM grid) or that last CTA: the K splits summed in
+//! order, the coefficients and Sinkhorns, the mix of `a`. The catalogue gives it T >= 1024 (n = 8)
+//! / 256 (n = 16) / 128 (n = 32) without gamma_k / gamma_f (H200, C = 1280, against the general
+//! kernel in one call: n = 32 T = 128 179 vs 270 us; n = 16 T = 256 91 vs 113, T = 128 78 vs 79;
+//! n = 8 T = 1024 68 vs 76, T = 512 61 vs 63); the general kernel serves the rest.
 use super::{PreCall, FLAG_PAPER};
 use crate::device::cuda::abi::PreGemmArgs;
 pub use crate::device::cuda::abi::{
