@@ -1275,7 +1275,8 @@ def catalogue_rows():
             THREADS,
             "the n >= 8 projection as a GEMM: 256-token x 128-logit tiles through a shared-memory ring (phi once per "
             "256 tokens instead of per 32 x 32 tile from L2), wgmma on phi split once into bf16 hi + lo, K split across CTAs while SMs idle; "
-            "the last CTA of a token tile sums the splits in order, runs the coefficients and the Sinkhorn, and mixes",
+            "each of a token tile's 8 parts is finished by the first CTA to claim it (its mixer or the tile's last GEMM CTA): "
+            "the splits summed in order, the coefficients and the Sinkhorns, the mix",
             "pre_gemm", x_passes=2, params=f"{PRE_GEMM.name} ({PRE_GEMM.size} B, {RUST_MIRROR})",
             rank=20, geometry=catalogue.geometry(channels_per_thread=8, dynamic_shared_max=RING_BYTES,
                                                  traits=["grid_dependency", "tile_in_shared"]),
