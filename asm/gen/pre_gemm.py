@@ -138,7 +138,7 @@ HEADER = f"""\
 //         error 2.1e-4 (V4) / 3.1e-4 (Paper) against the f64 reference (tolerance 1e-3), `a`
 //         1.66e-3 relative; per-stage f32 running sums (1.5e-4 with mma.sync) would need 64
 //         more registers, which the 256-token tile needs.
-// REGS    512 threads: at most 128 registers (ptxas 12.9: 108 n = 8, 114 n = 16, 128 n = 32, no
+// REGS    512 threads: at most 128 registers (ptxas 12.9: 108 n = 8, 120 n = 16, 128 n = 32, no
 //         local memory).
 //         The thread / block coordinates are read again after the K loop and the shared-memory
 //         addresses recomputed from %tid.x where used: kept live across the loop they spilled.
