@@ -47,7 +47,7 @@ def gemm_min_tokens(n):
     return 128 if n >= 32 else 256 if n >= 16 else 1024
 PT = TM // MIXP              # tokens per part
 SYNC_WORDS = MIXP + 1        # per tile in the sync region: ready tag, then one claim word per part
-MIX_TIMEOUT_NS = 2_000_000   # a mixer waits at most this long for its tile (then the finisher mixes)
+MIX_TIMEOUT_NS = 2_000_000   # a mixer waits at most this long for its tile (then the tile's last GEMM CTA takes its part)
 
 
 def m_of(n):
@@ -210,7 +210,8 @@ def args(k):
 
 class GemmKernel:
     """mhc_pre_gemm_bf16_n{n}: the GEMM CTAs (ring prologue, K loop, partial logits, arrival),
-    then the finisher and the mixer CTAs. The methods emit the parts in kernel order."""
+    the last GEMM CTA's claims of its tile's parts, the mixer CTAs, and the finishing of a claimed
+    part. The methods emit the parts in kernel order."""
 
     def __init__(self, n):
         self.n = n
@@ -634,9 +635,10 @@ class GemmKernel:
         k.label("SSSTORED")
 
     def tile_arrival(self):
-        """The last of the tile's NT * ksplit CTAs goes on to finish it; the others to GRID_ARRIVE."""
+        """The last of the tile's NT * ksplit CTAs goes on to publish it and claim its parts; the
+        others to GRID_ARRIVE."""
         k, a, tmp, pr = self.k, self.a, self.tmp, self.pr
-        k.comment("arrival: the last of the NT * ksplit CTAs of tile tt finishes it (and resets the counter)")
+        k.comment("arrival: the last of the NT * ksplit CTAs of tile tt publishes it (and resets the counter)")
         k.ins("bar.sync 0;")
         fin = self.u("fin")
         cnt = self.p("cnt")
