@@ -88,7 +88,7 @@ pub(crate) fn launch(call: &PreCall<'_, '_>, forced: Option<usize>) -> Result<La
     let stages = cfg.k() / GEMM_STAGE_K;
     let want = forced.unwrap_or_else(|| gemm_splits(cfg.n, cfg.c, t, ctx.sm_count as usize));
     let (splits, kstages) = split_stages(stages, want);
-    if !(1..=GEMM_MAX_SPLITS).contains(&want) || tiles * splits > lay.gemm.slabs {
+    if !(1..=GEMM_MAX_SPLITS).contains(&want) || tiles.checked_mul(splits).is_none_or(|s| s > lay.gemm.slabs) {
         return Err(Error::Config {
             what: "splits",
             reason: format!(
