@@ -161,10 +161,10 @@ HEADER = f"""\
 //         for the mix); then the group's Sinkhorns at once in the direct form, a token per
 //         n-lane segment (lane j of a segment holds column j and row j of its S; each step's
 //         1 / (sum + eps) factors are published in shared memory and read back by broadcast
-//         16-byte loads). With one CTA computing every token's coefficients, and at n = 8 a
-//         warp's tokens one at a time, each split's loads waiting on the one before, that CTA
-//         took most of a launch at small T (H200, C = 1280, bench_pre_gemm in one call: n = 32
-//         T = 512 265 us with the parts' claimants against 488-492 for one finishing CTA).
+//         16-byte loads). One CTA computing every token's coefficients (at n = 8 a warp's
+//         tokens one at a time, each split's loads waiting for the one before) spends most of a
+//         launch at small T: H200, C = 1280, bench_pre_gemm in one call, n = 32 T = 512 265 us
+//         with the parts' claimants against 488-492 with one finishing CTA.
 // MIX     a = sum_i h_pre[i] x[i] in stream order, rounded once, over the part's (token, 8-channel)
 //         items over the CTA.
 // TAGS    tag = the epoch word + 1: every CTA arrives on a grid counter as it leaves, the last
