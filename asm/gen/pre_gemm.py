@@ -720,7 +720,7 @@ class GemmKernel:
         k.ins(f"mov.u32 {sm}, dsm;")
         fin = Finisher(k, self.n, a, tid, lane, warp, part.tt, part.lo, part.cnt, ntt, sm, tmp, tmp2, t64, pr)
         fin.emit()
-        mix(k, self.n, a, tid, part.tt, fin.hp, part.lo, part.cnt, tmp, tmp2, t64, pr, "P")
+        mix(k, self.n, a, tid, part.tt, fin.hp, part.lo, part.cnt, tmp, tmp2, t64, pr)
         k.ins("bar.sync 0;")
         k.ins(f"setp.ne.u32 {pr}, {part.role}, 0;")
         k.ins(f"@{pr} bra FPART_NEXT;")
@@ -837,7 +837,6 @@ class Finisher:
         k.comment(f"finisher: a token's buffer = the 2n pre / post z, Z in rows of {self.ZR} floats, the")
         k.comment(f"vectors; warp w's {G} at w * {G * WF * 4} bytes")
         k.ins(f"mad.lo.u32 {self.wb0}, {self.warp}, {G * WF * 4}, {self.sm};")
-        k.ins(f"mov.u32 {self.wb}, {self.wb0};")
         self.hp = self.u("hp")
         k.ins(f"add.u32 {self.hp}, {self.sm}, {NWARPS * G * WF * 4};")
         self.paper = k.reg("pred", "paper")
@@ -1178,7 +1177,7 @@ def grid_arrive(k, a, tmp, pr):
     k.ins(f"st.relaxed.gpu.global.u32 [{a['psync']}], {old};")
 
 
-def mix(k, n, a, tid, tt, hp, lo, cnt, tmp, tmp2, t64, pr, sfx):
+def mix(k, n, a, tid, tt, hp, lo, cnt, tmp, tmp2, t64, pr):
     """a[t][c..c+8) = sum_i h_pre[t][i] x[t][i][c..c+8) for the tile's tokens lo .. lo + cnt - 1
     (h_pre at hp + 4 n (token in tile)): items (token, 8-channel chunk) over the CTA, streams in
     groups of 16 loads in flight; rounded once."""
@@ -1195,9 +1194,9 @@ def mix(k, n, a, tid, tt, hp, lo, cnt, tmp, tmp2, t64, pr, sfx):
     xr, ar = p("xr"), p("ar")
     cstride = p("cstride")
     k.ins(f"mul.wide.u32 {cstride}, {a['cc']}, 2;")
-    k.label(f"MIX_LOOP{sfx}")
+    k.label("MIX_LOOP")
     k.ins(f"setp.ge.u32 {pr}, {item}, {items};")
-    k.ins(f"@{pr} bra MIX_END{sfx};")
+    k.ins(f"@{pr} bra MIX_END;")
     k.ins(f"div.u32 {tl}, {item}, {chunks};")
     k.ins(f"mul.lo.u32 {tmp}, {tl}, {chunks};")
     k.ins(f"sub.u32 {ch}, {item}, {tmp};")
@@ -1242,8 +1241,8 @@ def mix(k, n, a, tid, tt, hp, lo, cnt, tmp, tmp2, t64, pr, sfx):
     k.ins(f"add.u64 {ar}, {ar}, {t64};")
     k.ins(f"st.global.v4.b32 [{ar}], {{{', '.join(o)}}};")
     k.ins(f"add.u32 {item}, {item}, {THREADS};")
-    k.ins(f"bra MIX_LOOP{sfx};")
-    k.label(f"MIX_END{sfx}")
+    k.ins("bra MIX_LOOP;")
+    k.label("MIX_END")
 
 
 def main():
