@@ -451,8 +451,8 @@ fn the_public_sinkhorn_helpers_return_errors_instead_of_panicking() {
     assert!(matches!(r, Err(Error::Shape { what: "dh", .. })), "{r:?}");
     let r = sinkhorn::backward(Formulation::Paper, 20, eps, &z, n, &dh, &mut h[..n]);
     assert!(matches!(r, Err(Error::Shape { what: "dz", .. })), "{r:?}");
-    // iters and eps are bounded as in Config::validate (checked before any work: an unbounded
-    // iteration count used to allocate and run 2 x 4e9 steps).
+    // iters and eps are bounded as in Config::validate, checked before any work: an unbounded
+    // iteration count would allocate and run 2 x 4e9 steps.
     for iters in [0, mhc::config::MAX_SINKHORN_ITERS + 1, u32::MAX] {
         let r = sinkhorn::backward(Formulation::Paper, iters, eps, &z, n, &dh, &mut h);
         assert!(matches!(r, Err(Error::Config { what: "sinkhorn_iters", .. })), "{iters}: {r:?}");

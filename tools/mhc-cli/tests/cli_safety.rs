@@ -153,8 +153,9 @@ fn npy_inputs_are_checked_from_their_header_before_their_data_is_read() {
 fn example_sizes_are_bounded_with_a_clear_error() {
     let root = TempDir::new("example");
     let out = root.path().join("out");
-    // 1e14 tokens used to panic (capacity overflow); 2^62 wrapped to an empty array and wrote
-    // files whose headers claimed 2^62 tokens; 1e13 fits usize but no memory.
+    // 1e14 tokens overflows the capacity arithmetic, 2^62 would wrap to an empty array under
+    // unchecked multiplication (files whose headers claim 2^62 tokens), 1e13 fits usize but no
+    // memory.
     for tokens in ["100000000000000", "4611686018427387904", "10000000000000"] {
         let (ok, err) = mhc(&["example", "post", "--out", s(&out), "--tokens", tokens]);
         assert!(!ok, "--tokens {tokens} succeeded");

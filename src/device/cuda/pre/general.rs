@@ -28,9 +28,9 @@ use crate::device::cuda::launch::{Launch, Row};
 use crate::error::{Error, Result};
 
 /// The tuning `pre` launches with (measured on H200; docs/kernels/pre.md). bf16: the
-/// latency-bound launches (decode, and split prefill tiles, where all CTAs of a tile now share
-/// its pre-mix: T = 1024 61.8 -> 57.3 us, C = 7168 92.9 -> 73.6 us) take the fast K loop with
-/// prefetch; one CTA per tile (T >= 4096 at C = 4096) runs the general loop without prefetch
+/// latency-bound launches (decode, and split prefill tiles, where all CTAs of a tile share its
+/// pre-mix: T = 1024 57.3 us against 61.8 with one CTA mixing, C = 7168 73.6 against 92.9)
+/// take the fast K loop with prefetch; one CTA per tile (T >= 4096 at C = 4096) runs the general loop without prefetch
 /// (the fast loop measured ~1 % slower and prefetch 3-12 % slower there: the loop is bound by
 /// memory, not by issue). f32 (n <= 4): prefetch (T = 8192 476 -> 447 us).
 /// n >= 8 (H100, `bench_pre_wide_tuning`, bf16 C = 1280, us): prefetch off everywhere (n = 32
