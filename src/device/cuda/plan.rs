@@ -566,7 +566,10 @@ pub fn planned_kernels(
         (_, Err(e)) => return Err(e),
     };
     let admit = |v: &Variant| launch_limits(v, cfg, dtype, limits, tokens);
-    let explain = crate::plan::explain(&selector, limits.arch.loader_arch(), cfg, dtype, slot, tokens, &admit)?;
+    let mut explain = crate::plan::explain(&selector, limits.arch.loader_arch(), cfg, dtype, slot, tokens, &admit)?;
+    if let Some(launch) = launch_account(variant, cfg, dtype, limits, tokens) {
+        explain += &format!("launch at T={tokens} on {} SMs: {launch}", limits.sm_count);
+    }
     Ok(vec![PlannedKernel {
         stage: slot.name().to_string(),
         variant: variant.id().to_string(),
@@ -574,6 +577,31 @@ pub fn planned_kernels(
         image: variant.entry.file.clone(),
         explain,
     }])
+}
+
+/// The host-side choices of `v`'s launch at `tokens` tokens in words, where its launcher makes
+/// any (the `pre` family's grids, K splits and channel slices), from the functions the launcher
+/// itself calls; `None` for launchers whose grid follows from the row and T alone.
+fn launch_account(v: &Variant, cfg: &Config, dtype: Dtype, limits: &DeviceLimits, tokens: usize) -> Option<String> {
+    let sms = limits.sm_count as usize;
+    let (t, c) = (tokens, cfg.c);
+    Some(match LaunchKind::from_name(&v.entry.launch)? {
+        LaunchKind::Pre => pre::general::account(cfg, dtype, t, sms, false),
+        LaunchKind::PostPre => pre::general::account(cfg, dtype, t, sms, true),
+        LaunchKind::PreGemm => pre::gemm::account(cfg.n, c, t, sms),
+        LaunchKind::PreDecode => pre::decode::account(cfg, sms, t, false),
+        LaunchKind::PreMid | LaunchKind::PostPreMid => pre::decode::account(cfg, sms, t, true),
+        LaunchKind::PreLogitClusters => pre::lc::account(c, t, dtype, false),
+        LaunchKind::PostPreLogitClusters => pre::lc::account(c, t, dtype, true),
+        kind @ (LaunchKind::PreCluster
+        | LaunchKind::PreClusterTma
+        | LaunchKind::PreClusterPair
+        | LaunchKind::PostPreCluster
+        | LaunchKind::PostPreClusterPair) => pre::cluster::account(kind, c, t, v.cluster()),
+        LaunchKind::Post | LaunchKind::Head | LaunchKind::Static | LaunchKind::Expand | LaunchKind::Coeffs => {
+            return None
+        }
+    })
 }
 
 /// Why `post_pre` runs as two launches: the tuned entry that chose them, or every fused row's
@@ -796,6 +824,65 @@ mod tests {
             .into_iter()
             .map(|k| k.entry)
             .collect()
+    }
+
+    /// The account of each kernel's launch `planned_kernels` gives, by entry.
+    fn launch_lines(n: usize, c: usize, dtype: Dtype, stage: Stage, t: usize) -> Vec<(String, Option<String>)> {
+        let limits = DeviceLimits::flagship(CudaArch::Sm90a);
+        let kernels = planned_kernels(&limits, None, &Config::new(n, c), dtype, stage.name(), t, &Tuning::CostModel);
+        kernels
+            .unwrap()
+            .into_iter()
+            .map(|k| {
+                let launch = k.explain.split_once("\nlaunch at ").map(|(_, l)| l.to_string());
+                (k.entry, launch)
+            })
+            .collect()
+    }
+
+    /// `mhc inspect --explain` states the grid, K splits and channel slices the launchers compute
+    /// for the call (the same functions' values), and says nothing for launchers without such
+    /// choices.
+    #[test]
+    fn the_explanation_states_each_launch_choice() {
+        use Stage::{Post, PostPre, Pre};
+        let sms = DeviceLimits::flagship(CudaArch::Sm90a).sm_count as usize;
+        // The GEMM kernel: the cost model's K split, every count it weighed, the grid.
+        for (n, t) in [(32, 2048), (16, 300), (8, 8192)] {
+            let lines = launch_lines(n, 1280, Dtype::Bf16, Pre, t);
+            let [(entry, Some(launch))] = &lines[..] else { panic!("{lines:?}") };
+            assert_eq!(entry, &format!("mhc_pre_gemm_bf16_n{n}"));
+            let (splits, per) =
+                pre::gemm::split_stages(n * 1280 / pre::gemm::GEMM_STAGE_K, pre::gemm::gemm_splits(n, 1280, t, sms));
+            let grid = pre::gemm::grid(n, t, splits).unwrap();
+            assert!(launch.contains(&format!("split {splits} ways ({per} stages each); {grid} CTAs")), "{launch}");
+            let weighed = pre::gemm::split_estimates(n, 1280, t, sms);
+            assert_eq!(launch.lines().filter(|l| l.contains(" waves: ")).count(), weighed.len(), "{launch}");
+            assert_eq!(launch.matches("<- chosen").count(), 1, "{launch}");
+        }
+        // The general kernel: CTAs a tile (launch_shape) and the K loop's variant.
+        let shape = pre::general::launch_shape(&Config::new(4, 4104), 200, None, sms, true);
+        let lines = launch_lines(4, 4104, Dtype::Bf16, Pre, 200);
+        let [(entry, Some(launch))] = &lines[..] else { panic!("{lines:?}") };
+        assert_eq!(entry, "mhc_pre_sm90_bf16");
+        assert!(launch.contains(&format!("7 tiles of 32 tokens x {} CTAs = {} CTAs", shape.ctas, 7 * shape.ctas)));
+        assert!(launch.contains("fast K loop, prefetch on"), "{launch}");
+        // The few-token kernels: CTAs and channels a CTA; the logit clusters: clusters and CTAs.
+        let (ctas, cpc) = pre::decode::mid_shape(&Config::new(4, 1000), sms, 16, None).unwrap();
+        let lines = launch_lines(4, 1000, Dtype::Bf16, Pre, 16);
+        assert!(lines[0].1.as_ref().unwrap().starts_with(&format!("T=16 on {sms} SMs: {ctas} co-resident CTAs")));
+        assert!(lines[0].1.as_ref().unwrap().contains(&format!("of {cpc} channels")));
+        let (grid, cpc, shared) = pre::lc::shape(4096, 3, Dtype::Bf16, true);
+        let lines = launch_lines(4, 4096, Dtype::Bf16, PostPre, 3);
+        let launch = lines[0].1.as_ref().unwrap();
+        assert!(launch.contains(&format!("{grid} CTAs of {cpc} channels, {shared} bytes")), "{launch}");
+        // The persistent clusters: the ring a CTA, the tiles; the count is the device's.
+        let lines = launch_lines(4, 7168, Dtype::Bf16, Pre, 8192);
+        let launch = lines[0].1.as_ref().unwrap();
+        let ring = pre::cluster::ring_bytes_of(LaunchKind::PreClusterPair, 7168);
+        assert!(launch.contains(&format!("{ring} bytes of ring a CTA, in two sets")), "{launch}");
+        // post's grid follows from the row and T: no account.
+        assert_eq!(launch_lines(4, 4096, Dtype::Bf16, Post, 1024)[0].1, None);
     }
 
     /// The catalogue's own choice (the cost model, no tuned table).

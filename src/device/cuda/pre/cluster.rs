@@ -94,6 +94,23 @@ pub const fn ring_bytes_of(kind: LaunchKind, c: usize) -> usize {
     }
 }
 
+/// The plan's launch of `t` tokens of a launcher of this family in words (`mhc inspect
+/// --explain`). How many clusters the device holds at once is its occupancy query's answer when
+/// the plan is built, which a selection without a device cannot know.
+pub(crate) fn account(kind: LaunchKind, c: usize, t: usize, cluster: u32) -> String {
+    let sets = if matches!(kind, LaunchKind::PreClusterPair | LaunchKind::PostPreClusterPair) {
+        ", in two sets, one per part of C (at least two clusters)"
+    } else {
+        ""
+    };
+    format!(
+        "persistent: every {cluster}-CTA cluster the device holds at once with {} bytes of ring a CTA{sets}, \
+         walking {} tiles of {PC_TILE_TOKENS} tokens\n",
+        ring_bytes_of(kind, c),
+        t.div_ceil(PC_TILE_TOKENS),
+    )
+}
+
 /// The persistent-cluster `pre` launch of `call` (its row, with its resident CTA count), on at
 /// most `clusters` clusters where given (tests). The workspace holds the pair entry's exchange
 /// rows, and what timing builds write (the phase stamps of [`stamps`]).

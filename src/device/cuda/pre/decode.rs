@@ -85,6 +85,30 @@ pub(crate) fn mid_shape(cfg: &Config, sms: usize, t: usize, ctas: Option<usize>)
     decode_shape(cfg, sms, 1, ctas).filter(|&(s, _)| s >= t)
 }
 
+/// The plan's launch of `t` tokens on `sms` SMs in words (`mhc inspect --explain`); `mid`: a
+/// mid entry (CTA s finishes token s), else the decode entry.
+pub(crate) fn account(cfg: &Config, sms: usize, t: usize, mid: bool) -> String {
+    let shape = if mid { mid_shape(cfg, sms, t, None) } else { decode_shape(cfg, sms, t, None) };
+    let Some((ctas, cpc)) = shape else {
+        return format!("no launch: C = {} needs more than {} channels a CTA\n", cfg.c, max_cpc(cfg.n));
+    };
+    let rule = if mid {
+        "C over as many CTAs as allowed, at least one a token".to_string()
+    } else if t > DECODE_FEW_CTAS_ABOVE {
+        format!(
+            "T > {DECODE_FEW_CTAS_ABOVE}: the fewest CTAs of at most {} channels, not fewer than T where C allows",
+            max_cpc(cfg.n)
+        )
+    } else {
+        "C over as many CTAs as allowed".to_string()
+    };
+    format!(
+        "{ctas} co-resident CTAs (at most min(SMs, {DECODE_MAX_CTAS}) = {}) of {cpc} channels \
+         ({rule})\n",
+        sms.clamp(1, DECODE_MAX_CTAS)
+    )
+}
+
 /// The device's limits of the decode kernel for `cfg` on a GPU of `sms` multiprocessors: C must
 /// spread over at most `min(sms, 144)` co-resident CTAs of at most [`max_cpc`] channels.
 /// (n, dtype, C granule and options are the catalogue's to check.)

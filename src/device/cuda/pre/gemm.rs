@@ -43,28 +43,89 @@ pub(crate) fn gemm_slabs(n: usize, tiles: usize) -> usize {
 const STAGE_US: f64 = 3.5;
 const SPLIT_READ_US: f64 = 0.5;
 
-/// K splits of a launch of `t` tokens on `sms` SMs (one CTA per SM): the count in
-/// 1..=[`GEMM_MAX_SPLITS`] with the shortest estimated time (waves x stages per split, plus the
-/// finisher's reads of the splits), no more slabs than the workspace holds.
-pub(crate) fn gemm_splits(n: usize, c: usize, t: usize, sms: usize) -> usize {
+/// One K split count the cost model weighs ([`split_estimates`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct SplitEstimate {
+    /// The splits launched (fewer than asked where every split must own a ring stage).
+    pub splits: usize,
+    /// Ring stages of [`GEMM_STAGE_K`] channels each split streams.
+    pub stages: usize,
+    /// Waves of CTAs over the SMs, one CTA per SM.
+    pub waves: usize,
+    /// The model's time, in its units ([`STAGE_US`], [`SPLIT_READ_US`]).
+    pub cost: f64,
+}
+
+/// The cost model's estimate of every K split count 1..=[`GEMM_MAX_SPLITS`] of a launch of `t`
+/// tokens on `sms` SMs that the workspace holds (waves x stages per split, plus the finisher's
+/// reads of the splits), in the order asked.
+pub(crate) fn split_estimates(n: usize, c: usize, t: usize, sms: usize) -> Vec<SplitEstimate> {
     let tiles = t.div_ceil(GEMM_TILE_TOKENS).max(1);
     let stages = n * c / GEMM_STAGE_K;
     let ctas = tiles * logit_tiles(n);
     let slabs = gemm_slabs(n, tiles);
     let per_warp = t.min(GEMM_TILE_TOKENS).div_ceil(GEMM_THREADS as usize / 32) as f64;
-    let mut best = (f64::MAX, 1);
+    let mut out = Vec::new();
     for s in 1..=GEMM_MAX_SPLITS.min(stages.max(1)) {
         if tiles * s > slabs {
             break;
         }
-        let (s_eff, per) = split_stages(stages, s);
-        let waves = (ctas * s_eff).div_ceil(sms.max(1)) as f64;
-        let cost = waves * per as f64 * STAGE_US + per_warp * s_eff as f64 * SPLIT_READ_US;
-        if cost < best.0 {
-            best = (cost, s_eff);
+        let (splits, per) = split_stages(stages, s);
+        let waves = (ctas * splits).div_ceil(sms.max(1));
+        let cost = waves as f64 * per as f64 * STAGE_US + per_warp * splits as f64 * SPLIT_READ_US;
+        out.push(SplitEstimate { splits, stages: per, waves, cost });
+    }
+    out
+}
+
+/// K splits of a launch of `t` tokens on `sms` SMs (one CTA per SM): of [`split_estimates`],
+/// the first with the shortest estimated time.
+pub(crate) fn gemm_splits(n: usize, c: usize, t: usize, sms: usize) -> usize {
+    let mut best = (f64::MAX, 1);
+    for e in split_estimates(n, c, t, sms) {
+        if e.cost < best.0 {
+            best = (e.cost, e.splits);
         }
     }
     best.1
+}
+
+/// CTAs of a launch of `t` tokens with K in `splits`: every (token tile, logit tile, split) a
+/// GEMM CTA, then [`GEMM_MIX_PARTS`] mixer CTAs a token tile; `None` from 2^31 CTAs.
+pub(crate) fn grid(n: usize, t: usize, splits: usize) -> Option<usize> {
+    let tiles = t.div_ceil(GEMM_TILE_TOKENS);
+    (tiles * logit_tiles(n))
+        .checked_mul(splits)
+        .and_then(|g| g.checked_add(tiles * GEMM_MIX_PARTS))
+        .filter(|&g| g <= i32::MAX as usize)
+}
+
+/// The plan's launch of `t` tokens on `sms` SMs in words, with the cost model's estimate of
+/// every split count (`mhc inspect --explain`).
+pub(crate) fn account(n: usize, c: usize, t: usize, sms: usize) -> String {
+    let tiles = t.div_ceil(GEMM_TILE_TOKENS);
+    let stages = n * c / GEMM_STAGE_K;
+    let chosen = split_stages(stages, gemm_splits(n, c, t, sms));
+    let grid = grid(n, t, chosen.0).map_or("2^31 or more".into(), |g| g.to_string());
+    let mut out = format!(
+        "{tiles} token tiles of {GEMM_TILE_TOKENS} x {} logit tiles of {GEMM_TILE_LOGITS}; K = {} in {stages} ring \
+         stages of {GEMM_STAGE_K}, split {} ways ({} stages each); {grid} CTAs of {GEMM_THREADS} threads \
+         ({} GEMM, then {GEMM_MIX_PARTS} mixers a token tile)\n  K splits by the cost model \
+         (waves x stages a split x {STAGE_US} + tokens a warp x splits x {SPLIT_READ_US}; the first lowest wins; \
+         at most {GEMM_MAX_SPLITS}, and {} slabs in the workspace for {tiles} tiles):\n",
+        logit_tiles(n),
+        n * c,
+        chosen.0,
+        chosen.1,
+        (tiles * logit_tiles(n)).saturating_mul(chosen.0),
+        gemm_slabs(n, tiles.max(1)),
+    );
+    for e in split_estimates(n, c, t, sms) {
+        let mark = if (e.splits, e.stages) == chosen { "  <- chosen" } else { "" };
+        out +=
+            &format!("    {:2} splits x {:3} stages, {:3} waves: {:9.1}{mark}\n", e.splits, e.stages, e.waves, e.cost);
+    }
+    out
 }
 
 /// `(splits, stages per split)` for `want` splits of `stages` ring stages: every split owns at
@@ -97,11 +158,7 @@ pub(crate) fn launch(call: &PreCall<'_, '_>, forced: Option<usize>) -> Result<La
             ),
         });
     }
-    let grid = (tiles * logit_tiles(cfg.n))
-        .checked_mul(splits)
-        .and_then(|g| g.checked_add(tiles * GEMM_MIX_PARTS))
-        .filter(|&g| g <= i32::MAX as usize)
-        .ok_or_else(|| Error::shape("x", "fewer than 2^31 CTAs", t))?;
+    let grid = grid(cfg.n, t, splits).ok_or_else(|| Error::shape("x", "fewer than 2^31 CTAs", t))?;
     let lay = lay.gemm;
     let args = PreGemmArgs {
         x: x.ptr,

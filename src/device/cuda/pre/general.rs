@@ -30,9 +30,9 @@ use crate::error::{Error, Result};
 /// The tuning `pre` launches with (measured on H200; docs/kernels/pre.md). bf16: the
 /// latency-bound launches (decode, and split prefill tiles, where all CTAs of a tile share its
 /// pre-mix: T = 1024 57.3 us against 61.8 with one CTA mixing, C = 7168 73.6 against 92.9)
-/// take the fast K loop with prefetch; one CTA per tile (T >= 4096 at C = 4096) runs the general loop without prefetch
-/// (the fast loop measured ~1 % slower and prefetch 3-12 % slower there: the loop is bound by
-/// memory, not by issue). f32 (n <= 4): prefetch (T = 8192 476 -> 447 us).
+/// take the fast K loop with prefetch; one CTA per tile (T >= 4096 at C = 4096) runs the
+/// general loop without prefetch (the fast loop measured ~1 % slower and prefetch 3-12 % slower
+/// there: the loop is bound by memory, not by issue). f32 (n <= 4): prefetch (T = 8192 476 -> 447 us).
 /// n >= 8 (H100, `bench_pre_wide_tuning`, bf16 C = 1280, us): prefetch off everywhere (n = 32
 /// T = 64 / 256 / 1024 229 / 508 / 1985 -> 208 / 425 / 1417: the hints only add traffic beside
 /// a phi stream of megabytes); split prefill tiles pre-mixed by all their CTAs up to
@@ -204,6 +204,56 @@ fn wide_shape(cfg: &Config, t: usize, sms: usize, blocks: usize, ngr: usize) -> 
         }
     }
     best.map(|(_, s)| s).unwrap_or(LaunchShape { ctas: 1, ksplits: 1, kslice: blocks * CTA_STEP, groups: 1 })
+}
+
+/// The plan's launch of `t` tokens on `sms` SMs in words (`mhc inspect --explain`): the CTAs a
+/// 32-token tile gets and why, and the K loop's variant; `post`: the fused `post_pre` entry.
+pub(crate) fn account(cfg: &Config, dt: Dtype, t: usize, sms: usize, post: bool) -> String {
+    let tiles = t.div_ceil(TILE_TOKENS);
+    let shape = launch_shape(cfg, t, None, sms, !post);
+    let why = if shape.groups > 1 {
+        format!(
+            "n >= 8 while SMs would idle: {} logit-group slices of {} groups of 32 logits, K in {} splits",
+            shape.groups,
+            (ldp(cfg) / 32).div_ceil(shape.groups),
+            shape.ksplits
+        )
+    } else if shape.ctas == 1 {
+        if t > DECODE_MAX_TOKENS && tiles * 2 > sms {
+            "one CTA a tile: the tiles fill at least half the SMs".to_string()
+        } else if t > DECODE_MAX_TOKENS && tiles > PREFILL_SPLIT_TILES {
+            format!("one CTA a tile: more than {PREFILL_SPLIT_TILES} tiles")
+        } else {
+            "one CTA a tile".to_string()
+        }
+    } else if t <= DECODE_MAX_TOKENS {
+        format!(
+            "decode shape: K in {} splits, the last CTA reading at most {PARTIAL_BYTES_TARGET} bytes of partial sums",
+            shape.ksplits
+        )
+    } else {
+        format!(
+            "split prefill: K in {} splits while the grid would leave SMs idle (at most {sms} SMs / {tiles} tiles)",
+            shape.ksplits
+        )
+    };
+    let v = if post { PreVariant::default() } else { default_variant(dt, cfg.n, t, shape.ctas) };
+    let mix = if shape.ctas == 1 {
+        "its CTA mixes the tile"
+    } else if t > DECODE_MAX_TOKENS && !v.claim {
+        "the tile's last CTA mixes it alone"
+    } else {
+        "every CTA of a tile claims tokens to mix"
+    };
+    format!(
+        "{tiles} tiles of {TILE_TOKENS} tokens x {} CTAs = {} CTAs ({why}; {} channels of K each); {} K loop, \
+         prefetch {}; {mix}\n",
+        shape.ctas,
+        tiles.saturating_mul(shape.ctas),
+        shape.kslice,
+        if v.fast_k { "fast" } else { "general" },
+        if v.prefetch { "on" } else { "off" },
+    )
 }
 
 /// The general kernel's launch of `call` (its `pre` or `post_pre` row), for `pre` and the fused

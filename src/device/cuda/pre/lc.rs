@@ -96,6 +96,18 @@ pub(crate) fn shape(c: usize, t: usize, dtype: Dtype, post: bool) -> (u32, usize
     ((clusters * cluster) as u32, cpc, shared as u32)
 }
 
+/// The plan's launch of `t` tokens in words (`mhc inspect --explain`), as [`shape`] lays it out.
+pub(crate) fn account(c: usize, t: usize, dtype: Dtype, post: bool) -> String {
+    let (grid, cpc, shared) = shape(c, t, dtype, post);
+    let (res, pre) = (res_group(t), pre_group(t));
+    format!(
+        "h_res clusters: {} of {res} tokens; h_pre clusters: {} of {pre} tokens; {LC_CLUSTER} CTAs a cluster: \
+         {grid} CTAs of {cpc} channels, {shared} bytes of dynamic shared memory a CTA\n",
+        t.div_ceil(res),
+        t.div_ceil(pre),
+    )
+}
+
 /// The `pre` side's argument block, grid and dynamic shared bytes of `call` (its row): a `pre`
 /// entry, or with `post` a `post_pre` entry of this kernel, whose launch adds layer l's post
 /// inputs ([`super::post_pre_launch`]). The kernel itself keeps nothing in the workspace; a
