@@ -33,8 +33,14 @@ pub(crate) fn gemm_slabs(n: usize, tiles: usize) -> usize {
 }
 
 /// Measured cost model of one launch (H100): a CTA streams a 64-element ring stage of its tile
-/// in about [`STAGE_US`]; the finisher reads each K split of a token's logits in one L2 round
-/// trip (~[`SPLIT_READ_US`], a warp's 16 tokens one after the other). Only their ratio matters.
+/// in about [`STAGE_US`]; a finisher reads each K split of a token's logits in one L2 round
+/// trip (~[`SPLIT_READ_US`]), charged for 16 tokens a warp one after the other, as when one CTA
+/// finished a whole token tile. Only their ratio matters. The kernel's finisher spreads a tile
+/// over up to 9 CTAs, 2 tokens a warp with up to 4 splits' loads in flight, so the term
+/// overstates what more splits cost. Even with one CTA finishing a tile, at n = 8, T = 1024 the
+/// model's 8 splits took 86.6 us and 16 splits 80.4 (H200, `bench_pre_gemm_splits` on
+/// `a36f1bb`; docs/benchmarks/records/2026-11-29-h200-gemm-n8.txt). A re-fit needs its own
+/// sweep on the current kernel.
 /// [`STAGE_US`] was measured on the kernel's `mma.sync` form. The `wgmma` form streams a stage in
 /// about 2.25 us (n = 32, C = 1280, T = 8192: 3137 us over 1,396 stages per SM); with 2.25 the
 /// model would pick fewer splits at some sizes (n = 32, C = 1280, T = 2048: 9 instead of 11;
