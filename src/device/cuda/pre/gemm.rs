@@ -84,16 +84,22 @@ pub(crate) fn split_estimates(n: usize, c: usize, t: usize, sms: usize) -> Vec<S
     out
 }
 
-/// K splits of a launch of `t` tokens on `sms` SMs (one CTA per SM): of [`split_estimates`],
-/// the first with the shortest estimated time.
-pub(crate) fn gemm_splits(n: usize, c: usize, t: usize, sms: usize) -> usize {
+/// The split count the model chooses of `estimates`: the first with the shortest time (1 if
+/// there are none).
+fn cheapest(estimates: &[SplitEstimate]) -> usize {
     let mut best = (f64::MAX, 1);
-    for e in split_estimates(n, c, t, sms) {
+    for e in estimates {
         if e.cost < best.0 {
             best = (e.cost, e.splits);
         }
     }
     best.1
+}
+
+/// K splits of a launch of `t` tokens on `sms` SMs (one CTA per SM): the cheapest of
+/// [`split_estimates`].
+pub(crate) fn gemm_splits(n: usize, c: usize, t: usize, sms: usize) -> usize {
+    cheapest(&split_estimates(n, c, t, sms))
 }
 
 /// CTAs of a launch of `t` tokens with K in `splits`: every (token tile, logit tile, split) a
@@ -111,7 +117,8 @@ pub(crate) fn grid(n: usize, t: usize, splits: usize) -> Option<usize> {
 pub(crate) fn account(n: usize, c: usize, t: usize, sms: usize) -> String {
     let tiles = t.div_ceil(GEMM_TILE_TOKENS);
     let stages = n * c / GEMM_STAGE_K;
-    let chosen = split_stages(stages, gemm_splits(n, c, t, sms));
+    let estimates = split_estimates(n, c, t, sms);
+    let chosen = split_stages(stages, cheapest(&estimates));
     let grid = grid(n, t, chosen.0).map_or("2^31 or more".into(), |g| g.to_string());
     let mut out = format!(
         "{tiles} token tiles of {GEMM_TILE_TOKENS} x {} logit tiles of {GEMM_TILE_LOGITS}; K = {} in {stages} ring \
@@ -126,7 +133,7 @@ pub(crate) fn account(n: usize, c: usize, t: usize, sms: usize) -> String {
         (tiles * logit_tiles(n)).saturating_mul(chosen.0),
         gemm_slabs(n, tiles.max(1)),
     );
-    for e in split_estimates(n, c, t, sms) {
+    for e in &estimates {
         let mark = if (e.splits, e.stages) == chosen { "  <- chosen" } else { "" };
         out +=
             &format!("    {:2} splits x {:3} stages, {:3} waves: {:9.1}{mark}\n", e.splits, e.stages, e.waves, e.cost);

@@ -32,7 +32,8 @@ use crate::error::{Error, Result};
 /// pre-mix: T = 1024 57.3 us against 61.8 with one CTA mixing, C = 7168 73.6 against 92.9)
 /// take the fast K loop with prefetch; one CTA per tile (T >= 4096 at C = 4096) runs the
 /// general loop without prefetch (the fast loop measured ~1 % slower and prefetch 3-12 % slower
-/// there: the loop is bound by memory, not by issue). f32 (n <= 4): prefetch (T = 8192 476 -> 447 us).
+/// there: the loop is bound by memory, not by issue). f32 (n <= 4): prefetch (T = 8192 476 -> 447
+/// us).
 /// n >= 8 (H100, `bench_pre_wide_tuning`, bf16 C = 1280, us): prefetch off everywhere (n = 32
 /// T = 64 / 256 / 1024 229 / 508 / 1985 -> 208 / 425 / 1417: the hints only add traffic beside
 /// a phi stream of megabytes); split prefill tiles pre-mixed by all their CTAs up to
@@ -49,6 +50,23 @@ fn default_variant(dt: Dtype, n: usize, t: usize, splits: usize) -> PreVariant {
     } else {
         PreVariant { prefetch: n <= 4, ..Default::default() }
     }
+}
+
+/// The K-loop variant a launch of `splits` CTAs a tile takes without a forced one: the fused
+/// `post_pre` entry (`post`) has neither the fast loop nor prefetch, and its split prefill tiles
+/// stay with the last CTA mixing alone, as measured.
+fn launch_variant(dt: Dtype, n: usize, t: usize, splits: usize, post: bool) -> PreVariant {
+    if post {
+        PreVariant::default()
+    } else {
+        default_variant(dt, n, t, splits)
+    }
+}
+
+/// Whether the last CTA of a split prefill tile mixes it alone (`FLAG_SOLO`) rather than every
+/// CTA of the tile claiming tokens to mix.
+fn mixes_alone(t: usize, splits: usize, v: &PreVariant) -> bool {
+    splits > 1 && t > DECODE_MAX_TOKENS && !v.claim
 }
 
 /// Largest T whose split prefill tiles (n >= 8, bf16) are pre-mixed by all their CTAs.
@@ -237,10 +255,10 @@ pub(crate) fn account(cfg: &Config, dt: Dtype, t: usize, sms: usize, post: bool)
             shape.ksplits
         )
     };
-    let v = if post { PreVariant::default() } else { default_variant(dt, cfg.n, t, shape.ctas) };
+    let v = launch_variant(dt, cfg.n, t, shape.ctas, post);
     let mix = if shape.ctas == 1 {
         "its CTA mixes the tile"
-    } else if t > DECODE_MAX_TOKENS && !v.claim {
+    } else if mixes_alone(t, shape.ctas, &v) {
         "the tile's last CTA mixes it alone"
     } else {
         "every CTA of a tile claims tokens to mix"
@@ -279,19 +297,8 @@ pub(crate) fn launch(
     }
     let shape = launch_shape(cfg, t, split_target, ctx.sm_count as usize, post.x_out == 0);
     let splits = shape.ctas;
-    // (post_pre: its own entry has neither the fast loop nor prefetch; its split prefill tiles
-    // stay with the last CTA mixing alone, as measured)
-    let v =
-        tuning.unwrap_or_else(
-            || {
-                if post.x_out != 0 {
-                    PreVariant::default()
-                } else {
-                    default_variant(dt, n, t, splits)
-                }
-            },
-        );
-    if splits > 1 && t > DECODE_MAX_TOKENS && !v.claim {
+    let v = tuning.unwrap_or_else(|| launch_variant(dt, n, t, splits, post.x_out != 0));
+    if mixes_alone(t, splits, &v) {
         flags |= FLAG_SOLO;
     }
     for (on, flag) in
