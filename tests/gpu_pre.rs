@@ -2219,9 +2219,12 @@ fn bench_pre_gemm() {
     }
 }
 
-/// The GEMM kernel's K splits (C = 1280, bf16): the cost model's choice, then every split count
-/// the workspace holds slabs for, median us per call back-to-back. `MHC_GEMM_NS` / `MHC_GEMM_TOKENS`
-/// limit the n (default 8, 16) and token counts.
+/// The GEMM kernel's K splits (C = 1280, bf16): the cost model's choice and every split count
+/// 1..=16 the workspace holds slabs for, median us per call back-to-back. Each is timed in
+/// `MHC_GEMM_ROUNDS` rounds (default 3), every round timing all of them in a rotated order, and
+/// the table gives the median of its rounds: a launch's time drifts with the GPU's clocks over a
+/// sweep, and rounds spread that drift over every split count instead of charging it to the ones
+/// timed last. `MHC_GEMM_NS` / `MHC_GEMM_TOKENS` limit the n (default 8, 16, 32) and token counts.
 #[test]
 #[ignore = "benchmark: run with --ignored on a GPU machine"]
 fn bench_pre_gemm_splits() {
@@ -2233,27 +2236,50 @@ fn bench_pre_gemm_splits() {
             .map(|v| v.split(',').filter_map(|t| t.trim().parse().ok()).collect())
             .unwrap_or_else(|_| default.to_vec())
     };
-    println!("| n | T | model us | us by K splits |");
+    let rounds = list("MHC_GEMM_ROUNDS", &[3]).first().copied().unwrap_or(3).max(1);
+    println!("| n | T | model us | us by K splits (median of {rounds} rounds) |");
     println!("|---|---|---|---|");
-    for n in list("MHC_GEMM_NS", &[8, 16]) {
-        for t in list("MHC_GEMM_TOKENS", &[256, 1024, 2048, 4096, 8192]) {
+    for n in list("MHC_GEMM_NS", &[8, 16, 32]) {
+        for t in list("MHC_GEMM_TOKENS", &[128, 256, 512, 1024, 2048, 4096, 8192]) {
             let cfg = Config::new(n, 1280);
             let per_set = t * cfg.k() * 2 + cfg.m() * cfg.k() * 4;
             let sets = (120_000_000 / per_set).clamp(1, 8);
             let mut r = ready(&dev, &mut rng, cfg, Dtype::Bf16, t, sets);
             let calls = if n * t >= 32 * 1024 { 2 } else { 5 };
-            let mut time = |mode: Mode| -> Option<f64> {
-                for i in 0..2 {
-                    r.launch_mode(&s, i, mode).ok()?;
+            // The model's choice, then the split counts the workspace holds (a count it does not
+            // hold is refused before launch).
+            let mut modes = vec![Mode::Gemm];
+            for k in 1..=16 {
+                if r.launch_mode(&s, 0, Mode::GemmSplits(k)).is_ok() {
+                    modes.push(Mode::GemmSplits(k));
                 }
-                Some(time_calls(&dev, &s, 11, calls, |i| r.launch_mode(&s, i, mode)))
+            }
+            s.synchronize().unwrap();
+            let mut times = vec![Vec::new(); modes.len()];
+            for round in 0..rounds {
+                let first = round * modes.len() / rounds;
+                for j in (0..modes.len()).map(|j| (j + first) % modes.len()) {
+                    let mode = modes[j];
+                    for i in 0..2 {
+                        r.launch_mode(&s, i, mode).unwrap();
+                    }
+                    times[j].push(time_calls(&dev, &s, 5, calls, |i| r.launch_mode(&s, i, mode)));
+                }
+            }
+            let median = |v: &mut Vec<f64>| {
+                v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                v[v.len() / 2]
             };
-            let model = time(Mode::Gemm).unwrap();
-            let cells: Vec<String> = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16]
-                .into_iter()
-                .filter_map(|k| time(Mode::GemmSplits(k)).map(|us| format!("{k}: {us:.1}")))
+            let us: Vec<f64> = times.iter_mut().map(median).collect();
+            let cells: Vec<String> = modes[1..]
+                .iter()
+                .zip(&us[1..])
+                .map(|(m, us)| match m {
+                    Mode::GemmSplits(k) => format!("{k}: {us:.1}"),
+                    _ => unreachable!(),
+                })
                 .collect();
-            println!("| {n} | {t} | {model:.2} | {} |", cells.join(", "));
+            println!("| {n} | {t} | {:.2} | {} |", us[0], cells.join(", "));
         }
     }
 }
