@@ -32,22 +32,16 @@ pub(crate) fn gemm_slabs(n: usize, tiles: usize) -> usize {
     tiles.max((GEMM_SLAB_LOGIT_TILES / logit_tiles(n)).min(tiles * GEMM_MAX_SPLITS))
 }
 
-/// Measured cost model of one launch (H100): a CTA streams a 64-element ring stage of its tile
-/// in about [`STAGE_US`]; a finisher reads each K split of a token's logits in one L2 round
-/// trip (~[`SPLIT_READ_US`]), charged for 16 tokens a warp one after the other, as when one CTA
-/// finished a whole token tile. Only their ratio matters. The kernel's finisher spreads a tile
-/// over up to 9 CTAs, 2 tokens a warp with up to 4 splits' loads in flight, so the term
-/// overstates what more splits cost. Even with one CTA finishing a tile, at n = 8, T = 1024 the
-/// model's 8 splits took 86.6 us and 16 splits 80.4 (H200, `bench_pre_gemm_splits` on
-/// `a36f1bb`; docs/benchmarks/records/2026-11-29-h200-gemm-n8.txt). A re-fit needs its own
-/// sweep on the current kernel.
-/// [`STAGE_US`] was measured on the kernel's `mma.sync` form. The `wgmma` form streams a stage in
-/// about 2.25 us (n = 32, C = 1280, T = 8192: 3137 us over 1,396 stages per SM); with 2.25 the
-/// model would pick fewer splits at some sizes (n = 32, C = 1280, T = 2048: 9 instead of 11;
-/// n = 16, T = 512: 10 instead of 12), a change no GPU run has timed, so the measured constant
-/// stays.
-const STAGE_US: f64 = 3.5;
-const SPLIT_READ_US: f64 = 0.5;
+/// Measured cost model of one launch, in microseconds (H200, C = 1280; the fit is in
+/// docs/kernels/pre.md, "K split"). A CTA streams one ring stage of [`GEMM_STAGE_K`] channels of
+/// its tile in about [`STAGE_US`], one CTA per SM, so the GEMM takes waves x stages a split x
+/// [`STAGE_US`]. Each further split costs about [`SLAB_US`] per logit tile: its CTAs write one
+/// more partial slab of the token tile's logits, and the finisher of every token reads it back.
+/// The launch's fixed costs (its start, the coefficients and Sinkhorns, the mix of `a`) do not
+/// depend on the split and are left out, so an estimate is what the split changes, not the
+/// launch's time.
+const STAGE_US: f64 = 2.0;
+const SLAB_US: f64 = 0.5;
 
 /// One K split count the cost model weighs ([`split_estimates`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -58,19 +52,18 @@ pub(crate) struct SplitEstimate {
     pub stages: usize,
     /// Waves of CTAs over the SMs, one CTA per SM.
     pub waves: usize,
-    /// The model's time, in its units ([`STAGE_US`], [`SPLIT_READ_US`]).
+    /// The model's estimate, microseconds ([`STAGE_US`], [`SLAB_US`]).
     pub cost: f64,
 }
 
 /// The cost model's estimate of every K split count 1..=[`GEMM_MAX_SPLITS`] of a launch of `t`
-/// tokens on `sms` SMs that the workspace holds (waves x stages per split, plus the finisher's
-/// reads of the splits), in the order asked.
+/// tokens on `sms` SMs that the workspace holds (waves x stages per split, plus the partial slabs
+/// written and read back), in the order asked.
 pub(crate) fn split_estimates(n: usize, c: usize, t: usize, sms: usize) -> Vec<SplitEstimate> {
     let tiles = t.div_ceil(GEMM_TILE_TOKENS).max(1);
     let stages = n * c / GEMM_STAGE_K;
     let ctas = tiles * logit_tiles(n);
     let slabs = gemm_slabs(n, tiles);
-    let per_warp = t.min(GEMM_TILE_TOKENS).div_ceil(GEMM_THREADS as usize / 32) as f64;
     let mut out = Vec::new();
     for s in 1..=GEMM_MAX_SPLITS.min(stages.max(1)) {
         if tiles * s > slabs {
@@ -78,7 +71,7 @@ pub(crate) fn split_estimates(n: usize, c: usize, t: usize, sms: usize) -> Vec<S
         }
         let (splits, per) = split_stages(stages, s);
         let waves = (ctas * splits).div_ceil(sms.max(1));
-        let cost = waves as f64 * per as f64 * STAGE_US + per_warp * splits as f64 * SPLIT_READ_US;
+        let cost = waves as f64 * per as f64 * STAGE_US + (splits * logit_tiles(n)) as f64 * SLAB_US;
         out.push(SplitEstimate { splits, stages: per, waves, cost });
     }
     out
@@ -124,7 +117,7 @@ pub(crate) fn account(n: usize, c: usize, t: usize, sms: usize) -> String {
         "{tiles} token tiles of {GEMM_TILE_TOKENS} x {} logit tiles of {GEMM_TILE_LOGITS}; K = {} in {stages} ring \
          stages of {GEMM_STAGE_K}, split {} ways ({} stages each); {grid} CTAs of {GEMM_THREADS} threads \
          ({} GEMM, then {GEMM_MIX_PARTS} mixers a token tile)\n  K splits by the cost model \
-         (waves x stages a split x {STAGE_US} + tokens a warp x splits x {SPLIT_READ_US}; the first lowest wins; \
+         (us: waves x stages a split x {STAGE_US} + splits x logit tiles x {SLAB_US}; the first lowest wins; \
          at most {GEMM_MAX_SPLITS}, and {} slabs in the workspace for {tiles} tiles):\n",
         logit_tiles(n),
         n * c,
@@ -227,6 +220,18 @@ mod tests {
             }
         }
         assert_eq!(split_stages(9, 8), (5, 2));
+    }
+
+    #[test]
+    fn the_model_picks_the_measured_best_splits() {
+        // H200 (132 SMs), C = 1280: the split count of each shape that took least in the rotated
+        // sweep (docs/benchmarks/records/2026-11-30-h200-gemm-splits.txt), or one within its noise.
+        for (n, t, best) in [(16, 256, 16), (16, 512, 16), (16, 1024, 11), (16, 8192, 4), (8, 256, 16), (8, 8192, 4)] {
+            assert_eq!(gemm_splits(n, 1280, t, 132), best, "n {n} T {t}");
+        }
+        for (n, t, best) in [(32, 128, 14), (32, 512, 7), (32, 8192, 3), (8, 4096, 8)] {
+            assert_eq!(gemm_splits(n, 1280, t, 132), best, "n {n} T {t}");
+        }
     }
 
     #[test]
