@@ -1461,14 +1461,14 @@ fn pre_gemm_kernel_shapes() {
         for sh in shapes {
             check_pre(&dev, &stream, &mut rng, &sh);
         }
-        // The plan's choice: from gemm_min_tokens(n) on (128 / 256 / 256 tokens at n = 32 / 16 / 8).
+        // The plan's choice: from gemm_min_tokens(n) on (33 / 256 / 256 tokens at n = 32 / 16 / 8).
         let auto = |n, c, t| Shape::new(n, c, t, form, Dtype::Bf16);
-        for sh in [auto(32, 64, 128), auto(32, 64, 3000), auto(16, 64, 256), auto(8, 64, 256)] {
+        for sh in [auto(32, 64, 33), auto(32, 64, 3000), auto(16, 64, 256), auto(8, 64, 256)] {
             assert!(uses(&sh), "{}: GEMM kernel selected", sh.label());
         }
         check_pre(&dev, &stream, &mut rng, &auto(32, 72, 600));
         for sh in [
-            auto(32, 64, 127),
+            auto(32, 64, 32),
             auto(16, 64, 255),
             auto(8, 64, 255),
             auto(4, 64, 8192),

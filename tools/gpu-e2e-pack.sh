@@ -22,7 +22,7 @@ for st in post head static expand; do add "$st" 2 32 64; done
 # static on tensor cores: 2-CTA clusters (T = 40, n = 32) and one CTA per token (T = 70, n = 16)
 add static 40 32 128; add static 70 16 64
 for st in pre post_pre; do add "$st" 2 4 4096; done
-# pre on the GEMM kernel (n = 32 from 128 tokens; C = 8 keeps the .npy inputs small, h_res is 8 MB)
+# pre on the GEMM kernel (n = 32 from 33 tokens; C = 8 keeps the .npy inputs small, h_res is 8 MB)
 add pre 1024 32 8
 # post_pre on the fused persistent-cluster kernel (bf16, n = 4, C % 128 == 0, T >= 65)
 add post_pre 100 4 1280

@@ -41,11 +41,12 @@ MAX_SPLITS = 16              # K splits of one launch at most (the host splits K
 
 
 def gemm_min_tokens(n):
-    """Smallest T the plan gives the kernel at n (H200, C = 1280, against the general kernel in
-    one call: n = 32 T = 128 179 vs 270 us (bench_pre_gemm); `mhc bench`, builds alternating
-    twice, 2026-11-30: n = 16 T = 128 69.6-70.0 vs 68.0-68.3, T = 256 70.7 vs 70.7-71.3; n = 8
-    T = 256 37.3-37.4 vs 38.6-38.7, T = 512 38.0-38.1 vs 51.3-51.5)."""
-    return 128 if n >= 32 else 256
+    """Smallest T the plan gives the kernel at n (H200, C = 1280, `mhc bench` against the general
+    kernel, builds alternating twice in one call, 2026-11-30: n = 32 T = 33 167.3 vs 197.8-197.9
+    us, T = 32 the general kernel's 160.9-161.0 against the GEMM kernel's 167 at every T up to
+    128 (one token tile); n = 16 T = 128 69.6-70.0 vs 68.0-68.3, T = 256 70.7 vs 70.7-71.3;
+    n = 8 T = 256 37.3-37.4 vs 38.6-38.7, T = 512 38.0-38.1 vs 51.3-51.5)."""
+    return 33 if n >= 32 else 256
 PT = TM // MIXP              # tokens per part
 SYNC_WORDS = MIXP + 1        # per tile in the sync region: ready tag, then one claim word per part
 MIX_TIMEOUT_NS = 2_000_000   # a mixer waits at most this long for its tile (then the tile's last GEMM CTA takes its part)
@@ -182,7 +183,8 @@ HEADER = f"""\
 //         n = 32 T = 128 / 256 / 512 179 / 185 / 264 (pre.ptx 270 / 432 / 771); n = 16 T = 128 /
 //         256 / 512 78 / 91 / 96 (79 / 113 / 157); n = 8 T = 512 / 1024 / 2048 61 / 68 / 79 (63 /
 //         76 / 117); `mhc bench`, 2026-11-30, n = 8 T = 256 / 512 / 768 37.4 / 38.1 / 38.6 (38.7 /
-//         51.4 / 59.6): the plan selects it from 128 / 256 / 256 tokens at n = 32 / 16 / 8.
+//         51.4 / 59.6); n = 32 T = 33 / 64 / 96 167.3 / 167.0 / 167.8 (197.9 / 203.3 / 228.6):
+//         the plan selects it from 33 / 256 / 256 tokens at n = 32 / 16 / 8.
 // PARAMS  one .param block of 144 bytes = asm/src/abi/sm90.rs PreGemmArgs:
 //         0 x, 8 phi, 16 scale, 24 base, 32 a, 40 h_pre, 48 h_post, 56 h_res, 64 inv_rms,
 //         72 ws_cnt, 80 ws_ss, 88 ws_p, 96 ws_sync (u64); 104 T, C, x_stride, a_stride

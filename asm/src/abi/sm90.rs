@@ -627,7 +627,7 @@ pub const GEMM_ENTRIES: [&str; 3] = ["mhc_pre_gemm_bf16_n8", "mhc_pre_gemm_bf16_
 
 /// Smallest T the plan gives the kernel at n (below it the general kernel is faster).
 pub const fn gemm_min_tokens(n: usize) -> usize {
-    const T: [usize; 32] = [256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 128];
+    const T: [usize; 32] = [256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 33];
     T[n - 1]
 }
 

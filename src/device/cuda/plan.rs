@@ -1042,9 +1042,9 @@ runner_up_margin_pct = 4.083
         assert_eq!(planned(4, 384, Dtype::Bf16, Pre, 65), ["mhc_pre_pc16_bf16_n4"]);
         // C < 512: no mid kernel; the decode kernel, then the cluster kernel.
         assert_eq!(planned(4, 256, Dtype::Bf16, Pre, 16), ["mhc_pre_decode_sm90_bf16"]);
-        // GEMM pre from gemm_min_tokens(n) on (n = 32: 128, n = 16: 256, n = 8: 256), the general
+        // GEMM pre from gemm_min_tokens(n) on (n = 32: 33, n = 16: 256, n = 8: 256), the general
         // kernel below (the cost model alone would name the GEMM kernel there).
-        for (n, from) in [(32, 128), (16, 256), (8, 256)] {
+        for (n, from) in [(32, 33), (16, 256), (8, 256)] {
             assert_eq!(planned(n, 1280, Dtype::Bf16, Pre, from - 1), ["mhc_pre_sm90_bf16"], "n={n}");
             assert_eq!(planned(n, 1280, Dtype::Bf16, Pre, from), [format!("mhc_pre_gemm_bf16_n{n}")], "n={n}");
         }

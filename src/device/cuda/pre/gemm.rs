@@ -8,10 +8,10 @@
 //! CTA of a token tile publishes it; each of its [`GEMM_MIX_PARTS`] parts is finished by the first
 //! to claim it, the part's mixer CTA (after the GEMM grid) or that last CTA: the K splits summed in
 //! order, the coefficients and Sinkhorns, the mix of `a`. The catalogue gives it T >= 256 (n = 8
-//! and 16) / 128 (n = 32) without gamma_k / gamma_f (H200, C = 1280, against the general kernel
-//! in one call: n = 32 T = 128 179 vs 270 us; n = 16 T = 256 70.7 vs 71.0, T = 128 69.8 vs 68.2;
-//! n = 8 T = 256 37.4 vs 38.7, T = 512 38.1 vs 51.4; `gemm_min_tokens` in asm/gen/pre_gemm.py);
-//! the general kernel serves the rest.
+//! and 16) / 33 (n = 32) without gamma_k / gamma_f (H200, C = 1280, against the general kernel
+//! in one call: n = 32 T = 33 167.3 vs 197.9 us, T = 32 the general kernel's 161.0; n = 16
+//! T = 256 70.7 vs 71.0, T = 128 69.8 vs 68.2; n = 8 T = 256 37.4 vs 38.7, T = 512 38.1 vs 51.4;
+//! `gemm_min_tokens` in asm/gen/pre_gemm.py); the general kernel serves the rest.
 use super::{PreCall, FLAG_PAPER};
 use crate::device::cuda::abi::PreGemmArgs;
 pub use crate::device::cuda::abi::{
