@@ -131,6 +131,12 @@ pub struct Plan {
     tuning: Tuning,
     /// Tuned entries the selection ignored, and why.
     warnings: Vec<String>,
+    /// The token ranges of each launcher a test or benchmark asked for ([`Plan::requested`]),
+    /// selected on its first request: selecting and loading them takes the host tens of
+    /// microseconds, which a timed loop of forced launches would otherwise measure instead of
+    /// the kernels.
+    #[cfg(feature = "testing")]
+    requested: std::sync::Mutex<HashMap<(Slot, LaunchKind), Ranges<Bucket>>>,
 }
 
 impl std::fmt::Debug for Plan {
@@ -196,6 +202,8 @@ impl Plan {
             workspace_bytes,
             tuning: tuning.clone(),
             warnings,
+            #[cfg(feature = "testing")]
+            requested: Default::default(),
         })
     }
 
@@ -349,15 +357,21 @@ impl Plan {
     }
 
     /// The bucket of `stage` at `tokens` tokens when the caller asks for one launcher
-    /// (benchmarks and tests): the catalogue's choice among that launcher's rows, loaded on
-    /// demand (not the launch path).
+    /// (benchmarks and tests): the catalogue's choice among that launcher's rows, selected and
+    /// loaded on the first request for the launcher, then kept.
     #[cfg(feature = "testing")]
     pub(crate) fn requested(&self, slot: Slot, kind: LaunchKind, tokens: usize) -> Result<Bucket> {
-        let limits = self.dev.limits();
-        let selector = crate::plan::selector(self.dev.sm_count(), Some(self.dev.name()), &self.tuning)?;
-        let (ranges, _) = Self::plan_stage(&selector, &self.dev, &limits, &self.ctx, slot, Some(kind))?;
-        let found = ranges.0.into_iter().find(|(max, _)| tokens <= *max);
-        found.map(|(_, b)| b).unwrap_or_else(|| {
+        let mut kept = self.requested.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let ranges = match kept.entry((slot, kind)) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let limits = self.dev.limits();
+                let selector = crate::plan::selector(self.dev.sm_count(), Some(self.dev.name()), &self.tuning)?;
+                e.insert(Self::plan_stage(&selector, &self.dev, &limits, &self.ctx, slot, Some(kind))?.0)
+            }
+        };
+        let found = ranges.0.iter().find(|(max, _)| tokens <= *max);
+        found.map(|(_, b)| b.clone()).unwrap_or_else(|| {
             Err(Error::NoVariant {
                 stage: slot.name().into(),
                 arch: self.ctx.arch.into(),
