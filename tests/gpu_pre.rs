@@ -2236,7 +2236,7 @@ fn bench_pre_gemm_splits() {
             .map(|v| v.split(',').filter_map(|t| t.trim().parse().ok()).collect())
             .unwrap_or_else(|_| default.to_vec())
     };
-    let rounds = list("MHC_GEMM_ROUNDS", &[3]).first().copied().unwrap_or(3).max(1);
+    let rounds = std::env::var("MHC_GEMM_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3usize).max(1);
     println!("| n | T | model us | us by K splits (median of {rounds} rounds) |");
     println!("|---|---|---|---|");
     for n in list("MHC_GEMM_NS", &[8, 16, 32]) {
@@ -2248,12 +2248,9 @@ fn bench_pre_gemm_splits() {
             let calls = if n * t >= 32 * 1024 { 2 } else { 5 };
             // The model's choice, then the split counts the workspace holds (a count it does not
             // hold is refused before launch).
-            let mut modes = vec![Mode::Gemm];
-            for k in 1..=16 {
-                if r.launch_mode(&s, 0, Mode::GemmSplits(k)).is_ok() {
-                    modes.push(Mode::GemmSplits(k));
-                }
-            }
+            let counts: Vec<usize> = (1..=16).filter(|&k| r.launch_mode(&s, 0, Mode::GemmSplits(k)).is_ok()).collect();
+            let modes: Vec<Mode> =
+                std::iter::once(Mode::Gemm).chain(counts.iter().map(|&k| Mode::GemmSplits(k))).collect();
             s.synchronize().unwrap();
             let mut times = vec![Vec::new(); modes.len()];
             for round in 0..rounds {
@@ -2271,14 +2268,7 @@ fn bench_pre_gemm_splits() {
                 v[v.len() / 2]
             };
             let us: Vec<f64> = times.iter_mut().map(median).collect();
-            let cells: Vec<String> = modes[1..]
-                .iter()
-                .zip(&us[1..])
-                .map(|(m, us)| match m {
-                    Mode::GemmSplits(k) => format!("{k}: {us:.1}"),
-                    _ => unreachable!(),
-                })
-                .collect();
+            let cells: Vec<String> = counts.iter().zip(&us[1..]).map(|(k, us)| format!("{k}: {us:.1}")).collect();
             println!("| {n} | {t} | {:.2} | {} |", us[0], cells.join(", "));
         }
     }

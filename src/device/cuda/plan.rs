@@ -361,10 +361,11 @@ impl Plan {
     /// loaded on the first request for the launcher, then kept.
     #[cfg(feature = "testing")]
     pub(crate) fn requested(&self, slot: Slot, kind: LaunchKind, tokens: usize) -> Result<Bucket> {
+        use std::collections::hash_map::Entry;
         let mut kept = self.requested.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let ranges = match kept.entry((slot, kind)) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
                 let limits = self.dev.limits();
                 let selector = crate::plan::selector(self.dev.sm_count(), Some(self.dev.name()), &self.tuning)?;
                 e.insert(Self::plan_stage(&selector, &self.dev, &limits, &self.ctx, slot, Some(kind))?.0)

@@ -8,10 +8,8 @@
 //! CTA of a token tile publishes it; each of its [`GEMM_MIX_PARTS`] parts is finished by the first
 //! to claim it, the part's mixer CTA (after the GEMM grid) or that last CTA: the K splits summed in
 //! order, the coefficients and Sinkhorns, the mix of `a`. The catalogue gives it T >= 256 (n = 8
-//! and 16) / 33 (n = 32) without gamma_k / gamma_f (H200, C = 1280, against the general kernel
-//! in one call: n = 32 T = 33 167.3 vs 197.9 us, T = 32 the general kernel's 161.0; n = 16
-//! T = 256 70.7 vs 71.0, T = 128 69.8 vs 68.2; n = 8 T = 256 37.4 vs 38.7, T = 512 38.1 vs 51.4;
-//! `gemm_min_tokens` in asm/gen/pre_gemm.py); the general kernel serves the rest.
+//! and 16) / 33 (n = 32) without gamma_k / gamma_f (`gemm_min_tokens` in asm/gen/pre_gemm.py,
+//! with the measurements against the general kernel); the general kernel serves the rest.
 use super::{PreCall, FLAG_PAPER};
 use crate::device::cuda::abi::PreGemmArgs;
 pub use crate::device::cuda::abi::{
@@ -227,11 +225,20 @@ mod tests {
     fn the_model_picks_the_measured_best_splits() {
         // H200 (132 SMs), C = 1280: the split count of each shape that took least in the rotated
         // sweep (docs/benchmarks/records/2026-11-30-h200-gemm-splits.txt), or one within its noise.
-        for (n, t, best) in [(16, 256, 16), (16, 512, 16), (16, 1024, 11), (16, 8192, 4), (8, 256, 16), (8, 8192, 4)] {
-            assert_eq!(gemm_splits(n, 1280, t, 132), best, "n {n} T {t}");
-        }
-        for (n, t, best) in [(32, 128, 14), (32, 512, 7), (32, 8192, 3), (8, 4096, 8)] {
-            assert_eq!(gemm_splits(n, 1280, t, 132), best, "n {n} T {t}");
+        let best = [
+            (16, 256, 16),
+            (16, 512, 16),
+            (16, 1024, 11),
+            (16, 8192, 4),
+            (8, 256, 16),
+            (8, 4096, 8),
+            (8, 8192, 4),
+            (32, 128, 14),
+            (32, 512, 7),
+            (32, 8192, 3),
+        ];
+        for (n, t, splits) in best {
+            assert_eq!(gemm_splits(n, 1280, t, 132), splits, "n {n} T {t}");
         }
     }
 
